@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Installs, idempotently and at pinned versions, everything nvlinkrs needs to build and test:
+#   - Debian's LLVM 22 development files (inkwell / llvm-sys link against them),
+#   - NVIDIA's CUDA 13.5.37 toolchain wheels from PyPI, into a virtual environment the
+#     project owns (default: $XDG_CACHE_HOME/nvlinkrs/cuda-13.5.37),
+#   - the nvvm/lib64/libnvvm.so link the real nvlink needs for -lto.
+# Prints the toolkit root (…/nvidia/cu13) on its last line of stdout.
+# Environment: NVLINKRS_TOOLCHAIN_DIR overrides where the wheels go.
+set -euo pipefail
+
+LLVM_VERSION="1:22.1.8-1~deb12u1"
+CUDA_WHEEL_VERSION="13.5.37"
+CUDA_WHEELS="nvidia-cuda-nvcc nvidia-nvvm nvidia-cuda-runtime nvidia-cuda-crt nvidia-nvjitlink nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm"
+
+say() { echo "setup: $*" >&2; }
+
+# ---- Debian packages -------------------------------------------------------------------
+debs=(llvm-22-dev="$LLVM_VERSION" libpolly-22-dev="$LLVM_VERSION" libzstd-dev zlib1g-dev libxml2-dev libffi-dev libedit-dev libncurses-dev)
+missing=()
+for d in "${debs[@]}"; do
+  name=${d%%=*}
+  want=${d#*=}; [ "$want" = "$d" ] && want=""
+  have=$(dpkg-query -W -f='${Status} ${Version}' "$name" 2>/dev/null || true)
+  case "$have" in
+    "install ok installed $want"*) ;;
+    "install ok installed "*) [ -z "$want" ] || missing+=("$d") ;;
+    *) missing+=("$d") ;;
+  esac
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  say "installing Debian packages: ${missing[*]}"
+  $SUDO apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+fi
+command -v llvm-config-22 >/dev/null || [ -x /usr/lib/llvm-22/bin/llvm-config ] || { say "llvm-config for LLVM 22 not found after install"; exit 1; }
+
+# ---- NVIDIA toolchain wheels -------------------------------------------------------------
+TC=${NVLINKRS_TOOLCHAIN_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/nvlinkrs/cuda-$CUDA_WHEEL_VERSION}
+stamp="$TC/.installed-$CUDA_WHEEL_VERSION"
+if [ ! -f "$stamp" ]; then
+  say "installing CUDA $CUDA_WHEEL_VERSION wheels into $TC"
+  mkdir -p "$TC"
+  python3 -m venv "$TC/venv" >&2
+  pins=""
+  for w in $CUDA_WHEELS; do pins="$pins $w==$CUDA_WHEEL_VERSION"; done
+  "$TC/venv/bin/python" -m pip install -q --disable-pip-version-check $pins >&2
+  touch "$stamp"
+fi
+CU=$("$TC/venv/bin/python" -c 'import nvidia, os; p=[os.path.join(x,"cu13") for x in nvidia.__path__ if os.path.isdir(os.path.join(x,"cu13"))]; print(p[0])')
+[ -x "$CU/bin/nvlink" ] || { say "nvlink missing under $CU"; exit 1; }
+
+# nvlink -lto dlopens <nvvmpath>/lib64/libnvvm.so, which the wheels do not ship.
+mkdir -p "$CU/nvvm/lib64"
+[ -e "$CU/nvvm/lib64/libnvvm.so" ] || ln -sf ../../lib/libnvvm.so.4 "$CU/nvvm/lib64/libnvvm.so"
+# A stable path for scripts and tests.
+ln -sfn "$CU" "$TC/cuda"
+echo "$TC/cuda"

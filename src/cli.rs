@@ -1,0 +1,629 @@
+//! nvlink's command line. `LinkArgs` (clap) defines every nvlink 13.5 option, its short
+//! names as aliases; `normalize` first rewrites nvlink's spellings (one or two dashes,
+//! `-opt=value` or `-opt value`, `-L<dir>`, `-l<lib>`, `-m64`, `-optf FILE`) into clap's
+//! `--long=value` form, giving nvlink's messages for unknown options. `LinkRequest` is the
+//! validated result the phases read.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use clap::{ArgAction, CommandFactory, FromArgMatches, Parser, parser::ValueSource};
+
+use crate::arch::{self, Arch, TargetKind};
+use crate::diag::{Error, Result};
+
+#[derive(Parser, Debug, Default, Clone)]
+#[command(
+    name = "nvlinkrs",
+    disable_help_flag = true,
+    disable_version_flag = true,
+    about = "An open device linker for CUDA: a drop-in for nvlink.",
+    after_help = "Options take one or two dashes and `=value` or a separate value, as nvlink's do.\n\
+                  Other commands: `nvlinkrs inspect [--json] FILE...`."
+)]
+pub struct LinkArgs {
+    #[arg(
+        long = "Ofast-compile",
+        visible_alias = "Ofc",
+        value_name = "0|min|mid|max"
+    )]
+    pub ofast_compile: Option<String>,
+    #[arg(long = "Xnvvm", action = ArgAction::Append, value_name = "OPTIONS")]
+    pub xnvvm: Vec<String>,
+    #[arg(long = "Xptxas", action = ArgAction::Append, value_name = "OPTIONS")]
+    pub xptxas: Vec<String>,
+    #[arg(long = "Xfinalizer", action = ArgAction::Append, hide = true)]
+    pub xfinalizer: Vec<String>,
+    /// Target architecture: sm_NN[a|f] (or compute_NN to JIT).
+    #[arg(long = "arch", value_name = "ARCH")]
+    pub arch: Option<String>,
+    #[arg(
+        long = "cpu-arch",
+        value_name = "X86|X86_64|ARMv7|AARCH64|PPC64LE|RISCV64|unknown"
+    )]
+    pub cpu_arch: Option<String>,
+    #[arg(long = "debug", visible_alias = "g")]
+    pub debug: bool,
+    #[arg(long = "device-stack-protector", value_name = "true|false")]
+    pub device_stack_protector: Option<String>,
+    #[arg(long = "device-stack-protector-frame-size-threshold", hide = true)]
+    pub device_stack_protector_frame_size_threshold: Option<String>,
+    #[arg(long = "disable-infos")]
+    pub disable_infos: bool,
+    #[arg(long = "disable-warnings", visible_alias = "w")]
+    pub disable_warnings: bool,
+    #[arg(long = "dlto")]
+    pub dlto: bool,
+    #[arg(long = "dump-callgraph")]
+    pub dump_callgraph: bool,
+    #[arg(long = "dump-callgraph-no-demangle")]
+    pub dump_callgraph_no_demangle: bool,
+    #[arg(long = "emit-ptx")]
+    pub emit_ptx: bool,
+    #[arg(long = "extra-warnings", visible_alias = "extrawarn")]
+    pub extra_warnings: bool,
+    #[arg(long = "gen-host-linker-script", visible_alias = "ghls", num_args = 0..=1, require_equals = true, default_missing_value = "lcs-aug")]
+    pub gen_host_linker_script: Option<String>,
+    #[arg(long = "help", visible_alias = "h")]
+    pub help: bool,
+    #[arg(long = "ignore-host-info")]
+    pub ignore_host_info: bool,
+    #[arg(long = "keep-system-libraries")]
+    pub keep_system_libraries: bool,
+    #[arg(long = "kernels-used", action = ArgAction::Append)]
+    pub kernels_used: Vec<String>,
+    #[arg(long = "library", visible_alias = "l", action = ArgAction::Append)]
+    pub library: Vec<String>,
+    #[arg(long = "library-path", visible_alias = "L", action = ArgAction::Append)]
+    pub library_path: Vec<PathBuf>,
+    #[arg(long = "link-as-tools-patch", visible_alias = "astoolspatch")]
+    pub link_as_tools_patch: bool,
+    #[arg(long = "link-time-opt", visible_alias = "lto")]
+    pub link_time_opt: bool,
+    #[arg(long = "machine", visible_alias = "m", value_name = "64")]
+    pub machine: Option<String>,
+    #[arg(long = "maxrregcount", value_name = "N")]
+    pub maxrregcount: Option<String>,
+    #[arg(long = "nvvm-latest")]
+    pub nvvm_latest: bool,
+    #[arg(long = "nvvmpath", value_name = "DIR")]
+    pub nvvmpath: Option<PathBuf>,
+    #[arg(long = "options-file", visible_alias = "optf", action = ArgAction::Append)]
+    pub options_file: Vec<PathBuf>,
+    #[arg(long = "output-file", visible_alias = "o", value_name = "FILE")]
+    pub output_file: Option<PathBuf>,
+    #[arg(long = "preserve-relocs")]
+    pub preserve_relocs: bool,
+    #[arg(long = "register-link-binaries", value_name = "FILE")]
+    pub register_link_binaries: Option<PathBuf>,
+    #[arg(long = "relocatable-link", visible_alias = "r")]
+    pub relocatable_link: bool,
+    #[arg(long = "report-arch")]
+    pub report_arch: bool,
+    #[arg(long = "split-compile", value_name = "N")]
+    pub split_compile: Option<String>,
+    #[arg(long = "split-compile-extended", value_name = "N")]
+    pub split_compile_extended: Option<String>,
+    #[arg(long = "suppress-arch-warning")]
+    pub suppress_arch_warning: bool,
+    #[arg(long = "suppress-debug-info")]
+    pub suppress_debug_info: bool,
+    #[arg(long = "suppress-stack-size-warning")]
+    pub suppress_stack_size_warning: bool,
+    #[arg(long = "time", value_name = "FILE")]
+    pub time: Option<PathBuf>,
+    #[arg(long = "uidx-file", visible_alias = "uidx")]
+    pub uidx_file: Option<PathBuf>,
+    #[arg(long = "use-host-info")]
+    pub use_host_info: bool,
+    #[arg(long = "variables-used", action = ArgAction::Append)]
+    pub variables_used: Vec<String>,
+    #[arg(long = "verbose", visible_alias = "v")]
+    pub verbose: bool,
+    #[arg(long = "verbose2", visible_alias = "v2")]
+    pub verbose2: bool,
+    #[arg(long = "version", visible_alias = "V")]
+    pub version: bool,
+    #[arg(long = "warning-as-error", visible_alias = "Werror")]
+    pub warning_as_error: bool,
+    // Options nvlink accepts without listing them in --help.
+    #[arg(long = "disable-smem-reservation", hide = true)]
+    pub disable_smem_reservation: Option<String>,
+    #[arg(long = "dont-reserve-null-pointer", hide = true)]
+    pub dont_reserve_null_pointer: bool,
+    #[arg(long = "allow-undefined-globals", hide = true)]
+    pub allow_undefined_globals: bool,
+    #[arg(long = "syscall-const-offset", hide = true)]
+    pub syscall_const_offset: Option<String>,
+    #[arg(long = "force-rela", hide = true)]
+    pub force_rela: bool,
+    #[arg(long = "verbose-keep", hide = true)]
+    pub verbose_keep: bool,
+    #[arg(long = "verbose-tkinfo", hide = true)]
+    pub verbose_tkinfo: bool,
+    /// The host compiler nvcc uses; it does not affect the device link.
+    #[arg(long = "host-ccbin", hide = true)]
+    pub host_ccbin: Option<String>,
+    #[arg(long = "nv-host", hide = true)]
+    pub nv_host: Option<String>,
+    #[arg(long = "enable-extended-smem", hide = true)]
+    pub enable_extended_smem: bool,
+    #[arg(long = "no-cache", hide = true)]
+    pub no_cache: bool,
+    #[arg(long = "tool-name", hide = true)]
+    pub tool_name: Option<String>,
+    #[arg(long = "cuda-api-version", hide = true)]
+    pub cuda_api_version: Option<String>,
+    #[arg(long = "force-whole-lto", hide = true)]
+    pub force_whole_lto: bool,
+    #[arg(long = "force-partial-lto", hide = true)]
+    pub force_partial_lto: bool,
+    #[arg(long = "optimize-data-layout", hide = true)]
+    pub optimize_data_layout: bool,
+    #[arg(long = "no-opt", hide = true)]
+    pub no_opt: bool,
+    #[arg(long = "trap-into-debugger", hide = true)]
+    pub trap_into_debugger: bool,
+    #[arg(long = "dot-file", hide = true)]
+    pub dot_file: Option<PathBuf>,
+    #[arg(long = "war4860824", hide = true)]
+    pub war4860824: bool,
+    // nvlinkrs's own options.
+    /// Root of the CUDA toolkit to use (ptxas, libNVVM, libdevice).
+    #[arg(long = "cuda-path", value_name = "DIR")]
+    pub cuda_path: Option<PathBuf>,
+    #[arg(value_name = "FILE")]
+    pub inputs: Vec<PathBuf>,
+}
+
+/// Options this version carries out. Any other option given is refused by name rather
+/// than ignored (see `refuse_unimplemented`).
+const IMPLEMENTED: &[&str] = &[
+    "arch",
+    "cpu-arch",
+    "machine",
+    "output-file",
+    "library",
+    "library-path",
+    "options-file",
+    "link-time-opt",
+    "dlto",
+    "nvvmpath",
+    "host-ccbin",
+    "verbose",
+    "disable-warnings",
+    "disable-infos",
+    "warning-as-error",
+    "report-arch",
+    "suppress-arch-warning",
+    "help",
+    "version",
+    "cuda-path",
+    "inputs",
+];
+
+struct OptSpec {
+    canonical: String,
+    takes_value: bool,
+    /// `-ghls[=mode]`: a value only after `=`.
+    optional_value: bool,
+    multiple: bool,
+}
+
+fn option_table() -> HashMap<String, OptSpec> {
+    let cmd = LinkArgs::command();
+    let mut t = HashMap::new();
+    for a in cmd.get_arguments() {
+        let Some(long) = a.get_long() else { continue };
+        let num = a.get_num_args();
+        let takes_value = a.get_action().takes_values();
+        let optional_value = num.is_some_and(|n| n.min_values() == 0) && takes_value;
+        let multiple = matches!(a.get_action(), ArgAction::Append);
+        let spec = || OptSpec {
+            canonical: long.to_string(),
+            takes_value,
+            optional_value,
+            multiple,
+        };
+        t.insert(long.to_string(), spec());
+        for alias in a.get_all_aliases().into_iter().flatten() {
+            t.insert(alias.to_string(), spec());
+        }
+    }
+    t
+}
+
+/// nvlink accepts `-L<dir>`, `-l<lib>` and `-m<bits>` with the value attached.
+const ATTACHED: [(char, &str); 3] = [('L', "library-path"), ('l', "library"), ('m', "machine")];
+
+/// Splits an options file the way a shell would split a simple command line.
+fn split_words(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut has = false;
+    let mut quote: Option<char> = None;
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            (None, '"' | '\'') => {
+                quote = Some(c);
+                has = true;
+            }
+            (Some(q), c) if c == q => quote = None,
+            (None, '\\') | (Some('"'), '\\') => {
+                if let Some(n) = chars.next() {
+                    cur.push(n);
+                    has = true;
+                }
+            }
+            (None, c) if c.is_whitespace() => {
+                if has {
+                    out.push(std::mem::take(&mut cur));
+                    has = false;
+                }
+            }
+            (_, c) => {
+                cur.push(c);
+                has = true;
+            }
+        }
+    }
+    if has {
+        out.push(cur);
+    }
+    out
+}
+
+/// Rewrites nvlink-style arguments into `--canonical[=value]` words and positional inputs.
+/// Returns the words and the warnings nvlink would print for them.
+pub fn normalize(args: &[String]) -> Result<(Vec<String>, Vec<String>)> {
+    let table = option_table();
+    let mut out = Vec::new();
+    let mut warnings = Vec::new();
+    let mut seen: HashMap<String, String> = HashMap::new();
+    let mut queue: std::collections::VecDeque<String> = args.iter().cloned().collect();
+    let mut optf_depth = 0usize;
+    while let Some(a) = queue.pop_front() {
+        if !a.starts_with('-') || a == "-" {
+            out.push(a);
+            continue;
+        }
+        let body = a.strip_prefix("--").unwrap_or(&a[1..]);
+        let (name, inline) = match body.split_once('=') {
+            Some((n, v)) => (n, Some(v.to_string())),
+            None => (body, None),
+        };
+        let (spec, value) = if let Some(spec) = table.get(name) {
+            let value = if !spec.takes_value {
+                None
+            } else if inline.is_some() || spec.optional_value {
+                inline
+            } else {
+                Some(queue.pop_front().ok_or_else(|| {
+                    Error::fatal(format!("Option '-{name}' requires an argument"))
+                })?)
+            };
+            (spec, value)
+        } else if let Some((_, long)) = ATTACHED
+            .iter()
+            .find(|(c, _)| body.starts_with(*c) && body.len() > 1)
+        {
+            (&table[*long], Some(body[1..].to_string()))
+        } else {
+            // nvlink drops the first dash when it names the option.
+            return Err(Error::fatal(format!("Unknown option '{}'", &a[1..])));
+        };
+        if spec.canonical == "options-file" {
+            let path = value.unwrap_or_default();
+            let text = std::fs::read_to_string(&path)
+                .map_err(|_| Error::fatal(format!("Could not open options file '{path}'")))?;
+            optf_depth += 1;
+            if optf_depth > 64 {
+                return Err(Error::fatal(format!(
+                    "options file '{path}' includes options files more than 64 deep"
+                )));
+            }
+            for w in split_words(&text).into_iter().rev() {
+                queue.push_front(w);
+            }
+            continue;
+        }
+        if !spec.multiple {
+            let v = value.clone().unwrap_or_default();
+            if let Some(prev) = seen.insert(spec.canonical.clone(), v.clone()) {
+                if prev != v {
+                    warnings.push(format!(
+                        "incompatible redefinition for option '{}', the last value of this option was used",
+                        spec.canonical
+                    ));
+                }
+            }
+        }
+        match value {
+            Some(v) => out.push(format!("--{}={v}", spec.canonical)),
+            None => out.push(format!("--{}", spec.canonical)),
+        }
+    }
+    Ok((out, warnings))
+}
+
+/// Parses nvlink's arguments (without the program name).
+pub fn parse(args: &[String]) -> Result<(LinkArgs, Vec<String>, Vec<&'static str>)> {
+    let (words, warnings) = normalize(args)?;
+    let cmd = LinkArgs::command().args_override_self(true);
+    let matches = cmd
+        .try_get_matches_from(std::iter::once("nvlinkrs".to_string()).chain(words))
+        .map_err(|e| {
+            Error::fatal(
+                e.render()
+                    .to_string()
+                    .lines()
+                    .next()
+                    .unwrap_or("bad command line")
+                    .trim_start_matches("error: ")
+                    .to_string(),
+            )
+        })?;
+    let parsed = LinkArgs::from_arg_matches(&matches).map_err(|e| Error::fatal(e.to_string()))?;
+    let given: Vec<&'static str> = LinkArgs::command()
+        .get_arguments()
+        .filter(|a| matches.value_source(a.get_id().as_str()) == Some(ValueSource::CommandLine))
+        .filter_map(|a| {
+            a.get_long()
+                .map(|l| &*Box::leak(l.to_string().into_boxed_str()))
+        })
+        .collect();
+    Ok((parsed, warnings, given))
+}
+
+/// Refuses, by name, every given option this version does not carry out.
+pub fn refuse_unimplemented(given: &[&str]) -> Result<()> {
+    if let Some(o) = given.iter().find(|o| !IMPLEMENTED.contains(o)) {
+        return Err(Error::fatal(format!(
+            "option '-{o}' is recognised but not implemented yet by nvlinkrs {}; refusing rather than ignoring it",
+            env!("CARGO_PKG_VERSION")
+        )));
+    }
+    Ok(())
+}
+
+/// What the link phases read: validated, with nvlink's messages for bad values.
+#[derive(Debug, Clone)]
+pub struct LinkRequest {
+    pub target: Arch,
+    pub target_kind: TargetKind,
+    pub output: PathBuf,
+    pub inputs: Vec<PathBuf>,
+    pub libraries: Vec<String>,
+    pub library_paths: Vec<PathBuf>,
+    pub lto: bool,
+    pub nvvmpath: Option<PathBuf>,
+    pub cuda_path: Option<PathBuf>,
+    pub verbose: bool,
+}
+
+pub fn bool_value(v: &str) -> Result<bool> {
+    match v {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(Error::fatal(format!("'{v}': expected true or false"))),
+    }
+}
+
+pub fn number_value(v: &str) -> Result<u32> {
+    v.parse()
+        .map_err(|_| Error::fatal(format!("'{v}': expected a number")))
+}
+
+impl LinkArgs {
+    /// Checks values the way nvlink does, in nvlink's order, and builds the request.
+    pub fn request(&self) -> Result<LinkRequest> {
+        for (v, f) in [
+            (&self.disable_smem_reservation, "b"),
+            (&self.device_stack_protector, "b"),
+            (&self.maxrregcount, "n"),
+            (&self.split_compile, "n"),
+            (&self.split_compile_extended, "n"),
+        ] {
+            if let Some(v) = v {
+                if f == "b" {
+                    bool_value(v)?;
+                } else {
+                    number_value(v)?;
+                }
+            }
+        }
+        if let Some(m) = &self.machine {
+            if m != "64" {
+                return Err(Error::fatal(format!(
+                    "Value '{m}' is not defined for option 'machine'"
+                )));
+            }
+        }
+        let arch_s = self
+            .arch
+            .as_deref()
+            .ok_or_else(|| Error::fatal("Unknown arch name '(null)'"))?;
+        let (target_kind, target) = Arch::parse_target(arch_s)
+            .filter(|(_, a)| arch::is_known_target(*a))
+            .ok_or_else(|| {
+                Error::fatal(format!("Value '{arch_s}' is not defined for option 'arch'"))
+            })?;
+        if target_kind == TargetKind::Lto {
+            return Err(Error::fatal(format!(
+                "Link target of '{arch_s}' is virtual target that is not JIT-able; use 'sm_' target instead"
+            )));
+        }
+        let output = self
+            .output_file
+            .clone()
+            .ok_or_else(|| Error::fatal("Must specify output file with -o option"))?;
+        if self.inputs.is_empty() && self.library.is_empty() {
+            return Err(Error::fatal(
+                "No input files specified; use option --help for more information",
+            ));
+        }
+        let lto = self.link_time_opt || self.dlto;
+        if lto && self.nvvmpath.is_none() {
+            return Err(Error::fatal("-nvvmpath should be specified with -lto"));
+        }
+        Ok(LinkRequest {
+            target,
+            target_kind,
+            output,
+            inputs: self.inputs.clone(),
+            libraries: self.library.clone(),
+            library_paths: self.library_path.clone(),
+            lto,
+            nvvmpath: self.nvvmpath.clone(),
+            cuda_path: self.cuda_path.clone(),
+            verbose: self.verbose,
+        })
+    }
+}
+
+pub fn help_text() -> String {
+    LinkArgs::command().render_help().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn nvcc_dlink_command_lines_parse() {
+        // The exact shapes `nvcc -dlink -v` and `nvcc -dlink -dlto -v` print (paths shortened).
+        let plain = words(
+            "-m64 --arch=sm_90 --register-link-binaries=x.reg.c -Lcu/lib/stubs -Lcu/lib -cpu-arch=X86_64 a.o b.o -lcudadevrt -o x.sm_90.cubin --host-ccbin gcc",
+        );
+        let (a, w, given) = parse(&plain).unwrap();
+        assert!(w.is_empty());
+        assert_eq!(a.arch.as_deref(), Some("sm_90"));
+        assert_eq!(a.machine.as_deref(), Some("64"));
+        assert_eq!(
+            a.library_path,
+            [PathBuf::from("cu/lib/stubs"), PathBuf::from("cu/lib")]
+        );
+        assert_eq!(a.library, ["cudadevrt"]);
+        assert_eq!(a.inputs, [PathBuf::from("a.o"), PathBuf::from("b.o")]);
+        assert_eq!(a.host_ccbin.as_deref(), Some("gcc"));
+        assert_eq!(a.cpu_arch.as_deref(), Some("X86_64"));
+        assert!(given.contains(&"register-link-binaries"));
+        let lto = words(
+            "-m64 --arch=sm_90 -Lcu/lib -cpu-arch=X86_64 -dlto -nvvmpath=cu/nvvm al.o bl.o -lcudadevrt -o x.cubin --host-ccbin gcc",
+        );
+        let (a, _, _) = parse(&lto).unwrap();
+        assert!(a.dlto);
+        let r = a.request().unwrap();
+        assert!(r.lto);
+        assert_eq!(r.target.to_string(), "sm_90");
+    }
+
+    #[test]
+    fn nvlink_spellings() {
+        let (a, _, _) =
+            parse(&words("--arch sm_90a -lto -o out -Xptxas -v -ghls a.ltoir")).unwrap();
+        assert_eq!(a.arch.as_deref(), Some("sm_90a"));
+        assert!(a.link_time_opt);
+        assert_eq!(a.xptxas, ["-v"]);
+        assert_eq!(a.gen_host_linker_script.as_deref(), Some("lcs-aug"));
+        assert_eq!(a.output_file, Some(PathBuf::from("out")));
+        let (a, _, _) = parse(&words("-ghls=lcs-abs -arch=sm_80")).unwrap();
+        assert_eq!(a.gen_host_linker_script.as_deref(), Some("lcs-abs"));
+    }
+
+    #[test]
+    fn nvlink_messages_for_bad_command_lines() {
+        let msg = |s: &str| match parse(&words(s)).and_then(|(a, _, _)| a.request()) {
+            Err(e) => e.message().to_string(),
+            Ok(_) => "ok".into(),
+        };
+        assert_eq!(msg("--bogus a.o"), "Unknown option '-bogus'");
+        assert_eq!(
+            msg("-arch sm_90 -ox.cubin b.o"),
+            "Unknown option 'ox.cubin'"
+        );
+        assert_eq!(msg("-o x a.o"), "Unknown arch name '(null)'");
+        assert_eq!(
+            msg("-arch=sm_70 -o x a.o"),
+            "Value 'sm_70' is not defined for option 'arch'"
+        );
+        assert_eq!(
+            msg("-arch=sm_90f -o x a.o"),
+            "Value 'sm_90f' is not defined for option 'arch'"
+        );
+        assert_eq!(
+            msg("-m32 -arch=sm_90 -o x a.o"),
+            "Value '32' is not defined for option 'machine'"
+        );
+        assert_eq!(
+            msg("-arch=sm_90 a.o"),
+            "Must specify output file with -o option"
+        );
+        assert_eq!(
+            msg("-arch=sm_90 -o x"),
+            "No input files specified; use option --help for more information"
+        );
+        assert_eq!(
+            msg("-arch=sm_90 -o x a.o -disable-smem-reservation=maybe"),
+            "'maybe': expected true or false"
+        );
+        assert_eq!(
+            msg("-arch=sm_90 -o x a.o -maxrregcount=abc"),
+            "'abc': expected a number"
+        );
+        assert_eq!(
+            msg("-arch=lto_90 -o x a.o"),
+            "Link target of 'lto_90' is virtual target that is not JIT-able; use 'sm_' target instead"
+        );
+        assert_eq!(
+            msg("-arch=sm_90 -lto -o x a.o"),
+            "-nvvmpath should be specified with -lto"
+        );
+        assert_eq!(
+            msg("-arch=sm_90 -o x -optf /nonexistent/opts a.o"),
+            "Could not open options file '/nonexistent/opts'"
+        );
+    }
+
+    #[test]
+    fn redefinition_warns_and_last_wins() {
+        let (a, w, _) = parse(&words("-arch=sm_90 -o x -arch=sm_80 a.o")).unwrap();
+        assert_eq!(a.arch.as_deref(), Some("sm_80"));
+        assert_eq!(
+            w,
+            ["incompatible redefinition for option 'arch', the last value of this option was used"]
+        );
+    }
+
+    #[test]
+    fn options_files_expand_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("opts");
+        std::fs::write(&f, "-arch=sm_90\n  \"-o\" 'my out.cubin' -lcudadevrt\n").unwrap();
+        let (a, _, _) =
+            parse(&["-optf".to_string(), f.display().to_string(), "a.o".into()]).unwrap();
+        assert_eq!(a.arch.as_deref(), Some("sm_90"));
+        assert_eq!(a.output_file, Some(PathBuf::from("my out.cubin")));
+        assert_eq!(a.library, ["cudadevrt"]);
+        assert_eq!(a.inputs, [PathBuf::from("a.o")]);
+    }
+
+    #[test]
+    fn unimplemented_options_are_refused_by_name() {
+        let (_, _, given) = parse(&words("-arch=sm_90 -r -o x a.o")).unwrap();
+        let e = refuse_unimplemented(&given).unwrap_err();
+        assert!(
+            e.message()
+                .starts_with("option '-relocatable-link' is recognised but not implemented yet"),
+            "{}",
+            e.message()
+        );
+        let (_, _, given) = parse(&words("-arch=sm_90 -o x -L. -lcudadevrt a.o -w")).unwrap();
+        refuse_unimplemented(&given).unwrap();
+    }
+}

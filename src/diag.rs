@@ -1,0 +1,263 @@
+//! Diagnostics: the one error type (a message with a context chain and the exit status
+//! nvlink would give), and the sink that prints warnings and infos the way nvlink does
+//! (`<tool> <level padded to 8> : <message>` on stderr).
+
+use std::fmt;
+use std::sync::Mutex;
+
+/// How a failed run ends, in nvlink's terms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Severity {
+    /// Stops at once; exit status 1.
+    Fatal,
+    /// Accumulated errors; the run ends with exit status 255 and no output.
+    Error,
+}
+
+impl Severity {
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Severity::Fatal => 1,
+            Severity::Error => 255,
+        }
+    }
+}
+
+/// The error type of the whole crate: nvlink's message first (so that tools comparing
+/// messages see the same text), then what we know about where it happened.
+#[derive(Debug, Clone)]
+pub struct Error {
+    severity: Severity,
+    message: String,
+    /// Innermost first: "in 'a.o'", "while reading archive 'lib.a'" ...
+    context: Vec<String>,
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub fn fatal(message: impl Into<String>) -> Error {
+        Error {
+            severity: Severity::Fatal,
+            message: message.into(),
+            context: Vec::new(),
+        }
+    }
+
+    /// Errors that nvlink reports and keeps going (several may be printed), then exits 255.
+    pub fn error(message: impl Into<String>) -> Error {
+        Error {
+            severity: Severity::Error,
+            message: message.into(),
+            context: Vec::new(),
+        }
+    }
+
+    pub fn context(mut self, ctx: impl Into<String>) -> Error {
+        self.context.push(ctx.into());
+        self
+    }
+
+    pub fn severity(&self) -> Severity {
+        self.severity
+    }
+
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    pub fn context_chain(&self) -> &[String] {
+        &self.context
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)?;
+        for c in &self.context {
+            write!(f, "\n  {c}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// Adds context to any fallible result.
+pub trait Context<T> {
+    fn context(self, ctx: impl Into<String>) -> Result<T>;
+    fn with_context<S: Into<String>>(self, f: impl FnOnce() -> S) -> Result<T>;
+}
+
+impl<T> Context<T> for Result<T> {
+    fn context(self, ctx: impl Into<String>) -> Result<T> {
+        self.map_err(|e| e.context(ctx))
+    }
+    fn with_context<S: Into<String>>(self, f: impl FnOnce() -> S) -> Result<T> {
+        self.map_err(|e| e.context(f()))
+    }
+}
+
+/// A malformed-input error: which file, where in it, what was expected.
+/// Every parser builds its errors through this so the messages look alike.
+pub fn malformed(origin: &str, offset: u64, what: impl fmt::Display) -> Error {
+    Error::fatal(format!("'{origin}' at offset {offset:#x}: {what}"))
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Level {
+    Info,
+    Warning,
+    Error,
+    Fatal,
+}
+
+impl Level {
+    fn word(self) -> &'static str {
+        match self {
+            Level::Info => "info",
+            Level::Warning => "warning",
+            Level::Error => "error",
+            Level::Fatal => "fatal",
+        }
+    }
+}
+
+/// Collects and prints non-fatal diagnostics. Shared by every phase (it is `Sync`).
+pub struct Diagnostics {
+    tool: String,
+    disable_warnings: bool,
+    disable_infos: bool,
+    warnings_as_errors: bool,
+    /// Suffix appended to every message (`-report-arch`).
+    suffix: String,
+    state: Mutex<DiagState>,
+}
+
+#[derive(Default)]
+struct DiagState {
+    errors: usize,
+    printed: Vec<(Level, String)>,
+}
+
+impl Diagnostics {
+    pub fn new(tool: &str) -> Diagnostics {
+        Diagnostics {
+            tool: tool.to_string(),
+            disable_warnings: false,
+            disable_infos: false,
+            warnings_as_errors: false,
+            suffix: String::new(),
+            state: Mutex::new(DiagState::default()),
+        }
+    }
+
+    pub fn configure(&mut self, no_warnings: bool, no_infos: bool, werror: bool, suffix: String) {
+        self.disable_warnings = no_warnings;
+        self.disable_infos = no_infos;
+        self.warnings_as_errors = werror;
+        self.suffix = suffix;
+    }
+
+    pub fn format(&self, level: Level, message: &str) -> String {
+        format!(
+            "{} {:<8}: {}{}",
+            self.tool,
+            level.word(),
+            message,
+            self.suffix
+        )
+    }
+
+    fn emit(&self, level: Level, message: &str) {
+        let line = self.format(level, message);
+        eprintln!("{line}");
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if level == Level::Error {
+            st.errors += 1;
+        }
+        st.printed.push((level, message.to_string()));
+    }
+
+    pub fn info(&self, message: &str) {
+        if !self.disable_infos {
+            self.emit(Level::Info, message);
+        }
+    }
+
+    pub fn warning(&self, message: &str) {
+        if self.warnings_as_errors {
+            self.emit(Level::Error, message);
+        } else if !self.disable_warnings {
+            self.emit(Level::Warning, message);
+        }
+    }
+
+    pub fn error(&self, message: &str) {
+        self.emit(Level::Error, message);
+    }
+
+    pub fn error_count(&self) -> usize {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).errors
+    }
+
+    /// Every message printed so far, in order (for reports and tests).
+    pub fn printed(&self) -> Vec<(Level, String)> {
+        self.state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .printed
+            .clone()
+    }
+
+    /// Prints a terminal error and returns the exit status to use.
+    pub fn report(&self, err: &Error) -> u8 {
+        let level = match err.severity() {
+            Severity::Fatal => Level::Fatal,
+            Severity::Error => Level::Error,
+        };
+        eprintln!("{}", self.format(level, &err.to_string()));
+        err.severity().exit_code()
+    }
+
+    /// After a phase: accumulated errors end the run with nvlink's 255.
+    pub fn check(&self) -> Result<()> {
+        let n = self.error_count();
+        if n > 0 {
+            return Err(Error::error(format!("{n} error(s); no output written")));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nvlink_line_format() {
+        let d = Diagnostics::new("nvlink");
+        assert_eq!(d.format(Level::Fatal, "x"), "nvlink fatal   : x");
+        assert_eq!(d.format(Level::Warning, "x"), "nvlink warning : x");
+        assert_eq!(d.format(Level::Info, "x"), "nvlink info    : x");
+        assert_eq!(d.format(Level::Error, "x"), "nvlink error   : x");
+    }
+
+    #[test]
+    fn werror_counts_warnings_as_errors() {
+        let mut d = Diagnostics::new("nvlinkrs");
+        d.configure(false, false, true, String::new());
+        d.warning("w");
+        assert_eq!(d.error_count(), 1);
+        assert!(d.check().is_err());
+    }
+
+    #[test]
+    fn context_chain_is_printed_innermost_first() {
+        let e = Error::fatal("cubin not an elf?")
+            .context("in 'a.cubin'")
+            .context("outer");
+        assert_eq!(e.to_string(), "cubin not an elf?\n  in 'a.cubin'\n  outer");
+        assert_eq!(e.severity().exit_code(), 1);
+    }
+}

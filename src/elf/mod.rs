@@ -1,0 +1,333 @@
+//! ELF reading for the linker: the device ELF (cubin) view — header, architecture,
+//! sections, symbols, kernels, notes — and the section list of host objects. This is the
+//! only module that names `object` crate types; everything it returns is plain data.
+
+use object::LittleEndian as LE;
+use object::elf::{FileHeader64, SHT_NOBITS, SHT_SYMTAB};
+use object::read::elf::{FileHeader, SectionHeader, Sym};
+
+use crate::arch::{Arch, Variant};
+use crate::bytes::Le;
+use crate::diag::{Result, malformed};
+
+pub const EM_CUDA: u16 = 190;
+pub const ELF_MAGIC: &[u8; 4] = b"\x7fELF";
+
+/// `st_other` bit of kernels (entry functions) in relocatable cubins.
+pub const STO_CUDA_ENTRY: u8 = 0x10;
+/// `STT_LOPROC`: CUDA data objects in relocatable cubins.
+pub const STT_CUDA_OBJECT: u8 = 13;
+
+pub fn is_elf(data: &[u8]) -> bool {
+    data.starts_with(ELF_MAGIC)
+}
+
+/// `e_machine` of an ELF64 little-endian image, without validating anything else.
+pub fn machine(data: &[u8]) -> Option<u16> {
+    if !is_elf(data) {
+        return None;
+    }
+    data.u16_at(0x12)
+}
+
+/// `e_type` of an ELF image, without validating anything else.
+pub fn elf_type(data: &[u8]) -> Option<u16> {
+    if !is_elf(data) {
+        return None;
+    }
+    data.u16_at(0x10)
+}
+
+/// The number of bytes an ELF64 image occupies according to its own headers (the end of
+/// the section header table, program headers, or last section, whichever is furthest).
+/// `None` when the header is not ELF64 little-endian or the numbers overflow.
+pub fn image_extent(data: &[u8]) -> Option<usize> {
+    if !is_elf(data) || data.u8_at(4)? != 2 || data.u8_at(5)? != 1 {
+        return None;
+    }
+    let shoff = data.u64_at(0x28)?;
+    let shentsize = data.u16_at(0x3A)? as u64;
+    let shnum = data.u16_at(0x3C)? as u64;
+    let phoff = data.u64_at(0x20)?;
+    let phentsize = data.u16_at(0x36)? as u64;
+    let phnum = data.u16_at(0x38)? as u64;
+    let mut end = 64u64;
+    end = end.max(shoff.checked_add(shentsize.checked_mul(shnum)?)?);
+    if phnum > 0 {
+        end = end.max(phoff.checked_add(phentsize.checked_mul(phnum)?)?);
+    }
+    for i in 0..shnum {
+        let sh = usize::try_from(shoff + i * shentsize).ok()?;
+        let ty = data.u32_at(sh + 4)?;
+        if ty != SHT_NOBITS {
+            end = end.max(
+                data.u64_at(sh + 0x18)?
+                    .checked_add(data.u64_at(sh + 0x20)?)?,
+            );
+        }
+    }
+    usize::try_from(end).ok()
+}
+
+#[derive(Clone, Debug)]
+pub struct SectionInfo {
+    pub index: usize,
+    pub name: String,
+    pub sh_type: u32,
+    pub flags: u64,
+    pub offset: u64,
+    pub size: u64,
+    pub align: u64,
+}
+
+#[derive(Clone, Debug)]
+pub struct SymbolInfo {
+    pub name: String,
+    pub st_type: u8,
+    pub bind: u8,
+    pub other: u8,
+    pub shndx: u16,
+    pub value: u64,
+    pub size: u64,
+}
+
+impl SymbolInfo {
+    pub fn is_defined(&self) -> bool {
+        self.shndx != 0
+    }
+    pub fn is_kernel(&self) -> bool {
+        self.st_type == object::elf::STT_FUNC
+            && self.other & STO_CUDA_ENTRY != 0
+            && self.is_defined()
+    }
+    pub fn is_function(&self) -> bool {
+        self.st_type == object::elf::STT_FUNC && self.is_defined()
+    }
+    pub fn is_variable(&self) -> bool {
+        matches!(self.st_type, object::elf::STT_OBJECT | STT_CUDA_OBJECT) && self.is_defined()
+    }
+}
+
+/// Sections of any ELF64 little-endian file (host or device).
+pub struct ElfView<'d> {
+    pub data: &'d [u8],
+    pub e_type: u16,
+    pub e_machine: u16,
+    pub e_flags: u32,
+    pub osabi: u8,
+    pub abi_version: u8,
+    pub sections: Vec<SectionInfo>,
+}
+
+fn obj_err(origin: &str, e: object::read::Error) -> crate::diag::Error {
+    malformed(origin, 0, format!("not a readable ELF64 file: {e}"))
+}
+
+impl<'d> ElfView<'d> {
+    pub fn parse(data: &'d [u8], origin: &str) -> Result<ElfView<'d>> {
+        let header = FileHeader64::<LE>::parse(data).map_err(|e| obj_err(origin, e))?;
+        let endian = header.endian().map_err(|e| obj_err(origin, e))?;
+        let table = header
+            .sections(endian, data)
+            .map_err(|e| obj_err(origin, e))?;
+        let mut sections = Vec::with_capacity(table.len());
+        for (index, s) in table.iter().enumerate() {
+            let name = table
+                .section_name(endian, s)
+                .map_err(|e| obj_err(origin, e))?;
+            let (offset, size) = (s.sh_offset(endian), s.sh_size(endian));
+            let ty = s.sh_type(endian);
+            if ty != SHT_NOBITS
+                && offset
+                    .checked_add(size)
+                    .is_none_or(|e| e > data.len() as u64)
+            {
+                return Err(malformed(
+                    origin,
+                    offset,
+                    format!(
+                        "section [{index}] {} of {size} bytes passes the end of the {}-byte file",
+                        String::from_utf8_lossy(name),
+                        data.len()
+                    ),
+                ));
+            }
+            sections.push(SectionInfo {
+                index,
+                name: String::from_utf8_lossy(name).into_owned(),
+                sh_type: ty,
+                flags: s.sh_flags(endian),
+                offset,
+                size,
+                align: s.sh_addralign(endian),
+            });
+        }
+        Ok(ElfView {
+            data,
+            e_type: header.e_type(endian),
+            e_machine: header.e_machine(endian),
+            e_flags: header.e_flags(endian),
+            osabi: header.e_ident().os_abi,
+            abi_version: header.e_ident().abi_version,
+            sections,
+        })
+    }
+
+    pub fn section(&self, name: &str) -> Option<&SectionInfo> {
+        self.sections.iter().find(|s| s.name == name)
+    }
+
+    /// The file bytes of a section (empty for NOBITS). Bounds were checked in `parse`.
+    pub fn section_data(&self, s: &SectionInfo) -> &'d [u8] {
+        if s.sh_type == SHT_NOBITS {
+            return &[];
+        }
+        &self.data[s.offset as usize..(s.offset + s.size) as usize]
+    }
+
+    pub fn symbols(&self, origin: &str) -> Result<Vec<SymbolInfo>> {
+        let header = FileHeader64::<LE>::parse(self.data).map_err(|e| obj_err(origin, e))?;
+        let endian = header.endian().map_err(|e| obj_err(origin, e))?;
+        let table = header
+            .sections(endian, self.data)
+            .map_err(|e| obj_err(origin, e))?;
+        let syms = table
+            .symbols(endian, self.data, SHT_SYMTAB)
+            .map_err(|e| obj_err(origin, e))?;
+        let mut out = Vec::with_capacity(syms.len());
+        for s in syms.iter().skip(1) {
+            let name = syms
+                .symbol_name(endian, s)
+                .map_err(|e| obj_err(origin, e))?;
+            out.push(SymbolInfo {
+                name: String::from_utf8_lossy(name).into_owned(),
+                st_type: s.st_type(),
+                bind: s.st_bind(),
+                other: s.st_other(),
+                shndx: s.st_shndx(endian),
+                value: s.st_value(endian),
+                size: s.st_size(endian),
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// What a device ELF (cubin) says about itself.
+#[derive(Clone, Debug)]
+pub struct DeviceSummary {
+    pub e_type: u16,
+    pub e_flags: u32,
+    pub osabi: u8,
+    pub abi_version: u8,
+    pub arch: Arch,
+    /// The virtual architecture the code was compiled from (`.note.nv.cuinfo`).
+    pub virtual_sm: Option<u16>,
+    /// CUDA version that built it, e.g. 135 = 13.5 (`.note.nv.cuinfo`).
+    pub cuda_version: Option<u32>,
+    pub debug_level: u8,
+    pub sections: Vec<SectionInfo>,
+    pub symbols: Vec<SymbolInfo>,
+}
+
+impl DeviceSummary {
+    pub fn type_name(&self) -> String {
+        match self.e_type {
+            1 => "ET_REL (relocatable)".into(),
+            2 => "ET_EXEC (executable)".into(),
+            0xFF00 => "0xff00 (extensible whole program)".into(),
+            t => format!("{t:#x}"),
+        }
+    }
+    pub fn kernels(&self) -> impl Iterator<Item = &SymbolInfo> {
+        self.symbols.iter().filter(|s| s.is_kernel())
+    }
+}
+
+/// Reads a cubin: validates that it is a device ELF and summarises it.
+pub fn device_summary(data: &[u8], origin: &str) -> Result<DeviceSummary> {
+    let view = ElfView::parse(data, origin)?;
+    if view.e_machine != EM_CUDA {
+        return Err(malformed(
+            origin,
+            0x12,
+            format!(
+                "e_machine is {}, a device ELF has {EM_CUDA} (EM_CUDA)",
+                view.e_machine
+            ),
+        ));
+    }
+    let symbols = view.symbols(origin)?;
+    let mut variant = Variant::Plain;
+    if let Some(c) = view.section(".nv.compat") {
+        for (attr, value) in compat_records(view.section_data(c)) {
+            if attr == 0x09 && value == 1 {
+                variant = Variant::Accelerated;
+            }
+        }
+    }
+    let (mut virtual_sm, mut cuda_version) = (None, None);
+    if let Some(n) = view.section(".note.nv.cuinfo") {
+        let d = view.section_data(n);
+        // namesz, descsz, type, "NVIDIA Corp\0", desc { u16 version, u16 vsm, u32 cuda }
+        if let (Some(namesz), Some(1000)) = (d.u32_at(0), d.u32_at(8)) {
+            let desc = 12 + (namesz as usize).next_multiple_of(4);
+            virtual_sm = d.u16_at(desc + 2);
+            cuda_version = d.u32_at(desc + 4);
+        }
+    }
+    Ok(DeviceSummary {
+        e_type: view.e_type,
+        e_flags: view.e_flags,
+        osabi: view.osabi,
+        abi_version: view.abi_version,
+        arch: Arch::new((view.e_flags >> 8) & 0xFF, variant),
+        virtual_sm,
+        cuda_version,
+        debug_level: (view.e_flags >> 24) as u8,
+        sections: view.sections,
+        symbols,
+    })
+}
+
+/// `(attribute, value)` of the BVAL/HVAL records of a `.nv.compat` (or `.nv.info`)
+/// section; SVAL payloads are skipped. Stops quietly at a cut-short record.
+pub fn compat_records(d: &[u8]) -> Vec<(u8, u16)> {
+    let mut out = Vec::new();
+    let mut i = 0usize;
+    while let (Some(fmt), Some(attr), Some(x)) = (d.u8_at(i), d.u8_at(i + 1), d.u16_at(i + 2)) {
+        match fmt {
+            2 => out.push((attr, x & 0xFF)),
+            3 => out.push((attr, x)),
+            _ => {}
+        }
+        i += 4 + if fmt == 4 { x as usize } else { 0 };
+        i = i.next_multiple_of(4);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compat_records_skip_svals() {
+        let d = [2u8, 9, 1, 0, 4, 0x0B, 4, 0, 9, 9, 9, 9, 3, 0x0E, 0x40, 0x04];
+        assert_eq!(compat_records(&d), vec![(9, 1), (0x0E, 0x0440)]);
+        assert_eq!(compat_records(&d[..6]), vec![(9, 1)]);
+    }
+
+    #[test]
+    fn extent_of_non_elf_is_none() {
+        assert_eq!(image_extent(b"junk"), None);
+        let mut h = vec![0u8; 64];
+        h[..4].copy_from_slice(ELF_MAGIC);
+        h[4] = 2;
+        h[5] = 1;
+        h[0x28..0x30].copy_from_slice(&u64::MAX.to_le_bytes());
+        h[0x3A] = 64;
+        h[0x3C] = 2;
+        assert_eq!(image_extent(&h), None, "overflowing shoff must not panic");
+    }
+}

@@ -1,0 +1,81 @@
+//! LLVM bitcode read through LLVM itself (inkwell): target triple, data layout, and the
+//! kernels and functions a module defines. Used by `inspect` today and by the open-IR
+//! LTO engine later.
+
+use crate::diag::{Error, Result};
+
+/// Raw bitcode (`BC C0 DE`) or the bitcode wrapper (`DE C0 17 0B`).
+pub fn is_bitcode(data: &[u8]) -> bool {
+    data.starts_with(b"BC\xc0\xde") || data.starts_with(&[0xDE, 0xC0, 0x17, 0x0B])
+}
+
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct BitcodeSummary {
+    pub triple: String,
+    pub data_layout: String,
+    /// Defined kernels (`ptx_kernel` calling convention or `nvvm.annotations` "kernel").
+    pub kernels: Vec<String>,
+    /// Defined non-kernel functions.
+    pub functions: Vec<String>,
+    /// Functions only declared (resolved at link time or by libdevice).
+    pub declarations: usize,
+}
+
+/// LLVM's calling-convention number for `ptx_kernel`.
+#[cfg(feature = "llvm")]
+const CC_PTX_KERNEL: u32 = 71;
+
+#[cfg(feature = "llvm")]
+pub fn summarize(data: &[u8], origin: &str) -> Result<BitcodeSummary> {
+    use inkwell::context::Context;
+    use inkwell::memory_buffer::MemoryBuffer;
+    use inkwell::module::Module;
+    use inkwell::values::BasicMetadataValueEnum;
+
+    let ctx = Context::create();
+    let buf = MemoryBuffer::create_from_memory_range_copy(data, origin);
+    let module = Module::parse_bitcode_from_buffer(&buf, &ctx).map_err(|e| {
+        Error::fatal(format!(
+            "'{origin}': LLVM cannot read this bitcode: {}",
+            e.to_string().trim()
+        ))
+    })?;
+    let mut annotated = std::collections::BTreeSet::new();
+    for node in module.get_global_metadata("nvvm.annotations") {
+        let ops = node.get_node_values().unwrap_or_default();
+        let is_kernel = ops.iter().any(|v| {
+            matches!(v, BasicMetadataValueEnum::MetadataValue(m)
+            if m.get_string_value().is_some_and(|s| s == b"kernel"))
+        });
+        if let (true, Some(BasicMetadataValueEnum::PointerValue(p))) = (is_kernel, ops.first()) {
+            annotated.insert(p.get_name().to_string_lossy().into_owned());
+        }
+    }
+    let mut s = BitcodeSummary {
+        triple: module.get_triple().as_str().to_string_lossy().into_owned(),
+        data_layout: module
+            .get_data_layout()
+            .as_str()
+            .to_string_lossy()
+            .into_owned(),
+        ..Default::default()
+    };
+    for f in module.get_functions() {
+        let name = f.get_name().to_string_lossy().into_owned();
+        if f.count_basic_blocks() == 0 {
+            s.declarations += 1;
+        } else if f.get_call_conventions() == CC_PTX_KERNEL || annotated.contains(&name) {
+            s.kernels.push(name);
+        } else {
+            s.functions.push(name);
+        }
+    }
+    Ok(s)
+}
+
+#[cfg(not(feature = "llvm"))]
+pub fn summarize(_data: &[u8], origin: &str) -> Result<BitcodeSummary> {
+    Err(Error::fatal(format!(
+        "'{origin}': this nvlinkrs was built without LLVM (cargo feature \"llvm\"); it cannot read LLVM bitcode"
+    )))
+}

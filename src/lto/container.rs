@@ -1,0 +1,334 @@
+//! NVIDIA's IR containers: the LTO IR container of CUDA 13.x (`.ltoir`, magic
+//! 0x7F4E43ED) and cicc's NVVM container (0x7F4E5C7D). Both have a 24-byte header with
+//! version pairs, then (tag, value) option pairs, an option-data region and the IR.
+//! The older NVVM IR magic 0x1EE55A01 (also 4 bytes in) is recognised but opaque.
+
+use crate::arch::{Arch, Variant};
+use crate::bytes::Le;
+use crate::diag::{Result, malformed};
+
+pub const LTOIR_MAGIC: u32 = 0x7F4E_43ED;
+pub const NVVM_CONTAINER_MAGIC: u32 = 0x7F4E_5C7D;
+pub const NVVM_IR_MAGIC: u32 = 0x1EE5_5A01;
+const HEADER: usize = 24;
+
+/// The newest versions this build knows (CUDA 13.5): a container with the same major
+/// and a newer minor is read with a warning; another major is refused.
+pub const KNOWN_CONTAINER: (u8, u8) = (1, 0x43);
+pub const KNOWN_NVVM_IR: (u8, u8) = (2, 0x83);
+pub const KNOWN_DEBUG: (u8, u8) = (3, 2);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IrFormat {
+    /// `0x7F4E43ED`, what cicc 13.x writes for `-dlto` / `lto_NN`.
+    LtoIr,
+    /// `0x7F4E5C7D`, cicc's NVVM container.
+    NvvmContainer,
+    /// `0x1EE55A01` at offset 0 or 4: older NVVM IR, content opaque.
+    LegacyNvvm,
+}
+
+impl IrFormat {
+    pub fn name(self) -> &'static str {
+        match self {
+            IrFormat::LtoIr => "LTO IR container (0x7f4e43ed)",
+            IrFormat::NvvmContainer => "NVVM container (0x7f4e5c7d)",
+            IrFormat::LegacyNvvm => "NVVM IR (0x1ee55a01)",
+        }
+    }
+}
+
+/// Which IR format, if any, `data` starts with.
+pub fn sniff(data: &[u8]) -> Option<IrFormat> {
+    match data.u32_at(0)? {
+        LTOIR_MAGIC => Some(IrFormat::LtoIr),
+        NVVM_CONTAINER_MAGIC => Some(IrFormat::NvvmContainer),
+        NVVM_IR_MAGIC => Some(IrFormat::LegacyNvvm),
+        0 if data.u32_at(4) == Some(NVVM_IR_MAGIC) => Some(IrFormat::LegacyNvvm),
+        _ => None,
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct IrHeader {
+    pub format: IrFormat,
+    pub version: (u8, u8),
+    pub nvvm_ir_version: (u8, u8),
+    pub debug_version: (u8, u8),
+    pub llvm_version: (u8, u8),
+    pub ir_level: u16,
+    pub header_size: u16,
+    /// End of the (tag, value) pairs = start of the option data.
+    pub options_end: u32,
+    /// Start of the IR payload.
+    pub ir_offset: u32,
+    pub tags: Vec<(u16, u32)>,
+    /// The 4-byte content key (tag 99 points at it in the option data).
+    pub key: Option<u32>,
+    pub ir_size: u64,
+    /// True when the payload is plain LLVM bitcode (`BC C0 DE`); cicc's files carry an
+    /// obfuscated payload that only libNVVM reads.
+    pub plain_bitcode: bool,
+}
+
+impl IrHeader {
+    pub fn tag(&self, t: u16) -> Option<u32> {
+        self.tags.iter().find(|(k, _)| *k == t).map(|&(_, v)| v)
+    }
+
+    /// The target of an LTO IR container: tag 1 holds the SM number times ten, tag 0x20
+    /// marks an `a` (architecture-specific) target.
+    pub fn arch(&self) -> Option<Arch> {
+        if self.format != IrFormat::LtoIr {
+            return None;
+        }
+        let sm = self.tag(1)? / 10;
+        let variant = if self.tag(0x20).unwrap_or(0) != 0 {
+            Variant::Accelerated
+        } else {
+            Variant::Plain
+        };
+        Some(Arch::new(sm, variant))
+    }
+}
+
+/// Parses the container header; returns it and the warnings of the version gate.
+pub fn parse(data: &[u8], origin: &str) -> Result<(IrHeader, Vec<String>)> {
+    let Some(format) = sniff(data) else {
+        let found = data
+            .u32_at(0)
+            .map(|m| format!("{m:#010x}"))
+            .unwrap_or_else(|| format!("{} bytes", data.len()));
+        return Err(malformed(
+            origin,
+            0,
+            format!(
+                "expected an NVVM/LTO IR magic (0x7f4e43ed, 0x7f4e5c7d or 0x1ee55a01), found {found}"
+            ),
+        ));
+    };
+    if format == IrFormat::LegacyNvvm {
+        return Err(malformed(
+            origin,
+            0,
+            "NVVM IR with magic 0x1ee55a01 has no documented header; only libNVVM can read it",
+        ));
+    }
+    if data.len() < HEADER {
+        return Err(malformed(
+            origin,
+            0,
+            format!(
+                "IR container header needs 24 bytes, file has {}",
+                data.len()
+            ),
+        ));
+    }
+    let b = |i: usize| data[i];
+    let (version, nvvm_ir_version, debug_version, llvm_version) =
+        ((b(4), b(5)), (b(6), b(7)), (b(8), b(9)), (b(10), b(11)));
+    // The 13.5 LTO IR container stores the header size at 0x0C and the IR level at 0x0E
+    // (verified); cicc's NVVM container, as documented, the other way round.
+    let (header_size, ir_level) = match format {
+        IrFormat::LtoIr => (
+            data.u16_at(0x0C).unwrap_or(0),
+            data.u16_at(0x0E).unwrap_or(0),
+        ),
+        _ => (
+            data.u16_at(0x0E).unwrap_or(0),
+            data.u16_at(0x0C).unwrap_or(0),
+        ),
+    };
+    let options_end = data.u32_at(0x10).unwrap_or(0);
+    let ir_offset = data.u32_at(0x14).unwrap_or(0);
+    let len = data.len() as u64;
+    if (header_size as usize) < HEADER || header_size as u64 > len {
+        return Err(malformed(
+            origin,
+            0x0C,
+            format!("header size {header_size} is not between 24 and the file size {len}"),
+        ));
+    }
+    if (options_end as u64) < header_size as u64 || options_end as u64 > len {
+        return Err(malformed(
+            origin,
+            0x10,
+            format!(
+                "option-data offset {options_end} is not between the header end {header_size} and the file size {len}"
+            ),
+        ));
+    }
+    if (ir_offset as u64) < options_end as u64 || ir_offset as u64 > len {
+        return Err(malformed(
+            origin,
+            0x14,
+            format!(
+                "IR offset {ir_offset} is not between the option-data offset {options_end} and the file size {len}"
+            ),
+        ));
+    }
+
+    let mut gate_errors = Vec::new();
+    let mut warnings = Vec::new();
+    for (what, have, known) in [
+        ("container", version, KNOWN_CONTAINER),
+        ("NVVM IR", nvvm_ir_version, KNOWN_NVVM_IR),
+        ("NVVM debug", debug_version, KNOWN_DEBUG),
+    ] {
+        if have.0 != known.0 {
+            gate_errors.push(format!(
+                "{what} major version {} not compatible (this nvlinkrs reads {})",
+                have.0, known.0
+            ));
+        } else if have.1 > known.1 {
+            warnings.push(format!(
+                "'{origin}': {what} minor version {} newer than tool ({}); reading it anyway",
+                have.1, known.1
+            ));
+        }
+    }
+    if !gate_errors.is_empty() {
+        return Err(malformed(origin, 4, gate_errors.join("; ")));
+    }
+
+    let mut tags = Vec::new();
+    let mut i = header_size as usize;
+    let end = options_end as usize;
+    let mut terminated = false;
+    while i + 2 <= end {
+        let tag = data.u16_at(i).unwrap_or(0);
+        if tag == 0 {
+            terminated = true;
+            break;
+        }
+        let short = data
+            .u16_at(i + 2)
+            .filter(|_| i + 4 <= end)
+            .ok_or_else(|| malformed(origin, i as u64, format!("value of tag {tag} cut short")))?;
+        if short == 0xFFFF {
+            let v = data.u32_at(i + 4).filter(|_| i + 8 <= end).ok_or_else(|| {
+                malformed(
+                    origin,
+                    i as u64,
+                    format!("32-bit value of tag {tag} cut short"),
+                )
+            })?;
+            tags.push((tag, v));
+            i += 8;
+        } else {
+            tags.push((tag, short as u32));
+            i += 4;
+        }
+    }
+    if !terminated {
+        return Err(malformed(
+            origin,
+            i as u64,
+            "option tags end without the 0 terminator",
+        ));
+    }
+    let mut hdr = IrHeader {
+        format,
+        version,
+        nvvm_ir_version,
+        debug_version,
+        llvm_version,
+        ir_level,
+        header_size,
+        options_end,
+        ir_offset,
+        tags,
+        key: None,
+        ir_size: len - ir_offset as u64,
+        plain_bitcode: data[ir_offset as usize..].starts_with(b"BC\xc0\xde"),
+    };
+    if let Some(k) = hdr.tag(99) {
+        let at = options_end as u64 + k as u64;
+        let key = (at + 4 <= ir_offset as u64)
+            .then(|| data.u32_at(at as usize))
+            .flatten();
+        hdr.key =
+            Some(key.ok_or_else(|| malformed(origin, at, "tag 99 points past the option data"))?);
+    }
+    Ok((hdr, warnings))
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A 13.5-style LTO IR container for sm_`sm`.
+    pub fn build(sm: u32, accelerated: bool, ir: &[u8]) -> Vec<u8> {
+        let mut d = Vec::new();
+        d.extend_from_slice(&LTOIR_MAGIC.to_le_bytes());
+        d.extend_from_slice(&[1, 0x43, 2, 0x83, 3, 2, 7, 0]);
+        d.extend_from_slice(&24u16.to_le_bytes());
+        d.extend_from_slice(&1u16.to_le_bytes());
+        let mut tags: Vec<(u16, u16)> = vec![(1, (sm * 10) as u16), (2, 2)];
+        if accelerated {
+            tags.push((0x20, 1));
+        }
+        tags.push((99, 0));
+        tags.push((0, 0));
+        let opt_end = 24 + 4 * tags.len() as u32;
+        d.extend_from_slice(&opt_end.to_le_bytes());
+        d.extend_from_slice(&(opt_end + 4).to_le_bytes());
+        for (t, v) in tags {
+            d.extend_from_slice(&t.to_le_bytes());
+            d.extend_from_slice(&v.to_le_bytes());
+        }
+        d.extend_from_slice(&0xAABBCCDDu32.to_le_bytes());
+        d.extend_from_slice(ir);
+        d
+    }
+
+    #[test]
+    fn reads_arch_key_and_payload() {
+        let d = build(90, true, b"BC\xc0\xde....");
+        let (h, w) = parse(&d, "c.ltoir").unwrap();
+        assert!(w.is_empty());
+        assert_eq!(h.arch().unwrap().to_string(), "sm_90a");
+        assert_eq!(h.key, Some(0xAABBCCDD));
+        assert!(h.plain_bitcode);
+        assert_eq!(h.ir_size, 8);
+    }
+
+    #[test]
+    fn version_gate() {
+        let mut d = build(90, false, b"x");
+        d[5] = 0x50; // newer container minor: warning
+        let (_, w) = parse(&d, "c.ltoir").unwrap();
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("newer than tool"));
+        d[6] = 3; // NVVM IR major 3: refused
+        let e = parse(&d, "c.ltoir").unwrap_err();
+        assert!(
+            e.message()
+                .contains("NVVM IR major version 3 not compatible"),
+            "{}",
+            e.message()
+        );
+    }
+
+    #[test]
+    fn every_cut_fails_cleanly() {
+        let d = build(100, false, b"");
+        for n in 0..d.len() {
+            assert!(parse(&d[..n], "cut.ltoir").is_err(), "cut at {n}");
+        }
+    }
+
+    #[test]
+    fn legacy_magics_are_sniffed() {
+        assert_eq!(sniff(&[1, 0x5a, 0xe5, 0x1e]), Some(IrFormat::LegacyNvvm));
+        assert_eq!(
+            sniff(&[0, 0, 0, 0, 1, 0x5a, 0xe5, 0x1e]),
+            Some(IrFormat::LegacyNvvm)
+        );
+        assert_eq!(
+            sniff(&0x7F4E5C7Du32.to_le_bytes()),
+            Some(IrFormat::NvvmContainer)
+        );
+        assert_eq!(sniff(b"BC\xc0\xde"), None);
+    }
+}

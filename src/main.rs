@@ -1,0 +1,97 @@
+//! The `nvlinkrs` command: nvlink's command line (or `inspect`) → the library → exit code.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use nvlinkrs::diag::{Diagnostics, Error};
+use nvlinkrs::{cli, toolkit};
+
+/// Messages carry the name the program was started under: `nvlink` when it stands in
+/// for nvlink in a toolkit's `bin/`, `nvlinkrs` otherwise.
+fn tool_name() -> String {
+    std::env::args_os()
+        .next()
+        .and_then(|a| {
+            PathBuf::from(a)
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+        })
+        .unwrap_or_else(|| "nvlinkrs".into())
+}
+
+fn inspect_main(args: &[String], diag: &Diagnostics) -> Result<(), Error> {
+    let mut json = false;
+    let mut files = Vec::new();
+    for a in args {
+        match a.as_str() {
+            "--json" => json = true,
+            "-h" | "--help" => {
+                println!(
+                    "usage: nvlinkrs inspect [--json] FILE...\n\nPrints every input opened down to its device code."
+                );
+                return Ok(());
+            }
+            s if s.starts_with('-') && s.len() > 1 => {
+                return Err(Error::fatal(format!("inspect: unknown option '{s}'")));
+            }
+            s => files.push(PathBuf::from(s)),
+        }
+    }
+    if files.is_empty() {
+        return Err(Error::fatal("inspect: no input files"));
+    }
+    let _ = diag;
+    let out = nvlinkrs::inspect(&files, json)?;
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(out.as_bytes())
+        .and_then(|_| stdout.flush())
+        .map_err(|e| Error::fatal(format!("cannot write to stdout: {e}")))
+}
+
+fn link_main(args: &[String], diag: &mut Diagnostics) -> Result<(), Error> {
+    let (parsed, warnings, given) = cli::parse(args)?;
+    diag.configure(
+        parsed.disable_warnings,
+        parsed.disable_infos,
+        parsed.warning_as_error,
+        parsed
+            .arch
+            .as_ref()
+            .filter(|_| parsed.report_arch)
+            .map(|a| format!(" (target: {a})"))
+            .unwrap_or_default(),
+    );
+    for w in &warnings {
+        diag.warning(w);
+    }
+    if parsed.help {
+        print!("{}", cli::help_text());
+        return Ok(());
+    }
+    if parsed.version {
+        print!(
+            "{}",
+            toolkit::version_report(parsed.cuda_path.as_deref(), parsed.nvvmpath.as_deref())
+        );
+        return Ok(());
+    }
+    cli::refuse_unimplemented(&given)?;
+    let req = parsed.request()?;
+    nvlinkrs::link(&req, diag).map(|_| ())
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut diag = Diagnostics::new(&tool_name());
+    let result = match args.first().map(String::as_str) {
+        Some("inspect") => inspect_main(&args[1..], &diag),
+        _ => link_main(&args, &mut diag),
+    };
+    match result {
+        Ok(()) if diag.error_count() == 0 => ExitCode::SUCCESS,
+        Ok(()) => ExitCode::from(255),
+        Err(e) => ExitCode::from(diag.report(&e)),
+    }
+}

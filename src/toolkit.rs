@@ -1,0 +1,158 @@
+//! Finding the CUDA toolkit nvlinkrs drives (ptxas, libNVVM, libdevice, libcudadevrt):
+//! `--cuda-path`, `-nvvmpath`, `CUDA_HOME`/`CUDA_PATH`, `nvcc`/`ptxas` on `PATH`, then the
+//! PyPI wheel layout (`site-packages/nvidia/cu13`), in that order.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::diag::{Error, Result};
+
+#[derive(Clone, Debug)]
+pub struct Toolkit {
+    pub root: PathBuf,
+    /// How it was found, for `--version` and `-v`.
+    pub found_via: String,
+}
+
+fn is_root(p: &Path) -> bool {
+    p.join("bin").join("ptxas").is_file() || p.join("nvvm").is_dir()
+}
+
+impl Toolkit {
+    pub fn discover(cuda_path: Option<&Path>, nvvmpath: Option<&Path>) -> Result<Toolkit> {
+        let mut tried = Vec::new();
+        let mut candidates: Vec<(PathBuf, String)> = Vec::new();
+        if let Some(p) = cuda_path {
+            candidates.push((p.to_path_buf(), "--cuda-path".into()));
+        }
+        if let Some(p) = nvvmpath {
+            candidates.push((p.join(".."), "-nvvmpath".into()));
+        }
+        for var in ["CUDA_HOME", "CUDA_PATH"] {
+            if let Some(v) = std::env::var_os(var).filter(|v| !v.is_empty()) {
+                candidates.push((PathBuf::from(v), var.into()));
+            }
+        }
+        for tool in ["nvcc", "ptxas", "nvlink"] {
+            if let Some(p) = on_path(tool) {
+                if let Some(root) = std::fs::canonicalize(&p)
+                    .ok()
+                    .and_then(|b| b.parent()?.parent().map(Path::to_path_buf))
+                {
+                    candidates.push((root, format!("{tool} on PATH")));
+                }
+            }
+        }
+        for (root, via) in candidates {
+            if is_root(&root) {
+                let root = std::fs::canonicalize(&root).unwrap_or(root);
+                return Ok(Toolkit {
+                    root,
+                    found_via: via,
+                });
+            }
+            tried.push(format!("{} ({via})", root.display()));
+        }
+        if let Some(root) = pypi_root() {
+            return Ok(Toolkit {
+                root,
+                found_via: "the nvidia-cuda-nvcc wheel of python3".into(),
+            });
+        }
+        tried.push("python3's site-packages/nvidia/cu13".into());
+        Err(Error::fatal("no CUDA toolkit found").context(format!(
+            "tried: {}; set --cuda-path or CUDA_HOME, or run scripts/setup.sh",
+            tried.join(", ")
+        )))
+    }
+
+    pub fn ptxas(&self) -> PathBuf {
+        self.root.join("bin").join("ptxas")
+    }
+
+    /// libNVVM: `<nvvmpath>/lib64/libnvvm.so` as nvlink looks for it, else the toolkit's.
+    pub fn libnvvm(&self, nvvmpath: Option<&Path>) -> Option<PathBuf> {
+        let mut c = Vec::new();
+        if let Some(n) = nvvmpath {
+            c.push(n.join("lib64").join("libnvvm.so"));
+        }
+        c.push(self.root.join("nvvm").join("lib64").join("libnvvm.so"));
+        c.push(self.root.join("lib").join("libnvvm.so.4"));
+        c.push(self.root.join("lib64").join("libnvvm.so"));
+        c.into_iter().find(|p| p.exists())
+    }
+
+    pub fn libdevice(&self) -> PathBuf {
+        self.root
+            .join("nvvm")
+            .join("libdevice")
+            .join("libdevice.10.bc")
+    }
+
+    /// The last line of `ptxas --version` ("Cuda compilation tools, release 13.5, V13.5.37").
+    pub fn ptxas_version(&self) -> Option<String> {
+        let out = Command::new(self.ptxas()).arg("--version").output().ok()?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        text.lines()
+            .find(|l| l.starts_with("Cuda compilation tools"))
+            .map(str::to_string)
+    }
+}
+
+fn on_path(tool: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(tool))
+        .find(|p| p.is_file())
+}
+
+fn pypi_root() -> Option<PathBuf> {
+    let out = Command::new("python3")
+        .args(["-c", "import nvidia, os\nfor p in nvidia.__path__:\n  q = os.path.join(p, 'cu13')\n  if os.path.isdir(q): print(q); break"])
+        .output()
+        .ok()?;
+    let p = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    (out.status.success() && is_root(&p)).then_some(p)
+}
+
+/// `nvlinkrs --version`: which nvlinkrs, and which ptxas and libNVVM it found, and where.
+pub fn version_report(cuda_path: Option<&Path>, nvvmpath: Option<&Path>) -> String {
+    let mut s = format!(
+        "nvlinkrs {} (an open device linker for CUDA; drop-in for nvlink 13.5)\n",
+        env!("CARGO_PKG_VERSION")
+    );
+    match Toolkit::discover(cuda_path, nvvmpath) {
+        Ok(tk) => {
+            s += &format!(
+                "toolkit:  {} (found via {})\n",
+                tk.root.display(),
+                tk.found_via
+            );
+            s += &format!(
+                "ptxas:    {} ({})\n",
+                tk.ptxas().display(),
+                tk.ptxas_version().unwrap_or_else(|| "cannot run it".into())
+            );
+            match tk.libnvvm(nvvmpath) {
+                Some(p) => {
+                    let v = crate::lto::libnvvm::LibNvvm::load(&p)
+                        .and_then(|l| l.version())
+                        .map(|(a, b)| format!("libNVVM {a}.{b}"))
+                        .unwrap_or_else(|e| format!("cannot load it: {}", e.message()));
+                    s += &format!("libNVVM:  {} ({v})\n", p.display());
+                }
+                None => s += "libNVVM:  not found\n",
+            }
+        }
+        Err(e) => s += &format!("toolkit:  {e}\n"),
+    }
+    s += &format!(
+        "LLVM:     {}\n",
+        if cfg!(feature = "llvm") {
+            "built in (LLVM 22)"
+        } else {
+            "not built in"
+        }
+    );
+    s
+}
