@@ -365,6 +365,26 @@ pub fn parse(args: &[String]) -> Result<(LinkArgs, Vec<String>, Vec<&'static str
             )
         })?;
     let parsed = LinkArgs::from_arg_matches(&matches).map_err(|e| Error::fatal(e.to_string()))?;
+    // nvlink checks typed values while it reads the command line, before anything else.
+    for v in [
+        &parsed.disable_smem_reservation,
+        &parsed.device_stack_protector,
+    ]
+    .into_iter()
+    .flatten()
+    {
+        bool_value(v)?;
+    }
+    for v in [
+        &parsed.maxrregcount,
+        &parsed.split_compile,
+        &parsed.split_compile_extended,
+    ]
+    .into_iter()
+    .flatten()
+    {
+        number_value(v)?;
+    }
     let given: Vec<&'static str> = LinkArgs::command()
         .get_arguments()
         .filter(|a| matches.value_source(a.get_id().as_str()) == Some(ValueSource::CommandLine))
@@ -418,21 +438,6 @@ pub fn number_value(v: &str) -> Result<u32> {
 impl LinkArgs {
     /// Checks values the way nvlink does, in nvlink's order, and builds the request.
     pub fn request(&self) -> Result<LinkRequest> {
-        for (v, f) in [
-            (&self.disable_smem_reservation, "b"),
-            (&self.device_stack_protector, "b"),
-            (&self.maxrregcount, "n"),
-            (&self.split_compile, "n"),
-            (&self.split_compile_extended, "n"),
-        ] {
-            if let Some(v) = v {
-                if f == "b" {
-                    bool_value(v)?;
-                } else {
-                    number_value(v)?;
-                }
-            }
-        }
         if let Some(m) = &self.machine {
             if m != "64" {
                 return Err(Error::fatal(format!(

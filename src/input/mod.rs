@@ -201,11 +201,15 @@ fn role_for_inspect(origin: &str, ext: Ext, content: Content) -> Result<Role> {
         Ext::Other => None,
     };
     match claimed {
-        Some(c) if c != role => Err(Error::fatal(format!(
-            "'{origin}': its extension says {} but its content is {}",
-            format!("{ext:?}").to_lowercase(),
-            content.name()
-        ))),
+        Some(c) if c != role => Err(crate::diag::malformed(
+            origin,
+            0,
+            format!(
+                "its extension says {} but its content is {}",
+                format!("{ext:?}").to_lowercase(),
+                content.name()
+            ),
+        )),
         _ => Ok(role),
     }
 }

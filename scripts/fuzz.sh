@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Runs every parser's fuzz target, seeded with the test fixtures.
+# Usage: scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]      (default 600 s, all four)
+# Needs cargo-fuzz (`cargo install cargo-fuzz --version 0.13.1 --locked`); the stable
+# toolchain runs it with RUSTC_BOOTSTRAP=1. Two targets run at a time (2 cores).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs=${1:-600}; shift || true
+targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=(fatbin elf_view ltoir archive)
+fx=${NVLINKRS_FIXTURES:-target/fixtures}
+command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --version 0.13.1 --locked
+mkdir -p fuzz/corpus/{fatbin,elf_view,ltoir,archive}
+cp "$fx"/*.fatbin fuzz/corpus/fatbin/ 2>/dev/null || true
+cp "$fx"/*.cubin "$fx"/*_dc.o "$fx"/dlink.o fuzz/corpus/elf_view/ 2>/dev/null || true
+cp "$fx"/*.ltoir fuzz/corpus/ltoir/ 2>/dev/null || true
+cp "$fx"/libsaxpy.a fuzz/corpus/archive/ 2>/dev/null || true
+(cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz build -O)
+run() { (cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run -O "$1" "corpus/$1" -- -max_total_time="$secs" -rss_limit_mb=4096 -max_len=65536 > "../target/fuzz-$1.log" 2>&1) && echo "fuzz $1: $secs s, no crash ($(grep -o 'stat::number_of_executed_units: [0-9]*' "target/fuzz-$1.log" | tail -1))" || { echo "fuzz $1: FAILED, see target/fuzz-$1.log"; return 1; }; }
+mkdir -p target
+rc=0
+for ((i = 0; i < ${#targets[@]}; i += 2)); do
+  run "${targets[i]}" & p1=$!
+  p2=""; if [ $((i + 1)) -lt ${#targets[@]} ]; then run "${targets[i+1]}" & p2=$!; fi
+  wait $p1 || rc=1; [ -z "$p2" ] || wait $p2 || rc=1
+done
+exit $rc

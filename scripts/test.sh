@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Command 2: installs what the project needs (scripts/setup.sh), builds the fixtures with
+# the pinned nvcc, and runs every test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CU=$(bash scripts/setup.sh | tail -n 1)
+export CUDA_HOME="$CU"
+export NVLINKRS_FIXTURES="$PWD/target/fixtures"
+bash tests/fixtures/build.sh "$CU" "$NVLINKRS_FIXTURES"
+cargo test --locked "$@"
