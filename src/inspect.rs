@@ -246,20 +246,16 @@ fn all_details(trees: &[Node]) -> Result<Vec<Detail>> {
 }
 
 pub fn render_json(trees: &[Node]) -> Result<Value> {
-    let details = all_details(trees)?;
+    let mut details = all_details(trees)?.into_iter();
     let mut list = Vec::new();
-    let mut i = 0;
     for t in trees {
         for (origin, c) in t.codes() {
-            let d = &details[i];
-            i += 1;
-            let mut e = json!({
-                "kind": c.kind.json_name(),
-                "arch": c.arch.map(|a| a.to_string()),
-                "size": d.size,
-                "origin": origin,
-            });
-            let o = e.as_object_mut().expect("object");
+            let d = details.next().expect("one detail per code");
+            let mut o = serde_json::Map::new();
+            o.insert("kind".into(), json!(c.kind.json_name()));
+            o.insert("arch".into(), json!(c.arch.map(|a| a.to_string())));
+            o.insert("size".into(), json!(d.size));
+            o.insert("origin".into(), json!(origin));
             if let Some(m) = &c.member {
                 o.insert("container_offset".into(), json!(c.base));
                 o.insert("member_offset".into(), json!(c.base + m.offset));
@@ -273,10 +269,10 @@ pub fn render_json(trees: &[Node]) -> Result<Value> {
                 o.insert("options".into(), json!(m.option_text()));
                 o.insert("identifier".into(), json!(m.identifier));
             }
-            if let Value::Object(extra) = &d.json {
-                o.extend(extra.clone());
+            if let Value::Object(extra) = d.json {
+                o.extend(extra);
             }
-            list.push(e);
+            list.push(Value::Object(o));
         }
     }
     let inputs: Vec<Value> = trees.iter().map(tree_json).collect();
