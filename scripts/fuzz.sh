@@ -2,7 +2,7 @@
 # Runs every parser's fuzz target, seeded with the test fixtures.
 # Usage: scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]      (default 600 s, all four)
 # Needs cargo-fuzz (`cargo install cargo-fuzz --version 0.13.1 --locked`); the stable
-# toolchain runs it with RUSTC_BOOTSTRAP=1. Two targets run at a time (2 cores).
+# toolchain runs it with RUSTC_BOOTSTRAP=1. All targets run at once (JOBS=2: two at a time).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-600}; shift || true
@@ -15,12 +15,13 @@ cp "$fx"/*.cubin "$fx"/*_dc.o "$fx"/dlink.o fuzz/corpus/elf_view/ 2>/dev/null ||
 cp "$fx"/*.ltoir fuzz/corpus/ltoir/ 2>/dev/null || true
 cp "$fx"/libsaxpy.a fuzz/corpus/archive/ 2>/dev/null || true
 (cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz build -O)
-run() { (cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run -O "$1" "corpus/$1" -- -max_total_time="$secs" -rss_limit_mb=4096 -max_len=65536 > "../target/fuzz-$1.log" 2>&1) && echo "fuzz $1: $secs s, no crash ($(grep -o 'stat::number_of_executed_units: [0-9]*' "target/fuzz-$1.log" | tail -1))" || { echo "fuzz $1: FAILED, see target/fuzz-$1.log"; return 1; }; }
+run() { (cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run -O "$1" "corpus/$1" -- -max_total_time="$secs" -rss_limit_mb=4096 -max_len=65536 > "../target/fuzz-$1.log" 2>&1) && echo "fuzz $1: $secs s, no crash ($(grep -o 'Done [0-9]* runs in [0-9]* second(s)' "target/fuzz-$1.log" | tail -1))" || { echo "fuzz $1: FAILED, see target/fuzz-$1.log"; return 1; }; }
 mkdir -p target
 rc=0
-for ((i = 0; i < ${#targets[@]}; i += 2)); do
-  run "${targets[i]}" & p1=$!
-  p2=""; if [ $((i + 1)) -lt ${#targets[@]} ]; then run "${targets[i+1]}" & p2=$!; fi
-  wait $p1 || rc=1; [ -z "$p2" ] || wait $p2 || rc=1
+jobs=${JOBS:-${#targets[@]}}
+for ((i = 0; i < ${#targets[@]}; i += jobs)); do
+  pids=()
+  for ((j = i; j < i + jobs && j < ${#targets[@]}; j++)); do run "${targets[j]}" & pids+=($!); done
+  for p in "${pids[@]}"; do wait "$p" || rc=1; done
 done
 exit $rc
