@@ -348,7 +348,7 @@ pub fn normalize(args: &[String]) -> Result<(Vec<String>, Vec<String>)> {
 }
 
 /// Parses nvlink's arguments (without the program name).
-pub fn parse(args: &[String]) -> Result<(LinkArgs, Vec<String>, Vec<&'static str>)> {
+pub fn parse(args: &[String]) -> Result<(LinkArgs, Vec<String>, Vec<String>)> {
     let (words, warnings) = normalize(args)?;
     let cmd = LinkArgs::command().args_override_self(true);
     let matches = cmd
@@ -385,20 +385,17 @@ pub fn parse(args: &[String]) -> Result<(LinkArgs, Vec<String>, Vec<&'static str
     {
         number_value(v)?;
     }
-    let given: Vec<&'static str> = LinkArgs::command()
+    let given: Vec<String> = LinkArgs::command()
         .get_arguments()
         .filter(|a| matches.value_source(a.get_id().as_str()) == Some(ValueSource::CommandLine))
-        .filter_map(|a| {
-            a.get_long()
-                .map(|l| &*Box::leak(l.to_string().into_boxed_str()))
-        })
+        .filter_map(|a| a.get_long().map(str::to_string))
         .collect();
     Ok((parsed, warnings, given))
 }
 
 /// Refuses, by name, every given option this version does not carry out.
-pub fn refuse_unimplemented(given: &[&str]) -> Result<()> {
-    if let Some(o) = given.iter().find(|o| !IMPLEMENTED.contains(o)) {
+pub fn refuse_unimplemented(given: &[String]) -> Result<()> {
+    if let Some(o) = given.iter().find(|o| !IMPLEMENTED.contains(&o.as_str())) {
         return Err(Error::fatal(format!(
             "option '-{o}' is recognised but not implemented yet by nvlinkrs {}; refusing rather than ignoring it",
             env!("CARGO_PKG_VERSION")
@@ -517,7 +514,7 @@ mod tests {
         assert_eq!(a.inputs, [PathBuf::from("a.o"), PathBuf::from("b.o")]);
         assert_eq!(a.host_ccbin.as_deref(), Some("gcc"));
         assert_eq!(a.cpu_arch.as_deref(), Some("X86_64"));
-        assert!(given.contains(&"register-link-binaries"));
+        assert!(given.iter().any(|g| g == "register-link-binaries"));
         let lto = words(
             "-m64 --arch=sm_90 -Lcu/lib -cpu-arch=X86_64 -dlto -nvvmpath=cu/nvvm al.o bl.o -lcudadevrt -o x.cubin --host-ccbin gcc",
         );

@@ -20,7 +20,7 @@ fn tool_name() -> String {
         .unwrap_or_else(|| "nvlinkrs".into())
 }
 
-fn inspect_main(args: &[String], diag: &Diagnostics) -> Result<(), Error> {
+fn inspect_main(args: &[String]) -> Result<(), Error> {
     let mut json = false;
     let mut files = Vec::new();
     for a in args {
@@ -41,7 +41,6 @@ fn inspect_main(args: &[String], diag: &Diagnostics) -> Result<(), Error> {
     if files.is_empty() {
         return Err(Error::fatal("inspect: no input files"));
     }
-    let _ = diag;
     let out = nvlinkrs::inspect(&files, json)?;
     let mut stdout = std::io::stdout().lock();
     stdout
@@ -86,7 +85,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut diag = Diagnostics::new(&tool_name());
     let result = match args.first().map(String::as_str) {
-        Some("inspect") => inspect_main(&args[1..], &diag),
+        Some("inspect") => inspect_main(&args[1..]),
         _ => link_main(&args, &mut diag),
     };
     match result {

@@ -59,19 +59,24 @@ struct Listed {
     options: Option<String>,
 }
 
-/// Parses `cuobjdump -all FILE`: one entry per "Fatbin X code:" block, in order.
-fn cuobjdump_list(cu: &Path, file: &Path) -> Vec<Listed> {
+/// Runs the toolkit's cuobjdump in `dir`; it must succeed.
+fn cuobjdump(cu: &Path, args: &[&std::ffi::OsStr], dir: &Path) -> std::process::Output {
     let out = Command::new(cu.join("bin/cuobjdump"))
-        .arg("-all")
-        .arg(file)
+        .args(args)
+        .current_dir(dir)
         .output()
         .unwrap();
     assert!(
         out.status.success(),
-        "cuobjdump -all {}: {}",
-        file.display(),
+        "cuobjdump {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    out
+}
+
+/// Parses `cuobjdump -all FILE`: one entry per "Fatbin X code:" block, in order.
+fn cuobjdump_list(cu: &Path, file: &Path) -> Vec<Listed> {
+    let out = cuobjdump(cu, &["-all".as_ref(), file.as_os_str()], Path::new("."));
     let text = String::from_utf8_lossy(&out.stdout);
     let mut list: Vec<Listed> = Vec::new();
     for line in text.lines() {
@@ -142,18 +147,16 @@ fn members_match_cuobjdump_listing() {
 
 /// Extracted files of `cuobjdump -x<what> all`, sorted by their member number.
 fn cuobjdump_extract(cu: &Path, file: &Path, what: &str, dir: &Path) -> Vec<Vec<u8>> {
-    let out = Command::new(cu.join("bin/cuobjdump"))
-        .arg(format!("-x{what}"))
-        .arg("all")
-        .arg("-all")
-        .arg(file)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "cuobjdump -x{what}: {}",
-        String::from_utf8_lossy(&out.stderr)
+    let x = format!("-x{what}");
+    cuobjdump(
+        cu,
+        &[
+            x.as_ref(),
+            "all".as_ref(),
+            "-all".as_ref(),
+            file.as_os_str(),
+        ],
+        dir,
     );
     let ext = if what == "elf" { "cubin" } else { "ptx" };
     let mut files: Vec<(u32, PathBuf)> = std::fs::read_dir(dir)

@@ -124,7 +124,17 @@ fn obj_err(origin: &str, e: object::read::Error) -> crate::diag::Error {
 }
 
 impl<'d> ElfView<'d> {
+    /// Header and section list (no symbols).
     pub fn parse(data: &'d [u8], origin: &str) -> Result<ElfView<'d>> {
+        Ok(Self::read(data, origin, false)?.0)
+    }
+
+    /// Header, sections and (when `with_symbols`) the symbol table, from one parse.
+    fn read(
+        data: &'d [u8],
+        origin: &str,
+        with_symbols: bool,
+    ) -> Result<(ElfView<'d>, Vec<SymbolInfo>)> {
         let header = FileHeader64::<LE>::parse(data).map_err(|e| obj_err(origin, e))?;
         let endian = header.endian().map_err(|e| obj_err(origin, e))?;
         let table = header
@@ -162,7 +172,12 @@ impl<'d> ElfView<'d> {
                 align: s.sh_addralign(endian),
             });
         }
-        Ok(ElfView {
+        let symbols = if with_symbols {
+            read_symbols(&table, endian, data, origin)?
+        } else {
+            Vec::new()
+        };
+        let view = ElfView {
             data,
             e_type: header.e_type(endian),
             e_machine: header.e_machine(endian),
@@ -170,7 +185,8 @@ impl<'d> ElfView<'d> {
             osabi: header.e_ident().os_abi,
             abi_version: header.e_ident().abi_version,
             sections,
-        })
+        };
+        Ok((view, symbols))
     }
 
     pub fn section(&self, name: &str) -> Option<&SectionInfo> {
@@ -184,33 +200,33 @@ impl<'d> ElfView<'d> {
         }
         &self.data[s.offset as usize..(s.offset + s.size) as usize]
     }
+}
 
-    pub fn symbols(&self, origin: &str) -> Result<Vec<SymbolInfo>> {
-        let header = FileHeader64::<LE>::parse(self.data).map_err(|e| obj_err(origin, e))?;
-        let endian = header.endian().map_err(|e| obj_err(origin, e))?;
-        let table = header
-            .sections(endian, self.data)
+fn read_symbols(
+    table: &object::read::elf::SectionTable<'_, FileHeader64<LE>>,
+    endian: LE,
+    data: &[u8],
+    origin: &str,
+) -> Result<Vec<SymbolInfo>> {
+    let syms = table
+        .symbols(endian, data, SHT_SYMTAB)
+        .map_err(|e| obj_err(origin, e))?;
+    let mut out = Vec::with_capacity(syms.len());
+    for s in syms.iter().skip(1) {
+        let name = syms
+            .symbol_name(endian, s)
             .map_err(|e| obj_err(origin, e))?;
-        let syms = table
-            .symbols(endian, self.data, SHT_SYMTAB)
-            .map_err(|e| obj_err(origin, e))?;
-        let mut out = Vec::with_capacity(syms.len());
-        for s in syms.iter().skip(1) {
-            let name = syms
-                .symbol_name(endian, s)
-                .map_err(|e| obj_err(origin, e))?;
-            out.push(SymbolInfo {
-                name: String::from_utf8_lossy(name).into_owned(),
-                st_type: s.st_type(),
-                bind: s.st_bind(),
-                other: s.st_other(),
-                shndx: s.st_shndx(endian),
-                value: s.st_value(endian),
-                size: s.st_size(endian),
-            });
-        }
-        Ok(out)
+        out.push(SymbolInfo {
+            name: String::from_utf8_lossy(name).into_owned(),
+            st_type: s.st_type(),
+            bind: s.st_bind(),
+            other: s.st_other(),
+            shndx: s.st_shndx(endian),
+            value: s.st_value(endian),
+            size: s.st_size(endian),
+        });
     }
+    Ok(out)
 }
 
 /// What a device ELF (cubin) says about itself.
@@ -246,7 +262,7 @@ impl DeviceSummary {
 
 /// Reads a cubin: validates that it is a device ELF and summarises it.
 pub fn device_summary(data: &[u8], origin: &str) -> Result<DeviceSummary> {
-    let view = ElfView::parse(data, origin)?;
+    let (view, symbols) = ElfView::read(data, origin, true)?;
     if view.e_machine != EM_CUDA {
         return Err(malformed(
             origin,
@@ -256,15 +272,6 @@ pub fn device_summary(data: &[u8], origin: &str) -> Result<DeviceSummary> {
                 view.e_machine
             ),
         ));
-    }
-    let symbols = view.symbols(origin)?;
-    let mut variant = Variant::Plain;
-    if let Some(c) = view.section(".nv.compat") {
-        for (attr, value) in compat_records(view.section_data(c)) {
-            if attr == 0x09 && value == 1 {
-                variant = Variant::Accelerated;
-            }
-        }
     }
     let (mut virtual_sm, mut cuda_version) = (None, None);
     if let Some(n) = view.section(".note.nv.cuinfo") {
@@ -281,13 +288,33 @@ pub fn device_summary(data: &[u8], origin: &str) -> Result<DeviceSummary> {
         e_flags: view.e_flags,
         osabi: view.osabi,
         abi_version: view.abi_version,
-        arch: Arch::new((view.e_flags >> 8) & 0xFF, variant),
+        arch: view_arch(&view),
         virtual_sm,
         cuda_version,
         debug_level: (view.e_flags >> 24) as u8,
         sections: view.sections,
         symbols,
     })
+}
+
+/// The architecture a cubin names: `e_flags` bits 15..8, `a` when `.nv.compat` attribute
+/// 0x09 (accelerator target) is 1.
+fn view_arch(view: &ElfView) -> Arch {
+    let accelerated = view
+        .section(".nv.compat")
+        .is_some_and(|c| compat_records(view.section_data(c)).contains(&(0x09, 1)));
+    let variant = if accelerated {
+        Variant::Accelerated
+    } else {
+        Variant::Plain
+    };
+    Arch::new((view.e_flags >> 8) & 0xFF, variant)
+}
+
+/// The architecture of a device ELF, reading only its header and sections.
+pub fn arch(data: &[u8]) -> Option<Arch> {
+    let view = ElfView::parse(data, "").ok()?;
+    (view.e_machine == EM_CUDA).then(|| view_arch(&view))
 }
 
 /// `(attribute, value)` of the BVAL/HVAL records of a `.nv.compat` (or `.nv.info`)

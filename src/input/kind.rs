@@ -158,7 +158,10 @@ pub fn decide(name: &str, ext: Ext, data: &[u8], lto: bool) -> Result<Role> {
                     malformed(
                         name,
                         0,
-                        format!("expected ELF magic 7f 45 4c 46, found {}", hex4(data)),
+                        format!(
+                            "expected ELF magic 7f 45 4c 46, found {}",
+                            super::hex(data, 4)
+                        ),
                     )
                     .message()
                     .to_string(),
@@ -180,7 +183,10 @@ pub fn decide(name: &str, ext: Ext, data: &[u8], lto: bool) -> Result<Role> {
                     malformed(
                         name,
                         0,
-                        format!("expected fatbin magic 50 ed 55 ba, found {}", hex4(data)),
+                        format!(
+                            "expected fatbin magic 50 ed 55 ba, found {}",
+                            super::hex(data, 4)
+                        ),
                     )
                     .message()
                     .to_string(),
@@ -210,14 +216,6 @@ pub fn decide(name: &str, ext: Ext, data: &[u8], lto: bool) -> Result<Role> {
             _ => Role::Ignored,
         },
     })
-}
-
-fn hex4(d: &[u8]) -> String {
-    d.iter()
-        .take(4)
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 #[cfg(test)]

@@ -248,7 +248,7 @@ pub fn walk(
         children: Vec::new(),
     };
     Ok(match role {
-        Role::Cubin => leaf(CodeKind::Cubin, elf_arch(&data)),
+        Role::Cubin => leaf(CodeKind::Cubin, crate::elf::arch(&data)),
         Role::Ptx => leaf(CodeKind::Ptx, ptx_target(&data)),
         Role::Ir => match content {
             Content::Bitcode => leaf(CodeKind::Bitcode, None),
@@ -396,11 +396,6 @@ fn containers(
                 .collect(),
         })
         .collect())
-}
-
-/// The architecture a cubin's header names (`e_flags` bits 15..8; `a` from `.nv.compat`).
-fn elf_arch(data: &[u8]) -> Option<Arch> {
-    crate::elf::device_summary(data, "").ok().map(|s| s.arch)
 }
 
 /// The `.target sm_NN[a|f]` of a PTX text.
