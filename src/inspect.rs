@@ -68,18 +68,6 @@ fn elf_detail(s: &DeviceSummary) -> (Value, Vec<String>) {
 
 /// Reads what a piece of device code contains. Malformed content is an error.
 pub fn detail(origin: &str, code: &Code) -> Result<Detail> {
-    let obfuscated = code
-        .member
-        .as_ref()
-        .is_some_and(|m| m.compression() == crate::fatbin::Compression::Obfuscated);
-    if obfuscated {
-        let size = code.size_hint().unwrap_or(0);
-        return Ok(Detail {
-            size,
-            json: json!({"obfuscated": true}),
-            lines: vec!["compressed and obfuscated NVVM IR: only libNVVM reads it".into()],
-        });
-    }
     let bytes = code.bytes(origin)?;
     let size = bytes.len() as u64;
     let (json, lines) = match code.kind {
@@ -196,8 +184,8 @@ fn describe(node: &Node) -> String {
             if let Some(v) = wrapper_version {
                 s += &format!(", fatbin wrapper v{v}");
             }
-            for (sec, text) in host_refs {
-                s += &format!(", {sec} {text:?}");
+            for (sec, entries) in host_refs {
+                s += &format!(", {sec} {:?}", entries.join(" "));
             }
             s
         }

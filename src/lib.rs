@@ -1,26 +1,31 @@
 //! nvlinkrs: an open device linker for CUDA, a drop-in for NVIDIA's `nvlink`.
 //!
 //! `link` is the one place the phases are called, in order; each phase reads what the
-//! earlier ones produced and returns a new value. This version carries out the input
-//! phase (every input classified and opened as nvlink opens it); the phases after it
-//! (LTO, ptxas, ELF merge, output) come with the next issues, and until then a link stops
-//! with a clear message after its inputs have been read and checked.
+//! earlier ones produced and returns a new value: read the inputs, gather the LTO module
+//! pool, agree on options, compile the IR with an engine, assemble the PTX with ptxas,
+//! write the output. Links that need the device ELF merge (no LTO, partial LTO) stop with
+//! a clear message until the merge lands.
 
 pub mod arch;
 pub mod bytes;
 pub mod cli;
+pub mod consensus;
 pub mod diag;
 pub mod elf;
 pub mod fatbin;
 pub mod input;
 pub mod inspect;
 pub mod lto;
+pub mod output;
+pub mod ptxas_driver;
 pub mod toolkit;
 
 use std::time::Instant;
 
 use cli::LinkRequest;
 use diag::{Diagnostics, Error, Result};
+use lto::Engine;
+
 
 /// Per-phase wall times, in phase order (what `-time` will write).
 #[derive(Debug, Default)]
@@ -43,12 +48,167 @@ pub fn link(req: &LinkRequest, diag: &Diagnostics) -> Result<Timings> {
         input::load(&paths, input::Mode::Link { lto: req.lto })
     })?;
     diag.check()?;
-    let codes: usize = trees.iter().map(|t| t.codes().len()).sum();
-    Err(Error::fatal(format!(
-        "device linking is not implemented yet in nvlinkrs {}: the {} input(s) were read and hold {codes} piece(s) of device code (see `nvlinkrs inspect`); no output written",
-        env!("CARGO_PKG_VERSION"),
-        paths.len()
-    )))
+    if !req.lto {
+        return Err(needs_merge("a link without -lto"));
+    }
+    let pool = timings.phase("pool", || lto::pool::collect(&trees, req.target, diag))?;
+    if pool.modules.is_empty() {
+        diag.warning("Ignoring -dlto option because no LTO objects found");
+        return Err(needs_merge("a link without LTO objects"));
+    }
+    if let Some(o) = pool.non_ir.first() {
+        diag.info(&format!(
+            "requested LTO but '{o}' not built for LTO so doing partial LTO"
+        ));
+        return Err(needs_merge("partial LTO"));
+    }
+    let mut consensus = consensus::Consensus::default();
+    for m in &pool.modules {
+        consensus.add(&m.module.name, m.options.as_deref());
+    }
+    consensus.check(&mut |n| diag.info(&n.0))?;
+    if req.verbose {
+        for line in consensus.explain() {
+            diag.info(&line);
+        }
+    }
+    let from_host = pool.modules.iter().any(|m| m.from_host_object);
+    let settings = lto_settings(req, &pool, from_host);
+    let options = lto::nvvm_options(&settings, &consensus);
+    // nvlink loads `<nvvmpath>/lib64/libnvvm.so` and nothing else.
+    let nvvm_path = match &req.nvvmpath {
+        Some(p) => p.join("lib64").join("libnvvm.so"),
+        None => toolkit::Toolkit::discover(req.cuda_path.as_deref(), None)?
+            .libnvvm(None)
+            .ok_or_else(|| Error::fatal("elfLink linker library load error").context("libNVVM not found"))?,
+    };
+    let engine = lto::NvvmEngine {
+        lib: lto::libnvvm::LibNvvm::load(&nvvm_path)?,
+    };
+    if req.verbose_keep {
+        for m in &pool.modules {
+            println!("nvlink -lto-add-module {}.nvvm", m.module.name);
+        }
+    }
+    if req.verbose {
+        diag.info(&format!("libNVVM options: {}", options.join(" ")));
+    }
+    if req.verbose2 {
+        eprintln!(" Running nvlink cicc-lto");
+    }
+    let modules: Vec<lto::IrModule> = pool.modules.iter().map(|m| m.module.clone()).collect();
+    let lto_out = timings.phase("cicc", || engine.compile(&modules, &options, diag))?;
+    if from_host && !pool.cudadevrt {
+        return Err(Error::fatal("expected libcudadevrt object"));
+    }
+    if req.emit_ptx {
+        output::write_atomic(&req.output, &lto_out.ptx)?;
+        return finish(req, &pool, timings);
+    }
+    if !lto_out.whole_program {
+        return Err(needs_merge("an LTO result with references left to other objects"));
+    }
+    if req.verbose {
+        eprintln!("whole program compile");
+    }
+    if req.verbose2 {
+        eprintln!(" Running nvlink ptxas-lto");
+    }
+    let job = ptxas_driver::Job {
+        name: "<lto ptx>".into(),
+        ptx: lto_out.ptx,
+        options: ptxas_driver::PtxasOptions {
+            target: req.target,
+            relocatable: false,
+            maxrregcount: req.maxrregcount.or(consensus.value(consensus::Opt::MaxReg)).filter(|&n| n > 0),
+            debug: req.debug,
+            extra: req.xptxas.iter().flat_map(|x| x.split(',')).map(str::to_string).collect(),
+            split_compile: req.split_compile.filter(|&n| n != 1),
+        },
+    };
+    let kit = toolkit::Toolkit::discover(req.cuda_path.as_deref(), req.nvvmpath.as_deref())?;
+    let assembler = ptxas_driver::Ptxas::new(kit.ptxas());
+    let done = timings.phase("ptxas", || ptxas_driver::assemble_all(&assembler, std::slice::from_ref(&job), 1))?;
+    let assembled = done.into_iter().next().unwrap_or_else(|| Err(Error::fatal("elfLink JIT compile failed")))?;
+    if !assembled.messages.is_empty() {
+        eprint!("{}", assembled.messages);
+    }
+    timings.phase("write", || output::write_atomic(&req.output, &assembled.cubin))?;
+    finish(req, &pool, timings)
+}
+
+/// The files written beside the output: `--register-link-binaries` and `-time`.
+fn finish(req: &LinkRequest, pool: &lto::pool::Pool, timings: Timings) -> Result<Timings> {
+    if let Some(path) = &req.register_link_binaries {
+        let ids: Vec<String> = pool
+            .hosts
+            .iter()
+            .rev()
+            .filter(|h| !h.cudadevrt)
+            .filter_map(|h| h.module_id.clone())
+            .collect();
+        output::write_atomic(path, output::register_link_binaries(&ids).as_bytes())?;
+    }
+    if let Some(path) = &req.time {
+        let arch = req.target.to_string();
+        let row = |phase, source: &str, out: &str, d| output::TimeRow {
+            source: source.into(),
+            phase,
+            output: out.into(),
+            arch: arch.clone(),
+            time: d,
+        };
+        let rows: Vec<output::TimeRow> = timings
+            .0
+            .iter()
+            .filter_map(|(name, d)| match *name {
+                "cicc" => Some(row("cicc", "lto.nvvm", "lto.ptx", *d)),
+                "ptxas" => Some(row("ptxas", "lto.ptx", "lto.cubin", *d)),
+                _ => None,
+            })
+            .collect();
+        output::append_times(path, &rows)?;
+    }
+    Ok(timings)
+}
+
+fn lto_settings(req: &LinkRequest, pool: &lto::pool::Pool, from_host: bool) -> lto::LtoSettings {
+    let used = !req.kernels_used.is_empty() || !req.variables_used.is_empty();
+    let host_refs = if used {
+        lto::HostRefs::from_used(&req.kernels_used, &req.variables_used)
+    } else if req.ignore_host_info
+        || !pool.hosts.iter().any(|h| !h.cudadevrt && !h.host_refs.is_empty())
+    {
+        // libcudadevrt's own tables count only beside a program's (observed: with no
+        // program table, nvlink passes no lists and every kernel stays).
+        lto::HostRefs::default()
+    } else {
+        lto::HostRefs::from_tables(
+            pool.hosts
+                .iter()
+                .flat_map(|h| h.host_refs.iter().map(|(s, e)| (*s, e.as_slice()))),
+        )
+    };
+    lto::LtoSettings {
+        target: Some(req.target),
+        split_compile: req.split_compile,
+        split_compile_extended: None,
+        ofast_compile: req.ofast_compile.clone(),
+        maxrregcount: req.maxrregcount,
+        device_c: from_host && pool.cudadevrt,
+        force_device_c: false,
+        debug: req.debug,
+        host_info: !req.ignore_host_info,
+        xnvvm: req.xnvvm.clone(),
+        host_refs,
+    }
+}
+
+fn needs_merge(what: &str) -> Error {
+    Error::fatal(format!(
+        "{what} needs the device ELF merge, which nvlinkrs {} does not have yet; no output written",
+        env!("CARGO_PKG_VERSION")
+    ))
 }
 
 /// `nvlinkrs inspect`: the input trees, as text or JSON.

@@ -29,8 +29,9 @@ pub struct HostObject {
     /// `.nvFatBinSegment`: (magic ok, version) — 1 for compile objects, 2 for `-dlink` output.
     pub wrapper_version: Option<u32>,
     pub module_id: Option<String>,
-    /// `(section, raw text)` of the non-empty host-reference tables.
-    pub host_refs: Vec<(&'static str, String)>,
+    /// `(section, entries)` of the non-empty host-reference tables: symbol names or
+    /// patterns (`_Z5saxpy*`), in section order.
+    pub host_refs: Vec<(&'static str, Vec<String>)>,
 }
 
 impl HostObject {
@@ -43,6 +44,14 @@ impl HostObject {
 fn cstr(d: &[u8]) -> String {
     let end = d.iter().position(|&b| b == 0).unwrap_or(d.len());
     String::from_utf8_lossy(&d[..end]).into_owned()
+}
+
+/// The NUL-separated entries of a host-reference table.
+fn entries(d: &[u8]) -> Vec<String> {
+    d.split(|&b| b == 0)
+        .filter(|e| !e.is_empty())
+        .map(|e| String::from_utf8_lossy(e).into_owned())
+        .collect()
 }
 
 /// Finds the device-code sections of a host ELF object.
@@ -73,8 +82,8 @@ pub fn read(file: &Bytes, origin: &str) -> Result<HostObject> {
     let host_refs = HOST_REF_SECTIONS
         .iter()
         .filter_map(|&n| {
-            let text = cstr(view.section_data(view.section(n)?));
-            (!text.is_empty()).then_some((n, text))
+            let entries = entries(view.section_data(view.section(n)?));
+            (!entries.is_empty()).then_some((n, entries))
         })
         .collect();
     Ok(HostObject {

@@ -67,8 +67,8 @@ pub enum Compression {
     None,
     Zstd,
     Lz4,
-    /// NVVM members that NVIDIA's tools compress and obfuscate (flag 0x10000): only
-    /// libNVVM can read them.
+    /// NVVM members that NVIDIA's tools compress with zstd and then scramble (flag
+    /// 0x10000) with the container's content key (`lto::obfuscation`).
     Obfuscated,
 }
 
@@ -146,13 +146,6 @@ impl Member {
         let at = base + self.offset + self.header_size as u64;
         let raw = match self.compression() {
             Compression::None => self.payload.clone(),
-            Compression::Obfuscated => {
-                return Err(malformed(
-                    origin,
-                    at,
-                    "this NVVM member is compressed and obfuscated (fatbin flag 0x10000); only libNVVM can read it",
-                ));
-            }
             c => {
                 let want = self.uncompressed_size;
                 if want > MAX_MEMBER_SIZE {
@@ -164,7 +157,11 @@ impl Member {
                         ),
                     ));
                 }
-                let out = if c == Compression::Zstd {
+                let out = if c == Compression::Obfuscated {
+                    let mut frame = self.payload.to_vec();
+                    crate::lto::obfuscation::unscramble(&mut frame, self.lto_key as u32);
+                    zstd_exact(&frame, want as usize)
+                } else if c == Compression::Zstd {
                     zstd_exact(&self.payload, want as usize)
                 } else {
                     lz4::decompress_block(&self.payload, want as usize)

@@ -86,7 +86,7 @@ pub enum Item {
     HostObject {
         module_id: Option<String>,
         wrapper_version: Option<u32>,
-        host_refs: Vec<(&'static str, String)>,
+        host_refs: Vec<(&'static str, Vec<String>)>,
     },
     Container {
         section: Option<&'static str>,

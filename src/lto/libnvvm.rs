@@ -1,54 +1,281 @@
-//! libNVVM, loaded at run time. All unsafe FFI of the crate lives in this file.
+//! libNVVM, loaded at run time. All unsafe FFI of the crate lives in this file: the
+//! public C API of `nvvm.h` and the one private entry nvlink uses, `__nvvmHandle(0x2080)`,
+//! which adds an NVIDIA LTO IR container to a program (the public add refuses them).
 
-use std::ffi::c_int;
+use std::ffi::{CStr, CString, c_char, c_int, c_void};
 use std::path::{Path, PathBuf};
 
 use crate::diag::{Error, Result};
 
+type Handle = *mut c_void;
 type VersionFn = unsafe extern "C" fn(*mut c_int, *mut c_int) -> c_int;
+type CreateFn = unsafe extern "C" fn(*mut Handle) -> c_int;
+type DestroyFn = unsafe extern "C" fn(*mut Handle) -> c_int;
+type AddFn = unsafe extern "C" fn(Handle, *const c_char, usize, *const c_char) -> c_int;
+type CompileFn = unsafe extern "C" fn(Handle, c_int, *const *const c_char) -> c_int;
+type SizeFn = unsafe extern "C" fn(Handle, *mut usize) -> c_int;
+type CopyFn = unsafe extern "C" fn(Handle, *mut c_char) -> c_int;
+type ErrorStringFn = unsafe extern "C" fn(c_int) -> *const c_char;
+type PrivateHandleFn = unsafe extern "C" fn(c_int) -> *const c_void;
 
-/// A loaded libNVVM.
+/// The `__nvvmHandle` code of the add-LTO-IR entry (signature as `nvvmAddModuleToProgram`).
+const ADD_LTO_IR: c_int = 0x2080;
+
+/// `nvvmCompileProgram`'s result when it produced whole-program PTX (observed with
+/// `--device-c` when nothing is left unresolved); 0 is relocatable PTX.
+pub const RESULT_WHOLE_PROGRAM: i32 = 100;
+
+struct Api {
+    version: VersionFn,
+    ir_version: Option<unsafe extern "C" fn(*mut c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int>,
+    create: CreateFn,
+    destroy: DestroyFn,
+    add_module: AddFn,
+    compile: CompileFn,
+    result_size: SizeFn,
+    result: CopyFn,
+    log_size: SizeFn,
+    log: CopyFn,
+    error_string: ErrorStringFn,
+    handle: Option<PrivateHandleFn>,
+}
+
+/// A loaded libNVVM with every entry point resolved.
 pub struct LibNvvm {
-    lib: libloading::Library,
+    api: Api,
     pub path: PathBuf,
+    // Kept last so that it is dropped after everything that points into it.
+    _lib: libloading::Library,
+}
+
+// SAFETY: the struct holds plain function pointers into a library that stays loaded as
+// long as the struct lives; libNVVM's API may be called from any thread (one program per
+// thread at a time, which `Program` enforces by `&mut self`).
+unsafe impl Send for LibNvvm {}
+unsafe impl Sync for LibNvvm {}
+
+fn load_error(path: &Path, what: impl std::fmt::Display) -> Error {
+    Error::fatal("elfLink linker library load error")
+        .context(format!("libNVVM '{}': {what}", path.display()))
 }
 
 impl LibNvvm {
+    /// Loads the library and resolves the entry points nvlink resolves.
     pub fn load(path: &Path) -> Result<LibNvvm> {
         // SAFETY: loading a shared library runs its initialisers; libnvvm's are the ones
         // NVIDIA ships for exactly this use (nvlink dlopens the same file).
-        let lib = unsafe { libloading::Library::new(path) }.map_err(|e| {
-            Error::fatal(format!(
-                "elfLink linker library load error: cannot load libNVVM '{}': {e}",
-                path.display()
-            ))
-        })?;
-        Ok(LibNvvm {
-            lib,
-            path: path.to_path_buf(),
-        })
-    }
-
-    fn version_pair(&self, symbol: &[u8]) -> Result<(i32, i32)> {
-        // SAFETY: nvvmVersion / nvvmIRVersion have the C signature `nvvmResult f(int*, int*)`
-        // (nvvm.h); the symbol name is NUL-free and the library outlives the call.
-        unsafe {
-            let f: libloading::Symbol<VersionFn> = self.lib.get(symbol).map_err(|e| {
-                Error::fatal(format!("'{}' is not libNVVM: {e}", self.path.display()))
-            })?;
-            let (mut a, mut b) = (0, 0);
-            let rc = f(&mut a, &mut b);
-            if rc != 0 {
-                return Err(Error::fatal(format!(
-                    "libNVVM version query failed with code {rc}"
-                )));
+        let lib = unsafe { libloading::Library::new(path) }.map_err(|e| load_error(path, e))?;
+        // SAFETY: each symbol is given the C signature `nvvm.h` declares for it; the
+        // pointers are only used while `lib` is alive (it is moved into the result).
+        let api = unsafe {
+            macro_rules! get {
+                ($name:literal) => {
+                    *lib.get(concat!($name, "\0").as_bytes())
+                        .map_err(|e| load_error(path, format!("no {}: {e}", $name)))?
+                };
             }
-            Ok((a, b))
-        }
+            Api {
+                version: get!("nvvmVersion"),
+                ir_version: lib.get(b"nvvmIRVersion\0").ok().map(|s| *s),
+                create: get!("nvvmCreateProgram"),
+                destroy: get!("nvvmDestroyProgram"),
+                add_module: get!("nvvmAddModuleToProgram"),
+                compile: get!("nvvmCompileProgram"),
+                result_size: get!("nvvmGetCompiledResultSize"),
+                result: get!("nvvmGetCompiledResult"),
+                log_size: get!("nvvmGetProgramLogSize"),
+                log: get!("nvvmGetProgramLog"),
+                error_string: get!("nvvmGetErrorString"),
+                handle: lib.get(b"__nvvmHandle\0").ok().map(|s| *s),
+            }
+        };
+        Ok(LibNvvm {
+            api,
+            path: path.to_path_buf(),
+            _lib: lib,
+        })
     }
 
     /// `nvvmVersion`: the libNVVM release (2.0 for CUDA 13).
     pub fn version(&self) -> Result<(i32, i32)> {
-        self.version_pair(b"nvvmVersion")
+        let (mut a, mut b) = (0, 0);
+        // SAFETY: two valid out-pointers, as nvvm.h asks.
+        let rc = unsafe { (self.api.version)(&mut a, &mut b) };
+        if rc != 0 {
+            return Err(Error::fatal(format!("nvvmVersion failed: {}", self.error_string(rc))));
+        }
+        Ok((a, b))
+    }
+
+    /// `nvvmIRVersion`: (IR major, minor, debug major, minor) this libNVVM reads.
+    pub fn ir_version(&self) -> Option<(i32, i32, i32, i32)> {
+        let f = self.api.ir_version?;
+        let (mut a, mut b, mut c, mut d) = (0, 0, 0, 0);
+        // SAFETY: four valid out-pointers, as nvvm.h asks.
+        let rc = unsafe { f(&mut a, &mut b, &mut c, &mut d) };
+        (rc == 0).then_some((a, b, c, d))
+    }
+
+    /// `nvvmGetErrorString`, owned.
+    pub fn error_string(&self, rc: i32) -> String {
+        // SAFETY: libNVVM returns a pointer to a static NUL-terminated string (or null).
+        unsafe {
+            let p = (self.api.error_string)(rc);
+            if p.is_null() {
+                format!("NVVM error {rc}")
+            } else {
+                CStr::from_ptr(p).to_string_lossy().into_owned()
+            }
+        }
+    }
+
+    /// A new, empty program.
+    pub fn program(&self) -> Result<Program<'_>> {
+        let mut raw: Handle = std::ptr::null_mut();
+        // SAFETY: a valid out-pointer; the handle is destroyed by `Program::drop`.
+        let rc = unsafe { (self.api.create)(&mut raw) };
+        if rc != 0 || raw.is_null() {
+            return Err(Error::fatal("elfLink nvvm error")
+                .context(format!("nvvmCreateProgram: {}", self.error_string(rc))));
+        }
+        Ok(Program { nvvm: self, raw })
+    }
+}
+
+/// One libNVVM program; destroyed on drop.
+pub struct Program<'a> {
+    nvvm: &'a LibNvvm,
+    raw: Handle,
+}
+
+/// What `nvvmCompileProgram` said.
+pub struct Compiled {
+    /// 0 (relocatable PTX) or [`RESULT_WHOLE_PROGRAM`].
+    pub code: i32,
+    pub log: String,
+}
+
+fn c_string(s: &str, what: &str) -> Result<CString> {
+    CString::new(s).map_err(|_| Error::fatal(format!("{what} '{s}' contains a NUL byte")))
+}
+
+impl Program<'_> {
+    /// Adds an NVIDIA LTO IR container (or NVVM IR) through `__nvvmHandle(0x2080)`.
+    pub fn add_lto_ir(&mut self, data: &[u8], name: &str) -> Result<()> {
+        let add = self.private_add()?;
+        self.add_with(add, data, name)
+    }
+
+    /// Adds LLVM bitcode (or NVVM IR text) through the public `nvvmAddModuleToProgram`.
+    pub fn add_bitcode(&mut self, data: &[u8], name: &str) -> Result<()> {
+        self.add_with(self.nvvm.api.add_module, data, name)
+    }
+
+    fn private_add(&self) -> Result<AddFn> {
+        let handle = self.nvvm.api.handle.ok_or_else(|| {
+            Error::fatal("elfLink linker library load error")
+                .context(format!("'{}' has no __nvvmHandle", self.nvvm.path.display()))
+        })?;
+        // SAFETY: `__nvvmHandle(code)` returns a function pointer or null; for 0x2080 it
+        // has the signature of nvvmAddModuleToProgram (observed: nvlink calls it so).
+        let f = unsafe { handle(ADD_LTO_IR) };
+        if f.is_null() {
+            return Err(Error::fatal("elfLink linker library load error").context(format!(
+                "'{}' does not provide the LTO IR entry __nvvmHandle(0x2080)",
+                self.nvvm.path.display()
+            )));
+        }
+        // SAFETY: see above; a non-null code pointer of that signature.
+        Ok(unsafe { std::mem::transmute::<*const c_void, AddFn>(f) })
+    }
+
+    fn add_with(&mut self, add: AddFn, data: &[u8], name: &str) -> Result<()> {
+        let cname = c_string(name, "module name")?;
+        // SAFETY: `data` is valid for `data.len()` bytes and libNVVM copies what it keeps
+        // before returning (the buffer is not referenced after the call); the name is
+        // NUL-terminated.
+        let rc = unsafe { add(self.raw, data.as_ptr().cast(), data.len(), cname.as_ptr()) };
+        if rc != 0 {
+            let log = self.log();
+            let mut e = Error::fatal("elfLink nvvm error").context(format!(
+                "libNVVM refused the module '{name}': {}",
+                self.nvvm.error_string(rc)
+            ));
+            if !log.trim().is_empty() {
+                e = e.context(format!("libNVVM log: {}", log.trim_end()));
+            }
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// `nvvmCompileProgram` with these options. Codes other than 0 and
+    /// [`RESULT_WHOLE_PROGRAM`] are returned as `Err((log, error string))`.
+    pub fn compile(&mut self, options: &[String]) -> Result<std::result::Result<Compiled, (String, String)>> {
+        let owned: Vec<CString> = options
+            .iter()
+            .map(|o| c_string(o, "libNVVM option"))
+            .collect::<Result<_>>()?;
+        let ptrs: Vec<*const c_char> = owned.iter().map(|c| c.as_ptr()).collect();
+        // SAFETY: `ptrs` holds `ptrs.len()` valid NUL-terminated strings that outlive the call.
+        let rc = unsafe { (self.nvvm.api.compile)(self.raw, ptrs.len() as c_int, ptrs.as_ptr()) };
+        let log = self.log();
+        if rc == 0 || rc == RESULT_WHOLE_PROGRAM {
+            Ok(Ok(Compiled { code: rc, log }))
+        } else {
+            Ok(Err((log, self.nvvm.error_string(rc))))
+        }
+    }
+
+    /// The compiled result (PTX text, without the trailing NUL libNVVM counts).
+    pub fn result(&self) -> Result<Vec<u8>> {
+        let mut out = self.copy_out(self.nvvm.api.result_size, self.nvvm.api.result, "nvvmGetCompiledResult")?;
+        while out.last() == Some(&0) {
+            out.pop();
+        }
+        Ok(out)
+    }
+
+    /// The program log (empty when there is none).
+    pub fn log(&self) -> String {
+        match self.copy_out(self.nvvm.api.log_size, self.nvvm.api.log, "nvvmGetProgramLog") {
+            Ok(mut v) => {
+                while v.last() == Some(&0) {
+                    v.pop();
+                }
+                String::from_utf8_lossy(&v).into_owned()
+            }
+            Err(_) => String::new(),
+        }
+    }
+
+    fn copy_out(&self, size: SizeFn, copy: CopyFn, what: &str) -> Result<Vec<u8>> {
+        let mut n = 0usize;
+        // SAFETY: valid handle and out-pointer.
+        let rc = unsafe { size(self.raw, &mut n) };
+        if rc != 0 {
+            return Err(Error::fatal("elfLink nvvm error")
+                .context(format!("{what}Size: {}", self.nvvm.error_string(rc))));
+        }
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let mut buf = vec![0u8; n];
+        // SAFETY: the buffer holds the `n` bytes libNVVM just said it will write.
+        let rc = unsafe { copy(self.raw, buf.as_mut_ptr().cast()) };
+        if rc != 0 {
+            return Err(Error::fatal("elfLink nvvm error")
+                .context(format!("{what}: {}", self.nvvm.error_string(rc))));
+        }
+        Ok(buf)
+    }
+}
+
+impl Drop for Program<'_> {
+    fn drop(&mut self) {
+        // SAFETY: the handle came from nvvmCreateProgram and is destroyed once.
+        unsafe {
+            (self.nvvm.api.destroy)(&mut self.raw);
+        }
     }
 }

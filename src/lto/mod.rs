@@ -1,5 +1,298 @@
-//! Device IR: NVIDIA's IR containers (`.ltoir`, NVVM), LLVM bitcode, and libNVVM.
+//! Device IR and link-time optimization: NVIDIA's IR containers (`.ltoir`, NVVM), LLVM
+//! bitcode, the scrambling of LTO IR, the option list nvlink hands libNVVM, and the
+//! engines that turn a module set into PTX behind one trait (today: libNVVM).
 
 pub mod bitcode;
 pub mod container;
 pub mod libnvvm;
+pub mod obfuscation;
+pub mod pool;
+
+use crate::arch::Arch;
+use crate::bytes::Bytes;
+use crate::consensus::{Consensus, Opt};
+use crate::diag::{Diagnostics, Error, Result};
+
+/// How a module is handed to the engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IrForm {
+    /// An NVIDIA LTO IR / NVVM container (scrambled or plain inside).
+    Container,
+    /// Plain LLVM bitcode.
+    Bitcode,
+}
+
+/// One IR module of the program.
+#[derive(Clone, Debug)]
+pub struct IrModule {
+    /// The name nvlink gives libNVVM: the path, or `archive:member`.
+    pub name: String,
+    pub data: Bytes,
+    pub form: IrForm,
+}
+
+/// What an engine produced.
+#[derive(Clone, Debug)]
+pub struct LtoOutput {
+    pub ptx: Vec<u8>,
+    /// True when the PTX is a whole program (ptxas without `-c`); false when it is
+    /// relocatable and must be merged with other device code.
+    pub whole_program: bool,
+}
+
+/// An LTO back end: a module set and an option list in, PTX out.
+pub trait Engine: Send + Sync {
+    fn name(&self) -> &'static str;
+    /// Compiles the modules. Messages the back end prints (its log) go to `diag`.
+    fn compile(&self, modules: &[IrModule], options: &[String], diag: &Diagnostics) -> Result<LtoOutput>;
+}
+
+/// libNVVM, as nvlink drives it.
+pub struct NvvmEngine {
+    pub lib: libnvvm::LibNvvm,
+}
+
+impl Engine for NvvmEngine {
+    fn name(&self) -> &'static str {
+        "libnvvm"
+    }
+
+    fn compile(&self, modules: &[IrModule], options: &[String], diag: &Diagnostics) -> Result<LtoOutput> {
+        let mut prog = self.lib.program()?;
+        for m in modules {
+            match m.form {
+                IrForm::Container => prog.add_lto_ir(&m.data, &m.name)?,
+                IrForm::Bitcode => prog.add_bitcode(&m.data, &m.name)?,
+            }
+        }
+        match prog.compile(options)? {
+            Ok(done) => {
+                if !done.log.trim().is_empty() {
+                    diag.info(&done.log);
+                }
+                Ok(LtoOutput {
+                    ptx: prog.result()?,
+                    whole_program: done.code == libnvvm::RESULT_WHOLE_PROGRAM,
+                })
+            }
+            Err((log, error)) => {
+                // nvlink prints libNVVM's log and error string as one info line, then fails.
+                diag.info(&format!("libnvvm : {log}{error}"));
+                Err(Error::fatal("elfLink JIT compile failed")
+                    .context(format!("libNVVM failed: {error}; options: {}", options.join(" "))))
+            }
+        }
+    }
+}
+
+/// The host-reference lists libNVVM uses to keep what the host can reach:
+/// kernels, device variables and constants, each external and internal.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HostRefs {
+    pub ek: Vec<String>,
+    pub ik: Vec<String>,
+    pub ec: Vec<String>,
+    pub ic: Vec<String>,
+    pub eg: Vec<String>,
+    pub ig: Vec<String>,
+}
+
+impl HostRefs {
+    /// From the `.nvHR*` tables of the host objects, in input order. nvlink pushes every
+    /// entry onto the front of its lists, so the option lists come out reversed.
+    pub fn from_tables<'a>(tables: impl IntoIterator<Item = (&'a str, &'a [String])>) -> HostRefs {
+        let mut r = HostRefs::default();
+        for (section, entries) in tables {
+            let list = match section {
+                ".nvHRKE" => &mut r.ek,
+                ".nvHRKI" => &mut r.ik,
+                ".nvHRDE" => &mut r.eg,
+                ".nvHRDI" => &mut r.ig,
+                ".nvHRCE" => &mut r.ec,
+                ".nvHRCI" => &mut r.ic,
+                _ => continue,
+            };
+            list.extend(entries.iter().cloned());
+        }
+        for l in [&mut r.ek, &mut r.ik, &mut r.ec, &mut r.ic, &mut r.eg, &mut r.ig] {
+            l.reverse();
+        }
+        r
+    }
+
+    /// From `-kernels-used` / `-variables-used` (comma lists): each name becomes the
+    /// pattern `*name*`, kernels in both kernel lists, variables in all four others.
+    pub fn from_used(kernels: &[String], variables: &[String]) -> HostRefs {
+        let pats = |v: &[String]| -> Vec<String> {
+            v.iter()
+                .flat_map(|s| s.split(','))
+                .filter(|s| !s.is_empty())
+                .map(|s| format!("*{s}*"))
+                .collect()
+        };
+        let k = pats(kernels);
+        let v = pats(variables);
+        HostRefs {
+            ek: k.clone(),
+            ik: k,
+            ec: v.clone(),
+            ic: v.clone(),
+            eg: v.clone(),
+            ig: v,
+        }
+    }
+
+    fn options(&self) -> Vec<String> {
+        [
+            ("ek", &self.ek),
+            ("ik", &self.ik),
+            ("ec", &self.ec),
+            ("ic", &self.ic),
+            ("eg", &self.eg),
+            ("ig", &self.ig),
+        ]
+        .into_iter()
+        .filter(|(_, l)| !l.is_empty())
+        .map(|(k, l)| format!("-host-ref-{k}={}", l.join(",")))
+        .collect()
+    }
+}
+
+/// Everything that decides libNVVM's option list.
+#[derive(Clone, Debug, Default)]
+pub struct LtoSettings {
+    pub target: Option<Arch>,
+    pub split_compile: Option<u32>,
+    pub split_compile_extended: Option<u32>,
+    pub ofast_compile: Option<String>,
+    /// `-maxrregcount` from the command line (wins over the modules' value).
+    pub maxrregcount: Option<u32>,
+    /// `--device-c`: host objects take part, so the result may have to be relocatable.
+    pub device_c: bool,
+    pub force_device_c: bool,
+    pub debug: bool,
+    /// `-has-global-host-info` (off with `-ignore-host-info`).
+    pub host_info: bool,
+    pub xnvvm: Vec<String>,
+    pub host_refs: HostRefs,
+}
+
+/// The option list nvlink 13.5 hands `nvvmCompileProgram`, in its order.
+pub fn nvvm_options(s: &LtoSettings, consensus: &Consensus) -> Vec<String> {
+    let mut o: Vec<String> = Vec::new();
+    let target = s.target.map(|a| a.to_string()).unwrap_or_default();
+    o.push(format!("-arch={}", target.replacen("sm_", "compute_", 1)));
+    o.push("-link-lto".into());
+    if let Some(n) = s.split_compile_extended.filter(|&n| n != 1) {
+        o.push(format!("-split-compile-extended={n}"));
+    }
+    if let Some(n) = s.split_compile.filter(|&n| n != 1) {
+        o.push(format!("-split-compile={n}"));
+    }
+    if let Some(l) = &s.ofast_compile {
+        o.push(format!("-Ofast-compile={l}"));
+    }
+    if let Some(n) = s.maxrregcount.or(consensus.value(Opt::MaxReg)).filter(|&n| n > 0) {
+        o.push(format!("-maxreg={n}"));
+    }
+    if consensus.value(Opt::LineInfo).is_some() {
+        o.push("-generate-line-info".into());
+    }
+    if consensus.value(Opt::InlineInfo).is_some() {
+        o.push("-inline-info".into());
+    }
+    if s.device_c {
+        o.push("--device-c".into());
+    }
+    if s.force_device_c {
+        o.push("--force-device-c".into());
+    }
+    if s.debug {
+        o.push("-g".into());
+        o.push("-opt=0".into());
+    }
+    if s.host_info {
+        o.push("-has-global-host-info".into());
+    }
+    let user: Vec<String> = s
+        .xnvvm
+        .iter()
+        .flat_map(|v| v.split(','))
+        .filter(|v| !v.is_empty())
+        .map(str::to_string)
+        .collect();
+    for u in &user {
+        if !o.contains(u) {
+            o.push(u.clone());
+        }
+    }
+    if !user.is_empty() {
+        // With any -Xnvvm, the math options are spelled out: the user's where given,
+        // else the modules' agreed value, else libNVVM's default.
+        for (prefix, opt, default) in [
+            ("-ftz=", Opt::Ftz, 0),
+            ("-prec-div=", Opt::PrecDiv, 1),
+            ("-prec-sqrt=", Opt::PrecSqrt, 1),
+            ("-fma=", Opt::Fmad, 1),
+        ] {
+            if !user.iter().any(|u| u.starts_with(prefix)) {
+                o.push(format!("{prefix}{}", consensus.value(opt).unwrap_or(default)));
+            }
+        }
+    }
+    o.extend(s.host_refs.options());
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings() -> LtoSettings {
+        LtoSettings {
+            target: Some(Arch::plain(90)),
+            device_c: true,
+            host_info: true,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn default_list() {
+        assert_eq!(
+            nvvm_options(&settings(), &Consensus::default()),
+            ["-arch=compute_90", "-link-lto", "--device-c", "-has-global-host-info"]
+        );
+    }
+
+    #[test]
+    fn xnvvm_spells_out_math_options_and_drops_duplicates() {
+        let mut s = settings();
+        s.xnvvm = vec!["-prec-div=0".into(), "-foo,-link-lto".into()];
+        assert_eq!(
+            nvvm_options(&s, &Consensus::default()),
+            [
+                "-arch=compute_90", "-link-lto", "--device-c", "-has-global-host-info",
+                "-prec-div=0", "-foo", "-ftz=0", "-prec-sqrt=1", "-fma=1"
+            ]
+        );
+    }
+
+    #[test]
+    fn host_tables_are_reversed_and_used_lists_wrapped() {
+        let a = vec!["_Z5saxpy*".to_string()];
+        let b = vec!["m1".to_string(), "m2".to_string()];
+        let c = vec!["k*".to_string()];
+        let r = HostRefs::from_tables([(".nvHRKE", &a[..]), (".nvHRKI", &c[..]), (".nvHRKI", &b[..])]);
+        assert_eq!(r.ik, ["m2", "m1", "k*"]);
+        assert_eq!(r.ek, ["_Z5saxpy*"]);
+        let u = HostRefs::from_used(&["saxpy,doubler".into(), "zz".into()], &["calls".into()]);
+        assert_eq!(
+            u.options(),
+            [
+                "-host-ref-ek=*saxpy*,*doubler*,*zz*", "-host-ref-ik=*saxpy*,*doubler*,*zz*",
+                "-host-ref-ec=*calls*", "-host-ref-ic=*calls*", "-host-ref-eg=*calls*", "-host-ref-ig=*calls*"
+            ]
+        );
+    }
+}

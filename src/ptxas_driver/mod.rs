@@ -1,0 +1,215 @@
+//! Running NVIDIA's ptxas on PTX: the argument list nvlink's embedded ptxas records in
+//! `.note.nv.tkinfo` (so that the output bytes match), a private temporary directory per
+//! job, ptxas's messages captured and reported with the input's name, and a bounded pool
+//! whose results come back in job order whatever order the jobs finish in.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use rayon::prelude::*;
+
+use crate::arch::Arch;
+use crate::diag::{Error, Result};
+
+/// How a PTX text becomes a cubin.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PtxasOptions {
+    pub target: Arch,
+    /// `-c`: relocatable output (partial LTO, split slices).
+    pub relocatable: bool,
+    /// `-maxrregcount` (the command line's, else the modules' agreed `-maxreg`).
+    pub maxrregcount: Option<u32>,
+    /// `-g`: nvlink's ptxas gets `-no-bb-merge -ret-end -g`.
+    pub debug: bool,
+    /// `-Xptxas` values, in command-line order. ptxas records its options in its own
+    /// canonical order in `.note.nv.tkinfo`, so only the set matters.
+    pub extra: Vec<String>,
+    /// `-split-compile N` as nvlink forwards it to its ptxas.
+    pub split_compile: Option<u32>,
+}
+
+impl PtxasOptions {
+    /// The argument list, without input and output files.
+    pub fn args(&self) -> Vec<String> {
+        let mut a: Vec<String> = Vec::new();
+        if let Some(n) = self.maxrregcount {
+            a.extend(["-maxrregcount".into(), n.to_string()]);
+        }
+        if self.debug {
+            a.extend(["-no-bb-merge".into(), "-ret-end".into(), "-g".into()]);
+        }
+        a.extend(self.extra.iter().cloned());
+        a.extend(["-arch".into(), self.target.to_string(), "-m".into(), "64".into()]);
+        if self.relocatable {
+            a.push("-c".into());
+        }
+        if let Some(n) = self.split_compile {
+            a.extend(["-split-compile".into(), n.to_string()]);
+        }
+        a
+    }
+}
+
+/// One PTX text to assemble, with the name its messages are reported under.
+pub struct Job {
+    pub name: String,
+    pub ptx: Vec<u8>,
+    pub options: PtxasOptions,
+}
+
+/// What a successful ptxas run gives back.
+pub struct Assembled {
+    pub cubin: Vec<u8>,
+    /// ptxas's messages (warnings, `-v` information), to be passed on.
+    pub messages: String,
+}
+
+/// Something that turns PTX into cubins. The real one runs NVIDIA's ptxas; tests may
+/// stand in a failing one for faults that cannot be produced otherwise.
+pub trait Assembler: Send + Sync {
+    fn assemble(&self, job: &Job) -> Result<Assembled>;
+}
+
+/// The ptxas executable of a toolkit.
+pub struct Ptxas {
+    pub path: PathBuf,
+}
+
+impl Ptxas {
+    pub fn new(path: PathBuf) -> Ptxas {
+        Ptxas { path }
+    }
+}
+
+impl Assembler for Ptxas {
+    fn assemble(&self, job: &Job) -> Result<Assembled> {
+        let dir = tempfile::Builder::new()
+            .prefix("nvlinkrs-ptxas-")
+            .tempdir()
+            .map_err(|e| Error::fatal(format!("cannot create a temporary directory: {e}")))?;
+        let input = dir.path().join("lto.ptx");
+        let output = dir.path().join("lto.cubin");
+        std::fs::write(&input, &job.ptx).map_err(|e| {
+            Error::fatal(format!("cannot write '{}': {e}", input.display()))
+        })?;
+        let mut cmd = Command::new(&self.path);
+        cmd.args(job.options.args()).arg(&input).arg("-o").arg(&output);
+        run(cmd, &self.path, &job.name, &output)
+    }
+}
+
+fn run(mut cmd: Command, tool: &Path, name: &str, output: &Path) -> Result<Assembled> {
+    let out = cmd.output().map_err(|e| {
+        Error::fatal(format!("cannot run ptxas '{}': {e}", tool.display()))
+    })?;
+    let messages = String::from_utf8_lossy(&out.stderr).into_owned()
+        + &String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        let how = match out.status.code() {
+            Some(c) => format!("exit status {c}"),
+            None => "a signal".into(),
+        };
+        // nvlink's own words for a failed embedded ptxas; ptxas's messages come first.
+        if !messages.is_empty() {
+            eprint!("{messages}");
+        }
+        return Err(Error::fatal("elfLink fatbinary error")
+            .context(format!("ptxas '{}' failed on '{name}' ({how})", tool.display())));
+    }
+    let cubin = std::fs::read(output).map_err(|e| {
+        Error::fatal("elfLink JIT compile failed")
+            .context(format!("ptxas wrote no output for '{name}': {e}"))
+    })?;
+    Ok(Assembled { cubin, messages })
+}
+
+/// Runs every job on at most `threads` workers (0: one per core); the results are in
+/// job order. Largest jobs start first.
+pub fn assemble_all(
+    assembler: &dyn Assembler,
+    jobs: &[Job],
+    threads: usize,
+) -> Result<Vec<Result<Assembled>>> {
+    if jobs.len() == 1 {
+        return Ok(vec![assembler.assemble(&jobs[0])]);
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .map_err(|e| Error::fatal(format!("Unable to create thread pool: {e}")))?;
+    let mut order: Vec<usize> = (0..jobs.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(jobs[i].ptx.len()));
+    let mut done: Vec<(usize, Result<Assembled>)> = pool.install(|| {
+        order
+            .par_iter()
+            .map(|&i| (i, assembler.assemble(&jobs[i])))
+            .collect()
+    });
+    done.sort_by_key(|(i, _)| *i);
+    Ok(done.into_iter().map(|(_, r)| r).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn argument_order_matches_nvlinks_record() {
+        let o = PtxasOptions {
+            target: Arch::plain(90),
+            relocatable: false,
+            maxrregcount: Some(40),
+            debug: false,
+            extra: vec!["-O0".into()],
+            split_compile: None,
+        };
+        assert_eq!(o.args(), ["-maxrregcount", "40", "-O0", "-arch", "sm_90", "-m", "64"]);
+        let o = PtxasOptions {
+            relocatable: true,
+            maxrregcount: None,
+            extra: vec![],
+            split_compile: Some(2),
+            ..o
+        };
+        assert_eq!(o.args(), ["-arch", "sm_90", "-m", "64", "-c", "-split-compile", "2"]);
+    }
+
+    struct Echo;
+    impl Assembler for Echo {
+        fn assemble(&self, job: &Job) -> Result<Assembled> {
+            if job.ptx.is_empty() {
+                return Err(Error::fatal(format!("empty '{}'", job.name)));
+            }
+            Ok(Assembled {
+                cubin: job.ptx.clone(),
+                messages: String::new(),
+            })
+        }
+    }
+
+    #[test]
+    fn results_come_back_in_job_order() {
+        let opts = PtxasOptions {
+            target: Arch::plain(90),
+            relocatable: true,
+            maxrregcount: None,
+            debug: false,
+            extra: vec![],
+            split_compile: None,
+        };
+        let jobs: Vec<Job> = (0..20)
+            .map(|i| Job {
+                name: format!("slice{i}"),
+                ptx: vec![i as u8; (i * 37) % 11],
+                options: opts.clone(),
+            })
+            .collect();
+        let out = assemble_all(&Echo, &jobs, 3).unwrap();
+        for (i, r) in out.iter().enumerate() {
+            match r {
+                Ok(a) => assert_eq!(a.cubin, jobs[i].ptx),
+                Err(e) => assert_eq!(e.message(), format!("empty 'slice{i}'")),
+            }
+        }
+    }
+}
