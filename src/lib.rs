@@ -97,7 +97,9 @@ pub fn link(req: &LinkRequest, diag: &Diagnostics) -> Result<Timings> {
         eprintln!(" Running nvlink cicc-lto");
     }
     let modules: Vec<lto::IrModule> = pool.modules.iter().map(|m| m.module.clone()).collect();
-    let lto_out = timings.phase("cicc", || engine.compile(&modules, &options, diag))?;
+    let lto_out = timings
+        .phase("cicc", || engine.compile(&modules, &options, diag))
+        .map_err(|e| explain_newer_ir(e, &modules, req.target))?;
     if from_host && !pool.cudadevrt {
         return Err(Error::fatal("expected libcudadevrt object"));
     }
@@ -202,6 +204,21 @@ fn lto_settings(req: &LinkRequest, pool: &lto::pool::Pool, from_host: bool) -> l
         xnvvm: req.xnvvm.clone(),
         host_refs,
     }
+}
+
+/// Adds to a failed compile the modules whose IR targets a newer SM than `-arch` (libNVVM
+/// reports them only as a bitcode parse error).
+fn explain_newer_ir(mut e: Error, modules: &[lto::IrModule], target: arch::Arch) -> Error {
+    for m in modules {
+        let arch = lto::container::parse(&m.data, &m.name).ok().and_then(|(h, _)| h.arch());
+        if let Some(a) = arch.filter(|&a| !lto::pool::ir_compatible(a, target)) {
+            e = e.context(format!(
+                "'{}' holds LTO IR for {a}, which cannot be linked for -arch={target}",
+                m.name
+            ));
+        }
+    }
+    e
 }
 
 fn needs_merge(what: &str) -> Error {

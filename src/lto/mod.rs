@@ -77,7 +77,7 @@ impl Engine for NvvmEngine {
             }
             Err((log, error)) => {
                 // nvlink prints libNVVM's log and error string as one info line, then fails.
-                diag.info(&format!("libnvvm : {log}{error}"));
+                diag.info(&format!("{log}{error}"));
                 Err(Error::fatal("elfLink JIT compile failed")
                     .context(format!("libNVVM failed: {error}; options: {}", options.join(" "))))
             }

@@ -1,0 +1,290 @@
+//! Whole-program LTO against the real nvlink: the same command line is run through
+//! nvlink 13.5 and nvlinkrs on the fixtures of `tests/fixtures/build.sh`, and the outputs
+//! must be byte-identical (cubin, `-emit-ptx` PTX, `--register-link-binaries` file), the
+//! exit codes equal, and nvlink's messages repeated (nvlinkrs may add indented context
+//! lines below a message; those are not compared).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn cuda() -> PathBuf {
+    PathBuf::from(std::env::var_os("CUDA_HOME").expect("CUDA_HOME (set by scripts/test.sh)"))
+}
+
+fn fixtures() -> PathBuf {
+    PathBuf::from(std::env::var_os("NVLINKRS_FIXTURES").expect("NVLINKRS_FIXTURES (set by scripts/test.sh)"))
+}
+
+#[derive(Debug)]
+struct Outcome {
+    code: i32,
+    /// nvlink-style message lines, with the tool name made `nvlink`.
+    messages: Vec<String>,
+    output: Option<Vec<u8>>,
+    register: Option<Vec<u8>>,
+    /// Files left in the output directory besides the expected ones.
+    leftovers: Vec<String>,
+}
+
+/// Runs `tool` with `args` (`{OUT}` and `{REG}` stand for files in a fresh directory).
+fn run(tool: &Path, args: &[String]) -> Outcome {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.cubin");
+    let reg = dir.path().join("out.reg.c");
+    let args: Vec<String> = args
+        .iter()
+        .map(|a| {
+            a.replace("{OUT}", out.to_str().unwrap())
+                .replace("{REG}", reg.to_str().unwrap())
+        })
+        .collect();
+    let r = Command::new(tool).args(&args).output().unwrap();
+    let text = String::from_utf8_lossy(&r.stderr).into_owned() + &String::from_utf8_lossy(&r.stdout);
+    let name = tool.file_name().unwrap().to_string_lossy().into_owned();
+    let messages = text
+        .lines()
+        .filter(|l| !l.starts_with("  "))
+        .map(|l| l.replacen(&name, "nvlink", 1))
+        .filter(|l| !l.is_empty())
+        .collect();
+    let leftovers = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n != "out.cubin" && n != "out.reg.c")
+        .collect();
+    Outcome {
+        code: r.status.code().unwrap_or(-1),
+        messages,
+        output: std::fs::read(&out).ok(),
+        register: std::fs::read(&reg).ok(),
+        leftovers,
+    }
+}
+
+fn nvlink() -> PathBuf {
+    cuda().join("bin/nvlink")
+}
+
+fn nvlinkrs() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_nvlinkrs"))
+}
+
+/// The command line nvcc -dlink -dlto would pass, around `inputs`.
+fn lto_args(arch: &str, extra: &[&str], inputs: &[&str]) -> Vec<String> {
+    let cu = cuda();
+    let fx = fixtures();
+    let mut a = vec![
+        "-m64".to_string(),
+        format!("--arch={arch}"),
+        format!("-L{}", cu.join("lib/stubs").display()),
+        format!("-L{}", cu.join("lib").display()),
+        "-cpu-arch=X86_64".into(),
+        "-dlto".into(),
+        format!("-nvvmpath={}", cu.join("nvvm").display()),
+    ];
+    a.extend(extra.iter().map(|s| s.to_string()));
+    for i in inputs {
+        let p = fx.join(i);
+        a.push(if p.exists() { p.display().to_string() } else { i.to_string() });
+    }
+    a.extend(["-lcudadevrt".into(), "-o".into(), "{OUT}".into()]);
+    a
+}
+
+/// Runs both linkers; returns a description of every difference (empty when equal).
+fn compare(what: &str, args: &[String]) -> Vec<String> {
+    let want = run(&nvlink(), args);
+    let got = run(&nvlinkrs(), args);
+    let mut diffs = Vec::new();
+    if want.code != got.code {
+        diffs.push(format!("{what}: exit {} from nvlink, {} from nvlinkrs", want.code, got.code));
+    }
+    if want.messages != got.messages {
+        diffs.push(format!(
+            "{what}: messages differ\n  nvlink:   {:?}\n  nvlinkrs: {:?}",
+            want.messages, got.messages
+        ));
+    }
+    match (&want.output, &got.output) {
+        (Some(a), Some(b)) if a != b => diffs.push(format!(
+            "{what}: output differs ({} bytes from nvlink, {} from nvlinkrs, first difference at {})",
+            a.len(),
+            b.len(),
+            a.iter().zip(b.iter()).position(|(x, y)| x != y).unwrap_or(a.len().min(b.len()))
+        )),
+        // A failed link leaves nothing (nvlink itself leaves a file behind when it fails
+        // with "expected libcudadevrt object"; nvlinkrs does not).
+        (Some(_), None) if want.code == 0 => diffs.push(format!("{what}: nvlinkrs wrote no output")),
+        (None, Some(_)) => diffs.push(format!("{what}: nvlinkrs wrote an output nvlink did not")),
+        _ => {}
+    }
+    if want.register != got.register {
+        diffs.push(format!(
+            "{what}: register file differs\n  nvlink:   {:?}\n  nvlinkrs: {:?}",
+            want.register.as_deref().map(String::from_utf8_lossy),
+            got.register.as_deref().map(String::from_utf8_lossy)
+        ));
+    }
+    if !got.leftovers.is_empty() {
+        diffs.push(format!("{what}: nvlinkrs left {:?} behind", got.leftovers));
+    }
+    diffs
+}
+
+/// Runs `cases` two at a time and fails with every difference found.
+fn check_all(cases: Vec<(String, Vec<String>)>) {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let diffs = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some((what, args)) = cases.get(i) else { break };
+                let d = compare(what, args);
+                diffs.lock().unwrap().extend(d);
+            });
+        }
+    });
+    let diffs = diffs.into_inner().unwrap();
+    assert!(diffs.is_empty(), "{} of {} cases differ:\n{}", diffs.len(), cases.len(), diffs.join("\n"));
+}
+
+const PROGRAM: [&str; 3] = ["main_dlto.o", "saxpy_dlto.o", "scale_dlto.o"];
+
+#[test]
+fn whole_program_links_are_byte_identical_to_nvlink() {
+    let mut cases: Vec<(String, Vec<String>)> = vec![
+        ("one TU".into(), lto_args("sm_90", &[], &["unrolled_dlto.o"])),
+        ("cross-TU calls and shared globals".into(), lto_args("sm_90", &[], &["saxpy_dlto.o", "scale_dlto.o"])),
+        ("host references drop unused kernels".into(), lto_args("sm_90", &["--register-link-binaries={REG}"], &PROGRAM)),
+        ("input order reversed".into(), lto_args("sm_90", &["--register-link-binaries={REG}"], &["scale_dlto.o", "saxpy_dlto.o", "main_dlto.o"])),
+        ("-maxrregcount".into(), lto_args("sm_90", &["-maxrregcount=32"], &PROGRAM)),
+        ("modules with -maxrregcount".into(), lto_args("sm_90", &[], &["consensus/a_mr32.o", "consensus/b_mr32.o"])),
+        ("modules with -lineinfo".into(), lto_args("sm_90", &[], &["consensus/a_line.o", "consensus/b_line.o"])),
+        (".ltoir files".into(), lto_args("sm_90", &[], &["saxpy.ltoir", "scale.ltoir"])),
+        (".ltoir beside a host object".into(), lto_args("sm_90", &[], &["main_dlto.o", "saxpy.ltoir", "scale_dlto.o"])),
+        ("fatbins".into(), lto_args("sm_90", &[], &["saxpy_lto.fatbin", "scale_lto.fatbin"])),
+        ("archive of LTO objects".into(), lto_args("sm_90", &["--register-link-binaries={REG}"], &["main_dlto.o", "libsaxpy_lto.a"])),
+        ("-kernels-used".into(), lto_args("sm_90", &["-kernels-used=doubler"], &PROGRAM)),
+        ("-variables-used".into(), lto_args("sm_90", &["-variables-used=calls,bias"], &PROGRAM)),
+        ("-ignore-host-info".into(), lto_args("sm_90", &["-ignore-host-info"], &PROGRAM)),
+        ("-Xnvvm".into(), lto_args("sm_90", &["-Xnvvm", "-ftz=1"], &PROGRAM)),
+        ("-Xptxas".into(), lto_args("sm_90", &["-Xptxas", "-O1,-lineinfo"], &PROGRAM)),
+        ("-split-compile".into(), lto_args("sm_90", &["-split-compile=2"], &PROGRAM)),
+        ("-inline-info".into(), lto_args("sm_90", &["-Xnvvm", "-inline-info"], &["saxpy_dlto.o", "scale_dlto.o"])),
+        ("-emit-ptx".into(), lto_args("sm_90", &["-emit-ptx"], &PROGRAM)),
+        ("-emit-ptx of .ltoir files".into(), lto_args("sm_90", &["-emit-ptx"], &["saxpy.ltoir", "scale.ltoir"])),
+    ];
+    for arch in ["sm_75", "sm_80", "sm_90", "sm_90a", "sm_100", "sm_120"] {
+        cases.push((
+            format!("{arch} from an object with IR for every target"),
+            lto_args(arch, &[], &["main_dlto.o", "saxpy_allarch_lto.o", "scale_allarch_lto.o"]),
+        ));
+    }
+    check_all(cases);
+}
+
+#[test]
+fn option_consensus_decides_as_nvlink_does() {
+    // every pair of flag sets: the same accept/refuse decision, message and exit code
+    // (and, when the link goes through, the same bytes)
+    let sets = ["def", "ftz", "fast", "pdiv", "psqrt", "fmad", "mr32", "mr64", "line"];
+    let mut cases = Vec::new();
+    for (i, a) in sets.iter().enumerate() {
+        for b in &sets[i..] {
+            cases.push((
+                format!("{a} + {b}"),
+                lto_args("sm_90", &[], &[&format!("consensus/a_{a}.o"), &format!("consensus/b_{b}.o")]),
+            ));
+        }
+    }
+    assert_eq!(cases.len(), 45);
+    check_all(cases);
+}
+
+#[test]
+fn bad_inputs_fail_as_nvlink_does_and_leave_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fx = fixtures();
+    // libNVVM missing, and a library that is not libNVVM
+    let empty = tmp.path().join("empty");
+    std::fs::create_dir_all(empty.join("lib64")).unwrap();
+    let wrong = tmp.path().join("wrong");
+    std::fs::create_dir_all(wrong.join("lib64")).unwrap();
+    std::os::unix::fs::symlink(cuda().join("lib/libcudart.so.13"), wrong.join("lib64/libnvvm.so")).unwrap();
+    // a module whose bitcode is damaged, and one cut short
+    let ltoir = std::fs::read(fx.join("saxpy.ltoir")).unwrap();
+    let mut damaged = ltoir.clone();
+    damaged[200..260].fill(0x55);
+    std::fs::write(tmp.path().join("damaged.ltoir"), &damaged).unwrap();
+    std::fs::write(tmp.path().join("cut.ltoir"), &ltoir[..1000]).unwrap();
+    let t = |n: &str| tmp.path().join(n).display().to_string();
+    let with_nvvm = |dir: &Path, inputs: &[&str]| -> Vec<String> {
+        let mut a = lto_args("sm_90", &[], inputs);
+        for x in a.iter_mut() {
+            if x.starts_with("-nvvmpath=") {
+                *x = format!("-nvvmpath={}", dir.display());
+            }
+        }
+        a
+    };
+    let cases = vec![
+        ("libNVVM missing".to_string(), with_nvvm(&empty, &["saxpy.ltoir", "scale.ltoir"])),
+        ("not libNVVM".to_string(), with_nvvm(&wrong, &["saxpy.ltoir", "scale.ltoir"])),
+        ("damaged LTO IR".to_string(), lto_args("sm_90", &[], &[&t("damaged.ltoir"), "scale.ltoir"])),
+        ("LTO IR cut short".to_string(), lto_args("sm_90", &[], &[&t("cut.ltoir"), "scale.ltoir"])),
+        ("IR for a newer arch".to_string(), lto_args("sm_90", &[], &["saxpy_100.ltoir", "scale.ltoir"])),
+        ("ptxas fails".to_string(), lto_args("sm_90", &["-Xptxas", "-no-such-option"], &PROGRAM)),
+        ("unwritable output".to_string(), {
+            let mut a = lto_args("sm_90", &[], &PROGRAM);
+            let last = a.len() - 1;
+            a[last] = t("no/such/dir/out.cubin");
+            a
+        }),
+        ("consensus conflict".to_string(), lto_args("sm_90", &[], &["consensus/a_def.o", "consensus/b_ftz.o"])),
+        ("host objects without libcudadevrt".to_string(), {
+            let mut a = lto_args("sm_90", &[], &PROGRAM);
+            a.retain(|x| x != "-lcudadevrt");
+            a
+        }),
+    ];
+    check_all(cases.clone());
+    // and every one of them failed, with exit code 1 and no output
+    for (what, args) in &cases {
+        let o = run(&nvlinkrs(), args);
+        assert_eq!(o.code, 1, "{what}: {:?}", o.messages);
+        assert!(o.output.is_none(), "{what}: output written");
+    }
+    // nvlinkrs names the cause where nvlink only relays libNVVM
+    let o = Command::new(nvlinkrs())
+        .args(lto_args("sm_90", &[], &["saxpy_100.ltoir", "scale.ltoir"]).iter().map(|a| a.replace("{OUT}", &t("x.cubin"))))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("holds LTO IR for sm_100, which cannot be linked for -arch=sm_90"), "{err}");
+}
+
+#[test]
+fn fatbin_lto_members_unscramble_to_what_nvlink_hands_libnvvm() {
+    // The member of a -dc -dlto object decodes to a container with a zero key and plain
+    // LLVM bitcode; its IR equals the unscrambled IR of the `.ltoir` cicc kept for the
+    // same source (the same module, only the scrambling differs).
+    let fx = fixtures();
+    let o = Command::new(nvlinkrs())
+        .args(["inspect", "--json"])
+        .arg(fx.join("saxpy_dlto.o"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let lto = j["device_code"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["kind"] == "ltoir")
+        .expect("an LTO member");
+    assert_eq!(lto["ltoir"]["payload"], "llvm bitcode");
+    assert_eq!(lto["ltoir"]["key"], "0x00000000");
+    let ltoir = std::fs::read(fx.join("saxpy.ltoir")).unwrap();
+    assert_eq!(lto["size"].as_u64().unwrap(), ltoir.len() as u64);
+}
