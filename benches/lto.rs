@@ -51,7 +51,9 @@ fn main() {
     );
     // The same linker built without the `llvm` feature (scripts/bench.sh builds it): shows
     // what loading libLLVM at start-up costs.
-    let lean = std::env::var_os("NVLINKRS_LEAN_BIN").map(PathBuf::from).filter(|p| p.exists());
+    let lean = std::env::var_os("NVLINKRS_LEAN_BIN")
+        .map(PathBuf::from)
+        .filter(|p| p.exists());
     let out = tempfile::tempdir().unwrap();
     let runs: usize = std::env::var("BENCH_RUNS")
         .ok()
@@ -59,7 +61,10 @@ fn main() {
         .unwrap_or(5);
     let sets: &[(&str, &[&str])] = &[
         ("2 small TUs (.ltoir)", &["saxpy.ltoir", "scale.ltoir"]),
-        ("3 TUs, host objects", &["main_dlto.o", "saxpy_dlto.o", "scale_dlto.o"]),
+        (
+            "3 TUs, host objects",
+            &["main_dlto.o", "saxpy_dlto.o", "scale_dlto.o"],
+        ),
         ("archive + host object", &["main_dlto.o", "libsaxpy_lto.a"]),
         ("1 large TU (8 unrolled kernels)", &["unrolled_dlto.o"]),
     ];
@@ -68,14 +73,20 @@ fn main() {
         "Whole-program `-dlto` links for sm_90, nvlinkrs (release build) and nvlink 13.5 on the same \
          command line, alternating, best of {runs} runs each; peak RSS is the largest of the runs. \
          Machine: {} cores. Outputs are checked byte-identical.\n\n",
-        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
     );
     report += "| link | input bytes | nvlink wall | nvlinkrs wall | wall ratio | nvlink peak RSS | nvlinkrs peak RSS | RSS ratio | without LLVM: wall ratio | RSS ratio |\n";
     report += "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
     for (name, inputs) in sets {
         let size: u64 = inputs
             .iter()
-            .map(|i| std::fs::metadata(fx.join(i)).map(|m| m.len()).expect("fixtures: run scripts/test.sh first"))
+            .map(|i| {
+                std::fs::metadata(fx.join(i))
+                    .map(|m| m.len())
+                    .expect("fixtures: run scripts/test.sh first")
+            })
             .sum();
         let args = |o: &Path| -> Vec<String> {
             let mut a = vec![
@@ -89,14 +100,21 @@ fn main() {
             a.extend(["-lcudadevrt".into(), "-o".into(), o.display().to_string()]);
             a
         };
-        let (a_out, b_out) = (out.path().join("nvlink.cubin"), out.path().join("nvlinkrs.cubin"));
+        let (a_out, b_out) = (
+            out.path().join("nvlink.cubin"),
+            out.path().join("nvlinkrs.cubin"),
+        );
         let (mut wa, mut wb, mut wc) = (Duration::MAX, Duration::MAX, Duration::MAX);
         let (mut ra, mut rb, mut rc) = (0, 0, 0);
         for _ in 0..runs {
             let (w, r) = measure(Command::new(cu.join("bin/nvlink")).args(args(&a_out)));
             wa = wa.min(w);
             ra = ra.max(r);
-            let (w, r) = measure(Command::new(&nvlinkrs).env("CUDA_HOME", &cu).args(args(&b_out)));
+            let (w, r) = measure(
+                Command::new(&nvlinkrs)
+                    .env("CUDA_HOME", &cu)
+                    .args(args(&b_out)),
+            );
             wb = wb.min(w);
             rb = rb.max(r);
             if let Some(lean) = &lean {
@@ -111,7 +129,11 @@ fn main() {
             "{name}: outputs differ"
         );
         let lean_cols = if lean.is_some() {
-            format!("{:.2}× | {:.2}×", wc.as_secs_f64() / wa.as_secs_f64(), rc as f64 / ra as f64)
+            format!(
+                "{:.2}× | {:.2}×",
+                wc.as_secs_f64() / wa.as_secs_f64(),
+                rc as f64 / ra as f64
+            )
         } else {
             "- | -".into()
         };

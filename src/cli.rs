@@ -519,7 +519,11 @@ impl LinkArgs {
             kernels_used: self.kernels_used.clone(),
             variables_used: self.variables_used.clone(),
             maxrregcount: self.maxrregcount.as_deref().map(number_value).transpose()?,
-            split_compile: self.split_compile.as_deref().map(number_value).transpose()?,
+            split_compile: self
+                .split_compile
+                .as_deref()
+                .map(number_value)
+                .transpose()?,
             ofast_compile: self.ofast_compile.clone().filter(|l| l != "0"),
             xnvvm: self.xnvvm.clone(),
             xptxas: self.xptxas.clone(),

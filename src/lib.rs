@@ -26,7 +26,6 @@ use cli::LinkRequest;
 use diag::{Diagnostics, Error, Result};
 use lto::Engine;
 
-
 /// Per-phase wall times, in phase order (what `-time` will write).
 #[derive(Debug, Default)]
 pub struct Timings(pub Vec<(&'static str, std::time::Duration)>);
@@ -80,7 +79,9 @@ pub fn link(req: &LinkRequest, diag: &Diagnostics) -> Result<Timings> {
         Some(p) => p.join("lib64").join("libnvvm.so"),
         None => toolkit::Toolkit::discover(req.cuda_path.as_deref(), None)?
             .libnvvm(None)
-            .ok_or_else(|| Error::fatal("elfLink linker library load error").context("libNVVM not found"))?,
+            .ok_or_else(|| {
+                Error::fatal("elfLink linker library load error").context("libNVVM not found")
+            })?,
     };
     let engine = lto::NvvmEngine {
         lib: lto::libnvvm::LibNvvm::load(&nvvm_path)?,
@@ -108,7 +109,9 @@ pub fn link(req: &LinkRequest, diag: &Diagnostics) -> Result<Timings> {
         return finish(req, &pool, timings);
     }
     if !lto_out.whole_program {
-        return Err(needs_merge("an LTO result with references left to other objects"));
+        return Err(needs_merge(
+            "an LTO result with references left to other objects",
+        ));
     }
     if req.verbose {
         eprintln!("whole program compile");
@@ -122,20 +125,35 @@ pub fn link(req: &LinkRequest, diag: &Diagnostics) -> Result<Timings> {
         options: ptxas_driver::PtxasOptions {
             target: req.target,
             relocatable: false,
-            maxrregcount: req.maxrregcount.or(consensus.value(consensus::Opt::MaxReg)).filter(|&n| n > 0),
+            maxrregcount: req
+                .maxrregcount
+                .or(consensus.value(consensus::Opt::MaxReg))
+                .filter(|&n| n > 0),
             debug: req.debug,
-            extra: req.xptxas.iter().flat_map(|x| x.split(',')).map(str::to_string).collect(),
+            extra: req
+                .xptxas
+                .iter()
+                .flat_map(|x| x.split(','))
+                .map(str::to_string)
+                .collect(),
             split_compile: req.split_compile.filter(|&n| n != 1),
         },
     };
     let kit = toolkit::Toolkit::discover(req.cuda_path.as_deref(), req.nvvmpath.as_deref())?;
     let assembler = ptxas_driver::Ptxas::new(kit.ptxas());
-    let done = timings.phase("ptxas", || ptxas_driver::assemble_all(&assembler, std::slice::from_ref(&job), 1))?;
-    let assembled = done.into_iter().next().unwrap_or_else(|| Err(Error::fatal("elfLink JIT compile failed")))?;
+    let done = timings.phase("ptxas", || {
+        ptxas_driver::assemble_all(&assembler, std::slice::from_ref(&job), 1)
+    })?;
+    let assembled = done
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| Err(Error::fatal("elfLink JIT compile failed")))?;
     if !assembled.messages.is_empty() {
         eprint!("{}", assembled.messages);
     }
-    timings.phase("write", || output::write_atomic(&req.output, &assembled.cubin))?;
+    timings.phase("write", || {
+        output::write_atomic(&req.output, &assembled.cubin)
+    })?;
     finish(req, &pool, timings)
 }
 
@@ -179,7 +197,10 @@ fn lto_settings(req: &LinkRequest, pool: &lto::pool::Pool, from_host: bool) -> l
     let host_refs = if used {
         lto::HostRefs::from_used(&req.kernels_used, &req.variables_used)
     } else if req.ignore_host_info
-        || !pool.hosts.iter().any(|h| !h.cudadevrt && !h.host_refs.is_empty())
+        || !pool
+            .hosts
+            .iter()
+            .any(|h| !h.cudadevrt && !h.host_refs.is_empty())
     {
         // libcudadevrt's own tables count only beside a program's (observed: with no
         // program table, nvlink passes no lists and every kernel stays).
@@ -210,7 +231,9 @@ fn lto_settings(req: &LinkRequest, pool: &lto::pool::Pool, from_host: bool) -> l
 /// reports them only as a bitcode parse error).
 fn explain_newer_ir(mut e: Error, modules: &[lto::IrModule], target: arch::Arch) -> Error {
     for m in modules {
-        let arch = lto::container::parse(&m.data, &m.name).ok().and_then(|(h, _)| h.arch());
+        let arch = lto::container::parse(&m.data, &m.name)
+            .ok()
+            .and_then(|(h, _)| h.arch());
         if let Some(a) = arch.filter(|&a| !lto::pool::ir_compatible(a, target)) {
             e = e.context(format!(
                 "'{}' holds LTO IR for {a}, which cannot be linked for -arch={target}",

@@ -12,13 +12,17 @@ use crate::diag::{Error, Result};
 /// then renamed over the target.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let cannot = |e: std::io::Error| {
-        Error::fatal(format!("Could not open output file '{}'", path.display())).context(e.to_string())
+        Error::fatal(format!("Could not open output file '{}'", path.display()))
+            .context(e.to_string())
     };
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let mut tmp = tempfile::Builder::new()
         .prefix(&format!(".{name}."))
         .suffix(".nvlinkrs-tmp")
@@ -75,7 +79,9 @@ const TIME_HEADER: &str = "source file name , phase name , phase input files , p
 /// Appends rows to the `-time` file, writing the header when the file is new or empty.
 pub fn append_times(path: &Path, rows: &[TimeRow]) -> Result<()> {
     let mut text = String::new();
-    let empty = std::fs::metadata(path).map(|m| m.len() == 0).unwrap_or(true);
+    let empty = std::fs::metadata(path)
+        .map(|m| m.len() == 0)
+        .unwrap_or(true);
     if empty {
         text += TIME_HEADER;
     }
@@ -94,7 +100,10 @@ pub fn append_times(path: &Path, rows: &[TimeRow]) -> Result<()> {
         .append(true)
         .open(path)
         .and_then(|mut f| f.write_all(text.as_bytes()))
-        .map_err(|e| Error::fatal(format!("Could not open output file '{}'", path.display())).context(e.to_string()))
+        .map_err(|e| {
+            Error::fatal(format!("Could not open output file '{}'", path.display()))
+                .context(e.to_string())
+        })
 }
 
 #[cfg(test)]
@@ -119,7 +128,11 @@ mod tests {
         assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1);
         let bad = d.path().join("no/such/dir/out.cubin");
         let e = write_atomic(&bad, b"x").unwrap_err();
-        assert!(e.message().contains("Could not open output file"), "{}", e.message());
+        assert!(
+            e.message().contains("Could not open output file"),
+            "{}",
+            e.message()
+        );
     }
 
     #[test]
@@ -137,6 +150,9 @@ mod tests {
         append_times(&p, &[row()]).unwrap();
         let t = std::fs::read_to_string(&p).unwrap();
         assert_eq!(t.matches("source file name").count(), 1);
-        assert!(t.ends_with("lto.nvvm , cicc ,  , lto.ptx , sm_90 , nvlink , 10.9860 , ms\n"), "{t}");
+        assert!(
+            t.ends_with("lto.nvvm , cicc ,  , lto.ptx , sm_90 , nvlink , 10.9860 , ms\n"),
+            "{t}"
+        );
     }
 }

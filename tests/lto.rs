@@ -12,7 +12,9 @@ fn cuda() -> PathBuf {
 }
 
 fn fixtures() -> PathBuf {
-    PathBuf::from(std::env::var_os("NVLINKRS_FIXTURES").expect("NVLINKRS_FIXTURES (set by scripts/test.sh)"))
+    PathBuf::from(
+        std::env::var_os("NVLINKRS_FIXTURES").expect("NVLINKRS_FIXTURES (set by scripts/test.sh)"),
+    )
 }
 
 #[derive(Debug)]
@@ -39,7 +41,8 @@ fn run(tool: &Path, args: &[String]) -> Outcome {
         })
         .collect();
     let r = Command::new(tool).args(&args).output().unwrap();
-    let text = String::from_utf8_lossy(&r.stderr).into_owned() + &String::from_utf8_lossy(&r.stdout);
+    let text =
+        String::from_utf8_lossy(&r.stderr).into_owned() + &String::from_utf8_lossy(&r.stdout);
     let name = tool.file_name().unwrap().to_string_lossy().into_owned();
     let messages = text
         .lines()
@@ -85,7 +88,11 @@ fn lto_args(arch: &str, extra: &[&str], inputs: &[&str]) -> Vec<String> {
     a.extend(extra.iter().map(|s| s.to_string()));
     for i in inputs {
         let p = fx.join(i);
-        a.push(if p.exists() { p.display().to_string() } else { i.to_string() });
+        a.push(if p.exists() {
+            p.display().to_string()
+        } else {
+            i.to_string()
+        });
     }
     a.extend(["-lcudadevrt".into(), "-o".into(), "{OUT}".into()]);
     a
@@ -97,7 +104,10 @@ fn compare(what: &str, args: &[String]) -> Vec<String> {
     let got = run(&nvlinkrs(), args);
     let mut diffs = Vec::new();
     if want.code != got.code {
-        diffs.push(format!("{what}: exit {} from nvlink, {} from nvlinkrs", want.code, got.code));
+        diffs.push(format!(
+            "{what}: exit {} from nvlink, {} from nvlinkrs",
+            want.code, got.code
+        ));
     }
     if want.messages != got.messages {
         diffs.push(format!(
@@ -137,16 +147,26 @@ fn check_all(cases: Vec<(String, Vec<String>)>) {
     let diffs = std::sync::Mutex::new(Vec::new());
     std::thread::scope(|s| {
         for _ in 0..2 {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let Some((what, args)) = cases.get(i) else { break };
-                let d = compare(what, args);
-                diffs.lock().unwrap().extend(d);
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some((what, args)) = cases.get(i) else {
+                        break;
+                    };
+                    let d = compare(what, args);
+                    diffs.lock().unwrap().extend(d);
+                }
             });
         }
     });
     let diffs = diffs.into_inner().unwrap();
-    assert!(diffs.is_empty(), "{} of {} cases differ:\n{}", diffs.len(), cases.len(), diffs.join("\n"));
+    assert!(
+        diffs.is_empty(),
+        "{} of {} cases differ:\n{}",
+        diffs.len(),
+        cases.len(),
+        diffs.join("\n")
+    );
 }
 
 const PROGRAM: [&str; 3] = ["main_dlto.o", "saxpy_dlto.o", "scale_dlto.o"];
@@ -154,31 +174,111 @@ const PROGRAM: [&str; 3] = ["main_dlto.o", "saxpy_dlto.o", "scale_dlto.o"];
 #[test]
 fn whole_program_links_are_byte_identical_to_nvlink() {
     let mut cases: Vec<(String, Vec<String>)> = vec![
-        ("one TU".into(), lto_args("sm_90", &[], &["unrolled_dlto.o"])),
-        ("cross-TU calls and shared globals".into(), lto_args("sm_90", &[], &["saxpy_dlto.o", "scale_dlto.o"])),
-        ("host references drop unused kernels".into(), lto_args("sm_90", &["--register-link-binaries={REG}"], &PROGRAM)),
-        ("input order reversed".into(), lto_args("sm_90", &["--register-link-binaries={REG}"], &["scale_dlto.o", "saxpy_dlto.o", "main_dlto.o"])),
-        ("-maxrregcount".into(), lto_args("sm_90", &["-maxrregcount=32"], &PROGRAM)),
-        ("modules with -maxrregcount".into(), lto_args("sm_90", &[], &["consensus/a_mr32.o", "consensus/b_mr32.o"])),
-        ("modules with -lineinfo".into(), lto_args("sm_90", &[], &["consensus/a_line.o", "consensus/b_line.o"])),
-        (".ltoir files".into(), lto_args("sm_90", &[], &["saxpy.ltoir", "scale.ltoir"])),
-        (".ltoir beside a host object".into(), lto_args("sm_90", &[], &["main_dlto.o", "saxpy.ltoir", "scale_dlto.o"])),
-        ("fatbins".into(), lto_args("sm_90", &[], &["saxpy_lto.fatbin", "scale_lto.fatbin"])),
-        ("archive of LTO objects".into(), lto_args("sm_90", &["--register-link-binaries={REG}"], &["main_dlto.o", "libsaxpy_lto.a"])),
-        ("-kernels-used".into(), lto_args("sm_90", &["-kernels-used=doubler"], &PROGRAM)),
-        ("-variables-used".into(), lto_args("sm_90", &["-variables-used=calls,bias"], &PROGRAM)),
-        ("-ignore-host-info".into(), lto_args("sm_90", &["-ignore-host-info"], &PROGRAM)),
-        ("-Xnvvm".into(), lto_args("sm_90", &["-Xnvvm", "-ftz=1"], &PROGRAM)),
-        ("-Xptxas".into(), lto_args("sm_90", &["-Xptxas", "-O1,-lineinfo"], &PROGRAM)),
-        ("-split-compile".into(), lto_args("sm_90", &["-split-compile=2"], &PROGRAM)),
-        ("-inline-info".into(), lto_args("sm_90", &["-Xnvvm", "-inline-info"], &["saxpy_dlto.o", "scale_dlto.o"])),
-        ("-emit-ptx".into(), lto_args("sm_90", &["-emit-ptx"], &PROGRAM)),
-        ("-emit-ptx of .ltoir files".into(), lto_args("sm_90", &["-emit-ptx"], &["saxpy.ltoir", "scale.ltoir"])),
+        (
+            "one TU".into(),
+            lto_args("sm_90", &[], &["unrolled_dlto.o"]),
+        ),
+        (
+            "cross-TU calls and shared globals".into(),
+            lto_args("sm_90", &[], &["saxpy_dlto.o", "scale_dlto.o"]),
+        ),
+        (
+            "host references drop unused kernels".into(),
+            lto_args("sm_90", &["--register-link-binaries={REG}"], &PROGRAM),
+        ),
+        (
+            "input order reversed".into(),
+            lto_args(
+                "sm_90",
+                &["--register-link-binaries={REG}"],
+                &["scale_dlto.o", "saxpy_dlto.o", "main_dlto.o"],
+            ),
+        ),
+        (
+            "-maxrregcount".into(),
+            lto_args("sm_90", &["-maxrregcount=32"], &PROGRAM),
+        ),
+        (
+            "modules with -maxrregcount".into(),
+            lto_args("sm_90", &[], &["consensus/a_mr32.o", "consensus/b_mr32.o"]),
+        ),
+        (
+            "modules with -lineinfo".into(),
+            lto_args("sm_90", &[], &["consensus/a_line.o", "consensus/b_line.o"]),
+        ),
+        (
+            ".ltoir files".into(),
+            lto_args("sm_90", &[], &["saxpy.ltoir", "scale.ltoir"]),
+        ),
+        (
+            ".ltoir beside a host object".into(),
+            lto_args(
+                "sm_90",
+                &[],
+                &["main_dlto.o", "saxpy.ltoir", "scale_dlto.o"],
+            ),
+        ),
+        (
+            "fatbins".into(),
+            lto_args("sm_90", &[], &["saxpy_lto.fatbin", "scale_lto.fatbin"]),
+        ),
+        (
+            "archive of LTO objects".into(),
+            lto_args(
+                "sm_90",
+                &["--register-link-binaries={REG}"],
+                &["main_dlto.o", "libsaxpy_lto.a"],
+            ),
+        ),
+        (
+            "-kernels-used".into(),
+            lto_args("sm_90", &["-kernels-used=doubler"], &PROGRAM),
+        ),
+        (
+            "-variables-used".into(),
+            lto_args("sm_90", &["-variables-used=calls,bias"], &PROGRAM),
+        ),
+        (
+            "-ignore-host-info".into(),
+            lto_args("sm_90", &["-ignore-host-info"], &PROGRAM),
+        ),
+        (
+            "-Xnvvm".into(),
+            lto_args("sm_90", &["-Xnvvm", "-ftz=1"], &PROGRAM),
+        ),
+        (
+            "-Xptxas".into(),
+            lto_args("sm_90", &["-Xptxas", "-O1,-lineinfo"], &PROGRAM),
+        ),
+        (
+            "-split-compile".into(),
+            lto_args("sm_90", &["-split-compile=2"], &PROGRAM),
+        ),
+        (
+            "-inline-info".into(),
+            lto_args(
+                "sm_90",
+                &["-Xnvvm", "-inline-info"],
+                &["saxpy_dlto.o", "scale_dlto.o"],
+            ),
+        ),
+        (
+            "-emit-ptx".into(),
+            lto_args("sm_90", &["-emit-ptx"], &PROGRAM),
+        ),
+        (
+            "-emit-ptx of .ltoir files".into(),
+            lto_args("sm_90", &["-emit-ptx"], &["saxpy.ltoir", "scale.ltoir"]),
+        ),
     ];
     for arch in ["sm_75", "sm_80", "sm_90", "sm_90a", "sm_100", "sm_120"] {
         cases.push((
             format!("{arch} from an object with IR for every target"),
-            lto_args(arch, &[], &["main_dlto.o", "saxpy_allarch_lto.o", "scale_allarch_lto.o"]),
+            lto_args(
+                arch,
+                &[],
+                &["main_dlto.o", "saxpy_allarch_lto.o", "scale_allarch_lto.o"],
+            ),
         ));
     }
     check_all(cases);
@@ -188,13 +288,19 @@ fn whole_program_links_are_byte_identical_to_nvlink() {
 fn option_consensus_decides_as_nvlink_does() {
     // every pair of flag sets: the same accept/refuse decision, message and exit code
     // (and, when the link goes through, the same bytes)
-    let sets = ["def", "ftz", "fast", "pdiv", "psqrt", "fmad", "mr32", "mr64", "line"];
+    let sets = [
+        "def", "ftz", "fast", "pdiv", "psqrt", "fmad", "mr32", "mr64", "line",
+    ];
     let mut cases = Vec::new();
     for (i, a) in sets.iter().enumerate() {
         for b in &sets[i..] {
             cases.push((
                 format!("{a} + {b}"),
-                lto_args("sm_90", &[], &[&format!("consensus/a_{a}.o"), &format!("consensus/b_{b}.o")]),
+                lto_args(
+                    "sm_90",
+                    &[],
+                    &[&format!("consensus/a_{a}.o"), &format!("consensus/b_{b}.o")],
+                ),
             ));
         }
     }
@@ -211,7 +317,11 @@ fn bad_inputs_fail_as_nvlink_does_and_leave_nothing() {
     std::fs::create_dir_all(empty.join("lib64")).unwrap();
     let wrong = tmp.path().join("wrong");
     std::fs::create_dir_all(wrong.join("lib64")).unwrap();
-    std::os::unix::fs::symlink(cuda().join("lib/libcudart.so.13"), wrong.join("lib64/libnvvm.so")).unwrap();
+    std::os::unix::fs::symlink(
+        cuda().join("lib/libcudart.so.13"),
+        wrong.join("lib64/libnvvm.so"),
+    )
+    .unwrap();
     // a module whose bitcode is damaged, and one cut short
     let ltoir = std::fs::read(fx.join("saxpy.ltoir")).unwrap();
     let mut damaged = ltoir.clone();
@@ -229,19 +339,40 @@ fn bad_inputs_fail_as_nvlink_does_and_leave_nothing() {
         a
     };
     let cases = vec![
-        ("libNVVM missing".to_string(), with_nvvm(&empty, &["saxpy.ltoir", "scale.ltoir"])),
-        ("not libNVVM".to_string(), with_nvvm(&wrong, &["saxpy.ltoir", "scale.ltoir"])),
-        ("damaged LTO IR".to_string(), lto_args("sm_90", &[], &[&t("damaged.ltoir"), "scale.ltoir"])),
-        ("LTO IR cut short".to_string(), lto_args("sm_90", &[], &[&t("cut.ltoir"), "scale.ltoir"])),
-        ("IR for a newer arch".to_string(), lto_args("sm_90", &[], &["saxpy_100.ltoir", "scale.ltoir"])),
-        ("ptxas fails".to_string(), lto_args("sm_90", &["-Xptxas", "-no-such-option"], &PROGRAM)),
+        (
+            "libNVVM missing".to_string(),
+            with_nvvm(&empty, &["saxpy.ltoir", "scale.ltoir"]),
+        ),
+        (
+            "not libNVVM".to_string(),
+            with_nvvm(&wrong, &["saxpy.ltoir", "scale.ltoir"]),
+        ),
+        (
+            "damaged LTO IR".to_string(),
+            lto_args("sm_90", &[], &[&t("damaged.ltoir"), "scale.ltoir"]),
+        ),
+        (
+            "LTO IR cut short".to_string(),
+            lto_args("sm_90", &[], &[&t("cut.ltoir"), "scale.ltoir"]),
+        ),
+        (
+            "IR for a newer arch".to_string(),
+            lto_args("sm_90", &[], &["saxpy_100.ltoir", "scale.ltoir"]),
+        ),
+        (
+            "ptxas fails".to_string(),
+            lto_args("sm_90", &["-Xptxas", "-no-such-option"], &PROGRAM),
+        ),
         ("unwritable output".to_string(), {
             let mut a = lto_args("sm_90", &[], &PROGRAM);
             let last = a.len() - 1;
             a[last] = t("no/such/dir/out.cubin");
             a
         }),
-        ("consensus conflict".to_string(), lto_args("sm_90", &[], &["consensus/a_def.o", "consensus/b_ftz.o"])),
+        (
+            "consensus conflict".to_string(),
+            lto_args("sm_90", &[], &["consensus/a_def.o", "consensus/b_ftz.o"]),
+        ),
         ("host objects without libcudadevrt".to_string(), {
             let mut a = lto_args("sm_90", &[], &PROGRAM);
             a.retain(|x| x != "-lcudadevrt");
@@ -257,11 +388,18 @@ fn bad_inputs_fail_as_nvlink_does_and_leave_nothing() {
     }
     // nvlinkrs names the cause where nvlink only relays libNVVM
     let o = Command::new(nvlinkrs())
-        .args(lto_args("sm_90", &[], &["saxpy_100.ltoir", "scale.ltoir"]).iter().map(|a| a.replace("{OUT}", &t("x.cubin"))))
+        .args(
+            lto_args("sm_90", &[], &["saxpy_100.ltoir", "scale.ltoir"])
+                .iter()
+                .map(|a| a.replace("{OUT}", &t("x.cubin"))),
+        )
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("holds LTO IR for sm_100, which cannot be linked for -arch=sm_90"), "{err}");
+    assert!(
+        err.contains("holds LTO IR for sm_100, which cannot be linked for -arch=sm_90"),
+        "{err}"
+    );
 }
 
 #[test]

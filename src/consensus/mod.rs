@@ -220,7 +220,9 @@ mod tests {
     #[test]
     fn parses_module_strings() {
         assert_eq!(
-            parse_module_options("-maxreg 32 -generate-line-info -ftz=1 -prec_div=0 -prec_sqrt=0 -fmad=1 "),
+            parse_module_options(
+                "-maxreg 32 -generate-line-info -ftz=1 -prec_div=0 -prec_sqrt=0 -fmad=1 "
+            ),
             vec![
                 (Opt::MaxReg, 32),
                 (Opt::LineInfo, 1),
@@ -235,7 +237,10 @@ mod tests {
     #[test]
     fn agreement_and_missing() {
         let mut c = Consensus::default();
-        c.add("a.o", Some("-maxreg 32 -generate-line-info -ftz=0 -prec_div=1 -prec_sqrt=1 -fmad=1 "));
+        c.add(
+            "a.o",
+            Some("-maxreg 32 -generate-line-info -ftz=0 -prec_div=1 -prec_sqrt=1 -fmad=1 "),
+        );
         c.add("b.o", Some(DEFAULT));
         c.add("c.ltoir", None);
         let mut notes = Vec::new();

@@ -27,7 +27,8 @@ pub const RESULT_WHOLE_PROGRAM: i32 = 100;
 
 struct Api {
     version: VersionFn,
-    ir_version: Option<unsafe extern "C" fn(*mut c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int>,
+    ir_version:
+        Option<unsafe extern "C" fn(*mut c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int>,
     create: CreateFn,
     destroy: DestroyFn,
     add_module: AddFn,
@@ -102,7 +103,10 @@ impl LibNvvm {
         // SAFETY: two valid out-pointers, as nvvm.h asks.
         let rc = unsafe { (self.api.version)(&mut a, &mut b) };
         if rc != 0 {
-            return Err(Error::fatal(format!("nvvmVersion failed: {}", self.error_string(rc))));
+            return Err(Error::fatal(format!(
+                "nvvmVersion failed: {}",
+                self.error_string(rc)
+            )));
         }
         Ok((a, b))
     }
@@ -173,17 +177,21 @@ impl Program<'_> {
 
     fn private_add(&self) -> Result<AddFn> {
         let handle = self.nvvm.api.handle.ok_or_else(|| {
-            Error::fatal("elfLink linker library load error")
-                .context(format!("'{}' has no __nvvmHandle", self.nvvm.path.display()))
+            Error::fatal("elfLink linker library load error").context(format!(
+                "'{}' has no __nvvmHandle",
+                self.nvvm.path.display()
+            ))
         })?;
         // SAFETY: `__nvvmHandle(code)` returns a function pointer or null; for 0x2080 it
         // has the signature of nvvmAddModuleToProgram (observed: nvlink calls it so).
         let f = unsafe { handle(ADD_LTO_IR) };
         if f.is_null() {
-            return Err(Error::fatal("elfLink linker library load error").context(format!(
-                "'{}' does not provide the LTO IR entry __nvvmHandle(0x2080)",
-                self.nvvm.path.display()
-            )));
+            return Err(
+                Error::fatal("elfLink linker library load error").context(format!(
+                    "'{}' does not provide the LTO IR entry __nvvmHandle(0x2080)",
+                    self.nvvm.path.display()
+                )),
+            );
         }
         // SAFETY: see above; a non-null code pointer of that signature.
         Ok(unsafe { std::mem::transmute::<*const c_void, AddFn>(f) })
@@ -211,7 +219,10 @@ impl Program<'_> {
 
     /// `nvvmCompileProgram` with these options. Codes other than 0 and
     /// [`RESULT_WHOLE_PROGRAM`] are returned as `Err((log, error string))`.
-    pub fn compile(&mut self, options: &[String]) -> Result<std::result::Result<Compiled, (String, String)>> {
+    pub fn compile(
+        &mut self,
+        options: &[String],
+    ) -> Result<std::result::Result<Compiled, (String, String)>> {
         let owned: Vec<CString> = options
             .iter()
             .map(|o| c_string(o, "libNVVM option"))
@@ -229,7 +240,11 @@ impl Program<'_> {
 
     /// The compiled result (PTX text, without the trailing NUL libNVVM counts).
     pub fn result(&self) -> Result<Vec<u8>> {
-        let mut out = self.copy_out(self.nvvm.api.result_size, self.nvvm.api.result, "nvvmGetCompiledResult")?;
+        let mut out = self.copy_out(
+            self.nvvm.api.result_size,
+            self.nvvm.api.result,
+            "nvvmGetCompiledResult",
+        )?;
         while out.last() == Some(&0) {
             out.pop();
         }
@@ -238,7 +253,11 @@ impl Program<'_> {
 
     /// The program log (empty when there is none).
     pub fn log(&self) -> String {
-        match self.copy_out(self.nvvm.api.log_size, self.nvvm.api.log, "nvvmGetProgramLog") {
+        match self.copy_out(
+            self.nvvm.api.log_size,
+            self.nvvm.api.log,
+            "nvvmGetProgramLog",
+        ) {
             Ok(mut v) => {
                 while v.last() == Some(&0) {
                     v.pop();

@@ -44,7 +44,12 @@ pub struct LtoOutput {
 pub trait Engine: Send + Sync {
     fn name(&self) -> &'static str;
     /// Compiles the modules. Messages the back end prints (its log) go to `diag`.
-    fn compile(&self, modules: &[IrModule], options: &[String], diag: &Diagnostics) -> Result<LtoOutput>;
+    fn compile(
+        &self,
+        modules: &[IrModule],
+        options: &[String],
+        diag: &Diagnostics,
+    ) -> Result<LtoOutput>;
 }
 
 /// libNVVM, as nvlink drives it.
@@ -57,7 +62,12 @@ impl Engine for NvvmEngine {
         "libnvvm"
     }
 
-    fn compile(&self, modules: &[IrModule], options: &[String], diag: &Diagnostics) -> Result<LtoOutput> {
+    fn compile(
+        &self,
+        modules: &[IrModule],
+        options: &[String],
+        diag: &Diagnostics,
+    ) -> Result<LtoOutput> {
         let mut prog = self.lib.program()?;
         for m in modules {
             match m.form {
@@ -78,8 +88,10 @@ impl Engine for NvvmEngine {
             Err((log, error)) => {
                 // nvlink prints libNVVM's log and error string as one info line, then fails.
                 diag.info(&format!("{log}{error}"));
-                Err(Error::fatal("elfLink JIT compile failed")
-                    .context(format!("libNVVM failed: {error}; options: {}", options.join(" "))))
+                Err(Error::fatal("elfLink JIT compile failed").context(format!(
+                    "libNVVM failed: {error}; options: {}",
+                    options.join(" ")
+                )))
             }
         }
     }
@@ -114,7 +126,9 @@ impl HostRefs {
             };
             list.extend(entries.iter().cloned());
         }
-        for l in [&mut r.ek, &mut r.ik, &mut r.ec, &mut r.ic, &mut r.eg, &mut r.ig] {
+        for l in [
+            &mut r.ek, &mut r.ik, &mut r.ec, &mut r.ic, &mut r.eg, &mut r.ig,
+        ] {
             l.reverse();
         }
         r
@@ -192,7 +206,11 @@ pub fn nvvm_options(s: &LtoSettings, consensus: &Consensus) -> Vec<String> {
     if let Some(l) = &s.ofast_compile {
         o.push(format!("-Ofast-compile={l}"));
     }
-    if let Some(n) = s.maxrregcount.or(consensus.value(Opt::MaxReg)).filter(|&n| n > 0) {
+    if let Some(n) = s
+        .maxrregcount
+        .or(consensus.value(Opt::MaxReg))
+        .filter(|&n| n > 0)
+    {
         o.push(format!("-maxreg={n}"));
     }
     if consensus.value(Opt::LineInfo).is_some() {
@@ -236,7 +254,10 @@ pub fn nvvm_options(s: &LtoSettings, consensus: &Consensus) -> Vec<String> {
             ("-fma=", Opt::Fmad, 1),
         ] {
             if !user.iter().any(|u| u.starts_with(prefix)) {
-                o.push(format!("{prefix}{}", consensus.value(opt).unwrap_or(default)));
+                o.push(format!(
+                    "{prefix}{}",
+                    consensus.value(opt).unwrap_or(default)
+                ));
             }
         }
     }
@@ -261,7 +282,12 @@ mod tests {
     fn default_list() {
         assert_eq!(
             nvvm_options(&settings(), &Consensus::default()),
-            ["-arch=compute_90", "-link-lto", "--device-c", "-has-global-host-info"]
+            [
+                "-arch=compute_90",
+                "-link-lto",
+                "--device-c",
+                "-has-global-host-info"
+            ]
         );
     }
 
@@ -272,8 +298,15 @@ mod tests {
         assert_eq!(
             nvvm_options(&s, &Consensus::default()),
             [
-                "-arch=compute_90", "-link-lto", "--device-c", "-has-global-host-info",
-                "-prec-div=0", "-foo", "-ftz=0", "-prec-sqrt=1", "-fma=1"
+                "-arch=compute_90",
+                "-link-lto",
+                "--device-c",
+                "-has-global-host-info",
+                "-prec-div=0",
+                "-foo",
+                "-ftz=0",
+                "-prec-sqrt=1",
+                "-fma=1"
             ]
         );
     }
@@ -283,15 +316,23 @@ mod tests {
         let a = vec!["_Z5saxpy*".to_string()];
         let b = vec!["m1".to_string(), "m2".to_string()];
         let c = vec!["k*".to_string()];
-        let r = HostRefs::from_tables([(".nvHRKE", &a[..]), (".nvHRKI", &c[..]), (".nvHRKI", &b[..])]);
+        let r = HostRefs::from_tables([
+            (".nvHRKE", &a[..]),
+            (".nvHRKI", &c[..]),
+            (".nvHRKI", &b[..]),
+        ]);
         assert_eq!(r.ik, ["m2", "m1", "k*"]);
         assert_eq!(r.ek, ["_Z5saxpy*"]);
         let u = HostRefs::from_used(&["saxpy,doubler".into(), "zz".into()], &["calls".into()]);
         assert_eq!(
             u.options(),
             [
-                "-host-ref-ek=*saxpy*,*doubler*,*zz*", "-host-ref-ik=*saxpy*,*doubler*,*zz*",
-                "-host-ref-ec=*calls*", "-host-ref-ic=*calls*", "-host-ref-eg=*calls*", "-host-ref-ig=*calls*"
+                "-host-ref-ek=*saxpy*,*doubler*,*zz*",
+                "-host-ref-ik=*saxpy*,*doubler*,*zz*",
+                "-host-ref-ec=*calls*",
+                "-host-ref-ic=*calls*",
+                "-host-ref-eg=*calls*",
+                "-host-ref-ig=*calls*"
             ]
         );
     }

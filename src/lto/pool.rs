@@ -51,7 +51,10 @@ pub fn ir_compatible(ir: Arch, target: Arch) -> bool {
 
 fn sass_compatible(code: Arch, target: Arch) -> bool {
     match code.variant {
-        Variant::Plain => code.sm == target.sm || (code.sm / 10 == target.sm / 10 && code.sm <= target.sm && target.sm < 90),
+        Variant::Plain => {
+            code.sm == target.sm
+                || (code.sm / 10 == target.sm / 10 && code.sm <= target.sm && target.sm < 90)
+        }
         _ => code == target,
     }
 }
@@ -103,7 +106,9 @@ impl Walk<'_> {
         let ir = codes
             .iter()
             .filter(|(_, c)| matches!(c.kind, CodeKind::Nvvm(_) | CodeKind::Bitcode))
-            .filter(|(_, c)| c.member.is_none() || c.arch.is_none_or(|a| ir_compatible(a, self.target)))
+            .filter(|(_, c)| {
+                c.member.is_none() || c.arch.is_none_or(|a| ir_compatible(a, self.target))
+            })
             .max_by_key(|(_, c)| c.arch.map(|a| (a == self.target, a.sm)));
         if let Some((_, code)) = ir {
             let module = self.module(&n.origin, code)?;
@@ -134,7 +139,10 @@ impl Walk<'_> {
     fn module(&self, origin: &str, code: &Code) -> Result<IrModule> {
         let data = code.bytes(origin)?;
         let form = match code.kind {
-            CodeKind::Nvvm(Some(IrFormat::LtoIr | IrFormat::NvvmContainer | IrFormat::LegacyNvvm)) | CodeKind::Nvvm(None) => {
+            CodeKind::Nvvm(Some(
+                IrFormat::LtoIr | IrFormat::NvvmContainer | IrFormat::LegacyNvvm,
+            ))
+            | CodeKind::Nvvm(None) => {
                 if crate::lto::bitcode::is_bitcode(&data) {
                     IrForm::Bitcode
                 } else {

@@ -39,7 +39,12 @@ impl PtxasOptions {
             a.extend(["-no-bb-merge".into(), "-ret-end".into(), "-g".into()]);
         }
         a.extend(self.extra.iter().cloned());
-        a.extend(["-arch".into(), self.target.to_string(), "-m".into(), "64".into()]);
+        a.extend([
+            "-arch".into(),
+            self.target.to_string(),
+            "-m".into(),
+            "64".into(),
+        ]);
         if self.relocatable {
             a.push("-c".into());
         }
@@ -89,21 +94,23 @@ impl Assembler for Ptxas {
             .map_err(|e| Error::fatal(format!("cannot create a temporary directory: {e}")))?;
         let input = dir.path().join("lto.ptx");
         let output = dir.path().join("lto.cubin");
-        std::fs::write(&input, &job.ptx).map_err(|e| {
-            Error::fatal(format!("cannot write '{}': {e}", input.display()))
-        })?;
+        std::fs::write(&input, &job.ptx)
+            .map_err(|e| Error::fatal(format!("cannot write '{}': {e}", input.display())))?;
         let mut cmd = Command::new(&self.path);
-        cmd.args(job.options.args()).arg(&input).arg("-o").arg(&output);
+        cmd.args(job.options.args())
+            .arg(&input)
+            .arg("-o")
+            .arg(&output);
         run(cmd, &self.path, &job.name, &output)
     }
 }
 
 fn run(mut cmd: Command, tool: &Path, name: &str, output: &Path) -> Result<Assembled> {
-    let out = cmd.output().map_err(|e| {
-        Error::fatal(format!("cannot run ptxas '{}': {e}", tool.display()))
-    })?;
-    let messages = String::from_utf8_lossy(&out.stderr).into_owned()
-        + &String::from_utf8_lossy(&out.stdout);
+    let out = cmd
+        .output()
+        .map_err(|e| Error::fatal(format!("cannot run ptxas '{}': {e}", tool.display())))?;
+    let messages =
+        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
     if !out.status.success() {
         let how = match out.status.code() {
             Some(c) => format!("exit status {c}"),
@@ -113,8 +120,10 @@ fn run(mut cmd: Command, tool: &Path, name: &str, output: &Path) -> Result<Assem
         if !messages.is_empty() {
             eprint!("{messages}");
         }
-        return Err(Error::fatal("elfLink fatbinary error")
-            .context(format!("ptxas '{}' failed on '{name}' ({how})", tool.display())));
+        return Err(Error::fatal("elfLink fatbinary error").context(format!(
+            "ptxas '{}' failed on '{name}' ({how})",
+            tool.display()
+        )));
     }
     let cubin = std::fs::read(output).map_err(|e| {
         Error::fatal("elfLink JIT compile failed")
@@ -163,7 +172,10 @@ mod tests {
             extra: vec!["-O0".into()],
             split_compile: None,
         };
-        assert_eq!(o.args(), ["-maxrregcount", "40", "-O0", "-arch", "sm_90", "-m", "64"]);
+        assert_eq!(
+            o.args(),
+            ["-maxrregcount", "40", "-O0", "-arch", "sm_90", "-m", "64"]
+        );
         let o = PtxasOptions {
             relocatable: true,
             maxrregcount: None,
@@ -171,7 +183,10 @@ mod tests {
             split_compile: Some(2),
             ..o
         };
-        assert_eq!(o.args(), ["-arch", "sm_90", "-m", "64", "-c", "-split-compile", "2"]);
+        assert_eq!(
+            o.args(),
+            ["-arch", "sm_90", "-m", "64", "-c", "-split-compile", "2"]
+        );
     }
 
     struct Echo;
