@@ -426,3 +426,56 @@ fn fatbin_lto_members_unscramble_to_what_nvlink_hands_libnvvm() {
     let ltoir = std::fs::read(fx.join("saxpy.ltoir")).unwrap();
     assert_eq!(lto["size"].as_u64().unwrap(), ltoir.len() as u64);
 }
+
+#[test]
+fn nvcc_drop_in_builds_the_same_executable() {
+    // A toolkit whose bin/nvlink is nvlinkrs (nvcc and its profile copied, so that nvcc
+    // finds its tools beside itself); `nvcc -dlto` through it must give the same host
+    // executable, byte for byte, as through the real toolkit.
+    let cu = cuda();
+    let tmp = tempfile::tempdir().unwrap();
+    let kit = tmp.path().join("kit");
+    std::fs::create_dir_all(kit.join("bin")).unwrap();
+    for e in std::fs::read_dir(&cu).unwrap() {
+        let e = e.unwrap();
+        if e.file_name() != "bin" {
+            std::os::unix::fs::symlink(e.path(), kit.join(e.file_name())).unwrap();
+        }
+    }
+    for e in std::fs::read_dir(cu.join("bin")).unwrap() {
+        let e = e.unwrap();
+        let to = kit.join("bin").join(e.file_name());
+        match e.file_name().to_str().unwrap() {
+            "nvlink" => std::os::unix::fs::symlink(nvlinkrs(), &to).unwrap(),
+            "nvcc" | "nvcc.profile" => {
+                std::fs::copy(e.path(), &to).unwrap();
+            }
+            _ => std::os::unix::fs::symlink(e.path(), &to).unwrap(),
+        }
+    }
+    let fx = fixtures();
+    let build = |nvcc: PathBuf, out: &Path| {
+        let o = Command::new(nvcc)
+            .args(["-arch=sm_90", "-dlto"])
+            .args(PROGRAM.iter().map(|p| fx.join(p)))
+            .arg("-o")
+            .arg(out)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        std::fs::read(out).unwrap()
+    };
+    let theirs = build(cu.join("bin/nvcc"), &tmp.path().join("app_nvlink"));
+    let ours = build(kit.join("bin/nvcc"), &tmp.path().join("app_nvlinkrs"));
+    assert!(theirs == ours, "executables differ ({} and {} bytes)", theirs.len(), ours.len());
+    // and it really was nvlinkrs: its -v says which module set each option
+    let o = Command::new(kit.join("bin/nvcc"))
+        .args(["-arch=sm_90", "-dlto", "-Xnvlink", "-v"])
+        .args(PROGRAM.iter().map(|p| fx.join(p)))
+        .arg("-o")
+        .arg(tmp.path().join("app_v"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("consensus: -ftz=0 set by"), "{err}");
+}
