@@ -439,6 +439,8 @@ pub struct LinkRequest {
     pub debug: bool,
     pub emit_ptx: bool,
     pub ignore_host_info: bool,
+    /// `-kernels-used`, `-variables-used`, `-Xnvvm`, `-Xptxas`: one element per value,
+    /// comma lists already split.
     pub kernels_used: Vec<String>,
     pub variables_used: Vec<String>,
     pub maxrregcount: Option<u32>,
@@ -448,6 +450,17 @@ pub struct LinkRequest {
     pub xptxas: Vec<String>,
     pub register_link_binaries: Option<PathBuf>,
     pub time: Option<PathBuf>,
+}
+
+/// The values of a repeatable option whose values are also comma lists
+/// (`-Xnvvm a,b -Xnvvm c`, `-kernels-used=k1,k2`), one element each, in order.
+pub fn comma_list(values: &[String]) -> Vec<String> {
+    values
+        .iter()
+        .flat_map(|v| v.split(','))
+        .filter(|v| !v.is_empty())
+        .map(str::to_string)
+        .collect()
 }
 
 pub fn bool_value(v: &str) -> Result<bool> {
@@ -516,8 +529,8 @@ impl LinkArgs {
             debug: self.debug,
             emit_ptx: self.emit_ptx,
             ignore_host_info: self.ignore_host_info,
-            kernels_used: self.kernels_used.clone(),
-            variables_used: self.variables_used.clone(),
+            kernels_used: comma_list(&self.kernels_used),
+            variables_used: comma_list(&self.variables_used),
             maxrregcount: self.maxrregcount.as_deref().map(number_value).transpose()?,
             split_compile: self
                 .split_compile
@@ -525,8 +538,8 @@ impl LinkArgs {
                 .map(number_value)
                 .transpose()?,
             ofast_compile: self.ofast_compile.clone().filter(|l| l != "0"),
-            xnvvm: self.xnvvm.clone(),
-            xptxas: self.xptxas.clone(),
+            xnvvm: comma_list(&self.xnvvm),
+            xptxas: comma_list(&self.xptxas),
             register_link_binaries: self.register_link_binaries.clone(),
             time: self.time.clone(),
         })

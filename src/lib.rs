@@ -25,6 +25,7 @@ use std::time::Instant;
 use cli::LinkRequest;
 use diag::{Diagnostics, Error, Result};
 use lto::Engine;
+use ptxas_driver::Assembler;
 
 /// Per-phase wall times, in phase order (what `-time` will write).
 #[derive(Debug, Default)]
@@ -74,17 +75,14 @@ pub fn link(req: &LinkRequest, diag: &Diagnostics) -> Result<Timings> {
     let from_host = pool.modules.iter().any(|m| m.from_host_object);
     let settings = lto_settings(req, &pool, from_host);
     let options = lto::nvvm_options(&settings, &consensus);
-    // nvlink loads `<nvvmpath>/lib64/libnvvm.so` and nothing else.
-    let nvvm_path = match &req.nvvmpath {
-        Some(p) => p.join("lib64").join("libnvvm.so"),
-        None => toolkit::Toolkit::discover(req.cuda_path.as_deref(), None)?
-            .libnvvm(None)
-            .ok_or_else(|| {
-                Error::fatal("elfLink linker library load error").context("libNVVM not found")
-            })?,
-    };
+    // nvlink loads `<nvvmpath>/lib64/libnvvm.so` and nothing else (`-lto` requires
+    // `-nvvmpath`, checked with the command line).
+    let nvvmpath = req
+        .nvvmpath
+        .as_deref()
+        .ok_or_else(|| Error::fatal("-nvvmpath should be specified with -lto"))?;
     let engine = lto::NvvmEngine {
-        lib: lto::libnvvm::LibNvvm::load(&nvvm_path)?,
+        lib: lto::libnvvm::LibNvvm::load(&nvvmpath.join("lib64").join("libnvvm.so"))?,
     };
     if req.verbose_keep {
         for m in &pool.modules {
@@ -130,24 +128,13 @@ pub fn link(req: &LinkRequest, diag: &Diagnostics) -> Result<Timings> {
                 .or(consensus.value(consensus::Opt::MaxReg))
                 .filter(|&n| n > 0),
             debug: req.debug,
-            extra: req
-                .xptxas
-                .iter()
-                .flat_map(|x| x.split(','))
-                .map(str::to_string)
-                .collect(),
+            extra: req.xptxas.clone(),
             split_compile: req.split_compile.filter(|&n| n != 1),
         },
     };
     let kit = toolkit::Toolkit::discover(req.cuda_path.as_deref(), req.nvvmpath.as_deref())?;
     let assembler = ptxas_driver::Ptxas::new(kit.ptxas());
-    let done = timings.phase("ptxas", || {
-        ptxas_driver::assemble_all(&assembler, std::slice::from_ref(&job), 1)
-    })?;
-    let assembled = done
-        .into_iter()
-        .next()
-        .unwrap_or_else(|| Err(Error::fatal("elfLink JIT compile failed")))?;
+    let assembled = timings.phase("ptxas", || assembler.assemble(&job))?;
     if !assembled.messages.is_empty() {
         eprint!("{}", assembled.messages);
     }
@@ -215,11 +202,9 @@ fn lto_settings(req: &LinkRequest, pool: &lto::pool::Pool, from_host: bool) -> l
     lto::LtoSettings {
         target: Some(req.target),
         split_compile: req.split_compile,
-        split_compile_extended: None,
         ofast_compile: req.ofast_compile.clone(),
         maxrregcount: req.maxrregcount,
         device_c: from_host && pool.cudadevrt,
-        force_device_c: false,
         debug: req.debug,
         host_info: !req.ignore_host_info,
         xnvvm: req.xnvvm.clone(),

@@ -467,7 +467,12 @@ fn nvcc_drop_in_builds_the_same_executable() {
     };
     let theirs = build(cu.join("bin/nvcc"), &tmp.path().join("app_nvlink"));
     let ours = build(kit.join("bin/nvcc"), &tmp.path().join("app_nvlinkrs"));
-    assert!(theirs == ours, "executables differ ({} and {} bytes)", theirs.len(), ours.len());
+    assert!(
+        theirs == ours,
+        "executables differ ({} and {} bytes)",
+        theirs.len(),
+        ours.len()
+    );
     // and it really was nvlinkrs: its -v says which module set each option
     let o = Command::new(kit.join("bin/nvcc"))
         .args(["-arch=sm_90", "-dlto", "-Xnvlink", "-v"])

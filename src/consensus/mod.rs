@@ -145,8 +145,7 @@ impl Consensus {
     pub fn check(&self, info: &mut dyn FnMut(Note)) -> Result<()> {
         for opt in Opt::ALL {
             let t = &self.tracks[opt.index()];
-            if t.conflict.is_some() {
-                let (by, v) = t.conflict.clone().unwrap_or_default();
+            if let Some((by, v)) = &t.conflict {
                 return Err(Error::fatal(format!(
                     "Cicc option values for '{}' do not match",
                     opt.name()

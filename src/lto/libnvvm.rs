@@ -27,8 +27,6 @@ pub const RESULT_WHOLE_PROGRAM: i32 = 100;
 
 struct Api {
     version: VersionFn,
-    ir_version:
-        Option<unsafe extern "C" fn(*mut c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int>,
     create: CreateFn,
     destroy: DestroyFn,
     add_module: AddFn,
@@ -77,7 +75,6 @@ impl LibNvvm {
             }
             Api {
                 version: get!("nvvmVersion"),
-                ir_version: lib.get(b"nvvmIRVersion\0").ok().map(|s| *s),
                 create: get!("nvvmCreateProgram"),
                 destroy: get!("nvvmDestroyProgram"),
                 add_module: get!("nvvmAddModuleToProgram"),
@@ -109,15 +106,6 @@ impl LibNvvm {
             )));
         }
         Ok((a, b))
-    }
-
-    /// `nvvmIRVersion`: (IR major, minor, debug major, minor) this libNVVM reads.
-    pub fn ir_version(&self) -> Option<(i32, i32, i32, i32)> {
-        let f = self.api.ir_version?;
-        let (mut a, mut b, mut c, mut d) = (0, 0, 0, 0);
-        // SAFETY: four valid out-pointers, as nvvm.h asks.
-        let rc = unsafe { f(&mut a, &mut b, &mut c, &mut d) };
-        (rc == 0).then_some((a, b, c, d))
     }
 
     /// `nvvmGetErrorString`, owned.
@@ -240,15 +228,11 @@ impl Program<'_> {
 
     /// The compiled result (PTX text, without the trailing NUL libNVVM counts).
     pub fn result(&self) -> Result<Vec<u8>> {
-        let mut out = self.copy_out(
+        self.copy_out(
             self.nvvm.api.result_size,
             self.nvvm.api.result,
             "nvvmGetCompiledResult",
-        )?;
-        while out.last() == Some(&0) {
-            out.pop();
-        }
-        Ok(out)
+        )
     }
 
     /// The program log (empty when there is none).
@@ -258,16 +242,12 @@ impl Program<'_> {
             self.nvvm.api.log,
             "nvvmGetProgramLog",
         ) {
-            Ok(mut v) => {
-                while v.last() == Some(&0) {
-                    v.pop();
-                }
-                String::from_utf8_lossy(&v).into_owned()
-            }
+            Ok(v) => String::from_utf8_lossy(&v).into_owned(),
             Err(_) => String::new(),
         }
     }
 
+    /// Copies a sized result out of libNVVM, without the trailing NULs it counts.
     fn copy_out(&self, size: SizeFn, copy: CopyFn, what: &str) -> Result<Vec<u8>> {
         let mut n = 0usize;
         // SAFETY: valid handle and out-pointer.
@@ -285,6 +265,9 @@ impl Program<'_> {
         if rc != 0 {
             return Err(Error::fatal("elfLink nvvm error")
                 .context(format!("{what}: {}", self.nvvm.error_string(rc))));
+        }
+        while buf.last() == Some(&0) {
+            buf.pop();
         }
         Ok(buf)
     }

@@ -42,7 +42,6 @@ pub struct LtoOutput {
 
 /// An LTO back end: a module set and an option list in, PTX out.
 pub trait Engine: Send + Sync {
-    fn name(&self) -> &'static str;
     /// Compiles the modules. Messages the back end prints (its log) go to `diag`.
     fn compile(
         &self,
@@ -58,10 +57,6 @@ pub struct NvvmEngine {
 }
 
 impl Engine for NvvmEngine {
-    fn name(&self) -> &'static str {
-        "libnvvm"
-    }
-
     fn compile(
         &self,
         modules: &[IrModule],
@@ -134,16 +129,10 @@ impl HostRefs {
         r
     }
 
-    /// From `-kernels-used` / `-variables-used` (comma lists): each name becomes the
-    /// pattern `*name*`, kernels in both kernel lists, variables in all four others.
+    /// From `-kernels-used` / `-variables-used` names: each becomes the pattern `*name*`,
+    /// kernels in both kernel lists, variables in all four others.
     pub fn from_used(kernels: &[String], variables: &[String]) -> HostRefs {
-        let pats = |v: &[String]| -> Vec<String> {
-            v.iter()
-                .flat_map(|s| s.split(','))
-                .filter(|s| !s.is_empty())
-                .map(|s| format!("*{s}*"))
-                .collect()
-        };
+        let pats = |v: &[String]| -> Vec<String> { v.iter().map(|s| format!("*{s}*")).collect() };
         let k = pats(kernels);
         let v = pats(variables);
         HostRefs {
@@ -177,13 +166,11 @@ impl HostRefs {
 pub struct LtoSettings {
     pub target: Option<Arch>,
     pub split_compile: Option<u32>,
-    pub split_compile_extended: Option<u32>,
     pub ofast_compile: Option<String>,
     /// `-maxrregcount` from the command line (wins over the modules' value).
     pub maxrregcount: Option<u32>,
     /// `--device-c`: host objects take part, so the result may have to be relocatable.
     pub device_c: bool,
-    pub force_device_c: bool,
     pub debug: bool,
     /// `-has-global-host-info` (off with `-ignore-host-info`).
     pub host_info: bool,
@@ -197,9 +184,6 @@ pub fn nvvm_options(s: &LtoSettings, consensus: &Consensus) -> Vec<String> {
     let target = s.target.map(|a| a.to_string()).unwrap_or_default();
     o.push(format!("-arch={}", target.replacen("sm_", "compute_", 1)));
     o.push("-link-lto".into());
-    if let Some(n) = s.split_compile_extended.filter(|&n| n != 1) {
-        o.push(format!("-split-compile-extended={n}"));
-    }
     if let Some(n) = s.split_compile.filter(|&n| n != 1) {
         o.push(format!("-split-compile={n}"));
     }
@@ -222,9 +206,6 @@ pub fn nvvm_options(s: &LtoSettings, consensus: &Consensus) -> Vec<String> {
     if s.device_c {
         o.push("--device-c".into());
     }
-    if s.force_device_c {
-        o.push("--force-device-c".into());
-    }
     if s.debug {
         o.push("-g".into());
         o.push("-opt=0".into());
@@ -232,14 +213,8 @@ pub fn nvvm_options(s: &LtoSettings, consensus: &Consensus) -> Vec<String> {
     if s.host_info {
         o.push("-has-global-host-info".into());
     }
-    let user: Vec<String> = s
-        .xnvvm
-        .iter()
-        .flat_map(|v| v.split(','))
-        .filter(|v| !v.is_empty())
-        .map(str::to_string)
-        .collect();
-    for u in &user {
+    let user = &s.xnvvm;
+    for u in user {
         if !o.contains(u) {
             o.push(u.clone());
         }
@@ -294,7 +269,7 @@ mod tests {
     #[test]
     fn xnvvm_spells_out_math_options_and_drops_duplicates() {
         let mut s = settings();
-        s.xnvvm = vec!["-prec-div=0".into(), "-foo,-link-lto".into()];
+        s.xnvvm = crate::cli::comma_list(&["-prec-div=0".into(), "-foo,-link-lto".into()]);
         assert_eq!(
             nvvm_options(&s, &Consensus::default()),
             [
@@ -323,7 +298,8 @@ mod tests {
         ]);
         assert_eq!(r.ik, ["m2", "m1", "k*"]);
         assert_eq!(r.ek, ["_Z5saxpy*"]);
-        let u = HostRefs::from_used(&["saxpy,doubler".into(), "zz".into()], &["calls".into()]);
+        let used = crate::cli::comma_list(&["saxpy,doubler".into(), "zz".into()]);
+        let u = HostRefs::from_used(&used, &["calls".into()]);
         assert_eq!(
             u.options(),
             [

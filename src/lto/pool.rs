@@ -8,7 +8,6 @@
 use crate::arch::{Arch, Variant};
 use crate::diag::{Diagnostics, Result};
 use crate::input::{Code, CodeKind, Item, Node};
-use crate::lto::container::IrFormat;
 use crate::lto::{IrForm, IrModule};
 
 /// A host object's contribution besides device code.
@@ -86,8 +85,7 @@ impl Walk<'_> {
                 });
                 self.unit(n, cudadevrt, true)?;
             }
-            Item::Container { .. } => self.unit(n, cudadevrt, host)?,
-            Item::Code(_) => self.unit(n, cudadevrt, host)?,
+            Item::Container { .. } | Item::Code(_) => self.unit(n, cudadevrt, host)?,
             Item::Ignored(_) => {}
         }
         Ok(())
@@ -138,18 +136,10 @@ impl Walk<'_> {
 
     fn module(&self, origin: &str, code: &Code) -> Result<IrModule> {
         let data = code.bytes(origin)?;
-        let form = match code.kind {
-            CodeKind::Nvvm(Some(
-                IrFormat::LtoIr | IrFormat::NvvmContainer | IrFormat::LegacyNvvm,
-            ))
-            | CodeKind::Nvvm(None) => {
-                if crate::lto::bitcode::is_bitcode(&data) {
-                    IrForm::Bitcode
-                } else {
-                    IrForm::Container
-                }
-            }
-            _ => IrForm::Bitcode,
+        let form = if crate::lto::bitcode::is_bitcode(&data) {
+            IrForm::Bitcode
+        } else {
+            IrForm::Container
         };
         Ok(IrModule {
             name: origin.to_string(),
