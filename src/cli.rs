@@ -209,6 +209,13 @@ const IMPLEMENTED: &[&str] = &[
     "kernels-used",
     "variables-used",
     "maxrregcount",
+    "relocatable-link",
+    "preserve-relocs",
+    "dump-callgraph",
+    "dump-callgraph-no-demangle",
+    "disable-smem-reservation",
+    "allow-undefined-globals",
+    "force-partial-lto",
     "register-link-binaries",
     "time",
     "verbose2",
@@ -450,6 +457,15 @@ pub struct LinkRequest {
     pub xptxas: Vec<String>,
     pub register_link_binaries: Option<PathBuf>,
     pub time: Option<PathBuf>,
+    /// `-r`
+    pub relocatable: bool,
+    pub preserve_relocs: bool,
+    /// `-dump-callgraph` (true) / `-dump-callgraph-no-demangle` (false)
+    pub dump_callgraph: Option<bool>,
+    pub disable_smem_reservation: bool,
+    pub allow_undefined_globals: bool,
+    pub force_partial_lto: bool,
+    pub force_whole_lto: bool,
 }
 
 /// The values of a repeatable option whose values are also comma lists
@@ -542,6 +558,24 @@ impl LinkArgs {
             xptxas: comma_list(&self.xptxas),
             register_link_binaries: self.register_link_binaries.clone(),
             time: self.time.clone(),
+            relocatable: self.relocatable_link,
+            preserve_relocs: self.preserve_relocs,
+            dump_callgraph: if self.dump_callgraph {
+                Some(true)
+            } else if self.dump_callgraph_no_demangle {
+                Some(false)
+            } else {
+                None
+            },
+            disable_smem_reservation: self
+                .disable_smem_reservation
+                .as_deref()
+                .map(bool_value)
+                .transpose()?
+                .unwrap_or(false),
+            allow_undefined_globals: self.allow_undefined_globals,
+            force_partial_lto: self.force_partial_lto,
+            force_whole_lto: self.force_whole_lto,
         })
     }
 }
@@ -679,11 +713,12 @@ mod tests {
 
     #[test]
     fn unimplemented_options_are_refused_by_name() {
-        let (_, _, given) = parse(&words("-arch=sm_90 -r -o x a.o")).unwrap();
+        let (_, _, given) = parse(&words("-arch=sm_90 -ghls -o x a.o")).unwrap();
         let e = refuse_unimplemented(&given).unwrap_err();
         assert!(
-            e.message()
-                .starts_with("option '-relocatable-link' is recognised but not implemented yet"),
+            e.message().starts_with(
+                "option '-gen-host-linker-script' is recognised but not implemented yet"
+            ),
             "{}",
             e.message()
         );

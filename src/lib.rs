@@ -3,8 +3,8 @@
 //! `link` is the one place the phases are called, in order; each phase reads what the
 //! earlier ones produced and returns a new value: read the inputs, gather the LTO module
 //! pool, agree on options, compile the IR with an engine, assemble the PTX with ptxas,
-//! write the output. Links that need the device ELF merge (no LTO, partial LTO) stop with
-//! a clear message until the merge lands.
+//! write the output; links that are not whole-program LTO gather every input's SASS (PTX
+//! through ptxas `-c`), merge the cubins and write the merged image.
 
 pub mod arch;
 pub mod bytes;
@@ -16,6 +16,7 @@ pub mod fatbin;
 pub mod input;
 pub mod inspect;
 pub mod lto;
+pub mod merge;
 pub mod output;
 pub mod ptxas_driver;
 pub mod toolkit;
@@ -48,19 +49,157 @@ pub fn link(req: &LinkRequest, diag: &Diagnostics) -> Result<Timings> {
         input::load(&paths, input::Mode::Link { lto: req.lto })
     })?;
     diag.check()?;
-    if !req.lto {
-        return Err(needs_merge("a link without -lto"));
+    let hosts = lto::pool::hosts(&trees);
+    let mut lto_cubins = Vec::new();
+    if req.lto {
+        match lto_phase(req, &trees, diag, &mut timings)? {
+            LtoOutcome::Written => return finish(req, &hosts, timings),
+            LtoOutcome::Relocatable(c) => lto_cubins.push(c),
+            LtoOutcome::NoIr => {}
+        }
     }
-    let pool = timings.phase("pool", || lto::pool::collect(&trees, req.target, diag))?;
+    let units = timings.phase("gather", || {
+        merge::gather::collect(&trees, req.target, req.lto, diag)
+    })?;
+    let inputs = timings.phase("assemble", || objects(req, units, lto_cubins))?;
+    if inputs.is_empty() {
+        return Err(Error::fatal(
+            "no device code for the target in the inputs; no output written",
+        ));
+    }
+    let image = timings.phase("merge", || merge::link(&inputs, &merge_options(req), diag))?;
+    diag.check()?;
+    timings.phase("write", || {
+        output::write_atomic(&req.output, &elf::write::write(&image))
+    })?;
+    finish(req, &hosts, timings)
+}
+
+enum LtoOutcome {
+    /// Whole-program LTO wrote the output.
+    Written,
+    /// Partial LTO: the relocatable cubin of the IR, to merge with the rest.
+    Relocatable(merge::Input),
+    /// No IR in the inputs: an ordinary link.
+    NoIr,
+}
+
+fn merge_options(req: &LinkRequest) -> merge::MergeOptions {
+    merge::MergeOptions {
+        target: Some(req.target),
+        relocatable: req.relocatable,
+        preserve_relocs: req.preserve_relocs,
+        disable_smem_reservation: req.disable_smem_reservation,
+        allow_undefined_globals: req.allow_undefined_globals,
+        note_command_line: format!("-arch {} ", req.target),
+        dump_callgraph: req.dump_callgraph,
+    }
+}
+
+/// The cubins of the merge, in input order: SASS as found, PTX through ptxas `-c` (in
+/// parallel), the LTO result first.
+fn objects(
+    req: &LinkRequest,
+    units: Vec<merge::gather::Unit>,
+    lto_cubins: Vec<merge::Input>,
+) -> Result<Vec<merge::Input>> {
+    use merge::gather::Source;
+    let jobs: Vec<ptxas_driver::Job> = units
+        .iter()
+        .filter_map(|u| match &u.source {
+            Source::Ptx(p) => Some(ptxas_driver::Job {
+                name: u.origin.clone(),
+                ptx: p.to_vec(),
+                options: ptxas_options(req, true),
+            }),
+            Source::Cubin(_) => None,
+        })
+        .collect();
+    let mut assembled = if jobs.is_empty() {
+        Vec::new()
+    } else {
+        let kit = toolkit::Toolkit::discover(req.cuda_path.as_deref(), req.nvvmpath.as_deref())?;
+        let ptxas = ptxas_driver::Ptxas::new(kit.ptxas());
+        ptxas_driver::assemble_all(&ptxas, &jobs, 0)?
+    }
+    .into_iter();
+    let mut raw: Vec<(String, bytes::Bytes, bool)> = Vec::new();
+    for u in units {
+        let data = match u.source {
+            merge::gather::Source::Cubin(b) => b,
+            merge::gather::Source::Ptx(_) => {
+                let a = assembled.next().expect("one result per job")?;
+                if !a.messages.is_empty() {
+                    eprint!("{}", a.messages);
+                }
+                bytes::Bytes::from_vec(a.cubin)
+            }
+        };
+        raw.push((u.origin, data, u.system));
+    }
+    use rayon::prelude::*;
+    let parsed: Vec<Result<merge::Input>> = raw
+        .into_par_iter()
+        .map(|(origin, data, system)| {
+            let cubin = elf::cubin::Cubin::parse(data, &origin)?;
+            check_object(&cubin, req)?;
+            Ok(merge::Input { cubin, system })
+        })
+        .collect();
+    let mut out = lto_cubins;
+    for p in parsed {
+        out.push(p?);
+    }
+    Ok(out)
+}
+
+/// A cubin the merge can take: relocatable, for the target's SM.
+fn check_object(c: &elf::cubin::Cubin, req: &LinkRequest) -> Result<()> {
+    if c.e_type != 1 {
+        return Err(Error::fatal(format!(
+            "'{}' is not a relocatable device object (e_type {}); only objects built with -rdc=true / -dc / ptxas -c can be linked",
+            c.origin, c.e_type
+        )));
+    }
+    let sm = (c.e_flags >> 8) & 0xFF;
+    let ok = sm == req.target.sm
+        || (sm / 10 == req.target.sm / 10 && sm <= req.target.sm && req.target.sm < 90);
+    if !ok {
+        return Err(Error::fatal(format!(
+            "Arch mismatch: '{}' is sm_{sm}, the link is for {}",
+            c.origin, req.target
+        )));
+    }
+    Ok(())
+}
+
+fn ptxas_options(req: &LinkRequest, relocatable: bool) -> ptxas_driver::PtxasOptions {
+    ptxas_driver::PtxasOptions {
+        target: req.target,
+        relocatable,
+        maxrregcount: req.maxrregcount.filter(|&n| n > 0),
+        debug: req.debug,
+        extra: req.xptxas.clone(),
+        split_compile: req.split_compile.filter(|&n| n != 1),
+    }
+}
+
+fn lto_phase(
+    req: &LinkRequest,
+    trees: &[input::Node],
+    diag: &Diagnostics,
+    timings: &mut Timings,
+) -> Result<LtoOutcome> {
+    let pool = timings.phase("pool", || lto::pool::collect(trees, req.target, diag))?;
     if pool.modules.is_empty() {
         diag.warning("Ignoring -dlto option because no LTO objects found");
-        return Err(needs_merge("a link without LTO objects"));
+        return Ok(LtoOutcome::NoIr);
     }
+    let partial = !pool.non_ir.is_empty() || req.force_partial_lto;
     if let Some(o) = pool.non_ir.first() {
         diag.info(&format!(
             "requested LTO but '{o}' not built for LTO so doing partial LTO"
         ));
-        return Err(needs_merge("partial LTO"));
     }
     let mut consensus = consensus::Consensus::default();
     for m in &pool.modules {
@@ -73,7 +212,10 @@ pub fn link(req: &LinkRequest, diag: &Diagnostics) -> Result<Timings> {
         }
     }
     let from_host = pool.modules.iter().any(|m| m.from_host_object);
-    let settings = lto_settings(req, &pool, from_host);
+    let mut settings = lto_settings(req, &pool, from_host);
+    if partial {
+        settings.device_c = true;
+    }
     let options = lto::nvvm_options(&settings, &consensus);
     // nvlink loads `<nvvmpath>/lib64/libnvvm.so` and nothing else (`-lto` requires
     // `-nvvmpath`, checked with the command line).
@@ -104,33 +246,24 @@ pub fn link(req: &LinkRequest, diag: &Diagnostics) -> Result<Timings> {
     }
     if req.emit_ptx {
         output::write_atomic(&req.output, &lto_out.ptx)?;
-        return finish(req, &pool, timings);
+        return Ok(LtoOutcome::Written);
     }
-    if !lto_out.whole_program {
-        return Err(needs_merge(
-            "an LTO result with references left to other objects",
-        ));
-    }
-    if req.verbose {
+    let relocatable = partial || !lto_out.whole_program || req.relocatable;
+    if req.verbose && !relocatable {
         eprintln!("whole program compile");
     }
     if req.verbose2 {
         eprintln!(" Running nvlink ptxas-lto");
     }
+    let mut options = ptxas_options(req, relocatable);
+    options.maxrregcount = req
+        .maxrregcount
+        .or(consensus.value(consensus::Opt::MaxReg))
+        .filter(|&n| n > 0);
     let job = ptxas_driver::Job {
         name: "<lto ptx>".into(),
         ptx: lto_out.ptx,
-        options: ptxas_driver::PtxasOptions {
-            target: req.target,
-            relocatable: false,
-            maxrregcount: req
-                .maxrregcount
-                .or(consensus.value(consensus::Opt::MaxReg))
-                .filter(|&n| n > 0),
-            debug: req.debug,
-            extra: req.xptxas.clone(),
-            split_compile: req.split_compile.filter(|&n| n != 1),
-        },
+        options,
     };
     let kit = toolkit::Toolkit::discover(req.cuda_path.as_deref(), req.nvvmpath.as_deref())?;
     let assembler = ptxas_driver::Ptxas::new(kit.ptxas());
@@ -138,17 +271,23 @@ pub fn link(req: &LinkRequest, diag: &Diagnostics) -> Result<Timings> {
     if !assembled.messages.is_empty() {
         eprint!("{}", assembled.messages);
     }
+    if relocatable {
+        let cubin = elf::cubin::Cubin::parse(bytes::Bytes::from_vec(assembled.cubin), "lto.cubin")?;
+        return Ok(LtoOutcome::Relocatable(merge::Input {
+            cubin,
+            system: false,
+        }));
+    }
     timings.phase("write", || {
         output::write_atomic(&req.output, &assembled.cubin)
     })?;
-    finish(req, &pool, timings)
+    Ok(LtoOutcome::Written)
 }
 
 /// The files written beside the output: `--register-link-binaries` and `-time`.
-fn finish(req: &LinkRequest, pool: &lto::pool::Pool, timings: Timings) -> Result<Timings> {
+fn finish(req: &LinkRequest, hosts: &[lto::pool::HostInfo], timings: Timings) -> Result<Timings> {
     if let Some(path) = &req.register_link_binaries {
-        let ids: Vec<String> = pool
-            .hosts
+        let ids: Vec<String> = hosts
             .iter()
             .rev()
             .filter(|h| !h.cudadevrt)
@@ -227,13 +366,6 @@ fn explain_newer_ir(mut e: Error, modules: &[lto::IrModule], target: arch::Arch)
         }
     }
     e
-}
-
-fn needs_merge(what: &str) -> Error {
-    Error::fatal(format!(
-        "{what} needs the device ELF merge, which nvlinkrs {} does not have yet; no output written",
-        env!("CARGO_PKG_VERSION")
-    ))
 }
 
 /// `nvlinkrs inspect`: the input trees, as text or JSON.

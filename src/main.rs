@@ -81,11 +81,37 @@ fn link_main(args: &[String], diag: &mut Diagnostics) -> Result<(), Error> {
     nvlinkrs::link(&req, diag).map(|_| ())
 }
 
+/// `nvlinkrs compare EXPECTED ACTUAL`: the differential harness's judgement of two
+/// linked cubins (exit 0 when equivalent, 2 when not).
+fn compare_main(args: &[String]) -> Result<(), Error> {
+    let [expected, actual] = args else {
+        return Err(Error::fatal(
+            "usage: nvlinkrs compare EXPECTED.cubin ACTUAL.cubin",
+        ));
+    };
+    let read = |p: &String| {
+        std::fs::read(p).map_err(|e| Error::fatal(format!("Could not read file '{p}': {e}")))
+    };
+    let report = nvlinkrs::elf::equiv::compare(&read(expected)?, &read(actual)?)?;
+    for d in &report.differences {
+        println!("{d}");
+    }
+    if report.identical {
+        println!("byte-identical");
+    } else if report.equivalent() {
+        println!("equivalent (not byte-identical)");
+    } else {
+        std::process::exit(2);
+    }
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut diag = Diagnostics::new(&tool_name());
     let result = match args.first().map(String::as_str) {
         Some("inspect") => inspect_main(&args[1..]),
+        Some("compare") => compare_main(&args[1..]),
         _ => link_main(&args, &mut diag),
     };
     match result {

@@ -2,6 +2,12 @@
 //! sections, symbols, kernels, notes — and the section list of host objects. This is the
 //! only module that names `object` crate types; everything it returns is plain data.
 
+pub mod cubin;
+pub mod equiv;
+pub mod info;
+pub mod reloc;
+pub mod write;
+
 use object::LittleEndian as LE;
 use object::elf::{FileHeader64, SHT_NOBITS, SHT_SYMTAB};
 use object::read::elf::{FileHeader, SectionHeader, Sym};

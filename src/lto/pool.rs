@@ -48,7 +48,7 @@ pub fn ir_compatible(ir: Arch, target: Arch) -> bool {
     }
 }
 
-fn sass_compatible(code: Arch, target: Arch) -> bool {
+pub fn sass_compatible(code: Arch, target: Arch) -> bool {
     match code.variant {
         Variant::Plain => {
             code.sm == target.sm
@@ -147,6 +147,35 @@ impl Walk<'_> {
             form,
         })
     }
+}
+
+/// The host objects of the inputs (module ids and host-reference tables), in order.
+pub fn hosts(trees: &[Node]) -> Vec<HostInfo> {
+    fn walk(n: &Node, cudadevrt: bool, out: &mut Vec<HostInfo>) {
+        match &n.item {
+            Item::Archive { cudadevrt: c, .. } => {
+                for ch in &n.children {
+                    walk(ch, cudadevrt || *c, out);
+                }
+            }
+            Item::HostObject {
+                module_id,
+                host_refs,
+                ..
+            } => out.push(HostInfo {
+                origin: n.origin.clone(),
+                module_id: module_id.clone(),
+                host_refs: host_refs.clone(),
+                cudadevrt,
+            }),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    for t in trees {
+        walk(t, false, &mut out);
+    }
+    out
 }
 
 /// Builds the pool from the input trees, in input order.

@@ -1,0 +1,305 @@
+//! Equivalence of two linked cubins, the judgement the differential tests make against
+//! nvlink's output: the same ELF header fields, the same sections by name (type, flags,
+//! size; string tables by content set only), the same code bytes per function, the same
+//! `.nv.info` records per function and globally (symbol indices compared by name), the
+//! same symbols (name, type, binding, st_other, section name, value, size) and the same
+//! relocations (section, offset, type, symbol name, addend). Orders may differ; a
+//! byte-for-byte comparison is reported separately.
+
+use std::collections::BTreeMap;
+
+use super::cubin::*;
+use super::info;
+use crate::bytes::Bytes;
+use crate::diag::Result;
+
+#[derive(Debug, Default)]
+pub struct Report {
+    pub differences: Vec<String>,
+    pub identical: bool,
+}
+
+impl Report {
+    pub fn equivalent(&self) -> bool {
+        self.differences.is_empty()
+    }
+}
+
+fn sym_name(c: &Cubin, i: u32) -> String {
+    match c.symbols.get(i as usize) {
+        Some(s) if s.ty == STT_SECTION => {
+            format!(
+                "[section {}]",
+                c.sections.get(s.shndx as usize).map_or("?", |x| &x.name)
+            )
+        }
+        Some(s) => s.name.clone(),
+        None => format!("#{i}"),
+    }
+}
+
+fn section_name(c: &Cubin, i: u16) -> String {
+    if i == 0 {
+        return "UND".into();
+    }
+    c.sections
+        .get(i as usize)
+        .map_or(format!("#{i}"), |s| s.name.clone())
+}
+
+/// Records with their symbol fields replaced by names, for comparison.
+fn info_view(c: &Cubin, s: &Section) -> Result<Vec<String>> {
+    let recs = info::parse(c.bytes(s), &c.origin, &s.name, s.offset)?;
+    Ok(recs
+        .iter()
+        .map(|r| {
+            if r.has_symbol() {
+                let sym = u32::from_le_bytes(r.payload[..4].try_into().unwrap());
+                format!(
+                    "{:#x} {} {}",
+                    r.attr,
+                    sym_name(c, sym),
+                    hex(&r.payload[4..])
+                )
+            } else {
+                format!(
+                    "{:#x} f{} {:#x} {}",
+                    r.attr,
+                    r.format,
+                    r.value,
+                    hex(&r.payload)
+                )
+            }
+        })
+        .collect())
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn link_name(c: &Cubin, s: &Section, v: u32, is_info: bool) -> String {
+    if s.ty == SHT_PROGBITS && s.flags & SHF_EXECINSTR != 0 && is_info {
+        return format!("sym {} regs {}", sym_name(c, v & 0xFFFFFF), v >> 24);
+    }
+    if is_info && s.flags & SHF_INFO_LINK == 0 && !matches!(s.ty, SHT_RELA | SHT_REL) {
+        return format!("{v:#x}");
+    }
+    if s.ty == SHT_PROGBITS && s.flags & SHF_EXECINSTR != 0 && is_info {
+        return format!("sym {}", sym_name(c, v & 0xFFFFFF));
+    }
+    match c.sections.get(v as usize) {
+        Some(t) if v != 0 => t.name.clone(),
+        _ => format!("{v:#x}"),
+    }
+}
+
+pub fn compare(expected: &[u8], actual: &[u8]) -> Result<Report> {
+    let e = Cubin::parse(Bytes::from_vec(expected.to_vec()), "expected")?;
+    let a = Cubin::parse(Bytes::from_vec(actual.to_vec()), "actual")?;
+    let mut d = Vec::new();
+    let mut diff = |what: String| d.push(what);
+    if (e.e_type, e.e_flags, e.osabi, e.abi_version)
+        != (a.e_type, a.e_flags, a.osabi, a.abi_version)
+    {
+        diff(format!(
+            "header: type/flags/osabi/abi {:?} vs {:?}",
+            (e.e_type, e.e_flags, e.osabi, e.abi_version),
+            (a.e_type, a.e_flags, a.osabi, a.abi_version)
+        ));
+    }
+    let by_name = |c: &Cubin| -> BTreeMap<String, Vec<usize>> {
+        let mut m: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+        for (i, s) in c.sections.iter().enumerate().skip(1) {
+            m.entry(s.name.clone()).or_default().push(i);
+        }
+        m
+    };
+    let (es, as_) = (by_name(&e), by_name(&a));
+    for (name, ei) in &es {
+        let Some(ai) = as_.get(name) else {
+            diff(format!("section {name}: missing"));
+            continue;
+        };
+        if ei.len() != ai.len() {
+            diff(format!(
+                "section {name}: {} vs {} copies",
+                ei.len(),
+                ai.len()
+            ));
+            continue;
+        }
+        for (&x, &y) in ei.iter().zip(ai) {
+            let (sx, sy) = (&e.sections[x], &a.sections[y]);
+            if (sx.ty, sx.flags) != (sy.ty, sy.flags) {
+                diff(format!(
+                    "section {name}: type/flags {:#x}/{:#x} vs {:#x}/{:#x}",
+                    sx.ty, sx.flags, sy.ty, sy.flags
+                ));
+            }
+            let strings = sx.ty == SHT_STRTAB;
+            if sx.size != sy.size && !strings {
+                diff(format!(
+                    "section {name}: size {:#x} vs {:#x}",
+                    sx.size, sy.size
+                ));
+            }
+            if link_name(&e, sx, sx.link, false) != link_name(&a, sy, sy.link, false)
+                || link_name(&e, sx, sx.info, true) != link_name(&a, sy, sy.info, true)
+            {
+                diff(format!(
+                    "section {name}: link/info {}/{} vs {}/{}",
+                    link_name(&e, sx, sx.link, false),
+                    link_name(&e, sx, sx.info, true),
+                    link_name(&a, sy, sy.link, false),
+                    link_name(&a, sy, sy.info, true)
+                ));
+            }
+            match sx.ty {
+                SHT_STRTAB | SHT_SYMTAB | SHT_RELA | SHT_REL | SHT_CUDA_CALLGRAPH
+                | SHT_CUDA_PROTOTYPE => {}
+                SHT_CUDA_INFO => {
+                    let (vx, vy) = (info_view(&e, sx)?, info_view(&a, sy)?);
+                    if vx != vy {
+                        diff(format!("section {name}: records {vx:?} vs {vy:?}"));
+                    }
+                }
+                _ => {
+                    if e.bytes(sx) != a.bytes(sy) {
+                        let at = e
+                            .bytes(sx)
+                            .iter()
+                            .zip(a.bytes(sy))
+                            .position(|(p, q)| p != q);
+                        diff(format!("section {name}: bytes differ (first at {at:?})"));
+                    }
+                }
+            }
+        }
+    }
+    for name in as_.keys().filter(|n| !es.contains_key(*n)) {
+        diff(format!("section {name}: unexpected"));
+    }
+    // symbols
+    let syms = |c: &Cubin| -> BTreeMap<String, Vec<String>> {
+        let mut m: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for s in c.symbols.iter().skip(1).filter(|s| s.ty != STT_SECTION) {
+            m.entry(s.name.clone()).or_default().push(format!(
+                "type {} bind {} other {:#x} in {} value {:#x} size {:#x}",
+                s.ty,
+                s.bind,
+                s.other,
+                section_name(c, s.shndx),
+                s.value,
+                s.size
+            ));
+        }
+        m
+    };
+    let sections_with_symbol = |c: &Cubin| -> Vec<String> {
+        let mut v: Vec<String> = c
+            .symbols
+            .iter()
+            .filter(|s| s.ty == STT_SECTION)
+            .map(|s| section_name(c, s.shndx))
+            .collect();
+        v.sort();
+        v
+    };
+    let (ey, ay) = (syms(&e), syms(&a));
+    if ey != ay {
+        for (k, v) in &ey {
+            if ay.get(k) != Some(v) {
+                diff(format!("symbol {k}: {v:?} vs {:?}", ay.get(k)));
+            }
+        }
+        for k in ay.keys().filter(|k| !ey.contains_key(*k)) {
+            diff(format!("symbol {k}: unexpected"));
+        }
+    }
+    if sections_with_symbol(&e) != sections_with_symbol(&a) {
+        diff(format!(
+            "section symbols: {:?} vs {:?}",
+            sections_with_symbol(&e),
+            sections_with_symbol(&a)
+        ));
+    }
+    // relocations
+    let relocs = |c: &Cubin| -> Result<BTreeMap<String, Vec<String>>> {
+        let mut m = BTreeMap::new();
+        for (i, s) in c.sections.iter().enumerate() {
+            if !matches!(s.ty, SHT_RELA | SHT_REL) {
+                continue;
+            }
+            let mut v: Vec<String> = c
+                .relocations(i)?
+                .iter()
+                .map(|r| {
+                    format!(
+                        "{:#x} {} {} {:+#x}",
+                        r.offset,
+                        super::reloc::name(r.ty),
+                        sym_name(c, r.sym),
+                        r.addend
+                    )
+                })
+                .collect();
+            v.sort();
+            m.insert(s.name.clone(), v);
+        }
+        Ok(m)
+    };
+    let (er, ar) = (relocs(&e)?, relocs(&a)?);
+    for (k, v) in &er {
+        if ar.get(k) != Some(v) {
+            diff(format!("relocations {k}: {v:?} vs {:?}", ar.get(k)));
+        }
+    }
+    // callgraph edges and prototypes by name
+    let graph = |c: &Cubin| -> Vec<String> {
+        let strtab = c
+            .sections
+            .iter()
+            .find(|s| s.name == ".strtab")
+            .map(|s| c.bytes(s))
+            .unwrap_or(&[]);
+        let string = |o: i32| -> String {
+            let Some(rest) = usize::try_from(o).ok().and_then(|o| strtab.get(o..)) else {
+                return o.to_string();
+            };
+            let end = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
+            String::from_utf8_lossy(&rest[..end]).into_owned()
+        };
+        let mut v = Vec::new();
+        for s in c
+            .sections
+            .iter()
+            .filter(|s| matches!(s.ty, SHT_CUDA_CALLGRAPH | SHT_CUDA_PROTOTYPE))
+        {
+            let mut group = 0;
+            for e in c.bytes(s).chunks_exact(8) {
+                let x = u32::from_le_bytes(e[..4].try_into().unwrap());
+                let y = i32::from_le_bytes(e[4..].try_into().unwrap());
+                if s.ty == SHT_CUDA_CALLGRAPH && x == 0 && (-4..=-1).contains(&y) {
+                    group = -y;
+                    continue;
+                }
+                let yn = if s.ty == SHT_CUDA_CALLGRAPH && (group == 1 || group == 4) {
+                    sym_name(c, y as u32)
+                } else {
+                    string(y)
+                };
+                v.push(format!("{} {group} {} {}", s.name, sym_name(c, x), yn));
+            }
+        }
+        v.sort();
+        v
+    };
+    if graph(&e) != graph(&a) {
+        diff(format!("callgraph: {:?} vs {:?}", graph(&e), graph(&a)));
+    }
+    Ok(Report {
+        identical: d.is_empty() && expected == actual,
+        differences: d,
+    })
+}

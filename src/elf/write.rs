@@ -1,0 +1,327 @@
+//! The device ELF writer: an `Image` (sections and symbols that refer to each other by
+//! position in the image) is laid out in nvlink's section order — string tables and
+//! symbols, non-alloc sections, notes, `.nv.info*`, callgraph, relocation sections,
+//! constant banks, code, initialised data, then the memory-only sections — and written
+//! with its section header table and, for executables, the four program headers.
+
+use std::collections::HashMap;
+
+use super::cubin::*;
+
+/// How a section's `sh_link`/`sh_info` is computed once the final order is known.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ref {
+    Raw(u32),
+    Symtab,
+    Section(usize),
+    Symbol(usize),
+}
+
+#[derive(Clone, Debug)]
+pub struct OutSection {
+    pub name: String,
+    pub ty: u32,
+    pub flags: u64,
+    pub link: Ref,
+    pub info: Ref,
+    pub align: u64,
+    pub entsize: u64,
+    pub data: Vec<u8>,
+    /// Size of a memory-only section (ignored when the section has bytes).
+    pub mem_size: u64,
+}
+
+impl OutSection {
+    pub fn new(name: &str, ty: u32, flags: u64) -> OutSection {
+        OutSection {
+            name: name.to_string(),
+            ty,
+            flags,
+            link: Ref::Raw(0),
+            info: Ref::Raw(0),
+            align: 1,
+            entsize: 0,
+            data: Vec::new(),
+            mem_size: 0,
+        }
+    }
+    fn memory_only(&self) -> bool {
+        matches!(self.ty, SHT_NOBITS | SHT_CUDA_GLOBAL | SHT_CUDA_SHARED)
+    }
+    pub fn size(&self) -> u64 {
+        if self.memory_only() {
+            self.mem_size
+        } else {
+            self.data.len() as u64
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct OutSymbol {
+    pub name: String,
+    pub value: u64,
+    pub size: u64,
+    pub bind: u8,
+    pub ty: u8,
+    pub other: u8,
+    /// Image section the symbol is defined in.
+    pub section: Option<usize>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Image {
+    pub e_type: u16,
+    pub e_flags: u32,
+    pub osabi: u8,
+    pub abi_version: u8,
+    /// In final order, without the null section and the three tables the writer makes.
+    pub sections: Vec<OutSection>,
+    /// Locals first; without the null symbol.
+    pub symbols: Vec<OutSymbol>,
+    /// Strings placed first in `.strtab` (prototype strings), in order.
+    pub leading_strings: Vec<String>,
+    pub program_headers: bool,
+}
+
+/// Where a section goes in nvlink's output order (stable within a rank).
+pub fn rank(s: &OutSection) -> u8 {
+    let n = s.name.as_str();
+    if n.starts_with(".nv.merc.") || n.starts_with(".nv.capmerc") {
+        return 20;
+    }
+    match s.ty {
+        SHT_NOTE => 2,
+        SHT_CUDA_INFO if n == ".nv.info" => 3,
+        SHT_CUDA_COMPAT => 4,
+        SHT_CUDA_INFO => 5,
+        SHT_CUDA_CALLGRAPH => 6,
+        SHT_CUDA_PROTOTYPE => 7,
+        SHT_CUDA_RELOCINFO => 8,
+        SHT_RELA | SHT_REL | SHT_CUDA_RESOLVED_RELA => 9,
+        _ if s.flags & SHF_ALLOC == 0 => 1,
+        _ if n.starts_with(".nv.constant") && n[12..].bytes().all(|b| b.is_ascii_digit()) => 10,
+        _ if n.starts_with(".nv.constant") => 11,
+        _ if s.flags & SHF_EXECINSTR != 0 => 12,
+        SHT_CUDA_GLOBAL_INIT => 13,
+        _ if n == ".nv.global.init" => 13,
+        _ if s.memory_only() && n == ".nv.global" => 15,
+        _ if s.memory_only() => 16,
+        _ => 14,
+    }
+}
+
+struct StrTab {
+    bytes: Vec<u8>,
+    at: HashMap<String, u32>,
+}
+
+impl StrTab {
+    fn new() -> StrTab {
+        StrTab {
+            bytes: vec![0],
+            at: HashMap::new(),
+        }
+    }
+    fn add(&mut self, s: &str) -> u32 {
+        if s.is_empty() {
+            return 0;
+        }
+        if let Some(&o) = self.at.get(s) {
+            return o;
+        }
+        let o = self.bytes.len() as u32;
+        self.bytes.extend_from_slice(s.as_bytes());
+        self.bytes.push(0);
+        self.at.insert(s.to_string(), o);
+        o
+    }
+}
+
+/// Offsets the strings of `leading` get in `.strtab` (what `.nv.callgraph` refers to).
+pub fn leading_offsets(leading: &[String]) -> HashMap<String, u32> {
+    let mut t = StrTab::new();
+    leading.iter().map(|s| (s.clone(), t.add(s))).collect()
+}
+
+pub fn write(img: &Image) -> Vec<u8> {
+    // Section indices: 0 null, 1 .shstrtab, 2 .strtab, 3 .symtab, then the image's.
+    let base = 4usize;
+    let sec_index = |i: usize| (i + base) as u32;
+    let first_global = img
+        .symbols
+        .iter()
+        .position(|s| s.bind != STB_LOCAL)
+        .unwrap_or(img.symbols.len());
+    let mut shstr = StrTab::new();
+    let mut names = vec![0u32; img.sections.len() + base];
+    names[1] = shstr.add(".shstrtab");
+    names[2] = shstr.add(".strtab");
+    names[3] = shstr.add(".symtab");
+    for (i, s) in img.sections.iter().enumerate() {
+        names[i + base] = shstr.add(&s.name);
+    }
+    let mut strtab = StrTab::new();
+    for s in &img.leading_strings {
+        strtab.add(s);
+    }
+    for s in [".shstrtab", ".strtab", ".symtab"] {
+        strtab.add(s);
+    }
+    for s in &img.sections {
+        strtab.add(&s.name);
+    }
+    let mut symtab = vec![0u8; 24];
+    for s in &img.symbols {
+        let name = strtab.add(&s.name);
+        symtab.extend_from_slice(&name.to_le_bytes());
+        symtab.push(s.bind << 4 | s.ty);
+        symtab.push(s.other);
+        let shndx = s.section.map(|i| sec_index(i) as u16).unwrap_or(0);
+        symtab.extend_from_slice(&shndx.to_le_bytes());
+        symtab.extend_from_slice(&s.value.to_le_bytes());
+        symtab.extend_from_slice(&s.size.to_le_bytes());
+    }
+    let resolve = |r: Ref| -> u32 {
+        match r {
+            Ref::Raw(v) => v,
+            Ref::Symtab => 3,
+            Ref::Section(i) => sec_index(i),
+            Ref::Symbol(i) => i as u32 + 1,
+        }
+    };
+
+    let mut out = vec![0u8; 64];
+    // (offset, size) per section index
+    let mut place = vec![(0u64, 0u64); img.sections.len() + base];
+    let put = |out: &mut Vec<u8>, data: &[u8], align: u64| -> u64 {
+        let a = align.max(1) as usize;
+        while out.len() % a != 0 {
+            out.push(0);
+        }
+        let at = out.len() as u64;
+        out.extend_from_slice(data);
+        at
+    };
+    place[1] = (put(&mut out, &shstr.bytes, 1), shstr.bytes.len() as u64);
+    place[2] = (put(&mut out, &strtab.bytes, 1), strtab.bytes.len() as u64);
+    place[3] = (put(&mut out, &symtab, 8), symtab.len() as u64);
+    let (mut load_rx, mut load_rw) = (None::<(u64, u64)>, None::<(u64, u64, u64)>);
+    for (i, s) in img.sections.iter().enumerate() {
+        if s.memory_only() {
+            let at = out.len() as u64;
+            place[i + base] = (at, s.mem_size);
+            if let Some(rw) = &mut load_rw {
+                rw.2 = rw.2 + s.mem_size;
+            } else if s.flags & SHF_ALLOC != 0 {
+                load_rw = Some((at, 0, s.mem_size));
+            }
+            continue;
+        }
+        let at = put(&mut out, &s.data, s.align);
+        place[i + base] = (at, s.data.len() as u64);
+        let r = rank(s);
+        if r == 10 || r == 11 || r == 12 {
+            let start = load_rx.map_or(at, |x| x.0);
+            load_rx = Some((start, at + s.data.len() as u64 - start));
+        }
+        if r == 13 {
+            load_rw = Some((at, s.data.len() as u64, s.data.len() as u64));
+        }
+    }
+    while out.len() % 8 != 0 {
+        out.push(0);
+    }
+    let shoff = out.len() as u64;
+    let shnum = img.sections.len() + base;
+    let header = |out: &mut Vec<u8>,
+                  name: u32,
+                  ty: u32,
+                  flags: u64,
+                  (off, size): (u64, u64),
+                  link: u32,
+                  info: u32,
+                  align: u64,
+                  entsize: u64| {
+        out.extend_from_slice(&name.to_le_bytes());
+        out.extend_from_slice(&ty.to_le_bytes());
+        out.extend_from_slice(&flags.to_le_bytes());
+        out.extend_from_slice(&0u64.to_le_bytes());
+        out.extend_from_slice(&off.to_le_bytes());
+        out.extend_from_slice(&size.to_le_bytes());
+        out.extend_from_slice(&link.to_le_bytes());
+        out.extend_from_slice(&info.to_le_bytes());
+        out.extend_from_slice(&align.to_le_bytes());
+        out.extend_from_slice(&entsize.to_le_bytes());
+    };
+    header(&mut out, 0, 0, 0, (0, 0), 0, 0, 0, 0);
+    header(&mut out, names[1], SHT_STRTAB, 0, place[1], 0, 0, 1, 0);
+    header(&mut out, names[2], SHT_STRTAB, 0, place[2], 0, 0, 1, 0);
+    header(
+        &mut out,
+        names[3],
+        SHT_SYMTAB,
+        0,
+        place[3],
+        2,
+        first_global as u32 + 1,
+        8,
+        24,
+    );
+    for (i, s) in img.sections.iter().enumerate() {
+        header(
+            &mut out,
+            names[i + base],
+            s.ty,
+            s.flags,
+            place[i + base],
+            resolve(s.link),
+            resolve(s.info),
+            s.align,
+            s.entsize,
+        );
+    }
+    let phoff = out.len() as u64;
+    let mut phnum = 0u16;
+    if img.program_headers {
+        let phsize = 4 * 56u64;
+        let ph = |out: &mut Vec<u8>, ty: u32, flags: u32, off: u64, filesz: u64, memsz: u64| {
+            out.extend_from_slice(&ty.to_le_bytes());
+            out.extend_from_slice(&flags.to_le_bytes());
+            out.extend_from_slice(&off.to_le_bytes());
+            out.extend_from_slice(&0u64.to_le_bytes());
+            out.extend_from_slice(&0u64.to_le_bytes());
+            out.extend_from_slice(&filesz.to_le_bytes());
+            out.extend_from_slice(&memsz.to_le_bytes());
+            out.extend_from_slice(&8u64.to_le_bytes());
+        };
+        ph(&mut out, 6, 5, phoff, phsize, phsize);
+        let (rx_off, rx_size) = load_rx.unwrap_or((0, 0));
+        ph(&mut out, 1, 5, rx_off, rx_size, rx_size);
+        let (rw_off, rw_file, rw_mem) = load_rw.unwrap_or((0, 0, 0));
+        ph(&mut out, 1, 6, rw_off, rw_file, rw_mem);
+        ph(&mut out, 1, 5, phoff, phsize, phsize);
+        phnum = 4;
+    }
+    // ELF header
+    let mut h = Vec::with_capacity(64);
+    h.extend_from_slice(b"\x7fELF\x02\x01\x01");
+    h.push(img.osabi);
+    h.push(img.abi_version);
+    h.extend_from_slice(&[0u8; 7]);
+    h.extend_from_slice(&img.e_type.to_le_bytes());
+    h.extend_from_slice(&super::EM_CUDA.to_le_bytes());
+    h.extend_from_slice(&1u32.to_le_bytes());
+    h.extend_from_slice(&0u64.to_le_bytes());
+    h.extend_from_slice(&(if phnum > 0 { phoff } else { 0 }).to_le_bytes());
+    h.extend_from_slice(&shoff.to_le_bytes());
+    h.extend_from_slice(&img.e_flags.to_le_bytes());
+    h.extend_from_slice(&64u16.to_le_bytes());
+    h.extend_from_slice(&(if phnum > 0 { 56u16 } else { 0 }).to_le_bytes());
+    h.extend_from_slice(&phnum.to_le_bytes());
+    h.extend_from_slice(&64u16.to_le_bytes());
+    h.extend_from_slice(&(shnum as u16).to_le_bytes());
+    h.extend_from_slice(&1u16.to_le_bytes());
+    out[..64].copy_from_slice(&h);
+    out
+}

@@ -1,0 +1,103 @@
+//! What each input gives the merge: for every unit (an object, a fatbin, a raw file, an
+//! archive member) the SASS for the target by nvlink's rules (the exact SM first, then an
+//! older SM of the same family before sm_90; `a` code only for itself), else its PTX for
+//! ptxas `-c`, else nvlink's warning. Units keep input order; libcudadevrt is marked.
+
+use crate::arch::Arch;
+use crate::bytes::Bytes;
+use crate::diag::{Diagnostics, Result};
+use crate::input::{CodeKind, Item, Node};
+use crate::lto::pool::{ir_compatible, sass_compatible};
+
+pub enum Source {
+    Cubin(Bytes),
+    Ptx(Bytes),
+}
+
+pub struct Unit {
+    pub origin: String,
+    pub source: Source,
+    pub system: bool,
+}
+
+/// `lto`: units with IR for the target went to libNVVM and are left out here.
+pub fn collect(trees: &[Node], target: Arch, lto: bool, diag: &Diagnostics) -> Result<Vec<Unit>> {
+    let mut out = Vec::new();
+    let w = Walk { target, lto, diag };
+    for t in trees {
+        w.walk(t, false, &mut out)?;
+    }
+    Ok(out)
+}
+
+struct Walk<'a> {
+    target: Arch,
+    lto: bool,
+    diag: &'a Diagnostics,
+}
+
+impl Walk<'_> {
+    fn walk(&self, n: &Node, system: bool, out: &mut Vec<Unit>) -> Result<()> {
+        match &n.item {
+            Item::Archive { cudadevrt, .. } => {
+                for ch in &n.children {
+                    self.walk(ch, system || *cudadevrt, out)?;
+                }
+                Ok(())
+            }
+            Item::Ignored(_) => Ok(()),
+            _ => unit(n, self.target, self.lto, self.diag, system, out),
+        }
+    }
+}
+
+fn unit(
+    n: &Node,
+    target: Arch,
+    lto: bool,
+    diag: &Diagnostics,
+    system: bool,
+    out: &mut Vec<Unit>,
+) -> Result<()> {
+    let codes = n.codes();
+    if codes.is_empty() {
+        return Ok(());
+    }
+    let has_ir = codes.iter().any(|(_, c)| {
+        matches!(c.kind, CodeKind::Nvvm(_) | CodeKind::Bitcode)
+            && (c.member.is_none() || c.arch.is_none_or(|a| ir_compatible(a, target)))
+    });
+    if lto && has_ir && !system {
+        return Ok(());
+    }
+    let sass = codes
+        .iter()
+        .filter(|(_, c)| c.kind == CodeKind::Cubin)
+        .filter(|(_, c)| c.arch.is_none_or(|a| sass_compatible(a, target)))
+        .max_by_key(|(_, c)| c.arch.map(|a| (a == target, a.sm)));
+    if let Some((origin, c)) = sass {
+        out.push(Unit {
+            origin: n.origin.clone(),
+            source: Source::Cubin(c.bytes(origin)?),
+            system,
+        });
+        return Ok(());
+    }
+    let ptx = codes
+        .iter()
+        .filter(|(_, c)| c.kind == CodeKind::Ptx)
+        .filter(|(_, c)| c.arch.is_none_or(|a| a.sm <= target.sm))
+        .max_by_key(|(_, c)| c.arch.map(|a| a.sm));
+    if let Some((origin, c)) = ptx {
+        out.push(Unit {
+            origin: n.origin.clone(),
+            source: Source::Ptx(c.bytes(origin)?),
+            system,
+        });
+        return Ok(());
+    }
+    if !system {
+        diag.warning(&format!("SM Arch ('{target}') not found in '{}'", n.origin));
+    }
+    Ok(())
+}

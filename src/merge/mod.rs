@@ -1,0 +1,1570 @@
+//! The device ELF merge: relocatable cubins in, one executable (or, with `-r`, one
+//! relocatable) cubin image out, the way nvlink links them. The steps run in order, each
+//! reading what the earlier ones built: resolve global symbols (strong over weak, the
+//! weak function with fewer registers, duplicate and size errors), build the function
+//! graph and drop what no kernel reaches, merge sections (per-function sections one to
+//! one, shared-name sections as pieces in input order), allocate shared memory per kernel,
+//! resolve relocations (apply the link-time ones, keep the driver's), rebuild `.nv.info`,
+//! `.nv.callgraph`, `.nv.prototype`, notes and symbols, and hand the image to the writer.
+
+pub mod gather;
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use crate::arch::Arch;
+use crate::diag::{Diagnostics, Error, Result};
+use crate::elf::cubin::*;
+use crate::elf::info::{self, Record};
+use crate::elf::reloc;
+use crate::elf::write::{Image, OutSection, OutSymbol, Ref};
+
+/// What the merge needs from the command line.
+#[derive(Clone, Debug, Default)]
+pub struct MergeOptions {
+    pub target: Option<Arch>,
+    /// `-r`: a relocatable output; nothing removed, weak undefined made global.
+    pub relocatable: bool,
+    /// `--preserve-relocs`: write the relocations applied here as `.nv.resolvedrela*`.
+    pub preserve_relocs: bool,
+    pub disable_smem_reservation: bool,
+    pub allow_undefined_globals: bool,
+    /// The command line recorded in the linker's own `.note.nv.tkinfo` entry.
+    pub note_command_line: String,
+    /// `-dump-callgraph` (`Some(demangle)`).
+    pub dump_callgraph: Option<bool>,
+}
+
+/// One input cubin and where it came from.
+pub struct Input {
+    pub cubin: Cubin,
+    /// From libcudadevrt (its code goes only where something calls it).
+    pub system: bool,
+}
+
+/// Unified-table and reservation symbols every relocatable cubin declares.
+fn is_table_symbol(name: &str) -> bool {
+    matches!(
+        name,
+        "__UFT_OFFSET"
+            | "__UDT_OFFSET"
+            | "__UFT_CANONICAL"
+            | "__UDT_CANONICAL"
+            | "__UFT"
+            | "__UDT"
+            | "__UFT_END"
+            | "__UDT_END"
+    )
+}
+
+/// Functions the driver provides (calls to them stay undefined in the output).
+fn is_syscall(name: &str) -> bool {
+    name == "vprintf"
+        || name == "malloc"
+        || name == "free"
+        || name == "__assertfail"
+        || name.starts_with("__cuda_syscall")
+        || name.starts_with("__nv_reservedSMEM")
+        || name.starts_with(".nv.reservedSmem")
+}
+
+type SymKey = (usize, usize); // (input, symbol index)
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Function,
+    Data,
+    Other,
+}
+
+fn kind(s: &Symbol) -> Kind {
+    match s.ty {
+        STT_FUNC => Kind::Function,
+        STT_OBJECT | STT_CUDA_OBJECT => Kind::Data,
+        _ => Kind::Other,
+    }
+}
+
+struct Global {
+    def: Option<SymKey>,
+    first: SymKey,
+}
+
+struct Func {
+    key: SymKey,
+    text: usize,
+    entry: bool,
+    regs: u32,
+    frame: u32,
+    barriers: u32,
+    callees: BTreeSet<usize>,
+    shared: BTreeSet<SymKey>,
+}
+
+pub fn link(inputs: &[Input], opts: &MergeOptions, diag: &Diagnostics) -> Result<Image> {
+    let mut m = Merger::new(inputs, opts, diag);
+    m.resolve()?;
+    m.functions()?;
+    m.reach();
+    m.undefined()?;
+    m.notes();
+    m.sections()?;
+    m.shared();
+    m.tables();
+    m.symbols();
+    m.relocations()?;
+    m.info()?;
+    m.callgraph()?;
+    if let Some(demangle) = opts.dump_callgraph {
+        m.dump_callgraph(demangle);
+    }
+    Ok(m.finish())
+}
+
+struct Merger<'a> {
+    inputs: &'a [Input],
+    opts: &'a MergeOptions,
+    diag: &'a Diagnostics,
+    globals: HashMap<String, Global>,
+    /// Global names in nvlink's symbol order (per input: functions, then the rest).
+    global_order: Vec<String>,
+    funcs: Vec<Func>,
+    func_of_text: HashMap<(usize, usize), usize>,
+    func_of_sym: HashMap<SymKey, usize>,
+    live: Vec<bool>,
+    /// Input section → (output section, offset of its piece).
+    placed: HashMap<(usize, usize), (usize, u64)>,
+    out: Vec<OutSection>,
+    by_name: HashMap<String, usize>,
+    /// Output section → whether it gets a section symbol.
+    section_symbol: Vec<bool>,
+    shared_offset: HashMap<SymKey, u64>,
+    symbols: Vec<OutSymbol>,
+    sym_of: HashMap<SymKey, usize>,
+    section_sym_index: HashMap<usize, usize>,
+    kept_relocs: Vec<(usize, bool, Vec<u8>)>,
+    leading_strings: Vec<String>,
+    callgraph_id: usize,
+    prototype_id: Option<usize>,
+}
+
+impl<'a> Merger<'a> {
+    fn new(inputs: &'a [Input], opts: &'a MergeOptions, diag: &'a Diagnostics) -> Self {
+        Merger {
+            inputs,
+            opts,
+            diag,
+            globals: HashMap::new(),
+            global_order: Vec::new(),
+            funcs: Vec::new(),
+            func_of_text: HashMap::new(),
+            func_of_sym: HashMap::new(),
+            live: Vec::new(),
+            placed: HashMap::new(),
+            out: Vec::new(),
+            by_name: HashMap::new(),
+            section_symbol: Vec::new(),
+            shared_offset: HashMap::new(),
+            symbols: Vec::new(),
+            sym_of: HashMap::new(),
+            section_sym_index: HashMap::new(),
+            kept_relocs: Vec::new(),
+            leading_strings: Vec::new(),
+            callgraph_id: 0,
+            prototype_id: None,
+        }
+    }
+
+    fn sym(&self, k: SymKey) -> &Symbol {
+        &self.inputs[k.0].cubin.symbols[k.1]
+    }
+    fn origin(&self, i: usize) -> &str {
+        &self.inputs[i].cubin.origin
+    }
+
+    /// The register count ptxas recorded for a function (global REGCOUNT record).
+    fn regcount(&self, k: SymKey) -> u32 {
+        self.global_records(k.0)
+            .iter()
+            .filter(|r| r.attr == info::REGCOUNT)
+            .filter_map(|r| r.sym_value())
+            .find(|&(s, _)| s as usize == k.1)
+            .map_or(0, |(_, v)| v)
+    }
+
+    fn global_records(&self, i: usize) -> Vec<Record> {
+        let c = &self.inputs[i].cubin;
+        c.sections
+            .iter()
+            .find(|s| s.name == ".nv.info" && s.ty == SHT_CUDA_INFO)
+            .and_then(|s| info::parse(c.bytes(s), &c.origin, &s.name, s.offset).ok())
+            .unwrap_or_default()
+    }
+
+    // ---- resolution -------------------------------------------------------------
+
+    fn resolve(&mut self) -> Result<()> {
+        for i in 0..self.inputs.len() {
+            let errors_before = self.diag.error_count();
+            let c = &self.inputs[i].cubin;
+            let order: Vec<usize> = (1..c.symbols.len())
+                .filter(|&s| c.symbols[s].bind != STB_LOCAL && c.symbols[s].ty != STT_SECTION)
+                .filter(|&s| kind(&c.symbols[s]) == Kind::Function)
+                .chain(
+                    (1..c.symbols.len())
+                        .filter(|&s| c.symbols[s].bind != STB_LOCAL)
+                        .filter(|&s| kind(&c.symbols[s]) != Kind::Function),
+                )
+                .collect();
+            for s in order {
+                self.resolve_one((i, s));
+            }
+            if self.diag.error_count() > errors_before {
+                return Err(Error::fatal("merge_elf failed"));
+            }
+        }
+        Ok(())
+    }
+
+    fn resolve_one(&mut self, k: SymKey) {
+        let s = self.sym(k).clone();
+        let Some(g) = self.globals.get(&s.name) else {
+            self.global_order.push(s.name.clone());
+            self.globals.insert(
+                s.name.clone(),
+                Global {
+                    def: s.defined().then_some(k),
+                    first: k,
+                },
+            );
+            return;
+        };
+        let (first, def) = (g.first, g.def);
+        let here = self.origin(k.0).to_string();
+        // size agreement for data
+        if kind(&s) == Kind::Data {
+            let prev = def.unwrap_or(first);
+            let p = self.sym(prev);
+            if p.size != 0 && s.size != 0 && p.size != s.size && !is_table_symbol(&s.name) {
+                self.diag.error(&format!(
+                    "Size doesn't match for '{}' in '{}', first specified in '{}'",
+                    s.name,
+                    here,
+                    self.origin(prev.0)
+                ));
+            }
+        }
+        if !s.defined() {
+            return;
+        }
+        let Some(d) = def else {
+            self.globals.get_mut(&s.name).unwrap().def = Some(k);
+            return;
+        };
+        let old = self.sym(d).clone();
+        let replace = match (old.bind == STB_WEAK, s.bind == STB_WEAK) {
+            (false, false) => {
+                self.diag.error(&format!(
+                    "Multiple definition of '{}' in '{}', first defined in '{}'",
+                    s.name,
+                    here,
+                    self.origin(d.0)
+                ));
+                false
+            }
+            (true, false) => true,
+            (false, true) => false,
+            (true, true) => kind(&s) == Kind::Function && self.regcount(k) < self.regcount(d),
+        };
+        if replace {
+            self.globals.get_mut(&s.name).unwrap().def = Some(k);
+        }
+    }
+
+    /// The definition a symbol of an input stands for: itself when local or chosen,
+    /// the chosen definition of its name when global.
+    fn target(&self, k: SymKey) -> Option<SymKey> {
+        let s = self.sym(k);
+        if s.bind == STB_LOCAL {
+            return s.defined().then_some(k);
+        }
+        self.globals.get(&s.name).and_then(|g| g.def)
+    }
+
+    // ---- functions and reachability ---------------------------------------------
+
+    fn functions(&mut self) -> Result<()> {
+        for i in 0..self.inputs.len() {
+            let c = &self.inputs[i].cubin;
+            let recs = self.global_records(i);
+            let val = |attr: u8, s: usize| {
+                recs.iter()
+                    .filter(|r| r.attr == attr)
+                    .filter_map(|r| r.sym_value())
+                    .find(|&(x, _)| x as usize == s)
+                    .map_or(0, |(_, v)| v)
+            };
+            for s in 1..c.symbols.len() {
+                let sym = &c.symbols[s];
+                if sym.ty != STT_FUNC || !sym.defined() {
+                    continue;
+                }
+                if self.target((i, s)) != Some((i, s)) {
+                    continue;
+                }
+                let text = sym.shndx as usize;
+                let barriers = function_info(c, text)?
+                    .iter()
+                    .find(|r| r.attr == info::NUM_BARRIERS)
+                    .map_or(0, |r| (r.value & 0xFF) as u32);
+                let f = self.funcs.len();
+                self.funcs.push(Func {
+                    key: (i, s),
+                    text,
+                    entry: sym.is_entry(),
+                    regs: val(info::REGCOUNT, s),
+                    frame: val(info::FRAME_SIZE, s),
+                    barriers,
+                    callees: BTreeSet::new(),
+                    shared: BTreeSet::new(),
+                });
+                self.func_of_text.insert((i, text), f);
+                self.func_of_sym.insert((i, s), f);
+            }
+        }
+        // edges: relocations in a function's sections, and callgraph entries
+        for f in 0..self.funcs.len() {
+            let (i, _) = self.funcs[f].key;
+            let c = &self.inputs[i].cubin;
+            for (ri, rs) in c.sections.iter().enumerate() {
+                if !matches!(rs.ty, SHT_RELA | SHT_REL) || rs.info as usize != self.funcs[f].text {
+                    continue;
+                }
+                for r in c.relocations(ri)? {
+                    let sk = (i, r.sym as usize);
+                    let sym = self.sym(sk);
+                    if sym.other & STO_SHARED != 0 && sym.ty != STT_FUNC {
+                        if let Some(t) = self.target(sk).or(Some(sk)) {
+                            self.funcs[f].shared.insert(t);
+                        }
+                        continue;
+                    }
+                    if let Some(g) = self.target(sk).and_then(|t| self.func_of_sym.get(&t)) {
+                        if *g != f {
+                            self.funcs[f].callees.insert(*g);
+                        }
+                    }
+                }
+            }
+        }
+        for i in 0..self.inputs.len() {
+            let c = &self.inputs[i].cubin;
+            for (a, b, group) in callgraph_entries(c)? {
+                if group != 1 && group != 4 {
+                    continue;
+                }
+                let fa = self
+                    .target((i, a as usize))
+                    .and_then(|t| self.func_of_sym.get(&t).copied());
+                let fb = usize::try_from(b)
+                    .ok()
+                    .filter(|&b| b < c.symbols.len())
+                    .and_then(|b| self.target((i, b)))
+                    .and_then(|t| self.func_of_sym.get(&t).copied());
+                if let (Some(fa), Some(fb)) = (fa, fb) {
+                    if fa != fb {
+                        self.funcs[fa].callees.insert(fb);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn reach(&mut self) {
+        let n = self.funcs.len();
+        self.live = vec![self.opts.relocatable; n];
+        if self.opts.relocatable {
+            return;
+        }
+        let mut stack: Vec<usize> = (0..n).filter(|&f| self.funcs[f].entry).collect();
+        // functions whose address is stored in data
+        for i in 0..self.inputs.len() {
+            let c = &self.inputs[i].cubin;
+            for (ri, rs) in c.sections.iter().enumerate() {
+                if !matches!(rs.ty, SHT_RELA | SHT_REL) {
+                    continue;
+                }
+                let Some(t) = c.sections.get(rs.info as usize) else {
+                    continue;
+                };
+                if t.flags & SHF_ALLOC == 0 || t.flags & SHF_EXECINSTR != 0 {
+                    continue;
+                }
+                for r in c.relocations(ri).unwrap_or_default() {
+                    if let Some(&f) = self
+                        .target((i, r.sym as usize))
+                        .and_then(|t| self.func_of_sym.get(&t))
+                    {
+                        stack.push(f);
+                    }
+                }
+            }
+        }
+        while let Some(f) = stack.pop() {
+            if std::mem::replace(&mut self.live[f], true) {
+                continue;
+            }
+            stack.extend(self.funcs[f].callees.iter().copied());
+        }
+    }
+
+    fn undefined(&mut self) -> Result<()> {
+        if self.opts.relocatable {
+            return Ok(());
+        }
+        let mut missing = Vec::new();
+        for name in &self.global_order {
+            let g = &self.globals[name];
+            if g.def.is_some() || is_table_symbol(name) || is_syscall(name) {
+                continue;
+            }
+            let s = self.sym(g.first);
+            if kind(s) == Kind::Data && self.opts.allow_undefined_globals {
+                continue;
+            }
+            // referenced from something that stays?
+            let used = self.referenced_by_live(name);
+            if let Some(i) = used {
+                missing.push(format!(
+                    "Undefined reference to '{name}' in '{}'",
+                    self.origin(i)
+                ));
+            }
+        }
+        for m in &missing {
+            self.diag.error(m);
+        }
+        if !missing.is_empty() {
+            return Err(Error::error("undefined references"));
+        }
+        Ok(())
+    }
+
+    /// The first input whose live code or data refers to global `name`.
+    fn referenced_by_live(&self, name: &str) -> Option<usize> {
+        for i in 0..self.inputs.len() {
+            let c = &self.inputs[i].cubin;
+            for (ri, rs) in c.sections.iter().enumerate() {
+                if !matches!(rs.ty, SHT_RELA | SHT_REL) {
+                    continue;
+                }
+                let owner = self.func_of_text.get(&(i, rs.info as usize));
+                if owner.is_some_and(|&f| !self.live[f]) {
+                    continue;
+                }
+                if owner.is_none()
+                    && c.sections
+                        .get(rs.info as usize)
+                        .is_none_or(|t| t.flags & SHF_ALLOC == 0)
+                {
+                    continue;
+                }
+                let text_is_func = c
+                    .sections
+                    .get(rs.info as usize)
+                    .is_some_and(|t| t.flags & SHF_EXECINSTR != 0);
+                if text_is_func && owner.is_none() {
+                    continue;
+                }
+                if c.relocations(ri).unwrap_or_default().iter().any(|r| {
+                    c.symbols[r.sym as usize].name == name && !c.symbols[r.sym as usize].defined()
+                }) {
+                    return Some(i);
+                }
+            }
+        }
+        None
+    }
+
+    // ---- sections -----------------------------------------------------------------
+
+    /// The function an input section belongs to (its code, info, parameter bank,
+    /// relocations), if any.
+    fn owner(&self, i: usize, sec: usize) -> Option<usize> {
+        let c = &self.inputs[i].cubin;
+        let s = &c.sections[sec];
+        if let Some(&f) = self.func_of_text.get(&(i, sec)) {
+            return Some(f);
+        }
+        if s.flags & SHF_EXECINSTR != 0 && s.name.starts_with(".text.") {
+            return None; // code of a discarded definition
+        }
+        if s.flags & SHF_INFO_LINK != 0 || matches!(s.ty, SHT_RELA | SHT_REL) {
+            return self.func_of_text.get(&(i, s.info as usize)).copied();
+        }
+        None
+    }
+
+    fn is_dropped_function_section(&self, i: usize, sec: usize) -> bool {
+        let c = &self.inputs[i].cubin;
+        let s = &c.sections[sec];
+        let code_of = |t: usize| {
+            c.sections
+                .get(t)
+                .is_some_and(|t| t.flags & SHF_EXECINSTR != 0 && t.name.starts_with(".text"))
+        };
+        if s.flags & SHF_EXECINSTR != 0 && s.name.starts_with(".text") {
+            return self
+                .func_of_text
+                .get(&(i, sec))
+                .is_none_or(|&f| !self.live[f]);
+        }
+        if (s.flags & SHF_INFO_LINK != 0 || matches!(s.ty, SHT_RELA | SHT_REL))
+            && code_of(s.info as usize)
+        {
+            return self
+                .func_of_text
+                .get(&(i, s.info as usize))
+                .is_none_or(|&f| !self.live[f]);
+        }
+        false
+    }
+
+    fn new_section(&mut self, s: OutSection, symbol: bool) -> usize {
+        self.out.push(s);
+        self.section_symbol.push(symbol);
+        self.out.len() - 1
+    }
+
+    fn sections(&mut self) -> Result<()> {
+        let exec = !self.opts.relocatable;
+        for i in 0..self.inputs.len() {
+            let c = &self.inputs[i].cubin;
+            let has_symbol: HashSet<usize> = c
+                .symbols
+                .iter()
+                .filter(|s| s.ty == STT_SECTION)
+                .map(|s| s.shndx as usize)
+                .collect();
+            for (si, s) in c.sections.iter().enumerate().skip(1) {
+                let skip = matches!(
+                    s.ty,
+                    SHT_SYMTAB | SHT_STRTAB | SHT_RELA | SHT_REL | SHT_NOTE
+                ) || matches!(
+                    s.ty,
+                    SHT_CUDA_CALLGRAPH | SHT_CUDA_PROTOTYPE | SHT_CUDA_COMPAT | SHT_CUDA_RELOCINFO
+                ) || s.ty == SHT_CUDA_INFO
+                    || (exec && s.ty == SHT_CUDA_SHARED && !s.name.starts_with(".nv.shared."))
+                    || s.name.starts_with(".nv.merc.")
+                    || s.name.starts_with(".nv.capmerc.");
+                if skip || self.is_dropped_function_section(i, si) {
+                    continue;
+                }
+                let (ty, flags) = out_type(s, exec);
+                if let Some(_f) = self.owner(i, si) {
+                    let mut o = OutSection::new(&s.name, ty, flags);
+                    o.align = s.align;
+                    o.entsize = s.entsize;
+                    o.link = if s.link != 0 {
+                        Ref::Symtab
+                    } else {
+                        Ref::Raw(0)
+                    };
+                    o.data = c.bytes(s).to_vec();
+                    o.mem_size = s.size;
+                    let id = self.new_section(o, has_symbol.contains(&si));
+                    self.placed.insert((i, si), (id, 0));
+                    continue;
+                }
+                let key = format!("{}\0{}", s.name, s.ty);
+                let id = match self.by_name.get(&key) {
+                    Some(&id) => id,
+                    None => {
+                        let mut o = OutSection::new(&s.name, ty, flags);
+                        o.entsize = s.entsize;
+                        let id = self.new_section(o, false);
+                        self.by_name.insert(key, id);
+                        id
+                    }
+                };
+                if has_symbol.contains(&si) {
+                    self.section_symbol[id] = true;
+                }
+                let o = &mut self.out[id];
+                o.align = o.align.max(s.align.max(1));
+                let a = s.align.max(1);
+                let at = if s.has_bytes() {
+                    while o.data.len() as u64 % a != 0 {
+                        o.data.push(0);
+                    }
+                    let at = o.data.len() as u64;
+                    o.data.extend_from_slice(c.bytes(s));
+                    o.mem_size = o.data.len() as u64;
+                    at
+                } else {
+                    let at = o.mem_size.next_multiple_of(a);
+                    o.mem_size = at + s.size;
+                    at
+                };
+                self.placed.insert((i, si), (id, at));
+            }
+        }
+        // text and per-function sections point at their function's code
+        for i in 0..self.inputs.len() {
+            let c = &self.inputs[i].cubin;
+            for (si, s) in c.sections.iter().enumerate() {
+                let Some(&(id, _)) = self.placed.get(&(i, si)) else {
+                    continue;
+                };
+                if s.info != 0 && s.flags & SHF_INFO_LINK != 0 {
+                    if let Some(&(t, _)) = self.placed.get(&(i, s.info as usize)) {
+                        self.out[id].info = Ref::Section(t);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    // ---- shared memory ------------------------------------------------------------
+
+    fn shared(&mut self) {
+        if self.opts.relocatable {
+            return;
+        }
+        // Variables used by non-kernel functions get one offset for every kernel; a
+        // kernel's own variables follow them inside its window.
+        let common: Vec<SymKey> = {
+            let mut seen = BTreeSet::new();
+            let mut v = Vec::new();
+            for f in self
+                .funcs
+                .iter()
+                .enumerate()
+                .filter(|(i, f)| self.live[*i] && !f.entry)
+                .map(|(_, f)| f)
+            {
+                for &s in &f.shared {
+                    if seen.insert(s) {
+                        v.push(s);
+                    }
+                }
+            }
+            v
+        };
+        let align = |m: &Self, k: SymKey| m.sym(k).value.max(1);
+        let mut sorted = common.clone();
+        sorted.sort_by_key(|&k| (std::cmp::Reverse(align(self, k)), self.sym(k).size == 0));
+        let mut end = 0u64;
+        for &k in &sorted {
+            let at = end.next_multiple_of(align(self, k));
+            self.shared_offset.insert(k, at);
+            end = at + self.sym(k).size;
+        }
+        let reserve = if self.opts.disable_smem_reservation {
+            0
+        } else {
+            0x400
+        };
+        for f in 0..self.funcs.len() {
+            if !self.live[f] || !self.funcs[f].entry {
+                continue;
+            }
+            let reach = self.reachable_from(f);
+            let mut mine: Vec<SymKey> = Vec::new();
+            let mut window = 0u64;
+            for &g in &reach {
+                for &s in &self.funcs[g].shared {
+                    if let Some(&o) = self.shared_offset.get(&s) {
+                        window = window.max(o + self.sym(s).size);
+                    } else if !mine.contains(&s) {
+                        mine.push(s);
+                    }
+                }
+            }
+            if window == 0 && mine.is_empty() {
+                continue;
+            }
+            mine.sort_by_key(|&k| (self.sym(k).size == 0, std::cmp::Reverse(align(self, k))));
+            for &k in &mine {
+                let at = window.next_multiple_of(align(self, k));
+                self.shared_offset.insert(k, at);
+                window = at + self.sym(k).size;
+            }
+            let (i, s) = self.funcs[f].key;
+            let name = format!(".nv.shared.{}", self.inputs[i].cubin.symbols[s].name);
+            let mut o = OutSection::new(&name, SHT_NOBITS, SHF_WRITE | SHF_ALLOC | SHF_INFO_LINK);
+            o.align = 4;
+            o.mem_size = window + reserve;
+            if let Some(&(t, _)) = self.placed.get(&(i, self.funcs[f].text)) {
+                o.info = Ref::Section(t);
+            }
+            self.new_section(o, true);
+        }
+    }
+
+    fn reachable_from(&self, f: usize) -> Vec<usize> {
+        let mut seen = BTreeSet::new();
+        let mut stack = vec![f];
+        while let Some(g) = stack.pop() {
+            if seen.insert(g) {
+                stack.extend(self.funcs[g].callees.iter().copied());
+            }
+        }
+        seen.into_iter().collect()
+    }
+
+    // ---- symbols --------------------------------------------------------------------
+
+    fn symbols(&mut self) {
+        let exec = !self.opts.relocatable;
+        // locals: section symbols, then local functions and data
+        for id in 0..self.out.len() {
+            if self.section_symbol[id] {
+                self.section_sym_index.insert(id, self.symbols.len());
+                self.symbols.push(OutSymbol {
+                    name: self.out[id].name.clone(),
+                    value: 0,
+                    size: 0,
+                    bind: STB_LOCAL,
+                    ty: STT_SECTION,
+                    other: 0,
+                    section: Some(id),
+                });
+            }
+        }
+        for i in 0..self.inputs.len() {
+            let c = &self.inputs[i].cubin;
+            for (s, sym) in c.symbols.iter().enumerate().skip(1) {
+                if sym.bind != STB_LOCAL || sym.ty == STT_SECTION || !sym.defined() {
+                    continue;
+                }
+                if exec && sym.other & STO_SHARED != 0 {
+                    continue;
+                }
+                if let Some(o) = self.out_symbol((i, s)) {
+                    self.sym_of.insert((i, s), self.symbols.len());
+                    self.symbols.push(o);
+                }
+            }
+        }
+        for name in self.global_order.clone() {
+            let g = &self.globals[&name];
+            let k = g.def.unwrap_or(g.first);
+            let s = self.sym(k).clone();
+            if exec && (is_table_symbol(&name) || s.other & STO_SHARED != 0 && s.ty != STT_FUNC) {
+                continue;
+            }
+            if let Some(&f) = self.func_of_sym.get(&k) {
+                if !self.live[f] {
+                    continue;
+                }
+            }
+            let o = if s.defined() {
+                self.out_symbol(k)
+            } else {
+                Some(OutSymbol {
+                    name: name.clone(),
+                    value: s.value,
+                    size: s.size,
+                    bind: STB_GLOBAL,
+                    ty: if exec && s.ty == STT_CUDA_OBJECT {
+                        STT_OBJECT
+                    } else {
+                        s.ty
+                    },
+                    other: if exec { s.other & STO_ENTRY } else { s.other },
+                    section: None,
+                })
+            };
+            if let Some(o) = o {
+                self.sym_of.insert(k, self.symbols.len());
+                self.symbols.push(o);
+            }
+        }
+    }
+
+    fn out_symbol(&self, k: SymKey) -> Option<OutSymbol> {
+        let exec = !self.opts.relocatable;
+        let s = self.sym(k);
+        if let Some(&f) = self.func_of_sym.get(&k) {
+            if !self.live[f] {
+                return None;
+            }
+        }
+        let (section, value) = match self.placed.get(&(k.0, s.shndx as usize)) {
+            Some(&(id, at)) => (Some(id), s.value + at),
+            None if s.other & STO_SHARED != 0 && !exec => (None, s.value),
+            None => return None,
+        };
+        Some(OutSymbol {
+            name: s.name.clone(),
+            value,
+            size: s.size,
+            bind: if s.bind == STB_WEAK && exec {
+                STB_GLOBAL
+            } else {
+                s.bind
+            },
+            ty: if exec && s.ty == STT_CUDA_OBJECT {
+                STT_OBJECT
+            } else {
+                s.ty
+            },
+            other: if exec { s.other & STO_ENTRY } else { s.other },
+            section,
+        })
+    }
+
+    /// The output symbol an input symbol stands for.
+    fn out_index(&self, k: SymKey) -> Option<usize> {
+        let s = self.sym(k);
+        if s.ty == STT_SECTION {
+            let &(id, _) = self.placed.get(&(k.0, s.shndx as usize))?;
+            return self.section_sym_index.get(&id).copied();
+        }
+        if s.bind == STB_LOCAL {
+            return self.sym_of.get(&k).copied();
+        }
+        let g = self.globals.get(&s.name)?;
+        self.sym_of.get(&g.def.unwrap_or(g.first)).copied()
+    }
+
+    // ---- relocations ----------------------------------------------------------------
+
+    fn relocations(&mut self) -> Result<()> {
+        let exec = !self.opts.relocatable;
+        // (output section, rela?) → entries in merge order
+        let mut lists: Vec<((usize, bool), Vec<(u64, u32, u32, i64)>)> = Vec::new();
+        let mut index: HashMap<(usize, bool), usize> = HashMap::new();
+        for i in 0..self.inputs.len() {
+            let c = &self.inputs[i].cubin;
+            for (ri, rs) in c.sections.iter().enumerate() {
+                if !matches!(rs.ty, SHT_RELA | SHT_REL) || rs.name.starts_with(".nv.merc.") {
+                    continue;
+                }
+                let Some(&(out_id, piece)) = self.placed.get(&(i, rs.info as usize)) else {
+                    continue;
+                };
+                let target_name = c
+                    .sections
+                    .get(rs.info as usize)
+                    .map(|s| s.name.clone())
+                    .unwrap_or_default();
+                for r in c.relocations(ri)? {
+                    let k = (i, r.sym as usize);
+                    let sym = self.sym(k).clone();
+                    let at = piece + r.offset;
+                    let bad = || {
+                        Error::fatal(format!(
+                            "'{}': relocation {} against '{}' at offset {:#x} of '{}' is past the end of the section",
+                            c.origin,
+                            reloc::name(r.ty),
+                            sym.name,
+                            r.offset,
+                            target_name
+                        ))
+                    };
+                    if r.offset
+                        .checked_add(reloc::extent(r.ty))
+                        .is_none_or(|e| e > c.sections[rs.info as usize].size)
+                    {
+                        return Err(bad());
+                    }
+                    if r.ty == reloc::R_CUDA_YIELD_OPCODE9_0
+                        || r.ty == reloc::R_CUDA_YIELD_CLEAR_PRED4_87
+                    {
+                        if exec {
+                            continue;
+                        }
+                    }
+                    if r.ty == reloc::R_CUDA_UNUSED_CLEAR32 || r.ty == reloc::R_CUDA_UNUSED_CLEAR64
+                    {
+                        let dead = self.symbol_is_dead(k);
+                        if exec || dead {
+                            if dead {
+                                reloc::apply(&mut self.out[out_id].data, at, r.ty, 0, 0, true)?;
+                            }
+                            continue;
+                        }
+                    }
+                    if self.symbol_is_dead(k) {
+                        continue;
+                    }
+                    // link-time value: section offset of the target
+                    let (value, bank, resolvable_here) = self.link_value(k);
+                    let target_section_nonalloc = sym.ty == STT_SECTION
+                        && c.sections
+                            .get(sym.shndx as usize)
+                            .is_some_and(|s| s.flags & SHF_ALLOC == 0);
+                    let apply_now = resolvable_here
+                        && (exec || target_section_nonalloc)
+                        && reloc::resolvable(r.ty);
+                    if apply_now {
+                        let v = (value as i64).wrapping_add(r.addend) as u64;
+                        reloc::apply(&mut self.out[out_id].data, at, r.ty, v, bank, false)?;
+                        continue;
+                    }
+                    let Some(sym_index) = self.out_index(k) else {
+                        if is_table_symbol(&sym.name) {
+                            continue;
+                        }
+                        return Err(Error::fatal(format!(
+                            "'{}': relocation {} at offset {:#x} of '{}' refers to symbol '{}', which is not in the output",
+                            c.origin,
+                            reloc::name(r.ty),
+                            r.offset,
+                            target_name,
+                            sym.name
+                        )));
+                    };
+                    let mut addend = r.addend;
+                    if sym.ty == STT_SECTION {
+                        if let Some(&(_, p)) = self.placed.get(&(i, sym.shndx as usize)) {
+                            addend += p as i64;
+                        }
+                    }
+                    let ty = if exec { reloc::rewritten(r.ty) } else { r.ty };
+                    let key = (out_id, rs.ty == SHT_RELA);
+                    let li = *index.entry(key).or_insert_with(|| {
+                        lists.push((key, Vec::new()));
+                        lists.len() - 1
+                    });
+                    lists[li].1.push((at, sym_index as u32 + 1, ty, addend));
+                }
+            }
+        }
+        for ((out_id, rela), mut list) in lists {
+            list.reverse();
+            let mut data = Vec::with_capacity(list.len() * 24);
+            for (off, sym, ty, addend) in list {
+                data.extend_from_slice(&off.to_le_bytes());
+                data.extend_from_slice(&((sym as u64) << 32 | ty as u64).to_le_bytes());
+                if rela {
+                    data.extend_from_slice(&addend.to_le_bytes());
+                }
+            }
+            self.kept_relocs.push((out_id, rela, data));
+        }
+        Ok(())
+    }
+
+    /// Whether the symbol stands for a function (or a section of one) that was removed.
+    fn symbol_is_dead(&self, k: SymKey) -> bool {
+        let s = self.sym(k);
+        if s.ty == STT_SECTION {
+            return self.is_dropped_function_section(k.0, s.shndx as usize);
+        }
+        match self.target(k) {
+            Some(t) => self.func_of_sym.get(&t).is_some_and(|&f| !self.live[f]),
+            None => false,
+        }
+    }
+
+    /// `(value, constant bank, known at link time)` of a relocation target.
+    fn link_value(&self, k: SymKey) -> (u64, u32, bool) {
+        let s = self.sym(k);
+        if !s.defined() && s.bind != STB_LOCAL && is_table_symbol(&s.name) {
+            return (0, 0, true);
+        }
+        let Some(t) = (if s.ty == STT_SECTION {
+            Some(k)
+        } else {
+            self.target(k)
+        }) else {
+            return (0, 0, false);
+        };
+        let ts = self.sym(t);
+        if let Some(&o) = self.shared_offset.get(&t) {
+            return (o, 0, true);
+        }
+        let c = &self.inputs[t.0].cubin;
+        let Some(sec) = c.sections.get(ts.shndx as usize) else {
+            return (0, 0, false);
+        };
+        let piece = self
+            .placed
+            .get(&(t.0, ts.shndx as usize))
+            .map_or(0, |p| p.1);
+        let value = if ts.ty == STT_SECTION {
+            piece
+        } else {
+            ts.value + piece
+        };
+        if let Some(bank) = constant_bank(sec.ty) {
+            return (value, bank, true);
+        }
+        if sec.flags & SHF_ALLOC == 0 {
+            return (value, 0, true);
+        }
+        (value, 0, false)
+    }
+
+    // ---- .nv.info -------------------------------------------------------------------
+
+    fn info(&mut self) -> Result<()> {
+        let exec = !self.opts.relocatable;
+        let mut global: Vec<Record> = Vec::new();
+        let mut seen_plain: HashSet<Vec<u8>> = HashSet::new();
+        for i in 0..self.inputs.len() {
+            let c = &self.inputs[i].cubin;
+            let Some(si) = c
+                .sections
+                .iter()
+                .position(|s| s.name == ".nv.info" && s.ty == SHT_CUDA_INFO)
+            else {
+                continue;
+            };
+            let s = &c.sections[si];
+            for mut r in info::parse(c.bytes(s), &c.origin, &s.name, s.offset)? {
+                if exec && r.attr == info::MAX_STACK_SIZE {
+                    continue;
+                }
+                if r.has_symbol() {
+                    let sym = r.payload.u32_le(0) as usize;
+                    if sym >= c.symbols.len() {
+                        return Err(crate::diag::malformed(
+                            &c.origin,
+                            s.offset,
+                            format!(".nv.info record names symbol {sym}, which does not exist"),
+                        ));
+                    }
+                    let k = (i, sym);
+                    if self.target(k) != Some(k) || self.symbol_is_dead(k) {
+                        continue;
+                    }
+                    let Some(o) = self.out_index(k) else { continue };
+                    let mut v = r.payload.u32_le(4);
+                    if r.attr == info::REGCOUNT {
+                        if let Some(&f) = self.func_of_sym.get(&k) {
+                            v = self.propagated(f).0;
+                        }
+                    }
+                    r = Record::sym_pair(r.attr, o as u32 + 1, v);
+                } else {
+                    let mut enc = Vec::new();
+                    r.encode(&mut enc);
+                    if !seen_plain.insert(enc) {
+                        continue;
+                    }
+                }
+                global.push(r);
+            }
+        }
+        global.reverse();
+        if exec {
+            for f in 0..self.funcs.len() {
+                if !self.live[f] || !self.funcs[f].entry {
+                    continue;
+                }
+                if let Some(o) = self.sym_of.get(&self.funcs[f].key) {
+                    global.push(Record::sym_pair(
+                        info::MIN_STACK_SIZE,
+                        *o as u32 + 1,
+                        self.propagated(f).1,
+                    ));
+                }
+            }
+        }
+        let mut o = OutSection::new(".nv.info", SHT_CUDA_INFO, 0);
+        o.align = 4;
+        o.link = Ref::Symtab;
+        o.data = info::encode_all(&global);
+        let id = self.new_section(o, false);
+        // per-function records
+        let mut per: Vec<OutSection> = Vec::new();
+        for f in 0..self.funcs.len() {
+            if !self.live[f] {
+                continue;
+            }
+            let (i, _) = self.funcs[f].key;
+            let c = &self.inputs[i].cubin;
+            let text = self.funcs[f].text;
+            let Some(si) = c.sections.iter().position(|s| {
+                s.ty == SHT_CUDA_INFO && s.info as usize == text && s.flags & SHF_INFO_LINK != 0
+            }) else {
+                continue;
+            };
+            let s = &c.sections[si];
+            let mut recs = Vec::new();
+            for mut r in info::parse(c.bytes(s), &c.origin, &s.name, s.offset)? {
+                if r.attr == info::EXTERNS {
+                    continue;
+                }
+                if r.attr == info::PARAM_CBANK && r.payload.len() >= 4 {
+                    let sym = r.payload.u32_le(0) as usize;
+                    if sym < c.symbols.len() {
+                        if let Some(o) = self.out_index((i, sym)) {
+                            r.payload[..4].copy_from_slice(&(o as u32 + 1).to_le_bytes());
+                        }
+                    }
+                }
+                recs.push(r);
+            }
+            recs.reverse();
+            if exec && self.funcs[f].entry {
+                let b = self.propagated(f).2;
+                if b > 0 {
+                    match recs.iter_mut().find(|r| r.attr == info::NUM_BARRIERS) {
+                        Some(r) => r.value = b as u16,
+                        None => recs.push(Record {
+                            format: info::FMT_BVAL,
+                            attr: info::NUM_BARRIERS,
+                            value: b as u16,
+                            payload: Vec::new(),
+                        }),
+                    }
+                }
+            }
+            let mut o = OutSection::new(&s.name, SHT_CUDA_INFO, SHF_INFO_LINK);
+            o.align = 4;
+            o.link = Ref::Symtab;
+            if let Some(&(t, _)) = self.placed.get(&(i, text)) {
+                o.info = Ref::Section(t);
+            }
+            o.data = info::encode_all(&recs);
+            per.push(o);
+        }
+        let _ = id;
+        for o in per {
+            self.new_section(o, false);
+        }
+        Ok(())
+    }
+
+    /// `(registers, stack, barriers)` of a function with everything it calls: the
+    /// register and barrier maxima over the call tree and the deepest frame chain.
+    fn propagated(&self, f: usize) -> (u32, u32, u32) {
+        let reach = self.reachable_from(f);
+        let regs = reach.iter().map(|&g| self.funcs[g].regs).max().unwrap_or(0);
+        let bars = reach
+            .iter()
+            .map(|&g| self.funcs[g].barriers)
+            .max()
+            .unwrap_or(0);
+        let mut memo = HashMap::new();
+        let stack = self.stack_depth(f, &mut Vec::new(), &mut memo);
+        (regs, stack, bars)
+    }
+
+    fn stack_depth(&self, f: usize, path: &mut Vec<usize>, memo: &mut HashMap<usize, u32>) -> u32 {
+        if let Some(&d) = memo.get(&f) {
+            return d;
+        }
+        if path.contains(&f) {
+            return 0;
+        }
+        path.push(f);
+        let deepest = self.funcs[f]
+            .callees
+            .iter()
+            .map(|&g| self.stack_depth(g, path, memo))
+            .max()
+            .unwrap_or(0);
+        path.pop();
+        let d = self.funcs[f].frame + deepest;
+        memo.insert(f, d);
+        d
+    }
+
+    // ---- callgraph and prototypes ----------------------------------------------------
+
+    fn callgraph(&mut self) -> Result<()> {
+        let mut groups: [BTreeSet<(u32, i64)>; 5] = Default::default();
+        let mut protos: BTreeSet<(u32, u32)> = BTreeSet::new();
+        let mut strings: Vec<String> = Vec::new();
+        let mut string_at: HashMap<String, usize> = HashMap::new();
+        let mut intern = |s: String, strings: &mut Vec<String>| -> String {
+            if !string_at.contains_key(&s) {
+                string_at.insert(s.clone(), strings.len());
+                strings.push(s.clone());
+            }
+            s
+        };
+        let mut pending: Vec<(usize, u32, String)> = Vec::new();
+        let mut pending_proto: Vec<(u32, String)> = Vec::new();
+        for i in 0..self.inputs.len() {
+            let c = &self.inputs[i].cubin;
+            let strtab = c
+                .sections
+                .iter()
+                .find(|s| s.ty == SHT_STRTAB && s.name == ".strtab");
+            let string = |off: i64| -> Option<String> {
+                let t = c.bytes(strtab?);
+                let rest = t.get(usize::try_from(off).ok()?..)?;
+                let end = rest.iter().position(|&b| b == 0)?;
+                Some(String::from_utf8_lossy(&rest[..end]).into_owned())
+            };
+            for (a, b, group) in callgraph_entries(c)? {
+                let ka = (i, a as usize);
+                if self.symbol_is_dead(ka) {
+                    continue;
+                }
+                let Some(oa) = self.out_index(ka) else {
+                    continue;
+                };
+                match group {
+                    1 | 4 => {
+                        let Some(kb) = usize::try_from(b).ok().map(|b| (i, b)) else {
+                            continue;
+                        };
+                        if kb.1 >= c.symbols.len() || self.symbol_is_dead(kb) {
+                            continue;
+                        }
+                        if let Some(ob) = self.out_index(kb) {
+                            groups[group].insert((oa as u32 + 1, ob as i64 + 1));
+                        }
+                    }
+                    2 | 3 => {
+                        if let Some(s) = string(b) {
+                            let s = intern(s, &mut strings);
+                            pending.push((group, oa as u32 + 1, s));
+                        } else {
+                            groups[group].insert((oa as u32 + 1, b));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            if let Some(ps) = c.sections.iter().find(|s| s.ty == SHT_CUDA_PROTOTYPE) {
+                for e in c.bytes(ps).chunks_exact(8) {
+                    let sym = e.u32_le(0) as usize;
+                    let off = e.u32_le(4) as i64;
+                    if sym >= c.symbols.len()
+                        || c.symbols[sym].defined()
+                        || self.symbol_is_dead((i, sym))
+                    {
+                        continue;
+                    }
+                    if let (Some(o), Some(s)) = (self.out_index((i, sym)), string(off)) {
+                        let s = intern(s, &mut strings);
+                        pending_proto.push((o as u32 + 1, s));
+                    }
+                }
+            }
+        }
+        let offsets = crate::elf::write::leading_offsets(&strings);
+        for (g, a, s) in pending {
+            groups[g].insert((a, offsets[&s] as i64));
+        }
+        for (a, s) in pending_proto {
+            protos.insert((a, offsets[&s]));
+        }
+        self.leading_strings = strings;
+        let mut data = Vec::new();
+        for g in 1..=4usize {
+            data.extend_from_slice(&0u32.to_le_bytes());
+            data.extend_from_slice(&(-(g as i32)).to_le_bytes());
+            for &(a, b) in &groups[g] {
+                data.extend_from_slice(&a.to_le_bytes());
+                data.extend_from_slice(&(b as i32).to_le_bytes());
+            }
+        }
+        self.out[self.callgraph_id].data = data;
+        if let Some(p) = self.prototype_id {
+            for (a, b) in protos {
+                self.out[p].data.extend_from_slice(&a.to_le_bytes());
+                self.out[p].data.extend_from_slice(&b.to_le_bytes());
+            }
+        }
+        Ok(())
+    }
+
+    fn dump_callgraph(&self, demangle: bool) {
+        let target = self.opts.target.map(|a| a.to_string()).unwrap_or_default();
+        let mut text = format!(
+            "callgraph for {target}:\n# A: s -> B // s (number A) potentially calls B\n# s [N]     // s uses N registers\n# ^s        // s is entry point\n# &s        // s has address taken\n"
+        );
+        let live: Vec<usize> = (0..self.funcs.len()).filter(|&f| self.live[f]).collect();
+        let number: HashMap<usize, usize> =
+            live.iter().enumerate().map(|(n, &f)| (f, n + 1)).collect();
+        let name = |f: usize| {
+            let n = &self.sym(self.funcs[f].key).name;
+            let _ = demangle;
+            n.clone()
+        };
+        for &f in &live {
+            let callees: Vec<String> = self.funcs[f]
+                .callees
+                .iter()
+                .filter_map(|g| number.get(g))
+                .map(|n| n.to_string())
+                .collect();
+            let caret = if self.funcs[f].entry { "^" } else { "" };
+            text += &format!(
+                "{}: {caret}{} [{}] -> {}\n",
+                number[&f],
+                name(f),
+                self.funcs[f].regs,
+                callees.join(" ")
+            );
+        }
+        text += &format!("{}:\n", live.len() + 1);
+        eprint!("{text}");
+    }
+
+    // ---- notes and finish --------------------------------------------------------
+
+    fn notes(&mut self) {
+        let mut tk = tool_note(&self.opts.note_command_line);
+        let mut cuinfo: Option<Vec<u8>> = None;
+        for inp in self.inputs {
+            let c = &inp.cubin;
+            for s in &c.sections {
+                if s.name == ".note.nv.tkinfo" {
+                    tk.extend_from_slice(c.bytes(s));
+                } else if s.name == ".note.nv.cuinfo" && cuinfo.is_none() {
+                    cuinfo = Some(c.bytes(s).to_vec());
+                }
+            }
+        }
+        let mut t = OutSection::new(".note.nv.tkinfo", SHT_NOTE, 0x200_0000);
+        t.align = 4;
+        t.data = tk;
+        let tid = self.new_section(t, true);
+        if let Some(d) = cuinfo {
+            let mut c = OutSection::new(".note.nv.cuinfo", SHT_NOTE, 0x100_0040);
+            c.align = 4;
+            c.link = Ref::Section(tid);
+            c.info = Ref::Raw(8);
+            c.data = d;
+            self.new_section(c, true);
+        }
+        if let Some(inp) = self.inputs.first() {
+            let c = &inp.cubin;
+            if let Some(s) = c.sections.iter().find(|s| s.ty == SHT_CUDA_COMPAT) {
+                let mut o = OutSection::new(".nv.compat", SHT_CUDA_COMPAT, 0);
+                o.align = 4;
+                o.data = c.bytes(s).to_vec();
+                self.new_section(o, false);
+            }
+        }
+    }
+
+    /// The sections nvlink creates that carry a section symbol: `.nv.callgraph`,
+    /// `.nv.prototype` (filled in later) and `.nv.rel.action`.
+    fn tables(&mut self) {
+        let mut o = OutSection::new(".nv.callgraph", SHT_CUDA_CALLGRAPH, 0);
+        o.align = 4;
+        o.entsize = 8;
+        o.link = Ref::Symtab;
+        self.callgraph_id = self.new_section(o, true);
+        if self.prototypes_needed() {
+            let mut o = OutSection::new(".nv.prototype", SHT_CUDA_PROTOTYPE, 0);
+            o.align = 4;
+            o.entsize = 8;
+            o.link = Ref::Symtab;
+            self.prototype_id = Some(self.new_section(o, true));
+        }
+        let sm = self.opts.target.map_or(0, |a| a.sm);
+        if !self.opts.relocatable && sm < 100 {
+            let mut o = OutSection::new(".nv.rel.action", SHT_CUDA_RELOCINFO, 0);
+            o.align = 8;
+            o.entsize = 8;
+            o.data = vec![
+                0x73, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x11, 0x25, 0, 0x05, 0x36,
+            ];
+            self.new_section(o, true);
+        }
+    }
+
+    /// Whether some input declares the prototype of a function it calls but does not
+    /// define, and that function stays.
+    fn prototypes_needed(&self) -> bool {
+        (0..self.inputs.len()).any(|i| {
+            let c = &self.inputs[i].cubin;
+            c.sections
+                .iter()
+                .filter(|s| s.ty == SHT_CUDA_PROTOTYPE)
+                .any(|ps| {
+                    c.bytes(ps).chunks_exact(8).any(|e| {
+                        let sym = e.u32_le(0) as usize;
+                        sym < c.symbols.len()
+                            && !c.symbols[sym].defined()
+                            && !self.symbol_is_dead((i, sym))
+                    })
+                })
+        })
+    }
+
+    fn finish(mut self) -> Image {
+        let exec = !self.opts.relocatable;
+        for (out_id, rela, data) in std::mem::take(&mut self.kept_relocs) {
+            let name = format!(
+                "{}{}",
+                if rela { ".rela" } else { ".rel" },
+                self.out[out_id].name
+            );
+            let mut o =
+                OutSection::new(&name, if rela { SHT_RELA } else { SHT_REL }, SHF_INFO_LINK);
+            o.align = 8;
+            o.entsize = if rela { 24 } else { 16 };
+            o.link = Ref::Symtab;
+            o.info = Ref::Section(out_id);
+            o.data = data;
+            self.new_section(o, false);
+        }
+        // final order
+        let mut order: Vec<usize> = (0..self.out.len()).collect();
+        order.sort_by_key(|&i| crate::elf::write::rank(&self.out[i]));
+        let mut new_index = vec![0usize; self.out.len()];
+        for (n, &i) in order.iter().enumerate() {
+            new_index[i] = n;
+        }
+        let fix = |r: Ref| match r {
+            Ref::Section(i) => Ref::Section(new_index[i]),
+            r => r,
+        };
+        let sections: Vec<OutSection> = order
+            .iter()
+            .map(|&i| {
+                let mut s = self.out[i].clone();
+                s.link = fix(s.link);
+                s.info = fix(s.info);
+                s
+            })
+            .collect();
+        let symbols: Vec<OutSymbol> = self
+            .symbols
+            .iter()
+            .map(|s| {
+                let mut s = s.clone();
+                s.section = s.section.map(|i| new_index[i]);
+                s
+            })
+            .collect();
+        // the text section's sh_info names its function symbol
+        let mut sections = sections;
+        for (k, &f_idx) in self.sym_of.iter() {
+            if let Some(&f) = self.func_of_sym.get(k) {
+                let (i, _) = self.funcs[f].key;
+                if let Some(&(t, _)) = self.placed.get(&(i, self.funcs[f].text)) {
+                    let s = &mut sections[new_index[t]];
+                    let regs_top = s_info_top(&self.inputs[i].cubin, self.funcs[f].text);
+                    s.info = Ref::Raw((f_idx as u32 + 1) | regs_top);
+                }
+            }
+        }
+        let first = &self.inputs[0].cubin;
+        let debug = self
+            .inputs
+            .iter()
+            .map(|i| i.cubin.e_flags >> 24)
+            .max()
+            .unwrap_or(0);
+        Image {
+            e_type: if exec { 2 } else { 1 },
+            e_flags: (first.e_flags & 0x00FF_FFFF) | (debug << 24),
+            osabi: first.osabi,
+            abi_version: first.abi_version,
+            sections,
+            symbols,
+            leading_strings: self.leading_strings,
+            program_headers: exec,
+        }
+    }
+}
+
+/// The register count ptxas keeps in the top byte of a code section's `sh_info` (sm_75
+/// to sm_89).
+fn s_info_top(c: &Cubin, text: usize) -> u32 {
+    c.sections.get(text).map_or(0, |s| s.info & 0xFF00_0000)
+}
+
+/// The section type and flags a merged section gets: executable output turns the
+/// memory-space types into plain program data.
+fn out_type(s: &Section, exec: bool) -> (u32, u64) {
+    if !exec {
+        return (s.ty, s.flags);
+    }
+    let ty = match s.ty {
+        SHT_CUDA_GLOBAL | SHT_CUDA_SHARED => SHT_NOBITS,
+        SHT_CUDA_GLOBAL_INIT => SHT_PROGBITS,
+        t if constant_bank(t).is_some() => SHT_PROGBITS,
+        t => t,
+    };
+    (ty, s.flags)
+}
+
+/// `(a, b, group)` of every `.nv.callgraph` entry; group n follows the marker (0, -n).
+fn callgraph_entries(c: &Cubin) -> Result<Vec<(u32, i64, usize)>> {
+    let mut out = Vec::new();
+    for s in c.sections.iter().filter(|s| s.ty == SHT_CUDA_CALLGRAPH) {
+        let mut group = 0usize;
+        for e in c.bytes(s).chunks_exact(8) {
+            let a = e.u32_le(0);
+            let b = e.u32_le(4) as i32;
+            if a == 0 && (-4..=-1).contains(&b) {
+                group = (-b) as usize;
+                continue;
+            }
+            if a as usize >= c.symbols.len() {
+                return Err(crate::diag::malformed(
+                    &c.origin,
+                    s.offset,
+                    format!(".nv.callgraph names symbol {a}, which does not exist"),
+                ));
+            }
+            out.push((a, b as i64, group));
+        }
+    }
+    Ok(out)
+}
+
+fn function_info(c: &Cubin, text: usize) -> Result<Vec<Record>> {
+    match c
+        .sections
+        .iter()
+        .find(|s| s.ty == SHT_CUDA_INFO && s.flags & SHF_INFO_LINK != 0 && s.info as usize == text)
+    {
+        Some(s) => info::parse(c.bytes(s), &c.origin, &s.name, s.offset),
+        None => Ok(Vec::new()),
+    }
+}
+
+/// The linker's own `.note.nv.tkinfo` entry.
+fn tool_note(command_line: &str) -> Vec<u8> {
+    let mut blob = vec![0u8];
+    let field = |s: &str, blob: &mut Vec<u8>| {
+        let at = blob.len() as u32;
+        blob.extend_from_slice(s.as_bytes());
+        blob.push(0);
+        at
+    };
+    let tool = field("nvlink", &mut blob);
+    let version = field("Cuda compilation tools, release 13.5, V13.5.37", &mut blob);
+    let branch = field("Build cuda_13.5.r13.5/compiler.39125733_0", &mut blob);
+    let cmd = field(command_line, &mut blob);
+    while blob.len() % 4 != 0 {
+        blob.push(0);
+    }
+    let mut desc = Vec::new();
+    for v in [2u32, 0, tool, version, branch, cmd] {
+        desc.extend_from_slice(&v.to_le_bytes());
+    }
+    desc.extend_from_slice(&blob);
+    let mut n = Vec::new();
+    n.extend_from_slice(&12u32.to_le_bytes());
+    n.extend_from_slice(&(desc.len() as u32).to_le_bytes());
+    n.extend_from_slice(&2000u32.to_le_bytes());
+    n.extend_from_slice(b"NVIDIA Corp\0");
+    n.extend_from_slice(&desc);
+    n
+}
+
+trait U32Le {
+    fn u32_le(&self, at: usize) -> u32;
+}
+
+impl U32Le for [u8] {
+    fn u32_le(&self, at: usize) -> u32 {
+        use crate::bytes::Le;
+        self.u32_at(at).unwrap_or(0)
+    }
+}
+
+impl U32Le for Vec<u8> {
+    fn u32_le(&self, at: usize) -> u32 {
+        self.as_slice().u32_le(at)
+    }
+}
