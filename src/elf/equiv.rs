@@ -161,7 +161,7 @@ pub fn compare(expected: &[u8], actual: &[u8]) -> Result<Report> {
                 SHT_CUDA_INFO => {
                     let (vx, vy) = (info_view(&e, sx)?, info_view(&a, sy)?);
                     if vx != vy {
-                        diff(format!("section {name}: records {vx:?} vs {vy:?}"));
+                        diff(format!("section {name}: records {}", delta(&vx, &vy)));
                     }
                 }
                 _ => {
@@ -252,8 +252,11 @@ pub fn compare(expected: &[u8], actual: &[u8]) -> Result<Report> {
     let (er, ar) = (relocs(&e)?, relocs(&a)?);
     for (k, v) in &er {
         if ar.get(k) != Some(v) {
-            diff(format!("relocations {k}: {v:?} vs {:?}", ar.get(k)));
+            diff(format!("relocations {k}: {}", delta(v, ar.get(k).map_or(&[][..], |x| x))));
         }
+    }
+    for k in ar.keys().filter(|k| !er.contains_key(*k)) {
+        diff(format!("relocations {k}: unexpected"));
     }
     // callgraph edges and prototypes by name
     let graph = |c: &Cubin| -> Vec<String> {
@@ -296,10 +299,29 @@ pub fn compare(expected: &[u8], actual: &[u8]) -> Result<Report> {
         v
     };
     if graph(&e) != graph(&a) {
-        diff(format!("callgraph: {:?} vs {:?}", graph(&e), graph(&a)));
+        diff(format!("callgraph: {}", delta(&graph(&e), &graph(&a))));
     }
     Ok(Report {
         identical: d.is_empty() && expected == actual,
         differences: d,
     })
+}
+
+/// What only the expected list has, and what only the actual list has (or, when both
+/// hold the same elements, that the order differs).
+fn delta(e: &[String], a: &[String]) -> String {
+    let mut only_e: Vec<&String> = Vec::new();
+    let mut rest: Vec<&String> = a.iter().collect();
+    for x in e {
+        match rest.iter().position(|y| *y == x) {
+            Some(p) => {
+                rest.remove(p);
+            }
+            None => only_e.push(x),
+        }
+    }
+    if only_e.is_empty() && rest.is_empty() {
+        return format!("same {} entries in another order", e.len());
+    }
+    format!("expected only {only_e:?}; actual only {rest:?}")
 }

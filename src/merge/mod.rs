@@ -69,6 +69,9 @@ fn is_syscall(name: &str) -> bool {
 
 type SymKey = (usize, usize); // (input, symbol index)
 
+/// MIN_STACK_SIZE / CRS_STACK_SIZE of a kernel whose call tree recurses.
+const UNKNOWN_STACK: u32 = 0xFFFF_FFFF;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
     Function,
@@ -97,6 +100,8 @@ struct Func {
     frame: u32,
     barriers: u32,
     callees: BTreeSet<usize>,
+    /// Calls itself (a callgraph edge to itself).
+    self_call: bool,
     shared: BTreeSet<SymKey>,
 }
 
@@ -145,6 +150,7 @@ struct Merger<'a> {
     leading_strings: Vec<String>,
     callgraph_id: usize,
     prototype_id: Option<usize>,
+    address_taken: HashSet<usize>,
 }
 
 impl<'a> Merger<'a> {
@@ -171,6 +177,7 @@ impl<'a> Merger<'a> {
             leading_strings: Vec::new(),
             callgraph_id: 0,
             prototype_id: None,
+            address_taken: HashSet::new(),
         }
     }
 
@@ -325,6 +332,7 @@ impl<'a> Merger<'a> {
                     frame: val(info::FRAME_SIZE, s),
                     barriers,
                     callees: BTreeSet::new(),
+                    self_call: false,
                     shared: BTreeSet::new(),
                 });
                 self.func_of_text.insert((i, text), f);
@@ -373,10 +381,42 @@ impl<'a> Merger<'a> {
                 if let (Some(fa), Some(fb)) = (fa, fb) {
                     if fa != fb {
                         self.funcs[fa].callees.insert(fb);
+                    } else if group == 1 {
+                        self.funcs[fa].self_call = true;
                     }
                 }
             }
         }
+        // An indirect call of prototype P may reach every function of prototype P whose
+        // address is taken anywhere in the program.
+        let mut taken: Vec<(String, usize)> = Vec::new();
+        let mut callers: Vec<(String, usize)> = Vec::new();
+        for i in 0..self.inputs.len() {
+            let c = &self.inputs[i].cubin;
+            for (a, b, group) in callgraph_entries(c)? {
+                if group != 2 && group != 3 {
+                    continue;
+                }
+                let f = self
+                    .target((i, a as usize))
+                    .and_then(|t| self.func_of_sym.get(&t).copied());
+                if let (Some(f), Some(p)) = (f, strtab_string(c, b)) {
+                    if group == 2 { taken.push((p, f)) } else { callers.push((p, f)) }
+                }
+            }
+        }
+        for (p, caller) in &callers {
+            for (q, f) in &taken {
+                if p == q {
+                    if caller != f {
+                        self.funcs[*caller].callees.insert(*f);
+                    } else {
+                        self.funcs[*caller].self_call = true;
+                    }
+                }
+            }
+        }
+        self.address_taken = taken.iter().map(|(_, f)| *f).collect();
         Ok(())
     }
 
@@ -632,69 +672,50 @@ impl<'a> Merger<'a> {
         if self.opts.relocatable {
             return;
         }
-        // Variables used by non-kernel functions get one offset for every kernel; a
-        // kernel's own variables follow them inside its window.
-        let common: Vec<SymKey> = {
-            let mut seen = BTreeSet::new();
-            let mut v = Vec::new();
-            for f in self
-                .funcs
-                .iter()
-                .enumerate()
-                .filter(|(i, f)| self.live[*i] && !f.entry)
-                .map(|(_, f)| f)
-            {
-                for &s in &f.shared {
-                    if seen.insert(s) {
-                        v.push(s);
+        // One layout for every shared variable a live function uses: the size-0
+        // `extern` arrays last, the others by alignment (largest first), then size
+        // (smallest first), then first use. A kernel's window ends after the last of
+        // its call tree's variables.
+        let reserve = if self.opts.disable_smem_reservation { 0 } else { 0x400 };
+        let align = |m: &Self, k: SymKey| m.sym(k).value.max(1);
+        let mut vars: Vec<SymKey> = Vec::new();
+        for f in 0..self.funcs.len() {
+            if self.live[f] {
+                for &s in &self.funcs[f].shared {
+                    if !vars.contains(&s) {
+                        vars.push(s);
                     }
                 }
             }
-            v
-        };
-        let align = |m: &Self, k: SymKey| m.sym(k).value.max(1);
-        let mut sorted = common.clone();
-        sorted.sort_by_key(|&k| (std::cmp::Reverse(align(self, k)), self.sym(k).size == 0));
+        }
+        vars.sort_by_key(|&k| {
+            let s = self.sym(k);
+            (s.size == 0, std::cmp::Reverse(align(self, k)), s.size)
+        });
         let mut end = 0u64;
-        for &k in &sorted {
+        for &k in &vars {
             let at = end.next_multiple_of(align(self, k));
             self.shared_offset.insert(k, at);
             end = at + self.sym(k).size;
         }
-        let reserve = if self.opts.disable_smem_reservation {
-            0
-        } else {
-            0x400
-        };
         for f in 0..self.funcs.len() {
             if !self.live[f] || !self.funcs[f].entry {
                 continue;
             }
-            let reach = self.reachable_from(f);
-            let mut mine: Vec<SymKey> = Vec::new();
-            let mut window = 0u64;
-            for &g in &reach {
+            let mut window = None::<u64>;
+            let mut max_align = 4;
+            for g in self.reachable_from(f) {
                 for &s in &self.funcs[g].shared {
-                    if let Some(&o) = self.shared_offset.get(&s) {
-                        window = window.max(o + self.sym(s).size);
-                    } else if !mine.contains(&s) {
-                        mine.push(s);
-                    }
+                    let e = self.shared_offset[&s] + self.sym(s).size;
+                    window = Some(window.map_or(e, |w| w.max(e)));
+                    max_align = max_align.max(align(self, s));
                 }
             }
-            if window == 0 && mine.is_empty() {
-                continue;
-            }
-            mine.sort_by_key(|&k| (self.sym(k).size == 0, std::cmp::Reverse(align(self, k))));
-            for &k in &mine {
-                let at = window.next_multiple_of(align(self, k));
-                self.shared_offset.insert(k, at);
-                window = at + self.sym(k).size;
-            }
+            let Some(window) = window else { continue };
             let (i, s) = self.funcs[f].key;
             let name = format!(".nv.shared.{}", self.inputs[i].cubin.symbols[s].name);
             let mut o = OutSection::new(&name, SHT_NOBITS, SHF_WRITE | SHF_ALLOC | SHF_INFO_LINK);
-            o.align = 4;
+            o.align = max_align;
             o.mem_size = window + reserve;
             if let Some(&(t, _)) = self.placed.get(&(i, self.funcs[f].text)) {
                 o.info = Ref::Section(t);
@@ -801,7 +822,7 @@ impl<'a> Merger<'a> {
             name: s.name.clone(),
             value,
             size: s.size,
-            bind: if s.bind == STB_WEAK && exec {
+            bind: if s.bind == STB_WEAK && exec && !s.defined() {
                 STB_GLOBAL
             } else {
                 s.bind
@@ -851,6 +872,10 @@ impl<'a> Merger<'a> {
                     .get(rs.info as usize)
                     .map(|s| s.name.clone())
                     .unwrap_or_default();
+                let target_nonalloc = c
+                    .sections
+                    .get(rs.info as usize)
+                    .is_some_and(|t| t.flags & SHF_ALLOC == 0);
                 for r in c.relocations(ri)? {
                     let k = (i, r.sym as usize);
                     let sym = self.sym(k).clone();
@@ -878,17 +903,24 @@ impl<'a> Merger<'a> {
                             continue;
                         }
                     }
+                    // In debug sections, entries about a definition another input's
+                    // replaced go with it.
+                    let loser = target_nonalloc
+                        && sym.defined()
+                        && sym.bind != STB_LOCAL
+                        && sym.ty != STT_SECTION
+                        && self.target(k) != Some(k);
                     if r.ty == reloc::R_CUDA_UNUSED_CLEAR32 || r.ty == reloc::R_CUDA_UNUSED_CLEAR64
                     {
                         let dead = self.symbol_is_dead(k);
-                        if exec || dead {
+                        if exec || dead || loser {
                             if dead {
                                 reloc::apply(&mut self.out[out_id].data, at, r.ty, 0, 0, true)?;
                             }
                             continue;
                         }
                     }
-                    if self.symbol_is_dead(k) {
+                    if loser || self.symbol_is_dead(k) {
                         continue;
                     }
                     // link-time value: section offset of the target
@@ -1005,7 +1037,6 @@ impl<'a> Merger<'a> {
     fn info(&mut self) -> Result<()> {
         let exec = !self.opts.relocatable;
         let mut global: Vec<Record> = Vec::new();
-        let mut seen_plain: HashSet<Vec<u8>> = HashSet::new();
         for i in 0..self.inputs.len() {
             let c = &self.inputs[i].cubin;
             let Some(si) = c
@@ -1036,23 +1067,25 @@ impl<'a> Merger<'a> {
                     let Some(o) = self.out_index(k) else { continue };
                     let mut v = r.payload.u32_le(4);
                     if r.attr == info::REGCOUNT {
-                        if let Some(&f) = self.func_of_sym.get(&k) {
+                        if let Some(&f) = self.func_of_sym.get(&k).filter(|&&f| self.funcs[f].entry) {
                             v = self.propagated(f).0;
                         }
                     }
                     r = Record::sym_pair(r.attr, o as u32 + 1, v);
-                } else {
-                    let mut enc = Vec::new();
-                    r.encode(&mut enc);
-                    if !seen_plain.insert(enc) {
-                        continue;
-                    }
                 }
                 global.push(r);
             }
         }
         global.reverse();
         if exec {
+            for f in (0..self.funcs.len()).rev() {
+                if self.live[f] && self.funcs[f].entry && self.propagated(f).1 == UNKNOWN_STACK {
+                    self.diag.warning(&format!(
+                        "Stack size for entry function '{}' cannot be statically determined",
+                        self.sym(self.funcs[f].key).name
+                    ));
+                }
+            }
             for f in 0..self.funcs.len() {
                 if !self.live[f] || !self.funcs[f].entry {
                     continue;
@@ -1103,7 +1136,12 @@ impl<'a> Merger<'a> {
             }
             recs.reverse();
             if exec && self.funcs[f].entry {
-                let b = self.propagated(f).2;
+                let (_, stack, b) = self.propagated(f);
+                if stack == UNKNOWN_STACK {
+                    for r in recs.iter_mut().filter(|r| r.attr == info::CRS_STACK_SIZE) {
+                        r.payload = UNKNOWN_STACK.to_le_bytes().to_vec();
+                    }
+                }
                 if b > 0 {
                     match recs.iter_mut().find(|r| r.attr == info::NUM_BARRIERS) {
                         Some(r) => r.value = b as u16,
@@ -1143,26 +1181,35 @@ impl<'a> Merger<'a> {
             .max()
             .unwrap_or(0);
         let mut memo = HashMap::new();
-        let stack = self.stack_depth(f, &mut Vec::new(), &mut memo);
+        let stack = self
+            .stack_depth(f, &mut Vec::new(), &mut memo)
+            .unwrap_or(UNKNOWN_STACK);
         (regs, stack, bars)
     }
 
-    fn stack_depth(&self, f: usize, path: &mut Vec<usize>, memo: &mut HashMap<usize, u32>) -> u32 {
+    /// The deepest chain of frames below `f`; `None` when the call tree has a cycle.
+    fn stack_depth(
+        &self,
+        f: usize,
+        path: &mut Vec<usize>,
+        memo: &mut HashMap<usize, Option<u32>>,
+    ) -> Option<u32> {
         if let Some(&d) = memo.get(&f) {
             return d;
         }
-        if path.contains(&f) {
-            return 0;
+        if path.contains(&f) || self.funcs[f].self_call {
+            return None;
         }
         path.push(f);
-        let deepest = self.funcs[f]
-            .callees
-            .iter()
-            .map(|&g| self.stack_depth(g, path, memo))
-            .max()
-            .unwrap_or(0);
+        let mut deepest = Some(0u32);
+        for &g in &self.funcs[f].callees {
+            deepest = match (deepest, self.stack_depth(g, path, memo)) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                _ => None,
+            };
+        }
         path.pop();
-        let d = self.funcs[f].frame + deepest;
+        let d = deepest.map(|x| self.funcs[f].frame + x);
         memo.insert(f, d);
         d
     }
@@ -1230,10 +1277,7 @@ impl<'a> Merger<'a> {
                 for e in c.bytes(ps).chunks_exact(8) {
                     let sym = e.u32_le(0) as usize;
                     let off = e.u32_le(4) as i64;
-                    if sym >= c.symbols.len()
-                        || c.symbols[sym].defined()
-                        || self.symbol_is_dead((i, sym))
-                    {
+                    if sym >= c.symbols.len() || !self.prototype_kept((i, sym)) {
                         continue;
                     }
                     if let (Some(o), Some(s)) = (self.out_index((i, sym)), string(off)) {
@@ -1365,6 +1409,15 @@ impl<'a> Merger<'a> {
                 0x73, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x11, 0x25, 0, 0x05, 0x36,
             ];
             self.new_section(o, true);
+        }
+    }
+
+    /// Whether a `.nv.prototype` entry stays: its function is live and its address is
+    /// not taken (those have their prototype in `.nv.callgraph`).
+    fn prototype_kept(&self, k: SymKey) -> bool {
+        match self.target(k).and_then(|t| self.func_of_sym.get(&t)) {
+            Some(&f) => self.live[f] && !self.address_taken.contains(&f),
+            None => false,
         }
     }
 
@@ -1567,4 +1620,12 @@ impl U32Le for Vec<u8> {
     fn u32_le(&self, at: usize) -> u32 {
         self.as_slice().u32_le(at)
     }
+}
+
+/// The NUL-terminated string at `off` in a cubin's `.strtab`.
+fn strtab_string(c: &Cubin, off: i64) -> Option<String> {
+    let t = c.bytes(c.sections.iter().find(|s| s.ty == SHT_STRTAB && s.name == ".strtab")?);
+    let rest = t.get(usize::try_from(off).ok()?..)?;
+    let end = rest.iter().position(|&b| b == 0)?;
+    Some(String::from_utf8_lossy(&rest[..end]).into_owned())
 }
