@@ -91,9 +91,28 @@ fn merge_options(req: &LinkRequest) -> merge::MergeOptions {
         preserve_relocs: req.preserve_relocs,
         disable_smem_reservation: req.disable_smem_reservation,
         allow_undefined_globals: req.allow_undefined_globals,
-        note_command_line: format!("-arch {} ", req.target),
+        note_command_line: note_command_line(req),
         dump_callgraph: req.dump_callgraph,
     }
+}
+
+/// The options nvlink records in its own `.note.nv.tkinfo` entry: `-arch`, then the
+/// libraries and library paths (input and output files are not recorded).
+fn note_command_line(req: &LinkRequest) -> String {
+    let mut s = format!("-arch {} ", req.target);
+    for l in &req.libraries {
+        s += &format!("-l {l} ");
+    }
+    for p in &req.library_paths {
+        s += &format!("-L {} ", p.display());
+    }
+    if req.lto {
+        s += "-dlto  ";
+        if let Some(p) = &req.nvvmpath {
+            s += &format!("-nvvmpath {} ", p.display());
+        }
+    }
+    s
 }
 
 /// The cubins of the merge, in input order: SASS as found, PTX through ptxas `-c` (in
@@ -150,7 +169,35 @@ fn objects(
     for p in parsed {
         out.push(p?);
     }
-    Ok(out)
+    Ok(drop_unused_system(out))
+}
+
+/// libcudadevrt objects nothing refers to are left out (nvlink drops them, debug
+/// frames and notes included).
+fn drop_unused_system(inputs: Vec<merge::Input>) -> Vec<merge::Input> {
+    use std::collections::HashSet;
+    let wanted: HashSet<&str> = inputs
+        .iter()
+        .filter(|i| !i.system)
+        .flat_map(|i| i.cubin.symbols.iter())
+        .filter(|s| !s.defined() && s.bind != 0)
+        .map(|s| s.name.as_str())
+        .collect();
+    let keep: Vec<bool> = inputs
+        .iter()
+        .map(|i| {
+            !i.system
+                || i.cubin
+                    .symbols
+                    .iter()
+                    .any(|s| s.defined() && s.bind != 0 && wanted.contains(s.name.as_str()))
+        })
+        .collect();
+    inputs
+        .into_iter()
+        .zip(keep)
+        .filter_map(|(i, k)| k.then_some(i))
+        .collect()
 }
 
 /// A cubin the merge can take: relocatable, for the target's SM.

@@ -676,7 +676,9 @@ impl<'a> Merger<'a> {
         // `extern` arrays last, the others by alignment (largest first), then size
         // (smallest first), then first use. A kernel's window ends after the last of
         // its call tree's variables.
-        let reserve = if self.opts.disable_smem_reservation { 0 } else { 0x400 };
+        // sm_90 and newer reserve 1 KiB at the end of every kernel's window.
+        let sm = self.opts.target.map_or(0, |t| t.sm);
+        let reserve = if self.opts.disable_smem_reservation || sm < 90 { 0 } else { 0x400 };
         let align = |m: &Self, k: SymKey| m.sym(k).value.max(1);
         let mut vars: Vec<SymKey> = Vec::new();
         for f in 0..self.funcs.len() {
@@ -760,7 +762,9 @@ impl<'a> Merger<'a> {
                 if sym.bind != STB_LOCAL || sym.ty == STT_SECTION || !sym.defined() {
                     continue;
                 }
-                if exec && sym.other & STO_SHARED != 0 {
+                // shared variables are placed per kernel; `_param` marks the
+                // parameter bank on sm_7x/sm_8x
+                if exec && (sym.other & STO_SHARED != 0 || sym.name == "_param") {
                     continue;
                 }
                 if let Some(o) = self.out_symbol((i, s)) {
@@ -1351,14 +1355,14 @@ impl<'a> Merger<'a> {
 
     fn notes(&mut self) {
         let mut tk = tool_note(&self.opts.note_command_line);
-        let mut cuinfo: Option<Vec<u8>> = None;
+        let mut cuinfo: Option<(Vec<u8>, u64, u32)> = None;
         for inp in self.inputs {
             let c = &inp.cubin;
             for s in &c.sections {
                 if s.name == ".note.nv.tkinfo" {
                     tk.extend_from_slice(c.bytes(s));
                 } else if s.name == ".note.nv.cuinfo" && cuinfo.is_none() {
-                    cuinfo = Some(c.bytes(s).to_vec());
+                    cuinfo = Some((c.bytes(s).to_vec(), s.flags, s.info));
                 }
             }
         }
@@ -1366,11 +1370,11 @@ impl<'a> Merger<'a> {
         t.align = 4;
         t.data = tk;
         let tid = self.new_section(t, true);
-        if let Some(d) = cuinfo {
-            let mut c = OutSection::new(".note.nv.cuinfo", SHT_NOTE, 0x100_0040);
+        if let Some((d, flags, info)) = cuinfo {
+            let mut c = OutSection::new(".note.nv.cuinfo", SHT_NOTE, flags);
             c.align = 4;
             c.link = Ref::Section(tid);
-            c.info = Ref::Raw(8);
+            c.info = Ref::Raw(info);
             c.data = d;
             self.new_section(c, true);
         }
@@ -1507,7 +1511,9 @@ impl<'a> Merger<'a> {
             .unwrap_or(0);
         Image {
             e_type: if exec { 2 } else { 1 },
-            e_flags: (first.e_flags & 0x00FF_FFFF) | (debug << 24),
+            e_flags: (first.e_flags & 0x00FF_00FF)
+                | (debug << 24)
+                | (self.opts.target.map_or((first.e_flags >> 8) & 0xFF, |t| t.sm) << 8),
             osabi: first.osabi,
             abi_version: first.abi_version,
             sections,
