@@ -216,7 +216,9 @@ impl Diagnostics {
             Severity::Fatal => Level::Fatal,
             Severity::Error => Level::Error,
         };
-        eprintln!("{}", self.format(level, &err.to_string()));
+        if !err.message().is_empty() {
+            eprintln!("{}", self.format(level, &err.to_string()));
+        }
         err.severity().exit_code()
     }
 

@@ -485,7 +485,8 @@ impl<'a> Merger<'a> {
             self.diag.error(m);
         }
         if !missing.is_empty() {
-            return Err(Error::error("undefined references"));
+            // the messages are printed; nvlink adds nothing and exits 255
+            return Err(Error::error(""));
         }
         Ok(())
     }
@@ -1082,12 +1083,23 @@ impl<'a> Merger<'a> {
         }
         global.reverse();
         if exec {
-            for f in (0..self.funcs.len()).rev() {
-                if self.live[f] && self.funcs[f].entry && self.propagated(f).1 == UNKNOWN_STACK {
-                    self.diag.warning(&format!(
-                        "Stack size for entry function '{}' cannot be statically determined",
-                        self.sym(self.funcs[f].key).name
-                    ));
+            // one warning per recursive function in each kernel's call tree
+            for f in 0..self.funcs.len() {
+                if !(self.live[f] && self.funcs[f].entry) {
+                    continue;
+                }
+                for g in self.reachable_from(f) {
+                    let recursive = self.funcs[g].self_call
+                        || self.funcs[g]
+                            .callees
+                            .iter()
+                            .any(|&h| self.reachable_from(h).contains(&g));
+                    if recursive {
+                        self.diag.warning(&format!(
+                            "Stack size for entry function '{}' cannot be statically determined",
+                            self.sym(self.funcs[f].key).name
+                        ));
+                    }
                 }
             }
             for f in 0..self.funcs.len() {
