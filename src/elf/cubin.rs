@@ -175,6 +175,15 @@ impl Cubin {
                     ),
                 ));
             }
+            if s.align > 1 && (!s.align.is_power_of_two() || s.align > 1 << 16) {
+                return Err(bad(
+                    h,
+                    format!(
+                        "section [{i}] alignment {:#x} is not a power of two up to 64 KiB",
+                        s.align
+                    ),
+                ));
+            }
             raw.push((g(0), s));
         }
         if shstrndx >= raw.len() && shnum > 0 {

@@ -252,7 +252,10 @@ pub fn compare(expected: &[u8], actual: &[u8]) -> Result<Report> {
     let (er, ar) = (relocs(&e)?, relocs(&a)?);
     for (k, v) in &er {
         if ar.get(k) != Some(v) {
-            diff(format!("relocations {k}: {}", delta(v, ar.get(k).map_or(&[][..], |x| x))));
+            diff(format!(
+                "relocations {k}: {}",
+                delta(v, ar.get(k).map_or(&[][..], |x| x))
+            ));
         }
     }
     for k in ar.keys().filter(|k| !er.contains_key(*k)) {

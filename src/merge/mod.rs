@@ -401,7 +401,11 @@ impl<'a> Merger<'a> {
                     .target((i, a as usize))
                     .and_then(|t| self.func_of_sym.get(&t).copied());
                 if let (Some(f), Some(p)) = (f, strtab_string(c, b)) {
-                    if group == 2 { taken.push((p, f)) } else { callers.push((p, f)) }
+                    if group == 2 {
+                        taken.push((p, f))
+                    } else {
+                        callers.push((p, f))
+                    }
                 }
             }
         }
@@ -533,7 +537,7 @@ impl<'a> Merger<'a> {
     /// relocations), if any.
     fn owner(&self, i: usize, sec: usize) -> Option<usize> {
         let c = &self.inputs[i].cubin;
-        let s = &c.sections[sec];
+        let s = c.sections.get(sec)?;
         if let Some(&f) = self.func_of_text.get(&(i, sec)) {
             return Some(f);
         }
@@ -548,7 +552,9 @@ impl<'a> Merger<'a> {
 
     fn is_dropped_function_section(&self, i: usize, sec: usize) -> bool {
         let c = &self.inputs[i].cubin;
-        let s = &c.sections[sec];
+        let Some(s) = c.sections.get(sec) else {
+            return false;
+        };
         let code_of = |t: usize| {
             c.sections
                 .get(t)
@@ -679,7 +685,11 @@ impl<'a> Merger<'a> {
         // its call tree's variables.
         // sm_90 and newer reserve 1 KiB at the end of every kernel's window.
         let sm = self.opts.target.map_or(0, |t| t.sm);
-        let reserve = if self.opts.disable_smem_reservation || sm < 90 { 0 } else { 0x400 };
+        let reserve = if self.opts.disable_smem_reservation || sm < 90 {
+            0
+        } else {
+            0x400
+        };
         let align = |m: &Self, k: SymKey| m.sym(k).value.max(1);
         let mut vars: Vec<SymKey> = Vec::new();
         for f in 0..self.funcs.len() {
@@ -1072,7 +1082,8 @@ impl<'a> Merger<'a> {
                     let Some(o) = self.out_index(k) else { continue };
                     let mut v = r.payload.u32_le(4);
                     if r.attr == info::REGCOUNT {
-                        if let Some(&f) = self.func_of_sym.get(&k).filter(|&&f| self.funcs[f].entry) {
+                        if let Some(&f) = self.func_of_sym.get(&k).filter(|&&f| self.funcs[f].entry)
+                        {
                             v = self.propagated(f).0;
                         }
                     }
@@ -1525,7 +1536,11 @@ impl<'a> Merger<'a> {
             e_type: if exec { 2 } else { 1 },
             e_flags: (first.e_flags & 0x00FF_00FF)
                 | (debug << 24)
-                | (self.opts.target.map_or((first.e_flags >> 8) & 0xFF, |t| t.sm) << 8),
+                | (self
+                    .opts
+                    .target
+                    .map_or((first.e_flags >> 8) & 0xFF, |t| t.sm)
+                    << 8),
             osabi: first.osabi,
             abi_version: first.abi_version,
             sections,
@@ -1642,7 +1657,11 @@ impl U32Le for Vec<u8> {
 
 /// The NUL-terminated string at `off` in a cubin's `.strtab`.
 fn strtab_string(c: &Cubin, off: i64) -> Option<String> {
-    let t = c.bytes(c.sections.iter().find(|s| s.ty == SHT_STRTAB && s.name == ".strtab")?);
+    let t = c.bytes(
+        c.sections
+            .iter()
+            .find(|s| s.ty == SHT_STRTAB && s.name == ".strtab")?,
+    );
     let rest = t.get(usize::try_from(off).ok()?..)?;
     let end = rest.iter().position(|&b| b == 0)?;
     Some(String::from_utf8_lossy(&rest[..end]).into_owned())
