@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Non-LTO link benchmark: generated programs of 8, 32 and 128 translation units
+# (tests/differential/genprog.py, 6 functions each), nvlink and nvlinkrs linking the same
+# cubins in the same run; best of 5 wall times and peak RSS. Writes
+# benches/results/merge.md. Usage: scripts/bench_merge.sh [TU counts...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CU=$(bash scripts/setup.sh | tail -n 1)
+cargo build --release --locked -q
+N=$PWD/target/release/nvlinkrs
+W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
+sizes=("$@"); [ ${#sizes[@]} -gt 0 ] || sizes=(8 32 128)
+measure() { # best wall seconds of 5 runs and peak RSS KiB
+  python3 - "$@" <<'PY'
+import resource, subprocess, sys, time
+best, rss = 1e9, 0
+for _ in range(5):
+    t = time.perf_counter()
+    p = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, ru = __import__("os").wait4(p.pid, 0)
+    best = min(best, time.perf_counter() - t)
+    rss = max(rss, ru.ru_maxrss)
+print(best, rss)
+PY
+}
+out=benches/results/merge.md
+{
+  echo "# Non-LTO device link: nvlinkrs vs nvlink 13.5"
+  echo
+  echo "Generated programs (seed 7, 6 functions per unit), sm_90 relocatable cubins, best of 5"
+  echo "runs, peak RSS the largest of the 5. Measured by \`scripts/bench_merge.sh\` on $(nproc) cores."
+  echo
+  echo "| units | input bytes | nvlink s | nvlinkrs s | speed-up | nvlink RSS MiB | nvlinkrs RSS MiB |"
+  echo "|---|---|---|---|---|---|---|"
+} > "$out"
+for n in "${sizes[@]}"; do
+  d=$W/p$n; python3 tests/differential/genprog.py 7 "$d" --tus "$n" --funcs 6
+  (cd "$d" && ls t*.cu | xargs -P "$(nproc)" -n 8 "$CU/bin/nvcc" -cubin -rdc=true -arch=sm_90)
+  bytes=$(cat "$d"/*.cubin | wc -c)
+  read -r tn rn < <(measure "$CU/bin/nvlink" -arch=sm_90 "$d"/t*.cubin -o "$W/ref.cubin")
+  read -r tr rr < <(measure "$N" -arch=sm_90 "$d"/t*.cubin -o "$W/out.cubin")
+  eq=$("$N" compare "$W/ref.cubin" "$W/out.cubin" | tail -1 | cut -c1-60 || true)
+  python3 -c "print('| $n | $bytes | %.4f | %.4f | %.2fx | %.1f | %.1f |' % ($tn, $tr, $tn/max($tr,0.001), $rn/1024, $rr/1024))" >> "$out"
+  echo "units $n: output check: $eq" >&2
+done
+cat "$out"
