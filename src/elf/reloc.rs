@@ -277,6 +277,6 @@ mod tests {
         let w = u64::from_le_bytes(code[..8].try_into().unwrap());
         assert_eq!((w >> 40) & 0x3FFF, 0x12);
         assert_eq!((w >> 54) & 0x1F, 3);
-        assert!(apply(&mut code, 8, 0x3B, 1, 0, false).is_err());
+        assert!(apply(&mut code, 12, 0x3B, 1, 0, false).is_err());
     }
 }
