@@ -210,7 +210,6 @@ const IMPLEMENTED: &[&str] = &[
     "variables-used",
     "maxrregcount",
     "relocatable-link",
-    "preserve-relocs",
     "dump-callgraph",
     "dump-callgraph-no-demangle",
     "disable-smem-reservation",
@@ -459,7 +458,6 @@ pub struct LinkRequest {
     pub time: Option<PathBuf>,
     /// `-r`
     pub relocatable: bool,
-    pub preserve_relocs: bool,
     /// `-dump-callgraph` (true) / `-dump-callgraph-no-demangle` (false)
     pub dump_callgraph: Option<bool>,
     pub disable_smem_reservation: bool,
@@ -559,7 +557,6 @@ impl LinkArgs {
             register_link_binaries: self.register_link_binaries.clone(),
             time: self.time.clone(),
             relocatable: self.relocatable_link,
-            preserve_relocs: self.preserve_relocs,
             dump_callgraph: if self.dump_callgraph {
                 Some(true)
             } else if self.dump_callgraph_no_demangle {

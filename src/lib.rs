@@ -88,11 +88,10 @@ fn merge_options(req: &LinkRequest) -> merge::MergeOptions {
     merge::MergeOptions {
         target: Some(req.target),
         relocatable: req.relocatable,
-        preserve_relocs: req.preserve_relocs,
         disable_smem_reservation: req.disable_smem_reservation,
         allow_undefined_globals: req.allow_undefined_globals,
         note_command_line: note_command_line(req),
-        dump_callgraph: req.dump_callgraph,
+        dump_callgraph: req.dump_callgraph.is_some(),
     }
 }
 
@@ -145,8 +144,8 @@ fn objects(
     let mut raw: Vec<(String, bytes::Bytes, bool)> = Vec::new();
     for u in units {
         let data = match u.source {
-            merge::gather::Source::Cubin(b) => b,
-            merge::gather::Source::Ptx(_) => {
+            Source::Cubin(b) => b,
+            Source::Ptx(_) => {
                 let a = assembled.next().expect("one result per job")?;
                 if !a.messages.is_empty() {
                     eprint!("{}", a.messages);
@@ -180,17 +179,18 @@ fn drop_unused_system(inputs: Vec<merge::Input>) -> Vec<merge::Input> {
         .iter()
         .filter(|i| !i.system)
         .flat_map(|i| i.cubin.symbols.iter())
-        .filter(|s| !s.defined() && s.bind != 0)
+        .filter(|s| !s.defined() && s.bind != elf::cubin::STB_LOCAL)
         .map(|s| s.name.as_str())
         .collect();
     let keep: Vec<bool> = inputs
         .iter()
         .map(|i| {
             !i.system
-                || i.cubin
-                    .symbols
-                    .iter()
-                    .any(|s| s.defined() && s.bind != 0 && wanted.contains(s.name.as_str()))
+                || i.cubin.symbols.iter().any(|s| {
+                    s.defined()
+                        && s.bind != elf::cubin::STB_LOCAL
+                        && wanted.contains(s.name.as_str())
+                })
         })
         .collect();
     inputs
@@ -209,9 +209,7 @@ fn check_object(c: &elf::cubin::Cubin, req: &LinkRequest) -> Result<()> {
         )));
     }
     let sm = (c.e_flags >> 8) & 0xFF;
-    let ok = sm == req.target.sm
-        || (sm / 10 == req.target.sm / 10 && sm <= req.target.sm && req.target.sm < 90);
-    if !ok {
+    if !lto::pool::sass_compatible(arch::Arch::plain(sm), req.target) {
         return Err(Error::fatal(format!(
             "Arch mismatch: '{}' is sm_{sm}, the link is for {}",
             c.origin, req.target

@@ -36,8 +36,7 @@ pub const STT_NOTYPE: u8 = 0;
 pub const STT_OBJECT: u8 = 1;
 pub const STT_FUNC: u8 = 2;
 pub const STT_SECTION: u8 = 3;
-pub const STT_CUDA_OBJECT: u8 = 13;
-pub const STO_ENTRY: u8 = 0x10;
+pub use super::{STO_CUDA_ENTRY as STO_ENTRY, STT_CUDA_OBJECT};
 pub const STO_SHARED: u8 = 0x40;
 pub const SHN_UNDEF: u16 = 0;
 

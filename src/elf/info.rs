@@ -14,7 +14,6 @@ pub const PARAM_CBANK: u8 = 0x0A;
 pub const EXTERNS: u8 = 0x0F;
 pub const FRAME_SIZE: u8 = 0x11;
 pub const MIN_STACK_SIZE: u8 = 0x12;
-pub const MAXREG_COUNT: u8 = 0x1B;
 pub const CRS_STACK_SIZE: u8 = 0x1E;
 pub const MAX_STACK_SIZE: u8 = 0x23;
 pub const REGCOUNT: u8 = 0x2F;

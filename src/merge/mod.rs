@@ -12,6 +12,7 @@ pub mod gather;
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use crate::arch::Arch;
+use crate::bytes::Le;
 use crate::diag::{Diagnostics, Error, Result};
 use crate::elf::cubin::*;
 use crate::elf::info::{self, Record};
@@ -24,14 +25,12 @@ pub struct MergeOptions {
     pub target: Option<Arch>,
     /// `-r`: a relocatable output; nothing removed, weak undefined made global.
     pub relocatable: bool,
-    /// `--preserve-relocs`: write the relocations applied here as `.nv.resolvedrela*`.
-    pub preserve_relocs: bool,
     pub disable_smem_reservation: bool,
     pub allow_undefined_globals: bool,
     /// The command line recorded in the linker's own `.note.nv.tkinfo` entry.
     pub note_command_line: String,
-    /// `-dump-callgraph` (`Some(demangle)`).
-    pub dump_callgraph: Option<bool>,
+    /// `-dump-callgraph` / `-dump-callgraph-no-demangle`.
+    pub dump_callgraph: bool,
 }
 
 /// One input cubin and where it came from.
@@ -105,8 +104,42 @@ struct Func {
     shared: BTreeSet<SymKey>,
 }
 
+/// What the steps read from each input more than once, parsed once (in parallel).
+struct Parsed {
+    /// Global `.nv.info` records (`info` reports an unreadable section; the steps before
+    /// it read it as empty).
+    records: Result<Vec<Record>>,
+    /// Entries of every relocation section, by section index (empty for the others).
+    relocs: Vec<Result<Vec<Reloc>>>,
+}
+
+impl Parsed {
+    fn of(c: &Cubin) -> Parsed {
+        let records = match c
+            .sections
+            .iter()
+            .find(|s| s.name == ".nv.info" && s.ty == SHT_CUDA_INFO)
+        {
+            Some(s) => info::parse(c.bytes(s), &c.origin, &s.name, s.offset),
+            None => Ok(Vec::new()),
+        };
+        let relocs = c
+            .sections
+            .iter()
+            .enumerate()
+            .map(|(i, s)| match s.ty {
+                SHT_RELA | SHT_REL => c.relocations(i),
+                _ => Ok(Vec::new()),
+            })
+            .collect();
+        Parsed { records, relocs }
+    }
+}
+
 pub fn link(inputs: &[Input], opts: &MergeOptions, diag: &Diagnostics) -> Result<Image> {
-    let mut m = Merger::new(inputs, opts, diag);
+    use rayon::prelude::*;
+    let parsed: Vec<Parsed> = inputs.par_iter().map(|i| Parsed::of(&i.cubin)).collect();
+    let mut m = Merger::new(inputs, &parsed, opts, diag);
     m.resolve()?;
     m.functions()?;
     m.reach();
@@ -119,14 +152,15 @@ pub fn link(inputs: &[Input], opts: &MergeOptions, diag: &Diagnostics) -> Result
     m.relocations()?;
     m.info()?;
     m.callgraph()?;
-    if let Some(demangle) = opts.dump_callgraph {
-        m.dump_callgraph(demangle);
+    if opts.dump_callgraph {
+        m.dump_callgraph();
     }
     Ok(m.finish())
 }
 
 struct Merger<'a> {
     inputs: &'a [Input],
+    parsed: &'a [Parsed],
     opts: &'a MergeOptions,
     diag: &'a Diagnostics,
     globals: HashMap<String, Global>,
@@ -154,9 +188,15 @@ struct Merger<'a> {
 }
 
 impl<'a> Merger<'a> {
-    fn new(inputs: &'a [Input], opts: &'a MergeOptions, diag: &'a Diagnostics) -> Self {
+    fn new(
+        inputs: &'a [Input],
+        parsed: &'a [Parsed],
+        opts: &'a MergeOptions,
+        diag: &'a Diagnostics,
+    ) -> Self {
         Merger {
             inputs,
+            parsed,
             opts,
             diag,
             globals: HashMap::new(),
@@ -198,13 +238,13 @@ impl<'a> Merger<'a> {
             .map_or(0, |(_, v)| v)
     }
 
-    fn global_records(&self, i: usize) -> Vec<Record> {
-        let c = &self.inputs[i].cubin;
-        c.sections
-            .iter()
-            .find(|s| s.name == ".nv.info" && s.ty == SHT_CUDA_INFO)
-            .and_then(|s| info::parse(c.bytes(s), &c.origin, &s.name, s.offset).ok())
-            .unwrap_or_default()
+    fn global_records(&self, i: usize) -> &'a [Record] {
+        self.parsed[i].records.as_deref().unwrap_or(&[])
+    }
+
+    /// The entries of relocation section `ri` of input `i`.
+    fn relocs(&self, i: usize, ri: usize) -> Result<&'a [Reloc]> {
+        self.parsed[i].relocs[ri].as_deref().map_err(Clone::clone)
     }
 
     // ---- resolution -------------------------------------------------------------
@@ -347,7 +387,7 @@ impl<'a> Merger<'a> {
                 if !matches!(rs.ty, SHT_RELA | SHT_REL) || rs.info as usize != self.funcs[f].text {
                     continue;
                 }
-                for r in c.relocations(ri)? {
+                for r in self.relocs(i, ri)? {
                     let sk = (i, r.sym as usize);
                     let sym = self.sym(sk);
                     if sym.other & STO_SHARED != 0 && sym.ty != STT_FUNC {
@@ -444,7 +484,7 @@ impl<'a> Merger<'a> {
                 if t.flags & SHF_ALLOC == 0 || t.flags & SHF_EXECINSTR != 0 {
                     continue;
                 }
-                for r in c.relocations(ri).unwrap_or_default() {
+                for r in self.relocs(i, ri).unwrap_or_default() {
                     if let Some(&f) = self
                         .target((i, r.sym as usize))
                         .and_then(|t| self.func_of_sym.get(&t))
@@ -466,6 +506,7 @@ impl<'a> Merger<'a> {
         if self.opts.relocatable {
             return Ok(());
         }
+        let first_use = self.undefined_uses();
         let mut missing = Vec::new();
         for name in &self.global_order {
             let g = &self.globals[name];
@@ -476,9 +517,7 @@ impl<'a> Merger<'a> {
             if kind(s) == Kind::Data && self.opts.allow_undefined_globals {
                 continue;
             }
-            // referenced from something that stays?
-            let used = self.referenced_by_live(name);
-            if let Some(i) = used {
+            if let Some(&i) = first_use.get(name.as_str()) {
                 missing.push(format!(
                     "Undefined reference to '{name}' in '{}'",
                     self.origin(i)
@@ -495,40 +534,35 @@ impl<'a> Merger<'a> {
         Ok(())
     }
 
-    /// The first input whose live code or data refers to global `name`.
-    fn referenced_by_live(&self, name: &str) -> Option<usize> {
+    /// For every name an input leaves undefined, the first input whose live code or
+    /// allocated data refers to it.
+    fn undefined_uses(&self) -> HashMap<&'a str, usize> {
+        let mut first = HashMap::new();
         for i in 0..self.inputs.len() {
             let c = &self.inputs[i].cubin;
             for (ri, rs) in c.sections.iter().enumerate() {
                 if !matches!(rs.ty, SHT_RELA | SHT_REL) {
                     continue;
                 }
-                let owner = self.func_of_text.get(&(i, rs.info as usize));
-                if owner.is_some_and(|&f| !self.live[f]) {
+                let Some(target) = c.sections.get(rs.info as usize) else {
+                    continue;
+                };
+                let live = match self.func_of_text.get(&(i, rs.info as usize)) {
+                    Some(&f) => self.live[f],
+                    None => target.flags & SHF_ALLOC != 0 && target.flags & SHF_EXECINSTR == 0,
+                };
+                if !live {
                     continue;
                 }
-                if owner.is_none()
-                    && c.sections
-                        .get(rs.info as usize)
-                        .is_none_or(|t| t.flags & SHF_ALLOC == 0)
-                {
-                    continue;
-                }
-                let text_is_func = c
-                    .sections
-                    .get(rs.info as usize)
-                    .is_some_and(|t| t.flags & SHF_EXECINSTR != 0);
-                if text_is_func && owner.is_none() {
-                    continue;
-                }
-                if c.relocations(ri).unwrap_or_default().iter().any(|r| {
-                    c.symbols[r.sym as usize].name == name && !c.symbols[r.sym as usize].defined()
-                }) {
-                    return Some(i);
+                for r in self.relocs(i, ri).unwrap_or_default() {
+                    let s = &c.symbols[r.sym as usize];
+                    if !s.defined() {
+                        first.entry(s.name.as_str()).or_insert(i);
+                    }
                 }
             }
         }
-        None
+        first
     }
 
     // ---- sections -----------------------------------------------------------------
@@ -608,7 +642,7 @@ impl<'a> Merger<'a> {
                     continue;
                 }
                 let (ty, flags) = out_type(s, exec);
-                if let Some(_f) = self.owner(i, si) {
+                if self.owner(i, si).is_some() {
                     let mut o = OutSection::new(&s.name, ty, flags);
                     o.align = s.align;
                     o.entsize = s.entsize;
@@ -735,6 +769,24 @@ impl<'a> Merger<'a> {
             }
             self.new_section(o, true);
         }
+    }
+
+    /// Whether `f` calls itself, directly or through other functions.
+    fn reaches_itself(&self, f: usize) -> bool {
+        if self.funcs[f].self_call {
+            return true;
+        }
+        let mut seen = BTreeSet::new();
+        let mut stack: Vec<usize> = self.funcs[f].callees.iter().copied().collect();
+        while let Some(g) = stack.pop() {
+            if g == f {
+                return true;
+            }
+            if seen.insert(g) {
+                stack.extend(self.funcs[g].callees.iter().copied());
+            }
+        }
+        false
     }
 
     fn reachable_from(&self, f: usize) -> Vec<usize> {
@@ -891,7 +943,7 @@ impl<'a> Merger<'a> {
                     .sections
                     .get(rs.info as usize)
                     .is_some_and(|t| t.flags & SHF_ALLOC == 0);
-                for r in c.relocations(ri)? {
+                for r in self.relocs(i, ri)? {
                     let k = (i, r.sym as usize);
                     let sym = self.sym(k).clone();
                     let at = piece + r.offset;
@@ -1051,6 +1103,11 @@ impl<'a> Merger<'a> {
 
     fn info(&mut self) -> Result<()> {
         let exec = !self.opts.relocatable;
+        // (registers, stack, barriers) over each live kernel's call tree, computed once
+        let props: HashMap<usize, (u32, u32, u32)> = (0..self.funcs.len())
+            .filter(|&f| self.live[f] && self.funcs[f].entry)
+            .map(|f| (f, self.propagated(f)))
+            .collect();
         let mut global: Vec<Record> = Vec::new();
         for i in 0..self.inputs.len() {
             let c = &self.inputs[i].cubin;
@@ -1062,12 +1119,12 @@ impl<'a> Merger<'a> {
                 continue;
             };
             let s = &c.sections[si];
-            for mut r in info::parse(c.bytes(s), &c.origin, &s.name, s.offset)? {
+            for mut r in self.parsed[i].records.clone()? {
                 if exec && r.attr == info::MAX_STACK_SIZE {
                     continue;
                 }
                 if r.has_symbol() {
-                    let sym = r.payload.u32_le(0) as usize;
+                    let sym = r.payload.u32_at(0).unwrap_or(0) as usize;
                     if sym >= c.symbols.len() {
                         return Err(crate::diag::malformed(
                             &c.origin,
@@ -1080,11 +1137,11 @@ impl<'a> Merger<'a> {
                         continue;
                     }
                     let Some(o) = self.out_index(k) else { continue };
-                    let mut v = r.payload.u32_le(4);
+                    let mut v = r.payload.u32_at(4).unwrap_or(0);
                     if r.attr == info::REGCOUNT {
                         if let Some(&f) = self.func_of_sym.get(&k).filter(|&&f| self.funcs[f].entry)
                         {
-                            v = self.propagated(f).0;
+                            v = props[&f].0;
                         }
                     }
                     r = Record::sym_pair(r.attr, o as u32 + 1, v);
@@ -1094,18 +1151,16 @@ impl<'a> Merger<'a> {
         }
         global.reverse();
         if exec {
+            let recursive: Vec<bool> = (0..self.funcs.len())
+                .map(|g| self.live[g] && self.reaches_itself(g))
+                .collect();
             // one warning per recursive function in each kernel's call tree
             for f in 0..self.funcs.len() {
                 if !(self.live[f] && self.funcs[f].entry) {
                     continue;
                 }
                 for g in self.reachable_from(f) {
-                    let recursive = self.funcs[g].self_call
-                        || self.funcs[g]
-                            .callees
-                            .iter()
-                            .any(|&h| self.reachable_from(h).contains(&g));
-                    if recursive {
+                    if recursive[g] {
                         self.diag.warning(&format!(
                             "Stack size for entry function '{}' cannot be statically determined",
                             self.sym(self.funcs[f].key).name
@@ -1121,7 +1176,7 @@ impl<'a> Merger<'a> {
                     global.push(Record::sym_pair(
                         info::MIN_STACK_SIZE,
                         *o as u32 + 1,
-                        self.propagated(f).1,
+                        props[&f].1,
                     ));
                 }
             }
@@ -1130,7 +1185,7 @@ impl<'a> Merger<'a> {
         o.align = 4;
         o.link = Ref::Symtab;
         o.data = info::encode_all(&global);
-        let id = self.new_section(o, false);
+        self.new_section(o, false);
         // per-function records
         let mut per: Vec<OutSection> = Vec::new();
         for f in 0..self.funcs.len() {
@@ -1152,7 +1207,7 @@ impl<'a> Merger<'a> {
                     continue;
                 }
                 if r.attr == info::PARAM_CBANK && r.payload.len() >= 4 {
-                    let sym = r.payload.u32_le(0) as usize;
+                    let sym = r.payload.u32_at(0).unwrap_or(0) as usize;
                     if sym < c.symbols.len() {
                         if let Some(o) = self.out_index((i, sym)) {
                             r.payload[..4].copy_from_slice(&(o as u32 + 1).to_le_bytes());
@@ -1163,7 +1218,7 @@ impl<'a> Merger<'a> {
             }
             recs.reverse();
             if exec && self.funcs[f].entry {
-                let (_, stack, b) = self.propagated(f);
+                let (_, stack, b) = props[&f];
                 if stack == UNKNOWN_STACK {
                     for r in recs.iter_mut().filter(|r| r.attr == info::CRS_STACK_SIZE) {
                         r.payload = UNKNOWN_STACK.to_le_bytes().to_vec();
@@ -1190,7 +1245,6 @@ impl<'a> Merger<'a> {
             o.data = info::encode_all(&recs);
             per.push(o);
         }
-        let _ = id;
         for o in per {
             self.new_section(o, false);
         }
@@ -1259,16 +1313,7 @@ impl<'a> Merger<'a> {
         let mut pending_proto: Vec<(u32, String)> = Vec::new();
         for i in 0..self.inputs.len() {
             let c = &self.inputs[i].cubin;
-            let strtab = c
-                .sections
-                .iter()
-                .find(|s| s.ty == SHT_STRTAB && s.name == ".strtab");
-            let string = |off: i64| -> Option<String> {
-                let t = c.bytes(strtab?);
-                let rest = t.get(usize::try_from(off).ok()?..)?;
-                let end = rest.iter().position(|&b| b == 0)?;
-                Some(String::from_utf8_lossy(&rest[..end]).into_owned())
-            };
+            let string = |off: i64| strtab_string(c, off);
             for (a, b, group) in callgraph_entries(c)? {
                 let ka = (i, a as usize);
                 if self.symbol_is_dead(ka) {
@@ -1302,8 +1347,8 @@ impl<'a> Merger<'a> {
             }
             if let Some(ps) = c.sections.iter().find(|s| s.ty == SHT_CUDA_PROTOTYPE) {
                 for e in c.bytes(ps).chunks_exact(8) {
-                    let sym = e.u32_le(0) as usize;
-                    let off = e.u32_le(4) as i64;
+                    let sym = e.u32_at(0).unwrap_or(0) as usize;
+                    let off = e.u32_at(4).unwrap_or(0) as i64;
                     if sym >= c.symbols.len() || !self.prototype_kept((i, sym)) {
                         continue;
                     }
@@ -1341,7 +1386,7 @@ impl<'a> Merger<'a> {
         Ok(())
     }
 
-    fn dump_callgraph(&self, demangle: bool) {
+    fn dump_callgraph(&self) {
         let target = self.opts.target.map(|a| a.to_string()).unwrap_or_default();
         let mut text = format!(
             "callgraph for {target}:\n# A: s -> B // s (number A) potentially calls B\n# s [N]     // s uses N registers\n# ^s        // s is entry point\n# &s        // s has address taken\n"
@@ -1349,11 +1394,8 @@ impl<'a> Merger<'a> {
         let live: Vec<usize> = (0..self.funcs.len()).filter(|&f| self.live[f]).collect();
         let number: HashMap<usize, usize> =
             live.iter().enumerate().map(|(n, &f)| (f, n + 1)).collect();
-        let name = |f: usize| {
-            let n = &self.sym(self.funcs[f].key).name;
-            let _ = demangle;
-            n.clone()
-        };
+        // names stay mangled (no demangler yet), for both spellings of the option
+        let name = |f: usize| self.sym(self.funcs[f].key).name.clone();
         for &f in &live {
             let callees: Vec<String> = self.funcs[f]
                 .callees
@@ -1458,7 +1500,7 @@ impl<'a> Merger<'a> {
                 .filter(|s| s.ty == SHT_CUDA_PROTOTYPE)
                 .any(|ps| {
                     c.bytes(ps).chunks_exact(8).any(|e| {
-                        let sym = e.u32_le(0) as usize;
+                        let sym = e.u32_at(0).unwrap_or(0) as usize;
                         sym < c.symbols.len()
                             && !c.symbols[sym].defined()
                             && !self.symbol_is_dead((i, sym))
@@ -1578,8 +1620,8 @@ fn callgraph_entries(c: &Cubin) -> Result<Vec<(u32, i64, usize)>> {
     for s in c.sections.iter().filter(|s| s.ty == SHT_CUDA_CALLGRAPH) {
         let mut group = 0usize;
         for e in c.bytes(s).chunks_exact(8) {
-            let a = e.u32_le(0);
-            let b = e.u32_le(4) as i32;
+            let a = e.u32_at(0).unwrap_or(0);
+            let b = e.u32_at(4).unwrap_or(0) as i32;
             if a == 0 && (-4..=-1).contains(&b) {
                 group = (-b) as usize;
                 continue;
@@ -1636,23 +1678,6 @@ fn tool_note(command_line: &str) -> Vec<u8> {
     n.extend_from_slice(b"NVIDIA Corp\0");
     n.extend_from_slice(&desc);
     n
-}
-
-trait U32Le {
-    fn u32_le(&self, at: usize) -> u32;
-}
-
-impl U32Le for [u8] {
-    fn u32_le(&self, at: usize) -> u32 {
-        use crate::bytes::Le;
-        self.u32_at(at).unwrap_or(0)
-    }
-}
-
-impl U32Le for Vec<u8> {
-    fn u32_le(&self, at: usize) -> u32 {
-        self.as_slice().u32_le(at)
-    }
 }
 
 /// The NUL-terminated string at `off` in a cubin's `.strtab`.
