@@ -353,13 +353,13 @@ pub fn normalize(args: &[String]) -> Result<(Vec<String>, Vec<String>)> {
         }
         if !spec.multiple {
             let v = value.clone().unwrap_or_default();
-            if let Some(prev) = seen.insert(spec.canonical.clone(), v.clone()) {
-                if prev != v {
-                    warnings.push(format!(
+            if let Some(prev) = seen.insert(spec.canonical.clone(), v.clone())
+                && prev != v
+            {
+                warnings.push(format!(
                         "incompatible redefinition for option '{}', the last value of this option was used",
                         spec.canonical
                     ));
-                }
             }
         }
         match value {
@@ -493,12 +493,12 @@ pub fn number_value(v: &str) -> Result<u32> {
 impl LinkArgs {
     /// Checks values the way nvlink does, in nvlink's order, and builds the request.
     pub fn request(&self) -> Result<LinkRequest> {
-        if let Some(m) = &self.machine {
-            if m != "64" {
-                return Err(Error::fatal(format!(
-                    "Value '{m}' is not defined for option 'machine'"
-                )));
-            }
+        if let Some(m) = &self.machine
+            && m != "64"
+        {
+            return Err(Error::fatal(format!(
+                "Value '{m}' is not defined for option 'machine'"
+            )));
         }
         let arch_s = self
             .arch

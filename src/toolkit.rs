@@ -34,13 +34,12 @@ impl Toolkit {
             }
         }
         for tool in ["nvcc", "ptxas", "nvlink"] {
-            if let Some(p) = on_path(tool) {
-                if let Some(root) = std::fs::canonicalize(&p)
+            if let Some(p) = on_path(tool)
+                && let Some(root) = std::fs::canonicalize(&p)
                     .ok()
                     .and_then(|b| b.parent()?.parent().map(Path::to_path_buf))
-                {
-                    candidates.push((root, format!("{tool} on PATH")));
-                }
+            {
+                candidates.push((root, format!("{tool} on PATH")));
             }
         }
         for (root, via) in candidates {

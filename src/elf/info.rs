@@ -68,7 +68,7 @@ impl Record {
         if self.format == FMT_SVAL {
             out.extend_from_slice(&(self.payload.len() as u16).to_le_bytes());
             out.extend_from_slice(&self.payload);
-            while out.len() % 4 != 0 {
+            while !out.len().is_multiple_of(4) {
                 out.push(0);
             }
         } else {

@@ -196,7 +196,7 @@ pub fn write(img: &Image) -> Vec<u8> {
     let mut place = vec![(0u64, 0u64); img.sections.len() + base];
     let put = |out: &mut Vec<u8>, data: &[u8], align: u64| -> u64 {
         let a = align.max(1) as usize;
-        while out.len() % a != 0 {
+        while !out.len().is_multiple_of(a) {
             out.push(0);
         }
         let at = out.len() as u64;
@@ -212,7 +212,7 @@ pub fn write(img: &Image) -> Vec<u8> {
             let at = out.len() as u64;
             place[i + base] = (at, s.mem_size);
             if let Some(rw) = &mut load_rw {
-                rw.2 = rw.2 + s.mem_size;
+                rw.2 += s.mem_size;
             } else if s.flags & SHF_ALLOC != 0 {
                 load_rw = Some((at, 0, s.mem_size));
             }
@@ -229,7 +229,7 @@ pub fn write(img: &Image) -> Vec<u8> {
             load_rw = Some((at, s.data.len() as u64, s.data.len() as u64));
         }
     }
-    while out.len() % 8 != 0 {
+    while !out.len().is_multiple_of(8) {
         out.push(0);
     }
     let shoff = out.len() as u64;

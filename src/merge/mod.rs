@@ -396,10 +396,10 @@ impl<'a> Merger<'a> {
                         }
                         continue;
                     }
-                    if let Some(g) = self.target(sk).and_then(|t| self.func_of_sym.get(&t)) {
-                        if *g != f {
-                            self.funcs[f].callees.insert(*g);
-                        }
+                    if let Some(g) = self.target(sk).and_then(|t| self.func_of_sym.get(&t))
+                        && *g != f
+                    {
+                        self.funcs[f].callees.insert(*g);
                     }
                 }
             }
@@ -675,7 +675,7 @@ impl<'a> Merger<'a> {
                 o.align = o.align.max(s.align.max(1));
                 let a = s.align.max(1);
                 let at = if s.has_bytes() {
-                    while o.data.len() as u64 % a != 0 {
+                    while !(o.data.len() as u64).is_multiple_of(a) {
                         o.data.push(0);
                     }
                     let at = o.data.len() as u64;
@@ -697,10 +697,11 @@ impl<'a> Merger<'a> {
                 let Some(&(id, _)) = self.placed.get(&(i, si)) else {
                     continue;
                 };
-                if s.info != 0 && s.flags & SHF_INFO_LINK != 0 {
-                    if let Some(&(t, _)) = self.placed.get(&(i, s.info as usize)) {
-                        self.out[id].info = Ref::Section(t);
-                    }
+                if s.info != 0
+                    && s.flags & SHF_INFO_LINK != 0
+                    && let Some(&(t, _)) = self.placed.get(&(i, s.info as usize))
+                {
+                    self.out[id].info = Ref::Section(t);
                 }
             }
         }
@@ -843,10 +844,10 @@ impl<'a> Merger<'a> {
             if exec && (is_table_symbol(&name) || s.other & STO_SHARED != 0 && s.ty != STT_FUNC) {
                 continue;
             }
-            if let Some(&f) = self.func_of_sym.get(&k) {
-                if !self.live[f] {
-                    continue;
-                }
+            if let Some(&f) = self.func_of_sym.get(&k)
+                && !self.live[f]
+            {
+                continue;
             }
             let o = if s.defined() {
                 self.out_symbol(k)
@@ -875,10 +876,10 @@ impl<'a> Merger<'a> {
     fn out_symbol(&self, k: SymKey) -> Option<OutSymbol> {
         let exec = !self.opts.relocatable;
         let s = self.sym(k);
-        if let Some(&f) = self.func_of_sym.get(&k) {
-            if !self.live[f] {
-                return None;
-            }
+        if let Some(&f) = self.func_of_sym.get(&k)
+            && !self.live[f]
+        {
+            return None;
         }
         let (section, value) = match self.placed.get(&(k.0, s.shndx as usize)) {
             Some(&(id, at)) => (Some(id), s.value + at),
@@ -963,12 +964,11 @@ impl<'a> Merger<'a> {
                     {
                         return Err(bad());
                     }
-                    if r.ty == reloc::R_CUDA_YIELD_OPCODE9_0
-                        || r.ty == reloc::R_CUDA_YIELD_CLEAR_PRED4_87
+                    if (r.ty == reloc::R_CUDA_YIELD_OPCODE9_0
+                        || r.ty == reloc::R_CUDA_YIELD_CLEAR_PRED4_87)
+                        && exec
                     {
-                        if exec {
-                            continue;
-                        }
+                        continue;
                     }
                     // In debug sections, entries about a definition another input's
                     // replaced go with it.
@@ -1018,10 +1018,10 @@ impl<'a> Merger<'a> {
                         )));
                     };
                     let mut addend = r.addend;
-                    if sym.ty == STT_SECTION {
-                        if let Some(&(_, p)) = self.placed.get(&(i, sym.shndx as usize)) {
-                            addend += p as i64;
-                        }
+                    if sym.ty == STT_SECTION
+                        && let Some(&(_, p)) = self.placed.get(&(i, sym.shndx as usize))
+                    {
+                        addend += p as i64;
                     }
                     let ty = if exec { reloc::rewritten(r.ty) } else { r.ty };
                     let key = (out_id, rs.ty == SHT_RELA);
@@ -1138,11 +1138,10 @@ impl<'a> Merger<'a> {
                     }
                     let Some(o) = self.out_index(k) else { continue };
                     let mut v = r.payload.u32_at(4).unwrap_or(0);
-                    if r.attr == info::REGCOUNT {
-                        if let Some(&f) = self.func_of_sym.get(&k).filter(|&&f| self.funcs[f].entry)
-                        {
-                            v = props[&f].0;
-                        }
+                    if r.attr == info::REGCOUNT
+                        && let Some(&f) = self.func_of_sym.get(&k).filter(|&&f| self.funcs[f].entry)
+                    {
+                        v = props[&f].0;
                     }
                     r = Record::sym_pair(r.attr, o as u32 + 1, v);
                 }
@@ -1208,10 +1207,10 @@ impl<'a> Merger<'a> {
                 }
                 if r.attr == info::PARAM_CBANK && r.payload.len() >= 4 {
                     let sym = r.payload.u32_at(0).unwrap_or(0) as usize;
-                    if sym < c.symbols.len() {
-                        if let Some(o) = self.out_index((i, sym)) {
-                            r.payload[..4].copy_from_slice(&(o as u32 + 1).to_le_bytes());
-                        }
+                    if sym < c.symbols.len()
+                        && let Some(o) = self.out_index((i, sym))
+                    {
+                        r.payload[..4].copy_from_slice(&(o as u32 + 1).to_le_bytes());
                     }
                 }
                 recs.push(r);
