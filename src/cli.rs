@@ -430,6 +430,10 @@ pub fn refuse_unimplemented(given: &[String]) -> Result<()> {
 /// What the link phases read: validated, with nvlink's messages for bad values.
 #[derive(Debug, Clone)]
 pub struct LinkRequest {
+    /// `-m64` as given (recorded in the output's tool note).
+    pub machine: Option<String>,
+    /// `-cpu-arch` as given (recorded in the output's tool note).
+    pub cpu_arch: Option<String>,
     pub target: Arch,
     pub target_kind: TargetKind,
     pub output: PathBuf,
@@ -528,6 +532,8 @@ impl LinkArgs {
             return Err(Error::fatal("-nvvmpath should be specified with -lto"));
         }
         Ok(LinkRequest {
+            machine: self.machine.clone(),
+            cpu_arch: self.cpu_arch.clone(),
             target,
             target_kind,
             output,

@@ -53,7 +53,7 @@ pub fn link(req: &LinkRequest, diag: &Diagnostics) -> Result<Timings> {
     let mut lto_cubins = Vec::new();
     if req.lto {
         match lto_phase(req, &trees, diag, &mut timings)? {
-            LtoOutcome::Written => return finish(req, &hosts, timings),
+            LtoOutcome::Written => return finish(req, &hosts, true, timings),
             LtoOutcome::Relocatable(c) => lto_cubins.push(c),
             LtoOutcome::NoIr => {}
         }
@@ -67,12 +67,14 @@ pub fn link(req: &LinkRequest, diag: &Diagnostics) -> Result<Timings> {
             "no device code for the target in the inputs; no output written",
         ));
     }
-    let image = timings.phase("merge", || merge::link(&inputs, &merge_options(req), diag))?;
+    let mut options = merge_options(req);
+    options.kernels = kernel_filter(req, &hosts);
+    let image = timings.phase("merge", || merge::link(&inputs, &options, diag))?;
     diag.check()?;
     timings.phase("write", || {
         output::write_atomic(&req.output, &elf::write::write(&image))
     })?;
-    finish(req, &hosts, timings)
+    finish(req, &hosts, false, timings)
 }
 
 enum LtoOutcome {
@@ -92,18 +94,57 @@ fn merge_options(req: &LinkRequest) -> merge::MergeOptions {
         allow_undefined_globals: req.allow_undefined_globals,
         note_command_line: note_command_line(req),
         dump_callgraph: req.dump_callgraph.is_some(),
+        kernels: None,
     }
 }
 
-/// The options nvlink records in its own `.note.nv.tkinfo` entry: `-arch`, then the
-/// libraries and library paths (input and output files are not recorded).
+/// The kernels a link keeps: `-kernels-used` when given; else, unless
+/// `--ignore-host-info`, the kernels named in the programs' host-reference tables when
+/// any program object has one that is not empty (nvlink then drops every other kernel;
+/// with none, or only libcudadevrt's, every kernel stays).
+fn kernel_filter(req: &LinkRequest, hosts: &[lto::pool::HostInfo]) -> Option<merge::KernelFilter> {
+    if !req.kernels_used.is_empty() {
+        return Some(merge::KernelFilter {
+            patterns: req.kernels_used.clone(),
+            substrings: true,
+        });
+    }
+    let programs = || hosts.iter().filter(|h| !h.cudadevrt);
+    if req.ignore_host_info || !programs().any(|h| !h.host_refs.is_empty()) {
+        return None;
+    }
+    let patterns = programs()
+        .flat_map(|h| h.host_refs.iter())
+        .filter(|(s, _)| matches!(*s, ".nvHRKE" | ".nvHRKI"))
+        .flat_map(|(_, names)| names.iter().cloned())
+        .collect();
+    Some(merge::KernelFilter {
+        patterns,
+        substrings: false,
+    })
+}
+
+/// The options nvlink records in its own `.note.nv.tkinfo` entry: `-arch`, `-m`, the
+/// libraries and library paths, `-cpu-arch` (input and output files are not recorded).
 fn note_command_line(req: &LinkRequest) -> String {
     let mut s = format!("-arch {} ", req.target);
-    for l in &req.libraries {
-        s += &format!("-l {l} ");
+    if let Some(m) = &req.machine {
+        s += &format!("-m {m} ");
     }
-    for p in &req.library_paths {
-        s += &format!("-L {} ", p.display());
+    // repeated options are recorded once, their values joined by commas
+    if !req.libraries.is_empty() {
+        s += &format!("-l {} ", req.libraries.join(","));
+    }
+    if !req.library_paths.is_empty() {
+        let paths: Vec<String> = req
+            .library_paths
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        s += &format!("-L {} ", paths.join(","));
+    }
+    if let Some(c) = &req.cpu_arch {
+        s += &format!("-cpu-arch {c} ");
     }
     if req.lto {
         s += "-dlto  ";
@@ -329,12 +370,21 @@ fn lto_phase(
     Ok(LtoOutcome::Written)
 }
 
-/// The files written beside the output: `--register-link-binaries` and `-time`.
-fn finish(req: &LinkRequest, hosts: &[lto::pool::HostInfo], timings: Timings) -> Result<Timings> {
+/// The files written beside the output: `--register-link-binaries` and `-time`. The
+/// module ids follow the input order, reversed after a whole-program LTO (as nvlink).
+fn finish(
+    req: &LinkRequest,
+    hosts: &[lto::pool::HostInfo],
+    whole_lto: bool,
+    timings: Timings,
+) -> Result<Timings> {
     if let Some(path) = &req.register_link_binaries {
-        let ids: Vec<String> = hosts
-            .iter()
-            .rev()
+        let mut ordered: Vec<&lto::pool::HostInfo> = hosts.iter().collect();
+        if whole_lto {
+            ordered.reverse();
+        }
+        let ids: Vec<String> = ordered
+            .into_iter()
             .filter(|h| !h.cudadevrt)
             .filter_map(|h| h.module_id.clone())
             .collect();

@@ -93,13 +93,18 @@ fn compare_main(args: &[String]) -> Result<(), Error> {
         std::fs::read(p).map_err(|e| Error::fatal(format!("Could not read file '{p}': {e}")))
     };
     let report = nvlinkrs::elf::equiv::compare(&read(expected)?, &read(actual)?)?;
+    // a closed stdout (`| head`) ends the listing, not the process
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
     for d in &report.differences {
-        println!("{d}");
+        if writeln!(out, "{d}").is_err() {
+            break;
+        }
     }
     if report.identical {
-        println!("byte-identical");
+        let _ = writeln!(out, "byte-identical");
     } else if report.equivalent() {
-        println!("equivalent (not byte-identical)");
+        let _ = writeln!(out, "equivalent (not byte-identical)");
     } else {
         std::process::exit(2);
     }

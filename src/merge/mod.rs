@@ -9,7 +9,7 @@
 
 pub mod gather;
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use crate::arch::Arch;
 use crate::bytes::Le;
@@ -31,6 +31,31 @@ pub struct MergeOptions {
     pub note_command_line: String,
     /// `-dump-callgraph` / `-dump-callgraph-no-demangle`.
     pub dump_callgraph: bool,
+    /// The kernels to keep when the link is narrowed (host references or
+    /// `-kernels-used`); `None` keeps every kernel.
+    pub kernels: Option<KernelFilter>,
+}
+
+/// Which kernels a narrowed link keeps: names from the host-reference tables (`X*` is a
+/// prefix, anything else the whole name) or `-kernels-used` substrings.
+#[derive(Clone, Debug, Default)]
+pub struct KernelFilter {
+    pub patterns: Vec<String>,
+    pub substrings: bool,
+}
+
+impl KernelFilter {
+    pub fn keeps(&self, name: &str) -> bool {
+        self.patterns.iter().any(|p| {
+            if self.substrings {
+                name.contains(p.as_str())
+            } else if let Some(prefix) = p.strip_suffix('*') {
+                name.starts_with(prefix)
+            } else {
+                name == p
+            }
+        })
+    }
 }
 
 /// One input cubin and where it came from.
@@ -470,7 +495,17 @@ impl<'a> Merger<'a> {
         if self.opts.relocatable {
             return;
         }
-        let mut stack: Vec<usize> = (0..n).filter(|&f| self.funcs[f].entry).collect();
+        let kept = |m: &Self, f: usize| {
+            let (i, s) = m.funcs[f].key;
+            m.inputs[i].system
+                || m.opts
+                    .kernels
+                    .as_ref()
+                    .is_none_or(|k| k.keeps(&m.inputs[i].cubin.symbols[s].name))
+        };
+        let mut stack: Vec<usize> = (0..n)
+            .filter(|&f| self.funcs[f].entry && kept(self, f))
+            .collect();
         // functions whose address is stored in data
         for i in 0..self.inputs.len() {
             let c = &self.inputs[i].cubin;
@@ -714,10 +749,19 @@ impl<'a> Merger<'a> {
         if self.opts.relocatable {
             return;
         }
-        // One layout for every shared variable a live function uses: the size-0
-        // `extern` arrays last, the others by alignment (largest first), then size
-        // (smallest first), then first use. A kernel's window ends after the last of
-        // its call tree's variables.
+        // Every shared variable gets one offset, the same in every kernel window that
+        // holds it; variables no kernel holds together may overlap. What nvlink 13.5
+        // does, as observed on generated programs (DESIGN.md, "Shared memory"):
+        // 1. The variables not held by exactly one kernel — held by several, or by none
+        //    (those of removed functions, and unused ones) — by size (largest first),
+        //    then the number of kernels holding them (most first), then input order,
+        //    go into slots: a variable joins the first slot after the last slot holding
+        //    a variable that shares a kernel with it, at the slot's start; a new slot
+        //    opens after the last one when there is none (or it would not fit).
+        // 2. Each kernel's own variables follow the end of everything it holds from
+        //    step 1: alignment (largest first), then size (smallest first), then input
+        //    order.
+        // 3. The size-0 `extern` arrays follow everything their kernels hold.
         // sm_90 and newer reserve 1 KiB at the end of every kernel's window.
         let sm = self.opts.target.map_or(0, |t| t.sm);
         let reserve = if self.opts.disable_smem_reservation || sm < 90 {
@@ -726,40 +770,122 @@ impl<'a> Merger<'a> {
             0x400
         };
         let align = |m: &Self, k: SymKey| m.sym(k).value.max(1);
-        let mut vars: Vec<SymKey> = Vec::new();
-        for f in 0..self.funcs.len() {
-            if self.live[f] {
-                for &s in &self.funcs[f].shared {
-                    if !vars.contains(&s) {
-                        vars.push(s);
-                    }
+        let kernels: Vec<usize> = (0..self.funcs.len())
+            .filter(|&f| self.live[f] && self.funcs[f].entry)
+            .collect();
+        // variable → the kernels (positions in `kernels`) whose call tree uses it;
+        // every shared variable defined in the inputs is there, held or not
+        let mut held: BTreeMap<SymKey, Vec<usize>> = BTreeMap::new();
+        for (i, input) in self.inputs.iter().enumerate() {
+            for (s, sym) in input.cubin.symbols.iter().enumerate() {
+                if sym.other & STO_SHARED != 0
+                    && sym.defined()
+                    && !matches!(sym.ty, STT_FUNC | STT_SECTION)
+                    && let Some(t) = self.target((i, s))
+                {
+                    held.entry(t).or_default();
                 }
             }
         }
-        vars.sort_by_key(|&k| {
-            let s = self.sym(k);
-            (s.size == 0, std::cmp::Reverse(align(self, k)), s.size)
-        });
-        let mut end = 0u64;
-        for &k in &vars {
-            let at = end.next_multiple_of(align(self, k));
-            self.shared_offset.insert(k, at);
-            end = at + self.sym(k).size;
+        for (ki, &k) in kernels.iter().enumerate() {
+            let mut vars = BTreeSet::new();
+            for g in self.reachable_from(k) {
+                vars.extend(self.funcs[g].shared.iter().copied());
+            }
+            for v in vars {
+                held.entry(v).or_default().push(ki);
+            }
         }
-        for f in 0..self.funcs.len() {
-            if !self.live[f] || !self.funcs[f].entry {
+        let shares = |a: &[usize], b: &[usize]| a.iter().any(|k| b.contains(k));
+        let size = |m: &Self, v: SymKey| m.sym(v).size;
+        let mut at: BTreeMap<SymKey, u64> = BTreeMap::new();
+        // 1. slots: (start, end, variables)
+        let mut slots: Vec<(u64, u64, Vec<SymKey>)> = Vec::new();
+        let mut first: Vec<SymKey> = held
+            .iter()
+            .filter(|(v, ks)| ks.len() != 1 && self.sym(**v).size > 0)
+            .map(|(v, _)| *v)
+            .collect();
+        first.sort_by_key(|&v| {
+            (
+                std::cmp::Reverse(size(self, v)),
+                std::cmp::Reverse(held[&v].len()),
+                v,
+            )
+        });
+        for v in first {
+            let ks = &held[&v];
+            let a = align(self, v);
+            let after = slots
+                .iter()
+                .rposition(|(_, _, vs)| vs.iter().any(|w| shares(&held[w], ks)))
+                .map_or(0, |p| p + 1);
+            let fits = |j: usize| {
+                let o = slots[j].0.next_multiple_of(a);
+                j + 1 == slots.len() || o + size(self, v) <= slots[j + 1].0
+            };
+            match (after..slots.len()).find(|&j| fits(j)) {
+                Some(j) => {
+                    let o = slots[j].0.next_multiple_of(a);
+                    slots[j].1 = slots[j].1.max(o + size(self, v));
+                    slots[j].2.push(v);
+                    at.insert(v, o);
+                }
+                None => {
+                    let o = slots.last().map_or(0, |s| s.1).next_multiple_of(a);
+                    slots.push((o, o + size(self, v), vec![v]));
+                    at.insert(v, o);
+                }
+            }
+        }
+        let end_of = |m: &Self, at: &BTreeMap<SymKey, u64>, ks: &[usize]| {
+            at.iter()
+                .filter(|(p, _)| shares(&held[*p], ks))
+                .map(|(&p, &o)| o + m.sym(p).size)
+                .max()
+                .unwrap_or(0)
+        };
+        // 2. each kernel's own variables
+        for ki in 0..kernels.len() {
+            let mut own: Vec<SymKey> = held
+                .iter()
+                .filter(|(v, ks)| ks.as_slice() == [ki] && self.sym(**v).size > 0)
+                .map(|(v, _)| *v)
+                .collect();
+            own.sort_by_key(|&v| (std::cmp::Reverse(align(self, v)), size(self, v), v));
+            let mut from = end_of(self, &at, &[ki]);
+            for v in own {
+                let o = from.next_multiple_of(align(self, v));
+                at.insert(v, o);
+                from = o + size(self, v);
+            }
+        }
+        // 3. extern arrays
+        let mut open: Vec<SymKey> = held
+            .iter()
+            .filter(|(v, ks)| !ks.is_empty() && self.sym(**v).size == 0)
+            .map(|(v, _)| *v)
+            .collect();
+        open.sort_by_key(|&v| (std::cmp::Reverse(align(self, v)), v));
+        for v in open {
+            let o = end_of(self, &at, &held[&v]).next_multiple_of(align(self, v));
+            at.insert(v, o);
+        }
+        for (ki, &f) in kernels.iter().enumerate() {
+            let mine: Vec<SymKey> = at
+                .keys()
+                .filter(|v| held[*v].contains(&ki))
+                .copied()
+                .collect();
+            if mine.is_empty() {
                 continue;
             }
-            let mut window = None::<u64>;
-            let mut max_align = 4;
-            for g in self.reachable_from(f) {
-                for &s in &self.funcs[g].shared {
-                    let e = self.shared_offset[&s] + self.sym(s).size;
-                    window = Some(window.map_or(e, |w| w.max(e)));
-                    max_align = max_align.max(align(self, s));
-                }
-            }
-            let Some(window) = window else { continue };
+            let window = mine
+                .iter()
+                .map(|&v| at[&v] + size(self, v))
+                .max()
+                .unwrap_or(0);
+            let max_align = mine.iter().map(|&v| align(self, v)).fold(4, u64::max);
             let (i, s) = self.funcs[f].key;
             let name = format!(".nv.shared.{}", self.inputs[i].cubin.symbols[s].name);
             let mut o = OutSection::new(&name, SHT_NOBITS, SHF_WRITE | SHF_ALLOC | SHF_INFO_LINK);
@@ -770,6 +896,9 @@ impl<'a> Merger<'a> {
             }
             self.new_section(o, true);
         }
+        // (a live function no kernel reaches — its address is taken — still needs its
+        // variables' offsets)
+        self.shared_offset = at.into_iter().collect();
     }
 
     /// Whether `f` calls itself, directly or through other functions.
