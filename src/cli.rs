@@ -259,8 +259,9 @@ fn option_table() -> HashMap<String, OptSpec> {
 /// nvlink accepts `-L<dir>`, `-l<lib>` and `-m<bits>` with the value attached.
 const ATTACHED: [(char, &str); 3] = [('L', "library-path"), ('l', "library"), ('m', "machine")];
 
-/// Splits an options file the way a shell would split a simple command line.
-fn split_words(text: &str) -> Vec<String> {
+/// Splits an options file (or a driver's `-v` trace line) the way a shell would split a
+/// simple command line.
+pub fn split_words(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut cur = String::new();
     let mut has = false;

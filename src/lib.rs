@@ -98,30 +98,31 @@ fn merge_options(req: &LinkRequest) -> merge::MergeOptions {
     }
 }
 
-/// The kernels a link keeps: `-kernels-used` when given; else, unless
-/// `--ignore-host-info`, the kernels named in the programs' host-reference tables when
-/// any program object has one that is not empty (nvlink then drops every other kernel;
-/// with none, or only libcudadevrt's, every kernel stays).
-fn kernel_filter(req: &LinkRequest, hosts: &[lto::pool::HostInfo]) -> Option<merge::KernelFilter> {
+/// The kernels a link keeps: `-kernels-used` when given; else the kernels named in the
+/// host-reference tables when they apply (nvlink then drops every other kernel).
+fn kernel_filter(req: &LinkRequest, hosts: &[lto::pool::HostInfo]) -> Option<lto::HostRefs> {
     if !req.kernels_used.is_empty() {
-        return Some(merge::KernelFilter {
-            patterns: req.kernels_used.clone(),
-            substrings: true,
-        });
+        return Some(lto::HostRefs::from_used(&req.kernels_used, &[]));
     }
-    let programs = || hosts.iter().filter(|h| !h.cudadevrt);
-    if req.ignore_host_info || !programs().any(|h| !h.host_refs.is_empty()) {
-        return None;
-    }
-    let patterns = programs()
-        .flat_map(|h| h.host_refs.iter())
-        .filter(|(s, _)| matches!(*s, ".nvHRKE" | ".nvHRKI"))
-        .flat_map(|(_, names)| names.iter().cloned())
-        .collect();
-    Some(merge::KernelFilter {
-        patterns,
-        substrings: false,
+    host_tables_apply(req, hosts).then(|| {
+        lto::HostRefs::from_tables(
+            hosts
+                .iter()
+                .filter(|h| !h.cudadevrt)
+                .flat_map(|h| h.host_refs.iter().map(|(s, e)| (*s, e.as_slice()))),
+        )
     })
+}
+
+/// Whether the host objects' reference tables narrow the link: unless
+/// `--ignore-host-info`, when a program object (not libcudadevrt) has one that is not
+/// empty. libcudadevrt's own tables count only beside a program's (observed: with no
+/// program table, nvlink passes no lists and every kernel stays).
+fn host_tables_apply(req: &LinkRequest, hosts: &[lto::pool::HostInfo]) -> bool {
+    !req.ignore_host_info
+        && hosts
+            .iter()
+            .any(|h| !h.cudadevrt && !h.host_refs.is_empty())
 }
 
 /// The options nvlink records in its own `.note.nv.tkinfo` entry: `-arch`, `-m`, the
@@ -417,14 +418,7 @@ fn lto_settings(req: &LinkRequest, pool: &lto::pool::Pool, from_host: bool) -> l
     let used = !req.kernels_used.is_empty() || !req.variables_used.is_empty();
     let host_refs = if used {
         lto::HostRefs::from_used(&req.kernels_used, &req.variables_used)
-    } else if req.ignore_host_info
-        || !pool
-            .hosts
-            .iter()
-            .any(|h| !h.cudadevrt && !h.host_refs.is_empty())
-    {
-        // libcudadevrt's own tables count only beside a program's (observed: with no
-        // program table, nvlink passes no lists and every kernel stays).
+    } else if !host_tables_apply(req, &pool.hosts) {
         lto::HostRefs::default()
     } else {
         lto::HostRefs::from_tables(

@@ -389,7 +389,7 @@ fn nvcc_drop_in() {
             .lines()
             .find_map(|l| l.strip_prefix("#$ nvlink "))
             .unwrap_or_else(|| panic!("nvcc ran no nvlink:\n{verbose}"));
-        let mut words = shell_words(line);
+        let mut words = nvlinkrs::cli::split_words(line);
         let at = words
             .iter()
             .position(|w| w == "-o")
@@ -455,33 +455,4 @@ fn nvcc_drop_in() {
             "the executable embeds nvlinkrs' image (lto {lto})"
         );
     }
-}
-
-/// Splits a `-v` command line (double-quoted words, no escapes).
-fn shell_words(line: &str) -> Vec<String> {
-    let mut words = Vec::new();
-    let mut cur = String::new();
-    let (mut quoted, mut any) = (false, false);
-    for c in line.chars() {
-        match c {
-            '"' => {
-                quoted = !quoted;
-                any = true;
-            }
-            ' ' if !quoted => {
-                if any {
-                    words.push(std::mem::take(&mut cur));
-                }
-                any = false;
-            }
-            _ => {
-                cur.push(c);
-                any = true;
-            }
-        }
-    }
-    if any {
-        words.push(cur);
-    }
-    words
 }

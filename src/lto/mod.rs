@@ -145,6 +145,12 @@ impl HostRefs {
         }
     }
 
+    /// Whether a kernel named `name` is in the kernel lists (`*` matches any run of
+    /// characters, as in the tables and `-kernels-used`).
+    pub fn keeps_kernel(&self, name: &str) -> bool {
+        self.ek.iter().chain(&self.ik).any(|p| glob(p, name))
+    }
+
     fn options(&self) -> Vec<String> {
         [
             ("ek", &self.ek),
@@ -240,6 +246,26 @@ pub fn nvvm_options(s: &LtoSettings, consensus: &Consensus) -> Vec<String> {
     o
 }
 
+/// `pattern` with `*` standing for any run of characters matches all of `name`.
+fn glob(pattern: &str, name: &str) -> bool {
+    let mut parts = pattern.split('*');
+    let first = parts.next().unwrap_or("");
+    let Some(mut rest) = name.strip_prefix(first) else {
+        return false;
+    };
+    let parts: Vec<&str> = parts.collect();
+    let Some((last, middle)) = parts.split_last() else {
+        return rest.is_empty();
+    };
+    for p in middle {
+        match rest.find(p) {
+            Some(at) => rest = &rest[at + p.len()..],
+            None => return false,
+        }
+    }
+    rest.len() >= last.len() && rest.ends_with(last)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -251,6 +277,21 @@ mod tests {
             host_info: true,
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn kernel_patterns_match_as_globs() {
+        let tables = ["_Z5saxpy*".to_string(), "exact".to_string()];
+        let r = HostRefs::from_tables([(".nvHRKE", &tables[..])]);
+        assert!(r.keeps_kernel("_Z5saxpyfPKfPfi"));
+        assert!(r.keeps_kernel("exact"));
+        assert!(!r.keeps_kernel("exactly"));
+        assert!(!r.keeps_kernel("_Z7doublerPfi"));
+        let used = HostRefs::from_used(&["axp".to_string()], &[]);
+        assert!(used.keeps_kernel("_Z5saxpyfPKfPfi"));
+        assert!(!used.keeps_kernel("_Z7doublerPfi"));
+        assert!(glob("a*b*c", "a-b-c") && glob("a*b*c", "abc") && !glob("a*b*c", "ab"));
+        assert!(!glob("ab*ba", "aba"));
     }
 
     #[test]

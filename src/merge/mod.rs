@@ -33,29 +33,7 @@ pub struct MergeOptions {
     pub dump_callgraph: bool,
     /// The kernels to keep when the link is narrowed (host references or
     /// `-kernels-used`); `None` keeps every kernel.
-    pub kernels: Option<KernelFilter>,
-}
-
-/// Which kernels a narrowed link keeps: names from the host-reference tables (`X*` is a
-/// prefix, anything else the whole name) or `-kernels-used` substrings.
-#[derive(Clone, Debug, Default)]
-pub struct KernelFilter {
-    pub patterns: Vec<String>,
-    pub substrings: bool,
-}
-
-impl KernelFilter {
-    pub fn keeps(&self, name: &str) -> bool {
-        self.patterns.iter().any(|p| {
-            if self.substrings {
-                name.contains(p.as_str())
-            } else if let Some(prefix) = p.strip_suffix('*') {
-                name.starts_with(prefix)
-            } else {
-                name == p
-            }
-        })
-    }
+    pub kernels: Option<crate::lto::HostRefs>,
 }
 
 /// One input cubin and where it came from.
@@ -501,7 +479,7 @@ impl<'a> Merger<'a> {
                 || m.opts
                     .kernels
                     .as_ref()
-                    .is_none_or(|k| k.keeps(&m.inputs[i].cubin.symbols[s].name))
+                    .is_none_or(|k| k.keeps_kernel(&m.inputs[i].cubin.symbols[s].name))
         };
         let mut stack: Vec<usize> = (0..n)
             .filter(|&f| self.funcs[f].entry && kept(self, f))
@@ -796,11 +774,24 @@ impl<'a> Merger<'a> {
                 held.entry(v).or_default().push(ki);
             }
         }
-        let shares = |a: &[usize], b: &[usize]| a.iter().any(|k| b.contains(k));
         let size = |m: &Self, v: SymKey| m.sym(v).size;
         let mut at: BTreeMap<SymKey, u64> = BTreeMap::new();
-        // 1. slots: (start, end, variables)
-        let mut slots: Vec<(u64, u64, Vec<SymKey>)> = Vec::new();
+        // per kernel: the end of what it holds so far, and the largest alignment
+        let mut win: Vec<(Option<u64>, u64)> = vec![(None, 4); kernels.len()];
+        let place = |m: &Self,
+                     at: &mut BTreeMap<SymKey, u64>,
+                     win: &mut [(Option<u64>, u64)],
+                     v: SymKey,
+                     o: u64| {
+            at.insert(v, o);
+            for &k in &held[&v] {
+                let (end, a) = &mut win[k];
+                *end = Some(end.unwrap_or(0).max(o + size(m, v)));
+                *a = (*a).max(align(m, v));
+            }
+        };
+        // 1. slots: (start, end, the kernels holding its variables)
+        let mut slots: Vec<(u64, u64, BTreeSet<usize>)> = Vec::new();
         let mut first: Vec<SymKey> = held
             .iter()
             .filter(|(v, ks)| ks.len() != 1 && self.sym(**v).size > 0)
@@ -815,49 +806,43 @@ impl<'a> Merger<'a> {
         });
         for v in first {
             let ks = &held[&v];
-            let a = align(self, v);
+            let (a, n) = (align(self, v), size(self, v));
             let after = slots
                 .iter()
-                .rposition(|(_, _, vs)| vs.iter().any(|w| shares(&held[w], ks)))
+                .rposition(|s| ks.iter().any(|k| s.2.contains(k)))
                 .map_or(0, |p| p + 1);
             let fits = |j: usize| {
-                let o = slots[j].0.next_multiple_of(a);
-                j + 1 == slots.len() || o + size(self, v) <= slots[j + 1].0
+                j + 1 == slots.len() || slots[j].0.next_multiple_of(a) + n <= slots[j + 1].0
             };
-            match (after..slots.len()).find(|&j| fits(j)) {
+            let o = match (after..slots.len()).find(|&j| fits(j)) {
                 Some(j) => {
                     let o = slots[j].0.next_multiple_of(a);
-                    slots[j].1 = slots[j].1.max(o + size(self, v));
-                    slots[j].2.push(v);
-                    at.insert(v, o);
+                    slots[j].1 = slots[j].1.max(o + n);
+                    slots[j].2.extend(ks);
+                    o
                 }
                 None => {
                     let o = slots.last().map_or(0, |s| s.1).next_multiple_of(a);
-                    slots.push((o, o + size(self, v), vec![v]));
-                    at.insert(v, o);
+                    slots.push((o, o + n, ks.iter().copied().collect()));
+                    o
                 }
+            };
+            place(self, &mut at, &mut win, v, o);
+        }
+        // 2. each kernel's own variables
+        let mut own: Vec<Vec<SymKey>> = vec![Vec::new(); kernels.len()];
+        for (&v, ks) in &held {
+            if let [k] = ks.as_slice()
+                && self.sym(v).size > 0
+            {
+                own[*k].push(v);
             }
         }
-        let end_of = |m: &Self, at: &BTreeMap<SymKey, u64>, ks: &[usize]| {
-            at.iter()
-                .filter(|(p, _)| shares(&held[*p], ks))
-                .map(|(&p, &o)| o + m.sym(p).size)
-                .max()
-                .unwrap_or(0)
-        };
-        // 2. each kernel's own variables
-        for ki in 0..kernels.len() {
-            let mut own: Vec<SymKey> = held
-                .iter()
-                .filter(|(v, ks)| ks.as_slice() == [ki] && self.sym(**v).size > 0)
-                .map(|(v, _)| *v)
-                .collect();
-            own.sort_by_key(|&v| (std::cmp::Reverse(align(self, v)), size(self, v), v));
-            let mut from = end_of(self, &at, &[ki]);
-            for v in own {
-                let o = from.next_multiple_of(align(self, v));
-                at.insert(v, o);
-                from = o + size(self, v);
+        for (ki, mut vs) in own.into_iter().enumerate() {
+            vs.sort_by_key(|&v| (std::cmp::Reverse(align(self, v)), size(self, v), v));
+            for v in vs {
+                let o = win[ki].0.unwrap_or(0).next_multiple_of(align(self, v));
+                place(self, &mut at, &mut win, v, o);
             }
         }
         // 3. extern arrays
@@ -868,24 +853,19 @@ impl<'a> Merger<'a> {
             .collect();
         open.sort_by_key(|&v| (std::cmp::Reverse(align(self, v)), v));
         for v in open {
-            let o = end_of(self, &at, &held[&v]).next_multiple_of(align(self, v));
-            at.insert(v, o);
+            let from = held[&v].iter().filter_map(|&k| win[k].0).max().unwrap_or(0);
+            place(
+                self,
+                &mut at,
+                &mut win,
+                v,
+                from.next_multiple_of(align(self, v)),
+            );
         }
         for (ki, &f) in kernels.iter().enumerate() {
-            let mine: Vec<SymKey> = at
-                .keys()
-                .filter(|v| held[*v].contains(&ki))
-                .copied()
-                .collect();
-            if mine.is_empty() {
+            let (Some(window), max_align) = win[ki] else {
                 continue;
-            }
-            let window = mine
-                .iter()
-                .map(|&v| at[&v] + size(self, v))
-                .max()
-                .unwrap_or(0);
-            let max_align = mine.iter().map(|&v| align(self, v)).fold(4, u64::max);
+            };
             let (i, s) = self.funcs[f].key;
             let name = format!(".nv.shared.{}", self.inputs[i].cubin.symbols[s].name);
             let mut o = OutSection::new(&name, SHT_NOBITS, SHF_WRITE | SHF_ALLOC | SHF_INFO_LINK);
