@@ -731,7 +731,7 @@ impl<'a> Merger<'a> {
         // holds it; variables no kernel holds together may overlap. What nvlink 13.5
         // does, as observed on generated programs (DESIGN.md, "Shared memory"):
         // 1. The variables not held by exactly one kernel — held by several, or by none
-        //    (those of removed functions, and unused ones) — by size (largest first),
+        //    (those of removed functions) — by size (largest first),
         //    then the number of kernels holding them (most first), then input order,
         //    go into slots: a variable joins the first slot after the last slot holding
         //    a variable that shares a kernel with it, at the slot's start; a new slot
@@ -752,17 +752,12 @@ impl<'a> Merger<'a> {
             .filter(|&f| self.live[f] && self.funcs[f].entry)
             .collect();
         // variable → the kernels (positions in `kernels`) whose call tree uses it;
-        // every shared variable defined in the inputs is there, held or not
+        // every shared variable some function refers to is there, held or not (the
+        // variables of removed functions take room; those no code refers to do not)
         let mut held: BTreeMap<SymKey, Vec<usize>> = BTreeMap::new();
-        for (i, input) in self.inputs.iter().enumerate() {
-            for (s, sym) in input.cubin.symbols.iter().enumerate() {
-                if sym.other & STO_SHARED != 0
-                    && sym.defined()
-                    && !matches!(sym.ty, STT_FUNC | STT_SECTION)
-                    && let Some(t) = self.target((i, s))
-                {
-                    held.entry(t).or_default();
-                }
+        for func in &self.funcs {
+            for &v in &func.shared {
+                held.entry(v).or_default();
             }
         }
         for (ki, &k) in kernels.iter().enumerate() {
