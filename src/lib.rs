@@ -12,6 +12,7 @@ pub mod cli;
 pub mod consensus;
 pub mod diag;
 pub mod elf;
+pub mod fasthash;
 pub mod fatbin;
 pub mod input;
 pub mod inspect;

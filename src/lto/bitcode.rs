@@ -1,6 +1,7 @@
 //! LLVM bitcode read through LLVM itself (inkwell): target triple, data layout, and the
 //! kernels and functions a module defines. Used by `inspect` today and by the open-IR
-//! LTO engine later.
+//! LTO engine later. LLVM runs in the `nvlinkrs-llvm` helper process
+//! ([`super::llvm_helper`]), so that links without bitcode never load libLLVM.
 
 use crate::diag::{Error, Result};
 
@@ -9,7 +10,7 @@ pub fn is_bitcode(data: &[u8]) -> bool {
     data.starts_with(b"BC\xc0\xde") || data.starts_with(&[0xDE, 0xC0, 0x17, 0x0B])
 }
 
-#[derive(Clone, Debug, Default, serde::Serialize)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct BitcodeSummary {
     pub triple: String,
     pub data_layout: String,
@@ -25,8 +26,19 @@ pub struct BitcodeSummary {
 #[cfg(feature = "llvm")]
 const CC_PTX_KERNEL: u32 = 71;
 
-#[cfg(feature = "llvm")]
+/// The summary of a module, read by the `nvlinkrs-llvm` helper.
 pub fn summarize(data: &[u8], origin: &str) -> Result<BitcodeSummary> {
+    let out = super::llvm_helper::run(&["summarize", origin], data, origin)?;
+    serde_json::from_slice(&out).map_err(|e| {
+        Error::fatal(format!(
+            "'{origin}': the nvlinkrs-llvm helper answered with something that is not a summary: {e}"
+        ))
+    })
+}
+
+/// The summary of a module, read in this process (the helper's side).
+#[cfg(feature = "llvm")]
+pub fn summarize_in_process(data: &[u8], origin: &str) -> Result<BitcodeSummary> {
     use inkwell::context::Context;
     use inkwell::memory_buffer::MemoryBuffer;
     use inkwell::module::Module;
@@ -71,11 +83,4 @@ pub fn summarize(data: &[u8], origin: &str) -> Result<BitcodeSummary> {
         }
     }
     Ok(s)
-}
-
-#[cfg(not(feature = "llvm"))]
-pub fn summarize(_data: &[u8], origin: &str) -> Result<BitcodeSummary> {
-    Err(Error::fatal(format!(
-        "'{origin}': this nvlinkrs was built without LLVM (cargo feature \"llvm\"); it cannot read LLVM bitcode"
-    )))
 }

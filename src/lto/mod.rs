@@ -5,6 +5,7 @@
 pub mod bitcode;
 pub mod container;
 pub mod libnvvm;
+pub mod llvm_helper;
 pub mod obfuscation;
 pub mod pool;
 

@@ -9,7 +9,9 @@
 
 pub mod gather;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::fasthash::{HashMap, HashSet};
 
 use crate::arch::Arch;
 use crate::bytes::Le;
@@ -144,6 +146,7 @@ pub fn link(inputs: &[Input], opts: &MergeOptions, diag: &Diagnostics) -> Result
     let parsed: Vec<Parsed> = inputs.par_iter().map(|i| Parsed::of(&i.cubin)).collect();
     let mut m = Merger::new(inputs, &parsed, opts, diag);
     m.resolve()?;
+    m.settle();
     m.functions()?;
     m.reach();
     m.undefined()?;
@@ -167,6 +170,9 @@ struct Merger<'a> {
     opts: &'a MergeOptions,
     diag: &'a Diagnostics,
     globals: HashMap<String, Global>,
+    /// Per input and symbol: `(target, representative)` — see `target` and
+    /// `representative`; filled after resolution.
+    resolved: Vec<Vec<(Option<SymKey>, SymKey)>>,
     /// Global names in nvlink's symbol order (per input: functions, then the rest).
     global_order: Vec<String>,
     funcs: Vec<Func>,
@@ -202,32 +208,33 @@ impl<'a> Merger<'a> {
             parsed,
             opts,
             diag,
-            globals: HashMap::new(),
+            globals: HashMap::default(),
+            resolved: Vec::new(),
             global_order: Vec::new(),
             funcs: Vec::new(),
-            func_of_text: HashMap::new(),
-            func_of_sym: HashMap::new(),
+            func_of_text: HashMap::default(),
+            func_of_sym: HashMap::default(),
             live: Vec::new(),
-            placed: HashMap::new(),
+            placed: HashMap::default(),
             out: Vec::new(),
-            by_name: HashMap::new(),
+            by_name: HashMap::default(),
             section_symbol: Vec::new(),
-            shared_offset: HashMap::new(),
+            shared_offset: HashMap::default(),
             symbols: Vec::new(),
-            sym_of: HashMap::new(),
-            section_sym_index: HashMap::new(),
+            sym_of: HashMap::default(),
+            section_sym_index: HashMap::default(),
             kept_relocs: Vec::new(),
             leading_strings: Vec::new(),
             callgraph_id: 0,
             prototype_id: None,
-            address_taken: HashSet::new(),
+            address_taken: HashSet::default(),
         }
     }
 
-    fn sym(&self, k: SymKey) -> &Symbol {
+    fn sym(&self, k: SymKey) -> &'a Symbol {
         &self.inputs[k.0].cubin.symbols[k.1]
     }
-    fn origin(&self, i: usize) -> &str {
+    fn origin(&self, i: usize) -> &'a str {
         &self.inputs[i].cubin.origin
     }
 
@@ -276,8 +283,8 @@ impl<'a> Merger<'a> {
     }
 
     fn resolve_one(&mut self, k: SymKey) {
-        let s = self.sym(k).clone();
-        let Some(g) = self.globals.get(&s.name) else {
+        let s = self.sym(k);
+        let Some(g) = self.globals.get(s.name.as_str()) else {
             self.global_order.push(s.name.clone());
             self.globals.insert(
                 s.name.clone(),
@@ -289,9 +296,9 @@ impl<'a> Merger<'a> {
             return;
         };
         let (first, def) = (g.first, g.def);
-        let here = self.origin(k.0).to_string();
+        let here = self.origin(k.0);
         // size agreement for data
-        if kind(&s) == Kind::Data {
+        if kind(s) == Kind::Data {
             let prev = def.unwrap_or(first);
             let p = self.sym(prev);
             if p.size != 0 && s.size != 0 && p.size != s.size && !is_table_symbol(&s.name) {
@@ -307,10 +314,10 @@ impl<'a> Merger<'a> {
             return;
         }
         let Some(d) = def else {
-            self.globals.get_mut(&s.name).unwrap().def = Some(k);
+            self.globals.get_mut(s.name.as_str()).unwrap().def = Some(k);
             return;
         };
-        let old = self.sym(d).clone();
+        let old = self.sym(d);
         let replace = match (old.bind == STB_WEAK, s.bind == STB_WEAK) {
             (false, false) => {
                 self.diag.error(&format!(
@@ -323,21 +330,47 @@ impl<'a> Merger<'a> {
             }
             (true, false) => true,
             (false, true) => false,
-            (true, true) => kind(&s) == Kind::Function && self.regcount(k) < self.regcount(d),
+            (true, true) => kind(s) == Kind::Function && self.regcount(k) < self.regcount(d),
         };
         if replace {
-            self.globals.get_mut(&s.name).unwrap().def = Some(k);
+            self.globals.get_mut(s.name.as_str()).unwrap().def = Some(k);
         }
     }
 
     /// The definition a symbol of an input stands for: itself when local or chosen,
     /// the chosen definition of its name when global.
     fn target(&self, k: SymKey) -> Option<SymKey> {
-        let s = self.sym(k);
-        if s.bind == STB_LOCAL {
-            return s.defined().then_some(k);
-        }
-        self.globals.get(&s.name).and_then(|g| g.def)
+        self.resolved[k.0][k.1].0
+    }
+
+    /// The symbol a global name stands for in the output: its chosen definition, else
+    /// its first reference.
+    fn representative(&self, k: SymKey) -> SymKey {
+        self.resolved[k.0][k.1].1
+    }
+
+    /// Fills `resolved` once the definitions are chosen.
+    fn settle(&mut self) {
+        self.resolved = (0..self.inputs.len())
+            .map(|i| {
+                self.inputs[i]
+                    .cubin
+                    .symbols
+                    .iter()
+                    .enumerate()
+                    .map(|(s, sym)| {
+                        if sym.bind == STB_LOCAL {
+                            (sym.defined().then_some((i, s)), (i, s))
+                        } else {
+                            match self.globals.get(sym.name.as_str()) {
+                                Some(g) => (g.def, g.def.unwrap_or(g.first)),
+                                None => (None, (i, s)),
+                            }
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
     }
 
     // ---- functions and reachability ---------------------------------------------
@@ -550,7 +583,7 @@ impl<'a> Merger<'a> {
     /// For every name an input leaves undefined, the first input whose live code or
     /// allocated data refers to it.
     fn undefined_uses(&self) -> HashMap<&'a str, usize> {
-        let mut first = HashMap::new();
+        let mut first = HashMap::default();
         for i in 0..self.inputs.len() {
             let c = &self.inputs[i].cubin;
             for (ri, rs) in c.sections.iter().enumerate() {
@@ -1019,8 +1052,7 @@ impl<'a> Merger<'a> {
         if s.bind == STB_LOCAL {
             return self.sym_of.get(&k).copied();
         }
-        let g = self.globals.get(&s.name)?;
-        self.sym_of.get(&g.def.unwrap_or(g.first)).copied()
+        self.sym_of.get(&self.representative(k)).copied()
     }
 
     // ---- relocations ----------------------------------------------------------------
@@ -1029,7 +1061,7 @@ impl<'a> Merger<'a> {
         let exec = !self.opts.relocatable;
         // (output section, rela?) → entries in merge order
         let mut lists: Vec<((usize, bool), Vec<(u64, u32, u32, i64)>)> = Vec::new();
-        let mut index: HashMap<(usize, bool), usize> = HashMap::new();
+        let mut index: HashMap<(usize, bool), usize> = HashMap::default();
         for i in 0..self.inputs.len() {
             let c = &self.inputs[i].cubin;
             for (ri, rs) in c.sections.iter().enumerate() {
@@ -1364,7 +1396,7 @@ impl<'a> Merger<'a> {
             .map(|&g| self.funcs[g].barriers)
             .max()
             .unwrap_or(0);
-        let mut memo = HashMap::new();
+        let mut memo = HashMap::default();
         let stack = self
             .stack_depth(f, &mut Vec::new(), &mut memo)
             .unwrap_or(UNKNOWN_STACK);
@@ -1404,7 +1436,7 @@ impl<'a> Merger<'a> {
         let mut groups: [BTreeSet<(u32, i64)>; 5] = Default::default();
         let mut protos: BTreeSet<(u32, u32)> = BTreeSet::new();
         let mut strings: Vec<String> = Vec::new();
-        let mut string_at: HashMap<String, usize> = HashMap::new();
+        let mut string_at: HashMap<String, usize> = HashMap::default();
         let mut intern = |s: String, strings: &mut Vec<String>| -> String {
             if !string_at.contains_key(&s) {
                 string_at.insert(s.clone(), strings.len());

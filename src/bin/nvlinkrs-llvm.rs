@@ -1,0 +1,40 @@
+//! `nvlinkrs-llvm`: the helper process in which LLVM runs for nvlinkrs (see
+//! `nvlinkrs::lto::llvm_helper`). Not meant to be run by hand.
+//!
+//!     nvlinkrs-llvm summarize ORIGIN < module.bc     → the module's summary as JSON
+
+use std::io::{Read, Write};
+use std::process::ExitCode;
+
+use nvlinkrs::diag::{Error, Result};
+use nvlinkrs::lto::bitcode;
+
+fn run(args: &[String]) -> Result<Vec<u8>> {
+    let mut input = Vec::new();
+    std::io::stdin()
+        .read_to_end(&mut input)
+        .map_err(|e| Error::fatal(format!("reading the request: {e}")))?;
+    match args {
+        [cmd, origin] if cmd == "summarize" => {
+            let s = bitcode::summarize_in_process(&input, origin)?;
+            serde_json::to_vec(&s).map_err(|e| Error::fatal(e.to_string()))
+        }
+        _ => Err(Error::fatal(format!(
+            "nvlinkrs-llvm: unknown request {args:?} (this helper is started by nvlinkrs)"
+        ))),
+    }
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match run(&args) {
+        Ok(out) => {
+            let _ = std::io::stdout().write_all(&out);
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::from(1)
+        }
+    }
+}
