@@ -6,7 +6,7 @@
 //! arguments; bulk input comes on stdin, the answer on stdout, a failure as exit status 1
 //! with the message on stderr.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
@@ -48,29 +48,23 @@ pub fn run(args: &[&str], stdin: &[u8], what: &str) -> Result<Vec<u8>> {
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| Error::fatal(format!("'{what}': cannot start {}: {e}", helper.display())))?;
-    // feed stdin from a thread so a helper that answers before reading everything
-    // cannot deadlock against a full pipe
-    let mut pipe = child.stdin.take();
+    // feed stdin from a thread while `wait_with_output` drains stdout and stderr, so
+    // no pipe can fill up and stall either side
+    let pipe = child.stdin.take();
     let out = std::thread::scope(|s| {
         s.spawn(move || {
-            if let Some(p) = pipe.as_mut() {
+            if let Some(mut p) = pipe {
                 let _ = p.write_all(stdin);
             }
-            drop(pipe);
         });
-        let mut out = Vec::new();
-        let mut err = Vec::new();
-        let o = child.stdout.as_mut().map(|p| p.read_to_end(&mut out));
-        let e = child.stderr.as_mut().map(|p| p.read_to_end(&mut err));
-        let status = child.wait();
-        (o, e, status, out, err)
-    });
-    let (_, _, status, out, err) = out;
-    let status = status.map_err(|e| Error::fatal(format!("'{what}': waiting for {NAME}: {e}")))?;
+        child.wait_with_output()
+    })
+    .map_err(|e| Error::fatal(format!("'{what}': waiting for {NAME}: {e}")))?;
+    let status = out.status;
     if status.success() {
-        return Ok(out);
+        return Ok(out.stdout);
     }
-    let msg = String::from_utf8_lossy(&err).trim().to_string();
+    let msg = String::from_utf8_lossy(&out.stderr).trim().to_string();
     Err(Error::fatal(if msg.is_empty() {
         format!("'{what}': {NAME} failed ({status})")
     } else {

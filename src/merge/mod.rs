@@ -367,6 +367,12 @@ impl<'a> Merger<'a> {
         self.resolved[k.0][k.1].0
     }
 
+    /// The function a symbol of an input stands for, if it is one.
+    fn func_of(&self, k: SymKey) -> Option<usize> {
+        self.target(k)
+            .and_then(|t| self.func_of_sym.get(&t).copied())
+    }
+
     /// The symbol a global name stands for in the output: its chosen definition, else
     /// its first reference.
     fn representative(&self, k: SymKey) -> SymKey {
@@ -456,56 +462,46 @@ impl<'a> Merger<'a> {
                         }
                         continue;
                     }
-                    if let Some(g) = self.target(sk).and_then(|t| self.func_of_sym.get(&t))
-                        && *g != f
+                    if let Some(g) = self.func_of(sk)
+                        && g != f
                     {
-                        self.funcs[f].callees.insert(*g);
+                        self.funcs[f].callees.insert(g);
                     }
                 }
             }
         }
-        for i in 0..self.inputs.len() {
-            let c = &self.inputs[i].cubin;
-            for (a, b, group) in callgraph_entries(c)? {
-                if group != 1 && group != 4 {
-                    continue;
-                }
-                let fa = self
-                    .target((i, a as usize))
-                    .and_then(|t| self.func_of_sym.get(&t).copied());
-                let fb = usize::try_from(b)
-                    .ok()
-                    .filter(|&b| b < c.symbols.len())
-                    .and_then(|b| self.target((i, b)))
-                    .and_then(|t| self.func_of_sym.get(&t).copied());
-                if let (Some(fa), Some(fb)) = (fa, fb) {
-                    if fa != fb {
-                        self.funcs[fa].callees.insert(fb);
-                    } else if group == 1 {
-                        self.funcs[fa].self_call = true;
-                    }
-                }
-            }
-        }
-        // An indirect call of prototype P may reach every function of prototype P whose
+        // Call-graph entries: direct calls (groups 1 and 4), and for indirect calls the
+        // functions whose address is taken (2) and the callers (3), by prototype; an
+        // indirect call of prototype P may reach every function of prototype P whose
         // address is taken anywhere in the program.
         let mut taken: Vec<(String, usize)> = Vec::new();
         let mut callers: Vec<(String, usize)> = Vec::new();
         for i in 0..self.inputs.len() {
             let c = &self.inputs[i].cubin;
             for (a, b, group) in callgraph_entries(c)? {
-                if group != 2 && group != 3 {
+                let Some(fa) = self.func_of((i, a as usize)) else {
                     continue;
-                }
-                let f = self
-                    .target((i, a as usize))
-                    .and_then(|t| self.func_of_sym.get(&t).copied());
-                if let (Some(f), Some(p)) = (f, strtab_string(c, b)) {
-                    if group == 2 {
-                        taken.push((p, f))
-                    } else {
-                        callers.push((p, f))
+                };
+                match group {
+                    1 | 4 => {
+                        let fb = usize::try_from(b)
+                            .ok()
+                            .filter(|&b| b < c.symbols.len())
+                            .and_then(|b| self.func_of((i, b)));
+                        match fb {
+                            Some(fb) if fb != fa => {
+                                self.funcs[fa].callees.insert(fb);
+                            }
+                            Some(_) if group == 1 => self.funcs[fa].self_call = true,
+                            _ => {}
+                        }
                     }
+                    2 | 3 => {
+                        if let Some(p) = strtab_string(c, b) {
+                            if group == 2 { &mut taken } else { &mut callers }.push((p, fa));
+                        }
+                    }
+                    _ => {}
                 }
             }
         }
@@ -555,10 +551,7 @@ impl<'a> Merger<'a> {
                     continue;
                 }
                 for r in self.relocs(i, ri).unwrap_or_default() {
-                    if let Some(&f) = self
-                        .target((i, r.sym as usize))
-                        .and_then(|t| self.func_of_sym.get(&t))
-                    {
+                    if let Some(f) = self.func_of((i, r.sym as usize)) {
                         stack.push(f);
                     }
                 }
@@ -1214,10 +1207,7 @@ impl<'a> Merger<'a> {
         if s.ty == STT_SECTION {
             return self.is_dropped_function_section(k.0, s.shndx as usize);
         }
-        match self.target(k) {
-            Some(t) => self.func_of_sym.get(&t).is_some_and(|&f| !self.live[f]),
-            None => false,
-        }
+        self.func_of(k).is_some_and(|f| !self.live[f])
     }
 
     /// `(value, constant bank, known at link time)` of a relocation target.
@@ -1643,10 +1633,8 @@ impl<'a> Merger<'a> {
     /// Whether a `.nv.prototype` entry stays: its function is live and its address is
     /// not taken (those have their prototype in `.nv.callgraph`).
     fn prototype_kept(&self, k: SymKey) -> bool {
-        match self.target(k).and_then(|t| self.func_of_sym.get(&t)) {
-            Some(&f) => self.live[f] && !self.address_taken.contains(&f),
-            None => false,
-        }
+        self.func_of(k)
+            .is_some_and(|f| self.live[f] && !self.address_taken.contains(&f))
     }
 
     /// Whether some input declares the prototype of a function it calls but does not
