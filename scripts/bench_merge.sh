@@ -10,19 +10,7 @@ cargo build --release --locked -q
 N=$PWD/target/release/nvlinkrs
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
 sizes=("$@"); [ ${#sizes[@]} -gt 0 ] || sizes=(8 32 128)
-measure() { # best wall seconds of 5 runs and peak RSS KiB
-  python3 - "$@" <<'PY'
-import resource, subprocess, sys, time
-best, rss = 1e9, 0
-for _ in range(5):
-    t = time.perf_counter()
-    p = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _, status, ru = __import__("os").wait4(p.pid, 0)
-    best = min(best, time.perf_counter() - t)
-    rss = max(rss, ru.ru_maxrss)
-print(best, rss)
-PY
-}
+measure() { python3 scripts/measure.py 5 "$@"; }  # best wall seconds, peak RSS KiB
 out=benches/results/merge.md
 {
   echo "# Non-LTO device link: nvlinkrs vs nvlink 13.5"

@@ -221,6 +221,7 @@ const IMPLEMENTED: &[&str] = &[
     "verbose-keep",
     "force-whole-lto",
     "split-compile",
+    "split-compile-extended",
     "Ofast-compile",
     "keep-system-libraries",
 ];
@@ -456,6 +457,11 @@ pub struct LinkRequest {
     pub variables_used: Vec<String>,
     pub maxrregcount: Option<u32>,
     pub split_compile: Option<u32>,
+    /// `-split-compile-extended=N`: libNVVM cuts the program into pieces, ptxas assembles
+    /// them on N threads (0: one per core).
+    pub split_compile_extended: Option<u32>,
+    /// `-dlto` rather than `-lto` / `--link-time-opt` (the tool note records the spelling).
+    pub lto_spelled_dlto: bool,
     pub ofast_compile: Option<String>,
     pub xnvvm: Vec<String>,
     pub xptxas: Vec<String>,
@@ -555,6 +561,12 @@ impl LinkArgs {
             maxrregcount: self.maxrregcount.as_deref().map(number_value).transpose()?,
             split_compile: self
                 .split_compile
+                .as_deref()
+                .map(number_value)
+                .transpose()?,
+            lto_spelled_dlto: self.dlto && !self.link_time_opt,
+            split_compile_extended: self
+                .split_compile_extended
                 .as_deref()
                 .map(number_value)
                 .transpose()?,

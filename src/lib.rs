@@ -16,6 +16,7 @@ pub mod fasthash;
 pub mod fatbin;
 pub mod input;
 pub mod inspect;
+pub mod jobs;
 pub mod lto;
 pub mod merge;
 pub mod output;
@@ -27,7 +28,6 @@ use std::time::Instant;
 use cli::LinkRequest;
 use diag::{Diagnostics, Error, Result};
 use lto::Engine;
-use ptxas_driver::Assembler;
 
 /// Per-phase wall times, in phase order (what `-time` will write).
 #[derive(Debug, Default)]
@@ -55,7 +55,7 @@ pub fn link(req: &LinkRequest, diag: &Diagnostics) -> Result<Timings> {
     if req.lto {
         match lto_phase(req, &trees, diag, &mut timings)? {
             LtoOutcome::Written => return finish(req, &hosts, true, timings),
-            LtoOutcome::Relocatable(c) => lto_cubins.push(c),
+            LtoOutcome::Relocatable(c) => lto_cubins = c,
             LtoOutcome::NoIr => {}
         }
     }
@@ -81,8 +81,9 @@ pub fn link(req: &LinkRequest, diag: &Diagnostics) -> Result<Timings> {
 enum LtoOutcome {
     /// Whole-program LTO wrote the output.
     Written,
-    /// Partial LTO: the relocatable cubin of the IR, to merge with the rest.
-    Relocatable(merge::Input),
+    /// Partial LTO or a split compile: the relocatable cubins of the IR (one per split
+    /// piece), to merge with the rest.
+    Relocatable(Vec<merge::Input>),
     /// No IR in the inputs: an ordinary link.
     NoIr,
 }
@@ -149,10 +150,24 @@ fn note_command_line(req: &LinkRequest) -> String {
         s += &format!("-cpu-arch {c} ");
     }
     if req.lto {
-        s += "-dlto  ";
+        // recorded as spelled: `-dlto`, or `-lto` for `-lto` / `--link-time-opt`
+        s += if req.lto_spelled_dlto {
+            "-dlto  "
+        } else {
+            "-lto  "
+        };
         if let Some(p) = &req.nvvmpath {
             s += &format!("-nvvmpath {} ", p.display());
         }
+    }
+    if let Some(n) = req.split_compile {
+        s += &format!("-split-compile {n} ");
+    }
+    if let Some(n) = req.split_compile_extended {
+        s += &format!("-split-compile-extended {n} ");
+    }
+    if let Some(n) = req.maxrregcount {
+        s += &format!("-maxrregcount {n} ");
     }
     s
 }
@@ -284,10 +299,14 @@ fn lto_phase(
         return Ok(LtoOutcome::NoIr);
     }
     let partial = !pool.non_ir.is_empty() || req.force_partial_lto;
-    if let Some(o) = pool.non_ir.first() {
+    // one line for every input without IR, as nvlink does
+    for o in &pool.non_ir {
         diag.info(&format!(
             "requested LTO but '{o}' not built for LTO so doing partial LTO"
         ));
+    }
+    if req.split_compile.is_some() && req.split_compile_extended.is_some() {
+        diag.info("Incompatible options '-split-compile' and '-split-compile-extended', using '-split-compile-extended'");
     }
     let mut consensus = consensus::Consensus::default();
     for m in &pool.modules {
@@ -327,16 +346,19 @@ fn lto_phase(
     }
     let modules: Vec<lto::IrModule> = pool.modules.iter().map(|m| m.module.clone()).collect();
     let lto_out = timings
-        .phase("cicc", || engine.compile(&modules, &options, diag))
+        .phase("cicc", || {
+            jobs::phase("libNVVM", || engine.compile(&modules, &options, diag))
+        })
         .map_err(|e| explain_newer_ir(e, &modules, req.target))?;
     if from_host && !pool.cudadevrt {
         return Err(Error::fatal("expected libcudadevrt object"));
     }
     if req.emit_ptx {
-        output::write_atomic(&req.output, &lto_out.ptx)?;
+        output::write_atomic(&req.output, &lto_out.ptx.concat())?;
         return Ok(LtoOutcome::Written);
     }
-    let relocatable = partial || !lto_out.whole_program || req.relocatable;
+    let split = lto_out.ptx.len() > 1;
+    let relocatable = partial || !lto_out.whole_program || req.relocatable || split;
     if req.verbose && !relocatable {
         eprintln!("whole program compile");
     }
@@ -348,27 +370,44 @@ fn lto_phase(
         .maxrregcount
         .or(consensus.value(consensus::Opt::MaxReg))
         .filter(|&n| n > 0);
-    let job = ptxas_driver::Job {
-        name: "<lto ptx>".into(),
-        ptx: lto_out.ptx,
-        options,
-    };
+    let jobs: Vec<ptxas_driver::Job> = lto_out
+        .ptx
+        .into_iter()
+        .map(|ptx| ptxas_driver::Job {
+            name: "<lto ptx>".into(),
+            ptx,
+            options: options.clone(),
+        })
+        .collect();
     let kit = toolkit::Toolkit::discover(req.cuda_path.as_deref(), req.nvvmpath.as_deref())?;
     let assembler = ptxas_driver::Ptxas::new(kit.ptxas());
-    let assembled = timings.phase("ptxas", || assembler.assemble(&job))?;
-    if !assembled.messages.is_empty() {
-        eprint!("{}", assembled.messages);
+    // The pool nvlink sizes from -split-compile-extended (0: one thread per core).
+    let threads = req.split_compile_extended.unwrap_or(0) as usize;
+    let assembled = timings.phase("ptxas", || {
+        ptxas_driver::assemble_all(&assembler, &jobs, threads)
+    })?;
+    let mut cubins = Vec::with_capacity(assembled.len());
+    for a in assembled {
+        let a = a?;
+        if !a.messages.is_empty() {
+            eprint!("{}", a.messages);
+        }
+        cubins.push(a.cubin);
     }
     if relocatable {
-        let cubin = elf::cubin::Cubin::parse(bytes::Bytes::from_vec(assembled.cubin), "lto.cubin")?;
-        return Ok(LtoOutcome::Relocatable(merge::Input {
-            cubin,
-            system: false,
-        }));
+        let inputs = cubins
+            .into_iter()
+            .map(|c| {
+                let cubin = elf::cubin::Cubin::parse(bytes::Bytes::from_vec(c), "lto.cubin")?;
+                Ok(merge::Input {
+                    cubin,
+                    system: false,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        return Ok(LtoOutcome::Relocatable(inputs));
     }
-    timings.phase("write", || {
-        output::write_atomic(&req.output, &assembled.cubin)
-    })?;
+    timings.phase("write", || output::write_atomic(&req.output, &cubins[0]))?;
     Ok(LtoOutcome::Written)
 }
 
@@ -430,7 +469,11 @@ fn lto_settings(req: &LinkRequest, pool: &lto::pool::Pool, from_host: bool) -> l
     };
     lto::LtoSettings {
         target: Some(req.target),
-        split_compile: req.split_compile,
+        // With both split options, libNVVM gets only the extended one (nvlink says so).
+        split_compile: req
+            .split_compile
+            .filter(|_| req.split_compile_extended.is_none()),
+        split_compile_extended: req.split_compile_extended,
         ofast_compile: req.ofast_compile.clone(),
         maxrregcount: req.maxrregcount,
         device_c: from_host && pool.cudadevrt,

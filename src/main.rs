@@ -112,6 +112,8 @@ fn compare_main(args: &[String]) -> Result<(), Error> {
 }
 
 fn main() -> ExitCode {
+    // before any file is opened: the descriptors of make's jobserver, if it shares one
+    nvlinkrs::jobs::connect_jobserver();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut diag = Diagnostics::new(&tool_name());
     let result = match args.first().map(String::as_str) {

@@ -498,3 +498,138 @@ fn nvcc_drop_in_builds_the_same_executable() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("consensus: -ftz=0 set by"), "{err}");
 }
+
+/// Runs `tool` with `args` (`{OUT}` a fresh file), with `env` set, and requires success;
+/// the output's bytes and the messages (tool name made `nvlink`).
+fn link_with_env(tool: &Path, args: &[String], env: &[(&str, PathBuf)]) -> (Vec<u8>, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.cubin");
+    let args: Vec<String> = args
+        .iter()
+        .map(|a| a.replace("{OUT}", out.to_str().unwrap()))
+        .collect();
+    let mut cmd = Command::new(tool);
+    cmd.args(&args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let r = cmd.output().unwrap();
+    assert!(
+        r.status.success(),
+        "{} {}: {}",
+        tool.display(),
+        args.join(" "),
+        String::from_utf8_lossy(&r.stderr)
+    );
+    let name = tool.file_name().unwrap().to_string_lossy().into_owned();
+    let messages = String::from_utf8_lossy(&r.stderr).replace(&format!("{name} "), "nvlink ");
+    (std::fs::read(&out).unwrap(), messages)
+}
+
+/// The names of the kernels of a linked cubin.
+fn kernels(cubin: &[u8]) -> std::collections::BTreeSet<String> {
+    let c =
+        nvlinkrs::elf::cubin::Cubin::parse(nvlinkrs::bytes::Bytes::from_vec(cubin.to_vec()), "out")
+            .unwrap();
+    c.symbols
+        .iter()
+        .filter(|s| s.defined() && s.is_entry())
+        .map(|s| s.name.clone())
+        .collect()
+}
+
+#[test]
+fn split_compile_extended_is_equivalent_to_nvlink_and_deterministic() {
+    // libNVVM cuts the fixture into several PTX pieces under -split-compile-extended;
+    // each goes through ptxas -c and the pieces are merged. libNVVM returns the pieces in
+    // the order its threads finish, so nvlink's output changes from run to run;
+    // nvlinkrs sorts them by content. tests/fixtures/sortnvvm wraps the real libNVVM and
+    // gives nvlink the pieces in that same order (nothing else changes), so the two
+    // linkers can be held to the merge harness's equivalence.
+    let fx = fixtures();
+    let real = cuda().join("nvvm/lib64/libnvvm.so");
+    let env = [("NVLINKRS_REAL_NVVM", real.clone()), ("CUDA_HOME", cuda())];
+    let with_nvvm = |nvvm: &Path, extra: &[&str], inputs: &[&str]| -> Vec<String> {
+        let mut a = lto_args("sm_90", extra, inputs);
+        for x in a.iter_mut() {
+            if x.starts_with("-nvvmpath=") {
+                *x = format!("-nvvmpath={}", nvvm.display());
+            }
+        }
+        a
+    };
+    let sorted = fx.join("sortnvvm");
+    let program = ["split/s0.o", "split/s1.o"];
+    let mut failures = Vec::new();
+    for (what, extra, inputs) in [
+        (
+            "whole program, 2 threads",
+            vec!["-split-compile-extended=2"],
+            program.to_vec(),
+        ),
+        (
+            "whole program, one per core",
+            vec!["-split-compile-extended=0"],
+            program.to_vec(),
+        ),
+        (
+            "both split options",
+            vec!["-split-compile=2", "-split-compile-extended=2"],
+            program.to_vec(),
+        ),
+        (
+            "partial LTO",
+            vec!["-split-compile-extended=2"],
+            vec!["split/s0.o", "split/s1.o", "saxpy_dc.o", "scale_dc.o"],
+        ),
+    ] {
+        let args = with_nvvm(&sorted, &extra, &inputs);
+        let (theirs, their_messages) = link_with_env(&nvlink(), &args, &env);
+        let (ours, our_messages) = link_with_env(&nvlinkrs(), &args, &env);
+        let report = nvlinkrs::elf::equiv::compare(&theirs, &ours).unwrap();
+        if !report.equivalent() {
+            failures.push(format!("{what}: {:#?}", report.differences));
+        }
+        if their_messages != our_messages {
+            failures.push(format!(
+                "{what}: messages differ\n  nvlink:   {their_messages:?}\n  nvlinkrs: {our_messages:?}"
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+
+    // With the real libNVVM (pieces in a different order each run): the same bytes every
+    // time, and whatever the number of threads (which the tool note records, as nvlink's
+    // does: it is the only difference allowed).
+    let real_dir = cuda().join("nvvm");
+    let split = |n: &str| {
+        let args = with_nvvm(
+            &real_dir,
+            &[&format!("-split-compile-extended={n}")],
+            &program,
+        );
+        link_with_env(&nvlinkrs(), &args, &[]).0
+    };
+    let first = split("2");
+    for _ in 0..2 {
+        assert!(first == split("2"), "two runs gave different bytes");
+    }
+    for n in ["3", "0"] {
+        let other = split(n);
+        let report = nvlinkrs::elf::equiv::compare(&first, &other).unwrap();
+        let unexpected: Vec<&String> = report
+            .differences
+            .iter()
+            .filter(|d| !d.starts_with("section .note.nv.tkinfo:"))
+            .collect();
+        assert!(
+            unexpected.is_empty(),
+            "-split-compile-extended={n}: {unexpected:#?}"
+        );
+    }
+    // No kernel is lost: the split link has the kernels of the link without split.
+    let whole = link_with_env(&nvlinkrs(), &with_nvvm(&real_dir, &[], &program), &[]).0;
+    let want = kernels(&whole);
+    assert_eq!(want.len(), 12, "{want:?}");
+    assert_eq!(kernels(&first), want);
+}

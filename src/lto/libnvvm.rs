@@ -1,6 +1,8 @@
 //! libNVVM, loaded at run time. All unsafe FFI of the crate lives in this file: the
-//! public C API of `nvvm.h` and the one private entry nvlink uses, `__nvvmHandle(0x2080)`,
-//! which adds an NVIDIA LTO IR container to a program (the public add refuses them).
+//! public C API of `nvvm.h` and the private entries nvlink uses through `__nvvmHandle`:
+//! `0x2080` adds an NVIDIA LTO IR container to a program (the public add refuses them);
+//! `0xf00d` and `0xb0ba` tell how many PTX modules a split compile
+//! (`-split-compile-extended`) produced and how long each is.
 
 use std::ffi::{CStr, CString, c_char, c_int, c_void};
 use std::path::{Path, PathBuf};
@@ -17,9 +19,17 @@ type SizeFn = unsafe extern "C" fn(Handle, *mut usize) -> c_int;
 type CopyFn = unsafe extern "C" fn(Handle, *mut c_char) -> c_int;
 type ErrorStringFn = unsafe extern "C" fn(c_int) -> *const c_char;
 type PrivateHandleFn = unsafe extern "C" fn(c_int) -> *const c_void;
+/// `__nvvmHandle(0xf00d)`: `(program, &count)`, the number of PTX modules in the result.
+type SliceCountFn = unsafe extern "C" fn(Handle, *mut u32) -> c_int;
+/// `__nvvmHandle(0xb0ba)`: `(program, count, sizes)`, each module's length in bytes.
+type SliceSizesFn = unsafe extern "C" fn(Handle, usize, *mut u64) -> c_int;
 
 /// The `__nvvmHandle` code of the add-LTO-IR entry (signature as `nvvmAddModuleToProgram`).
 const ADD_LTO_IR: c_int = 0x2080;
+/// The `__nvvmHandle` codes of the split-result entries (observed: nvlink fetches both
+/// and calls them after a compile, count first; the result is the modules back to back).
+const SLICE_COUNT: c_int = 0xf00d;
+const SLICE_SIZES: c_int = 0xb0ba;
 
 /// `nvvmCompileProgram`'s result when it produced whole-program PTX (observed with
 /// `--device-c` when nothing is left unresolved); 0 is relocatable PTX.
@@ -164,25 +174,67 @@ impl Program<'_> {
     }
 
     fn private_add(&self) -> Result<AddFn> {
+        let f = self.private_entry(ADD_LTO_IR, "the LTO IR entry")?;
+        // SAFETY: for 0x2080 the entry has the signature of nvvmAddModuleToProgram
+        // (observed: nvlink calls it so); a non-null code pointer.
+        Ok(unsafe { std::mem::transmute::<*const c_void, AddFn>(f) })
+    }
+
+    /// `__nvvmHandle(code)`, refused when the library lacks it.
+    fn private_entry(&self, code: c_int, what: &str) -> Result<*const c_void> {
         let handle = self.nvvm.api.handle.ok_or_else(|| {
             Error::fatal("elfLink linker library load error").context(format!(
                 "'{}' has no __nvvmHandle",
                 self.nvvm.path.display()
             ))
         })?;
-        // SAFETY: `__nvvmHandle(code)` returns a function pointer or null; for 0x2080 it
-        // has the signature of nvvmAddModuleToProgram (observed: nvlink calls it so).
-        let f = unsafe { handle(ADD_LTO_IR) };
+        // SAFETY: `__nvvmHandle(code)` returns a function pointer or null.
+        let f = unsafe { handle(code) };
         if f.is_null() {
             return Err(
                 Error::fatal("elfLink linker library load error").context(format!(
-                    "'{}' does not provide the LTO IR entry __nvvmHandle(0x2080)",
+                    "'{}' does not provide {what} __nvvmHandle({code:#x})",
                     self.nvvm.path.display()
                 )),
             );
         }
-        // SAFETY: see above; a non-null code pointer of that signature.
-        Ok(unsafe { std::mem::transmute::<*const c_void, AddFn>(f) })
+        Ok(f)
+    }
+
+    /// The lengths of the PTX modules a split compile put back to back in the result,
+    /// or `None` when the result is one module. Call after a successful compile.
+    pub fn slice_sizes(&self) -> Result<Option<Vec<usize>>> {
+        let count_fn = self.private_entry(SLICE_COUNT, "the split-count entry")?;
+        let sizes_fn = self.private_entry(SLICE_SIZES, "the split-sizes entry")?;
+        // SAFETY: the signatures observed for these codes (see the type aliases); non-null.
+        let (count_fn, sizes_fn) = unsafe {
+            (
+                std::mem::transmute::<*const c_void, SliceCountFn>(count_fn),
+                std::mem::transmute::<*const c_void, SliceSizesFn>(sizes_fn),
+            )
+        };
+        let mut count = 0u32;
+        // SAFETY: a valid program handle and out-pointer.
+        let rc = unsafe { count_fn(self.raw, &mut count) };
+        if rc != 0 {
+            return Err(Error::fatal("elfLink nvvm error").context(format!(
+                "libNVVM split-count query: {}",
+                self.nvvm.error_string(rc)
+            )));
+        }
+        if count <= 1 {
+            return Ok(None);
+        }
+        let mut sizes = vec![0u64; count as usize];
+        // SAFETY: `sizes` has room for the `count` entries libNVVM just announced.
+        let rc = unsafe { sizes_fn(self.raw, count as usize, sizes.as_mut_ptr()) };
+        if rc != 0 {
+            return Err(Error::fatal("elfLink nvvm error").context(format!(
+                "libNVVM split-sizes query: {}",
+                self.nvvm.error_string(rc)
+            )));
+        }
+        Ok(Some(sizes.into_iter().map(|n| n as usize).collect()))
     }
 
     fn add_with(&mut self, add: AddFn, data: &[u8], name: &str) -> Result<()> {

@@ -35,10 +35,45 @@ pub struct IrModule {
 /// What an engine produced.
 #[derive(Clone, Debug)]
 pub struct LtoOutput {
-    pub ptx: Vec<u8>,
+    /// The PTX modules: one, or the pieces of a split compile in [`canonical_order`].
+    pub ptx: Vec<Vec<u8>>,
     /// True when the PTX is a whole program (ptxas without `-c`); false when it is
-    /// relocatable and must be merged with other device code.
+    /// relocatable and must be merged with other device code. Split pieces are always
+    /// relocatable.
     pub whole_program: bool,
+}
+
+/// Cuts a split compile's result (its modules back to back) at the lengths libNVVM
+/// reported, refusing lengths that do not fit, and puts the pieces in
+/// [`canonical_order`].
+pub fn split_result(ptx: Vec<u8>, sizes: &[usize]) -> Result<Vec<Vec<u8>>> {
+    let total = sizes
+        .iter()
+        .try_fold(0usize, |a, &n| a.checked_add(n))
+        .filter(|&t| t <= ptx.len());
+    if total.is_none() || sizes.contains(&0) {
+        return Err(Error::fatal("elfLink nvvm error").context(format!(
+            "libNVVM reported {} split modules of {:?} bytes for a result of {} bytes",
+            sizes.len(),
+            sizes,
+            ptx.len()
+        )));
+    }
+    let mut pieces = Vec::with_capacity(sizes.len());
+    let mut at = 0;
+    for &n in sizes {
+        pieces.push(ptx[at..at + n].to_vec());
+        at += n;
+    }
+    Ok(canonical_order(pieces))
+}
+
+/// libNVVM hands back the pieces of a split compile in the order its threads finished
+/// them, which changes from run to run (so nvlink's output does too). nvlinkrs sorts them
+/// by content, so the same program gives the same bytes whatever the thread count.
+pub fn canonical_order(mut pieces: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
+    pieces.sort_unstable();
+    pieces
 }
 
 /// An LTO back end: a module set and an option list in, PTX out.
@@ -76,9 +111,18 @@ impl Engine for NvvmEngine {
                 if !done.log.trim().is_empty() {
                     diag.info(&done.log);
                 }
-                Ok(LtoOutput {
-                    ptx: prog.result()?,
-                    whole_program: done.code == libnvvm::RESULT_WHOLE_PROGRAM,
+                // nvlink's order: the pieces' sizes, then the result.
+                let sizes = prog.slice_sizes()?;
+                let ptx = prog.result()?;
+                Ok(match sizes {
+                    Some(sizes) => LtoOutput {
+                        ptx: split_result(ptx, &sizes)?,
+                        whole_program: false,
+                    },
+                    None => LtoOutput {
+                        ptx: vec![ptx],
+                        whole_program: done.code == libnvvm::RESULT_WHOLE_PROGRAM,
+                    },
                 })
             }
             Err((log, error)) => {
@@ -173,6 +217,9 @@ impl HostRefs {
 pub struct LtoSettings {
     pub target: Option<Arch>,
     pub split_compile: Option<u32>,
+    /// `-split-compile-extended=N`: libNVVM cuts the program into pieces that ptxas
+    /// assembles in parallel (N threads; 0: one per core).
+    pub split_compile_extended: Option<u32>,
     pub ofast_compile: Option<String>,
     /// `-maxrregcount` from the command line (wins over the modules' value).
     pub maxrregcount: Option<u32>,
@@ -193,6 +240,9 @@ pub fn nvvm_options(s: &LtoSettings, consensus: &Consensus) -> Vec<String> {
     o.push("-link-lto".into());
     if let Some(n) = s.split_compile.filter(|&n| n != 1) {
         o.push(format!("-split-compile={n}"));
+    }
+    if let Some(n) = s.split_compile_extended.filter(|&n| n != 1) {
+        o.push(format!("-split-compile-extended={n}"));
     }
     if let Some(l) = &s.ofast_compile {
         o.push(format!("-Ofast-compile={l}"));
@@ -293,6 +343,36 @@ mod tests {
         assert!(!used.keeps_kernel("_Z7doublerPfi"));
         assert!(glob("a*b*c", "a-b-c") && glob("a*b*c", "abc") && !glob("a*b*c", "ab"));
         assert!(!glob("ab*ba", "aba"));
+    }
+
+    #[test]
+    fn split_results_are_cut_at_the_reported_sizes_and_sorted() {
+        let ptx = b"//b-piece//a-piece//c\0".to_vec();
+        let pieces = split_result(ptx.clone(), &[9, 9, 3]).unwrap();
+        assert_eq!(pieces, [&b"//a-piece"[..], b"//b-piece", b"//c"]);
+        // lengths that do not fit, overflow or are empty are refused, not trusted
+        for bad in [&[9, 9, 5][..], &[usize::MAX, 2], &[9, 0, 3]] {
+            let e = split_result(ptx.clone(), bad).unwrap_err().to_string();
+            assert!(e.contains("split modules"), "{e}");
+        }
+    }
+
+    #[test]
+    fn split_options_go_where_nvlink_puts_them() {
+        let mut s = settings();
+        s.split_compile_extended = Some(3);
+        s.maxrregcount = Some(64);
+        assert_eq!(
+            nvvm_options(&s, &Consensus::default()),
+            [
+                "-arch=compute_90",
+                "-link-lto",
+                "-split-compile-extended=3",
+                "-maxreg=64",
+                "--device-c",
+                "-has-global-host-info"
+            ]
+        );
     }
 
     #[test]

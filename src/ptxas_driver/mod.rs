@@ -6,8 +6,6 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use rayon::prelude::*;
-
 use crate::arch::Arch;
 use crate::diag::{Error, Result};
 
@@ -132,30 +130,20 @@ fn run(mut cmd: Command, tool: &Path, name: &str, output: &Path) -> Result<Assem
     Ok(Assembled { cubin, messages })
 }
 
-/// Runs every job on at most `threads` workers (0: one per core); the results are in
-/// job order. Largest jobs start first.
+/// Runs every job on the link's job pool: at most `threads` workers (0: one per core),
+/// largest jobs first, make's jobserver respected; the results are in job order.
 pub fn assemble_all(
     assembler: &dyn Assembler,
     jobs: &[Job],
     threads: usize,
 ) -> Result<Vec<Result<Assembled>>> {
-    if jobs.len() == 1 {
-        return Ok(vec![assembler.assemble(&jobs[0])]);
-    }
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .map_err(|e| Error::fatal(format!("Unable to create thread pool: {e}")))?;
-    let mut order: Vec<usize> = (0..jobs.len()).collect();
-    order.sort_by_key(|&i| std::cmp::Reverse(jobs[i].ptx.len()));
-    let mut done: Vec<(usize, Result<Assembled>)> = pool.install(|| {
-        order
-            .par_iter()
-            .map(|&i| (i, assembler.assemble(&jobs[i])))
-            .collect()
-    });
-    done.sort_by_key(|(i, _)| *i);
-    Ok(done.into_iter().map(|(_, r)| r).collect())
+    Ok(crate::jobs::run_all(
+        "ptxas",
+        jobs,
+        threads,
+        |j| j.ptx.len(),
+        |j| assembler.assemble(j),
+    ))
 }
 
 #[cfg(test)]

@@ -1,0 +1,244 @@
+//! The job pool of a link and its progress line. Jobs (ptxas runs today, code generation
+//! later) run on at most N workers, the largest first, and their results come back in job
+//! order whatever order they finish in. Under GNU make's jobserver every job beyond the one
+//! this process may always run holds a token from make. On a terminal, a phase that lasts
+//! longer than a moment shows one status line on stderr (the phase, and jobs done of N);
+//! nothing is printed when stderr is not a terminal.
+
+use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// How long a phase runs before the status line appears.
+const QUIET_FOR: Duration = Duration::from_millis(1500);
+
+static JOBSERVER: OnceLock<Option<jobserver::Client>> = OnceLock::new();
+
+/// Connects to the jobserver GNU make names in `MAKEFLAGS`, if there is one. Called first
+/// thing in `main`, so that the descriptors make passed down are taken before this process
+/// opens any file of its own.
+pub fn connect_jobserver() {
+    JOBSERVER.get_or_init(|| {
+        // SAFETY: runs at the start of `main`, before any file is opened, so descriptors
+        // named in MAKEFLAGS can only be the ones make passed; they are also checked to be
+        // pipes or a FIFO (`check_pipe`) before they are used.
+        let found = unsafe { jobserver::Client::from_env_ext(true) };
+        found.client.ok()
+    });
+}
+
+fn jobserver() -> Option<&'static jobserver::Client> {
+    JOBSERVER.get().and_then(Option::as_ref)
+}
+
+/// The number of workers for `threads` (0: one per core) and `jobs` jobs.
+pub fn workers(threads: usize, jobs: usize) -> usize {
+    let t = if threads == 0 {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    } else {
+        threads
+    };
+    t.clamp(1, jobs.max(1))
+}
+
+/// Runs `f` on every item on at most `threads` workers (0: one per core), starting the
+/// items with the largest `size` first; the results are in item order. `phase` names the
+/// work on the status line.
+pub fn run_all<T: Sync, R: Send>(
+    phase: &str,
+    items: &[T],
+    threads: usize,
+    size: impl Fn(&T) -> usize,
+    f: impl Fn(&T) -> R + Sync,
+) -> Vec<R> {
+    run_with(jobserver(), phase, items, threads, size, f)
+}
+
+fn run_with<T: Sync, R: Send>(
+    tokens: Option<&jobserver::Client>,
+    phase: &str,
+    items: &[T],
+    threads: usize,
+    size: impl Fn(&T) -> usize,
+    f: impl Fn(&T) -> R + Sync,
+) -> Vec<R> {
+    let n = items.len();
+    let mut order: Vec<usize> = (0..n).collect();
+    // stable: equal sizes keep item order, so the start order is fixed too
+    order.sort_by_key(|&i| std::cmp::Reverse(size(&items[i])));
+    let results: Mutex<Vec<Option<R>>> = Mutex::new((0..n).map(|_| None).collect());
+    let next = AtomicUsize::new(0);
+    let status = Status::new(phase, n);
+    let worker = |own_token: bool| {
+        loop {
+            let k = next.fetch_add(1, Ordering::Relaxed);
+            let Some(&i) = order.get(k) else { break };
+            // The first worker runs on the token every make child has; the others take
+            // one from make per job (when make shares its jobserver), and give it back.
+            let token = match (own_token, tokens) {
+                (false, Some(js)) => js.acquire().ok(),
+                _ => None,
+            };
+            let r = f(&items[i]);
+            drop(token);
+            results.lock().unwrap()[i] = Some(r);
+            status.done();
+        }
+    };
+    let w = workers(threads, n);
+    if w == 1 {
+        worker(true);
+    } else {
+        std::thread::scope(|s| {
+            for _ in 1..w {
+                s.spawn(|| worker(false));
+            }
+            worker(true);
+        });
+    }
+    status.finish();
+    results
+        .into_inner()
+        .unwrap()
+        .into_iter()
+        .map(|r| r.expect("every job ran"))
+        .collect()
+}
+
+/// Runs `f`, showing `phase` on the status line if it takes long.
+pub fn phase<R>(phase: &str, f: impl FnOnce() -> R) -> R {
+    let status = Status::new(phase, 0);
+    let (stop, stopped) = mpsc::channel::<()>();
+    let r = std::thread::scope(|s| {
+        if status.enabled {
+            let status = &status;
+            s.spawn(move || {
+                // wakes when the phase ends (the sender is dropped) or when it is time to show it
+                if stopped.recv_timeout(QUIET_FOR) == Err(mpsc::RecvTimeoutError::Timeout) {
+                    status.show();
+                }
+            });
+        }
+        let r = f();
+        drop(stop);
+        r
+    });
+    status.finish();
+    r
+}
+
+/// One line on stderr, rewritten in place: `nvlinkrs: <phase> <done>/<total>`.
+struct Status {
+    enabled: bool,
+    phase: String,
+    total: usize,
+    done: AtomicUsize,
+    started: Instant,
+    shown: Mutex<bool>,
+}
+
+impl Status {
+    fn new(phase: &str, total: usize) -> Status {
+        Status {
+            enabled: std::io::stderr().is_terminal(),
+            phase: phase.to_string(),
+            total,
+            done: AtomicUsize::new(0),
+            started: Instant::now(),
+            shown: Mutex::new(false),
+        }
+    }
+
+    fn done(&self) {
+        self.done.fetch_add(1, Ordering::Relaxed);
+        if self.enabled && self.started.elapsed() >= QUIET_FOR {
+            self.show();
+        }
+    }
+
+    fn show(&self) {
+        let mut shown = self.shown.lock().unwrap();
+        let line = if self.total > 0 {
+            let d = self.done.load(Ordering::Relaxed);
+            format!("nvlinkrs: {} {d}/{}", self.phase, self.total)
+        } else {
+            format!("nvlinkrs: {}...", self.phase)
+        };
+        let _ = write!(std::io::stderr(), "\r\x1b[K{line}");
+        *shown = true;
+    }
+
+    /// Clears the line if it was shown.
+    fn finish(&self) {
+        if *self.shown.lock().unwrap() {
+            let _ = write!(std::io::stderr(), "\r\x1b[K");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn results_come_back_in_item_order() {
+        // the items finish in reverse order of start (the largest first sleeps longest)
+        let items: Vec<u64> = (0..12).collect();
+        for threads in [0, 1, 3, 16] {
+            let got = run_all(
+                "test",
+                &items,
+                threads,
+                |&i| i as usize,
+                |&i| {
+                    std::thread::sleep(Duration::from_millis(i));
+                    i * 10
+                },
+            );
+            assert_eq!(
+                got,
+                (0..12).map(|i| i * 10).collect::<Vec<_>>(),
+                "{threads}"
+            );
+        }
+    }
+
+    /// The most jobs that ran at once.
+    fn peak(tokens: Option<&jobserver::Client>, threads: usize, jobs: usize) -> usize {
+        let running = AtomicUsize::new(0);
+        let peak = AtomicUsize::new(0);
+        let items = vec![0u8; jobs];
+        run_with(
+            tokens,
+            "test",
+            &items,
+            threads,
+            |_| 1,
+            |_| {
+                let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                peak.fetch_max(now, Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(5));
+                running.fetch_sub(1, Ordering::SeqCst);
+            },
+        );
+        peak.load(Ordering::SeqCst)
+    }
+
+    #[test]
+    fn at_most_the_asked_number_of_jobs_run_at_once() {
+        assert_eq!(peak(None, 3, 20), 3);
+        assert_eq!(workers(0, 1), 1);
+        assert_eq!(workers(8, 2), 2);
+    }
+
+    #[test]
+    fn a_jobserver_with_one_free_token_allows_two_jobs() {
+        // make's rule: one job on the token every child has, one more per token taken
+        let make = jobserver::Client::new(1).unwrap();
+        assert_eq!(peak(Some(&make), 4, 12), 2);
+        // every token went back
+        assert_eq!(make.available().unwrap(), 1);
+    }
+}
