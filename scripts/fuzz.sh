@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Runs every parser's fuzz target, seeded with the test fixtures.
-# Usage: scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]      (default 600 s, all five)
+# Usage: scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]      (default 600 s, all of them)
 # Needs cargo-fuzz (`cargo install cargo-fuzz --version 0.13.1 --locked`); the stable
 # toolchain runs it with RUSTC_BOOTSTRAP=1. All targets run at once (JOBS=2: two at a time).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-600}; shift || true
-targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=(fatbin elf_view ltoir archive consensus merge)
+targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=(fatbin elf_view ltoir archive consensus merge lto_requests)
 fx=${NVLINKRS_FIXTURES:-target/fixtures}
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --version 0.13.1 --locked
-mkdir -p fuzz/corpus/{fatbin,elf_view,ltoir,archive,consensus,merge}
+mkdir -p fuzz/corpus/{fatbin,elf_view,ltoir,archive,consensus,merge,lto_requests}
 printf -- "-ftz=0 -prec_div=1 -prec_sqrt=1 -fmad=1 \n-maxreg 32 -generate-line-info -ftz=1 -prec_div=0 -prec_sqrt=0 -fmad=1 " > fuzz/corpus/consensus/seed
 cp "$fx"/*.fatbin fuzz/corpus/fatbin/ 2>/dev/null || true
 cp "$fx"/*.cubin "$fx"/*_dc.o "$fx"/dlink.o fuzz/corpus/elf_view/ 2>/dev/null || true

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs, idempotently and at pinned versions, everything nvlinkrs needs to build and test:
-#   - Debian's LLVM 22 development files (inkwell / llvm-sys link against them),
+#   - Debian's LLVM 22 development files (inkwell / llvm-sys link against them) and
+#     clang-22 and clang-tools-22 (they build the LLVM-bitcode test fixtures and give
+#     LLVM's own clang-nvlink-wrapper to compare with),
 #   - NVIDIA's CUDA 13.5.37 toolchain wheels from PyPI, into a virtual environment the
 #     project owns (default: $XDG_CACHE_HOME/nvlinkrs/cuda-13.5.37),
 #   - the nvvm/lib64/libnvvm.so link the real nvlink needs for -lto.
@@ -15,7 +17,7 @@ CUDA_WHEELS="nvidia-cuda-nvcc nvidia-nvvm nvidia-cuda-runtime nvidia-cuda-crt nv
 say() { echo "setup: $*" >&2; }
 
 # ---- Debian packages -------------------------------------------------------------------
-debs=(llvm-22-dev="$LLVM_VERSION" libpolly-22-dev="$LLVM_VERSION" libzstd-dev zlib1g-dev libxml2-dev libffi-dev libedit-dev libncurses-dev)
+debs=(llvm-22-dev="$LLVM_VERSION" libpolly-22-dev="$LLVM_VERSION" clang-22="$LLVM_VERSION" clang-tools-22="$LLVM_VERSION" libzstd-dev zlib1g-dev libxml2-dev libffi-dev libedit-dev libncurses-dev)
 missing=()
 for d in "${debs[@]}"; do
   name=${d%%=*}

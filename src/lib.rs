@@ -324,15 +324,7 @@ fn lto_phase(
         settings.device_c = true;
     }
     let options = lto::nvvm_options(&settings, &consensus);
-    // nvlink loads `<nvvmpath>/lib64/libnvvm.so` and nothing else (`-lto` requires
-    // `-nvvmpath`, checked with the command line).
-    let nvvmpath = req
-        .nvvmpath
-        .as_deref()
-        .ok_or_else(|| Error::fatal("-nvvmpath should be specified with -lto"))?;
-    let engine = lto::NvvmEngine {
-        lib: lto::libnvvm::LibNvvm::load(&nvvmpath.join("lib64").join("libnvvm.so"))?,
-    };
+    let engine = engine_for(req, &pool)?;
     if req.verbose_keep {
         for m in &pool.modules {
             println!("nvlink -lto-add-module {}.nvvm", m.module.name);
@@ -347,7 +339,7 @@ fn lto_phase(
     let modules: Vec<lto::IrModule> = pool.modules.iter().map(|m| m.module.clone()).collect();
     let lto_out = timings
         .phase("cicc", || {
-            jobs::phase("libNVVM", || engine.compile(&modules, &options, diag))
+            jobs::phase(engine.1, || engine.0.compile(&modules, &options, diag))
         })
         .map_err(|e| explain_newer_ir(e, &modules, req.target))?;
     if from_host && !pool.cudadevrt {
@@ -409,6 +401,38 @@ fn lto_phase(
     }
     timings.phase("write", || output::write_atomic(&req.output, &cubins[0]))?;
     Ok(LtoOutcome::Written)
+}
+
+/// The LTO engine for the module set: LLVM for LLVM bitcode (which nvlink refuses),
+/// libNVVM for NVIDIA's IR; with its name for the status line.
+fn engine_for(
+    req: &LinkRequest,
+    pool: &lto::pool::Pool,
+) -> Result<(Box<dyn Engine>, &'static str)> {
+    use lto::IrForm;
+    let of = |form| pool.modules.iter().find(|m| m.module.form == form);
+    match (of(IrForm::Bitcode), of(IrForm::Container)) {
+        (Some(b), Some(c)) => Err(Error::fatal(format!(
+            "LLVM bitcode ('{}') and NVIDIA LTO IR ('{}') cannot be linked in one LTO link yet",
+            b.module.name, c.module.name
+        ))),
+        (Some(_), None) => {
+            let kit =
+                toolkit::Toolkit::discover(req.cuda_path.as_deref(), req.nvvmpath.as_deref())?;
+            let libdevice = Some(kit.libdevice()).filter(|p| p.is_file());
+            Ok((Box::new(lto::llvm_engine::LlvmEngine { libdevice }), "LLVM"))
+        }
+        _ => {
+            // nvlink loads `<nvvmpath>/lib64/libnvvm.so` and nothing else (`-lto` requires
+            // `-nvvmpath`, checked with the command line).
+            let nvvmpath = req
+                .nvvmpath
+                .as_deref()
+                .ok_or_else(|| Error::fatal("-nvvmpath should be specified with -lto"))?;
+            let lib = lto::libnvvm::LibNvvm::load(&nvvmpath.join("lib64").join("libnvvm.so"))?;
+            Ok((Box::new(lto::NvvmEngine { lib }), "libNVVM"))
+        }
+    }
 }
 
 /// The files written beside the output: `--register-link-binaries` and `-time`. The

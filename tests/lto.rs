@@ -633,3 +633,142 @@ fn split_compile_extended_is_equivalent_to_nvlink_and_deterministic() {
     assert_eq!(want.len(), 12, "{want:?}");
     assert_eq!(kernels(&first), want);
 }
+
+/// The SASS of each function of a cubin, by name (cuobjdump -sass).
+fn sass_by_function(cubin: &[u8]) -> std::collections::BTreeMap<String, String> {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("x.cubin");
+    std::fs::write(&f, cubin).unwrap();
+    let o = Command::new(cuda().join("bin/cuobjdump"))
+        .arg("-sass")
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "cuobjdump: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let mut out = std::collections::BTreeMap::new();
+    let mut current: Option<String> = None;
+    for line in String::from_utf8_lossy(&o.stdout).lines() {
+        if let Some(name) = line.trim().strip_prefix("Function : ") {
+            current = Some(name.to_string());
+            out.insert(name.to_string(), String::new());
+        } else if let Some(c) = &current {
+            let text = out.get_mut(c).unwrap();
+            text.push_str(line);
+            text.push('\n');
+        }
+    }
+    out
+}
+
+#[test]
+fn llvm_bitcode_links_on_the_llvm_engine() {
+    // clang-22 `-fgpu-rdc -emit-llvm` bitcode (tests/fixtures/clang), which nvlink
+    // refuses ("should never see bc files"), links with -lto on LLVM 22: the cross-unit
+    // callee is inlined, libdevice calls resolve, -kernels-used drops the other kernel.
+    let fx = fixtures();
+    let bc = |f: &str| fx.join("clang").join(f).display().to_string();
+    let args = |extra: &[&str], inputs: &[String]| -> Vec<String> {
+        let mut a = vec![
+            "-arch=sm_90".to_string(),
+            "-lto".into(),
+            format!("-nvvmpath={}", cuda().join("nvvm").display()),
+        ];
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a.extend(inputs.iter().cloned());
+        a.extend(["-o".into(), "{OUT}".into()]);
+        a
+    };
+    let program = [bc("a.bc"), bc("b.bc")];
+
+    let (cubin, _) = link_with_env(&nvlinkrs(), &args(&[], &program), &[]);
+    let sass = sass_by_function(&cubin);
+    let names: Vec<&str> = sass.keys().map(String::as_str).collect();
+    assert_eq!(names, ["_Z5saxpyfPfS_i", "_Z5wavesPf"]);
+    for (name, code) in &sass {
+        assert!(!code.contains("CALL"), "{name} still calls out:\n{code}");
+        assert!(code.contains("EXIT"), "{name}:\n{code}");
+    }
+    // helper(x) = x * 2 + 1, inlined into saxpy as one FFMA with the constant 1
+    assert!(
+        sass["_Z5saxpyfPfS_i"].contains(", 1 ;"),
+        "{}",
+        sass["_Z5saxpyfPfS_i"]
+    );
+    assert_eq!(kernels(&cubin).len(), 2);
+
+    // side by side with LLVM's own clang-nvlink-wrapper (LTO, then ptxas and nvlink) on
+    // the same bitcode: the same kernels, each calling nothing
+    let dir = tempfile::tempdir().unwrap();
+    let theirs_path = dir.path().join("wrapper.cubin");
+    let o = Command::new("/usr/lib/llvm-22/bin/clang-nvlink-wrapper")
+        .args(["--arch", "sm_90"])
+        .arg(format!("--cuda-path={}", cuda().display()))
+        .args(&program)
+        .arg(cuda().join("nvvm/libdevice/libdevice.10.bc"))
+        .arg("-o")
+        .arg(&theirs_path)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let theirs = std::fs::read(&theirs_path).unwrap();
+    assert_eq!(kernels(&theirs), kernels(&cubin));
+    assert_eq!(
+        sass_by_function(&theirs).keys().collect::<Vec<_>>(),
+        sass.keys().collect::<Vec<_>>()
+    );
+
+    let (only, _) = link_with_env(&nvlinkrs(), &args(&["-kernels-used=saxpy"], &program), &[]);
+    assert_eq!(
+        kernels(&only).into_iter().collect::<Vec<_>>(),
+        ["_Z5saxpyfPfS_i"]
+    );
+
+    // partial LTO: the bitcode's relocatable PTX merged with an nvcc cubin that defines
+    // the helper; the call stays, relocated for the driver as nvlink does
+    let (partial, messages) =
+        link_with_env(&nvlinkrs(), &args(&[], &[bc("a.bc"), bc("nb.cubin")]), &[]);
+    assert!(messages.contains("doing partial LTO"), "{messages}");
+    assert_eq!(
+        kernels(&partial).into_iter().collect::<Vec<_>>(),
+        ["_Z5saxpyfPfS_i", "_Z5wavesPf", "_Z8fromnvccPf"]
+    );
+
+    // refusals: nvlink's without -lto; an undefined function; a module for another target
+    for (what, a, want) in [
+        (
+            "no -lto",
+            {
+                let mut a = args(&[], &program);
+                a.retain(|x| x != "-lto");
+                a
+            },
+            "should never see bc files",
+        ),
+        (
+            "undefined",
+            args(&[], &[bc("a.bc")]),
+            "Undefined reference to '_Z6helperf' in '",
+        ),
+        (
+            "x86 bitcode",
+            args(&[], &[bc("host.bc")]),
+            "only nvptx64 device code can be linked",
+        ),
+    ] {
+        let o = run(&nvlinkrs(), &a);
+        assert_eq!(o.code, 1, "{what}: {o:?}");
+        assert!(
+            o.messages.iter().any(|m| m.contains(want)),
+            "{what}: {:?}",
+            o.messages
+        );
+        assert!(
+            o.output.is_none() && o.leftovers.is_empty(),
+            "{what}: output left"
+        );
+    }
+}

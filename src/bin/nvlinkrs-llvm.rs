@@ -2,12 +2,14 @@
 //! `nvlinkrs::lto::llvm_helper`). Not meant to be run by hand.
 //!
 //!     nvlinkrs-llvm summarize ORIGIN < module.bc     → the module's summary as JSON
+//!     nvlinkrs-llvm lto [--libdevice=PATH] -- OPTIONS... < request  → PTX (see
+//!         `nvlinkrs::lto::llvm_engine`)
 
 use std::io::{Read, Write};
 use std::process::ExitCode;
 
 use nvlinkrs::diag::{Error, Result};
-use nvlinkrs::lto::bitcode;
+use nvlinkrs::lto::{bitcode, llvm_engine};
 
 fn run(args: &[String]) -> Result<Vec<u8>> {
     let mut input = Vec::new();
@@ -18,6 +20,15 @@ fn run(args: &[String]) -> Result<Vec<u8>> {
         [cmd, origin] if cmd == "summarize" => {
             let s = bitcode::summarize_in_process(&input, origin)?;
             serde_json::to_vec(&s).map_err(|e| Error::fatal(e.to_string()))
+        }
+        [cmd, rest @ ..] if cmd == "lto" => {
+            let split = rest.iter().position(|a| a == "--").unwrap_or(rest.len());
+            let libdevice = rest[..split]
+                .iter()
+                .find_map(|a| a.strip_prefix("--libdevice="))
+                .map(std::path::Path::new);
+            let options = rest.get(split + 1..).unwrap_or(&[]);
+            llvm_engine::compile_in_process(&input, options, libdevice)
         }
         _ => Err(Error::fatal(format!(
             "nvlinkrs-llvm: unknown request {args:?} (this helper is started by nvlinkrs)"

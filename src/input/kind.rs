@@ -203,9 +203,12 @@ pub fn decide(name: &str, ext: Ext, data: &[u8], lto: bool) -> Result<Role> {
             }
             Role::Ir
         }
+        // nvlink refuses bitcode outright; with -lto nvlinkrs links it on LLVM
+        Ext::Bc if lto && content == Content::Bitcode => Role::Ir,
         Ext::Bc => {
-            return Err(Error::fatal("should never see bc files")
-                .context(format!("'{name}': nvlink does not link LLVM bitcode")));
+            return Err(Error::fatal("should never see bc files").context(format!(
+                "'{name}': nvlink does not link LLVM bitcode; nvlinkrs does with -lto"
+            )));
         }
         Ext::Other => match content {
             Content::Archive | Content::ThinArchive => Role::Archive,

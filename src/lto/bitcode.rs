@@ -24,7 +24,27 @@ pub struct BitcodeSummary {
 
 /// LLVM's calling-convention number for `ptx_kernel`.
 #[cfg(feature = "llvm")]
-const CC_PTX_KERNEL: u32 = 71;
+pub(crate) const CC_PTX_KERNEL: u32 = 71;
+
+/// The functions `nvvm.annotations` marks as kernels (the older spelling of a kernel).
+#[cfg(feature = "llvm")]
+pub(crate) fn annotated_kernels(
+    module: &inkwell::module::Module,
+) -> std::collections::BTreeSet<String> {
+    use inkwell::values::BasicMetadataValueEnum;
+    let mut annotated = std::collections::BTreeSet::new();
+    for node in module.get_global_metadata("nvvm.annotations") {
+        let ops = node.get_node_values().unwrap_or_default();
+        let is_kernel = ops.iter().any(|v| {
+            matches!(v, BasicMetadataValueEnum::MetadataValue(m)
+            if m.get_string_value().is_some_and(|s| s == b"kernel"))
+        });
+        if let (true, Some(BasicMetadataValueEnum::PointerValue(p))) = (is_kernel, ops.first()) {
+            annotated.insert(p.get_name().to_string_lossy().into_owned());
+        }
+    }
+    annotated
+}
 
 /// The summary of a module, read by the `nvlinkrs-llvm` helper.
 pub fn summarize(data: &[u8], origin: &str) -> Result<BitcodeSummary> {
@@ -42,8 +62,6 @@ pub fn summarize_in_process(data: &[u8], origin: &str) -> Result<BitcodeSummary>
     use inkwell::context::Context;
     use inkwell::memory_buffer::MemoryBuffer;
     use inkwell::module::Module;
-    use inkwell::values::BasicMetadataValueEnum;
-
     let ctx = Context::create();
     let buf = MemoryBuffer::create_from_memory_range_copy(data, origin);
     let module = Module::parse_bitcode_from_buffer(&buf, &ctx).map_err(|e| {
@@ -52,17 +70,7 @@ pub fn summarize_in_process(data: &[u8], origin: &str) -> Result<BitcodeSummary>
             e.to_string().trim()
         ))
     })?;
-    let mut annotated = std::collections::BTreeSet::new();
-    for node in module.get_global_metadata("nvvm.annotations") {
-        let ops = node.get_node_values().unwrap_or_default();
-        let is_kernel = ops.iter().any(|v| {
-            matches!(v, BasicMetadataValueEnum::MetadataValue(m)
-            if m.get_string_value().is_some_and(|s| s == b"kernel"))
-        });
-        if let (true, Some(BasicMetadataValueEnum::PointerValue(p))) = (is_kernel, ops.first()) {
-            annotated.insert(p.get_name().to_string_lossy().into_owned());
-        }
-    }
+    let annotated = annotated_kernels(&module);
     let mut s = BitcodeSummary {
         triple: module.get_triple().as_str().to_string_lossy().into_owned(),
         data_layout: module

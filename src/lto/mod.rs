@@ -5,6 +5,7 @@
 pub mod bitcode;
 pub mod container;
 pub mod libnvvm;
+pub mod llvm_engine;
 pub mod llvm_helper;
 pub mod obfuscation;
 pub mod pool;
@@ -298,7 +299,7 @@ pub fn nvvm_options(s: &LtoSettings, consensus: &Consensus) -> Vec<String> {
 }
 
 /// `pattern` with `*` standing for any run of characters matches all of `name`.
-fn glob(pattern: &str, name: &str) -> bool {
+pub(crate) fn glob(pattern: &str, name: &str) -> bool {
     let mut parts = pattern.split('*');
     let first = parts.next().unwrap_or("");
     let Some(mut rest) = name.strip_prefix(first) else {

@@ -1,0 +1,467 @@
+//! The open-IR LTO engine: LLVM bitcode for `nvptx64` (clang `-fgpu-rdc`, rustc, code
+//! generators), which nvlink refuses, linked and optimized by LLVM 22 and emitted as PTX
+//! for ptxas. The linker side ([`LlvmEngine`]) sends the modules and the option list (the
+//! same list the libNVVM engine gets) to the `nvlinkrs-llvm` helper; the helper's side
+//! ([`compile_in_process`]) does the work:
+//!
+//! 1. reads every module and checks its triple (`nvptx64-…`) and data layout;
+//! 2. links them into one;
+//! 3. links libdevice when a `__nv_*` function is still undefined;
+//! 4. internalizes what the host cannot reach, with the libNVVM path's rules: every
+//!    non-kernel function of a whole program; kernels not named in the host-reference
+//!    lists (`-host-ref-ek/ik`, from `.nvHR*` tables or `-kernels-used`) when there are
+//!    such lists; device variables likewise against `-host-ref-eg/ig/ec/ic`; with
+//!    `--device-c` (partial LTO) external functions stay visible to the other objects;
+//! 5. runs LLVM's module pipeline (`default<O3>`; `-Ofast-compile` picks `default<O1>`),
+//!    which removes the dead kernels and functions;
+//! 6. maps `-ftz`, `-prec-div`, `-prec-sqrt` and `-fma` to the NVPTX back end's settings
+//!    (`nvvm-reflect-ftz` for libdevice, denormal mode, the `nvptx-*` options) and emits
+//!    PTX for the `-arch` SM.
+//!
+//! The request on the helper's stdin: for each module, its name and its bytes, each as a
+//! little-endian u64 length and the bytes.
+
+use crate::diag::{Diagnostics, Error, Result};
+
+use super::{Engine, IrModule, LtoOutput};
+
+/// The LLVM engine as the linker sees it.
+pub struct LlvmEngine {
+    /// The toolkit's libdevice, linked when a module calls `__nv_*` functions.
+    pub libdevice: Option<std::path::PathBuf>,
+}
+
+impl Engine for LlvmEngine {
+    fn compile(
+        &self,
+        modules: &[IrModule],
+        options: &[String],
+        _diag: &Diagnostics,
+    ) -> Result<LtoOutput> {
+        let mut args: Vec<String> = vec!["lto".into()];
+        if let Some(l) = &self.libdevice {
+            args.push(format!("--libdevice={}", l.display()));
+        }
+        args.push("--".into());
+        args.extend(options.iter().cloned());
+        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        let request = encode(modules.iter().map(|m| (m.name.as_str(), &m.data[..])));
+        let what = modules.first().map_or("<lto>", |m| m.name.as_str());
+        let ptx = super::llvm_helper::run(&argv, &request, what)?;
+        Ok(LtoOutput {
+            ptx: vec![ptx],
+            whole_program: !options.iter().any(|o| o == "--device-c"),
+        })
+    }
+}
+
+/// The request body: each module as (u64 name length, name, u64 data length, data).
+pub fn encode<'a>(modules: impl Iterator<Item = (&'a str, &'a [u8])>) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (name, data) in modules {
+        for part in [name.as_bytes(), data] {
+            out.extend_from_slice(&(part.len() as u64).to_le_bytes());
+            out.extend_from_slice(part);
+        }
+    }
+    out
+}
+
+/// Splits a request body back into (name, data) pairs; lengths are checked against what
+/// is left, never trusted.
+pub fn decode(mut body: &[u8]) -> Result<Vec<(String, &[u8])>> {
+    fn take<'a>(body: &mut &'a [u8]) -> Result<&'a [u8]> {
+        let bad = || Error::fatal("nvlinkrs-llvm: truncated LTO request");
+        let len: [u8; 8] = body.get(..8).ok_or_else(bad)?.try_into().unwrap();
+        let len = usize::try_from(u64::from_le_bytes(len)).map_err(|_| bad())?;
+        let rest = &body[8..];
+        let part = rest.get(..len).ok_or_else(bad)?;
+        *body = &rest[len..];
+        Ok(part)
+    }
+    let mut out = Vec::new();
+    while !body.is_empty() {
+        let name = String::from_utf8_lossy(take(&mut body)?).into_owned();
+        let data = take(&mut body)?;
+        out.push((name, data));
+    }
+    Ok(out)
+}
+
+/// What the engine takes from the libNVVM option list.
+#[derive(Debug, Default, PartialEq)]
+pub struct LlvmOptions {
+    /// `sm_90`, `sm_90a`, … from `-arch=compute_…`.
+    pub cpu: String,
+    pub device_c: bool,
+    pub fast_compile: bool,
+    pub ftz: Option<bool>,
+    pub prec_div: Option<bool>,
+    pub prec_sqrt: Option<bool>,
+    pub fma: Option<bool>,
+    pub maxreg: Option<u32>,
+    /// Host-reference patterns: kernels, and device variables/constants.
+    pub kernels: Vec<String>,
+    pub variables: Vec<String>,
+}
+
+/// Reads the libNVVM-style option list (`-arch=compute_90 -link-lto …`).
+pub fn parse_options(options: &[String]) -> Result<LlvmOptions> {
+    let mut o = LlvmOptions::default();
+    let flag = |v: &str, name: &str| match v {
+        "0" => Ok(false),
+        "1" => Ok(true),
+        _ => Err(Error::fatal(format!("'{name}={v}': expected 0 or 1"))),
+    };
+    for opt in options {
+        let (key, value) = opt.split_once('=').unwrap_or((opt.as_str(), ""));
+        match key {
+            "-arch" => o.cpu = value.replacen("compute_", "sm_", 1),
+            "--device-c" => o.device_c = true,
+            "-Ofast-compile" => o.fast_compile = value != "0",
+            "-ftz" => o.ftz = Some(flag(value, key)?),
+            "-prec-div" => o.prec_div = Some(flag(value, key)?),
+            "-prec-sqrt" => o.prec_sqrt = Some(flag(value, key)?),
+            "-fma" => o.fma = Some(flag(value, key)?),
+            "-maxreg" => o.maxreg = value.parse().ok(),
+            "-host-ref-ek" | "-host-ref-ik" => {
+                o.kernels.extend(value.split(',').map(str::to_string))
+            }
+            "-host-ref-eg" | "-host-ref-ig" | "-host-ref-ec" | "-host-ref-ic" => {
+                o.variables.extend(value.split(',').map(str::to_string))
+            }
+            _ => {} // -link-lto, -has-global-host-info, split options: nothing to map
+        }
+    }
+    if !o.cpu.starts_with("sm_") {
+        return Err(Error::fatal(
+            "nvlinkrs-llvm: no -arch=compute_NN in the LTO options",
+        ));
+    }
+    Ok(o)
+}
+
+/// The helper's side: links, optimizes and emits PTX (see the module comment).
+#[cfg(feature = "llvm")]
+pub fn compile_in_process(
+    body: &[u8],
+    options: &[String],
+    libdevice: Option<&std::path::Path>,
+) -> Result<Vec<u8>> {
+    use inkwell::OptimizationLevel;
+    use inkwell::attributes::AttributeLoc;
+    use inkwell::context::Context;
+    use inkwell::memory_buffer::MemoryBuffer;
+    use inkwell::module::{FlagBehavior, Linkage, Module};
+    use inkwell::passes::PassBuilderOptions;
+    use inkwell::targets::{
+        CodeModel, FileType, InitializationConfig, RelocMode, Target, TargetTriple,
+    };
+    use inkwell::values::BasicValue;
+
+    let opts = parse_options(options)?;
+    let modules = decode(body)?;
+    if modules.is_empty() {
+        return Err(Error::fatal("nvlinkrs-llvm: no modules in the LTO request"));
+    }
+    Target::initialize_nvptx(&InitializationConfig::default());
+    let triple = TargetTriple::create("nvptx64-nvidia-cuda");
+    let target = Target::from_triple(&triple)
+        .map_err(|e| Error::fatal(format!("LLVM has no NVPTX target: {e}")))?;
+    let level = if opts.fast_compile {
+        OptimizationLevel::Less
+    } else {
+        OptimizationLevel::Aggressive
+    };
+    let tm = target
+        .create_target_machine(
+            &triple,
+            &opts.cpu,
+            "",
+            level,
+            RelocMode::Default,
+            CodeModel::Default,
+        )
+        .ok_or_else(|| Error::fatal(format!("LLVM cannot generate code for {}", opts.cpu)))?;
+    let layout = tm.get_target_data().get_data_layout();
+    let want_layout = layout.as_str().to_string_lossy().into_owned();
+
+    let ctx = Context::create();
+    let read = |name: &str, data: &[u8]| -> Result<Module<'_>> {
+        let buf = MemoryBuffer::create_from_memory_range_copy(data, name);
+        Module::parse_bitcode_from_buffer(&buf, &ctx).map_err(|e| {
+            Error::fatal(format!(
+                "'{name}': LLVM cannot read this bitcode: {}",
+                e.to_string().trim()
+            ))
+        })
+    };
+    let mut linked: Option<Module> = None;
+    // the first module that calls each function it does not define, for messages
+    let mut wanted_by: std::collections::HashMap<String, String> = Default::default();
+    for (name, data) in &modules {
+        let m = read(name, data)?;
+        for f in m.get_functions() {
+            if f.as_global_value().is_declaration() {
+                let fname = f.get_name().to_string_lossy().into_owned();
+                wanted_by.entry(fname).or_insert_with(|| name.clone());
+            }
+        }
+        let t = m.get_triple();
+        let t = t.as_str().to_string_lossy();
+        if !t.starts_with("nvptx64-") {
+            return Err(Error::fatal(format!(
+                "'{name}': LLVM bitcode for target '{t}'; only nvptx64 device code can be linked"
+            )));
+        }
+        let dl = m.get_data_layout().as_str().to_string_lossy().into_owned();
+        if !dl.is_empty() && dl != want_layout {
+            return Err(Error::fatal(format!(
+                "'{name}': data layout '{dl}' is not NVPTX64's '{want_layout}'"
+            )));
+        }
+        match &linked {
+            None => linked = Some(m),
+            Some(l) => l.link_in_module(m).map_err(|e| {
+                Error::fatal(format!(
+                    "'{name}': cannot be linked with the modules before it: {}",
+                    e.to_string().trim()
+                ))
+            })?,
+        }
+    }
+    let module = linked.expect("at least one module");
+
+    // libdevice, only when something still calls into it
+    let wants_libdevice = module.get_functions().any(|f| {
+        f.as_global_value().is_declaration() && f.get_name().to_bytes().starts_with(b"__nv_")
+    });
+    if let (true, Some(path)) = (wants_libdevice, libdevice) {
+        let data = std::fs::read(path).map_err(|e| {
+            Error::fatal(format!("cannot read libdevice '{}': {e}", path.display()))
+        })?;
+        let lib = read(&path.display().to_string(), &data)?;
+        lib.set_triple(&module.get_triple());
+        lib.set_data_layout(&module.get_data_layout());
+        module.link_in_module(lib).map_err(|e| {
+            Error::fatal(format!("cannot link libdevice: {}", e.to_string().trim()))
+        })?;
+    }
+
+    // what the host (or, with --device-c, the other objects) can reach stays external
+    let kernels = kernel_names(&module);
+    for f in module.get_functions() {
+        if f.as_global_value().is_declaration() {
+            continue;
+        }
+        let name = f.get_name().to_string_lossy().into_owned();
+        let keep = if kernels.contains(&name) {
+            opts.kernels.is_empty() || opts.kernels.iter().any(|p| super::glob(p, &name))
+        } else {
+            opts.device_c && !name.starts_with("__nv_") && f.get_linkage() == Linkage::External
+        };
+        if !keep {
+            f.set_linkage(Linkage::Internal);
+        }
+    }
+    if !opts.variables.is_empty() {
+        for g in module.get_globals() {
+            let name = g.get_name().to_string_lossy().into_owned();
+            if !g.is_declaration()
+                && g.get_linkage() == Linkage::External
+                && !opts.variables.iter().any(|p| super::glob(p, &name))
+            {
+                g.set_linkage(Linkage::Internal);
+            }
+        }
+    }
+
+    // math settings: libdevice reads nvvm-reflect-ftz, the back end the denormal mode.
+    // The modules' own settings (clang writes both) stand unless -ftz was given.
+    if module.get_flag("nvvm-reflect-ftz").is_none() || opts.ftz.is_some() {
+        let ftz = opts.ftz.unwrap_or(false);
+        if module.get_flag("nvvm-reflect-ftz").is_none() {
+            module.add_basic_value_flag(
+                "nvvm-reflect-ftz",
+                FlagBehavior::Override,
+                ctx.i32_type().const_int(ftz as u64, false),
+            );
+        }
+        let denormal = if ftz {
+            "preserve-sign,preserve-sign"
+        } else {
+            "ieee,ieee"
+        };
+        for f in module.get_functions() {
+            if !f.as_global_value().is_declaration() {
+                f.add_attribute(
+                    AttributeLoc::Function,
+                    ctx.create_string_attribute("denormal-fp-math-f32", denormal),
+                );
+            }
+        }
+    }
+    if let Some(n) = opts.maxreg {
+        for f in module.get_functions() {
+            if kernels.contains(&f.get_name().to_string_lossy().into_owned()) {
+                f.add_attribute(
+                    AttributeLoc::Function,
+                    ctx.create_string_attribute("nvvm.maxnreg", &n.to_string()),
+                );
+            }
+        }
+    }
+    set_backend_options(&opts);
+
+    module.set_triple(&triple);
+    module.set_data_layout(&layout);
+    let pipeline = if opts.fast_compile {
+        "default<O1>"
+    } else {
+        "default<O3>"
+    };
+    module
+        .run_passes(pipeline, &tm, PassBuilderOptions::create())
+        .map_err(|e| {
+            Error::fatal(format!(
+                "LLVM optimization failed: {}",
+                e.to_string().trim()
+            ))
+        })?;
+    // a whole program must define everything it still calls (LLVM intrinsics aside)
+    if !opts.device_c {
+        let missing: Vec<String> = module
+            .get_functions()
+            .filter(|f| {
+                f.as_global_value().is_declaration()
+                    && f.as_global_value()
+                        .as_pointer_value()
+                        .get_first_use()
+                        .is_some()
+            })
+            .map(|f| f.get_name().to_string_lossy().into_owned())
+            .filter(|n| !n.starts_with("llvm."))
+            .collect();
+        if let Some(first) = missing.first() {
+            let mut e = Error::fatal(format!(
+                "Undefined reference to '{first}' in '{}'",
+                wanted_by.get(first).map_or("<lto>", String::as_str)
+            ));
+            for m in &missing[1..] {
+                e = e.context(format!(
+                    "also undefined: '{m}' (in '{}')",
+                    wanted_by.get(m).map_or("<lto>", String::as_str)
+                ));
+            }
+            return Err(e);
+        }
+    }
+
+    if let Err(e) = module.verify() {
+        return Err(Error::fatal(format!(
+            "the linked module does not verify: {}",
+            e.to_string().trim()
+        )));
+    }
+    let ptx = tm
+        .write_to_memory_buffer(&module, FileType::Assembly)
+        .map_err(|e| {
+            Error::fatal(format!(
+                "LLVM PTX emission failed: {}",
+                e.to_string().trim()
+            ))
+        })?;
+    Ok(ptx.as_slice().to_vec())
+}
+
+/// Kernels: `ptx_kernel` calling convention (71) or `nvvm.annotations` "kernel".
+#[cfg(feature = "llvm")]
+fn kernel_names(module: &inkwell::module::Module) -> std::collections::BTreeSet<String> {
+    let mut k = super::bitcode::annotated_kernels(module);
+    for f in module.get_functions() {
+        if f.get_call_conventions() == super::bitcode::CC_PTX_KERNEL {
+            k.insert(f.get_name().to_string_lossy().into_owned());
+        }
+    }
+    k
+}
+
+/// `-prec-div`, `-prec-sqrt`, `-fma` are NVPTX back-end options (LLVM's command-line
+/// options, process-wide: the helper runs one request per process).
+#[cfg(feature = "llvm")]
+fn set_backend_options(o: &LlvmOptions) {
+    let mut args = vec!["nvlinkrs-llvm".to_string()];
+    if let Some(p) = o.prec_div {
+        args.push(format!("-nvptx-prec-divf32={}", if p { 2 } else { 0 }));
+    }
+    if let Some(p) = o.prec_sqrt {
+        args.push(format!("-nvptx-prec-sqrtf32={}", p as u8));
+    }
+    if let Some(f) = o.fma {
+        args.push(format!("-nvptx-fma-level={}", if f { 2 } else { 0 }));
+    }
+    if args.len() == 1 {
+        return;
+    }
+    let owned: Vec<std::ffi::CString> = args
+        .iter()
+        .map(|a| std::ffi::CString::new(a.as_str()).expect("no NUL in option"))
+        .collect();
+    let ptrs: Vec<*const std::ffi::c_char> = owned.iter().map(|c| c.as_ptr()).collect();
+    // SAFETY: `ptrs` holds valid NUL-terminated strings that outlive the call; LLVM
+    // copies what it keeps.
+    unsafe {
+        llvm_sys::support::LLVMParseCommandLineOptions(
+            ptrs.len() as i32,
+            ptrs.as_ptr(),
+            c"nvlinkrs-llvm".as_ptr(),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_round_trip_and_cuts_are_refused() {
+        let body = encode([("a.bc", &b"BC\xc0\xde1"[..]), ("b.bc", b"")].into_iter());
+        let back = decode(&body).unwrap();
+        assert_eq!(back[0], ("a.bc".to_string(), &b"BC\xc0\xde1"[..]));
+        assert_eq!(back[1], ("b.bc".to_string(), &b""[..]));
+        for cut in 1..body.len() {
+            if decode(&body[..cut]).is_ok() {
+                // only cuts at a module boundary parse
+                assert_eq!(cut, 8 + 4 + 8 + 5, "cut at {cut}");
+            }
+        }
+        let mut huge = body.clone();
+        huge[..8].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert!(decode(&huge).is_err());
+    }
+
+    #[test]
+    fn libnvvm_options_map_to_llvm_settings() {
+        let o: Vec<String> = [
+            "-arch=compute_90a",
+            "-link-lto",
+            "-maxreg=64",
+            "--device-c",
+            "-ftz=1",
+            "-prec-div=0",
+            "-host-ref-ek=*saxpy*",
+            "-host-ref-eg=*w*",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let p = parse_options(&o).unwrap();
+        assert_eq!(p.cpu, "sm_90a");
+        assert!(p.device_c && p.ftz == Some(true) && p.prec_div == Some(false));
+        assert_eq!(p.maxreg, Some(64));
+        assert_eq!(p.kernels, ["*saxpy*"]);
+        assert_eq!(p.variables, ["*w*"]);
+        assert!(parse_options(&["-link-lto".to_string()]).is_err());
+        assert!(parse_options(&["-arch=compute_90".into(), "-ftz=2".into()]).is_err());
+    }
+}
