@@ -33,14 +33,20 @@ fn jobserver() -> Option<&'static jobserver::Client> {
     JOBSERVER.get().and_then(Option::as_ref)
 }
 
-/// The number of workers for `threads` (0: one per core) and `jobs` jobs.
+/// The number of workers for `threads` (0: one per core) and `jobs` jobs, at most
+/// `NVLINKRS_JOBS` when that is set (a `-j` for the whole link, helper processes included).
 pub fn workers(threads: usize, jobs: usize) -> usize {
     let t = if threads == 0 {
         std::thread::available_parallelism().map_or(1, |n| n.get())
     } else {
         threads
     };
-    t.clamp(1, jobs.max(1))
+    let cap = std::env::var("NVLINKRS_JOBS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(usize::MAX);
+    t.min(cap).clamp(1, jobs.max(1))
 }
 
 /// Runs `f` on every item on at most `threads` workers (0: one per core), starting the

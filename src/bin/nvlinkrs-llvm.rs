@@ -28,7 +28,10 @@ fn run(args: &[String]) -> Result<Vec<u8>> {
                 .find_map(|a| a.strip_prefix("--libdevice="))
                 .map(std::path::Path::new);
             let options = rest.get(split + 1..).unwrap_or(&[]);
-            llvm_engine::compile_in_process(&input, options, libdevice)
+            let pieces = llvm_engine::compile_in_process(&input, options, libdevice)?;
+            Ok(llvm_engine::encode(
+                pieces.iter().map(|p| ("ptx", p.as_slice())),
+            ))
         }
         _ => Err(Error::fatal(format!(
             "nvlinkrs-llvm: unknown request {args:?} (this helper is started by nvlinkrs)"

@@ -18,8 +18,13 @@
 //!    (`nvvm-reflect-ftz` for libdevice, denormal mode, the `nvptx-*` options) and emits
 //!    PTX for the `-arch` SM.
 //!
+//! With `-split-compile(-extended)=N` the optimized program is cut into N parts by a
+//! content-stable rule (`split`) and their PTX generated in parallel; the parts go through
+//! ptxas `-c` and the merge like libNVVM's split pieces.
+//!
 //! The request on the helper's stdin: for each module, its name and its bytes, each as a
-//! little-endian u64 length and the bytes.
+//! little-endian u64 length and the bytes. The answer on stdout has the same framing: one
+//! PTX module, or the split parts in part order.
 
 use crate::diag::{Diagnostics, Error, Result};
 
@@ -47,11 +52,14 @@ impl Engine for LlvmEngine {
         let argv: Vec<&str> = args.iter().map(String::as_str).collect();
         let request = encode(modules.iter().map(|m| (m.name.as_str(), &m.data[..])));
         let what = modules.first().map_or("<lto>", |m| m.name.as_str());
-        let ptx = super::llvm_helper::run(&argv, &request, what)?;
-        Ok(LtoOutput {
-            ptx: vec![ptx],
-            whole_program: !options.iter().any(|o| o == "--device-c"),
-        })
+        let answer = super::llvm_helper::run(&argv, &request, what)?;
+        let ptx: Vec<Vec<u8>> = decode(&answer)?
+            .into_iter()
+            .map(|(_, p)| p.to_vec())
+            .collect();
+        // split parts are relocatable like libNVVM's split pieces
+        let whole_program = ptx.len() == 1 && !options.iter().any(|o| o == "--device-c");
+        Ok(LtoOutput { ptx, whole_program })
     }
 }
 
@@ -88,6 +96,9 @@ pub fn decode(mut body: &[u8]) -> Result<Vec<(String, &[u8])>> {
     Ok(out)
 }
 
+/// The number of parts for `-split-compile-extended=0`.
+pub const PARTS_FOR_ZERO: usize = 8;
+
 /// What the engine takes from the libNVVM option list.
 #[derive(Debug, Default, PartialEq)]
 pub struct LlvmOptions {
@@ -100,6 +111,10 @@ pub struct LlvmOptions {
     pub prec_sqrt: Option<bool>,
     pub fma: Option<bool>,
     pub maxreg: Option<u32>,
+    /// `-split-compile(-extended)=N`: the optimized program is cut into N parts, whose
+    /// code is generated on `threads` threads (N; 0 or absent: one per core).
+    pub split: usize,
+    pub threads: usize,
     /// Host-reference patterns: kernels, and device variables/constants.
     pub kernels: Vec<String>,
     pub variables: Vec<String>,
@@ -124,13 +139,22 @@ pub fn parse_options(options: &[String]) -> Result<LlvmOptions> {
             "-prec-sqrt" => o.prec_sqrt = Some(flag(value, key)?),
             "-fma" => o.fma = Some(flag(value, key)?),
             "-maxreg" => o.maxreg = value.parse().ok(),
+            "-split-compile" | "-split-compile-extended" => {
+                let n: usize = value
+                    .parse()
+                    .map_err(|_| Error::fatal(format!("'{opt}': expected a number")))?;
+                // 0: one thread per core, as nvlink sizes its pool; the number of parts
+                // stays fixed so that the output does not depend on the machine
+                o.threads = n;
+                o.split = if n == 0 { PARTS_FOR_ZERO } else { n };
+            }
             "-host-ref-ek" | "-host-ref-ik" => {
                 o.kernels.extend(value.split(',').map(str::to_string))
             }
             "-host-ref-eg" | "-host-ref-ig" | "-host-ref-ec" | "-host-ref-ic" => {
                 o.variables.extend(value.split(',').map(str::to_string))
             }
-            _ => {} // -link-lto, -has-global-host-info, split options: nothing to map
+            _ => {} // -link-lto, -has-global-host-info: nothing to map
         }
     }
     if !o.cpu.starts_with("sm_") {
@@ -147,16 +171,13 @@ pub fn compile_in_process(
     body: &[u8],
     options: &[String],
     libdevice: Option<&std::path::Path>,
-) -> Result<Vec<u8>> {
+) -> Result<Vec<Vec<u8>>> {
     use inkwell::OptimizationLevel;
     use inkwell::attributes::AttributeLoc;
     use inkwell::context::Context;
-    use inkwell::memory_buffer::MemoryBuffer;
     use inkwell::module::{FlagBehavior, Linkage, Module};
     use inkwell::passes::PassBuilderOptions;
-    use inkwell::targets::{
-        CodeModel, FileType, InitializationConfig, RelocMode, Target, TargetTriple,
-    };
+    use inkwell::targets::{CodeModel, InitializationConfig, RelocMode, Target, TargetTriple};
     use inkwell::values::BasicValue;
 
     let opts = parse_options(options)?;
@@ -187,15 +208,7 @@ pub fn compile_in_process(
     let want_layout = layout.as_str().to_string_lossy().into_owned();
 
     let ctx = Context::create();
-    let read = |name: &str, data: &[u8]| -> Result<Module<'_>> {
-        let buf = MemoryBuffer::create_from_memory_range_copy(data, name);
-        Module::parse_bitcode_from_buffer(&buf, &ctx).map_err(|e| {
-            Error::fatal(format!(
-                "'{name}': LLVM cannot read this bitcode: {}",
-                e.to_string().trim()
-            ))
-        })
-    };
+    let read = |name: &str, data: &[u8]| read_in(&ctx, name, data);
     let mut linked: Option<Module> = None;
     // the first module that calls each function it does not define, for messages
     let mut wanted_by: std::collections::HashMap<String, String> = Default::default();
@@ -363,8 +376,60 @@ pub fn compile_in_process(
             e.to_string().trim()
         )));
     }
+    if opts.split > 1 {
+        let parts = split::partition(&module, opts.split)?;
+        let cpu = opts.cpu.clone();
+        let pieces = crate::jobs::run_all(
+            "codegen",
+            &parts,
+            opts.threads,
+            |p| p.len(),
+            |bitcode| -> Result<Vec<u8>> {
+                // a context and target machine per thread: LLVM contexts are not shared
+                let ctx = Context::create();
+                let part = read_in(&ctx, "<split part>", bitcode)?;
+                let target = Target::from_triple(&triple)
+                    .map_err(|e| Error::fatal(format!("LLVM has no NVPTX target: {e}")))?;
+                let tm = target
+                    .create_target_machine(
+                        &triple,
+                        &cpu,
+                        "",
+                        level,
+                        RelocMode::Default,
+                        CodeModel::Default,
+                    )
+                    .ok_or_else(|| Error::fatal(format!("LLVM cannot generate code for {cpu}")))?;
+                emit_ptx(&tm, &part)
+            },
+        );
+        return pieces.into_iter().collect();
+    }
+    Ok(vec![emit_ptx(&tm, &module)?])
+}
+
+#[cfg(feature = "llvm")]
+fn read_in<'c>(
+    ctx: &'c inkwell::context::Context,
+    name: &str,
+    data: &[u8],
+) -> Result<inkwell::module::Module<'c>> {
+    let buf = inkwell::memory_buffer::MemoryBuffer::create_from_memory_range_copy(data, name);
+    inkwell::module::Module::parse_bitcode_from_buffer(&buf, ctx).map_err(|e| {
+        Error::fatal(format!(
+            "'{name}': LLVM cannot read this bitcode: {}",
+            e.to_string().trim()
+        ))
+    })
+}
+
+#[cfg(feature = "llvm")]
+fn emit_ptx(
+    tm: &inkwell::targets::TargetMachine,
+    module: &inkwell::module::Module,
+) -> Result<Vec<u8>> {
     let ptx = tm
-        .write_to_memory_buffer(&module, FileType::Assembly)
+        .write_to_memory_buffer(module, inkwell::targets::FileType::Assembly)
         .map_err(|e| {
             Error::fatal(format!(
                 "LLVM PTX emission failed: {}",
@@ -372,6 +437,169 @@ pub fn compile_in_process(
             ))
         })?;
     Ok(ptx.as_slice().to_vec())
+}
+
+/// Cutting an optimized module into parts for parallel code generation.
+///
+/// The rule is content-stable: a function's part is a hash of its name (FNV-1a, fixed), so
+/// it does not move when an unrelated function changes; a variable goes to the lowest
+/// part among the functions that use it (by name hash when none does). A part holds its
+/// definitions; what it uses from other parts it declares, and internal definitions used
+/// across parts become external so that the merge can resolve them. Parts come back in
+/// part order as bitcode (each to be read into its own context); parts that define
+/// nothing are left out.
+#[cfg(feature = "llvm")]
+mod split {
+    use std::collections::{BTreeMap, BTreeSet};
+
+    use inkwell::module::{Linkage, Module};
+    use inkwell::values::AsValueRef;
+    use llvm_sys::core::*;
+    use llvm_sys::prelude::LLVMValueRef;
+
+    use crate::diag::Result;
+
+    /// FNV-1a, 64-bit: the part of a name.
+    pub fn part_of(name: &str, parts: usize) -> usize {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in name.bytes() {
+            h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+        }
+        (h % parts as u64) as usize
+    }
+
+    fn name_of(v: LLVMValueRef) -> String {
+        let mut len = 0usize;
+        // SAFETY: `v` is a live value of a live module; LLVM returns a pointer and length
+        // into the value's name, valid until the name changes.
+        unsafe {
+            let p = LLVMGetValueName2(v, &mut len);
+            if p.is_null() {
+                return String::new();
+            }
+            String::from_utf8_lossy(std::slice::from_raw_parts(p.cast::<u8>(), len)).into_owned()
+        }
+    }
+
+    /// The names of the functions whose code uses `v`, through constant expressions too.
+    fn user_functions(v: LLVMValueRef, out: &mut BTreeSet<String>, depth: u32) {
+        // SAFETY: walks the use list of a live value; every pointer comes from LLVM and
+        // is only read.
+        unsafe {
+            let mut u = LLVMGetFirstUse(v);
+            while !u.is_null() {
+                let user = LLVMGetUser(u);
+                if !LLVMIsAInstruction(user).is_null() {
+                    let f = LLVMGetBasicBlockParent(LLVMGetInstructionParent(user));
+                    out.insert(name_of(f));
+                } else if !LLVMIsAConstant(user).is_null()
+                    && LLVMIsAGlobalValue(user).is_null()
+                    && depth < 16
+                {
+                    user_functions(user, out, depth + 1);
+                }
+                u = LLVMGetNextUse(u);
+            }
+        }
+    }
+
+    pub fn partition(module: &Module, parts: usize) -> Result<Vec<Vec<u8>>> {
+        let mut fpart: BTreeMap<String, usize> = BTreeMap::new();
+        for f in module.get_functions() {
+            if !f.as_global_value().is_declaration() {
+                let name = f.get_name().to_string_lossy().into_owned();
+                let p = part_of(&name, parts);
+                fpart.insert(name, p);
+            }
+        }
+        let mut gpart: BTreeMap<String, usize> = BTreeMap::new();
+        for g in module.get_globals() {
+            if g.is_declaration() {
+                continue;
+            }
+            let name = g.get_name().to_string_lossy().into_owned();
+            let mut users = BTreeSet::new();
+            user_functions(g.as_value_ref(), &mut users, 0);
+            let p = users
+                .iter()
+                .filter_map(|u| fpart.get(u).copied())
+                .min()
+                .unwrap_or_else(|| part_of(&name, parts));
+            gpart.insert(name, p);
+        }
+        // internal definitions used from another part become external
+        for f in module.get_functions() {
+            let name = f.get_name().to_string_lossy().into_owned();
+            let Some(&own) = fpart.get(&name) else {
+                continue;
+            };
+            if matches!(f.get_linkage(), Linkage::Internal | Linkage::Private) {
+                let mut users = BTreeSet::new();
+                user_functions(f.as_value_ref(), &mut users, 0);
+                if users
+                    .iter()
+                    .any(|u| fpart.get(u).is_some_and(|&p| p != own))
+                {
+                    f.set_linkage(Linkage::External);
+                }
+            }
+        }
+        for g in module.get_globals() {
+            let name = g.get_name().to_string_lossy().into_owned();
+            let Some(&own) = gpart.get(&name) else {
+                continue;
+            };
+            if matches!(g.get_linkage(), Linkage::Internal | Linkage::Private) {
+                let mut users = BTreeSet::new();
+                user_functions(g.as_value_ref(), &mut users, 0);
+                if users
+                    .iter()
+                    .any(|u| fpart.get(u).is_some_and(|&p| p != own))
+                {
+                    g.set_linkage(Linkage::External);
+                }
+            }
+        }
+        let mut out = Vec::new();
+        for part in 0..parts {
+            let defines = fpart.values().chain(gpart.values()).any(|&p| p == part);
+            if !defines {
+                continue;
+            }
+            let m = module.clone();
+            for f in m.get_functions().collect::<Vec<_>>() {
+                let name = f.get_name().to_string_lossy().into_owned();
+                if fpart.get(&name).is_none_or(|&p| p == part) {
+                    continue;
+                }
+                // another part's function: a declaration here (or nothing, if unused)
+                // SAFETY: reads the use list of a live function.
+                let used = unsafe { !LLVMGetFirstUse(f.as_value_ref()).is_null() };
+                if used {
+                    let decl = m.add_function(&format!("{name}.decl"), f.get_type(), None);
+                    decl.set_call_conventions(f.get_call_conventions());
+                    f.replace_all_uses_with(decl);
+                    // SAFETY: `f` has no uses left and is not used afterwards.
+                    unsafe { f.delete() };
+                    decl.as_global_value().set_name(&name);
+                } else {
+                    // SAFETY: no uses; not used afterwards.
+                    unsafe { f.delete() };
+                }
+            }
+            for g in m.get_globals().collect::<Vec<_>>() {
+                let name = g.get_name().to_string_lossy().into_owned();
+                if gpart.get(&name).is_none_or(|&p| p == part) {
+                    continue;
+                }
+                // SAFETY: a null initializer turns a live global variable into a declaration.
+                unsafe { LLVMSetInitializer(g.as_value_ref(), std::ptr::null_mut()) };
+                g.set_linkage(Linkage::External);
+            }
+            out.push(m.write_bitcode_to_memory().as_slice().to_vec());
+        }
+        Ok(out)
+    }
 }
 
 /// Kernels: `ptx_kernel` calling convention (71) or `nvvm.annotations` "kernel".
