@@ -528,34 +528,16 @@ mod split {
             gpart.insert(name, p);
         }
         // internal definitions used from another part become external
-        for f in module.get_functions() {
-            let name = f.get_name().to_string_lossy().into_owned();
-            let Some(&own) = fpart.get(&name) else {
-                continue;
-            };
-            if matches!(f.get_linkage(), Linkage::Internal | Linkage::Private) {
-                let mut users = BTreeSet::new();
-                user_functions(f.as_value_ref(), &mut users, 0);
-                if users
-                    .iter()
-                    .any(|u| fpart.get(u).is_some_and(|&p| p != own))
-                {
-                    f.set_linkage(Linkage::External);
-                }
-            }
-        }
-        for g in module.get_globals() {
+        let globals = module.get_functions().map(|f| f.as_global_value());
+        for g in globals.chain(module.get_globals()) {
             let name = g.get_name().to_string_lossy().into_owned();
-            let Some(&own) = gpart.get(&name) else {
+            let Some(&own) = fpart.get(&name).or(gpart.get(&name)) else {
                 continue;
             };
             if matches!(g.get_linkage(), Linkage::Internal | Linkage::Private) {
                 let mut users = BTreeSet::new();
                 user_functions(g.as_value_ref(), &mut users, 0);
-                if users
-                    .iter()
-                    .any(|u| fpart.get(u).is_some_and(|&p| p != own))
-                {
+                if users.iter().any(|u| fpart.get(u).is_some_and(|&p| p != own)) {
                     g.set_linkage(Linkage::External);
                 }
             }
