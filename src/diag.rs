@@ -131,6 +131,8 @@ pub struct Diagnostics {
     warnings_as_errors: bool,
     /// Suffix appended to every message (`-report-arch`).
     suffix: String,
+    /// False for a collector whose messages another process prints.
+    print: bool,
     state: Mutex<DiagState>,
 }
 
@@ -148,7 +150,16 @@ impl Diagnostics {
             disable_infos: false,
             warnings_as_errors: false,
             suffix: String::new(),
+            print: true,
             state: Mutex::new(DiagState::default()),
+        }
+    }
+
+    /// Records messages without printing them (see [`Diagnostics::printed`]).
+    pub fn collector() -> Diagnostics {
+        Diagnostics {
+            print: false,
+            ..Diagnostics::new("")
         }
     }
 
@@ -170,8 +181,9 @@ impl Diagnostics {
     }
 
     fn emit(&self, level: Level, message: &str) {
-        let line = self.format(level, message);
-        eprintln!("{line}");
+        if self.print {
+            eprintln!("{}", self.format(level, message));
+        }
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         if level == Level::Error {
             st.errors += 1;

@@ -429,7 +429,15 @@ fn engine_for(
                 .nvvmpath
                 .as_deref()
                 .ok_or_else(|| Error::fatal("-nvvmpath should be specified with -lto"))?;
-            let lib = lto::libnvvm::LibNvvm::load(&nvvmpath.join("lib64").join("libnvvm.so"))?;
+            let path = nvvmpath.join("lib64").join("libnvvm.so");
+            let lib = lto::libnvvm::LibNvvm::load(&path)?;
+            if req.split_compile_extended.is_some_and(|n| n != 1) {
+                // libNVVM's own threads are not reliable: see lto::isolated
+                return Ok((
+                    Box::new(lto::isolated::IsolatedNvvm { lib: path }),
+                    "libNVVM",
+                ));
+            }
             Ok((Box::new(lto::NvvmEngine { lib }), "libNVVM"))
         }
     }

@@ -115,6 +115,9 @@ fn main() -> ExitCode {
     // before any file is opened: the descriptors of make's jobserver, if it shares one
     nvlinkrs::jobs::connect_jobserver();
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some(nvlinkrs::lto::isolated::SUBCOMMAND) {
+        return ExitCode::from(nvlinkrs::lto::isolated::child_main(&args[1..]) as u8);
+    }
     let mut diag = Diagnostics::new(&tool_name());
     let result = match args.first().map(String::as_str) {
         Some("inspect") => inspect_main(&args[1..]),

@@ -598,6 +598,42 @@ fn split_compile_extended_is_equivalent_to_nvlink_and_deterministic() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 
+    // libNVVM's split compile crashes now and then (see src/lto/isolated.rs); nvlinkrs
+    // runs it in a child process and again after a crash. The crashes are injected by the
+    // wrapper (NVLINKRS_TEST_CRASHES: a real one cannot be produced on demand): two are
+    // survived with the same output, three fail the link cleanly.
+    let counter = tempfile::NamedTempFile::new().unwrap();
+    let args = with_nvvm(&sorted, &["-split-compile-extended=2"], &program);
+    let (clean, _) = link_with_env(&nvlinkrs(), &args, &env);
+    std::fs::write(counter.path(), "2").unwrap();
+    let mut crashing = env.to_vec();
+    crashing.push(("NVLINKRS_TEST_CRASHES", counter.path().to_path_buf()));
+    let (survived, _) = link_with_env(&nvlinkrs(), &args, &crashing);
+    assert!(
+        survived == clean,
+        "output changed after two libNVVM crashes"
+    );
+    assert_eq!(std::fs::read_to_string(counter.path()).unwrap().trim(), "0");
+    std::fs::write(counter.path(), "3").unwrap();
+    let mut cmd = Command::new(nvlinkrs());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.cubin");
+    cmd.args(
+        args.iter()
+            .map(|a| a.replace("{OUT}", out.to_str().unwrap())),
+    );
+    for (k, v) in &crashing {
+        cmd.env(k, v);
+    }
+    let r = cmd.output().unwrap();
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("libNVVM crashed in each of 3 attempts"),
+        "{err}"
+    );
+    assert!(!out.exists(), "a failed link left its output");
+
     // With the real libNVVM (pieces in a different order each run): the same bytes every
     // time, and whatever the number of threads (which the tool note records, as nvlink's
     // does: it is the only difference allowed).

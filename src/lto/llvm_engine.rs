@@ -537,7 +537,10 @@ mod split {
             if matches!(g.get_linkage(), Linkage::Internal | Linkage::Private) {
                 let mut users = BTreeSet::new();
                 user_functions(g.as_value_ref(), &mut users, 0);
-                if users.iter().any(|u| fpart.get(u).is_some_and(|&p| p != own)) {
+                if users
+                    .iter()
+                    .any(|u| fpart.get(u).is_some_and(|&p| p != own))
+                {
                     g.set_linkage(Linkage::External);
                 }
             }

@@ -1,0 +1,277 @@
+//! libNVVM's split compile in a child process. With `-split-compile-extended` libNVVM
+//! compiles on threads of its own, and it sometimes corrupts its heap doing so: on 2 cores,
+//! 1 link in about 50 aborted inside `nvvmCompileProgram` ("corrupted size vs. prev_size",
+//! the abort on one of libNVVM's threads), 2 in 60 answered piece sizes that add up to
+//! more than the result it returned, and nvlink, which runs libNVVM in its own process,
+//! failed 5 times in 40 (aborts and hangs). So nvlinkrs runs that compile in a
+//! child (itself, started with the hidden `__nvvm-compile` subcommand): a crash costs the
+//! child, and the compile is run again, up to [`ATTEMPTS`] times in all; the linker and its
+//! output are never touched by a corrupted heap. Compiles without split stay in process.
+//!
+//! Request (child's stdin): the modules, framed as in [`super::llvm_engine::encode`], each
+//! name prefixed `C:` (an NVIDIA container) or `B:` (bitcode); the libNVVM path and the
+//! options are the arguments. Answer (stdout): `whole` or `reloc`, then `info` messages,
+//! then `ptx` pieces; or `error` and its `context` lines. Exit 0 for either answer; any
+//! other ending is a crash.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use super::llvm_engine::{decode, encode};
+use super::{Engine, IrForm, IrModule, LtoOutput, NvvmEngine};
+use crate::bytes::Bytes;
+use crate::diag::{Diagnostics, Error, Level, Result};
+
+/// How many times a crashed compile is run.
+pub const ATTEMPTS: usize = 3;
+
+/// A child that uses no CPU time for this long is stuck (libNVVM does no I/O while it
+/// compiles): it is stopped and the compile run again. nvlink's hangs under
+/// `-split-compile-extended` are of this kind (all threads waiting on futexes, 0% CPU).
+pub const STALL: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The hidden subcommand the child runs.
+pub const SUBCOMMAND: &str = "__nvvm-compile";
+
+/// libNVVM at `lib`, run in a child process.
+pub struct IsolatedNvvm {
+    pub lib: PathBuf,
+}
+
+impl Engine for IsolatedNvvm {
+    fn compile(
+        &self,
+        modules: &[IrModule],
+        options: &[String],
+        diag: &Diagnostics,
+    ) -> Result<LtoOutput> {
+        let names: Vec<String> = modules
+            .iter()
+            .map(|m| match m.form {
+                IrForm::Container => format!("C:{}", m.name),
+                IrForm::Bitcode => format!("B:{}", m.name),
+            })
+            .collect();
+        let body = encode(
+            names
+                .iter()
+                .map(String::as_str)
+                .zip(modules.iter().map(|m| &m.data[..])),
+        );
+        let exe = std::env::current_exe()
+            .map_err(|e| Error::fatal(format!("cannot find this program to run libNVVM: {e}")))?;
+        let mut crashes = Vec::new();
+        for _ in 0..ATTEMPTS {
+            let child = Command::new(&exe)
+                .arg(SUBCOMMAND)
+                .arg(&self.lib)
+                .arg("--")
+                .args(options)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .map_err(|e| Error::fatal(format!("cannot start '{}': {e}", exe.display())))?;
+            let (status, stdout, stderr) = supervise(child, &body)?;
+            if status.as_ref().is_some_and(|s| s.success()) {
+                return answer(&stdout, diag);
+            }
+            crashes.push(match status {
+                Some(st) => match String::from_utf8_lossy(&stderr).trim() {
+                    "" => format!("attempt ended by {st}"),
+                    msg => format!("attempt ended by {st}: {msg}"),
+                },
+                None => format!(
+                    "attempt stopped after {} s without progress",
+                    STALL.as_secs()
+                ),
+            });
+        }
+        let mut e = Error::fatal("elfLink nvvm error").context(format!(
+            "libNVVM crashed in each of {ATTEMPTS} attempts at the split compile"
+        ));
+        for c in crashes {
+            e = e.context(c);
+        }
+        Err(e)
+    }
+}
+
+/// Feeds the child its request and collects its output; stops it when it makes no
+/// progress for [`STALL`] (status `None`).
+fn supervise(
+    mut child: std::process::Child,
+    body: &[u8],
+) -> Result<(Option<std::process::ExitStatus>, Vec<u8>, Vec<u8>)> {
+    use std::io::Read;
+    let stdin = child.stdin.take();
+    let mut stdout = child.stdout.take();
+    let mut stderr = child.stderr.take();
+    let pid = child.id();
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            if let Some(mut p) = stdin {
+                let _ = p.write_all(body);
+            }
+        });
+        let out = s.spawn(move || {
+            let mut v = Vec::new();
+            if let Some(p) = stdout.as_mut() {
+                let _ = p.read_to_end(&mut v);
+            }
+            v
+        });
+        let err = s.spawn(move || {
+            let mut v = Vec::new();
+            if let Some(p) = stderr.as_mut() {
+                let _ = p.read_to_end(&mut v);
+            }
+            v
+        });
+        let watch = cpu_ticks(pid).is_some();
+        let mut last = (cpu_ticks(pid), std::time::Instant::now());
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(st)) => break Some(st),
+                Ok(None) => {}
+                Err(e) => return Err(Error::fatal(format!("waiting for libNVVM's process: {e}"))),
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            let now = cpu_ticks(pid);
+            if now != last.0 {
+                last = (now, std::time::Instant::now());
+            } else if watch && last.1.elapsed() >= STALL {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+        };
+        Ok((
+            status,
+            out.join().unwrap_or_default(),
+            err.join().unwrap_or_default(),
+        ))
+    })
+}
+
+/// The CPU time a process has used so far, in clock ticks (Linux `/proc`; `None` where
+/// that cannot be read, and then no stall is ever declared).
+fn cpu_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // fields after the parenthesised command name; utime and stime are the 12th and 13th
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split(' ').collect();
+    Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+}
+
+/// Reads the child's answer.
+fn answer(stdout: &[u8], diag: &Diagnostics) -> Result<LtoOutput> {
+    let frames = decode(stdout)?;
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    let mut out = LtoOutput {
+        ptx: Vec::new(),
+        whole_program: false,
+    };
+    let mut error: Option<Error> = None;
+    for (kind, data) in frames {
+        match kind.as_str() {
+            "whole" => out.whole_program = true,
+            "reloc" => out.whole_program = false,
+            "info" => diag.info(&text(data)),
+            "ptx" => out.ptx.push(data.to_vec()),
+            "error" => error = Some(Error::fatal(text(data))),
+            "context" => error = error.map(|e| e.context(text(data))),
+            _ => {}
+        }
+    }
+    match error {
+        Some(e) => Err(e),
+        None if out.ptx.is_empty() => Err(Error::fatal("libNVVM's process answered no PTX")),
+        None => Ok(out),
+    }
+}
+
+/// The child's side: compiles the request with libNVVM and writes the answer.
+pub fn child_main(args: &[String]) -> i32 {
+    let mut input = Vec::new();
+    if std::io::Read::read_to_end(&mut std::io::stdin(), &mut input).is_err() {
+        return 2;
+    }
+    let (lib, options) = match args {
+        [lib, sep, options @ ..] if sep == "--" => (Path::new(lib), options),
+        _ => return 2,
+    };
+    let diag = Diagnostics::collector();
+    let result = compile_here(lib, &input, options, &diag);
+    if let Err(e) = &result
+        && e.context_chain()
+            .iter()
+            .any(|c| c.starts_with(super::SPLIT_MISMATCH))
+    {
+        // libNVVM's race again, seen as an answer that does not add up: a crash
+        eprintln!("{}", e.context_chain().join("; "));
+        return 3;
+    }
+    let mut frames: Vec<(String, Vec<u8>)> = Vec::new();
+    match result {
+        Ok(out) => {
+            let kind = if out.whole_program { "whole" } else { "reloc" };
+            frames.push((kind.into(), Vec::new()));
+            for (level, msg) in diag.printed() {
+                if level == Level::Info {
+                    frames.push(("info".into(), msg.into_bytes()));
+                }
+            }
+            frames.extend(out.ptx.into_iter().map(|p| ("ptx".to_string(), p)));
+        }
+        Err(e) => {
+            for (level, msg) in diag.printed() {
+                if level == Level::Info {
+                    frames.push(("info".into(), msg.into_bytes()));
+                }
+            }
+            frames.push(("error".into(), e.message().as_bytes().to_vec()));
+            for c in e.context_chain() {
+                frames.push(("context".into(), c.as_bytes().to_vec()));
+            }
+        }
+    }
+    let body = encode(frames.iter().map(|(k, v)| (k.as_str(), v.as_slice())));
+    let mut stdout = std::io::stdout().lock();
+    if stdout
+        .write_all(&body)
+        .and_then(|_| stdout.flush())
+        .is_err()
+    {
+        return 2;
+    }
+    0
+}
+
+fn compile_here(
+    lib: &Path,
+    input: &[u8],
+    options: &[String],
+    diag: &Diagnostics,
+) -> Result<LtoOutput> {
+    let modules: Vec<IrModule> = decode(input)?
+        .into_iter()
+        .map(|(name, data)| {
+            let (form, name) = match name.split_at_checked(2) {
+                Some(("B:", n)) => (IrForm::Bitcode, n),
+                Some((_, n)) => (IrForm::Container, n),
+                None => (IrForm::Container, name.as_str()),
+            };
+            IrModule {
+                name: name.to_string(),
+                data: Bytes::from_vec(data.to_vec()),
+                form,
+            }
+        })
+        .collect();
+    let engine = NvvmEngine {
+        lib: super::libnvvm::LibNvvm::load(lib)?,
+    };
+    engine.compile(&modules, options, diag)
+}
