@@ -172,6 +172,12 @@ pub struct LinkArgs {
     /// Root of the CUDA toolkit to use (ptxas, libNVVM, libdevice).
     #[arg(long = "cuda-path", value_name = "DIR")]
     pub cuda_path: Option<PathBuf>,
+    /// Keep and reuse stage results in DIR (also NVLINKRS_CACHE_DIR); --no-cache: none.
+    #[arg(long = "cache-dir", value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// Write a JSON report of the link to FILE: stage times, cache hits and misses.
+    #[arg(long = "report-json", value_name = "FILE")]
+    pub report_json: Option<PathBuf>,
     #[arg(value_name = "FILE")]
     pub inputs: Vec<PathBuf>,
 }
@@ -224,6 +230,9 @@ const IMPLEMENTED: &[&str] = &[
     "split-compile-extended",
     "Ofast-compile",
     "keep-system-libraries",
+    "cache-dir",
+    "no-cache",
+    "report-json",
 ];
 
 struct OptSpec {
@@ -462,6 +471,10 @@ pub struct LinkRequest {
     pub split_compile_extended: Option<u32>,
     /// `-dlto` rather than `-lto` / `--link-time-opt` (the tool note records the spelling).
     pub lto_spelled_dlto: bool,
+    /// The cache directory (`--cache-dir`, else `NVLINKRS_CACHE_DIR`; none with `--no-cache`).
+    pub cache_dir: Option<PathBuf>,
+    /// `--report-json FILE`
+    pub report_json: Option<PathBuf>,
     pub ofast_compile: Option<String>,
     pub xnvvm: Vec<String>,
     pub xptxas: Vec<String>,
@@ -565,6 +578,15 @@ impl LinkArgs {
                 .map(number_value)
                 .transpose()?,
             lto_spelled_dlto: self.dlto && !self.link_time_opt,
+            report_json: self.report_json.clone(),
+            cache_dir: if self.no_cache {
+                None
+            } else {
+                self.cache_dir
+                    .clone()
+                    .or_else(|| std::env::var_os("NVLINKRS_CACHE_DIR").map(PathBuf::from))
+                    .filter(|d| !d.as_os_str().is_empty())
+            },
             split_compile_extended: self
                 .split_compile_extended
                 .as_deref()

@@ -8,6 +8,7 @@
 
 pub mod arch;
 pub mod bytes;
+pub mod cache;
 pub mod cli;
 pub mod consensus;
 pub mod diag;
@@ -17,6 +18,7 @@ pub mod fatbin;
 pub mod input;
 pub mod inspect;
 pub mod jobs;
+mod linkcache;
 pub mod lto;
 pub mod merge;
 pub mod output;
@@ -42,8 +44,74 @@ impl Timings {
     }
 }
 
-/// Runs a device link.
+/// Runs a device link: from the cache when the same link (tools, options, input
+/// contents) was done before, else phase by phase, caching what it can.
 pub fn link(req: &LinkRequest, diag: &Diagnostics) -> Result<Timings> {
+    let cache = match &req.cache_dir {
+        Some(dir) => Some(cache::Cache::open(dir, cache::DEFAULT_CAP)?),
+        None => None,
+    };
+    let Some(cache) = cache else {
+        let t = link_phases(req, diag, None)?;
+        report(req, &t, None, "off")?;
+        return Ok(t);
+    };
+    let key = linkcache::key(req, &cache);
+    let earlier = diag.printed().len(); // messages from before the link are not its own
+    if let Some(key) = &key
+        && let Some(entry) = cache.get(key)
+        && linkcache::replay(req, diag, &entry)?
+    {
+        let t = Timings(vec![("cache", std::time::Duration::ZERO)]);
+        report(req, &t, Some(&cache), "hit")?;
+        return Ok(t);
+    }
+    let timings = link_phases(req, diag, Some(&cache))?;
+    if let Some(key) = &key
+        && diag.error_count() == 0
+    {
+        linkcache::store(req, diag, earlier, &cache, key)?;
+    }
+    let whole = if key.is_some() { "miss" } else { "not cached" };
+    report(req, &timings, Some(&cache), whole)?;
+    Ok(timings)
+}
+
+/// `--report-json FILE`: the stages with their times, and the cache's hits and misses.
+fn report(
+    req: &LinkRequest,
+    timings: &Timings,
+    cache: Option<&cache::Cache>,
+    whole_link: &str,
+) -> Result<()> {
+    let Some(path) = &req.report_json else {
+        return Ok(());
+    };
+    let stages: Vec<serde_json::Value> = timings
+        .0
+        .iter()
+        .map(|(name, d)| serde_json::json!({"stage": name, "ms": d.as_secs_f64() * 1000.0}))
+        .collect();
+    let counts: serde_json::Map<String, serde_json::Value> = cache
+        .map(|c| c.counts())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(stage, hits, misses)| (stage, serde_json::json!({"hits": hits, "misses": misses})))
+        .collect();
+    let doc = serde_json::json!({
+        "output": req.output.display().to_string(),
+        "stages": stages,
+        "cache": {"whole_link": whole_link, "stages": counts},
+    });
+    output::write_atomic(path, format!("{doc:#}\n").as_bytes())
+}
+
+/// The phases of a link, in order.
+fn link_phases(
+    req: &LinkRequest,
+    diag: &Diagnostics,
+    cache: Option<&cache::Cache>,
+) -> Result<Timings> {
     let mut timings = Timings::default();
     let paths = input::input_list(&req.inputs, &req.libraries, &req.library_paths);
     let trees = timings.phase("read", || {
@@ -53,7 +121,7 @@ pub fn link(req: &LinkRequest, diag: &Diagnostics) -> Result<Timings> {
     let hosts = lto::pool::hosts(&trees);
     let mut lto_cubins = Vec::new();
     if req.lto {
-        match lto_phase(req, &trees, diag, &mut timings)? {
+        match lto_phase(req, &trees, diag, &mut timings, cache)? {
             LtoOutcome::Written => return finish(req, &hosts, true, timings),
             LtoOutcome::Relocatable(c) => lto_cubins = c,
             LtoOutcome::NoIr => {}
@@ -62,7 +130,7 @@ pub fn link(req: &LinkRequest, diag: &Diagnostics) -> Result<Timings> {
     let units = timings.phase("gather", || {
         merge::gather::collect(&trees, req.target, req.lto, diag)
     })?;
-    let inputs = timings.phase("assemble", || objects(req, units, lto_cubins))?;
+    let inputs = timings.phase("assemble", || objects(req, units, lto_cubins, cache))?;
     if inputs.is_empty() {
         return Err(Error::fatal(
             "no device code for the target in the inputs; no output written",
@@ -178,6 +246,7 @@ fn objects(
     req: &LinkRequest,
     units: Vec<merge::gather::Unit>,
     lto_cubins: Vec<merge::Input>,
+    cache: Option<&cache::Cache>,
 ) -> Result<Vec<merge::Input>> {
     use merge::gather::Source;
     let jobs: Vec<ptxas_driver::Job> = units
@@ -196,7 +265,8 @@ fn objects(
     } else {
         let kit = toolkit::Toolkit::discover(req.cuda_path.as_deref(), req.nvvmpath.as_deref())?;
         let ptxas = ptxas_driver::Ptxas::new(kit.ptxas());
-        ptxas_driver::assemble_all(&ptxas, &jobs, 0)?
+        let cached = cached_assembler(&ptxas, cache)?;
+        ptxas_driver::assemble_all(cached.as_ref().map_or(&ptxas, |c| c), &jobs, 0)?
     }
     .into_iter();
     let mut raw: Vec<(String, bytes::Bytes, bool)> = Vec::new();
@@ -292,6 +362,7 @@ fn lto_phase(
     trees: &[input::Node],
     diag: &Diagnostics,
     timings: &mut Timings,
+    cache: Option<&cache::Cache>,
 ) -> Result<LtoOutcome> {
     let pool = timings.phase("pool", || lto::pool::collect(trees, req.target, diag))?;
     if pool.modules.is_empty() {
@@ -324,7 +395,7 @@ fn lto_phase(
         settings.device_c = true;
     }
     let options = lto::nvvm_options(&settings, &consensus);
-    let engine = engine_for(req, &pool)?;
+    let engine = engine_for(req, &pool, cache)?;
     if req.verbose_keep {
         for m in &pool.modules {
             println!("nvlink -lto-add-module {}.nvvm", m.module.name);
@@ -372,11 +443,13 @@ fn lto_phase(
         })
         .collect();
     let kit = toolkit::Toolkit::discover(req.cuda_path.as_deref(), req.nvvmpath.as_deref())?;
-    let assembler = ptxas_driver::Ptxas::new(kit.ptxas());
+    let ptxas = ptxas_driver::Ptxas::new(kit.ptxas());
+    let cached = cached_assembler(&ptxas, cache)?;
+    let assembler: &dyn ptxas_driver::Assembler = cached.as_ref().map_or(&ptxas, |c| c);
     // The pool nvlink sizes from -split-compile-extended (0: one thread per core).
     let threads = req.split_compile_extended.unwrap_or(0) as usize;
     let assembled = timings.phase("ptxas", || {
-        ptxas_driver::assemble_all(&assembler, &jobs, threads)
+        ptxas_driver::assemble_all(assembler, &jobs, threads)
     })?;
     let mut cubins = Vec::with_capacity(assembled.len());
     for a in assembled {
@@ -405,10 +478,52 @@ fn lto_phase(
 
 /// The LTO engine for the module set: LLVM for LLVM bitcode (which nvlink refuses),
 /// libNVVM for NVIDIA's IR; with its name for the status line.
-fn engine_for(
+fn engine_for<'a>(
     req: &LinkRequest,
     pool: &lto::pool::Pool,
-) -> Result<(Box<dyn Engine>, &'static str)> {
+    cache: Option<&'a cache::Cache>,
+) -> Result<(Box<dyn Engine + 'a>, &'static str)> {
+    let (engine, name, files) = engine_uncached(req, pool)?;
+    let Some(cache) = cache else {
+        return Ok((engine, name));
+    };
+    let mut identity = String::from(name);
+    for f in files {
+        identity.push(' ');
+        identity.push_str(&cache.tool_id(&f)?);
+    }
+    Ok((
+        Box::new(lto::CachedEngine {
+            inner: engine,
+            cache,
+            identity,
+        }),
+        name,
+    ))
+}
+
+/// A ptxas whose results are cached, when there is a cache.
+fn cached_assembler<'a>(
+    ptxas: &'a ptxas_driver::Ptxas,
+    cache: Option<&'a cache::Cache>,
+) -> Result<Option<ptxas_driver::Cached<'a>>> {
+    cache
+        .map(|cache| {
+            Ok(ptxas_driver::Cached {
+                inner: ptxas,
+                cache,
+                tool: cache.tool_id(&ptxas.path)?,
+            })
+        })
+        .transpose()
+}
+
+/// The engine, its name, and the files whose content decides its output.
+#[allow(clippy::type_complexity)]
+fn engine_uncached(
+    req: &LinkRequest,
+    pool: &lto::pool::Pool,
+) -> Result<(Box<dyn Engine>, &'static str, Vec<std::path::PathBuf>)> {
     use lto::IrForm;
     let of = |form| pool.modules.iter().find(|m| m.module.form == form);
     match (of(IrForm::Bitcode), of(IrForm::Container)) {
@@ -420,7 +535,13 @@ fn engine_for(
             let kit =
                 toolkit::Toolkit::discover(req.cuda_path.as_deref(), req.nvvmpath.as_deref())?;
             let libdevice = Some(kit.libdevice()).filter(|p| p.is_file());
-            Ok((Box::new(lto::llvm_engine::LlvmEngine { libdevice }), "LLVM"))
+            let mut files: Vec<std::path::PathBuf> = libdevice.iter().cloned().collect();
+            files.extend(lto::llvm_helper::locate());
+            Ok((
+                Box::new(lto::llvm_engine::LlvmEngine { libdevice }),
+                "LLVM",
+                files,
+            ))
         }
         _ => {
             // nvlink loads `<nvvmpath>/lib64/libnvvm.so` and nothing else (`-lto` requires
@@ -433,12 +554,10 @@ fn engine_for(
             let lib = lto::libnvvm::LibNvvm::load(&path)?;
             if req.split_compile_extended.is_some_and(|n| n != 1) {
                 // libNVVM's own threads are not reliable: see lto::isolated
-                return Ok((
-                    Box::new(lto::isolated::IsolatedNvvm { lib: path }),
-                    "libNVVM",
-                ));
+                let engine = lto::isolated::IsolatedNvvm { lib: path.clone() };
+                return Ok((Box::new(engine), "libNVVM", vec![path]));
             }
-            Ok((Box::new(lto::NvvmEngine { lib }), "libNVVM"))
+            Ok((Box::new(lto::NvvmEngine { lib }), "libNVVM", vec![path]))
         }
     }
 }

@@ -111,6 +111,50 @@ fn compare_main(args: &[String]) -> Result<(), Error> {
     Ok(())
 }
 
+/// `nvlinkrs cache stats|clear|verify [--cache-dir DIR]` (else `NVLINKRS_CACHE_DIR`).
+fn cache_main(args: &[String]) -> Result<(), Error> {
+    let usage = || Error::fatal("usage: nvlinkrs cache stats|clear|verify [--cache-dir DIR]");
+    let (cmd, rest) = args.split_first().ok_or_else(usage)?;
+    let dir = match rest {
+        [flag, dir] if flag == "--cache-dir" => PathBuf::from(dir),
+        [one] if one.starts_with("--cache-dir=") => PathBuf::from(&one["--cache-dir=".len()..]),
+        [] => std::env::var_os("NVLINKRS_CACHE_DIR")
+            .map(PathBuf::from)
+            .ok_or_else(|| Error::fatal("cache: no --cache-dir and no NVLINKRS_CACHE_DIR"))?,
+        _ => return Err(usage()),
+    };
+    let cache = nvlinkrs::cache::Cache::open(&dir, nvlinkrs::cache::DEFAULT_CAP)?;
+    match cmd.as_str() {
+        "stats" => {
+            let s = cache.stats();
+            println!(
+                "cache {}\nentries {}\nbytes {}",
+                dir.display(),
+                s.entries,
+                s.bytes
+            );
+            Ok(())
+        }
+        "clear" => cache.clear(),
+        "verify" => {
+            let bad = cache.verify();
+            for b in &bad {
+                println!("corrupt {}", b.display());
+            }
+            if bad.is_empty() {
+                println!("{} entries intact", cache.stats().entries);
+                Ok(())
+            } else {
+                Err(Error::fatal(format!(
+                    "cache: {} corrupt entries",
+                    bad.len()
+                )))
+            }
+        }
+        _ => Err(usage()),
+    }
+}
+
 fn main() -> ExitCode {
     // before any file is opened: the descriptors of make's jobserver, if it shares one
     nvlinkrs::jobs::connect_jobserver();
@@ -122,6 +166,7 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("inspect") => inspect_main(&args[1..]),
         Some("compare") => compare_main(&args[1..]),
+        Some("cache") => cache_main(&args[1..]),
         _ => link_main(&args, &mut diag),
     };
     match result {

@@ -849,3 +849,105 @@ fn llvm_bitcode_links_on_the_llvm_engine() {
         );
     }
 }
+
+/// Runs nvlinkrs with `args` plus `--report-json`; the output and the report.
+fn link_reported(args: &[String], extra: &[&str]) -> (Vec<u8>, serde_json::Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("report.json");
+    let mut a: Vec<String> = args.to_vec();
+    a.extend(extra.iter().map(|s| s.to_string()));
+    a.push(format!("--report-json={}", report.display()));
+    let (out, _) = link_with_env(&nvlinkrs(), &a, &[]);
+    let r = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    (out, r)
+}
+
+#[test]
+fn the_cache_gives_the_same_bytes_rebuilds_corrupt_entries_and_reuses_unchanged_parts() {
+    let fx = fixtures();
+    let cache = tempfile::tempdir().unwrap();
+    let with_cache = format!("--cache-dir={}", cache.path().display());
+    let args = lto_args(
+        "sm_90",
+        &[],
+        &["saxpy_dlto.o", "scale_dlto.o", "main_dlto.o"],
+    );
+
+    // cold, without a cache; then a miss that fills it; then a hit: the same bytes
+    let (cold, r) = link_reported(&args, &[]);
+    assert_eq!(r["cache"]["whole_link"], "off");
+    let (filled, r) = link_reported(&args, &[&with_cache]);
+    assert_eq!(r["cache"]["whole_link"], "miss");
+    assert_eq!(r["cache"]["stages"]["lto"]["misses"], 1);
+    let (hit, r) = link_reported(&args, &[&with_cache]);
+    assert_eq!(r["cache"]["whole_link"], "hit", "{r:#}");
+    assert!(
+        cold == filled && cold == hit,
+        "cached output differs from the cold link"
+    );
+
+    // every entry corrupted on disk: detected, treated as misses, rebuilt
+    let verify = |expect_ok: bool| {
+        let o = Command::new(nvlinkrs())
+            .args(["cache", "verify", &with_cache])
+            .output()
+            .unwrap();
+        assert_eq!(
+            o.status.success(),
+            expect_ok,
+            "{}",
+            String::from_utf8_lossy(&o.stdout)
+        );
+    };
+    verify(true);
+    for f in walk(&cache.path().join("objects")) {
+        let mut d = std::fs::read(&f).unwrap();
+        let last = d.len() - 1;
+        d[last] ^= 0x40;
+        std::fs::write(&f, d).unwrap();
+    }
+    verify(false);
+    let (rebuilt, r) = link_reported(&args, &[&with_cache]);
+    assert_eq!(r["cache"]["whole_link"], "miss");
+    assert!(rebuilt == cold, "output after corruption differs");
+    verify(true);
+
+    // a relink after one unit changed, split into parts on LLVM: only the changed part's
+    // PTX goes through ptxas again
+    let bc = |f: &str| fx.join("clang").join(f).display().to_string();
+    let split = |b: &str| -> Vec<String> {
+        vec![
+            "-arch=sm_90".into(),
+            "-lto".into(),
+            format!("-nvvmpath={}", cuda().join("nvvm").display()),
+            "-split-compile-extended=4".into(),
+            bc("a.bc"),
+            bc(b),
+            "-o".into(),
+            "{OUT}".into(),
+        ]
+    };
+    let (_, r) = link_reported(&split("b.bc"), &[&with_cache]);
+    assert_eq!(r["cache"]["stages"]["ptxas"]["misses"], 2, "{r:#}");
+    let (changed, r) = link_reported(&split("b2.bc"), &[&with_cache]);
+    assert_eq!(r["cache"]["stages"]["ptxas"]["hits"], 1, "{r:#}");
+    assert_eq!(r["cache"]["stages"]["ptxas"]["misses"], 1, "{r:#}");
+    let (uncached, _) = link_reported(&split("b2.bc"), &[]);
+    assert!(
+        changed == uncached,
+        "incremental relink differs from a cold one"
+    );
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}

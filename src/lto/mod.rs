@@ -143,6 +143,71 @@ impl Engine for NvvmEngine {
     }
 }
 
+/// An engine whose results are kept in the cache, keyed by the engine's identity, the
+/// option list and every module (name, form, bytes). The engine's messages are kept with
+/// the PTX and repeated on a hit.
+pub struct CachedEngine<'a> {
+    pub inner: Box<dyn Engine + 'a>,
+    pub cache: &'a crate::cache::Cache,
+    /// The identities of the engine's files (libNVVM; or the LLVM helper and libdevice).
+    pub identity: String,
+}
+
+impl Engine for CachedEngine<'_> {
+    fn compile(
+        &self,
+        modules: &[IrModule],
+        options: &[String],
+        diag: &Diagnostics,
+    ) -> Result<LtoOutput> {
+        let mut key = crate::cache::Key::new("lto")
+            .text(&self.identity)
+            .text(&options.join("\0"));
+        for m in modules {
+            key = key
+                .text(&m.name)
+                .text(if m.form == IrForm::Bitcode { "B" } else { "C" })
+                .bytes(&m.data);
+        }
+        if let Some(parts) = self.cache.get(&key).and_then(|e| crate::cache::unpack(&e))
+            && parts.len() >= 2
+        {
+            for line in String::from_utf8_lossy(&parts[1]).lines() {
+                diag.info(line);
+            }
+            return Ok(LtoOutput {
+                whole_program: parts[0] == b"whole",
+                ptx: parts[2..].to_vec(),
+            });
+        }
+        let collected = Diagnostics::collector();
+        let result = self.inner.compile(modules, options, &collected);
+        let infos: Vec<String> = collected
+            .printed()
+            .into_iter()
+            .filter(|(l, _)| *l == crate::diag::Level::Info)
+            .map(|(_, m)| m)
+            .collect();
+        for m in &infos {
+            diag.info(m);
+        }
+        let out = result?;
+        // messages that span lines are not kept (they would come back split)
+        if infos.iter().all(|m| !m.contains('\n')) {
+            let kind: &[u8] = if out.whole_program {
+                b"whole"
+            } else {
+                b"reloc"
+            };
+            let joined = infos.join("\n");
+            let mut parts: Vec<&[u8]> = vec![kind, joined.as_bytes()];
+            parts.extend(out.ptx.iter().map(Vec::as_slice));
+            self.cache.put(&key, &crate::cache::pack(&parts))?;
+        }
+        Ok(out)
+    }
+}
+
 /// The host-reference lists libNVVM uses to keep what the host can reach:
 /// kernels, device variables and constants, each external and internal.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

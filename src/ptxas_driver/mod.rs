@@ -130,6 +130,38 @@ fn run(mut cmd: Command, tool: &Path, name: &str, output: &Path) -> Result<Assem
     Ok(Assembled { cubin, messages })
 }
 
+/// An assembler whose results are kept in the cache, keyed by ptxas's identity, the
+/// argument list and the PTX text: a relink re-runs ptxas only for PTX that changed.
+pub struct Cached<'a> {
+    pub inner: &'a dyn Assembler,
+    pub cache: &'a crate::cache::Cache,
+    /// The identity of the ptxas binary ([`crate::cache::Cache::tool_id`]).
+    pub tool: String,
+}
+
+impl Assembler for Cached<'_> {
+    fn assemble(&self, job: &Job) -> Result<Assembled> {
+        let key = crate::cache::Key::new("ptxas")
+            .text(&self.tool)
+            .text(&job.options.args().join("\0"))
+            .bytes(&job.ptx);
+        if let Some(parts) = self.cache.get(&key).and_then(|e| crate::cache::unpack(&e))
+            && let [cubin, messages] = &parts[..]
+        {
+            return Ok(Assembled {
+                cubin: cubin.clone(),
+                messages: String::from_utf8_lossy(messages).into_owned(),
+            });
+        }
+        let a = self.inner.assemble(job)?;
+        self.cache.put(
+            &key,
+            &crate::cache::pack(&[&a.cubin, a.messages.as_bytes()]),
+        )?;
+        Ok(a)
+    }
+}
+
 /// Runs every job on the link's job pool: at most `threads` workers (0: one per core),
 /// largest jobs first, make's jobserver respected; the results are in job order.
 pub fn assemble_all(

@@ -1,0 +1,122 @@
+//! The whole-link stage of the cache: a link whose tools, options and input contents were
+//! all seen before is answered from the cache (its output, its `--register-link-binaries`
+//! file and its messages, repeated in order) without reading an input as device code.
+//! Links whose effects go beyond those (`-time`, `-dump-callgraph`, the verbose modes) and
+//! links with thin archives (whose members live in other files) always run.
+
+use std::path::PathBuf;
+
+use crate::cache::{Cache, Key, pack, unpack};
+use crate::cli::LinkRequest;
+use crate::diag::{Diagnostics, Level, Result};
+use crate::{input, output, toolkit};
+
+/// The key of this link, or `None` when it is not cached (see the module comment) or an
+/// input cannot be read (the link then reports it).
+pub fn key(req: &LinkRequest, cache: &Cache) -> Option<Key> {
+    if req.time.is_some()
+        || req.dump_callgraph.is_some()
+        || req.verbose
+        || req.verbose2
+        || req.verbose_keep
+    {
+        return None;
+    }
+    // the request without what does not change the result's bytes
+    let normalized = LinkRequest {
+        output: PathBuf::new(),
+        register_link_binaries: req.register_link_binaries.as_ref().map(|_| PathBuf::new()),
+        cache_dir: None,
+        report_json: None,
+        ..req.clone()
+    };
+    let mut k = Key::new("link").text(&format!("{normalized:?}"));
+    // the tools: nvlinkrs itself, and the toolkit's ptxas, libNVVM and libdevice, and
+    // the LLVM helper, where they exist
+    let mut tools: Vec<PathBuf> = std::env::current_exe().into_iter().collect();
+    if let Ok(kit) = toolkit::Toolkit::discover(req.cuda_path.as_deref(), req.nvvmpath.as_deref()) {
+        tools.push(kit.ptxas());
+        tools.push(kit.libdevice());
+    }
+    if let Some(p) = &req.nvvmpath {
+        tools.push(p.join("lib64").join("libnvvm.so"));
+    }
+    tools.extend(crate::lto::llvm_helper::locate());
+    for t in tools.iter().filter(|t| t.is_file()) {
+        k = k
+            .text(&t.display().to_string())
+            .text(&cache.tool_id(t).ok()?);
+    }
+    for path in input::input_list(&req.inputs, &req.libraries, &req.library_paths) {
+        let data = std::fs::read(&path).ok()?;
+        if data.starts_with(b"!<thin>") {
+            return None;
+        }
+        k = k.text(&path.display().to_string()).bytes(&data);
+    }
+    Some(k)
+}
+
+/// Stores the finished link: output, register file, and the messages it printed (those
+/// after the first `earlier`).
+pub fn store(
+    req: &LinkRequest,
+    diag: &Diagnostics,
+    earlier: usize,
+    cache: &Cache,
+    key: &Key,
+) -> Result<()> {
+    let Ok(out) = std::fs::read(&req.output) else {
+        return Ok(());
+    };
+    let register = req
+        .register_link_binaries
+        .as_ref()
+        .and_then(|p| std::fs::read(p).ok());
+    let mut messages = String::new();
+    for (level, m) in diag.printed().into_iter().skip(earlier) {
+        let tag = match level {
+            Level::Info => 'I',
+            Level::Warning => 'W',
+            // errors are not cached (the link is not stored)
+            Level::Error | Level::Fatal => return Ok(()),
+        };
+        if m.contains('\n') {
+            return Ok(());
+        }
+        messages.push(tag);
+        messages.push_str(&m);
+        messages.push('\n');
+    }
+    let has_register: &[u8] = if register.is_some() { b"1" } else { b"0" };
+    let entry = pack(&[
+        &out,
+        has_register,
+        register.as_deref().unwrap_or_default(),
+        messages.as_bytes(),
+    ]);
+    cache.put(key, &entry)
+}
+
+/// Writes a cached link's files and repeats its messages; false when the entry does not
+/// have the expected shape (then the link runs).
+pub fn replay(req: &LinkRequest, diag: &Diagnostics, entry: &[u8]) -> Result<bool> {
+    let Some(parts) = unpack(entry) else {
+        return Ok(false);
+    };
+    let [out, has_register, register, messages] = &parts[..] else {
+        return Ok(false);
+    };
+    for line in String::from_utf8_lossy(messages).lines() {
+        match line.split_at_checked(1) {
+            Some(("I", m)) => diag.info(m),
+            Some(("W", m)) => diag.warning(m),
+            _ => {}
+        }
+    }
+    output::write_atomic(&req.output, out)?;
+    if let (Some(path), b"1") = (&req.register_link_binaries, has_register.as_slice()) {
+        output::write_atomic(path, register)?;
+    }
+    Ok(true)
+}
