@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Cache benchmark, all in one run on the same inputs (benches/gen/ltoprog.py, UNITS x
+# KERNELS kernels):
+#   1. nvlink -lto, against nvlinkrs -lto with a warm cache (unchanged inputs);
+#   2. a relink after one unit changed, with -split-compile-extended=2, against a cold link
+#      of the changed program (libNVVM path, nvcc -dc -dlto objects).
+# Best of 3 wall times. Writes benches/results/cache.md. Usage: scripts/bench_cache.sh [UNITS KERNELS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CU=$(bash scripts/setup.sh | tail -n 1)
+cargo build --release --locked -q
+N=$PWD/target/release/nvlinkrs
+W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
+units=${1:-4}; kernels=${2:-30}
+measure() { python3 scripts/measure.py 3 "$@"; }
+# the program twice: as generated, and with unit 0 changed
+mkdir -p "$W/a" "$W/b"
+python3 benches/gen/ltoprog.py "$W/a" "$units" "$kernels"
+python3 benches/gen/ltoprog.py "$W/b" "$units" "$kernels"
+sed -i 's/+ sinf(s)/+ cosf(s)/' "$W/b/u0.cu"
+for d in a b; do
+  (cd "$W/$d" && ls u*.cu | xargs -P "$(nproc)" -I{} sh -c '"$0" -dc -dlto -arch=sm_90 {} -o $(basename {} .cu).o' "$CU/bin/nvcc")
+done
+args=(-arch=sm_90 -lto -nvvmpath="$CU/nvvm" -L"$CU/lib" -lcudadevrt)
+read -r tn _ < <(measure "$CU/bin/nvlink" "${args[@]}" "$W"/a/u*.o -o "$W/n.cubin")
+"$N" "${args[@]}" --cache-dir="$W/c1" "$W"/a/u*.o -o "$W/r.cubin"
+read -r tw _ < <(measure "$N" "${args[@]}" --cache-dir="$W/c1" "$W"/a/u*.o -o "$W/r.cubin")
+# one unit changed, split=2: the cold link of the changed program (no cache) against a
+# relink with the cache filled by the unchanged program (a fresh copy of it each time)
+split=(-split-compile-extended=2)
+read -r tc _ < <(measure "$N" "${args[@]}" "${split[@]}" "$W"/b/u*.o -o "$W/r.cubin")
+"$N" "${args[@]}" "${split[@]}" --cache-dir="$W/c2" "$W"/a/u*.o -o "$W/r.cubin"
+args_s="${args[*]} ${split[*]}"
+read -r ti _ < <(measure bash -c "set -e; rm -rf $W/c3; cp -r $W/c2 $W/c3; $N $args_s --cache-dir=$W/c3 $W/b/u*.o -o $W/r.cubin")
+read -r tcopy _ < <(measure bash -c "rm -rf $W/c3; cp -r $W/c2 $W/c3")
+out=benches/results/cache.md
+python3 - "$tn" "$tw" "$tc" "$ti" "$tcopy" "$units" "$kernels" "$(nproc)" > "$out" <<'PY'
+import sys
+tn, tw, tc, ti, tcopy = map(float, sys.argv[1:6])
+units, kernels, cores = sys.argv[6:9]
+ti -= tcopy
+print("# The cache: warm and incremental relinks\n")
+print(f"Generated program (`benches/gen/ltoprog.py`, {units} units x {kernels} kernels, `-dc -dlto`, sm_90),")
+print(f"best of 3 runs, {cores} cores. Measured by `scripts/bench_cache.sh`.\n")
+print("| link | s | ratio |")
+print("|---|---|---|")
+print(f"| nvlink -lto | {tn:.3f} | |")
+print(f"| nvlinkrs -lto, warm cache, unchanged inputs | {tw:.3f} | {tn/tw:.0f}x faster than nvlink |")
+print(f"| nvlinkrs, split=2, one unit changed, cold | {tc:.2f} | |")
+print(f"| nvlinkrs, split=2, one unit changed, cache of the previous build | {ti:.2f} | {tc/ti:.2f}x faster than cold |")
+print("\nThe incremental relink still runs libNVVM on the whole program (its output for a changed")
+print("module set is a miss); only ptxas is skipped for the pieces whose PTX did not change.")
+PY
+cat "$out"
