@@ -4,6 +4,7 @@
 #   1. nvlink -lto, against nvlinkrs -lto with a warm cache (unchanged inputs);
 #   2. a relink after one unit changed, with -split-compile-extended=2, against a cold link
 #      of the changed program (libNVVM path, nvcc -dc -dlto objects).
+#   3. a cold link through the daemon against the same link in process.
 # Best of 3 wall times. Writes benches/results/cache.md. Usage: scripts/bench_cache.sh [UNITS KERNELS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,11 +34,17 @@ read -r tc _ < <(measure "$N" "${args[@]}" "${split[@]}" "$W"/b/u*.o -o "$W/r.cu
 args_s="${args[*]} ${split[*]}"
 read -r ti _ < <(measure bash -c "set -e; rm -rf $W/c3; cp -r $W/c2 $W/c3; $N $args_s --cache-dir=$W/c3 $W/b/u*.o -o $W/r.cubin")
 read -r tcopy _ < <(measure bash -c "rm -rf $W/c3; cp -r $W/c2 $W/c3")
+# the daemon's cost on a cold link (no cache), against the same link in process
+export XDG_RUNTIME_DIR="$W/run"; mkdir -p "$XDG_RUNTIME_DIR"
+"$N" daemon start >/dev/null
+read -r tp _ < <(measure "$N" "${args[@]}" --no-cache "$W"/a/u*.o -o "$W/r.cubin")
+read -r td _ < <(measure env NVLINKRS_DAEMON=only "$N" "${args[@]}" --no-cache "$W"/a/u*.o -o "$W/r.cubin")
+"$N" daemon stop >/dev/null
 out=benches/results/cache.md
-python3 - "$tn" "$tw" "$tc" "$ti" "$tcopy" "$units" "$kernels" "$(nproc)" > "$out" <<'PY'
+python3 - "$tn" "$tw" "$tc" "$ti" "$tcopy" "$tp" "$td" "$units" "$kernels" "$(nproc)" > "$out" <<'PY'
 import sys
-tn, tw, tc, ti, tcopy = map(float, sys.argv[1:6])
-units, kernels, cores = sys.argv[6:9]
+tn, tw, tc, ti, tcopy, tp, td = map(float, sys.argv[1:8])
+units, kernels, cores = sys.argv[8:11]
 ti -= tcopy
 print("# The cache: warm and incremental relinks\n")
 print(f"Generated program (`benches/gen/ltoprog.py`, {units} units x {kernels} kernels, `-dc -dlto`, sm_90),")
@@ -48,6 +55,8 @@ print(f"| nvlink -lto | {tn:.3f} | |")
 print(f"| nvlinkrs -lto, warm cache, unchanged inputs | {tw:.3f} | {tn/tw:.0f}x faster than nvlink |")
 print(f"| nvlinkrs, split=2, one unit changed, cold | {tc:.2f} | |")
 print(f"| nvlinkrs, split=2, one unit changed, cache of the previous build | {ti:.2f} | {tc/ti:.2f}x faster than cold |")
+print(f"| nvlinkrs -lto, cold, in process | {tp:.2f} | |")
+print(f"| nvlinkrs -lto, cold, through the daemon | {td:.2f} | {100*(td/tp-1):+.1f}% |")
 print("\nThe incremental relink still runs libNVVM on the whole program (its output for a changed")
 print("module set is a miss); only ptxas is skipped for the pieces whose PTX did not change.")
 PY

@@ -11,6 +11,7 @@ pub mod bytes;
 pub mod cache;
 pub mod cli;
 pub mod consensus;
+pub mod daemon;
 pub mod diag;
 pub mod elf;
 pub mod fasthash;

@@ -155,6 +155,36 @@ fn cache_main(args: &[String]) -> Result<(), Error> {
     }
 }
 
+/// `nvlinkrs daemon start|stop|status` (and `serve`, what `start` runs in the background).
+fn daemon_main(args: &[String]) -> Result<(), Error> {
+    use nvlinkrs::daemon;
+    let socket = daemon::socket_path();
+    match args.first().map(String::as_str) {
+        Some("start") => {
+            let pid = daemon::start(&socket)?;
+            println!("pid {pid}");
+            Ok(())
+        }
+        Some("stop") => {
+            if daemon::stop(&socket) {
+                println!("stopped");
+            } else {
+                println!("not running");
+            }
+            Ok(())
+        }
+        Some("status") => match daemon::running(&socket) {
+            Some(pid) => {
+                println!("pid {pid}");
+                Ok(())
+            }
+            None => Err(Error::fatal("daemon: not running")),
+        },
+        Some("serve") => daemon::serve(),
+        _ => Err(Error::fatal("usage: nvlinkrs daemon start|stop|status")),
+    }
+}
+
 fn main() -> ExitCode {
     // before any file is opened: the descriptors of make's jobserver, if it shares one
     nvlinkrs::jobs::connect_jobserver();
@@ -162,11 +192,32 @@ fn main() -> ExitCode {
     if args.first().map(String::as_str) == Some(nvlinkrs::lto::isolated::SUBCOMMAND) {
         return ExitCode::from(nvlinkrs::lto::isolated::child_main(&args[1..]) as u8);
     }
+    // through the daemon, when asked (it answers with the link's own output and exit
+    // code; when it cannot be reached, the link runs here)
+    let mut args = args;
+    let setting = std::env::var("NVLINKRS_DAEMON").unwrap_or_default();
+    let via_daemon = args.iter().any(|a| a == "--daemon") || setting == "1" || setting == "only";
+    args.retain(|a| a != "--daemon");
+    let subcommand = matches!(
+        args.first().map(String::as_str),
+        Some("inspect" | "compare" | "cache" | "daemon")
+    );
+    if via_daemon && !subcommand {
+        if let Some(code) = nvlinkrs::daemon::client_link(&args) {
+            return ExitCode::from(code as u8);
+        }
+        // NVLINKRS_DAEMON=only: no link in process (for tests and for checking a setup)
+        if setting == "only" && std::env::var_os("NVLINKRS_IN_DAEMON").is_none() {
+            eprintln!("{} fatal   : the daemon could not be reached", tool_name());
+            return ExitCode::from(1);
+        }
+    }
     let mut diag = Diagnostics::new(&tool_name());
     let result = match args.first().map(String::as_str) {
         Some("inspect") => inspect_main(&args[1..]),
         Some("compare") => compare_main(&args[1..]),
         Some("cache") => cache_main(&args[1..]),
+        Some("daemon") => daemon_main(&args[1..]),
         _ => link_main(&args, &mut diag),
     };
     match result {

@@ -951,3 +951,139 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+#[test]
+fn the_daemon_links_like_a_process_concurrently_and_survives_bad_clients() {
+    use std::os::unix::fs::PermissionsExt;
+    let runtime = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let daemon = |args: &[&str]| {
+        Command::new(nvlinkrs())
+            .args(args)
+            .env("XDG_RUNTIME_DIR", runtime.path())
+            .env("NVLINKRS_DAEMON_IDLE", "60")
+            .output()
+            .unwrap()
+    };
+    let o = daemon(&["daemon", "start"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let started = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    assert!(started.starts_with("pid "), "{started}");
+    assert_eq!(
+        String::from_utf8_lossy(&daemon(&["daemon", "status"]).stdout).trim(),
+        started
+    );
+    let dir = runtime.path().join("nvlinkrs");
+    let socket = dir.join("daemon.sock");
+    assert_eq!(
+        std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777,
+        0o700
+    );
+    assert_eq!(
+        std::fs::metadata(&socket).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+
+    // a link, in process and through the daemon: same bytes, messages and exit code
+    // via_daemon: "only" (the daemon must answer), "1" (else in process), or not at all
+    let link = |args: &[String], via_daemon: Option<&str>| {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out.cubin");
+        let args: Vec<String> = args
+            .iter()
+            .map(|a| a.replace("{OUT}", out.to_str().unwrap()))
+            .collect();
+        let mut cmd = Command::new(nvlinkrs());
+        cmd.args(&args).env("XDG_RUNTIME_DIR", runtime.path());
+        cmd.env("NVLINKRS_CACHE_DIR", cache.path());
+        if let Some(how) = via_daemon {
+            cmd.env("NVLINKRS_DAEMON", how);
+        }
+        let r = cmd.output().unwrap();
+        (
+            r.status.code(),
+            String::from_utf8_lossy(&r.stderr).into_owned(),
+            std::fs::read(&out).ok(),
+        )
+    };
+    let programs: Vec<Vec<String>> = vec![
+        lto_args(
+            "sm_90",
+            &[],
+            &["saxpy_dlto.o", "scale_dlto.o", "main_dlto.o"],
+        ),
+        lto_args(
+            "sm_90",
+            &[],
+            &["main_dlto.o", "scale_dlto.o", "saxpy_dlto.o"],
+        ),
+        lto_args(
+            "sm_90",
+            &["-kernels-used=saxpy"],
+            &["saxpy_dlto.o", "scale_dlto.o", "main_dlto.o"],
+        ),
+        lto_args("sm_90", &[], &["saxpy_dc.o", "scale_dc.o"]),
+        lto_args("sm_80", &[], &["multi.o"]),
+        lto_args("sm_90", &[], &["libsaxpy.a"]),
+        lto_args("sm_90", &[], &["missing.o"]),
+        lto_args("sm_90", &[], &["saxpy_dlto.o"]),
+    ];
+    let expected: Vec<_> = programs.iter().map(|p| link(p, None)).collect();
+    assert_eq!(expected[6].0, Some(1), "the missing-input link fails");
+    // 32 links at once through the daemon, 4 of each program
+    let got: Vec<_> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..32)
+            .map(|i| {
+                let p = &programs[i % programs.len()];
+                let link = &link;
+                s.spawn(move || link(p, Some("only")))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (i, g) in got.iter().enumerate() {
+        assert_eq!(
+            g,
+            &expected[i % programs.len()],
+            "link {i} through the daemon"
+        );
+    }
+
+    // a malformed request gets an error, and the daemon lives on
+    {
+        let mut s = std::os::unix::net::UnixStream::connect(&socket).unwrap();
+        std::io::Write::write_all(&mut s, &u64::MAX.to_le_bytes()).unwrap();
+        let mut answer = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut s, &mut answer);
+        assert!(String::from_utf8_lossy(&answer).contains("malformed request"));
+    }
+    assert!(daemon(&["daemon", "status"]).status.success());
+
+    // the daemon killed in the middle of a link: the client links in process, and the
+    // cache stays intact
+    let pid: i32 = started["pid ".len()..].parse().unwrap();
+    let slow = lto_args(
+        "sm_90",
+        &["-split-compile-extended=2", "--no-cache"],
+        &["split/s0.o", "split/s1.o"],
+    );
+    let (code, _, out) = std::thread::scope(|s| {
+        let h = s.spawn(|| link(&slow, Some("1")));
+        std::thread::sleep(std::time::Duration::from_millis(150));
+        // SAFETY: kill(2) on the daemon's pid; no memory is involved.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        h.join().unwrap()
+    });
+    assert_eq!(code, Some(0));
+    assert_eq!(out, link(&slow, None).2);
+    let v = Command::new(nvlinkrs())
+        .args([
+            "cache",
+            "verify",
+            &format!("--cache-dir={}", cache.path().display()),
+        ])
+        .output()
+        .unwrap();
+    assert!(v.status.success(), "{}", String::from_utf8_lossy(&v.stdout));
+    assert!(!daemon(&["daemon", "status"]).status.success());
+}

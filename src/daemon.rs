@@ -1,0 +1,430 @@
+//! The per-user link daemon: `nvlinkrs daemon start|stop|status`, and the client side of
+//! `NVLINKRS_DAEMON=1` / `--daemon`.
+//!
+//! The daemon listens on a Unix socket in the user's runtime directory
+//! (`$XDG_RUNTIME_DIR/nvlinkrs/daemon.sock`, else `/tmp/nvlinkrs-<uid>/daemon.sock`; the
+//! directory 0700, the socket 0600) and accepts connections only from its own user (peer
+//! credentials). A request is a link's arguments, working directory and the environment
+//! variables that can change a link; the daemon runs it as a child process of its own
+//! (nvlinkrs itself, in that directory, with that environment), so the output bytes,
+//! messages and exit code are exactly those of a link run by hand, and relays the child's
+//! stderr, stdout and exit code. What the daemon adds: one budget of concurrent links for
+//! all clients (one per core, or `NVLINKRS_JOBS`), identical requests in flight done
+//! once, the shared cache, and an idle timeout (`NVLINKRS_DAEMON_IDLE` seconds, default
+//! 600). A client that cannot reach the daemon, or loses it mid-link, links in process.
+//!
+//! Wire format: a u64 little-endian length, then frames as in
+//! [`crate::lto::llvm_engine::encode`]: request `arg`, `cwd`, `env` (`K=V`) or `stop`;
+//! answer `err`, `out` (text, in order) and `exit` (the code).
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::diag::{Error, Result};
+use crate::lto::llvm_engine::{decode, encode};
+
+/// Environment variables a request carries (the ones that can change a link).
+const ENV: &[&str] = &[
+    "CUDA_HOME",
+    "CUDA_PATH",
+    "PATH",
+    "NVLINKRS_CACHE_DIR",
+    "NVLINKRS_JOBS",
+    "NVLINKRS_LLVM_HELPER",
+    "XDG_CACHE_HOME",
+    "HOME",
+    "MAKEFLAGS",
+];
+
+/// Set in the daemon's link processes, so that they never go back to the daemon.
+const IN_DAEMON: &str = "NVLINKRS_IN_DAEMON";
+
+/// Requests and answers larger than this are refused (a malformed length).
+const MAX_MESSAGE: u64 = 1 << 30;
+
+fn uid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// The daemon's directory (0700) and socket path.
+pub fn socket_path() -> PathBuf {
+    let base = std::env::var_os("XDG_RUNTIME_DIR")
+        .map(|d| PathBuf::from(d).join("nvlinkrs"))
+        .filter(|d| d.parent().is_some_and(Path::is_dir))
+        .unwrap_or_else(|| std::env::temp_dir().join(format!("nvlinkrs-{}", uid())));
+    base.join("daemon.sock")
+}
+
+fn pid_path(socket: &Path) -> PathBuf {
+    socket.with_file_name("daemon.pid")
+}
+
+fn private_dir(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    std::fs::create_dir_all(dir)
+        .map_err(|e| Error::fatal(format!("daemon: cannot create '{}': {e}", dir.display())))?;
+    let meta = std::fs::metadata(dir)
+        .map_err(|e| Error::fatal(format!("daemon: '{}': {e}", dir.display())))?;
+    if meta.uid() != uid() {
+        return Err(Error::fatal(format!(
+            "daemon: '{}' belongs to another user; refusing to use it",
+            dir.display()
+        )));
+    }
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+        .map_err(|e| Error::fatal(format!("daemon: '{}': {e}", dir.display())))
+}
+
+fn send(stream: &mut UnixStream, frames: &[(&str, &[u8])]) -> std::io::Result<()> {
+    let body = encode(frames.iter().copied());
+    stream.write_all(&(body.len() as u64).to_le_bytes())?;
+    stream.write_all(&body)?;
+    stream.flush()
+}
+
+fn receive(stream: &mut UnixStream) -> std::io::Result<Vec<(String, Vec<u8>)>> {
+    let mut len = [0u8; 8];
+    stream.read_exact(&mut len)?;
+    let len = u64::from_le_bytes(len);
+    if len > MAX_MESSAGE {
+        return Err(std::io::Error::other("message too long"));
+    }
+    let mut body = Vec::new();
+    stream.take(len).read_to_end(&mut body)?;
+    if body.len() as u64 != len {
+        return Err(std::io::Error::other("truncated message"));
+    }
+    let frames = decode(&body).map_err(|e| std::io::Error::other(e.to_string()))?;
+    Ok(frames.into_iter().map(|(k, v)| (k, v.to_vec())).collect())
+}
+
+/// The user id of the process at the other end of a Unix socket.
+fn peer_uid(stream: &UnixStream) -> Option<u32> {
+    use std::os::fd::AsRawFd;
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: a valid socket descriptor and a buffer of the size passed.
+    let rc = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    (rc == 0).then_some(cred.uid)
+}
+
+// ---- client ---------------------------------------------------------------------------
+
+/// Links through the daemon (starting it if needed): `Some(exit code)` when the daemon
+/// answered, `None` when the link should run in process instead.
+pub fn client_link(args: &[String]) -> Option<i32> {
+    if std::env::var_os(IN_DAEMON).is_some() {
+        return None;
+    }
+    let socket = socket_path();
+    let mut stream = UnixStream::connect(&socket).ok().or_else(|| {
+        start(&socket)
+            .ok()
+            .and_then(|_| UnixStream::connect(&socket).ok())
+    })?;
+    let cwd = std::env::current_dir().ok()?;
+    let mut frames: Vec<(&str, Vec<u8>)> = args
+        .iter()
+        .map(|a| ("arg", a.clone().into_bytes()))
+        .collect();
+    frames.push(("cwd", cwd.to_string_lossy().into_owned().into_bytes()));
+    for k in ENV {
+        if let Some(v) = std::env::var_os(k) {
+            frames.push(("env", format!("{k}={}", v.to_string_lossy()).into_bytes()));
+        }
+    }
+    let refs: Vec<(&str, &[u8])> = frames.iter().map(|(k, v)| (*k, v.as_slice())).collect();
+    send(&mut stream, &refs).ok()?;
+    let answer = receive(&mut stream).ok()?;
+    let mut code = None;
+    for (kind, data) in &answer {
+        match kind.as_str() {
+            "err" => {
+                let _ = std::io::stderr().write_all(data);
+            }
+            "out" => {
+                let _ = std::io::stdout().write_all(data);
+            }
+            "exit" => code = std::str::from_utf8(data).ok().and_then(|c| c.parse().ok()),
+            _ => {}
+        }
+    }
+    code
+}
+
+/// Starts the daemon in the background and waits until its socket answers.
+pub fn start(socket: &Path) -> Result<u32> {
+    if let Some(pid) = running(socket) {
+        return Ok(pid);
+    }
+    private_dir(socket.parent().expect("socket in a directory"))?;
+    let exe = std::env::current_exe()
+        .map_err(|e| Error::fatal(format!("daemon: cannot find this program: {e}")))?;
+    use std::os::unix::process::CommandExt;
+    let child = std::process::Command::new(exe)
+        .args(["daemon", "serve"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .spawn()
+        .map_err(|e| Error::fatal(format!("daemon: cannot start: {e}")))?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if UnixStream::connect(socket).is_ok() {
+            return Ok(child.id());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Err(Error::fatal(
+        "daemon: started, but its socket does not answer",
+    ))
+}
+
+/// The daemon's pid when one answers on `socket`.
+pub fn running(socket: &Path) -> Option<u32> {
+    UnixStream::connect(socket).ok()?;
+    std::fs::read_to_string(pid_path(socket))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// Asks the daemon to stop; true when one was running.
+pub fn stop(socket: &Path) -> bool {
+    match UnixStream::connect(socket) {
+        Ok(mut s) => {
+            let _ = send(&mut s, &[("stop", b"")]);
+            let _ = receive(&mut s);
+            // until it has let go of its socket
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < deadline && UnixStream::connect(socket).is_ok() {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            true
+        }
+        Err(_) => false,
+    }
+}
+
+// ---- server ---------------------------------------------------------------------------
+
+/// What one finished (or running) link answered, shared by identical requests.
+type Answer = Arc<(Mutex<Option<Vec<(String, Vec<u8>)>>>, Condvar)>;
+
+struct Server {
+    /// Links running now, at most `budget`.
+    running: Mutex<usize>,
+    freed: Condvar,
+    budget: usize,
+    /// Identical requests in flight: one runs, the others wait for its answer.
+    in_flight: Mutex<HashMap<Vec<u8>, Answer>>,
+    last_seen: Mutex<Instant>,
+    stopping: std::sync::atomic::AtomicBool,
+}
+
+/// `nvlinkrs daemon serve`: runs until stopped or idle.
+pub fn serve() -> Result<()> {
+    let socket = socket_path();
+    let dir = socket
+        .parent()
+        .expect("socket in a directory")
+        .to_path_buf();
+    private_dir(&dir)?;
+    if running(&socket).is_some() {
+        return Err(Error::fatal("daemon: already running"));
+    }
+    let _ = std::fs::remove_file(&socket);
+    let listener = UnixListener::bind(&socket).map_err(|e| {
+        Error::fatal(format!(
+            "daemon: cannot listen on '{}': {e}",
+            socket.display()
+        ))
+    })?;
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600));
+    }
+    std::fs::write(pid_path(&socket), std::process::id().to_string())
+        .map_err(|e| Error::fatal(format!("daemon: cannot write its pid file: {e}")))?;
+    let idle = std::env::var("NVLINKRS_DAEMON_IDLE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or(Duration::from_secs(600), Duration::from_secs);
+    let server = Arc::new(Server {
+        running: Mutex::new(0),
+        freed: Condvar::new(),
+        budget: crate::jobs::workers(0, usize::MAX),
+        in_flight: Mutex::new(HashMap::new()),
+        last_seen: Mutex::new(Instant::now()),
+        stopping: Default::default(),
+    });
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| Error::fatal(format!("daemon: {e}")))?;
+    loop {
+        if server.stopping.load(std::sync::atomic::Ordering::SeqCst) {
+            break;
+        }
+        match listener.accept() {
+            Ok((stream, _)) => {
+                *server.last_seen.lock().unwrap() = Instant::now();
+                let server = Arc::clone(&server);
+                std::thread::spawn(move || {
+                    // a request's failure is its own: it never takes the daemon down
+                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        handle(&server, stream)
+                    }));
+                });
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                let busy = *server.running.lock().unwrap() > 0;
+                if !busy && server.last_seen.lock().unwrap().elapsed() >= idle {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+    let _ = std::fs::remove_file(&socket);
+    let _ = std::fs::remove_file(pid_path(&socket));
+    Ok(())
+}
+
+fn handle(server: &Server, mut stream: UnixStream) {
+    let _ = stream.set_nonblocking(false);
+    if peer_uid(&stream) != Some(uid()) {
+        let _ = send(
+            &mut stream,
+            &[
+                ("err", b"nvlinkrs daemon: not your daemon\n"),
+                ("exit", b"1"),
+            ],
+        );
+        return;
+    }
+    let request = match receive(&mut stream) {
+        Ok(r) => r,
+        Err(e) => {
+            let msg = format!("nvlinkrs daemon: malformed request: {e}\n");
+            let _ = send(&mut stream, &[("err", msg.as_bytes()), ("exit", b"1")]);
+            return;
+        }
+    };
+    if request.iter().any(|(k, _)| k == "stop") {
+        server
+            .stopping
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let _ = send(&mut stream, &[("exit", b"0")]);
+        return;
+    }
+    // identical requests in flight are done once
+    let key = encode(request.iter().map(|(k, v)| (k.as_str(), v.as_slice())));
+    let (answer, first) = {
+        let mut in_flight = server.in_flight.lock().unwrap();
+        match in_flight.get(&key) {
+            Some(a) => (Arc::clone(a), false),
+            None => {
+                let a: Answer = Default::default();
+                in_flight.insert(key.clone(), Arc::clone(&a));
+                (a, true)
+            }
+        }
+    };
+    if first {
+        let result = run_link(server, &request);
+        server.in_flight.lock().unwrap().remove(&key);
+        *answer.0.lock().unwrap() = Some(result);
+        answer.1.notify_all();
+    }
+    let frames = {
+        let mut done = answer.0.lock().unwrap();
+        while done.is_none() {
+            done = answer.1.wait(done).unwrap();
+        }
+        done.clone().unwrap_or_default()
+    };
+    let refs: Vec<(&str, &[u8])> = frames
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_slice()))
+        .collect();
+    let _ = send(&mut stream, &refs);
+}
+
+/// Runs one link as a child process, within the daemon's budget; the answer frames.
+fn run_link(server: &Server, request: &[(String, Vec<u8>)]) -> Vec<(String, Vec<u8>)> {
+    let text = |v: &[u8]| String::from_utf8_lossy(v).into_owned();
+    let args: Vec<String> = request
+        .iter()
+        .filter(|(k, _)| k == "arg")
+        .map(|(_, v)| text(v))
+        .collect();
+    let cwd = request
+        .iter()
+        .find(|(k, _)| k == "cwd")
+        .map(|(_, v)| PathBuf::from(text(v)));
+    let fail = |m: String| {
+        vec![
+            ("err".to_string(), m.into_bytes()),
+            ("exit".to_string(), b"1".to_vec()),
+        ]
+    };
+    let Some(cwd) = cwd.filter(|c| c.is_absolute() && c.is_dir()) else {
+        return fail("nvlinkrs daemon: the request has no usable working directory\n".into());
+    };
+    let Ok(exe) = std::env::current_exe() else {
+        return fail("nvlinkrs daemon: cannot find its own program\n".into());
+    };
+    {
+        let mut running = server.running.lock().unwrap();
+        while *running >= server.budget {
+            running = server.freed.wait(running).unwrap();
+        }
+        *running += 1;
+    }
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args(&args)
+        .current_dir(&cwd)
+        .env_clear()
+        .env(IN_DAEMON, "1");
+    for (_, v) in request.iter().filter(|(k, _)| k == "env") {
+        if let Some((name, value)) = text(v).split_once('=')
+            && ENV.contains(&name)
+        {
+            cmd.env(name, value);
+        }
+    }
+    let out = cmd.output();
+    *server.running.lock().unwrap() -= 1;
+    server.freed.notify_one();
+    match out {
+        Ok(o) => vec![
+            ("err".into(), o.stderr),
+            ("out".into(), o.stdout),
+            (
+                "exit".into(),
+                o.status.code().unwrap_or(1).to_string().into_bytes(),
+            ),
+        ],
+        Err(e) => fail(format!("nvlinkrs daemon: cannot run the link: {e}\n")),
+    }
+}
