@@ -3,7 +3,8 @@
 # KERNELS kernels):
 #   1. nvlink -lto, against nvlinkrs -lto with a warm cache (unchanged inputs);
 #   2. a relink after one unit changed, with -split-compile-extended=2, against a cold link
-#      of the changed program (libNVVM path, nvcc -dc -dlto objects).
+#      of the changed program: libNVVM path (nvcc -dc -dlto objects) and LLVM path
+#      (clang-22 bitcode of the same program);
 #   3. a cold link through the daemon against the same link in process.
 # Best of 3 wall times. Writes benches/results/cache.md. Usage: scripts/bench_cache.sh [UNITS KERNELS]
 set -euo pipefail
@@ -34,6 +35,23 @@ read -r tc _ < <(measure "$N" "${args[@]}" "${split[@]}" "$W"/b/u*.o -o "$W/r.cu
 args_s="${args[*]} ${split[*]}"
 read -r ti _ < <(measure bash -c "set -e; rm -rf $W/c3; cp -r $W/c2 $W/c3; $N $args_s --cache-dir=$W/c3 $W/b/u*.o -o $W/r.cubin")
 read -r tcopy _ < <(measure bash -c "rm -rf $W/c3; cp -r $W/c2 $W/c3")
+# the same on the LLVM path
+mkdir -p "$W/la" "$W/lb"
+python3 benches/gen/ltoprog.py "$W/la" "$units" "$kernels" --clang
+python3 benches/gen/ltoprog.py "$W/lb" "$units" "$kernels" --clang
+sed -i 's/+ __nv_sinf(s)/+ __nv_cosf(s)/' "$W/lb/u0.cu"
+for d in la lb; do
+  { cat tests/fixtures/clang/mini.h; echo 'extern "C" __device__ float __nv_cosf(float);'; } > "$W/$d/mini.h"
+  for u in "$W/$d"/u*.cu; do
+    /usr/lib/llvm-22/bin/clang -x cuda --cuda-device-only -fgpu-rdc -emit-llvm -c -O2 --cuda-gpu-arch=sm_90 \
+      --cuda-feature=+ptx80 -nocudainc -nocudalib "$u" -o "${u%.cu}.bc"
+  done
+done
+largs="-arch=sm_90 -lto -nvvmpath=$CU/nvvm -split-compile-extended=2"
+read -r lc _ < <(measure "$N" $largs "$W"/lb/u*.bc -o "$W/r.cubin")
+"$N" $largs --cache-dir="$W/l2" "$W"/la/u*.bc -o "$W/r.cubin"
+read -r li _ < <(measure bash -c "set -e; rm -rf $W/l3; cp -r $W/l2 $W/l3; $N $largs --cache-dir=$W/l3 $W/lb/u*.bc -o $W/r.cubin")
+read -r lcopy _ < <(measure bash -c "rm -rf $W/l3; cp -r $W/l2 $W/l3")
 # the daemon's cost on a cold link (no cache), against the same link in process
 export XDG_RUNTIME_DIR="$W/run"; mkdir -p "$XDG_RUNTIME_DIR"
 "$N" daemon start >/dev/null
@@ -41,10 +59,11 @@ read -r tp _ < <(measure "$N" "${args[@]}" --no-cache "$W"/a/u*.o -o "$W/r.cubin
 read -r td _ < <(measure env NVLINKRS_DAEMON=only "$N" "${args[@]}" --no-cache "$W"/a/u*.o -o "$W/r.cubin")
 "$N" daemon stop >/dev/null
 out=benches/results/cache.md
-python3 - "$tn" "$tw" "$tc" "$ti" "$tcopy" "$tp" "$td" "$units" "$kernels" "$(nproc)" > "$out" <<'PY'
+python3 - "$tn" "$tw" "$tc" "$ti" "$tcopy" "$tp" "$td" "$lc" "$li" "$lcopy" "$units" "$kernels" "$(nproc)" > "$out" <<'PY'
 import sys
-tn, tw, tc, ti, tcopy, tp, td = map(float, sys.argv[1:8])
-units, kernels, cores = sys.argv[8:11]
+tn, tw, tc, ti, tcopy, tp, td, lc, li, lcopy = map(float, sys.argv[1:11])
+units, kernels, cores = sys.argv[11:14]
+li -= lcopy
 ti -= tcopy
 print("# The cache: warm and incremental relinks\n")
 print(f"Generated program (`benches/gen/ltoprog.py`, {units} units x {kernels} kernels, `-dc -dlto`, sm_90),")
@@ -55,9 +74,13 @@ print(f"| nvlink -lto | {tn:.3f} | |")
 print(f"| nvlinkrs -lto, warm cache, unchanged inputs | {tw:.3f} | {tn/tw:.0f}x faster than nvlink |")
 print(f"| nvlinkrs, split=2, one unit changed, cold | {tc:.2f} | |")
 print(f"| nvlinkrs, split=2, one unit changed, cache of the previous build | {ti:.2f} | {tc/ti:.2f}x faster than cold |")
+print(f"| LLVM path (clang-22 bitcode), split=2, one unit changed, cold | {lc:.2f} | |")
+print(f"| LLVM path, split=2, one unit changed, cache of the previous build | {li:.2f} | {lc/li:.2f}x faster than cold |")
 print(f"| nvlinkrs -lto, cold, in process | {tp:.2f} | |")
 print(f"| nvlinkrs -lto, cold, through the daemon | {td:.2f} | {100*(td/tp-1):+.1f}% |")
-print("\nThe incremental relink still runs libNVVM on the whole program (its output for a changed")
-print("module set is a miss); only ptxas is skipped for the pieces whose PTX did not change.")
+print("\nOn the libNVVM path an incremental relink still runs libNVVM on the whole program (its")
+print("output for a changed module set is a miss); only ptxas is skipped for the pieces whose PTX")
+print("did not change. On the LLVM path the module is still linked and optimized whole, and code")
+print("generation and ptxas are skipped for the parts whose bitcode did not change.")
 PY
 cat "$out"

@@ -539,7 +539,10 @@ fn engine_uncached(
             let mut files: Vec<std::path::PathBuf> = libdevice.iter().cloned().collect();
             files.extend(lto::llvm_helper::locate());
             Ok((
-                Box::new(lto::llvm_engine::LlvmEngine { libdevice }),
+                Box::new(lto::llvm_engine::LlvmEngine {
+                    libdevice,
+                    cache_dir: req.cache_dir.clone(),
+                }),
                 "LLVM",
                 files,
             ))

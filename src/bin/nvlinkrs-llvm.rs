@@ -2,7 +2,7 @@
 //! `nvlinkrs::lto::llvm_helper`). Not meant to be run by hand.
 //!
 //!     nvlinkrs-llvm summarize ORIGIN < module.bc     → the module's summary as JSON
-//!     nvlinkrs-llvm lto [--libdevice=PATH] -- OPTIONS... < request  → PTX (see
+//!     nvlinkrs-llvm lto [--libdevice=PATH] [--cache-dir=DIR] -- OPTIONS... < request  → PTX (see
 //!         `nvlinkrs::lto::llvm_engine`)
 
 use std::io::{Read, Write};
@@ -27,8 +27,19 @@ fn run(args: &[String]) -> Result<Vec<u8>> {
                 .iter()
                 .find_map(|a| a.strip_prefix("--libdevice="))
                 .map(std::path::Path::new);
+            let cache = rest[..split]
+                .iter()
+                .find_map(|a| a.strip_prefix("--cache-dir="))
+                .map(|d| {
+                    nvlinkrs::cache::Cache::open(
+                        std::path::Path::new(d),
+                        nvlinkrs::cache::DEFAULT_CAP,
+                    )
+                })
+                .transpose()?;
             let options = rest.get(split + 1..).unwrap_or(&[]);
-            let pieces = llvm_engine::compile_in_process(&input, options, libdevice)?;
+            let pieces =
+                llvm_engine::compile_in_process(&input, options, libdevice, cache.as_ref())?;
             Ok(llvm_engine::encode(
                 pieces.iter().map(|p| ("ptx", p.as_slice())),
             ))

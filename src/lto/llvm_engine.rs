@@ -34,6 +34,8 @@ use super::{Engine, IrModule, LtoOutput};
 pub struct LlvmEngine {
     /// The toolkit's libdevice, linked when a module calls `__nv_*` functions.
     pub libdevice: Option<std::path::PathBuf>,
+    /// The link's cache: split parts' code generation is cached by part.
+    pub cache_dir: Option<std::path::PathBuf>,
 }
 
 impl Engine for LlvmEngine {
@@ -46,6 +48,9 @@ impl Engine for LlvmEngine {
         let mut args: Vec<String> = vec!["lto".into()];
         if let Some(l) = &self.libdevice {
             args.push(format!("--libdevice={}", l.display()));
+        }
+        if let Some(c) = &self.cache_dir {
+            args.push(format!("--cache-dir={}", c.display()));
         }
         args.push("--".into());
         args.extend(options.iter().cloned());
@@ -171,6 +176,7 @@ pub fn compile_in_process(
     body: &[u8],
     options: &[String],
     libdevice: Option<&std::path::Path>,
+    cache: Option<&crate::cache::Cache>,
 ) -> Result<Vec<Vec<u8>>> {
     use inkwell::OptimizationLevel;
     use inkwell::attributes::AttributeLoc;
@@ -328,10 +334,12 @@ pub fn compile_in_process(
 
     module.set_triple(&triple);
     module.set_data_layout(&layout);
+    // libdevice's ~500 functions, internal by now, go first: the pipeline would
+    // otherwise simplify every one of them before it drops the unused
     let pipeline = if opts.fast_compile {
-        "default<O1>"
+        "globaldce,default<O1>"
     } else {
-        "default<O3>"
+        "globaldce,default<O3>"
     };
     module
         .run_passes(pipeline, &tm, PassBuilderOptions::create())
@@ -379,12 +387,36 @@ pub fn compile_in_process(
     if opts.split > 1 {
         let parts = split::partition(&module, opts.split)?;
         let cpu = opts.cpu.clone();
+        // a part's PTX is decided by this helper (and the LLVM it runs), the SM, the
+        // optimization level, the back-end options and the part's bitcode
+        let helper = match cache {
+            Some(c) => std::env::current_exe()
+                .ok()
+                .and_then(|e| c.tool_id(&e).ok())
+                .unwrap_or_default(),
+            None => String::new(),
+        };
+        let settings = format!(
+            "{cpu} {} {:?} {:?} {:?}",
+            opts.fast_compile, opts.prec_div, opts.prec_sqrt, opts.fma
+        );
+        let key = |bitcode: &[u8]| {
+            crate::cache::Key::new("codegen")
+                .text(&helper)
+                .text(&settings)
+                .bytes(bitcode)
+        };
         let pieces = crate::jobs::run_all(
             "codegen",
             &parts,
             opts.threads,
             |p| p.len(),
             |bitcode| -> Result<Vec<u8>> {
+                if let Some(c) = cache
+                    && let Some(ptx) = c.get(&key(bitcode))
+                {
+                    return Ok(ptx);
+                }
                 // a context and target machine per thread: LLVM contexts are not shared
                 let ctx = Context::create();
                 let part = read_in(&ctx, "<split part>", bitcode)?;
@@ -400,7 +432,11 @@ pub fn compile_in_process(
                         CodeModel::Default,
                     )
                     .ok_or_else(|| Error::fatal(format!("LLVM cannot generate code for {cpu}")))?;
-                emit_ptx(&tm, &part)
+                let ptx = emit_ptx(&tm, &part)?;
+                if let Some(c) = cache {
+                    c.put(&key(bitcode), &ptx)?;
+                }
+                Ok(ptx)
             },
         );
         return pieces.into_iter().collect();
