@@ -32,15 +32,22 @@ use cli::LinkRequest;
 use diag::{Diagnostics, Error, Result};
 use lto::Engine;
 
-/// Per-phase wall times, in phase order (what `-time` will write).
+/// What a link reports: per-phase wall times in phase order (what `-time` writes), and
+/// the decisions `--report-json` lists.
 #[derive(Debug, Default)]
-pub struct Timings(pub Vec<(&'static str, std::time::Duration)>);
+pub struct Timings {
+    pub phases: Vec<(&'static str, std::time::Duration)>,
+    /// The inputs without IR that made an LTO link partial.
+    pub partial_lto: Vec<String>,
+    /// The option consensus across LTO modules, one line per agreed option.
+    pub consensus: Vec<String>,
+}
 
 impl Timings {
     fn phase<T>(&mut self, name: &'static str, f: impl FnOnce() -> Result<T>) -> Result<T> {
         let t = Instant::now();
         let r = f();
-        self.0.push((name, t.elapsed()));
+        self.phases.push((name, t.elapsed()));
         r
     }
 }
@@ -63,7 +70,10 @@ pub fn link(req: &LinkRequest, diag: &Diagnostics) -> Result<Timings> {
         && let Some(entry) = cache.get(key)
         && linkcache::replay(req, diag, &entry)?
     {
-        let t = Timings(vec![("cache", std::time::Duration::ZERO)]);
+        let t = Timings {
+            phases: vec![("cache", std::time::Duration::ZERO)],
+            ..Default::default()
+        };
         report(req, &t, Some(&cache), "hit")?;
         return Ok(t);
     }
@@ -89,7 +99,7 @@ fn report(
         return Ok(());
     };
     let stages: Vec<serde_json::Value> = timings
-        .0
+        .phases
         .iter()
         .map(|(name, d)| serde_json::json!({"stage": name, "ms": d.as_secs_f64() * 1000.0}))
         .collect();
@@ -102,6 +112,8 @@ fn report(
     let doc = serde_json::json!({
         "output": req.output.display().to_string(),
         "stages": stages,
+        "partial_lto_because_of": timings.partial_lto,
+        "consensus": timings.consensus,
         "cache": {"whole_link": whole_link, "stages": counts},
     });
     output::write_atomic(path, format!("{doc:#}\n").as_bytes())
@@ -385,6 +397,8 @@ fn lto_phase(
         consensus.add(&m.module.name, m.options.as_deref());
     }
     consensus.check(&mut |n| diag.info(&n.0))?;
+    timings.partial_lto = pool.non_ir.clone();
+    timings.consensus = consensus.explain();
     if req.verbose {
         for line in consensus.explain() {
             diag.info(&line);
@@ -596,7 +610,7 @@ fn finish(
             time: d,
         };
         let rows: Vec<output::TimeRow> = timings
-            .0
+            .phases
             .iter()
             .filter_map(|(name, d)| match *name {
                 "cicc" => Some(row("cicc", "lto.nvvm", "lto.ptx", *d)),

@@ -879,6 +879,20 @@ fn the_cache_gives_the_same_bytes_rebuilds_corrupt_entries_and_reuses_unchanged_
     let (filled, r) = link_reported(&args, &[&with_cache]);
     assert_eq!(r["cache"]["whole_link"], "miss");
     assert_eq!(r["cache"]["stages"]["lto"]["misses"], 1);
+    assert_eq!(
+        r["consensus"][0],
+        "consensus: -ftz=0 set by '{}'"
+            .replace("{}", &fx.join("saxpy_dlto.o").display().to_string()),
+        "{r:#}"
+    );
+    assert_eq!(r["partial_lto_because_of"], serde_json::json!([]));
+    // the report names the inputs that made an LTO link partial
+    let partial = lto_args("sm_90", &[], &["saxpy_dlto.o", "scale_dc.o", "main_dlto.o"]);
+    let (_, r) = link_reported(&partial, &[]);
+    assert_eq!(
+        r["partial_lto_because_of"],
+        serde_json::json!([fx.join("scale_dc.o").display().to_string()])
+    );
     let (hit, r) = link_reported(&args, &[&with_cache]);
     assert_eq!(r["cache"]["whole_link"], "hit", "{r:#}");
     assert!(
