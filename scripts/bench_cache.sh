@@ -7,22 +7,15 @@
 #      (clang-22 bitcode of the same program);
 #   3. a cold link through the daemon against the same link in process.
 # Best of 3 wall times. Writes benches/results/cache.md. Usage: scripts/bench_cache.sh [UNITS KERNELS]
-set -euo pipefail
-cd "$(dirname "$0")/.."
-CU=$(bash scripts/setup.sh | tail -n 1)
-cargo build --release --locked -q
-N=$PWD/target/release/nvlinkrs
-W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
+source "$(dirname "$0")/bench_env.sh"
 units=${1:-4}; kernels=${2:-30}
-measure() { python3 scripts/measure.py 3 "$@"; }
+measure() { measure_runs 3 "$@"; }  # best wall seconds, peak RSS KiB
 # the program twice: as generated, and with unit 0 changed
 mkdir -p "$W/a" "$W/b"
 python3 benches/gen/ltoprog.py "$W/a" "$units" "$kernels"
 python3 benches/gen/ltoprog.py "$W/b" "$units" "$kernels"
 sed -i 's/+ sinf(s)/+ cosf(s)/' "$W/b/u0.cu"
-for d in a b; do
-  (cd "$W/$d" && ls u*.cu | xargs -P "$(nproc)" -I{} sh -c '"$0" -dc -dlto -arch=sm_90 {} -o $(basename {} .cu).o' "$CU/bin/nvcc")
-done
+for d in a b; do nvcc_dlto "$W/$d"; done
 args=(-arch=sm_90 -lto -nvvmpath="$CU/nvvm" -L"$CU/lib" -lcudadevrt)
 read -r tn _ < <(measure "$CU/bin/nvlink" "${args[@]}" "$W"/a/u*.o -o "$W/n.cubin")
 "$N" "${args[@]}" --cache-dir="$W/c1" "$W"/a/u*.o -o "$W/r.cubin"
@@ -40,13 +33,7 @@ mkdir -p "$W/la" "$W/lb"
 python3 benches/gen/ltoprog.py "$W/la" "$units" "$kernels" --clang
 python3 benches/gen/ltoprog.py "$W/lb" "$units" "$kernels" --clang
 sed -i 's/+ __nv_sinf(s)/+ __nv_cosf(s)/' "$W/lb/u0.cu"
-for d in la lb; do
-  { cat tests/fixtures/clang/mini.h; echo 'extern "C" __device__ float __nv_cosf(float);'; } > "$W/$d/mini.h"
-  for u in "$W/$d"/u*.cu; do
-    /usr/lib/llvm-22/bin/clang -x cuda --cuda-device-only -fgpu-rdc -emit-llvm -c -O2 --cuda-gpu-arch=sm_90 \
-      --cuda-feature=+ptx80 -nocudainc -nocudalib "$u" -o "${u%.cu}.bc"
-  done
-done
+for d in la lb; do clang_bitcode "$W/$d"; done
 largs="-arch=sm_90 -lto -nvvmpath=$CU/nvvm -split-compile-extended=2"
 read -r lc _ < <(measure "$N" $largs "$W"/lb/u*.bc -o "$W/r.cubin")
 "$N" $largs --cache-dir="$W/l2" "$W"/la/u*.bc -o "$W/r.cubin"

@@ -7,20 +7,11 @@
 # (the wrapper links relocatable pieces, so its non-kernel functions stay separate, while a
 # whole-program ptxas inlines or clones them: only kernels are compared).
 # Writes benches/results/llvm.md. Usage: scripts/bench_llvm.sh [UNITS KERNELS] (default 4 30)
-set -euo pipefail
-cd "$(dirname "$0")/.."
-CU=$(bash scripts/setup.sh | tail -n 1)
-cargo build --release --locked -q
-N=$PWD/target/release/nvlinkrs
-W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
+source "$(dirname "$0")/bench_env.sh"
 units=${1:-4}; kernels=${2:-30}
 python3 benches/gen/ltoprog.py "$W" "$units" "$kernels" --clang
-cp tests/fixtures/clang/mini.h "$W/"
-for u in "$W"/u*.cu; do
-  /usr/lib/llvm-22/bin/clang -x cuda --cuda-device-only -fgpu-rdc -emit-llvm -c -O2 --cuda-gpu-arch=sm_90 \
-    --cuda-feature=+ptx80 -nocudainc -nocudalib "$u" -o "${u%.cu}.bc"
-done
-measure() { python3 scripts/measure.py 3 "$@"; }  # best wall seconds, peak RSS KiB
+clang_bitcode "$W"
+measure() { measure_runs 3 "$@"; }  # best wall seconds, peak RSS KiB
 read -r tw rw < <(measure /usr/lib/llvm-22/bin/clang-nvlink-wrapper --arch sm_90 --cuda-path="$CU" \
   "$W"/u*.bc "$CU/nvvm/libdevice/libdevice.10.bc" -o "$W/wrapper.cubin")
 read -r tr rr < <(measure "$N" -arch=sm_90 -lto -nvvmpath="$CU/nvvm" "$W"/u*.bc -o "$W/nvlinkrs.cubin")

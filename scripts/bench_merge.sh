@@ -3,14 +3,9 @@
 # (tests/differential/genprog.py, 6 functions each), nvlink and nvlinkrs linking the same
 # cubins in the same run; best of 5 wall times and peak RSS. Writes
 # benches/results/merge.md. Usage: scripts/bench_merge.sh [TU counts...]
-set -euo pipefail
-cd "$(dirname "$0")/.."
-CU=$(bash scripts/setup.sh | tail -n 1)
-cargo build --release --locked -q
-N=$PWD/target/release/nvlinkrs
-W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
+source "$(dirname "$0")/bench_env.sh"
 sizes=("$@"); [ ${#sizes[@]} -gt 0 ] || sizes=(8 32 128)
-measure() { python3 scripts/measure.py 5 "$@"; }  # best wall seconds, peak RSS KiB
+measure() { measure_runs 5 "$@"; }  # best wall seconds, peak RSS KiB
 out=benches/results/merge.md
 {
   echo "# Non-LTO device link: nvlinkrs vs nvlink 13.5"

@@ -3,16 +3,11 @@
 # kernels, -dc -dlto), linked by nvlink and nvlinkrs without split and with
 # -split-compile-extended=2, in the same run; best of 3 wall times and peak RSS. Writes
 # benches/results/split.md. Usage: scripts/bench_split.sh [UNITS KERNELS]   (default 4 30)
-set -euo pipefail
-cd "$(dirname "$0")/.."
-CU=$(bash scripts/setup.sh | tail -n 1)
-cargo build --release --locked -q
-N=$PWD/target/release/nvlinkrs
-W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
+source "$(dirname "$0")/bench_env.sh"
 units=${1:-4}; kernels=${2:-30}
 python3 benches/gen/ltoprog.py "$W" "$units" "$kernels"
-(cd "$W" && ls u*.cu | xargs -P "$(nproc)" -I{} sh -c '"$0" -dc -dlto -arch=sm_90 {} -o $(basename {} .cu).o' "$CU/bin/nvcc")
-measure() { python3 scripts/measure.py 3 "$@"; }  # best wall seconds, peak RSS KiB
+nvcc_dlto "$W"
+measure() { measure_runs 3 "$@"; }  # best wall seconds, peak RSS KiB
 args=(-arch=sm_90 -lto -nvvmpath="$CU/nvvm" -L"$CU/lib" -lcudadevrt "$W"/u*.o)
 read -r n1 nr1 < <(measure "$CU/bin/nvlink" "${args[@]}" -o "$W/n1.cubin")
 read -r n2 nr2 < <(measure "$CU/bin/nvlink" "${args[@]}" -split-compile-extended=2 -o "$W/n2.cubin")

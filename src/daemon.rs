@@ -14,7 +14,7 @@
 //! 600). A client that cannot reach the daemon, or loses it mid-link, links in process.
 //!
 //! Wire format: a u64 little-endian length, then frames as in
-//! [`crate::lto::llvm_engine::encode`]: request `arg`, `cwd`, `env` (`K=V`) or `stop`;
+//! [`crate::frames`]: request `arg`, `cwd`, `env` (`K=V`) or `stop`;
 //! answer `err`, `out` (text, in order) and `exit` (the code).
 
 use std::collections::HashMap;
@@ -25,7 +25,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::diag::{Error, Result};
-use crate::lto::llvm_engine::{decode, encode};
+use crate::frames::{decode, encode};
 
 /// Environment variables a request carries (the ones that can change a link).
 const ENV: &[&str] = &[

@@ -213,6 +213,15 @@ impl Diagnostics {
         self.state.lock().unwrap_or_else(|e| e.into_inner()).errors
     }
 
+    /// The info messages so far, in order (what a collector hands on).
+    pub fn infos(&self) -> Vec<String> {
+        self.printed()
+            .into_iter()
+            .filter(|(l, _)| *l == Level::Info)
+            .map(|(_, m)| m)
+            .collect()
+    }
+
     /// Every message printed so far, in order (for reports and tests).
     pub fn printed(&self) -> Vec<(Level, String)> {
         self.state

@@ -16,6 +16,7 @@ pub mod diag;
 pub mod elf;
 pub mod fasthash;
 pub mod fatbin;
+pub mod frames;
 pub mod input;
 pub mod inspect;
 pub mod jobs;
@@ -277,9 +278,8 @@ fn objects(
         Vec::new()
     } else {
         let kit = toolkit::Toolkit::discover(req.cuda_path.as_deref(), req.nvvmpath.as_deref())?;
-        let ptxas = ptxas_driver::Ptxas::new(kit.ptxas());
-        let cached = cached_assembler(&ptxas, cache)?;
-        ptxas_driver::assemble_all(cached.as_ref().map_or(&ptxas, |c| c), &jobs, 0)?
+        let ptxas = assembler(&kit, cache)?;
+        ptxas_driver::assemble_all(ptxas.as_ref(), &jobs, 0)?
     }
     .into_iter();
     let mut raw: Vec<(String, bytes::Bytes, bool)> = Vec::new();
@@ -400,8 +400,8 @@ fn lto_phase(
     timings.partial_lto = pool.non_ir.clone();
     timings.consensus = consensus.explain();
     if req.verbose {
-        for line in consensus.explain() {
-            diag.info(&line);
+        for line in &timings.consensus {
+            diag.info(line);
         }
     }
     let from_host = pool.modules.iter().any(|m| m.from_host_object);
@@ -458,13 +458,11 @@ fn lto_phase(
         })
         .collect();
     let kit = toolkit::Toolkit::discover(req.cuda_path.as_deref(), req.nvvmpath.as_deref())?;
-    let ptxas = ptxas_driver::Ptxas::new(kit.ptxas());
-    let cached = cached_assembler(&ptxas, cache)?;
-    let assembler: &dyn ptxas_driver::Assembler = cached.as_ref().map_or(&ptxas, |c| c);
+    let assembler = assembler(&kit, cache)?;
     // The pool nvlink sizes from -split-compile-extended (0: one thread per core).
     let threads = req.split_compile_extended.unwrap_or(0) as usize;
     let assembled = timings.phase("ptxas", || {
-        ptxas_driver::assemble_all(assembler, &jobs, threads)
+        ptxas_driver::assemble_all(assembler.as_ref(), &jobs, threads)
     })?;
     let mut cubins = Vec::with_capacity(assembled.len());
     for a in assembled {
@@ -517,20 +515,20 @@ fn engine_for<'a>(
     ))
 }
 
-/// A ptxas whose results are cached, when there is a cache.
-fn cached_assembler<'a>(
-    ptxas: &'a ptxas_driver::Ptxas,
+/// The toolkit's ptxas, its results cached when there is a cache.
+fn assembler<'a>(
+    kit: &toolkit::Toolkit,
     cache: Option<&'a cache::Cache>,
-) -> Result<Option<ptxas_driver::Cached<'a>>> {
-    cache
-        .map(|cache| {
-            Ok(ptxas_driver::Cached {
-                inner: ptxas,
-                cache,
-                tool: cache.tool_id(&ptxas.path)?,
-            })
-        })
-        .transpose()
+) -> Result<Box<dyn ptxas_driver::Assembler + 'a>> {
+    let ptxas = ptxas_driver::Ptxas::new(kit.ptxas());
+    Ok(match cache {
+        Some(cache) => Box::new(ptxas_driver::Cached {
+            tool: cache.tool_id(&ptxas.path)?,
+            inner: Box::new(ptxas),
+            cache,
+        }),
+        None => Box::new(ptxas),
+    })
 }
 
 /// The engine, its name, and the files whose content decides its output.

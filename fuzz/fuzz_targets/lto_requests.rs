@@ -5,7 +5,7 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let _ = nvlinkrs::lto::llvm_engine::decode(data);
+    let _ = nvlinkrs::frames::decode(data);
     // the first bytes as piece sizes (u16 each, count in the first byte), the rest as PTX
     if let Some((&n, rest)) = data.split_first() {
         let n = (n as usize % 8).min(rest.len() / 2);

@@ -40,7 +40,7 @@ fn run(args: &[String]) -> Result<Vec<u8>> {
             let options = rest.get(split + 1..).unwrap_or(&[]);
             let pieces =
                 llvm_engine::compile_in_process(&input, options, libdevice, cache.as_ref())?;
-            Ok(llvm_engine::encode(
+            Ok(nvlinkrs::frames::encode(
                 pieces.iter().map(|p| ("ptx", p.as_slice())),
             ))
         }

@@ -19,7 +19,6 @@
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::diag::{Error, Result};
 
@@ -69,8 +68,6 @@ impl Key {
 pub struct Cache {
     dir: PathBuf,
     cap: u64,
-    pub hits: AtomicU64,
-    pub misses: AtomicU64,
     /// Hits and misses per stage, for the report.
     by_stage: std::sync::Mutex<std::collections::BTreeMap<String, (u64, u64)>>,
 }
@@ -114,8 +111,6 @@ impl Cache {
         Ok(Cache {
             dir: dir.to_path_buf(),
             cap,
-            hits: AtomicU64::new(0),
-            misses: AtomicU64::new(0),
             by_stage: Default::default(),
         })
     }
@@ -147,16 +142,10 @@ impl Cache {
                 e.1 += 1;
             }
         }
-        match &found {
-            Some(_) => {
-                self.hits.fetch_add(1, Ordering::Relaxed);
-                // recently used: the eviction order
-                if let Ok(f) = fs::File::options().append(true).open(&path) {
-                    let _ = f.set_modified(std::time::SystemTime::now());
-                }
-            }
-            None => {
-                self.misses.fetch_add(1, Ordering::Relaxed);
+        if found.is_some() {
+            // recently used: the eviction order
+            if let Ok(f) = fs::File::options().append(true).open(&path) {
+                let _ = f.set_modified(std::time::SystemTime::now());
             }
         }
         found
@@ -223,6 +212,13 @@ impl Cache {
             }
         }
         Ok(())
+    }
+
+    /// Hits and misses over all stages.
+    pub fn totals(&self) -> (u64, u64) {
+        self.counts()
+            .iter()
+            .fold((0, 0), |(h, m), (_, sh, sm)| (h + sh, m + sm))
     }
 
     /// (stage, hits, misses) for every stage looked up so far.
@@ -311,11 +307,11 @@ fn check(data: &[u8]) -> Option<()> {
 /// Several byte strings in one entry (and back), each length-prefixed; lengths are
 /// checked against what is left.
 pub fn pack(parts: &[&[u8]]) -> Vec<u8> {
-    crate::lto::llvm_engine::encode(parts.iter().map(|p| ("", *p)))
+    crate::frames::encode(parts.iter().map(|p| ("", *p)))
 }
 
 pub fn unpack(data: &[u8]) -> Option<Vec<Vec<u8>>> {
-    crate::lto::llvm_engine::decode(data)
+    crate::frames::decode(data)
         .ok()
         .map(|v| v.into_iter().map(|(_, d)| d.to_vec()).collect())
 }

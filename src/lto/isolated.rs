@@ -8,7 +8,7 @@
 //! child, and the compile is run again, up to [`ATTEMPTS`] times in all; the linker and its
 //! output are never touched by a corrupted heap. Compiles without split stay in process.
 //!
-//! Request (child's stdin): the modules, framed as in [`super::llvm_engine::encode`], each
+//! Request (child's stdin): the modules, framed by [`crate::frames`], each
 //! name prefixed `C:` (an NVIDIA container) or `B:` (bitcode); the libNVVM path and the
 //! options are the arguments. Answer (stdout): `whole` or `reloc`, then `info` messages,
 //! then `ptx` pieces; or `error` and its `context` lines. Exit 0 for either answer; any
@@ -18,10 +18,10 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use super::llvm_engine::{decode, encode};
 use super::{Engine, IrForm, IrModule, LtoOutput, NvvmEngine};
 use crate::bytes::Bytes;
-use crate::diag::{Diagnostics, Error, Level, Result};
+use crate::diag::{Diagnostics, Error, Result};
+use crate::frames::{decode, encode};
 
 /// How many times a crashed compile is run.
 pub const ATTEMPTS: usize = 3;
@@ -205,32 +205,24 @@ pub fn child_main(args: &[String]) -> i32 {
     let diag = Diagnostics::collector();
     let result = compile_here(lib, &input, options, &diag);
     if let Err(e) = &result
-        && e.context_chain()
-            .iter()
-            .any(|c| c.starts_with(super::SPLIT_MISMATCH))
+        && super::is_split_mismatch(e)
     {
         // libNVVM's race again, seen as an answer that does not add up: a crash
         eprintln!("{}", e.context_chain().join("; "));
         return 3;
     }
-    let mut frames: Vec<(String, Vec<u8>)> = Vec::new();
+    let mut frames: Vec<(String, Vec<u8>)> = diag
+        .infos()
+        .into_iter()
+        .map(|m| ("info".to_string(), m.into_bytes()))
+        .collect();
     match result {
         Ok(out) => {
             let kind = if out.whole_program { "whole" } else { "reloc" };
             frames.push((kind.into(), Vec::new()));
-            for (level, msg) in diag.printed() {
-                if level == Level::Info {
-                    frames.push(("info".into(), msg.into_bytes()));
-                }
-            }
             frames.extend(out.ptx.into_iter().map(|p| ("ptx".to_string(), p)));
         }
         Err(e) => {
-            for (level, msg) in diag.printed() {
-                if level == Level::Info {
-                    frames.push(("info".into(), msg.into_bytes()));
-                }
-            }
             frames.push(("error".into(), e.message().as_bytes().to_vec()));
             for c in e.context_chain() {
                 frames.push(("context".into(), c.as_bytes().to_vec()));

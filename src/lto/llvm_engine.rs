@@ -22,13 +22,14 @@
 //! content-stable rule (`split`) and their PTX generated in parallel; the parts go through
 //! ptxas `-c` and the merge like libNVVM's split pieces.
 //!
-//! The request on the helper's stdin: for each module, its name and its bytes, each as a
-//! little-endian u64 length and the bytes. The answer on stdout has the same framing: one
-//! PTX module, or the split parts in part order.
+//! The request on the helper's stdin: for each module, its name and its bytes, framed by
+//! [`crate::frames`]. The answer on stdout has the same framing: one PTX module, or the
+//! split parts in part order.
 
 use crate::diag::{Diagnostics, Error, Result};
 
 use super::{Engine, IrModule, LtoOutput};
+use crate::frames::{decode, encode};
 
 /// The LLVM engine as the linker sees it.
 pub struct LlvmEngine {
@@ -66,39 +67,6 @@ impl Engine for LlvmEngine {
         let whole_program = ptx.len() == 1 && !options.iter().any(|o| o == "--device-c");
         Ok(LtoOutput { ptx, whole_program })
     }
-}
-
-/// The request body: each module as (u64 name length, name, u64 data length, data).
-pub fn encode<'a>(modules: impl Iterator<Item = (&'a str, &'a [u8])>) -> Vec<u8> {
-    let mut out = Vec::new();
-    for (name, data) in modules {
-        for part in [name.as_bytes(), data] {
-            out.extend_from_slice(&(part.len() as u64).to_le_bytes());
-            out.extend_from_slice(part);
-        }
-    }
-    out
-}
-
-/// Splits a request body back into (name, data) pairs; lengths are checked against what
-/// is left, never trusted.
-pub fn decode(mut body: &[u8]) -> Result<Vec<(String, &[u8])>> {
-    fn take<'a>(body: &mut &'a [u8]) -> Result<&'a [u8]> {
-        let bad = || Error::fatal("nvlinkrs-llvm: truncated LTO request");
-        let len: [u8; 8] = body.get(..8).ok_or_else(bad)?.try_into().unwrap();
-        let len = usize::try_from(u64::from_le_bytes(len)).map_err(|_| bad())?;
-        let rest = &body[8..];
-        let part = rest.get(..len).ok_or_else(bad)?;
-        *body = &rest[len..];
-        Ok(part)
-    }
-    let mut out = Vec::new();
-    while !body.is_empty() {
-        let name = String::from_utf8_lossy(take(&mut body)?).into_owned();
-        let data = take(&mut body)?;
-        out.push((name, data));
-    }
-    Ok(out)
 }
 
 /// The number of parts for `-split-compile-extended=0`.
@@ -671,23 +639,6 @@ fn set_backend_options(o: &LlvmOptions) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn requests_round_trip_and_cuts_are_refused() {
-        let body = encode([("a.bc", &b"BC\xc0\xde1"[..]), ("b.bc", b"")].into_iter());
-        let back = decode(&body).unwrap();
-        assert_eq!(back[0], ("a.bc".to_string(), &b"BC\xc0\xde1"[..]));
-        assert_eq!(back[1], ("b.bc".to_string(), &b""[..]));
-        for cut in 1..body.len() {
-            if decode(&body[..cut]).is_ok() {
-                // only cuts at a module boundary parse
-                assert_eq!(cut, 8 + 4 + 8 + 5, "cut at {cut}");
-            }
-        }
-        let mut huge = body.clone();
-        huge[..8].copy_from_slice(&u64::MAX.to_le_bytes());
-        assert!(decode(&huge).is_err());
-    }
 
     #[test]
     fn libnvvm_options_map_to_llvm_settings() {

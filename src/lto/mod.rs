@@ -46,8 +46,15 @@ pub struct LtoOutput {
 }
 
 /// How [`split_result`] describes piece sizes that do not fit the result (libNVVM's race,
-/// see `isolated`: the child treats it as a crash).
-pub const SPLIT_MISMATCH: &str = "libNVVM's piece sizes do not match its result";
+/// see `isolated`: the child treats it as a crash, [`is_split_mismatch`]).
+const SPLIT_MISMATCH: &str = "libNVVM's piece sizes do not match its result";
+
+/// Whether `e` is [`split_result`]'s refusal of piece sizes that do not add up.
+pub fn is_split_mismatch(e: &Error) -> bool {
+    e.context_chain()
+        .iter()
+        .any(|c| c.starts_with(SPLIT_MISMATCH))
+}
 
 /// Cuts a split compile's result (its modules back to back) at the lengths libNVVM
 /// reported, refusing lengths that do not add up to the result, and puts the pieces in
@@ -182,12 +189,7 @@ impl Engine for CachedEngine<'_> {
         }
         let collected = Diagnostics::collector();
         let result = self.inner.compile(modules, options, &collected);
-        let infos: Vec<String> = collected
-            .printed()
-            .into_iter()
-            .filter(|(l, _)| *l == crate::diag::Level::Info)
-            .map(|(_, m)| m)
-            .collect();
+        let infos = collected.infos();
         for m in &infos {
             diag.info(m);
         }

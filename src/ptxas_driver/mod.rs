@@ -133,7 +133,7 @@ fn run(mut cmd: Command, tool: &Path, name: &str, output: &Path) -> Result<Assem
 /// An assembler whose results are kept in the cache, keyed by ptxas's identity, the
 /// argument list and the PTX text: a relink re-runs ptxas only for PTX that changed.
 pub struct Cached<'a> {
-    pub inner: &'a dyn Assembler,
+    pub inner: Box<dyn Assembler + 'a>,
     pub cache: &'a crate::cache::Cache,
     /// The identity of the ptxas binary ([`crate::cache::Cache::tool_id`]).
     pub tool: String,
