@@ -67,7 +67,8 @@ print(f"| nvlinkrs -lto, cold, in process | {tp:.2f} | |")
 print(f"| nvlinkrs -lto, cold, through the daemon | {td:.2f} | {100*(td/tp-1):+.1f}% |")
 print("\nOn the libNVVM path an incremental relink still runs libNVVM on the whole program (its")
 print("output for a changed module set is a miss); only ptxas is skipped for the pieces whose PTX")
-print("did not change. On the LLVM path the module is still linked and optimized whole, and code")
-print("generation and ptxas are skipped for the parts whose bitcode did not change.")
+print("did not change. On the LLVM path the program is cut into parts by unit before it is")
+print("optimized (src/lto/llvm_split.rs); optimization, code generation and ptxas run again only")
+print("for the parts whose content changed: the changed unit's.")
 PY
 cat "$out"

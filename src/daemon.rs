@@ -8,10 +8,12 @@
 //! variables that can change a link; the daemon runs it as a child process of its own
 //! (nvlinkrs itself, in that directory, with that environment), so the output bytes,
 //! messages and exit code are exactly those of a link run by hand, and relays the child's
-//! stderr, stdout and exit code. What the daemon adds: one budget of concurrent links for
-//! all clients (one per core, or `NVLINKRS_JOBS`), identical requests in flight done
-//! once, the shared cache, and an idle timeout (`NVLINKRS_DAEMON_IDLE` seconds, default
-//! 600). A client that cannot reach the daemon, or loses it mid-link, links in process.
+//! stderr, stdout and exit code. What the daemon adds: one job budget for all clients (one
+//! per core, or `NVLINKRS_JOBS`) handed to the links as a jobserver, so that links and
+//! their worker threads together stay within it (a client run by make passes make's
+//! jobserver instead, see [`forward_jobserver`]); identical requests in flight done once;
+//! the shared cache; an idle timeout (`NVLINKRS_DAEMON_IDLE` seconds, default 600). A
+//! client that cannot reach the daemon, or loses it mid-link, links in process.
 //!
 //! Wire format: a u64 little-endian length, then frames as in
 //! [`crate::frames`]: request `arg`, `cwd`, `env` (`K=V`) or `stop`;
@@ -103,8 +105,8 @@ fn receive(stream: &mut UnixStream) -> std::io::Result<Vec<(String, Vec<u8>)>> {
     Ok(frames.into_iter().map(|(k, v)| (k, v.to_vec())).collect())
 }
 
-/// The user id of the process at the other end of a Unix socket.
-fn peer_uid(stream: &UnixStream) -> Option<u32> {
+/// The user id and process id of the process at the other end of a Unix socket.
+fn peer(stream: &UnixStream) -> Option<(u32, u32)> {
     use std::os::fd::AsRawFd;
     let mut cred = libc::ucred {
         pid: 0,
@@ -122,7 +124,34 @@ fn peer_uid(stream: &UnixStream) -> Option<u32> {
             &mut len,
         )
     };
-    (rc == 0).then_some(cred.uid)
+    (rc == 0).then_some((cred.uid, cred.pid as u32))
+}
+
+/// A client's MAKEFLAGS with its jobserver made reachable from the daemon's link process.
+/// Make passes its jobserver to a child either as a FIFO path (`fifo:PATH`, reachable as
+/// it is) or as two inherited pipe descriptors (`R,W`), which exist only in the client: the
+/// link process reaches that pipe through `/proc/PID/fd/R` of the client (same user), as a
+/// FIFO. `None` when MAKEFLAGS names no jobserver.
+pub fn forward_jobserver(makeflags: &str, client_pid: u32) -> Option<String> {
+    let words: Vec<&str> = makeflags.split_whitespace().collect();
+    let auth = words.iter().rev().find_map(|w| {
+        w.strip_prefix("--jobserver-auth=")
+            .or_else(|| w.strip_prefix("--jobserver-fds="))
+    })?;
+    if auth.starts_with("fifo:") {
+        return Some(makeflags.to_string());
+    }
+    let (read, _write) = auth.split_once(',')?;
+    let read: u32 = read.parse().ok()?;
+    let mut out: Vec<String> = words
+        .iter()
+        .filter(|w| !w.starts_with("--jobserver-auth=") && !w.starts_with("--jobserver-fds="))
+        .map(|w| w.to_string())
+        .collect();
+    out.push(format!(
+        "--jobserver-auth=fifo:/proc/{client_pid}/fd/{read}"
+    ));
+    Some(out.join(" "))
 }
 
 // ---- client ---------------------------------------------------------------------------
@@ -231,10 +260,13 @@ pub fn stop(socket: &Path) -> bool {
 type Answer = Arc<(Mutex<Option<Vec<(String, Vec<u8>)>>>, Condvar)>;
 
 struct Server {
-    /// Links running now, at most `budget`.
+    /// Links running now.
     running: Mutex<usize>,
-    freed: Condvar,
-    budget: usize,
+    /// The daemon's job budget (one per core, or `NVLINKRS_JOBS`) as a jobserver: each
+    /// link holds one token while it runs, and each of its extra worker threads one more
+    /// (unless the client's make lends its own), so all links together run at most that
+    /// many jobs.
+    tokens: jobserver::Client,
     /// Identical requests in flight: one runs, the others wait for its answer.
     in_flight: Mutex<HashMap<Vec<u8>, Answer>>,
     last_seen: Mutex<Instant>,
@@ -269,10 +301,12 @@ pub fn serve() -> Result<()> {
         .ok()
         .and_then(|v| v.parse().ok())
         .map_or(Duration::from_secs(600), Duration::from_secs);
+    let budget = crate::jobs::workers(0, usize::MAX);
+    let tokens = jobserver::Client::new(budget)
+        .map_err(|e| Error::fatal(format!("daemon: cannot create its job budget: {e}")))?;
     let server = Arc::new(Server {
         running: Mutex::new(0),
-        freed: Condvar::new(),
-        budget: crate::jobs::workers(0, usize::MAX),
+        tokens,
         in_flight: Mutex::new(HashMap::new()),
         last_seen: Mutex::new(Instant::now()),
         stopping: Default::default(),
@@ -312,7 +346,10 @@ pub fn serve() -> Result<()> {
 
 fn handle(server: &Server, mut stream: UnixStream) {
     let _ = stream.set_nonblocking(false);
-    if peer_uid(&stream) != Some(uid()) {
+    let Some((peer_uid, peer_pid)) = peer(&stream) else {
+        return;
+    };
+    if peer_uid != uid() {
         let _ = send(
             &mut stream,
             &[
@@ -351,7 +388,7 @@ fn handle(server: &Server, mut stream: UnixStream) {
         }
     };
     if first {
-        let result = run_link(server, &request);
+        let result = run_link(server, &request, peer_pid);
         server.in_flight.lock().unwrap().remove(&key);
         *answer.0.lock().unwrap() = Some(result);
         answer.1.notify_all();
@@ -371,7 +408,11 @@ fn handle(server: &Server, mut stream: UnixStream) {
 }
 
 /// Runs one link as a child process, within the daemon's budget; the answer frames.
-fn run_link(server: &Server, request: &[(String, Vec<u8>)]) -> Vec<(String, Vec<u8>)> {
+fn run_link(
+    server: &Server,
+    request: &[(String, Vec<u8>)],
+    client_pid: u32,
+) -> Vec<(String, Vec<u8>)> {
     let text = |v: &[u8]| String::from_utf8_lossy(v).into_owned();
     let args: Vec<String> = request
         .iter()
@@ -394,28 +435,47 @@ fn run_link(server: &Server, request: &[(String, Vec<u8>)]) -> Vec<(String, Vec<
     let Ok(exe) = std::env::current_exe() else {
         return fail("nvlinkrs daemon: cannot find its own program\n".into());
     };
-    {
-        let mut running = server.running.lock().unwrap();
-        while *running >= server.budget {
-            running = server.freed.wait(running).unwrap();
-        }
-        *running += 1;
-    }
+    // the link's own token: the one every jobserver child runs on
+    let Ok(token) = server.tokens.acquire() else {
+        return fail("nvlinkrs daemon: its job budget is broken\n".into());
+    };
+    *server.running.lock().unwrap() += 1;
     let mut cmd = std::process::Command::new(exe);
     cmd.args(&args)
         .current_dir(&cwd)
         .env_clear()
         .env(IN_DAEMON, "1");
+    let mut makeflags = None;
     for (_, v) in request.iter().filter(|(k, _)| k == "env") {
         if let Some((name, value)) = text(v).split_once('=')
             && ENV.contains(&name)
         {
-            cmd.env(name, value);
+            if name == "MAKEFLAGS" {
+                makeflags = Some(value.to_string());
+            } else {
+                cmd.env(name, value);
+            }
+        }
+    }
+    // the link's extra threads take tokens from the client's make when it has one, else
+    // from the daemon's budget shared by every link
+    match makeflags
+        .as_deref()
+        .and_then(|m| forward_jobserver(m, client_pid))
+    {
+        Some(m) => {
+            cmd.env("MAKEFLAGS", m);
+        }
+        None => {
+            if let Some(m) = makeflags {
+                cmd.env("MAKEFLAGS", m);
+            }
+            server.tokens.configure_make(&mut cmd);
         }
     }
     let out = cmd.output();
     *server.running.lock().unwrap() -= 1;
-    server.freed.notify_one();
+    drop(token);
     match out {
         Ok(o) => vec![
             ("err".into(), o.stderr),
@@ -426,5 +486,26 @@ fn run_link(server: &Server, request: &[(String, Vec<u8>)]) -> Vec<(String, Vec<
             ),
         ],
         Err(e) => fail(format!("nvlinkrs daemon: cannot run the link: {e}\n")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_clients_jobserver_is_forwarded_through_proc_or_as_a_fifo() {
+        // make 4.3: inherited pipe descriptors, reachable through the client's /proc
+        assert_eq!(
+            forward_jobserver(" -j8 --jobserver-fds=3,4 --jobserver-auth=3,4", 77).as_deref(),
+            Some("-j8 --jobserver-auth=fifo:/proc/77/fd/3")
+        );
+        // make 4.4: a named FIFO, reachable as it is
+        let fifo = "-j4 --jobserver-auth=fifo:/tmp/GMfifo1";
+        assert_eq!(forward_jobserver(fifo, 77).as_deref(), Some(fifo));
+        // no jobserver, or a malformed one: the daemon's own budget
+        assert_eq!(forward_jobserver("-k", 77), None);
+        assert_eq!(forward_jobserver("--jobserver-auth=x,4", 77), None);
+        assert_eq!(forward_jobserver("", 77), None);
     }
 }

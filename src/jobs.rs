@@ -33,6 +33,30 @@ fn jobserver() -> Option<&'static jobserver::Client> {
     JOBSERVER.get().and_then(Option::as_ref)
 }
 
+/// Hands this process's jobserver (make's) to a helper process, whose pools then take
+/// their tokens from it too; the helper inherits MAKEFLAGS with the environment.
+pub fn pass_jobserver(cmd: &mut std::process::Command) {
+    if let Some(js) = jobserver() {
+        js.configure(cmd);
+    }
+}
+
+/// The most jobs each phase ran at once, in the order the phases first ran.
+static PEAKS: Mutex<Vec<(String, usize)>> = Mutex::new(Vec::new());
+
+/// The most jobs each pool phase of this process ran at once (for `--report-json`).
+pub fn peaks() -> Vec<(String, usize)> {
+    PEAKS.lock().unwrap().clone()
+}
+
+fn record_peak(phase: &str, peak: usize) {
+    let mut peaks = PEAKS.lock().unwrap();
+    match peaks.iter_mut().find(|(p, _)| p == phase) {
+        Some((_, n)) => *n = (*n).max(peak),
+        None => peaks.push((phase.to_string(), peak)),
+    }
+}
+
 /// The number of workers for `threads` (0: one per core) and `jobs` jobs, at most
 /// `NVLINKRS_JOBS` when that is set (a `-j` for the whole link, helper processes included).
 pub fn workers(threads: usize, jobs: usize) -> usize {
@@ -76,24 +100,60 @@ fn run_with<T: Sync, R: Send>(
     order.sort_by_key(|&i| std::cmp::Reverse(size(&items[i])));
     let results: Mutex<Vec<Option<R>>> = Mutex::new((0..n).map(|_| None).collect());
     let next = AtomicUsize::new(0);
+    let (running, peak) = (AtomicUsize::new(0), AtomicUsize::new(0));
     let status = Status::new(phase, n);
+    let w = workers(threads, n);
+    // make's tokens come through a helper thread (a blocking read of make's pipe cannot be
+    // given up otherwise); a worker asks for one before it takes a job, so waiting never
+    // holds a job back from the first worker, and it stops waiting once the jobs are done
+    let (sender, tokens_in) = mpsc::channel::<jobserver::Acquired>();
+    let helper = tokens.filter(|_| w > 1).map(|js| {
+        js.clone().into_helper_thread(move |t| {
+            if let Ok(t) = t {
+                let _ = sender.send(t); // when nobody waits any more, the token goes back
+            }
+        })
+    });
+    let tokens_in = Mutex::new(tokens_in);
     let worker = |own_token: bool| {
         loop {
-            let k = next.fetch_add(1, Ordering::Relaxed);
-            let Some(&i) = order.get(k) else { break };
             // The first worker runs on the token every make child has; the others take
             // one from make per job (when make shares its jobserver), and give it back.
-            let token = match (own_token, tokens) {
-                (false, Some(js)) => js.acquire().ok(),
-                _ => None,
-            };
+            let mut token = None;
+            if !own_token {
+                match &helper {
+                    None => {}
+                    Some(Err(_)) => return, // no helper thread: the first worker goes on
+                    Some(Ok(h)) => {
+                        h.request_token();
+                        loop {
+                            if next.load(Ordering::SeqCst) >= n {
+                                return;
+                            }
+                            let got = tokens_in
+                                .lock()
+                                .unwrap()
+                                .recv_timeout(Duration::from_millis(10));
+                            match got {
+                                Ok(t) => break token = Some(t),
+                                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                                Err(mpsc::RecvTimeoutError::Disconnected) => return,
+                            }
+                        }
+                    }
+                }
+            }
+            let k = next.fetch_add(1, Ordering::SeqCst);
+            let Some(&i) = order.get(k) else { break };
+            let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+            peak.fetch_max(now, Ordering::SeqCst);
             let r = f(&items[i]);
+            running.fetch_sub(1, Ordering::SeqCst);
             drop(token);
             results.lock().unwrap()[i] = Some(r);
             status.done();
         }
     };
-    let w = workers(threads, n);
     if w == 1 {
         worker(true);
     } else {
@@ -105,6 +165,7 @@ fn run_with<T: Sync, R: Send>(
         });
     }
     status.finish();
+    record_peak(phase, peak.into_inner());
     results
         .into_inner()
         .unwrap()
@@ -211,25 +272,19 @@ mod tests {
         }
     }
 
-    /// The most jobs that ran at once.
+    /// The most jobs that ran at once, as the pool records it for the report.
     fn peak(tokens: Option<&jobserver::Client>, threads: usize, jobs: usize) -> usize {
-        let running = AtomicUsize::new(0);
-        let peak = AtomicUsize::new(0);
+        let phase = format!("test {} {threads} {jobs}", tokens.is_some());
         let items = vec![0u8; jobs];
         run_with(
             tokens,
-            "test",
+            &phase,
             &items,
             threads,
             |_| 1,
-            |_| {
-                let now = running.fetch_add(1, Ordering::SeqCst) + 1;
-                peak.fetch_max(now, Ordering::SeqCst);
-                std::thread::sleep(Duration::from_millis(5));
-                running.fetch_sub(1, Ordering::SeqCst);
-            },
+            |_| std::thread::sleep(Duration::from_millis(5)),
         );
-        peak.load(Ordering::SeqCst)
+        peaks().into_iter().find(|(p, _)| *p == phase).unwrap().1
     }
 
     #[test]
@@ -246,5 +301,9 @@ mod tests {
         assert_eq!(peak(Some(&make), 4, 12), 2);
         // every token went back
         assert_eq!(make.available().unwrap(), 1);
+        // no free token (every other job slot busy): one job at a time, and the waiting
+        // workers give up when the jobs are done
+        let busy = jobserver::Client::new(0).unwrap();
+        assert_eq!(peak(Some(&busy), 4, 6), 1);
     }
 }

@@ -115,6 +115,12 @@ fn report(
         "stages": stages,
         "partial_lto_because_of": timings.partial_lto,
         "consensus": timings.consensus,
+        // the most jobs each pool ran at once (threads of this process, within make's
+        // jobserver tokens or the daemon's budget)
+        "peak_jobs": jobs::peaks()
+            .into_iter()
+            .map(|(phase, n)| (phase, serde_json::json!(n)))
+            .collect::<serde_json::Map<_, _>>(),
         "cache": {"whole_link": whole_link, "stages": counts},
     });
     output::write_atomic(path, format!("{doc:#}\n").as_bytes())

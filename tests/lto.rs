@@ -763,22 +763,53 @@ fn llvm_bitcode_links_on_the_llvm_engine() {
         ["_Z5saxpyfPfS_i"]
     );
 
-    // split compilation on LLVM: the same kernels; the same bytes whatever the number of
-    // threads (NVLINKRS_JOBS caps every pool, the helper's included)
-    let split4 = args(&["-split-compile-extended=4"], &program);
+    // split compilation on LLVM (with unit c: kernels of their own, a recursive helper
+    // both call, a function called through a pointer, a variable both write): the same
+    // kernels as without split; the same bytes whatever the number of threads
+    // (NVLINKRS_JOBS caps every pool, the helper's included)
+    let three = [bc("a.bc"), bc("b.bc"), bc("c.bc")];
+    let (whole, _) = link_with_env(&nvlinkrs(), &args(&[], &three), &[]);
+    let split4 = args(&["-split-compile-extended=4"], &three);
     let (one_thread, _) = link_with_env(&nvlinkrs(), &split4, &[("NVLINKRS_JOBS", "1".into())]);
     let (four_threads, _) = link_with_env(&nvlinkrs(), &split4, &[("NVLINKRS_JOBS", "4".into())]);
     assert!(
         one_thread == four_threads,
         "split output depends on the thread count"
     );
-    assert_eq!(kernels(&one_thread), kernels(&cubin));
-    // content-stable parts: when unit b changes (its helper is inlined into saxpy), the
-    // part holding `waves` keeps its PTX byte for byte and saxpy's part changes
+    assert_eq!(kernels(&one_thread), kernels(&whole));
+    assert_eq!(kernels(&whole).len(), 4);
+    // the split link's functions: the kernels, with `tree` once per part that calls
+    // it (local, so the merge keeps both; cuobjdump tells the second apart with `__1`)
+    // and `twice` once (shared through the pointer)
+    let functions = |cubin: &[u8]| -> Vec<String> {
+        let mut f: Vec<String> = sass_by_function(cubin).into_keys().collect();
+        f.sort();
+        f
+    };
+    assert_eq!(
+        functions(&one_thread),
+        [
+            "_Z4rampPf",
+            "_Z4risePf",
+            "_Z5saxpyfPfS_i",
+            "_Z5wavesPf",
+            "_ZL4treefi",
+            "_ZL4treefi__1",
+            "_ZL5twicef"
+        ]
+    );
+    // (whole-program O3 sees every caller and inlines both helpers)
+    assert_eq!(
+        functions(&whole),
+        ["_Z4rampPf", "_Z4risePf", "_Z5saxpyfPfS_i", "_Z5wavesPf"]
+    );
+    // content-stable parts: parts follow units, so when unit b changes (its helper is
+    // inlined into saxpy) only the part holding saxpy changes; unit c's parts keep their
+    // PTX byte for byte
     let parts = |b: &str| -> Vec<String> {
         let a = args(
             &["-split-compile-extended=4", "-emit-ptx"],
-            &[bc("a.bc"), bc(b)],
+            &[bc("a.bc"), bc(b), bc("c.bc")],
         );
         let (ptx, _) = link_with_env(&nvlinkrs(), &a, &[]);
         let text = String::from_utf8(ptx).unwrap();
@@ -788,21 +819,19 @@ fn llvm_bitcode_links_on_the_llvm_engine() {
             .collect()
     };
     let (before, after) = (parts("b.bc"), parts("b2.bc"));
-    assert_eq!(before.len(), 2, "{before:#?}");
-    let holding = |ps: &[String], k: &str| -> String {
-        ps.iter()
-            .find(|p| p.contains(&format!(".entry {k}(")))
-            .cloned()
-            .unwrap_or_else(|| panic!("no part defines {k}"))
-    };
-    assert_eq!(
-        holding(&before, "_Z5wavesPf"),
-        holding(&after, "_Z5wavesPf")
-    );
-    assert_ne!(
-        holding(&before, "_Z5saxpyfPfS_i"),
-        holding(&after, "_Z5saxpyfPfS_i")
-    );
+    assert_eq!(before.len(), 3, "{before:#?}");
+    assert_eq!(after.len(), 3);
+    for (x, y) in before.iter().zip(&after) {
+        assert_eq!(
+            x.contains(".entry _Z5saxpyfPfS_i("),
+            y.contains(".entry _Z5saxpyfPfS_i(")
+        );
+        if x.contains(".entry _Z5saxpyfPfS_i(") {
+            assert_ne!(x, y, "saxpy's part did not change with unit b");
+        } else {
+            assert_eq!(x, y, "a part without saxpy changed with unit b");
+        }
+    }
 
     // partial LTO: the bitcode's relocatable PTX merged with an nvcc cubin that defines
     // the helper; the call stays, relocated for the driver as nvlink does
@@ -937,14 +966,15 @@ fn the_cache_gives_the_same_bytes_rebuilds_corrupt_entries_and_reuses_unchanged_
             "-split-compile-extended=4".into(),
             bc("a.bc"),
             bc(b),
+            bc("c.bc"),
             "-o".into(),
             "{OUT}".into(),
         ]
     };
     let (_, r) = link_reported(&split("b.bc"), &[&with_cache]);
-    assert_eq!(r["cache"]["stages"]["ptxas"]["misses"], 2, "{r:#}");
+    assert_eq!(r["cache"]["stages"]["ptxas"]["misses"], 3, "{r:#}");
     let (changed, r) = link_reported(&split("b2.bc"), &[&with_cache]);
-    assert_eq!(r["cache"]["stages"]["ptxas"]["hits"], 1, "{r:#}");
+    assert_eq!(r["cache"]["stages"]["ptxas"]["hits"], 2, "{r:#}");
     assert_eq!(r["cache"]["stages"]["ptxas"]["misses"], 1, "{r:#}");
     let (uncached, _) = link_reported(&split("b2.bc"), &[]);
     assert!(
@@ -1073,14 +1103,45 @@ fn the_daemon_links_like_a_process_concurrently_and_survives_bad_clients() {
     }
     assert!(daemon(&["daemon", "status"]).status.success());
 
-    // the daemon killed in the middle of a link: the client links in process, and the
-    // cache stays intact
-    let pid: i32 = started["pid ".len()..].parse().unwrap();
+    // jobserver tokens: under a make with no free token (-j1) a split link runs one ptxas
+    // at a time, in process and through the daemon (which reaches the client's pipe
+    // through /proc); without make, the daemon's own budget applies
     let slow = lto_args(
         "sm_90",
         &["-split-compile-extended=2", "--no-cache"],
         &["split/s0.o", "split/s1.o"],
     );
+    let peak_ptxas = |make: Option<&jobserver::Client>, via_daemon: Option<&str>| {
+        let dir = tempfile::tempdir().unwrap();
+        let report = dir.path().join("report.json");
+        let mut args: Vec<String> = slow
+            .iter()
+            .map(|a| a.replace("{OUT}", dir.path().join("o.cubin").to_str().unwrap()))
+            .collect();
+        args.push(format!("--report-json={}", report.display()));
+        let mut cmd = Command::new(nvlinkrs());
+        cmd.args(&args).env("XDG_RUNTIME_DIR", runtime.path());
+        if let Some(how) = via_daemon {
+            cmd.env("NVLINKRS_DAEMON", how);
+        }
+        if let Some(make) = make {
+            make.configure_make(&mut cmd);
+        }
+        let o = cmd.output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let r: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+        r["peak_jobs"]["ptxas"].as_u64().unwrap()
+    };
+    let make = jobserver::Client::new(0).unwrap();
+    assert_eq!(peak_ptxas(Some(&make), None), 1);
+    assert_eq!(peak_ptxas(Some(&make), Some("only")), 1);
+    let free = peak_ptxas(None, Some("only"));
+    assert!((1..=2).contains(&free), "{free}");
+
+    // the daemon killed in the middle of a link: the client links in process, and the
+    // cache stays intact
+    let pid: i32 = started["pid ".len()..].parse().unwrap();
     let (code, _, out) = std::thread::scope(|s| {
         let h = s.spawn(|| link(&slow, Some("1")));
         std::thread::sleep(std::time::Duration::from_millis(150));

@@ -51,6 +51,8 @@ fn run(args: &[String]) -> Result<Vec<u8>> {
 }
 
 fn main() -> ExitCode {
+    // before anything opens a file: the descriptors MAKEFLAGS names are make's
+    nvlinkrs::jobs::connect_jobserver();
     let args: Vec<String> = std::env::args().skip(1).collect();
     match run(&args) {
         Ok(out) => {

@@ -18,9 +18,11 @@
 //!    (`nvvm-reflect-ftz` for libdevice, denormal mode, the `nvptx-*` options) and emits
 //!    PTX for the `-arch` SM.
 //!
-//! With `-split-compile(-extended)=N` the optimized program is cut into N parts by a
-//! content-stable rule (`split`) and their PTX generated in parallel; the parts go through
-//! ptxas `-c` and the merge like libNVVM's split pieces.
+//! With `-split-compile(-extended)=N` the program is cut into parts after step 4 (and a
+//! whole-program `globalopt,globaldce`), by the content-stable rule of
+//! [`super::llvm_split`]; each part is optimized and its PTX generated on N threads, and
+//! cached by its bitcode; the parts go through ptxas `-c` and the merge like libNVVM's
+//! split pieces.
 //!
 //! The request on the helper's stdin: for each module, its name and its bytes, framed by
 //! [`crate::frames`]. The answer on stdout has the same framing: one PTX module, or the
@@ -35,7 +37,7 @@ use crate::frames::{decode, encode};
 pub struct LlvmEngine {
     /// The toolkit's libdevice, linked when a module calls `__nv_*` functions.
     pub libdevice: Option<std::path::PathBuf>,
-    /// The link's cache: split parts' code generation is cached by part.
+    /// The link's cache: split parts' optimization and code generation are cached by part.
     pub cache_dir: Option<std::path::PathBuf>,
 }
 
@@ -69,7 +71,7 @@ impl Engine for LlvmEngine {
     }
 }
 
-/// The number of parts for `-split-compile-extended=0`.
+/// The spread (see [`LlvmOptions::split`]) for `-split-compile-extended=0`.
 pub const PARTS_FOR_ZERO: usize = 8;
 
 /// What the engine takes from the libNVVM option list.
@@ -84,8 +86,9 @@ pub struct LlvmOptions {
     pub prec_sqrt: Option<bool>,
     pub fma: Option<bool>,
     pub maxreg: Option<u32>,
-    /// `-split-compile(-extended)=N`: the optimized program is cut into N parts, whose
-    /// code is generated on `threads` threads (N; 0 or absent: one per core).
+    /// `-split-compile(-extended)=N`: the program is cut into parts (at least N when it
+    /// has enough functions; see [`super::llvm_split`]), which are optimized and
+    /// code-generated on `threads` threads (N; 0: one per core).
     pub split: usize,
     pub threads: usize,
     /// Host-reference patterns: kernels, and device variables/constants.
@@ -116,8 +119,8 @@ pub fn parse_options(options: &[String]) -> Result<LlvmOptions> {
                 let n: usize = value
                     .parse()
                     .map_err(|_| Error::fatal(format!("'{opt}': expected a number")))?;
-                // 0: one thread per core, as nvlink sizes its pool; the number of parts
-                // stays fixed so that the output does not depend on the machine
+                // 0: one thread per core, as nvlink sizes its pool; the spread stays
+                // fixed so that the output does not depend on the machine
                 o.threads = n;
                 o.split = if n == 0 { PARTS_FOR_ZERO } else { n };
             }
@@ -186,8 +189,13 @@ pub fn compile_in_process(
     let mut linked: Option<Module> = None;
     // the first module that calls each function it does not define, for messages
     let mut wanted_by: std::collections::HashMap<String, String> = Default::default();
-    for (name, data) in &modules {
+    // which unit defined each name: split parts follow units
+    let mut origins: std::collections::HashMap<String, usize> = Default::default();
+    for (unit, (name, data)) in modules.iter().enumerate() {
         let m = read(name, data)?;
+        if opts.split > 1 {
+            super::llvm_split::record_origins(&mut origins, unit, &m);
+        }
         for f in m.get_functions() {
             if f.as_global_value().is_declaration() {
                 let fname = f.get_name().to_string_lossy().into_owned();
@@ -309,8 +317,16 @@ pub fn compile_in_process(
     } else {
         "globaldce,default<O3>"
     };
+    // split: the whole program only loses what is dead and has its never-written
+    // internals marked constant (so they can be copied into parts); each part is
+    // optimized on its own
+    let whole = if opts.split > 1 {
+        "globalopt,globaldce"
+    } else {
+        pipeline
+    };
     module
-        .run_passes(pipeline, &tm, PassBuilderOptions::create())
+        .run_passes(whole, &tm, PassBuilderOptions::create())
         .map_err(|e| {
             Error::fatal(format!(
                 "LLVM optimization failed: {}",
@@ -329,7 +345,8 @@ pub fn compile_in_process(
                         .is_some()
             })
             .map(|f| f.get_name().to_string_lossy().into_owned())
-            .filter(|n| !n.starts_with("llvm."))
+            // __nvvm_reflect: answered by the NVVMReflect pass (a split part's pipeline)
+            .filter(|n| !n.starts_with("llvm.") && n != "__nvvm_reflect")
             .collect();
         if let Some(first) = missing.first() {
             let mut e = Error::fatal(format!(
@@ -353,10 +370,10 @@ pub fn compile_in_process(
         )));
     }
     if opts.split > 1 {
-        let parts = split::partition(&module, opts.split)?;
+        let parts = super::llvm_split::partition(&module, &origins, opts.split)?;
         let cpu = opts.cpu.clone();
         // a part's PTX is decided by this helper (and the LLVM it runs), the SM, the
-        // optimization level, the back-end options and the part's bitcode
+        // pipeline, the back-end options and the part's bitcode (before optimization)
         let helper = match cache {
             Some(c) => std::env::current_exe()
                 .ok()
@@ -365,17 +382,17 @@ pub fn compile_in_process(
             None => String::new(),
         };
         let settings = format!(
-            "{cpu} {} {:?} {:?} {:?}",
-            opts.fast_compile, opts.prec_div, opts.prec_sqrt, opts.fma
+            "{cpu} {pipeline} {:?} {:?} {:?}",
+            opts.prec_div, opts.prec_sqrt, opts.fma
         );
         let key = |bitcode: &[u8]| {
-            crate::cache::Key::new("codegen")
+            crate::cache::Key::new("llvm-part")
                 .text(&helper)
                 .text(&settings)
                 .bytes(bitcode)
         };
         let pieces = crate::jobs::run_all(
-            "codegen",
+            "optimize+codegen",
             &parts,
             opts.threads,
             |p| p.len(),
@@ -400,6 +417,13 @@ pub fn compile_in_process(
                         CodeModel::Default,
                     )
                     .ok_or_else(|| Error::fatal(format!("LLVM cannot generate code for {cpu}")))?;
+                part.run_passes(pipeline, &tm, PassBuilderOptions::create())
+                    .map_err(|e| {
+                        Error::fatal(format!(
+                            "LLVM optimization failed: {}",
+                            e.to_string().trim()
+                        ))
+                    })?;
                 let ptx = emit_ptx(&tm, &part)?;
                 if let Some(c) = cache {
                     c.put(&key(bitcode), &ptx)?;
@@ -441,154 +465,6 @@ fn emit_ptx(
             ))
         })?;
     Ok(ptx.as_slice().to_vec())
-}
-
-/// Cutting an optimized module into parts for parallel code generation.
-///
-/// The rule is content-stable: a function's part is a hash of its name (FNV-1a, fixed), so
-/// it does not move when an unrelated function changes; a variable goes to the lowest
-/// part among the functions that use it (by name hash when none does). A part holds its
-/// definitions; what it uses from other parts it declares, and internal definitions used
-/// across parts become external so that the merge can resolve them. Parts come back in
-/// part order as bitcode (each to be read into its own context); parts that define
-/// nothing are left out.
-#[cfg(feature = "llvm")]
-mod split {
-    use std::collections::{BTreeMap, BTreeSet};
-
-    use inkwell::module::{Linkage, Module};
-    use inkwell::values::AsValueRef;
-    use llvm_sys::core::*;
-    use llvm_sys::prelude::LLVMValueRef;
-
-    use crate::diag::Result;
-
-    /// FNV-1a, 64-bit: the part of a name.
-    pub fn part_of(name: &str, parts: usize) -> usize {
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in name.bytes() {
-            h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
-        }
-        (h % parts as u64) as usize
-    }
-
-    fn name_of(v: LLVMValueRef) -> String {
-        let mut len = 0usize;
-        // SAFETY: `v` is a live value of a live module; LLVM returns a pointer and length
-        // into the value's name, valid until the name changes.
-        unsafe {
-            let p = LLVMGetValueName2(v, &mut len);
-            if p.is_null() {
-                return String::new();
-            }
-            String::from_utf8_lossy(std::slice::from_raw_parts(p.cast::<u8>(), len)).into_owned()
-        }
-    }
-
-    /// The names of the functions whose code uses `v`, through constant expressions too.
-    fn user_functions(v: LLVMValueRef, out: &mut BTreeSet<String>, depth: u32) {
-        // SAFETY: walks the use list of a live value; every pointer comes from LLVM and
-        // is only read.
-        unsafe {
-            let mut u = LLVMGetFirstUse(v);
-            while !u.is_null() {
-                let user = LLVMGetUser(u);
-                if !LLVMIsAInstruction(user).is_null() {
-                    let f = LLVMGetBasicBlockParent(LLVMGetInstructionParent(user));
-                    out.insert(name_of(f));
-                } else if !LLVMIsAConstant(user).is_null()
-                    && LLVMIsAGlobalValue(user).is_null()
-                    && depth < 16
-                {
-                    user_functions(user, out, depth + 1);
-                }
-                u = LLVMGetNextUse(u);
-            }
-        }
-    }
-
-    pub fn partition(module: &Module, parts: usize) -> Result<Vec<Vec<u8>>> {
-        let mut fpart: BTreeMap<String, usize> = BTreeMap::new();
-        for f in module.get_functions() {
-            if !f.as_global_value().is_declaration() {
-                let name = f.get_name().to_string_lossy().into_owned();
-                let p = part_of(&name, parts);
-                fpart.insert(name, p);
-            }
-        }
-        let mut gpart: BTreeMap<String, usize> = BTreeMap::new();
-        for g in module.get_globals() {
-            if g.is_declaration() {
-                continue;
-            }
-            let name = g.get_name().to_string_lossy().into_owned();
-            let mut users = BTreeSet::new();
-            user_functions(g.as_value_ref(), &mut users, 0);
-            let p = users
-                .iter()
-                .filter_map(|u| fpart.get(u).copied())
-                .min()
-                .unwrap_or_else(|| part_of(&name, parts));
-            gpart.insert(name, p);
-        }
-        // internal definitions used from another part become external
-        let globals = module.get_functions().map(|f| f.as_global_value());
-        for g in globals.chain(module.get_globals()) {
-            let name = g.get_name().to_string_lossy().into_owned();
-            let Some(&own) = fpart.get(&name).or(gpart.get(&name)) else {
-                continue;
-            };
-            if matches!(g.get_linkage(), Linkage::Internal | Linkage::Private) {
-                let mut users = BTreeSet::new();
-                user_functions(g.as_value_ref(), &mut users, 0);
-                if users
-                    .iter()
-                    .any(|u| fpart.get(u).is_some_and(|&p| p != own))
-                {
-                    g.set_linkage(Linkage::External);
-                }
-            }
-        }
-        let mut out = Vec::new();
-        for part in 0..parts {
-            let defines = fpart.values().chain(gpart.values()).any(|&p| p == part);
-            if !defines {
-                continue;
-            }
-            let m = module.clone();
-            for f in m.get_functions().collect::<Vec<_>>() {
-                let name = f.get_name().to_string_lossy().into_owned();
-                if fpart.get(&name).is_none_or(|&p| p == part) {
-                    continue;
-                }
-                // another part's function: a declaration here (or nothing, if unused)
-                // SAFETY: reads the use list of a live function.
-                let used = unsafe { !LLVMGetFirstUse(f.as_value_ref()).is_null() };
-                if used {
-                    let decl = m.add_function(&format!("{name}.decl"), f.get_type(), None);
-                    decl.set_call_conventions(f.get_call_conventions());
-                    f.replace_all_uses_with(decl);
-                    // SAFETY: `f` has no uses left and is not used afterwards.
-                    unsafe { f.delete() };
-                    decl.as_global_value().set_name(&name);
-                } else {
-                    // SAFETY: no uses; not used afterwards.
-                    unsafe { f.delete() };
-                }
-            }
-            for g in m.get_globals().collect::<Vec<_>>() {
-                let name = g.get_name().to_string_lossy().into_owned();
-                if gpart.get(&name).is_none_or(|&p| p == part) {
-                    continue;
-                }
-                // SAFETY: a null initializer turns a live global variable into a declaration.
-                unsafe { LLVMSetInitializer(g.as_value_ref(), std::ptr::null_mut()) };
-                g.set_linkage(Linkage::External);
-            }
-            out.push(m.write_bitcode_to_memory().as_slice().to_vec());
-        }
-        Ok(out)
-    }
 }
 
 /// Kernels: `ptx_kernel` calling convention (71) or `nvvm.annotations` "kernel".

@@ -41,11 +41,14 @@ pub fn run(args: &[&str], stdin: &[u8], what: &str) -> Result<Vec<u8>> {
             )
         }));
     };
-    let mut child = Command::new(&helper)
-        .args(args)
+    let mut cmd = Command::new(&helper);
+    cmd.args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stderr(Stdio::piped());
+    // the helper's pool takes make's tokens as this process's does
+    crate::jobs::pass_jobserver(&mut cmd);
+    let mut child = cmd
         .spawn()
         .map_err(|e| Error::fatal(format!("'{what}': cannot start {}: {e}", helper.display())))?;
     // feed stdin from a thread while `wait_with_output` drains stdout and stderr, so

@@ -8,6 +8,8 @@ pub mod isolated;
 pub mod libnvvm;
 pub mod llvm_engine;
 pub mod llvm_helper;
+#[cfg(feature = "llvm")]
+pub mod llvm_split;
 pub mod obfuscation;
 pub mod pool;
 
