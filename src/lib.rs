@@ -57,7 +57,10 @@ impl Timings {
 /// contents) was done before, else phase by phase, caching what it can.
 pub fn link(req: &LinkRequest, diag: &Diagnostics) -> Result<Timings> {
     let cache = match &req.cache_dir {
-        Some(dir) => Some(cache::Cache::open(dir, cache::DEFAULT_CAP)?),
+        Some(dir) => Some(std::sync::Arc::new(cache::Cache::open(
+            dir,
+            cache::DEFAULT_CAP,
+        )?)),
         None => None,
     };
     let Some(cache) = cache else {
@@ -78,7 +81,10 @@ pub fn link(req: &LinkRequest, diag: &Diagnostics) -> Result<Timings> {
         report(req, &t, Some(&cache), "hit")?;
         return Ok(t);
     }
-    let timings = link_phases(req, diag, Some(&cache))?;
+    let timings = {
+        let _current = cache::set_current(&cache);
+        link_phases(req, diag, Some(&cache))?
+    };
     if let Some(key) = &key
         && diag.error_count() == 0
     {

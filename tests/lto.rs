@@ -981,6 +981,31 @@ fn the_cache_gives_the_same_bytes_rebuilds_corrupt_entries_and_reuses_unchanged_
         changed == uncached,
         "incremental relink differs from a cold one"
     );
+
+    // a large compressed member (unrolled_dlto.o's 1.8 MB zstd PTX, JIT-compiled by a
+    // link without -dlto) is extracted once: a link with other options takes it from the
+    // cache, and gives what an uncached link gives
+    let jit = |extra: &str| -> Vec<String> {
+        vec![
+            "-arch=sm_90".into(),
+            format!("-L{}", cuda().join("lib").display()),
+            extra.into(),
+            fx.join("unrolled_dlto.o").display().to_string(),
+            "-lcudadevrt".into(),
+            "-o".into(),
+            "{OUT}".into(),
+        ]
+    };
+    let (_, r) = link_reported(&jit("-w"), &[&with_cache]);
+    let member = |r: &serde_json::Value, what: &str| r["cache"]["stages"]["member"][what].clone();
+    assert_eq!(member(&r, "hits"), 0, "{r:#}");
+    assert!(member(&r, "misses").as_u64() >= Some(1), "{r:#}");
+    let (second, r) = link_reported(&jit("-kernels-used=*"), &[&with_cache]);
+    assert_eq!(r["cache"]["whole_link"], "miss");
+    assert!(member(&r, "hits").as_u64() >= Some(1), "{r:#}");
+    assert_eq!(member(&r, "misses"), 0, "{r:#}");
+    let (uncached, _) = link_reported(&jit("-kernels-used=*"), &[]);
+    assert!(second == uncached, "a link with a cached member differs");
 }
 
 fn walk(dir: &Path) -> Vec<PathBuf> {

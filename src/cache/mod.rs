@@ -1,5 +1,6 @@
 //! The content-addressed cache: results of the expensive stages (the whole link, the
-//! LTO engine's PTX for a module set and options, ptxas's cubin for a PTX text), stored
+//! LTO engine's PTX for a module set and options, ptxas's cubin for a PTX text, large
+//! compressed members once extracted), stored
 //! under a key that hashes everything that decides them:
 //!
 //! * [`CACHE_VERSION`] (the format of keys and entries; bumped when either changes),
@@ -61,6 +62,31 @@ impl Key {
     /// The hex digest that names the entry.
     pub fn finish(&self) -> String {
         self.0.finalize().to_hex().to_string()
+    }
+}
+
+/// The cache of the link running in this process, for the stage the input readers reach
+/// (extracted members, deep inside parsing where no cache is passed); set by
+/// [`crate::link`] for the link's duration.
+static CURRENT: std::sync::RwLock<Option<std::sync::Arc<Cache>>> = std::sync::RwLock::new(None);
+
+/// The running link's cache, if it has one.
+pub fn current() -> Option<std::sync::Arc<Cache>> {
+    CURRENT.read().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// Makes `cache` the running link's cache until the guard is dropped.
+pub fn set_current(cache: &std::sync::Arc<Cache>) -> CurrentGuard {
+    *CURRENT.write().unwrap_or_else(|e| e.into_inner()) = Some(std::sync::Arc::clone(cache));
+    CurrentGuard(())
+}
+
+/// Clears the running link's cache when dropped.
+pub struct CurrentGuard(());
+
+impl Drop for CurrentGuard {
+    fn drop(&mut self) {
+        *CURRENT.write().unwrap_or_else(|e| e.into_inner()) = None;
     }
 }
 

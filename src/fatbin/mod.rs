@@ -19,6 +19,11 @@ const MEMBER_HEADER_MIN: usize = 0x40;
 /// cap stops a forged header (or a compression bomb) from exhausting memory.
 pub const MAX_MEMBER_SIZE: u64 = 1 << 30;
 
+/// Compressed members this large (uncompressed) or larger are cached once extracted (the
+/// "member" stage), keyed by their stored bytes; smaller ones decompress faster than a
+/// cache entry is read and checked.
+pub const MEMBER_CACHE_MIN: u64 = 64 << 10;
+
 pub mod flags {
     pub const BIT64: u64 = 0x1;
     pub const DEBUG: u64 = 0x2;
@@ -157,22 +162,41 @@ impl Member {
                         ),
                     ));
                 }
-                let out = if c == Compression::Obfuscated {
-                    let mut frame = self.payload.to_vec();
-                    crate::lto::obfuscation::unscramble(&mut frame, self.lto_key as u32);
-                    zstd_exact(&frame, want as usize)
-                } else if c == Compression::Zstd {
-                    zstd_exact(&self.payload, want as usize)
-                } else {
-                    lz4::decompress_block(&self.payload, want as usize)
+                // a large member comes from the link's cache when it was extracted before
+                let cache = crate::cache::current().filter(|_| want >= MEMBER_CACHE_MIN);
+                let key = |_: &crate::cache::Cache| {
+                    crate::cache::Key::new("member")
+                        .text(c.name())
+                        .bytes(&self.lto_key.to_le_bytes())
+                        .bytes(&want.to_le_bytes())
+                        .bytes(&self.payload)
                 };
-                Bytes::from_vec(out.map_err(|e| {
+                let hit = cache
+                    .as_ref()
+                    .and_then(|cache| cache.get(&key(cache)))
+                    .filter(|d| d.len() as u64 == want);
+                let from_cache = hit.is_some();
+                let out = match hit {
+                    Some(d) => Ok(d),
+                    None if c == Compression::Obfuscated => {
+                        let mut frame = self.payload.to_vec();
+                        crate::lto::obfuscation::unscramble(&mut frame, self.lto_key as u32);
+                        zstd_exact(&frame, want as usize)
+                    }
+                    None if c == Compression::Zstd => zstd_exact(&self.payload, want as usize),
+                    None => lz4::decompress_block(&self.payload, want as usize),
+                };
+                let out = out.map_err(|e| {
                     malformed(
                         origin,
                         at,
                         format!("{} member does not decompress: {e}", c.name()),
                     )
-                })?)
+                })?;
+                if let (Some(cache), false) = (&cache, from_cache) {
+                    let _ = cache.put(&key(cache), &out); // a cache that cannot store: no loss
+                }
+                Bytes::from_vec(out)
             }
         };
         Ok(match self.kind {
