@@ -12,6 +12,7 @@ pub mod cache;
 pub mod cli;
 pub mod consensus;
 pub mod daemon;
+pub mod demangle;
 pub mod diag;
 pub mod elf;
 pub mod fasthash;

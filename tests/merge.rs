@@ -303,6 +303,30 @@ fn bad_cubins_fail_cleanly() {
 
 /// Random programs (`genprog.py`) compiled with nvcc and linked both ways. The floor is
 /// what this version reaches; raise it as the merge improves.
+/// nvlink's dropped-callee defect (DESIGN.md, "nvlink defect"), read off its own
+/// `-dump-callgraph`: a function it keeps lists as a callee a node whose function it
+/// removed (a node printed without a function). The kept callers and removed callees.
+fn dropped_callees(dump: &[String]) -> Vec<String> {
+    let removed: Vec<&str> = dump
+        .iter()
+        .filter_map(|l| l.strip_suffix(": "))
+        .filter(|n| n.chars().all(|c| c.is_ascii_digit()))
+        .collect();
+    let mut found = Vec::new();
+    for line in dump {
+        let Some((node, rest)) = line.split_once(": ") else {
+            continue;
+        };
+        let Some((_, callees)) = rest.rsplit_once(" ->") else {
+            continue;
+        };
+        for c in callees.split_whitespace().filter(|c| removed.contains(c)) {
+            found.push(format!("{node} calls removed {c}"));
+        }
+    }
+    found
+}
+
 #[test]
 fn generated_programs() {
     let count: u64 = std::env::var("NVLINKRS_GENERATED")
@@ -313,6 +337,7 @@ fn generated_programs() {
     let nvcc = cuda().join("bin/nvcc");
     let mut equivalent = Vec::new();
     let mut report = Vec::new();
+    let mut defects = Vec::new();
     for seed in 1..=count {
         let dir = tempfile::tempdir().unwrap();
         let ok = Command::new("python3")
@@ -346,6 +371,28 @@ fn generated_programs() {
                 .display()
                 .to_string()
         }));
+        // -dump-callgraph: the same graph and register propagation lines as nvlink
+        // (both print demangled names; warnings are compared by `differential`)
+        let dump = |tool: &Path| -> Vec<String> {
+            let mut d = a.clone();
+            d.push("-dump-callgraph".into());
+            run(tool, &d, dir.path())
+                .messages
+                .into_iter()
+                .filter(|l| !l.contains(" warning : "))
+                .collect()
+        };
+        let want = dump(&cuda().join("bin/nvlink"));
+        assert!(want.len() > 5, "{want:?}");
+        let dropped = dropped_callees(&want);
+        if dropped.is_empty() {
+            assert_eq!(dump(&nvlinkrs()), want, "-dump-callgraph of program {seed}");
+        } else {
+            // nvlink's defect: nvlinkrs keeps those functions, so neither the dump nor
+            // the image can match
+            defects.push(format!("program {seed}: {}", dropped.join(", ")));
+            continue;
+        }
         match differential(&a) {
             Ok(_) => equivalent.push(seed),
             Err(d) => report.push(format!(
@@ -355,11 +402,13 @@ fn generated_programs() {
         }
     }
     eprintln!(
-        "{} of {count} generated programs equivalent: {equivalent:?}\n{}",
+        "{} of {count} generated programs equivalent: {equivalent:?}\n{}\n{} with nvlink's dropped-callee defect:\n{}",
         equivalent.len(),
-        report.join("\n")
+        report.join("\n"),
+        defects.len(),
+        defects.join("\n")
     );
-    let floor = (count / 3).max(1) as usize;
+    let floor = (count / 2).max(1) as usize;
     assert!(equivalent.len() >= floor, "{} < {floor}", equivalent.len());
 }
 

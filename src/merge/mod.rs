@@ -96,6 +96,33 @@ struct Global {
     first: SymKey,
 }
 
+/// A call-graph node's identity: a global name, or one input's local symbol.
+#[derive(PartialEq, Eq, Hash)]
+enum Node<'n> {
+    Global(&'n str),
+    Local(SymKey),
+}
+
+/// nvlink's numbered call graph ([`Merger::call_lists`]).
+struct CallLists {
+    nodes: usize,
+    /// Each function's node number.
+    node: Vec<usize>,
+    func_of_node: HashMap<usize, usize>,
+    /// Each live function's call list, as node numbers, in the order they were added.
+    calls: Vec<Vec<usize>>,
+}
+
+impl CallLists {
+    /// `f`'s calls that reach a live function, as functions, in order.
+    fn callees(&self, f: usize) -> Vec<usize> {
+        self.calls[f]
+            .iter()
+            .filter_map(|n| self.func_of_node.get(n).copied())
+            .collect()
+    }
+}
+
 struct Func {
     key: SymKey,
     text: usize,
@@ -162,7 +189,7 @@ pub fn link(inputs: &[Input], opts: &MergeOptions, diag: &Diagnostics) -> Result
     m.info()?;
     m.callgraph()?;
     if opts.dump_callgraph {
-        m.dump_callgraph();
+        m.dump_callgraph()?;
     }
     Ok(m.finish())
 }
@@ -218,6 +245,9 @@ struct Merger<'a> {
     callgraph_id: usize,
     prototype_id: Option<usize>,
     address_taken: HashSet<usize>,
+    /// (prototype, function) of every address-taken function, each once (the dump's
+    /// indirect callees).
+    taken_in_order: Vec<(String, usize)>,
 }
 
 impl<'a> Merger<'a> {
@@ -252,6 +282,7 @@ impl<'a> Merger<'a> {
             callgraph_id: 0,
             prototype_id: None,
             address_taken: HashSet::default(),
+            taken_in_order: Vec::new(),
         }
     }
 
@@ -517,6 +548,9 @@ impl<'a> Merger<'a> {
             }
         }
         self.address_taken = taken.iter().map(|(_, f)| *f).collect();
+        let mut seen = HashSet::default();
+        taken.retain(|t| seen.insert(t.clone()));
+        self.taken_in_order = taken;
         Ok(())
     }
 
@@ -926,24 +960,6 @@ impl<'a> Merger<'a> {
         self.shared_offset = at.into_iter().collect();
     }
 
-    /// Whether `f` calls itself, directly or through other functions.
-    fn reaches_itself(&self, f: usize) -> bool {
-        if self.funcs[f].self_call {
-            return true;
-        }
-        let mut seen = BTreeSet::new();
-        let mut stack: Vec<usize> = self.funcs[f].callees.iter().copied().collect();
-        while let Some(g) = stack.pop() {
-            if g == f {
-                return true;
-            }
-            if seen.insert(g) {
-                stack.extend(self.funcs[g].callees.iter().copied());
-            }
-        }
-        false
-    }
-
     fn reachable_from(&self, f: usize) -> Vec<usize> {
         let mut seen = BTreeSet::new();
         let mut stack = vec![f];
@@ -1300,16 +1316,30 @@ impl<'a> Merger<'a> {
         }
         global.reverse();
         if exec {
-            let recursive: Vec<bool> = (0..self.funcs.len())
-                .map(|g| self.live[g] && self.reaches_itself(g))
+            // nvlink warns once for each call in a kernel's call list (repeats counted)
+            // whose callee's call tree has a cycle; nvlink's call lists are needed only
+            // when the merged graph (which has every edge they have) has a cycle at all
+            let merged: Vec<Vec<usize>> = (0..self.funcs.len())
+                .map(|f| match self.live[f] {
+                    true if self.funcs[f].self_call => vec![f],
+                    true => self.funcs[f].callees.iter().copied().collect(),
+                    false => Vec::new(),
+                })
                 .collect();
-            // one warning per recursive function in each kernel's call tree
-            for f in 0..self.funcs.len() {
+            let (edges, cyclic) = if cycle_below(&merged).contains(&true) {
+                let cl = self.call_lists()?;
+                let edges: Vec<Vec<usize>> = (0..self.funcs.len()).map(|f| cl.callees(f)).collect();
+                let cyclic = cycle_below(&edges);
+                (edges, cyclic)
+            } else {
+                (Vec::new(), Vec::new())
+            };
+            for (f, calls) in edges.iter().enumerate() {
                 if !(self.live[f] && self.funcs[f].entry) {
                     continue;
                 }
-                for g in self.reachable_from(f) {
-                    if recursive[g] {
+                for &g in calls {
+                    if cyclic[g] {
                         self.diag.warning(&format!(
                             "Stack size for entry function '{}' cannot be statically determined",
                             self.sym(self.funcs[f].key).name
@@ -1535,34 +1565,155 @@ impl<'a> Merger<'a> {
         Ok(())
     }
 
-    fn dump_callgraph(&self) {
+    /// `-dump-callgraph` as nvlink prints it (both spellings print demangled names):
+    /// every function symbol of the inputs is a node, numbered by first appearance
+    /// (inputs in order, each symbol table in order; global names once, local symbols
+    /// each); a node whose function was removed or never defined prints only its number.
+    /// A function's callees are its input's `.nv.callgraph` calls (direct, then the
+    /// indirect ones the compiler resolved), last added first, repeats and self-calls
+    /// included; `^` marks kernels and `&` functions whose address is taken.
+    /// nvlink's call graph as it reports it (`-dump-callgraph`, the recursion warning):
+    /// every function symbol of the inputs is a node, numbered from 1 by first
+    /// appearance (inputs in order, each symbol table in order; global names once, local
+    /// symbols each). A live function's call list is its input's `.nv.callgraph` direct
+    /// calls in order, then for each indirect call every address-taken function of its
+    /// prototype in node order; repeats and self-calls stay.
+    fn call_lists(&self) -> Result<CallLists> {
+        let node_of = |k: SymKey| {
+            let sym = self.sym(k);
+            if sym.bind == STB_LOCAL {
+                Node::Local(k)
+            } else {
+                Node::Global(sym.name.as_str())
+            }
+        };
+        let mut number: HashMap<Node, usize> = HashMap::default();
+        for (i, inp) in self.inputs.iter().enumerate() {
+            for s in 1..inp.cubin.symbols.len() {
+                if inp.cubin.symbols[s].ty == STT_FUNC {
+                    let n = number.len() + 1;
+                    number.entry(node_of((i, s))).or_insert(n);
+                }
+            }
+        }
+        let node: Vec<usize> = self.funcs.iter().map(|f| number[&node_of(f.key)]).collect();
+        let mut func_of_node: HashMap<usize, usize> = HashMap::default();
+        for f in (0..self.funcs.len()).filter(|&f| self.live[f]) {
+            func_of_node.insert(node[f], f);
+        }
+        let mut calls: Vec<Vec<usize>> = vec![Vec::new(); self.funcs.len()];
+        let mut parsed: HashMap<usize, Vec<(u32, i64, usize)>> = HashMap::default();
+        for f in (0..self.funcs.len()).filter(|&f| self.live[f]) {
+            let (i, _) = self.funcs[f].key;
+            let c = &self.inputs[i].cubin;
+            if let std::collections::hash_map::Entry::Vacant(e) = parsed.entry(i) {
+                e.insert(callgraph_entries(c)?);
+            }
+            let mine = parsed[&i]
+                .iter()
+                .filter(|&&(a, _, _)| self.func_of((i, a as usize)) == Some(f));
+            for &(_, b, _) in mine.clone().filter(|e| e.2 == 1) {
+                let callee = usize::try_from(b).ok().filter(|&b| b < c.symbols.len());
+                if let Some(n) = callee.and_then(|b| number.get(&node_of((i, b)))) {
+                    calls[f].push(*n);
+                }
+            }
+            for &(_, b, _) in mine.filter(|e| e.2 == 3) {
+                let Some(p) = strtab_string(c, b) else {
+                    continue;
+                };
+                let mut reached: Vec<usize> = self
+                    .taken_in_order
+                    .iter()
+                    .filter(|(q, _)| *q == p)
+                    .map(|(_, g)| node[*g])
+                    .collect();
+                reached.sort_unstable();
+                reached.dedup();
+                calls[f].extend(reached);
+            }
+        }
+        Ok(CallLists {
+            nodes: number.len(),
+            node,
+            func_of_node,
+            calls,
+        })
+    }
+
+    /// `-dump-callgraph` as nvlink prints it (both spellings print demangled names): the
+    /// nodes of [`Self::call_lists`], a removed or undefined function's as its number
+    /// alone, a function's calls last added first; `^` marks kernels and `&` functions
+    /// whose address is taken. Then the register propagation lines.
+    fn dump_callgraph(&self) -> Result<()> {
+        use crate::demangle::demangle;
+        let cl = self.call_lists()?;
+        let mut lines = vec![String::new(); cl.nodes];
+        for (f, func) in self.funcs.iter().enumerate() {
+            if !self.live[f] {
+                continue;
+            }
+            let marks = format!(
+                "{}{}",
+                if self.address_taken.contains(&f) {
+                    "&"
+                } else {
+                    ""
+                },
+                if func.entry { "^" } else { "" }
+            );
+            let text: String = cl.calls[f].iter().rev().map(|n| format!(" {n}")).collect();
+            lines[cl.node[f] - 1] = format!(
+                "{marks}{} [{}] ->{text}",
+                demangle(&self.sym(func.key).name),
+                func.regs
+            );
+        }
+        let edges: Vec<Vec<usize>> = (0..self.funcs.len()).map(|f| cl.callees(f)).collect();
         let target = self.opts.target.map(|a| a.to_string()).unwrap_or_default();
         let mut text = format!(
             "callgraph for {target}:\n# A: s -> B // s (number A) potentially calls B\n# s [N]     // s uses N registers\n# ^s        // s is entry point\n# &s        // s has address taken\n"
         );
-        let live: Vec<usize> = (0..self.funcs.len()).filter(|&f| self.live[f]).collect();
-        let number: HashMap<usize, usize> =
-            live.iter().enumerate().map(|(n, &f)| (f, n + 1)).collect();
-        // names stay mangled (no demangler yet), for both spellings of the option
-        let name = |f: usize| self.sym(self.funcs[f].key).name.clone();
-        for &f in &live {
-            let callees: Vec<String> = self.funcs[f]
-                .callees
-                .iter()
-                .filter_map(|g| number.get(g))
-                .map(|n| n.to_string())
-                .collect();
-            let caret = if self.funcs[f].entry { "^" } else { "" };
-            text += &format!(
-                "{}: {caret}{} [{}] -> {}\n",
-                number[&f],
-                name(f),
-                self.funcs[f].regs,
-                callees.join(" ")
-            );
+        for (n, line) in lines.iter().enumerate() {
+            text += &format!("{}: {line}\n", n + 1);
         }
-        text += &format!("{}:\n", live.len() + 1);
+        // then nvlink's register propagation, as it reports it: functions in output
+        // section order (inputs in order, each in symbol order), each raising the kernels that reach it (last numbered first)
+        // to its own count when that is higher
+        let mut entries: Vec<usize> = (0..self.funcs.len())
+            .filter(|&f| self.live[f] && self.funcs[f].entry)
+            .collect();
+        entries.sort_by_key(|&e| std::cmp::Reverse(cl.node[e]));
+        let reaches: Vec<HashSet<usize>> = entries
+            .iter()
+            .map(|&e| {
+                let mut seen = HashSet::default();
+                let mut stack = vec![e];
+                while let Some(f) = stack.pop() {
+                    if seen.insert(f) {
+                        stack.extend(edges[f].iter().copied());
+                    }
+                }
+                seen
+            })
+            .collect();
+        let mut current: Vec<u32> = entries.iter().map(|&e| self.funcs[e].regs).collect();
+        let order = (0..self.funcs.len()).filter(|&f| self.live[f] && !self.funcs[f].entry);
+        for f in order {
+            let regs = self.funcs[f].regs;
+            for (k, &e) in entries.iter().enumerate() {
+                if reaches[k].contains(&f) && regs > current[k] {
+                    current[k] = regs;
+                    text += &format!(
+                        "regcount {regs} for {} propagated to entry {}\n",
+                        demangle(&self.sym(self.funcs[f].key).name),
+                        demangle(&self.sym(self.funcs[e].key).name)
+                    );
+                }
+            }
+        }
         eprint!("{text}");
+        Ok(())
     }
 
     // ---- notes and finish --------------------------------------------------------
@@ -1762,6 +1913,30 @@ fn out_type(s: &Section, exec: bool) -> (u32, u64) {
 }
 
 /// `(a, b, group)` of every `.nv.callgraph` entry; group n follows the marker (0, -n).
+/// For each function, whether a cycle can be reached from it (itself included): what is
+/// left after peeling off, again and again, the functions all of whose callees are gone.
+fn cycle_below(edges: &[Vec<usize>]) -> Vec<bool> {
+    let mut pending: Vec<usize> = edges.iter().map(Vec::len).collect();
+    let mut callers: Vec<Vec<usize>> = vec![Vec::new(); edges.len()];
+    for (f, callees) in edges.iter().enumerate() {
+        for &g in callees {
+            callers[g].push(f);
+        }
+    }
+    let mut done: Vec<usize> = (0..edges.len()).filter(|&f| pending[f] == 0).collect();
+    let mut cyclic = vec![true; edges.len()];
+    while let Some(g) = done.pop() {
+        cyclic[g] = false;
+        for &f in &callers[g] {
+            pending[f] -= 1;
+            if pending[f] == 0 {
+                done.push(f);
+            }
+        }
+    }
+    cyclic
+}
+
 fn callgraph_entries(c: &Cubin) -> Result<Vec<(u32, i64, usize)>> {
     let mut out = Vec::new();
     for s in c.sections.iter().filter(|s| s.ty == SHT_CUDA_CALLGRAPH) {
