@@ -157,12 +157,9 @@ fn link_phases(
     let units = timings.phase("gather", || {
         merge::gather::collect(&trees, req.target, req.lto, diag)
     })?;
+    // no input with code for the target (each reported by a warning): nvlink writes an
+    // image without code, and so does the merge
     let inputs = timings.phase("assemble", || objects(req, units, lto_cubins, cache))?;
-    if inputs.is_empty() {
-        return Err(Error::fatal(
-            "no device code for the target in the inputs; no output written",
-        ));
-    }
     let mut options = merge_options(req);
     options.kernels = kernel_filter(req, &hosts);
     let image = timings.phase("merge", || merge::link(&inputs, &options, diag))?;

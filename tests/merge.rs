@@ -113,6 +113,7 @@ fn links_equivalent_to_nvlink() {
     let saxpy = root.join("saxpy_dc.o").display().to_string();
     let scale = root.join("scale_dc.o").display().to_string();
     let saxpy_lto = root.join("saxpy_dlto.o").display().to_string();
+    let lto_only = |name: &str| root.join(format!("{name}_lto90.o")).display().to_string();
     let cases: Vec<(&str, Vec<String>)> = vec![
         (
             "cubins sm_90",
@@ -169,6 +170,43 @@ fn links_equivalent_to_nvlink() {
             args(&["-arch=sm_90", "b_90.cubin", "dup.cubin"]),
         ),
         ("undefined reference", args(&["-arch=sm_90", "undef.cubin"])),
+        // arch mismatches: objects without code for the target (warnings, an image
+        // without code, exit 0); cubin files for another SM (fatal; below sm_100 for an
+        // sm_100+ target, a warning first); LTO IR for the target without -dlto (PTX
+        // beside it is used; IR alone is fatal)
+        (
+            "no code for the target",
+            args(&["-arch=sm_80", &saxpy, &scale]),
+        ),
+        (
+            "sm_90 cubins for sm_100",
+            args(&["-arch=sm_100", "a_90.cubin", "b_90.cubin"]),
+        ),
+        (
+            "an sm_80 cubin among sm_90 ones",
+            args(&["-arch=sm_90", "a_90.cubin", "b_80.cubin"]),
+        ),
+        (
+            "sm_100 cubin for sm_120",
+            args(&["-arch=sm_120", "a_100.cubin"]),
+        ),
+        (
+            "LTO IR and PTX without -dlto (the PTX is used)",
+            args(&["-arch=sm_90", &saxpy_lto, &scale]),
+        ),
+        (
+            "only LTO IR without -dlto",
+            args(&["-arch=sm_90", &lto_only("saxpy"), &lto_only("scale")]),
+        ),
+        (
+            "LTO IR beside SASS without -dlto",
+            args(&[
+                "-arch=sm_90",
+                &lto_only("saxpy"),
+                "a_90.cubin",
+                "b_90.cubin",
+            ]),
+        ),
     ];
     let mut failures = Vec::new();
     let mut identical = 0;

@@ -5,7 +5,7 @@
 
 use crate::arch::Arch;
 use crate::bytes::Bytes;
-use crate::diag::{Diagnostics, Result};
+use crate::diag::{Diagnostics, Error, Result};
 use crate::input::{CodeKind, Item, Node};
 use crate::lto::pool::{ir_compatible, sass_compatible};
 
@@ -95,6 +95,29 @@ fn unit(
             system,
         });
         return Ok(());
+    }
+    // IR for the target but neither SASS nor PTX, in a link without -dlto
+    if has_ir && !lto && !system {
+        return Err(Error::fatal("LTO objects found, use -dlto"));
+    }
+    // a cubin given as a file (not a fatbin member) for another SM ends the link; below
+    // sm_100 for an sm_100+ target, nvlink warns first that the output would be limited
+    if let Item::Code(c) = &n.item
+        && c.kind == CodeKind::Cubin
+        && c.member.is_none()
+        && let Some(arch) = c.arch
+    {
+        if target.sm >= 100 && arch.sm < 100 {
+            diag.warning(&format!(
+                "Output is limited to run on SM Arch '{}' only due to limitations in input file {}",
+                target.to_string().trim_start_matches("sm_"),
+                n.origin
+            ));
+        }
+        return Err(Error::fatal(format!(
+            "Input file '{}' arch does not match target '{target}'",
+            n.origin
+        )));
     }
     if !system {
         diag.warning(&format!("SM Arch ('{target}') not found in '{}'", n.origin));

@@ -1360,11 +1360,14 @@ impl<'a> Merger<'a> {
                 }
             }
         }
-        let mut o = OutSection::new(".nv.info", SHT_CUDA_INFO, 0);
-        o.align = 4;
-        o.link = Ref::Symtab;
-        o.data = info::encode_all(&global);
-        self.new_section(o, false);
+        // (an image without inputs has no global records and, as nvlink's, no section)
+        if !(global.is_empty() && self.inputs.is_empty()) {
+            let mut o = OutSection::new(".nv.info", SHT_CUDA_INFO, 0);
+            o.align = 4;
+            o.link = Ref::Symtab;
+            o.data = info::encode_all(&global);
+            self.new_section(o, false);
+        }
         // per-function records
         let mut per: Vec<OutSection> = Vec::new();
         for f in 0..self.funcs.len() {
@@ -1735,6 +1738,19 @@ impl<'a> Merger<'a> {
         t.align = 4;
         t.data = tk;
         let tid = self.new_section(t, true);
+        if let (None, true, Some(target)) = (&cuinfo, self.inputs.is_empty(), self.opts.target) {
+            // no input (none had code for the target): nvlink's own note, version 2,
+            // the target SM and the toolkit version (13.5)
+            let mut d = Vec::new();
+            for v in [12u32, 8, 1000] {
+                d.extend_from_slice(&v.to_le_bytes());
+            }
+            d.extend_from_slice(b"NVIDIA Corp\0");
+            d.extend_from_slice(&2u16.to_le_bytes());
+            d.extend_from_slice(&(target.sm as u16).to_le_bytes());
+            d.extend_from_slice(&TOOLKIT_VERSION.to_le_bytes());
+            cuinfo = Some((d, 0x100_0000, 0));
+        }
         if let Some((d, flags, info)) = cuinfo {
             let mut c = OutSection::new(".note.nv.cuinfo", SHT_NOTE, flags);
             c.align = 4;
@@ -1865,24 +1881,25 @@ impl<'a> Merger<'a> {
                 }
             }
         }
-        let first = &self.inputs[0].cubin;
+        // without inputs (none had code for the target), nvlink's defaults: the CUDA
+        // OS/ABI, ABI version 8, flags 0x05000004 around the SM
+        let (first_flags, osabi, abi_version) =
+            self.inputs.first().map_or((0x0500_0004, 0x41, 8), |i| {
+                (i.cubin.e_flags, i.cubin.osabi, i.cubin.abi_version)
+            });
         let debug = self
             .inputs
             .iter()
             .map(|i| i.cubin.e_flags >> 24)
             .max()
-            .unwrap_or(0);
+            .unwrap_or(first_flags >> 24);
         Image {
             e_type: if exec { 2 } else { 1 },
-            e_flags: (first.e_flags & 0x00FF_00FF)
+            e_flags: (first_flags & 0x00FF_00FF)
                 | (debug << 24)
-                | (self
-                    .opts
-                    .target
-                    .map_or((first.e_flags >> 8) & 0xFF, |t| t.sm)
-                    << 8),
-            osabi: first.osabi,
-            abi_version: first.abi_version,
+                | (self.opts.target.map_or((first_flags >> 8) & 0xFF, |t| t.sm) << 8),
+            osabi,
+            abi_version,
             sections,
             symbols,
             leading_strings: self.leading_strings,
@@ -1973,6 +1990,9 @@ fn function_info(c: &Cubin, text: usize) -> Result<Vec<Record>> {
 }
 
 /// The linker's own `.note.nv.tkinfo` entry.
+/// The toolkit version nvlink writes in its notes (13.5).
+const TOOLKIT_VERSION: u32 = 135;
+
 fn tool_note(command_line: &str) -> Vec<u8> {
     let mut blob = vec![0u8];
     let field = |s: &str, blob: &mut Vec<u8>| {
