@@ -220,7 +220,8 @@ fn host_tables_apply(req: &LinkRequest, hosts: &[lto::pool::HostInfo]) -> bool {
 }
 
 /// The options nvlink records in its own `.note.nv.tkinfo` entry: `-arch`, `-m`, the
-/// libraries and library paths, `-cpu-arch` (input and output files are not recorded).
+/// libraries and library paths, `-kernels-used`, `-variables-used`, `-cpu-arch` (input
+/// and output files are not recorded).
 fn note_command_line(req: &LinkRequest) -> String {
     let mut s = format!("-arch {} ", req.target);
     if let Some(m) = &req.machine {
@@ -237,6 +238,12 @@ fn note_command_line(req: &LinkRequest) -> String {
             .map(|p| p.display().to_string())
             .collect();
         s += &format!("-L {} ", paths.join(","));
+    }
+    if !req.kernels_used.is_empty() {
+        s += &format!("-kernels-used {} ", req.kernels_used.join(","));
+    }
+    if !req.variables_used.is_empty() {
+        s += &format!("-variables-used {} ", req.variables_used.join(","));
     }
     if let Some(c) = &req.cpu_arch {
         s += &format!("-cpu-arch {c} ");

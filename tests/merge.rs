@@ -170,6 +170,30 @@ fn links_equivalent_to_nvlink() {
             args(&["-arch=sm_90", "b_90.cubin", "dup.cubin"]),
         ),
         ("undefined reference", args(&["-arch=sm_90", "undef.cubin"])),
+        // -kernels-used narrows the link and is recorded in the tool note (repeats joined
+        // by commas, before -cpu-arch), as -variables-used is
+        (
+            "-kernels-used",
+            args(&[
+                "-arch=sm_90",
+                "-kernels-used=kern_a",
+                "a_90.cubin",
+                "b_90.cubin",
+            ]),
+        ),
+        (
+            "-kernels-used twice, -variables-used",
+            args(&[
+                "-m64",
+                "-arch=sm_90",
+                "-cpu-arch=X86_64",
+                "-kernels-used=kern_fp",
+                "-variables-used=gb",
+                "-kernels-used=kern_a",
+                "a_90.cubin",
+                "b_90.cubin",
+            ]),
+        ),
         // arch mismatches: objects without code for the target (warnings, an image
         // without code, exit 0); cubin files for another SM (fatal; below sm_100 for an
         // sm_100+ target, a warning first); LTO IR for the target without -dlto (PTX
