@@ -191,7 +191,20 @@ pub fn write(img: &Image) -> Vec<u8> {
         }
     };
 
-    let mut out = vec![0u8; 64];
+    // the whole image in one allocation: sections, tables, headers and padding
+    let estimate = 64
+        + img
+            .sections
+            .iter()
+            .map(|s| s.data.len() + s.align as usize)
+            .sum::<usize>()
+        + symtab.len()
+        + strtab.bytes.len()
+        + shstr.bytes.len()
+        + (img.sections.len() + base) * 64
+        + 4 * 56;
+    let mut out = Vec::with_capacity(estimate);
+    out.resize(64, 0u8);
     // (offset, size) per section index
     let mut place = vec![(0u64, 0u64); img.sections.len() + base];
     let put = |out: &mut Vec<u8>, data: &[u8], align: u64| -> u64 {
