@@ -15,6 +15,6 @@ fuzz_target!(|data: &[u8]| {
     let diag = nvlinkrs::diag::Diagnostics::new("nvlinkrs");
     let inputs = vec![nvlinkrs::merge::Input { cubin: c, system: false }];
     if let Ok(img) = nvlinkrs::merge::link(&inputs, &nvlinkrs::merge::MergeOptions::default(), &diag) {
-        let _ = nvlinkrs::elf::write::write(&img);
+        let _ = nvlinkrs::elf::write::write(img);
     }
 });

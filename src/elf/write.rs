@@ -144,7 +144,9 @@ pub fn leading_offsets(leading: &[String]) -> HashMap<String, u32> {
     leading.iter().map(|s| (s.clone(), t.add(s))).collect()
 }
 
-pub fn write(img: &Image) -> Vec<u8> {
+/// The ELF file of `img`. Each section's data is dropped once copied into the file, so
+/// the image and the file are not both whole in memory at once.
+pub fn write(mut img: Image) -> Vec<u8> {
     // Section indices: 0 null, 1 .shstrtab, 2 .strtab, 3 .symtab, then the image's.
     let base = 4usize;
     let sec_index = |i: usize| (i + base) as u32;
@@ -220,7 +222,7 @@ pub fn write(img: &Image) -> Vec<u8> {
     place[2] = (put(&mut out, &strtab.bytes, 1), strtab.bytes.len() as u64);
     place[3] = (put(&mut out, &symtab, 8), symtab.len() as u64);
     let (mut load_rx, mut load_rw) = (None::<(u64, u64)>, None::<(u64, u64, u64)>);
-    for (i, s) in img.sections.iter().enumerate() {
+    for (i, s) in img.sections.iter_mut().enumerate() {
         if s.memory_only() {
             let at = out.len() as u64;
             place[i + base] = (at, s.mem_size);
@@ -241,6 +243,7 @@ pub fn write(img: &Image) -> Vec<u8> {
         if r == 13 {
             load_rw = Some((at, s.data.len() as u64, s.data.len() as u64));
         }
+        s.data = Vec::new();
     }
     while !out.len().is_multiple_of(8) {
         out.push(0);
