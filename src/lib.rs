@@ -165,7 +165,7 @@ fn link_phases(
     let image = timings.phase("merge", || merge::link(&inputs, &options, diag))?;
     diag.check()?;
     timings.phase("write", || {
-        output::write_atomic(&req.output, &elf::write::write(image))
+        output::write_atomic_with(&req.output, |w| elf::write::write_to(image, w))
     })?;
     finish(req, &hosts, false, timings)
 }

@@ -11,6 +11,15 @@ use crate::diag::{Error, Result};
 /// Writes `bytes` to `path` atomically: a temporary file in the same directory, renamed
 /// over the target once complete.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    write_atomic_with(path, |f| f.write_all(bytes))
+}
+
+/// As [`write_atomic`], with `fill` writing the content (through a buffer, seeking
+/// allowed) as it produces it.
+pub fn write_atomic_with(
+    path: &Path,
+    fill: impl FnOnce(&mut std::io::BufWriter<&mut std::fs::File>) -> std::io::Result<()>,
+) -> Result<()> {
     let cannot = |e: std::io::Error| {
         Error::fatal(format!("Could not open output file '{}'", path.display()))
             .context(e.to_string())
@@ -31,7 +40,11 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     // not synced to disk: the rename is what keeps a half-written file from ever being
     // seen under the output's name (ld, lld and nvlink do not sync either; a sync cost
     // 10-20 ms on a 14 MB image, a quarter of a 128-unit link)
-    tmp.write_all(bytes).map_err(cannot)?;
+    {
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, tmp.as_file_mut());
+        fill(&mut w).map_err(cannot)?;
+        w.flush().map_err(cannot)?;
+    }
     // A plain file gets the permissions a newly created file would get (the temporary
     // file is created 0600).
     #[cfg(unix)]

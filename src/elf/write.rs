@@ -5,6 +5,7 @@
 //! with its section header table and, for executables, the four program headers.
 
 use std::collections::HashMap;
+use std::io::{Seek, SeekFrom, Write};
 
 use super::cubin::*;
 
@@ -144,9 +145,43 @@ pub fn leading_offsets(leading: &[String]) -> HashMap<String, u32> {
     leading.iter().map(|s| (s.clone(), t.add(s))).collect()
 }
 
-/// The ELF file of `img`. Each section's data is dropped once copied into the file, so
-/// the image and the file are not both whole in memory at once.
-pub fn write(mut img: Image) -> Vec<u8> {
+/// The ELF file of `img`, in memory.
+pub fn write(img: Image) -> Vec<u8> {
+    let mut c = std::io::Cursor::new(Vec::new());
+    write_to(img, &mut c).expect("writing to memory does not fail");
+    c.into_inner()
+}
+
+/// Where the writer puts bytes, and how far it has got.
+struct Out<'w, W: Write> {
+    w: &'w mut W,
+    pos: u64,
+}
+
+impl<W: Write> Out<'_, W> {
+    fn bytes(&mut self, b: &[u8]) -> std::io::Result<()> {
+        self.w.write_all(b)?;
+        self.pos += b.len() as u64;
+        Ok(())
+    }
+    fn align(&mut self, align: u64) -> std::io::Result<()> {
+        let a = align.max(1);
+        let pad = (a - self.pos % a) % a;
+        self.bytes(&vec![0u8; pad as usize])
+    }
+    /// `data` at the next multiple of `align`; its offset.
+    fn put(&mut self, data: &[u8], align: u64) -> std::io::Result<u64> {
+        self.align(align)?;
+        let at = self.pos;
+        self.bytes(data)?;
+        Ok(at)
+    }
+}
+
+/// Writes the ELF file of `img` to `w` as it goes (sections, then the section and program
+/// headers, then the ELF header over the first 64 bytes), dropping each section's data
+/// once written: the image and the file are never both whole in memory.
+pub fn write_to<W: Write + Seek>(mut img: Image, w: &mut W) -> std::io::Result<()> {
     // Section indices: 0 null, 1 .shstrtab, 2 .strtab, 3 .symtab, then the image's.
     let base = 4usize;
     let sec_index = |i: usize| (i + base) as u32;
@@ -193,38 +228,18 @@ pub fn write(mut img: Image) -> Vec<u8> {
         }
     };
 
-    // the whole image in one allocation: sections, tables, headers and padding
-    let estimate = 64
-        + img
-            .sections
-            .iter()
-            .map(|s| s.data.len() + s.align as usize)
-            .sum::<usize>()
-        + symtab.len()
-        + strtab.bytes.len()
-        + shstr.bytes.len()
-        + (img.sections.len() + base) * 64
-        + 4 * 56;
-    let mut out = Vec::with_capacity(estimate);
-    out.resize(64, 0u8);
+    let start = w.stream_position()?;
+    let mut out = Out { w, pos: 0 };
+    out.bytes(&[0u8; 64])?; // the ELF header, written last
     // (offset, size) per section index
     let mut place = vec![(0u64, 0u64); img.sections.len() + base];
-    let put = |out: &mut Vec<u8>, data: &[u8], align: u64| -> u64 {
-        let a = align.max(1) as usize;
-        while !out.len().is_multiple_of(a) {
-            out.push(0);
-        }
-        let at = out.len() as u64;
-        out.extend_from_slice(data);
-        at
-    };
-    place[1] = (put(&mut out, &shstr.bytes, 1), shstr.bytes.len() as u64);
-    place[2] = (put(&mut out, &strtab.bytes, 1), strtab.bytes.len() as u64);
-    place[3] = (put(&mut out, &symtab, 8), symtab.len() as u64);
+    place[1] = (out.put(&shstr.bytes, 1)?, shstr.bytes.len() as u64);
+    place[2] = (out.put(&strtab.bytes, 1)?, strtab.bytes.len() as u64);
+    place[3] = (out.put(&symtab, 8)?, symtab.len() as u64);
     let (mut load_rx, mut load_rw) = (None::<(u64, u64)>, None::<(u64, u64, u64)>);
     for (i, s) in img.sections.iter_mut().enumerate() {
         if s.memory_only() {
-            let at = out.len() as u64;
+            let at = out.pos;
             place[i + base] = (at, s.mem_size);
             if let Some(rw) = &mut load_rw {
                 rw.2 += s.mem_size;
@@ -233,7 +248,7 @@ pub fn write(mut img: Image) -> Vec<u8> {
             }
             continue;
         }
-        let at = put(&mut out, &s.data, s.align);
+        let at = out.put(&s.data, s.align)?;
         place[i + base] = (at, s.data.len() as u64);
         let r = rank(s);
         if r == 10 || r == 11 || r == 12 {
@@ -245,11 +260,10 @@ pub fn write(mut img: Image) -> Vec<u8> {
         }
         s.data = Vec::new();
     }
-    while !out.len().is_multiple_of(8) {
-        out.push(0);
-    }
-    let shoff = out.len() as u64;
+    out.align(8)?;
+    let shoff = out.pos;
     let shnum = img.sections.len() + base;
+    let mut table: Vec<u8> = Vec::with_capacity(shnum * 64 + 4 * 56);
     let header = |out: &mut Vec<u8>,
                   name: u32,
                   ty: u32,
@@ -270,11 +284,11 @@ pub fn write(mut img: Image) -> Vec<u8> {
         out.extend_from_slice(&align.to_le_bytes());
         out.extend_from_slice(&entsize.to_le_bytes());
     };
-    header(&mut out, 0, 0, 0, (0, 0), 0, 0, 0, 0);
-    header(&mut out, names[1], SHT_STRTAB, 0, place[1], 0, 0, 1, 0);
-    header(&mut out, names[2], SHT_STRTAB, 0, place[2], 0, 0, 1, 0);
+    header(&mut table, 0, 0, 0, (0, 0), 0, 0, 0, 0);
+    header(&mut table, names[1], SHT_STRTAB, 0, place[1], 0, 0, 1, 0);
+    header(&mut table, names[2], SHT_STRTAB, 0, place[2], 0, 0, 1, 0);
     header(
-        &mut out,
+        &mut table,
         names[3],
         SHT_SYMTAB,
         0,
@@ -286,7 +300,7 @@ pub fn write(mut img: Image) -> Vec<u8> {
     );
     for (i, s) in img.sections.iter().enumerate() {
         header(
-            &mut out,
+            &mut table,
             names[i + base],
             s.ty,
             s.flags,
@@ -297,7 +311,7 @@ pub fn write(mut img: Image) -> Vec<u8> {
             s.entsize,
         );
     }
-    let phoff = out.len() as u64;
+    let phoff = shoff + table.len() as u64;
     let mut phnum = 0u16;
     if img.program_headers {
         let phsize = 4 * 56u64;
@@ -311,12 +325,12 @@ pub fn write(mut img: Image) -> Vec<u8> {
             out.extend_from_slice(&memsz.to_le_bytes());
             out.extend_from_slice(&8u64.to_le_bytes());
         };
-        ph(&mut out, 6, 5, phoff, phsize, phsize);
+        ph(&mut table, 6, 5, phoff, phsize, phsize);
         let (rx_off, rx_size) = load_rx.unwrap_or((0, 0));
-        ph(&mut out, 1, 5, rx_off, rx_size, rx_size);
+        ph(&mut table, 1, 5, rx_off, rx_size, rx_size);
         let (rw_off, rw_file, rw_mem) = load_rw.unwrap_or((0, 0, 0));
-        ph(&mut out, 1, 6, rw_off, rw_file, rw_mem);
-        ph(&mut out, 1, 5, phoff, phsize, phsize);
+        ph(&mut table, 1, 6, rw_off, rw_file, rw_mem);
+        ph(&mut table, 1, 5, phoff, phsize, phsize);
         phnum = 4;
     }
     // ELF header
@@ -338,6 +352,10 @@ pub fn write(mut img: Image) -> Vec<u8> {
     h.extend_from_slice(&64u16.to_le_bytes());
     h.extend_from_slice(&(shnum as u16).to_le_bytes());
     h.extend_from_slice(&1u16.to_le_bytes());
-    out[..64].copy_from_slice(&h);
-    out
+    out.bytes(&table)?;
+    let end = out.w.stream_position()?;
+    out.w.seek(SeekFrom::Start(start))?;
+    out.w.write_all(&h)?;
+    out.w.seek(SeekFrom::Start(end))?;
+    Ok(())
 }
