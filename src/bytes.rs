@@ -76,6 +76,27 @@ impl Bytes {
         (end <= self.len()).then(|| self.slice(start..end))
     }
 
+    /// Lets the kernel drop the pages of this window that came from a file mapping (whole
+    /// pages inside the window only): they stop counting in the process's memory, and a
+    /// later read faults them in again from the file. Buffers this process owns are left
+    /// alone (dropping their pages would zero them).
+    pub fn release(&self) {
+        let Owner::Map(map) = &*self.owner else {
+            return;
+        };
+        const PAGE: usize = 4096;
+        let from = self.start.next_multiple_of(PAGE);
+        let to = self.end / PAGE * PAGE;
+        if to > from {
+            // SAFETY: the mapping is a read-only shared file mapping; MADV_DONTNEED on it
+            // only discards resident pages, which later reads fault in again from the
+            // file, so no borrowed byte changes.
+            let _ = unsafe {
+                map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, from, to - from)
+            };
+        }
+    }
+
     /// True when the bytes are borrowed from a file mapping (zero-copy).
     pub fn is_mapped(&self) -> bool {
         matches!(*self.owner, Owner::Map(_))

@@ -41,7 +41,7 @@ pub fn write_atomic_with(
     // seen under the output's name (ld, lld and nvlink do not sync either; a sync cost
     // 10-20 ms on a 14 MB image, a quarter of a 128-unit link)
     {
-        let mut w = std::io::BufWriter::with_capacity(1 << 20, tmp.as_file_mut());
+        let mut w = std::io::BufWriter::with_capacity(1 << 18, tmp.as_file_mut());
         fill(&mut w).map_err(cannot)?;
         w.flush().map_err(cannot)?;
     }

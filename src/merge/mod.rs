@@ -786,6 +786,10 @@ impl<'a> Merger<'a> {
                 };
                 self.placed.insert((i, si), (id, at));
             }
+            // this input's section data is copied: its mapped pages can go (what later
+            // steps still read, they fault in again), so the inputs and the image are not
+            // both whole in memory
+            c.data.release();
         }
         // text and per-function sections point at their function's code
         for i in 0..self.inputs.len() {
@@ -1851,20 +1855,23 @@ impl<'a> Merger<'a> {
             Ref::Section(i) => Ref::Section(new_index[i]),
             r => r,
         };
+        // moved, not copied: the sections hold the whole image
+        let mut unplaced: Vec<Option<OutSection>> = std::mem::take(&mut self.out)
+            .into_iter()
+            .map(Some)
+            .collect();
         let sections: Vec<OutSection> = order
             .iter()
             .map(|&i| {
-                let mut s = self.out[i].clone();
+                let mut s = unplaced[i].take().expect("each section placed once");
                 s.link = fix(s.link);
                 s.info = fix(s.info);
                 s
             })
             .collect();
-        let symbols: Vec<OutSymbol> = self
-            .symbols
-            .iter()
-            .map(|s| {
-                let mut s = s.clone();
+        let symbols: Vec<OutSymbol> = std::mem::take(&mut self.symbols)
+            .into_iter()
+            .map(|mut s| {
                 s.section = s.section.map(|i| new_index[i]);
                 s
             })
