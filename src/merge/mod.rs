@@ -1011,11 +1011,12 @@ impl<'a> Merger<'a> {
                 }
             }
         }
-        for name in self.global_order.clone() {
-            let g = &self.globals[&name];
+        let order = std::mem::take(&mut self.global_order);
+        for name in &order {
+            let g = &self.globals[name];
             let k = g.def.unwrap_or(g.first);
-            let s = self.sym(k).clone();
-            if exec && (is_table_symbol(&name) || s.other & STO_SHARED != 0 && s.ty != STT_FUNC) {
+            let s = self.sym(k);
+            if exec && (is_table_symbol(name) || s.other & STO_SHARED != 0 && s.ty != STT_FUNC) {
                 continue;
             }
             if let Some(&f) = self.func_of_sym.get(&k)
@@ -1045,6 +1046,7 @@ impl<'a> Merger<'a> {
                 self.symbols.push(o);
             }
         }
+        self.global_order = order;
     }
 
     fn out_symbol(&self, k: SymKey) -> Option<OutSymbol> {
@@ -1119,7 +1121,7 @@ impl<'a> Merger<'a> {
                     .is_some_and(|t| t.flags & SHF_ALLOC == 0);
                 for r in self.relocs(i, ri)? {
                     let k = (i, r.sym as usize);
-                    let sym = self.sym(k).clone();
+                    let sym = self.sym(k);
                     let at = piece + r.offset;
                     let bad = || {
                         Error::fatal(format!(
@@ -1608,36 +1610,44 @@ impl<'a> Merger<'a> {
         for f in (0..self.funcs.len()).filter(|&f| self.live[f]) {
             func_of_node.insert(node[f], f);
         }
+        // each input's entries once, each to the live function it defines (a weak copy's
+        // entries stay with that copy); indirect calls are resolved after the direct ones
         let mut calls: Vec<Vec<usize>> = vec![Vec::new(); self.funcs.len()];
-        let mut parsed: HashMap<usize, Vec<(u32, i64, usize)>> = HashMap::default();
-        for f in (0..self.funcs.len()).filter(|&f| self.live[f]) {
-            let (i, _) = self.funcs[f].key;
-            let c = &self.inputs[i].cubin;
-            if let std::collections::hash_map::Entry::Vacant(e) = parsed.entry(i) {
-                e.insert(callgraph_entries(c)?);
-            }
-            let mine = parsed[&i]
-                .iter()
-                .filter(|&&(a, _, _)| self.func_of((i, a as usize)) == Some(f));
-            for &(_, b, _) in mine.clone().filter(|e| e.2 == 1) {
-                let callee = usize::try_from(b).ok().filter(|&b| b < c.symbols.len());
-                if let Some(n) = callee.and_then(|b| number.get(&node_of((i, b)))) {
-                    calls[f].push(*n);
-                }
-            }
-            for &(_, b, _) in mine.filter(|e| e.2 == 3) {
-                let Some(p) = strtab_string(c, b) else {
+        let mut indirect: Vec<Vec<String>> = vec![Vec::new(); self.funcs.len()];
+        for (i, inp) in self.inputs.iter().enumerate() {
+            let c = &inp.cubin;
+            for (a, b, group) in callgraph_entries(c)? {
+                let Some(f) = self
+                    .func_of((i, a as usize))
+                    .filter(|&f| self.live[f] && self.funcs[f].key.0 == i)
+                else {
                     continue;
                 };
-                let mut reached: Vec<usize> = self
-                    .taken_in_order
-                    .iter()
-                    .filter(|(q, _)| *q == p)
-                    .map(|(_, g)| node[*g])
-                    .collect();
-                reached.sort_unstable();
-                reached.dedup();
-                calls[f].extend(reached);
+                match group {
+                    1 => {
+                        let callee = usize::try_from(b).ok().filter(|&b| b < c.symbols.len());
+                        if let Some(n) = callee.and_then(|b| number.get(&node_of((i, b)))) {
+                            calls[f].push(*n);
+                        }
+                    }
+                    3 => indirect[f].extend(strtab_string(c, b)),
+                    _ => {}
+                }
+            }
+        }
+        let mut taken_nodes: HashMap<&str, Vec<usize>> = HashMap::default();
+        for (q, g) in &self.taken_in_order {
+            taken_nodes.entry(q.as_str()).or_default().push(node[*g]);
+        }
+        for list in taken_nodes.values_mut() {
+            list.sort_unstable();
+            list.dedup();
+        }
+        for (f, protos) in indirect.iter().enumerate() {
+            for p in protos {
+                if let Some(reached) = taken_nodes.get(p.as_str()) {
+                    calls[f].extend(reached.iter().copied());
+                }
             }
         }
         Ok(CallLists {
