@@ -501,7 +501,7 @@ mod tests {
             Some("-j8 --jobserver-auth=fifo:/proc/77/fd/3")
         );
         // make 4.4: a named FIFO, reachable as it is
-        let fifo = "-j4 --jobserver-auth=fifo:/tmp/GMfifo1";
+        let fifo = "-j4 --jobserver-auth=fifo:GMfifo1";
         assert_eq!(forward_jobserver(fifo, 77).as_deref(), Some(fifo));
         // no jobserver, or a malformed one: the daemon's own budget
         assert_eq!(forward_jobserver("-k", 77), None);

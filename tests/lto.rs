@@ -28,6 +28,13 @@ struct Outcome {
     leftovers: Vec<String>,
 }
 
+/// `args` with `{OUT}` standing for `out`.
+fn with_out(args: &[String], out: &Path) -> Vec<String> {
+    args.iter()
+        .map(|a| a.replace("{OUT}", out.to_str().unwrap()))
+        .collect()
+}
+
 /// Runs `tool` with `args` (`{OUT}` and `{REG}` stand for files in a fresh directory).
 fn run(tool: &Path, args: &[String]) -> Outcome {
     let dir = tempfile::tempdir().unwrap();
@@ -504,10 +511,7 @@ fn nvcc_drop_in_builds_the_same_executable() {
 fn link_with_env(tool: &Path, args: &[String], env: &[(&str, PathBuf)]) -> (Vec<u8>, String) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out.cubin");
-    let args: Vec<String> = args
-        .iter()
-        .map(|a| a.replace("{OUT}", out.to_str().unwrap()))
-        .collect();
+    let args = with_out(args, &out);
     let mut cmd = Command::new(tool);
     cmd.args(&args);
     for (k, v) in env {
@@ -618,10 +622,7 @@ fn split_compile_extended_is_equivalent_to_nvlink_and_deterministic() {
     let mut cmd = Command::new(nvlinkrs());
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out.cubin");
-    cmd.args(
-        args.iter()
-            .map(|a| a.replace("{OUT}", out.to_str().unwrap())),
-    );
+    cmd.args(with_out(&args, &out));
     for (k, v) in &crashing {
         cmd.env(k, v);
     }
@@ -1058,10 +1059,7 @@ fn the_daemon_links_like_a_process_concurrently_and_survives_bad_clients() {
     let link = |args: &[String], via_daemon: Option<&str>| {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("out.cubin");
-        let args: Vec<String> = args
-            .iter()
-            .map(|a| a.replace("{OUT}", out.to_str().unwrap()))
-            .collect();
+        let args = with_out(args, &out);
         let mut cmd = Command::new(nvlinkrs());
         cmd.args(&args).env("XDG_RUNTIME_DIR", runtime.path());
         cmd.env("NVLINKRS_CACHE_DIR", cache.path());
@@ -1139,10 +1137,7 @@ fn the_daemon_links_like_a_process_concurrently_and_survives_bad_clients() {
     let peak_ptxas = |make: Option<&jobserver::Client>, via_daemon: Option<&str>| {
         let dir = tempfile::tempdir().unwrap();
         let report = dir.path().join("report.json");
-        let mut args: Vec<String> = slow
-            .iter()
-            .map(|a| a.replace("{OUT}", dir.path().join("o.cubin").to_str().unwrap()))
-            .collect();
+        let mut args = with_out(&slow, &dir.path().join("o.cubin"));
         args.push(format!("--report-json={}", report.display()));
         let mut cmd = Command::new(nvlinkrs());
         cmd.args(&args).env("XDG_RUNTIME_DIR", runtime.path());

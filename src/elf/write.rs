@@ -165,9 +165,15 @@ impl<W: Write> Out<'_, W> {
         Ok(())
     }
     fn align(&mut self, align: u64) -> std::io::Result<()> {
+        const ZEROS: [u8; 256] = [0; 256];
         let a = align.max(1);
-        let pad = (a - self.pos % a) % a;
-        self.bytes(&vec![0u8; pad as usize])
+        let mut pad = ((a - self.pos % a) % a) as usize;
+        while pad > 0 {
+            let n = pad.min(ZEROS.len());
+            self.bytes(&ZEROS[..n])?;
+            pad -= n;
+        }
+        Ok(())
     }
     /// `data` at the next multiple of `align`; its offset.
     fn put(&mut self, data: &[u8], align: u64) -> std::io::Result<u64> {

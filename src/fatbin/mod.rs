@@ -164,7 +164,7 @@ impl Member {
                 }
                 // a large member comes from the link's cache when it was extracted before
                 let cache = crate::cache::current().filter(|_| want >= MEMBER_CACHE_MIN);
-                let key = |_: &crate::cache::Cache| {
+                let key = || {
                     crate::cache::Key::new("member")
                         .text(c.name())
                         .bytes(&self.lto_key.to_le_bytes())
@@ -173,7 +173,7 @@ impl Member {
                 };
                 let hit = cache
                     .as_ref()
-                    .and_then(|cache| cache.get(&key(cache)))
+                    .and_then(|cache| cache.get(&key()))
                     .filter(|d| d.len() as u64 == want);
                 let from_cache = hit.is_some();
                 let out = match hit {
@@ -194,7 +194,7 @@ impl Member {
                     )
                 })?;
                 if let (Some(cache), false) = (&cache, from_cache) {
-                    let _ = cache.put(&key(cache), &out); // a cache that cannot store: no loss
+                    let _ = cache.put(&key(), &out); // a cache that cannot store: no loss
                 }
                 Bytes::from_vec(out)
             }

@@ -247,7 +247,7 @@ struct Merger<'a> {
     address_taken: HashSet<usize>,
     /// (prototype, function) of every address-taken function, each once (the dump's
     /// indirect callees).
-    taken_in_order: Vec<(String, usize)>,
+    taken_by_prototype: Vec<(String, usize)>,
 }
 
 impl<'a> Merger<'a> {
@@ -282,7 +282,7 @@ impl<'a> Merger<'a> {
             callgraph_id: 0,
             prototype_id: None,
             address_taken: HashSet::default(),
-            taken_in_order: Vec::new(),
+            taken_by_prototype: Vec::new(),
         }
     }
 
@@ -550,7 +550,7 @@ impl<'a> Merger<'a> {
         self.address_taken = taken.iter().map(|(_, f)| *f).collect();
         let mut seen = HashSet::default();
         taken.retain(|t| seen.insert(t.clone()));
-        self.taken_in_order = taken;
+        self.taken_by_prototype = taken;
         Ok(())
     }
 
@@ -1636,7 +1636,7 @@ impl<'a> Merger<'a> {
             }
         }
         let mut taken_nodes: HashMap<&str, Vec<usize>> = HashMap::default();
-        for (q, g) in &self.taken_in_order {
+        for (q, g) in &self.taken_by_prototype {
             taken_nodes.entry(q.as_str()).or_default().push(node[*g]);
         }
         for list in taken_nodes.values_mut() {
