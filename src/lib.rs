@@ -424,7 +424,12 @@ fn lto_phase(
     let from_host = pool.modules.iter().any(|m| m.from_host_object);
     let mut settings = lto_settings(req, &pool, from_host);
     if partial {
+        // nvlink's partial LTO: relocatable output, without host information (read
+        // off nvlink 13.5 through a logging libNVVM)
         settings.device_c = true;
+        settings.force_device_c = true;
+        settings.host_info = false;
+        settings.host_refs = Default::default();
     }
     let options = lto::nvvm_options(&settings, &consensus);
     let engine = engine_for(req, &pool, cache)?;
@@ -445,7 +450,7 @@ fn lto_phase(
             jobs::phase(engine.1, || engine.0.compile(&modules, &options, diag))
         })
         .map_err(|e| explain_newer_ir(e, &modules, req.target))?;
-    if from_host && !pool.cudadevrt {
+    if from_host && !pool.cudadevrt && !partial {
         return Err(Error::fatal("expected libcudadevrt object"));
     }
     if req.emit_ptx {
@@ -661,6 +666,7 @@ fn lto_settings(req: &LinkRequest, pool: &lto::pool::Pool, from_host: bool) -> l
         ofast_compile: req.ofast_compile.clone(),
         maxrregcount: req.maxrregcount,
         device_c: from_host && pool.cudadevrt,
+        force_device_c: false,
         debug: req.debug,
         host_info: !req.ignore_host_info,
         xnvvm: req.xnvvm.clone(),

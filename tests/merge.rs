@@ -127,6 +127,34 @@ fn links_equivalent_to_nvlink() {
             "register and stack propagation",
             args(&["-arch=sm_90", "heavy_90.cubin", "caller_90.cubin"]),
         ),
+        // sm_100+: the capsule-Mercury sections merged beside the SASS, nvlink's
+        // sm_100 layout
+        (
+            "cubins sm_100",
+            args(&["-arch=sm_100", "a_100.cubin", "b_100.cubin"]),
+        ),
+        (
+            "sm_100 input order reversed",
+            args(&["-arch=sm_100", "b_100.cubin", "a_100.cubin"]),
+        ),
+        (
+            "sm_100 register and stack propagation",
+            args(&["-arch=sm_100", "heavy_100.cubin", "caller_100.cubin"]),
+        ),
+        (
+            "cubins sm_120",
+            args(&["-arch=sm_120", "a_120.cubin", "b_120.cubin"]),
+        ),
+        (
+            "sm_120 four inputs",
+            args(&[
+                "-arch=sm_120",
+                "heavy_120.cubin",
+                "a_120.cubin",
+                "caller_120.cubin",
+                "b_120.cubin",
+            ]),
+        ),
         ("sm_75", args(&["-arch=sm_75", "a_75.cubin", "b_75.cubin"])),
         ("sm_80", args(&["-arch=sm_80", "a_80.cubin", "b_80.cubin"])),
         (
@@ -163,6 +191,32 @@ fn links_equivalent_to_nvlink() {
                 &scale,
                 &lib,
                 "-lcudadevrt",
+            ]),
+        ),
+        // IR from -dc -dlto objects beside cubins, no libcudadevrt: libNVVM gets
+        // --force-device-c and no host information, its prototype table stays
+        (
+            "partial LTO without libcudadevrt",
+            args(&[
+                "-arch=sm_90",
+                "-dlto",
+                &nvvm,
+                &root.join("saxpy_allarch_lto.o").display().to_string(),
+                &root.join("scale_allarch_lto.o").display().to_string(),
+                "a_90.cubin",
+                "b_90.cubin",
+            ]),
+        ),
+        (
+            "partial LTO sm_100",
+            args(&[
+                "-arch=sm_100",
+                "-dlto",
+                &nvvm,
+                &root.join("saxpy_allarch_lto.o").display().to_string(),
+                &root.join("scale_allarch_lto.o").display().to_string(),
+                "a_100.cubin",
+                "b_100.cubin",
             ]),
         ),
         (
@@ -363,8 +417,6 @@ fn bad_cubins_fail_cleanly() {
     assert_ne!(r.status.code(), Some(0));
 }
 
-/// Random programs (`genprog.py`) compiled with nvcc and linked both ways. The floor is
-/// what this version reaches; raise it as the merge improves.
 /// nvlink's dropped-callee defect (DESIGN.md, "nvlink defect"), read off its own
 /// `-dump-callgraph`: a function it keeps lists as a callee a node whose function it
 /// removed (a node printed without a function). The kept callers and removed callees.
@@ -389,18 +441,34 @@ fn dropped_callees(dump: &[String]) -> Vec<String> {
     found
 }
 
+/// `NVLINKRS_GENERATED` programs (12 unless set) for sm_90, from seed
+/// `NVLINKRS_GENERATED_FIRST` (1).
 #[test]
 fn generated_programs() {
-    let count: u64 = std::env::var("NVLINKRS_GENERATED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(12);
+    generated("sm_90", 12);
+}
+
+/// The same for sm_100 (capsule Mercury beside the SASS), half as many.
+#[test]
+fn generated_programs_sm100() {
+    generated("sm_100", 6);
+}
+
+/// Random programs (`genprog.py`) compiled with nvcc for `arch` and linked both ways. The
+/// floor is what this version reaches; raise it as the merge improves.
+fn generated(arch: &str, default_count: u64) {
+    let env = |name: &str| -> Option<u64> { std::env::var(name).ok()?.parse().ok() };
+    let count = env("NVLINKRS_GENERATED").map_or(default_count, |n| match default_count {
+        12 => n,
+        _ => n.div_ceil(2),
+    });
+    let first = env("NVLINKRS_GENERATED_FIRST").unwrap_or(1);
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/differential/genprog.py");
     let nvcc = cuda().join("bin/nvcc");
     let mut equivalent = Vec::new();
     let mut report = Vec::new();
     let mut defects = Vec::new();
-    for seed in 1..=count {
+    for seed in first..first + count {
         let dir = tempfile::tempdir().unwrap();
         let ok = Command::new("python3")
             .args([
@@ -420,13 +488,13 @@ fn generated_programs() {
         tus.sort();
         let ok = Command::new(&nvcc)
             .current_dir(dir.path())
-            .args(["-cubin", "-rdc=true", "-arch=sm_90"])
+            .args(["-cubin", "-rdc=true", &format!("-arch={arch}")])
             .args(&tus)
             .status()
             .unwrap()
             .success();
         assert!(ok, "nvcc on program {seed}");
-        let mut a = vec!["-arch=sm_90".to_string()];
+        let mut a = vec![format!("-arch={arch}")];
         a.extend(tus.iter().map(|t| {
             dir.path()
                 .join(t.replace(".cu", ".cubin"))
@@ -464,7 +532,7 @@ fn generated_programs() {
         }
     }
     eprintln!(
-        "{} of {count} generated programs equivalent: {equivalent:?}\n{}\n{} with nvlink's dropped-callee defect:\n{}",
+        "{arch}: {} of {count} generated programs equivalent: {equivalent:?}\n{}\n{} with nvlink's dropped-callee defect:\n{}",
         equivalent.len(),
         report.join("\n"),
         defects.len(),

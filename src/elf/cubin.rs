@@ -23,6 +23,14 @@ pub const SHT_CUDA_SHARED: u32 = 0x7000_000A;
 pub const SHT_CUDA_RELOCINFO: u32 = 0x7000_000B;
 pub const SHT_CUDA_CONSTANT0: u32 = 0x7000_0064;
 pub const SHT_CUDA_COMPAT: u32 = 0x7000_0086;
+/// sm_100+ capsule Mercury: the code (`.nv.capmerc.text.<fn>`), its relocations
+/// (`.nv.merc.rela.*`, RELA entries), its `.nv.info` copies, symbol table and call graph.
+pub const SHT_CAPMERC_TEXT: u32 = 0x7000_0016;
+pub const SHT_MERC_RELA: u32 = 0x7000_0082;
+pub const SHT_MERC_INFO: u32 = 0x7000_0083;
+pub const SHT_MERC_SYMTAB: u32 = 0x7000_0085;
+pub const SHT_MERC_CALLGRAPH: u32 = 0x7000_008A;
+pub const SHT_MERC_PROTOTYPE: u32 = 0x7000_008B;
 
 pub const SHF_WRITE: u64 = 1;
 pub const SHF_ALLOC: u64 = 2;
@@ -106,6 +114,8 @@ pub struct Cubin {
     pub abi_version: u8,
     pub sections: Vec<Section>,
     pub symbols: Vec<Symbol>,
+    /// `.nv.merc.symtab` (sm_100+ capsule Mercury), empty when the file has none.
+    pub merc_symbols: Vec<Symbol>,
 }
 
 const EHDR: usize = 64;
@@ -209,15 +219,20 @@ impl Cubin {
             osabi: d[7],
             abi_version: d[8],
             symbols: Vec::new(),
+            merc_symbols: Vec::new(),
             sections,
             data: data.clone(),
         };
-        c.symbols = c.read_symbols()?;
+        c.symbols = c.read_symbols(SHT_SYMTAB)?;
+        if c.sections.iter().any(|s| s.ty == SHT_MERC_SYMTAB) {
+            c.merc_symbols = c.read_symbols(SHT_MERC_SYMTAB)?;
+        }
         Ok(c)
     }
 
-    fn read_symbols(&self) -> Result<Vec<Symbol>> {
-        let Some(st) = self.sections.iter().position(|s| s.ty == SHT_SYMTAB) else {
+    /// The entries of the first symbol table of type `ty`.
+    fn read_symbols(&self, ty: u32) -> Result<Vec<Symbol>> {
+        let Some(st) = self.sections.iter().position(|s| s.ty == ty) else {
             return Ok(vec![null_symbol()]);
         };
         let sec = &self.sections[st];
@@ -230,8 +245,8 @@ impl Cubin {
                     &self.origin,
                     sec.offset,
                     format!(
-                        ".symtab links to section {}, which is not a string table",
-                        sec.link
+                        "{} links to section {}, which is not a string table",
+                        sec.name, sec.link
                     ),
                 )
             })?;
@@ -248,14 +263,20 @@ impl Cubin {
                 malformed(
                     &self.origin,
                     sec.offset + (i * SYM) as u64,
-                    format!("symbol {i}: name offset {name_off:#x} is outside .strtab"),
+                    format!(
+                        "{} symbol {i}: name offset {name_off:#x} is outside .strtab",
+                        sec.name
+                    ),
                 )
             })?;
             if shndx as usize >= self.sections.len() && shndx < 0xFF00 {
                 return Err(malformed(
                     &self.origin,
                     sec.offset + (i * SYM) as u64,
-                    format!("symbol {i} '{name}' names section {shndx}, which does not exist"),
+                    format!(
+                        "{} symbol {i} '{name}' names section {shndx}, which does not exist",
+                        sec.name
+                    ),
                 ));
             }
             out.push(Symbol {
@@ -287,11 +308,23 @@ impl Cubin {
             .slice(s.offset as usize..(s.offset + s.size) as usize)
     }
 
-    /// The entries of a `.rela`/`.rel` section, each symbol index checked.
+    /// The symbols a relocation section's entries name: `.nv.merc.symtab` for the
+    /// capsule-Mercury ones, else `.symtab`.
+    pub fn symbols_of(&self, s: &Section) -> &[Symbol] {
+        if s.ty == SHT_MERC_RELA {
+            &self.merc_symbols
+        } else {
+            &self.symbols
+        }
+    }
+
+    /// The entries of a `.rela`/`.rel` (or `.nv.merc.rela`) section, each symbol index
+    /// checked.
     pub fn relocations(&self, index: usize) -> Result<Vec<Reloc>> {
         let s = &self.sections[index];
         let d = self.bytes(s);
-        let rela = s.ty == SHT_RELA;
+        let nsyms = self.symbols_of(s).len();
+        let rela = s.ty != SHT_REL;
         let size = if rela { 24 } else { 16 };
         let mut out = Vec::with_capacity(d.len() / size);
         for (k, e) in d.chunks_exact(size).enumerate() {
@@ -306,15 +339,13 @@ impl Cubin {
                     0
                 },
             };
-            if r.sym as usize >= self.symbols.len() {
+            if r.sym as usize >= nsyms {
                 return Err(malformed(
                     &self.origin,
                     s.offset + (k * size) as u64,
                     format!(
                         "relocation {k} of '{}' names symbol {}, but the file has {} symbols",
-                        s.name,
-                        r.sym,
-                        self.symbols.len()
+                        s.name, r.sym, nsyms
                     ),
                 ));
             }

@@ -25,8 +25,10 @@ impl Report {
     }
 }
 
-fn sym_name(c: &Cubin, i: u32) -> String {
-    match c.symbols.get(i as usize) {
+/// Symbol `i` of `c.symbols` (or, with `merc`, of the capsule-Mercury table) by name.
+fn sym_name_in(c: &Cubin, merc: bool, i: u32) -> String {
+    let table = if merc { &c.merc_symbols } else { &c.symbols };
+    match table.get(i as usize) {
         Some(s) if s.ty == STT_SECTION => {
             format!(
                 "[section {}]",
@@ -36,6 +38,18 @@ fn sym_name(c: &Cubin, i: u32) -> String {
         Some(s) => s.name.clone(),
         None => format!("#{i}"),
     }
+}
+
+fn sym_name(c: &Cubin, i: u32) -> String {
+    sym_name_in(c, false, i)
+}
+
+/// Whether a section's symbol indices are into `.nv.merc.symtab`.
+fn is_merc(s: &Section) -> bool {
+    matches!(
+        s.ty,
+        SHT_MERC_RELA | SHT_MERC_INFO | SHT_MERC_CALLGRAPH | SHT_MERC_PROTOTYPE | SHT_CAPMERC_TEXT
+    )
 }
 
 fn section_name(c: &Cubin, i: u16) -> String {
@@ -58,7 +72,7 @@ fn info_view(c: &Cubin, s: &Section) -> Result<Vec<String>> {
                 format!(
                     "{:#x} {} {}",
                     r.attr,
-                    sym_name(c, sym),
+                    sym_name_in(c, is_merc(s), sym),
                     hex(&r.payload[4..])
                 )
             } else {
@@ -79,6 +93,9 @@ fn hex(b: &[u8]) -> String {
 }
 
 fn link_name(c: &Cubin, s: &Section, v: u32, is_info: bool) -> String {
+    if s.ty == SHT_CAPMERC_TEXT && is_info {
+        return format!("sym {}", sym_name_in(c, true, v));
+    }
     if s.ty == SHT_PROGBITS && s.flags & SHF_EXECINSTR != 0 && is_info {
         return format!("sym {} regs {}", sym_name(c, v & 0xFFFFFF), v >> 24);
     }
@@ -157,8 +174,32 @@ pub fn compare(expected: &[u8], actual: &[u8]) -> Result<Report> {
             }
             match sx.ty {
                 SHT_STRTAB | SHT_SYMTAB | SHT_RELA | SHT_REL | SHT_CUDA_CALLGRAPH
-                | SHT_CUDA_PROTOTYPE => {}
-                SHT_CUDA_INFO => {
+                | SHT_CUDA_PROTOTYPE | SHT_MERC_SYMTAB | SHT_MERC_RELA | SHT_MERC_CALLGRAPH
+                | SHT_MERC_PROTOTYPE => {}
+                // a capsule starts with the section index of its function's SASS
+                SHT_CAPMERC_TEXT => {
+                    let head = |c: &Cubin, s: &Section| {
+                        let b = c.bytes(s);
+                        let at = b
+                            .get(..4)
+                            .map_or(0, |h| u32::from_le_bytes(h.try_into().unwrap()));
+                        (
+                            section_name(c, at as u16),
+                            b.get(4..).unwrap_or(&[]).to_vec(),
+                        )
+                    };
+                    let (hx, hy) = (head(&e, sx), head(&a, sy));
+                    if hx.0 != hy.0 {
+                        diff(format!(
+                            "section {name}: for code section {} vs {}",
+                            hx.0, hy.0
+                        ));
+                    }
+                    if hx.1 != hy.1 {
+                        diff(format!("section {name}: capsule bytes differ"));
+                    }
+                }
+                SHT_CUDA_INFO | SHT_MERC_INFO => {
                     let (vx, vy) = (info_view(&e, sx)?, info_view(&a, sy)?);
                     if vx != vy {
                         diff(format!("section {name}: records {}", delta(&vx, &vy)));
@@ -183,25 +224,32 @@ pub fn compare(expected: &[u8], actual: &[u8]) -> Result<Report> {
     // symbols
     let syms = |c: &Cubin| -> BTreeMap<String, Vec<String>> {
         let mut m: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        for s in c.symbols.iter().skip(1).filter(|s| s.ty != STT_SECTION) {
-            m.entry(s.name.clone()).or_default().push(format!(
-                "type {} bind {} other {:#x} in {} value {:#x} size {:#x}",
-                s.ty,
-                s.bind,
-                s.other,
-                section_name(c, s.shndx),
-                s.value,
-                s.size
-            ));
+        let all = c.symbols.iter().skip(1).map(|s| (s, ""));
+        let merc = c.merc_symbols.iter().skip(1).map(|s| (s, "(mercury) "));
+        for (s, table) in all.chain(merc).filter(|(s, _)| s.ty != STT_SECTION) {
+            m.entry(format!("{table}{}", s.name))
+                .or_default()
+                .push(format!(
+                    "type {} bind {} other {:#x} in {} value {:#x} size {:#x}",
+                    s.ty,
+                    s.bind,
+                    s.other,
+                    section_name(c, s.shndx),
+                    s.value,
+                    s.size
+                ));
         }
         m
     };
     let sections_with_symbol = |c: &Cubin| -> Vec<String> {
+        let merc = c.merc_symbols.iter().skip(1);
         let mut v: Vec<String> = c
             .symbols
             .iter()
-            .filter(|s| s.ty == STT_SECTION)
-            .map(|s| section_name(c, s.shndx))
+            .map(|s| (s, ""))
+            .chain(merc.map(|s| (s, "(mercury) ")))
+            .filter(|(s, _)| s.ty == STT_SECTION)
+            .map(|(s, table)| format!("{table}{} {}", s.name, section_name(c, s.shndx)))
             .collect();
         v.sort();
         v
@@ -219,18 +267,18 @@ pub fn compare(expected: &[u8], actual: &[u8]) -> Result<Report> {
     }
     if sections_with_symbol(&e) != sections_with_symbol(&a) {
         diff(format!(
-            "section symbols: {:?} vs {:?}",
-            sections_with_symbol(&e),
-            sections_with_symbol(&a)
+            "section symbols: {}",
+            delta(&sections_with_symbol(&e), &sections_with_symbol(&a))
         ));
     }
     // relocations
     let relocs = |c: &Cubin| -> Result<BTreeMap<String, Vec<String>>> {
         let mut m = BTreeMap::new();
         for (i, s) in c.sections.iter().enumerate() {
-            if !matches!(s.ty, SHT_RELA | SHT_REL) {
+            if !matches!(s.ty, SHT_RELA | SHT_REL | SHT_MERC_RELA) {
                 continue;
             }
+            let merc = s.ty == SHT_MERC_RELA;
             let mut v: Vec<String> = c
                 .relocations(i)?
                 .iter()
@@ -238,8 +286,11 @@ pub fn compare(expected: &[u8], actual: &[u8]) -> Result<Report> {
                     format!(
                         "{:#x} {} {} {:+#x}",
                         r.offset,
-                        super::reloc::name(r.ty),
-                        sym_name(c, r.sym),
+                        match merc {
+                            true => format!("{:#x}", r.ty),
+                            false => super::reloc::name(r.ty).to_string(),
+                        },
+                        sym_name_in(c, merc, r.sym),
                         r.addend
                     )
                 })
@@ -277,25 +328,33 @@ pub fn compare(expected: &[u8], actual: &[u8]) -> Result<Report> {
             String::from_utf8_lossy(&rest[..end]).into_owned()
         };
         let mut v = Vec::new();
-        for s in c
-            .sections
-            .iter()
-            .filter(|s| matches!(s.ty, SHT_CUDA_CALLGRAPH | SHT_CUDA_PROTOTYPE))
-        {
+        for s in c.sections.iter().filter(|s| {
+            matches!(
+                s.ty,
+                SHT_CUDA_CALLGRAPH | SHT_CUDA_PROTOTYPE | SHT_MERC_CALLGRAPH | SHT_MERC_PROTOTYPE
+            )
+        }) {
+            let merc = is_merc(s);
+            let graph = matches!(s.ty, SHT_CUDA_CALLGRAPH | SHT_MERC_CALLGRAPH);
             let mut group = 0;
             for e in c.bytes(s).chunks_exact(8) {
                 let x = u32::from_le_bytes(e[..4].try_into().unwrap());
                 let y = i32::from_le_bytes(e[4..].try_into().unwrap());
-                if s.ty == SHT_CUDA_CALLGRAPH && x == 0 && (-4..=-1).contains(&y) {
+                if graph && x == 0 && (-4..=-1).contains(&y) {
                     group = -y;
                     continue;
                 }
-                let yn = if s.ty == SHT_CUDA_CALLGRAPH && (group == 1 || group == 4) {
-                    sym_name(c, y as u32)
+                let yn = if graph && (group == 1 || group == 4) {
+                    sym_name_in(c, merc, y as u32)
                 } else {
                     string(y)
                 };
-                v.push(format!("{} {group} {} {}", s.name, sym_name(c, x), yn));
+                v.push(format!(
+                    "{} {group} {} {}",
+                    s.name,
+                    sym_name_in(c, merc, x),
+                    yn
+                ));
             }
         }
         v.sort();

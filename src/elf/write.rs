@@ -2,7 +2,9 @@
 //! position in the image) is laid out in nvlink's section order — string tables and
 //! symbols, non-alloc sections, notes, `.nv.info*`, callgraph, relocation sections,
 //! constant banks, code, initialised data, then the memory-only sections — and written
-//! with its section header table and, for executables, the four program headers.
+//! with its section header table and, for executables, the program headers (four; six
+//! in the sm_100+ layout, where the parameter banks follow the memory-only sections and
+//! the capsule-Mercury sections come last).
 
 use std::collections::HashMap;
 use std::io::{Seek, SeekFrom, Write};
@@ -30,6 +32,12 @@ pub struct OutSection {
     pub data: Vec<u8>,
     /// Size of a memory-only section (ignored when the section has bytes).
     pub mem_size: u64,
+    /// Another image section whose bytes this one shares (same offset and size, nothing
+    /// written): the capsule-Mercury views of the constant bank and initialised data.
+    pub alias: Option<usize>,
+    /// 32-bit fields filled once the final order is known: (offset, the index `Ref`
+    /// resolves to).
+    pub patches: Vec<(usize, Ref)>,
 }
 
 impl OutSection {
@@ -44,6 +52,8 @@ impl OutSection {
             entsize: 0,
             data: Vec::new(),
             mem_size: 0,
+            alias: None,
+            patches: Vec::new(),
         }
     }
     fn memory_only(&self) -> bool {
@@ -83,13 +93,34 @@ pub struct Image {
     /// Strings placed first in `.strtab` (prototype strings), in order.
     pub leading_strings: Vec<String>,
     pub program_headers: bool,
+    /// nvlink's sm_100+ layout: parameter banks after the memory-only sections, six
+    /// program headers.
+    pub mercury_layout: bool,
+    /// `.nv.merc.symtab`: its image section and its entries (without the null symbol),
+    /// encoded by the writer, whose `.strtab` holds their names.
+    pub merc_symbols: Option<(usize, Vec<OutSymbol>)>,
 }
 
-/// Where a section goes in nvlink's output order (stable within a rank).
-pub fn rank(s: &OutSection) -> u8 {
+/// Where a section goes in nvlink's output order (stable within a rank); `mercury`
+/// is the sm_100+ layout.
+pub fn rank(s: &OutSection, mercury: bool) -> u8 {
     let n = s.name.as_str();
     if n.starts_with(".nv.merc.") || n.starts_with(".nv.capmerc") {
-        return 20;
+        return match s.ty {
+            SHT_MERC_SYMTAB => 20,
+            SHT_MERC_INFO if n == ".nv.merc.nv.info" => 22,
+            SHT_MERC_INFO => 23,
+            SHT_MERC_CALLGRAPH => 24,
+            SHT_MERC_PROTOTYPE => 25,
+            SHT_MERC_RELA => 26,
+            SHT_CAPMERC_TEXT => 28,
+            _ if s.flags & SHF_ALLOC == 0 => 21,
+            _ if s.flags & SHF_WRITE != 0 => 29,
+            _ => 27,
+        };
+    }
+    if mercury && n.starts_with(".nv.constant0") {
+        return 17;
     }
     match s.ty {
         SHT_NOTE => 2,
@@ -106,8 +137,8 @@ pub fn rank(s: &OutSection) -> u8 {
         _ if s.flags & SHF_EXECINSTR != 0 => 12,
         SHT_CUDA_GLOBAL_INIT => 13,
         _ if n == ".nv.global.init" => 13,
-        _ if s.memory_only() && n == ".nv.global" => 15,
-        _ if s.memory_only() => 16,
+        _ if s.memory_only() && n == ".nv.global" => 16,
+        _ if s.memory_only() => 15,
         _ => 14,
     }
 }
@@ -191,11 +222,13 @@ pub fn write_to<W: Write + Seek>(mut img: Image, w: &mut W) -> std::io::Result<(
     // Section indices: 0 null, 1 .shstrtab, 2 .strtab, 3 .symtab, then the image's.
     let base = 4usize;
     let sec_index = |i: usize| (i + base) as u32;
-    let first_global = img
-        .symbols
-        .iter()
-        .position(|s| s.bind != STB_LOCAL)
-        .unwrap_or(img.symbols.len());
+    // one past the last local (nvlink's sm_100+ symbol tables end with locals)
+    let locals_end = |syms: &[OutSymbol]| {
+        syms.iter()
+            .rposition(|s| s.bind == STB_LOCAL)
+            .map_or(1, |i| i as u32 + 2)
+    };
+    let symtab_info = locals_end(&img.symbols);
     let mut shstr = StrTab::new();
     let mut names = vec![0u32; img.sections.len() + base];
     names[1] = shstr.add(".shstrtab");
@@ -214,16 +247,26 @@ pub fn write_to<W: Write + Seek>(mut img: Image, w: &mut W) -> std::io::Result<(
     for s in &img.sections {
         strtab.add(&s.name);
     }
-    let mut symtab = vec![0u8; 24];
-    for s in &img.symbols {
-        let name = strtab.add(&s.name);
-        symtab.extend_from_slice(&name.to_le_bytes());
-        symtab.push(s.bind << 4 | s.ty);
-        symtab.push(s.other);
-        let shndx = s.section.map(|i| sec_index(i) as u16).unwrap_or(0);
-        symtab.extend_from_slice(&shndx.to_le_bytes());
-        symtab.extend_from_slice(&s.value.to_le_bytes());
-        symtab.extend_from_slice(&s.size.to_le_bytes());
+    let mut encode = |syms: &[OutSymbol]| {
+        let mut t = vec![0u8; 24];
+        for s in syms {
+            let name = strtab.add(&s.name);
+            t.extend_from_slice(&name.to_le_bytes());
+            t.push(s.bind << 4 | s.ty);
+            t.push(s.other);
+            let shndx = s.section.map(|i| sec_index(i) as u16).unwrap_or(0);
+            t.extend_from_slice(&shndx.to_le_bytes());
+            t.extend_from_slice(&s.value.to_le_bytes());
+            t.extend_from_slice(&s.size.to_le_bytes());
+        }
+        t
+    };
+    let symtab = encode(&img.symbols);
+    if let Some((at, syms)) = img.merc_symbols.take() {
+        let data = encode(&syms);
+        let s = &mut img.sections[at];
+        s.data = data;
+        s.info = Ref::Raw(locals_end(&syms));
     }
     let resolve = |r: Ref| -> u32 {
         match r {
@@ -242,8 +285,27 @@ pub fn write_to<W: Write + Seek>(mut img: Image, w: &mut W) -> std::io::Result<(
     place[1] = (out.put(&shstr.bytes, 1)?, shstr.bytes.len() as u64);
     place[2] = (out.put(&strtab.bytes, 1)?, strtab.bytes.len() as u64);
     place[3] = (out.put(&symtab, 8)?, symtab.len() as u64);
-    let (mut load_rx, mut load_rw) = (None::<(u64, u64)>, None::<(u64, u64, u64)>);
-    for (i, s) in img.sections.iter_mut().enumerate() {
+    // program header spans: (offset, size) of the constant banks, the code (both one
+    // span below sm_100), the parameter banks (sm_100+); the data (offset, file, memory)
+    let mercury = img.mercury_layout;
+    let (mut banks, mut code, mut params) = (None::<(u64, u64)>, None::<(u64, u64)>, None);
+    let mut load_rw = None::<(u64, u64, u64)>;
+    let grow = |span: &mut Option<(u64, u64)>, at: u64, size: u64| {
+        let start = span.map_or(at, |x| x.0);
+        *span = Some((start, at + size - start));
+    };
+    for i in 0..img.sections.len() {
+        if let Some(a) = img.sections[i].alias {
+            place[i + base] = place[a + base];
+            continue;
+        }
+        for &(off, r) in &img.sections[i].patches.clone() {
+            let v = resolve(r).to_le_bytes();
+            if let Some(b) = img.sections[i].data.get_mut(off..off + 4) {
+                b.copy_from_slice(&v);
+            }
+        }
+        let s = &mut img.sections[i];
         if s.memory_only() {
             let at = out.pos;
             place[i + base] = (at, s.mem_size);
@@ -255,11 +317,15 @@ pub fn write_to<W: Write + Seek>(mut img: Image, w: &mut W) -> std::io::Result<(
             continue;
         }
         let at = out.put(&s.data, s.align)?;
-        place[i + base] = (at, s.data.len() as u64);
-        let r = rank(s);
-        if r == 10 || r == 11 || r == 12 {
-            let start = load_rx.map_or(at, |x| x.0);
-            load_rx = Some((start, at + s.data.len() as u64 - start));
+        let size = s.data.len() as u64;
+        place[i + base] = (at, size);
+        let r = rank(s, mercury);
+        match r {
+            10 | 11 if !mercury => grow(&mut code, at, size),
+            10 | 11 => grow(&mut banks, at, size),
+            12 => grow(&mut code, at, size),
+            17 => grow(&mut params, at, size),
+            _ => {}
         }
         if r == 13 {
             load_rw = Some((at, s.data.len() as u64, s.data.len() as u64));
@@ -300,7 +366,7 @@ pub fn write_to<W: Write + Seek>(mut img: Image, w: &mut W) -> std::io::Result<(
         0,
         place[3],
         2,
-        first_global as u32 + 1,
+        symtab_info,
         8,
         24,
     );
@@ -320,7 +386,8 @@ pub fn write_to<W: Write + Seek>(mut img: Image, w: &mut W) -> std::io::Result<(
     let phoff = shoff + table.len() as u64;
     let mut phnum = 0u16;
     if img.program_headers {
-        let phsize = 4 * 56u64;
+        let count = if mercury { 6 } else { 4 };
+        let phsize = count * 56u64;
         let ph = |out: &mut Vec<u8>, ty: u32, flags: u32, off: u64, filesz: u64, memsz: u64| {
             out.extend_from_slice(&ty.to_le_bytes());
             out.extend_from_slice(&flags.to_le_bytes());
@@ -331,13 +398,27 @@ pub fn write_to<W: Write + Seek>(mut img: Image, w: &mut W) -> std::io::Result<(
             out.extend_from_slice(&memsz.to_le_bytes());
             out.extend_from_slice(&8u64.to_le_bytes());
         };
-        ph(&mut table, 6, 5, phoff, phsize, phsize);
-        let (rx_off, rx_size) = load_rx.unwrap_or((0, 0));
-        ph(&mut table, 1, 5, rx_off, rx_size, rx_size);
         let (rw_off, rw_file, rw_mem) = load_rw.unwrap_or((0, 0, 0));
-        ph(&mut table, 1, 6, rw_off, rw_file, rw_mem);
-        ph(&mut table, 1, 5, phoff, phsize, phsize);
-        phnum = 4;
+        let span = |s: Option<(u64, u64)>| s.unwrap_or((0, 0));
+        if mercury {
+            // PHDR and its LOAD read-only, then banks, code, data, parameter banks
+            ph(&mut table, 6, 4, phoff, phsize, phsize);
+            ph(&mut table, 1, 4, phoff, phsize, phsize);
+            let (o, n) = span(banks);
+            ph(&mut table, 1, 4, o, n, n);
+            let (o, n) = span(code);
+            ph(&mut table, 1, 5, o, n, n);
+            ph(&mut table, 1, 6, rw_off, rw_file, rw_mem);
+            let (o, n) = span(params);
+            ph(&mut table, 1, 4, o, n, n);
+        } else {
+            ph(&mut table, 6, 5, phoff, phsize, phsize);
+            let (o, n) = span(code);
+            ph(&mut table, 1, 5, o, n, n);
+            ph(&mut table, 1, 6, rw_off, rw_file, rw_mem);
+            ph(&mut table, 1, 5, phoff, phsize, phsize);
+        }
+        phnum = count as u16;
     }
     // ELF header
     let mut h = Vec::with_capacity(64);

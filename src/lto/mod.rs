@@ -300,6 +300,8 @@ pub struct LtoSettings {
     pub maxrregcount: Option<u32>,
     /// `--device-c`: host objects take part, so the result may have to be relocatable.
     pub device_c: bool,
+    /// Partial LTO (`--force-device-c`): relocatable output whatever the host info says.
+    pub force_device_c: bool,
     pub debug: bool,
     /// `-has-global-host-info` (off with `-ignore-host-info`).
     pub host_info: bool,
@@ -337,6 +339,9 @@ pub fn nvvm_options(s: &LtoSettings, consensus: &Consensus) -> Vec<String> {
     }
     if s.device_c {
         o.push("--device-c".into());
+    }
+    if s.force_device_c {
+        o.push("--force-device-c".into());
     }
     if s.debug {
         o.push("-g".into());

@@ -8,6 +8,7 @@
 //! `.nv.callgraph`, `.nv.prototype`, notes and symbols, and hand the image to the writer.
 
 pub mod gather;
+mod mercury;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -188,6 +189,7 @@ pub fn link(inputs: &[Input], opts: &MergeOptions, diag: &Diagnostics) -> Result
     m.relocations()?;
     m.info()?;
     m.callgraph()?;
+    m.mercury()?;
     if opts.dump_callgraph {
         m.dump_callgraph()?;
     }
@@ -195,9 +197,9 @@ pub fn link(inputs: &[Input], opts: &MergeOptions, diag: &Diagnostics) -> Result
 }
 
 /// The capsule-Mercury sections of sm_100 and newer (`.nv.merc.*`, `.nv.capmerc.*`) are
-/// not merged yet. An executable link can leave them out (the driver loads the SASS in
-/// `.text`), but a relocatable output without them is one nvlink cannot link again (it
-/// crashes on it), so `-r` refuses such inputs rather than write a file that loses them.
+/// merged for executables (`mercury`) but not yet for `-r`; a relocatable output without
+/// them is one nvlink cannot link again (it crashes on it), so `-r` refuses such inputs
+/// rather than write a file that loses them.
 fn refuse_mercury(inputs: &[Input]) -> Result<()> {
     for input in inputs {
         let c = &input.cubin;
@@ -248,6 +250,12 @@ struct Merger<'a> {
     /// (prototype, function) of every address-taken function, each once (the dump's
     /// indirect callees).
     taken_by_prototype: Vec<(String, usize)>,
+    /// nvlink's sm_100+ layout (`Image::mercury_layout`).
+    mercury_layout: bool,
+    /// The capsule-Mercury symbol table, built by `mercury`.
+    merc_symbols: Option<(usize, Vec<OutSymbol>)>,
+    /// `.debug_frame` pieces that lost entries (sm_100+), by (input, section).
+    frames: HashMap<(usize, usize), mercury::PrunedFrame>,
 }
 
 impl<'a> Merger<'a> {
@@ -283,6 +291,9 @@ impl<'a> Merger<'a> {
             prototype_id: None,
             address_taken: HashSet::default(),
             taken_by_prototype: Vec::new(),
+            mercury_layout: !opts.relocatable && opts.target.is_some_and(|t| t.sm >= 100),
+            merc_symbols: None,
+            frames: HashMap::default(),
         }
     }
 
@@ -771,12 +782,26 @@ impl<'a> Merger<'a> {
                 let o = &mut self.out[id];
                 o.align = o.align.max(s.align.max(1));
                 let a = s.align.max(1);
+                // sm_100+: without the entries of removed functions
+                let frame = if self.mercury_layout && s.name == ".debug_frame" {
+                    let base = (o.data.len() as u64).next_multiple_of(a);
+                    self.pruned_frame(i, si, base)
+                } else {
+                    None
+                };
+                let o = &mut self.out[id];
                 let at = if s.has_bytes() {
                     while !(o.data.len() as u64).is_multiple_of(a) {
                         o.data.push(0);
                     }
                     let at = o.data.len() as u64;
-                    o.data.extend_from_slice(c.bytes(s));
+                    match frame {
+                        Some(f) => {
+                            o.data.extend_from_slice(&f.data);
+                            self.frames.insert((i, si), f);
+                        }
+                        None => o.data.extend_from_slice(c.bytes(s)),
+                    }
                     o.mem_size = o.data.len() as u64;
                     at
                 } else {
@@ -979,21 +1004,10 @@ impl<'a> Merger<'a> {
 
     fn symbols(&mut self) {
         let exec = !self.opts.relocatable;
-        // locals: section symbols, then local functions and data
-        for id in 0..self.out.len() {
-            if self.section_symbol[id] {
-                self.section_sym_index.insert(id, self.symbols.len());
-                self.symbols.push(OutSymbol {
-                    name: self.out[id].name.clone(),
-                    value: 0,
-                    size: 0,
-                    bind: STB_LOCAL,
-                    ty: STT_SECTION,
-                    other: 0,
-                    section: Some(id),
-                });
-            }
-        }
+        // locals: section symbols, then local functions and data (in nvlink's sm_100+
+        // layout the parameter banks' section symbols come last, after the globals, so
+        // that the capsule-Mercury symbol table, which has none, numbers alike)
+        self.section_symbols(false);
         for i in 0..self.inputs.len() {
             let c = &self.inputs[i].cubin;
             for (s, sym) in c.symbols.iter().enumerate().skip(1) {
@@ -1032,7 +1046,9 @@ impl<'a> Merger<'a> {
                     value: s.value,
                     size: s.size,
                     bind: STB_GLOBAL,
-                    ty: if exec && s.ty == STT_CUDA_OBJECT {
+                    ty: if self.mercury_layout && name.starts_with(".nv.reservedSmem") {
+                        STT_CUDA_OBJECT
+                    } else if exec && s.ty == STT_CUDA_OBJECT {
                         STT_OBJECT
                     } else {
                         s.ty
@@ -1047,6 +1063,27 @@ impl<'a> Merger<'a> {
             }
         }
         self.global_order = order;
+        self.section_symbols(true);
+    }
+
+    /// The section symbols, in section order: those of the parameter banks in nvlink's
+    /// sm_100+ layout (`banks`), or all the others.
+    fn section_symbols(&mut self, banks: bool) {
+        for id in 0..self.out.len() {
+            let bank = self.mercury_layout && self.out[id].name.starts_with(".nv.constant0");
+            if self.section_symbol[id] && bank == banks {
+                self.section_sym_index.insert(id, self.symbols.len());
+                self.symbols.push(OutSymbol {
+                    name: self.out[id].name.clone(),
+                    value: 0,
+                    size: 0,
+                    bind: STB_LOCAL,
+                    ty: STT_SECTION,
+                    other: 0,
+                    section: Some(id),
+                });
+            }
+        }
     }
 
     fn out_symbol(&self, k: SymKey) -> Option<OutSymbol> {
@@ -1119,10 +1156,19 @@ impl<'a> Merger<'a> {
                     .sections
                     .get(rs.info as usize)
                     .is_some_and(|t| t.flags & SHF_ALLOC == 0);
+                let frame = self.frames.get(&(i, rs.info as usize));
                 for r in self.relocs(i, ri)? {
                     let k = (i, r.sym as usize);
                     let sym = self.sym(k);
-                    let at = piece + r.offset;
+                    let mut at = piece + r.offset;
+                    if let Some(f) = frame {
+                        // a pruned `.debug_frame`: entries moved or gone, CIE pointers
+                        // already written
+                        match f.moved(r.offset) {
+                            Some(o) if sym.ty != STT_SECTION => at = piece + o,
+                            _ => continue,
+                        }
+                    }
                     let bad = || {
                         Error::fatal(format!(
                             "'{}': relocation {} against '{}' at offset {:#x} of '{}' is past the end of the section",
@@ -1147,11 +1193,7 @@ impl<'a> Merger<'a> {
                     }
                     // In debug sections, entries about a definition another input's
                     // replaced go with it.
-                    let loser = target_nonalloc
-                        && sym.defined()
-                        && sym.bind != STB_LOCAL
-                        && sym.ty != STT_SECTION
-                        && self.target(k) != Some(k);
+                    let loser = target_nonalloc && self.is_replaced(k);
                     if r.ty == reloc::R_CUDA_UNUSED_CLEAR32 || r.ty == reloc::R_CUDA_UNUSED_CLEAR64
                     {
                         let dead = self.symbol_is_dead(k);
@@ -1221,6 +1263,12 @@ impl<'a> Merger<'a> {
             self.kept_relocs.push((out_id, rela, data));
         }
         Ok(())
+    }
+
+    /// Whether the symbol is a global definition another input's definition replaced.
+    fn is_replaced(&self, k: SymKey) -> bool {
+        let sym = self.sym(k);
+        sym.defined() && sym.bind != STB_LOCAL && sym.ty != STT_SECTION && self.target(k) != Some(k)
     }
 
     /// Whether the symbol stands for a function (or a section of one) that was removed.
@@ -1404,26 +1452,22 @@ impl<'a> Merger<'a> {
                 }
                 recs.push(r);
             }
+            // sm_100+: only the records the Mercury copy also has are reversed; the
+            // SASS-only ones follow in their order
+            let mut tail = Vec::new();
+            if self.mercury_layout
+                && let Some(attrs) = self.merc_info_attrs(i, &s.name)
+            {
+                let (head, rest): (Vec<Record>, Vec<Record>) =
+                    recs.into_iter().partition(|r| attrs.contains(&r.attr));
+                recs = head;
+                tail = rest;
+            }
             recs.reverse();
             if exec && self.funcs[f].entry {
-                let (_, stack, b) = props[&f];
-                if stack == UNKNOWN_STACK {
-                    for r in recs.iter_mut().filter(|r| r.attr == info::CRS_STACK_SIZE) {
-                        r.payload = UNKNOWN_STACK.to_le_bytes().to_vec();
-                    }
-                }
-                if b > 0 {
-                    match recs.iter_mut().find(|r| r.attr == info::NUM_BARRIERS) {
-                        Some(r) => r.value = b as u16,
-                        None => recs.push(Record {
-                            format: info::FMT_BVAL,
-                            attr: info::NUM_BARRIERS,
-                            value: b as u16,
-                            payload: Vec::new(),
-                        }),
-                    }
-                }
+                mercury::kernel_records(&mut recs, props[&f]);
             }
+            recs.extend(tail);
             let mut o = OutSection::new(&s.name, SHT_CUDA_INFO, SHF_INFO_LINK);
             o.align = 4;
             o.link = Ref::Symtab;
@@ -1818,8 +1862,8 @@ impl<'a> Merger<'a> {
             .is_some_and(|f| self.live[f] && !self.address_taken.contains(&f))
     }
 
-    /// Whether some input declares the prototype of a function it calls but does not
-    /// define, and that function stays.
+    /// Whether some input's prototype table has an entry that stays (a libNVVM partial
+    /// link's output has entries only for functions it defines, and nvlink keeps them).
     fn prototypes_needed(&self) -> bool {
         (0..self.inputs.len()).any(|i| {
             let c = &self.inputs[i].cubin;
@@ -1830,8 +1874,8 @@ impl<'a> Merger<'a> {
                     c.bytes(ps).chunks_exact(8).any(|e| {
                         let sym = e.u32_at(0).unwrap_or(0) as usize;
                         sym < c.symbols.len()
-                            && !c.symbols[sym].defined()
-                            && !self.symbol_is_dead((i, sym))
+                            && (self.prototype_kept((i, sym))
+                                || !c.symbols[sym].defined() && !self.symbol_is_dead((i, sym)))
                     })
                 })
         })
@@ -1856,7 +1900,7 @@ impl<'a> Merger<'a> {
         }
         // final order
         let mut order: Vec<usize> = (0..self.out.len()).collect();
-        order.sort_by_key(|&i| crate::elf::write::rank(&self.out[i]));
+        order.sort_by_key(|&i| crate::elf::write::rank(&self.out[i], self.mercury_layout));
         let mut new_index = vec![0usize; self.out.len()];
         for (n, &i) in order.iter().enumerate() {
             new_index[i] = n;
@@ -1865,6 +1909,16 @@ impl<'a> Merger<'a> {
             Ref::Section(i) => Ref::Section(new_index[i]),
             r => r,
         };
+        let merc_symbols = self.merc_symbols.take().map(|(at, syms)| {
+            let syms = syms
+                .into_iter()
+                .map(|mut s| {
+                    s.section = s.section.map(|i| new_index[i]);
+                    s
+                })
+                .collect::<Vec<_>>();
+            (new_index[at], syms)
+        });
         // moved, not copied: the sections hold the whole image
         let mut unplaced: Vec<Option<OutSection>> = std::mem::take(&mut self.out)
             .into_iter()
@@ -1876,6 +1930,10 @@ impl<'a> Merger<'a> {
                 let mut s = unplaced[i].take().expect("each section placed once");
                 s.link = fix(s.link);
                 s.info = fix(s.info);
+                s.alias = s.alias.map(|a| new_index[a]);
+                for p in &mut s.patches {
+                    p.1 = fix(p.1);
+                }
                 s
             })
             .collect();
@@ -1921,6 +1979,8 @@ impl<'a> Merger<'a> {
             symbols,
             leading_strings: self.leading_strings,
             program_headers: exec,
+            mercury_layout: self.mercury_layout,
+            merc_symbols,
         }
     }
 }

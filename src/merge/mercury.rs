@@ -1,0 +1,750 @@
+//! sm_100+ capsule Mercury, merged in step with the SASS. Beside each function's SASS,
+//! ptxas for sm_100 and newer writes a compact Mercury copy the driver finalizes
+//! (`.nv.capmerc.text.<fn>`), with a symbol table of its own (`.nv.merc.symtab`, names in
+//! the shared `.strtab`), relocations (`.nv.merc.rela.*`), `.nv.info` copies, a call graph
+//! and a `.debug_frame`; its constant bank and initialised data are views of the SASS
+//! ones (the same file bytes). nvlink 13.5 keeps and merges all of it. This module builds
+//! that half of the image from the decisions the merge already took (live functions,
+//! placed sections, output symbols), and holds the two rules nvlink's sm_100+ links
+//! change on the SASS side: `.debug_frame` loses the entries of removed functions, and
+//! a function's `.nv.info` records are reversed only as far as the Mercury copy has them.
+//!
+//! Rules read off nvlink 13.5 (fixtures `merge/*_100.cubin`, `*_120.cubin`):
+//! * the Mercury symbol table is the SASS one without the parameter banks' section
+//!   symbols (which sm_100+ images put last for that reason), so both number alike;
+//!   a section symbol is named after its Mercury section without the `.nv.merc`/
+//!   `.nv.capmerc` prefix and points at it (at the SASS section where there is none:
+//!   `.nv.global`, `.nv.shared.*`); symbols keep ptxas's CUDA types and `st_other`, and
+//!   the Mercury sizes, values of undefined symbols (0 for `.nv.reservedSmem.*`);
+//! * a capsule's first word is the section index of its function's SASS `.text`;
+//! * Mercury relocations: the ones the SASS side resolves at link time (constant banks,
+//!   shared memory, the unified-table offsets) are dropped and the capsule left as it is
+//!   (their offsets are in the finalized code, past the capsule's bytes); `.debug_frame`
+//!   CIE pointers are applied, a removed function's FDE gets a zero range; unified
+//!   address pairs become plain ones; the rest stay, in reverse order, as on the SASS side;
+//! * `.nv.merc.nv.info` and `.nv.merc.nv.callgraph` are the SASS ones over the Mercury
+//!   symbols; per-function records are reversed, `EXTERNS` dropped, kernels' barrier
+//!   and stack records propagated as on the SASS side.
+
+use super::*;
+
+/// The Mercury section's name without its prefix: what its section symbol is called and,
+/// but for the constant bank, the name of the SASS section it stands for.
+fn stripped(merc: &str) -> Option<&str> {
+    merc.strip_prefix(".nv.capmerc")
+        .or_else(|| merc.strip_prefix(".nv.merc"))
+}
+
+/// The SASS section a Mercury section stands for.
+fn sass_name(merc: &str) -> Option<&str> {
+    match stripped(merc)? {
+        ".nv.constant.user" => Some(".nv.constant3"),
+        s => Some(s),
+    }
+}
+
+pub(super) fn is_mercury(s: &Section) -> bool {
+    s.name.starts_with(".nv.merc.") || s.name.starts_with(".nv.capmerc.")
+}
+
+/// Unified addresses become plain ones (as R_CUDA_UNIFIED* on the SASS side).
+fn rewritten(ty: u32) -> u32 {
+    match ty {
+        R_MERCURY_UNIFIED32_LO => R_MERCURY_ABS32_LO,
+        R_MERCURY_UNIFIED32_HI => R_MERCURY_ABS32_HI,
+        R_MERCURY_UNIFIED => R_MERCURY_ABS64,
+        t => t,
+    }
+}
+
+const R_MERCURY_ABS64: u32 = 0x1_0002;
+const R_MERCURY_ABS32_LO: u32 = 0x1_0005;
+const R_MERCURY_ABS32_HI: u32 = 0x1_0006;
+/// Clears a removed function's `.debug_frame` range.
+const R_MERCURY_UNUSED_CLEAR64: u32 = 0x1_000E;
+const R_MERCURY_UNIFIED: u32 = 0x1_0032;
+const R_MERCURY_UNIFIED32_LO: u32 = 0x1_003E;
+const R_MERCURY_UNIFIED32_HI: u32 = 0x1_003F;
+
+/// How one input's Mercury view maps onto its SASS one.
+struct View {
+    /// Mercury section → SASS section of the same input.
+    sass_of: HashMap<usize, usize>,
+    merc_of: HashMap<usize, usize>,
+    /// Mercury symbol → SASS symbol of the same input.
+    normal_of: Vec<Option<usize>>,
+    /// SASS symbol → Mercury symbol.
+    merc_sym_of: HashMap<usize, usize>,
+}
+
+impl View {
+    fn of(c: &Cubin) -> View {
+        let mut sass_of = HashMap::default();
+        let mut merc_of = HashMap::default();
+        for (i, s) in c.sections.iter().enumerate() {
+            if !is_mercury(s) {
+                continue;
+            }
+            if let Some(n) = sass_name(&s.name).and_then(|n| c.section_index(n)) {
+                sass_of.insert(i, n);
+                merc_of.insert(n, i);
+            }
+        }
+        let mut by_name: HashMap<&str, usize> = HashMap::default();
+        let mut section_sym: HashMap<usize, usize> = HashMap::default();
+        for (k, s) in c.symbols.iter().enumerate().skip(1) {
+            if s.ty == STT_SECTION {
+                section_sym.entry(s.shndx as usize).or_insert(k);
+            } else {
+                by_name.entry(s.name.as_str()).or_insert(k);
+            }
+        }
+        let normal_of: Vec<Option<usize>> = c
+            .merc_symbols
+            .iter()
+            .enumerate()
+            .map(|(k, s)| match k {
+                0 => Some(0),
+                _ if s.ty == STT_SECTION => {
+                    let sec = s.shndx as usize;
+                    let sec = sass_of.get(&sec).copied().unwrap_or(sec);
+                    section_sym.get(&sec).copied()
+                }
+                _ => by_name.get(s.name.as_str()).copied(),
+            })
+            .collect();
+        let mut merc_sym_of = HashMap::default();
+        for (k, n) in normal_of.iter().enumerate().skip(1) {
+            if let Some(n) = n {
+                merc_sym_of.entry(*n).or_insert(k);
+            }
+        }
+        View {
+            sass_of,
+            merc_of,
+            normal_of,
+            merc_sym_of,
+        }
+    }
+}
+
+/// One `.debug_frame` entry: `(start, end, is a CIE)`; `None` when the section does not
+/// parse as a sequence of CIEs and FDEs (it is then left whole).
+fn frame_entries(d: &[u8]) -> Option<Vec<(usize, usize, bool)>> {
+    let mut out = Vec::new();
+    let mut at = 0usize;
+    while at < d.len() {
+        let len32 = d.u32_at(at)?;
+        let (len, id_at, id_len) = if len32 == 0xFFFF_FFFF {
+            (usize::try_from(d.u64_at(at + 4)?).ok()?, at + 12, 8)
+        } else {
+            (len32 as usize, at + 4, 4)
+        };
+        let end = id_at.checked_add(len).filter(|&e| e <= d.len())?;
+        let cie = match id_len {
+            8 => d.u64_at(id_at)? == u64::MAX,
+            _ => d.u32_at(id_at)? == u32::MAX,
+        };
+        out.push((at, end, cie));
+        at = end;
+    }
+    Some(out)
+}
+
+/// A `.debug_frame` piece with the entries of removed functions left out.
+pub(super) struct PrunedFrame {
+    pub data: Vec<u8>,
+    /// Kept ranges of the input piece: `(old start, old end, new start)`.
+    pub map: Vec<(u64, u64, u64)>,
+}
+
+impl PrunedFrame {
+    /// Where an input offset went (`None`: its entry was dropped).
+    pub fn moved(&self, off: u64) -> Option<u64> {
+        self.map
+            .iter()
+            .find(|&&(s, e, _)| (s..e).contains(&off))
+            .map(|&(s, _, n)| n + (off - s))
+    }
+}
+
+impl Merger<'_> {
+    /// Whether any input carries capsule-Mercury sections.
+    fn has_mercury(&self) -> bool {
+        self.inputs.iter().any(|i| i.cubin.merc_symbols.len() > 1)
+    }
+
+    /// nvlink's sm_100+ `.debug_frame`: each FDE whose function was removed goes, with
+    /// its CIE when no kept FDE follows that CIE; the CIE pointers of the kept FDEs are
+    /// the CIEs' new offsets in the output section (`base` is the piece's offset).
+    pub(super) fn pruned_frame(&self, i: usize, sec: usize, base: u64) -> Option<PrunedFrame> {
+        let c = &self.inputs[i].cubin;
+        let d = c.bytes(&c.sections[sec]);
+        let entries = frame_entries(d)?;
+        let ri = c
+            .sections
+            .iter()
+            .position(|s| matches!(s.ty, SHT_RELA | SHT_REL) && s.info as usize == sec)?;
+        let relocs = self.relocs(i, ri).ok()?;
+        // the function of each FDE: the symbol its initial-location field is relocated by
+        let dead_fde = |start: usize, end: usize| {
+            let loc = if d.u32_at(start) == Some(0xFFFF_FFFF) {
+                start + 20
+            } else {
+                start + 8
+            };
+            relocs.iter().any(|r| {
+                r.offset == loc as u64
+                    && (start..end).contains(&(r.offset as usize))
+                    && (self.symbol_is_dead((i, r.sym as usize))
+                        || self.is_replaced((i, r.sym as usize)))
+            })
+        };
+        let mut keep = vec![true; entries.len()];
+        let mut cie_of = vec![None; entries.len()];
+        let mut last_cie = None;
+        for (n, &(s, e, cie)) in entries.iter().enumerate() {
+            if cie {
+                last_cie = Some(n);
+            } else {
+                cie_of[n] = last_cie;
+                keep[n] = !dead_fde(s, e);
+            }
+        }
+        // a CIE stays when a kept FDE uses it (or when no FDE follows it at all)
+        for (n, &(_, _, cie)) in entries.iter().enumerate() {
+            if cie {
+                let users: Vec<usize> = (0..entries.len())
+                    .filter(|&m| cie_of[m] == Some(n))
+                    .collect();
+                keep[n] = users.is_empty() || users.iter().any(|&m| keep[m]);
+            }
+        }
+        if keep.iter().all(|&k| k) && cie_of.iter().all(|c| c.is_none()) {
+            return None;
+        }
+        let mut data = Vec::with_capacity(d.len());
+        let mut map = Vec::new();
+        let mut new_at = vec![0u64; entries.len()];
+        for (n, &(s, e, cie)) in entries.iter().enumerate() {
+            if !keep[n] {
+                continue;
+            }
+            new_at[n] = data.len() as u64;
+            map.push((s as u64, e as u64, data.len() as u64));
+            let start = data.len();
+            data.extend_from_slice(&d[s..e]);
+            if !cie && let Some(c) = cie_of[n] {
+                let value = base + new_at[c];
+                if d.u32_at(s) == Some(0xFFFF_FFFF) {
+                    data[start + 12..start + 20].copy_from_slice(&value.to_le_bytes());
+                } else {
+                    data[start + 4..start + 8].copy_from_slice(&(value as u32).to_le_bytes());
+                }
+            }
+        }
+        Some(PrunedFrame { data, map })
+    }
+
+    /// The attributes of the Mercury copy of a function's `.nv.info` (`None` without one).
+    pub(super) fn merc_info_attrs(&self, i: usize, info_name: &str) -> Option<HashSet<u8>> {
+        let c = &self.inputs[i].cubin;
+        let name = format!(".nv.merc{info_name}");
+        let s = c
+            .sections
+            .iter()
+            .find(|s| s.ty == SHT_MERC_INFO && s.name == name)?;
+        let recs = info::parse(c.bytes(s), &c.origin, &s.name, s.offset).ok()?;
+        Some(recs.iter().map(|r| r.attr).collect())
+    }
+
+    /// Builds the capsule-Mercury half of the image (see the module comment).
+    pub(super) fn mercury(&mut self) -> Result<()> {
+        if !self.has_mercury() || self.opts.relocatable {
+            return Ok(());
+        }
+        let views: Vec<View> = self.inputs.iter().map(|i| View::of(&i.cubin)).collect();
+        // flags, alignment and type of each Mercury section kind, from the first input
+        // that has it
+        let mut proto: HashMap<String, Section> = HashMap::default();
+        for inp in self.inputs {
+            for s in inp.cubin.sections.iter().filter(|s| is_mercury(s)) {
+                let key = if s.ty == SHT_CAPMERC_TEXT {
+                    ".nv.capmerc.text".to_string()
+                } else if s.ty == SHT_MERC_RELA {
+                    ".nv.merc.rela".to_string()
+                } else if s.ty == SHT_MERC_INFO && s.name != ".nv.merc.nv.info" {
+                    ".nv.merc.nv.info.".to_string()
+                } else {
+                    s.name.clone()
+                };
+                proto.entry(key).or_insert_with(|| s.clone());
+            }
+        }
+        let new = |name: &str, key: &str, ty: u32| {
+            let mut o = OutSection::new(name, ty, 0x1000_0000);
+            if let Some(p) = proto.get(key) {
+                o.flags = p.flags;
+                o.align = p.align;
+                o.entsize = p.entsize;
+            }
+            o
+        };
+        let mut sym = new(".nv.merc.symtab", ".nv.merc.symtab", SHT_MERC_SYMTAB);
+        sym.link = Ref::Raw(2);
+        sym.align = 8;
+        sym.entsize = 24;
+        let symtab = self.new_section(sym, false);
+
+        // Mercury sections placed from the inputs: (input, section) → (output, offset)
+        let mut placed: HashMap<(usize, usize), (usize, u64)> = HashMap::default();
+        // SASS output section → its Mercury view
+        let mut view_of: HashMap<usize, usize> = HashMap::default();
+        // capsules, in the order of the SASS code sections
+        let mut text_of: Vec<(usize, usize, usize)> = Vec::new(); // (out text, input, text)
+        for f in 0..self.funcs.len() {
+            if !self.live[f] {
+                continue;
+            }
+            let (i, _) = self.funcs[f].key;
+            if let Some(&(t, _)) = self.placed.get(&(i, self.funcs[f].text)) {
+                text_of.push((t, i, self.funcs[f].text));
+            }
+        }
+        text_of.sort();
+        let mut capsule_fn: Vec<(usize, SymKey)> = Vec::new();
+        for &(t, i, text) in &text_of {
+            let c = &self.inputs[i].cubin;
+            let Some(&m) = views[i].merc_of.get(&text) else {
+                continue;
+            };
+            let s = &c.sections[m];
+            let mut o = new(&s.name, ".nv.capmerc.text", s.ty);
+            o.align = s.align;
+            o.link = Ref::Section(symtab);
+            o.data = c.bytes(s).to_vec();
+            if o.data.len() >= 4 {
+                o.patches.push((0, Ref::Section(t)));
+            }
+            let id = self.new_section(o, false);
+            placed.insert((i, m), (id, 0));
+            view_of.insert(t, id);
+            let f = self.func_of_text[&(i, text)];
+            capsule_fn.push((id, self.funcs[f].key));
+        }
+        // the other sections with bytes of their own (`.nv.merc.debug_frame`), merged by
+        // name in input order; the views of SASS data share its bytes
+        let mut by_name: HashMap<String, usize> = HashMap::default();
+        for (i, view) in views.iter().enumerate() {
+            let c = &self.inputs[i].cubin;
+            for (si, s) in c.sections.iter().enumerate() {
+                if !is_mercury(s)
+                    || matches!(
+                        s.ty,
+                        SHT_CAPMERC_TEXT
+                            | SHT_MERC_RELA
+                            | SHT_MERC_INFO
+                            | SHT_MERC_SYMTAB
+                            | SHT_MERC_CALLGRAPH
+                            | SHT_MERC_PROTOTYPE
+                    )
+                {
+                    continue;
+                }
+                let sass = view.sass_of.get(&si).copied();
+                let shared = sass.filter(|&n| c.sections[n].offset == s.offset && s.has_bytes());
+                if let Some(n) = shared {
+                    // a view: same bytes as the SASS section, wherever that went
+                    let Some(&(out, at)) = self.placed.get(&(i, n)) else {
+                        continue;
+                    };
+                    let id = *by_name.entry(s.name.clone()).or_insert_with(|| {
+                        let mut o = OutSection::new(&s.name, s.ty, s.flags);
+                        o.align = s.align;
+                        o.alias = Some(out);
+                        self.out.push(o);
+                        self.section_symbol.push(false);
+                        self.out.len() - 1
+                    });
+                    placed.insert((i, si), (id, at));
+                    view_of.insert(out, id);
+                    continue;
+                }
+                let id = *by_name.entry(s.name.clone()).or_insert_with(|| {
+                    let mut o = OutSection::new(&s.name, s.ty, s.flags);
+                    o.entsize = s.entsize;
+                    self.out.push(o);
+                    self.section_symbol.push(false);
+                    self.out.len() - 1
+                });
+                let o = &mut self.out[id];
+                let a = s.align.max(1);
+                o.align = o.align.max(a);
+                let at = if s.has_bytes() {
+                    o.data
+                        .resize((o.data.len() as u64).next_multiple_of(a) as usize, 0);
+                    let at = o.data.len() as u64;
+                    o.data.extend_from_slice(c.bytes(s));
+                    at
+                } else {
+                    let at = o.mem_size.next_multiple_of(a);
+                    o.mem_size = at + s.size;
+                    at
+                };
+                placed.insert((i, si), (id, at));
+                if let Some(n) = sass
+                    && let Some(&(out, _)) = self.placed.get(&(i, n))
+                {
+                    view_of.insert(out, id);
+                }
+            }
+        }
+
+        // the call graph and prototype tables (filled below) have section symbols
+        let mut tables: Vec<(usize, usize)> = Vec::new(); // (SASS table, Mercury table)
+        for n in 0..self.out.len() {
+            let (name, ty) = match self.out[n].ty {
+                SHT_CUDA_CALLGRAPH => (".nv.merc.nv.callgraph", SHT_MERC_CALLGRAPH),
+                SHT_CUDA_PROTOTYPE => (".nv.merc.nv.prototype", SHT_MERC_PROTOTYPE),
+                _ => continue,
+            };
+            if !proto.contains_key(name) {
+                continue;
+            }
+            let mut o = new(name, name, ty);
+            o.link = Ref::Section(symtab);
+            o.entsize = 8;
+            let id = self.new_section(o, false);
+            view_of.insert(n, id);
+            tables.push((n, id));
+        }
+
+        // the symbol table: the SASS one without the parameter banks' section symbols
+        let mut key_of: Vec<Option<SymKey>> = vec![None; self.symbols.len()];
+        for (&k, &o) in &self.sym_of {
+            key_of[o] = Some(k);
+        }
+        let mut merc_index: Vec<Option<u32>> = vec![None; self.symbols.len()];
+        let mut msyms: Vec<OutSymbol> = Vec::new();
+        for (o, s) in self.symbols.iter().enumerate() {
+            let mut m = s.clone();
+            if s.ty == STT_SECTION {
+                let sec = s.section.unwrap_or(0);
+                if self.out[sec].name.starts_with(".nv.constant0") {
+                    continue;
+                }
+                if let Some(&v) = view_of.get(&sec) {
+                    m.section = Some(v);
+                    m.name = stripped(&self.out[v].name).unwrap_or(&s.name).to_string();
+                }
+            } else {
+                m.section = s
+                    .section
+                    .map(|sec| view_of.get(&sec).copied().unwrap_or(sec));
+                // the input's own Mercury symbol: CUDA type, st_other, Mercury size
+                let ms = key_of[o].and_then(|(i, k)| {
+                    let mk = *views[i].merc_sym_of.get(&k)?;
+                    Some((i, &self.inputs[i].cubin.merc_symbols[mk]))
+                });
+                if let Some((i, ms)) = ms {
+                    m.ty = ms.ty;
+                    m.other = ms.other;
+                    m.size = ms.size;
+                    m.value = match placed.get(&(i, ms.shndx as usize)) {
+                        Some(&(_, at)) if ms.defined() => ms.value + at,
+                        _ if ms.defined() => s.value,
+                        _ => ms.value,
+                    };
+                }
+                if s.name.starts_with(".nv.reservedSmem") {
+                    m.ty = STT_CUDA_OBJECT;
+                    if s.section.is_none() {
+                        m.value = ms.map_or(0, |x| x.1.value);
+                    }
+                }
+            }
+            merc_index[o] = Some(msyms.len() as u32 + 1);
+            msyms.push(m);
+        }
+        // the output Mercury symbol of an input Mercury symbol
+        let merc_out = |this: &Self, i: usize, k: usize| -> Option<u32> {
+            let n = views[i].normal_of.get(k).copied().flatten()?;
+            merc_index[this.out_index((i, n))?]
+        };
+        for &(id, f) in &capsule_fn {
+            if let Some(&o) = self.sym_of.get(&f) {
+                self.out[id].info = Ref::Raw(merc_index[o].unwrap_or(0));
+            }
+        }
+
+        // relocations
+        // per target section, in the order first met: (offset, symbol, type, addend)
+        type Entry = (u64, u32, u32, i64);
+        let mut lists: Vec<(usize, Vec<Entry>)> = Vec::new();
+        let mut list_of: HashMap<usize, usize> = HashMap::default();
+        for (i, view) in views.iter().enumerate() {
+            let c = &self.inputs[i].cubin;
+            for (ri, rs) in c.sections.iter().enumerate() {
+                if rs.ty != SHT_MERC_RELA {
+                    continue;
+                }
+                let Some(&(out, piece)) = placed.get(&(i, rs.info as usize)) else {
+                    continue;
+                };
+                let target = &c.sections[rs.info as usize];
+                for r in c.relocations(ri)? {
+                    let ms = &c.merc_symbols[r.sym as usize];
+                    let at = piece + r.offset;
+                    let Some(n) = view.normal_of[r.sym as usize] else {
+                        if is_table_symbol(&ms.name) {
+                            continue;
+                        }
+                        return Err(Error::fatal(format!(
+                            "'{}': Mercury relocation {:#x} at offset {:#x} of '{}' refers to symbol '{}', which the SASS symbol table does not have",
+                            c.origin, r.ty, r.offset, target.name, ms.name
+                        )));
+                    };
+                    let k = (i, n);
+                    let in_bytes = target.has_bytes() && target.ty != SHT_CAPMERC_TEXT;
+                    // an 8-byte field of the merged section (`.nv.merc.debug_frame`)
+                    let put = |data: &mut Vec<u8>, v: u64| {
+                        if let Some(b) = usize::try_from(at)
+                            .ok()
+                            .and_then(|a| data.get_mut(a..a.checked_add(8)?))
+                        {
+                            b.copy_from_slice(&v.to_le_bytes());
+                        }
+                    };
+                    let dead = self.symbol_is_dead(k);
+                    if r.ty == R_MERCURY_UNUSED_CLEAR64 {
+                        if dead && in_bytes {
+                            put(&mut self.out[out].data, 0);
+                        }
+                        continue;
+                    }
+                    // (in debug sections, entries about a replaced definition go with it)
+                    if dead || in_bytes && target.flags & SHF_ALLOC == 0 && self.is_replaced(k) {
+                        continue;
+                    }
+                    let (mut value, _, resolvable) = self.link_value(k);
+                    if ms.ty == STT_SECTION
+                        && let Some(&(_, p)) = placed.get(&(i, ms.shndx as usize))
+                    {
+                        value = p;
+                    }
+                    if resolvable {
+                        if r.ty == R_MERCURY_ABS64 && in_bytes {
+                            let v = (value as i64).wrapping_add(r.addend) as u64;
+                            put(&mut self.out[out].data, v);
+                        }
+                        continue;
+                    }
+                    let Some(sym) = merc_out(self, i, r.sym as usize) else {
+                        return Err(Error::fatal(format!(
+                            "'{}': Mercury relocation {:#x} at offset {:#x} of '{}' refers to symbol '{}', which is not in the output",
+                            c.origin, r.ty, r.offset, target.name, ms.name
+                        )));
+                    };
+                    let mut addend = r.addend;
+                    if ms.ty == STT_SECTION
+                        && let Some(&(_, p)) = placed.get(&(i, ms.shndx as usize))
+                    {
+                        addend += p as i64;
+                    }
+                    let li = *list_of.entry(out).or_insert_with(|| {
+                        lists.push((out, Vec::new()));
+                        lists.len() - 1
+                    });
+                    lists[li].1.push((at, sym, rewritten(r.ty), addend));
+                }
+            }
+        }
+        for (out, mut list) in lists {
+            // a function whose SASS relocations were all applied keeps an empty SASS
+            // relocation section when its capsule has some
+            if let Some(&(t, _, _)) = text_of.iter().find(|x| view_of.get(&x.0) == Some(&out))
+                && !self.kept_relocs.iter().any(|k| k.0 == t)
+            {
+                self.kept_relocs.push((t, true, Vec::new()));
+            }
+            list.reverse();
+            let target = sass_name(&self.out[out].name).unwrap_or("").to_string();
+            let mut o = new(
+                &format!(".nv.merc.rela{target}"),
+                ".nv.merc.rela",
+                SHT_MERC_RELA,
+            );
+            o.link = Ref::Section(symtab);
+            o.info = Ref::Section(out);
+            o.align = 8;
+            o.entsize = 24;
+            for (off, sym, ty, addend) in list {
+                o.data.extend_from_slice(&off.to_le_bytes());
+                o.data
+                    .extend_from_slice(&((sym as u64) << 32 | ty as u64).to_le_bytes());
+                o.data.extend_from_slice(&addend.to_le_bytes());
+            }
+            self.new_section(o, false);
+        }
+
+        // `.nv.info`, per-function records, call graph and prototypes over the Mercury
+        // symbols
+        let remap = |o: u32| -> u32 {
+            o.checked_sub(1)
+                .and_then(|o| merc_index.get(o as usize).copied().flatten())
+                .unwrap_or(0)
+        };
+        // (the SASS `.nv.info` sections: global first, then per function)
+        let sass: Vec<(Ref, String, Vec<u8>)> = self
+            .out
+            .iter()
+            .filter(|s| s.ty == SHT_CUDA_INFO)
+            .map(|s| (s.info, s.name.clone(), s.data.clone()))
+            .collect();
+        let props: HashMap<usize, (u32, u32, u32)> = (0..self.funcs.len())
+            .filter(|&f| self.live[f] && self.funcs[f].entry)
+            .map(|f| (f, self.propagated(f)))
+            .collect();
+        if let Some((_, name, data)) = sass.iter().find(|s| s.1 == ".nv.info")
+            && proto.contains_key(".nv.merc.nv.info")
+        {
+            let mut recs = info::parse(data, "the merged image", name, 0)?;
+            for r in recs.iter_mut().filter(|r| r.has_symbol()) {
+                let v = remap(r.payload.u32_at(0).unwrap_or(0));
+                r.payload[..4].copy_from_slice(&v.to_le_bytes());
+            }
+            let mut o = new(".nv.merc.nv.info", ".nv.merc.nv.info", SHT_MERC_INFO);
+            o.link = Ref::Section(symtab);
+            o.data = info::encode_all(&recs);
+            self.new_section(o, false);
+        }
+        for &(n, id) in &tables {
+            let callgraph = self.out[n].ty == SHT_CUDA_CALLGRAPH;
+            let mut data = Vec::with_capacity(self.out[n].data.len());
+            let mut group = 0;
+            for e in self.out[n].data.chunks_exact(8) {
+                let a = e.u32_at(0).unwrap_or(0);
+                let b = e.u32_at(4).unwrap_or(0);
+                if callgraph && a == 0 && (-4..=-1).contains(&(b as i32)) {
+                    group = -(b as i32);
+                    data.extend_from_slice(e);
+                    continue;
+                }
+                let b = if callgraph && (group == 1 || group == 4) {
+                    remap(b)
+                } else {
+                    b
+                };
+                data.extend_from_slice(&remap(a).to_le_bytes());
+                data.extend_from_slice(&b.to_le_bytes());
+            }
+            self.out[id].data = data;
+        }
+        // per-function records, in the order of the SASS ones
+        for (info_ref, sname, _) in sass.iter().filter(|s| s.1 != ".nv.info") {
+            let Ref::Section(t) = *info_ref else { continue };
+            let Some(&(_, i, text)) = text_of.iter().find(|x| x.0 == t) else {
+                continue;
+            };
+            let Some(&cap) = view_of.get(&t) else {
+                continue;
+            };
+            let c = &self.inputs[i].cubin;
+            let name = format!(".nv.merc{sname}");
+            let Some(ms) = c
+                .sections
+                .iter()
+                .find(|m| m.ty == SHT_MERC_INFO && m.name == name)
+            else {
+                continue;
+            };
+            let f = self.func_of_text[&(i, text)];
+            let mut recs = Vec::new();
+            for mut r in info::parse(c.bytes(ms), &c.origin, &ms.name, ms.offset)? {
+                if r.attr == info::EXTERNS {
+                    continue;
+                }
+                if r.has_symbol() {
+                    let k = r.payload.u32_at(0).unwrap_or(0) as usize;
+                    let v = merc_out(self, i, k).unwrap_or(0);
+                    r.payload[..4].copy_from_slice(&v.to_le_bytes());
+                }
+                recs.push(r);
+            }
+            recs.reverse();
+            if self.funcs[f].entry {
+                kernel_records(&mut recs, props[&f]);
+            }
+            let mut o = new(&name, ".nv.merc.nv.info.", SHT_MERC_INFO);
+            o.flags |= SHF_INFO_LINK;
+            o.link = Ref::Section(symtab);
+            o.info = Ref::Section(cap);
+            o.data = info::encode_all(&recs);
+            self.new_section(o, false);
+        }
+        self.merc_symbols = Some((symtab, msyms));
+        Ok(())
+    }
+}
+
+/// A kernel's records once its call tree is known: `CRS_STACK_SIZE` unknown when the
+/// tree recurses, the barrier count raised to the tree's (added when missing).
+pub(super) fn kernel_records(recs: &mut Vec<Record>, (_, stack, barriers): (u32, u32, u32)) {
+    if stack == UNKNOWN_STACK {
+        for r in recs.iter_mut().filter(|r| r.attr == info::CRS_STACK_SIZE) {
+            r.payload = UNKNOWN_STACK.to_le_bytes().to_vec();
+        }
+    }
+    if barriers > 0 {
+        match recs.iter_mut().find(|r| r.attr == info::NUM_BARRIERS) {
+            Some(r) => r.value = barriers as u16,
+            None => recs.push(Record {
+                format: info::FMT_BVAL,
+                attr: info::NUM_BARRIERS,
+                value: barriers as u16,
+                payload: Vec::new(),
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn section_names_map_to_their_sass_counterparts() {
+        assert_eq!(sass_name(".nv.capmerc.text._Z3bari"), Some(".text._Z3bari"));
+        assert_eq!(
+            sass_name(".nv.merc.nv.constant.user"),
+            Some(".nv.constant3")
+        );
+        assert_eq!(
+            stripped(".nv.merc.nv.constant.user"),
+            Some(".nv.constant.user")
+        );
+        assert_eq!(sass_name(".nv.merc.debug_frame"), Some(".debug_frame"));
+        assert_eq!(sass_name(".text.x"), None);
+        assert_eq!(rewritten(R_MERCURY_UNIFIED32_HI), R_MERCURY_ABS32_HI);
+    }
+
+    #[test]
+    fn frame_entries_parse_and_refuse_bad_lengths() {
+        // a 64-bit CIE (length 0x0c) then a 32-bit FDE (length 8)
+        let mut d = vec![0xFF; 4];
+        d.extend_from_slice(&0x0Cu64.to_le_bytes());
+        d.extend_from_slice(&u64::MAX.to_le_bytes());
+        d.extend_from_slice(&[0; 4]);
+        d.extend_from_slice(&8u32.to_le_bytes());
+        d.extend_from_slice(&0u32.to_le_bytes());
+        d.extend_from_slice(&[0; 4]);
+        assert_eq!(
+            frame_entries(&d),
+            Some(vec![(0, 24, true), (24, 36, false)])
+        );
+        let mut bad = d.clone();
+        bad[4] = 0xF0; // a length past the end
+        assert_eq!(frame_entries(&bad), None);
+        assert_eq!(frame_entries(&d[..30]), None);
+    }
+}
