@@ -260,9 +260,10 @@ impl Merger<'_> {
 
     /// Builds the capsule-Mercury half of the image (see the module comment).
     pub(super) fn mercury(&mut self) -> Result<()> {
-        if !self.has_mercury() || self.opts.relocatable {
+        if !self.has_mercury() {
             return Ok(());
         }
+        let exec = !self.opts.relocatable;
         let views: Vec<View> = self.inputs.iter().map(|i| View::of(&i.cubin)).collect();
         // flags, alignment and type of each Mercury section kind, from the first input
         // that has it
@@ -516,14 +517,15 @@ impl Merger<'_> {
                         }
                     };
                     let dead = self.symbol_is_dead(k);
-                    if r.ty == R_MERCURY_UNUSED_CLEAR64 {
+                    // (in debug sections, entries about a replaced definition go with it)
+                    let loser = in_bytes && target.flags & SHF_ALLOC == 0 && self.is_replaced(k);
+                    if r.ty == R_MERCURY_UNUSED_CLEAR64 && (exec || dead || loser) {
                         if dead && in_bytes {
                             put(&mut self.out[out].data, 0);
                         }
                         continue;
                     }
-                    // (in debug sections, entries about a replaced definition go with it)
-                    if dead || in_bytes && target.flags & SHF_ALLOC == 0 && self.is_replaced(k) {
+                    if dead || loser {
                         continue;
                     }
                     let (mut value, _, resolvable) = self.link_value(k);
@@ -532,7 +534,10 @@ impl Merger<'_> {
                     {
                         value = p;
                     }
-                    if resolvable {
+                    // (a relocatable output keeps what the final link resolves, but for
+                    // the debug sections' references to themselves)
+                    let self_ref = ms.ty == STT_SECTION && !exec && in_bytes;
+                    if resolvable && (exec || self_ref) {
                         if r.ty == R_MERCURY_ABS64 && in_bytes {
                             let v = (value as i64).wrapping_add(r.addend) as u64;
                             put(&mut self.out[out].data, v);
@@ -555,7 +560,8 @@ impl Merger<'_> {
                         lists.push((out, Vec::new()));
                         lists.len() - 1
                     });
-                    lists[li].1.push((at, sym, rewritten(r.ty), addend));
+                    let ty = if exec { rewritten(r.ty) } else { r.ty };
+                    lists[li].1.push((at, sym, ty, addend));
                 }
             }
         }
@@ -672,7 +678,7 @@ impl Merger<'_> {
                 recs.push(r);
             }
             recs.reverse();
-            if self.funcs[f].entry {
+            if exec && self.funcs[f].entry {
                 kernel_records(&mut recs, props[&f]);
             }
             let mut o = new(&name, ".nv.merc.nv.info.", SHT_MERC_INFO);

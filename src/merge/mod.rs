@@ -171,9 +171,6 @@ impl Parsed {
 
 pub fn link(inputs: &[Input], opts: &MergeOptions, diag: &Diagnostics) -> Result<Image> {
     use rayon::prelude::*;
-    if opts.relocatable {
-        refuse_mercury(inputs)?;
-    }
     let parsed: Vec<Parsed> = inputs.par_iter().map(|i| Parsed::of(&i.cubin)).collect();
     let mut m = Merger::new(inputs, &parsed, opts, diag);
     m.resolve()?;
@@ -194,27 +191,6 @@ pub fn link(inputs: &[Input], opts: &MergeOptions, diag: &Diagnostics) -> Result
         m.dump_callgraph()?;
     }
     Ok(m.finish())
-}
-
-/// The capsule-Mercury sections of sm_100 and newer (`.nv.merc.*`, `.nv.capmerc.*`) are
-/// merged for executables (`mercury`) but not yet for `-r`; a relocatable output without
-/// them is one nvlink cannot link again (it crashes on it), so `-r` refuses such inputs
-/// rather than write a file that loses them.
-fn refuse_mercury(inputs: &[Input]) -> Result<()> {
-    for input in inputs {
-        let c = &input.cubin;
-        if let Some(s) = c
-            .sections
-            .iter()
-            .find(|s| s.name.starts_with(".nv.merc.") || s.name.starts_with(".nv.capmerc."))
-        {
-            return Err(Error::fatal(format!(
-                "'{}': -r with capsule Mercury sections (here '{}', sm_100 and newer) is not supported by this nvlinkrs yet; link it without -r, or use nvlink for the relocatable step",
-                c.origin, s.name
-            )));
-        }
-    }
-    Ok(())
 }
 
 struct Merger<'a> {
@@ -1455,9 +1431,7 @@ impl<'a> Merger<'a> {
             // sm_100+: only the records the Mercury copy also has are reversed; the
             // SASS-only ones follow in their order
             let mut tail = Vec::new();
-            if self.mercury_layout
-                && let Some(attrs) = self.merc_info_attrs(i, &s.name)
-            {
+            if let Some(attrs) = self.merc_info_attrs(i, &s.name) {
                 let (head, rest): (Vec<Record>, Vec<Record>) =
                     recs.into_iter().partition(|r| attrs.contains(&r.attr));
                 recs = head;
