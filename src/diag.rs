@@ -205,6 +205,29 @@ impl Diagnostics {
         }
     }
 
+    /// Several warnings at once, printed with one write (a link may have thousands).
+    pub fn warnings(&self, messages: &[String]) {
+        if self.warnings_as_errors {
+            messages.iter().for_each(|m| self.emit(Level::Error, m));
+            return;
+        }
+        if self.disable_warnings || messages.is_empty() {
+            return;
+        }
+        if self.print {
+            let mut text = String::new();
+            for m in messages {
+                text.push_str(&self.format(Level::Warning, m));
+                text.push('\n');
+            }
+            use std::io::Write;
+            let _ = std::io::stderr().lock().write_all(text.as_bytes());
+        }
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.printed
+            .extend(messages.iter().map(|m| (Level::Warning, m.clone())));
+    }
+
     pub fn error(&self, message: &str) {
         self.emit(Level::Error, message);
     }

@@ -43,6 +43,8 @@ pub struct Timings {
     pub partial_lto: Vec<String>,
     /// The option consensus across LTO modules, one line per agreed option.
     pub consensus: Vec<String>,
+    /// The merge's steps (`merge::link_with_steps`).
+    pub merge_steps: Vec<merge::Step>,
 }
 
 impl Timings {
@@ -120,6 +122,11 @@ fn report(
     let doc = serde_json::json!({
         "output": req.output.display().to_string(),
         "stages": stages,
+        "merge_steps": timings
+            .merge_steps
+            .iter()
+            .map(|(name, d)| serde_json::json!({"step": name, "ms": d.as_secs_f64() * 1000.0}))
+            .collect::<Vec<_>>(),
         "partial_lto_because_of": timings.partial_lto,
         "consensus": timings.consensus,
         // the most jobs each pool ran at once (threads of this process, within make's
@@ -162,7 +169,9 @@ fn link_phases(
     let inputs = timings.phase("assemble", || objects(req, units, lto_cubins, cache))?;
     let mut options = merge_options(req);
     options.kernels = kernel_filter(req, &hosts);
-    let image = timings.phase("merge", || merge::link(&inputs, &options, diag))?;
+    let (image, steps) =
+        timings.phase("merge", || merge::link_with_steps(&inputs, &options, diag))?;
+    timings.merge_steps = steps;
     diag.check()?;
     timings.phase("write", || {
         output::write_atomic_with(&req.output, |w| elf::write::write_to(image, w))

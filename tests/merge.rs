@@ -668,3 +668,54 @@ fn nvcc_drop_in() {
         );
     }
 }
+
+/// `--report-json` explains a merge: the wall time of each step, in order, within the
+/// merge stage's.
+#[test]
+fn report_lists_merge_steps() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("r.json");
+    let st = Command::new(nvlinkrs())
+        .arg("-arch=sm_100")
+        .args(args(&["a_100.cubin", "b_100.cubin"]))
+        .arg("-o")
+        .arg(dir.path().join("o.cubin"))
+        .arg(format!("--report-json={}", report.display()))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let steps = doc["merge_steps"].as_array().unwrap();
+    let names: Vec<&str> = steps.iter().map(|s| s["step"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "parse",
+            "resolve",
+            "functions",
+            "undefined",
+            "sections",
+            "shared",
+            "symbols",
+            "relocations",
+            "info",
+            "callgraph",
+            "mercury",
+            "finish"
+        ]
+    );
+    let sum: f64 = steps.iter().map(|s| s["ms"].as_f64().unwrap()).sum();
+    let merge = doc["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["stage"] == "merge")
+        .unwrap()["ms"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        sum > 0.0 && sum <= merge,
+        "steps {sum} ms, merge {merge} ms"
+    );
+}

@@ -170,27 +170,97 @@ impl Parsed {
 }
 
 pub fn link(inputs: &[Input], opts: &MergeOptions, diag: &Diagnostics) -> Result<Image> {
+    link_with_steps(inputs, opts, diag).map(|(image, _)| image)
+}
+
+/// One step of the merge and its wall time (what `--report-json` lists as
+/// `merge_steps`).
+pub type Step = (&'static str, std::time::Duration);
+
+/// `link`, with the time each step took.
+pub fn link_with_steps(
+    inputs: &[Input],
+    opts: &MergeOptions,
+    diag: &Diagnostics,
+) -> Result<(Image, Vec<Step>)> {
     use rayon::prelude::*;
+    let mut steps = Vec::new();
+    let mut t = std::time::Instant::now();
+    let mut lap = |name: &'static str| {
+        steps.push((name, t.elapsed()));
+        t = std::time::Instant::now();
+    };
     let parsed: Vec<Parsed> = inputs.par_iter().map(|i| Parsed::of(&i.cubin)).collect();
+    lap("parse");
     let mut m = Merger::new(inputs, &parsed, opts, diag);
     m.resolve()?;
     m.settle();
+    lap("resolve");
     m.functions()?;
     m.reach();
+    lap("functions");
     m.undefined()?;
+    lap("undefined");
     m.notes();
     m.sections()?;
+    lap("sections");
     m.shared();
+    lap("shared");
     m.tables();
     m.symbols();
+    lap("symbols");
     m.relocations()?;
+    lap("relocations");
     m.info()?;
+    lap("info");
     m.callgraph()?;
-    m.mercury()?;
     if opts.dump_callgraph {
         m.dump_callgraph()?;
     }
-    Ok(m.finish())
+    lap("callgraph");
+    m.mercury()?;
+    lap("mercury");
+    let image = m.finish();
+    lap("finish");
+    Ok((image, steps))
+}
+
+/// A relocation resolved at link time: patched into its output section.
+#[derive(Clone, Copy)]
+struct Patch {
+    at: u64,
+    ty: u32,
+    value: u64,
+    bank: u32,
+    clear: bool,
+}
+
+/// A relocation kept in the output: (offset, symbol, type, addend).
+type RelocEntry = (u64, u32, u32, i64);
+
+/// What becomes of one input's relocations (`Merger::plan_relocations`), per relocation
+/// section and in order: the patches to make in an output section, and the entries to
+/// keep in the relocation section of (output section, RELA?).
+#[derive(Default)]
+struct RelocPlan {
+    patches: Vec<(usize, Vec<Patch>)>,
+    kept: Vec<((usize, bool), Vec<RelocEntry>)>,
+}
+
+/// What the relocations against one input symbol need to know of it.
+#[derive(Clone, Copy)]
+struct SymFacts {
+    /// Its function (or function's section) was removed.
+    dead: bool,
+    /// A global definition another input's replaced.
+    replaced: bool,
+    /// `Merger::link_value`.
+    value: (u64, u32, bool),
+    out_index: Option<usize>,
+    /// A section symbol of a non-alloc section.
+    in_nonalloc_section: bool,
+    /// For a section symbol: where its piece went in the output section.
+    section_piece: Option<u64>,
 }
 
 struct Merger<'a> {
@@ -1110,122 +1180,40 @@ impl<'a> Merger<'a> {
     // ---- relocations ----------------------------------------------------------------
 
     fn relocations(&mut self) -> Result<()> {
-        let exec = !self.opts.relocatable;
+        use rayon::prelude::*;
+        // decided per input in parallel (reading only), then gathered in input order
+        let plans: Vec<Result<RelocPlan>> = (0..self.inputs.len())
+            .into_par_iter()
+            .map(|i| self.plan_relocations(i))
+            .collect();
         // (output section, rela?) → entries in merge order
-        let mut lists: Vec<((usize, bool), Vec<(u64, u32, u32, i64)>)> = Vec::new();
+        let mut lists: Vec<((usize, bool), Vec<RelocEntry>)> = Vec::new();
         let mut index: HashMap<(usize, bool), usize> = HashMap::default();
-        for i in 0..self.inputs.len() {
-            let c = &self.inputs[i].cubin;
-            for (ri, rs) in c.sections.iter().enumerate() {
-                if !matches!(rs.ty, SHT_RELA | SHT_REL) || rs.name.starts_with(".nv.merc.") {
-                    continue;
-                }
-                let Some(&(out_id, piece)) = self.placed.get(&(i, rs.info as usize)) else {
-                    continue;
-                };
-                let target_name = c
-                    .sections
-                    .get(rs.info as usize)
-                    .map(|s| s.name.clone())
-                    .unwrap_or_default();
-                let target_nonalloc = c
-                    .sections
-                    .get(rs.info as usize)
-                    .is_some_and(|t| t.flags & SHF_ALLOC == 0);
-                let frame = self.frames.get(&(i, rs.info as usize));
-                for r in self.relocs(i, ri)? {
-                    let k = (i, r.sym as usize);
-                    let sym = self.sym(k);
-                    let mut at = piece + r.offset;
-                    if let Some(f) = frame {
-                        // a pruned `.debug_frame`: entries moved or gone, CIE pointers
-                        // already written
-                        match f.moved(r.offset) {
-                            Some(o) if sym.ty != STT_SECTION => at = piece + o,
-                            _ => continue,
-                        }
+        let mut patches: Vec<Vec<Vec<Patch>>> = vec![Vec::new(); self.out.len()];
+        for plan in plans {
+            let plan = plan?;
+            for (out, group) in plan.patches {
+                patches[out].push(group);
+            }
+            for (key, entries) in plan.kept {
+                match index.get(&key) {
+                    Some(&li) => lists[li].1.extend(entries),
+                    None => {
+                        index.insert(key, lists.len());
+                        lists.push((key, entries));
                     }
-                    let bad = || {
-                        Error::fatal(format!(
-                            "'{}': relocation {} against '{}' at offset {:#x} of '{}' is past the end of the section",
-                            c.origin,
-                            reloc::name(r.ty),
-                            sym.name,
-                            r.offset,
-                            target_name
-                        ))
-                    };
-                    if r.offset
-                        .checked_add(reloc::extent(r.ty))
-                        .is_none_or(|e| e > c.sections[rs.info as usize].size)
-                    {
-                        return Err(bad());
-                    }
-                    if (r.ty == reloc::R_CUDA_YIELD_OPCODE9_0
-                        || r.ty == reloc::R_CUDA_YIELD_CLEAR_PRED4_87)
-                        && exec
-                    {
-                        continue;
-                    }
-                    // In debug sections, entries about a definition another input's
-                    // replaced go with it.
-                    let loser = target_nonalloc && self.is_replaced(k);
-                    if r.ty == reloc::R_CUDA_UNUSED_CLEAR32 || r.ty == reloc::R_CUDA_UNUSED_CLEAR64
-                    {
-                        let dead = self.symbol_is_dead(k);
-                        if exec || dead || loser {
-                            if dead {
-                                reloc::apply(&mut self.out[out_id].data, at, r.ty, 0, 0, true)?;
-                            }
-                            continue;
-                        }
-                    }
-                    if loser || self.symbol_is_dead(k) {
-                        continue;
-                    }
-                    // link-time value: section offset of the target
-                    let (value, bank, resolvable_here) = self.link_value(k);
-                    let target_section_nonalloc = sym.ty == STT_SECTION
-                        && c.sections
-                            .get(sym.shndx as usize)
-                            .is_some_and(|s| s.flags & SHF_ALLOC == 0);
-                    let apply_now = resolvable_here
-                        && (exec || target_section_nonalloc)
-                        && reloc::resolvable(r.ty);
-                    if apply_now {
-                        let v = (value as i64).wrapping_add(r.addend) as u64;
-                        reloc::apply(&mut self.out[out_id].data, at, r.ty, v, bank, false)?;
-                        continue;
-                    }
-                    let Some(sym_index) = self.out_index(k) else {
-                        if is_table_symbol(&sym.name) {
-                            continue;
-                        }
-                        return Err(Error::fatal(format!(
-                            "'{}': relocation {} at offset {:#x} of '{}' refers to symbol '{}', which is not in the output",
-                            c.origin,
-                            reloc::name(r.ty),
-                            r.offset,
-                            target_name,
-                            sym.name
-                        )));
-                    };
-                    let mut addend = r.addend;
-                    if sym.ty == STT_SECTION
-                        && let Some(&(_, p)) = self.placed.get(&(i, sym.shndx as usize))
-                    {
-                        addend += p as i64;
-                    }
-                    let ty = if exec { reloc::rewritten(r.ty) } else { r.ty };
-                    let key = (out_id, rs.ty == SHT_RELA);
-                    let li = *index.entry(key).or_insert_with(|| {
-                        lists.push((key, Vec::new()));
-                        lists.len() - 1
-                    });
-                    lists[li].1.push((at, sym_index as u32 + 1, ty, addend));
                 }
             }
         }
+        // each output section patched on its own (in parallel), in input order
+        self.out
+            .par_iter_mut()
+            .zip(patches.into_par_iter())
+            .try_for_each(|(o, groups)| {
+                groups.iter().flatten().try_for_each(|p| {
+                    reloc::apply(&mut o.data, p.at, p.ty, p.value, p.bank, p.clear)
+                })
+            })?;
         for ((out_id, rela), mut list) in lists {
             list.reverse();
             let mut data = Vec::with_capacity(list.len() * 24);
@@ -1239,6 +1227,136 @@ impl<'a> Merger<'a> {
             self.kept_relocs.push((out_id, rela, data));
         }
         Ok(())
+    }
+
+    /// What becomes of input `i`'s relocations: patched into the image now, or kept for
+    /// the driver (or the next link), in order. What a relocation needs of its symbol is
+    /// worked out once per symbol.
+    fn plan_relocations(&self, i: usize) -> Result<RelocPlan> {
+        let exec = !self.opts.relocatable;
+        let c = &self.inputs[i].cubin;
+        let mut facts: Vec<Option<SymFacts>> = vec![None; c.symbols.len()];
+        let mut plan = RelocPlan::default();
+        for (ri, rs) in c.sections.iter().enumerate() {
+            if !matches!(rs.ty, SHT_RELA | SHT_REL) {
+                continue;
+            }
+            let Some(&(out_id, piece)) = self.placed.get(&(i, rs.info as usize)) else {
+                continue;
+            };
+            let mut patches = Vec::new();
+            let mut kept = Vec::new();
+            let target = &c.sections[rs.info as usize];
+            let target_nonalloc = target.flags & SHF_ALLOC == 0;
+            let frame = self.frames.get(&(i, rs.info as usize));
+            for r in self.relocs(i, ri)? {
+                let k = (i, r.sym as usize);
+                let sym = self.sym(k);
+                let f = *facts[k.1].get_or_insert_with(|| self.sym_facts(k));
+                let mut at = piece + r.offset;
+                if let Some(f) = frame {
+                    // a pruned `.debug_frame`: entries moved or gone, CIE pointers
+                    // already written
+                    match f.moved(r.offset) {
+                        Some(o) if sym.ty != STT_SECTION => at = piece + o,
+                        _ => continue,
+                    }
+                }
+                if r.offset
+                    .checked_add(reloc::extent(r.ty))
+                    .is_none_or(|e| e > target.size)
+                {
+                    return Err(Error::fatal(format!(
+                        "'{}': relocation {} against '{}' at offset {:#x} of '{}' is past the end of the section",
+                        c.origin,
+                        reloc::name(r.ty),
+                        sym.name,
+                        r.offset,
+                        target.name
+                    )));
+                }
+                if (r.ty == reloc::R_CUDA_YIELD_OPCODE9_0
+                    || r.ty == reloc::R_CUDA_YIELD_CLEAR_PRED4_87)
+                    && exec
+                {
+                    continue;
+                }
+                // In debug sections, entries about a definition another input's
+                // replaced go with it.
+                let loser = target_nonalloc && f.replaced;
+                if (r.ty == reloc::R_CUDA_UNUSED_CLEAR32 || r.ty == reloc::R_CUDA_UNUSED_CLEAR64)
+                    && (exec || f.dead || loser)
+                {
+                    if f.dead {
+                        patches.push(Patch {
+                            at,
+                            ty: r.ty,
+                            value: 0,
+                            bank: 0,
+                            clear: true,
+                        });
+                    }
+                    continue;
+                }
+                if loser || f.dead {
+                    continue;
+                }
+                // link-time value: section offset of the target
+                let (value, bank, resolvable_here) = f.value;
+                let apply_now =
+                    resolvable_here && (exec || f.in_nonalloc_section) && reloc::resolvable(r.ty);
+                if apply_now {
+                    patches.push(Patch {
+                        at,
+                        ty: r.ty,
+                        value: (value as i64).wrapping_add(r.addend) as u64,
+                        bank,
+                        clear: false,
+                    });
+                    continue;
+                }
+                let Some(sym_index) = f.out_index else {
+                    if is_table_symbol(&sym.name) {
+                        continue;
+                    }
+                    return Err(Error::fatal(format!(
+                        "'{}': relocation {} at offset {:#x} of '{}' refers to symbol '{}', which is not in the output",
+                        c.origin,
+                        reloc::name(r.ty),
+                        r.offset,
+                        target.name,
+                        sym.name
+                    )));
+                };
+                let addend = r.addend + f.section_piece.unwrap_or(0) as i64;
+                let ty = if exec { reloc::rewritten(r.ty) } else { r.ty };
+                kept.push((at, sym_index as u32 + 1, ty, addend));
+            }
+            if !patches.is_empty() {
+                plan.patches.push((out_id, patches));
+            }
+            if !kept.is_empty() {
+                plan.kept.push(((out_id, rs.ty == SHT_RELA), kept));
+            }
+        }
+        Ok(plan)
+    }
+
+    /// What relocations need to know of a symbol.
+    fn sym_facts(&self, k: SymKey) -> SymFacts {
+        let sym = self.sym(k);
+        let c = &self.inputs[k.0].cubin;
+        let section = (sym.ty == STT_SECTION).then_some(sym.shndx as usize);
+        SymFacts {
+            dead: self.symbol_is_dead(k),
+            replaced: self.is_replaced(k),
+            value: self.link_value(k),
+            out_index: self.out_index(k),
+            in_nonalloc_section: section
+                .and_then(|s| c.sections.get(s))
+                .is_some_and(|s| s.flags & SHF_ALLOC == 0),
+            section_piece: section.and_then(|s| self.placed.get(&(k.0, s)).map(|p| p.1)),
+        }
     }
 
     /// Whether the symbol is a global definition another input's definition replaced.
@@ -1364,19 +1482,21 @@ impl<'a> Merger<'a> {
             } else {
                 (Vec::new(), Vec::new())
             };
+            let mut warnings = Vec::new();
             for (f, calls) in edges.iter().enumerate() {
                 if !(self.live[f] && self.funcs[f].entry) {
                     continue;
                 }
                 for &g in calls {
                     if cyclic[g] {
-                        self.diag.warning(&format!(
+                        warnings.push(format!(
                             "Stack size for entry function '{}' cannot be statically determined",
                             self.sym(self.funcs[f].key).name
                         ));
                     }
                 }
             }
+            self.diag.warnings(&warnings);
             for f in 0..self.funcs.len() {
                 if !self.live[f] || !self.funcs[f].entry {
                     continue;
