@@ -175,6 +175,17 @@ fn links_equivalent_to_nvlink() {
             args(&["-arch=sm_90", &saxpy, &scale, &lib, "-lcudadevrt"]),
         ),
         (
+            "example objects sm_100, one without device code",
+            args(&[
+                "-arch=sm_100",
+                "main_100.o",
+                "saxpy_100.o",
+                "scale_100.o",
+                &lib,
+                "-lcudadevrt",
+            ]),
+        ),
+        (
             "archive",
             args(&[
                 "-arch=sm_90",

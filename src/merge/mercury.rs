@@ -353,7 +353,10 @@ impl Merger<'_> {
                     continue;
                 }
                 let sass = view.sass_of.get(&si).copied();
-                let shared = sass.filter(|&n| c.sections[n].offset == s.offset && s.has_bytes());
+                // (the views are the loaded data: constant bank and initialised data)
+                let shared = sass.filter(|&n| {
+                    s.flags & SHF_ALLOC != 0 && c.sections[n].offset == s.offset && s.has_bytes()
+                });
                 if let Some(n) = shared {
                     // a view: same bytes as the SASS section, wherever that went
                     let Some(&(out, at)) = self.placed.get(&(i, n)) else {
