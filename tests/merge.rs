@@ -578,8 +578,11 @@ fn nvcc_drop_in() {
         std::env::var("PATH").unwrap_or_default()
     );
     let sources = ["main.cu", "saxpy.cu", "scale.cu"];
-    for lto in [false, true] {
-        let work = dir.path().join(if lto { "lto" } else { "rdc" });
+    // -rdc at sm_90 and, with capsule Mercury, sm_100; -rdc -dlto at sm_90
+    for (lto, arch) in [(false, "sm_90"), (true, "sm_90"), (false, "sm_100")] {
+        let work = dir
+            .path()
+            .join(format!("{}_{arch}", if lto { "lto" } else { "rdc" }));
         std::fs::create_dir(&work).unwrap();
         let mode: &[&str] = if lto {
             &["-rdc=true", "-dlto"]
@@ -590,7 +593,7 @@ fn nvcc_drop_in() {
             let r = Command::new(bin.join("nvcc"))
                 .current_dir(&work)
                 .env("PATH", &path)
-                .arg("-arch=sm_90")
+                .arg(format!("-arch={arch}"))
                 .args(mode)
                 .args(extra)
                 .output()
@@ -670,7 +673,7 @@ fn nvcc_drop_in() {
         assert_eq!(
             images.len(),
             1,
-            "one sm_90 image in the executable: {images:?}"
+            "one {arch} image in the executable: {images:?}"
         );
         let embedded = std::fs::read(&images[0]).unwrap();
         assert!(
