@@ -193,9 +193,16 @@ fn merge_options(req: &LinkRequest) -> merge::MergeOptions {
     merge::MergeOptions {
         target: Some(req.target),
         relocatable: req.relocatable,
+        debug: req.debug,
         disable_smem_reservation: req.disable_smem_reservation,
         allow_undefined_globals: req.allow_undefined_globals,
         note_command_line: note_command_line(req),
+        note_output: req.debug.then(|| {
+            req.output
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        }),
         dump_callgraph: req.dump_callgraph.is_some(),
         kernels: None,
     }
@@ -232,7 +239,25 @@ fn host_tables_apply(req: &LinkRequest, hosts: &[lto::pool::HostInfo]) -> bool {
 /// libraries and library paths, `-kernels-used`, `-variables-used`, `-cpu-arch` (input
 /// and output files are not recorded).
 fn note_command_line(req: &LinkRequest) -> String {
-    let mut s = format!("-arch {} ", req.target);
+    let base = |p: &std::path::Path| {
+        p.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
+    // a debug link records its inputs and output too (file names only)
+    let mut s = match req.debug {
+        true => format!(
+            "{} -o {} -g  ",
+            req.inputs
+                .iter()
+                .map(|p| base(p))
+                .collect::<Vec<_>>()
+                .join(","),
+            base(&req.output)
+        ),
+        false => String::new(),
+    };
+    s += &format!("-arch {} ", req.target);
     if let Some(m) = &req.machine {
         s += &format!("-m {m} ");
     }
@@ -253,6 +278,10 @@ fn note_command_line(req: &LinkRequest) -> String {
     }
     if !req.variables_used.is_empty() {
         s += &format!("-variables-used {} ", req.variables_used.join(","));
+    }
+    // (a debug link records --register-link-binaries, under an empty option name)
+    if let (true, Some(r)) = (req.debug, &req.register_link_binaries) {
+        s += &format!("- {} ", r.display());
     }
     if let Some(c) = &req.cpu_arch {
         s += &format!("-cpu-arch {c} ");

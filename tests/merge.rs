@@ -230,6 +230,31 @@ fn links_equivalent_to_nvlink() {
                 "b_100.cubin",
             ]),
         ),
+        // debug links keep every function and the shared variables' symbols (in their
+        // kernel's window, or .nv_debug.shared when several kernels hold them); the
+        // debug byte of e_flags counts the inputs with debug information
+        (
+            "-g link",
+            args(&["-g", "-arch=sm_90", "a_90.cubin", "b_90.cubin"]),
+        ),
+        (
+            "-g link, sm_75, global shared variables",
+            args(&["-g", "-arch=sm_75", "heavy_75.cubin", "caller_75.cubin"]),
+        ),
+        (
+            "-G inputs, -g link",
+            args(&["-g", "-arch=sm_90", "a_90_G.cubin", "b_90_G.cubin"]),
+        ),
+        (
+            "-lineinfo inputs beside plain ones",
+            args(&[
+                "-arch=sm_90",
+                "heavy_90_li.cubin",
+                "a_90.cubin",
+                "caller_90_li.cubin",
+                "b_90.cubin",
+            ]),
+        ),
         (
             "duplicate definitions",
             args(&["-arch=sm_90", "b_90.cubin", "dup.cubin"]),
@@ -578,16 +603,24 @@ fn nvcc_drop_in() {
         std::env::var("PATH").unwrap_or_default()
     );
     let sources = ["main.cu", "saxpy.cu", "scale.cu"];
-    // -rdc at sm_90 and, with capsule Mercury, sm_100; -rdc -dlto at sm_90
-    for (lto, arch) in [(false, "sm_90"), (true, "sm_90"), (false, "sm_100")] {
-        let work = dir
-            .path()
-            .join(format!("{}_{arch}", if lto { "lto" } else { "rdc" }));
+    // -rdc at sm_90 and, with capsule Mercury, sm_100; -rdc -dlto at sm_90; a -G
+    // (debug) build, whose device link is `nvlink -g`
+    for (lto, arch, debug) in [
+        (false, "sm_90", false),
+        (true, "sm_90", false),
+        (false, "sm_100", false),
+        (false, "sm_90", true),
+    ] {
+        let work = dir.path().join(format!(
+            "{}_{arch}{}",
+            if lto { "lto" } else { "rdc" },
+            if debug { "_G" } else { "" }
+        ));
         std::fs::create_dir(&work).unwrap();
-        let mode: &[&str] = if lto {
-            &["-rdc=true", "-dlto"]
-        } else {
-            &["-rdc=true"]
+        let mode: &[&str] = match (lto, debug) {
+            (true, _) => &["-rdc=true", "-dlto"],
+            (false, true) => &["-rdc=true", "-G"],
+            (false, false) => &["-rdc=true"],
         };
         let nvcc = |extra: &[&str]| {
             let r = Command::new(bin.join("nvcc"))
@@ -622,12 +655,19 @@ fn nvcc_drop_in() {
             .expect("-o in the nvlink line");
         words.drain(at..at + 2);
         words.retain(|w| !w.starts_with("--register-link-binaries"));
-        let link = |tool: &Path, out: &str, reg: &str| {
+        // each linker in a folder of its own, with the same relative names (a debug
+        // link's note records the output and --register-link-binaries as given)
+        let link = |tool: &Path, sub: &str| {
+            let here = work.join(sub);
+            std::fs::create_dir(&here).unwrap();
+            for o in ["main.o", "saxpy.o", "scale.o"] {
+                std::os::unix::fs::symlink(work.join(o), here.join(o)).unwrap();
+            }
             let r = Command::new(tool)
-                .current_dir(&work)
+                .current_dir(&here)
                 .args(&words)
-                .arg(format!("--register-link-binaries={reg}"))
-                .args(["-o", out])
+                .arg("--register-link-binaries=dlink.reg.c")
+                .args(["-o", "dlink.cubin"])
                 .output()
                 .unwrap();
             assert!(
@@ -637,12 +677,12 @@ fn nvcc_drop_in() {
                 String::from_utf8_lossy(&r.stderr)
             );
             (
-                std::fs::read(work.join(out)).unwrap(),
-                std::fs::read_to_string(work.join(reg)).unwrap(),
+                std::fs::read(here.join("dlink.cubin")).unwrap(),
+                std::fs::read_to_string(here.join("dlink.reg.c")).unwrap(),
             )
         };
-        let (ours, our_reg) = link(&nvlinkrs(), "ours.cubin", "ours.reg.c");
-        let (theirs, their_reg) = link(&cu.join("bin/nvlink"), "theirs.cubin", "theirs.reg.c");
+        let (ours, our_reg) = link(&nvlinkrs(), "ours");
+        let (theirs, their_reg) = link(&cu.join("bin/nvlink"), "theirs");
         assert_eq!(our_reg, their_reg, "register-link-binaries (lto {lto})");
         let report = equiv::compare(&theirs, &ours).unwrap();
         assert!(
@@ -676,10 +716,19 @@ fn nvcc_drop_in() {
             "one {arch} image in the executable: {images:?}"
         );
         let embedded = std::fs::read(&images[0]).unwrap();
-        assert!(
-            embedded == ours,
-            "the executable embeds nvlinkrs' image (lto {lto})"
-        );
+        if debug {
+            // (its note names nvcc's temporary files where ours names dlink.*)
+            let d = equiv::compare(&embedded, &ours).unwrap().differences;
+            assert!(
+                d.iter().all(|d| d.starts_with("section .note.nv.tkinfo")),
+                "the executable embeds nvlinkrs' image (-G): {d:?}"
+            );
+        } else {
+            assert!(
+                embedded == ours,
+                "the executable embeds nvlinkrs' image (lto {lto})"
+            );
+        }
     }
 }
 

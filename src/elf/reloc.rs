@@ -173,6 +173,13 @@ pub fn resolvable(ty: u32) -> bool {
     })
 }
 
+/// Whether the type asks for the target's global (load) address (`G32`, `G64`).
+pub fn is_global_address(ty: u32) -> bool {
+    TABLE
+        .get(ty as usize)
+        .is_some_and(|(_, slots)| !slots.is_empty() && slots.iter().all(|&(_, _, op, _)| op == 0x2))
+}
+
 /// The number of bytes the fields of `ty` reach from the relocation offset.
 pub fn extent(ty: u32) -> u64 {
     TABLE

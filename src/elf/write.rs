@@ -222,11 +222,17 @@ pub fn write_to<W: Write + Seek>(mut img: Image, w: &mut W) -> std::io::Result<(
     // Section indices: 0 null, 1 .shstrtab, 2 .strtab, 3 .symtab, then the image's.
     let base = 4usize;
     let sec_index = |i: usize| (i + base) as u32;
-    // one past the last local (nvlink's sm_100+ symbol tables end with locals)
-    let locals_end = |syms: &[OutSymbol]| {
-        syms.iter()
-            .rposition(|s| s.bind == STB_LOCAL)
-            .map_or(1, |i| i as u32 + 2)
+    // nvlink's sh_info: the index of the first global, but the count when the table
+    // ends with section symbols (sm_100+ puts the parameter banks' last); the locals
+    // a debug link lists among the globals do not count
+    let locals_end = |syms: &[OutSymbol]| match syms.last() {
+        Some(l) if l.bind == STB_LOCAL && l.ty == STT_SECTION => syms.len() as u32 + 1,
+        _ => {
+            syms.iter()
+                .position(|s| s.bind != STB_LOCAL)
+                .unwrap_or(syms.len()) as u32
+                + 1
+        }
     };
     let symtab_info = locals_end(&img.symbols);
     let mut shstr = StrTab::new();

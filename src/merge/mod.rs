@@ -28,10 +28,14 @@ pub struct MergeOptions {
     pub target: Option<Arch>,
     /// `-r`: a relocatable output; nothing removed, weak undefined made global.
     pub relocatable: bool,
+    /// `-g`: debug links keep every function, reached or not.
+    pub debug: bool,
     pub disable_smem_reservation: bool,
     pub allow_undefined_globals: bool,
     /// The command line recorded in the linker's own `.note.nv.tkinfo` entry.
     pub note_command_line: String,
+    /// The output's file name, which a debug link's tool note records.
+    pub note_output: Option<String>,
     /// `-dump-callgraph` / `-dump-callgraph-no-demangle`.
     pub dump_callgraph: bool,
     /// The kernels to keep when the link is narrowed (host references or
@@ -300,6 +304,11 @@ struct Merger<'a> {
     mercury_layout: bool,
     /// The capsule-Mercury symbol table, built by `mercury`.
     merc_symbols: Option<(usize, Vec<OutSymbol>)>,
+    /// Debug links: the section each shared variable's symbol goes in (its one kernel's
+    /// window, or `.nv_debug.shared`).
+    shared_home: HashMap<SymKey, Option<usize>>,
+    /// The reservation at the start of each kernel's shared window (0x400 on sm_90+).
+    shared_reserve: u64,
     /// `.debug_frame` pieces that lost entries (sm_100+), by (input, section).
     frames: HashMap<(usize, usize), mercury::PrunedFrame>,
 }
@@ -340,6 +349,8 @@ impl<'a> Merger<'a> {
             mercury_layout: !opts.relocatable && opts.target.is_some_and(|t| t.sm >= 100),
             merc_symbols: None,
             frames: HashMap::default(),
+            shared_home: HashMap::default(),
+            shared_reserve: 0,
         }
     }
 
@@ -613,8 +624,9 @@ impl<'a> Merger<'a> {
 
     fn reach(&mut self) {
         let n = self.funcs.len();
-        self.live = vec![self.opts.relocatable; n];
-        if self.opts.relocatable {
+        let all = self.opts.relocatable || self.opts.debug;
+        self.live = vec![all; n];
+        if all {
             return;
         }
         let kept = |m: &Self, f: usize| {
@@ -1016,6 +1028,7 @@ impl<'a> Merger<'a> {
                 from.next_multiple_of(align(self, v)),
             );
         }
+        let mut window_of: Vec<Option<usize>> = vec![None; kernels.len()];
         for (ki, &f) in kernels.iter().enumerate() {
             let (Some(window), max_align) = win[ki] else {
                 continue;
@@ -1028,11 +1041,37 @@ impl<'a> Merger<'a> {
             if let Some(&(t, _)) = self.placed.get(&(i, self.funcs[f].text)) {
                 o.info = Ref::Section(t);
             }
-            self.new_section(o, true);
+            window_of[ki] = Some(self.new_section(o, true));
+        }
+        if self.opts.debug {
+            // a debug link keeps the shared variables' symbols: in the window of the one
+            // kernel that holds one, else in `.nv_debug.shared`
+            let mut debug_end = None;
+            for (&v, ks) in &held {
+                let Some(&o) = at.get(&v) else { continue };
+                let home = match ks.as_slice() {
+                    [k] => window_of[*k],
+                    _ => None,
+                };
+                if home.is_none() {
+                    debug_end = Some(debug_end.unwrap_or(0).max(o + size(self, v)));
+                }
+                self.shared_home.insert(v, home);
+            }
+            if let Some(end) = debug_end {
+                let mut o = OutSection::new(".nv_debug.shared", SHT_NOBITS, SHF_WRITE | SHF_ALLOC);
+                o.align = 4;
+                o.mem_size = end + reserve;
+                let id = self.new_section(o, true);
+                for home in self.shared_home.values_mut() {
+                    home.get_or_insert(id);
+                }
+            }
         }
         // (a live function no kernel reaches — its address is taken — still needs its
         // variables' offsets)
         self.shared_offset = at.into_iter().collect();
+        self.shared_reserve = reserve;
     }
 
     fn reachable_from(&self, f: usize) -> Vec<usize> {
@@ -1063,6 +1102,7 @@ impl<'a> Merger<'a> {
                 // shared variables are placed per kernel; `_param` marks the
                 // parameter bank on sm_7x/sm_8x
                 if exec && (sym.other & STO_SHARED != 0 || sym.name == "_param") {
+                    self.debug_shared_symbol((i, s));
                     continue;
                 }
                 if let Some(o) = self.out_symbol((i, s)) {
@@ -1076,7 +1116,12 @@ impl<'a> Merger<'a> {
             let g = &self.globals[name];
             let k = g.def.unwrap_or(g.first);
             let s = self.sym(k);
-            if exec && (is_table_symbol(name) || s.other & STO_SHARED != 0 && s.ty != STT_FUNC) {
+            if exec && s.other & STO_SHARED != 0 && s.ty != STT_FUNC {
+                // (a debug link lists it, as a local, where nvlink does: in global order)
+                self.debug_shared_symbol(k);
+                continue;
+            }
+            if exec && is_table_symbol(name) {
                 continue;
             }
             if let Some(&f) = self.func_of_sym.get(&k)
@@ -1110,6 +1155,26 @@ impl<'a> Merger<'a> {
         }
         self.global_order = order;
         self.section_symbols(true);
+    }
+
+    /// Debug links keep the symbol of a shared variable, as a local at its offset in the
+    /// window that holds it (`shared_home`).
+    fn debug_shared_symbol(&mut self, k: SymKey) {
+        let (Some(&Some(home)), Some(&o)) = (self.shared_home.get(&k), self.shared_offset.get(&k))
+        else {
+            return;
+        };
+        let sym = self.sym(k);
+        self.sym_of.insert(k, self.symbols.len());
+        self.symbols.push(OutSymbol {
+            name: sym.name.clone(),
+            value: o + self.shared_reserve,
+            size: sym.size,
+            bind: STB_LOCAL,
+            ty: STT_OBJECT,
+            other: 0,
+            section: Some(home),
+        });
     }
 
     /// The section symbols, in section order: those of the parameter banks in nvlink's
@@ -1303,8 +1368,13 @@ impl<'a> Merger<'a> {
                 }
                 // link-time value: section offset of the target
                 let (value, bank, resolvable_here) = f.value;
-                let apply_now =
-                    resolvable_here && (exec || f.in_nonalloc_section) && reloc::resolvable(r.ty);
+                // (debug information keeps the load addresses of variables, constant
+                // ones included, for the driver: nvlink keeps those relocations)
+                let load_address = target_nonalloc && reloc::is_global_address(r.ty);
+                let apply_now = resolvable_here
+                    && (exec || f.in_nonalloc_section)
+                    && reloc::resolvable(r.ty)
+                    && !load_address;
                 if apply_now {
                     patches.push(Patch {
                         at,
@@ -1874,7 +1944,10 @@ impl<'a> Merger<'a> {
     // ---- notes and finish --------------------------------------------------------
 
     fn notes(&mut self) {
-        let mut tk = tool_note(&self.opts.note_command_line);
+        let mut tk = tool_note(
+            &self.opts.note_command_line,
+            self.opts.note_output.as_deref(),
+        );
         let mut cuinfo: Option<(Vec<u8>, u64, u32)> = None;
         for inp in self.inputs {
             let c = &inp.cubin;
@@ -1903,21 +1976,25 @@ impl<'a> Merger<'a> {
             d.extend_from_slice(&TOOLKIT_VERSION.to_le_bytes());
             cuinfo = Some((d, 0x100_0000, 0));
         }
-        if let Some((d, flags, info)) = cuinfo {
+        let cuinfo_id = cuinfo.map(|(d, flags, info)| {
             let mut c = OutSection::new(".note.nv.cuinfo", SHT_NOTE, flags);
             c.align = 4;
             c.link = Ref::Section(tid);
             c.info = Ref::Raw(info);
             c.data = d;
-            self.new_section(c, true);
-        }
+            self.new_section(c, true)
+        });
         if let Some(inp) = self.inputs.first() {
             let c = &inp.cubin;
             if let Some(s) = c.sections.iter().find(|s| s.ty == SHT_CUDA_COMPAT) {
                 let mut o = OutSection::new(".nv.compat", SHT_CUDA_COMPAT, 0);
                 o.align = 4;
                 o.data = c.bytes(s).to_vec();
-                self.new_section(o, false);
+                let compat = self.new_section(o, false);
+                // the note's sh_info names `.nv.compat`
+                if let Some(n) = cuinfo_id {
+                    self.out[n].info = Ref::Section(compat);
+                }
             }
         }
     }
@@ -2056,12 +2133,11 @@ impl<'a> Merger<'a> {
             self.inputs.first().map_or((0x0500_0004, 0x41, 8), |i| {
                 (i.cubin.e_flags, i.cubin.osabi, i.cubin.abi_version)
             });
-        let debug = self
-            .inputs
-            .iter()
-            .map(|i| i.cubin.e_flags >> 24)
-            .max()
-            .unwrap_or(first_flags >> 24);
+        // the debug byte: the highest among the inputs, plus one for each input with
+        // debug information (above 0x06: -lineinfo 0x09, -G 0x0E, ...) past the first
+        let levels = self.inputs.iter().map(|i| i.cubin.e_flags >> 24);
+        let with_debug = levels.clone().filter(|&l| l > 6).count() as u32;
+        let debug = levels.max().unwrap_or(first_flags >> 24) + with_debug.saturating_sub(1);
         Image {
             e_type: if exec { 2 } else { 1 },
             e_flags: (first_flags & 0x00FF_00FF)
@@ -2164,14 +2240,16 @@ fn function_info(c: &Cubin, text: usize) -> Result<Vec<Record>> {
 /// The toolkit version nvlink writes in its notes (13.5).
 const TOOLKIT_VERSION: u32 = 135;
 
-fn tool_note(command_line: &str) -> Vec<u8> {
-    let mut blob = vec![0u8];
+fn tool_note(command_line: &str, output: Option<&str>) -> Vec<u8> {
+    let mut blob = Vec::new();
     let field = |s: &str, blob: &mut Vec<u8>| {
         let at = blob.len() as u32;
         blob.extend_from_slice(s.as_bytes());
         blob.push(0);
         at
     };
+    // the output's name comes first (empty but for debug links)
+    let out = field(output.unwrap_or(""), &mut blob);
     let tool = field("nvlink", &mut blob);
     let version = field("Cuda compilation tools, release 13.5, V13.5.37", &mut blob);
     let branch = field("Build cuda_13.5.r13.5/compiler.39125733_0", &mut blob);
@@ -2180,7 +2258,7 @@ fn tool_note(command_line: &str) -> Vec<u8> {
         blob.push(0);
     }
     let mut desc = Vec::new();
-    for v in [2u32, 0, tool, version, branch, cmd] {
+    for v in [2u32, out, tool, version, branch, cmd] {
         desc.extend_from_slice(&v.to_le_bytes());
     }
     desc.extend_from_slice(&blob);
