@@ -13,8 +13,17 @@ fuzz_target!(|data: &[u8]| {
         let _ = c.relocations(i);
     }
     let diag = nvlinkrs::diag::Diagnostics::new("nvlinkrs");
+    // for the SM the header names (sm_100+ takes the capsule-Mercury paths), then -r
+    let sm = (c.e_flags >> 8) & 0xFF;
     let inputs = vec![nvlinkrs::merge::Input { cubin: c, system: false }];
-    if let Ok(img) = nvlinkrs::merge::link(&inputs, &nvlinkrs::merge::MergeOptions::default(), &diag) {
-        let _ = nvlinkrs::elf::write::write(img);
+    for relocatable in [false, true] {
+        let opts = nvlinkrs::merge::MergeOptions {
+            target: Some(nvlinkrs::arch::Arch::plain(sm)),
+            relocatable,
+            ..Default::default()
+        };
+        if let Ok(img) = nvlinkrs::merge::link(&inputs, &opts, &diag) {
+            let _ = nvlinkrs::elf::write::write(img);
+        }
     }
 });

@@ -140,6 +140,10 @@ fn frame_entries(d: &[u8]) -> Option<Vec<(usize, usize, bool)>> {
         } else {
             (len32 as usize, at + 4, 4)
         };
+        // (an entry too short for its CIE id is not one: the section is left whole)
+        if len < id_len {
+            return None;
+        }
         let end = id_at.checked_add(len).filter(|&e| e <= d.len())?;
         let cie = match id_len {
             8 => d.u64_at(id_at)? == u64::MAX,
@@ -755,5 +759,10 @@ mod tests {
         bad[4] = 0xF0; // a length past the end
         assert_eq!(frame_entries(&bad), None);
         assert_eq!(frame_entries(&d[..30]), None);
+        // a 64-bit entry whose length does not cover its CIE id
+        let mut short = vec![0xFF; 4];
+        short.extend_from_slice(&4u64.to_le_bytes());
+        short.extend_from_slice(&[0; 12]);
+        assert_eq!(frame_entries(&short), None);
     }
 }
