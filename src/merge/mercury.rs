@@ -178,8 +178,9 @@ impl Merger<'_> {
         self.inputs.iter().any(|i| i.cubin.merc_symbols.len() > 1)
     }
 
-    /// nvlink's sm_100+ `.debug_frame`: each FDE whose function was removed goes, with
-    /// its CIE when no kept FDE follows that CIE; the CIE pointers of the kept FDEs are
+    /// nvlink's sm_100+ `.debug_frame`: each FDE whose function was removed or replaced
+    /// (or whose location nothing relocates) goes, with its CIE when no kept FDE follows
+    /// that CIE; the CIE pointers of the kept FDEs are
     /// the CIEs' new offsets in the output section (`base` is the piece's offset).
     pub(super) fn pruned_frame(&self, i: usize, sec: usize, base: u64) -> Option<PrunedFrame> {
         let c = &self.inputs[i].cubin;
@@ -197,12 +198,15 @@ impl Merger<'_> {
             } else {
                 start + 8
             };
-            relocs.iter().any(|r| {
-                r.offset == loc as u64
-                    && (start..end).contains(&(r.offset as usize))
-                    && (self.symbol_is_dead((i, r.sym as usize))
-                        || self.is_replaced((i, r.sym as usize)))
-            })
+            // (an FDE whose location nothing relocates describes no function: a `-r`
+            // output keeps those of replaced definitions without their relocation)
+            match relocs.iter().find(|r| r.offset == loc as u64 && loc < end) {
+                Some(r) => {
+                    self.symbol_is_dead((i, r.sym as usize))
+                        || self.is_replaced((i, r.sym as usize))
+                }
+                None => true,
+            }
         };
         let mut keep = vec![true; entries.len()];
         let mut cie_of = vec![None; entries.len()];
@@ -526,7 +530,8 @@ impl Merger<'_> {
                     let dead = self.symbol_is_dead(k);
                     // (in debug sections, entries about a replaced definition go with it)
                     let loser = in_bytes && target.flags & SHF_ALLOC == 0 && self.is_replaced(k);
-                    if r.ty == R_MERCURY_UNUSED_CLEAR64 && (exec || dead || loser) {
+                    // (never kept: nvlink's -r output drops them too)
+                    if r.ty == R_MERCURY_UNUSED_CLEAR64 {
                         if dead && in_bytes {
                             put(&mut self.out[out].data, 0);
                         }

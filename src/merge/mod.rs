@@ -1205,7 +1205,11 @@ impl<'a> Merger<'a> {
         {
             return None;
         }
+        // (a shared variable's value in a relocatable file is its alignment, as for a
+        // common symbol: it stays as it is)
+        let common = !exec && s.other & STO_SHARED != 0 && s.ty != STT_FUNC;
         let (section, value) = match self.placed.get(&(k.0, s.shndx as usize)) {
+            Some(&(id, _)) if common => (Some(id), s.value),
             Some(&(id, at)) => (Some(id), s.value + at),
             None if s.other & STO_SHARED != 0 && !exec => (None, s.value),
             None => return None,
@@ -1349,9 +1353,8 @@ impl<'a> Merger<'a> {
                 // In debug sections, entries about a definition another input's
                 // replaced go with it.
                 let loser = target_nonalloc && f.replaced;
-                if (r.ty == reloc::R_CUDA_UNUSED_CLEAR32 || r.ty == reloc::R_CUDA_UNUSED_CLEAR64)
-                    && (exec || f.dead || loser)
-                {
+                // (never kept: nvlink's -r output drops them too)
+                if r.ty == reloc::R_CUDA_UNUSED_CLEAR32 || r.ty == reloc::R_CUDA_UNUSED_CLEAR64 {
                     if f.dead {
                         patches.push(Patch {
                             at,
