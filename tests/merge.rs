@@ -166,6 +166,15 @@ fn links_equivalent_to_nvlink() {
             args(&["-arch=sm_75", "heavy_75.cubin", "caller_75.cubin"]),
         ),
         ("PTX input", args(&["-arch=sm_90", "a_90.cubin", "b.ptx"])),
+        // the image's cuinfo note takes the lowest virtual architecture of the inputs
+        (
+            "compute_90 PTX for sm_120",
+            args(&["-arch=sm_120", "a_120.cubin", "b.ptx"]),
+        ),
+        (
+            "compute_100 code beside compute_120",
+            args(&["-arch=sm_120", "b_120.cubin", "a_v100_120.cubin"]),
+        ),
         (
             "host objects + libcudadevrt",
             args(&["-arch=sm_90", "a.o", "b.o", &lib, "-lcudadevrt"]),

@@ -1957,8 +1957,17 @@ impl<'a> Merger<'a> {
             for s in &c.sections {
                 if s.name == ".note.nv.tkinfo" {
                     tk.extend_from_slice(c.bytes(s));
-                } else if s.name == ".note.nv.cuinfo" && cuinfo.is_none() {
-                    cuinfo = Some((c.bytes(s).to_vec(), s.flags, s.info));
+                } else if s.name == ".note.nv.cuinfo" {
+                    // the note with the lowest virtual architecture (a PTX input for
+                    // compute_90 linked for sm_120 gives 90), the first of equals
+                    let vsm = |d: &[u8]| d.u16_at(26).unwrap_or(u16::MAX);
+                    let d = c.bytes(s);
+                    if cuinfo
+                        .as_ref()
+                        .is_none_or(|(best, _, _)| vsm(d) < vsm(best))
+                    {
+                        cuinfo = Some((d.to_vec(), s.flags, s.info));
+                    }
                 }
             }
         }
