@@ -145,6 +145,23 @@ fn links_equivalent_to_nvlink() {
             "cubins sm_120",
             args(&["-arch=sm_120", "a_120.cubin", "b_120.cubin"]),
         ),
+        // SASS for another SM of the family, and `a` targets: nvlink's .nv.compat
+        (
+            "sm_100 code for sm_103",
+            args(&["-arch=sm_103", "a_100.cubin", "b_100.cubin"]),
+        ),
+        (
+            "sm_100 code for sm_100a",
+            args(&["-arch=sm_100a", "a_100.cubin", "b_100.cubin"]),
+        ),
+        (
+            "sm_120 code for sm_121a",
+            args(&["-arch=sm_121a", "a_120.cubin", "b_120.cubin"]),
+        ),
+        (
+            "sm_120 code for sm_120a",
+            args(&["-arch=sm_120a", "a_120.cubin", "b_120.cubin"]),
+        ),
         (
             "sm_120 four inputs",
             args(&[

@@ -51,8 +51,7 @@ pub fn ir_compatible(ir: Arch, target: Arch) -> bool {
 pub fn sass_compatible(code: Arch, target: Arch) -> bool {
     match code.variant {
         Variant::Plain => {
-            code.sm == target.sm
-                || (code.sm / 10 == target.sm / 10 && code.sm <= target.sm && target.sm < 90)
+            code.sm == target.sm || (code.sm / 10 == target.sm / 10 && code.sm <= target.sm)
         }
         _ => code == target,
     }

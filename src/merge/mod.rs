@@ -2002,6 +2002,12 @@ impl<'a> Merger<'a> {
                 let mut o = OutSection::new(".nv.compat", SHT_CUDA_COMPAT, 0);
                 o.align = 4;
                 o.data = c.bytes(s).to_vec();
+                if let Some(target) = self.opts.target
+                    && let Ok(mut recs) = info::parse(&o.data, &c.origin, &s.name, s.offset)
+                {
+                    compat_for_target(&mut recs, (c.e_flags >> 8) & 0xFF, target);
+                    o.data = info::encode_all(&recs);
+                }
                 let compat = self.new_section(o, false);
                 // the note's sh_info names `.nv.compat`
                 if let Some(n) = cuinfo_id {
@@ -2163,6 +2169,34 @@ impl<'a> Merger<'a> {
             program_headers: exec,
             mercury_layout: self.mercury_layout,
             merc_symbols,
+        }
+    }
+}
+
+/// `.nv.compat` as nvlink writes it for the target (read off nvlink 13.5 with sm_100 and
+/// sm_120 code linked for their `a`, `f` and sibling targets): `ACCELERATOR_TARGET`
+/// (0x09) says whether the target is an `a` one; `CAN_FASTPATH_FINALIZE` (0x0B) keeps
+/// only its lowest bit for an `a` target (9 → 1, 0x50 → 0x10) and becomes 0 for another
+/// SM of the family (sm_100 code for sm_103, sm_120 for sm_121).
+fn compat_for_target(recs: &mut [Record], code_sm: u32, target: Arch) {
+    use crate::arch::Variant;
+    for r in recs.iter_mut() {
+        match r.attr {
+            0x09 if r.format == info::FMT_BVAL => {
+                r.value = (target.variant == Variant::Accelerated) as u16;
+            }
+            0x0B if r.payload.len() == 8 => {
+                let v = r.payload.u64_at(0).unwrap_or(0);
+                let v = if target.sm != code_sm {
+                    0
+                } else if target.variant == Variant::Accelerated {
+                    v & v.wrapping_neg()
+                } else {
+                    v
+                };
+                r.payload = v.to_le_bytes().to_vec();
+            }
+            _ => {}
         }
     }
 }
