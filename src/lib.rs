@@ -197,12 +197,7 @@ fn merge_options(req: &LinkRequest) -> merge::MergeOptions {
         disable_smem_reservation: req.disable_smem_reservation,
         allow_undefined_globals: req.allow_undefined_globals,
         note_command_line: note_command_line(req),
-        note_output: req.debug.then(|| {
-            req.output
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default()
-        }),
+        note_output: req.debug.then(|| file_name(&req.output)),
         dump_callgraph: req.dump_callgraph.is_some(),
         kernels: None,
     }
@@ -238,22 +233,24 @@ fn host_tables_apply(req: &LinkRequest, hosts: &[lto::pool::HostInfo]) -> bool {
 /// The options nvlink records in its own `.note.nv.tkinfo` entry: `-arch`, `-m`, the
 /// libraries and library paths, `-kernels-used`, `-variables-used`, `-cpu-arch` (input
 /// and output files are not recorded).
+/// A path's last component, as nvlink's debug notes record files.
+fn file_name(p: &std::path::Path) -> String {
+    p.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
 fn note_command_line(req: &LinkRequest) -> String {
-    let base = |p: &std::path::Path| {
-        p.file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default()
-    };
     // a debug link records its inputs and output too (file names only)
     let mut s = match req.debug {
         true => format!(
             "{} -o {} -g  ",
             req.inputs
                 .iter()
-                .map(|p| base(p))
+                .map(|p| file_name(p))
                 .collect::<Vec<_>>()
                 .join(","),
-            base(&req.output)
+            file_name(&req.output)
         ),
         false => String::new(),
     };

@@ -308,6 +308,11 @@ impl Cubin {
             .slice(s.offset as usize..(s.offset + s.size) as usize)
     }
 
+    /// Whether the file carries sm_100+ capsule-Mercury sections.
+    pub fn has_mercury(&self) -> bool {
+        self.merc_symbols.len() > 1
+    }
+
     /// The symbols a relocation section's entries name: `.nv.merc.symtab` for the
     /// capsule-Mercury ones, else `.symtab`.
     pub fn symbols_of(&self, s: &Section) -> &[Symbol] {

@@ -305,7 +305,7 @@ pub fn write_to<W: Write + Seek>(mut img: Image, w: &mut W) -> std::io::Result<(
             place[i + base] = place[a + base];
             continue;
         }
-        for &(off, r) in &img.sections[i].patches.clone() {
+        for (off, r) in std::mem::take(&mut img.sections[i].patches) {
             let v = resolve(r).to_le_bytes();
             if let Some(b) = img.sections[i].data.get_mut(off..off + 4) {
                 b.copy_from_slice(&v);

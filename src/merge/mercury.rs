@@ -165,19 +165,16 @@ pub(super) struct PrunedFrame {
 impl PrunedFrame {
     /// Where an input offset went (`None`: its entry was dropped).
     pub fn moved(&self, off: u64) -> Option<u64> {
+        // (the kept ranges are in input order)
+        let k = self.map.partition_point(|&(_, e, _)| e <= off);
         self.map
-            .iter()
-            .find(|&&(s, e, _)| (s..e).contains(&off))
+            .get(k)
+            .filter(|&&(s, _, _)| s <= off)
             .map(|&(s, _, n)| n + (off - s))
     }
 }
 
 impl Merger<'_> {
-    /// Whether any input carries capsule-Mercury sections.
-    fn has_mercury(&self) -> bool {
-        self.inputs.iter().any(|i| i.cubin.merc_symbols.len() > 1)
-    }
-
     /// nvlink's sm_100+ `.debug_frame`: each FDE whose function was removed or replaced
     /// (or whose location nothing relocates) goes, with its CIE when no kept FDE follows
     /// that CIE; the CIE pointers of the kept FDEs are
@@ -220,12 +217,16 @@ impl Merger<'_> {
             }
         }
         // a CIE stays when a kept FDE uses it (or when no FDE follows it at all)
+        let mut used = vec![(false, false); entries.len()]; // (has FDEs, has kept FDEs)
+        for (m, c) in cie_of.iter().enumerate() {
+            if let Some(c) = *c {
+                used[c].0 = true;
+                used[c].1 |= keep[m];
+            }
+        }
         for (n, &(_, _, cie)) in entries.iter().enumerate() {
             if cie {
-                let users: Vec<usize> = (0..entries.len())
-                    .filter(|&m| cie_of[m] == Some(n))
-                    .collect();
-                keep[n] = users.is_empty() || users.iter().any(|&m| keep[m]);
+                keep[n] = !used[n].0 || used[n].1;
             }
         }
         if keep.iter().all(|&k| k) && cie_of.iter().all(|c| c.is_none()) {
@@ -268,7 +269,7 @@ impl Merger<'_> {
 
     /// Builds the capsule-Mercury half of the image (see the module comment).
     pub(super) fn mercury(&mut self) -> Result<()> {
-        if !self.has_mercury() {
+        if !self.inputs.iter().any(|i| i.cubin.has_mercury()) {
             return Ok(());
         }
         let exec = !self.opts.relocatable;
@@ -321,7 +322,12 @@ impl Merger<'_> {
             }
         }
         text_of.sort();
+        // SASS code section → (input, input section)
+        let code_of: HashMap<usize, (usize, usize)> =
+            text_of.iter().map(|&(t, i, text)| (t, (i, text))).collect();
         let mut capsule_fn: Vec<(usize, SymKey)> = Vec::new();
+        // capsule → its SASS code section
+        let mut text_of_capsule: HashMap<usize, usize> = HashMap::default();
         for &(t, i, text) in &text_of {
             let c = &self.inputs[i].cubin;
             let Some(&m) = views[i].merc_of.get(&text) else {
@@ -338,6 +344,7 @@ impl Merger<'_> {
             let id = self.new_section(o, false);
             placed.insert((i, m), (id, 0));
             view_of.insert(t, id);
+            text_of_capsule.insert(id, t);
             let f = self.func_of_text[&(i, text)];
             capsule_fn.push((id, self.funcs[f].key));
         }
@@ -580,7 +587,7 @@ impl Merger<'_> {
         for (out, mut list) in lists {
             // a function whose SASS relocations were all applied keeps an empty SASS
             // relocation section when its capsule has some
-            if let Some(&(t, _, _)) = text_of.iter().find(|x| view_of.get(&x.0) == Some(&out))
+            if let Some(&t) = text_of_capsule.get(&out)
                 && !self.kept_relocs.iter().any(|k| k.0 == t)
             {
                 self.kept_relocs.push((t, true, Vec::new()));
@@ -618,10 +625,6 @@ impl Merger<'_> {
             .iter()
             .filter(|s| s.ty == SHT_CUDA_INFO)
             .map(|s| (s.info, s.name.clone(), s.data.clone()))
-            .collect();
-        let props: HashMap<usize, (u32, u32, u32)> = (0..self.funcs.len())
-            .filter(|&f| self.live[f] && self.funcs[f].entry)
-            .map(|f| (f, self.propagated(f)))
             .collect();
         if let Some((_, name, data)) = sass.iter().find(|s| s.1 == ".nv.info")
             && proto.contains_key(".nv.merc.nv.info")
@@ -661,7 +664,7 @@ impl Merger<'_> {
         // per-function records, in the order of the SASS ones
         for (info_ref, sname, _) in sass.iter().filter(|s| s.1 != ".nv.info") {
             let Ref::Section(t) = *info_ref else { continue };
-            let Some(&(_, i, text)) = text_of.iter().find(|x| x.0 == t) else {
+            let Some(&(i, text)) = code_of.get(&t) else {
                 continue;
             };
             let Some(&cap) = view_of.get(&t) else {
@@ -691,7 +694,7 @@ impl Merger<'_> {
             }
             recs.reverse();
             if exec && self.funcs[f].entry {
-                kernel_records(&mut recs, props[&f]);
+                kernel_records(&mut recs, self.props[&f]);
             }
             let mut o = new(&name, ".nv.merc.nv.info.", SHT_MERC_INFO);
             o.flags |= SHF_INFO_LINK;
@@ -702,27 +705,6 @@ impl Merger<'_> {
         }
         self.merc_symbols = Some((symtab, msyms));
         Ok(())
-    }
-}
-
-/// A kernel's records once its call tree is known: `CRS_STACK_SIZE` unknown when the
-/// tree recurses, the barrier count raised to the tree's (added when missing).
-pub(super) fn kernel_records(recs: &mut Vec<Record>, (_, stack, barriers): (u32, u32, u32)) {
-    if stack == UNKNOWN_STACK {
-        for r in recs.iter_mut().filter(|r| r.attr == info::CRS_STACK_SIZE) {
-            r.payload = UNKNOWN_STACK.to_le_bytes().to_vec();
-        }
-    }
-    if barriers > 0 {
-        match recs.iter_mut().find(|r| r.attr == info::NUM_BARRIERS) {
-            Some(r) => r.value = barriers as u16,
-            None => recs.push(Record {
-                format: info::FMT_BVAL,
-                attr: info::NUM_BARRIERS,
-                value: barriers as u16,
-                payload: Vec::new(),
-            }),
-        }
     }
 }
 

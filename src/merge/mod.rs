@@ -304,6 +304,8 @@ struct Merger<'a> {
     mercury_layout: bool,
     /// The capsule-Mercury symbol table, built by `mercury`.
     merc_symbols: Option<(usize, Vec<OutSymbol>)>,
+    /// (registers, stack, barriers) over each live kernel's call tree (`info`).
+    props: HashMap<usize, (u32, u32, u32)>,
     /// Debug links: the section each shared variable's symbol goes in (its one kernel's
     /// window, or `.nv_debug.shared`).
     shared_home: HashMap<SymKey, Option<usize>>,
@@ -351,6 +353,7 @@ impl<'a> Merger<'a> {
             frames: HashMap::default(),
             shared_home: HashMap::default(),
             shared_reserve: 0,
+            props: HashMap::default(),
         }
     }
 
@@ -1491,10 +1494,11 @@ impl<'a> Merger<'a> {
     fn info(&mut self) -> Result<()> {
         let exec = !self.opts.relocatable;
         // (registers, stack, barriers) over each live kernel's call tree, computed once
-        let props: HashMap<usize, (u32, u32, u32)> = (0..self.funcs.len())
+        self.props = (0..self.funcs.len())
             .filter(|&f| self.live[f] && self.funcs[f].entry)
             .map(|f| (f, self.propagated(f)))
             .collect();
+        let props = std::mem::take(&mut self.props);
         let mut global: Vec<Record> = Vec::new();
         for i in 0..self.inputs.len() {
             let c = &self.inputs[i].cubin;
@@ -1624,7 +1628,11 @@ impl<'a> Merger<'a> {
             // sm_100+: only the records the Mercury copy also has are reversed; the
             // SASS-only ones follow in their order
             let mut tail = Vec::new();
-            if let Some(attrs) = self.merc_info_attrs(i, &s.name) {
+            if let Some(attrs) = c
+                .has_mercury()
+                .then(|| self.merc_info_attrs(i, &s.name))
+                .flatten()
+            {
                 let (head, rest): (Vec<Record>, Vec<Record>) =
                     recs.into_iter().partition(|r| attrs.contains(&r.attr));
                 recs = head;
@@ -1632,7 +1640,7 @@ impl<'a> Merger<'a> {
             }
             recs.reverse();
             if exec && self.funcs[f].entry {
-                mercury::kernel_records(&mut recs, props[&f]);
+                kernel_records(&mut recs, props[&f]);
             }
             recs.extend(tail);
             let mut o = OutSection::new(&s.name, SHT_CUDA_INFO, SHF_INFO_LINK);
@@ -1647,6 +1655,7 @@ impl<'a> Merger<'a> {
         for o in per {
             self.new_section(o, false);
         }
+        self.props = props;
         Ok(())
     }
 
@@ -2169,6 +2178,27 @@ impl<'a> Merger<'a> {
             program_headers: exec,
             mercury_layout: self.mercury_layout,
             merc_symbols,
+        }
+    }
+}
+
+/// A kernel's records once its call tree is known: `CRS_STACK_SIZE` unknown when the
+/// tree recurses, the barrier count raised to the tree's (added when missing).
+fn kernel_records(recs: &mut Vec<Record>, (_, stack, barriers): (u32, u32, u32)) {
+    if stack == UNKNOWN_STACK {
+        for r in recs.iter_mut().filter(|r| r.attr == info::CRS_STACK_SIZE) {
+            r.payload = UNKNOWN_STACK.to_le_bytes().to_vec();
+        }
+    }
+    if barriers > 0 {
+        match recs.iter_mut().find(|r| r.attr == info::NUM_BARRIERS) {
+            Some(r) => r.value = barriers as u16,
+            None => recs.push(Record {
+                format: info::FMT_BVAL,
+                attr: info::NUM_BARRIERS,
+                value: barriers as u16,
+                payload: Vec::new(),
+            }),
         }
     }
 }
