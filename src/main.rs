@@ -1,5 +1,9 @@
 //! The `nvlinkrs` command: nvlink's command line (or `inspect`) → the library → exit code.
 
+// (Cargo.toml says why)
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -218,7 +222,10 @@ fn main() -> ExitCode {
         Some("compare") => compare_main(&args[1..]),
         Some("cache") => cache_main(&args[1..]),
         Some("daemon") => daemon_main(&args[1..]),
-        _ => link_main(&args, &mut diag),
+        _ => {
+            nvlinkrs::one_shot_process();
+            link_main(&args, &mut diag)
+        }
     };
     match result {
         Ok(()) if diag.error_count() == 0 => ExitCode::SUCCESS,

@@ -14,11 +14,11 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     write_atomic_with(path, |f| f.write_all(bytes))
 }
 
-/// As [`write_atomic`], with `fill` writing the content (through a buffer, seeking
-/// allowed) as it produces it.
+/// As [`write_atomic`], with `fill` writing the content (through a buffer that large
+/// writes pass by) as it produces it.
 pub fn write_atomic_with(
     path: &Path,
-    fill: impl FnOnce(&mut std::io::BufWriter<&mut std::fs::File>) -> std::io::Result<()>,
+    fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> Result<()> {
     let cannot = |e: std::io::Error| {
         Error::fatal(format!("Could not open output file '{}'", path.display()))
@@ -32,6 +32,26 @@ pub fn write_atomic_with(
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
+    match std::fs::symlink_metadata(path) {
+        // a device, FIFO or socket (`-o /dev/null`) is written in place: a rename would
+        // replace the node with a plain file
+        Ok(m) if !m.is_file() && !m.is_dir() && !m.file_type().is_symlink() => {
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .open(path)
+                .map_err(cannot)?;
+            let mut w = std::io::BufWriter::with_capacity(1 << 18, &mut f);
+            return fill(&mut w).and_then(|()| w.flush()).map_err(cannot);
+        }
+        // The old output goes first: the page cache it held is what the new file's pages
+        // are then made of (renaming over it afterwards frees those pages only after the
+        // new ones were taken fresh, which costs a third of writing a large image on a
+        // virtual machine). A reader sees the old file, none, or the whole new one.
+        Ok(m) if m.is_file() => {
+            std::fs::remove_file(path).ok();
+        }
+        _ => {}
+    }
     let mut tmp = tempfile::Builder::new()
         .prefix(&format!(".{name}."))
         .suffix(".nvlinkrs-tmp")
@@ -124,6 +144,26 @@ pub fn append_times(path: &Path, rows: &[TimeRow]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fifo_output_is_written_into_not_replaced() {
+        // (`-o /dev/null` as root replaced the device node with a plain file)
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("out.cubin");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::read(fifo).unwrap())
+        };
+        write_atomic(&fifo, b"device image").unwrap();
+        // (checked before joining: a replaced FIFO leaves the reader waiting)
+        use std::os::unix::fs::FileTypeExt;
+        let kind = std::fs::symlink_metadata(&fifo).unwrap().file_type();
+        assert!(kind.is_fifo());
+        assert_eq!(reader.join().unwrap(), b"device image");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
 
     #[test]
     fn register_file_text() {

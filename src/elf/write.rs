@@ -7,7 +7,7 @@
 //! the capsule-Mercury sections come last).
 
 use std::collections::HashMap;
-use std::io::{Seek, SeekFrom, Write};
+use std::io::Write;
 
 use super::cubin::*;
 
@@ -30,6 +30,15 @@ pub struct OutSection {
     pub align: u64,
     pub entsize: u64,
     pub data: Vec<u8>,
+    /// The bytes, when they are one input's section as it is but for `edits` (a
+    /// function's code): written from the input's mapping, never copied into the image.
+    /// `data` is then empty.
+    pub source: Option<crate::bytes::Bytes>,
+    /// The runs of `source`'s bytes that are replaced (the relocations applied to it):
+    /// (offset, length), sorted, apart, each inside `source`.
+    pub edits: Vec<(usize, usize)>,
+    /// The bytes that replace them, run after run.
+    pub edit_bytes: Vec<u8>,
     /// Size of a memory-only section (ignored when the section has bytes).
     pub mem_size: u64,
     /// Another image section whose bytes this one shares (same offset and size, nothing
@@ -51,6 +60,9 @@ impl OutSection {
             align: 1,
             entsize: 0,
             data: Vec::new(),
+            source: None,
+            edits: Vec::new(),
+            edit_bytes: Vec::new(),
             mem_size: 0,
             alias: None,
             patches: Vec::new(),
@@ -62,8 +74,22 @@ impl OutSection {
     pub fn size(&self) -> u64 {
         if self.memory_only() {
             self.mem_size
+        } else if let Some(src) = &self.source {
+            src.len() as u64
         } else {
             self.data.len() as u64
+        }
+    }
+    /// The section's bytes in `data` (a `source` copied, its edits made).
+    pub fn materialize(&mut self) {
+        if let Some(src) = self.source.take() {
+            self.data = src.to_vec();
+            let mut from = 0;
+            for (at, n) in std::mem::take(&mut self.edits) {
+                self.data[at..at + n].copy_from_slice(&self.edit_bytes[from..from + n]);
+                from += n;
+            }
+            self.edit_bytes = Vec::new();
         }
     }
 }
@@ -178,47 +204,66 @@ pub fn leading_offsets(leading: &[String]) -> HashMap<String, u32> {
 
 /// The ELF file of `img`, in memory.
 pub fn write(img: Image) -> Vec<u8> {
-    let mut c = std::io::Cursor::new(Vec::new());
-    write_to(img, &mut c).expect("writing to memory does not fail");
-    c.into_inner()
+    let mut v = Vec::new();
+    write_to(img, &mut v).expect("writing to memory does not fail");
+    v
 }
 
-/// Where the writer puts bytes, and how far it has got.
-struct Out<'w, W: Write> {
-    w: &'w mut W,
+const ZEROS: [u8; 256] = [0; 256];
+
+/// The file as a list of byte slices, in order, and how far it has got.
+struct Out<'a> {
+    pieces: Vec<&'a [u8]>,
     pos: u64,
 }
 
-impl<W: Write> Out<'_, W> {
-    fn bytes(&mut self, b: &[u8]) -> std::io::Result<()> {
-        self.w.write_all(b)?;
-        self.pos += b.len() as u64;
-        Ok(())
+impl<'a> Out<'a> {
+    fn bytes(&mut self, b: &'a [u8]) {
+        if !b.is_empty() {
+            self.pieces.push(b);
+            self.pos += b.len() as u64;
+        }
     }
-    fn align(&mut self, align: u64) -> std::io::Result<()> {
-        const ZEROS: [u8; 256] = [0; 256];
+    fn align(&mut self, align: u64) {
         let a = align.max(1);
         let mut pad = ((a - self.pos % a) % a) as usize;
         while pad > 0 {
             let n = pad.min(ZEROS.len());
-            self.bytes(&ZEROS[..n])?;
+            self.bytes(&ZEROS[..n]);
             pad -= n;
         }
-        Ok(())
     }
     /// `data` at the next multiple of `align`; its offset.
-    fn put(&mut self, data: &[u8], align: u64) -> std::io::Result<u64> {
-        self.align(align)?;
+    fn put(&mut self, data: &'a [u8], align: u64) -> u64 {
+        self.align(align);
         let at = self.pos;
-        self.bytes(data)?;
-        Ok(at)
+        self.bytes(data);
+        at
     }
 }
 
-/// Writes the ELF file of `img` to `w` as it goes (sections, then the section and program
-/// headers, then the ELF header over the first 64 bytes), dropping each section's data
-/// once written: the image and the file are never both whole in memory.
-pub fn write_to<W: Write + Seek>(mut img: Image, w: &mut W) -> std::io::Result<()> {
+/// Writes `pieces` to `w` in order, as few system calls as the vectored write allows.
+fn write_pieces<W: Write + ?Sized>(w: &mut W, pieces: &[&[u8]]) -> std::io::Result<()> {
+    use std::io::IoSlice;
+    for batch in pieces.chunks(1024) {
+        let mut slices: Vec<IoSlice> = batch.iter().map(|b| IoSlice::new(b)).collect();
+        let mut rest = &mut slices[..];
+        while !rest.is_empty() {
+            match w.write_vectored(rest) {
+                Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+                Ok(n) => IoSlice::advance_slices(&mut rest, n),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Writes the ELF file of `img` to `w`: the sections' bytes are handed to the system
+/// where they lie (the input mappings for code, with the relocations' edits between),
+/// never gathered into one buffer.
+pub fn write_to<W: Write + ?Sized>(mut img: Image, w: &mut W) -> std::io::Result<()> {
     // Section indices: 0 null, 1 .shstrtab, 2 .strtab, 3 .symtab, then the image's.
     let base = 4usize;
     let sec_index = |i: usize| (i + base) as u32;
@@ -283,14 +328,29 @@ pub fn write_to<W: Write + Seek>(mut img: Image, w: &mut W) -> std::io::Result<(
         }
     };
 
-    let start = w.stream_position()?;
-    let mut out = Out { w, pos: 0 };
-    out.bytes(&[0u8; 64])?; // the ELF header, written last
+    // patches first (the bytes are borrowed, unchanged, from here on)
+    for s in &mut img.sections {
+        if s.alias.is_some() || s.patches.is_empty() {
+            continue;
+        }
+        s.materialize();
+        for (off, r) in std::mem::take(&mut s.patches) {
+            let v = resolve(r).to_le_bytes();
+            if let Some(b) = s.data.get_mut(off..off + 4) {
+                b.copy_from_slice(&v);
+            }
+        }
+    }
+    let mut out = Out {
+        pieces: Vec::new(),
+        pos: 0,
+    };
+    out.bytes(&ZEROS[..64]); // the ELF header, replaced at the end
     // (offset, size) per section index
     let mut place = vec![(0u64, 0u64); img.sections.len() + base];
-    place[1] = (out.put(&shstr.bytes, 1)?, shstr.bytes.len() as u64);
-    place[2] = (out.put(&strtab.bytes, 1)?, strtab.bytes.len() as u64);
-    place[3] = (out.put(&symtab, 8)?, symtab.len() as u64);
+    place[1] = (out.put(&shstr.bytes, 1), shstr.bytes.len() as u64);
+    place[2] = (out.put(&strtab.bytes, 1), strtab.bytes.len() as u64);
+    place[3] = (out.put(&symtab, 8), symtab.len() as u64);
     // program header spans: (offset, size) of the constant banks, the code (both one
     // span below sm_100), the parameter banks (sm_100+); the data (offset, file, memory)
     let mercury = img.mercury_layout;
@@ -300,18 +360,11 @@ pub fn write_to<W: Write + Seek>(mut img: Image, w: &mut W) -> std::io::Result<(
         let start = span.map_or(at, |x| x.0);
         *span = Some((start, at + size - start));
     };
-    for i in 0..img.sections.len() {
-        if let Some(a) = img.sections[i].alias {
+    for (i, s) in img.sections.iter().enumerate() {
+        if let Some(a) = s.alias {
             place[i + base] = place[a + base];
             continue;
         }
-        for (off, r) in std::mem::take(&mut img.sections[i].patches) {
-            let v = resolve(r).to_le_bytes();
-            if let Some(b) = img.sections[i].data.get_mut(off..off + 4) {
-                b.copy_from_slice(&v);
-            }
-        }
-        let s = &mut img.sections[i];
         if s.memory_only() {
             let at = out.pos;
             place[i + base] = (at, s.mem_size);
@@ -322,8 +375,21 @@ pub fn write_to<W: Write + Seek>(mut img: Image, w: &mut W) -> std::io::Result<(
             }
             continue;
         }
-        let at = out.put(&s.data, s.align)?;
-        let size = s.data.len() as u64;
+        let (at, size) = match &s.source {
+            Some(src) => {
+                out.align(s.align);
+                let at = out.pos;
+                let (mut from, mut b) = (0, 0);
+                for &(e, n) in &s.edits {
+                    out.bytes(&src[from..e]);
+                    out.bytes(&s.edit_bytes[b..b + n]);
+                    (from, b) = (e + n, b + n);
+                }
+                out.bytes(&src[from..]);
+                (at, src.len() as u64)
+            }
+            None => (out.put(&s.data, s.align), s.data.len() as u64),
+        };
         place[i + base] = (at, size);
         let r = rank(s, mercury);
         match r {
@@ -334,11 +400,10 @@ pub fn write_to<W: Write + Seek>(mut img: Image, w: &mut W) -> std::io::Result<(
             _ => {}
         }
         if r == 13 {
-            load_rw = Some((at, s.data.len() as u64, s.data.len() as u64));
+            load_rw = Some((at, size, size));
         }
-        s.data = Vec::new();
     }
-    out.align(8)?;
+    out.align(8);
     let shoff = out.pos;
     let shnum = img.sections.len() + base;
     let mut table: Vec<u8> = Vec::with_capacity(shnum * 64 + 4 * 56);
@@ -445,10 +510,7 @@ pub fn write_to<W: Write + Seek>(mut img: Image, w: &mut W) -> std::io::Result<(
     h.extend_from_slice(&64u16.to_le_bytes());
     h.extend_from_slice(&(shnum as u16).to_le_bytes());
     h.extend_from_slice(&1u16.to_le_bytes());
-    out.bytes(&table)?;
-    let end = out.w.stream_position()?;
-    out.w.seek(SeekFrom::Start(start))?;
-    out.w.write_all(&h)?;
-    out.w.seek(SeekFrom::Start(end))?;
-    Ok(())
+    out.bytes(&table);
+    out.pieces[0] = &h;
+    write_pieces(w, &out.pieces)
 }

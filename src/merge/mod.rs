@@ -96,10 +96,14 @@ fn kind(s: &Symbol) -> Kind {
     }
 }
 
-struct Global {
+struct Global<'a> {
+    name: &'a str,
     def: Option<SymKey>,
     first: SymKey,
 }
+
+/// No global: a local symbol's entry in `Merger::global_of`.
+const NO_GLOBAL: u32 = u32::MAX;
 
 /// A call-graph node's identity: a global name, or one input's local symbol.
 #[derive(PartialEq, Eq, Hash)]
@@ -148,6 +152,9 @@ struct Parsed {
     records: Result<Vec<Record>>,
     /// Entries of every relocation section, by section index (empty for the others).
     relocs: Vec<Result<Vec<Reloc>>>,
+    /// The (attribute, symbol, value) records (`REGCOUNT`, `FRAME_SIZE`, ...), by
+    /// attribute and symbol, the first of each.
+    sym_values: Vec<(u8, u32, u32)>,
 }
 
 impl Parsed {
@@ -169,7 +176,20 @@ impl Parsed {
                 _ => Ok(Vec::new()),
             })
             .collect();
-        Parsed { records, relocs }
+        let mut sym_values: Vec<(u8, u32, u32)> = records
+            .as_deref()
+            .unwrap_or(&[])
+            .iter()
+            .filter_map(|r| r.sym_value().map(|(s, v)| (r.attr, s, v)))
+            .collect();
+        // (stable: the first record of a symbol stays first)
+        sym_values.sort_by_key(|&(a, s, _)| (a, s));
+        sym_values.dedup_by_key(|&mut (a, s, _)| (a, s));
+        Parsed {
+            records,
+            relocs,
+            sym_values,
+        }
     }
 }
 
@@ -225,6 +245,8 @@ pub fn link_with_steps(
     m.mercury()?;
     lap("mercury");
     let image = m.finish();
+    crate::dispose(m);
+    crate::dispose(parsed);
     lap("finish");
     Ok((image, steps))
 }
@@ -237,6 +259,67 @@ struct Patch {
     value: u64,
     bank: u32,
     clear: bool,
+}
+
+/// Replaced runs of a section, (offset, length), and their new bytes in order.
+type Edits = (Vec<(usize, usize)>, Vec<u8>);
+
+/// The relocations of a section written from an input's mapping, as the bytes that
+/// replace the input's: each run of overlapping or touching fields copied once from
+/// `src`, the patches made in it in their order.
+fn edits<'p>(
+    src: &[u8],
+    patches: impl Iterator<Item = &'p Patch> + Clone,
+) -> Result<Edits> {
+    let mut spans: Vec<(u64, u64)> = patches
+        .clone()
+        .map(|p| (p.at, p.at.saturating_add(reloc::extent(p.ty))))
+        .collect();
+    spans.sort_unstable();
+    // runs: (offset in the section, length, offset in the bytes)
+    let mut runs: Vec<(usize, usize, usize)> = Vec::new();
+    let mut bytes = Vec::new();
+    for (s, e) in spans {
+        // (an offset past the end is left to `reloc::apply`'s message, on the whole
+        // section)
+        let (s, e) = (
+            s.min(src.len() as u64) as usize,
+            e.min(src.len() as u64) as usize,
+        );
+        match runs.last_mut() {
+            Some(last) if s <= last.0 + last.1 => {
+                let end = e.max(last.0 + last.1);
+                bytes.extend_from_slice(&src[last.0 + last.1..end]);
+                last.1 = end - last.0;
+            }
+            _ => {
+                runs.push((s, e - s, bytes.len()));
+                bytes.extend_from_slice(&src[s..e]);
+            }
+        }
+    }
+    for p in patches {
+        let i = runs
+            .partition_point(|r| r.0 as u64 <= p.at)
+            .saturating_sub(1);
+        match runs.get(i) {
+            Some(&(s, n, b))
+                if p.at >= s as u64
+                    && p.at.saturating_add(reloc::extent(p.ty)) <= (s + n) as u64 =>
+            {
+                reloc::apply(
+                    &mut bytes[b..b + n],
+                    p.at - s as u64,
+                    p.ty,
+                    p.value,
+                    p.bank,
+                    p.clear,
+                )?
+            }
+            _ => reloc::apply(&mut src.to_vec(), p.at, p.ty, p.value, p.bank, p.clear)?,
+        }
+    }
+    Ok((runs.into_iter().map(|(s, n, _)| (s, n)).collect(), bytes))
 }
 
 /// A relocation kept in the output: (offset, symbol, type, addend).
@@ -272,12 +355,14 @@ struct Merger<'a> {
     parsed: &'a [Parsed],
     opts: &'a MergeOptions,
     diag: &'a Diagnostics,
-    globals: HashMap<String, Global>,
+    /// Global names in nvlink's symbol order (per input: functions, then the rest).
+    globals: Vec<Global<'a>>,
+    global_ids: HashMap<&'a str, u32>,
+    /// Per input and symbol: its global (`NO_GLOBAL` for locals).
+    global_of: Vec<Vec<u32>>,
     /// Per input and symbol: `(target, representative)` — see `target` and
     /// `representative`; filled after resolution.
     resolved: Vec<Vec<(Option<SymKey>, SymKey)>>,
-    /// Global names in nvlink's symbol order (per input: functions, then the rest).
-    global_order: Vec<String>,
     funcs: Vec<Func>,
     func_of_text: HashMap<(usize, usize), usize>,
     func_of_sym: HashMap<SymKey, usize>,
@@ -327,9 +412,13 @@ impl<'a> Merger<'a> {
             parsed,
             opts,
             diag,
-            globals: HashMap::default(),
+            globals: Vec::new(),
+            global_ids: HashMap::default(),
+            global_of: inputs
+                .iter()
+                .map(|i| vec![NO_GLOBAL; i.cubin.symbols.len()])
+                .collect(),
             resolved: Vec::new(),
-            global_order: Vec::new(),
             funcs: Vec::new(),
             func_of_text: HashMap::default(),
             func_of_sym: HashMap::default(),
@@ -366,16 +455,14 @@ impl<'a> Merger<'a> {
 
     /// The register count ptxas recorded for a function (global REGCOUNT record).
     fn regcount(&self, k: SymKey) -> u32 {
-        self.global_records(k.0)
-            .iter()
-            .filter(|r| r.attr == info::REGCOUNT)
-            .filter_map(|r| r.sym_value())
-            .find(|&(s, _)| s as usize == k.1)
-            .map_or(0, |(_, v)| v)
+        self.sym_value(k, info::REGCOUNT)
     }
 
-    fn global_records(&self, i: usize) -> &'a [Record] {
-        self.parsed[i].records.as_deref().unwrap_or(&[])
+    /// The value of a function's global `.nv.info` record `attr` (0 without one).
+    fn sym_value(&self, (i, s): SymKey, attr: u8) -> u32 {
+        let v = &self.parsed[i].sym_values;
+        v.binary_search_by_key(&(attr, s), |&(a, x, _)| (a, x as usize))
+            .map_or(0, |at| v[at].2)
     }
 
     /// The entries of relocation section `ri` of input `i`.
@@ -410,17 +497,21 @@ impl<'a> Merger<'a> {
 
     fn resolve_one(&mut self, k: SymKey) {
         let s = self.sym(k);
-        let Some(g) = self.globals.get(s.name.as_str()) else {
-            self.global_order.push(s.name.clone());
-            self.globals.insert(
-                s.name.clone(),
-                Global {
+        let id = match self.global_ids.entry(s.name.as_str()) {
+            std::collections::hash_map::Entry::Occupied(e) => *e.get(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(self.globals.len() as u32);
+                self.global_of[k.0][k.1] = self.globals.len() as u32;
+                self.globals.push(Global {
+                    name: s.name.as_str(),
                     def: s.defined().then_some(k),
                     first: k,
-                },
-            );
-            return;
+                });
+                return;
+            }
         };
+        self.global_of[k.0][k.1] = id;
+        let g = &self.globals[id as usize];
         let (first, def) = (g.first, g.def);
         let here = self.origin(k.0);
         // size agreement for data
@@ -440,7 +531,7 @@ impl<'a> Merger<'a> {
             return;
         }
         let Some(d) = def else {
-            self.globals.get_mut(s.name.as_str()).unwrap().def = Some(k);
+            self.globals[id as usize].def = Some(k);
             return;
         };
         let old = self.sym(d);
@@ -459,7 +550,7 @@ impl<'a> Merger<'a> {
             (true, true) => kind(s) == Kind::Function && self.regcount(k) < self.regcount(d),
         };
         if replace {
-            self.globals.get_mut(s.name.as_str()).unwrap().def = Some(k);
+            self.globals[id as usize].def = Some(k);
         }
     }
 
@@ -494,7 +585,7 @@ impl<'a> Merger<'a> {
                         if sym.bind == STB_LOCAL {
                             (sym.defined().then_some((i, s)), (i, s))
                         } else {
-                            match self.globals.get(sym.name.as_str()) {
+                            match self.globals.get(self.global_of[i][s] as usize) {
                                 Some(g) => (g.def, g.def.unwrap_or(g.first)),
                                 None => (None, (i, s)),
                             }
@@ -508,69 +599,27 @@ impl<'a> Merger<'a> {
     // ---- functions and reachability ---------------------------------------------
 
     fn functions(&mut self) -> Result<()> {
-        for i in 0..self.inputs.len() {
-            let c = &self.inputs[i].cubin;
-            let recs = self.global_records(i);
-            let val = |attr: u8, s: usize| {
-                recs.iter()
-                    .filter(|r| r.attr == attr)
-                    .filter_map(|r| r.sym_value())
-                    .find(|&(x, _)| x as usize == s)
-                    .map_or(0, |(_, v)| v)
-            };
-            for s in 1..c.symbols.len() {
-                let sym = &c.symbols[s];
-                if sym.ty != STT_FUNC || !sym.defined() {
-                    continue;
-                }
-                if self.target((i, s)) != Some((i, s)) {
-                    continue;
-                }
-                let text = sym.shndx as usize;
-                let barriers = function_info(c, text)?
-                    .iter()
-                    .find(|r| r.attr == info::NUM_BARRIERS)
-                    .map_or(0, |r| (r.value & 0xFF) as u32);
+        use rayon::prelude::*;
+        // each input's chosen definitions, in parallel, numbered in input order
+        let found: Vec<Result<Vec<Func>>> = (0..self.inputs.len())
+            .into_par_iter()
+            .map(|i| self.input_functions(i))
+            .collect();
+        for list in found {
+            for func in list? {
                 let f = self.funcs.len();
-                self.funcs.push(Func {
-                    key: (i, s),
-                    text,
-                    entry: sym.is_entry(),
-                    regs: val(info::REGCOUNT, s),
-                    frame: val(info::FRAME_SIZE, s),
-                    barriers,
-                    callees: BTreeSet::new(),
-                    self_call: false,
-                    shared: BTreeSet::new(),
-                });
-                self.func_of_text.insert((i, text), f);
-                self.func_of_sym.insert((i, s), f);
+                self.func_of_text.insert((func.key.0, func.text), f);
+                self.func_of_sym.insert(func.key, f);
+                self.funcs.push(func);
             }
         }
-        // edges: relocations in a function's sections, and callgraph entries
-        for f in 0..self.funcs.len() {
-            let (i, _) = self.funcs[f].key;
-            let c = &self.inputs[i].cubin;
-            for (ri, rs) in c.sections.iter().enumerate() {
-                if !matches!(rs.ty, SHT_RELA | SHT_REL) || rs.info as usize != self.funcs[f].text {
-                    continue;
-                }
-                for r in self.relocs(i, ri)? {
-                    let sk = (i, r.sym as usize);
-                    let sym = self.sym(sk);
-                    if sym.other & STO_SHARED != 0 && sym.ty != STT_FUNC {
-                        if let Some(t) = self.target(sk).or(Some(sk)) {
-                            self.funcs[f].shared.insert(t);
-                        }
-                        continue;
-                    }
-                    if let Some(g) = self.func_of(sk)
-                        && g != f
-                    {
-                        self.funcs[f].callees.insert(g);
-                    }
-                }
-            }
+        // edges: relocations in a function's sections (in parallel, per function)
+        let edges: Vec<Result<(BTreeSet<usize>, BTreeSet<SymKey>)>> = (0..self.funcs.len())
+            .into_par_iter()
+            .map(|f| self.relocation_edges(f))
+            .collect();
+        for (f, e) in edges.into_iter().enumerate() {
+            (self.funcs[f].callees, self.funcs[f].shared) = e?;
         }
         // Call-graph entries: direct calls (groups 1 and 4), and for indirect calls the
         // functions whose address is taken (2) and the callers (3), by prototype; an
@@ -607,14 +656,16 @@ impl<'a> Merger<'a> {
                 }
             }
         }
+        let mut taken_of: HashMap<&str, Vec<usize>> = HashMap::default();
+        for (q, f) in &taken {
+            taken_of.entry(q.as_str()).or_default().push(*f);
+        }
         for (p, caller) in &callers {
-            for (q, f) in &taken {
-                if p == q {
-                    if caller != f {
-                        self.funcs[*caller].callees.insert(*f);
-                    } else {
-                        self.funcs[*caller].self_call = true;
-                    }
+            for f in taken_of.get(p.as_str()).into_iter().flatten() {
+                if caller != f {
+                    self.funcs[*caller].callees.insert(*f);
+                } else {
+                    self.funcs[*caller].self_call = true;
                 }
             }
         }
@@ -623,6 +674,63 @@ impl<'a> Merger<'a> {
         taken.retain(|t| seen.insert(t.clone()));
         self.taken_by_prototype = taken;
         Ok(())
+    }
+
+    /// The functions input `i` defines for the program (its chosen definitions), without
+    /// their edges.
+    fn input_functions(&self, i: usize) -> Result<Vec<Func>> {
+        let c = &self.inputs[i].cubin;
+        let mut out = Vec::new();
+        for s in 1..c.symbols.len() {
+            let sym = &c.symbols[s];
+            if sym.ty != STT_FUNC || !sym.defined() || self.target((i, s)) != Some((i, s)) {
+                continue;
+            }
+            let text = sym.shndx as usize;
+            let barriers = function_info(c, text)?
+                .iter()
+                .find(|r| r.attr == info::NUM_BARRIERS)
+                .map_or(0, |r| (r.value & 0xFF) as u32);
+            out.push(Func {
+                key: (i, s),
+                text,
+                entry: sym.is_entry(),
+                regs: self.sym_value((i, s), info::REGCOUNT),
+                frame: self.sym_value((i, s), info::FRAME_SIZE),
+                barriers,
+                callees: BTreeSet::new(),
+                self_call: false,
+                shared: BTreeSet::new(),
+            });
+        }
+        Ok(out)
+    }
+
+    /// What function `f`'s relocations refer to: the functions it calls (itself left
+    /// out) and the shared variables it uses.
+    fn relocation_edges(&self, f: usize) -> Result<(BTreeSet<usize>, BTreeSet<SymKey>)> {
+        let (i, _) = self.funcs[f].key;
+        let c = &self.inputs[i].cubin;
+        let (mut callees, mut shared) = (BTreeSet::new(), BTreeSet::new());
+        for (ri, rs) in c.sections.iter().enumerate() {
+            if !matches!(rs.ty, SHT_RELA | SHT_REL) || rs.info as usize != self.funcs[f].text {
+                continue;
+            }
+            for r in self.relocs(i, ri)? {
+                let sk = (i, r.sym as usize);
+                let sym = self.sym(sk);
+                if sym.other & STO_SHARED != 0 && sym.ty != STT_FUNC {
+                    shared.insert(self.target(sk).unwrap_or(sk));
+                    continue;
+                }
+                if let Some(g) = self.func_of(sk)
+                    && g != f
+                {
+                    callees.insert(g);
+                }
+            }
+        }
+        Ok((callees, shared))
     }
 
     fn reach(&mut self) {
@@ -675,18 +783,25 @@ impl<'a> Merger<'a> {
         if self.opts.relocatable {
             return Ok(());
         }
+        let unresolved: Vec<&str> = self
+            .globals
+            .iter()
+            .filter(|g| {
+                !(g.def.is_some()
+                    || is_table_symbol(g.name)
+                    || is_syscall(g.name)
+                    || kind(self.sym(g.first)) == Kind::Data && self.opts.allow_undefined_globals)
+            })
+            .map(|g| g.name)
+            .collect();
+        // (the walk over every relocation only when some name has no definition)
+        if unresolved.is_empty() {
+            return Ok(());
+        }
         let first_use = self.undefined_uses();
         let mut missing = Vec::new();
-        for name in &self.global_order {
-            let g = &self.globals[name];
-            if g.def.is_some() || is_table_symbol(name) || is_syscall(name) {
-                continue;
-            }
-            let s = self.sym(g.first);
-            if kind(s) == Kind::Data && self.opts.allow_undefined_globals {
-                continue;
-            }
-            if let Some(&i) = first_use.get(name.as_str()) {
+        for name in unresolved {
+            if let Some(&i) = first_use.get(name) {
                 missing.push(format!(
                     "Undefined reference to '{name}' in '{}'",
                     self.origin(i)
@@ -820,7 +935,10 @@ impl<'a> Merger<'a> {
                     } else {
                         Ref::Raw(0)
                     };
-                    o.data = c.bytes(s).to_vec();
+                    // (written from the input's mapping, with the relocations' edits)
+                    if s.has_bytes() {
+                        o.source = Some(c.section_data(s));
+                    }
                     o.mem_size = s.size;
                     let id = self.new_section(o, has_symbol.contains(&si));
                     self.placed.insert((i, si), (id, 0));
@@ -934,11 +1052,19 @@ impl<'a> Merger<'a> {
                 held.entry(v).or_default();
             }
         }
-        for (ki, &k) in kernels.iter().enumerate() {
-            let mut vars = BTreeSet::new();
-            for g in self.reachable_from(k) {
-                vars.extend(self.funcs[g].shared.iter().copied());
-            }
+        let trees: Vec<BTreeSet<SymKey>> = {
+            use rayon::prelude::*;
+            kernels
+                .par_iter()
+                .map(|&k| {
+                    self.reachable_from(k)
+                        .into_iter()
+                        .flat_map(|g| self.funcs[g].shared.iter().copied())
+                        .collect()
+                })
+                .collect()
+        };
+        for (ki, vars) in trees.into_iter().enumerate() {
             for v in vars {
                 held.entry(v).or_default().push(ki);
             }
@@ -1078,14 +1204,17 @@ impl<'a> Merger<'a> {
     }
 
     fn reachable_from(&self, f: usize) -> Vec<usize> {
-        let mut seen = BTreeSet::new();
+        let mut seen = vec![false; self.funcs.len()];
+        let mut out = Vec::new();
         let mut stack = vec![f];
         while let Some(g) = stack.pop() {
-            if seen.insert(g) {
+            if !std::mem::replace(&mut seen[g], true) {
+                out.push(g);
                 stack.extend(self.funcs[g].callees.iter().copied());
             }
         }
-        seen.into_iter().collect()
+        out.sort_unstable();
+        out
     }
 
     // ---- symbols --------------------------------------------------------------------
@@ -1114,10 +1243,9 @@ impl<'a> Merger<'a> {
                 }
             }
         }
-        let order = std::mem::take(&mut self.global_order);
-        for name in &order {
-            let g = &self.globals[name];
-            let k = g.def.unwrap_or(g.first);
+        for gi in 0..self.globals.len() {
+            let g = &self.globals[gi];
+            let (name, k) = (g.name, g.def.unwrap_or(g.first));
             let s = self.sym(k);
             if exec && s.other & STO_SHARED != 0 && s.ty != STT_FUNC {
                 // (a debug link lists it, as a local, where nvlink does: in global order)
@@ -1136,7 +1264,7 @@ impl<'a> Merger<'a> {
                 self.out_symbol(k)
             } else {
                 Some(OutSymbol {
-                    name: name.clone(),
+                    name: name.to_string(),
                     value: s.value,
                     size: s.size,
                     bind: STB_GLOBAL,
@@ -1156,7 +1284,6 @@ impl<'a> Merger<'a> {
                 self.symbols.push(o);
             }
         }
-        self.global_order = order;
         self.section_symbols(true);
     }
 
@@ -1281,10 +1408,14 @@ impl<'a> Merger<'a> {
         self.out
             .par_iter_mut()
             .zip(patches.into_par_iter())
-            .try_for_each(|(o, groups)| {
-                groups.iter().flatten().try_for_each(|p| {
+            .try_for_each(|(o, groups)| match &o.source {
+                Some(src) => {
+                    (o.edits, o.edit_bytes) = edits(src, groups.iter().flatten())?;
+                    Ok(())
+                }
+                None => groups.iter().flatten().try_for_each(|p| {
                     reloc::apply(&mut o.data, p.at, p.ty, p.value, p.bank, p.clear)
-                })
+                }),
             })?;
         for ((out_id, rela), mut list) in lists {
             list.reverse();
@@ -1494,10 +1625,15 @@ impl<'a> Merger<'a> {
     fn info(&mut self) -> Result<()> {
         let exec = !self.opts.relocatable;
         // (registers, stack, barriers) over each live kernel's call tree, computed once
-        self.props = (0..self.funcs.len())
-            .filter(|&f| self.live[f] && self.funcs[f].entry)
-            .map(|f| (f, self.propagated(f)))
-            .collect();
+        self.props = {
+            use rayon::prelude::*;
+            let kernels: Vec<usize> = (0..self.funcs.len())
+                .filter(|&f| self.live[f] && self.funcs[f].entry)
+                .collect();
+            let props: Vec<(u32, u32, u32)> =
+                kernels.par_iter().map(|&f| self.propagated(f)).collect();
+            kernels.into_iter().zip(props).collect()
+        };
         let props = std::mem::take(&mut self.props);
         let mut global: Vec<Record> = Vec::new();
         for i in 0..self.inputs.len() {
@@ -2079,7 +2215,7 @@ impl<'a> Merger<'a> {
         })
     }
 
-    fn finish(mut self) -> Image {
+    fn finish(&mut self) -> Image {
         let exec = !self.opts.relocatable;
         for (out_id, rela, data) in std::mem::take(&mut self.kept_relocs) {
             let name = format!(
@@ -2174,7 +2310,7 @@ impl<'a> Merger<'a> {
             abi_version,
             sections,
             symbols,
-            leading_strings: self.leading_strings,
+            leading_strings: std::mem::take(&mut self.leading_strings),
             program_headers: exec,
             mercury_layout: self.mercury_layout,
             merc_symbols,
@@ -2357,4 +2493,79 @@ fn strtab_string(c: &Cubin, off: i64) -> Option<String> {
     let rest = t.get(usize::try_from(off).ok()?..)?;
     let end = rest.iter().position(|&b| b == 0)?;
     Some(String::from_utf8_lossy(&rest[..end]).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bytes `edits` describes, spliced into `src` as the writer does.
+    fn spliced(src: &[u8], runs: &[(usize, usize)], bytes: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let (mut from, mut b) = (0, 0);
+        for &(at, n) in runs {
+            assert!(at >= from, "runs sorted and apart");
+            out.extend_from_slice(&src[from..at]);
+            out.extend_from_slice(&bytes[b..b + n]);
+            (from, b) = (at + n, b + n);
+        }
+        out.extend_from_slice(&src[from..]);
+        out
+    }
+
+    #[test]
+    fn edits_give_the_bytes_of_patching_a_copy() {
+        // overlapping, touching and repeated fields, in an order that is not sorted:
+        // the result must be the same as patching the whole section in order
+        let src: Vec<u8> = (0..256u32).map(|i| (i * 7 + 3) as u8).collect();
+        let types = [
+            reloc::R_CUDA_64,
+            reloc::R_CUDA_ABS32_LO_32,
+            reloc::R_CUDA_ABS32_HI_32,
+        ];
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        for round in 0..200 {
+            let mut patches = Vec::new();
+            for _ in 0..1 + round % 12 {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                let ty = types[(seed % 3) as usize];
+                let at = (seed >> 8) % (256 - reloc::extent(ty));
+                patches.push(Patch {
+                    at,
+                    ty,
+                    value: seed.rotate_left(17),
+                    bank: 0,
+                    clear: false,
+                });
+            }
+            let mut want = src.clone();
+            for p in &patches {
+                reloc::apply(&mut want, p.at, p.ty, p.value, p.bank, p.clear).unwrap();
+            }
+            let (runs, bytes) = edits(&src, patches.iter()).unwrap();
+            assert_eq!(spliced(&src, &runs, &bytes), want, "round {round}");
+            let patched: usize = runs.iter().map(|r| r.1).sum();
+            assert_eq!(patched, bytes.len());
+        }
+    }
+
+    #[test]
+    fn an_edit_past_the_section_is_the_relocation_error() {
+        let src = vec![0u8; 16];
+        let p = Patch {
+            at: 12,
+            ty: reloc::R_CUDA_64,
+            value: 1,
+            bank: 0,
+            clear: false,
+        };
+        let e = edits(&src, [p].iter()).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("at offset 0xc passes the end of its 0x10-byte section"),
+            "{e}"
+        );
+    }
 }
