@@ -178,6 +178,8 @@ fn link_phases(
             LtoOutcome::NoIr => {}
         }
     }
+    // (from here on only the merge writes the output)
+    let old_output = output::remove_old_output(&req.output);
     let units = timings.phase("gather", || {
         merge::gather::collect(&trees, req.target, req.lto, diag)
     })?;
@@ -190,6 +192,7 @@ fn link_phases(
         timings.phase("merge", || merge::link_with_steps(&inputs, &options, diag))?;
     timings.merge_steps = steps;
     diag.check()?;
+    old_output.join().ok();
     timings.phase("write", || {
         output::write_atomic_with(&req.output, |w| elf::write::write_to(image, w))
     })?;

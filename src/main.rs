@@ -1,9 +1,5 @@
 //! The `nvlinkrs` command: nvlink's command line (or `inspect`) → the library → exit code.
 
-// (Cargo.toml says why)
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;

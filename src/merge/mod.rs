@@ -52,17 +52,19 @@ pub struct Input {
 
 /// Unified-table and reservation symbols every relocatable cubin declares.
 fn is_table_symbol(name: &str) -> bool {
-    matches!(
-        name,
-        "__UFT_OFFSET"
-            | "__UDT_OFFSET"
-            | "__UFT_CANONICAL"
-            | "__UDT_CANONICAL"
-            | "__UFT"
-            | "__UDT"
-            | "__UFT_END"
-            | "__UDT_END"
-    )
+    // (most names fail the prefix test; the list is read only for those that pass)
+    name.starts_with("__U")
+        && matches!(
+            name,
+            "__UFT_OFFSET"
+                | "__UDT_OFFSET"
+                | "__UFT_CANONICAL"
+                | "__UDT_CANONICAL"
+                | "__UFT"
+                | "__UDT"
+                | "__UFT_END"
+                | "__UDT_END"
+        )
 }
 
 /// Functions the driver provides (calls to them stay undefined in the output).
@@ -105,12 +107,8 @@ struct Global<'a> {
 /// No global: a local symbol's entry in `Merger::global_of`.
 const NO_GLOBAL: u32 = u32::MAX;
 
-/// A call-graph node's identity: a global name, or one input's local symbol.
-#[derive(PartialEq, Eq, Hash)]
-enum Node<'n> {
-    Global(&'n str),
-    Local(SymKey),
-}
+/// No function: an entry of `Merger::func_at`.
+const NO_FUNC: u32 = u32::MAX;
 
 /// nvlink's numbered call graph ([`Merger::call_lists`]).
 struct CallLists {
@@ -246,7 +244,9 @@ pub fn link_with_steps(
     lap("mercury");
     let image = m.finish();
     crate::dispose(m);
-    crate::dispose(parsed);
+    // (the relocation lists are few large blocks, quickly freed, whose room the writer
+    // then reuses)
+    drop(parsed);
     lap("finish");
     Ok((image, steps))
 }
@@ -267,10 +267,7 @@ type Edits = (Vec<(usize, usize)>, Vec<u8>);
 /// The relocations of a section written from an input's mapping, as the bytes that
 /// replace the input's: each run of overlapping or touching fields copied once from
 /// `src`, the patches made in it in their order.
-fn edits<'p>(
-    src: &[u8],
-    patches: impl Iterator<Item = &'p Patch> + Clone,
-) -> Result<Edits> {
+fn edits<'p>(src: &[u8], patches: impl Iterator<Item = &'p Patch> + Clone) -> Result<Edits> {
     let mut spans: Vec<(u64, u64)> = patches
         .clone()
         .map(|p| (p.at, p.at.saturating_add(reloc::extent(p.ty))))
@@ -331,6 +328,9 @@ type RelocEntry = (u64, u32, u32, i64);
 #[derive(Default)]
 struct RelocPlan {
     patches: Vec<(usize, Vec<Patch>)>,
+    /// The edits of the output sections written from this input's mapping (all their
+    /// relocations are this input's).
+    edits: Vec<(usize, Edits)>,
     kept: Vec<((usize, bool), Vec<RelocEntry>)>,
 }
 
@@ -365,12 +365,13 @@ struct Merger<'a> {
     resolved: Vec<Vec<(Option<SymKey>, SymKey)>>,
     funcs: Vec<Func>,
     func_of_text: HashMap<(usize, usize), usize>,
-    func_of_sym: HashMap<SymKey, usize>,
+    /// Per input and symbol: the function it defines (`NO_FUNC` when none).
+    func_at: Vec<Vec<u32>>,
     live: Vec<bool>,
     /// Input section → (output section, offset of its piece).
     placed: HashMap<(usize, usize), (usize, u64)>,
     out: Vec<OutSection>,
-    by_name: HashMap<String, usize>,
+    by_name: HashMap<(&'a str, u32), usize>,
     /// Output section → whether it gets a section symbol.
     section_symbol: Vec<bool>,
     shared_offset: HashMap<SymKey, u64>,
@@ -421,7 +422,10 @@ impl<'a> Merger<'a> {
             resolved: Vec::new(),
             funcs: Vec::new(),
             func_of_text: HashMap::default(),
-            func_of_sym: HashMap::default(),
+            func_at: inputs
+                .iter()
+                .map(|i| vec![NO_FUNC; i.cubin.symbols.len()])
+                .collect(),
             live: Vec::new(),
             placed: HashMap::default(),
             out: Vec::new(),
@@ -560,10 +564,17 @@ impl<'a> Merger<'a> {
         self.resolved[k.0][k.1].0
     }
 
+    /// The function a symbol defines (as the chosen definition), if any.
+    fn func_defined_by(&self, (i, s): SymKey) -> Option<usize> {
+        match self.func_at[i][s] {
+            NO_FUNC => None,
+            f => Some(f as usize),
+        }
+    }
+
     /// The function a symbol of an input stands for, if it is one.
     fn func_of(&self, k: SymKey) -> Option<usize> {
-        self.target(k)
-            .and_then(|t| self.func_of_sym.get(&t).copied())
+        self.target(k).and_then(|t| self.func_defined_by(t))
     }
 
     /// The symbol a global name stands for in the output: its chosen definition, else
@@ -609,7 +620,7 @@ impl<'a> Merger<'a> {
             for func in list? {
                 let f = self.funcs.len();
                 self.func_of_text.insert((func.key.0, func.text), f);
-                self.func_of_sym.insert(func.key, f);
+                self.func_at[func.key.0][func.key.1] = f as u32;
                 self.funcs.push(func);
             }
         }
@@ -944,7 +955,7 @@ impl<'a> Merger<'a> {
                     self.placed.insert((i, si), (id, 0));
                     continue;
                 }
-                let key = format!("{}\0{}", s.name, s.ty);
+                let key = (s.name.as_str(), s.ty);
                 let id = match self.by_name.get(&key) {
                     Some(&id) => id,
                     None => {
@@ -990,10 +1001,6 @@ impl<'a> Merger<'a> {
                 };
                 self.placed.insert((i, si), (id, at));
             }
-            // this input's section data is copied: its mapped pages can go (what later
-            // steps still read, they fault in again), so the inputs and the image are not
-            // both whole in memory
-            c.data.release();
         }
         // text and per-function sections point at their function's code
         for i in 0..self.inputs.len() {
@@ -1255,7 +1262,7 @@ impl<'a> Merger<'a> {
             if exec && is_table_symbol(name) {
                 continue;
             }
-            if let Some(&f) = self.func_of_sym.get(&k)
+            if let Some(f) = self.func_defined_by(k)
                 && !self.live[f]
             {
                 continue;
@@ -1330,7 +1337,7 @@ impl<'a> Merger<'a> {
     fn out_symbol(&self, k: SymKey) -> Option<OutSymbol> {
         let exec = !self.opts.relocatable;
         let s = self.sym(k);
-        if let Some(&f) = self.func_of_sym.get(&k)
+        if let Some(f) = self.func_defined_by(k)
             && !self.live[f]
         {
             return None;
@@ -1394,6 +1401,9 @@ impl<'a> Merger<'a> {
             for (out, group) in plan.patches {
                 patches[out].push(group);
             }
+            for (out, e) in plan.edits {
+                (self.out[out].edits, self.out[out].edit_bytes) = e;
+            }
             for (key, entries) in plan.kept {
                 match index.get(&key) {
                     Some(&li) => lists[li].1.extend(entries),
@@ -1408,14 +1418,10 @@ impl<'a> Merger<'a> {
         self.out
             .par_iter_mut()
             .zip(patches.into_par_iter())
-            .try_for_each(|(o, groups)| match &o.source {
-                Some(src) => {
-                    (o.edits, o.edit_bytes) = edits(src, groups.iter().flatten())?;
-                    Ok(())
-                }
-                None => groups.iter().flatten().try_for_each(|p| {
+            .try_for_each(|(o, groups)| {
+                groups.iter().flatten().try_for_each(|p| {
                     reloc::apply(&mut o.data, p.at, p.ty, p.value, p.bank, p.clear)
-                }),
+                })
             })?;
         for ((out_id, rela), mut list) in lists {
             list.reverse();
@@ -1440,6 +1446,8 @@ impl<'a> Merger<'a> {
         let c = &self.inputs[i].cubin;
         let mut facts: Vec<Option<SymFacts>> = vec![None; c.symbols.len()];
         let mut plan = RelocPlan::default();
+        // patches of the sections written from the mapping, by output section
+        let mut own: Vec<(usize, Vec<Patch>)> = Vec::new();
         for (ri, rs) in c.sections.iter().enumerate() {
             if !matches!(rs.ty, SHT_RELA | SHT_REL) {
                 continue;
@@ -1540,11 +1548,21 @@ impl<'a> Merger<'a> {
                 kept.push((at, sym_index as u32 + 1, ty, addend));
             }
             if !patches.is_empty() {
-                plan.patches.push((out_id, patches));
+                match self.out[out_id].source {
+                    Some(_) => match own.iter_mut().find(|(o, _)| *o == out_id) {
+                        Some((_, list)) => list.extend(patches),
+                        None => own.push((out_id, patches)),
+                    },
+                    None => plan.patches.push((out_id, patches)),
+                }
             }
             if !kept.is_empty() {
                 plan.kept.push(((out_id, rs.ty == SHT_RELA), kept));
             }
+        }
+        for (out_id, patches) in own {
+            let src = self.out[out_id].source.as_deref().unwrap_or_default();
+            plan.edits.push((out_id, edits(src, patches.iter())?));
         }
         Ok(plan)
     }
@@ -1666,7 +1684,7 @@ impl<'a> Merger<'a> {
                     let Some(o) = self.out_index(k) else { continue };
                     let mut v = r.payload.u32_at(4).unwrap_or(0);
                     if r.attr == info::REGCOUNT
-                        && let Some(&f) = self.func_of_sym.get(&k).filter(|&&f| self.funcs[f].entry)
+                        && let Some(f) = self.func_defined_by(k).filter(|&f| self.funcs[f].entry)
                     {
                         v = props[&f].0;
                     }
@@ -1731,68 +1749,85 @@ impl<'a> Merger<'a> {
             o.data = info::encode_all(&global);
             self.new_section(o, false);
         }
-        // per-function records
-        let mut per: Vec<OutSection> = Vec::new();
-        for f in 0..self.funcs.len() {
-            if !self.live[f] {
-                continue;
-            }
-            let (i, _) = self.funcs[f].key;
-            let c = &self.inputs[i].cubin;
-            let text = self.funcs[f].text;
-            let Some(si) = c.sections.iter().position(|s| {
-                s.ty == SHT_CUDA_INFO && s.info as usize == text && s.flags & SHF_INFO_LINK != 0
-            }) else {
-                continue;
-            };
-            let s = &c.sections[si];
-            let mut recs = Vec::new();
-            for mut r in info::parse(c.bytes(s), &c.origin, &s.name, s.offset)? {
-                if r.attr == info::EXTERNS {
-                    continue;
-                }
-                if r.attr == info::PARAM_CBANK && r.payload.len() >= 4 {
-                    let sym = r.payload.u32_at(0).unwrap_or(0) as usize;
-                    if sym < c.symbols.len()
-                        && let Some(o) = self.out_index((i, sym))
-                    {
-                        r.payload[..4].copy_from_slice(&(o as u32 + 1).to_le_bytes());
-                    }
-                }
-                recs.push(r);
-            }
-            // sm_100+: only the records the Mercury copy also has are reversed; the
-            // SASS-only ones follow in their order
-            let mut tail = Vec::new();
-            if let Some(attrs) = c
-                .has_mercury()
-                .then(|| self.merc_info_attrs(i, &s.name))
-                .flatten()
-            {
-                let (head, rest): (Vec<Record>, Vec<Record>) =
-                    recs.into_iter().partition(|r| attrs.contains(&r.attr));
-                recs = head;
-                tail = rest;
-            }
-            recs.reverse();
-            if exec && self.funcs[f].entry {
-                kernel_records(&mut recs, props[&f]);
-            }
-            recs.extend(tail);
-            let mut o = OutSection::new(&s.name, SHT_CUDA_INFO, SHF_INFO_LINK);
-            o.align = 4;
-            o.link = Ref::Symtab;
-            if let Some(&(t, _)) = self.placed.get(&(i, text)) {
-                o.info = Ref::Section(t);
-            }
-            o.data = info::encode_all(&recs);
-            per.push(o);
-        }
+        // per-function records (in parallel; added in function order)
+        let per: Vec<Result<Option<OutSection>>> = {
+            use rayon::prelude::*;
+            (0..self.funcs.len())
+                .into_par_iter()
+                .map(|f| self.function_info_section(f, &props))
+                .collect()
+        };
         for o in per {
-            self.new_section(o, false);
+            if let Some(o) = o? {
+                self.new_section(o, false);
+            }
         }
         self.props = props;
         Ok(())
+    }
+
+    /// Function `f`'s `.nv.info.<fn>` in the output, if it has one: its records with the
+    /// symbols renumbered, `EXTERNS` dropped, in nvlink's order, a kernel's with what
+    /// its call tree needs (`props`).
+    fn function_info_section(
+        &self,
+        f: usize,
+        props: &HashMap<usize, (u32, u32, u32)>,
+    ) -> Result<Option<OutSection>> {
+        let exec = !self.opts.relocatable;
+        if !self.live[f] {
+            return Ok(None);
+        }
+        let (i, _) = self.funcs[f].key;
+        let c = &self.inputs[i].cubin;
+        let text = self.funcs[f].text;
+        let Some(si) = c.sections.iter().position(|s| {
+            s.ty == SHT_CUDA_INFO && s.info as usize == text && s.flags & SHF_INFO_LINK != 0
+        }) else {
+            return Ok(None);
+        };
+        let s = &c.sections[si];
+        let mut recs = Vec::new();
+        for mut r in info::parse(c.bytes(s), &c.origin, &s.name, s.offset)? {
+            if r.attr == info::EXTERNS {
+                continue;
+            }
+            if r.attr == info::PARAM_CBANK && r.payload.len() >= 4 {
+                let sym = r.payload.u32_at(0).unwrap_or(0) as usize;
+                if sym < c.symbols.len()
+                    && let Some(o) = self.out_index((i, sym))
+                {
+                    r.payload[..4].copy_from_slice(&(o as u32 + 1).to_le_bytes());
+                }
+            }
+            recs.push(r);
+        }
+        // sm_100+: only the records the Mercury copy also has are reversed; the
+        // SASS-only ones follow in their order
+        let mut tail = Vec::new();
+        if let Some(attrs) = c
+            .has_mercury()
+            .then(|| self.merc_info_attrs(i, &s.name))
+            .flatten()
+        {
+            let (head, rest): (Vec<Record>, Vec<Record>) =
+                recs.into_iter().partition(|r| attrs.contains(&r.attr));
+            recs = head;
+            tail = rest;
+        }
+        recs.reverse();
+        if exec && self.funcs[f].entry {
+            kernel_records(&mut recs, props[&f]);
+        }
+        recs.extend(tail);
+        let mut o = OutSection::new(&s.name, SHT_CUDA_INFO, SHF_INFO_LINK);
+        o.align = 4;
+        o.link = Ref::Symtab;
+        if let Some(&(t, _)) = self.placed.get(&(i, text)) {
+            o.info = Ref::Section(t);
+        }
+        o.data = info::encode_all(&recs);
+        Ok(Some(o))
     }
 
     /// `(registers, stack, barriers)` of a function with everything it calls: the
@@ -1944,24 +1979,38 @@ impl<'a> Merger<'a> {
     /// calls in order, then for each indirect call every address-taken function of its
     /// prototype in node order; repeats and self-calls stay.
     fn call_lists(&self) -> Result<CallLists> {
-        let node_of = |k: SymKey| {
-            let sym = self.sym(k);
-            if sym.bind == STB_LOCAL {
-                Node::Local(k)
-            } else {
-                Node::Global(sym.name.as_str())
-            }
-        };
-        let mut number: HashMap<Node, usize> = HashMap::default();
+        // a node is a global name (by its id), or one input's local symbol; numbered
+        // from 1 in the order of first appearance
+        let mut of_global = vec![0usize; self.globals.len()];
+        let mut of_local: HashMap<SymKey, usize> = HashMap::default();
+        let mut count = 0;
         for (i, inp) in self.inputs.iter().enumerate() {
             for s in 1..inp.cubin.symbols.len() {
-                if inp.cubin.symbols[s].ty == STT_FUNC {
-                    let n = number.len() + 1;
-                    number.entry(node_of((i, s))).or_insert(n);
+                if inp.cubin.symbols[s].ty != STT_FUNC {
+                    continue;
+                }
+                let n = match self.global_of[i].get(s) {
+                    Some(&g) if g != NO_GLOBAL => &mut of_global[g as usize],
+                    _ => of_local.entry((i, s)).or_insert(0),
+                };
+                if *n == 0 {
+                    count += 1;
+                    *n = count;
                 }
             }
         }
-        let node: Vec<usize> = self.funcs.iter().map(|f| number[&node_of(f.key)]).collect();
+        let number = |(i, s): SymKey| -> Option<usize> {
+            match self.global_of[i].get(s) {
+                Some(&g) if g != NO_GLOBAL => Some(of_global[g as usize]),
+                _ => of_local.get(&(i, s)).copied(),
+            }
+            .filter(|&n| n > 0)
+        };
+        let node: Vec<usize> = self
+            .funcs
+            .iter()
+            .map(|f| number(f.key).expect("a function symbol is numbered"))
+            .collect();
         let mut func_of_node: HashMap<usize, usize> = HashMap::default();
         for f in (0..self.funcs.len()).filter(|&f| self.live[f]) {
             func_of_node.insert(node[f], f);
@@ -1982,8 +2031,8 @@ impl<'a> Merger<'a> {
                 match group {
                     1 => {
                         let callee = usize::try_from(b).ok().filter(|&b| b < c.symbols.len());
-                        if let Some(n) = callee.and_then(|b| number.get(&node_of((i, b)))) {
-                            calls[f].push(*n);
+                        if let Some(n) = callee.and_then(|b| number((i, b))) {
+                            calls[f].push(n);
                         }
                     }
                     3 => indirect[f].extend(strtab_string(c, b)),
@@ -2007,7 +2056,7 @@ impl<'a> Merger<'a> {
             }
         }
         Ok(CallLists {
-            nodes: number.len(),
+            nodes: count,
             node,
             func_of_node,
             calls,
@@ -2281,7 +2330,7 @@ impl<'a> Merger<'a> {
         // the text section's sh_info names its function symbol
         let mut sections = sections;
         for (k, &f_idx) in self.sym_of.iter() {
-            if let Some(&f) = self.func_of_sym.get(k) {
+            if let Some(f) = self.func_defined_by(*k) {
                 let (i, _) = self.funcs[f].key;
                 if let Some(&(t, _)) = self.placed.get(&(i, self.funcs[f].text)) {
                     let s = &mut sections[new_index[t]];
