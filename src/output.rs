@@ -21,11 +21,23 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 /// new one; a link that fails leaves none. Join it before writing the output.
 pub fn remove_old_output(path: &Path) -> std::thread::JoinHandle<()> {
     let path = path.to_path_buf();
-    std::thread::spawn(move || {
-        if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
-            std::fs::remove_file(&path).ok();
-        }
-    })
+    std::thread::spawn(move || remove_plain_file(&path))
+}
+
+fn remove_plain_file(path: &Path) {
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file()) {
+        std::fs::remove_file(path).ok();
+    }
+}
+
+/// `fill`'s content through a buffer that large writes pass by, flushed.
+fn fill_buffered(
+    file: &mut std::fs::File,
+    fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let mut w = std::io::BufWriter::with_capacity(1 << 18, file);
+    fill(&mut w)?;
+    w.flush()
 }
 
 /// As [`write_atomic`], with `fill` writing the content (through a buffer that large
@@ -46,23 +58,19 @@ pub fn write_atomic_with(
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    match std::fs::symlink_metadata(path) {
-        // a device, FIFO or socket (`-o /dev/null`) is written in place: a rename would
-        // replace the node with a plain file
-        Ok(m) if !m.is_file() && !m.is_dir() && !m.file_type().is_symlink() => {
-            let mut f = std::fs::OpenOptions::new()
-                .write(true)
-                .open(path)
-                .map_err(cannot)?;
-            let mut w = std::io::BufWriter::with_capacity(1 << 18, &mut f);
-            return fill(&mut w).and_then(|()| w.flush()).map_err(cannot);
-        }
-        // The old output goes first (see `remove_old_output`).
-        Ok(m) if m.is_file() => {
-            std::fs::remove_file(path).ok();
-        }
-        _ => {}
+    // a device, FIFO or socket (`-o /dev/null`) is written in place: a rename would
+    // replace the node with a plain file
+    if std::fs::symlink_metadata(path)
+        .is_ok_and(|m| !m.is_file() && !m.is_dir() && !m.file_type().is_symlink())
+    {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .map_err(cannot)?;
+        return fill_buffered(&mut f, fill).map_err(cannot);
     }
+    // the old output goes first (see `remove_old_output`)
+    remove_plain_file(path);
     let mut tmp = tempfile::Builder::new()
         .prefix(&format!(".{name}."))
         .suffix(".nvlinkrs-tmp")
@@ -71,11 +79,7 @@ pub fn write_atomic_with(
     // not synced to disk: the rename is what keeps a half-written file from ever being
     // seen under the output's name (ld, lld and nvlink do not sync either; a sync cost
     // 10-20 ms on a 14 MB image, a quarter of a 128-unit link)
-    {
-        let mut w = std::io::BufWriter::with_capacity(1 << 18, tmp.as_file_mut());
-        fill(&mut w).map_err(cannot)?;
-        w.flush().map_err(cannot)?;
-    }
+    fill_buffered(tmp.as_file_mut(), fill).map_err(cannot)?;
     // A plain file gets the permissions a newly created file would get (the temporary
     // file is created 0600).
     #[cfg(unix)]
