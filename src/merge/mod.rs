@@ -70,6 +70,13 @@ fn is_table_symbol(name: &str) -> bool {
 }
 
 /// Functions the driver provides (calls to them stay undefined in the output).
+/// An `extern __shared__` array of no size that no input defines: the kernel's dynamic
+/// shared memory, placed after everything its kernels hold (nvlink does not report it
+/// undefined; a sized one it does).
+fn is_dynamic_shared(s: &Symbol) -> bool {
+    !s.defined() && s.ty == STT_CUDA_OBJECT && s.other & STO_SHARED != 0 && s.size == 0
+}
+
 fn is_syscall(name: &str) -> bool {
     name == "vprintf"
         || name == "malloc"
@@ -731,7 +738,8 @@ impl<'a> Merger<'a> {
                 let sk = (i, r.sym as usize);
                 let sym = self.sym(sk);
                 if sym.other & STO_SHARED != 0 && sym.ty != STT_FUNC {
-                    shared.insert(self.target(sk).unwrap_or(sk));
+                    // (an `extern` array no input defines: its name's first reference)
+                    shared.insert(self.representative(sk));
                     continue;
                 }
                 if let Some(g) = self.func_of(sk)
@@ -801,6 +809,7 @@ impl<'a> Merger<'a> {
                 !(g.def.is_some()
                     || is_table_symbol(g.name)
                     || is_syscall(g.name)
+                    || is_dynamic_shared(self.sym(g.first))
                     || kind(self.sym(g.first)) == Kind::Data && self.opts.allow_undefined_globals)
             })
             .map(|g| g.name)
@@ -930,7 +939,7 @@ impl<'a> Merger<'a> {
                     s.ty,
                     SHT_CUDA_CALLGRAPH | SHT_CUDA_PROTOTYPE | SHT_CUDA_COMPAT | SHT_CUDA_RELOCINFO
                 ) || s.ty == SHT_CUDA_INFO
-                    || (exec && s.ty == SHT_CUDA_SHARED && !s.name.starts_with(".nv.shared."))
+                    || (exec && s.ty == SHT_CUDA_SHARED)
                     || s.name.starts_with(".nv.merc.")
                     || s.name.starts_with(".nv.capmerc.");
                 if skip || self.is_dropped_function_section(i, si) {
@@ -1028,16 +1037,20 @@ impl<'a> Merger<'a> {
         }
         // Every shared variable gets one offset, the same in every kernel window that
         // holds it; variables no kernel holds together may overlap. What nvlink 13.5
-        // does, as observed on generated programs (DESIGN.md, "Shared memory"):
-        // 1. The variables not held by exactly one kernel — held by several, or by none
-        //    (those of removed functions) — by size (largest first),
-        //    then the number of kernels holding them (most first), then input order,
-        //    go into slots: a variable joins the first slot after the last slot holding
-        //    a variable that shares a kernel with it, at the slot's start; a new slot
-        //    opens after the last one when there is none (or it would not fit).
-        // 2. Each kernel's own variables follow the end of everything it holds from
-        //    step 1: alignment (largest first), then size (smallest first), then input
-        //    order.
+        // does, as observed (DESIGN.md, "Shared memory"):
+        // 0. The variables of the inputs other than kernels' own locals (globals, device
+        //    functions' locals, `extern` arrays, those no code refers to), in input
+        //    order, are list-sorted by size, largest first, ties to the second list
+        //    (`list_sort`).
+        // 1. Those not held by exactly one kernel — held by several, or by none (those
+        //    of removed functions) — in that order go into slots: a variable joins the
+        //    first slot after the last slot holding a variable that shares a kernel with
+        //    it, at the slot's start; a new slot opens after the last one when there is
+        //    none (or it would not fit).
+        // 2. Each kernel's own variables — its function's locals in input order, then
+        //    the others in the order of 0 — are list-sorted by alignment (largest
+        //    first), then size (smallest first), ties to the first list, and follow
+        //    the end of everything the kernel holds from step 1.
         // 3. The size-0 `extern` arrays follow everything their kernels hold.
         // sm_90 and newer reserve 1 KiB at the end of every kernel's window.
         let sm = self.opts.target.map_or(0, |t| t.sm);
@@ -1059,6 +1072,16 @@ impl<'a> Merger<'a> {
                 held.entry(v).or_default();
             }
         }
+        // a kernel's own local: ptxas puts it in that kernel's `.nv.shared.` section
+        // (the kernel's function is all that refers to it)
+        let kernel_local = |m: &Self, (i, s): SymKey| {
+            let c = &m.inputs[i].cubin;
+            let sym = &c.symbols[s];
+            sym.defined()
+                && c.sections
+                    .get(sym.shndx as usize)
+                    .is_some_and(|sec| sec.name.starts_with(".nv.shared."))
+        };
         let trees: Vec<BTreeSet<SymKey>> = {
             kernels
                 .par_iter()
@@ -1091,20 +1114,30 @@ impl<'a> Merger<'a> {
                 *a = (*a).max(align(m, v));
             }
         };
+        // 0. the order steps 1 and 2 take the variables in: every shared variable of
+        //    the inputs (those no code refers to included, a global where it is
+        //    defined) but kernels' own locals
+        let shared: Vec<SymKey> = (0..self.inputs.len())
+            .flat_map(|i| (1..self.inputs[i].cubin.symbols.len()).map(move |s| (i, s)))
+            .filter(|&k| {
+                let sym = self.sym(k);
+                sym.other & STO_SHARED != 0
+                    && !matches!(sym.ty, STT_FUNC | STT_SECTION)
+                    && (sym.bind == STB_LOCAL || self.representative(k) == k)
+                    && !kernel_local(self, k)
+            })
+            .collect();
+        let shared = list_sort(&shared, &|&a, &b| size(self, a) > size(self, b), false);
+        let shared: Vec<SymKey> = shared
+            .into_iter()
+            .filter(|v| held.contains_key(v))
+            .collect();
         // 1. slots: (start, end, the kernels holding its variables)
         let mut slots: Vec<(u64, u64, BTreeSet<usize>)> = Vec::new();
-        let mut first: Vec<SymKey> = held
+        let first = shared
             .iter()
-            .filter(|(v, ks)| ks.len() != 1 && self.sym(**v).size > 0)
-            .map(|(v, _)| *v)
-            .collect();
-        first.sort_by_key(|&v| {
-            (
-                std::cmp::Reverse(size(self, v)),
-                std::cmp::Reverse(held[&v].len()),
-                v,
-            )
-        });
+            .copied()
+            .filter(|v| held[v].len() != 1 && self.sym(*v).size > 0);
         for v in first {
             let ks = &held[&v];
             let (a, n) = (align(self, v), size(self, v));
@@ -1130,18 +1163,22 @@ impl<'a> Merger<'a> {
             };
             place(self, &mut at, &mut win, v, o);
         }
-        // 2. each kernel's own variables
+        // 2. each kernel's own variables: its function's locals, then the others
         let mut own: Vec<Vec<SymKey>> = vec![Vec::new(); kernels.len()];
-        for (&v, ks) in &held {
-            if let [k] = ks.as_slice()
+        let locals = held.keys().filter(|&&v| kernel_local(self, v));
+        for &v in locals.chain(&shared) {
+            if let [k] = held[&v].as_slice()
                 && self.sym(v).size > 0
             {
                 own[*k].push(v);
             }
         }
-        for (ki, mut vs) in own.into_iter().enumerate() {
-            vs.sort_by_key(|&v| (std::cmp::Reverse(align(self, v)), size(self, v), v));
-            for v in vs {
+        let before = |&a: &SymKey, &b: &SymKey| {
+            (align(self, a), std::cmp::Reverse(size(self, a)))
+                > (align(self, b), std::cmp::Reverse(size(self, b)))
+        };
+        for (ki, vs) in own.into_iter().enumerate() {
+            for v in list_sort(&vs, &before, true) {
                 let o = win[ki].0.unwrap_or(0).next_multiple_of(align(self, v));
                 place(self, &mut at, &mut win, v, o);
             }
@@ -1178,30 +1215,43 @@ impl<'a> Merger<'a> {
             }
             window_of[ki] = Some(self.new_section(o, true));
         }
+        // dynamic shared arrays: an empty `.nv_debug.shared` as aligned as the strictest
+        let dynamic = held
+            .keys()
+            .filter(|&&v| is_dynamic_shared(self.sym(v)))
+            .map(|&v| align(self, v))
+            .max();
         if self.opts.debug {
             // a debug link keeps the shared variables' symbols: in the window of the one
-            // kernel that holds one, else in `.nv_debug.shared`
-            let mut debug_end = None;
+            // kernel that holds one, else in `.nv_debug.shared` (a dynamic array there,
+            // taking no room)
+            let mut debug_end = dynamic.map(|_| 0);
             for (&v, ks) in &held {
                 let Some(&o) = at.get(&v) else { continue };
                 let home = match ks.as_slice() {
-                    [k] => window_of[*k],
+                    [k] if !is_dynamic_shared(self.sym(v)) => window_of[*k],
                     _ => None,
                 };
-                if home.is_none() {
+                if home.is_none() && !is_dynamic_shared(self.sym(v)) {
                     debug_end = Some(debug_end.unwrap_or(0).max(o + size(self, v)));
                 }
                 self.shared_home.insert(v, home);
             }
             if let Some(end) = debug_end {
                 let mut o = OutSection::new(".nv_debug.shared", SHT_NOBITS, SHF_WRITE | SHF_ALLOC);
-                o.align = 4;
+                o.align = dynamic.unwrap_or(4).max(4);
                 o.mem_size = end + reserve;
                 let id = self.new_section(o, true);
                 for home in self.shared_home.values_mut() {
                     home.get_or_insert(id);
                 }
             }
+        } else if let Some(a) = dynamic {
+            // (as large as the reservation on sm_100+, empty before)
+            let mut o = OutSection::new(".nv_debug.shared", SHT_NOBITS, SHF_WRITE | SHF_ALLOC);
+            o.align = a;
+            o.mem_size = if sm >= 100 { reserve } else { 0 };
+            self.new_section(o, false);
         }
         // (a live function no kernel reaches — its address is taken — still needs its
         // variables' offsets)
@@ -1293,20 +1343,24 @@ impl<'a> Merger<'a> {
         self.section_symbols(true);
     }
 
-    /// Debug links keep the symbol of a shared variable, as a local at its offset in the
-    /// window that holds it (`shared_home`).
+    /// Debug links keep the symbol of a shared variable at its offset in the window that
+    /// holds it (`shared_home`), as a local unless it is a global in `.nv_debug.shared`.
     fn debug_shared_symbol(&mut self, k: SymKey) {
         let (Some(&Some(home)), Some(&o)) = (self.shared_home.get(&k), self.shared_offset.get(&k))
         else {
             return;
         };
         let sym = self.sym(k);
+        // (a global one stays global in `.nv_debug.shared`; a dynamic array is there at
+        // its offset before the reservation)
+        let dynamic = is_dynamic_shared(sym);
+        let global = sym.bind != STB_LOCAL && self.out[home].name == ".nv_debug.shared";
         self.sym_of.insert(k, self.symbols.len());
         self.symbols.push(OutSymbol {
             name: sym.name.clone(),
-            value: o + self.shared_reserve,
+            value: if dynamic { o } else { o + self.shared_reserve },
             size: sym.size,
-            bind: STB_LOCAL,
+            bind: if global { STB_GLOBAL } else { STB_LOCAL },
             ty: STT_OBJECT,
             other: 0,
             section: Some(home),
@@ -1603,6 +1657,11 @@ impl<'a> Merger<'a> {
         if !s.defined() && s.bind != STB_LOCAL && is_table_symbol(&s.name) {
             return (0, 0, true);
         }
+        if s.ty != STT_SECTION
+            && let Some(&o) = self.shared_offset.get(&self.representative(k))
+        {
+            return (o, 0, true);
+        }
         let Some(t) = (if s.ty == STT_SECTION {
             Some(k)
         } else {
@@ -1611,9 +1670,6 @@ impl<'a> Merger<'a> {
             return (0, 0, false);
         };
         let ts = self.sym(t);
-        if let Some(&o) = self.shared_offset.get(&t) {
-            return (o, 0, true);
-        }
         let c = &self.inputs[t.0].cubin;
         let Some(sec) = c.sections.get(ts.shndx as usize) else {
             return (0, 0, false);
@@ -2436,6 +2492,41 @@ fn out_type(s: &Section, exec: bool) -> (u32, u64) {
 /// `(a, b, group)` of every `.nv.callgraph` entry; group n follows the marker (0, -n).
 /// For each function, whether a cycle can be reached from it (itself included): what is
 /// left after peeling off, again and again, the functions all of whose callees are gone.
+/// nvlink's sort of shared variables, a merge sort on linked lists (observed: the
+/// order it gives equal keys depends only on their number and input order, and no
+/// stable sort gives it). The items are dealt in turn onto the heads of two lists (so
+/// each holds every other item, reversed), both are sorted the same way, and the two
+/// are merged; where neither head goes `before` the other, `ties_first` takes the first
+/// list's head, else the second's.
+fn list_sort<T: Copy>(items: &[T], before: &dyn Fn(&T, &T) -> bool, ties_first: bool) -> Vec<T> {
+    if items.len() <= 1 {
+        return items.to_vec();
+    }
+    let dealt =
+        |from: usize| -> Vec<T> { items.iter().skip(from).step_by(2).rev().copied().collect() };
+    let a = list_sort(&dealt(0), before, ties_first);
+    let b = list_sort(&dealt(1), before, ties_first);
+    let mut out = Vec::with_capacity(items.len());
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        let take_b = if ties_first {
+            before(&b[j], &a[i])
+        } else {
+            !before(&a[i], &b[j])
+        };
+        if take_b {
+            out.push(b[j]);
+            j += 1;
+        } else {
+            out.push(a[i]);
+            i += 1;
+        }
+    }
+    out.extend_from_slice(&a[i..]);
+    out.extend_from_slice(&b[j..]);
+    out
+}
+
 fn cycle_below(edges: &[Vec<usize>]) -> Vec<bool> {
     let mut pending: Vec<usize> = edges.iter().map(Vec::len).collect();
     let mut callers: Vec<Vec<usize>> = vec![Vec::new(); edges.len()];
@@ -2556,6 +2647,46 @@ mod tests {
         }
         out.extend_from_slice(&src[from..]);
         out
+    }
+
+    /// The orders nvlink 13.5 gives equal-size shared variables (read off its output):
+    /// N `int[32]` locals of one kernel, and one each in N device functions the kernel
+    /// calls (sorted by size, then by alignment and size), by input position.
+    #[test]
+    fn list_sort_gives_nvlinks_order_of_equal_keys() {
+        let equal = |_: &usize, _: &usize| false;
+        let kernel = |n: usize| list_sort(&(0..n).collect::<Vec<_>>(), &equal, true);
+        let callees = |n: usize| {
+            let bysize = list_sort(&(0..n).collect::<Vec<_>>(), &equal, false);
+            list_sort(&bysize, &equal, true)
+        };
+        assert_eq!(kernel(2), [0, 1]);
+        assert_eq!(kernel(5), [0, 4, 2, 3, 1]);
+        assert_eq!(kernel(10), [8, 0, 4, 2, 6, 9, 1, 5, 3, 7]);
+        assert_eq!(
+            kernel(16),
+            [10, 2, 14, 6, 8, 0, 12, 4, 11, 3, 15, 7, 9, 1, 13, 5]
+        );
+        assert_eq!(callees(2), [1, 0]);
+        assert_eq!(callees(4), [0, 1, 2, 3]);
+        assert_eq!(callees(5), [1, 0, 2, 4, 3]);
+        assert_eq!(callees(10), [0, 7, 9, 5, 2, 8, 3, 6, 1, 4]);
+        assert_eq!(callees(32), (0..32).rev().collect::<Vec<_>>());
+        // and it sorts: (alignment largest first, then size smallest first)
+        let items = [
+            (4u64, 128u64),
+            (8, 128),
+            (1, 64),
+            (4, 32),
+            (8, 16),
+            (4, 128),
+        ];
+        let before = |a: &(u64, u64), b: &(u64, u64)| {
+            (a.0, std::cmp::Reverse(a.1)) > (b.0, std::cmp::Reverse(b.1))
+        };
+        let sorted = list_sort(&items, &before, true);
+        assert_eq!(sorted[..3], [(8, 16), (8, 128), (4, 32)]);
+        assert_eq!(sorted[5], (1, 64));
     }
 
     #[test]
