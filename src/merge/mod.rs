@@ -69,7 +69,6 @@ fn is_table_symbol(name: &str) -> bool {
         )
 }
 
-/// Functions the driver provides (calls to them stay undefined in the output).
 /// An `extern __shared__` array of no size that no input defines: the kernel's dynamic
 /// shared memory, placed after everything its kernels hold (nvlink does not report it
 /// undefined; a sized one it does).
@@ -77,6 +76,7 @@ fn is_dynamic_shared(s: &Symbol) -> bool {
     !s.defined() && s.ty == STT_CUDA_OBJECT && s.other & STO_SHARED != 0 && s.size == 0
 }
 
+/// Functions the driver provides (calls to them stay undefined in the output).
 fn is_syscall(name: &str) -> bool {
     name == "vprintf"
         || name == "malloc"
@@ -1115,15 +1115,15 @@ impl<'a> Merger<'a> {
             }
         };
         // 0. the order steps 1 and 2 take the variables in: every shared variable of
-        //    the inputs (those no code refers to included, a global where it is
-        //    defined) but kernels' own locals
+        //    the inputs (those no code refers to included, a global once: where it is
+        //    defined, else its first reference) but kernels' own locals
         let shared: Vec<SymKey> = (0..self.inputs.len())
             .flat_map(|i| (1..self.inputs[i].cubin.symbols.len()).map(move |s| (i, s)))
             .filter(|&k| {
                 let sym = self.sym(k);
                 sym.other & STO_SHARED != 0
                     && !matches!(sym.ty, STT_FUNC | STT_SECTION)
-                    && (sym.bind == STB_LOCAL || self.representative(k) == k)
+                    && self.representative(k) == k
                     && !kernel_local(self, k)
             })
             .collect();
@@ -1228,11 +1228,12 @@ impl<'a> Merger<'a> {
             let mut debug_end = dynamic.map(|_| 0);
             for (&v, ks) in &held {
                 let Some(&o) = at.get(&v) else { continue };
+                let dynamic = is_dynamic_shared(self.sym(v));
                 let home = match ks.as_slice() {
-                    [k] if !is_dynamic_shared(self.sym(v)) => window_of[*k],
+                    [k] if !dynamic => window_of[*k],
                     _ => None,
                 };
-                if home.is_none() && !is_dynamic_shared(self.sym(v)) {
+                if home.is_none() && !dynamic {
                     debug_end = Some(debug_end.unwrap_or(0).max(o + size(self, v)));
                 }
                 self.shared_home.insert(v, home);
@@ -2489,9 +2490,6 @@ fn out_type(s: &Section, exec: bool) -> (u32, u64) {
     (ty, s.flags)
 }
 
-/// `(a, b, group)` of every `.nv.callgraph` entry; group n follows the marker (0, -n).
-/// For each function, whether a cycle can be reached from it (itself included): what is
-/// left after peeling off, again and again, the functions all of whose callees are gone.
 /// nvlink's sort of shared variables, a merge sort on linked lists (observed: the
 /// order it gives equal keys depends only on their number and input order, and no
 /// stable sort gives it). The items are dealt in turn onto the heads of two lists (so
@@ -2527,6 +2525,8 @@ fn list_sort<T: Copy>(items: &[T], before: &dyn Fn(&T, &T) -> bool, ties_first: 
     out
 }
 
+/// For each function, whether a cycle can be reached from it (itself included): what is
+/// left after peeling off, again and again, the functions all of whose callees are gone.
 fn cycle_below(edges: &[Vec<usize>]) -> Vec<bool> {
     let mut pending: Vec<usize> = edges.iter().map(Vec::len).collect();
     let mut callers: Vec<Vec<usize>> = vec![Vec::new(); edges.len()];
@@ -2549,6 +2549,7 @@ fn cycle_below(edges: &[Vec<usize>]) -> Vec<bool> {
     cyclic
 }
 
+/// `(a, b, group)` of every `.nv.callgraph` entry; group n follows the marker (0, -n).
 fn callgraph_entries(c: &Cubin) -> Result<Vec<(u32, i64, usize)>> {
     let mut out = Vec::new();
     for s in c.sections.iter().filter(|s| s.ty == SHT_CUDA_CALLGRAPH) {
