@@ -383,6 +383,9 @@ struct Merger<'a> {
     /// Output section → whether it gets a section symbol.
     section_symbol: Vec<bool>,
     shared_offset: HashMap<SymKey, u64>,
+    /// Outside debug links, a dynamic shared array's offset as each function that
+    /// refers to it sees it: (function, array) → offset.
+    dynamic_offset: HashMap<(usize, SymKey), u64>,
     symbols: Vec<OutSymbol>,
     sym_of: HashMap<SymKey, usize>,
     section_sym_index: HashMap<usize, usize>,
@@ -440,6 +443,7 @@ impl<'a> Merger<'a> {
             by_name: HashMap::default(),
             section_symbol: Vec::new(),
             shared_offset: HashMap::default(),
+            dynamic_offset: HashMap::default(),
             symbols: Vec::new(),
             sym_of: HashMap::default(),
             section_sym_index: HashMap::default(),
@@ -1082,20 +1086,22 @@ impl<'a> Merger<'a> {
                     .get(sym.shndx as usize)
                     .is_some_and(|sec| sec.name.starts_with(".nv.shared."))
         };
-        let trees: Vec<BTreeSet<SymKey>> = {
-            kernels
-                .par_iter()
-                .map(|&k| {
-                    self.reachable_from(k)
-                        .into_iter()
-                        .flat_map(|g| self.funcs[g].shared.iter().copied())
-                        .collect()
-                })
-                .collect()
-        };
-        for (ki, vars) in trees.into_iter().enumerate() {
+        let trees: Vec<Vec<usize>> = kernels
+            .par_iter()
+            .map(|&k| self.reachable_from(k))
+            .collect();
+        // function → the kernels (positions in `kernels`) that reach it
+        let mut kernels_of: Vec<Vec<usize>> = vec![Vec::new(); self.funcs.len()];
+        for (ki, tree) in trees.iter().enumerate() {
+            let vars: BTreeSet<SymKey> = tree
+                .iter()
+                .flat_map(|&g| self.funcs[g].shared.iter().copied())
+                .collect();
             for v in vars {
                 held.entry(v).or_default().push(ki);
+            }
+            for &g in tree {
+                kernels_of[g].push(ki);
             }
         }
         let size = |m: &Self, v: SymKey| m.sym(v).size;
@@ -1183,7 +1189,30 @@ impl<'a> Merger<'a> {
                 place(self, &mut at, &mut win, v, o);
             }
         }
-        // 3. extern arrays
+        // 3. extern arrays: in a debug link, one offset each, after everything the
+        //    kernels holding it hold; else an offset per function referring to it,
+        //    after everything the kernels reaching that function hold (a kernel using
+        //    one directly sees it at its own end, whatever other kernels hold)
+        //    When step 1 placed anything, every kernel's window holds the dynamic
+        //    arrays at offset 0 or after (read off nvlink: a kernel holding nothing
+        //    gets an empty window, and every window their alignment; without a slot
+        //    only the kernels reaching one do). One only removed functions refer to
+        //    sits at 0.
+        if !slots.is_empty() {
+            for (&v, ks) in &held {
+                if !is_dynamic_shared(self.sym(v)) {
+                    continue;
+                }
+                let a = align(self, v);
+                for (end, al) in win.iter_mut() {
+                    *end = Some(end.unwrap_or(0));
+                    *al = (*al).max(a);
+                }
+                if ks.is_empty() {
+                    at.insert(v, 0);
+                }
+            }
+        }
         let mut open: Vec<SymKey> = held
             .iter()
             .filter(|(v, ks)| !ks.is_empty() && self.sym(**v).size == 0)
@@ -1191,14 +1220,32 @@ impl<'a> Merger<'a> {
             .collect();
         open.sort_by_key(|&v| (std::cmp::Reverse(align(self, v)), v));
         for v in open {
-            let from = held[&v].iter().filter_map(|&k| win[k].0).max().unwrap_or(0);
-            place(
-                self,
-                &mut at,
-                &mut win,
-                v,
-                from.next_multiple_of(align(self, v)),
-            );
+            let a = align(self, v);
+            if self.opts.debug {
+                let from = held[&v].iter().filter_map(|&k| win[k].0).max().unwrap_or(0);
+                place(self, &mut at, &mut win, v, from.next_multiple_of(a));
+                continue;
+            }
+            let mut furthest = 0;
+            for (f, ks) in kernels_of.iter().enumerate() {
+                if ks.is_empty() || !self.funcs[f].shared.contains(&v) {
+                    continue;
+                }
+                let o = ks
+                    .iter()
+                    .filter_map(|&k| win[k].0)
+                    .max()
+                    .unwrap_or(0)
+                    .next_multiple_of(a);
+                for &k in ks {
+                    let (end, al) = &mut win[k];
+                    *end = Some(end.unwrap_or(0).max(o));
+                    *al = (*al).max(a);
+                }
+                self.dynamic_offset.insert((f, v), o);
+                furthest = furthest.max(o);
+            }
+            at.insert(v, furthest);
         }
         let mut window_of: Vec<Option<usize>> = vec![None; kernels.len()];
         for (ki, &f) in kernels.iter().enumerate() {
@@ -1213,7 +1260,9 @@ impl<'a> Merger<'a> {
             if let Some(&(t, _)) = self.placed.get(&(i, self.funcs[f].text)) {
                 o.info = Ref::Section(t);
             }
-            window_of[ki] = Some(self.new_section(o, true));
+            // (in nvlink's sm_100+ layout a window holding nothing has no section symbol)
+            let symbol = window > 0 || !self.mercury_layout;
+            window_of[ki] = Some(self.new_section(o, symbol));
         }
         // dynamic shared arrays: an empty `.nv_debug.shared` as aligned as the strictest
         let dynamic = held
@@ -1564,8 +1613,15 @@ impl<'a> Merger<'a> {
                 if loser || f.dead {
                     continue;
                 }
-                // link-time value: section offset of the target
-                let (value, bank, resolvable_here) = f.value;
+                // link-time value: section offset of the target (a dynamic shared
+                // array's as the function holding the relocation sees it)
+                let (mut value, bank, resolvable_here) = f.value;
+                if !self.dynamic_offset.is_empty()
+                    && let Some(&func) = self.func_of_text.get(&(i, rs.info as usize))
+                    && let Some(&o) = self.dynamic_offset.get(&(func, self.representative(k)))
+                {
+                    value = o;
+                }
                 // (debug information keeps the load addresses of variables, constant
                 // ones included, for the driver: nvlink keeps those relocations)
                 let load_address = target_nonalloc && reloc::is_global_address(r.ty);

@@ -8,8 +8,11 @@ writes OUTDIR/t0.cu .. t{N-1}.cu: a random call graph across the translation uni
 `__device__` variables (initialised and zero), `__constant__` banks, `__shared__`
 variables at file scope and inside functions, `extern` references across units, weak
 definitions (the same template instantiated in several units, and `__noinline__`
-functions marked weak), functions nobody calls, barriers, and stack frames. The same
-seed always gives the same program.
+functions marked weak), functions nobody calls, barriers, stack frames, kernels' own `__shared__` arrays and
+dynamic shared memory (`extern __shared__` arrays of no size, in kernels and device
+functions). The same seed always gives the same program; the kernels' arrays and the
+dynamic ones are drawn from a second generator, so adding them left every other choice
+of a seed as it was.
 """
 import os
 import random
@@ -21,6 +24,7 @@ def main():
     seed, out = int(args[0]), args[1]
     opts = dict(zip(args[2::2], args[3::2]))
     r = random.Random(seed)
+    r2 = random.Random(seed * 1_000_003 + 17)  # kernel-local and dynamic shared arrays
     ntu = int(opts.get("--tus", r.randint(2, 5)))
     nf = int(opts.get("--funcs", r.randint(2, 6)))
     os.makedirs(out, exist_ok=True)
@@ -45,6 +49,10 @@ def main():
     templates = r.randint(0, 2)
     kernels = {t: r.randint(0 if t else 1, 2) for t in range(ntu)}
     fp_tables = {t: r.random() < 0.25 for t in range(ntu)}
+    # dynamic shared memory: one array name every unit may use (int), one per unit
+    # (double: a stricter alignment), used by kernels and by device functions
+    dyn_users = {f for f in funcs if r2.random() < 0.1}
+    dyn_unit = {t: r2.random() < 0.2 for t in range(ntu)}
 
     def fname(f):
         return f"f{f[0]}_{f[1]}"
@@ -70,6 +78,9 @@ def main():
                     L.append(f"extern __constant__ int {n}[{size}];")
         for (n, ty, size) in svars[t]:
             L.append(f"__shared__ {ty} {n}[{size}];")
+        L.append("extern __shared__ int dynsmem[];")
+        if dyn_unit[t]:
+            L.append(f"extern __shared__ double dyn{t}[];")
         for f in funcs:
             attr = "__attribute__((weak)) " if f in weak_funcs and f[0] == t else ""
             L.append(f"extern __device__ {attr}int {fname(f)}(int x, int d);")
@@ -88,6 +99,8 @@ def main():
                 if svars[t]:
                     n, ty, size = r.choice(svars[t])
                     body.append(f"    {n}[threadIdx.x % {size}] = ({ty})acc; acc += (int){n}[(threadIdx.x + 1) % {size}];")
+            if f in dyn_users:
+                body.append("    dynsmem[threadIdx.x] = acc; acc += dynsmem[(threadIdx.x + 1) % 32];")
             if f in barrier:
                 body.append("    __syncthreads();")
             for u in range(ntu):
@@ -124,6 +137,15 @@ def main():
                 L.append(f"    {n}[threadIdx.x % {size}] = ({ty})acc; __syncthreads(); acc += (int){n}[0];")
             if templates:
                 L.append(f"    acc += tw<{r.randint(1, templates)}>(acc);")
+            if r2.random() < 0.35:
+                ty, size = r2.choice([("char", 7), ("int", 64), ("double", 5), ("float", 300)])
+                L.append(f"    __shared__ {ty} kl[{size}];")
+                L.append(f"    kl[threadIdx.x % {size}] = ({ty})acc; __syncthreads(); acc += (int)kl[(i + 1) % {size}];")
+            use = r2.random()
+            if use < 0.15:
+                L.append("    dynsmem[threadIdx.x] = acc; __syncthreads(); acc += dynsmem[0];")
+            elif use < 0.25 and dyn_unit[t]:
+                L.append(f"    dyn{t}[threadIdx.x] = acc; __syncthreads(); acc += (int)dyn{t}[1];")
             L.append("    if (i < n) out[i] = acc;")
             L.append("}")
         with open(os.path.join(out, f"t{t}.cu"), "w") as fh:
