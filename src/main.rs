@@ -187,7 +187,7 @@ fn daemon_main(args: &[String]) -> Result<(), Error> {
 
 /// glibc grows each thread's heap a few pages at a time by default; a link allocates and
 /// frees tens of megabytes in many threads, and the growth (a system call and a lock on the
-/// address space each time) cost about 15% of a 128-unit link. A 16 MiB pad reserves
+/// address space each time) cost 10-18% of a 128-unit link. A 16 MiB pad reserves
 /// address space, not memory: pages count toward the peak only once written.
 fn grow_heap_in_large_steps() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]

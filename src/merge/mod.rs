@@ -1108,6 +1108,11 @@ impl<'a> Merger<'a> {
         let mut at: BTreeMap<SymKey, u64> = BTreeMap::new();
         // per kernel: the end of what it holds so far, and the largest alignment
         let mut win: Vec<(Option<u64>, u64)> = vec![(None, 4); kernels.len()];
+        // a kernel's window now holds something ending at `end`, aligned to `a`
+        let hold = |w: &mut (Option<u64>, u64), end: u64, a: u64| {
+            w.0 = Some(w.0.unwrap_or(0).max(end));
+            w.1 = w.1.max(a);
+        };
         let place = |m: &Self,
                      at: &mut BTreeMap<SymKey, u64>,
                      win: &mut [(Option<u64>, u64)],
@@ -1115,9 +1120,7 @@ impl<'a> Merger<'a> {
                      o: u64| {
             at.insert(v, o);
             for &k in &held[&v] {
-                let (end, a) = &mut win[k];
-                *end = Some(end.unwrap_or(0).max(o + size(m, v)));
-                *a = (*a).max(align(m, v));
+                hold(&mut win[k], o + size(m, v), align(m, v));
             }
         };
         // 0. the order steps 1 and 2 take the variables in: every shared variable of
@@ -1204,9 +1207,8 @@ impl<'a> Merger<'a> {
                     continue;
                 }
                 let a = align(self, v);
-                for (end, al) in win.iter_mut() {
-                    *end = Some(end.unwrap_or(0));
-                    *al = (*al).max(a);
+                for w in win.iter_mut() {
+                    hold(w, 0, a);
                 }
                 if ks.is_empty() {
                     at.insert(v, 0);
@@ -1238,9 +1240,7 @@ impl<'a> Merger<'a> {
                     .unwrap_or(0)
                     .next_multiple_of(a);
                 for &k in ks {
-                    let (end, al) = &mut win[k];
-                    *end = Some(end.unwrap_or(0).max(o));
-                    *al = (*al).max(a);
+                    hold(&mut win[k], o, a);
                 }
                 self.dynamic_offset.insert((f, v), o);
                 furthest = furthest.max(o);
@@ -1562,6 +1562,8 @@ impl<'a> Merger<'a> {
             let target = &c.sections[rs.info as usize];
             let target_nonalloc = target.flags & SHF_ALLOC == 0;
             let frame = self.frames.get(&(i, rs.info as usize));
+            // (the function whose code this is: dynamic shared arrays' offsets depend on it)
+            let func = self.func_of_text.get(&(i, rs.info as usize)).copied();
             for r in self.relocs(i, ri)? {
                 let k = (i, r.sym as usize);
                 let sym = self.sym(k);
@@ -1616,8 +1618,8 @@ impl<'a> Merger<'a> {
                 // link-time value: section offset of the target (a dynamic shared
                 // array's as the function holding the relocation sees it)
                 let (mut value, bank, resolvable_here) = f.value;
-                if !self.dynamic_offset.is_empty()
-                    && let Some(&func) = self.func_of_text.get(&(i, rs.info as usize))
+                if is_dynamic_shared(sym)
+                    && let Some(func) = func
                     && let Some(&o) = self.dynamic_offset.get(&(func, self.representative(k)))
                 {
                     value = o;
