@@ -145,6 +145,32 @@ fn links_equivalent_to_nvlink() {
             "shared memory sm_120",
             args(&["-arch=sm_120", "smem_120.cubin", "smem2_120.cubin"]),
         ),
+        // dynamic shared memory: a function no kernel reaches (offset -1, its barrier
+        // counted in the one kernel), windows grown over all arrays until none grows
+        (
+            "dynamic shared, one kernel sm_75",
+            args(&["-arch=sm_75", "dyn1_75.cubin"]),
+        ),
+        (
+            "dynamic shared, one kernel sm_90",
+            args(&["-arch=sm_90", "dyn1_90.cubin"]),
+        ),
+        (
+            "dynamic shared, one kernel sm_100",
+            args(&["-arch=sm_100", "dyn1_100.cubin"]),
+        ),
+        (
+            "dynamic shared, windows grown sm_90",
+            args(&["-arch=sm_90", "dyn2_90.cubin", "dyn3_90.cubin"]),
+        ),
+        (
+            "dynamic shared, windows grown sm_120",
+            args(&["-arch=sm_120", "dyn2_120.cubin", "dyn3_120.cubin"]),
+        ),
+        (
+            "dynamic shared, windows grown, -g",
+            args(&["-g", "-arch=sm_90", "dyn2_90.cubin", "dyn3_90.cubin"]),
+        ),
         // sm_100+: the capsule-Mercury sections merged beside the SASS, nvlink's
         // sm_100 layout
         (

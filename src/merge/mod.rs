@@ -1192,10 +1192,11 @@ impl<'a> Merger<'a> {
                 place(self, &mut at, &mut win, v, o);
             }
         }
-        // 3. extern arrays: in a debug link, one offset each, after everything the
-        //    kernels holding it hold; else an offset per function referring to it,
-        //    after everything the kernels reaching that function hold (a kernel using
-        //    one directly sees it at its own end, whatever other kernels hold)
+        // 3. extern arrays: an offset per function referring to one, after everything
+        //    the kernels reaching that function hold, once the windows of the kernels
+        //    that share such a function have grown to the furthest of their ends (until
+        //    none grows, over all arrays); a kept function no kernel reaches sees -1.
+        //    A debug link gives each array one offset, the furthest.
         //    When step 1 placed anything, every kernel's window holds the dynamic
         //    arrays at offset 0 or after (read off nvlink: a kernel holding nothing
         //    gets an empty window, and every window their alignment; without a slot
@@ -1215,37 +1216,74 @@ impl<'a> Merger<'a> {
                 }
             }
         }
+        // A kept function no kernel reaches (its address is taken) sees a dynamic array
+        // at offset -1.
+        if !self.opts.debug {
+            let unreached: Vec<(usize, SymKey)> = (0..self.funcs.len())
+                .filter(|&f| self.live[f] && kernels_of[f].is_empty())
+                .flat_map(|f| self.funcs[f].shared.iter().map(move |&v| (f, v)))
+                .filter(|&(_, v)| is_dynamic_shared(self.sym(v)))
+                .collect();
+            for key in unreached {
+                self.dynamic_offset.insert(key, u64::MAX);
+            }
+        }
         let mut open: Vec<SymKey> = held
             .iter()
             .filter(|(v, ks)| !ks.is_empty() && self.sym(**v).size == 0)
             .map(|(v, _)| *v)
             .collect();
         open.sort_by_key(|&v| (std::cmp::Reverse(align(self, v)), v));
-        for v in open {
-            let a = align(self, v);
-            if self.opts.debug {
-                let from = held[&v].iter().filter_map(|&k| win[k].0).max().unwrap_or(0);
-                place(self, &mut at, &mut win, v, from.next_multiple_of(a));
-                continue;
+        // (array, its alignment, the functions kernels reach that refer to it)
+        let users: Vec<(SymKey, u64, Vec<usize>)> = open
+            .into_iter()
+            .map(|v| {
+                let fs = (0..self.funcs.len())
+                    .filter(|&f| !kernels_of[f].is_empty() && self.funcs[f].shared.contains(&v))
+                    .collect();
+                (v, align(self, v), fs)
+            })
+            .collect();
+        let end_of = |win: &[(Option<u64>, u64)], ks: &[usize], a: u64| {
+            ks.iter()
+                .filter_map(|&k| win[k].0)
+                .max()
+                .unwrap_or(0)
+                .next_multiple_of(a)
+        };
+        // the windows of kernels sharing a function that uses an array grow to the
+        // furthest of their ends, until none grows (over all arrays: growth for one
+        // moves where another starts)
+        loop {
+            let mut grown = false;
+            for (_, a, fs) in &users {
+                for &f in fs {
+                    let o = end_of(&win, &kernels_of[f], *a);
+                    for &k in &kernels_of[f] {
+                        grown |= win[k].0.is_none_or(|e| e < o);
+                        hold(&mut win[k], o, *a);
+                    }
+                }
             }
+            if !grown {
+                break;
+            }
+        }
+        // a debug link gives each array one offset, the furthest
+        for (v, a, fs) in users {
             let mut furthest = 0;
-            for (f, ks) in kernels_of.iter().enumerate() {
-                if ks.is_empty() || !self.funcs[f].shared.contains(&v) {
-                    continue;
+            for f in fs {
+                let o = end_of(&win, &kernels_of[f], a);
+                if !self.opts.debug {
+                    self.dynamic_offset.insert((f, v), o);
                 }
-                let o = ks
-                    .iter()
-                    .filter_map(|&k| win[k].0)
-                    .max()
-                    .unwrap_or(0)
-                    .next_multiple_of(a);
-                for &k in ks {
-                    hold(&mut win[k], o, a);
-                }
-                self.dynamic_offset.insert((f, v), o);
                 furthest = furthest.max(o);
             }
-            at.insert(v, furthest);
+            if self.opts.debug {
+                place(self, &mut at, &mut win, v, furthest);
+            } else {
+                at.insert(v, furthest);
+            }
         }
         let mut window_of: Vec<Option<usize>> = vec![None; kernels.len()];
         for (ki, &f) in kernels.iter().enumerate() {
@@ -1260,8 +1298,9 @@ impl<'a> Merger<'a> {
             if let Some(&(t, _)) = self.placed.get(&(i, self.funcs[f].text)) {
                 o.info = Ref::Section(t);
             }
-            // (in nvlink's sm_100+ layout a window holding nothing has no section symbol)
-            let symbol = window > 0 || !self.mercury_layout;
+            // (a window holding nothing has no section symbol in nvlink's sm_100+
+            // layout, nor where there is no reservation: the window is empty)
+            let symbol = window > 0 || (reserve > 0 && !self.mercury_layout);
             window_of[ki] = Some(self.new_section(o, symbol));
         }
         // dynamic shared arrays: an empty `.nv_debug.shared` as aligned as the strictest
@@ -1617,12 +1656,12 @@ impl<'a> Merger<'a> {
                 }
                 // link-time value: section offset of the target (a dynamic shared
                 // array's as the function holding the relocation sees it)
-                let (mut value, bank, resolvable_here) = f.value;
+                let (mut value, bank, mut resolvable_here) = f.value;
                 if is_dynamic_shared(sym)
                     && let Some(func) = func
                     && let Some(&o) = self.dynamic_offset.get(&(func, self.representative(k)))
                 {
-                    value = o;
+                    (value, resolvable_here) = (o, true);
                 }
                 // (debug information keeps the load addresses of variables, constant
                 // ones included, for the driver: nvlink keeps those relocations)
@@ -1760,8 +1799,15 @@ impl<'a> Merger<'a> {
             let kernels: Vec<usize> = (0..self.funcs.len())
                 .filter(|&f| self.live[f] && self.funcs[f].entry)
                 .collect();
-            let props: Vec<(u32, u32, u32)> =
+            let mut props: Vec<(u32, u32, u32)> =
                 kernels.par_iter().map(|&f| self.propagated(f)).collect();
+            // (nvlink 13.5: the one kernel of a link also counts the barriers of the
+            // functions it does not reach, those whose address is taken; with two
+            // kernels neither does)
+            if let [(_, _, bars)] = props.as_mut_slice() {
+                let live = (0..self.funcs.len()).filter(|&g| self.live[g]);
+                *bars = live.map(|g| self.funcs[g].barriers).fold(*bars, u32::max);
+            }
             kernels.into_iter().zip(props).collect()
         };
         let props = std::mem::take(&mut self.props);
