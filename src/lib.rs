@@ -179,7 +179,7 @@ fn link_phases(
         }
     }
     // (from here on only the merge writes the output)
-    let old_output = output::remove_old_output(&req.output);
+    let old_output = output::set_aside_old_output(&req.output);
     let units = timings.phase("gather", || {
         merge::gather::collect(&trees, req.target, req.lto, diag)
     })?;
@@ -192,9 +192,9 @@ fn link_phases(
         timings.phase("merge", || merge::link_with_steps(&inputs, &options, diag))?;
     timings.merge_steps = steps;
     diag.check()?;
-    old_output.join().ok();
+    let aside = old_output.take();
     timings.phase("write", || {
-        output::write_atomic_with(&req.output, |w| elf::write::write_to(image, w))
+        output::write_over(&req.output, aside, |w| elf::write::write_to(image, w))
     })?;
     dispose(inputs);
     dispose(trees);

@@ -1564,18 +1564,22 @@ impl<'a> Merger<'a> {
                     reloc::apply(&mut o.data, p.at, p.ty, p.value, p.bank, p.clear)
                 })
             })?;
-        for ((out_id, rela), mut list) in lists {
-            list.reverse();
-            let mut data = Vec::with_capacity(list.len() * 24);
-            for (off, sym, ty, addend) in list {
-                data.extend_from_slice(&off.to_le_bytes());
-                data.extend_from_slice(&((sym as u64) << 32 | ty as u64).to_le_bytes());
-                if rela {
-                    data.extend_from_slice(&addend.to_le_bytes());
+        // (encoded in parallel, one section each)
+        let encoded: Vec<(usize, bool, Vec<u8>)> = lists
+            .into_par_iter()
+            .map(|((out_id, rela), list)| {
+                let mut data = Vec::with_capacity(list.len() * 24);
+                for &(off, sym, ty, addend) in list.iter().rev() {
+                    data.extend_from_slice(&off.to_le_bytes());
+                    data.extend_from_slice(&((sym as u64) << 32 | ty as u64).to_le_bytes());
+                    if rela {
+                        data.extend_from_slice(&addend.to_le_bytes());
+                    }
                 }
-            }
-            self.kept_relocs.push((out_id, rela, data));
-        }
+                (out_id, rela, data)
+            })
+            .collect();
+        self.kept_relocs.extend(encoded);
         Ok(())
     }
 
@@ -2403,7 +2407,8 @@ impl<'a> Merger<'a> {
     }
 
     /// Whether some input's prototype table has an entry that stays (a libNVVM partial
-    /// link's output has entries only for functions it defines, and nvlink keeps them).
+    /// link's output has entries only for functions it defines, and nvlink keeps them;
+    /// an entry for a function another input defines stays as that function would).
     fn prototypes_needed(&self) -> bool {
         (0..self.inputs.len()).any(|i| {
             let c = &self.inputs[i].cubin;
@@ -2415,7 +2420,9 @@ impl<'a> Merger<'a> {
                         let sym = e.u32_at(0).unwrap_or(0) as usize;
                         sym < c.symbols.len()
                             && (self.prototype_kept((i, sym))
-                                || !c.symbols[sym].defined() && !self.symbol_is_dead((i, sym)))
+                                || !c.symbols[sym].defined()
+                                    && self.func_of((i, sym)).is_none()
+                                    && !self.symbol_is_dead((i, sym)))
                     })
                 })
         })
