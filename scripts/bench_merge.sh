@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Non-LTO link benchmark: generated programs of 8, 32 and 128 translation units
+# Non-LTO link benchmark: generated programs of 8, 32, 128 and 256 translation units
 # (tests/differential/genprog.py, 6 functions each), nvlink and nvlinkrs linking the same
 # cubins in the same run; best of 5 wall times and peak RSS. Writes
 # benches/results/merge.md. Usage: scripts/bench_merge.sh [TU counts...]
 source "$(dirname "$0")/bench_env.sh"
-sizes=("$@"); [ ${#sizes[@]} -gt 0 ] || sizes=(8 32 128)
+sizes=("$@"); [ ${#sizes[@]} -gt 0 ] || sizes=(8 32 128 256)
 measure() { measure_runs 5 "$@"; }  # best wall seconds, peak RSS KiB
 out=benches/results/merge.md
 {

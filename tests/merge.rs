@@ -145,6 +145,20 @@ fn links_equivalent_to_nvlink() {
             "shared memory sm_120",
             args(&["-arch=sm_120", "smem_120.cubin", "smem2_120.cubin"]),
         ),
+        // variables held by several kernels: one joins the first slot whose variables
+        // share no kernel with it
+        (
+            "shared memory slots sm_75",
+            args(&["-arch=sm_75", "smem3_75.cubin"]),
+        ),
+        (
+            "shared memory slots sm_90",
+            args(&["-arch=sm_90", "smem3_90.cubin"]),
+        ),
+        (
+            "shared memory slots sm_100",
+            args(&["-arch=sm_100", "smem3_100.cubin"]),
+        ),
         // dynamic shared memory: a function no kernel reaches (offset -1, its barrier
         // counted in the one kernel), windows grown over all arrays until none grows
         (

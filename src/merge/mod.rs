@@ -1048,9 +1048,9 @@ impl<'a> Merger<'a> {
         //    (`list_sort`).
         // 1. Those not held by exactly one kernel — held by several, or by none (those
         //    of removed functions) — in that order go into slots: a variable joins the
-        //    first slot after the last slot holding a variable that shares a kernel with
-        //    it, at the slot's start; a new slot opens after the last one when there is
-        //    none (or it would not fit).
+        //    first slot holding no variable that shares a kernel with it and where it
+        //    ends before the next slot starts, at the slot's start; a new slot opens
+        //    after the last one when there is none.
         // 2. Each kernel's own variables — its function's locals in input order, then
         //    the others in the order of 0 — are list-sorted by alignment (largest
         //    first), then size (smallest first), ties to the first list, and follow
@@ -1150,14 +1150,14 @@ impl<'a> Merger<'a> {
         for v in first {
             let ks = &held[&v];
             let (a, n) = (align(self, v), size(self, v));
-            let after = slots
-                .iter()
-                .rposition(|s| ks.iter().any(|k| s.2.contains(k)))
-                .map_or(0, |p| p + 1);
-            let fits = |j: usize| {
-                j + 1 == slots.len() || slots[j].0.next_multiple_of(a) + n <= slots[j + 1].0
+            // (a slot it may join: none of its variables shares a kernel with this one,
+            // and this one ends before the next slot starts)
+            let free = |j: usize| {
+                !ks.iter().any(|k| slots[j].2.contains(k))
+                    && (j + 1 == slots.len()
+                        || slots[j].0.next_multiple_of(a) + n <= slots[j + 1].0)
             };
-            let o = match (after..slots.len()).find(|&j| fits(j)) {
+            let o = match (0..slots.len()).find(|&j| free(j)) {
                 Some(j) => {
                     let o = slots[j].0.next_multiple_of(a);
                     slots[j].1 = slots[j].1.max(o + n);
