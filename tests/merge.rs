@@ -573,6 +573,8 @@ fn generated(arch: &str, default_count: u64) {
     let mut report = Vec::new();
     let mut defects = Vec::new();
     let mut relinks = Vec::new();
+    // equivalent programs whose -g link is not
+    let mut debug = Vec::new();
     // programs whose -r output nvlink itself relinks to another layout than its direct
     // link's (nvlinkrs' relinks to the direct link's)
     let mut lossy_round_trips = Vec::new();
@@ -632,7 +634,22 @@ fn generated(arch: &str, default_count: u64) {
             continue;
         }
         match differential(&a) {
-            Ok(_) => equivalent.push(seed),
+            Ok(_) => {
+                equivalent.push(seed);
+                // the same program as a debug link (nothing removed, shared variables'
+                // symbols kept with their offsets); not for sm_100+, where nvlink's -g
+                // output has other code (DESIGN.md)
+                let mut g = a.clone();
+                g.push("-g".into());
+                if !arch.starts_with("sm_1")
+                    && let Err(d) = differential(&g)
+                {
+                    debug.push(format!(
+                        "program {seed}: {}",
+                        d.lines().next().unwrap_or("")
+                    ));
+                }
+            }
             Err(d) => {
                 report.push(format!(
                     "program {seed}: {}",
@@ -710,6 +727,15 @@ fn generated(arch: &str, default_count: u64) {
     // several inputs, one `.nv.shared` section in the -r output, come back in another
     // order; a floor, listed in full when it fails)
     let relinked = equivalent.len() - relinks.len();
+    if !arch.starts_with("sm_1") {
+        eprintln!(
+            "{arch}: -g links: {} of {} equivalent; differing:\n{}",
+            equivalent.len() - debug.len(),
+            equivalent.len(),
+            debug.join("\n")
+        );
+    }
+    assert!(debug.len() * 10 <= equivalent.len(), "{arch}: -g links");
     assert!(
         relinks.len() * 2 <= equivalent.len(),
         "{arch}: -r then relink:\n{}",

@@ -408,6 +408,8 @@ struct Merger<'a> {
     shared_home: HashMap<SymKey, Option<usize>>,
     /// The reservation at the start of each kernel's shared window (0x400 on sm_90+).
     shared_reserve: u64,
+    /// Debug links: whether `.nv_debug.shared` holds variables other than dynamic arrays.
+    debug_shared_holds_variables: bool,
     /// `.debug_frame` pieces that lost entries (sm_100+), by (input, section).
     frames: HashMap<(usize, usize), mercury::PrunedFrame>,
 }
@@ -458,6 +460,7 @@ impl<'a> Merger<'a> {
             frames: HashMap::default(),
             shared_home: HashMap::default(),
             shared_reserve: 0,
+            debug_shared_holds_variables: false,
             props: HashMap::default(),
         }
     }
@@ -1323,6 +1326,7 @@ impl<'a> Merger<'a> {
                 };
                 if home.is_none() && !dynamic {
                     debug_end = Some(debug_end.unwrap_or(0).max(o + size(self, v)));
+                    self.debug_shared_holds_variables = true;
                 }
                 self.shared_home.insert(v, home);
             }
@@ -1440,14 +1444,19 @@ impl<'a> Merger<'a> {
             return;
         };
         let sym = self.sym(k);
-        // (a global one stays global in `.nv_debug.shared`; a dynamic array is there at
-        // its offset before the reservation)
-        let dynamic = is_dynamic_shared(sym);
+        // (a global one stays global in `.nv_debug.shared`; a dynamic array's value there
+        // is its offset, after the reservation only when other variables are there too:
+        // read off nvlink)
+        let before_reserve = is_dynamic_shared(sym) && !self.debug_shared_holds_variables;
         let global = sym.bind != STB_LOCAL && self.out[home].name == ".nv_debug.shared";
         self.sym_of.insert(k, self.symbols.len());
         self.symbols.push(OutSymbol {
             name: sym.name.clone(),
-            value: if dynamic { o } else { o + self.shared_reserve },
+            value: if before_reserve {
+                o
+            } else {
+                o + self.shared_reserve
+            },
             size: sym.size,
             bind: if global { STB_GLOBAL } else { STB_LOCAL },
             ty: STT_OBJECT,
