@@ -186,6 +186,7 @@ pub struct LinkArgs {
 /// than ignored (see `refuse_unimplemented`).
 const IMPLEMENTED: &[&str] = &[
     "arch",
+    "preserve-relocs",
     "cpu-arch",
     "machine",
     "output-file",
@@ -458,6 +459,9 @@ pub struct LinkRequest {
     pub verbose2: bool,
     pub verbose_keep: bool,
     pub debug: bool,
+    /// `--preserve-relocs`: the relocations applied kept too, in `.nv.resolvedrela.*`
+    /// sections (and, as nvlink does, everything kept as in a debug link).
+    pub preserve_relocs: bool,
     pub emit_ptx: bool,
     pub ignore_host_info: bool,
     /// `-kernels-used`, `-variables-used`, `-Xnvvm`, `-Xptxas`: one element per value,
@@ -567,6 +571,7 @@ impl LinkArgs {
             verbose2: self.verbose2,
             verbose_keep: self.verbose_keep,
             debug: self.debug,
+            preserve_relocs: self.preserve_relocs,
             emit_ptx: self.emit_ptx,
             ignore_host_info: self.ignore_host_info,
             kernels_used: comma_list(&self.kernels_used),

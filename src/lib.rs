@@ -76,6 +76,20 @@ impl Timings {
 /// Runs a device link: from the cache when the same link (tools, options, input
 /// contents) was done before, else phase by phase, caching what it can.
 pub fn link(req: &LinkRequest, diag: &Diagnostics) -> Result<Timings> {
+    if req.preserve_relocs && req.target.sm >= 100 {
+        // (nvlink lists the capsule-Mercury relocations too there; not done yet)
+        return Err(Error::fatal(format!(
+            "option '--preserve-relocs' is not implemented by nvlinkrs for '{}' (sm_100 and newer) yet; refusing rather than writing another image than nvlink's",
+            req.target
+        )));
+    }
+    if req.preserve_relocs && req.target.sm >= 90 {
+        // (nvlink 13.5's words, its spelling kept)
+        diag.warning(&format!(
+            "Option '--preserve-relocs' is not fully implemented for gpu archtecture '{}' and may not work as expected",
+            req.target
+        ));
+    }
     let cache = match &req.cache_dir {
         Some(dir) => Some(std::sync::Arc::new(cache::Cache::open(
             dir,
@@ -216,6 +230,7 @@ fn merge_options(req: &LinkRequest) -> merge::MergeOptions {
         target: Some(req.target),
         relocatable: req.relocatable,
         debug: req.debug,
+        preserve_relocs: req.preserve_relocs,
         disable_smem_reservation: req.disable_smem_reservation,
         allow_undefined_globals: req.allow_undefined_globals,
         note_command_line: note_command_line(req),
@@ -291,6 +306,9 @@ fn note_command_line(req: &LinkRequest) -> String {
             .map(|p| p.display().to_string())
             .collect();
         s += &format!("-L {} ", paths.join(","));
+    }
+    if req.preserve_relocs {
+        s += "-preserve-relocs  ";
     }
     if !req.kernels_used.is_empty() {
         s += &format!("-kernels-used {} ", req.kernels_used.join(","));

@@ -159,6 +159,36 @@ fn links_equivalent_to_nvlink() {
             "shared memory slots sm_100",
             args(&["-arch=sm_100", "smem3_100.cubin"]),
         ),
+        // --preserve-relocs: the applied relocations listed in .nv.resolvedrela.*, the
+        // rest kept as in a debug link (sm_90: nvlink's warning; sm_75: `_param` kept)
+        (
+            "--preserve-relocs sm_90",
+            args(&[
+                "-arch=sm_90",
+                "--preserve-relocs",
+                "a_90.cubin",
+                "b_90.cubin",
+            ]),
+        ),
+        (
+            "--preserve-relocs sm_75",
+            args(&[
+                "-arch=sm_75",
+                "-preserve-relocs",
+                "a_75.cubin",
+                "b_75.cubin",
+            ]),
+        ),
+        (
+            "--preserve-relocs and -g, shared memory",
+            args(&[
+                "-g",
+                "-arch=sm_90",
+                "--preserve-relocs",
+                "smem_90.cubin",
+                "smem2_90.cubin",
+            ]),
+        ),
         // dynamic shared memory: a function no kernel reaches (offset -1, its barrier
         // counted in the one kernel), windows grown over all arrays until none grows
         (
@@ -519,6 +549,27 @@ fn bad_cubins_fail_cleanly() {
         .output()
         .unwrap();
     assert_ne!(r.status.code(), Some(0));
+    // --preserve-relocs for sm_100+ is refused (the Mercury lists are not written)
+    // before anything is read: an old output stays as it was, as with a bad option
+    let out = dir.path().join("kept.cubin");
+    std::fs::write(&out, b"old").unwrap();
+    let r = Command::new(nvlinkrs())
+        .args([
+            "-arch=sm_100",
+            "--preserve-relocs",
+            &fx.join("a_100.cubin").display().to_string(),
+            "-o",
+            &out.display().to_string(),
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("nvlinkrs fatal   : option '--preserve-relocs' is not implemented by nvlinkrs for 'sm_100'"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&out).unwrap(), b"old");
 }
 
 /// nvlink's dropped-callee defect (DESIGN.md, "nvlink defect"), read off its own

@@ -173,8 +173,16 @@ pub fn compare(expected: &[u8], actual: &[u8]) -> Result<Report> {
                 ));
             }
             match sx.ty {
-                SHT_STRTAB | SHT_SYMTAB | SHT_RELA | SHT_REL | SHT_CUDA_CALLGRAPH
-                | SHT_CUDA_PROTOTYPE | SHT_MERC_SYMTAB | SHT_MERC_RELA | SHT_MERC_CALLGRAPH
+                SHT_STRTAB
+                | SHT_SYMTAB
+                | SHT_RELA
+                | SHT_REL
+                | SHT_CUDA_RESOLVED_RELA
+                | SHT_CUDA_CALLGRAPH
+                | SHT_CUDA_PROTOTYPE
+                | SHT_MERC_SYMTAB
+                | SHT_MERC_RELA
+                | SHT_MERC_CALLGRAPH
                 | SHT_MERC_PROTOTYPE => {}
                 // a capsule starts with the section index of its function's SASS
                 SHT_CAPMERC_TEXT => {
@@ -275,7 +283,10 @@ pub fn compare(expected: &[u8], actual: &[u8]) -> Result<Report> {
     let relocs = |c: &Cubin| -> Result<BTreeMap<String, Vec<String>>> {
         let mut m = BTreeMap::new();
         for (i, s) in c.sections.iter().enumerate() {
-            if !matches!(s.ty, SHT_RELA | SHT_REL | SHT_MERC_RELA) {
+            if !matches!(
+                s.ty,
+                SHT_RELA | SHT_REL | SHT_CUDA_RESOLVED_RELA | SHT_MERC_RELA
+            ) {
                 continue;
             }
             let merc = s.ty == SHT_MERC_RELA;

@@ -588,9 +588,12 @@ impl Merger<'_> {
             // a function whose SASS relocations were all applied keeps an empty SASS
             // relocation section when its capsule has some
             if let Some(&t) = text_of_capsule.get(&out)
-                && !self.kept_relocs.iter().any(|k| k.0 == t)
+                && !self
+                    .kept_relocs
+                    .iter()
+                    .any(|k| k.0 == t && k.1 != RelocList::Resolved)
             {
-                self.kept_relocs.push((t, true, Vec::new()));
+                self.kept_relocs.push((t, RelocList::Rela, Vec::new()));
             }
             list.reverse();
             let target = sass_name(&self.out[out].name).unwrap_or("").to_string();

@@ -32,6 +32,9 @@ pub struct MergeOptions {
     pub relocatable: bool,
     /// `-g`: debug links keep every function, reached or not.
     pub debug: bool,
+    /// `--preserve-relocs`: the relocations applied are also listed, in
+    /// `.nv.resolvedrela.*` sections; everything is kept as in a debug link.
+    pub preserve_relocs: bool,
     pub disable_smem_reservation: bool,
     pub allow_undefined_globals: bool,
     /// The command line recorded in the linker's own `.note.nv.tkinfo` entry.
@@ -330,6 +333,18 @@ fn edits<'p>(src: &[u8], patches: impl Iterator<Item = &'p Patch> + Clone) -> Re
 /// A relocation kept in the output: (offset, symbol, type, addend).
 type RelocEntry = (u64, u32, u32, i64);
 
+/// ELF symbol visibility `STV_INTERNAL` (`st_other` low bits).
+const STV_INTERNAL: u8 = 1;
+
+/// The relocation sections of the output: kept for the driver (or the next link) with
+/// or without addends, and with `--preserve-relocs` those applied.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum RelocList {
+    Rel,
+    Rela,
+    Resolved,
+}
+
 /// What becomes of one input's relocations (`Merger::plan_relocations`), per relocation
 /// section and in order: the patches to make in an output section, and the entries to
 /// keep in the relocation section of (output section, RELA?).
@@ -339,7 +354,7 @@ struct RelocPlan {
     /// The edits of the output sections written from this input's mapping (all their
     /// relocations are this input's).
     edits: Vec<(usize, Edits)>,
-    kept: Vec<((usize, bool), Vec<RelocEntry>)>,
+    kept: Vec<((usize, RelocList), Vec<RelocEntry>)>,
 }
 
 /// What the relocations against one input symbol need to know of it.
@@ -389,7 +404,7 @@ struct Merger<'a> {
     symbols: Vec<OutSymbol>,
     sym_of: HashMap<SymKey, usize>,
     section_sym_index: HashMap<usize, usize>,
-    kept_relocs: Vec<(usize, bool, Vec<u8>)>,
+    kept_relocs: Vec<(usize, RelocList, Vec<u8>)>,
     leading_strings: Vec<String>,
     callgraph_id: usize,
     prototype_id: Option<usize>,
@@ -463,6 +478,12 @@ impl<'a> Merger<'a> {
             debug_shared_holds_variables: false,
             props: HashMap::default(),
         }
+    }
+
+    /// Debug links, and `--preserve-relocs` links (nvlink lays them out the same way):
+    /// every function kept, shared variables' symbols kept.
+    fn keeps_all(&self) -> bool {
+        self.opts.debug || self.opts.preserve_relocs
     }
 
     fn sym(&self, k: SymKey) -> &'a Symbol {
@@ -761,7 +782,7 @@ impl<'a> Merger<'a> {
 
     fn reach(&mut self) {
         let n = self.funcs.len();
-        let all = self.opts.relocatable || self.opts.debug;
+        let all = self.opts.relocatable || self.keeps_all();
         self.live = vec![all; n];
         if all {
             return;
@@ -1221,7 +1242,7 @@ impl<'a> Merger<'a> {
         }
         // A kept function no kernel reaches (its address is taken) sees a dynamic array
         // at offset -1.
-        if !self.opts.debug {
+        if !self.keeps_all() {
             let unreached: Vec<(usize, SymKey)> = (0..self.funcs.len())
                 .filter(|&f| self.live[f] && kernels_of[f].is_empty())
                 .flat_map(|f| self.funcs[f].shared.iter().map(move |&v| (f, v)))
@@ -1277,12 +1298,12 @@ impl<'a> Merger<'a> {
             let mut furthest = 0;
             for f in fs {
                 let o = end_of(&win, &kernels_of[f], a);
-                if !self.opts.debug {
+                if !self.keeps_all() {
                     self.dynamic_offset.insert((f, v), o);
                 }
                 furthest = furthest.max(o);
             }
-            if self.opts.debug {
+            if self.keeps_all() {
                 place(self, &mut at, &mut win, v, furthest);
             } else {
                 at.insert(v, furthest);
@@ -1312,7 +1333,7 @@ impl<'a> Merger<'a> {
             .filter(|&&v| is_dynamic_shared(self.sym(v)))
             .map(|&v| align(self, v))
             .max();
-        if self.opts.debug {
+        if self.keeps_all() {
             // a debug link keeps the shared variables' symbols: in the window of the one
             // kernel that holds one, else in `.nv_debug.shared` (a dynamic array there,
             // taking no room)
@@ -1383,6 +1404,16 @@ impl<'a> Merger<'a> {
                 // shared variables are placed per kernel; `_param` marks the
                 // parameter bank on sm_7x/sm_8x
                 if exec && (sym.other & STO_SHARED != 0 || sym.name == "_param") {
+                    // (a --preserve-relocs link keeps the marks, as internal objects)
+                    if sym.name == "_param"
+                        && self.opts.preserve_relocs
+                        && let Some(mut o) = self.out_symbol((i, s))
+                    {
+                        (o.ty, o.other) = (STT_OBJECT, STV_INTERNAL);
+                        self.sym_of.insert((i, s), self.symbols.len());
+                        self.symbols.push(o);
+                        continue;
+                    }
                     self.debug_shared_symbol((i, s));
                     continue;
                 }
@@ -1460,7 +1491,12 @@ impl<'a> Merger<'a> {
             size: sym.size,
             bind: if global { STB_GLOBAL } else { STB_LOCAL },
             ty: STT_OBJECT,
-            other: 0,
+            // (STV_INTERNAL in a --preserve-relocs link that is not a debug link)
+            other: if self.opts.preserve_relocs && !self.opts.debug {
+                STV_INTERNAL
+            } else {
+                0
+            },
             section: Some(home),
         });
     }
@@ -1542,9 +1578,9 @@ impl<'a> Merger<'a> {
             .into_par_iter()
             .map(|i| self.plan_relocations(i))
             .collect();
-        // (output section, rela?) → entries in merge order
-        let mut lists: Vec<((usize, bool), Vec<RelocEntry>)> = Vec::new();
-        let mut index: HashMap<(usize, bool), usize> = HashMap::default();
+        // (output section, list) → entries in merge order
+        let mut lists: Vec<((usize, RelocList), Vec<RelocEntry>)> = Vec::new();
+        let mut index: HashMap<(usize, RelocList), usize> = HashMap::default();
         let mut patches: Vec<Vec<Vec<Patch>>> = vec![Vec::new(); self.out.len()];
         for plan in plans {
             let plan = plan?;
@@ -1574,18 +1610,18 @@ impl<'a> Merger<'a> {
                 })
             })?;
         // (encoded in parallel, one section each)
-        let encoded: Vec<(usize, bool, Vec<u8>)> = lists
+        let encoded: Vec<(usize, RelocList, Vec<u8>)> = lists
             .into_par_iter()
-            .map(|((out_id, rela), list)| {
+            .map(|((out_id, list_kind), list)| {
                 let mut data = Vec::with_capacity(list.len() * 24);
                 for &(off, sym, ty, addend) in list.iter().rev() {
                     data.extend_from_slice(&off.to_le_bytes());
                     data.extend_from_slice(&((sym as u64) << 32 | ty as u64).to_le_bytes());
-                    if rela {
+                    if list_kind != RelocList::Rel {
                         data.extend_from_slice(&addend.to_le_bytes());
                     }
                 }
-                (out_id, rela, data)
+                (out_id, list_kind, data)
             })
             .collect();
         self.kept_relocs.extend(encoded);
@@ -1611,6 +1647,7 @@ impl<'a> Merger<'a> {
             };
             let mut patches = Vec::new();
             let mut kept = Vec::new();
+            let mut resolved = Vec::new();
             let target = &c.sections[rs.info as usize];
             let target_nonalloc = target.flags & SHF_ALLOC == 0;
             let frame = self.frames.get(&(i, rs.info as usize));
@@ -1691,6 +1728,13 @@ impl<'a> Merger<'a> {
                         bank,
                         clear: false,
                     });
+                    // (--preserve-relocs lists it as the next link would see it)
+                    if self.opts.preserve_relocs
+                        && let Some(sym_index) = f.out_index
+                    {
+                        let addend = r.addend + f.section_piece.unwrap_or(0) as i64;
+                        resolved.push((at, sym_index as u32 + 1, r.ty, addend));
+                    }
                     continue;
                 }
                 let Some(sym_index) = f.out_index else {
@@ -1720,7 +1764,14 @@ impl<'a> Merger<'a> {
                 }
             }
             if !kept.is_empty() {
-                plan.kept.push(((out_id, rs.ty == SHT_RELA), kept));
+                let list = match rs.ty {
+                    SHT_RELA => RelocList::Rela,
+                    _ => RelocList::Rel,
+                };
+                plan.kept.push(((out_id, list), kept));
+            }
+            if !resolved.is_empty() {
+                plan.kept.push(((out_id, RelocList::Resolved), resolved));
             }
         }
         for (out_id, patches) in own {
@@ -2439,16 +2490,16 @@ impl<'a> Merger<'a> {
 
     fn finish(&mut self) -> Image {
         let exec = !self.opts.relocatable;
-        for (out_id, rela, data) in std::mem::take(&mut self.kept_relocs) {
-            let name = format!(
-                "{}{}",
-                if rela { ".rela" } else { ".rel" },
-                self.out[out_id].name
-            );
-            let mut o =
-                OutSection::new(&name, if rela { SHT_RELA } else { SHT_REL }, SHF_INFO_LINK);
+        for (out_id, list, data) in std::mem::take(&mut self.kept_relocs) {
+            let (prefix, ty, entsize) = match list {
+                RelocList::Rel => (".rel", SHT_REL, 16),
+                RelocList::Rela => (".rela", SHT_RELA, 24),
+                RelocList::Resolved => (".nv.resolvedrela", SHT_CUDA_RESOLVED_RELA, 24),
+            };
+            let name = format!("{prefix}{}", self.out[out_id].name);
+            let mut o = OutSection::new(&name, ty, SHF_INFO_LINK);
             o.align = 8;
-            o.entsize = if rela { 24 } else { 16 };
+            o.entsize = entsize;
             o.link = Ref::Symtab;
             o.info = Ref::Section(out_id);
             o.data = data;
