@@ -774,9 +774,8 @@ fn generated(arch: &str, default_count: u64) {
             relinks.push(format!("program {seed}: {}", d.join("; ")));
         }
     }
-    // (some relinks differ from both of nvlink's layouts: equal-size shared variables of
-    // several inputs, one `.nv.shared` section in the -r output, come back in another
-    // order; a floor, listed in full when it fails)
+    // (a floor, listed in full when it fails: every relink of the first 60 programs
+    // matches one of nvlink's two layouts)
     let relinked = equivalent.len() - relinks.len();
     if !arch.starts_with("sm_1") {
         eprintln!(
@@ -788,7 +787,7 @@ fn generated(arch: &str, default_count: u64) {
     }
     assert!(debug.len() * 10 <= equivalent.len(), "{arch}: -g links");
     assert!(
-        relinks.len() * 2 <= equivalent.len(),
+        relinks.len() * 10 <= equivalent.len(),
         "{arch}: -r then relink:\n{}",
         relinks.join("\n")
     );
@@ -801,7 +800,8 @@ fn generated(arch: &str, default_count: u64) {
         equivalent.len(),
         relinks.join("\n")
     );
-    let floor = (count * 4 / 5).max(1) as usize;
+    // (nvlink's dropped-callee defect takes some 4% of the programs)
+    let floor = (count * 9 / 10).max(1) as usize;
     assert!(equivalent.len() >= floor, "{} < {floor}", equivalent.len());
 }
 

@@ -1100,16 +1100,7 @@ impl<'a> Merger<'a> {
                 held.entry(v).or_default();
             }
         }
-        // a kernel's own local: ptxas puts it in that kernel's `.nv.shared.` section
-        // (the kernel's function is all that refers to it)
-        let kernel_local = |m: &Self, (i, s): SymKey| {
-            let c = &m.inputs[i].cubin;
-            let sym = &c.symbols[s];
-            sym.defined()
-                && c.sections
-                    .get(sym.shndx as usize)
-                    .is_some_and(|sec| sec.name.starts_with(".nv.shared."))
-        };
+        let kernel_local = |m: &Self, k: SymKey| m.is_kernel_local(k);
         let trees: Vec<Vec<usize>> = kernels
             .par_iter()
             .map(|&k| self.reachable_from(k))
@@ -1150,16 +1141,7 @@ impl<'a> Merger<'a> {
         // 0. the order steps 1 and 2 take the variables in: every shared variable of
         //    the inputs (those no code refers to included, a global once: where it is
         //    defined, else its first reference) but kernels' own locals
-        let shared: Vec<SymKey> = (0..self.inputs.len())
-            .flat_map(|i| (1..self.inputs[i].cubin.symbols.len()).map(move |s| (i, s)))
-            .filter(|&k| {
-                let sym = self.sym(k);
-                sym.other & STO_SHARED != 0
-                    && !matches!(sym.ty, STT_FUNC | STT_SECTION)
-                    && self.representative(k) == k
-                    && !kernel_local(self, k)
-            })
-            .collect();
+        let shared = self.sorted_shared_candidates();
         let shared = list_sort(&shared, &|&a, &b| size(self, a) > size(self, b), false);
         let shared: Vec<SymKey> = shared
             .into_iter()
@@ -1373,6 +1355,77 @@ impl<'a> Merger<'a> {
         self.shared_reserve = reserve;
     }
 
+    /// A kernel's own local: ptxas puts it in that kernel's `.nv.shared.` section (the
+    /// kernel's function is all that refers to it).
+    fn is_kernel_local(&self, (i, s): SymKey) -> bool {
+        let c = &self.inputs[i].cubin;
+        let sym = &c.symbols[s];
+        sym.defined()
+            && c.sections
+                .get(sym.shndx as usize)
+                .is_some_and(|sec| sec.name.starts_with(".nv.shared."))
+    }
+
+    /// The shared variables nvlink sorts first when it lays out shared memory (`shared`,
+    /// step 0), in input order: all but kernels' own locals, a global once.
+    fn sorted_shared_candidates(&self) -> Vec<SymKey> {
+        (0..self.inputs.len())
+            .flat_map(|i| (1..self.inputs[i].cubin.symbols.len()).map(move |s| (i, s)))
+            .filter(|&k| {
+                let sym = self.sym(k);
+                sym.other & STO_SHARED != 0
+                    && !matches!(sym.ty, STT_FUNC | STT_SECTION)
+                    && self.representative(k) == k
+                    && !self.is_kernel_local(k)
+            })
+            .collect()
+    }
+
+    /// `-r` output: the shared variables' symbols put in an order from which nvlink's
+    /// sort, when it links the output, gives the order it gives them linking the inputs
+    /// (where equal sizes tie, its sort depends on the positions). The sort's
+    /// permutation depends only on the sizes at each position: the variables are
+    /// placed where that permutation takes each of them to its place in the direct
+    /// link's order, when locals stay among locals and globals among globals (else the
+    /// order stays).
+    fn order_shared_for_relink(&mut self) {
+        let wanted = {
+            let d = self.sorted_shared_candidates();
+            list_sort(&d, &|&a, &b| self.sym(a).size > self.sym(b).size, false)
+        };
+        // where they are now, in symbol-table order
+        let mut now: Vec<(usize, SymKey)> = wanted
+            .iter()
+            .filter_map(|&k| self.sym_of.get(&k).map(|&at| (at, k)))
+            .collect();
+        if now.len() != wanted.len() {
+            return;
+        }
+        now.sort_unstable();
+        let positions: Vec<usize> = (0..now.len()).collect();
+        let size = |p: usize| self.sym(now[p].1).size;
+        let sigma = list_sort(&positions, &|&a, &b| size(a) > size(b), false);
+        let mut place = vec![now[0].1; now.len()];
+        for (j, &p) in sigma.iter().enumerate() {
+            place[p] = wanted[j];
+        }
+        let local = |k: SymKey| self.sym(k).bind == STB_LOCAL;
+        if (0..now.len()).any(|p| local(place[p]) != local(now[p].1)) {
+            return;
+        }
+        let old: Vec<OutSymbol> = now
+            .iter()
+            .map(|&(at, _)| self.symbols[at].clone())
+            .collect();
+        let from: HashMap<SymKey, usize> =
+            now.iter().enumerate().map(|(p, &(_, k))| (k, p)).collect();
+        for (p, &k) in place.iter().enumerate() {
+            let at = now[p].0;
+            self.symbols[at] = old[from[&k]].clone();
+            self.sym_of.insert(k, at);
+        }
+    }
+
     fn reachable_from(&self, f: usize) -> Vec<usize> {
         let mut seen = vec![false; self.funcs.len()];
         let mut out = Vec::new();
@@ -1465,6 +1518,9 @@ impl<'a> Merger<'a> {
             }
         }
         self.section_symbols(true);
+        if !exec {
+            self.order_shared_for_relink();
+        }
     }
 
     /// Debug links keep the symbol of a shared variable at its offset in the window that
