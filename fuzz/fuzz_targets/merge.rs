@@ -13,13 +13,15 @@ fuzz_target!(|data: &[u8]| {
         let _ = c.relocations(i);
     }
     let diag = nvlinkrs::diag::Diagnostics::new("nvlinkrs");
-    // for the SM the header names (sm_100+ takes the capsule-Mercury paths), then -r
+    // for the SM the header names (sm_100+ takes the capsule-Mercury paths), then -r,
+    // then --preserve-relocs
     let sm = (c.e_flags >> 8) & 0xFF;
     let inputs = vec![nvlinkrs::merge::Input { cubin: c, system: false }];
-    for relocatable in [false, true] {
+    for (relocatable, preserve_relocs) in [(false, false), (true, false), (false, true)] {
         let opts = nvlinkrs::merge::MergeOptions {
             target: Some(nvlinkrs::arch::Arch::plain(sm)),
             relocatable,
+            preserve_relocs,
             ..Default::default()
         };
         if let Ok(img) = nvlinkrs::merge::link(&inputs, &opts, &diag) {

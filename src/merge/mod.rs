@@ -1398,16 +1398,16 @@ impl<'a> Merger<'a> {
             .iter()
             .filter_map(|&k| self.sym_of.get(&k).map(|&at| (at, k)))
             .collect();
-        if now.len() != wanted.len() {
+        if now.is_empty() || now.len() != wanted.len() {
             return;
         }
         now.sort_unstable();
         let positions: Vec<usize> = (0..now.len()).collect();
         let size = |p: usize| self.sym(now[p].1).size;
         let sigma = list_sort(&positions, &|&a, &b| size(a) > size(b), false);
-        let mut place = vec![now[0].1; now.len()];
-        for (j, &p) in sigma.iter().enumerate() {
-            place[p] = wanted[j];
+        let mut place = vec![(0, 0); now.len()];
+        for (&p, &k) in sigma.iter().zip(&wanted) {
+            place[p] = k;
         }
         let local = |k: SymKey| self.sym(k).bind == STB_LOCAL;
         if (0..now.len()).any(|p| local(place[p]) != local(now[p].1)) {
