@@ -212,6 +212,14 @@ fn links_equivalent_to_nvlink() {
             args(&["-arch=sm_120", "dyn2_120.cubin", "dyn3_120.cubin"]),
         ),
         (
+            "dynamic shared, only in a function no kernel reaches",
+            args(&["-arch=sm_90", "dyn4_90.cubin"]),
+        ),
+        (
+            "dynamic shared, only in a function no kernel reaches, -g",
+            args(&["-g", "-arch=sm_75", "dyn4_75.cubin"]),
+        ),
+        (
             "dynamic shared, windows grown, -g",
             args(&["-g", "-arch=sm_90", "dyn2_90.cubin", "dyn3_90.cubin"]),
         ),

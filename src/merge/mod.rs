@@ -1222,6 +1222,15 @@ impl<'a> Merger<'a> {
                 }
             }
         }
+        // (a debug link keeps the functions no kernel reaches: an array only they use
+        // sits at 0)
+        if self.keeps_all() {
+            for (&v, ks) in &held {
+                if ks.is_empty() && is_dynamic_shared(self.sym(v)) {
+                    at.entry(v).or_insert(0);
+                }
+            }
+        }
         // A kept function no kernel reaches (its address is taken) sees a dynamic array
         // at offset -1.
         if !self.keeps_all() {
@@ -1337,7 +1346,9 @@ impl<'a> Merger<'a> {
                 let mut o = OutSection::new(".nv_debug.shared", SHT_NOBITS, SHF_WRITE | SHF_ALLOC);
                 o.align = dynamic.unwrap_or(4).max(4);
                 o.mem_size = end + reserve;
-                let id = self.new_section(o, true);
+                // (no section symbol when it is empty: dynamic arrays alone below sm_90)
+                let symbol = o.mem_size > 0;
+                let id = self.new_section(o, symbol);
                 for home in self.shared_home.values_mut() {
                     home.get_or_insert(id);
                 }
