@@ -159,6 +159,19 @@ fn links_equivalent_to_nvlink() {
             "shared memory slots sm_100",
             args(&["-arch=sm_100", "smem3_100.cubin"]),
         ),
+        // a slot starts where its variables' alignment asks, worked out at the end
+        (
+            "shared memory slot alignment sm_75",
+            args(&["-arch=sm_75", "smem4_75.cubin"]),
+        ),
+        (
+            "shared memory slot alignment sm_90",
+            args(&["-arch=sm_90", "smem4_90.cubin"]),
+        ),
+        (
+            "shared memory slot alignment sm_100",
+            args(&["-arch=sm_100", "smem4_100.cubin"]),
+        ),
         // --preserve-relocs: the applied relocations listed in .nv.resolvedrela.*, the
         // rest kept as in a debug link (sm_90: nvlink's warning; sm_75: `_param` kept)
         (

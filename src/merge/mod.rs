@@ -1074,7 +1074,8 @@ impl<'a> Merger<'a> {
         //    of removed functions) — in that order go into slots: a variable joins the
         //    first slot holding no variable that shares a kernel with it and where it
         //    ends before the next slot starts, at the slot's start; a new slot opens
-        //    after the last one when there is none.
+        //    after the last one when there is none. Slots start where the one before
+        //    ends, aligned as their variables ask, worked out once all have joined.
         // 2. Each kernel's own variables — its function's locals in input order, then
         //    the others in the order of 0 — are list-sorted by alignment (largest
         //    first), then size (smallest first), ties to the first list, and follow
@@ -1147,8 +1148,28 @@ impl<'a> Merger<'a> {
             .into_iter()
             .filter(|v| held.contains_key(v))
             .collect();
-        // 1. slots: (start, end, the kernels holding its variables)
-        let mut slots: Vec<(u64, u64, BTreeSet<usize>)> = Vec::new();
+        // 1. slots: (the variables, size, alignment, the kernels holding them); where
+        //    each starts is worked out from the ones before it (the end of the one
+        //    before, aligned as its variables ask), so a variable joining a slot with a
+        //    larger alignment moves that slot and the ones after it
+        struct Slot {
+            vars: Vec<SymKey>,
+            size: u64,
+            align: u64,
+            kernels: BTreeSet<usize>,
+        }
+        let starts = |slots: &[Slot]| -> Vec<u64> {
+            let mut end = 0u64;
+            slots
+                .iter()
+                .map(|s| {
+                    let at = end.next_multiple_of(s.align);
+                    end = at + s.size;
+                    at
+                })
+                .collect()
+        };
+        let mut slots: Vec<Slot> = Vec::new();
         let first = shared
             .iter()
             .copied()
@@ -1156,27 +1177,34 @@ impl<'a> Merger<'a> {
         for v in first {
             let ks = &held[&v];
             let (a, n) = (align(self, v), size(self, v));
+            let at = starts(&slots);
             // (a slot it may join: none of its variables shares a kernel with this one,
             // and this one ends before the next slot starts)
             let free = |j: usize| {
-                !ks.iter().any(|k| slots[j].2.contains(k))
+                !ks.iter().any(|k| slots[j].kernels.contains(k))
                     && (j + 1 == slots.len()
-                        || slots[j].0.next_multiple_of(a) + n <= slots[j + 1].0)
+                        || at[j].next_multiple_of(a.max(slots[j].align)) + n <= at[j + 1])
             };
-            let o = match (0..slots.len()).find(|&j| free(j)) {
+            match (0..slots.len()).find(|&j| free(j)) {
                 Some(j) => {
-                    let o = slots[j].0.next_multiple_of(a);
-                    slots[j].1 = slots[j].1.max(o + n);
-                    slots[j].2.extend(ks);
-                    o
+                    let s = &mut slots[j];
+                    s.vars.push(v);
+                    s.size = s.size.max(n);
+                    s.align = s.align.max(a);
+                    s.kernels.extend(ks);
                 }
-                None => {
-                    let o = slots.last().map_or(0, |s| s.1).next_multiple_of(a);
-                    slots.push((o, o + n, ks.iter().copied().collect()));
-                    o
-                }
-            };
-            place(self, &mut at, &mut win, v, o);
+                None => slots.push(Slot {
+                    vars: vec![v],
+                    size: n,
+                    align: a,
+                    kernels: ks.iter().copied().collect(),
+                }),
+            }
+        }
+        for (s, o) in slots.iter().zip(starts(&slots)) {
+            for &v in &s.vars {
+                place(self, &mut at, &mut win, v, o);
+            }
         }
         // 2. each kernel's own variables: its function's locals, then the others
         let mut own: Vec<Vec<SymKey>> = vec![Vec::new(); kernels.len()];
