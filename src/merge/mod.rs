@@ -1101,7 +1101,6 @@ impl<'a> Merger<'a> {
                 held.entry(v).or_default();
             }
         }
-        let kernel_local = |m: &Self, k: SymKey| m.is_kernel_local(k);
         let trees: Vec<Vec<usize>> = kernels
             .par_iter()
             .map(|&k| self.reachable_from(k))
@@ -1208,7 +1207,7 @@ impl<'a> Merger<'a> {
         }
         // 2. each kernel's own variables: its function's locals, then the others
         let mut own: Vec<Vec<SymKey>> = vec![Vec::new(); kernels.len()];
-        let locals = held.keys().filter(|&&v| kernel_local(self, v));
+        let locals = held.keys().filter(|&&v| self.is_kernel_local(v));
         for &v in locals.chain(&shared) {
             if let [k] = held[&v].as_slice()
                 && self.sym(v).size > 0
