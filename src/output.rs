@@ -41,6 +41,7 @@ impl Drop for OldOutput {
     }
 }
 
+/// Starts setting aside the output at `path` (see [`OldOutput`]).
 pub fn set_aside_old_output(path: &Path) -> OldOutput {
     let path = path.to_path_buf();
     let thread = std::thread::spawn(move || {
@@ -76,6 +77,26 @@ fn aside_name(path: &Path) -> Option<PathBuf> {
     Some(path.with_file_name(format!(".{name}.{}.nvlinkrs-old", std::process::id())))
 }
 
+/// nvlink's message for an output it cannot write, with the system's reason.
+fn cannot_open(path: &Path) -> impl Fn(std::io::Error) -> Error + Copy + '_ {
+    move |e| {
+        Error::fatal(format!("Could not open output file '{}'", path.display()))
+            .context(e.to_string())
+    }
+}
+
+/// Gives `file` the permissions a newly created file would get (the umask applied).
+fn new_file_permissions(file: &std::fs::File) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        file.set_permissions(std::fs::Permissions::from_mode(0o666 & !umask()))?;
+    }
+    #[cfg(not(unix))]
+    let _ = file;
+    Ok(())
+}
+
 fn remove_plain_file(path: &Path) {
     if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file()) {
         std::fs::remove_file(path).ok();
@@ -102,28 +123,19 @@ pub fn write_over(
     let Some(aside) = aside else {
         return write_atomic_with(path, fill);
     };
-    let cannot = |e: std::io::Error| {
-        Error::fatal(format!("Could not open output file '{}'", path.display()))
-            .context(e.to_string())
-    };
     let written = (|| {
         let mut f = std::fs::OpenOptions::new().write(true).open(&aside)?;
         fill_buffered(&mut f, fill)?;
         use std::io::Seek;
         let end = f.stream_position()?;
         f.set_len(end)?;
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            f.set_permissions(std::fs::Permissions::from_mode(0o666 & !umask()))?;
-        }
+        new_file_permissions(&f)?;
         std::fs::rename(&aside, path)
     })();
-    if let Err(e) = written {
+    if written.is_err() {
         std::fs::remove_file(&aside).ok();
-        return Err(cannot(e));
     }
-    Ok(())
+    written.map_err(cannot_open(path))
 }
 
 /// As [`write_atomic`], with `fill` writing the content (through a buffer that large
@@ -132,10 +144,7 @@ pub fn write_atomic_with(
     path: &Path,
     fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> Result<()> {
-    let cannot = |e: std::io::Error| {
-        Error::fatal(format!("Could not open output file '{}'", path.display()))
-            .context(e.to_string())
-    };
+    let cannot = cannot_open(path);
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -166,14 +175,8 @@ pub fn write_atomic_with(
     // seen under the output's name (ld, lld and nvlink do not sync either; a sync cost
     // 10-20 ms on a 14 MB image, a quarter of a 128-unit link)
     fill_buffered(tmp.as_file_mut(), fill).map_err(cannot)?;
-    // A plain file gets the permissions a newly created file would get (the temporary
-    // file is created 0600).
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let mode = 0o666 & !umask();
-        std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(mode)).ok();
-    }
+    // (the temporary file is created 0600)
+    new_file_permissions(tmp.as_file()).ok();
     tmp.persist(path).map_err(|e| cannot(e.error))?;
     Ok(())
 }

@@ -1249,18 +1249,16 @@ impl<'a> Merger<'a> {
                 }
             }
         }
-        // (a debug link keeps the functions no kernel reaches: an array only they use
-        // sits at 0)
+        // A kept function no kernel reaches (its address is taken) sees a dynamic array
+        // at offset -1; a debug link, which keeps them all, puts an array only they use
+        // at 0.
         if self.keeps_all() {
             for (&v, ks) in &held {
                 if ks.is_empty() && is_dynamic_shared(self.sym(v)) {
                     at.entry(v).or_insert(0);
                 }
             }
-        }
-        // A kept function no kernel reaches (its address is taken) sees a dynamic array
-        // at offset -1.
-        if !self.keeps_all() {
+        } else {
             let unreached: Vec<(usize, SymKey)> = (0..self.funcs.len())
                 .filter(|&f| self.live[f] && kernels_of[f].is_empty())
                 .flat_map(|f| self.funcs[f].shared.iter().map(move |&v| (f, v)))
@@ -1276,16 +1274,21 @@ impl<'a> Merger<'a> {
             .map(|(v, _)| *v)
             .collect();
         open.sort_by_key(|&v| (std::cmp::Reverse(align(self, v)), v));
-        // (array, its alignment, the functions kernels reach that refer to it)
-        let users: Vec<(SymKey, u64, Vec<usize>)> = open
-            .into_iter()
-            .map(|v| {
-                let fs = (0..self.funcs.len())
-                    .filter(|&f| !kernels_of[f].is_empty() && self.funcs[f].shared.contains(&v))
-                    .collect();
-                (v, align(self, v), fs)
-            })
+        // (array, its alignment, the functions kernels reach that refer to it, in
+        // function order: one pass over the functions)
+        let mut users: Vec<(SymKey, u64, Vec<usize>)> = open
+            .iter()
+            .map(|&v| (v, align(self, v), Vec::new()))
             .collect();
+        let user_of: HashMap<SymKey, usize> =
+            open.iter().enumerate().map(|(u, &v)| (v, u)).collect();
+        for f in (0..self.funcs.len()).filter(|&f| !kernels_of[f].is_empty()) {
+            for v in &self.funcs[f].shared {
+                if let Some(&u) = user_of.get(v) {
+                    users[u].2.push(f);
+                }
+            }
+        }
         let end_of = |win: &[(Option<u64>, u64)], ks: &[usize], a: u64| {
             ks.iter()
                 .filter_map(|&k| win[k].0)
@@ -1814,6 +1817,8 @@ impl<'a> Merger<'a> {
                     && (exec || f.in_nonalloc_section)
                     && reloc::resolvable(r.ty)
                     && !load_address;
+                // (the addend as the next link sees it: a section symbol's piece added)
+                let addend = r.addend + f.section_piece.unwrap_or(0) as i64;
                 if apply_now {
                     patches.push(Patch {
                         at,
@@ -1826,7 +1831,6 @@ impl<'a> Merger<'a> {
                     if self.opts.preserve_relocs
                         && let Some(sym_index) = f.out_index
                     {
-                        let addend = r.addend + f.section_piece.unwrap_or(0) as i64;
                         resolved.push((at, sym_index as u32 + 1, r.ty, addend));
                     }
                     continue;
@@ -1844,7 +1848,6 @@ impl<'a> Merger<'a> {
                         sym.name
                     )));
                 };
-                let addend = r.addend + f.section_piece.unwrap_or(0) as i64;
                 let ty = if exec { reloc::rewritten(r.ty) } else { r.ty };
                 kept.push((at, sym_index as u32 + 1, ty, addend));
             }
