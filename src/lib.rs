@@ -179,8 +179,9 @@ fn link_phases(
 ) -> Result<Timings> {
     let mut timings = Timings::default();
     let paths = input::input_list(&req.inputs, &req.libraries, &req.library_paths);
+    let opened = input::Opened::default();
     let trees = timings.phase("read", || {
-        input::load(&paths, input::Mode::Link { lto: req.lto })
+        input::load_with(&paths, input::Mode::Link { lto: req.lto }, &opened)
     })?;
     diag.check()?;
     let hosts = lto::pool::hosts(&trees);
@@ -193,7 +194,7 @@ fn link_phases(
         }
     }
     // (from here on only the merge writes the output)
-    let old_output = output::set_aside_old_output(&req.output);
+    let target = output::prepare(&req.output);
     let units = timings.phase("gather", || {
         merge::gather::collect(&trees, req.target, req.lto, diag)
     })?;
@@ -206,9 +207,9 @@ fn link_phases(
         timings.phase("merge", || merge::link_with_steps(&inputs, &options, diag))?;
     timings.merge_steps = steps;
     diag.check()?;
-    let aside = old_output.take();
+    let (found, inputs) = (target.take(), opened.ids());
     timings.phase("write", || {
-        output::write_over(&req.output, aside, |w| elf::write::write_to(image, w))
+        output::write_output(found, Some(&inputs), |w| elf::write::write_to(image, w))
     })?;
     dispose(inputs);
     dispose(trees);

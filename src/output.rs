@@ -1,80 +1,326 @@
-//! Everything a link writes: the output file (to a temporary file beside it, then renamed,
-//! so that a failed link leaves nothing behind and a reader never sees half a file), the
-//! `--register-link-binaries` C fragment, and the `-time` CSV rows.
+//! Everything a link writes: the output file, the `--register-link-binaries` C fragment,
+//! and the `-time` CSV rows. A file is written beside its target and renamed over it once
+//! complete (a reader never sees half a file, a failed or killed link leaves the old one,
+//! as nvlink does), through a symlink to its target, keeping an existing file's mode; a
+//! device, FIFO or `/proc/self/fd/N` is written into directly. Temporary names carry the
+//! process id, and a link reclaims those of processes that no longer run.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::diag::{Error, Result};
+use crate::input::FileId;
 
-/// Writes `bytes` to `path` atomically: a temporary file in the same directory, renamed
-/// over the target once complete.
+/// Writes `bytes` to `path` (see the module's comment).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     write_atomic_with(path, |f| f.write_all(bytes))
 }
 
-/// The output a previous link left, set aside on a thread of its own while the link runs
-/// (a reader sees the old file, none, or the whole new one; a link that fails leaves
-/// none). A plain file only this name links to, owned by this user, is renamed to a
-/// temporary name beside it and the new output written over it in place: its page cache
-/// is reused, where writing a fresh file takes every page new and removing the old one
+/// As [`write_atomic`], with `fill` writing the content (through a buffer that large
+/// writes pass by) as it produces it.
+pub fn write_atomic_with(
+    path: &Path,
+    fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<()> {
+    write_output(prepare(path).take(), None, fill)
+}
+
+/// Where an output goes, found on a thread while the link runs ([`prepare`]).
+pub struct Prepared {
+    thread: Option<std::thread::JoinHandle<std::io::Result<Target>>>,
+    path: PathBuf,
+}
+
+impl Prepared {
+    /// Waits for the output's target to be found.
+    pub fn take(mut self) -> Found {
+        let target = match self.thread.take().map(|t| t.join()) {
+            Some(Ok(t)) => t,
+            _ => resolve(&self.path),
+        };
+        Found {
+            path: self.path.clone(),
+            target,
+        }
+    }
+}
+
+/// The output's target ([`Prepared::take`]).
+pub struct Found {
+    path: PathBuf,
+    target: std::io::Result<Target>,
+}
+
+/// What an output path names once symlinks are followed.
+#[derive(Debug)]
+enum Target {
+    /// A device, FIFO or socket, or a link whose target is no path (`/proc/self/fd/N`):
+    /// written into directly (a rename would replace the node with a plain file).
+    Special(PathBuf),
+    /// A plain file, or none yet: written beside it and renamed over it.
+    File {
+        path: PathBuf,
+        old: Option<std::fs::Metadata>,
+    },
+}
+
+/// Starts finding where the output at `path` goes, on a thread of its own: symlinks
+/// followed, leftovers of killed links to it reclaimed.
+pub fn prepare(path: &Path) -> Prepared {
+    let p = path.to_path_buf();
+    let thread = std::thread::Builder::new()
+        .spawn(move || {
+            let t = resolve(&p)?;
+            if let Target::File { path, .. } = &t {
+                reclaim_leftovers(path, LEFTOVER_AGE);
+            }
+            Ok(t)
+        })
+        .ok();
+    Prepared {
+        thread,
+        path: path.to_path_buf(),
+    }
+}
+
+/// Follows `path`'s symlinks (as `open` would) to what it names.
+fn resolve(path: &Path) -> std::io::Result<Target> {
+    let mut p = path.to_path_buf();
+    for _ in 0..40 {
+        let meta = match std::fs::symlink_metadata(&p) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(Target::File { path: p, old: None });
+            }
+            r => r?,
+        };
+        let kind = meta.file_type();
+        if kind.is_symlink() {
+            let to = std::fs::read_link(&p)?;
+            let next = match p.parent() {
+                Some(d) if to.is_relative() => d.join(to),
+                _ => to,
+            };
+            // a link the kernel resolves itself (`/proc/self/fd/1` names `pipe:[N]` or
+            // a deleted file): what it opens is not what its text names
+            if let Ok(opened) = std::fs::metadata(&p) {
+                let elsewhere = match std::fs::metadata(&next) {
+                    Ok(n) => !same_file(&n, &opened),
+                    Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+                };
+                if elsewhere {
+                    return Ok(Target::Special(p));
+                }
+            }
+            p = next;
+        } else if kind.is_file() {
+            return Ok(Target::File {
+                path: p,
+                old: Some(meta),
+            });
+        } else if kind.is_dir() {
+            return Err(std::io::Error::from_raw_os_error(libc::EISDIR));
+        } else {
+            return Ok(Target::Special(p));
+        }
+    }
+    Err(std::io::Error::from_raw_os_error(libc::ELOOP))
+}
+
+fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
+    crate::input::opened::file_id(a) == crate::input::opened::file_id(b)
+}
+
+/// Writes the output `found` names. With `inputs` (the files the link's inputs map), an
+/// old plain file that is none of them, has no other name and is this user's is written
+/// over in place (renamed aside, written, cut and renamed back): its page cache is
+/// reused, where writing a fresh file takes every page new and replacing the old one
 /// frees them (on Linux writing into an existing file is much the faster, as mold
-/// observes; 8 MB costs 1 to 5 ms either way). Anything else that is a plain file is
-/// removed. Dropped without [`OldOutput::take`], it removes what it set aside.
-pub struct OldOutput {
-    thread: Option<std::thread::JoinHandle<Option<PathBuf>>>,
-}
-
-impl OldOutput {
-    /// Waits for the old output to be set aside: the file to write the new one over.
-    pub fn take(mut self) -> Option<PathBuf> {
-        self.thread.take().and_then(|t| t.join().ok().flatten())
-    }
-}
-
-impl Drop for OldOutput {
-    fn drop(&mut self) {
-        if let Some(aside) = self.thread.take().and_then(|t| t.join().ok().flatten()) {
-            std::fs::remove_file(aside).ok();
+/// observes). Otherwise a new file is written beside it and renamed over it.
+pub fn write_output(
+    found: Found,
+    inputs: Option<&std::collections::HashSet<FileId>>,
+    fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<()> {
+    let cannot = cannot_open(&found.path);
+    match found.target.map_err(cannot)? {
+        Target::Special(p) => {
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .truncate(true)
+                .open(p)
+                .map_err(cannot)?;
+            fill_buffered(&mut f, fill).map_err(cannot)
         }
-    }
-}
-
-/// Starts setting aside the output at `path` (see [`OldOutput`]).
-pub fn set_aside_old_output(path: &Path) -> OldOutput {
-    let path = path.to_path_buf();
-    let thread = std::thread::spawn(move || {
-        let meta = std::fs::symlink_metadata(&path).ok()?;
-        if !meta.is_file() {
-            return None;
-        }
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::MetadataExt;
-            // (root may write into any file; another user's would keep its owner)
-            let euid = unsafe { libc::geteuid() };
-            if meta.nlink() == 1
-                && meta.uid() == euid
-                && let Some(aside) = aside_name(&path)
-                && std::fs::rename(&path, &aside).is_ok()
-            {
-                return Some(aside);
+        Target::File { path, old } => {
+            let in_place = old
+                .as_ref()
+                .zip(inputs)
+                .is_some_and(|(m, inputs)| may_write_into(m, inputs));
+            match in_place.then(|| aside_name(&path, "old")).flatten() {
+                Some(aside) if std::fs::rename(&path, &aside).is_ok() => {
+                    write_into(&path, &aside, fill).map_err(cannot)
+                }
+                _ => write_beside(&path, old.as_ref(), fill).map_err(cannot),
             }
         }
-        std::fs::remove_file(&path).ok();
-        None
-    });
-    OldOutput {
-        thread: Some(thread),
     }
 }
 
-/// The temporary name an old output is set aside under: hidden, beside it, this
-/// process's.
-fn aside_name(path: &Path) -> Option<PathBuf> {
+/// Whether the old output `m` may be written over in place: no input maps it (the image
+/// borrows their bytes until it is written), no other name shows it, and it is this
+/// user's (root may write into any file; another user's would keep its owner).
+fn may_write_into(m: &std::fs::Metadata, inputs: &std::collections::HashSet<FileId>) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        m.nlink() == 1
+            && m.uid() == unsafe { libc::geteuid() }
+            && !inputs.contains(&crate::input::opened::file_id(m))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (m, inputs);
+        false
+    }
+}
+
+/// Writes over the old output set aside as `aside`, then renames it back to `path`
+/// (keeping its mode). On failure `aside` is removed: its old bytes are gone.
+fn write_into(
+    path: &Path,
+    aside: &Path,
+    fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let written = (|| {
+        let mut f = std::fs::OpenOptions::new().write(true).open(aside)?;
+        fill_buffered(&mut f, fill)?;
+        use std::io::Seek;
+        let end = f.stream_position()?;
+        f.set_len(end)?;
+        std::fs::rename(aside, path)
+    })();
+    if written.is_err() {
+        std::fs::remove_file(aside).ok();
+    }
+    written
+}
+
+/// Writes a new file beside `path` and renames it over `path`, with the old file's mode
+/// (and owner, where root writes another user's file), or a new file's.
+fn write_beside(
+    path: &Path,
+    old: Option<&std::fs::Metadata>,
+    fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    // (created 0600: nobody else reads it half written)
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&format!(".{name}.{}.", std::process::id()))
+        .suffix(".nvlinkrs-tmp")
+        .tempfile_in(dir)?;
+    // not synced to disk: the rename is what keeps a half-written file from ever being
+    // seen under the output's name (ld, lld and nvlink do not sync either; a sync cost
+    // 10-20 ms on a 14 MB image, a quarter of a 128-unit link)
+    fill_buffered(tmp.as_file_mut(), fill)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let mode = old.map_or(0o666 & !umask(), |m| m.mode() & 0o7777);
+        if let Some(m) = old.filter(|m| m.uid() != unsafe { libc::geteuid() }) {
+            std::os::unix::fs::fchown(tmp.as_file(), Some(m.uid()), Some(m.gid())).ok();
+        }
+        tmp.as_file()
+            .set_permissions(std::fs::Permissions::from_mode(mode))?;
+    }
+    #[cfg(not(unix))]
+    let _ = old;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// A temporary name beside `path`: hidden, this process's (and unique in it: the daemon
+/// runs several links at once).
+fn aside_name(path: &Path, what: &str) -> Option<PathBuf> {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let name = path.file_name()?.to_string_lossy();
-    Some(path.with_file_name(format!(".{name}.{}.nvlinkrs-old", std::process::id())))
+    Some(path.with_file_name(format!(
+        ".{name}.{}.{n}.nvlinkrs-{what}",
+        std::process::id()
+    )))
+}
+
+/// How long a temporary file of a process that no longer runs here is left alone (a
+/// directory shared over the network may hold another machine's link in progress).
+const LEFTOVER_AGE: Duration = Duration::from_secs(60);
+
+/// Removes the temporary files beside `path` that links to it killed before they
+/// finished left (`.NAME.PID.*.nvlinkrs-old` / `-tmp` of a process that no longer runs,
+/// unchanged for `age`).
+fn reclaim_leftovers(path: &Path, age: Duration) {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return;
+    };
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let prefix = format!(".{}.", name.to_string_lossy());
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let file = e.file_name();
+        let file = file.to_string_lossy();
+        let Some(rest) = file.strip_prefix(&prefix) else {
+            continue;
+        };
+        if !(rest.ends_with(".nvlinkrs-old") || rest.ends_with(".nvlinkrs-tmp")) {
+            continue;
+        }
+        let pid = rest.split('.').next().and_then(|p| p.parse::<i32>().ok());
+        if pid.is_some_and(|pid| pid > 0 && !process_runs(pid))
+            && e.metadata()
+                .is_ok_and(|m| m.is_file() && changed_before(&m, age))
+        {
+            std::fs::remove_file(e.path()).ok();
+        }
+    }
+}
+
+/// Whether `m`'s file was last changed (written, renamed) longer than `age` ago.
+fn changed_before(m: &std::fs::Metadata, age: Duration) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let changed = std::time::UNIX_EPOCH + Duration::from_secs(m.ctime().max(0) as u64);
+        changed.elapsed().is_ok_and(|e| e >= age)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (m, age);
+        false
+    }
+}
+
+/// Whether a process with this id runs (one of another user's counts).
+fn process_runs(pid: i32) -> bool {
+    #[cfg(unix)]
+    {
+        let sent = unsafe { libc::kill(pid, 0) };
+        sent == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = pid;
+        true
+    }
 }
 
 /// nvlink's message for an output it cannot write, with the system's reason.
@@ -82,24 +328,6 @@ fn cannot_open(path: &Path) -> impl Fn(std::io::Error) -> Error + Copy + '_ {
     move |e| {
         Error::fatal(format!("Could not open output file '{}'", path.display()))
             .context(e.to_string())
-    }
-}
-
-/// Gives `file` the permissions a newly created file would get (the umask applied).
-fn new_file_permissions(file: &std::fs::File) -> std::io::Result<()> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        file.set_permissions(std::fs::Permissions::from_mode(0o666 & !umask()))?;
-    }
-    #[cfg(not(unix))]
-    let _ = file;
-    Ok(())
-}
-
-fn remove_plain_file(path: &Path) {
-    if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file()) {
-        std::fs::remove_file(path).ok();
     }
 }
 
@@ -111,74 +339,6 @@ fn fill_buffered(
     let mut w = std::io::BufWriter::with_capacity(1 << 18, file);
     fill(&mut w)?;
     w.flush()
-}
-
-/// As [`write_atomic_with`], writing over `aside` (the old output [`OldOutput`] set
-/// aside) when there is one, then renaming it to `path`.
-pub fn write_over(
-    path: &Path,
-    aside: Option<PathBuf>,
-    fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
-) -> Result<()> {
-    let Some(aside) = aside else {
-        return write_atomic_with(path, fill);
-    };
-    let written = (|| {
-        let mut f = std::fs::OpenOptions::new().write(true).open(&aside)?;
-        fill_buffered(&mut f, fill)?;
-        use std::io::Seek;
-        let end = f.stream_position()?;
-        f.set_len(end)?;
-        new_file_permissions(&f)?;
-        std::fs::rename(&aside, path)
-    })();
-    if written.is_err() {
-        std::fs::remove_file(&aside).ok();
-    }
-    written.map_err(cannot_open(path))
-}
-
-/// As [`write_atomic`], with `fill` writing the content (through a buffer that large
-/// writes pass by) as it produces it.
-pub fn write_atomic_with(
-    path: &Path,
-    fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
-) -> Result<()> {
-    let cannot = cannot_open(path);
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    // a device, FIFO or socket (`-o /dev/null`) is written in place: a rename would
-    // replace the node with a plain file
-    if std::fs::symlink_metadata(path)
-        .is_ok_and(|m| !m.is_file() && !m.is_dir() && !m.file_type().is_symlink())
-    {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .open(path)
-            .map_err(cannot)?;
-        return fill_buffered(&mut f, fill).map_err(cannot);
-    }
-    // the old output goes first (see `OldOutput`)
-    remove_plain_file(path);
-    let mut tmp = tempfile::Builder::new()
-        .prefix(&format!(".{name}."))
-        .suffix(".nvlinkrs-tmp")
-        .tempfile_in(dir)
-        .map_err(cannot)?;
-    // not synced to disk: the rename is what keeps a half-written file from ever being
-    // seen under the output's name (ld, lld and nvlink do not sync either; a sync cost
-    // 10-20 ms on a 14 MB image, a quarter of a 128-unit link)
-    fill_buffered(tmp.as_file_mut(), fill).map_err(cannot)?;
-    // (the temporary file is created 0600)
-    new_file_permissions(tmp.as_file()).ok();
-    tmp.persist(path).map_err(|e| cannot(e.error))?;
-    Ok(())
 }
 
 #[cfg(unix)]
@@ -277,45 +437,99 @@ mod tests {
         );
     }
 
-    #[test]
-    fn an_old_output_is_written_over_in_place() {
-        use std::os::unix::fs::{MetadataExt, PermissionsExt};
-        let d = tempfile::tempdir().unwrap();
-        let p = d.path().join("out.cubin");
-        std::fs::write(&p, vec![7u8; 10_000]).unwrap();
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
-        let inode = std::fs::metadata(&p).unwrap().ino();
-        let old = set_aside_old_output(&p);
-        let aside = old.take();
-        // (while the link runs the name is free: a reader sees no half-written file)
-        assert!(aside.is_some() && !p.exists());
-        write_over(&p, aside, |w| w.write_all(b"shorter new image")).unwrap();
-        assert_eq!(std::fs::read(&p).unwrap(), b"shorter new image");
-        let m = std::fs::metadata(&p).unwrap();
-        // the same file, cut to the new length, with a new file's permissions
-        assert_eq!(m.ino(), inode);
-        assert_eq!(m.permissions().mode() & 0o777, 0o666 & !umask());
-        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1);
+    fn ino(p: &Path) -> u64 {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(p).unwrap().ino()
+    }
+
+    fn mode(p: &Path) -> u32 {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(p).unwrap().permissions().mode() & 0o7777
+    }
+
+    fn files(d: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    fn link_output(p: &Path, inputs: &[&Path], image: &[u8]) -> Result<()> {
+        let ids: std::collections::HashSet<FileId> = inputs
+            .iter()
+            .map(|i| crate::input::opened::file_id(&std::fs::metadata(i).unwrap()))
+            .collect();
+        write_output(prepare(p).take(), Some(&ids), |w| w.write_all(image))
     }
 
     #[test]
-    fn a_failed_link_leaves_neither_output_nor_temporary() {
+    fn an_old_output_is_written_over_in_place_keeping_its_mode() {
+        use std::os::unix::fs::PermissionsExt;
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("out.cubin");
-        // the link fails before writing: what was set aside goes
+        std::fs::write(&p, vec![7u8; 10_000]).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o750)).unwrap();
+        let inode = ino(&p);
+        let target = prepare(&p);
+        // (while the link runs the old output stays)
+        assert_eq!(std::fs::read(&p).unwrap().len(), 10_000);
+        link_output(&p, &[], b"shorter new image").unwrap();
+        drop(target);
+        assert_eq!(std::fs::read(&p).unwrap(), b"shorter new image");
+        // the same file, cut to the new length, its mode kept
+        assert_eq!((ino(&p), mode(&p)), (inode, 0o750));
+        assert_eq!(files(d.path()), ["out.cubin"]);
+        // a new output gets a new file's permissions
+        let q = d.path().join("new.cubin");
+        write_atomic(&q, b"x").unwrap();
+        assert_eq!(mode(&q), 0o666 & !umask());
+    }
+
+    #[test]
+    fn an_output_that_is_an_input_is_a_new_file() {
+        // (the image borrows the inputs' mapped bytes until it is written: writing over
+        // one of them in place corrupted the image)
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("s.cubin");
+        std::fs::write(&p, vec![7u8; 100_000]).unwrap();
+        let inode = ino(&p);
+        let mapped = crate::input::open(&p, "s.cubin").unwrap();
+        let image: Vec<u8> = (0..200_000u32).map(|i| i as u8).collect();
+        link_output(&p, &[&p], &image).unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), image);
+        assert_ne!(ino(&p), inode);
+        assert!(
+            mapped.iter().all(|&b| b == 7),
+            "the input changed under the link"
+        );
+        assert_eq!(files(d.path()), ["s.cubin"]);
+    }
+
+    #[test]
+    fn a_failed_link_leaves_the_old_output_and_no_temporary() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("out.cubin");
+        // the link fails before writing: the old output stays (as nvlink leaves it)
         std::fs::write(&p, b"old").unwrap();
-        drop(set_aside_old_output(&p));
-        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0);
-        // the writing fails
-        std::fs::write(&p, b"old").unwrap();
-        let aside = set_aside_old_output(&p).take();
-        let e = write_over(&p, aside, |w| {
+        drop(prepare(&p));
+        assert_eq!(std::fs::read(&p).unwrap(), b"old");
+        // the writing of a new file fails: the old one stays
+        let fail = |w: &mut dyn Write| {
             w.write_all(b"part")?;
             Err(std::io::Error::other("disk full"))
-        })
-        .unwrap_err();
+        };
+        let other = d.path().join("other");
+        std::fs::hard_link(&p, &other).unwrap();
+        let e = write_output(prepare(&p).take(), Some(&Default::default()), fail).unwrap_err();
         assert!(e.message().contains("Could not open output file"));
-        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0);
+        assert_eq!(std::fs::read(&p).unwrap(), b"old");
+        std::fs::remove_file(&other).unwrap();
+        // the writing over it in place fails: its bytes are gone, and so is the file
+        let e = write_output(prepare(&p).take(), Some(&Default::default()), fail);
+        assert!(e.is_err());
+        assert_eq!(files(d.path()), Vec::<String>::new());
     }
 
     #[test]
@@ -326,12 +540,118 @@ mod tests {
         let other = d.path().join("kept.cubin");
         std::fs::write(&p, b"old").unwrap();
         std::fs::hard_link(&p, &other).unwrap();
-        let aside = set_aside_old_output(&p).take();
-        assert!(aside.is_none());
-        write_over(&p, aside, |w| w.write_all(b"new")).unwrap();
+        link_output(&p, &[], b"new").unwrap();
         assert_eq!(std::fs::read(&p).unwrap(), b"new");
         assert_eq!(std::fs::read(&other).unwrap(), b"old");
-        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 2);
+        assert_eq!(files(d.path()), ["kept.cubin", "out.cubin"]);
+    }
+
+    #[test]
+    fn a_symlinked_output_is_written_through_to_its_target() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let sub = d.path().join("sub");
+        std::fs::create_dir(&sub).unwrap();
+        let target = sub.join("real.cubin");
+        std::fs::write(&target, b"old").unwrap();
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let link = d.path().join("out.cubin");
+        std::os::unix::fs::symlink("sub/real.cubin", &link).unwrap();
+        let chain = d.path().join("chain.cubin");
+        std::os::unix::fs::symlink("out.cubin", &chain).unwrap();
+        link_output(&chain, &[], b"new image").unwrap();
+        assert!(
+            std::fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        assert!(
+            std::fs::symlink_metadata(&chain)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        assert_eq!(std::fs::read(&target).unwrap(), b"new image");
+        assert_eq!(mode(&target), 0o755);
+        assert_eq!(files(&sub), ["real.cubin"]);
+        // a dangling link: its target is created
+        let dangling = d.path().join("dangling.cubin");
+        std::os::unix::fs::symlink("sub/made.cubin", &dangling).unwrap();
+        write_atomic(&dangling, b"made").unwrap();
+        assert_eq!(std::fs::read(sub.join("made.cubin")).unwrap(), b"made");
+        assert!(
+            std::fs::symlink_metadata(&dangling)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        // a loop is an error naming the output
+        std::os::unix::fs::symlink("loop2", d.path().join("loop1")).unwrap();
+        std::os::unix::fs::symlink("loop1", d.path().join("loop2")).unwrap();
+        let e = write_atomic(&d.path().join("loop1"), b"x").unwrap_err();
+        assert!(e.message().contains("loop1"), "{}", e.message());
+    }
+
+    #[test]
+    fn a_proc_fd_output_is_written_through() {
+        // `/proc/self/fd/N` names what the descriptor holds (here a deleted file), not a
+        // path a rename could reach
+        use std::io::{Read, Seek};
+        let mut f = tempfile::tempfile().unwrap();
+        use std::os::fd::AsRawFd;
+        let p = PathBuf::from(format!("/proc/self/fd/{}", f.as_raw_fd()));
+        write_atomic(&p, b"through the descriptor").unwrap();
+        let mut got = String::new();
+        f.rewind().unwrap();
+        f.read_to_string(&mut got).unwrap();
+        assert_eq!(got, "through the descriptor");
+    }
+
+    #[test]
+    fn leftovers_of_killed_links_are_reclaimed() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("out.cubin");
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let live = std::process::id();
+        let names = [
+            format!(".out.cubin.{dead}.0.nvlinkrs-old"),
+            format!(".out.cubin.{dead}.abc123.nvlinkrs-tmp"),
+            format!(".out.cubin.{live}.0.nvlinkrs-old"),
+            format!(".other.cubin.{dead}.0.nvlinkrs-old"),
+            format!(".out.cubin.{dead}.0.kept"),
+        ];
+        for n in &names {
+            std::fs::write(d.path().join(n), b"x").unwrap();
+        }
+        // (recent ones are left: a directory shared by machines)
+        reclaim_leftovers(&p, LEFTOVER_AGE);
+        assert_eq!(files(d.path()).len(), 5);
+        reclaim_leftovers(&p, Duration::ZERO);
+        let mut kept = names[2..].to_vec();
+        kept.sort();
+        assert_eq!(files(d.path()), kept);
+    }
+
+    #[test]
+    fn temporary_files_are_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("out.cubin");
+        write_atomic_with(&p, |w| {
+            let tmp = std::fs::read_dir(d.path())
+                .unwrap()
+                .next()
+                .unwrap()
+                .unwrap();
+            assert!(tmp.file_name().to_string_lossy().ends_with(".nvlinkrs-tmp"));
+            let m = tmp.metadata().unwrap().permissions().mode() & 0o777;
+            assert_eq!(m, 0o600);
+            w.write_all(b"x")
+        })
+        .unwrap();
     }
 
     #[test]

@@ -1053,3 +1053,107 @@ fn report_lists_merge_steps() {
         "steps {sum} ms, merge {merge} ms"
     );
 }
+
+/// Outputs where users point them. `-o` naming an input: the image borrows the inputs'
+/// mapped bytes until it is written, so the old file is not written over in place (a
+/// 1 MB initialised array gave a corrupt image with exit 0); a failed link leaves that
+/// input as it was (it was removed). `-o /proc/self/fd/1` writes to standard output as
+/// nvlink does (a rename beside it failed), and a symlinked output is written through
+/// to its target, keeping the target's mode and the link.
+#[test]
+fn outputs_where_users_point_them() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut src = String::from("__device__ int table[262144] = {");
+    for i in 0..262144u64 {
+        src += &format!("{},", i * 2654435761 % 1000003);
+    }
+    src += "};\n__global__ void k(int *o, int i) { o[i] = table[i] * 3 + table[i ^ 5]; }\n";
+    std::fs::write(d.join("big.cu"), src).unwrap();
+    let nvcc = Command::new(cuda().join("bin/nvcc"))
+        .args([
+            "-cubin",
+            "-rdc=true",
+            "-arch=sm_90",
+            "big.cu",
+            "-o",
+            "big.cubin",
+        ])
+        .current_dir(d)
+        .output()
+        .unwrap();
+    assert!(
+        nvcc.status.success(),
+        "{}",
+        String::from_utf8_lossy(&nvcc.stderr)
+    );
+    let b = fixtures().join("b_90.cubin").display().to_string();
+    let link = |tool: &Path, first: &str, out: &str| {
+        let r = Command::new(tool)
+            .args(["-arch=sm_90", first, &b, "-o", out])
+            .current_dir(d)
+            .output()
+            .unwrap();
+        (
+            r.status.code().unwrap_or(-1),
+            r.stdout,
+            String::from_utf8_lossy(&r.stderr).into_owned(),
+        )
+    };
+    std::fs::copy(d.join("big.cubin"), d.join("s.cubin")).unwrap();
+    std::fs::copy(d.join("big.cubin"), d.join("n.cubin")).unwrap();
+    assert_eq!(link(&cuda().join("bin/nvlink"), "n.cubin", "n.cubin").0, 0);
+    let (rc, _, err) = link(&nvlinkrs(), "s.cubin", "ref.cubin");
+    assert_eq!(rc, 0, "{err}");
+    let (rc, _, err) = link(&nvlinkrs(), "s.cubin", "s.cubin");
+    assert_eq!(rc, 0, "{err}");
+    let ours = std::fs::read(d.join("s.cubin")).unwrap();
+    assert!(
+        ours == std::fs::read(d.join("ref.cubin")).unwrap(),
+        "-o an input: another image"
+    );
+    let r = equiv::compare(&std::fs::read(d.join("n.cubin")).unwrap(), &ours).unwrap();
+    assert!(r.equivalent(), "{:?}", r.differences);
+
+    // a failed link keeps the input it was to write over (nvlink too)
+    let undef = d.join("undef.cubin");
+    std::fs::copy(fixtures().join("undef.cubin"), &undef).unwrap();
+    let before = std::fs::read(&undef).unwrap();
+    let (rc, _, err) = link(&nvlinkrs(), "undef.cubin", "undef.cubin");
+    assert_eq!(rc, 255, "{err}");
+    assert_eq!(std::fs::read(&undef).unwrap(), before);
+
+    // standard output through /proc
+    let (rc, out, err) = link(&nvlinkrs(), "big.cubin", "/proc/self/fd/1");
+    assert_eq!(rc, 0, "{err}");
+    let (nrc, nout, _) = link(&cuda().join("bin/nvlink"), "big.cubin", "/proc/self/fd/1");
+    assert_eq!(nrc, 0);
+    let r = equiv::compare(&nout, &out).unwrap();
+    assert!(r.equivalent(), "{:?}", r.differences);
+
+    // through a symlink, the target's mode kept
+    std::fs::create_dir(d.join("real")).unwrap();
+    std::fs::write(d.join("real/x.cubin"), b"old").unwrap();
+    std::fs::set_permissions(
+        d.join("real/x.cubin"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink("real/x.cubin", d.join("x.cubin")).unwrap();
+    let (rc, _, err) = link(&nvlinkrs(), "big.cubin", "x.cubin");
+    assert_eq!(rc, 0, "{err}");
+    assert!(
+        std::fs::symlink_metadata(d.join("x.cubin"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert!(std::fs::read(d.join("real/x.cubin")).unwrap() == ours);
+    let mode = std::fs::metadata(d.join("real/x.cubin"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o755);
+    assert_eq!(std::fs::read_dir(d.join("real")).unwrap().count(), 1);
+}

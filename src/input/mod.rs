@@ -6,6 +6,7 @@
 
 pub mod archive;
 pub mod kind;
+pub mod opened;
 
 use std::path::{Path, PathBuf};
 
@@ -17,6 +18,7 @@ use crate::diag::{Context, Error, Result};
 use crate::fatbin::{self, Member, MemberKind, host};
 use crate::lto::container::{self, IrFormat};
 use kind::{Content, Ext, Role};
+pub use opened::{FileId, Opened};
 
 /// Archives inside archives inside fatbins ... deeper than this is refused.
 const MAX_DEPTH: usize = 8;
@@ -136,19 +138,7 @@ pub enum Mode {
 
 /// Maps a file read-only. Empty files cannot be mapped and are an empty buffer.
 pub fn open(path: &Path, shown: &str) -> Result<Bytes> {
-    let f = std::fs::File::open(path).map_err(|e| {
-        Error::fatal(format!("Could not open input file '{shown}'")).context(e.to_string())
-    })?;
-    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
-    if len == 0 {
-        return Ok(Bytes::from_vec(Vec::new()));
-    }
-    // SAFETY: the mapping is read-only and private to us; as with any linker, a file
-    // changed underneath us while linking gives unspecified (but memory-safe) contents.
-    let map = unsafe { memmap2::Mmap::map(&f) }.map_err(|e| {
-        Error::fatal(format!("Could not read file '{shown}'")).context(e.to_string())
-    })?;
-    Ok(Bytes::from_map(map))
+    Opened::default().open(path, shown)
 }
 
 /// `-l<name>` → `lib<name>.a` in the `-L` folders, then `LIBRARY_PATH`. nvlink 13.5
@@ -173,12 +163,18 @@ pub fn input_list(inputs: &[PathBuf], libraries: &[String], dirs: &[PathBuf]) ->
 
 /// Opens every input (in parallel) and returns their trees in input order.
 pub fn load(paths: &[PathBuf], mode: Mode) -> Result<Vec<Node>> {
+    load_with(paths, mode, &Opened::default())
+}
+
+/// As [`load`], mapping each file once through `opened` (which then knows every file
+/// the trees borrow from).
+pub fn load_with(paths: &[PathBuf], mode: Mode, opened: &Opened) -> Result<Vec<Node>> {
     paths
         .par_iter()
         .map(|p| {
             let shown = p.display().to_string();
-            let data = open(p, &shown)?;
-            walk(&shown, Ext::of(p), data, mode, p.parent(), 0)
+            let data = opened.open(p, &shown)?;
+            walk_with(opened, &shown, Ext::of(p), data, mode, p.parent(), 0)
         })
         .collect()
 }
@@ -216,6 +212,19 @@ fn role_for_inspect(origin: &str, ext: Ext, content: Content) -> Result<Role> {
 
 /// Opens one input (or archive member) down to its device code.
 pub fn walk(
+    origin: &str,
+    ext: Ext,
+    data: Bytes,
+    mode: Mode,
+    dir: Option<&Path>,
+    depth: usize,
+) -> Result<Node> {
+    walk_with(&Opened::default(), origin, ext, data, mode, dir, depth)
+}
+
+/// As [`walk`], opening a thin archive's member files through `opened`.
+fn walk_with(
+    opened: &Opened,
     origin: &str,
     ext: Ext,
     data: Bytes,
@@ -302,11 +311,12 @@ pub fn walk(
                         archive::MemberData::Inline(b) => b.clone(),
                         archive::MemberData::External(rel) => {
                             let p = dir.map_or_else(|| PathBuf::from(rel), |d| d.join(rel));
-                            open(&p, &p.display().to_string())
+                            opened
+                                .open(&p, &p.display().to_string())
                                 .context(format!("member of thin archive '{origin}'"))?
                         }
                     };
-                    walk(&name, ext, bytes, mode, dir, depth + 1)
+                    walk_with(opened, &name, ext, bytes, mode, dir, depth + 1)
                 })
                 .collect::<Result<Vec<_>>>()?;
             Node {

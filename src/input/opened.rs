@@ -1,0 +1,139 @@
+//! The files one load opened: each mapped once however many times it is named (a thin
+//! archive may name one file for every member), and their identities (device and inode),
+//! which the output writer checks before writing over an old output in place.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use crate::bytes::Bytes;
+use crate::diag::{Error, Result};
+
+/// A file's identity: device and inode.
+pub type FileId = (u64, u64);
+
+/// The files a load mapped, by path and by identity.
+#[derive(Default)]
+pub struct Opened {
+    inner: Mutex<Maps>,
+}
+
+#[derive(Default)]
+struct Maps {
+    by_path: HashMap<PathBuf, Bytes>,
+    by_id: HashMap<FileId, Bytes>,
+}
+
+impl Opened {
+    /// Maps `path` read-only (an empty file is an empty buffer), or hands out the
+    /// mapping already made of it or of another name of the same file.
+    pub fn open(&self, path: &Path, shown: &str) -> Result<Bytes> {
+        if let Some(b) = self.lock().by_path.get(path) {
+            return Ok(b.clone());
+        }
+        let f = std::fs::File::open(path).map_err(|e| {
+            Error::fatal(format!("Could not open input file '{shown}'")).context(e.to_string())
+        })?;
+        let meta = f.metadata().ok();
+        let id = meta.as_ref().map(file_id);
+        if let Some(b) = id.and_then(|id| self.lock().by_id.get(&id).cloned()) {
+            self.lock().by_path.insert(path.to_path_buf(), b.clone());
+            return Ok(b);
+        }
+        let bytes = if meta.is_none_or(|m| m.len() == 0) {
+            Bytes::from_vec(Vec::new())
+        } else {
+            // SAFETY: the mapping is read-only and private to us; as with any linker, a
+            // file changed underneath us while linking gives unspecified (but
+            // memory-safe) contents. The output is never written into a mapped file
+            // (`output::write_output`).
+            let map = unsafe { memmap2::Mmap::map(&f) }.map_err(|e| {
+                Error::fatal(format!("Could not read file '{shown}'")).context(e.to_string())
+            })?;
+            Bytes::from_map(map)
+        };
+        let mut m = self.lock();
+        if let Some(id) = id {
+            m.by_id.insert(id, bytes.clone());
+        }
+        m.by_path.insert(path.to_path_buf(), bytes.clone());
+        Ok(bytes)
+    }
+
+    /// The identities of every file opened.
+    pub fn ids(&self) -> HashSet<FileId> {
+        self.lock().by_id.keys().copied().collect()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Maps> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The identity of the file `meta` describes.
+pub fn file_id(meta: &std::fs::Metadata) -> FileId {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        (meta.dev(), meta.ino())
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = meta;
+        (0, 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_named_twice_is_mapped_once() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("a.cubin");
+        std::fs::write(&p, b"device code").unwrap();
+        let other = d.path().join("b.cubin");
+        std::fs::hard_link(&p, &other).unwrap();
+        let o = Opened::default();
+        let a = o.open(&p, "a.cubin").unwrap();
+        let b = o.open(&other, "b.cubin").unwrap();
+        let c = o
+            .open(&d.path().join(".").join("a.cubin"), "a.cubin")
+            .unwrap();
+        assert_eq!(&*a, b"device code");
+        // one mapping: the same memory
+        assert_eq!(a.as_ptr(), b.as_ptr());
+        assert_eq!(a.as_ptr(), c.as_ptr());
+        assert_eq!(o.ids(), [file_id(&std::fs::metadata(&p).unwrap())].into());
+        let e = o.open(&d.path().join("none"), "none").unwrap_err();
+        assert!(e.message().contains("Could not open input file 'none'"));
+    }
+
+    #[test]
+    fn a_thin_archive_naming_one_file_many_times_maps_it_once() {
+        // (one mapping per member passed the system's limit of 65,530: "Cannot allocate
+        // memory")
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("m.ptx"), ".version 8.0\n.target sm_90\n").unwrap();
+        let len = std::fs::metadata(d.path().join("m.ptx")).unwrap().len();
+        let mut ar = b"!<thin>\n".to_vec();
+        for _ in 0..100_000 {
+            let h = format!(
+                "{:<16}{:<12}{:<6}{:<6}{:<8}{:<10}`\n",
+                "m.ptx/", 0, 0, 0, 644, len
+            );
+            ar.extend_from_slice(h.as_bytes());
+        }
+        let path = d.path().join("libthin.a");
+        std::fs::write(&path, ar).unwrap();
+        let trees = crate::input::load(&[path], crate::input::Mode::Inspect).unwrap();
+        let codes = trees[0].codes();
+        assert_eq!(codes.len(), 100_000);
+        assert!(
+            codes
+                .iter()
+                .all(|(_, c)| c.kind == crate::input::CodeKind::Ptx)
+        );
+    }
+}
