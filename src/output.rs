@@ -257,7 +257,7 @@ fn aside_name(path: &Path, what: &str) -> Option<PathBuf> {
 
 /// How long a temporary file of a process that no longer runs here is left alone (a
 /// directory shared over the network may hold another machine's link in progress).
-const LEFTOVER_AGE: Duration = Duration::from_secs(60);
+pub(crate) const LEFTOVER_AGE: Duration = Duration::from_secs(60);
 
 /// Removes the temporary files beside `path` that links to it killed before they
 /// finished left (`.NAME.PID.*.nvlinkrs-old` / `-tmp` of a process that no longer runs,
@@ -295,7 +295,7 @@ fn reclaim_leftovers(path: &Path, age: Duration) {
 }
 
 /// Whether `m`'s file was last changed (written, renamed) longer than `age` ago.
-fn changed_before(m: &std::fs::Metadata, age: Duration) -> bool {
+pub(crate) fn changed_before(m: &std::fs::Metadata, age: Duration) -> bool {
     #[cfg(unix)]
     {
         use std::os::unix::fs::MetadataExt;
@@ -310,7 +310,7 @@ fn changed_before(m: &std::fs::Metadata, age: Duration) -> bool {
 }
 
 /// Whether a process with this id runs (one of another user's counts).
-fn process_runs(pid: i32) -> bool {
+pub(crate) fn process_runs(pid: i32) -> bool {
     #[cfg(unix)]
     {
         let sent = unsafe { libc::kill(pid, 0) };

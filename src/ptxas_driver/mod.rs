@@ -86,9 +86,7 @@ impl Ptxas {
 
 impl Assembler for Ptxas {
     fn assemble(&self, job: &Job) -> Result<Assembled> {
-        let dir = tempfile::Builder::new()
-            .prefix("nvlinkrs-ptxas-")
-            .tempdir()
+        let dir = job_dir()
             .map_err(|e| Error::fatal(format!("cannot create a temporary directory: {e}")))?;
         let input = dir.path().join("lto.ptx");
         let output = dir.path().join("lto.cubin");
@@ -100,6 +98,50 @@ impl Assembler for Ptxas {
             .arg("-o")
             .arg(&output);
         run(cmd, &self.path, &job.name, &output)
+    }
+}
+
+/// A private directory (0700) for one ptxas job, named with this process's id: the first
+/// job of a process removes those of processes killed before they removed theirs.
+fn job_dir() -> std::io::Result<tempfile::TempDir> {
+    static RECLAIMED: std::sync::Once = std::sync::Once::new();
+    let tmp = std::env::temp_dir();
+    RECLAIMED.call_once(|| reclaim_job_dirs(&tmp, crate::output::LEFTOVER_AGE));
+    let mut b = tempfile::Builder::new();
+    let prefix = format!("nvlinkrs-ptxas-{}-", std::process::id());
+    b.prefix(&prefix);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        b.permissions(std::fs::Permissions::from_mode(0o700));
+    }
+    b.tempdir_in(tmp)
+}
+
+/// Removes the job directories in `tmp` of this user's processes that no longer run,
+/// unchanged for `age`.
+fn reclaim_job_dirs(tmp: &Path, age: std::time::Duration) {
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(rest) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("nvlinkrs-ptxas-"))
+        else {
+            continue;
+        };
+        let pid = rest.split('-').next().and_then(|p| p.parse::<i32>().ok());
+        let ours = e.metadata().is_ok_and(|m| {
+            use std::os::unix::fs::MetadataExt;
+            m.is_dir()
+                && m.uid() == unsafe { libc::geteuid() }
+                && crate::output::changed_before(&m, age)
+        });
+        if ours && pid.is_some_and(|p| p > 0 && !crate::output::process_runs(p)) {
+            std::fs::remove_dir_all(e.path()).ok();
+        }
     }
 }
 
@@ -246,5 +288,43 @@ mod tests {
                 Err(e) => assert_eq!(e.message(), format!("empty 'slice{i}'")),
             }
         }
+    }
+
+    #[test]
+    fn job_directories_are_private_and_reclaimed() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = job_dir().unwrap();
+        let mode = std::fs::metadata(d.path()).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+        let name = d.path().file_name().unwrap().to_string_lossy().into_owned();
+        assert!(name.starts_with(&format!("nvlinkrs-ptxas-{}-", std::process::id())));
+        // a killed link's directory goes, a running one's and others stay
+        let tmp = tempfile::tempdir().unwrap();
+        let mut child = Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        for n in [
+            format!("nvlinkrs-ptxas-{dead}-abc"),
+            format!("nvlinkrs-ptxas-{}-abc", std::process::id()),
+            format!("other-{dead}-abc"),
+        ] {
+            std::fs::create_dir(tmp.path().join(&n)).unwrap();
+            std::fs::write(tmp.path().join(n).join("lto.ptx"), b"x").unwrap();
+        }
+        reclaim_job_dirs(tmp.path(), crate::output::LEFTOVER_AGE);
+        assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 3);
+        reclaim_job_dirs(tmp.path(), std::time::Duration::ZERO);
+        let mut left: Vec<String> = std::fs::read_dir(tmp.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            [
+                format!("nvlinkrs-ptxas-{}-abc", std::process::id()),
+                format!("other-{dead}-abc")
+            ]
+        );
     }
 }
