@@ -5,6 +5,22 @@
 use std::fmt;
 use std::sync::Mutex;
 
+/// Writes `text` to standard error. A stderr that cannot be written (`2>/dev/full`, a
+/// pipe whose reader has gone) is ignored, as nvlink ignores it: the link goes on and
+/// writes its output. (SIGPIPE stays ignored, as Rust's runtime sets it: a write to a
+/// closed pipe fails with EPIPE instead of ending the process.)
+pub fn to_stderr(text: &str) {
+    use std::io::Write;
+    let _ = std::io::stderr().lock().write_all(text.as_bytes());
+}
+
+/// Writes `text` to standard output, ignoring a failure as [`to_stderr`] does.
+pub fn to_stdout(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
+}
+
 /// How a failed run ends, in nvlink's terms.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Severity {
@@ -182,7 +198,7 @@ impl Diagnostics {
 
     fn emit(&self, level: Level, message: &str) {
         if self.print {
-            eprintln!("{}", self.format(level, message));
+            to_stderr(&(self.format(level, message) + "\n"));
         }
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         if level == Level::Error {
@@ -220,8 +236,7 @@ impl Diagnostics {
                 text.push_str(&self.format(Level::Warning, m));
                 text.push('\n');
             }
-            use std::io::Write;
-            let _ = std::io::stderr().lock().write_all(text.as_bytes());
+            to_stderr(&text);
         }
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         st.printed
@@ -261,7 +276,7 @@ impl Diagnostics {
             Severity::Error => Level::Error,
         };
         if !err.message().is_empty() {
-            eprintln!("{}", self.format(level, &err.to_string()));
+            to_stderr(&(self.format(level, &err.to_string()) + "\n"));
         }
         err.severity().exit_code()
     }

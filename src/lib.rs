@@ -382,7 +382,7 @@ fn objects(
             Source::Ptx(_) => {
                 let a = assembled.next().expect("one result per job")?;
                 if !a.messages.is_empty() {
-                    eprint!("{}", a.messages);
+                    diag::to_stderr(&a.messages);
                 }
                 bytes::Bytes::from_vec(a.cubin)
             }
@@ -511,14 +511,14 @@ fn lto_phase(
     let engine = engine_for(req, &pool, cache)?;
     if req.verbose_keep {
         for m in &pool.modules {
-            println!("nvlink -lto-add-module {}.nvvm", m.module.name);
+            diag::to_stdout(&format!("nvlink -lto-add-module {}.nvvm\n", m.module.name));
         }
     }
     if req.verbose {
         diag.info(&format!("libNVVM options: {}", options.join(" ")));
     }
     if req.verbose2 {
-        eprintln!(" Running nvlink cicc-lto");
+        diag::to_stderr(" Running nvlink cicc-lto\n");
     }
     let modules: Vec<lto::IrModule> = pool.modules.iter().map(|m| m.module.clone()).collect();
     let lto_out = timings
@@ -536,10 +536,10 @@ fn lto_phase(
     let split = lto_out.ptx.len() > 1;
     let relocatable = partial || !lto_out.whole_program || req.relocatable || split;
     if req.verbose && !relocatable {
-        eprintln!("whole program compile");
+        diag::to_stderr("whole program compile\n");
     }
     if req.verbose2 {
-        eprintln!(" Running nvlink ptxas-lto");
+        diag::to_stderr(" Running nvlink ptxas-lto\n");
     }
     let mut options = ptxas_options(req, relocatable);
     options.maxrregcount = req
@@ -566,7 +566,7 @@ fn lto_phase(
     for a in assembled {
         let a = a?;
         if !a.messages.is_empty() {
-            eprint!("{}", a.messages);
+            diag::to_stderr(&a.messages);
         }
         cubins.push(a.cubin);
     }

@@ -27,8 +27,8 @@ fn inspect_main(args: &[String]) -> Result<(), Error> {
         match a.as_str() {
             "--json" => json = true,
             "-h" | "--help" => {
-                println!(
-                    "usage: nvlinkrs inspect [--json] FILE...\n\nPrints every input opened down to its device code."
+                nvlinkrs::diag::to_stdout(
+                    "usage: nvlinkrs inspect [--json] FILE...\n\nPrints every input opened down to its device code.\n",
                 );
                 return Ok(());
             }
@@ -66,14 +66,14 @@ fn link_main(args: &[String], diag: &mut Diagnostics) -> Result<(), Error> {
         diag.warning(w);
     }
     if parsed.help {
-        print!("{}", cli::help_text());
+        nvlinkrs::diag::to_stdout(&cli::help_text());
         return Ok(());
     }
     if parsed.version {
-        print!(
-            "{}",
-            toolkit::version_report(parsed.cuda_path.as_deref(), parsed.nvvmpath.as_deref())
-        );
+        nvlinkrs::diag::to_stdout(&toolkit::version_report(
+            parsed.cuda_path.as_deref(),
+            parsed.nvvmpath.as_deref(),
+        ));
         return Ok(());
     }
     cli::refuse_unimplemented(&given)?;
@@ -233,7 +233,10 @@ fn main() -> ExitCode {
         }
         // NVLINKRS_DAEMON=only: no link in process (for tests and for checking a setup)
         if setting == "only" && std::env::var_os("NVLINKRS_IN_DAEMON").is_none() {
-            eprintln!("{} fatal   : the daemon could not be reached", tool_name());
+            nvlinkrs::diag::to_stderr(&format!(
+                "{} fatal   : the daemon could not be reached\n",
+                tool_name()
+            ));
             return ExitCode::from(1);
         }
     }

@@ -1157,3 +1157,39 @@ fn outputs_where_users_point_them() {
     assert_eq!(mode & 0o777, 0o755);
     assert_eq!(std::fs::read_dir(d.join("real")).unwrap().count(), 1);
 }
+
+/// A link that warns with a standard error that cannot be written (`2>/dev/full`, a pipe
+/// whose reader has gone): the warning is lost, the link is not (it panicked, exit 101,
+/// no image). nvlink exits 0 with its image on /dev/full; on a closed pipe SIGPIPE ends
+/// it, where nvlinkrs (SIGPIPE ignored, as Rust's runtime leaves it) writes the image.
+#[test]
+fn unwritable_stderr_does_not_stop_the_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let link = |out: &str, stderr: std::process::Stdio| {
+        let mut a = args(&[
+            "-arch=sm_90",
+            "--preserve-relocs",
+            "a_90.cubin",
+            "b_90.cubin",
+        ]);
+        a.extend(["-o".into(), dir.path().join(out).display().to_string()]);
+        let r = Command::new(nvlinkrs())
+            .args(&a)
+            .stderr(stderr)
+            .output()
+            .unwrap();
+        (r.status.code(), std::fs::read(dir.path().join(out)).ok())
+    };
+    let (rc, want) = link("want.cubin", std::process::Stdio::null());
+    assert_eq!(rc, Some(0));
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let (rc, out) = link("full.cubin", full.into());
+    assert_eq!((rc, out == want), (Some(0), true));
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let (rc, out) = link("pipe.cubin", writer.into());
+    assert_eq!((rc, out == want), (Some(0), true));
+}

@@ -208,7 +208,7 @@ pub fn child_main(args: &[String]) -> i32 {
         && super::is_split_mismatch(e)
     {
         // libNVVM's race again, seen as an answer that does not add up: a crash
-        eprintln!("{}", e.context_chain().join("; "));
+        crate::diag::to_stderr(&(e.context_chain().join("; ") + "\n"));
         return 3;
     }
     let mut frames: Vec<(String, Vec<u8>)> = diag

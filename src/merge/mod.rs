@@ -2452,7 +2452,7 @@ impl<'a> Merger<'a> {
                 }
             }
         }
-        eprint!("{text}");
+        crate::diag::to_stderr(&text);
         Ok(())
     }
 

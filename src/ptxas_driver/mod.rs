@@ -158,7 +158,7 @@ fn run(mut cmd: Command, tool: &Path, name: &str, output: &Path) -> Result<Assem
         };
         // nvlink's own words for a failed embedded ptxas; ptxas's messages come first.
         if !messages.is_empty() {
-            eprint!("{messages}");
+            crate::diag::to_stderr(&messages);
         }
         return Err(Error::fatal("elfLink fatbinary error").context(format!(
             "ptxas '{}' failed on '{name}' ({how})",
