@@ -1193,3 +1193,78 @@ fn unwritable_stderr_does_not_stop_the_link() {
     let (rc, out) = link("pipe.cubin", writer.into());
     assert_eq!((rc, out == want), (Some(0), true));
 }
+
+/// Relocation sections nvlink refuses, made by patching a fixture's bytes: `sh_info`
+/// naming no section, the null section, or one that is not code, initialised data or a
+/// constant bank ("unexpected reloc section"), and a type past the R_CUDA table ("sass
+/// rtype out of range"), in a kept function's section and in `.rela.debug_frame`; exit
+/// 1, no output (all were dropped or kept with exit 0). A size that is not a multiple of
+/// the entry size is cut to whole entries by both.
+#[test]
+fn refused_relocation_sections_match_nvlink() {
+    use nvlinkrs::elf::cubin::{Cubin, SHT_RELA};
+    let dir = tempfile::tempdir().unwrap();
+    let good = std::fs::read(fixtures().join("a_90.cubin")).unwrap();
+    let c = Cubin::parse(nvlinkrs::bytes::Bytes::from_vec(good.clone()), "a").unwrap();
+    let shoff = u64::from_le_bytes(good[0x28..0x30].try_into().unwrap()) as usize;
+    let header = |name: &str| shoff + 64 * c.section_index(name).unwrap();
+    let text_rela = c
+        .sections
+        .iter()
+        .find(|s| s.ty == SHT_RELA)
+        .unwrap()
+        .name
+        .clone();
+    let patched = |name: &str, at: usize, v: &[u8]| {
+        let mut d = good.clone();
+        d[at..at + v.len()].copy_from_slice(v);
+        let p = dir.path().join(name);
+        std::fs::write(&p, d).unwrap();
+        p.display().to_string()
+    };
+    let info = |target: u32| (target.to_le_bytes().to_vec(), header(&text_rela) + 0x2C);
+    let index = |name: &str| c.section_index(name).unwrap() as u32;
+    let first_type = |rela: &str| c.sections[c.section_index(rela).unwrap()].offset as usize + 8;
+    let size = c.sections[c.section_index(&text_rela).unwrap()].size - 1;
+    let cases: Vec<(&str, Vec<u8>, usize)> = vec![
+        ("info0", info(0).0, info(0).1),
+        ("info999", info(999).0, info(999).1),
+        ("info_nvinfo", info(index(".nv.info")).0, info(0).1),
+        ("info_global", info(index(".nv.global")).0, info(0).1),
+        ("info_strtab", info(index(".strtab")).0, info(0).1),
+        ("info_rela", info(index(".rela.debug_frame")).0, info(0).1),
+        (
+            "type",
+            0x74u32.to_le_bytes().to_vec(),
+            first_type(&text_rela),
+        ),
+        (
+            "type_frame",
+            0xFFu32.to_le_bytes().to_vec(),
+            first_type(".rela.debug_frame"),
+        ),
+        (
+            "size",
+            size.to_le_bytes().to_vec(),
+            header(&text_rela) + 0x20,
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (name, bytes, at) in &cases {
+        let p = patched(&format!("{name}.cubin"), *at, bytes);
+        let a = args(&["-arch=sm_90", &p, "b_90.cubin"]);
+        if let Err(d) = differential(&a) {
+            failures.push(format!("{name}: {d}"));
+        }
+        let r = Command::new(nvlinkrs())
+            .args(&a)
+            .args(["-o", "/dev/null"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&r.stderr);
+        if *name != "size" && !err.contains(&format!("{name}.cubin")) {
+            failures.push(format!("{name}: the message does not name the file: {err}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

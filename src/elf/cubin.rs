@@ -4,7 +4,7 @@
 //! the offset — never a panic).
 
 use crate::bytes::{Bytes, Le};
-use crate::diag::{Result, malformed};
+use crate::diag::{Error, Result, malformed};
 
 pub const SHT_PROGBITS: u32 = 1;
 pub const SHT_SYMTAB: u32 = 2;
@@ -324,9 +324,14 @@ impl Cubin {
     }
 
     /// The entries of a `.rela`/`.rel` (or `.nv.merc.rela`) section, each symbol index
-    /// checked.
+    /// checked; of a `.rela`/`.rel` section, the section it applies to and each type too,
+    /// refused in nvlink's words.
     pub fn relocations(&self, index: usize) -> Result<Vec<Reloc>> {
         let s = &self.sections[index];
+        let sass = matches!(s.ty, SHT_RELA | SHT_REL);
+        if sass {
+            self.check_reloc_target(s)?;
+        }
         let d = self.bytes(s);
         let nsyms = self.symbols_of(s).len();
         let rela = s.ty != SHT_REL;
@@ -344,6 +349,17 @@ impl Cubin {
                     0
                 },
             };
+            if sass && !crate::elf::reloc::known(r.ty) {
+                return Err(
+                    Error::fatal("Internal error: sass rtype out of range").context(format!(
+                        "'{}' at offset {:#x}: relocation {k} of '{}' has type {:#x}, which no R_CUDA type has",
+                        self.origin,
+                        s.offset + (k * size) as u64,
+                        s.name,
+                        r.ty
+                    )),
+                );
+            }
             if r.sym as usize >= nsyms {
                 return Err(malformed(
                     &self.origin,
@@ -357,6 +373,33 @@ impl Cubin {
             out.push(r);
         }
         Ok(out)
+    }
+
+    /// nvlink relocates code and initialised data only: a `.rela`/`.rel` section's
+    /// `sh_info` must name a section of program bits, initialised globals or a constant
+    /// bank (read off nvlink 13.5, which refuses a null, symbol, string, note, `.nv.info`,
+    /// call-graph, `.nv.compat`, uninitialised or relocation section).
+    fn check_reloc_target(&self, s: &Section) -> Result<()> {
+        let target = (s.info != 0)
+            .then(|| self.sections.get(s.info as usize))
+            .flatten();
+        let applies = target.is_some_and(|t| {
+            matches!(t.ty, SHT_PROGBITS | SHT_CUDA_GLOBAL_INIT)
+                || (SHT_CUDA_CONSTANT0..SHT_CUDA_CONSTANT0 + 18).contains(&t.ty)
+        });
+        if applies {
+            return Ok(());
+        }
+        let what = match target {
+            Some(t) => format!("'{}' (type {:#x})", t.name, t.ty),
+            None => "no section".into(),
+        };
+        Err(
+            Error::fatal("Internal error: unexpected reloc section").context(format!(
+                "'{}': relocation section '{}' applies (sh_info {}) to {what}",
+                self.origin, s.name, s.info
+            )),
+        )
     }
 
     pub fn section_index(&self, name: &str) -> Option<usize> {

@@ -145,6 +145,11 @@ const TABLE: &[(&str, &[Slot])] = &[
     ("CONST_FIELD22_37", &[(37, 17, 0x1, 0), (54, 5, 0xa, 0)]),
 ];
 
+/// Whether `ty` is an R_CUDA type (nvlink 13.5 knows 116 and refuses the others).
+pub fn known(ty: u32) -> bool {
+    (ty as usize) < TABLE.len()
+}
+
 pub fn name(ty: u32) -> String {
     match TABLE.get(ty as usize) {
         Some((n, _)) => format!("R_CUDA_{n}"),

@@ -224,6 +224,12 @@ pub fn link_with_steps(
         t = std::time::Instant::now();
     };
     let parsed: Vec<Parsed> = inputs.par_iter().map(|i| Parsed::of(&i.cubin)).collect();
+    // a relocation section that cannot be read (or that nvlink refuses) ends the link,
+    // whether or not a kept function's code is what it relocates
+    let unreadable = parsed.iter().flat_map(|p| &p.relocs).find_map(|r| r.as_ref().err());
+    if let Some(e) = unreadable {
+        return Err(e.clone());
+    }
     lap("parse");
     let mut m = Merger::new(inputs, &parsed, opts, diag);
     m.resolve()?;
