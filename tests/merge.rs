@@ -1268,3 +1268,40 @@ fn refused_relocation_sections_match_nvlink() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// Weak undefined symbols the linker provides (`__UDT_END`, `__UFT`,
+/// `.nv.reservedSmem.offset0`) renamed in `.strtab` to names nobody defines: nvlink says
+/// `Undefined reference`, exit 255 (they linked with exit 0 and the name left undefined
+/// in the executable, as no relocation uses them).
+#[test]
+fn renamed_weak_undefined_symbols_match_nvlink() {
+    use nvlinkrs::elf::cubin::Cubin;
+    let dir = tempfile::tempdir().unwrap();
+    let good = std::fs::read(fixtures().join("a_90.cubin")).unwrap();
+    let c = Cubin::parse(nvlinkrs::bytes::Bytes::from_vec(good.clone()), "a").unwrap();
+    let strtab = &c.sections[c.section_index(".strtab").unwrap()];
+    let table = strtab.offset as usize..(strtab.offset + strtab.size) as usize;
+    let mut failures = Vec::new();
+    for (from, to) in [
+        ("__UDT_END", "__UDX_END"),
+        ("__UFT", "__UFX"),
+        (".nv.reservedSmem.offset0", ".nv.reservedSmem.offsetX"),
+    ] {
+        let needle = format!("\0{from}\0");
+        let at = good[table.clone()]
+            .windows(needle.len())
+            .position(|w| w == needle.as_bytes())
+            .unwrap()
+            + table.start
+            + 1;
+        let mut d = good.clone();
+        d[at..at + to.len()].copy_from_slice(to.as_bytes());
+        let p = dir.path().join(format!("{to}.cubin"));
+        std::fs::write(&p, d).unwrap();
+        let a = args(&["-arch=sm_90", &p.display().to_string(), "b_90.cubin"]);
+        if let Err(d) = differential(&a) {
+            failures.push(format!("{from} -> {to}: {d}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

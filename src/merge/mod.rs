@@ -87,7 +87,10 @@ fn is_syscall(name: &str) -> bool {
         || name == "__assertfail"
         || name.starts_with("__cuda_syscall")
         || name.starts_with("__nv_reservedSMEM")
-        || name.starts_with(".nv.reservedSmem")
+        || matches!(
+            name.strip_prefix(".nv.reservedSmem."),
+            Some("offset0" | "offset1" | "begin" | "end" | "cap")
+        )
 }
 
 type SymKey = (usize, usize); // (input, symbol index)
@@ -836,7 +839,7 @@ impl<'a> Merger<'a> {
         if self.opts.relocatable {
             return Ok(());
         }
-        let unresolved: Vec<&str> = self
+        let unresolved: Vec<(&str, usize)> = self
             .globals
             .iter()
             .filter(|g| {
@@ -846,16 +849,22 @@ impl<'a> Merger<'a> {
                     || is_dynamic_shared(self.sym(g.first))
                     || kind(self.sym(g.first)) == Kind::Data && self.opts.allow_undefined_globals)
             })
-            .map(|g| g.name)
+            .map(|g| (g.name, g.first.0))
             .collect();
         // (the walk over every relocation only when some name has no definition)
         if unresolved.is_empty() {
             return Ok(());
         }
-        let first_use = self.undefined_uses();
+        let (first_use, used) = self.undefined_uses();
         let mut missing = Vec::new();
-        for name in unresolved {
-            if let Some(&i) = first_use.get(name) {
+        for (name, listed) in unresolved {
+            // a name only dead code uses is no error; one nothing uses is (nvlink reports
+            // a renamed weak `__UDT_END` in the input that lists it)
+            let reported = first_use
+                .get(name)
+                .copied()
+                .or((!used.contains(name)).then_some(listed));
+            if let Some(i) = reported {
                 missing.push(format!(
                     "Undefined reference to '{name}' in '{}'",
                     self.origin(i)
@@ -873,9 +882,10 @@ impl<'a> Merger<'a> {
     }
 
     /// For every name an input leaves undefined, the first input whose live code or
-    /// allocated data refers to it.
-    fn undefined_uses(&self) -> HashMap<&'a str, usize> {
+    /// allocated data refers to it; and every undefined name any relocation refers to.
+    fn undefined_uses(&self) -> (HashMap<&'a str, usize>, HashSet<&'a str>) {
         let mut first = HashMap::default();
+        let mut used = HashSet::default();
         for i in 0..self.inputs.len() {
             let c = &self.inputs[i].cubin;
             for (ri, rs) in c.sections.iter().enumerate() {
@@ -889,18 +899,18 @@ impl<'a> Merger<'a> {
                     Some(&f) => self.live[f],
                     None => target.flags & SHF_ALLOC != 0 && target.flags & SHF_EXECINSTR == 0,
                 };
-                if !live {
-                    continue;
-                }
                 for r in self.relocs(i, ri).unwrap_or_default() {
                     let s = &c.symbols[r.sym as usize];
                     if !s.defined() {
-                        first.entry(s.name.as_str()).or_insert(i);
+                        used.insert(s.name.as_str());
+                        if live {
+                            first.entry(s.name.as_str()).or_insert(i);
+                        }
                     }
                 }
             }
         }
-        first
+        (first, used)
     }
 
     // ---- sections -----------------------------------------------------------------
