@@ -534,3 +534,58 @@ fn corrupted_inputs_fail_cleanly() {
         );
     }
 }
+
+/// Host objects as nvlink 13.5 decides them: by `e_type` alone where the extension lets
+/// content decide, so a relocatable object with its ELF magic, class or byte order
+/// damaged, or cut short, is "Could not find fatbin" with exit 1 (a damaged magic was
+/// skipped with exit 0, the image lacking its kernels); a file with no extension is
+/// skipped whatever it holds, and a `.so` unless it is an archive (both were linked).
+#[test]
+fn host_objects_are_decided_as_nvlink_decides() {
+    let tk = toolkit();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let fx = fixtures();
+    let host = std::fs::read(fx.join("saxpy_dc.o")).unwrap();
+    let flipped = |at: usize| {
+        let mut h = host.clone();
+        h[at] ^= 0x20;
+        h
+    };
+    let mut junk: Vec<u8> = (0..300u32).map(|i| (i * 37 + 11) as u8).collect();
+    junk[0x10..0x12].copy_from_slice(&1u16.to_le_bytes());
+    let files: Vec<(&str, Vec<u8>)> = vec![
+        ("magic.o", flipped(0)),
+        ("class.o", flipped(4)),
+        ("order.o", flipped(5)),
+        ("cut.o", host[..host.len() / 2].to_vec()),
+        ("rel.txt", junk),
+        ("bare", host.clone()),
+        ("host.so", host.clone()),
+        ("cubin", std::fs::read(fx.join("merge/a_90.cubin")).unwrap()),
+        ("libbare", std::fs::read(fx.join("libsaxpy.a")).unwrap()),
+    ];
+    let scale = fx.join("scale_dc.o").display().to_string();
+    for (name, bytes) in &files {
+        std::fs::write(d.join(name), bytes).unwrap();
+        let args = ["-arch=sm_90", name, scale.as_str(), "-o"];
+        let (nrc, nerr) = nvlink(&tk.root, &[&args[..], &["n.cubin"]].concat(), d);
+        let (rc, err) = run(&[&args[..], &["r.cubin"]].concat(), d);
+        assert_eq!(rc, nrc, "{name}: nvlink said {nerr:?}, we said {err:?}");
+        let first = |s: &str, tool: &str| s.lines().next().unwrap_or("").replacen(tool, "", 1);
+        assert_eq!(first(&err, "nvlinkrs"), first(&nerr, "nvlink"), "{name}");
+        if nrc == 0 {
+            let r = nvlinkrs::elf::equiv::compare(
+                &std::fs::read(d.join("n.cubin")).unwrap(),
+                &std::fs::read(d.join("r.cubin")).unwrap(),
+            )
+            .unwrap();
+            assert!(r.equivalent(), "{name}: {:?}", r.differences);
+        } else {
+            assert!(!d.join("r.cubin").exists(), "{name}: output left behind");
+        }
+        for f in ["n.cubin", "r.cubin"] {
+            let _ = std::fs::remove_file(d.join(f));
+        }
+    }
+}

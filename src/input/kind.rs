@@ -4,6 +4,7 @@
 
 use std::path::Path;
 
+use crate::bytes::Le;
 use crate::diag::{Error, Result, malformed};
 use crate::lto::container::{self, IrFormat};
 use crate::{elf, fatbin, input::archive, lto::bitcode};
@@ -95,8 +96,12 @@ pub enum Ext {
     Nvvm,
     Ltoir,
     Bc,
-    /// `.o`, `.a`, `.so`, none, or anything else: judged by content.
+    /// `.o`, `.a` or anything else: judged by content.
     Other,
+    /// A command-line file with no extension: nvlink skips whatever it holds.
+    Bare,
+    /// A command-line `.so`: nvlink reads an archive there and skips anything else.
+    So,
 }
 
 impl Ext {
@@ -108,7 +113,17 @@ impl Ext {
             Some("nvvm") => Ext::Nvvm,
             Some("ltoir") => Ext::Ltoir,
             Some("bc") => Ext::Bc,
+            Some("so") => Ext::So,
+            None => Ext::Bare,
             _ => Ext::Other,
+        }
+    }
+
+    /// An archive member's: content decides where a command-line file would be skipped.
+    pub fn of_member(name: &str) -> Ext {
+        match Ext::of(Path::new(name)) {
+            Ext::Bare | Ext::So => Ext::Other,
+            e => e,
         }
     }
 }
@@ -210,10 +225,20 @@ pub fn decide(name: &str, ext: Ext, data: &[u8], lto: bool) -> Result<Role> {
                 "'{name}': nvlink does not link LLVM bitcode; nvlinkrs does with -lto"
             )));
         }
+        Ext::Bare => Role::Ignored,
+        Ext::So => match content {
+            Content::Archive | Content::ThinArchive => Role::Archive,
+            _ => Role::Ignored,
+        },
         Ext::Other => match content {
             Content::Archive | Content::ThinArchive => Role::Archive,
             Content::DeviceElf => Role::Cubin,
-            Content::HostElf if elf::elf_type(data) == Some(object::elf::ET_REL) => {
+            // nvlink goes by e_type alone: a relocatable object with its ELF magic,
+            // class or byte order damaged is a host object it cannot read ("Could not
+            // find fatbin"), not something to skip
+            Content::HostElf | Content::Unknown
+                if data.u16_at(0x10) == Some(object::elf::ET_REL) =>
+            {
                 Role::HostObject
             }
             _ => Role::Ignored,
@@ -265,6 +290,26 @@ mod tests {
         for silent in ["j.o", "j.a", "j.so", "j", "j.xyz"] {
             assert_eq!(msg(silent, &junk, false), Ok(Role::Ignored), "{silent}");
         }
+        // e_type 1 makes a host object of anything but a file with no extension or
+        // `.so` (read off nvlink 13.5: a damaged magic is "Could not find fatbin")
+        let mut rel = junk.clone();
+        rel[0x10..0x12].copy_from_slice(&1u16.to_le_bytes());
+        for (name, role) in [
+            ("r.o", Role::HostObject),
+            ("r.a", Role::HostObject),
+            ("r.txt", Role::HostObject),
+            ("r.so", Role::Ignored),
+            ("r", Role::Ignored),
+        ] {
+            assert_eq!(msg(name, &rel, false), Ok(role), "{name}");
+        }
+        let ar = b"!<arch>\n".to_vec();
+        assert_eq!(msg("lib.so", &ar, false), Ok(Role::Archive));
+        assert_eq!(msg("lib", &ar, false), Ok(Role::Ignored));
+        assert_eq!(
+            decide("a:m", Ext::of_member("m"), &rel, false).ok(),
+            Some(Role::HostObject)
+        );
         assert_eq!(
             msg("short.o", b"junk", false),
             Err("Could not open input file 'short.o'".into())

@@ -194,7 +194,7 @@ fn role_for_inspect(origin: &str, ext: Ext, content: Content) -> Result<Role> {
         Ext::Ptx => Some(Role::Ptx),
         Ext::Fatbin => Some(Role::Fatbin),
         Ext::Nvvm | Ext::Ltoir | Ext::Bc => Some(Role::Ir),
-        Ext::Other => None,
+        Ext::Other | Ext::Bare | Ext::So => None,
     };
     match claimed {
         Some(c) if c != role => Err(crate::diag::malformed(
@@ -282,7 +282,12 @@ fn walk_with(
         }
         .flatten_single_file(),
         Role::HostObject => {
-            let h = host::read(&data, origin)?;
+            // (nvlink's words for any host object it cannot read in a link)
+            let h = host::read(&data, origin).map_err(|e| match mode {
+                Mode::Link { .. } => Error::fatal(format!("Could not find fatbin in '{origin}'"))
+                    .context(e.to_string()),
+                Mode::Inspect => e,
+            })?;
             let mut children = Vec::new();
             for s in &h.fatbins {
                 children.extend(containers(origin, &s.data, Some(s.name), s.offset)?);
@@ -306,7 +311,7 @@ fn walk_with(
                 .par_iter()
                 .map(|m| {
                     let name = format!("{origin}:{}", m.name);
-                    let ext = Ext::of(Path::new(&m.name));
+                    let ext = Ext::of_member(&m.name);
                     let bytes = match &m.data {
                         archive::MemberData::Inline(b) => b.clone(),
                         archive::MemberData::External(rel) => {
