@@ -546,7 +546,8 @@ impl LinkArgs {
             .output_file
             .clone()
             .ok_or_else(|| Error::fatal("Must specify output file with -o option"))?;
-        if self.inputs.is_empty() && self.library.is_empty() {
+        // (libraries alone are no input to nvlink)
+        if self.inputs.is_empty() {
             return Err(Error::fatal(
                 "No input files specified; use option --help for more information",
             ));
@@ -707,6 +708,10 @@ mod tests {
         );
         assert_eq!(
             msg("-arch=sm_90 -o x"),
+            "No input files specified; use option --help for more information"
+        );
+        assert_eq!(
+            msg("-arch=sm_90 -o x -lcudadevrt"),
             "No input files specified; use option --help for more information"
         );
         assert_eq!(

@@ -182,6 +182,7 @@ fn link_phases(
     let opened = input::Opened::default();
     let trees = timings.phase("read", || {
         input::load_with(&paths, input::Mode::Link { lto: req.lto }, &opened)
+            .map(|t| input::once_per_archive(t, &paths, &opened))
     })?;
     diag.check()?;
     let hosts = lto::pool::hosts(&trees);

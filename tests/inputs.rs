@@ -568,24 +568,69 @@ fn host_objects_are_decided_as_nvlink_decides() {
     let scale = fx.join("scale_dc.o").display().to_string();
     for (name, bytes) in &files {
         std::fs::write(d.join(name), bytes).unwrap();
-        let args = ["-arch=sm_90", name, scale.as_str(), "-o"];
-        let (nrc, nerr) = nvlink(&tk.root, &[&args[..], &["n.cubin"]].concat(), d);
-        let (rc, err) = run(&[&args[..], &["r.cubin"]].concat(), d);
-        assert_eq!(rc, nrc, "{name}: nvlink said {nerr:?}, we said {err:?}");
-        let first = |s: &str, tool: &str| s.lines().next().unwrap_or("").replacen(tool, "", 1);
-        assert_eq!(first(&err, "nvlinkrs"), first(&nerr, "nvlink"), "{name}");
-        if nrc == 0 {
-            let r = nvlinkrs::elf::equiv::compare(
-                &std::fs::read(d.join("n.cubin")).unwrap(),
-                &std::fs::read(d.join("r.cubin")).unwrap(),
-            )
-            .unwrap();
-            assert!(r.equivalent(), "{name}: {:?}", r.differences);
-        } else {
-            assert!(!d.join("r.cubin").exists(), "{name}: output left behind");
-        }
-        for f in ["n.cubin", "r.cubin"] {
-            let _ = std::fs::remove_file(d.join(f));
-        }
+        links_as_nvlink(&tk, d, &["-arch=sm_90", name, scale.as_str()]);
+    }
+}
+
+/// Runs `args` through nvlink (output `n.cubin`) and nvlinkrs (`r.cubin`) in `d`: the
+/// same exit code and first line, an equivalent output when nvlink writes one and none
+/// from nvlinkrs when it does not.
+fn links_as_nvlink(tk: &Toolkit, d: &Path, args: &[&str]) {
+    let what = args.join(" ");
+    let (nrc, nerr) = nvlink(&tk.root, &[args, &["-o", "n.cubin"]].concat(), d);
+    let (rc, err) = run(&[args, &["-o", "r.cubin"]].concat(), d);
+    assert_eq!(rc, nrc, "{what}: nvlink said {nerr:?}, we said {err:?}");
+    let first = |s: &str, tool: &str| s.lines().next().unwrap_or("").replacen(tool, "", 1);
+    assert_eq!(first(&err, "nvlinkrs"), first(&nerr, "nvlink"), "{what}");
+    if nrc == 0 {
+        let r = nvlinkrs::elf::equiv::compare(
+            &std::fs::read(d.join("n.cubin")).unwrap(),
+            &std::fs::read(d.join("r.cubin")).unwrap(),
+        )
+        .unwrap();
+        assert!(r.equivalent(), "{what}: {:?}", r.differences);
+    } else {
+        assert!(!d.join("r.cubin").exists(), "{what}: output left behind");
+    }
+    for f in ["n.cubin", "r.cubin"] {
+        let _ = std::fs::remove_file(d.join(f));
+    }
+}
+
+/// Empty inputs of every kind nvlink skips without a word (nvlinkrs said `Could not open
+/// input file`, exit 1). An archive named twice (the same file by another path, a
+/// symlink, a hard link, `-lb -lb`) is read once, where a copy is another archive and an
+/// object named twice is linked twice (nvlinkrs said `Multiple definition`); libraries
+/// alone are no input.
+#[test]
+fn empty_and_repeated_inputs_match_nvlink() {
+    let tk = toolkit();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let fx = fixtures();
+    std::fs::copy(fx.join("scale_dc.o"), d.join("scale.o")).unwrap();
+    std::fs::copy(fx.join("merge/a_90.cubin"), d.join("a.cubin")).unwrap();
+    std::fs::copy(fx.join("libsaxpy.a"), d.join("libb.a")).unwrap();
+    std::fs::copy(fx.join("libsaxpy.a"), d.join("libc.a")).unwrap();
+    std::os::unix::fs::symlink("libb.a", d.join("libl.a")).unwrap();
+    std::fs::hard_link(d.join("libb.a"), d.join("libh.a")).unwrap();
+    for ext in ["o", "cubin", "fatbin", "a", "ptx", "ltoir", "bc", "so"] {
+        let name = format!("empty.{ext}");
+        std::fs::write(d.join(&name), b"").unwrap();
+        links_as_nvlink(&tk, d, &["-arch=sm_90", &name, "scale.o"]);
+    }
+    for line in [
+        "libb.a libb.a",
+        "libb.a ./libb.a libb.a",
+        "libb.a libl.a",
+        "libb.a libh.a",
+        "libb.a libc.a",
+        "scale.o scale.o",
+        "a.cubin -L. -lb -lb",
+        "a.cubin libb.a -L. -lb",
+        "-L. -lb",
+    ] {
+        let args: Vec<&str> = ["-arch=sm_90"].into_iter().chain(line.split(' ')).collect();
+        links_as_nvlink(&tk, d, &args);
     }
 }

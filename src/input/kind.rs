@@ -149,6 +149,10 @@ pub const PROBE: usize = 56;
 /// `-lto`/`-dlto` was given.
 pub fn decide(name: &str, ext: Ext, data: &[u8], lto: bool) -> Result<Role> {
     let content = sniff(data);
+    // an empty file of any name nvlink skips without a word (a short one it cannot open)
+    if data.is_empty() {
+        return Ok(Role::Ignored);
+    }
     if data.len() < PROBE && !matches!(content, Content::Archive | Content::ThinArchive) {
         return Err(
             Error::fatal(format!("Could not open input file '{name}'")).context(format!(
@@ -315,6 +319,9 @@ mod tests {
             Err("Could not open input file 'short.o'".into())
         );
         assert_eq!(msg("empty.a", b"!<arch>\n", false), Ok(Role::Archive));
+        for empty in ["e.o", "e.cubin", "e.fatbin", "e.a", "e.ptx", "e.ltoir", "e.bc", "e"] {
+            assert_eq!(msg(empty, b"", false), Ok(Role::Ignored), "{empty}");
+        }
     }
 
     #[test]

@@ -179,6 +179,22 @@ pub fn load_with(paths: &[PathBuf], mode: Mode, opened: &Opened) -> Result<Vec<N
         .collect()
 }
 
+/// nvlink reads an archive once however often the command line names it (by file: the
+/// same file through another path or a link; a copy is another archive), where an object
+/// named twice is linked twice: the trees of an archive file already read are dropped.
+pub fn once_per_archive(trees: Vec<Node>, paths: &[PathBuf], opened: &Opened) -> Vec<Node> {
+    let mut seen = std::collections::HashSet::new();
+    trees
+        .into_iter()
+        .zip(paths)
+        .filter(|(t, p)| {
+            !matches!(t.item, Item::Archive { .. })
+                || opened.id_of(p).is_none_or(|id| seen.insert(id))
+        })
+        .map(|(t, _)| t)
+        .collect()
+}
+
 fn role_for_inspect(origin: &str, ext: Ext, content: Content) -> Result<Role> {
     let role = match content {
         Content::DeviceElf => Role::Cubin,

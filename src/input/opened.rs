@@ -20,7 +20,7 @@ pub struct Opened {
 
 #[derive(Default)]
 struct Maps {
-    by_path: HashMap<PathBuf, Bytes>,
+    by_path: HashMap<PathBuf, (Option<FileId>, Bytes)>,
     by_id: HashMap<FileId, Bytes>,
 }
 
@@ -28,7 +28,7 @@ impl Opened {
     /// Maps `path` read-only (an empty file is an empty buffer), or hands out the
     /// mapping already made of it or of another name of the same file.
     pub fn open(&self, path: &Path, shown: &str) -> Result<Bytes> {
-        if let Some(b) = self.lock().by_path.get(path) {
+        if let Some((_, b)) = self.lock().by_path.get(path) {
             return Ok(b.clone());
         }
         let f = std::fs::File::open(path).map_err(|e| {
@@ -37,7 +37,7 @@ impl Opened {
         let meta = f.metadata().ok();
         let id = meta.as_ref().map(file_id);
         if let Some(b) = id.and_then(|id| self.lock().by_id.get(&id).cloned()) {
-            self.lock().by_path.insert(path.to_path_buf(), b.clone());
+            self.lock().by_path.insert(path.to_path_buf(), (id, b.clone()));
             return Ok(b);
         }
         let bytes = if meta.is_none_or(|m| m.len() == 0) {
@@ -56,8 +56,13 @@ impl Opened {
         if let Some(id) = id {
             m.by_id.insert(id, bytes.clone());
         }
-        m.by_path.insert(path.to_path_buf(), bytes.clone());
+        m.by_path.insert(path.to_path_buf(), (id, bytes.clone()));
         Ok(bytes)
+    }
+
+    /// The identity of the file opened as `path`.
+    pub fn id_of(&self, path: &Path) -> Option<FileId> {
+        self.lock().by_path.get(path).and_then(|(id, _)| *id)
     }
 
     /// The identities of every file opened.
