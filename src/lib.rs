@@ -755,7 +755,7 @@ fn lto_settings(req: &LinkRequest, pool: &lto::pool::Pool, from_host: bool) -> l
 /// reports them only as a bitcode parse error).
 fn explain_newer_ir(mut e: Error, modules: &[lto::IrModule], target: arch::Arch) -> Error {
     for m in modules {
-        let arch = lto::container::parse(&m.data, &m.name)
+        let arch = lto::container::parse_header(&m.data, &m.name)
             .ok()
             .and_then(|(h, _)| h.arch());
         if let Some(a) = arch.filter(|&a| !lto::pool::ir_compatible(a, target)) {

@@ -508,7 +508,8 @@ fn corrupted_inputs_fail_cleanly() {
     let host = std::fs::read(fx.join("saxpy_dc.o")).unwrap();
     cases.push(("cut.o".into(), host[..host.len() / 2].to_vec()));
     let lto = std::fs::read(fx.join("saxpy.ltoir")).unwrap();
-    for cut in [10, 24, 30] {
+    // (the header, then the payload: its bitcode blocks state their lengths)
+    for cut in [10, 24, 30, 60, lto.len() / 2, lto.len() - 1] {
         cases.push((format!("cut{cut}.ltoir"), lto[..cut].to_vec()));
     }
     cases.push(("major.ltoir".into(), set(&lto, 4, &[9])));

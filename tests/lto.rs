@@ -530,6 +530,88 @@ fn link_with_env(tool: &Path, args: &[String], env: &[(&str, PathBuf)]) -> (Vec<
     (std::fs::read(&out).unwrap(), messages)
 }
 
+/// LTO IR containers whose header `inspect` refuses are refused before libNVVM reads
+/// them: a header size or option-data offset past the end (nvlink dies of SIGSEGV on
+/// both; nvlinkrs handed them to libNVVM) is nvlink's `elfLink nvvm error` with the file
+/// and offset; an IR offset past the end, which libNVVM never reads, links as with nvlink.
+/// A crash inside libNVVM in process (injected by the sortnvvm wrapper's abort: a real
+/// one cannot be produced on demand) ends the link with a message naming the modules and
+/// exit 1 (it was SIGABRT, no message), and writes nothing.
+#[test]
+fn damaged_lto_ir_and_libnvvm_crashes_end_with_a_message() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ltoir = std::fs::read(fixtures().join("saxpy.ltoir")).unwrap();
+    let patched = |name: &str, at: usize, v: &[u8]| {
+        let mut d = ltoir.clone();
+        d[at..at + v.len()].copy_from_slice(v);
+        let p = tmp.path().join(name);
+        std::fs::write(&p, d).unwrap();
+        p.display().to_string()
+    };
+    for (name, at, v, offset) in [
+        ("header.ltoir", 0x0C, &0xFFFFu16.to_le_bytes()[..], "0xc"),
+        (
+            "options.ltoir",
+            0x10,
+            &0xFF_FFFFu32.to_le_bytes()[..],
+            "0x10",
+        ),
+    ] {
+        let p = patched(name, at, v);
+        let o = run(&nvlinkrs(), &lto_args("sm_90", &[], &[&p, "scale.ltoir"]));
+        assert_eq!(o.code, 1, "{name}: {:?}", o.messages);
+        assert_eq!(
+            o.messages,
+            ["nvlink fatal   : elfLink nvvm error"],
+            "{name}"
+        );
+        assert!(o.output.is_none(), "{name}: output written");
+        let r = Command::new(nvlinkrs())
+            .args(with_out(
+                &lto_args("sm_90", &[], &[&p, "scale.ltoir"]),
+                &tmp.path().join("x"),
+            ))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert!(
+            err.contains(&format!("'{p}' at offset {offset}:")),
+            "{name}: {err}"
+        );
+    }
+    let p = patched("irofs.ltoir", 0x14, &u32::MAX.to_le_bytes());
+    check_all(vec![(
+        "IR offset past the end".into(),
+        lto_args("sm_90", &[], &[&p, "scale.ltoir"]),
+    )]);
+
+    let counter = tmp.path().join("crashes");
+    std::fs::write(&counter, "1").unwrap();
+    let mut args = lto_args("sm_90", &[], &["saxpy.ltoir", "scale.ltoir"]);
+    for a in args.iter_mut() {
+        if a.starts_with("-nvvmpath=") {
+            *a = format!("-nvvmpath={}", fixtures().join("sortnvvm").display());
+        }
+    }
+    let out = tmp.path().join("crashed.cubin");
+    let r = Command::new(nvlinkrs())
+        .args(with_out(&args, &out))
+        .env("NVLINKRS_REAL_NVVM", cuda().join("nvvm/lib64/libnvvm.so"))
+        .env("NVLINKRS_TEST_CRASHES", &counter)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(1), "{err}");
+    assert!(
+        err.starts_with("nvlinkrs fatal   : libNVVM crashed compiling '")
+            && err.contains("saxpy.ltoir'")
+            && err.contains("(SIGABRT)"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&counter).unwrap().trim(), "0");
+    assert!(!out.exists());
+}
+
 /// The names of the kernels of a linked cubin.
 fn kernels(cubin: &[u8]) -> std::collections::BTreeSet<String> {
     let c =

@@ -278,7 +278,7 @@ fn walk_with(
         Role::Ir => match content {
             Content::Bitcode => leaf(CodeKind::Bitcode, None),
             Content::Ir(f) => {
-                let arch = container::parse(&data, origin)
+                let arch = container::parse_header(&data, origin)
                     .ok()
                     .and_then(|(h, _)| h.arch());
                 leaf(CodeKind::Nvvm(Some(f)), arch)

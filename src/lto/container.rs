@@ -92,8 +92,38 @@ impl IrHeader {
     }
 }
 
-/// Parses the container header; returns it and the warnings of the version gate.
+/// Parses the container header and checks its IR payload ([`super::payload`]); returns
+/// the header and the warnings of the version gate (what `inspect` reads).
 pub fn parse(data: &[u8], origin: &str) -> Result<(IrHeader, Vec<String>)> {
+    let (hdr, warnings) = parse_header(data, origin)?;
+    // the payload: plain bitcode, or cicc's scrambled with the key
+    let key = match (hdr.plain_bitcode, hdr.format, hdr.key) {
+        (true, _, _) => Some(None),
+        (false, IrFormat::LtoIr, Some(k)) => Some(Some(k)),
+        _ => None,
+    };
+    if let Some(key) = key {
+        let at = hdr.ir_offset;
+        super::payload::check(&data[at as usize..], key, at as u64, origin)?;
+    }
+    Ok((hdr, warnings))
+}
+
+/// As [`parse`], without the payload (what a link checks before libNVVM reads the
+/// module: a payload libNVVM cannot read it reports itself, as to nvlink).
+pub fn parse_header(data: &[u8], origin: &str) -> Result<(IrHeader, Vec<String>)> {
+    header(data, origin, true)
+}
+
+/// What a link checks before libNVVM reads a module: the header as [`parse_header`]
+/// reads it (a header size or option-data offset past the end crashed libNVVM, and
+/// nvlink with it), but an IR offset outside the file is let through: libNVVM does not
+/// read it, and nvlink 13.5 links such a module.
+pub fn check_for_link(data: &[u8], origin: &str) -> Result<()> {
+    header(data, origin, false).map(|_| ())
+}
+
+fn header(data: &[u8], origin: &str, strict_ir: bool) -> Result<(IrHeader, Vec<String>)> {
     let Some(format) = sniff(data) else {
         let found = data
             .u32_at(0)
@@ -158,7 +188,8 @@ pub fn parse(data: &[u8], origin: &str) -> Result<(IrHeader, Vec<String>)> {
             ),
         ));
     }
-    if (ir_offset as u64) < options_end as u64 || ir_offset as u64 > len {
+    let ir_inside = (options_end as u64..=len).contains(&(ir_offset as u64));
+    if !ir_inside && strict_ir {
         return Err(malformed(
             origin,
             0x14,
@@ -167,6 +198,11 @@ pub fn parse(data: &[u8], origin: &str) -> Result<(IrHeader, Vec<String>)> {
             ),
         ));
     }
+    let ir_offset = if ir_inside {
+        ir_offset
+    } else {
+        len.min(u32::MAX as u64) as u32
+    };
 
     let mut gate_errors = Vec::new();
     let mut warnings = Vec::new();
@@ -282,20 +318,39 @@ pub(crate) mod tests {
         d
     }
 
+    /// A payload as cicc stores it: bitcode scrambled with `build`'s key.
+    pub fn scrambled_ir() -> Vec<u8> {
+        let mut ir = super::super::payload::tests::bitcode(2);
+        super::super::obfuscation::scramble(&mut ir, 0xAABBCCDD);
+        ir
+    }
+
     #[test]
     fn reads_arch_key_and_payload() {
-        let d = build(90, true, b"BC\xc0\xde....");
+        let ir = super::super::payload::tests::bitcode(1);
+        let d = build(90, true, &ir);
         let (h, w) = parse(&d, "c.ltoir").unwrap();
         assert!(w.is_empty());
         assert_eq!(h.arch().unwrap().to_string(), "sm_90a");
         assert_eq!(h.key, Some(0xAABBCCDD));
         assert!(h.plain_bitcode);
-        assert_eq!(h.ir_size, 8);
+        assert_eq!(h.ir_size, ir.len() as u64);
+        let d = build(90, true, &scrambled_ir());
+        assert!(!parse(&d, "c.ltoir").unwrap().0.plain_bitcode);
+        // a payload cut short, or not bitcode, is refused with its offset
+        for bad in [&d[..d.len() - 3], &build(90, true, b"x")[..]] {
+            let e = parse(bad, "c.ltoir").unwrap_err();
+            assert!(
+                e.message().contains("'c.ltoir' at offset 0x"),
+                "{}",
+                e.message()
+            );
+        }
     }
 
     #[test]
     fn version_gate() {
-        let mut d = build(90, false, b"x");
+        let mut d = build(90, false, &scrambled_ir());
         d[5] = 0x50; // newer container minor: warning
         let (_, w) = parse(&d, "c.ltoir").unwrap();
         assert_eq!(w.len(), 1, "{w:?}");

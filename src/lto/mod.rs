@@ -4,6 +4,7 @@
 
 pub mod bitcode;
 pub mod container;
+pub mod crash;
 pub mod isolated;
 pub mod libnvvm;
 pub mod llvm_engine;
@@ -11,6 +12,7 @@ pub mod llvm_helper;
 #[cfg(feature = "llvm")]
 pub mod llvm_split;
 pub mod obfuscation;
+pub mod payload;
 pub mod pool;
 
 use crate::arch::Arch;
@@ -114,6 +116,10 @@ impl Engine for NvvmEngine {
         options: &[String],
         diag: &Diagnostics,
     ) -> Result<LtoOutput> {
+        // (a crash in libNVVM from here on ends the process with a message naming the
+        // modules, not silently)
+        let names: Vec<String> = modules.iter().map(|m| format!("'{}'", m.name)).collect();
+        let _guard = crash::Guard::new(&format!("libNVVM crashed compiling {}", names.join(", ")));
         let mut prog = self.lib.program()?;
         for m in modules {
             match m.form {

@@ -70,6 +70,29 @@ pub fn unscramble(data: &mut [u8], key: u32) {
     }
 }
 
+/// The plain byte at `i` of a scrambled region, without undoing what comes before it
+/// (the key stream's word for a position is found by jumping the generator ahead).
+pub fn unscrambled_at(data: &[u8], key: u32, i: usize) -> Option<u8> {
+    let stored = *data.get(i)?;
+    let prev = if i == 0 { !(key as u8) } else { data[i - 1] };
+    // the generator's state after i/4 + 1 steps: x -> a*x + c composed by squaring
+    let (mut mul, mut add) = (1u32, 0u32);
+    let (mut a, mut c) = (0x41c6_4e6du32, 0x3039u32);
+    let mut n = i / 4 + 1;
+    while n > 0 {
+        if n & 1 == 1 {
+            mul = mul.wrapping_mul(a);
+            add = add.wrapping_mul(a).wrapping_add(c);
+        }
+        c = c.wrapping_mul(a).wrapping_add(c);
+        a = a.wrapping_mul(a);
+        n >>= 1;
+    }
+    let word = key.wrapping_mul(mul).wrapping_add(add);
+    let k = (word >> (8 * (i % 4))) as u8;
+    Some(UNMIX[(prev ^ stored) as usize] ^ k)
+}
+
 /// Applies the scrambling in place (the inverse of [`unscramble`]); used by tests and
 /// fuzz targets to build inputs in NVIDIA's form.
 pub fn scramble(data: &mut [u8], key: u32) {
@@ -108,6 +131,19 @@ mod tests {
             assert_ne!(d, plain);
             unscramble(&mut d, key);
             assert_eq!(d, plain);
+        }
+    }
+
+    #[test]
+    fn a_byte_anywhere_is_the_stream_s() {
+        let plain: Vec<u8> = (0..5000u32).map(|i| (i * 13 + i / 7) as u8).collect();
+        for key in [0, 0x22c4_7289, u32::MAX] {
+            let mut d = plain.clone();
+            scramble(&mut d, key);
+            for i in [0, 1, 3, 4, 5, 1023, 4096, 4999] {
+                assert_eq!(unscrambled_at(&d, key, i), Some(plain[i]), "{key:#x} {i}");
+            }
+            assert_eq!(unscrambled_at(&d, key, 5000), None);
         }
     }
 

@@ -140,6 +140,19 @@ impl Walk<'_> {
         } else {
             IrForm::Container
         };
+        // a container's header is checked before libNVVM reads it, in nvlink's words
+        // for a module libNVVM refuses
+        use crate::lto::container::{self, IrFormat};
+        if form == IrForm::Container
+            && matches!(
+                container::sniff(&data),
+                Some(IrFormat::LtoIr | IrFormat::NvvmContainer)
+            )
+        {
+            container::check_for_link(&data, origin).map_err(|e| {
+                crate::diag::Error::fatal("elfLink nvvm error").context(e.to_string())
+            })?;
+        }
         Ok(IrModule {
             name: origin.to_string(),
             data,
