@@ -559,6 +559,7 @@ fn host_objects_are_decided_as_nvlink_decides() {
         ("magic.o", flipped(0)),
         ("class.o", flipped(4)),
         ("order.o", flipped(5)),
+        ("version.o", flipped(6)),
         ("cut.o", host[..host.len() / 2].to_vec()),
         ("rel.txt", junk),
         ("bare", host.clone()),
