@@ -110,6 +110,8 @@ pub enum Level {
     Warning,
     Error,
     Fatal,
+    /// Another tool's lines (ptxas's warnings and `-v` report), printed as they came.
+    Tool,
 }
 
 impl Level {
@@ -119,6 +121,7 @@ impl Level {
             Level::Warning => "warning",
             Level::Error => "error",
             Level::Fatal => "fatal",
+            Level::Tool => "",
         }
     }
 }
@@ -230,6 +233,20 @@ impl Diagnostics {
 
     pub fn error(&self, message: &str) {
         self.emit(Level::Error, message);
+    }
+
+    /// Another tool's messages, printed as they are and recorded (so that a cached link
+    /// repeats them).
+    pub fn tool_output(&self, text: &str) {
+        if text.is_empty() {
+            return;
+        }
+        if self.print {
+            use std::io::Write;
+            let _ = std::io::stderr().lock().write_all(text.as_bytes());
+        }
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.printed.push((Level::Tool, text.to_string()));
     }
 
     pub fn error_count(&self) -> usize {

@@ -1009,6 +1009,86 @@ fn the_cache_gives_the_same_bytes_rebuilds_corrupt_entries_and_reuses_unchanged_
     assert!(second == uncached, "a link with a cached member differs");
 }
 
+#[test]
+fn a_cached_link_repeats_ptxas_messages_survives_a_failed_store_and_clears_only_its_own() {
+    let fx = fixtures();
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let out = dir.path().join("o.cubin");
+    // PTX inputs: ptxas runs in the link and reports (-v) on stderr
+    let link = || {
+        let o = Command::new(nvlinkrs())
+            .args(["-arch=sm_90", "-Xptxas", "-v"])
+            .arg(fx.join("saxpy.ptx"))
+            .arg(fx.join("scale.ptx"))
+            .arg("-o")
+            .arg(&out)
+            .arg(format!("--cache-dir={}", cache.display()))
+            .output()
+            .unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let o = Command::new(nvlinkrs())
+        .args(["-arch=sm_90", "-Xptxas", "-v"])
+        .arg(fx.join("saxpy.ptx"))
+        .arg(fx.join("scale.ptx"))
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let uncached = std::fs::read(&out).unwrap();
+    let cold_err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(cold_err.contains("ptxas info    : Used"), "{cold_err}");
+    // (ptxas's compile times vary from run to run)
+    let timeless = |s: &str| -> Vec<String> {
+        s.lines()
+            .map(|l| l.split(" = ").next().unwrap().to_string())
+            .collect()
+    };
+    let (code, cold) = link();
+    assert_eq!((code, timeless(&cold)), (Some(0), timeless(&cold_err)));
+    // the warm hit prints what the cold link printed
+    let (code, warm) = link();
+    assert_eq!((code, warm.as_str()), (Some(0), cold.as_str()));
+    assert!(
+        std::fs::read(&out).unwrap() == uncached,
+        "the cached output differs"
+    );
+
+    // every entry's place taken by a directory: the link warns and its output is right
+    for f in walk(&cache.join("objects")) {
+        std::fs::remove_file(&f).unwrap();
+        std::fs::create_dir_all(f.join("in-the-way")).unwrap();
+    }
+    let (code, err) = link();
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.contains("nvlinkrs warning : cache: cannot store") && err.contains("not cached"),
+        "{err}"
+    );
+    assert!(
+        std::fs::read(&out).unwrap() == uncached,
+        "the output differs"
+    );
+
+    // `cache clear` on a directory that is no cache: refused, nothing deleted
+    let project = dir.path().join("p");
+    std::fs::create_dir_all(project.join("tools")).unwrap();
+    std::fs::write(project.join("tools/build.sh"), "#!/bin/sh\n").unwrap();
+    let o = Command::new(nvlinkrs())
+        .args(["cache", "clear"])
+        .env("NVLINKRS_CACHE_DIR", &project)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains(&format!("'{}'", project.display())), "{err}");
+    assert!(project.join("tools/build.sh").is_file());
+}
+
 fn walk(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for e in std::fs::read_dir(dir).unwrap() {
