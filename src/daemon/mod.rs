@@ -375,6 +375,11 @@ pub fn serve() -> Result<()> {
     // the pid file first: a daemon started once the socket is gone writes its own
     let _ = std::fs::remove_file(pid_path(&socket));
     let _ = std::fs::remove_file(&socket);
+    drop(listener);
+    // links under way finish for their clients (those nobody waits for are killed)
+    while *server.running.lock().unwrap() > 0 {
+        std::thread::sleep(Duration::from_millis(20));
+    }
     Ok(())
 }
 
