@@ -33,24 +33,39 @@ fn me() -> u32 {
     unsafe { libc::geteuid() }
 }
 
+/// What makes `dir` unsafe for nvlinkrs's own files, if anything: checked without
+/// following a link, it must be a directory of this user with none of the `forbidden`
+/// mode bits (else `open`, the words for that). The daemon's socket directory shares it.
+pub(crate) fn unsafe_dir(
+    dir: &Path,
+    forbidden: u32,
+    open: &'static str,
+) -> std::io::Result<Option<&'static str>> {
+    let meta = fs::symlink_metadata(dir)?;
+    Ok(if meta.file_type().is_symlink() {
+        Some("is a symbolic link")
+    } else if !meta.is_dir() {
+        Some("is not a directory")
+    } else if meta.uid() != me() {
+        Some("belongs to another user")
+    } else if meta.mode() & forbidden != 0 {
+        Some(open)
+    } else {
+        None
+    })
+}
+
 /// Checks that `dir` (not followed if a link) is a directory of this user that nobody else
 /// can write to.
 fn check_private(dir: &Path) -> Result<()> {
-    let meta = fs::symlink_metadata(dir)
-        .map_err(|e| Error::fatal(format!("cache: cannot read '{}': {e}", dir.display())))?;
-    if meta.file_type().is_symlink() {
-        return Err(refuse(dir, "is a symbolic link"));
+    match unsafe_dir(dir, 0o022, "can be written by other users") {
+        Ok(None) => Ok(()),
+        Ok(Some(why)) => Err(refuse(dir, why)),
+        Err(e) => Err(Error::fatal(format!(
+            "cache: cannot read '{}': {e}",
+            dir.display()
+        ))),
     }
-    if !meta.is_dir() {
-        return Err(refuse(dir, "is not a directory"));
-    }
-    if meta.uid() != me() {
-        return Err(refuse(dir, "belongs to another user"));
-    }
-    if meta.mode() & 0o022 != 0 {
-        return Err(refuse(dir, "can be written by other users"));
-    }
-    Ok(())
 }
 
 /// Creates `dir` private (0700) when it does not exist; true when this call created it.

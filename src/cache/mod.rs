@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 
 use crate::diag::{Error, Result};
 
-mod guard;
+pub(crate) mod guard;
 pub use guard::MARKER;
 
 /// The version of the key derivation and entry format. Every key includes it.

@@ -18,27 +18,14 @@ pub fn uid() -> u32 {
 /// Checks that `dir` (not followed if a link) is a directory of this user closed to
 /// everyone else.
 pub fn check_dir(dir: &Path) -> Result<()> {
-    let refuse = |why: &str| {
-        Error::fatal(format!(
+    match crate::cache::guard::unsafe_dir(dir, 0o077, "is open to other users (not 0700)") {
+        Ok(None) => Ok(()),
+        Ok(Some(why)) => Err(Error::fatal(format!(
             "daemon: '{}' {why}; refusing to use it",
             dir.display()
-        ))
-    };
-    let meta = std::fs::symlink_metadata(dir)
-        .map_err(|e| Error::fatal(format!("daemon: '{}': {e}", dir.display())))?;
-    if meta.file_type().is_symlink() {
-        return Err(refuse("is a symbolic link"));
+        ))),
+        Err(e) => Err(Error::fatal(format!("daemon: '{}': {e}", dir.display()))),
     }
-    if !meta.is_dir() {
-        return Err(refuse("is not a directory"));
-    }
-    if meta.uid() != uid() {
-        return Err(refuse("belongs to another user"));
-    }
-    if meta.mode() & 0o077 != 0 {
-        return Err(refuse("is open to other users (not 0700)"));
-    }
-    Ok(())
 }
 
 /// Creates the daemon's directory 0700 when missing (never changing one that exists),
