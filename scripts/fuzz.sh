@@ -6,16 +6,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-600}; shift || true
-targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=(fatbin elf_view ltoir archive consensus merge lto_requests demangle)
+targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=(fatbin elf_view ltoir archive consensus merge lto_requests demangle cache_entry)
 fx=${NVLINKRS_FIXTURES:-target/fixtures}
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --version 0.13.1 --locked
-mkdir -p fuzz/corpus/{fatbin,elf_view,ltoir,archive,consensus,merge,lto_requests,demangle}
+mkdir -p fuzz/corpus/{fatbin,elf_view,ltoir,archive,consensus,merge,lto_requests,demangle,cache_entry}
 printf -- "-ftz=0 -prec_div=1 -prec_sqrt=1 -fmad=1 \n-maxreg 32 -generate-line-info -ftz=1 -prec_div=0 -prec_sqrt=0 -fmad=1 " > fuzz/corpus/consensus/seed
 cp "$fx"/*.fatbin fuzz/corpus/fatbin/ 2>/dev/null || true
 cp "$fx"/*.cubin "$fx"/*_dc.o "$fx"/dlink.o fuzz/corpus/elf_view/ 2>/dev/null || true
 cp "$fx"/*.ltoir fuzz/corpus/ltoir/ 2>/dev/null || true
 cp "$fx"/libsaxpy.a fuzz/corpus/archive/ 2>/dev/null || true
 cp "$fx"/merge/*.cubin fuzz/corpus/merge/ 2>/dev/null || true
+printf '\000NVLRSC\000\002' > fuzz/corpus/cache_entry/header; printf '\001out\000\001' > fuzz/corpus/cache_entry/stored
 for n in _Z5saxpyfPKfPfi _Z2twILi1EEii _ZNK2ns1S1gEv _Z1fPFiiiE _Z1fN2ns1SES0_; do printf %s "$n" > "fuzz/corpus/demangle/$n"; done
 (cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz build -O)
 run() { (cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run -O "$1" "corpus/$1" -- -max_total_time="$secs" -rss_limit_mb=4096 -max_len=65536 > "../target/fuzz-$1.log" 2>&1) && echo "fuzz $1: $secs s, no crash ($(grep -o 'Done [0-9]* runs in [0-9]* second(s)' "target/fuzz-$1.log" | tail -1))" || { echo "fuzz $1: FAILED, see target/fuzz-$1.log"; return 1; }; }

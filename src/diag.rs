@@ -126,6 +126,8 @@ pub enum Level {
     Warning,
     Error,
     Fatal,
+    /// Another tool's lines (ptxas's warnings and `-v` report), printed as they came.
+    Tool,
 }
 
 impl Level {
@@ -135,6 +137,7 @@ impl Level {
             Level::Warning => "warning",
             Level::Error => "error",
             Level::Fatal => "fatal",
+            Level::Tool => "",
         }
     }
 }
@@ -245,6 +248,19 @@ impl Diagnostics {
 
     pub fn error(&self, message: &str) {
         self.emit(Level::Error, message);
+    }
+
+    /// Another tool's messages, printed as they are and recorded (so that a cached link
+    /// repeats them).
+    pub fn tool_output(&self, text: &str) {
+        if text.is_empty() {
+            return;
+        }
+        if self.print {
+            to_stderr(text);
+        }
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.printed.push((Level::Tool, text.to_string()));
     }
 
     pub fn error_count(&self) -> usize {

@@ -90,11 +90,15 @@ pub fn link(req: &LinkRequest, diag: &Diagnostics) -> Result<Timings> {
             req.target
         ));
     }
+    // a cache that cannot be used (an unsafe directory) or cannot store only costs time
     let cache = match &req.cache_dir {
-        Some(dir) => Some(std::sync::Arc::new(cache::Cache::open(
-            dir,
-            cache::DEFAULT_CAP,
-        )?)),
+        Some(dir) => match cache::Cache::open(dir, cache::DEFAULT_CAP) {
+            Ok(c) => Some(std::sync::Arc::new(c)),
+            Err(e) => {
+                diag.warning(&format!("{}; linking without the cache", e.message()));
+                None
+            }
+        },
         None => None,
     };
     let Some(cache) = cache else {
@@ -122,7 +126,10 @@ pub fn link(req: &LinkRequest, diag: &Diagnostics) -> Result<Timings> {
     if let Some(key) = &key
         && diag.error_count() == 0
     {
-        linkcache::store(req, diag, earlier, &cache, key)?;
+        linkcache::store(req, diag, earlier, &cache, key);
+    }
+    if let Some(failure) = cache.store_failure() {
+        diag.warning(&format!("{failure}; the output is not cached"));
     }
     let whole = if key.is_some() { "miss" } else { "not cached" };
     report(req, &timings, Some(&cache), whole)?;
@@ -201,7 +208,7 @@ fn link_phases(
     })?;
     // no input with code for the target (each reported by a warning): nvlink writes an
     // image without code, and so does the merge
-    let inputs = timings.phase("assemble", || objects(req, units, lto_cubins, cache))?;
+    let inputs = timings.phase("assemble", || objects(req, diag, units, lto_cubins, cache))?;
     let mut options = merge_options(req);
     options.kernels = kernel_filter(req, &hosts);
     let (image, steps) =
@@ -352,6 +359,7 @@ fn note_command_line(req: &LinkRequest) -> String {
 /// parallel), the LTO result first.
 fn objects(
     req: &LinkRequest,
+    diag: &Diagnostics,
     units: Vec<merge::gather::Unit>,
     lto_cubins: Vec<merge::Input>,
     cache: Option<&cache::Cache>,
@@ -382,9 +390,7 @@ fn objects(
             Source::Cubin(b) => b,
             Source::Ptx(_) => {
                 let a = assembled.next().expect("one result per job")?;
-                if !a.messages.is_empty() {
-                    diag::to_stderr(&a.messages);
-                }
+                diag.tool_output(&a.messages);
                 bytes::Bytes::from_vec(a.cubin)
             }
         };
@@ -566,9 +572,7 @@ fn lto_phase(
     let mut cubins = Vec::with_capacity(assembled.len());
     for a in assembled {
         let a = a?;
-        if !a.messages.is_empty() {
-            diag::to_stderr(&a.messages);
-        }
+        diag.tool_output(&a.messages);
         cubins.push(a.cubin);
     }
     if relocatable {

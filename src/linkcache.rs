@@ -59,15 +59,9 @@ pub fn key(req: &LinkRequest, cache: &Cache) -> Option<Key> {
 
 /// Stores the finished link: output, register file, and the messages it printed (those
 /// after the first `earlier`).
-pub fn store(
-    req: &LinkRequest,
-    diag: &Diagnostics,
-    earlier: usize,
-    cache: &Cache,
-    key: &Key,
-) -> Result<()> {
+pub fn store(req: &LinkRequest, diag: &Diagnostics, earlier: usize, cache: &Cache, key: &Key) {
     let Ok(out) = std::fs::read(&req.output) else {
-        return Ok(());
+        return;
     };
     let register = req
         .register_link_binaries
@@ -78,11 +72,20 @@ pub fn store(
         let tag = match level {
             Level::Info => 'I',
             Level::Warning => 'W',
+            // another tool's text, whole lines, one entry line each
+            Level::Tool if m.ends_with('\n') => {
+                for line in m.lines() {
+                    messages.push('T');
+                    messages.push_str(line);
+                    messages.push('\n');
+                }
+                continue;
+            }
             // errors are not cached (the link is not stored)
-            Level::Error | Level::Fatal => return Ok(()),
+            Level::Error | Level::Fatal | Level::Tool => return,
         };
         if m.contains('\n') {
-            return Ok(());
+            return;
         }
         messages.push(tag);
         messages.push_str(&m);
@@ -95,7 +98,7 @@ pub fn store(
         register.as_deref().unwrap_or_default(),
         messages.as_bytes(),
     ]);
-    cache.put(key, &entry)
+    cache.put(key, &entry);
 }
 
 /// Writes a cached link's files and repeats its messages; false when the entry does not
@@ -111,6 +114,7 @@ pub fn replay(req: &LinkRequest, diag: &Diagnostics, entry: &[u8]) -> Result<boo
         match line.split_at_checked(1) {
             Some(("I", m)) => diag.info(m),
             Some(("W", m)) => diag.warning(m),
+            Some(("T", m)) => diag.tool_output(&format!("{m}\n")),
             _ => {}
         }
     }

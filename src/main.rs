@@ -228,7 +228,7 @@ fn main() -> ExitCode {
         Some("inspect" | "compare" | "cache" | "daemon")
     );
     if via_daemon && !subcommand {
-        if let Some(code) = nvlinkrs::daemon::client_link(&args) {
+        if let Some(code) = nvlinkrs::daemon::client_link(&args, &tool_name()) {
             return ExitCode::from(code as u8);
         }
         // NVLINKRS_DAEMON=only: no link in process (for tests and for checking a setup)

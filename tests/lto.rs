@@ -1091,6 +1091,86 @@ fn the_cache_gives_the_same_bytes_rebuilds_corrupt_entries_and_reuses_unchanged_
     assert!(second == uncached, "a link with a cached member differs");
 }
 
+#[test]
+fn a_cached_link_repeats_ptxas_messages_survives_a_failed_store_and_clears_only_its_own() {
+    let fx = fixtures();
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let out = dir.path().join("o.cubin");
+    // PTX inputs: ptxas runs in the link and reports (-v) on stderr
+    let link = || {
+        let o = Command::new(nvlinkrs())
+            .args(["-arch=sm_90", "-Xptxas", "-v"])
+            .arg(fx.join("saxpy.ptx"))
+            .arg(fx.join("scale.ptx"))
+            .arg("-o")
+            .arg(&out)
+            .arg(format!("--cache-dir={}", cache.display()))
+            .output()
+            .unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let o = Command::new(nvlinkrs())
+        .args(["-arch=sm_90", "-Xptxas", "-v"])
+        .arg(fx.join("saxpy.ptx"))
+        .arg(fx.join("scale.ptx"))
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let uncached = std::fs::read(&out).unwrap();
+    let cold_err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(cold_err.contains("ptxas info    : Used"), "{cold_err}");
+    // (ptxas's compile times vary from run to run)
+    let timeless = |s: &str| -> Vec<String> {
+        s.lines()
+            .map(|l| l.split(" = ").next().unwrap().to_string())
+            .collect()
+    };
+    let (code, cold) = link();
+    assert_eq!((code, timeless(&cold)), (Some(0), timeless(&cold_err)));
+    // the warm hit prints what the cold link printed
+    let (code, warm) = link();
+    assert_eq!((code, warm.as_str()), (Some(0), cold.as_str()));
+    assert!(
+        std::fs::read(&out).unwrap() == uncached,
+        "the cached output differs"
+    );
+
+    // every entry's place taken by a directory: the link warns and its output is right
+    for f in walk(&cache.join("objects")) {
+        std::fs::remove_file(&f).unwrap();
+        std::fs::create_dir_all(f.join("in-the-way")).unwrap();
+    }
+    let (code, err) = link();
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.contains("nvlinkrs warning : cache: cannot store") && err.contains("not cached"),
+        "{err}"
+    );
+    assert!(
+        std::fs::read(&out).unwrap() == uncached,
+        "the output differs"
+    );
+
+    // `cache clear` on a directory that is no cache: refused, nothing deleted
+    let project = dir.path().join("p");
+    std::fs::create_dir_all(project.join("tools")).unwrap();
+    std::fs::write(project.join("tools/build.sh"), "#!/bin/sh\n").unwrap();
+    let o = Command::new(nvlinkrs())
+        .args(["cache", "clear"])
+        .env("NVLINKRS_CACHE_DIR", &project)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains(&format!("'{}'", project.display())), "{err}");
+    assert!(project.join("tools/build.sh").is_file());
+}
+
 fn walk(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for e in std::fs::read_dir(dir).unwrap() {
@@ -1263,4 +1343,306 @@ fn the_daemon_links_like_a_process_concurrently_and_survives_bad_clients() {
         .unwrap();
     assert!(v.status.success(), "{}", String::from_utf8_lossy(&v.stdout));
     assert!(!daemon(&["daemon", "status"]).status.success());
+}
+
+/// A FIFO at `path` (an input that blocks whoever reads it).
+fn mkfifo(path: &Path) {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+}
+
+/// How many live processes have `arg` among their arguments (the stuck links' clients and
+/// the daemon's link processes; found without opening the FIFO, which would unblock them).
+fn processes_with_arg(arg: &Path) -> usize {
+    let arg = arg.as_os_str().as_encoded_bytes();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .filter(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .is_ok_and(|c| c.split(|&b| b == 0).any(|a| a == arg))
+        })
+        .count()
+}
+
+/// Waits up to `secs` for `f` to hold.
+fn eventually(secs: u64, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while std::time::Instant::now() < deadline {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    f()
+}
+
+/// A second user for the daemon's trust tests: created (once) when running as root.
+fn other_user() -> Option<u32> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped the second-user cases: not root, cannot create a user");
+        return None;
+    }
+    let name = "nvlinkrs-squatter";
+    let _ = Command::new("useradd")
+        .args([
+            "--system",
+            "--no-create-home",
+            "--shell",
+            "/usr/sbin/nologin",
+            name,
+        ])
+        .output();
+    let id = Command::new("id").args(["-u", name]).output().ok()?;
+    let uid = String::from_utf8_lossy(&id.stdout).trim().parse().ok();
+    if uid.is_none() {
+        eprintln!("skipped the second-user cases: useradd failed");
+    }
+    uid
+}
+
+#[test]
+fn the_daemon_trusts_only_a_private_directory_and_a_server_of_its_own_user() {
+    use std::os::unix::fs::PermissionsExt;
+    let top = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(top.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    let out = top.path().join("o.cubin");
+    let args = with_out(&lto_args("sm_90", &[], &["saxpy_dc.o", "scale_dc.o"]), &out);
+    // XDG_RUNTIME_DIR unset: the socket lives in $TMPDIR/nvlinkrs-UID
+    let tmp = top.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let sockdir = tmp.join(format!("nvlinkrs-{me}"));
+    let link = |how: &str| {
+        let _ = std::fs::remove_file(&out);
+        let o = Command::new(nvlinkrs())
+            .args(&args)
+            .env_remove("XDG_RUNTIME_DIR")
+            .env("TMPDIR", &tmp)
+            .env("NVLINKRS_DAEMON", how)
+            .env("NVLINKRS_DAEMON_IDLE", "20")
+            .output()
+            .unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+            std::fs::read(&out).ok(),
+        )
+    };
+    let expected = {
+        let o = Command::new(nvlinkrs()).args(&args).output().unwrap();
+        assert!(o.status.success());
+        std::fs::read(&out).unwrap()
+    };
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let falls_back = |why: &str| {
+        let (code, err, got) = link("1");
+        assert_eq!(code, Some(0), "{err}");
+        assert!(
+            err.contains("warning : daemon: ")
+                && err.contains(why)
+                && err.contains("linking in process"),
+            "{err}"
+        );
+        assert!(got.as_ref() == Some(&expected), "the output differs");
+    };
+    // a symbolic link planted at the directory's place: not followed, its target unchanged
+    let target = top.path().join("target");
+    std::fs::create_dir(&target).unwrap();
+    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::os::unix::fs::symlink(&target, &sockdir).unwrap();
+    falls_back("symbolic link");
+    assert_eq!(mode(&target), 0o755);
+    assert!(std::fs::read_dir(&target).unwrap().next().is_none());
+    std::fs::remove_file(&sockdir).unwrap();
+    // a directory others can enter: refused, not chmodded
+    std::fs::create_dir(&sockdir).unwrap();
+    std::fs::set_permissions(&sockdir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    falls_back("not 0700");
+    assert_eq!(mode(&sockdir), 0o755);
+    std::fs::remove_dir(&sockdir).unwrap();
+
+    let Some(other) = other_user() else { return };
+    // another user's directory, made before ours
+    std::fs::create_dir(&sockdir).unwrap();
+    std::fs::set_permissions(&sockdir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::os::unix::fs::chown(&sockdir, Some(other), Some(other)).unwrap();
+    falls_back("belongs to another user");
+    std::fs::remove_dir(&sockdir).unwrap();
+    // our directory, but the socket in it served by the other user: a real daemon of
+    // theirs, its socket moved into our directory
+    let theirs = top.path().join("theirs");
+    std::fs::create_dir(&theirs).unwrap();
+    std::os::unix::fs::chown(&theirs, Some(other), Some(other)).unwrap();
+    let mut squatter = {
+        use std::os::unix::process::CommandExt;
+        Command::new(nvlinkrs())
+            .args(["daemon", "serve"])
+            .env("XDG_RUNTIME_DIR", &theirs)
+            .env("NVLINKRS_DAEMON_IDLE", "30")
+            .uid(other)
+            .gid(other)
+            .spawn()
+            .unwrap()
+    };
+    let their_socket = theirs.join("nvlinkrs/daemon.sock");
+    assert!(
+        eventually(10, || their_socket.exists()),
+        "the other user's daemon did not start"
+    );
+    std::fs::create_dir(&sockdir).unwrap();
+    std::fs::set_permissions(&sockdir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::fs::rename(&their_socket, sockdir.join("daemon.sock")).unwrap();
+    falls_back("served by user");
+    let _ = squatter.kill();
+    let _ = squatter.wait();
+}
+
+#[test]
+fn the_daemon_kills_links_nobody_waits_for_and_stuck_links_hold_up_no_one() {
+    let runtime = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let daemon = |args: &[&str]| {
+        Command::new(nvlinkrs())
+            .args(args)
+            .env("XDG_RUNTIME_DIR", runtime.path())
+            .env("NVLINKRS_DAEMON_IDLE", "60")
+            .env("NVLINKRS_JOBS", "2")
+            .output()
+            .unwrap()
+    };
+    let o = daemon(&["daemon", "start"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let pid: i32 = String::from_utf8_lossy(&o.stdout).trim()["pid ".len()..]
+        .parse()
+        .unwrap();
+    let client = |inputs: &[&str], out: &Path| {
+        let args = with_out(&lto_args("sm_90", &["--no-cache"], inputs), out);
+        Command::new(nvlinkrs())
+            .args(&args)
+            .env("XDG_RUNTIME_DIR", runtime.path())
+            .env("NVLINKRS_DAEMON", "only")
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    // two links stuck on their inputs (as many as the daemon's job budget)
+    let fifos: Vec<PathBuf> = (0..3)
+        .map(|i| work.path().join(format!("stuck{i}.cubin")))
+        .collect();
+    fifos.iter().for_each(|f| mkfifo(f));
+    let mut stuck: Vec<_> = fifos[..2]
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            client(
+                &[f.to_str().unwrap()],
+                &work.path().join(format!("stuck{i}.out")),
+            )
+        })
+        .collect();
+    // each: its client and the daemon's link process
+    assert!(
+        eventually(10, || fifos[..2].iter().all(|f| processes_with_arg(f) == 2)),
+        "the stuck links did not start"
+    );
+    // another client's link still runs
+    let out = work.path().join("free.cubin");
+    let mut free = client(&["saxpy_dc.o", "scale_dc.o"], &out);
+    let done = eventually(60, || free.try_wait().unwrap().is_some());
+    if !done {
+        let _ = free.kill();
+    }
+    assert!(done, "a link waited behind two stuck ones");
+    assert!(free.wait().unwrap().success());
+    assert!(out.is_file());
+    // the stuck links' clients interrupted: their links are stopped (nobody reads the
+    // inputs any more, no output appears)
+    for c in &mut stuck {
+        c.kill().unwrap();
+        c.wait().unwrap();
+    }
+    assert!(
+        eventually(10, || fifos[..2].iter().all(|f| processes_with_arg(f) == 0)),
+        "the daemon still runs the links of interrupted clients"
+    );
+    assert!(!work.path().join("stuck0.out").exists());
+    // a link of a killed daemon dies with it
+    let mut third = client(
+        &[fifos[2].to_str().unwrap()],
+        &work.path().join("stuck2.out"),
+    );
+    assert!(eventually(10, || processes_with_arg(&fifos[2]) == 2));
+    // SAFETY: kill(2) on the daemon's pid; no memory is involved.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let _ = third.wait();
+    assert!(
+        eventually(10, || processes_with_arg(&fifos[2]) == 0),
+        "the killed daemon's link runs on"
+    );
+}
+
+#[test]
+fn the_daemon_forwards_the_links_environment_and_follows_an_upgrade() {
+    let runtime = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let bin = work.path().join("nvlinkrs");
+    std::fs::copy(nvlinkrs(), &bin).unwrap();
+    let out = work.path().join("o.cubin");
+    // saxpy_dc.o's callee comes from -lscale, found through LIBRARY_PATH only
+    let libs = work.path().join("libs");
+    std::fs::create_dir(&libs).unwrap();
+    let ar = Command::new("ar")
+        .arg("rcs")
+        .arg(libs.join("libscale.a"))
+        .arg(fixtures().join("scale_dc.o"))
+        .status()
+        .unwrap();
+    assert!(ar.success());
+    let args: Vec<String> = vec![
+        "-arch=sm_90".into(),
+        fixtures().join("saxpy_dc.o").display().to_string(),
+        "-lscale".into(),
+        "-o".into(),
+        out.display().to_string(),
+    ];
+    let link = |tool: &Path, how: Option<&str>| {
+        let _ = std::fs::remove_file(&out);
+        let mut cmd = Command::new(tool);
+        cmd.args(&args)
+            .env("XDG_RUNTIME_DIR", runtime.path())
+            .env("NVLINKRS_DAEMON_IDLE", "30")
+            .env("LIBRARY_PATH", &libs);
+        if let Some(how) = how {
+            cmd.env("NVLINKRS_DAEMON", how);
+        }
+        let o = cmd.output().unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+            std::fs::read(&out).ok(),
+        )
+    };
+    let expected = link(&bin, None);
+    assert_eq!(expected.0, Some(0), "{}", expected.1);
+    assert_eq!(link(&bin, Some("only")), expected, "through the daemon");
+    // nvlinkrs replaced under the running daemon (an upgrade: a new file renamed into place)
+    let new = work.path().join(".nvlinkrs.new");
+    std::fs::copy(nvlinkrs(), &new).unwrap();
+    std::fs::rename(&new, &bin).unwrap();
+    assert_eq!(link(&bin, Some("only")), expected, "after the upgrade");
+    let o = Command::new(&bin)
+        .args(["daemon", "stop"])
+        .env("XDG_RUNTIME_DIR", runtime.path())
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "stopped");
 }

@@ -11,11 +11,12 @@
 //! * the content of every input.
 //!
 //! Entries are files under `objects/`, written to a temporary name and renamed (a crash
-//! leaves no half entry), each with a header holding its length and the BLAKE3 hash of
-//! its content; every read checks both, and a corrupt entry counts as a miss and is
-//! removed. Reads touch an entry's modification time; when the cache grows past its cap
-//! the least recently used entries go. The directory is created private to its user
-//! (0700) and a cache directory other users can write to is refused.
+//! leaves no half entry), each with a header holding its length, its key and the BLAKE3
+//! hash of its content; every read checks all three (an entry of another key copied into
+//! place is no hit), and a corrupt entry counts as a miss and is removed. Reads touch an
+//! entry's modification time; when the cache grows past its cap the least recently used
+//! entries go. A store that fails is noted, never an error of the link. What the cache
+//! accepts as its directory and how it reads entries is in [`guard`].
 
 use std::fs;
 use std::io::Write;
@@ -23,14 +24,18 @@ use std::path::{Path, PathBuf};
 
 use crate::diag::{Error, Result};
 
+pub(crate) mod guard;
+pub use guard::MARKER;
+
 /// The version of the key derivation and entry format. Every key includes it.
-pub const CACHE_VERSION: u32 = 1;
+pub const CACHE_VERSION: u32 = 2;
 
 /// The default size cap: 2 GiB.
 pub const DEFAULT_CAP: u64 = 2 << 30;
 
-const MAGIC: &[u8; 8] = b"NVLRSC\x00\x01";
-const HEADER: usize = 8 + 8 + 32;
+const MAGIC: &[u8; 8] = b"NVLRSC\x00\x02";
+/// Magic, content length, key digest, content hash.
+const HEADER: usize = 8 + 8 + 32 + 32;
 
 /// A cache key under construction: every part is length-prefixed, so that no two
 /// different sequences of parts hash alike.
@@ -62,6 +67,11 @@ impl Key {
     /// The hex digest that names the entry.
     pub fn finish(&self) -> String {
         self.0.finalize().to_hex().to_string()
+    }
+
+    /// The digest's bytes, which an entry's header repeats.
+    fn digest(&self) -> [u8; 32] {
+        *self.0.finalize().as_bytes()
     }
 }
 
@@ -96,6 +106,8 @@ pub struct Cache {
     cap: u64,
     /// Hits and misses per stage, for the report.
     by_stage: std::sync::Mutex<std::collections::BTreeMap<String, (u64, u64)>>,
+    /// The first store that failed (the link goes on; it warns once at its end).
+    store_failure: std::sync::Mutex<Option<String>>,
 }
 
 /// What `nvlinkrs cache stats` prints.
@@ -110,34 +122,18 @@ fn io_error(what: &str, path: &Path, e: std::io::Error) -> Error {
 }
 
 impl Cache {
-    /// Opens (creating it, mode 0700) the cache at `dir`, capped at `cap` bytes.
+    /// Opens the cache at `dir`, capped at `cap` bytes: created private (0700) when
+    /// missing, else refused unless it is safe and a cache (see [`guard::claim_root`]).
     pub fn open(dir: &Path, cap: u64) -> Result<Cache> {
-        let objects = dir.join("objects");
-        fs::create_dir_all(&objects).map_err(|e| io_error("create", &objects, e))?;
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::{MetadataExt, PermissionsExt};
-            for d in [dir, objects.as_path(), &dir.join("tools")] {
-                let _ = fs::create_dir_all(d);
-                let meta = fs::metadata(d).map_err(|e| io_error("read", d, e))?;
-                // SAFETY: geteuid has no preconditions and cannot fail.
-                let me = unsafe { libc::geteuid() };
-                if meta.uid() != me {
-                    return Err(Error::fatal(format!(
-                        "cache: '{}' belongs to another user; refusing to use it",
-                        d.display()
-                    )));
-                }
-                if meta.mode() & 0o077 != 0 {
-                    fs::set_permissions(d, fs::Permissions::from_mode(0o700))
-                        .map_err(|e| io_error("make private", d, e))?;
-                }
-            }
+        guard::claim_root(dir)?;
+        for sub in ["objects", "tools"] {
+            guard::private_subdir(&dir.join(sub))?;
         }
         Ok(Cache {
             dir: dir.to_path_buf(),
             cap,
             by_stage: Default::default(),
+            store_failure: Default::default(),
         })
     }
 
@@ -149,67 +145,86 @@ impl Cache {
         self.dir.join("objects").join(&key[..2]).join(&key[2..])
     }
 
+    /// The largest entry file read: one larger than the cap would have been evicted.
+    fn max_entry(&self) -> u64 {
+        self.cap.saturating_add(HEADER as u64)
+    }
+
     /// The entry for `key`, if present and intact (a corrupt one is removed).
     pub fn get(&self, key: &Key) -> Option<Vec<u8>> {
         let path = self.path(&key.finish());
-        let found = fs::read(&path).ok().and_then(|data| match check(&data) {
-            Some(()) => Some(data[HEADER..].to_vec()),
-            None => {
+        let found = match guard::open_regular(&path, self.max_entry()) {
+            Ok((file, data)) if check(&data, &key.digest()) => {
+                // recently used: the eviction order
+                let _ = file.set_modified(std::time::SystemTime::now());
+                Some(data[HEADER..].to_vec())
+            }
+            Ok(_) | Err(guard::Unreadable::Bad) => {
                 let _ = fs::remove_file(&path);
                 None
             }
-        });
-        {
-            let mut by = self.by_stage.lock().unwrap_or_else(|e| e.into_inner());
-            let e = by.entry(key.1.clone()).or_default();
-            if found.is_some() {
-                e.0 += 1;
-            } else {
-                e.1 += 1;
-            }
-        }
+            Err(guard::Unreadable::Missing) => None,
+        };
+        let mut by = self.by_stage.lock().unwrap_or_else(|e| e.into_inner());
+        let e = by.entry(key.1.clone()).or_default();
         if found.is_some() {
-            // recently used: the eviction order
-            if let Ok(f) = fs::File::options().append(true).open(&path) {
-                let _ = f.set_modified(std::time::SystemTime::now());
-            }
+            e.0 += 1;
+        } else {
+            e.1 += 1;
         }
         found
     }
 
+    /// Stores `data` under `key`, best effort: a failure (a full disk, something else at
+    /// the entry's place) is remembered for [`Cache::store_failure`] and the link goes on.
+    pub fn put(&self, key: &Key, data: &[u8]) {
+        if let Err(e) = self.try_put(key, data) {
+            let mut first = self.store_failure.lock().unwrap_or_else(|e| e.into_inner());
+            first.get_or_insert_with(|| e.to_string());
+        }
+    }
+
+    /// The first failed store's message, if any.
+    pub fn store_failure(&self) -> Option<String> {
+        self.store_failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     /// Stores `data` under `key`: written beside its place and renamed into it.
-    pub fn put(&self, key: &Key, data: &[u8]) -> Result<()> {
+    pub fn try_put(&self, key: &Key, data: &[u8]) -> Result<()> {
         let path = self.path(&key.finish());
         let dir = path.parent().expect("objects/xx");
-        fs::create_dir_all(dir).map_err(|e| io_error("create", dir, e))?;
+        guard::private_subdir(dir)?;
         let mut tmp = tempfile::Builder::new()
-            .prefix(".tmp-")
+            .prefix(guard::TMP_PREFIX)
             .tempfile_in(dir)
             .map_err(|e| io_error("write in", dir, e))?;
         let mut entry = Vec::with_capacity(HEADER + data.len());
         entry.extend_from_slice(MAGIC);
         entry.extend_from_slice(&(data.len() as u64).to_le_bytes());
+        entry.extend_from_slice(&key.digest());
         entry.extend_from_slice(blake3::hash(data).as_bytes());
         entry.extend_from_slice(data);
         tmp.write_all(&entry)
             .map_err(|e| io_error("write", tmp.path(), e))?;
         tmp.persist(&path)
             .map_err(|e| io_error("store", &path, e.error))?;
-        self.evict()
+        self.evict();
+        Ok(())
     }
 
-    /// Every entry file with its size and last use.
+    /// Every entry file (by its name: nothing else under `objects/` is the cache's) with
+    /// its size and last use; not followed when a link.
     fn entries(&self) -> Vec<(PathBuf, u64, std::time::SystemTime)> {
         let mut out = Vec::new();
-        let Ok(fan) = fs::read_dir(self.dir.join("objects")) else {
-            return out;
-        };
-        for d in fan.flatten() {
-            let Ok(files) = fs::read_dir(d.path()) else {
+        for d in self.fans() {
+            let Ok(files) = fs::read_dir(&d) else {
                 continue;
             };
             for f in files.flatten() {
-                if f.file_name().to_string_lossy().starts_with(".tmp-") {
+                if !f.file_name().to_str().is_some_and(guard::is_entry_name) {
                     continue;
                 }
                 if let Ok(m) = f.metadata() {
@@ -221,12 +236,24 @@ impl Cache {
         out
     }
 
+    /// The fan-out directories under `objects/` (by name, real directories only).
+    fn fans(&self) -> Vec<PathBuf> {
+        let Ok(fan) = fs::read_dir(self.dir.join("objects")) else {
+            return Vec::new();
+        };
+        fan.flatten()
+            .filter(|d| d.file_name().to_str().is_some_and(guard::is_fan_name))
+            .filter(|d| d.file_type().is_ok_and(|t| t.is_dir()))
+            .map(|d| d.path())
+            .collect()
+    }
+
     /// Removes the least recently used entries until the cache is within its cap.
-    fn evict(&self) -> Result<()> {
+    fn evict(&self) {
         let mut entries = self.entries();
         let mut total: u64 = entries.iter().map(|e| e.1).sum();
         if total <= self.cap {
-            return Ok(());
+            return;
         }
         entries.sort_by_key(|e| (e.2, e.0.clone()));
         for (path, size, _) in entries {
@@ -237,7 +264,6 @@ impl Cache {
                 total -= size;
             }
         }
-        Ok(())
     }
 
     /// Hits and misses over all stages.
@@ -261,25 +287,55 @@ impl Cache {
         }
     }
 
-    /// The entries that fail their check (left in place; `get` removes them).
+    /// The entries that fail their check, their key (from their name) included; left in
+    /// place (`get` removes them). Never blocks on, or follows, a planted file.
     pub fn verify(&self) -> Vec<PathBuf> {
         self.entries()
             .into_iter()
-            .filter(|(p, _, _)| fs::read(p).ok().and_then(|d| check(&d)).is_none())
             .map(|(p, _, _)| p)
+            .filter(|p| {
+                let digest = p
+                    .parent()
+                    .and_then(Path::file_name)
+                    .zip(p.file_name())
+                    .and_then(|(fan, rest)| {
+                        guard::digest_bytes(&format!("{}{}", fan.to_str()?, rest.to_str()?))
+                    });
+                let intact = digest.is_some_and(|k| {
+                    guard::read_regular(p, self.max_entry())
+                        .ok()
+                        .flatten()
+                        .is_some_and(|d| check(&d, &k))
+                });
+                !intact
+            })
             .collect()
     }
 
-    /// Removes every entry and remembered tool identity.
+    /// Removes every entry and remembered tool identity: the files the cache names itself
+    /// (and its temporary files), and the fan-out directories left empty. Anything else
+    /// in the directory stays.
     pub fn clear(&self) -> Result<()> {
-        for sub in ["objects", "tools"] {
-            let d = self.dir.join(sub);
-            if d.exists() {
-                fs::remove_dir_all(&d).map_err(|e| io_error("clear", &d, e))?;
+        let own = |dir: &Path, is_own: fn(&str) -> bool| -> Result<()> {
+            let Ok(list) = fs::read_dir(dir) else {
+                return Ok(());
+            };
+            for f in list.flatten() {
+                let name = f.file_name();
+                let name = name.to_str().unwrap_or_default();
+                if (is_own(name) || name.starts_with(guard::TMP_PREFIX))
+                    && f.file_type().is_ok_and(|t| !t.is_dir())
+                {
+                    fs::remove_file(f.path()).map_err(|e| io_error("clear", &f.path(), e))?;
+                }
             }
-            fs::create_dir_all(&d).map_err(|e| io_error("create", &d, e))?;
+            Ok(())
+        };
+        for d in self.fans() {
+            own(&d, guard::is_entry_name)?;
+            let _ = fs::remove_dir(&d); // only when empty
         }
-        Ok(())
+        own(&self.dir.join("tools"), guard::is_tool_name)
     }
 
     /// The identity of a tool file: the hash of its content, remembered per file version
@@ -300,15 +356,18 @@ impl Cache {
             version = version.bytes(&meta.ino().to_le_bytes());
         }
         let memo = self.dir.join("tools").join(version.finish());
-        if let Ok(id) = fs::read_to_string(&memo)
-            && id.len() == 64
+        if let Ok(Some(id)) = guard::read_regular(&memo, 64)
+            && let Ok(id) = String::from_utf8(id)
+            && guard::is_tool_name(&id)
         {
             return Ok(id);
         }
         let data = fs::read(path).map_err(|e| io_error("read", path, e))?;
         let id = blake3::hash(&data).to_hex().to_string();
-        let _ = fs::create_dir_all(self.dir.join("tools"));
-        if let Ok(mut tmp) = tempfile::NamedTempFile::new_in(self.dir.join("tools")) {
+        if let Ok(mut tmp) = tempfile::Builder::new()
+            .prefix(guard::TMP_PREFIX)
+            .tempfile_in(self.dir.join("tools"))
+        {
             let _ = tmp.write_all(id.as_bytes());
             let _ = tmp.persist(&memo);
         }
@@ -316,18 +375,24 @@ impl Cache {
     }
 }
 
-/// Checks an entry's header against its content.
-fn check(data: &[u8]) -> Option<()> {
-    let header = data.get(..HEADER)?;
-    if &header[..8] != MAGIC {
-        return None;
-    }
-    let len = u64::from_le_bytes(header[8..16].try_into().ok()?);
+/// Checks an entry's header against its key and its content.
+fn check(data: &[u8], key: &[u8; 32]) -> bool {
+    let Some(header) = data.get(..HEADER) else {
+        return false;
+    };
+    let len = u64::from_le_bytes(header[8..16].try_into().expect("8 bytes"));
     let body = &data[HEADER..];
-    if body.len() as u64 != len || blake3::hash(body).as_bytes() != &header[16..48] {
-        return None;
-    }
-    Some(())
+    &header[..8] == MAGIC
+        && body.len() as u64 == len
+        && &header[16..48] == key
+        && blake3::hash(body).as_bytes() == &header[48..80]
+}
+
+/// Reads `data` as the entry of `key` would be read (header, key and content checked):
+/// the content when it passes. For the fuzz target, which drives the reader with hostile
+/// entries.
+pub fn check_entry(data: &[u8], key: &Key) -> Option<Vec<u8>> {
+    check(data, &key.digest()).then(|| data[HEADER..].to_vec())
 }
 
 /// Several byte strings in one entry (and back), each length-prefixed; lengths are

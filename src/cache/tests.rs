@@ -1,6 +1,7 @@
 //! One test per key ingredient (the sccache habit), and the entry life cycle.
 
 use super::*;
+use std::path::Path;
 
 fn key(version: u32, stage: &str, tool: &str, options: &str, input: &[u8]) -> String {
     Key::versioned(version, stage)
@@ -73,7 +74,7 @@ fn entries_round_trip_and_corruption_is_a_miss_that_removes_the_entry() {
     let cache = Cache::open(dir.path(), DEFAULT_CAP).unwrap();
     let k = Key::new("t").text("x");
     assert_eq!(cache.get(&k), None);
-    cache.put(&k, b"cubin bytes").unwrap();
+    cache.put(&k, b"cubin bytes");
     assert_eq!(cache.get(&k).as_deref(), Some(&b"cubin bytes"[..]));
     assert!(cache.verify().is_empty());
     // flip one content byte on disk
@@ -86,7 +87,7 @@ fn entries_round_trip_and_corruption_is_a_miss_that_removes_the_entry() {
     assert_eq!(cache.get(&k), None);
     assert!(!path.exists(), "the corrupt entry is evicted");
     // a truncated entry too
-    cache.put(&k, b"cubin bytes").unwrap();
+    cache.put(&k, b"cubin bytes");
     std::fs::write(&path, &std::fs::read(&path).unwrap()[..20]).unwrap();
     assert_eq!(cache.get(&k), None);
     assert_eq!(cache.totals(), (1, 3));
@@ -99,8 +100,8 @@ fn the_least_recently_used_entries_go_first() {
     let cache = Cache::open(dir.path(), 2 * (100 + HEADER as u64)).unwrap();
     let keys: Vec<Key> = (0..3).map(|i| Key::new("t").text(&i.to_string())).collect();
     let old = std::time::SystemTime::now() - std::time::Duration::from_secs(100);
-    cache.put(&keys[0], &[0; 100]).unwrap();
-    cache.put(&keys[1], &[1; 100]).unwrap();
+    cache.put(&keys[0], &[0; 100]);
+    cache.put(&keys[1], &[1; 100]);
     for (i, k) in keys[..2].iter().enumerate() {
         let f = std::fs::File::options()
             .append(true)
@@ -111,7 +112,7 @@ fn the_least_recently_used_entries_go_first() {
     }
     // using entry 0 makes entry 1 the least recently used
     assert!(cache.get(&keys[0]).is_some());
-    cache.put(&keys[2], &[2; 100]).unwrap();
+    cache.put(&keys[2], &[2; 100]);
     assert!(cache.get(&keys[0]).is_some());
     assert!(cache.get(&keys[1]).is_none());
     assert!(cache.get(&keys[2]).is_some());
@@ -120,14 +121,192 @@ fn the_least_recently_used_entries_go_first() {
     assert_eq!(cache.stats(), Stats::default());
 }
 
-#[test]
-fn a_directory_others_can_write_is_made_private() {
+fn mode(p: &Path) -> u32 {
     use std::os::unix::fs::PermissionsExt;
+    std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777
+}
+
+fn refused(dir: &Path) -> String {
+    match Cache::open(dir, DEFAULT_CAP) {
+        Ok(_) => panic!("'{}' accepted", dir.display()),
+        Err(e) => e.message().to_string(),
+    }
+}
+
+#[test]
+fn an_unsafe_or_foreign_directory_is_refused_and_left_as_it_was() {
+    use std::os::unix::fs::PermissionsExt;
+    let top = tempfile::tempdir().unwrap();
+    // others can write to it: refused, not chmodded
+    let open = top.path().join("open");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let m = refused(&open);
+    assert!(
+        m.contains(&format!("'{}'", open.display())) && m.contains("other users"),
+        "{m}"
+    );
+    assert_eq!(mode(&open), 0o777);
+    assert!(
+        std::fs::read_dir(&open).unwrap().next().is_none(),
+        "nothing created"
+    );
+    // a symbolic link (to a directory of ours): refused, its target untouched
+    let target = top.path().join("target");
+    std::fs::create_dir(&target).unwrap();
+    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let link = top.path().join("link");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    assert!(refused(&link).contains("symbolic link"));
+    assert_eq!(mode(&target), 0o755);
+    assert!(std::fs::read_dir(&target).unwrap().next().is_none());
+    // a directory with other files (a project, or `/`): refused, nothing written
+    let project = top.path().join("p");
+    std::fs::create_dir_all(project.join("tools")).unwrap();
+    std::fs::write(project.join("tools/build.sh"), b"#!/bin/sh\n").unwrap();
+    let m = refused(&project);
+    assert!(m.contains("'build.sh'") || m.contains("'tools'"), "{m}");
+    std::fs::write(project.join("README"), b"mine").unwrap();
+    let m = refused(&project);
+    assert!(m.contains("CACHEDIR.TAG"), "{m}");
+    assert!(!project.join("objects").exists() && !project.join(MARKER).exists());
+    assert_eq!(mode(&project), 0o755);
+    // another user's directory (root can make one)
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        let theirs = top.path().join("theirs");
+        std::fs::create_dir(&theirs).unwrap();
+        std::os::unix::fs::chown(&theirs, Some(65534), None).unwrap();
+        assert!(refused(&theirs).contains("another user"));
+    } else {
+        eprintln!("skipped the other-user case: not root, cannot chown");
+    }
+    // an existing empty directory is adopted as it is (0755 stays 0755); a missing one
+    // is created 0700 with its marker
+    let empty = top.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    std::fs::set_permissions(&empty, std::fs::Permissions::from_mode(0o755)).unwrap();
+    Cache::open(&empty, DEFAULT_CAP).unwrap();
+    assert_eq!(mode(&empty), 0o755);
+    assert!(empty.join(MARKER).is_file());
+    assert_eq!(mode(&empty.join("objects")), 0o700);
+    let fresh = top.path().join("a/b/fresh");
+    Cache::open(&fresh, DEFAULT_CAP).unwrap();
+    assert_eq!(mode(&fresh), 0o700);
+    // and once marked, it opens again
+    Cache::open(&fresh, DEFAULT_CAP).unwrap();
+}
+
+#[test]
+fn clear_deletes_only_the_caches_own_files() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
-    let _cache = Cache::open(dir.path(), DEFAULT_CAP).unwrap();
-    let mode = std::fs::metadata(dir.path()).unwrap().permissions().mode();
-    assert_eq!(mode & 0o777, 0o700);
+    let cache = Cache::open(dir.path(), DEFAULT_CAP).unwrap();
+    let k = Key::new("t").text("x");
+    cache.put(&k, b"entry");
+    let tool = dir.path().join("ptxas");
+    std::fs::write(&tool, b"tool").unwrap();
+    cache.tool_id(&tool).unwrap();
+    let entry = cache.path(&k.finish());
+    let fan = entry.parent().unwrap().to_path_buf();
+    // files the cache did not write, beside its own
+    let foreign = [
+        fan.join("notes.txt"),
+        dir.path().join("objects/zz/keep"),
+        dir.path().join("tools/build.sh"),
+        dir.path().join("README"),
+    ];
+    for f in &foreign {
+        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+        std::fs::write(f, b"mine").unwrap();
+    }
+    cache.clear().unwrap();
+    assert!(!entry.exists());
+    for f in &foreign {
+        assert_eq!(std::fs::read(f).unwrap(), b"mine", "{}", f.display());
+    }
+    let tools: Vec<_> = std::fs::read_dir(dir.path().join("tools"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(tools, ["build.sh"]);
+    assert_eq!(cache.stats(), Stats::default());
+}
+
+#[test]
+fn an_entry_of_another_key_is_no_hit_and_fails_verify() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = Cache::open(dir.path(), DEFAULT_CAP).unwrap();
+    let (a, b) = (Key::new("link").text("a"), Key::new("link").text("b"));
+    cache.put(&a, b"the output of a");
+    let (pa, pb) = (cache.path(&a.finish()), cache.path(&b.finish()));
+    std::fs::create_dir_all(pb.parent().unwrap()).unwrap();
+    std::fs::copy(&pa, &pb).unwrap();
+    assert_eq!(cache.verify(), std::slice::from_ref(&pb));
+    assert_eq!(cache.get(&b), None);
+    assert!(!pb.exists(), "removed as corrupt");
+    // linked into place: the same
+    std::fs::hard_link(&pa, &pb).unwrap();
+    assert_eq!(cache.get(&b), None);
+    assert_eq!(cache.get(&a).as_deref(), Some(&b"the output of a"[..]));
+}
+
+#[test]
+fn entries_that_are_no_regular_files_are_misses_without_blocking() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = Cache::open(dir.path(), DEFAULT_CAP).unwrap();
+    let k = Key::new("t").text("x");
+    cache.put(&k, b"entry");
+    let path = cache.path(&k.finish());
+    let good = dir.path().join("good");
+    std::fs::rename(&path, &good).unwrap();
+    let fifo = || {
+        let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    };
+    let plants: [(&str, &dyn Fn()); 4] = [
+        ("a FIFO", &fifo),
+        ("a link to /dev/zero", &|| {
+            std::os::unix::fs::symlink("/dev/zero", &path).unwrap()
+        }),
+        ("a link to a valid entry", &|| {
+            std::os::unix::fs::symlink(&good, &path).unwrap()
+        }),
+        ("a directory", &|| std::fs::create_dir(&path).unwrap()),
+    ];
+    for (what, plant) in plants {
+        plant();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::scope(|s| {
+            s.spawn(|| tx.send((cache.verify(), cache.get(&k))).unwrap());
+            let (bad, got) = rx
+                .recv_timeout(std::time::Duration::from_secs(10))
+                .unwrap_or_else(|_| panic!("{what}: the cache blocked"));
+            assert_eq!(bad, std::slice::from_ref(&path), "{what}");
+            assert_eq!(got, None, "{what}");
+        });
+        let _ = std::fs::remove_file(&path);
+        let _ = std::fs::remove_dir(&path);
+    }
+    assert_eq!(
+        std::fs::read(&good).unwrap().len(),
+        HEADER + 5,
+        "the target untouched"
+    );
+}
+
+#[test]
+fn a_store_that_fails_is_noted_not_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = Cache::open(dir.path(), DEFAULT_CAP).unwrap();
+    let k = Key::new("t").text("x");
+    let path = cache.path(&k.finish());
+    // a non-empty directory where the entry goes: the rename cannot replace it
+    std::fs::create_dir_all(path.join("sub")).unwrap();
+    cache.put(&k, b"entry");
+    let failure = cache.store_failure().expect("the failure is noted");
+    assert!(failure.contains(&path.display().to_string()), "{failure}");
+    assert_eq!(cache.get(&k), None);
 }
 
 #[test]

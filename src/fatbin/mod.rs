@@ -194,7 +194,7 @@ impl Member {
                     )
                 })?;
                 if let (Some(cache), false) = (&cache, from_cache) {
-                    let _ = cache.put(&key(), &out); // a cache that cannot store: no loss
+                    cache.put(&key(), &out); // a cache that cannot store: no loss
                 }
                 Bytes::from_vec(out)
             }

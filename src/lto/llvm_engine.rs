@@ -426,7 +426,7 @@ pub fn compile_in_process(
                     })?;
                 let ptx = emit_ptx(&tm, &part)?;
                 if let Some(c) = cache {
-                    c.put(&key(bitcode), &ptx)?;
+                    c.put(&key(bitcode), &ptx);
                 }
                 Ok(ptx)
             },

@@ -212,7 +212,7 @@ impl Engine for CachedEngine<'_> {
             let joined = infos.join("\n");
             let mut parts: Vec<&[u8]> = vec![kind, joined.as_bytes()];
             parts.extend(out.ptx.iter().map(Vec::as_slice));
-            self.cache.put(&key, &crate::cache::pack(&parts))?;
+            self.cache.put(&key, &crate::cache::pack(&parts));
         }
         Ok(out)
     }

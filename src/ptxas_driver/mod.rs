@@ -146,6 +146,16 @@ fn reclaim_job_dirs(tmp: &Path, age: std::time::Duration) {
 }
 
 fn run(mut cmd: Command, tool: &Path, name: &str, output: &Path) -> Result<Assembled> {
+    // ptxas dies with the link (a link the daemon kills, or the user, leaves none running);
+    // the thread that starts it waits for it, so it outlives ptxas otherwise
+    #[cfg(target_os = "linux")]
+    // SAFETY: the closure only calls prctl, which is async-signal-safe.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
     let out = cmd
         .output()
         .map_err(|e| Error::fatal(format!("cannot run ptxas '{}': {e}", tool.display())))?;
@@ -199,7 +209,7 @@ impl Assembler for Cached<'_> {
         self.cache.put(
             &key,
             &crate::cache::pack(&[&a.cubin, a.messages.as_bytes()]),
-        )?;
+        );
         Ok(a)
     }
 }

@@ -3,21 +3,28 @@
 //!
 //! The daemon listens on a Unix socket in the user's runtime directory
 //! (`$XDG_RUNTIME_DIR/nvlinkrs/daemon.sock`, else `/tmp/nvlinkrs-<uid>/daemon.sock`; the
-//! directory 0700, the socket 0600) and accepts connections only from its own user (peer
-//! credentials). A request is a link's arguments, working directory and the environment
-//! variables that can change a link; the daemon runs it as a child process of its own
+//! directory 0700, the socket 0600). Both ends check the other before anything is sent
+//! ([`guard`]): the directory is this user's, 0700 and no link, the peer runs as this user,
+//! and the client runs the daemon's binary (else the daemon stops and the client starts a
+//! new one). A request is a link's arguments, working directory and the environment
+//! variables the link reads; the daemon runs it as a child process of its own
 //! (nvlinkrs itself, in that directory, with that environment), so the output bytes,
 //! messages and exit code are exactly those of a link run by hand, and relays the child's
-//! stderr, stdout and exit code. What the daemon adds: one job budget for all clients (one
-//! per core, or `NVLINKRS_JOBS`) handed to the links as a jobserver, so that links and
+//! stderr, stdout and exit code. A link nobody waits for any more (its clients
+//! interrupted) is killed, and the links die with the daemon ([`child`]). What the daemon
+//! adds: one job budget for the links' extra worker threads (one per core, or
+//! `NVLINKRS_JOBS`) handed to the links as a jobserver (a link's first thread is its
+//! client's own job, so links stuck on their inputs hold up nobody), so that links and
 //! their worker threads together stay within it (a client run by make passes make's
 //! jobserver instead, see [`forward_jobserver`]); identical requests in flight done once;
 //! the shared cache; an idle timeout (`NVLINKRS_DAEMON_IDLE` seconds, default 600). A
-//! client that cannot reach the daemon, or loses it mid-link, links in process.
+//! client that cannot reach the daemon, does not trust it, or loses it mid-link, links in
+//! process.
 //!
 //! Wire format: a u64 little-endian length, then frames as in
-//! [`crate::frames`]: request `arg`, `cwd`, `env` (`K=V`) or `stop`;
-//! answer `err`, `out` (text, in order) and `exit` (the code).
+//! [`crate::frames`]: request `arg`, `arg0` (the client's program name), `cwd`, `env`
+//! (`K=V`), `exe` (the client's binary) or `stop`; answer `err`, `out` (text, in order) and `exit` (the code), or `stale` (the
+//! daemon runs another binary than the client's, and stops).
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -29,18 +36,26 @@ use std::time::{Duration, Instant};
 use crate::diag::{Error, Result};
 use crate::frames::{decode, encode};
 
-/// Environment variables a request carries (the ones that can change a link).
+/// Environment variables a request carries: the ones the link reads (`env::var` in the
+/// link path: the toolkit, `LIBRARY_PATH`, the temporary directory, the cache's default
+/// place), besides every `NVLINKRS_*` but the daemon's own switch.
 const ENV: &[&str] = &[
     "CUDA_HOME",
     "CUDA_PATH",
     "PATH",
-    "NVLINKRS_CACHE_DIR",
-    "NVLINKRS_JOBS",
-    "NVLINKRS_LLVM_HELPER",
+    "LIBRARY_PATH",
+    "LD_LIBRARY_PATH",
+    "TMPDIR",
     "XDG_CACHE_HOME",
     "HOME",
     "MAKEFLAGS",
 ];
+
+/// Whether the request carries the variable `name`.
+fn forwarded(name: &str) -> bool {
+    ENV.contains(&name)
+        || (name.starts_with("NVLINKRS_") && name != "NVLINKRS_DAEMON" && name != IN_DAEMON)
+}
 
 /// Set in the daemon's link processes, so that they never go back to the daemon.
 const IN_DAEMON: &str = "NVLINKRS_IN_DAEMON";
@@ -48,10 +63,9 @@ const IN_DAEMON: &str = "NVLINKRS_IN_DAEMON";
 /// Requests and answers larger than this are refused (a malformed length).
 const MAX_MESSAGE: u64 = 1 << 30;
 
-fn uid() -> u32 {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() }
-}
+mod child;
+mod guard;
+use guard::uid;
 
 /// The daemon's directory (0700) and socket path.
 pub fn socket_path() -> PathBuf {
@@ -64,22 +78,6 @@ pub fn socket_path() -> PathBuf {
 
 fn pid_path(socket: &Path) -> PathBuf {
     socket.with_file_name("daemon.pid")
-}
-
-fn private_dir(dir: &Path) -> Result<()> {
-    use std::os::unix::fs::{MetadataExt, PermissionsExt};
-    std::fs::create_dir_all(dir)
-        .map_err(|e| Error::fatal(format!("daemon: cannot create '{}': {e}", dir.display())))?;
-    let meta = std::fs::metadata(dir)
-        .map_err(|e| Error::fatal(format!("daemon: '{}': {e}", dir.display())))?;
-    if meta.uid() != uid() {
-        return Err(Error::fatal(format!(
-            "daemon: '{}' belongs to another user; refusing to use it",
-            dir.display()
-        )));
-    }
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-        .map_err(|e| Error::fatal(format!("daemon: '{}': {e}", dir.display())))
 }
 
 fn send(stream: &mut UnixStream, frames: &[(&str, &[u8])]) -> std::io::Result<()> {
@@ -103,28 +101,6 @@ fn receive(stream: &mut UnixStream) -> std::io::Result<Vec<(String, Vec<u8>)>> {
     }
     let frames = decode(&body).map_err(|e| std::io::Error::other(e.to_string()))?;
     Ok(frames.into_iter().map(|(k, v)| (k, v.to_vec())).collect())
-}
-
-/// The user id and process id of the process at the other end of a Unix socket.
-fn peer(stream: &UnixStream) -> Option<(u32, u32)> {
-    use std::os::fd::AsRawFd;
-    let mut cred = libc::ucred {
-        pid: 0,
-        uid: 0,
-        gid: 0,
-    };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: a valid socket descriptor and a buffer of the size passed.
-    let rc = unsafe {
-        libc::getsockopt(
-            stream.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&mut cred as *mut libc::ucred).cast(),
-            &mut len,
-        )
-    };
-    (rc == 0).then_some((cred.uid, cred.pid as u32))
 }
 
 /// A client's MAKEFLAGS with its jobserver made reachable from the daemon's link process.
@@ -157,53 +133,104 @@ pub fn forward_jobserver(makeflags: &str, client_pid: u32) -> Option<String> {
 // ---- client ---------------------------------------------------------------------------
 
 /// Links through the daemon (starting it if needed): `Some(exit code)` when the daemon
-/// answered, `None` when the link should run in process instead.
-pub fn client_link(args: &[String]) -> Option<i32> {
+/// answered, `None` when the link should run in process instead (with a warning, under
+/// `tool`'s name, when the daemon's directory or server is not to be trusted).
+pub fn client_link(args: &[String], tool: &str) -> Option<i32> {
     if std::env::var_os(IN_DAEMON).is_some() {
         return None;
     }
     let socket = socket_path();
-    let mut stream = UnixStream::connect(&socket).ok().or_else(|| {
-        start(&socket)
-            .ok()
-            .and_then(|_| UnixStream::connect(&socket).ok())
-    })?;
     let cwd = std::env::current_dir().ok()?;
     let mut frames: Vec<(&str, Vec<u8>)> = args
         .iter()
         .map(|a| ("arg", a.clone().into_bytes()))
         .collect();
     frames.push(("cwd", cwd.to_string_lossy().into_owned().into_bytes()));
-    for k in ENV {
-        if let Some(v) = std::env::var_os(k) {
-            frames.push(("env", format!("{k}={}", v.to_string_lossy()).into_bytes()));
+    for (k, v) in std::env::vars_os() {
+        if let (Some(k), Some(v)) = (k.to_str(), v.to_str())
+            && forwarded(k)
+        {
+            frames.push(("env", format!("{k}={v}").into_bytes()));
         }
+    }
+    frames.push(("exe", guard::exe_identity().into_bytes()));
+    // the name the link's messages carry (nvlinkrs, or nvlink for a drop-in)
+    if let Some(arg0) = std::env::args_os().next() {
+        frames.push(("arg0", arg0.to_string_lossy().into_owned().into_bytes()));
     }
     let refs: Vec<(&str, &[u8])> = frames.iter().map(|(k, v)| (*k, v.as_slice())).collect();
-    send(&mut stream, &refs).ok()?;
-    let answer = receive(&mut stream).ok()?;
-    let mut code = None;
-    for (kind, data) in &answer {
-        match kind.as_str() {
-            "err" => {
-                let _ = std::io::stderr().write_all(data);
+    // a second try after a daemon of another binary stopped
+    for _ in 0..2 {
+        let mut stream = match connect_trusted(&socket) {
+            Ok(Some(s)) => s,
+            Ok(None) => return None,
+            Err(e) => {
+                crate::diag::to_stderr(&format!(
+                    "{tool} warning : {}; linking in process\n",
+                    e.message()
+                ));
+                return None;
             }
-            "out" => {
-                let _ = std::io::stdout().write_all(data);
+        };
+        send(&mut stream, &refs).ok()?;
+        let answer = receive(&mut stream).ok()?;
+        if answer.iter().any(|(k, _)| k == "stale") {
+            drop(stream);
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < deadline && UnixStream::connect(&socket).is_ok() {
+                std::thread::sleep(Duration::from_millis(10));
             }
-            "exit" => code = std::str::from_utf8(data).ok().and_then(|c| c.parse().ok()),
-            _ => {}
+            continue;
         }
+        let mut code = None;
+        for (kind, data) in &answer {
+            match kind.as_str() {
+                "err" => {
+                    let _ = std::io::stderr().write_all(data);
+                }
+                "out" => {
+                    let _ = std::io::stdout().write_all(data);
+                }
+                "exit" => code = std::str::from_utf8(data).ok().and_then(|c| c.parse().ok()),
+                _ => {}
+            }
+        }
+        return code;
     }
-    code
+    None
+}
+
+/// A connection to this user's daemon, started when none answers: `Ok(None)` when it
+/// cannot be reached, an error when its directory or its server is not this user's.
+fn connect_trusted(socket: &Path) -> Result<Option<UnixStream>> {
+    let dir = socket.parent().expect("socket in a directory");
+    let stream = match std::fs::symlink_metadata(dir) {
+        Ok(_) => {
+            guard::check_dir(dir)?;
+            UnixStream::connect(socket).ok()
+        }
+        Err(_) => None,
+    };
+    let stream = match stream {
+        Some(s) => s,
+        None => {
+            start(socket)?;
+            match UnixStream::connect(socket) {
+                Ok(s) => s,
+                Err(_) => return Ok(None),
+            }
+        }
+    };
+    guard::check_server(&stream, socket)?;
+    Ok(Some(stream))
 }
 
 /// Starts the daemon in the background and waits until its socket answers.
 pub fn start(socket: &Path) -> Result<u32> {
+    guard::private_dir(socket.parent().expect("socket in a directory"))?;
     if let Some(pid) = running(socket) {
         return Ok(pid);
     }
-    private_dir(socket.parent().expect("socket in a directory"))?;
     let exe = std::env::current_exe()
         .map_err(|e| Error::fatal(format!("daemon: cannot find this program: {e}")))?;
     use std::os::unix::process::CommandExt;
@@ -256,21 +283,29 @@ pub fn stop(socket: &Path) -> bool {
 
 // ---- server ---------------------------------------------------------------------------
 
-/// What one finished (or running) link answered, shared by identical requests.
-type Answer = Arc<(Mutex<Option<Vec<(String, Vec<u8>)>>>, Condvar)>;
+/// A link's answer, shared by identical requests, and how many clients still wait for it.
+#[derive(Default)]
+struct Shared {
+    frames: Option<Vec<(String, Vec<u8>)>>,
+    clients: usize,
+}
+
+type Answer = Arc<(Mutex<Shared>, Condvar)>;
 
 struct Server {
     /// Links running now.
     running: Mutex<usize>,
     /// The daemon's job budget (one per core, or `NVLINKRS_JOBS`) as a jobserver: each
-    /// link holds one token while it runs, and each of its extra worker threads one more
-    /// (unless the client's make lends its own), so all links together run at most that
-    /// many jobs.
+    /// link's extra worker threads take a token each (unless the client's make lends its
+    /// own), its first thread being its client's job, so all links together run at most
+    /// that many jobs besides one each, and a link stuck on its inputs holds none.
     tokens: jobserver::Client,
     /// Identical requests in flight: one runs, the others wait for its answer.
     in_flight: Mutex<HashMap<Vec<u8>, Answer>>,
     last_seen: Mutex<Instant>,
     stopping: std::sync::atomic::AtomicBool,
+    /// The binary this daemon runs ([`guard::exe_identity`]).
+    exe: String,
 }
 
 /// `nvlinkrs daemon serve`: runs until stopped or idle.
@@ -280,7 +315,7 @@ pub fn serve() -> Result<()> {
         .parent()
         .expect("socket in a directory")
         .to_path_buf();
-    private_dir(&dir)?;
+    guard::private_dir(&dir)?;
     if running(&socket).is_some() {
         return Err(Error::fatal("daemon: already running"));
     }
@@ -310,6 +345,7 @@ pub fn serve() -> Result<()> {
         in_flight: Mutex::new(HashMap::new()),
         last_seen: Mutex::new(Instant::now()),
         stopping: Default::default(),
+        exe: guard::exe_identity(),
     });
     listener
         .set_nonblocking(true)
@@ -339,14 +375,20 @@ pub fn serve() -> Result<()> {
             Err(_) => std::thread::sleep(Duration::from_millis(20)),
         }
     }
-    let _ = std::fs::remove_file(&socket);
+    // the pid file first: a daemon started once the socket is gone writes its own
     let _ = std::fs::remove_file(pid_path(&socket));
+    let _ = std::fs::remove_file(&socket);
+    drop(listener);
+    // links under way finish for their clients (those nobody waits for are killed)
+    while *server.running.lock().unwrap() > 0 {
+        std::thread::sleep(Duration::from_millis(20));
+    }
     Ok(())
 }
 
 fn handle(server: &Server, mut stream: UnixStream) {
     let _ = stream.set_nonblocking(false);
-    let Some((peer_uid, peer_pid)) = peer(&stream) else {
+    let Some((peer_uid, peer_pid)) = guard::peer(&stream) else {
         return;
     };
     if peer_uid != uid() {
@@ -374,31 +416,75 @@ fn handle(server: &Server, mut stream: UnixStream) {
         let _ = send(&mut stream, &[("exit", b"0")]);
         return;
     }
+    // a client of another binary (nvlinkrs was replaced): this daemon makes way
+    if let Some((_, exe)) = request.iter().find(|(k, _)| k == "exe")
+        && exe.as_slice() != server.exe.as_bytes()
+    {
+        server
+            .stopping
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let _ = send(&mut stream, &[("stale", b"")]);
+        return;
+    }
     // identical requests in flight are done once
     let key = encode(request.iter().map(|(k, v)| (k.as_str(), v.as_slice())));
     let (answer, first) = {
         let mut in_flight = server.in_flight.lock().unwrap();
-        match in_flight.get(&key) {
+        let (a, first) = match in_flight.get(&key) {
             Some(a) => (Arc::clone(a), false),
             None => {
                 let a: Answer = Default::default();
                 in_flight.insert(key.clone(), Arc::clone(&a));
                 (a, true)
             }
-        }
+        };
+        a.0.lock().unwrap().clients += 1;
+        (a, first)
     };
     if first {
-        let result = run_link(server, &request, peer_pid);
-        server.in_flight.lock().unwrap().remove(&key);
-        *answer.0.lock().unwrap() = Some(result);
+        // no client waits once this one has hung up and the others too
+        let mut gone = false;
+        let abandoned = || {
+            if !gone && guard::hung_up(&stream) {
+                gone = true;
+                answer.0.lock().unwrap().clients -= 1;
+            }
+            let mut in_flight = server.in_flight.lock().unwrap();
+            let nobody = answer.0.lock().unwrap().clients == 0;
+            if nobody {
+                in_flight.remove(&key);
+            }
+            nobody
+        };
+        let result = run_link(server, &request, peer_pid, abandoned);
+        {
+            let mut in_flight = server.in_flight.lock().unwrap();
+            if in_flight.get(&key).is_some_and(|a| Arc::ptr_eq(a, &answer)) {
+                in_flight.remove(&key);
+            }
+        }
+        let Some(result) = result else {
+            return;
+        };
+        answer.0.lock().unwrap().frames = Some(result);
         answer.1.notify_all();
     }
     let frames = {
-        let mut done = answer.0.lock().unwrap();
-        while done.is_none() {
-            done = answer.1.wait(done).unwrap();
+        let mut shared = answer.0.lock().unwrap();
+        loop {
+            if let Some(f) = &shared.frames {
+                break f.clone();
+            }
+            shared = answer
+                .1
+                .wait_timeout(shared, Duration::from_millis(50))
+                .unwrap()
+                .0;
+            if shared.frames.is_none() && guard::hung_up(&stream) {
+                shared.clients -= 1;
+                return;
+            }
         }
-        done.clone().unwrap_or_default()
     };
     let refs: Vec<(&str, &[u8])> = frames
         .iter()
@@ -407,12 +493,14 @@ fn handle(server: &Server, mut stream: UnixStream) {
     let _ = send(&mut stream, &refs);
 }
 
-/// Runs one link as a child process, within the daemon's budget; the answer frames.
+/// Runs one link as a child process, its extra threads within the daemon's budget; the
+/// answer frames, or `None` when it was killed because no client waited any more.
 fn run_link(
     server: &Server,
     request: &[(String, Vec<u8>)],
     client_pid: u32,
-) -> Vec<(String, Vec<u8>)> {
+    abandoned: impl FnMut() -> bool,
+) -> Option<Vec<(String, Vec<u8>)>> {
     let text = |v: &[u8]| String::from_utf8_lossy(v).into_owned();
     let args: Vec<String> = request
         .iter()
@@ -424,23 +512,21 @@ fn run_link(
         .find(|(k, _)| k == "cwd")
         .map(|(_, v)| PathBuf::from(text(v)));
     let fail = |m: String| {
-        vec![
+        Some(vec![
             ("err".to_string(), m.into_bytes()),
             ("exit".to_string(), b"1".to_vec()),
-        ]
+        ])
     };
     let Some(cwd) = cwd.filter(|c| c.is_absolute() && c.is_dir()) else {
         return fail("nvlinkrs daemon: the request has no usable working directory\n".into());
     };
-    let Ok(exe) = std::env::current_exe() else {
-        return fail("nvlinkrs daemon: cannot find its own program\n".into());
-    };
-    // the link's own token: the one every jobserver child runs on
-    let Ok(token) = server.tokens.acquire() else {
-        return fail("nvlinkrs daemon: its job budget is broken\n".into());
-    };
-    *server.running.lock().unwrap() += 1;
-    let mut cmd = std::process::Command::new(exe);
+    // the daemon's own binary, even when its file was replaced or removed since
+    let mut cmd = std::process::Command::new("/proc/self/exe");
+    let arg0 = request.iter().find(|(k, _)| k == "arg0");
+    std::os::unix::process::CommandExt::arg0(
+        &mut cmd,
+        arg0.map_or_else(|| "nvlinkrs".into(), |(_, v)| text(v)),
+    );
     cmd.args(&args)
         .current_dir(&cwd)
         .env_clear()
@@ -448,7 +534,7 @@ fn run_link(
     let mut makeflags = None;
     for (_, v) in request.iter().filter(|(k, _)| k == "env") {
         if let Some((name, value)) = text(v).split_once('=')
-            && ENV.contains(&name)
+            && forwarded(name)
         {
             if name == "MAKEFLAGS" {
                 makeflags = Some(value.to_string());
@@ -473,18 +559,23 @@ fn run_link(
             server.tokens.configure_make(&mut cmd);
         }
     }
-    let out = cmd.output();
+    *server.running.lock().unwrap() += 1;
+    let ended = child::run(cmd, abandoned);
     *server.running.lock().unwrap() -= 1;
-    drop(token);
-    match out {
-        Ok(o) => vec![
-            ("err".into(), o.stderr),
-            ("out".into(), o.stdout),
+    match ended {
+        Ok(child::Ended::Done {
+            status,
+            stderr,
+            stdout,
+        }) => Some(vec![
+            ("err".into(), stderr),
+            ("out".into(), stdout),
             (
                 "exit".into(),
-                o.status.code().unwrap_or(1).to_string().into_bytes(),
+                status.code().unwrap_or(1).to_string().into_bytes(),
             ),
-        ],
+        ]),
+        Ok(child::Ended::Abandoned) => None,
         Err(e) => fail(format!("nvlinkrs daemon: cannot run the link: {e}\n")),
     }
 }
