@@ -721,10 +721,8 @@ impl LinkArgs {
             ));
         }
         check_conflicts(self)?;
+        // without -nvvmpath (nvlink requires one), libNVVM comes from the toolkit found
         let lto = self.link_time_opt || self.dlto;
-        if lto && self.nvvmpath.is_none() {
-            return Err(Error::fatal("-nvvmpath should be specified with -lto"));
-        }
         Ok(LinkRequest {
             machine: self.machine.clone(),
             cpu_arch: self.cpu_arch.clone(),
@@ -907,10 +905,7 @@ mod tests {
             msg("-arch=lto_90 -o x a.o"),
             "Link target of 'lto_90' is virtual target that is not JIT-able; use 'sm_' target instead"
         );
-        assert_eq!(
-            msg("-arch=sm_90 -lto -o x a.o"),
-            "-nvvmpath should be specified with -lto"
-        );
+        assert_eq!(msg("-arch=sm_90 -lto -o x a.o"), "ok");
         assert_eq!(
             msg("-arch=sm_90 -o x -optf /nonexistent/opts a.o"),
             "Could not open options file '/nonexistent/opts'"

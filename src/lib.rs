@@ -26,6 +26,7 @@ pub mod lto;
 pub mod merge;
 pub mod output;
 pub mod ptxas_driver;
+pub mod target;
 pub mod toolkit;
 mod toolnote;
 
@@ -198,10 +199,14 @@ fn link_phases(
     }
     let hosts = lto::pool::hosts(&trees);
     let mut lto_cubins = Vec::new();
+    let mut lto_from = Vec::new();
     if req.lto {
         match lto_phase(req, &trees, diag, &mut timings, cache)? {
             LtoOutcome::Written => return finish(req, &hosts, true, timings),
-            LtoOutcome::Relocatable(c) => lto_cubins = c,
+            LtoOutcome::Relocatable(c, from) => {
+                lto_cubins = c;
+                lto_from = from;
+            }
             LtoOutcome::NoIr => {}
         }
     }
@@ -215,6 +220,7 @@ fn link_phases(
     let inputs = timings.phase("assemble", || objects(req, units, lto_cubins, cache))?;
     let mut options = merge_options(req);
     options.kernels = kernel_filter(req, &hosts);
+    options.lto_from = lto_from;
     let (image, steps) =
         timings.phase("merge", || merge::link_with_steps(&inputs, &options, diag))?;
     timings.merge_steps = steps;
@@ -240,7 +246,7 @@ enum LtoOutcome {
     Written,
     /// Partial LTO or a split compile: the relocatable cubins of the IR (one per split
     /// piece), to merge with the rest.
-    Relocatable(Vec<merge::Input>),
+    Relocatable(Vec<merge::Input>, Vec<String>),
     /// No IR in the inputs: an ordinary link.
     NoIr,
 }
@@ -257,6 +263,7 @@ fn merge_options(req: &LinkRequest) -> merge::MergeOptions {
         note_output: req.debug.then(|| toolnote::file_name(&req.output)),
         dump_callgraph: req.dump_callgraph.is_some(),
         kernels: None,
+        lto_from: Vec::new(),
     }
 }
 
@@ -467,10 +474,12 @@ fn lto_phase(
             jobs::phase(engine.1, || engine.0.compile(&modules, &options, diag))
         })
         .map_err(|e| explain_newer_ir(e, &modules, req.target))?;
-    if from_host && !pool.cudadevrt && !partial {
-        return Err(Error::fatal("expected libcudadevrt object"));
-    }
+    // (checked after ptxas, as nvlink does: an unresolved extern function is ptxas's error)
+    let no_cudadevrt = from_host && !pool.cudadevrt && !partial;
     if req.emit_ptx {
+        if no_cudadevrt {
+            return Err(Error::fatal("expected libcudadevrt object"));
+        }
         output::write_atomic(&req.output, &lto_out.ptx.concat())?;
         return Ok(LtoOutcome::Written);
     }
@@ -511,6 +520,9 @@ fn lto_phase(
         }
         cubins.push(a.cubin);
     }
+    if no_cudadevrt {
+        return Err(Error::fatal("expected libcudadevrt object"));
+    }
     if relocatable {
         let inputs = cubins
             .into_iter()
@@ -522,7 +534,8 @@ fn lto_phase(
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        return Ok(LtoOutcome::Relocatable(inputs));
+        let from = pool.modules.iter().map(|m| m.module.name.clone()).collect();
+        return Ok(LtoOutcome::Relocatable(inputs, from));
     }
     timings.phase("write", || output::write_atomic(&req.output, &cubins[0]))?;
     Ok(LtoOutcome::Written)
@@ -599,13 +612,18 @@ fn engine_uncached(
             ))
         }
         _ => {
-            // nvlink loads `<nvvmpath>/lib64/libnvvm.so` and nothing else (`-lto` requires
-            // `-nvvmpath`, checked with the command line).
-            let nvvmpath = req
-                .nvvmpath
-                .as_deref()
-                .ok_or_else(|| Error::fatal("-nvvmpath should be specified with -lto"))?;
-            let path = nvvmpath.join("lib64").join("libnvvm.so");
+            // nvlink loads `<nvvmpath>/lib64/libnvvm.so` and nothing else; without
+            // `-nvvmpath` (which nvlink requires) the toolkit's libNVVM
+            let path = match req.nvvmpath.as_deref() {
+                Some(nvvmpath) => nvvmpath.join("lib64").join("libnvvm.so"),
+                None => toolkit::Toolkit::discover(req.cuda_path.as_deref(), None)?
+                    .libnvvm(None)
+                    .ok_or_else(|| {
+                        Error::fatal("-nvvmpath should be specified with -lto").context(
+                            "no libNVVM in the CUDA toolkit found either (nvvm/lib64/libnvvm.so)",
+                        )
+                    })?,
+            };
             let lib = lto::libnvvm::LibNvvm::load(&path)?;
             if req.split_compile_extended.is_some_and(|n| n != 1) {
                 // libNVVM's own threads are not reliable: see lto::isolated

@@ -50,7 +50,25 @@ fn inspect_main(args: &[String]) -> Result<(), Error> {
 }
 
 fn link_main(args: &[String], diag: &mut Diagnostics) -> Result<(), Error> {
-    let (parsed, warnings, given) = cli::parse(args)?;
+    let (mut parsed, warnings, given) = cli::parse(args)?;
+    // without -arch (nvcc always gives one): the architecture every input holds code for
+    let mut inferred = None;
+    if parsed.arch.is_none()
+        && !parsed.help
+        && !parsed.version
+        && parsed.output_file.is_some()
+        && !parsed.inputs.is_empty()
+    {
+        let lto = parsed.link_time_opt || parsed.dlto;
+        let arch = nvlinkrs::target::infer(
+            &parsed.inputs,
+            &parsed.library,
+            &parsed.library_path,
+            lto,
+        )?;
+        parsed.arch = Some(arch.to_string());
+        inferred = Some(arch);
+    }
     diag.configure(
         parsed.disable_warnings,
         parsed.disable_infos,
@@ -64,6 +82,11 @@ fn link_main(args: &[String], diag: &mut Diagnostics) -> Result<(), Error> {
     );
     for w in &warnings {
         diag.warning(w);
+    }
+    if let (Some(arch), true) = (inferred, parsed.verbose) {
+        diag.info(&format!(
+            "no -arch given: linking for {arch}, the architecture every input holds code for"
+        ));
     }
     if parsed.help {
         print!("{}", cli::help_text());

@@ -47,6 +47,9 @@ pub struct MergeOptions {
     /// The kernels to keep when the link is narrowed (host references or
     /// `-kernels-used`); `None` keeps every kernel.
     pub kernels: Option<crate::lto::HostRefs>,
+    /// The inputs whose IR libNVVM compiled into the `lto.cubin` input (partial LTO),
+    /// named after nvlink's message for an undefined reference in it.
+    pub lto_from: Vec<String>,
 }
 
 /// One input cubin and where it came from.
@@ -851,9 +854,17 @@ impl<'a> Merger<'a> {
         let mut missing = Vec::new();
         for name in unresolved {
             if let Some(&i) = first_use.get(name) {
+                let origin = self.origin(i);
+                // nvlink's text, then which inputs `lto.cubin` was compiled from
+                let from = match (origin == "lto.cubin", self.opts.lto_from.is_empty()) {
+                    (true, false) => format!(
+                        "\n  lto.cubin: what libNVVM compiled from the IR of '{}'",
+                        self.opts.lto_from.join("', '")
+                    ),
+                    _ => String::new(),
+                };
                 missing.push(format!(
-                    "Undefined reference to '{name}' in '{}'",
-                    self.origin(i)
+                    "Undefined reference to '{name}' in '{origin}'{from}"
                 ));
             }
         }
