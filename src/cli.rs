@@ -711,10 +711,12 @@ impl LinkArgs {
                 "Link target of '{arch_s}' is virtual target that is not JIT-able; use 'sm_' target instead"
             )));
         }
-        let output = self
-            .output_file
-            .clone()
-            .ok_or_else(|| Error::fatal("Must specify output file with -o option"))?;
+        // (a compute_XX target writes no image, and needs no -o)
+        let output = match (&self.output_file, target_kind) {
+            (Some(o), _) => o.clone(),
+            (None, TargetKind::Virtual) => PathBuf::new(),
+            (None, _) => return Err(Error::fatal("Must specify output file with -o option")),
+        };
         if self.inputs.is_empty() && self.library.is_empty() {
             return Err(Error::fatal(
                 "No input files specified; use option --help for more information",

@@ -92,6 +92,14 @@ pub fn link(req: &LinkRequest, diag: &Diagnostics) -> Result<Timings> {
             req.target
         ));
     }
+    if req.target_kind == arch::TargetKind::Virtual {
+        // -arch=compute_XX (nvcc -arch=compute_XX, PTX only): nvlink reads the inputs and
+        // writes the --register-link-binaries file, and no image
+        let paths = input::input_list(&req.inputs, &req.libraries, &req.library_paths);
+        let trees = input::load(&paths, input::Mode::Link { lto: req.lto })?;
+        diag.check()?;
+        return finish(req, &lto::pool::hosts(&trees), false, Timings::default());
+    }
     let cache = match &req.cache_dir {
         Some(dir) => Some(std::sync::Arc::new(cache::Cache::open(
             dir,
@@ -384,6 +392,13 @@ fn drop_unused_system(inputs: Vec<merge::Input>) -> Vec<merge::Input> {
 
 /// A cubin the merge can take: relocatable, for the target's SM.
 fn check_object(c: &elf::cubin::Cubin, req: &LinkRequest) -> Result<()> {
+    if c.e_type == 0xFF00 {
+        // nvlink links it; its shared memory comes already laid out per kernel
+        return Err(Error::fatal(format!(
+            "'{}' holds --extensible-whole-program code (e_type 0xff00), which nvlinkrs does not link yet; refusing rather than writing another image than nvlink's",
+            c.origin
+        )));
+    }
     if c.e_type != 1 {
         return Err(Error::fatal(format!(
             "'{}' is not a relocatable device object (e_type {}); only objects built with -rdc=true / -dc / ptxas -c can be linked",
