@@ -69,8 +69,9 @@ fn differential(args: &[String]) -> Result<bool, String> {
     let mut identical = false;
     match (&want.output, &got.output) {
         (Some(e), Some(a)) => match equiv::compare(e, a) {
-            Ok(r) if r.equivalent() => identical = r.identical,
-            Ok(r) => d.extend(r.differences),
+            // (the tool note's command line counts here: nvlinkrs records nvlink's)
+            Ok(r) if r.equivalent() && r.notes.is_empty() => identical = r.identical,
+            Ok(r) => d.extend(r.differences.into_iter().chain(r.notes)),
             Err(e) => d.push(e.to_string()),
         },
         (None, None) => {}
@@ -1042,7 +1043,7 @@ fn nvcc_drop_in() {
         assert_eq!(our_reg, their_reg, "register-link-binaries (lto {lto})");
         let report = equiv::compare(&theirs, &ours).unwrap();
         assert!(
-            report.differences.is_empty(),
+            report.differences.is_empty() && report.notes.is_empty(),
             "lto {lto}: {:?}",
             report.differences
         );
@@ -1351,7 +1352,8 @@ fn nvcc_mode(bin: &Path, path: &str, work: &Path, steps: &[Vec<String>]) -> Resu
                 }
             }
             (Some(t), Some(o)) => {
-                let d = equiv::compare(t, o).map_err(|e| e.to_string())?.differences;
+                let r = equiv::compare(t, o).map_err(|e| e.to_string())?;
+                let d: Vec<String> = r.differences.into_iter().chain(r.notes).collect();
                 if !d.is_empty() {
                     return Err(format!("{what}\n    {}", d.join("\n    ")));
                 }
@@ -1395,4 +1397,51 @@ fn nvcc_extensible_whole_program_is_refused_by_name() {
     assert_eq!(r.status.code(), Some(1), "{err}");
     assert!(err.contains("'k1.o' holds --extensible-whole-program code"), "{err}");
     assert!(!d.join("out.cubin").exists());
+}
+
+/// `nvlinkrs compare`: two images that differ only in the tool note's command line are
+/// equivalent with a note (exit 0); a long list of differences is cut after `--limit`
+/// and the rest counted by kind (exit 2).
+#[test]
+fn compare_notes_command_lines_and_summarises() {
+    let dir = tempfile::tempdir().unwrap();
+    let link = |out: &str, extra: &[&str]| {
+        let sm = if extra.contains(&"-arch=sm_80") { 80 } else { 90 };
+        let st = Command::new(nvlinkrs())
+            .args(extra)
+            .args(args(&[&format!("a_{sm}.cubin"), &format!("b_{sm}.cubin")]))
+            .arg("-o")
+            .arg(dir.path().join(out))
+            .status()
+            .unwrap();
+        assert!(st.success());
+        dir.path().join(out)
+    };
+    let plain = link("plain.cubin", &["-arch=sm_90"]);
+    let verbose = link("v.cubin", &["-arch=sm_90", "-w"]);
+    let other = link("other.cubin", &["-arch=sm_80"]);
+    let compare = |a: &Path, b: &Path, extra: &[&str]| {
+        let r = Command::new(nvlinkrs())
+            .arg("compare")
+            .args(extra)
+            .arg(a)
+            .arg(b)
+            .output()
+            .unwrap();
+        (r.status.code(), String::from_utf8_lossy(&r.stdout).into_owned())
+    };
+    let (code, out) = compare(&plain, &verbose, &[]);
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(
+        out,
+        "note: tool note command line: \"-arch sm_90 \" vs \"-arch sm_90 -w  \"\n\
+         equivalent but for the tool note's command line\n"
+    );
+    let (code, out) = compare(&plain, &plain, &[]);
+    assert_eq!((code, out.as_str()), (Some(0), "byte-identical\n"));
+    let (code, out) = compare(&plain, &other, &["--limit", "2"]);
+    assert_eq!(code, Some(2), "{out}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[2].starts_with("... and ") && lines[2].contains(" more: "), "{out}");
+    assert!(lines.last().unwrap().starts_with("not equivalent: "), "{out}");
 }
