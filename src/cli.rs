@@ -223,6 +223,12 @@ pub struct LinkArgs {
     /// Write a JSON report of the link to FILE: stage times, cache hits and misses.
     #[arg(long = "report-json", value_name = "FILE")]
     pub report_json: Option<PathBuf>,
+    /// Print progress as plain lines with the elapsed time (also NVLINKRS_PROGRESS=1).
+    #[arg(long = "progress")]
+    pub progress: bool,
+    /// Link through the per-user daemon (also NVLINKRS_DAEMON=1).
+    #[arg(long = "daemon")]
+    pub daemon: bool,
     #[arg(value_name = "FILE")]
     pub inputs: Vec<PathBuf>,
 }
@@ -291,10 +297,19 @@ const IMPLEMENTED: &[&str] = &[
     "device-stack-protector-frame-size-threshold",
     "cuda-api-version",
     "verbose-tkinfo",
+    "progress",
+    "daemon",
 ];
 
 /// nvlinkrs' own options: not nvlink's, taken with one dash or two.
-const OWN: &[&str] = &["cuda-path", "cache-dir", "report-json", "verbose-keep"];
+const OWN: &[&str] = &[
+    "cuda-path",
+    "cache-dir",
+    "report-json",
+    "verbose-keep",
+    "progress",
+    "daemon",
+];
 
 struct OptSpec {
     canonical: String,

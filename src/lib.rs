@@ -27,6 +27,7 @@ pub mod lto;
 pub mod merge;
 pub mod optcheck;
 pub mod output;
+mod report;
 pub mod ptxas_driver;
 pub mod target;
 pub mod toolkit;
@@ -71,8 +72,10 @@ pub struct Timings {
 impl Timings {
     fn phase<T>(&mut self, name: &'static str, f: impl FnOnce() -> Result<T>) -> Result<T> {
         let t = Instant::now();
+        jobs::progress_line(name, None);
         let r = f();
         self.phases.push((name, t.elapsed()));
+        jobs::progress_line(name, Some(t.elapsed()));
         r
     }
 }
@@ -80,6 +83,7 @@ impl Timings {
 /// Runs a device link: from the cache when the same link (tools, options, input
 /// contents) was done before, else phase by phase, caching what it can.
 pub fn link(req: &LinkRequest, diag: &Diagnostics) -> Result<Timings> {
+    let started = Instant::now();
     if req.preserve_relocs && req.target.sm >= 100 {
         // (nvlink lists the capsule-Mercury relocations too there; not done yet)
         return Err(Error::fatal(format!(
@@ -111,7 +115,7 @@ pub fn link(req: &LinkRequest, diag: &Diagnostics) -> Result<Timings> {
     };
     let Some(cache) = cache else {
         let t = link_phases(req, diag, None)?;
-        report(req, &t, None, "off")?;
+        report::write(req, &t, None, "off", started)?;
         return Ok(t);
     };
     let key = linkcache::key(req, &cache);
@@ -124,7 +128,7 @@ pub fn link(req: &LinkRequest, diag: &Diagnostics) -> Result<Timings> {
             phases: vec![("cache", std::time::Duration::ZERO)],
             ..Default::default()
         };
-        report(req, &t, Some(&cache), "hit")?;
+        report::write(req, &t, Some(&cache), "hit", started)?;
         return Ok(t);
     }
     let timings = {
@@ -137,51 +141,10 @@ pub fn link(req: &LinkRequest, diag: &Diagnostics) -> Result<Timings> {
         linkcache::store(req, diag, earlier, &cache, key)?;
     }
     let whole = if key.is_some() { "miss" } else { "not cached" };
-    report(req, &timings, Some(&cache), whole)?;
+    report::write(req, &timings, Some(&cache), whole, started)?;
     Ok(timings)
 }
 
-/// `--report-json FILE`: the stages with their times, and the cache's hits and misses.
-fn report(
-    req: &LinkRequest,
-    timings: &Timings,
-    cache: Option<&cache::Cache>,
-    whole_link: &str,
-) -> Result<()> {
-    let Some(path) = &req.report_json else {
-        return Ok(());
-    };
-    let stages: Vec<serde_json::Value> = timings
-        .phases
-        .iter()
-        .map(|(name, d)| serde_json::json!({"stage": name, "ms": d.as_secs_f64() * 1000.0}))
-        .collect();
-    let counts: serde_json::Map<String, serde_json::Value> = cache
-        .map(|c| c.counts())
-        .unwrap_or_default()
-        .into_iter()
-        .map(|(stage, hits, misses)| (stage, serde_json::json!({"hits": hits, "misses": misses})))
-        .collect();
-    let doc = serde_json::json!({
-        "output": req.output.display().to_string(),
-        "stages": stages,
-        "merge_steps": timings
-            .merge_steps
-            .iter()
-            .map(|(name, d)| serde_json::json!({"step": name, "ms": d.as_secs_f64() * 1000.0}))
-            .collect::<Vec<_>>(),
-        "partial_lto_because_of": timings.partial_lto,
-        "consensus": timings.consensus,
-        // the most jobs each pool ran at once (threads of this process, within make's
-        // jobserver tokens or the daemon's budget)
-        "peak_jobs": jobs::peaks()
-            .into_iter()
-            .map(|(phase, n)| (phase, serde_json::json!(n)))
-            .collect::<serde_json::Map<_, _>>(),
-        "cache": {"whole_link": whole_link, "stages": counts},
-    });
-    output::write_atomic(path, format!("{doc:#}\n").as_bytes())
-}
 
 /// The phases of a link, in order.
 fn link_phases(

@@ -31,7 +31,7 @@ fn inspect_main(files: &[PathBuf], json: bool) -> Result<(), Error> {
         .map_err(|e| Error::fatal(format!("cannot write to stdout: {e}")))
 }
 
-fn link_main(args: &[String], diag: &mut Diagnostics) -> Result<(), Error> {
+fn link_main(args: &[String], diag: &mut Diagnostics, started: std::time::Instant) -> Result<(), Error> {
     let (mut parsed, warnings, given) = cli::parse(args)?;
     // without -arch (nvcc always gives one): the architecture every input holds code for
     let mut inferred = None;
@@ -62,6 +62,9 @@ fn link_main(args: &[String], diag: &mut Diagnostics) -> Result<(), Error> {
             .map(|a| format!(" (target: {a})"))
             .unwrap_or_default(),
     );
+    if parsed.progress || std::env::var("NVLINKRS_PROGRESS").is_ok_and(|v| v == "1") {
+        nvlinkrs::jobs::plain_progress(started);
+    }
     for w in &warnings {
         diag.warning(w);
     }
@@ -227,6 +230,7 @@ fn run_command(command: Command) -> Result<(), Error> {
 }
 
 fn main() -> ExitCode {
+    let started = std::time::Instant::now();
     grow_heap_in_large_steps();
     // before any file is opened: the descriptors of make's jobserver, if it shares one
     nvlinkrs::jobs::connect_jobserver();
@@ -263,7 +267,7 @@ fn main() -> ExitCode {
         }
     } else {
         nvlinkrs::one_shot_process();
-        in_worker(|| link_main(&args, &mut diag))
+        in_worker(|| link_main(&args, &mut diag, started))
     };
     match result {
         Ok(()) if diag.error_count() == 0 => ExitCode::SUCCESS,

@@ -1125,6 +1125,18 @@ fn report_lists_merge_steps() {
             "finish"
         ]
     );
+    // what the link used: version, toolkit, inputs with their sizes, total time, and
+    // neither daemon, cache nor jobserver here
+    assert_eq!(doc["nvlinkrs"], env!("CARGO_PKG_VERSION"));
+    let inputs = doc["inputs"].as_array().unwrap();
+    assert_eq!(inputs.len(), 2);
+    assert!(inputs[0]["path"].as_str().unwrap().ends_with("a_100.cubin"));
+    assert!(inputs[0]["bytes"].as_u64().unwrap() > 0);
+    assert!(doc["toolkit"]["root"].is_string());
+    assert_eq!(
+        (&doc["daemon"], &doc["cache_used"], &doc["jobserver"]),
+        (&false.into(), &false.into(), &false.into())
+    );
     let sum: f64 = steps.iter().map(|s| s["ms"].as_f64().unwrap()).sum();
     let merge = doc["stages"]
         .as_array()
@@ -1138,6 +1150,44 @@ fn report_lists_merge_steps() {
         sum > 0.0 && sum <= merge,
         "steps {sum} ms, merge {merge} ms"
     );
+    assert!(doc["total_ms"].as_f64().unwrap() >= merge);
+}
+
+/// `NVLINKRS_PROGRESS=1` (or `--progress`): plain progress lines with the elapsed time on
+/// a stderr that is not a terminal, one when each stage starts and one when it ends;
+/// nothing of the kind without it.
+#[test]
+fn progress_lines_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |env: Option<&str>, extra: &[&str]| {
+        let mut cmd = Command::new(nvlinkrs());
+        cmd.arg("-arch=sm_90")
+            .args(args(&["a_90.cubin", "b_90.cubin"]))
+            .args(extra)
+            .arg("-o")
+            .arg(dir.path().join("o.cubin"))
+            .env_remove("NVLINKRS_PROGRESS");
+        if let Some(v) = env {
+            cmd.env("NVLINKRS_PROGRESS", v);
+        }
+        let r = cmd.output().unwrap();
+        assert!(r.status.success());
+        String::from_utf8_lossy(&r.stderr).into_owned()
+    };
+    for err in [run(Some("1"), &[]), run(None, &["--progress"])] {
+        let lines: Vec<&str> = err.lines().collect();
+        for stage in ["read", "gather", "merge", "write"] {
+            let start = lines.iter().position(|l| {
+                l.starts_with("nvlinkrs: [") && l.ends_with(&format!(" s] {stage}"))
+            });
+            let end = lines
+                .iter()
+                .position(|l| l.contains(&format!(" s] {stage} done in ")));
+            assert!(start.is_some() && end > start, "{stage}: {err}");
+        }
+        assert!(!err.contains('\r'), "{err:?}");
+    }
+    assert_eq!(run(None, &[]), "");
 }
 
 /// Small whole-program sources (each file's device code its own) for the nvcc modes table.
