@@ -297,6 +297,9 @@ const IMPLEMENTED: &[&str] = &[
     "device-stack-protector-frame-size-threshold",
     "cuda-api-version",
     "verbose-tkinfo",
+    // (the name messages start with and the image's note gives)
+    "tool-name",
+    "suppress-stack-size-warning",
     "progress",
     "daemon",
 ];
@@ -619,6 +622,8 @@ pub struct LinkRequest {
     pub force_whole_lto: bool,
     /// Options that change only messages, which the tool note records.
     pub recorded: Recorded,
+    /// `-tool-name NAME`: what messages and the image's note call the linker.
+    pub tool_name: Option<String>,
 }
 
 /// Options that change messages, not the image; nvlink records them in its tool note.
@@ -760,6 +765,7 @@ impl LinkArgs {
                 extra_warnings: self.extra_warnings,
                 use_host_info: self.use_host_info,
             },
+            tool_name: self.tool_name.clone(),
         })
     }
 }

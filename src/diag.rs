@@ -143,6 +143,11 @@ struct DiagState {
 }
 
 impl Diagnostics {
+    /// `-tool-name NAME`: the name messages start with.
+    pub fn set_tool(&mut self, tool: &str) {
+        self.tool = tool.to_string();
+    }
+
     pub fn new(tool: &str) -> Diagnostics {
         Diagnostics {
             tool: tool.to_string(),

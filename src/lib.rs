@@ -237,6 +237,8 @@ fn merge_options(req: &LinkRequest) -> merge::MergeOptions {
         dump_callgraph: req.dump_callgraph.is_some(),
         kernels: None,
         lto_from: Vec::new(),
+        suppress_stack_size_warning: req.recorded.suppress_stack_size_warning,
+        tool_name: req.tool_name.clone(),
     }
 }
 

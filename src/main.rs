@@ -62,6 +62,9 @@ fn link_main(args: &[String], diag: &mut Diagnostics, started: std::time::Instan
             .map(|a| format!(" (target: {a})"))
             .unwrap_or_default(),
     );
+    if let Some(name) = &parsed.tool_name {
+        diag.set_tool(name);
+    }
     if parsed.progress || std::env::var("NVLINKRS_PROGRESS").is_ok_and(|v| v == "1") {
         nvlinkrs::jobs::plain_progress(started);
     }

@@ -1495,3 +1495,46 @@ fn compare_notes_command_lines_and_summarises() {
     assert!(lines[2].starts_with("... and ") && lines[2].contains(" more: "), "{out}");
     assert!(lines.last().unwrap().starts_with("not equivalent: "), "{out}");
 }
+
+/// A kernel whose call tree recurses: nvlink's warning that its stack size cannot be
+/// determined, none with `-suppress-stack-size-warning` (recorded in the tool note), and
+/// `-tool-name` naming the messages; the same exit codes, messages and images as nvlink.
+#[test]
+fn recursion_warning_and_its_suppression() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("rec.cu"),
+        "__device__ __noinline__ int fib(int n) { return n <= 1 ? n : fib(n - 1) + fib(n - 2); }\n\
+         __global__ void k(int *p) { p[0] = fib(p[1]); }\n",
+    )
+    .unwrap();
+    for sm in [90, 100] {
+        let r = Command::new(cuda().join("bin/nvcc"))
+            .current_dir(d)
+            .arg("-cubin")
+            .arg("-rdc=true")
+            .arg(format!("-arch=sm_{sm}"))
+            .args(["rec.cu", "-o"])
+            .arg(format!("rec{sm}.cubin"))
+            .output()
+            .unwrap();
+        assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+        let rec = d.join(format!("rec{sm}.cubin")).display().to_string();
+        for extra in [None, Some("-suppress-stack-size-warning"), Some("-tool-name=mylink")] {
+            let mut a = vec![format!("-arch=sm_{sm}"), rec.clone()];
+            a.extend(extra.map(String::from));
+            if let Err(e) = differential(&a) {
+                panic!("sm_{sm} {extra:?}: {e}");
+            }
+        }
+    }
+    let rec = d.join("rec90.cubin").display().to_string();
+    let out = Command::new(nvlinkrs())
+        .args(["-arch=sm_90", &rec, "-o"])
+        .arg(d.join("o.cubin"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("Stack size for entry function '_Z1kPi' cannot be statically determined"), "{err}");
+}
