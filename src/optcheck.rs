@@ -77,11 +77,6 @@ pub fn check_conflicts(a: &LinkArgs) -> Result<()> {
     if let Some(v) = &a.cuda_api_version {
         cuda_api_version(v)?;
     }
-    if a.verbose_tkinfo.as_deref() == Some("true") {
-        return Err(Error::fatal(
-            "option '-verbose-tkinfo=true' (inputs and output in the tool note) is not implemented yet by nvlinkrs; refusing rather than ignoring it",
-        ));
-    }
     Ok(())
 }
 

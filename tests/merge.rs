@@ -493,6 +493,10 @@ fn links_equivalent_to_nvlink() {
             ]),
         ),
         (
+            "-verbose-tkinfo=true: the files in the tool note",
+            args(&["-arch=sm_90", "-verbose-tkinfo=true", "-v", "a_90.cubin", "b_90.cubin"]),
+        ),
+        (
             "message options in a debug link's tool note",
             args(&[
                 "-g",
