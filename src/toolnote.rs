@@ -30,7 +30,11 @@ pub fn command_line(req: &LinkRequest) -> String {
         s += &format!("{} -o {} ", inputs.join(","), file_name(&req.output));
     }
     flag(req.debug, "g", &mut s);
-    flag(r.suppress_stack_size_warning, "suppress-stack-size-warning", &mut s);
+    flag(
+        r.suppress_stack_size_warning,
+        "suppress-stack-size-warning",
+        &mut s,
+    );
     flag(r.suppress_arch_warning, "suppress-arch-warning", &mut s);
     s += &format!("-arch {} ", req.target);
     if let Some(m) = &req.machine {
@@ -74,7 +78,11 @@ pub fn command_line(req: &LinkRequest) -> String {
     flag(r.extra_warnings, "extrawarn", &mut s);
     if req.lto {
         // recorded as spelled: `-dlto`, or `-lto` for `-lto` / `--link-time-opt`
-        flag(true, if req.lto_spelled_dlto { "dlto" } else { "lto" }, &mut s);
+        flag(
+            true,
+            if req.lto_spelled_dlto { "dlto" } else { "lto" },
+            &mut s,
+        );
         if let Some(p) = &req.nvvmpath {
             s += &format!("-nvvmpath {} ", p.display());
         }
