@@ -9,8 +9,10 @@ use std::path::PathBuf;
 
 use clap::{ArgAction, CommandFactory, FromArgMatches, Parser, parser::ValueSource};
 
-use crate::arch::{self, Arch, TargetKind};
+use crate::arch::{Arch, TargetKind};
 use crate::diag::{Error, Result};
+pub use crate::optcheck::{bool_value, int_value, number_value};
+use crate::optcheck::{CPU_ARCHS, check_conflicts, one_of, target};
 
 #[derive(Parser, Debug, Default, Clone)]
 #[command(
@@ -22,108 +24,157 @@ use crate::diag::{Error, Result};
                   Other commands: `nvlinkrs inspect [--json] FILE...`."
 )]
 pub struct LinkArgs {
+    /// With LTO: trade run-time speed for compile speed (0, min, mid, max).
     #[arg(
         long = "Ofast-compile",
         visible_alias = "Ofc",
         value_name = "0|min|mid|max"
     )]
     pub ofast_compile: Option<String>,
+    /// With LTO: pass these options on to libNVVM (comma-separated).
     #[arg(long = "Xnvvm", action = ArgAction::Append, value_name = "OPTIONS")]
     pub xnvvm: Vec<String>,
+    /// With LTO: pass these options on to ptxas (comma-separated).
     #[arg(long = "Xptxas", action = ArgAction::Append, value_name = "OPTIONS")]
     pub xptxas: Vec<String>,
-    #[arg(long = "Xfinalizer", action = ArgAction::Append, hide = true)]
-    pub xfinalizer: Vec<String>,
     /// Target architecture: sm_NN[a|f] (or compute_NN to JIT).
     #[arg(long = "arch", value_name = "ARCH")]
     pub arch: Option<String>,
-    #[arg(
-        long = "cpu-arch",
-        value_name = "X86|X86_64|ARMv7|AARCH64|PPC64LE|RISCV64|unknown"
-    )]
+    /// The host CPU: X86, X86_64, ARMv7, AARCH64, PPC64LE, RISCV64, unknown (noted in the image).
+    #[arg(long = "cpu-arch", value_name = "CPU")]
     pub cpu_arch: Option<String>,
+    /// The host link is a shared library (nvcc -shared); the device image is the same.
+    #[arg(long = "shared", hide = true)]
+    pub shared: bool,
+    /// Options for the host linker (used only to generate a host linker script).
+    #[arg(long = "host-linker-options", visible_alias = "Xlinker", action = ArgAction::Append, hide = true)]
+    pub host_linker_options: Vec<String>,
+    /// Accepted as nvlink does; it changes nothing in the image.
+    #[arg(long = "uumn", hide = true)]
+    pub uumn: bool,
+    /// Link for debugging: keep every function and the debug information.
     #[arg(long = "debug", visible_alias = "g")]
     pub debug: bool,
+    /// Guard device stacks against overflow (not done yet: refused).
     #[arg(long = "device-stack-protector", value_name = "true|false")]
     pub device_stack_protector: Option<String>,
     #[arg(long = "device-stack-protector-frame-size-threshold", hide = true)]
     pub device_stack_protector_frame_size_threshold: Option<String>,
+    /// Print no info messages.
     #[arg(long = "disable-infos")]
     pub disable_infos: bool,
+    /// Print no warnings.
     #[arg(long = "disable-warnings", visible_alias = "w")]
     pub disable_warnings: bool,
+    /// Link-time optimization of the device IR in the inputs (as -lto).
     #[arg(long = "dlto")]
     pub dlto: bool,
+    /// Print the call graph of the linked code, names demangled.
     #[arg(long = "dump-callgraph")]
     pub dump_callgraph: bool,
+    /// Print the call graph of the linked code, names as linked.
     #[arg(long = "dump-callgraph-no-demangle")]
     pub dump_callgraph_no_demangle: bool,
+    /// With LTO: write the optimized PTX instead of an image.
     #[arg(long = "emit-ptx")]
     pub emit_ptx: bool,
+    /// Warn about more possible problems (not done yet: refused).
     #[arg(long = "extra-warnings", visible_alias = "extrawarn")]
     pub extra_warnings: bool,
+    /// Write a host linker script instead of linking (not done yet: refused).
     #[arg(long = "gen-host-linker-script", visible_alias = "ghls", num_args = 0..=1, require_equals = true, default_missing_value = "lcs-aug")]
     pub gen_host_linker_script: Option<String>,
+    /// Print this help.
     #[arg(long = "help", visible_alias = "h")]
     pub help: bool,
+    /// Keep device code the host objects do not refer to.
     #[arg(long = "ignore-host-info")]
     pub ignore_host_info: bool,
+    /// Keep unused libcudadevrt code (not done yet: refused).
     #[arg(long = "keep-system-libraries")]
     pub keep_system_libraries: bool,
+    /// Keep only the kernels whose names contain one of these.
     #[arg(long = "kernels-used", action = ArgAction::Append)]
     pub kernels_used: Vec<String>,
+    /// Link lib<name>.a, searched in the -L folders.
     #[arg(long = "library", visible_alias = "l", action = ArgAction::Append)]
     pub library: Vec<String>,
+    /// Search this folder for -l libraries.
     #[arg(long = "library-path", visible_alias = "L", action = ArgAction::Append)]
     pub library_path: Vec<PathBuf>,
+    /// Link code built for tools patching (not done yet: refused).
     #[arg(long = "link-as-tools-patch", visible_alias = "astoolspatch")]
     pub link_as_tools_patch: bool,
+    /// Link-time optimization of the device IR in the inputs.
     #[arg(long = "link-time-opt", visible_alias = "lto")]
     pub link_time_opt: bool,
+    /// Pointer size of the host (only 64).
     #[arg(long = "machine", visible_alias = "m", value_name = "64")]
     pub machine: Option<String>,
+    /// With LTO: at most this many registers per function.
     #[arg(long = "maxrregcount", value_name = "N")]
     pub maxrregcount: Option<String>,
+    /// With LTO: the newest libNVVM (not done yet: refused).
     #[arg(long = "nvvm-latest")]
     pub nvvm_latest: bool,
+    /// With LTO: the libNVVM folder (default: the toolkit's nvvm/).
     #[arg(long = "nvvmpath", value_name = "DIR")]
     pub nvvmpath: Option<PathBuf>,
+    /// Read more options from this file.
     #[arg(long = "options-file", visible_alias = "optf", action = ArgAction::Append)]
     pub options_file: Vec<PathBuf>,
+    /// Write the linked image to this file.
     #[arg(long = "output-file", visible_alias = "o", value_name = "FILE")]
     pub output_file: Option<PathBuf>,
+    /// Keep the applied relocations in the image (up to sm_90).
     #[arg(long = "preserve-relocs")]
     pub preserve_relocs: bool,
+    /// Write the registration list nvcc's host link needs to this file.
     #[arg(long = "register-link-binaries", value_name = "FILE")]
     pub register_link_binaries: Option<PathBuf>,
+    /// Link into a relocatable object that can be linked again.
     #[arg(long = "relocatable-link", visible_alias = "r")]
     pub relocatable_link: bool,
+    /// Add the target architecture to every message.
     #[arg(long = "report-arch")]
     pub report_arch: bool,
+    /// With LTO: let libNVVM use this many threads.
     #[arg(long = "split-compile", value_name = "N")]
     pub split_compile: Option<String>,
+    /// With LTO: compile the program in this many pieces at once.
     #[arg(long = "split-compile-extended", value_name = "N")]
     pub split_compile_extended: Option<String>,
+    /// Do not warn about inputs without code for the target.
     #[arg(long = "suppress-arch-warning")]
     pub suppress_arch_warning: bool,
+    /// With -g: leave the debug information out.
     #[arg(long = "suppress-debug-info")]
     pub suppress_debug_info: bool,
+    /// Do not warn when a stack size is unknown (not done yet: refused).
     #[arg(long = "suppress-stack-size-warning")]
     pub suppress_stack_size_warning: bool,
+    /// Append how long each step took to this CSV file.
     #[arg(long = "time", value_name = "FILE")]
     pub time: Option<PathBuf>,
+    /// Read the unified-index file (not done yet: refused).
     #[arg(long = "uidx-file", visible_alias = "uidx")]
     pub uidx_file: Option<PathBuf>,
+    /// Drop device code the host objects do not refer to (the default).
     #[arg(long = "use-host-info")]
     pub use_host_info: bool,
+    /// Keep only the device variables whose names contain one of these.
     #[arg(long = "variables-used", action = ArgAction::Append)]
     pub variables_used: Vec<String>,
+    /// Print what the link did: resources of each kernel, LTO options.
     #[arg(long = "verbose", visible_alias = "v")]
     pub verbose: bool,
+    /// Print the link's steps as they run.
     #[arg(long = "verbose2", visible_alias = "v2")]
     pub verbose2: bool,
+    /// Print the version and the toolkit, ptxas and libNVVM found.
     #[arg(long = "version", visible_alias = "V")]
     pub version: bool,
+    /// Treat every warning as an error.
     #[arg(long = "warning-as-error", visible_alias = "Werror")]
     pub warning_as_error: bool,
     // Options nvlink accepts without listing them in --help.
@@ -139,15 +190,15 @@ pub struct LinkArgs {
     pub force_rela: bool,
     #[arg(long = "verbose-keep", hide = true)]
     pub verbose_keep: bool,
-    #[arg(long = "verbose-tkinfo", hide = true)]
-    pub verbose_tkinfo: bool,
+    #[arg(long = "verbose-tkinfo", hide = true, value_name = "true|false")]
+    pub verbose_tkinfo: Option<String>,
     /// The host compiler nvcc uses; it does not affect the device link.
     #[arg(long = "host-ccbin", hide = true)]
     pub host_ccbin: Option<String>,
     #[arg(long = "nv-host", hide = true)]
     pub nv_host: Option<String>,
-    #[arg(long = "enable-extended-smem", hide = true)]
-    pub enable_extended_smem: bool,
+    #[arg(long = "enable-extended-smem", hide = true, value_name = "true|false")]
+    pub enable_extended_smem: Option<String>,
     #[arg(long = "no-cache", hide = true)]
     pub no_cache: bool,
     #[arg(long = "tool-name", hide = true)]
@@ -158,13 +209,7 @@ pub struct LinkArgs {
     pub force_whole_lto: bool,
     #[arg(long = "force-partial-lto", hide = true)]
     pub force_partial_lto: bool,
-    #[arg(long = "optimize-data-layout", hide = true)]
-    pub optimize_data_layout: bool,
-    #[arg(long = "no-opt", hide = true)]
-    pub no_opt: bool,
-    #[arg(long = "trap-into-debugger", hide = true)]
-    pub trap_into_debugger: bool,
-    #[arg(long = "dot-file", hide = true)]
+    #[arg(long = "dot-file", visible_alias = "dot", hide = true)]
     pub dot_file: Option<PathBuf>,
     #[arg(long = "war4860824", hide = true)]
     pub war4860824: bool,
@@ -178,6 +223,12 @@ pub struct LinkArgs {
     /// Write a JSON report of the link to FILE: stage times, cache hits and misses.
     #[arg(long = "report-json", value_name = "FILE")]
     pub report_json: Option<PathBuf>,
+    /// Print progress as plain lines with the elapsed time (also NVLINKRS_PROGRESS=1).
+    #[arg(long = "progress")]
+    pub progress: bool,
+    /// Link through the per-user daemon (also NVLINKRS_DAEMON=1).
+    #[arg(long = "daemon")]
+    pub daemon: bool,
     #[arg(value_name = "FILE")]
     pub inputs: Vec<PathBuf>,
 }
@@ -234,14 +285,51 @@ const IMPLEMENTED: &[&str] = &[
     "cache-dir",
     "no-cache",
     "report-json",
+    // accepted with nvlink's meaning: nothing changes in the image (nvlink 13.5's output
+    // is the same with and without them on the merge fixtures at sm_90 and sm_100, and
+    // on an LTO link for --shared and --uumn)
+    "shared",
+    "uumn",
+    "host-linker-options",
+    "war4860824",
+    "dont-reserve-null-pointer",
+    "enable-extended-smem",
+    "device-stack-protector-frame-size-threshold",
+    "cuda-api-version",
+    "verbose-tkinfo",
+    // (the name messages start with and the image's note gives)
+    "tool-name",
+    "suppress-stack-size-warning",
+    "progress",
+    "daemon",
+];
+
+/// nvlinkrs' own options: not nvlink's, taken with one dash or two.
+const OWN: &[&str] = &[
+    "cuda-path",
+    "cache-dir",
+    "report-json",
+    "verbose-keep",
+    "progress",
+    "daemon",
 ];
 
 struct OptSpec {
     canonical: String,
+    /// How nvlink spells it: an option with a short name (`-o`) takes it after one
+    /// dash and its long name (`--output-file`) after two; one without, either.
+    spelling: Spelling,
     takes_value: bool,
     /// `-ghls[=mode]`: a value only after `=`.
     optional_value: bool,
     multiple: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Spelling {
+    OneDash,
+    TwoDashes,
+    Any,
 }
 
 fn option_table() -> HashMap<String, OptSpec> {
@@ -253,15 +341,25 @@ fn option_table() -> HashMap<String, OptSpec> {
         let takes_value = a.get_action().takes_values();
         let optional_value = num.is_some_and(|n| n.min_values() == 0) && takes_value;
         let multiple = matches!(a.get_action(), ArgAction::Append);
-        let spec = || OptSpec {
+        let has_short = a.get_all_aliases().is_some_and(|v| !v.is_empty());
+        let spec = |spelling| OptSpec {
+            spelling,
             canonical: long.to_string(),
             takes_value,
             optional_value,
             multiple,
         };
-        t.insert(long.to_string(), spec());
+        // (--register-link-binaries has a short name nvlink does not show)
+        let long_spelling = if OWN.contains(&long) {
+            Spelling::Any
+        } else if has_short || long == "register-link-binaries" {
+            Spelling::TwoDashes
+        } else {
+            Spelling::Any
+        };
+        t.insert(long.to_string(), spec(long_spelling));
         for alias in a.get_all_aliases().into_iter().flatten() {
-            t.insert(alias.to_string(), spec());
+            t.insert(alias.to_string(), spec(Spelling::OneDash));
         }
     }
     t
@@ -323,30 +421,44 @@ pub fn normalize(args: &[String]) -> Result<(Vec<String>, Vec<String>)> {
             out.push(a);
             continue;
         }
+        let two = a.starts_with("--");
         let body = a.strip_prefix("--").unwrap_or(&a[1..]);
         let (name, inline) = match body.split_once('=') {
             Some((n, v)) => (n, Some(v.to_string())),
             None => (body, None),
         };
-        let (spec, value) = if let Some(spec) = table.get(name) {
+        let spelled = |spec: &&OptSpec| match spec.spelling {
+            Spelling::Any => true,
+            Spelling::OneDash => !two,
+            Spelling::TwoDashes => two,
+        };
+        let (spec, value) = if let Some(spec) = table.get(name).filter(spelled) {
             let value = if !spec.takes_value {
                 None
             } else if inline.is_some() || spec.optional_value {
                 inline
+            } else if spec.canonical == "Ofast-compile" {
+                // its level may be left out (then the next word, an option, is not taken)
+                match queue.front() {
+                    Some(next) if !next.starts_with('-') => queue.pop_front(),
+                    _ => Some(String::new()),
+                }
             } else {
+                let flag = a.split_once('=').map_or(a.as_str(), |(f, _)| f);
                 Some(queue.pop_front().ok_or_else(|| {
-                    Error::fatal(format!("Option '-{name}' requires an argument"))
+                    Error::fatal(format!("argument expected after '{flag}'"))
                 })?)
             };
             (spec, value)
         } else if let Some((_, long)) = ATTACHED
             .iter()
-            .find(|(c, _)| body.starts_with(*c) && body.len() > 1)
+            .find(|(c, _)| !two && body.starts_with(*c) && body.len() > 1)
         {
             (&table[*long], Some(body[1..].to_string()))
         } else {
-            // nvlink drops the first dash when it names the option.
-            return Err(Error::fatal(format!("Unknown option '{}'", &a[1..])));
+            // nvlink drops the first dash when it names the option, and any `=value`
+            let flag = a.split_once('=').map_or(a.as_str(), |(f, _)| f);
+            return Err(Error::fatal(format!("Unknown option '{}'", &flag[1..])));
         };
         if spec.canonical == "options-file" {
             let path = value.unwrap_or_default();
@@ -401,9 +513,23 @@ pub fn parse(args: &[String]) -> Result<(LinkArgs, Vec<String>, Vec<String>)> {
         })?;
     let parsed = LinkArgs::from_arg_matches(&matches).map_err(|e| Error::fatal(e.to_string()))?;
     // nvlink checks typed values while it reads the command line, before anything else.
+    if let Some(m) = &parsed.machine {
+        int_value(m)?;
+    }
+    if let Some(a) = &parsed.arch {
+        target(a)?;
+    }
+    one_of("cpu-arch", parsed.cpu_arch.as_deref(), CPU_ARCHS)?;
+    one_of(
+        "gen-host-linker-script",
+        parsed.gen_host_linker_script.as_deref(),
+        &["lcs-aug", "lcs-abs"],
+    )?;
     for v in [
         &parsed.disable_smem_reservation,
         &parsed.device_stack_protector,
+        &parsed.enable_extended_smem,
+        &parsed.verbose_tkinfo,
     ]
     .into_iter()
     .flatten()
@@ -414,11 +540,13 @@ pub fn parse(args: &[String]) -> Result<(LinkArgs, Vec<String>, Vec<String>)> {
         &parsed.maxrregcount,
         &parsed.split_compile,
         &parsed.split_compile_extended,
+        &parsed.syscall_const_offset,
+        &parsed.device_stack_protector_frame_size_threshold,
     ]
     .into_iter()
     .flatten()
     {
-        number_value(v)?;
+        int_value(v)?;
     }
     let given: Vec<String> = LinkArgs::command()
         .get_arguments()
@@ -492,6 +620,26 @@ pub struct LinkRequest {
     pub allow_undefined_globals: bool,
     pub force_partial_lto: bool,
     pub force_whole_lto: bool,
+    /// Options that change only messages, which the tool note records.
+    pub recorded: Recorded,
+    /// `-tool-name NAME`: what messages and the image's note call the linker.
+    pub tool_name: Option<String>,
+}
+
+/// Options that change messages, not the image; nvlink records them in its tool note.
+#[derive(Debug, Clone, Default)]
+pub struct Recorded {
+    pub suppress_stack_size_warning: bool,
+    pub suppress_arch_warning: bool,
+    pub disable_warnings: bool,
+    pub warning_as_error: bool,
+    pub disable_infos: bool,
+    pub keep_system_libraries: bool,
+    pub report_arch: bool,
+    pub extra_warnings: bool,
+    pub use_host_info: bool,
+    /// `-verbose-tkinfo=true`: the note records the files as a debug link's does.
+    pub verbose_tkinfo: bool,
 }
 
 /// The values of a repeatable option whose values are also comma lists
@@ -503,19 +651,6 @@ pub fn comma_list(values: &[String]) -> Vec<String> {
         .filter(|v| !v.is_empty())
         .map(str::to_string)
         .collect()
-}
-
-pub fn bool_value(v: &str) -> Result<bool> {
-    match v {
-        "true" => Ok(true),
-        "false" => Ok(false),
-        _ => Err(Error::fatal(format!("'{v}': expected true or false"))),
-    }
-}
-
-pub fn number_value(v: &str) -> Result<u32> {
-    v.parse()
-        .map_err(|_| Error::fatal(format!("'{v}': expected a number")))
 }
 
 impl LinkArgs {
@@ -532,30 +667,27 @@ impl LinkArgs {
             .arch
             .as_deref()
             .ok_or_else(|| Error::fatal("Unknown arch name '(null)'"))?;
-        let (target_kind, target) = Arch::parse_target(arch_s)
-            .filter(|(_, a)| arch::is_known_target(*a))
-            .ok_or_else(|| {
-                Error::fatal(format!("Value '{arch_s}' is not defined for option 'arch'"))
-            })?;
+        let (target_kind, target) = target(arch_s)?;
         if target_kind == TargetKind::Lto {
             return Err(Error::fatal(format!(
                 "Link target of '{arch_s}' is virtual target that is not JIT-able; use 'sm_' target instead"
             )));
         }
-        let output = self
-            .output_file
-            .clone()
-            .ok_or_else(|| Error::fatal("Must specify output file with -o option"))?;
+        // (a compute_XX target writes no image, and needs no -o)
+        let output = match (&self.output_file, target_kind) {
+            (Some(o), _) => o.clone(),
+            (None, TargetKind::Virtual) => PathBuf::new(),
+            (None, _) => return Err(Error::fatal("Must specify output file with -o option")),
+        };
         // (libraries alone are no input to nvlink)
         if self.inputs.is_empty() {
             return Err(Error::fatal(
                 "No input files specified; use option --help for more information",
             ));
         }
+        check_conflicts(self)?;
+        // without -nvvmpath (nvlink requires one), libNVVM comes from the toolkit found
         let lto = self.link_time_opt || self.dlto;
-        if lto && self.nvvmpath.is_none() {
-            return Err(Error::fatal("-nvvmpath should be specified with -lto"));
-        }
         Ok(LinkRequest {
             machine: self.machine.clone(),
             cpu_arch: self.cpu_arch.clone(),
@@ -577,12 +709,13 @@ impl LinkArgs {
             ignore_host_info: self.ignore_host_info,
             kernels_used: comma_list(&self.kernels_used),
             variables_used: comma_list(&self.variables_used),
-            maxrregcount: self.maxrregcount.as_deref().map(number_value).transpose()?,
+            maxrregcount: self.maxrregcount.as_deref().map(number_value).transpose()?.flatten(),
             split_compile: self
                 .split_compile
                 .as_deref()
                 .map(number_value)
-                .transpose()?,
+                .transpose()?
+                .flatten(),
             lto_spelled_dlto: self.dlto && !self.link_time_opt,
             report_json: self.report_json.clone(),
             cache_dir: if self.no_cache {
@@ -597,8 +730,12 @@ impl LinkArgs {
                 .split_compile_extended
                 .as_deref()
                 .map(number_value)
-                .transpose()?,
-            ofast_compile: self.ofast_compile.clone().filter(|l| l != "0"),
+                .transpose()?
+                .flatten(),
+            ofast_compile: self
+                .ofast_compile
+                .clone()
+                .filter(|l| l != "0" && !l.is_empty()),
             xnvvm: comma_list(&self.xnvvm),
             xptxas: comma_list(&self.xptxas),
             register_link_binaries: self.register_link_binaries.clone(),
@@ -620,13 +757,23 @@ impl LinkArgs {
             allow_undefined_globals: self.allow_undefined_globals,
             force_partial_lto: self.force_partial_lto,
             force_whole_lto: self.force_whole_lto,
+            recorded: Recorded {
+                suppress_stack_size_warning: self.suppress_stack_size_warning,
+                suppress_arch_warning: self.suppress_arch_warning,
+                disable_warnings: self.disable_warnings,
+                warning_as_error: self.warning_as_error,
+                disable_infos: self.disable_infos,
+                keep_system_libraries: self.keep_system_libraries,
+                report_arch: self.report_arch,
+                extra_warnings: self.extra_warnings,
+                use_host_info: self.use_host_info,
+                verbose_tkinfo: self.verbose_tkinfo.as_deref() == Some("true"),
+            },
+            tool_name: self.tool_name.clone(),
         })
     }
 }
 
-pub fn help_text() -> String {
-    LinkArgs::command().render_help().to_string()
-}
 
 #[cfg(test)]
 mod tests {
@@ -726,14 +873,46 @@ mod tests {
             msg("-arch=lto_90 -o x a.o"),
             "Link target of 'lto_90' is virtual target that is not JIT-able; use 'sm_' target instead"
         );
-        assert_eq!(
-            msg("-arch=sm_90 -lto -o x a.o"),
-            "-nvvmpath should be specified with -lto"
-        );
+        assert_eq!(msg("-arch=sm_90 -lto -o x a.o"), "ok");
         assert_eq!(
             msg("-arch=sm_90 -o x -optf /nonexistent/opts a.o"),
             "Could not open options file '/nonexistent/opts'"
         );
+    }
+
+    #[test]
+    fn spellings_as_nvlink_takes_them() {
+        let msg = |s: &str| match parse(&words(s)).and_then(|(a, _, _)| a.request()) {
+            Err(e) => e.message().to_string(),
+            Ok(_) => "ok".into(),
+        };
+        // a short name after one dash, its long name after two; either for the others
+        assert_eq!(msg("-arch=sm_90 -o x a.o -debug"), "Unknown option 'debug'");
+        assert_eq!(msg("-arch=sm_90 -o x a.o --g"), "Unknown option '-g'");
+        assert_eq!(msg("-arch=sm_90 -o x a.o --Ofc=max"), "Unknown option '-Ofc'");
+        assert_eq!(msg("--arch=sm_90 -o x a.o --debug -w -dlto -nvvmpath=n"), "ok");
+        // `-library` is `-l ibrary`, `-machine` is `-m achine`
+        let (a, _, _) = parse(&words("-arch=sm_90 -o x a.o -library")).unwrap();
+        assert_eq!(a.library, ["ibrary"]);
+        assert_eq!(msg("-arch=sm_90 -o x a.o -machine"), "'achine': expected a number");
+        // what CMake and nvcc -shared pass
+        let (a, _, given) =
+            parse(&words("--shared --uumn -Xlinker -z --arch=sm_90 -o x a.o")).unwrap();
+        assert!(a.shared && a.uumn);
+        assert_eq!(a.host_linker_options, ["-z"]);
+        refuse_unimplemented(&given).unwrap();
+        assert_eq!(msg("-arch=sm_90 -o x a.o -o"), "argument expected after '-o'");
+        assert_eq!(
+            msg("-arch=sm_90 -o x a.o -cpu-arch=bogus"),
+            "Value 'bogus' is not defined for option 'cpu-arch'"
+        );
+        assert_eq!(
+            msg("-arch=sm_90 -o x a.o -emit-ptx"),
+            "Conflicting options '-emit-ptx' and 'no -dlto'"
+        );
+        // the level of -Ofc may be left out; a negative count is taken
+        assert_eq!(msg("-arch=sm_90 -o x a.o -dlto -nvvmpath=n -Ofc"), "ok");
+        assert_eq!(msg("-arch=sm_90 -o x a.o -maxrregcount=-3"), "ok");
     }
 
     #[test]

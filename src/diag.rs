@@ -162,6 +162,11 @@ struct DiagState {
 }
 
 impl Diagnostics {
+    /// `-tool-name NAME`: the name messages start with.
+    pub fn set_tool(&mut self, tool: &str) {
+        self.tool = tool.to_string();
+    }
+
     pub fn new(tool: &str) -> Diagnostics {
         Diagnostics {
             tool: tool.to_string(),
@@ -189,12 +194,18 @@ impl Diagnostics {
         self.suffix = suffix;
     }
 
+    /// nvlink's line, then any detail lines of ours (after a newline in the message,
+    /// indented) below it.
     pub fn format(&self, level: Level, message: &str) -> String {
+        let (first, detail) = match message.split_once('\n') {
+            Some((first, detail)) => (first, format!("\n{detail}")),
+            None => (message, String::new()),
+        };
         format!(
-            "{} {:<8}: {}{}",
+            "{} {:<8}: {}{}{detail}",
             self.tool,
             level.word(),
-            message,
+            first,
             self.suffix
         )
     }
@@ -214,6 +225,12 @@ impl Diagnostics {
         if !self.disable_infos {
             self.emit(Level::Info, message);
         }
+    }
+
+    /// An info line `-disable-infos` does not silence (nvlink's `-v` resource report
+    /// and its note on inputs without host code).
+    pub fn info_always(&self, message: &str) {
+        self.emit(Level::Info, message);
     }
 
     pub fn warning(&self, message: &str) {

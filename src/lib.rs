@@ -10,6 +10,7 @@ pub mod arch;
 pub mod bytes;
 pub mod cache;
 pub mod cli;
+pub mod commands;
 pub mod consensus;
 pub mod daemon;
 pub mod demangle;
@@ -24,9 +25,13 @@ pub mod jobs;
 mod linkcache;
 pub mod lto;
 pub mod merge;
+pub mod optcheck;
 pub mod output;
+mod report;
 pub mod ptxas_driver;
+pub mod target;
 pub mod toolkit;
+mod toolnote;
 
 use std::time::Instant;
 
@@ -67,8 +72,10 @@ pub struct Timings {
 impl Timings {
     fn phase<T>(&mut self, name: &'static str, f: impl FnOnce() -> Result<T>) -> Result<T> {
         let t = Instant::now();
+        jobs::progress_line(name, None);
         let r = f();
         self.phases.push((name, t.elapsed()));
+        jobs::progress_line(name, Some(t.elapsed()));
         r
     }
 }
@@ -76,6 +83,7 @@ impl Timings {
 /// Runs a device link: from the cache when the same link (tools, options, input
 /// contents) was done before, else phase by phase, caching what it can.
 pub fn link(req: &LinkRequest, diag: &Diagnostics) -> Result<Timings> {
+    let started = Instant::now();
     if req.preserve_relocs && req.target.sm >= 100 {
         // (nvlink lists the capsule-Mercury relocations too there; not done yet)
         return Err(Error::fatal(format!(
@@ -90,6 +98,14 @@ pub fn link(req: &LinkRequest, diag: &Diagnostics) -> Result<Timings> {
             req.target
         ));
     }
+    if req.target_kind == arch::TargetKind::Virtual {
+        // -arch=compute_XX (nvcc -arch=compute_XX, PTX only): nvlink reads the inputs and
+        // writes the --register-link-binaries file, and no image
+        let paths = input::input_list(&req.inputs, &req.libraries, &req.library_paths);
+        let trees = input::load(&paths, input::Mode::Link { lto: req.lto })?;
+        diag.check()?;
+        return finish(req, &lto::pool::hosts(&trees), false, Timings::default());
+    }
     // a cache that cannot be used (an unsafe directory) or cannot store only costs time
     let cache = match &req.cache_dir {
         Some(dir) => match cache::Cache::open(dir, cache::DEFAULT_CAP) {
@@ -103,7 +119,7 @@ pub fn link(req: &LinkRequest, diag: &Diagnostics) -> Result<Timings> {
     };
     let Some(cache) = cache else {
         let t = link_phases(req, diag, None)?;
-        report(req, &t, None, "off")?;
+        report::write(req, &t, None, "off", started)?;
         return Ok(t);
     };
     let key = linkcache::key(req, &cache);
@@ -116,7 +132,7 @@ pub fn link(req: &LinkRequest, diag: &Diagnostics) -> Result<Timings> {
             phases: vec![("cache", std::time::Duration::ZERO)],
             ..Default::default()
         };
-        report(req, &t, Some(&cache), "hit")?;
+        report::write(req, &t, Some(&cache), "hit", started)?;
         return Ok(t);
     }
     let timings = {
@@ -132,51 +148,10 @@ pub fn link(req: &LinkRequest, diag: &Diagnostics) -> Result<Timings> {
         diag.warning(&format!("{failure}; the output is not cached"));
     }
     let whole = if key.is_some() { "miss" } else { "not cached" };
-    report(req, &timings, Some(&cache), whole)?;
+    report::write(req, &timings, Some(&cache), whole, started)?;
     Ok(timings)
 }
 
-/// `--report-json FILE`: the stages with their times, and the cache's hits and misses.
-fn report(
-    req: &LinkRequest,
-    timings: &Timings,
-    cache: Option<&cache::Cache>,
-    whole_link: &str,
-) -> Result<()> {
-    let Some(path) = &req.report_json else {
-        return Ok(());
-    };
-    let stages: Vec<serde_json::Value> = timings
-        .phases
-        .iter()
-        .map(|(name, d)| serde_json::json!({"stage": name, "ms": d.as_secs_f64() * 1000.0}))
-        .collect();
-    let counts: serde_json::Map<String, serde_json::Value> = cache
-        .map(|c| c.counts())
-        .unwrap_or_default()
-        .into_iter()
-        .map(|(stage, hits, misses)| (stage, serde_json::json!({"hits": hits, "misses": misses})))
-        .collect();
-    let doc = serde_json::json!({
-        "output": req.output.display().to_string(),
-        "stages": stages,
-        "merge_steps": timings
-            .merge_steps
-            .iter()
-            .map(|(name, d)| serde_json::json!({"step": name, "ms": d.as_secs_f64() * 1000.0}))
-            .collect::<Vec<_>>(),
-        "partial_lto_because_of": timings.partial_lto,
-        "consensus": timings.consensus,
-        // the most jobs each pool ran at once (threads of this process, within make's
-        // jobserver tokens or the daemon's budget)
-        "peak_jobs": jobs::peaks()
-            .into_iter()
-            .map(|(phase, n)| (phase, serde_json::json!(n)))
-            .collect::<serde_json::Map<_, _>>(),
-        "cache": {"whole_link": whole_link, "stages": counts},
-    });
-    output::write_atomic(path, format!("{doc:#}\n").as_bytes())
-}
 
 /// The phases of a link, in order.
 fn link_phases(
@@ -192,12 +167,28 @@ fn link_phases(
             .map(|t| input::once_per_archive(t, &paths, &opened))
     })?;
     diag.check()?;
+    if req.register_link_binaries.is_some() {
+        // device code given as a file of its own has no host object to register it
+        for t in trees
+            .iter()
+            .filter(|t| matches!(t.item, input::Item::Code(_) | input::Item::Container { .. }))
+        {
+            diag.info_always(&format!(
+                "Input '{}' has no host code, which could cause later host link error if there is a reference to it",
+                t.origin
+            ));
+        }
+    }
     let hosts = lto::pool::hosts(&trees);
     let mut lto_cubins = Vec::new();
+    let mut lto_from = Vec::new();
     if req.lto {
         match lto_phase(req, &trees, diag, &mut timings, cache)? {
             LtoOutcome::Written => return finish(req, &hosts, true, timings),
-            LtoOutcome::Relocatable(c) => lto_cubins = c,
+            LtoOutcome::Relocatable(c, from) => {
+                lto_cubins = c;
+                lto_from = from;
+            }
             LtoOutcome::NoIr => {}
         }
     }
@@ -211,14 +202,22 @@ fn link_phases(
     let inputs = timings.phase("assemble", || objects(req, diag, units, lto_cubins, cache))?;
     let mut options = merge_options(req);
     options.kernels = kernel_filter(req, &hosts);
+    options.lto_from = lto_from;
     let (image, steps) =
         timings.phase("merge", || merge::link_with_steps(&inputs, &options, diag))?;
     timings.merge_steps = steps;
     diag.check()?;
-    let (found, inputs) = (target.take(), opened.ids());
+    let (found, ids) = (target.take(), opened.ids());
     timings.phase("write", || {
-        output::write_output(found, Some(&inputs), |w| elf::write::write_to(image, w))
+        output::write_output(found, Some(&ids), |w| elf::write::write_to(image, w))
     })?;
+    if req.verbose {
+        let written = input::open(&req.output, &req.output.display().to_string())?;
+        let image = elf::cubin::Cubin::parse(written, &req.output.display().to_string())?;
+        for line in merge::resources::report(&image) {
+            diag.info_always(&line);
+        }
+    }
     dispose(inputs);
     dispose(trees);
     finish(req, &hosts, false, timings)
@@ -229,7 +228,7 @@ enum LtoOutcome {
     Written,
     /// Partial LTO or a split compile: the relocatable cubins of the IR (one per split
     /// piece), to merge with the rest.
-    Relocatable(Vec<merge::Input>),
+    Relocatable(Vec<merge::Input>, Vec<String>),
     /// No IR in the inputs: an ordinary link.
     NoIr,
 }
@@ -242,10 +241,13 @@ fn merge_options(req: &LinkRequest) -> merge::MergeOptions {
         preserve_relocs: req.preserve_relocs,
         disable_smem_reservation: req.disable_smem_reservation,
         allow_undefined_globals: req.allow_undefined_globals,
-        note_command_line: note_command_line(req),
-        note_output: req.debug.then(|| file_name(&req.output)),
+        note_command_line: toolnote::command_line(req),
+        note_output: req.debug.then(|| toolnote::file_name(&req.output)),
         dump_callgraph: req.dump_callgraph.is_some(),
         kernels: None,
+        lto_from: Vec::new(),
+        suppress_stack_size_warning: req.recorded.suppress_stack_size_warning,
+        tool_name: req.tool_name.clone(),
     }
 }
 
@@ -276,84 +278,6 @@ fn host_tables_apply(req: &LinkRequest, hosts: &[lto::pool::HostInfo]) -> bool {
             .any(|h| !h.cudadevrt && !h.host_refs.is_empty())
 }
 
-/// The options nvlink records in its own `.note.nv.tkinfo` entry: `-arch`, `-m`, the
-/// libraries and library paths, `-kernels-used`, `-variables-used`, `-cpu-arch` (input
-/// and output files are not recorded).
-/// A path's last component, as nvlink's debug notes record files.
-fn file_name(p: &std::path::Path) -> String {
-    p.file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default()
-}
-
-fn note_command_line(req: &LinkRequest) -> String {
-    // a debug link records its inputs and output too (file names only)
-    let mut s = match req.debug {
-        true => format!(
-            "{} -o {} -g  ",
-            req.inputs
-                .iter()
-                .map(|p| file_name(p))
-                .collect::<Vec<_>>()
-                .join(","),
-            file_name(&req.output)
-        ),
-        false => String::new(),
-    };
-    s += &format!("-arch {} ", req.target);
-    if let Some(m) = &req.machine {
-        s += &format!("-m {m} ");
-    }
-    // repeated options are recorded once, their values joined by commas
-    if !req.libraries.is_empty() {
-        s += &format!("-l {} ", req.libraries.join(","));
-    }
-    if !req.library_paths.is_empty() {
-        let paths: Vec<String> = req
-            .library_paths
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect();
-        s += &format!("-L {} ", paths.join(","));
-    }
-    if req.preserve_relocs {
-        s += "-preserve-relocs  ";
-    }
-    if !req.kernels_used.is_empty() {
-        s += &format!("-kernels-used {} ", req.kernels_used.join(","));
-    }
-    if !req.variables_used.is_empty() {
-        s += &format!("-variables-used {} ", req.variables_used.join(","));
-    }
-    // (a debug link records --register-link-binaries, under an empty option name)
-    if let (true, Some(r)) = (req.debug, &req.register_link_binaries) {
-        s += &format!("- {} ", r.display());
-    }
-    if let Some(c) = &req.cpu_arch {
-        s += &format!("-cpu-arch {c} ");
-    }
-    if req.lto {
-        // recorded as spelled: `-dlto`, or `-lto` for `-lto` / `--link-time-opt`
-        s += if req.lto_spelled_dlto {
-            "-dlto  "
-        } else {
-            "-lto  "
-        };
-        if let Some(p) = &req.nvvmpath {
-            s += &format!("-nvvmpath {} ", p.display());
-        }
-    }
-    if let Some(n) = req.split_compile {
-        s += &format!("-split-compile {n} ");
-    }
-    if let Some(n) = req.split_compile_extended {
-        s += &format!("-split-compile-extended {n} ");
-    }
-    if let Some(n) = req.maxrregcount {
-        s += &format!("-maxrregcount {n} ");
-    }
-    s
-}
 
 /// The cubins of the merge, in input order: SASS as found, PTX through ptxas `-c` (in
 /// parallel), the LTO result first.
@@ -443,6 +367,13 @@ fn drop_unused_system(inputs: Vec<merge::Input>) -> Vec<merge::Input> {
 
 /// A cubin the merge can take: relocatable, for the target's SM.
 fn check_object(c: &elf::cubin::Cubin, req: &LinkRequest) -> Result<()> {
+    if c.e_type == 0xFF00 {
+        // nvlink links it; its shared memory comes already laid out per kernel
+        return Err(Error::fatal(format!(
+            "'{}' holds --extensible-whole-program code (e_type 0xff00), which nvlinkrs does not link yet; refusing rather than writing another image than nvlink's",
+            c.origin
+        )));
+    }
     if c.e_type != 1 {
         return Err(Error::fatal(format!(
             "'{}' is not a relocatable device object (e_type {}); only objects built with -rdc=true / -dc / ptxas -c can be linked",
@@ -533,10 +464,12 @@ fn lto_phase(
             jobs::phase(engine.1, || engine.0.compile(&modules, &options, diag))
         })
         .map_err(|e| explain_newer_ir(e, &modules, req.target))?;
-    if from_host && !pool.cudadevrt && !partial {
-        return Err(Error::fatal("expected libcudadevrt object"));
-    }
+    // (checked after ptxas, as nvlink does: an unresolved extern function is ptxas's error)
+    let no_cudadevrt = from_host && !pool.cudadevrt && !partial;
     if req.emit_ptx {
+        if no_cudadevrt {
+            return Err(Error::fatal("expected libcudadevrt object"));
+        }
         output::write_atomic(&req.output, &lto_out.ptx.concat())?;
         return Ok(LtoOutcome::Written);
     }
@@ -575,6 +508,9 @@ fn lto_phase(
         diag.tool_output(&a.messages);
         cubins.push(a.cubin);
     }
+    if no_cudadevrt {
+        return Err(Error::fatal("expected libcudadevrt object"));
+    }
     if relocatable {
         let inputs = cubins
             .into_iter()
@@ -586,7 +522,8 @@ fn lto_phase(
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        return Ok(LtoOutcome::Relocatable(inputs));
+        let from = pool.modules.iter().map(|m| m.module.name.clone()).collect();
+        return Ok(LtoOutcome::Relocatable(inputs, from));
     }
     timings.phase("write", || output::write_atomic(&req.output, &cubins[0]))?;
     Ok(LtoOutcome::Written)
@@ -663,13 +600,18 @@ fn engine_uncached(
             ))
         }
         _ => {
-            // nvlink loads `<nvvmpath>/lib64/libnvvm.so` and nothing else (`-lto` requires
-            // `-nvvmpath`, checked with the command line).
-            let nvvmpath = req
-                .nvvmpath
-                .as_deref()
-                .ok_or_else(|| Error::fatal("-nvvmpath should be specified with -lto"))?;
-            let path = nvvmpath.join("lib64").join("libnvvm.so");
+            // nvlink loads `<nvvmpath>/lib64/libnvvm.so` and nothing else; without
+            // `-nvvmpath` (which nvlink requires) the toolkit's libNVVM
+            let path = match req.nvvmpath.as_deref() {
+                Some(nvvmpath) => nvvmpath.join("lib64").join("libnvvm.so"),
+                None => toolkit::Toolkit::discover(req.cuda_path.as_deref(), None)?
+                    .libnvvm(None)
+                    .ok_or_else(|| {
+                        Error::fatal("-nvvmpath should be specified with -lto").context(
+                            "no libNVVM in the CUDA toolkit found either (nvvm/lib64/libnvvm.so)",
+                        )
+                    })?,
+            };
             let lib = lto::libnvvm::LibNvvm::load(&path)?;
             if req.split_compile_extended.is_some_and(|n| n != 1) {
                 // libNVVM's own threads are not reliable: see lto::isolated

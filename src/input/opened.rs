@@ -35,6 +35,11 @@ impl Opened {
             Error::fatal(format!("Could not open input file '{shown}'")).context(e.to_string())
         })?;
         let meta = f.metadata().ok();
+        if meta.as_ref().is_some_and(|m| m.is_dir()) {
+            // as nvlink says it: a folder is a file it could not open
+            return Err(Error::fatal(format!("Could not open input file '{shown}'"))
+                .context("it is a directory"));
+        }
         let id = meta.as_ref().map(file_id);
         if let Some(b) = id.and_then(|id| self.lock().by_id.get(&id).cloned()) {
             self.lock().by_path.insert(path.to_path_buf(), (id, b.clone()));

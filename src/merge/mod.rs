@@ -9,6 +9,7 @@
 
 pub mod gather;
 mod mercury;
+pub mod resources;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -46,6 +47,13 @@ pub struct MergeOptions {
     /// The kernels to keep when the link is narrowed (host references or
     /// `-kernels-used`); `None` keeps every kernel.
     pub kernels: Option<crate::lto::HostRefs>,
+    /// The inputs whose IR libNVVM compiled into the `lto.cubin` input (partial LTO),
+    /// named after nvlink's message for an undefined reference in it.
+    pub lto_from: Vec<String>,
+    /// `-suppress-stack-size-warning`: no warning for a kernel whose call tree recurses.
+    pub suppress_stack_size_warning: bool,
+    /// `-tool-name NAME`: the tool the image's own note names (else nvlink).
+    pub tool_name: Option<String>,
 }
 
 /// One input cubin and where it came from.
@@ -865,9 +873,17 @@ impl<'a> Merger<'a> {
                 .copied()
                 .or((!used.contains(name)).then_some(listed));
             if let Some(i) = reported {
+                let origin = self.origin(i);
+                // nvlink's text, then which inputs `lto.cubin` was compiled from
+                let from = match (origin == "lto.cubin", self.opts.lto_from.is_empty()) {
+                    (true, false) => format!(
+                        "\n  lto.cubin: what libNVVM compiled from the IR of '{}'",
+                        self.opts.lto_from.join("', '")
+                    ),
+                    _ => String::new(),
+                };
                 missing.push(format!(
-                    "Undefined reference to '{name}' in '{}'",
-                    self.origin(i)
+                    "Undefined reference to '{name}' in '{origin}'{from}"
                 ));
             }
         }
@@ -2062,7 +2078,9 @@ impl<'a> Merger<'a> {
                     }
                 }
             }
-            self.diag.warnings(&warnings);
+            if !self.opts.suppress_stack_size_warning {
+                self.diag.warnings(&warnings);
+            }
             for f in 0..self.funcs.len() {
                 if !self.live[f] || !self.funcs[f].entry {
                     continue;
@@ -2476,6 +2494,7 @@ impl<'a> Merger<'a> {
 
     fn notes(&mut self) {
         let mut tk = tool_note(
+            self.opts.tool_name.as_deref().unwrap_or("nvlink"),
             &self.opts.note_command_line,
             self.opts.note_output.as_deref(),
         );
@@ -2524,6 +2543,19 @@ impl<'a> Merger<'a> {
             c.data = d;
             self.new_section(c, true)
         });
+        if let (None, Some(target)) = (self.inputs.first(), self.opts.target)
+            && let Some(data) = empty_compat(target)
+        {
+            // no input: nvlink's own `.nv.compat` for the target, named by the note
+            let mut o = OutSection::new(".nv.compat", SHT_CUDA_COMPAT, 0);
+            o.align = 4;
+            o.data = data;
+            let compat = self.new_section(o, false);
+            if let Some(n) = cuinfo_id {
+                self.out[n].flags = 0x100_0040;
+                self.out[n].info = Ref::Section(compat);
+            }
+        }
         if let Some(inp) = self.inputs.first() {
             let c = &inp.cubin;
             if let Some(s) = c.sections.iter().find(|s| s.ty == SHT_CUDA_COMPAT) {
@@ -2677,9 +2709,13 @@ impl<'a> Merger<'a> {
             }
         }
         // without inputs (none had code for the target), nvlink's defaults: the CUDA
-        // OS/ABI, ABI version 8, flags 0x05000004 around the SM
+        // OS/ABI, ABI version 8, flags 0x05000004 around the SM (0x05000002 from sm_100)
+        let no_input_flags = match self.mercury_layout {
+            true => 0x0500_0002,
+            false => 0x0500_0004,
+        };
         let (first_flags, osabi, abi_version) =
-            self.inputs.first().map_or((0x0500_0004, 0x41, 8), |i| {
+            self.inputs.first().map_or((no_input_flags, 0x41, 8), |i| {
                 (i.cubin.e_flags, i.cubin.osabi, i.cubin.abi_version)
             });
         // the debug byte: the highest among the inputs, plus one for each input with
@@ -2708,8 +2744,17 @@ impl<'a> Merger<'a> {
 /// tree recurses, the barrier count raised to the tree's (added when missing).
 fn kernel_records(recs: &mut Vec<Record>, (_, stack, barriers): (u32, u32, u32)) {
     if stack == UNKNOWN_STACK {
+        let mut found = false;
         for r in recs.iter_mut().filter(|r| r.attr == info::CRS_STACK_SIZE) {
             r.payload = UNKNOWN_STACK.to_le_bytes().to_vec();
+            found = true;
+        }
+        if !found {
+            // (a kernel ptxas gave no record: nvlink adds one, unknown)
+            recs.push(Record::sval(
+                info::CRS_STACK_SIZE,
+                UNKNOWN_STACK.to_le_bytes().to_vec(),
+            ));
         }
     }
     if barriers > 0 {
@@ -2723,6 +2768,30 @@ fn kernel_records(recs: &mut Vec<Record>, (_, stack, barriers): (u32, u32, u32))
             }),
         }
     }
+}
+
+/// The `.nv.compat` records nvlink 13.5 writes when no input has code for the target
+/// (read off its output for every `-arch` it takes): none below sm_90; whether the
+/// target is an `a` one; from sm_100 also `CAN_FASTPATH_FINALIZE` (9 for sm_100, 0x50
+/// for sm_120, else 0) and `FINALIZER_VERSION` 0x0440.
+fn empty_compat(target: Arch) -> Option<Vec<u8>> {
+    use crate::arch::Variant;
+    if target.sm < 90 {
+        return None;
+    }
+    let accelerated = (target.variant == Variant::Accelerated) as u8;
+    let mut d = vec![info::FMT_BVAL, 0x09, accelerated, 0];
+    if target.sm >= 100 {
+        let fastpath: u64 = match target.sm {
+            100 => 9,
+            120 => 0x50,
+            _ => 0,
+        };
+        d.extend_from_slice(&[0x04, 0x0B, 8, 0]);
+        d.extend_from_slice(&fastpath.to_le_bytes());
+        d.extend_from_slice(&[0x03, 0x0E, 0x40, 0x04]);
+    }
+    Some(d)
 }
 
 /// `.nv.compat` as nvlink writes it for the target (read off nvlink 13.5 with sm_100 and
@@ -2873,7 +2942,7 @@ fn function_info(c: &Cubin, text: usize) -> Result<Vec<Record>> {
 /// The toolkit version nvlink writes in its notes (13.5).
 const TOOLKIT_VERSION: u32 = 135;
 
-fn tool_note(command_line: &str, output: Option<&str>) -> Vec<u8> {
+fn tool_note(tool_name: &str, command_line: &str, output: Option<&str>) -> Vec<u8> {
     let mut blob = Vec::new();
     let field = |s: &str, blob: &mut Vec<u8>| {
         let at = blob.len() as u32;
@@ -2883,7 +2952,7 @@ fn tool_note(command_line: &str, output: Option<&str>) -> Vec<u8> {
     };
     // the output's name comes first (empty but for debug links)
     let out = field(output.unwrap_or(""), &mut blob);
-    let tool = field("nvlink", &mut blob);
+    let tool = field(tool_name, &mut blob);
     let version = field("Cuda compilation tools, release 13.5, V13.5.37", &mut blob);
     let branch = field("Build cuda_13.5.r13.5/compiler.39125733_0", &mut blob);
     let cmd = field(command_line, &mut blob);
