@@ -6,16 +6,21 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-600}; shift || true
-targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=(fatbin elf_view ltoir archive consensus merge lto_requests demangle cache_entry)
+targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=(fatbin elf_view ltoir archive consensus merge lto_requests demangle cache_entry link)
 fx=${NVLINKRS_FIXTURES:-target/fixtures}
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --version 0.13.1 --locked
-mkdir -p fuzz/corpus/{fatbin,elf_view,ltoir,archive,consensus,merge,lto_requests,demangle,cache_entry}
+mkdir -p fuzz/corpus/{fatbin,elf_view,ltoir,archive,consensus,merge,lto_requests,demangle,cache_entry,link}
 printf -- "-ftz=0 -prec_div=1 -prec_sqrt=1 -fmad=1 \n-maxreg 32 -generate-line-info -ftz=1 -prec_div=0 -prec_sqrt=0 -fmad=1 " > fuzz/corpus/consensus/seed
 cp "$fx"/*.fatbin fuzz/corpus/fatbin/ 2>/dev/null || true
 cp "$fx"/*.cubin "$fx"/*_dc.o "$fx"/dlink.o fuzz/corpus/elf_view/ 2>/dev/null || true
 cp "$fx"/*.ltoir fuzz/corpus/ltoir/ 2>/dev/null || true
 cp "$fx"/libsaxpy.a fuzz/corpus/archive/ 2>/dev/null || true
 cp "$fx"/merge/*.cubin fuzz/corpus/merge/ 2>/dev/null || true
+# link: a byte for the extension (cubin o fatbin a), one for the SM (75 80 90 100 120), the file
+seed() { [ -f "$3" ] && { printf "\\x$1\\x$2"; cat "$3"; } > "fuzz/corpus/link/$(basename "$3")" || true; }
+for f in "$fx"/merge/*_90.cubin; do seed 00 02 "$f"; done
+for f in "$fx"/*_dc.o "$fx"/main_dlto.o; do seed 01 02 "$f"; done
+seed 02 02 "$fx"/saxpy.fatbin; seed 03 02 "$fx"/libsaxpy.a
 printf '\000NVLRSC\000\002' > fuzz/corpus/cache_entry/header; printf '\001out\000\001' > fuzz/corpus/cache_entry/stored
 for n in _Z5saxpyfPKfPfi _Z2twILi1EEii _ZNK2ns1S1gEv _Z1fPFiiiE _Z1fN2ns1SES0_; do printf %s "$n" > "fuzz/corpus/demangle/$n"; done
 (cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz build -O)
