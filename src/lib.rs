@@ -26,6 +26,7 @@ pub mod lto;
 pub mod merge;
 pub mod output;
 pub mod ptxas_driver;
+pub mod shim;
 pub mod toolkit;
 
 use std::time::Instant;

@@ -185,6 +185,62 @@ fn daemon_main(args: &[String]) -> Result<(), Error> {
     }
 }
 
+/// `nvlinkrs shim [--cuda-path DIR] [--remove] OVERLAY`: makes OVERLAY a toolkit whose
+/// `bin/nvcc` runs this nvlinkrs as its nvlink (see `nvlinkrs::shim`), or removes it.
+fn shim_main(args: &[String]) -> Result<(), Error> {
+    let usage = "usage: nvlinkrs shim [--cuda-path DIR] [--remove] OVERLAY\n\n\
+        Makes OVERLAY a CUDA toolkit of links to the original (--cuda-path, else the one\n\
+        nvlinkrs finds) whose bin/nvcc runs nvlinkrs as its nvlink; run it again to update\n\
+        the overlay, --remove to remove it.";
+    let mut cuda_path = None;
+    let mut remove = false;
+    let mut overlay = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "-h" | "--help" => {
+                println!("{usage}");
+                return Ok(());
+            }
+            "--remove" => remove = true,
+            "--cuda-path" => {
+                let v = it
+                    .next()
+                    .ok_or_else(|| Error::fatal("shim: --cuda-path needs a directory"))?;
+                cuda_path = Some(PathBuf::from(v));
+            }
+            s if s.starts_with("--cuda-path=") => {
+                cuda_path = Some(PathBuf::from(&s["--cuda-path=".len()..]))
+            }
+            s if s.starts_with('-') && s.len() > 1 => {
+                return Err(Error::fatal(format!("shim: unknown option '{s}'")));
+            }
+            s if overlay.is_none() => overlay = Some(PathBuf::from(s)),
+            _ => return Err(Error::fatal(usage)),
+        }
+    }
+    let overlay = overlay.ok_or_else(|| Error::fatal(usage))?;
+    if remove {
+        nvlinkrs::shim::remove(&overlay)?;
+        println!("removed the nvlinkrs overlay {}", overlay.display());
+        return Ok(());
+    }
+    let toolkit = match cuda_path {
+        Some(p) => p,
+        None => toolkit::Toolkit::discover(None, None)?.root,
+    };
+    let me = std::env::current_exe()
+        .map_err(|e| Error::fatal(format!("shim: cannot find nvlinkrs's own path: {e}")))?;
+    let o = nvlinkrs::shim::install(&toolkit, &overlay, &me)?;
+    print!(
+        "{} is the CUDA toolkit {} with nvlinkrs as its nvlink\n{}",
+        o.root.display(),
+        o.toolkit.display(),
+        o.recipe()
+    );
+    Ok(())
+}
+
 /// glibc grows each thread's heap a few pages at a time by default; a link allocates and
 /// frees tens of megabytes in many threads, and the growth (a system call and a lock on the
 /// address space each time) cost 10-18% of a 128-unit link. A 16 MiB pad reserves
@@ -225,7 +281,7 @@ fn main() -> ExitCode {
     args.retain(|a| a != "--daemon");
     let subcommand = matches!(
         args.first().map(String::as_str),
-        Some("inspect" | "compare" | "cache" | "daemon")
+        Some("inspect" | "compare" | "cache" | "daemon" | "shim")
     );
     if via_daemon && !subcommand {
         if let Some(code) = nvlinkrs::daemon::client_link(&args) {
@@ -243,6 +299,7 @@ fn main() -> ExitCode {
         Some("compare") => compare_main(&args[1..]),
         Some("cache") => cache_main(&args[1..]),
         Some("daemon") => daemon_main(&args[1..]),
+        Some("shim") => shim_main(&args[1..]),
         _ => {
             nvlinkrs::one_shot_process();
             in_worker(|| link_main(&args, &mut diag))

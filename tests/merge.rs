@@ -833,10 +833,149 @@ fn outside_relink_comparison(difference: &str) -> bool {
         || difference.starts_with("section .debug_frame: bytes differ")
 }
 
-/// nvcc with nvlinkrs standing in for nvlink: a copy of the toolkit's `bin/` (links to
-/// every tool, `nvlink` pointing at nvlinkrs, `nvcc.profile` naming the real toolkit)
-/// builds the `-rdc` example with and without `-dlto` into host executables. The device
-/// image embedded in each executable must be the one nvlinkrs writes for nvcc's
+/// `nvlinkrs shim --cuda-path CUDA_HOME OVERLAY`: the overlay toolkit whose nvcc runs
+/// nvlinkrs as its nvlink (its path, absolute).
+fn shim(overlay: &Path) -> PathBuf {
+    let r = Command::new(nvlinkrs())
+        .arg("shim")
+        .arg("--cuda-path")
+        .arg(cuda())
+        .arg(overlay)
+        .output()
+        .unwrap();
+    assert!(
+        r.status.success(),
+        "shim: {}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    std::fs::canonicalize(overlay).unwrap()
+}
+
+/// A listing of a directory tree: each entry's path, kind and (for a link) target.
+fn tree(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            let m = std::fs::symlink_metadata(&p).unwrap();
+            let rel = p.strip_prefix(dir).unwrap().display().to_string();
+            if m.file_type().is_symlink() {
+                out.push(format!(
+                    "{rel} -> {}",
+                    std::fs::read_link(&p).unwrap().display()
+                ));
+            } else if m.is_dir() {
+                out.push(format!("{rel}/"));
+                stack.push(p);
+            } else {
+                out.push(format!("{rel} {}", m.len()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// `nvlinkrs shim` makes an overlay of links (the toolkit unchanged), prints the recipes,
+/// makes it again over itself, refuses a directory it did not make, and `--remove`
+/// removes exactly what it made.
+#[test]
+fn shim_overlay() {
+    let cu = std::fs::canonicalize(cuda()).unwrap();
+    let before = tree(&cu);
+    let dir = tempfile::tempdir().unwrap();
+    let ov = dir.path().join("ov");
+    let shim_cmd = |args: &[&str]| {
+        let r = Command::new(nvlinkrs())
+            .arg("shim")
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            r.status.code(),
+            String::from_utf8_lossy(&r.stdout).into_owned(),
+            String::from_utf8_lossy(&r.stderr).into_owned(),
+        )
+    };
+    let cu_arg = cu.display().to_string();
+    let ov_arg = ov.display().to_string();
+    let (code, out, err) = shim_cmd(&["--cuda-path", &cu_arg, &ov_arg]);
+    assert_eq!(code, Some(0), "{err}");
+    let ova = std::fs::canonicalize(&ov).unwrap();
+    let o = ova.display();
+    assert!(
+        out.contains(&format!(
+            "CMake:  cmake -DCMAKE_CUDA_COMPILER={o}/bin/nvcc "
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("Meson:  NVCC={o}/bin/nvcc meson setup")),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("make:   make NVCC={o}/bin/nvcc\n")),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("Bazel:  CUDA_PATH={o} bazel build")),
+        "{out}"
+    );
+    // every entry of the toolkit's root and bin/ is a link to it, but bin/nvlink
+    let made = tree(&ova);
+    for name in std::fs::read_dir(&cu).unwrap() {
+        let name = name.unwrap().file_name().into_string().unwrap();
+        if name != "bin" {
+            assert!(
+                made.contains(&format!("{name} -> {}/{name}", cu.display())),
+                "{name}: {made:?}"
+            );
+        }
+    }
+    for name in std::fs::read_dir(cu.join("bin")).unwrap() {
+        let name = name.unwrap().file_name().into_string().unwrap();
+        let want = if name == "nvlink" {
+            format!(
+                "bin/nvlink -> {}",
+                std::fs::canonicalize(nvlinkrs()).unwrap().display()
+            )
+        } else {
+            format!("bin/{name} -> {}/bin/{name}", cu.display())
+        };
+        assert!(made.contains(&want), "{want}: {made:?}");
+    }
+    // again, with the overlay as --cuda-path (it knows its toolkit): the same overlay
+    let (code, _, err) = shim_cmd(&["--cuda-path", &ov_arg, &ov_arg]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(tree(&ova), made);
+    // a directory it did not make is refused and left as it was
+    let foreign = dir.path().join("foreign");
+    std::fs::create_dir(&foreign).unwrap();
+    std::fs::write(foreign.join("keep"), "x").unwrap();
+    let (code, _, err) = shim_cmd(&["--cuda-path", &cu_arg, &foreign.display().to_string()]);
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains("is not empty and was not made by nvlinkrs shim"),
+        "{err}"
+    );
+    let (code, _, err) = shim_cmd(&["--remove", &foreign.display().to_string()]);
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains("was not made by nvlinkrs shim (no .nvlinkrs-shim)"),
+        "{err}"
+    );
+    assert_eq!(tree(&foreign), ["keep 1"]);
+    // --remove: nothing left; the toolkit never changed
+    let (code, _, err) = shim_cmd(&["--remove", &ov_arg]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(!ov.exists());
+    assert_eq!(tree(&cu), before);
+}
+
+/// nvcc with nvlinkrs standing in for nvlink: the overlay `nvlinkrs shim` makes builds
+/// the `-rdc` example with and without `-dlto` into host executables. The device image
+/// embedded in each executable must be the one nvlinkrs writes for nvcc's
 /// command line, and equivalent to what the real nvlink writes for it (byte-identical
 /// for the whole-program LTO link); the host link needs the module ids of nvlinkrs'
 /// `--register-link-binaries` file, and the file must equal nvlink's.
@@ -844,35 +983,9 @@ fn outside_relink_comparison(difference: &str) -> bool {
 fn nvcc_drop_in() {
     let cu = cuda();
     let dir = tempfile::tempdir().unwrap();
-    let bin = dir.path().join("bin");
-    std::fs::create_dir(&bin).unwrap();
-    for e in std::fs::read_dir(cu.join("bin")).unwrap() {
-        let e = e.unwrap();
-        let name = e.file_name();
-        if name == "nvlink" || name == "nvcc.profile" {
-            continue;
-        }
-        std::os::unix::fs::symlink(e.path(), bin.join(&name)).unwrap();
-    }
-    std::os::unix::fs::symlink(nvlinkrs(), bin.join("nvlink")).unwrap();
-    let profile = std::fs::read_to_string(cu.join("bin/nvcc.profile")).unwrap();
-    let profile: String = profile
-        .lines()
-        .map(|l| {
-            if l.starts_with("TOP") {
-                format!("TOP = {}\n", cu.display())
-            } else {
-                format!("{l}\n")
-            }
-        })
-        .collect();
-    std::fs::write(bin.join("nvcc.profile"), profile).unwrap();
+    // the toolkit `nvlinkrs shim` makes: nvcc there runs nvlinkrs as its nvlink
+    let bin = shim(&dir.path().join("overlay")).join("bin");
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/saxpy");
-    let path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
     let sources = ["main.cu", "saxpy.cu", "scale.cu"];
     // -rdc at sm_90 and, with capsule Mercury, sm_100; -rdc -dlto at sm_90; a -G
     // (debug) build, whose device link is `nvlink -g`
@@ -896,7 +1009,6 @@ fn nvcc_drop_in() {
         let nvcc = |extra: &[&str]| {
             let r = Command::new(bin.join("nvcc"))
                 .current_dir(&work)
-                .env("PATH", &path)
                 .arg(format!("-arch={arch}"))
                 .args(mode)
                 .args(extra)
