@@ -17,6 +17,10 @@ use crate::diag::{Error, Result};
 /// The marker file at the overlay's root.
 pub const MARKER: &str = ".nvlinkrs-shim";
 
+/// A Meson native file naming the overlay's nvcc (Meson reads no environment variable
+/// for the CUDA compiler, and one found on `PATH` is recorded by its bare name).
+pub const MESON_NATIVE: &str = "nvlinkrs-meson.ini";
+
 /// What one overlay was made from and holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Overlay {
@@ -110,7 +114,7 @@ impl Overlay {
             let Ok(meta) = std::fs::symlink_metadata(&p) else {
                 continue;
             };
-            let r = if meta.file_type().is_symlink() {
+            let r = if meta.file_type().is_symlink() || rel == Path::new(MESON_NATIVE) {
                 std::fs::remove_file(&p)
             } else if meta.is_dir() {
                 match std::fs::remove_dir(&p) {
@@ -132,7 +136,7 @@ impl Overlay {
         let r = self.root.display();
         format!(
             "CMake:  cmake -DCMAKE_CUDA_COMPILER={r}/bin/nvcc ... (a new build directory)\n\
-             Meson:  NVCC={r}/bin/nvcc meson setup BUILDDIR\n\
+             Meson:  meson setup --native-file {r}/{MESON_NATIVE} BUILDDIR\n\
              make:   make NVCC={r}/bin/nvcc\n\
              Bazel:  CUDA_PATH={r} bazel build ... (rules_cuda; or toolkit_path = \"{r}\" in cuda.local_toolchain)\n"
         )
@@ -240,6 +244,10 @@ fn fill(o: &mut Overlay) -> Result<()> {
     }
     let linker = o.linker.clone();
     link(o, &linker, PathBuf::from("bin/nvlink"))?;
+    let native = o.root.join(MESON_NATIVE);
+    let text = format!("[binaries]\ncuda = '{}/bin/nvcc'\n", o.root.display());
+    crate::output::write_atomic(&native, text.as_bytes())?;
+    o.made.push(PathBuf::from(MESON_NATIVE));
     crate::output::write_atomic(&o.root.join(MARKER), o.marker_text().as_bytes())
 }
 
@@ -292,7 +300,8 @@ mod tests {
                 "bin",
                 "bin/nvcc",
                 "bin/nvcc.profile",
-                "bin/nvlink"
+                "bin/nvlink",
+                MESON_NATIVE
             ]
         );
         assert_eq!(

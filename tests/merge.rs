@@ -911,7 +911,9 @@ fn shim_overlay() {
         "{out}"
     );
     assert!(
-        out.contains(&format!("Meson:  NVCC={o}/bin/nvcc meson setup")),
+        out.contains(&format!(
+            "Meson:  meson setup --native-file {o}/nvlinkrs-meson.ini BUILDDIR"
+        )),
         "{out}"
     );
     assert!(
