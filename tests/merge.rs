@@ -114,6 +114,7 @@ fn links_equivalent_to_nvlink() {
     let scale = root.join("scale_dc.o").display().to_string();
     let saxpy_lto = root.join("saxpy_dlto.o").display().to_string();
     let lto_only = |name: &str| root.join(format!("{name}_lto90.o")).display().to_string();
+    let whole = root.join("whole.o").display().to_string();
     let cases: Vec<(&str, Vec<String>)> = vec![
         (
             "cubins sm_90",
@@ -446,6 +447,26 @@ fn links_equivalent_to_nvlink() {
         (
             "only LTO IR without -dlto",
             args(&["-arch=sm_90", &lto_only("saxpy"), &lto_only("scale")]),
+        ),
+        // whole-program objects (nvcc without -rdc, an executable cubin in .nv_fatbin):
+        // nothing to link, an image without code, nvlink's own notes and .nv.compat (and
+        // from sm_100 the empty Mercury tables)
+        (
+            "whole-program object sm_90",
+            args(&["-arch=sm_90", &whole, &lib, "-lcudadevrt"]),
+        ),
+        ("whole-program object sm_75", args(&["-arch=sm_75", &whole])),
+        ("whole-program object sm_90a", args(&["-arch=sm_90a", &whole])),
+        (
+            "whole-program object sm_100",
+            args(&["-arch=sm_100", &whole, &lib, "-lcudadevrt"]),
+        ),
+        ("whole-program object sm_103a", args(&["-arch=sm_103a", &whole])),
+        ("whole-program object sm_120", args(&["-arch=sm_120", &whole])),
+        ("whole-program object sm_121", args(&["-arch=sm_121", &whole])),
+        (
+            "whole-program object beside -rdc ones",
+            args(&["-arch=sm_90", &saxpy, &whole, &scale, &lib, "-lcudadevrt"]),
         ),
         (
             "LTO IR beside SASS without -dlto",

@@ -157,6 +157,8 @@ pub fn hosts(trees: &[Node]) -> Vec<HostInfo> {
                     walk(ch, cudadevrt || *c, out);
                 }
             }
+            // a whole-program object (device code only in `.nv_fatbin`) takes no part
+            Item::HostObject { .. } if !has_relocatable_code(n) => {}
             Item::HostObject {
                 module_id,
                 host_refs,
@@ -175,6 +177,20 @@ pub fn hosts(trees: &[Node]) -> Vec<HostInfo> {
         walk(t, false, &mut out);
     }
     out
+}
+
+/// Whether a host object carries relocatable device code (`__nv_relfatbin`, what
+/// `-rdc`/`-dc` objects have), as opposed to whole-program code alone.
+fn has_relocatable_code(n: &Node) -> bool {
+    n.children.iter().any(|ch| {
+        matches!(
+            ch.item,
+            Item::Container {
+                section: Some("__nv_relfatbin"),
+                ..
+            }
+        )
+    })
 }
 
 /// Builds the pool from the input trees, in input order.

@@ -2,11 +2,16 @@
 //! archive member) the SASS for the target by nvlink's rules (the exact SM first, then an
 //! older SM of the same family before sm_90; `a` code only for itself), else its PTX for
 //! ptxas `-c`, else nvlink's warning. Units keep input order; libcudadevrt is marked.
+//! Whole-program device code is not linked, as nvlink does not link it: a host object's
+//! `.nv_fatbin` (what `nvcc -c` without `-rdc` embeds) is passed over, and an executable
+//! cubin (e_type 2) contributes nothing, so a whole-program build's device link writes
+//! an image without code.
 
 use crate::arch::Arch;
 use crate::bytes::Bytes;
 use crate::diag::{Diagnostics, Error, Result};
-use crate::input::{CodeKind, Item, Node};
+use crate::elf::elf_type;
+use crate::input::{Code, CodeKind, Item, Node};
 use crate::lto::pool::{ir_compatible, sass_compatible};
 
 pub enum Source {
@@ -46,6 +51,8 @@ impl Walk<'_> {
                 Ok(())
             }
             Item::Ignored(_) => Ok(()),
+            // a raw executable cubin is passed over whatever its SM (nvlink 13.5)
+            Item::Code(c) if is_executable(n, c)? => Ok(()),
             _ => unit(n, self.target, self.lto, self.diag, system, out),
         }
     }
@@ -59,7 +66,7 @@ fn unit(
     system: bool,
     out: &mut Vec<Unit>,
 ) -> Result<()> {
-    let codes = n.codes();
+    let codes = linked_codes(n);
     if codes.is_empty() {
         return Ok(());
     }
@@ -76,11 +83,15 @@ fn unit(
         .filter(|(_, c)| c.arch.is_none_or(|a| sass_compatible(a, target)))
         .max_by_key(|(_, c)| c.arch.map(|a| (a == target, a.sm)));
     if let Some((origin, c)) = sass {
-        out.push(Unit {
-            origin: n.origin.clone(),
-            source: Source::Cubin(c.bytes(origin)?),
-            system,
-        });
+        let bytes = c.bytes(origin)?;
+        // whole-program SASS for the target: nothing to link, and no PTX either
+        if elf_type(&bytes) != Some(2) {
+            out.push(Unit {
+                origin: n.origin.clone(),
+                source: Source::Cubin(bytes),
+                system,
+            });
+        }
         return Ok(());
     }
     let ptx = codes
@@ -123,4 +134,30 @@ fn unit(
         diag.warning(&format!("SM Arch ('{target}') not found in '{}'", n.origin));
     }
     Ok(())
+}
+
+/// The device code of a unit that a link reads: everything but the whole-program
+/// containers of a host object (its `.nv_fatbin`; relocatable code is in `__nv_relfatbin`).
+fn linked_codes(n: &Node) -> Vec<(&str, &Code)> {
+    if !matches!(n.item, Item::HostObject { .. }) {
+        return n.codes();
+    }
+    n.children
+        .iter()
+        .filter(|ch| {
+            !matches!(
+                ch.item,
+                Item::Container {
+                    section: Some(".nv_fatbin"),
+                    ..
+                }
+            )
+        })
+        .flat_map(|ch| ch.codes())
+        .collect()
+}
+
+/// Whether a cubin is an executable (whole-program) image, which nvlink passes over.
+fn is_executable(n: &Node, c: &Code) -> Result<bool> {
+    Ok(c.kind == CodeKind::Cubin && elf_type(&c.bytes(&n.origin)?) == Some(2))
 }

@@ -269,7 +269,10 @@ impl Merger<'_> {
 
     /// Builds the capsule-Mercury half of the image (see the module comment).
     pub(super) fn mercury(&mut self) -> Result<()> {
-        if !self.inputs.iter().any(|i| i.cubin.has_mercury()) {
+        // an image without inputs (none had code for the target) still has nvlink's
+        // Mercury symbol table and call graph
+        let empty = self.inputs.is_empty() && self.mercury_layout;
+        if !empty && !self.inputs.iter().any(|i| i.cubin.has_mercury()) {
             return Ok(());
         }
         let exec = !self.opts.relocatable;
@@ -427,12 +430,14 @@ impl Merger<'_> {
                 SHT_CUDA_PROTOTYPE => (".nv.merc.nv.prototype", SHT_MERC_PROTOTYPE),
                 _ => continue,
             };
-            if !proto.contains_key(name) {
+            let wanted = proto.contains_key(name) || (empty && ty == SHT_MERC_CALLGRAPH);
+            if !wanted {
                 continue;
             }
             let mut o = new(name, name, ty);
             o.link = Ref::Section(symtab);
             o.entsize = 8;
+            o.align = o.align.max(4);
             let id = self.new_section(o, false);
             view_of.insert(n, id);
             tables.push((n, id));

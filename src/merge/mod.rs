@@ -2508,6 +2508,19 @@ impl<'a> Merger<'a> {
             c.data = d;
             self.new_section(c, true)
         });
+        if let (None, Some(target)) = (self.inputs.first(), self.opts.target)
+            && let Some(data) = empty_compat(target)
+        {
+            // no input: nvlink's own `.nv.compat` for the target, named by the note
+            let mut o = OutSection::new(".nv.compat", SHT_CUDA_COMPAT, 0);
+            o.align = 4;
+            o.data = data;
+            let compat = self.new_section(o, false);
+            if let Some(n) = cuinfo_id {
+                self.out[n].flags = 0x100_0040;
+                self.out[n].info = Ref::Section(compat);
+            }
+        }
         if let Some(inp) = self.inputs.first() {
             let c = &inp.cubin;
             if let Some(s) = c.sections.iter().find(|s| s.ty == SHT_CUDA_COMPAT) {
@@ -2661,9 +2674,13 @@ impl<'a> Merger<'a> {
             }
         }
         // without inputs (none had code for the target), nvlink's defaults: the CUDA
-        // OS/ABI, ABI version 8, flags 0x05000004 around the SM
+        // OS/ABI, ABI version 8, flags 0x05000004 around the SM (0x05000002 from sm_100)
+        let no_input_flags = match self.mercury_layout {
+            true => 0x0500_0002,
+            false => 0x0500_0004,
+        };
         let (first_flags, osabi, abi_version) =
-            self.inputs.first().map_or((0x0500_0004, 0x41, 8), |i| {
+            self.inputs.first().map_or((no_input_flags, 0x41, 8), |i| {
                 (i.cubin.e_flags, i.cubin.osabi, i.cubin.abi_version)
             });
         // the debug byte: the highest among the inputs, plus one for each input with
@@ -2707,6 +2724,30 @@ fn kernel_records(recs: &mut Vec<Record>, (_, stack, barriers): (u32, u32, u32))
             }),
         }
     }
+}
+
+/// The `.nv.compat` records nvlink 13.5 writes when no input has code for the target
+/// (read off its output for every `-arch` it takes): none below sm_90; whether the
+/// target is an `a` one; from sm_100 also `CAN_FASTPATH_FINALIZE` (9 for sm_100, 0x50
+/// for sm_120, else 0) and `FINALIZER_VERSION` 0x0440.
+fn empty_compat(target: Arch) -> Option<Vec<u8>> {
+    use crate::arch::Variant;
+    if target.sm < 90 {
+        return None;
+    }
+    let accelerated = (target.variant == Variant::Accelerated) as u8;
+    let mut d = vec![info::FMT_BVAL, 0x09, accelerated, 0];
+    if target.sm >= 100 {
+        let fastpath: u64 = match target.sm {
+            100 => 9,
+            120 => 0x50,
+            _ => 0,
+        };
+        d.extend_from_slice(&[0x04, 0x0B, 8, 0]);
+        d.extend_from_slice(&fastpath.to_le_bytes());
+        d.extend_from_slice(&[0x03, 0x0E, 0x40, 0x04]);
+    }
+    Some(d)
 }
 
 /// `.nv.compat` as nvlink writes it for the target (read off nvlink 13.5 with sm_100 and
