@@ -6,7 +6,9 @@
 //! `PATH` cannot put another nvlink before the toolkit's, and nvcc 13.5's `--nvlink-prefix`
 //! hands the prefix to nvlink as an input. An overlay does work: a directory holding a link
 //! to every entry of the toolkit's root, and a `bin/` of links to every tool but `nvlink`,
-//! which links to nvlinkrs. The toolkit itself is never written. A marker file lists what
+//! which links to nvlinkrs, and `nvcc.profile`, a copy whose `TOP` names the toolkit (so
+//! the `-L` paths nvcc gives nvlink, which the image's tool note records, are the ones the
+//! toolkit's own nvcc gives). The toolkit itself is never written. A marker file lists what
 //! the overlay holds, so that making it again replaces only those links and `--remove`
 //! removes only them.
 
@@ -20,6 +22,9 @@ pub const MARKER: &str = ".nvlinkrs-shim";
 /// A Meson native file naming the overlay's nvcc (Meson reads no environment variable
 /// for the CUDA compiler, and one found on `PATH` is recorded by its bare name).
 pub const MESON_NATIVE: &str = "nvlinkrs-meson.ini";
+
+/// The files the overlay writes (everything else it makes is a link or `bin/`).
+const WRITTEN: [&str; 2] = ["bin/nvcc.profile", MESON_NATIVE];
 
 /// What one overlay was made from and holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -114,7 +119,8 @@ impl Overlay {
             let Ok(meta) = std::fs::symlink_metadata(&p) else {
                 continue;
             };
-            let r = if meta.file_type().is_symlink() || rel == Path::new(MESON_NATIVE) {
+            let r = if meta.file_type().is_symlink() || WRITTEN.iter().any(|w| rel == Path::new(w))
+            {
                 std::fs::remove_file(&p)
             } else if meta.is_dir() {
                 match std::fs::remove_dir(&p) {
@@ -145,8 +151,10 @@ impl Overlay {
 
 /// The toolkit an overlay at `path` would mirror: `path` itself, or, when `path` is an
 /// overlay, the toolkit it was made from.
+/// The path is kept as given (made absolute, links not resolved): nvcc started from it
+/// would see that path in `_HERE_`.
 fn original_toolkit(path: &Path) -> Result<PathBuf> {
-    let abs = absolute(path)?;
+    let abs = std::path::absolute(path).map_err(|e| io_error("open", path, e))?;
     if let Some(o) = Overlay::read(&abs)? {
         return Ok(o.toolkit);
     }
@@ -167,7 +175,8 @@ pub fn install(toolkit: &Path, root: &Path, linker: &Path) -> Result<Overlay> {
     let linker = absolute(linker)?;
     std::fs::create_dir_all(root).map_err(|e| io_error("create", root, e))?;
     let root = absolute(root)?;
-    if root.starts_with(&toolkit) || toolkit.starts_with(&root) {
+    let real = absolute(&toolkit)?;
+    if root.starts_with(&real) || real.starts_with(&root) {
         return Err(Error::fatal(format!(
             "shim: the overlay '{}' and the toolkit '{}' overlap; give a directory of its own",
             root.display(),
@@ -236,7 +245,7 @@ fn fill(o: &mut Overlay) -> Result<()> {
     }
     o.made.push(PathBuf::from("bin"));
     for name in sorted_entries(&o.toolkit.join("bin"))? {
-        if name == "nvlink" {
+        if name == "nvlink" || name == "nvcc.profile" {
             continue;
         }
         let target = o.toolkit.join("bin").join(&name);
@@ -244,11 +253,46 @@ fn fill(o: &mut Overlay) -> Result<()> {
     }
     let linker = o.linker.clone();
     link(o, &linker, PathBuf::from("bin/nvlink"))?;
+    let profile = o.toolkit.join("bin/nvcc.profile");
+    let text = std::fs::read_to_string(&profile).map_err(|e| io_error("read", &profile, e))?;
+    write_made(o, "bin/nvcc.profile", &with_top(&text, &o.toolkit))?;
     let native = o.root.join(MESON_NATIVE);
     let text = format!("[binaries]\ncuda = '{}/bin/nvcc'\n", o.root.display());
-    crate::output::write_atomic(&native, text.as_bytes())?;
-    o.made.push(PathBuf::from(MESON_NATIVE));
+    write_made(o, MESON_NATIVE, &text)?;
     crate::output::write_atomic(&o.root.join(MARKER), o.marker_text().as_bytes())
+}
+
+fn write_made(o: &mut Overlay, rel: &str, text: &str) -> Result<()> {
+    crate::output::write_atomic(&o.root.join(rel), text.as_bytes())?;
+    o.made.push(PathBuf::from(rel));
+    Ok(())
+}
+
+/// `nvcc.profile` with its `TOP` (the toolkit root, `$(_HERE_)/..` as shipped) naming
+/// `toolkit` as the toolkit's own nvcc would (`toolkit/bin/..`: the `-L` paths nvcc gives
+/// nvlink, recorded in the image, are then the same); `_HERE_` stays the overlay's `bin/`,
+/// where nvcc then finds nvlink.
+fn with_top(profile: &str, toolkit: &Path) -> String {
+    let here = toolkit.join("bin").display().to_string();
+    let mut out = String::new();
+    let mut replaced = false;
+    for line in profile.lines() {
+        let is_top = line
+            .strip_prefix("TOP")
+            .is_some_and(|rest| rest.trim_start().starts_with('='));
+        if is_top && !replaced {
+            out.push_str(&line.replace("$(_HERE_)", &here));
+            replaced = true;
+        } else {
+            out.push_str(line);
+        }
+        out.push('\n');
+    }
+    if replaced {
+        out
+    } else {
+        format!("TOP = {}\n{out}", toolkit.display())
+    }
 }
 
 /// Undoes `install`: removes what the marker lists, the marker, and the overlay directory
@@ -277,9 +321,14 @@ mod tests {
         for d in ["bin", "include", "lib"] {
             std::fs::create_dir_all(tk.join(d)).unwrap();
         }
-        for f in ["bin/nvcc", "bin/nvlink", "bin/nvcc.profile"] {
+        for f in ["bin/nvcc", "bin/nvlink"] {
             std::fs::write(tk.join(f), f).unwrap();
         }
+        std::fs::write(
+            tk.join("bin/nvcc.profile"),
+            "\nTOP   = $(_HERE_)/..\nPATH += $(_HERE_):\n",
+        )
+        .unwrap();
         tk
     }
 
@@ -299,8 +348,8 @@ mod tests {
                 "lib",
                 "bin",
                 "bin/nvcc",
-                "bin/nvcc.profile",
                 "bin/nvlink",
+                "bin/nvcc.profile",
                 MESON_NATIVE
             ]
         );
@@ -310,9 +359,16 @@ mod tests {
         );
         assert_eq!(
             std::fs::read_link(ov.join("bin/nvcc")).unwrap(),
-            absolute(&tk).unwrap().join("bin/nvcc")
+            tk.join("bin/nvcc")
         );
         assert_eq!(Overlay::read(&ov).unwrap().unwrap(), o);
+        assert_eq!(
+            std::fs::read_to_string(ov.join("bin/nvcc.profile")).unwrap(),
+            format!(
+                "\nTOP   = {}/bin/..\nPATH += $(_HERE_):\n",
+                o.toolkit.display()
+            )
+        );
         // again, from the overlay itself as the toolkit: the same overlay, and a file
         // of the user's in bin/ stays
         std::fs::write(ov.join("bin/mine"), "user").unwrap();
