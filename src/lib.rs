@@ -721,9 +721,14 @@ fn finish(
 
 fn lto_settings(req: &LinkRequest, pool: &lto::pool::Pool, from_host: bool) -> lto::LtoSettings {
     let used = !req.kernels_used.is_empty() || !req.variables_used.is_empty();
+    // A host object without relocatable device code (CMake puts libcudart_static and the
+    // target's host-only objects on its device link line) has no table of what it
+    // refers to: nvlink then links as with --ignore-host-info, every kernel and device
+    // variable kept (byte for byte the same output, read off nvlink 13.5).
+    let ignore_host_info = req.ignore_host_info || pool.hosts.iter().any(|h| !h.relocatable);
     let host_refs = if used {
         lto::HostRefs::from_used(&req.kernels_used, &req.variables_used)
-    } else if !host_tables_apply(req, &pool.hosts) {
+    } else if ignore_host_info || !host_tables_apply(req, &pool.hosts) {
         lto::HostRefs::default()
     } else {
         lto::HostRefs::from_tables(
@@ -744,7 +749,7 @@ fn lto_settings(req: &LinkRequest, pool: &lto::pool::Pool, from_host: bool) -> l
         device_c: from_host && pool.cudadevrt,
         force_device_c: false,
         debug: req.debug,
-        host_info: !req.ignore_host_info,
+        host_info: !ignore_host_info,
         xnvvm: req.xnvvm.clone(),
         host_refs,
     }

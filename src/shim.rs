@@ -256,7 +256,6 @@ fn fill(o: &mut Overlay) -> Result<()> {
     let profile = o.toolkit.join("bin/nvcc.profile");
     let text = std::fs::read_to_string(&profile).map_err(|e| io_error("read", &profile, e))?;
     write_made(o, "bin/nvcc.profile", &with_top(&text, &o.toolkit))?;
-    let native = o.root.join(MESON_NATIVE);
     let text = format!("[binaries]\ncuda = '{}/bin/nvcc'\n", o.root.display());
     write_made(o, MESON_NATIVE, &text)?;
     crate::output::write_atomic(&o.root.join(MARKER), o.marker_text().as_bytes())

@@ -216,6 +216,16 @@ fn whole_program_links_are_byte_identical_to_nvlink() {
             ),
         ),
         (
+            // CMake's device link line: libcudart_static's host objects carry no
+            // host-reference table, so none applies (every kernel and variable kept)
+            "host objects without device code (-lcudart_static)".into(),
+            lto_args(
+                "sm_90",
+                &["--register-link-binaries={REG}"],
+                &[&PROGRAM[..], &["-lcudart_static"]].concat(),
+            ),
+        ),
+        (
             "-maxrregcount".into(),
             lto_args("sm_90", &["-maxrregcount=32"], &PROGRAM),
         ),
