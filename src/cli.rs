@@ -32,8 +32,6 @@ pub struct LinkArgs {
     pub xnvvm: Vec<String>,
     #[arg(long = "Xptxas", action = ArgAction::Append, value_name = "OPTIONS")]
     pub xptxas: Vec<String>,
-    #[arg(long = "Xfinalizer", action = ArgAction::Append, hide = true)]
-    pub xfinalizer: Vec<String>,
     /// Target architecture: sm_NN[a|f] (or compute_NN to JIT).
     #[arg(long = "arch", value_name = "ARCH")]
     pub arch: Option<String>,
@@ -42,6 +40,15 @@ pub struct LinkArgs {
         value_name = "X86|X86_64|ARMv7|AARCH64|PPC64LE|RISCV64|unknown"
     )]
     pub cpu_arch: Option<String>,
+    /// The host link is a shared library (nvcc -shared); the device image is the same.
+    #[arg(long = "shared", hide = true)]
+    pub shared: bool,
+    /// Options for the host linker (used only to generate a host linker script).
+    #[arg(long = "host-linker-options", visible_alias = "Xlinker", action = ArgAction::Append, hide = true)]
+    pub host_linker_options: Vec<String>,
+    /// Accepted as nvlink does; it changes nothing in the image.
+    #[arg(long = "uumn", hide = true)]
+    pub uumn: bool,
     #[arg(long = "debug", visible_alias = "g")]
     pub debug: bool,
     #[arg(long = "device-stack-protector", value_name = "true|false")]
@@ -139,15 +146,15 @@ pub struct LinkArgs {
     pub force_rela: bool,
     #[arg(long = "verbose-keep", hide = true)]
     pub verbose_keep: bool,
-    #[arg(long = "verbose-tkinfo", hide = true)]
-    pub verbose_tkinfo: bool,
+    #[arg(long = "verbose-tkinfo", hide = true, value_name = "true|false")]
+    pub verbose_tkinfo: Option<String>,
     /// The host compiler nvcc uses; it does not affect the device link.
     #[arg(long = "host-ccbin", hide = true)]
     pub host_ccbin: Option<String>,
     #[arg(long = "nv-host", hide = true)]
     pub nv_host: Option<String>,
-    #[arg(long = "enable-extended-smem", hide = true)]
-    pub enable_extended_smem: bool,
+    #[arg(long = "enable-extended-smem", hide = true, value_name = "true|false")]
+    pub enable_extended_smem: Option<String>,
     #[arg(long = "no-cache", hide = true)]
     pub no_cache: bool,
     #[arg(long = "tool-name", hide = true)]
@@ -158,13 +165,7 @@ pub struct LinkArgs {
     pub force_whole_lto: bool,
     #[arg(long = "force-partial-lto", hide = true)]
     pub force_partial_lto: bool,
-    #[arg(long = "optimize-data-layout", hide = true)]
-    pub optimize_data_layout: bool,
-    #[arg(long = "no-opt", hide = true)]
-    pub no_opt: bool,
-    #[arg(long = "trap-into-debugger", hide = true)]
-    pub trap_into_debugger: bool,
-    #[arg(long = "dot-file", hide = true)]
+    #[arg(long = "dot-file", visible_alias = "dot", hide = true)]
     pub dot_file: Option<PathBuf>,
     #[arg(long = "war4860824", hide = true)]
     pub war4860824: bool,
@@ -234,14 +235,39 @@ const IMPLEMENTED: &[&str] = &[
     "cache-dir",
     "no-cache",
     "report-json",
+    // accepted with nvlink's meaning: nothing changes in the image (nvlink 13.5's output
+    // is the same with and without them on the merge fixtures at sm_90 and sm_100, and
+    // on an LTO link for --shared and --uumn)
+    "shared",
+    "uumn",
+    "host-linker-options",
+    "war4860824",
+    "dont-reserve-null-pointer",
+    "enable-extended-smem",
+    "device-stack-protector-frame-size-threshold",
+    "cuda-api-version",
+    "verbose-tkinfo",
 ];
+
+/// nvlinkrs' own options: not nvlink's, taken with one dash or two.
+const OWN: &[&str] = &["cuda-path", "cache-dir", "report-json", "verbose-keep"];
 
 struct OptSpec {
     canonical: String,
+    /// How nvlink spells it: an option with a short name (`-o`) takes it after one
+    /// dash and its long name (`--output-file`) after two; one without, either.
+    spelling: Spelling,
     takes_value: bool,
     /// `-ghls[=mode]`: a value only after `=`.
     optional_value: bool,
     multiple: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Spelling {
+    OneDash,
+    TwoDashes,
+    Any,
 }
 
 fn option_table() -> HashMap<String, OptSpec> {
@@ -253,15 +279,25 @@ fn option_table() -> HashMap<String, OptSpec> {
         let takes_value = a.get_action().takes_values();
         let optional_value = num.is_some_and(|n| n.min_values() == 0) && takes_value;
         let multiple = matches!(a.get_action(), ArgAction::Append);
-        let spec = || OptSpec {
+        let has_short = a.get_all_aliases().is_some_and(|v| !v.is_empty());
+        let spec = |spelling| OptSpec {
+            spelling,
             canonical: long.to_string(),
             takes_value,
             optional_value,
             multiple,
         };
-        t.insert(long.to_string(), spec());
+        // (--register-link-binaries has a short name nvlink does not show)
+        let long_spelling = if OWN.contains(&long) {
+            Spelling::Any
+        } else if has_short || long == "register-link-binaries" {
+            Spelling::TwoDashes
+        } else {
+            Spelling::Any
+        };
+        t.insert(long.to_string(), spec(long_spelling));
         for alias in a.get_all_aliases().into_iter().flatten() {
-            t.insert(alias.to_string(), spec());
+            t.insert(alias.to_string(), spec(Spelling::OneDash));
         }
     }
     t
@@ -323,30 +359,44 @@ pub fn normalize(args: &[String]) -> Result<(Vec<String>, Vec<String>)> {
             out.push(a);
             continue;
         }
+        let two = a.starts_with("--");
         let body = a.strip_prefix("--").unwrap_or(&a[1..]);
         let (name, inline) = match body.split_once('=') {
             Some((n, v)) => (n, Some(v.to_string())),
             None => (body, None),
         };
-        let (spec, value) = if let Some(spec) = table.get(name) {
+        let spelled = |spec: &&OptSpec| match spec.spelling {
+            Spelling::Any => true,
+            Spelling::OneDash => !two,
+            Spelling::TwoDashes => two,
+        };
+        let (spec, value) = if let Some(spec) = table.get(name).filter(spelled) {
             let value = if !spec.takes_value {
                 None
             } else if inline.is_some() || spec.optional_value {
                 inline
+            } else if spec.canonical == "Ofast-compile" {
+                // its level may be left out (then the next word, an option, is not taken)
+                match queue.front() {
+                    Some(next) if !next.starts_with('-') => queue.pop_front(),
+                    _ => Some(String::new()),
+                }
             } else {
+                let flag = a.split_once('=').map_or(a.as_str(), |(f, _)| f);
                 Some(queue.pop_front().ok_or_else(|| {
-                    Error::fatal(format!("Option '-{name}' requires an argument"))
+                    Error::fatal(format!("argument expected after '{flag}'"))
                 })?)
             };
             (spec, value)
         } else if let Some((_, long)) = ATTACHED
             .iter()
-            .find(|(c, _)| body.starts_with(*c) && body.len() > 1)
+            .find(|(c, _)| !two && body.starts_with(*c) && body.len() > 1)
         {
             (&table[*long], Some(body[1..].to_string()))
         } else {
-            // nvlink drops the first dash when it names the option.
-            return Err(Error::fatal(format!("Unknown option '{}'", &a[1..])));
+            // nvlink drops the first dash when it names the option, and any `=value`
+            let flag = a.split_once('=').map_or(a.as_str(), |(f, _)| f);
+            return Err(Error::fatal(format!("Unknown option '{}'", &flag[1..])));
         };
         if spec.canonical == "options-file" {
             let path = value.unwrap_or_default();
@@ -401,9 +451,23 @@ pub fn parse(args: &[String]) -> Result<(LinkArgs, Vec<String>, Vec<String>)> {
         })?;
     let parsed = LinkArgs::from_arg_matches(&matches).map_err(|e| Error::fatal(e.to_string()))?;
     // nvlink checks typed values while it reads the command line, before anything else.
+    if let Some(m) = &parsed.machine {
+        int_value(m)?;
+    }
+    if let Some(a) = &parsed.arch {
+        target(a)?;
+    }
+    one_of("cpu-arch", parsed.cpu_arch.as_deref(), CPU_ARCHS)?;
+    one_of(
+        "gen-host-linker-script",
+        parsed.gen_host_linker_script.as_deref(),
+        &["lcs-aug", "lcs-abs"],
+    )?;
     for v in [
         &parsed.disable_smem_reservation,
         &parsed.device_stack_protector,
+        &parsed.enable_extended_smem,
+        &parsed.verbose_tkinfo,
     ]
     .into_iter()
     .flatten()
@@ -414,11 +478,13 @@ pub fn parse(args: &[String]) -> Result<(LinkArgs, Vec<String>, Vec<String>)> {
         &parsed.maxrregcount,
         &parsed.split_compile,
         &parsed.split_compile_extended,
+        &parsed.syscall_const_offset,
+        &parsed.device_stack_protector_frame_size_threshold,
     ]
     .into_iter()
     .flatten()
     {
-        number_value(v)?;
+        int_value(v)?;
     }
     let given: Vec<String> = LinkArgs::command()
         .get_arguments()
@@ -426,6 +492,84 @@ pub fn parse(args: &[String]) -> Result<(LinkArgs, Vec<String>, Vec<String>)> {
         .filter_map(|a| a.get_long().map(str::to_string))
         .collect();
     Ok((parsed, warnings, given))
+}
+
+/// `-cpu-arch` values nvlink 13.5 takes (exactly as spelled).
+const CPU_ARCHS: &[&str] = &[
+    "unknown", "X86", "X86_64", "ARMv7", "AARCH64", "PPC64LE", "RISCV64",
+];
+
+/// A value from a fixed list, with nvlink's message otherwise.
+fn one_of(option: &str, value: Option<&str>, allowed: &[&str]) -> Result<()> {
+    match value {
+        Some(v) if !allowed.contains(&v) => Err(Error::fatal(format!(
+            "Value '{v}' is not defined for option '{option}'"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// `--cuda-api-version MAJOR.MINOR`, whose major number must be the toolkit's (13).
+fn cuda_api_version(v: &str) -> Result<()> {
+    let parsed = v
+        .split_once('.')
+        .and_then(|(a, b)| Some((a.parse::<u32>().ok()?, b.parse::<u32>().ok()?)));
+    match parsed {
+        None => Err(Error::fatal("--cuda-api-version value cannot be parsed")),
+        Some((13, _)) => Ok(()),
+        Some(_) => Err(Error::fatal(
+            "--cuda-api-version major number must be == toolkit version",
+        )),
+    }
+}
+
+/// Options nvlink takes only with another (`-emit-ptx` only with `-dlto`), in the order
+/// nvlink checks them, with its message.
+fn check_conflicts(a: &LinkArgs) -> Result<()> {
+    let conflict = |x: &str, y: &str| {
+        Err(Error::fatal(format!(
+            "Conflicting options '{x}' and '{y}'"
+        )))
+    };
+    if a.gen_host_linker_script.is_some() && !a.inputs.is_empty() {
+        return Err(Error::fatal(
+            "Input files are not allowed with -ghls option; use --help for more information",
+        ));
+    }
+    if a.suppress_debug_info && !a.debug {
+        return conflict("-suppress-debug-info", "no -g");
+    }
+    let lto = a.link_time_opt || a.dlto;
+    if a.force_partial_lto && a.force_whole_lto && lto {
+        return conflict("-force-partial-lto", "-force-whole-lto");
+    }
+    for (given, name) in [
+        (a.force_partial_lto, "-force-partial-lto"),
+        (a.force_whole_lto, "-force-whole-lto"),
+        (a.nvvm_latest, "-nvvm-latest"),
+        (a.emit_ptx, "-emit-ptx"),
+        (a.ofast_compile.is_some(), "--Ofast-compile"),
+    ] {
+        if given && !lto {
+            return conflict(name, "no -dlto");
+        }
+    }
+    if let Some(level) = &a.ofast_compile
+        && !["", "0", "min", "mid", "max"].contains(&level.as_str())
+    {
+        return Err(Error::fatal(
+            "Invalid argument for option '--Ofast-compile'",
+        ));
+    }
+    if let Some(v) = &a.cuda_api_version {
+        cuda_api_version(v)?;
+    }
+    if a.verbose_tkinfo.as_deref() == Some("true") {
+        return Err(Error::fatal(
+            "option '-verbose-tkinfo=true' (inputs and output in the tool note) is not implemented yet by nvlinkrs; refusing rather than ignoring it",
+        ));
+    }
+    Ok(())
 }
 
 /// Refuses, by name, every given option this version does not carry out.
@@ -492,6 +636,22 @@ pub struct LinkRequest {
     pub allow_undefined_globals: bool,
     pub force_partial_lto: bool,
     pub force_whole_lto: bool,
+    /// Options that change only messages, which the tool note records.
+    pub recorded: Recorded,
+}
+
+/// Options that change messages, not the image; nvlink records them in its tool note.
+#[derive(Debug, Clone, Default)]
+pub struct Recorded {
+    pub suppress_stack_size_warning: bool,
+    pub suppress_arch_warning: bool,
+    pub disable_warnings: bool,
+    pub warning_as_error: bool,
+    pub disable_infos: bool,
+    pub keep_system_libraries: bool,
+    pub report_arch: bool,
+    pub extra_warnings: bool,
+    pub use_host_info: bool,
 }
 
 /// The values of a repeatable option whose values are also comma lists
@@ -513,9 +673,22 @@ pub fn bool_value(v: &str) -> Result<bool> {
     }
 }
 
-pub fn number_value(v: &str) -> Result<u32> {
+/// A number as nvlink reads one: a signed integer.
+pub fn int_value(v: &str) -> Result<i64> {
     v.parse()
         .map_err(|_| Error::fatal(format!("'{v}': expected a number")))
+}
+
+/// A count: nvlink takes a negative one and does nothing with it (read as not given).
+pub fn number_value(v: &str) -> Result<Option<u32>> {
+    Ok(u32::try_from(int_value(v)?).ok())
+}
+
+/// `-arch`'s value: the target kind and architecture, with nvlink's message otherwise.
+fn target(arch_s: &str) -> Result<(TargetKind, Arch)> {
+    Arch::parse_target(arch_s)
+        .filter(|(_, a)| arch::is_known_target(*a))
+        .ok_or_else(|| Error::fatal(format!("Value '{arch_s}' is not defined for option 'arch'")))
 }
 
 impl LinkArgs {
@@ -532,11 +705,7 @@ impl LinkArgs {
             .arch
             .as_deref()
             .ok_or_else(|| Error::fatal("Unknown arch name '(null)'"))?;
-        let (target_kind, target) = Arch::parse_target(arch_s)
-            .filter(|(_, a)| arch::is_known_target(*a))
-            .ok_or_else(|| {
-                Error::fatal(format!("Value '{arch_s}' is not defined for option 'arch'"))
-            })?;
+        let (target_kind, target) = target(arch_s)?;
         if target_kind == TargetKind::Lto {
             return Err(Error::fatal(format!(
                 "Link target of '{arch_s}' is virtual target that is not JIT-able; use 'sm_' target instead"
@@ -551,6 +720,7 @@ impl LinkArgs {
                 "No input files specified; use option --help for more information",
             ));
         }
+        check_conflicts(self)?;
         let lto = self.link_time_opt || self.dlto;
         if lto && self.nvvmpath.is_none() {
             return Err(Error::fatal("-nvvmpath should be specified with -lto"));
@@ -576,12 +746,13 @@ impl LinkArgs {
             ignore_host_info: self.ignore_host_info,
             kernels_used: comma_list(&self.kernels_used),
             variables_used: comma_list(&self.variables_used),
-            maxrregcount: self.maxrregcount.as_deref().map(number_value).transpose()?,
+            maxrregcount: self.maxrregcount.as_deref().map(number_value).transpose()?.flatten(),
             split_compile: self
                 .split_compile
                 .as_deref()
                 .map(number_value)
-                .transpose()?,
+                .transpose()?
+                .flatten(),
             lto_spelled_dlto: self.dlto && !self.link_time_opt,
             report_json: self.report_json.clone(),
             cache_dir: if self.no_cache {
@@ -596,8 +767,12 @@ impl LinkArgs {
                 .split_compile_extended
                 .as_deref()
                 .map(number_value)
-                .transpose()?,
-            ofast_compile: self.ofast_compile.clone().filter(|l| l != "0"),
+                .transpose()?
+                .flatten(),
+            ofast_compile: self
+                .ofast_compile
+                .clone()
+                .filter(|l| l != "0" && !l.is_empty()),
             xnvvm: comma_list(&self.xnvvm),
             xptxas: comma_list(&self.xptxas),
             register_link_binaries: self.register_link_binaries.clone(),
@@ -619,6 +794,17 @@ impl LinkArgs {
             allow_undefined_globals: self.allow_undefined_globals,
             force_partial_lto: self.force_partial_lto,
             force_whole_lto: self.force_whole_lto,
+            recorded: Recorded {
+                suppress_stack_size_warning: self.suppress_stack_size_warning,
+                suppress_arch_warning: self.suppress_arch_warning,
+                disable_warnings: self.disable_warnings,
+                warning_as_error: self.warning_as_error,
+                disable_infos: self.disable_infos,
+                keep_system_libraries: self.keep_system_libraries,
+                report_arch: self.report_arch,
+                extra_warnings: self.extra_warnings,
+                use_host_info: self.use_host_info,
+            },
         })
     }
 }
@@ -729,6 +915,41 @@ mod tests {
             msg("-arch=sm_90 -o x -optf /nonexistent/opts a.o"),
             "Could not open options file '/nonexistent/opts'"
         );
+    }
+
+    #[test]
+    fn spellings_as_nvlink_takes_them() {
+        let msg = |s: &str| match parse(&words(s)).and_then(|(a, _, _)| a.request()) {
+            Err(e) => e.message().to_string(),
+            Ok(_) => "ok".into(),
+        };
+        // a short name after one dash, its long name after two; either for the others
+        assert_eq!(msg("-arch=sm_90 -o x a.o -debug"), "Unknown option 'debug'");
+        assert_eq!(msg("-arch=sm_90 -o x a.o --g"), "Unknown option '-g'");
+        assert_eq!(msg("-arch=sm_90 -o x a.o --Ofc=max"), "Unknown option '-Ofc'");
+        assert_eq!(msg("--arch=sm_90 -o x a.o --debug -w -dlto -nvvmpath=n"), "ok");
+        // `-library` is `-l ibrary`, `-machine` is `-m achine`
+        let (a, _, _) = parse(&words("-arch=sm_90 -o x a.o -library")).unwrap();
+        assert_eq!(a.library, ["ibrary"]);
+        assert_eq!(msg("-arch=sm_90 -o x a.o -machine"), "'achine': expected a number");
+        // what CMake and nvcc -shared pass
+        let (a, _, given) =
+            parse(&words("--shared --uumn -Xlinker -z --arch=sm_90 -o x a.o")).unwrap();
+        assert!(a.shared && a.uumn);
+        assert_eq!(a.host_linker_options, ["-z"]);
+        refuse_unimplemented(&given).unwrap();
+        assert_eq!(msg("-arch=sm_90 -o x a.o -o"), "argument expected after '-o'");
+        assert_eq!(
+            msg("-arch=sm_90 -o x a.o -cpu-arch=bogus"),
+            "Value 'bogus' is not defined for option 'cpu-arch'"
+        );
+        assert_eq!(
+            msg("-arch=sm_90 -o x a.o -emit-ptx"),
+            "Conflicting options '-emit-ptx' and 'no -dlto'"
+        );
+        // the level of -Ofc may be left out; a negative count is taken
+        assert_eq!(msg("-arch=sm_90 -o x a.o -dlto -nvvmpath=n -Ofc"), "ok");
+        assert_eq!(msg("-arch=sm_90 -o x a.o -maxrregcount=-3"), "ok");
     }
 
     #[test]

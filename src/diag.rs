@@ -197,6 +197,12 @@ impl Diagnostics {
         }
     }
 
+    /// An info line `-disable-infos` does not silence (nvlink's `-v` resource report
+    /// and its note on inputs without host code).
+    pub fn info_always(&self, message: &str) {
+        self.emit(Level::Info, message);
+    }
+
     pub fn warning(&self, message: &str) {
         if self.warnings_as_errors {
             self.emit(Level::Error, message);

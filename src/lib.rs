@@ -28,6 +28,7 @@ pub mod output;
 pub mod ptxas_driver;
 pub mod shim;
 pub mod toolkit;
+mod toolnote;
 
 use std::time::Instant;
 
@@ -184,6 +185,18 @@ fn link_phases(
         input::load(&paths, input::Mode::Link { lto: req.lto })
     })?;
     diag.check()?;
+    if req.register_link_binaries.is_some() {
+        // device code given as a file of its own has no host object to register it
+        for t in trees
+            .iter()
+            .filter(|t| matches!(t.item, input::Item::Code(_) | input::Item::Container { .. }))
+        {
+            diag.info_always(&format!(
+                "Input '{}' has no host code, which could cause later host link error if there is a reference to it",
+                t.origin
+            ));
+        }
+    }
     let hosts = lto::pool::hosts(&trees);
     let mut lto_cubins = Vec::new();
     if req.lto {
@@ -211,6 +224,13 @@ fn link_phases(
     timings.phase("write", || {
         output::write_over(&req.output, aside, |w| elf::write::write_to(image, w))
     })?;
+    if req.verbose {
+        let written = input::open(&req.output, &req.output.display().to_string())?;
+        let image = elf::cubin::Cubin::parse(written, &req.output.display().to_string())?;
+        for line in merge::resources::report(&image) {
+            diag.info_always(&line);
+        }
+    }
     dispose(inputs);
     dispose(trees);
     finish(req, &hosts, false, timings)
@@ -234,8 +254,8 @@ fn merge_options(req: &LinkRequest) -> merge::MergeOptions {
         preserve_relocs: req.preserve_relocs,
         disable_smem_reservation: req.disable_smem_reservation,
         allow_undefined_globals: req.allow_undefined_globals,
-        note_command_line: note_command_line(req),
-        note_output: req.debug.then(|| file_name(&req.output)),
+        note_command_line: toolnote::command_line(req),
+        note_output: req.debug.then(|| toolnote::file_name(&req.output)),
         dump_callgraph: req.dump_callgraph.is_some(),
         kernels: None,
     }
@@ -268,84 +288,6 @@ fn host_tables_apply(req: &LinkRequest, hosts: &[lto::pool::HostInfo]) -> bool {
             .any(|h| !h.cudadevrt && !h.host_refs.is_empty())
 }
 
-/// The options nvlink records in its own `.note.nv.tkinfo` entry: `-arch`, `-m`, the
-/// libraries and library paths, `-kernels-used`, `-variables-used`, `-cpu-arch` (input
-/// and output files are not recorded).
-/// A path's last component, as nvlink's debug notes record files.
-fn file_name(p: &std::path::Path) -> String {
-    p.file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default()
-}
-
-fn note_command_line(req: &LinkRequest) -> String {
-    // a debug link records its inputs and output too (file names only)
-    let mut s = match req.debug {
-        true => format!(
-            "{} -o {} -g  ",
-            req.inputs
-                .iter()
-                .map(|p| file_name(p))
-                .collect::<Vec<_>>()
-                .join(","),
-            file_name(&req.output)
-        ),
-        false => String::new(),
-    };
-    s += &format!("-arch {} ", req.target);
-    if let Some(m) = &req.machine {
-        s += &format!("-m {m} ");
-    }
-    // repeated options are recorded once, their values joined by commas
-    if !req.libraries.is_empty() {
-        s += &format!("-l {} ", req.libraries.join(","));
-    }
-    if !req.library_paths.is_empty() {
-        let paths: Vec<String> = req
-            .library_paths
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect();
-        s += &format!("-L {} ", paths.join(","));
-    }
-    if req.preserve_relocs {
-        s += "-preserve-relocs  ";
-    }
-    if !req.kernels_used.is_empty() {
-        s += &format!("-kernels-used {} ", req.kernels_used.join(","));
-    }
-    if !req.variables_used.is_empty() {
-        s += &format!("-variables-used {} ", req.variables_used.join(","));
-    }
-    // (a debug link records --register-link-binaries, under an empty option name)
-    if let (true, Some(r)) = (req.debug, &req.register_link_binaries) {
-        s += &format!("- {} ", r.display());
-    }
-    if let Some(c) = &req.cpu_arch {
-        s += &format!("-cpu-arch {c} ");
-    }
-    if req.lto {
-        // recorded as spelled: `-dlto`, or `-lto` for `-lto` / `--link-time-opt`
-        s += if req.lto_spelled_dlto {
-            "-dlto  "
-        } else {
-            "-lto  "
-        };
-        if let Some(p) = &req.nvvmpath {
-            s += &format!("-nvvmpath {} ", p.display());
-        }
-    }
-    if let Some(n) = req.split_compile {
-        s += &format!("-split-compile {n} ");
-    }
-    if let Some(n) = req.split_compile_extended {
-        s += &format!("-split-compile-extended {n} ");
-    }
-    if let Some(n) = req.maxrregcount {
-        s += &format!("-maxrregcount {n} ");
-    }
-    s
-}
 
 /// The cubins of the merge, in input order: SASS as found, PTX through ptxas `-c` (in
 /// parallel), the LTO result first.

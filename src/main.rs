@@ -76,8 +76,9 @@ fn link_main(args: &[String], diag: &mut Diagnostics) -> Result<(), Error> {
         );
         return Ok(());
     }
-    cli::refuse_unimplemented(&given)?;
+    // nvlink's own command-line errors first, then what nvlinkrs does not carry out
     let req = parsed.request()?;
+    cli::refuse_unimplemented(&given)?;
     nvlinkrs::link(&req, diag).map(|_| ())
 }
 

@@ -534,3 +534,208 @@ fn corrupted_inputs_fail_cleanly() {
         );
     }
 }
+
+/// nvlink 13.5's option table, read out of the binary (`strings`, then each name tried
+/// with one and two dashes): long name, short name, and a value for those that take one.
+const NVLINK_OPTIONS: &[(&str, Option<&str>, Option<&str>)] = &[
+    ("Ofast-compile", Some("Ofc"), Some("max")),
+    ("Xnvvm", None, Some("-O3")),
+    ("Xptxas", None, Some("-v")),
+    ("allow-undefined-globals", None, None),
+    ("arch", None, Some("sm_90")),
+    ("cpu-arch", None, Some("X86_64")),
+    ("cuda-api-version", None, Some("13.5")),
+    ("debug", Some("g"), None),
+    ("device-stack-protector", None, Some("true")),
+    ("device-stack-protector-frame-size-threshold", None, Some("8")),
+    ("disable-infos", None, None),
+    ("disable-smem-reservation", None, Some("true")),
+    ("disable-warnings", Some("w"), None),
+    ("dlto", None, None),
+    ("dont-reserve-null-pointer", None, None),
+    ("dot-file", Some("dot"), Some("g.dot")),
+    ("dump-callgraph", None, None),
+    ("dump-callgraph-no-demangle", None, None),
+    ("emit-ptx", None, None),
+    ("enable-extended-smem", None, Some("true")),
+    ("extra-warnings", Some("extrawarn"), None),
+    ("force-partial-lto", None, None),
+    ("force-rela", None, None),
+    ("force-whole-lto", None, None),
+    ("gen-host-linker-script", Some("ghls"), None),
+    ("help", Some("h"), None),
+    ("host-ccbin", None, Some("gcc")),
+    ("host-linker-options", Some("Xlinker"), Some("-x")),
+    ("ignore-host-info", None, None),
+    ("keep-system-libraries", None, None),
+    ("kernels-used", None, Some("kern_a")),
+    ("library", Some("l"), Some("nosuchlib")),
+    ("library-path", Some("L"), Some(".")),
+    ("link-as-tools-patch", Some("astoolspatch"), None),
+    ("link-time-opt", Some("lto"), None),
+    ("machine", Some("m"), Some("64")),
+    ("maxrregcount", None, Some("32")),
+    ("no-cache", None, None),
+    ("nv-host", None, Some("host.o")),
+    ("nvvm-latest", None, None),
+    ("nvvmpath", None, Some(".")),
+    ("options-file", Some("optf"), Some("opts")),
+    ("output-file", Some("o"), Some("other.cubin")),
+    ("preserve-relocs", None, None),
+    ("register-link-binaries", None, Some("reg.c")),
+    ("relocatable-link", Some("r"), None),
+    ("report-arch", None, None),
+    ("shared", None, None),
+    ("split-compile", None, Some("2")),
+    ("split-compile-extended", None, Some("2")),
+    ("suppress-arch-warning", None, None),
+    ("suppress-debug-info", None, None),
+    ("suppress-stack-size-warning", None, None),
+    ("syscall-const-offset", None, Some("16")),
+    ("time", None, Some("t.csv")),
+    ("tool-name", None, Some("foo")),
+    ("uidx-file", Some("uidx"), Some("u.uidx")),
+    ("use-host-info", None, None),
+    ("uumn", None, None),
+    ("variables-used", None, Some("gb")),
+    ("verbose", Some("v"), None),
+    ("verbose-tkinfo", None, Some("false")),
+    ("verbose2", Some("v2"), None),
+    ("version", Some("V"), None),
+    ("war4860824", None, None),
+    ("warning-as-error", Some("Werror"), None),
+    // in the string pool but refused by nvlink 13.5 in every spelling
+    ("Xfinalizer", None, None),
+    ("no-opt", None, None),
+    ("optimize-data-layout", None, None),
+    ("trap-into-debugger", None, None),
+    ("edbg", None, None),
+];
+
+/// Options nvlinkrs recognises and refuses by name where nvlink carries them out (or
+/// fails on these inputs for its own reason: -astoolspatch, -nv-host, -uidx).
+const REFUSED_BY_NAME: &[&str] = &[
+    "link-as-tools-patch",
+    "extra-warnings",
+    "force-rela",
+    "gen-host-linker-script",
+    "keep-system-libraries",
+    "nvvm-latest",
+    "suppress-debug-info",
+    "suppress-stack-size-warning",
+    "syscall-const-offset",
+    "tool-name",
+    "uidx-file",
+    "nv-host",
+    "dot-file",
+    "device-stack-protector",
+];
+
+/// What a run gives, in kind: exit code, the first message (exact when fatal, else its
+/// severity), whether stdout has text, and whether an output file was written.
+fn outcome(program: &Path, args: &[String], dir: &Path) -> (i32, String, bool, bool) {
+    let _ = std::fs::remove_file(dir.join("out.cubin"));
+    let _ = std::fs::remove_file(dir.join("other.cubin"));
+    let out = Command::new(program)
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let first = err.lines().next().unwrap_or("");
+    let body = first.split_once(' ').map_or("", |(_, b)| b.trim_start());
+    let kind = if body.starts_with("fatal") {
+        body.to_string()
+    } else {
+        body.split(' ').next().unwrap_or("").to_string()
+    };
+    let written = dir.join("out.cubin").exists() || dir.join("other.cubin").exists();
+    (
+        out.status.code().unwrap_or(-1),
+        kind,
+        !out.stdout.is_empty(),
+        written,
+    )
+}
+
+/// Every option of nvlink's table in every spelling (one dash, two dashes, `=value`, a
+/// separate value, no value, a bad value) on a link of two cubins: nvlinkrs gives the
+/// same exit code, the same fatal message (or a message of the same severity), stdout
+/// text when nvlink prints some, and an output file when nvlink writes one. The
+/// deliberate differences are listed: options refused by name (REFUSED_BY_NAME), `-lto`
+/// without `-nvvmpath` (nvlinkrs finds libNVVM itself), and the text of `--help` and
+/// `--version`.
+#[test]
+fn option_table_matches_nvlink() {
+    let tk = toolkit();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let merge = fixtures().join("merge");
+    for f in ["a_90.cubin", "b_90.cubin"] {
+        std::fs::copy(merge.join(f), d.join(f)).unwrap();
+    }
+    std::fs::write(d.join("opts"), "-w\n").unwrap();
+    let mut lines: Vec<Vec<String>> = Vec::new();
+    for &(long, short, value) in NVLINK_OPTIONS {
+        let mut spellings = vec![format!("--{long}")];
+        match short {
+            Some(s) => spellings.extend([format!("-{s}"), format!("--{s}"), format!("-{long}")]),
+            None => spellings.push(format!("-{long}")),
+        }
+        for sp in &spellings {
+            match value {
+                Some(v) => {
+                    lines.push(vec![sp.clone(), v.to_string()]);
+                    lines.push(vec![format!("{sp}={v}")]);
+                    lines.push(vec![sp.clone()]);
+                }
+                None => lines.push(vec![sp.clone()]),
+            }
+        }
+        // typed values refused as nvlink refuses them
+        if let Some(v) = value {
+            for bad in ["maybe", "12.0", "-3"] {
+                if bad != v {
+                    lines.push(vec![format!("--{long}={bad}")]);
+                }
+            }
+        }
+    }
+    let mut failures = Vec::new();
+    let mut refused = std::collections::BTreeSet::new();
+    for extra in &lines {
+        // the option last, so that one missing its value has none to take
+        let mut args: Vec<String> = ["-arch=sm_90", "a_90.cubin", "b_90.cubin", "-o", "out.cubin"]
+            .map(String::from)
+            .to_vec();
+        args.extend(extra.iter().cloned());
+        let want = outcome(&tk.root.join("bin/nvlink"), &args, d);
+        let got = outcome(Path::new(bin()), &args, d);
+        if want == got {
+            continue;
+        }
+        let line = extra.join(" ");
+        // refused by name: nvlink carries it out, nvlinkrs says which option it refuses
+        if (want.0 == 0 || want.0 == 1)
+            && got.0 == 1
+            && got.1.contains("is recognised but not implemented yet")
+            && REFUSED_BY_NAME.iter().any(|o| got.1.contains(&format!("'-{o}'")))
+        {
+            refused.insert(got.1.split('\'').nth(1).unwrap_or("").to_string());
+            continue;
+        }
+        if want.1.ends_with("-nvvmpath should be specified with -lto") {
+            continue;
+        }
+        let help_or_version = ["--help", "-h", "--version", "-V"].contains(&extra[0].as_str());
+        if help_or_version && (want.0, want.2) == (got.0, got.2) {
+            continue;
+        }
+        failures.push(format!("{line}: nvlink {want:?}, nvlinkrs {got:?}"));
+    }
+    eprintln!(
+        "{} command lines, refused by name: {refused:?}",
+        lines.len()
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

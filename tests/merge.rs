@@ -451,6 +451,62 @@ fn links_equivalent_to_nvlink() {
             "only LTO IR without -dlto",
             args(&["-arch=sm_90", &lto_only("saxpy"), &lto_only("scale")]),
         ),
+        // -v: nvlink's resource lines (gmem, cmem[3], per kernel in reverse code order)
+        (
+            "-v, stack and registers",
+            args(&["-v", "-arch=sm_90", "heavy_90.cubin", "caller_90.cubin"]),
+        ),
+        (
+            "-v, shared memory sm_75",
+            args(&["-v", "-arch=sm_75", "smem_75.cubin", "smem2_75.cubin"]),
+        ),
+        (
+            "-v sm_100, dynamic shared",
+            args(&["-v", "-arch=sm_100", "dyn2_100.cubin", "dyn3_100.cubin"]),
+        ),
+        (
+            "-v sm_120, globals",
+            args(&["-v", "-arch=sm_120", "a_120.cubin", "b_120.cubin"]),
+        ),
+        (
+            "-v, several kernels",
+            args(&["-v", "-arch=sm_90", "dyn2_90.cubin", "dyn3_90.cubin", "smem3_90.cubin"]),
+        ),
+        ("-v, whole-program object", args(&["-v", "-arch=sm_90", &whole])),
+        // options that change only messages, recorded in the tool note in nvlink's order
+        (
+            "message options in the tool note",
+            args(&[
+                "-suppress-arch-warning",
+                "-ignore-host-info",
+                "-arch=sm_90",
+                "-report-arch",
+                "-Werror",
+                "-v",
+                "-disable-infos",
+                "-w",
+                "-m64",
+                "-cpu-arch=X86_64",
+                "-kernels-used=kern_a",
+                "-maxrregcount=40",
+                "-Xptxas=-v",
+                "a_90.cubin",
+                "b_90.cubin",
+            ]),
+        ),
+        (
+            "message options in a debug link's tool note",
+            args(&[
+                "-g",
+                "-arch=sm_90",
+                "-preserve-relocs",
+                "-v",
+                "-report-arch",
+                "-dump-callgraph-no-demangle",
+                "a_90.cubin",
+                "b_90.cubin",
+            ]),
+        ),
         // whole-program objects (nvcc without -rdc, an executable cubin in .nv_fatbin):
         // nothing to link, an image without code, nvlink's own notes and .nv.compat (and
         // from sm_100 the empty Mercury tables)

@@ -139,7 +139,13 @@ pub fn open(path: &Path, shown: &str) -> Result<Bytes> {
     let f = std::fs::File::open(path).map_err(|e| {
         Error::fatal(format!("Could not open input file '{shown}'")).context(e.to_string())
     })?;
-    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let meta = f.metadata().ok();
+    if meta.as_ref().is_some_and(|m| m.is_dir()) {
+        // as nvlink says it: a folder is a file it could not open
+        return Err(Error::fatal(format!("Could not open input file '{shown}'"))
+            .context("it is a directory"));
+    }
+    let len = meta.map(|m| m.len()).unwrap_or(0);
     if len == 0 {
         return Ok(Bytes::from_vec(Vec::new()));
     }

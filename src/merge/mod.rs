@@ -9,6 +9,7 @@
 
 pub mod gather;
 mod mercury;
+pub mod resources;
 
 use std::collections::{BTreeMap, BTreeSet};
 
