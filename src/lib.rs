@@ -348,27 +348,46 @@ fn objects(
 }
 
 /// libcudadevrt objects nothing refers to are left out (nvlink drops them, debug
-/// frames and notes included).
+/// frames and notes included), and so is a second copy of one already kept: a library
+/// named twice (CMake's device link line has `-lcudadevrt` and nvcc adds its own) gives
+/// its members once, as an archive member is only taken for a symbol still undefined.
 fn drop_unused_system(inputs: Vec<merge::Input>) -> Vec<merge::Input> {
     use std::collections::HashSet;
+    let global = |s: &&elf::cubin::Symbol| s.bind != elf::cubin::STB_LOCAL;
     let wanted: HashSet<&str> = inputs
         .iter()
         .filter(|i| !i.system)
         .flat_map(|i| i.cubin.symbols.iter())
-        .filter(|s| !s.defined() && s.bind != elf::cubin::STB_LOCAL)
+        .filter(|s| !s.defined() && global(s))
         .map(|s| s.name.as_str())
         .collect();
-    let keep: Vec<bool> = inputs
+    let mut defined: HashSet<&str> = inputs
         .iter()
-        .map(|i| {
-            !i.system
-                || i.cubin.symbols.iter().any(|s| {
-                    s.defined()
-                        && s.bind != elf::cubin::STB_LOCAL
-                        && wanted.contains(s.name.as_str())
-                })
-        })
+        .filter(|i| !i.system)
+        .flat_map(|i| i.cubin.symbols.iter())
+        .filter(|s| s.defined() && global(s))
+        .map(|s| s.name.as_str())
         .collect();
+    let mut keep = Vec::with_capacity(inputs.len());
+    for i in &inputs {
+        let k = !i.system
+            || i.cubin.symbols.iter().any(|s| {
+                s.defined()
+                    && global(&s)
+                    && wanted.contains(s.name.as_str())
+                    && !defined.contains(s.name.as_str())
+            });
+        if k && i.system {
+            defined.extend(
+                i.cubin
+                    .symbols
+                    .iter()
+                    .filter(|s| s.defined() && global(s))
+                    .map(|s| s.name.as_str()),
+            );
+        }
+        keep.push(k);
+    }
     inputs
         .into_iter()
         .zip(keep)

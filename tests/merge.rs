@@ -1078,6 +1078,62 @@ fn shim_overlay() {
     assert_eq!(tree(&cu), before);
 }
 
+/// libcudadevrt named twice (CMake's device link line has `-lcudadevrt` and nvcc adds its
+/// own): its members are taken once, as nvlink takes them (a dynamic-parallelism kernel
+/// needs them; a second copy was a multiple definition). The link must succeed as
+/// nvlink's does and give the image it gives with the library named once.
+#[test]
+fn libcudadevrt_twice() {
+    let cu = cuda();
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("cdp.cu");
+    std::fs::write(
+        &src,
+        "__global__ void child(int *p) { p[threadIdx.x] = 1; }\n\
+         __global__ void parent(int *p) { child<<<1, 32>>>(p); }\n",
+    )
+    .unwrap();
+    let obj = dir.path().join("cdp.o");
+    let r = Command::new(cu.join("bin/nvcc"))
+        .args(["-arch=sm_90", "-rdc=true", "-c"])
+        .arg(&src)
+        .arg("-o")
+        .arg(&obj)
+        .output()
+        .unwrap();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let lib = format!("-L{}", cu.join("lib").display());
+    let obj = obj.display().to_string();
+    let link = |tool: &Path, twice: bool, out: &str| {
+        let mut a = vec!["-arch=sm_90", &lib];
+        if twice {
+            a.push("-lcudadevrt");
+        }
+        a.extend([obj.as_str(), "-lcudadevrt", "-o", out]);
+        let r = Command::new(tool)
+            .current_dir(dir.path())
+            .args(&a)
+            .output()
+            .unwrap();
+        assert!(
+            r.status.success(),
+            "{} {a:?}: {}",
+            tool.display(),
+            String::from_utf8_lossy(&r.stderr)
+        );
+        std::fs::read(dir.path().join(out)).unwrap()
+    };
+    link(&cu.join("bin/nvlink"), true, "theirs.cubin");
+    let twice = link(&nvlinkrs(), true, "twice.cubin");
+    let once = link(&nvlinkrs(), false, "once.cubin");
+    // (the tool note records the command line)
+    let d = equiv::compare(&once, &twice).unwrap().differences;
+    assert!(
+        d.iter().all(|d| d.starts_with("section .note.nv.tkinfo")),
+        "{d:?}"
+    );
+}
+
 /// nvcc with nvlinkrs standing in for nvlink: the overlay `nvlinkrs shim` makes builds
 /// the `-rdc` example with and without `-dlto` into host executables. The device image
 /// embedded in each executable must be the one nvlinkrs writes for nvcc's
