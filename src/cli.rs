@@ -9,8 +9,10 @@ use std::path::PathBuf;
 
 use clap::{ArgAction, CommandFactory, FromArgMatches, Parser, parser::ValueSource};
 
-use crate::arch::{self, Arch, TargetKind};
+use crate::arch::{Arch, TargetKind};
 use crate::diag::{Error, Result};
+pub use crate::optcheck::{bool_value, int_value, number_value};
+use crate::optcheck::{CPU_ARCHS, check_conflicts, one_of, target};
 
 #[derive(Parser, Debug, Default, Clone)]
 #[command(
@@ -22,23 +24,24 @@ use crate::diag::{Error, Result};
                   Other commands: `nvlinkrs inspect [--json] FILE...`."
 )]
 pub struct LinkArgs {
+    /// With LTO: trade run-time speed for compile speed (0, min, mid, max).
     #[arg(
         long = "Ofast-compile",
         visible_alias = "Ofc",
         value_name = "0|min|mid|max"
     )]
     pub ofast_compile: Option<String>,
+    /// With LTO: pass these options on to libNVVM (comma-separated).
     #[arg(long = "Xnvvm", action = ArgAction::Append, value_name = "OPTIONS")]
     pub xnvvm: Vec<String>,
+    /// With LTO: pass these options on to ptxas (comma-separated).
     #[arg(long = "Xptxas", action = ArgAction::Append, value_name = "OPTIONS")]
     pub xptxas: Vec<String>,
     /// Target architecture: sm_NN[a|f] (or compute_NN to JIT).
     #[arg(long = "arch", value_name = "ARCH")]
     pub arch: Option<String>,
-    #[arg(
-        long = "cpu-arch",
-        value_name = "X86|X86_64|ARMv7|AARCH64|PPC64LE|RISCV64|unknown"
-    )]
+    /// The host CPU: X86, X86_64, ARMv7, AARCH64, PPC64LE, RISCV64, unknown (noted in the image).
+    #[arg(long = "cpu-arch", value_name = "CPU")]
     pub cpu_arch: Option<String>,
     /// The host link is a shared library (nvcc -shared); the device image is the same.
     #[arg(long = "shared", hide = true)]
@@ -49,88 +52,129 @@ pub struct LinkArgs {
     /// Accepted as nvlink does; it changes nothing in the image.
     #[arg(long = "uumn", hide = true)]
     pub uumn: bool,
+    /// Link for debugging: keep every function and the debug information.
     #[arg(long = "debug", visible_alias = "g")]
     pub debug: bool,
+    /// Guard device stacks against overflow (not done yet: refused).
     #[arg(long = "device-stack-protector", value_name = "true|false")]
     pub device_stack_protector: Option<String>,
     #[arg(long = "device-stack-protector-frame-size-threshold", hide = true)]
     pub device_stack_protector_frame_size_threshold: Option<String>,
+    /// Print no info messages.
     #[arg(long = "disable-infos")]
     pub disable_infos: bool,
+    /// Print no warnings.
     #[arg(long = "disable-warnings", visible_alias = "w")]
     pub disable_warnings: bool,
+    /// Link-time optimization of the device IR in the inputs (as -lto).
     #[arg(long = "dlto")]
     pub dlto: bool,
+    /// Print the call graph of the linked code, names demangled.
     #[arg(long = "dump-callgraph")]
     pub dump_callgraph: bool,
+    /// Print the call graph of the linked code, names as linked.
     #[arg(long = "dump-callgraph-no-demangle")]
     pub dump_callgraph_no_demangle: bool,
+    /// With LTO: write the optimized PTX instead of an image.
     #[arg(long = "emit-ptx")]
     pub emit_ptx: bool,
+    /// Warn about more possible problems (not done yet: refused).
     #[arg(long = "extra-warnings", visible_alias = "extrawarn")]
     pub extra_warnings: bool,
+    /// Write a host linker script instead of linking (not done yet: refused).
     #[arg(long = "gen-host-linker-script", visible_alias = "ghls", num_args = 0..=1, require_equals = true, default_missing_value = "lcs-aug")]
     pub gen_host_linker_script: Option<String>,
+    /// Print this help.
     #[arg(long = "help", visible_alias = "h")]
     pub help: bool,
+    /// Keep device code the host objects do not refer to.
     #[arg(long = "ignore-host-info")]
     pub ignore_host_info: bool,
+    /// Keep unused libcudadevrt code (not done yet: refused).
     #[arg(long = "keep-system-libraries")]
     pub keep_system_libraries: bool,
+    /// Keep only the kernels whose names contain one of these.
     #[arg(long = "kernels-used", action = ArgAction::Append)]
     pub kernels_used: Vec<String>,
+    /// Link lib<name>.a, searched in the -L folders.
     #[arg(long = "library", visible_alias = "l", action = ArgAction::Append)]
     pub library: Vec<String>,
+    /// Search this folder for -l libraries.
     #[arg(long = "library-path", visible_alias = "L", action = ArgAction::Append)]
     pub library_path: Vec<PathBuf>,
+    /// Link code built for tools patching (not done yet: refused).
     #[arg(long = "link-as-tools-patch", visible_alias = "astoolspatch")]
     pub link_as_tools_patch: bool,
+    /// Link-time optimization of the device IR in the inputs.
     #[arg(long = "link-time-opt", visible_alias = "lto")]
     pub link_time_opt: bool,
+    /// Pointer size of the host (only 64).
     #[arg(long = "machine", visible_alias = "m", value_name = "64")]
     pub machine: Option<String>,
+    /// With LTO: at most this many registers per function.
     #[arg(long = "maxrregcount", value_name = "N")]
     pub maxrregcount: Option<String>,
+    /// With LTO: the newest libNVVM (not done yet: refused).
     #[arg(long = "nvvm-latest")]
     pub nvvm_latest: bool,
+    /// With LTO: the libNVVM folder (default: the toolkit's nvvm/).
     #[arg(long = "nvvmpath", value_name = "DIR")]
     pub nvvmpath: Option<PathBuf>,
+    /// Read more options from this file.
     #[arg(long = "options-file", visible_alias = "optf", action = ArgAction::Append)]
     pub options_file: Vec<PathBuf>,
+    /// Write the linked image to this file.
     #[arg(long = "output-file", visible_alias = "o", value_name = "FILE")]
     pub output_file: Option<PathBuf>,
+    /// Keep the applied relocations in the image (up to sm_90).
     #[arg(long = "preserve-relocs")]
     pub preserve_relocs: bool,
+    /// Write the registration list nvcc's host link needs to this file.
     #[arg(long = "register-link-binaries", value_name = "FILE")]
     pub register_link_binaries: Option<PathBuf>,
+    /// Link into a relocatable object that can be linked again.
     #[arg(long = "relocatable-link", visible_alias = "r")]
     pub relocatable_link: bool,
+    /// Add the target architecture to every message.
     #[arg(long = "report-arch")]
     pub report_arch: bool,
+    /// With LTO: let libNVVM use this many threads.
     #[arg(long = "split-compile", value_name = "N")]
     pub split_compile: Option<String>,
+    /// With LTO: compile the program in this many pieces at once.
     #[arg(long = "split-compile-extended", value_name = "N")]
     pub split_compile_extended: Option<String>,
+    /// Do not warn about inputs without code for the target.
     #[arg(long = "suppress-arch-warning")]
     pub suppress_arch_warning: bool,
+    /// With -g: leave the debug information out.
     #[arg(long = "suppress-debug-info")]
     pub suppress_debug_info: bool,
+    /// Do not warn when a stack size is unknown (not done yet: refused).
     #[arg(long = "suppress-stack-size-warning")]
     pub suppress_stack_size_warning: bool,
+    /// Append how long each step took to this CSV file.
     #[arg(long = "time", value_name = "FILE")]
     pub time: Option<PathBuf>,
+    /// Read the unified-index file (not done yet: refused).
     #[arg(long = "uidx-file", visible_alias = "uidx")]
     pub uidx_file: Option<PathBuf>,
+    /// Drop device code the host objects do not refer to (the default).
     #[arg(long = "use-host-info")]
     pub use_host_info: bool,
+    /// Keep only the device variables whose names contain one of these.
     #[arg(long = "variables-used", action = ArgAction::Append)]
     pub variables_used: Vec<String>,
+    /// Print what the link did: resources of each kernel, LTO options.
     #[arg(long = "verbose", visible_alias = "v")]
     pub verbose: bool,
+    /// Print the link's steps as they run.
     #[arg(long = "verbose2", visible_alias = "v2")]
     pub verbose2: bool,
+    /// Print the version and the toolkit, ptxas and libNVVM found.
     #[arg(long = "version", visible_alias = "V")]
     pub version: bool,
+    /// Treat every warning as an error.
     #[arg(long = "warning-as-error", visible_alias = "Werror")]
     pub warning_as_error: bool,
     // Options nvlink accepts without listing them in --help.
@@ -179,6 +223,12 @@ pub struct LinkArgs {
     /// Write a JSON report of the link to FILE: stage times, cache hits and misses.
     #[arg(long = "report-json", value_name = "FILE")]
     pub report_json: Option<PathBuf>,
+    /// Print progress as plain lines with the elapsed time (also NVLINKRS_PROGRESS=1).
+    #[arg(long = "progress")]
+    pub progress: bool,
+    /// Link through the per-user daemon (also NVLINKRS_DAEMON=1).
+    #[arg(long = "daemon")]
+    pub daemon: bool,
     #[arg(value_name = "FILE")]
     pub inputs: Vec<PathBuf>,
 }
@@ -247,10 +297,22 @@ const IMPLEMENTED: &[&str] = &[
     "device-stack-protector-frame-size-threshold",
     "cuda-api-version",
     "verbose-tkinfo",
+    // (the name messages start with and the image's note gives)
+    "tool-name",
+    "suppress-stack-size-warning",
+    "progress",
+    "daemon",
 ];
 
 /// nvlinkrs' own options: not nvlink's, taken with one dash or two.
-const OWN: &[&str] = &["cuda-path", "cache-dir", "report-json", "verbose-keep"];
+const OWN: &[&str] = &[
+    "cuda-path",
+    "cache-dir",
+    "report-json",
+    "verbose-keep",
+    "progress",
+    "daemon",
+];
 
 struct OptSpec {
     canonical: String,
@@ -494,84 +556,6 @@ pub fn parse(args: &[String]) -> Result<(LinkArgs, Vec<String>, Vec<String>)> {
     Ok((parsed, warnings, given))
 }
 
-/// `-cpu-arch` values nvlink 13.5 takes (exactly as spelled).
-const CPU_ARCHS: &[&str] = &[
-    "unknown", "X86", "X86_64", "ARMv7", "AARCH64", "PPC64LE", "RISCV64",
-];
-
-/// A value from a fixed list, with nvlink's message otherwise.
-fn one_of(option: &str, value: Option<&str>, allowed: &[&str]) -> Result<()> {
-    match value {
-        Some(v) if !allowed.contains(&v) => Err(Error::fatal(format!(
-            "Value '{v}' is not defined for option '{option}'"
-        ))),
-        _ => Ok(()),
-    }
-}
-
-/// `--cuda-api-version MAJOR.MINOR`, whose major number must be the toolkit's (13).
-fn cuda_api_version(v: &str) -> Result<()> {
-    let parsed = v
-        .split_once('.')
-        .and_then(|(a, b)| Some((a.parse::<u32>().ok()?, b.parse::<u32>().ok()?)));
-    match parsed {
-        None => Err(Error::fatal("--cuda-api-version value cannot be parsed")),
-        Some((13, _)) => Ok(()),
-        Some(_) => Err(Error::fatal(
-            "--cuda-api-version major number must be == toolkit version",
-        )),
-    }
-}
-
-/// Options nvlink takes only with another (`-emit-ptx` only with `-dlto`), in the order
-/// nvlink checks them, with its message.
-fn check_conflicts(a: &LinkArgs) -> Result<()> {
-    let conflict = |x: &str, y: &str| {
-        Err(Error::fatal(format!(
-            "Conflicting options '{x}' and '{y}'"
-        )))
-    };
-    if a.gen_host_linker_script.is_some() && !a.inputs.is_empty() {
-        return Err(Error::fatal(
-            "Input files are not allowed with -ghls option; use --help for more information",
-        ));
-    }
-    if a.suppress_debug_info && !a.debug {
-        return conflict("-suppress-debug-info", "no -g");
-    }
-    let lto = a.link_time_opt || a.dlto;
-    if a.force_partial_lto && a.force_whole_lto && lto {
-        return conflict("-force-partial-lto", "-force-whole-lto");
-    }
-    for (given, name) in [
-        (a.force_partial_lto, "-force-partial-lto"),
-        (a.force_whole_lto, "-force-whole-lto"),
-        (a.nvvm_latest, "-nvvm-latest"),
-        (a.emit_ptx, "-emit-ptx"),
-        (a.ofast_compile.is_some(), "--Ofast-compile"),
-    ] {
-        if given && !lto {
-            return conflict(name, "no -dlto");
-        }
-    }
-    if let Some(level) = &a.ofast_compile
-        && !["", "0", "min", "mid", "max"].contains(&level.as_str())
-    {
-        return Err(Error::fatal(
-            "Invalid argument for option '--Ofast-compile'",
-        ));
-    }
-    if let Some(v) = &a.cuda_api_version {
-        cuda_api_version(v)?;
-    }
-    if a.verbose_tkinfo.as_deref() == Some("true") {
-        return Err(Error::fatal(
-            "option '-verbose-tkinfo=true' (inputs and output in the tool note) is not implemented yet by nvlinkrs; refusing rather than ignoring it",
-        ));
-    }
-    Ok(())
-}
-
 /// Refuses, by name, every given option this version does not carry out.
 pub fn refuse_unimplemented(given: &[String]) -> Result<()> {
     if let Some(o) = given.iter().find(|o| !IMPLEMENTED.contains(&o.as_str())) {
@@ -638,6 +622,8 @@ pub struct LinkRequest {
     pub force_whole_lto: bool,
     /// Options that change only messages, which the tool note records.
     pub recorded: Recorded,
+    /// `-tool-name NAME`: what messages and the image's note call the linker.
+    pub tool_name: Option<String>,
 }
 
 /// Options that change messages, not the image; nvlink records them in its tool note.
@@ -665,32 +651,6 @@ pub fn comma_list(values: &[String]) -> Vec<String> {
         .collect()
 }
 
-pub fn bool_value(v: &str) -> Result<bool> {
-    match v {
-        "true" => Ok(true),
-        "false" => Ok(false),
-        _ => Err(Error::fatal(format!("'{v}': expected true or false"))),
-    }
-}
-
-/// A number as nvlink reads one: a signed integer.
-pub fn int_value(v: &str) -> Result<i64> {
-    v.parse()
-        .map_err(|_| Error::fatal(format!("'{v}': expected a number")))
-}
-
-/// A count: nvlink takes a negative one and does nothing with it (read as not given).
-pub fn number_value(v: &str) -> Result<Option<u32>> {
-    Ok(u32::try_from(int_value(v)?).ok())
-}
-
-/// `-arch`'s value: the target kind and architecture, with nvlink's message otherwise.
-fn target(arch_s: &str) -> Result<(TargetKind, Arch)> {
-    Arch::parse_target(arch_s)
-        .filter(|(_, a)| arch::is_known_target(*a))
-        .ok_or_else(|| Error::fatal(format!("Value '{arch_s}' is not defined for option 'arch'")))
-}
-
 impl LinkArgs {
     /// Checks values the way nvlink does, in nvlink's order, and builds the request.
     pub fn request(&self) -> Result<LinkRequest> {
@@ -711,20 +671,20 @@ impl LinkArgs {
                 "Link target of '{arch_s}' is virtual target that is not JIT-able; use 'sm_' target instead"
             )));
         }
-        let output = self
-            .output_file
-            .clone()
-            .ok_or_else(|| Error::fatal("Must specify output file with -o option"))?;
+        // (a compute_XX target writes no image, and needs no -o)
+        let output = match (&self.output_file, target_kind) {
+            (Some(o), _) => o.clone(),
+            (None, TargetKind::Virtual) => PathBuf::new(),
+            (None, _) => return Err(Error::fatal("Must specify output file with -o option")),
+        };
         if self.inputs.is_empty() && self.library.is_empty() {
             return Err(Error::fatal(
                 "No input files specified; use option --help for more information",
             ));
         }
         check_conflicts(self)?;
+        // without -nvvmpath (nvlink requires one), libNVVM comes from the toolkit found
         let lto = self.link_time_opt || self.dlto;
-        if lto && self.nvvmpath.is_none() {
-            return Err(Error::fatal("-nvvmpath should be specified with -lto"));
-        }
         Ok(LinkRequest {
             machine: self.machine.clone(),
             cpu_arch: self.cpu_arch.clone(),
@@ -805,13 +765,11 @@ impl LinkArgs {
                 extra_warnings: self.extra_warnings,
                 use_host_info: self.use_host_info,
             },
+            tool_name: self.tool_name.clone(),
         })
     }
 }
 
-pub fn help_text() -> String {
-    LinkArgs::command().render_help().to_string()
-}
 
 #[cfg(test)]
 mod tests {
@@ -907,10 +865,7 @@ mod tests {
             msg("-arch=lto_90 -o x a.o"),
             "Link target of 'lto_90' is virtual target that is not JIT-able; use 'sm_' target instead"
         );
-        assert_eq!(
-            msg("-arch=sm_90 -lto -o x a.o"),
-            "-nvvmpath should be specified with -lto"
-        );
+        assert_eq!(msg("-arch=sm_90 -lto -o x a.o"), "ok");
         assert_eq!(
             msg("-arch=sm_90 -o x -optf /nonexistent/opts a.o"),
             "Could not open options file '/nonexistent/opts'"

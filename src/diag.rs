@@ -143,6 +143,11 @@ struct DiagState {
 }
 
 impl Diagnostics {
+    /// `-tool-name NAME`: the name messages start with.
+    pub fn set_tool(&mut self, tool: &str) {
+        self.tool = tool.to_string();
+    }
+
     pub fn new(tool: &str) -> Diagnostics {
         Diagnostics {
             tool: tool.to_string(),
@@ -170,12 +175,18 @@ impl Diagnostics {
         self.suffix = suffix;
     }
 
+    /// nvlink's line, then any detail lines of ours (after a newline in the message,
+    /// indented) below it.
     pub fn format(&self, level: Level, message: &str) -> String {
+        let (first, detail) = match message.split_once('\n') {
+            Some((first, detail)) => (first, format!("\n{detail}")),
+            None => (message, String::new()),
+        };
         format!(
-            "{} {:<8}: {}{}",
+            "{} {:<8}: {}{}{detail}",
             self.tool,
             level.word(),
-            message,
+            first,
             self.suffix
         )
     }

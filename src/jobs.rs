@@ -3,7 +3,7 @@
 //! order whatever order they finish in. Under GNU make's jobserver every job beyond the one
 //! this process may always run holds a token from make. On a terminal, a phase that lasts
 //! longer than a moment shows one status line on stderr (the phase, and jobs done of N);
-//! nothing is printed when stderr is not a terminal.
+//! elsewhere (ninja, a log) plain lines with the elapsed time, when asked for.
 
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -31,6 +31,34 @@ pub fn connect_jobserver() {
 
 fn jobserver() -> Option<&'static jobserver::Client> {
     JOBSERVER.get().and_then(Option::as_ref)
+}
+
+/// Whether make's jobserver was found (for `--report-json`).
+pub fn has_jobserver() -> bool {
+    jobserver().is_some()
+}
+
+/// When progress goes out as plain lines (`--progress`, `NVLINKRS_PROGRESS=1`): the
+/// start of the process, which their times count from. A display setting of the process,
+/// like the jobserver it was handed.
+static PLAIN_PROGRESS: OnceLock<Instant> = OnceLock::new();
+
+/// Turns plain progress lines on (for stderr that is not a terminal: ninja's, a log).
+pub fn plain_progress(started: Instant) {
+    let _ = PLAIN_PROGRESS.set(started);
+}
+
+/// A plain progress line for a stage starting (`took` none) or done.
+pub fn progress_line(stage: &str, took: Option<Duration>) {
+    let Some(start) = PLAIN_PROGRESS.get() else {
+        return;
+    };
+    let at = start.elapsed().as_secs_f64();
+    let line = match took {
+        None => format!("nvlinkrs: [{at:7.2} s] {stage}\n"),
+        Some(d) => format!("nvlinkrs: [{at:7.2} s] {stage} done in {:.2} s\n", d.as_secs_f64()),
+    };
+    let _ = std::io::stderr().write_all(line.as_bytes());
 }
 
 /// Hands this process's jobserver (make's) to a helper process, whose pools then take
@@ -219,9 +247,11 @@ impl Status {
     }
 
     fn done(&self) {
-        self.done.fetch_add(1, Ordering::Relaxed);
+        let d = self.done.fetch_add(1, Ordering::Relaxed) + 1;
         if self.enabled && self.started.elapsed() >= QUIET_FOR {
             self.show();
+        } else if self.total > 1 {
+            progress_line(&format!("{} {d}/{}", self.phase, self.total), None);
         }
     }
 

@@ -10,6 +10,7 @@ pub mod arch;
 pub mod bytes;
 pub mod cache;
 pub mod cli;
+pub mod commands;
 pub mod consensus;
 pub mod daemon;
 pub mod demangle;
@@ -24,9 +25,12 @@ pub mod jobs;
 mod linkcache;
 pub mod lto;
 pub mod merge;
+pub mod optcheck;
 pub mod output;
+mod report;
 pub mod ptxas_driver;
 pub mod shim;
+pub mod target;
 pub mod toolkit;
 mod toolnote;
 
@@ -69,8 +73,10 @@ pub struct Timings {
 impl Timings {
     fn phase<T>(&mut self, name: &'static str, f: impl FnOnce() -> Result<T>) -> Result<T> {
         let t = Instant::now();
+        jobs::progress_line(name, None);
         let r = f();
         self.phases.push((name, t.elapsed()));
+        jobs::progress_line(name, Some(t.elapsed()));
         r
     }
 }
@@ -78,6 +84,7 @@ impl Timings {
 /// Runs a device link: from the cache when the same link (tools, options, input
 /// contents) was done before, else phase by phase, caching what it can.
 pub fn link(req: &LinkRequest, diag: &Diagnostics) -> Result<Timings> {
+    let started = Instant::now();
     if req.preserve_relocs && req.target.sm >= 100 {
         // (nvlink lists the capsule-Mercury relocations too there; not done yet)
         return Err(Error::fatal(format!(
@@ -92,6 +99,14 @@ pub fn link(req: &LinkRequest, diag: &Diagnostics) -> Result<Timings> {
             req.target
         ));
     }
+    if req.target_kind == arch::TargetKind::Virtual {
+        // -arch=compute_XX (nvcc -arch=compute_XX, PTX only): nvlink reads the inputs and
+        // writes the --register-link-binaries file, and no image
+        let paths = input::input_list(&req.inputs, &req.libraries, &req.library_paths);
+        let trees = input::load(&paths, input::Mode::Link { lto: req.lto })?;
+        diag.check()?;
+        return finish(req, &lto::pool::hosts(&trees), false, Timings::default());
+    }
     let cache = match &req.cache_dir {
         Some(dir) => Some(std::sync::Arc::new(cache::Cache::open(
             dir,
@@ -101,7 +116,7 @@ pub fn link(req: &LinkRequest, diag: &Diagnostics) -> Result<Timings> {
     };
     let Some(cache) = cache else {
         let t = link_phases(req, diag, None)?;
-        report(req, &t, None, "off")?;
+        report::write(req, &t, None, "off", started)?;
         return Ok(t);
     };
     let key = linkcache::key(req, &cache);
@@ -114,7 +129,7 @@ pub fn link(req: &LinkRequest, diag: &Diagnostics) -> Result<Timings> {
             phases: vec![("cache", std::time::Duration::ZERO)],
             ..Default::default()
         };
-        report(req, &t, Some(&cache), "hit")?;
+        report::write(req, &t, Some(&cache), "hit", started)?;
         return Ok(t);
     }
     let timings = {
@@ -127,51 +142,10 @@ pub fn link(req: &LinkRequest, diag: &Diagnostics) -> Result<Timings> {
         linkcache::store(req, diag, earlier, &cache, key)?;
     }
     let whole = if key.is_some() { "miss" } else { "not cached" };
-    report(req, &timings, Some(&cache), whole)?;
+    report::write(req, &timings, Some(&cache), whole, started)?;
     Ok(timings)
 }
 
-/// `--report-json FILE`: the stages with their times, and the cache's hits and misses.
-fn report(
-    req: &LinkRequest,
-    timings: &Timings,
-    cache: Option<&cache::Cache>,
-    whole_link: &str,
-) -> Result<()> {
-    let Some(path) = &req.report_json else {
-        return Ok(());
-    };
-    let stages: Vec<serde_json::Value> = timings
-        .phases
-        .iter()
-        .map(|(name, d)| serde_json::json!({"stage": name, "ms": d.as_secs_f64() * 1000.0}))
-        .collect();
-    let counts: serde_json::Map<String, serde_json::Value> = cache
-        .map(|c| c.counts())
-        .unwrap_or_default()
-        .into_iter()
-        .map(|(stage, hits, misses)| (stage, serde_json::json!({"hits": hits, "misses": misses})))
-        .collect();
-    let doc = serde_json::json!({
-        "output": req.output.display().to_string(),
-        "stages": stages,
-        "merge_steps": timings
-            .merge_steps
-            .iter()
-            .map(|(name, d)| serde_json::json!({"step": name, "ms": d.as_secs_f64() * 1000.0}))
-            .collect::<Vec<_>>(),
-        "partial_lto_because_of": timings.partial_lto,
-        "consensus": timings.consensus,
-        // the most jobs each pool ran at once (threads of this process, within make's
-        // jobserver tokens or the daemon's budget)
-        "peak_jobs": jobs::peaks()
-            .into_iter()
-            .map(|(phase, n)| (phase, serde_json::json!(n)))
-            .collect::<serde_json::Map<_, _>>(),
-        "cache": {"whole_link": whole_link, "stages": counts},
-    });
-    output::write_atomic(path, format!("{doc:#}\n").as_bytes())
-}
 
 /// The phases of a link, in order.
 fn link_phases(
@@ -199,10 +173,14 @@ fn link_phases(
     }
     let hosts = lto::pool::hosts(&trees);
     let mut lto_cubins = Vec::new();
+    let mut lto_from = Vec::new();
     if req.lto {
         match lto_phase(req, &trees, diag, &mut timings, cache)? {
             LtoOutcome::Written => return finish(req, &hosts, true, timings),
-            LtoOutcome::Relocatable(c) => lto_cubins = c,
+            LtoOutcome::Relocatable(c, from) => {
+                lto_cubins = c;
+                lto_from = from;
+            }
             LtoOutcome::NoIr => {}
         }
     }
@@ -216,6 +194,7 @@ fn link_phases(
     let inputs = timings.phase("assemble", || objects(req, units, lto_cubins, cache))?;
     let mut options = merge_options(req);
     options.kernels = kernel_filter(req, &hosts);
+    options.lto_from = lto_from;
     let (image, steps) =
         timings.phase("merge", || merge::link_with_steps(&inputs, &options, diag))?;
     timings.merge_steps = steps;
@@ -241,7 +220,7 @@ enum LtoOutcome {
     Written,
     /// Partial LTO or a split compile: the relocatable cubins of the IR (one per split
     /// piece), to merge with the rest.
-    Relocatable(Vec<merge::Input>),
+    Relocatable(Vec<merge::Input>, Vec<String>),
     /// No IR in the inputs: an ordinary link.
     NoIr,
 }
@@ -258,6 +237,9 @@ fn merge_options(req: &LinkRequest) -> merge::MergeOptions {
         note_output: req.debug.then(|| toolnote::file_name(&req.output)),
         dump_callgraph: req.dump_callgraph.is_some(),
         kernels: None,
+        lto_from: Vec::new(),
+        suppress_stack_size_warning: req.recorded.suppress_stack_size_warning,
+        tool_name: req.tool_name.clone(),
     }
 }
 
@@ -397,6 +379,13 @@ fn drop_unused_system(inputs: Vec<merge::Input>) -> Vec<merge::Input> {
 
 /// A cubin the merge can take: relocatable, for the target's SM.
 fn check_object(c: &elf::cubin::Cubin, req: &LinkRequest) -> Result<()> {
+    if c.e_type == 0xFF00 {
+        // nvlink links it; its shared memory comes already laid out per kernel
+        return Err(Error::fatal(format!(
+            "'{}' holds --extensible-whole-program code (e_type 0xff00), which nvlinkrs does not link yet; refusing rather than writing another image than nvlink's",
+            c.origin
+        )));
+    }
     if c.e_type != 1 {
         return Err(Error::fatal(format!(
             "'{}' is not a relocatable device object (e_type {}); only objects built with -rdc=true / -dc / ptxas -c can be linked",
@@ -487,10 +476,12 @@ fn lto_phase(
             jobs::phase(engine.1, || engine.0.compile(&modules, &options, diag))
         })
         .map_err(|e| explain_newer_ir(e, &modules, req.target))?;
-    if from_host && !pool.cudadevrt && !partial {
-        return Err(Error::fatal("expected libcudadevrt object"));
-    }
+    // (checked after ptxas, as nvlink does: an unresolved extern function is ptxas's error)
+    let no_cudadevrt = from_host && !pool.cudadevrt && !partial;
     if req.emit_ptx {
+        if no_cudadevrt {
+            return Err(Error::fatal("expected libcudadevrt object"));
+        }
         output::write_atomic(&req.output, &lto_out.ptx.concat())?;
         return Ok(LtoOutcome::Written);
     }
@@ -531,6 +522,9 @@ fn lto_phase(
         }
         cubins.push(a.cubin);
     }
+    if no_cudadevrt {
+        return Err(Error::fatal("expected libcudadevrt object"));
+    }
     if relocatable {
         let inputs = cubins
             .into_iter()
@@ -542,7 +536,8 @@ fn lto_phase(
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        return Ok(LtoOutcome::Relocatable(inputs));
+        let from = pool.modules.iter().map(|m| m.module.name.clone()).collect();
+        return Ok(LtoOutcome::Relocatable(inputs, from));
     }
     timings.phase("write", || output::write_atomic(&req.output, &cubins[0]))?;
     Ok(LtoOutcome::Written)
@@ -619,13 +614,18 @@ fn engine_uncached(
             ))
         }
         _ => {
-            // nvlink loads `<nvvmpath>/lib64/libnvvm.so` and nothing else (`-lto` requires
-            // `-nvvmpath`, checked with the command line).
-            let nvvmpath = req
-                .nvvmpath
-                .as_deref()
-                .ok_or_else(|| Error::fatal("-nvvmpath should be specified with -lto"))?;
-            let path = nvvmpath.join("lib64").join("libnvvm.so");
+            // nvlink loads `<nvvmpath>/lib64/libnvvm.so` and nothing else; without
+            // `-nvvmpath` (which nvlink requires) the toolkit's libNVVM
+            let path = match req.nvvmpath.as_deref() {
+                Some(nvvmpath) => nvvmpath.join("lib64").join("libnvvm.so"),
+                None => toolkit::Toolkit::discover(req.cuda_path.as_deref(), None)?
+                    .libnvvm(None)
+                    .ok_or_else(|| {
+                        Error::fatal("-nvvmpath should be specified with -lto").context(
+                            "no libNVVM in the CUDA toolkit found either (nvvm/lib64/libnvvm.so)",
+                        )
+                    })?,
+            };
             let lib = lto::libnvvm::LibNvvm::load(&path)?;
             if req.split_compile_extended.is_some_and(|n| n != 1) {
                 // libNVVM's own threads are not reliable: see lto::isolated

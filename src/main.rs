@@ -1,11 +1,13 @@
-//! The `nvlinkrs` command: nvlink's command line (or `inspect`) → the library → exit code.
+//! The `nvlinkrs` command: nvlink's command line (or a subcommand, `nvlinkrs::commands`)
+//! → the library → exit code.
 
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use nvlinkrs::commands::{CacheAction, Command, DaemonAction};
 use nvlinkrs::diag::{Diagnostics, Error};
-use nvlinkrs::{cli, toolkit};
+use nvlinkrs::{cli, commands, toolkit};
 
 /// Messages carry the name the program was started under: `nvlink` when it stands in
 /// for nvlink in a toolkit's `bin/`, `nvlinkrs` otherwise.
@@ -20,28 +22,8 @@ fn tool_name() -> String {
         .unwrap_or_else(|| "nvlinkrs".into())
 }
 
-fn inspect_main(args: &[String]) -> Result<(), Error> {
-    let mut json = false;
-    let mut files = Vec::new();
-    for a in args {
-        match a.as_str() {
-            "--json" => json = true,
-            "-h" | "--help" => {
-                println!(
-                    "usage: nvlinkrs inspect [--json] FILE...\n\nPrints every input opened down to its device code."
-                );
-                return Ok(());
-            }
-            s if s.starts_with('-') && s.len() > 1 => {
-                return Err(Error::fatal(format!("inspect: unknown option '{s}'")));
-            }
-            s => files.push(PathBuf::from(s)),
-        }
-    }
-    if files.is_empty() {
-        return Err(Error::fatal("inspect: no input files"));
-    }
-    let out = nvlinkrs::inspect(&files, json)?;
+fn inspect_main(files: &[PathBuf], json: bool) -> Result<(), Error> {
+    let out = nvlinkrs::inspect(files, json)?;
     let mut stdout = std::io::stdout().lock();
     stdout
         .write_all(out.as_bytes())
@@ -49,8 +31,26 @@ fn inspect_main(args: &[String]) -> Result<(), Error> {
         .map_err(|e| Error::fatal(format!("cannot write to stdout: {e}")))
 }
 
-fn link_main(args: &[String], diag: &mut Diagnostics) -> Result<(), Error> {
-    let (parsed, warnings, given) = cli::parse(args)?;
+fn link_main(args: &[String], diag: &mut Diagnostics, started: std::time::Instant) -> Result<(), Error> {
+    let (mut parsed, warnings, given) = cli::parse(args)?;
+    // without -arch (nvcc always gives one): the architecture every input holds code for
+    let mut inferred = None;
+    if parsed.arch.is_none()
+        && !parsed.help
+        && !parsed.version
+        && parsed.output_file.is_some()
+        && !parsed.inputs.is_empty()
+    {
+        let lto = parsed.link_time_opt || parsed.dlto;
+        let arch = nvlinkrs::target::infer(
+            &parsed.inputs,
+            &parsed.library,
+            &parsed.library_path,
+            lto,
+        )?;
+        parsed.arch = Some(arch.to_string());
+        inferred = Some(arch);
+    }
     diag.configure(
         parsed.disable_warnings,
         parsed.disable_infos,
@@ -62,11 +62,22 @@ fn link_main(args: &[String], diag: &mut Diagnostics) -> Result<(), Error> {
             .map(|a| format!(" (target: {a})"))
             .unwrap_or_default(),
     );
+    if let Some(name) = &parsed.tool_name {
+        diag.set_tool(name);
+    }
+    if parsed.progress || std::env::var("NVLINKRS_PROGRESS").is_ok_and(|v| v == "1") {
+        nvlinkrs::jobs::plain_progress(started);
+    }
     for w in &warnings {
         diag.warning(w);
     }
+    if let (Some(arch), true) = (inferred, parsed.verbose) {
+        diag.info(&format!(
+            "no -arch given: linking for {arch}, the architecture every input holds code for"
+        ));
+    }
     if parsed.help {
-        print!("{}", cli::help_text());
+        print!("{}", commands::help_text());
         return Ok(());
     }
     if parsed.version {
@@ -84,49 +95,46 @@ fn link_main(args: &[String], diag: &mut Diagnostics) -> Result<(), Error> {
 
 /// `nvlinkrs compare EXPECTED ACTUAL`: the differential harness's judgement of two
 /// linked cubins (exit 0 when equivalent, 2 when not).
-fn compare_main(args: &[String]) -> Result<(), Error> {
-    let [expected, actual] = args else {
-        return Err(Error::fatal(
-            "usage: nvlinkrs compare EXPECTED.cubin ACTUAL.cubin",
-        ));
-    };
-    let read = |p: &String| {
-        std::fs::read(p).map_err(|e| Error::fatal(format!("Could not read file '{p}': {e}")))
+fn compare_main(expected: &PathBuf, actual: &PathBuf, limit: usize) -> Result<(), Error> {
+    let read = |p: &PathBuf| {
+        std::fs::read(p).map_err(|e| {
+            Error::fatal(format!("Could not read file '{}': {e}", p.display()))
+        })
     };
     let report = nvlinkrs::elf::equiv::compare(&read(expected)?, &read(actual)?)?;
     // a closed stdout (`| head`) ends the listing, not the process
     use std::io::Write;
     let mut out = std::io::stdout().lock();
-    for d in &report.differences {
+    for d in report.summary(limit) {
         if writeln!(out, "{d}").is_err() {
             break;
         }
     }
+    for n in &report.notes {
+        let _ = writeln!(out, "note: {n}");
+    }
     if report.identical {
         let _ = writeln!(out, "byte-identical");
+    } else if report.equivalent() && !report.notes.is_empty() {
+        let _ = writeln!(out, "equivalent but for the tool note's command line");
     } else if report.equivalent() {
         let _ = writeln!(out, "equivalent (not byte-identical)");
     } else {
+        let _ = writeln!(out, "not equivalent: {} differences", report.differences.len());
+        let _ = out.flush();
         std::process::exit(2);
     }
     Ok(())
 }
 
 /// `nvlinkrs cache stats|clear|verify [--cache-dir DIR]` (else `NVLINKRS_CACHE_DIR`).
-fn cache_main(args: &[String]) -> Result<(), Error> {
-    let usage = || Error::fatal("usage: nvlinkrs cache stats|clear|verify [--cache-dir DIR]");
-    let (cmd, rest) = args.split_first().ok_or_else(usage)?;
-    let dir = match rest {
-        [flag, dir] if flag == "--cache-dir" => PathBuf::from(dir),
-        [one] if one.starts_with("--cache-dir=") => PathBuf::from(&one["--cache-dir=".len()..]),
-        [] => std::env::var_os("NVLINKRS_CACHE_DIR")
-            .map(PathBuf::from)
-            .ok_or_else(|| Error::fatal("cache: no --cache-dir and no NVLINKRS_CACHE_DIR"))?,
-        _ => return Err(usage()),
-    };
+fn cache_main(action: CacheAction, dir: Option<PathBuf>) -> Result<(), Error> {
+    let dir = dir
+        .or_else(|| std::env::var_os("NVLINKRS_CACHE_DIR").map(PathBuf::from))
+        .ok_or_else(|| Error::fatal("cache: no --cache-dir and no NVLINKRS_CACHE_DIR"))?;
     let cache = nvlinkrs::cache::Cache::open(&dir, nvlinkrs::cache::DEFAULT_CAP)?;
-    match cmd.as_str() {
-        "stats" => {
+    match action {
+        CacheAction::Stats => {
             let s = cache.stats();
             println!(
                 "cache {}\nentries {}\nbytes {}",
@@ -136,8 +144,8 @@ fn cache_main(args: &[String]) -> Result<(), Error> {
             );
             Ok(())
         }
-        "clear" => cache.clear(),
-        "verify" => {
+        CacheAction::Clear => cache.clear(),
+        CacheAction::Verify => {
             let bad = cache.verify();
             for b in &bad {
                 println!("corrupt {}", b.display());
@@ -152,21 +160,20 @@ fn cache_main(args: &[String]) -> Result<(), Error> {
                 )))
             }
         }
-        _ => Err(usage()),
     }
 }
 
 /// `nvlinkrs daemon start|stop|status` (and `serve`, what `start` runs in the background).
-fn daemon_main(args: &[String]) -> Result<(), Error> {
+fn daemon_main(action: DaemonAction) -> Result<(), Error> {
     use nvlinkrs::daemon;
     let socket = daemon::socket_path();
-    match args.first().map(String::as_str) {
-        Some("start") => {
+    match action {
+        DaemonAction::Start => {
             let pid = daemon::start(&socket)?;
             println!("pid {pid}");
             Ok(())
         }
-        Some("stop") => {
+        DaemonAction::Stop => {
             if daemon::stop(&socket) {
                 println!("stopped");
             } else {
@@ -174,53 +181,20 @@ fn daemon_main(args: &[String]) -> Result<(), Error> {
             }
             Ok(())
         }
-        Some("status") => match daemon::running(&socket) {
+        DaemonAction::Status => match daemon::running(&socket) {
             Some(pid) => {
                 println!("pid {pid}");
                 Ok(())
             }
             None => Err(Error::fatal("daemon: not running")),
         },
-        Some("serve") => daemon::serve(),
-        _ => Err(Error::fatal("usage: nvlinkrs daemon start|stop|status")),
+        DaemonAction::Serve => daemon::serve(),
     }
 }
 
 /// `nvlinkrs shim [--cuda-path DIR] [--remove] OVERLAY`: makes OVERLAY a toolkit whose
 /// `bin/nvcc` runs this nvlinkrs as its nvlink (see `nvlinkrs::shim`), or removes it.
-fn shim_main(args: &[String]) -> Result<(), Error> {
-    let usage = "usage: nvlinkrs shim [--cuda-path DIR] [--remove] OVERLAY\n\n\
-        Makes OVERLAY a CUDA toolkit of links to the original (--cuda-path, else the one\n\
-        nvlinkrs finds) whose bin/nvcc runs nvlinkrs as its nvlink; run it again to update\n\
-        the overlay, --remove to remove it.";
-    let mut cuda_path = None;
-    let mut remove = false;
-    let mut overlay = None;
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "-h" | "--help" => {
-                println!("{usage}");
-                return Ok(());
-            }
-            "--remove" => remove = true,
-            "--cuda-path" => {
-                let v = it
-                    .next()
-                    .ok_or_else(|| Error::fatal("shim: --cuda-path needs a directory"))?;
-                cuda_path = Some(PathBuf::from(v));
-            }
-            s if s.starts_with("--cuda-path=") => {
-                cuda_path = Some(PathBuf::from(&s["--cuda-path=".len()..]))
-            }
-            s if s.starts_with('-') && s.len() > 1 => {
-                return Err(Error::fatal(format!("shim: unknown option '{s}'")));
-            }
-            s if overlay.is_none() => overlay = Some(PathBuf::from(s)),
-            _ => return Err(Error::fatal(usage)),
-        }
-    }
-    let overlay = overlay.ok_or_else(|| Error::fatal(usage))?;
+fn shim_main(cuda_path: Option<PathBuf>, remove: bool, overlay: PathBuf) -> Result<(), Error> {
     if remove {
         nvlinkrs::shim::remove(&overlay)?;
         println!("removed the nvlinkrs overlay {}", overlay.display());
@@ -266,7 +240,26 @@ fn in_worker<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     }
 }
 
+fn run_command(command: Command) -> Result<(), Error> {
+    match command {
+        Command::Inspect { json, files } => inspect_main(&files, json),
+        Command::Compare {
+            expected,
+            actual,
+            limit,
+        } => compare_main(&expected, &actual, limit),
+        Command::Cache { action, cache_dir } => cache_main(action, cache_dir),
+        Command::Daemon { action } => daemon_main(action),
+        Command::Shim {
+            cuda_path,
+            remove,
+            overlay,
+        } => shim_main(cuda_path, remove, overlay),
+    }
+}
+
 fn main() -> ExitCode {
+    let started = std::time::Instant::now();
     grow_heap_in_large_steps();
     // before any file is opened: the descriptors of make's jobserver, if it shares one
     nvlinkrs::jobs::connect_jobserver();
@@ -280,10 +273,7 @@ fn main() -> ExitCode {
     let setting = std::env::var("NVLINKRS_DAEMON").unwrap_or_default();
     let via_daemon = args.iter().any(|a| a == "--daemon") || setting == "1" || setting == "only";
     args.retain(|a| a != "--daemon");
-    let subcommand = matches!(
-        args.first().map(String::as_str),
-        Some("inspect" | "compare" | "cache" | "daemon" | "shim")
-    );
+    let subcommand = args.first().is_some_and(|a| commands::is_subcommand(a));
     if via_daemon && !subcommand {
         if let Some(code) = nvlinkrs::daemon::client_link(&args) {
             return ExitCode::from(code as u8);
@@ -295,16 +285,18 @@ fn main() -> ExitCode {
         }
     }
     let mut diag = Diagnostics::new(&tool_name());
-    let result = match args.first().map(String::as_str) {
-        Some("inspect") => inspect_main(&args[1..]),
-        Some("compare") => compare_main(&args[1..]),
-        Some("cache") => cache_main(&args[1..]),
-        Some("daemon") => daemon_main(&args[1..]),
-        Some("shim") => shim_main(&args[1..]),
-        _ => {
-            nvlinkrs::one_shot_process();
-            in_worker(|| link_main(&args, &mut diag))
+    let result = if subcommand {
+        match commands::parse(&args) {
+            Ok(command) => run_command(command),
+            Err(e) => {
+                // clap's usage or help text; help is not an error
+                let _ = e.print();
+                return ExitCode::from(if e.use_stderr() { 1 } else { 0 });
+            }
         }
+    } else {
+        nvlinkrs::one_shot_process();
+        in_worker(|| link_main(&args, &mut diag, started))
     };
     match result {
         Ok(()) if diag.error_count() == 0 => ExitCode::SUCCESS,

@@ -1,6 +1,7 @@
 //! Finding the CUDA toolkit nvlinkrs drives (ptxas, libNVVM, libdevice, libcudadevrt):
-//! `--cuda-path`, `-nvvmpath`, `CUDA_HOME`/`CUDA_PATH`, `nvcc`/`ptxas` on `PATH`, then the
-//! PyPI wheel layout (`site-packages/nvidia/cu13`), in that order.
+//! `--cuda-path`, `-nvvmpath`, `CUDA_HOME`/`CUDA_PATH`, `nvcc`/`ptxas` on `PATH`,
+//! `/usr/local/cuda`, `/opt/cuda`, then the PyPI wheel layout (`site-packages/nvidia/cu13`),
+//! in that order; when none holds a toolkit, the message lists every place tried.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -28,19 +29,27 @@ impl Toolkit {
         if let Some(p) = nvvmpath {
             candidates.push((p.join(".."), "-nvvmpath".into()));
         }
+        if cuda_path.is_none() {
+            tried.push("--cuda-path (not given)".to_string());
+        }
         for var in ["CUDA_HOME", "CUDA_PATH"] {
-            if let Some(v) = std::env::var_os(var).filter(|v| !v.is_empty()) {
-                candidates.push((PathBuf::from(v), var.into()));
+            match std::env::var_os(var).filter(|v| !v.is_empty()) {
+                Some(v) => candidates.push((PathBuf::from(v), var.into())),
+                None => tried.push(format!("{var} (not set)")),
             }
         }
-        for tool in ["nvcc", "ptxas", "nvlink"] {
-            if let Some(p) = on_path(tool)
-                && let Some(root) = std::fs::canonicalize(&p)
-                    .ok()
-                    .and_then(|b| b.parent()?.parent().map(Path::to_path_buf))
-            {
-                candidates.push((root, format!("{tool} on PATH")));
+        for tool in ["nvcc", "ptxas"] {
+            let root = on_path(tool).and_then(|p| {
+                let bin = std::fs::canonicalize(&p).ok()?;
+                bin.parent()?.parent().map(Path::to_path_buf)
+            });
+            match root {
+                Some(root) => candidates.push((root, format!("{tool} on PATH"))),
+                None => tried.push(format!("{tool} on PATH (none)")),
             }
+        }
+        for dir in ["/usr/local/cuda", "/opt/cuda"] {
+            candidates.push((PathBuf::from(dir), "the usual place".into()));
         }
         for (root, via) in candidates {
             if is_root(&root) {
@@ -58,9 +67,9 @@ impl Toolkit {
                 found_via: "the nvidia-cuda-nvcc wheel of python3".into(),
             });
         }
-        tried.push("python3's site-packages/nvidia/cu13".into());
+        tried.push("the PyPI wheels (python3's site-packages/nvidia/cu13)".into());
         Err(Error::fatal("no CUDA toolkit found").context(format!(
-            "tried: {}; set --cuda-path or CUDA_HOME, or run scripts/setup.sh",
+            "tried: {}; give --cuda-path DIR or set CUDA_HOME to a toolkit (the folder with bin/ptxas and nvvm/)",
             tried.join(", ")
         )))
     }

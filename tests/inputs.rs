@@ -405,8 +405,12 @@ fn command_line_messages_match_nvlink() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     std::fs::copy(fixtures().join("saxpy_dc.o"), d.join("a.o")).unwrap();
+    std::fs::copy(fixtures().join("merge/a_80.cubin"), d.join("a80.cubin")).unwrap();
+    // (without -arch nvlinkrs takes the inputs' one architecture, and without -nvvmpath
+    // the toolkit's libNVVM: tests/lto.rs, headline_command_without_arch_or_nvvmpath)
     for line in [
-        "a.o -o x.cubin",
+        "a.o a80.cubin -o x.cubin",
+        "-o x.cubin",
         "-arch=sm_70 a.o -o x.cubin",
         "-arch=sm_90f a.o -o x.cubin",
         "-m32 -arch=sm_90 a.o -o x.cubin",
@@ -417,7 +421,8 @@ fn command_line_messages_match_nvlink() {
         "-arch=sm_90 -o x.cubin a.o -disable-smem-reservation=maybe",
         "-arch=sm_90 -o x.cubin a.o -maxrregcount=abc",
         "-arch=lto_90 -o x.cubin a.o",
-        "-arch=sm_90 -lto -o x.cubin a.o",
+        "-arch=sm_90 -cpu-arch=bogus -o x.cubin a.o",
+        "-arch=sm_90 -emit-ptx -o x.cubin a.o",
         "-arch=sm_90 -o x.cubin -optf nonexistent a.o",
     ] {
         let args: Vec<&str> = line.split(' ').collect();
@@ -622,9 +627,7 @@ const REFUSED_BY_NAME: &[&str] = &[
     "keep-system-libraries",
     "nvvm-latest",
     "suppress-debug-info",
-    "suppress-stack-size-warning",
     "syscall-const-offset",
-    "tool-name",
     "uidx-file",
     "nv-host",
     "dot-file",
@@ -738,4 +741,52 @@ fn option_table_matches_nvlink() {
         lines.len()
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Messages nvlink gives, then what nvlinkrs adds below them: a missing toolkit lists every
+/// place tried; an input without code for the target says what it holds.
+#[test]
+fn messages_say_what_was_tried_and_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let ltoir = fixtures().join("saxpy.ltoir");
+    let out = Command::new(bin())
+        .args(["-lto", "-arch=sm_90"])
+        .arg(&ltoir)
+        .args(["-o", "x.cubin"])
+        .current_dir(d)
+        .env_clear()
+        .env("PATH", d)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    // (on a machine with a toolkit in a usual place, that one is found)
+    let usual = ["/usr/local/cuda", "/opt/cuda"].iter().any(|p| Path::new(p).exists());
+    assert!(usual || out.status.code() == Some(1), "{err}");
+    assert!(usual || err.starts_with("nvlinkrs fatal   : no CUDA toolkit found\n"), "{err}");
+    for place in [
+        "--cuda-path",
+        "CUDA_HOME (not set)",
+        "CUDA_PATH (not set)",
+        "nvcc on PATH",
+        "ptxas on PATH",
+        "/usr/local/cuda",
+        "/opt/cuda",
+        "the PyPI wheels",
+    ] {
+        assert!(usual || err.contains(place), "{place} not listed: {err}");
+    }
+    assert!(!err.contains("scripts/"), "a hint for this project's developers: {err}");
+    assert!(!d.join("x.cubin").exists());
+
+    let (code, err) = run(
+        &["-arch=sm_80", fixtures().join("saxpy_dc.o").to_str().unwrap(), "-o", "x.cubin"],
+        d,
+    );
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = err.lines().collect();
+    let input = fixtures().join("saxpy_dc.o");
+    let warning = format!("SM Arch ('sm_80') not found in '{}'", input.display());
+    assert!(lines[0].ends_with(&warning), "{err}");
+    assert_eq!(lines[1], "  it holds sm_90 (SASS), compute_90 (PTX)");
 }

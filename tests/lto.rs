@@ -404,6 +404,13 @@ fn bad_inputs_fail_as_nvlink_does_and_leave_nothing() {
             "consensus conflict".to_string(),
             lto_args("sm_90", &[], &["consensus/a_def.o", "consensus/b_ftz.o"]),
         ),
+        // an unresolved extern function is ptxas's error before nvlink's libcudadevrt
+        // check (was "expected libcudadevrt object")
+        ("unresolved extern function".to_string(), {
+            let mut a = lto_args("sm_90", &[], &["saxpy_dlto.o"]);
+            a.retain(|x| x != "-lcudadevrt");
+            a
+        }),
         ("host objects without libcudadevrt".to_string(), {
             let mut a = lto_args("sm_90", &[], &PROGRAM);
             a.retain(|x| x != "-lcudadevrt");
@@ -1191,4 +1198,59 @@ fn the_daemon_links_like_a_process_concurrently_and_survives_bad_clients() {
         .unwrap();
     assert!(v.status.success(), "{}", String::from_utf8_lossy(&v.stdout));
     assert!(!daemon(&["daemon", "status"]).status.success());
+}
+
+/// The command the project presents itself with, as written: `nvlinkrs -lto a.ltoir
+/// b.ltoir -o app.cubin`, no `-arch` (the inputs' one architecture, which `-v` names) and
+/// no `-nvvmpath` (the toolkit's libNVVM): the same bytes as nvlink given both. Inputs for
+/// two architectures: nvlink's error for a missing `-arch`, then what each input holds.
+#[test]
+fn headline_command_without_arch_or_nvvmpath() {
+    let dir = tempfile::tempdir().unwrap();
+    let fx = fixtures();
+    let input = |n: &str| fx.join(n).display().to_string();
+    let ours = dir.path().join("ours.cubin");
+    let r = Command::new(nvlinkrs())
+        .args(["-v", "-lto", &input("saxpy.ltoir"), &input("scale.ltoir"), "-o"])
+        .arg(&ours)
+        .env("CUDA_HOME", cuda())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(r.status.success(), "{err}");
+    assert!(
+        err.contains("no -arch given: linking for sm_90, the architecture every input holds code for"),
+        "{err}"
+    );
+    let theirs = dir.path().join("theirs.cubin");
+    let n = Command::new(nvlink())
+        .args(["-lto", "-arch=sm_90"])
+        .arg(format!("-nvvmpath={}", cuda().join("nvvm").display()))
+        .args([&input("saxpy.ltoir"), &input("scale.ltoir"), "-o"])
+        .arg(&theirs)
+        .status()
+        .unwrap();
+    assert!(n.success());
+    assert!(
+        std::fs::read(&ours).unwrap() == std::fs::read(&theirs).unwrap(),
+        "the headline link is byte-identical to nvlink's"
+    );
+    let r = Command::new(nvlinkrs())
+        .args(["-lto", &input("saxpy_100.ltoir"), &input("scale.ltoir"), "-o"])
+        .arg(dir.path().join("mixed.cubin"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(1), "{err}");
+    let mut lines = err.lines();
+    assert_eq!(
+        lines.next(),
+        Some("nvlinkrs fatal   : Unknown arch name '(null)'")
+    );
+    let detail = lines.next().unwrap_or_default();
+    assert!(
+        detail.contains("saxpy_100.ltoir' holds sm_100") && detail.contains("scale.ltoir' holds sm_90"),
+        "{err}"
+    );
+    assert!(!dir.path().join("mixed.cubin").exists());
 }

@@ -72,8 +72,9 @@ fn differential(args: &[String]) -> Result<bool, String> {
     let mut identical = false;
     match (&want.output, &got.output) {
         (Some(e), Some(a)) => match equiv::compare(e, a) {
-            Ok(r) if r.equivalent() => identical = r.identical,
-            Ok(r) => d.extend(r.differences),
+            // (the tool note's command line counts here: nvlinkrs records nvlink's)
+            Ok(r) if r.equivalent() && r.notes.is_empty() => identical = r.identical,
+            Ok(r) => d.extend(r.differences.into_iter().chain(r.notes)),
             Err(e) => d.push(e.to_string()),
         },
         (None, None) => {}
@@ -1134,6 +1135,18 @@ fn libcudadevrt_twice() {
     );
 }
 
+/// The toolkit `nvlinkrs shim` makes in `dir`: its `bin/` (nvcc there runs nvlinkrs as
+/// its nvlink), and the PATH that puts it first.
+fn nvcc_overlay(dir: &Path) -> (PathBuf, String) {
+    let bin = shim(&dir.join("overlay")).join("bin");
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    (bin, path)
+}
+
 /// nvcc with nvlinkrs standing in for nvlink: the overlay `nvlinkrs shim` makes builds
 /// the `-rdc` example with and without `-dlto` into host executables. The device image
 /// embedded in each executable must be the one nvlinkrs writes for nvcc's
@@ -1144,8 +1157,7 @@ fn libcudadevrt_twice() {
 fn nvcc_drop_in() {
     let cu = cuda();
     let dir = tempfile::tempdir().unwrap();
-    // the toolkit `nvlinkrs shim` makes: nvcc there runs nvlinkrs as its nvlink
-    let bin = shim(&dir.path().join("overlay")).join("bin");
+    let (bin, _) = nvcc_overlay(dir.path());
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/saxpy");
     let sources = ["main.cu", "saxpy.cu", "scale.cu"];
     // -rdc at sm_90 and, with capsule Mercury, sm_100; -rdc -dlto at sm_90; a -G
@@ -1230,7 +1242,7 @@ fn nvcc_drop_in() {
         assert_eq!(our_reg, their_reg, "register-link-binaries (lto {lto})");
         let report = equiv::compare(&theirs, &ours).unwrap();
         assert!(
-            report.differences.is_empty(),
+            report.differences.is_empty() && report.notes.is_empty(),
             "lto {lto}: {:?}",
             report.differences
         );
@@ -1312,6 +1324,18 @@ fn report_lists_merge_steps() {
             "finish"
         ]
     );
+    // what the link used: version, toolkit, inputs with their sizes, total time, and
+    // neither daemon, cache nor jobserver here
+    assert_eq!(doc["nvlinkrs"], env!("CARGO_PKG_VERSION"));
+    let inputs = doc["inputs"].as_array().unwrap();
+    assert_eq!(inputs.len(), 2);
+    assert!(inputs[0]["path"].as_str().unwrap().ends_with("a_100.cubin"));
+    assert!(inputs[0]["bytes"].as_u64().unwrap() > 0);
+    assert!(doc["toolkit"]["root"].is_string());
+    assert_eq!(
+        (&doc["daemon"], &doc["cache_used"], &doc["jobserver"]),
+        (&false.into(), &false.into(), &false.into())
+    );
     let sum: f64 = steps.iter().map(|s| s["ms"].as_f64().unwrap()).sum();
     let merge = doc["stages"]
         .as_array()
@@ -1325,4 +1349,391 @@ fn report_lists_merge_steps() {
         sum > 0.0 && sum <= merge,
         "steps {sum} ms, merge {merge} ms"
     );
+    assert!(doc["total_ms"].as_f64().unwrap() >= merge);
+}
+
+/// `NVLINKRS_PROGRESS=1` (or `--progress`): plain progress lines with the elapsed time on
+/// a stderr that is not a terminal, one when each stage starts and one when it ends;
+/// nothing of the kind without it.
+#[test]
+fn progress_lines_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |env: Option<&str>, extra: &[&str]| {
+        let mut cmd = Command::new(nvlinkrs());
+        cmd.arg("-arch=sm_90")
+            .args(args(&["a_90.cubin", "b_90.cubin"]))
+            .args(extra)
+            .arg("-o")
+            .arg(dir.path().join("o.cubin"))
+            .env_remove("NVLINKRS_PROGRESS");
+        if let Some(v) = env {
+            cmd.env("NVLINKRS_PROGRESS", v);
+        }
+        let r = cmd.output().unwrap();
+        assert!(r.status.success());
+        String::from_utf8_lossy(&r.stderr).into_owned()
+    };
+    for err in [run(Some("1"), &[]), run(None, &["--progress"])] {
+        let lines: Vec<&str> = err.lines().collect();
+        for stage in ["read", "gather", "merge", "write"] {
+            let start = lines.iter().position(|l| {
+                l.starts_with("nvlinkrs: [") && l.ends_with(&format!(" s] {stage}"))
+            });
+            let end = lines
+                .iter()
+                .position(|l| l.contains(&format!(" s] {stage} done in ")));
+            assert!(start.is_some() && end > start, "{stage}: {err}");
+        }
+        assert!(!err.contains('\r'), "{err:?}");
+    }
+    assert_eq!(run(None, &[]), "");
+}
+
+/// Small whole-program sources (each file's device code its own) for the nvcc modes table.
+const WHOLE_MAIN: &str = "#include <cstdio>\n__global__ void k0(float *f) { f[threadIdx.x] *= 2.0f; }\nvoid launch1(int *p);\n__device__ int unused_var;\nint main() {\n  float *f; int *p;\n  if (cudaMalloc(&f, 128) != cudaSuccess || cudaMalloc(&p, 128) != cudaSuccess) return 2;\n  k0<<<1, 32>>>(f); launch1(p);\n  return cudaDeviceSynchronize() == cudaSuccess ? 0 : 1;\n}\n";
+const WHOLE_ONE: &str = "__global__ void k(int *p) { p[threadIdx.x] = threadIdx.x; }\n__device__ int unused_var;\nint main() { int *d; if (cudaMalloc(&d, 64) != cudaSuccess) return 2; k<<<1, 16>>>(d); return cudaDeviceSynchronize() == cudaSuccess ? 0 : 1; }\n";
+const WHOLE_K1: &str = "__shared__ int tile[64];\n__global__ void k1(int *p) { tile[threadIdx.x] = p[threadIdx.x]; __syncthreads(); p[threadIdx.x] = tile[63 - threadIdx.x]; }\nvoid launch1(int *p) { k1<<<1, 64>>>(p); }\n";
+
+/// Every way nvcc runs nvlink, through a toolkit whose nvlink is nvlinkrs: whole-program
+/// executables (one and several .cu, -gencode for two SMs, sm_90a, sm_100f, compute_90
+/// PTX only, -G, -lineinfo, -Xnvlink -v, -cudart=shared), -rdc executables, -dlink,
+/// -dlto, -shared, a static library on the line. Each build succeeds, and each nvlink
+/// command nvcc ran (from its -v trace, the files kept with -keep) gives with nvlink and
+/// nvlinkrs the same exit code, messages and --register-link-binaries file, and
+/// equivalent images (byte-identical for LTO links).
+#[test]
+fn nvcc_modes_match_nvlink() {
+    let dir = tempfile::tempdir().unwrap();
+    let (bin, path) = nvcc_overlay(dir.path());
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/saxpy");
+    let src = dir.path().join("src");
+    std::fs::create_dir(&src).unwrap();
+    std::fs::write(src.join("main.cu"), WHOLE_MAIN).unwrap();
+    std::fs::write(src.join("k1.cu"), WHOLE_K1).unwrap();
+    std::fs::write(src.join("one.cu"), WHOLE_ONE).unwrap();
+    // (the PyPI toolkit has libcudart.so.13 but no libcudart.so for -cudart=shared)
+    let shlib = dir.path().join("shlib");
+    std::fs::create_dir(&shlib).unwrap();
+    std::os::unix::fs::symlink(cuda().join("lib/libcudart.so.13"), shlib.join("libcudart.so")).unwrap();
+    let shlib_flag = format!("-L{}", shlib.display());
+    for f in ["main.cu", "saxpy.cu", "scale.cu"] {
+        std::fs::copy(example.join(f), src.join(format!("x_{f}"))).unwrap();
+    }
+    let rdc = ["x_main.cu", "x_saxpy.cu", "x_scale.cu"];
+    // (name, steps: each an nvcc command line run in the mode's folder)
+    let whole = |extra: &[&str], files: &[&str]| -> Vec<Vec<String>> {
+        let mut a: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        a.extend(files.iter().map(|f| src.join(f).display().to_string()));
+        a.extend(["-o".into(), "app".into()]);
+        vec![a]
+    };
+    let words = |s: &str| -> Vec<String> { s.split(' ').map(String::from).collect() };
+    let srcs = |files: &[&str]| -> String {
+        files
+            .iter()
+            .map(|f| src.join(f).display().to_string())
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let modes: Vec<(&str, Vec<Vec<String>>)> = vec![
+        ("whole program, one .cu", whole(&["-arch=sm_90"], &["one.cu"])),
+        ("whole program, two .cu", whole(&["-arch=sm_90"], &["main.cu", "k1.cu"])),
+        (
+            "whole program, -gencode sm_80 and sm_90",
+            whole(
+                &["-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90"],
+                &["main.cu", "k1.cu"],
+            ),
+        ),
+        ("whole program, sm_90a", whole(&["-arch=sm_90a"], &["main.cu", "k1.cu"])),
+        ("whole program, sm_100f", whole(&["-arch=sm_100f"], &["main.cu", "k1.cu"])),
+        ("whole program, compute_90 PTX only", whole(&["-arch=compute_90"], &["main.cu", "k1.cu"])),
+        ("whole program, -G", whole(&["-arch=sm_90", "-G"], &["main.cu", "k1.cu"])),
+        ("whole program, -lineinfo", whole(&["-arch=sm_90", "-lineinfo"], &["main.cu", "k1.cu"])),
+        ("whole program, -Xnvlink -v", whole(&["-arch=sm_90", "-Xnvlink", "-v"], &["main.cu", "k1.cu"])),
+        (
+            "whole program, -cudart=shared",
+            whole(&["-arch=sm_90", "-cudart=shared", &shlib_flag], &["main.cu", "k1.cu"]),
+        ),
+        // (--extensible-whole-program: refused by name, see nvcc_extensible_whole_program)
+        (
+            "whole program, -lcudart_static on the line",
+            whole(&["-arch=sm_90", "-lcudart_static"], &["main.cu", "k1.cu"]),
+        ),
+        ("-rdc executable", whole(&["-arch=sm_90", "-rdc=true"], &rdc)),
+        ("-rdc -dlto executable", whole(&["-arch=sm_90", "-rdc=true", "-dlto"], &rdc)),
+        ("-rdc executable, sm_100", whole(&["-arch=sm_100", "-rdc=true"], &rdc)),
+        (
+            "-dc then -dlink",
+            vec![
+                words(&format!("-arch=sm_90 -dc {}", srcs(&rdc))),
+                words("-arch=sm_90 -dlink x_main.o x_saxpy.o x_scale.o -o dlink.o"),
+            ],
+        ),
+        (
+            "-shared -rdc library",
+            vec![words(&format!(
+                "-arch=sm_90 -shared -rdc=true -Xcompiler -fPIC {} -o libx.so",
+                srcs(&["x_saxpy.cu", "x_scale.cu"])
+            ))],
+        ),
+        (
+            "static library on the line",
+            vec![
+                words(&format!("-arch=sm_90 -dc {}", srcs(&["x_saxpy.cu", "x_scale.cu"]))),
+                words("-lib x_saxpy.o x_scale.o -o libx.a"),
+                words(&format!("-arch=sm_90 -rdc=true {} -L. -lx -o app", srcs(&["x_main.cu"]))),
+            ],
+        ),
+    ];
+    let failures = std::sync::Mutex::new(Vec::new());
+    let lines_checked = std::sync::atomic::AtomicUsize::new(0);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        for _ in 0..2 {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some((name, steps)) = modes.get(i) else { break };
+                    let work = dir.path().join(format!("mode{i}"));
+                    std::fs::create_dir(&work).unwrap();
+                    match nvcc_mode(&bin, &path, &work, steps) {
+                        Ok(n) => {
+                            lines_checked.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+                        }
+                        Err(e) => failures.lock().unwrap().push(format!("{name}: {e}")),
+                    }
+                }
+            });
+        }
+    });
+    let failures = failures.into_inner().unwrap();
+    eprintln!(
+        "{} modes, {} nvlink command lines compared",
+        modes.len(),
+        lines_checked.into_inner()
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Runs one mode's nvcc steps through the overlay (`-v -keep`), then each nvlink line nvcc
+/// ran with both linkers; `Ok(lines compared)` or what differs.
+fn nvcc_mode(bin: &Path, path: &str, work: &Path, steps: &[Vec<String>]) -> Result<usize, String> {
+    let keep = work.join("keep");
+    std::fs::create_dir(&keep).unwrap();
+    let mut lines = Vec::new();
+    for step in steps {
+        let r = Command::new(bin.join("nvcc"))
+            .current_dir(work)
+            .env("PATH", path)
+            .args(["-v", "-keep", "-keep-dir"])
+            .arg(&keep)
+            .args(step)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&r.stderr).into_owned();
+        if !r.status.success() {
+            return Err(format!("nvcc {step:?} failed with nvlinkrs as nvlink:\n{err}"));
+        }
+        lines.extend(err.lines().filter_map(|l| l.strip_prefix("#$ nvlink ")).map(String::from));
+    }
+    for (n, line) in lines.iter().enumerate() {
+        let mut words = nvlinkrs::cli::split_words(line);
+        // outputs of each linker in a folder of its own, under the same names
+        if let Some(at) = words.iter().position(|w| w == "-o") {
+            words.drain(at..at + 2);
+        }
+        let register = words.iter().any(|w| w.starts_with("--register-link-binaries"));
+        words.retain(|w| !w.starts_with("--register-link-binaries"));
+        let virtual_target = words.iter().any(|w| w.starts_with("--arch=compute_"));
+        let abs = |w: &String| -> String {
+            let p = Path::new(w.as_str());
+            if w.starts_with("-L") && !Path::new(&w[2..]).is_absolute() {
+                format!("-L{}", work.join(&w[2..]).display())
+            } else if !w.starts_with('-') && p.is_relative() && work.join(p).exists() {
+                work.join(p).display().to_string()
+            } else {
+                w.clone()
+            }
+        };
+        let words: Vec<String> = words.iter().map(abs).collect();
+        let link = |tool: &Path, sub: &str| {
+            let here = work.join(format!("{sub}{n}"));
+            std::fs::create_dir(&here).unwrap();
+            let mut cmd = Command::new(tool);
+            cmd.current_dir(&here).args(&words);
+            if register {
+                cmd.arg("--register-link-binaries=dlink.reg.c");
+            }
+            if !virtual_target {
+                cmd.args(["-o", "dlink.cubin"]);
+            }
+            let r = cmd.output().unwrap();
+            let name = tool.file_name().unwrap().to_string_lossy().into_owned();
+            let messages: Vec<String> = String::from_utf8_lossy(&r.stderr)
+                .lines()
+                .filter(|l| !l.starts_with("  ") && !l.is_empty())
+                .map(|l| l.replacen(&name, "nvlink", 1))
+                .collect();
+            (
+                r.status.code(),
+                messages,
+                std::fs::read(here.join("dlink.cubin")).ok(),
+                std::fs::read_to_string(here.join("dlink.reg.c")).ok(),
+            )
+        };
+        let theirs = link(&cuda().join("bin/nvlink"), "theirs");
+        let ours = link(&nvlinkrs(), "ours");
+        let what = format!("nvlink {line}");
+        if (theirs.0, &theirs.1) != (ours.0, &ours.1) {
+            return Err(format!(
+                "{what}\n    exit {:?} {:?}\n    vs   {:?} {:?}",
+                theirs.0, theirs.1, ours.0, ours.1
+            ));
+        }
+        if theirs.3 != ours.3 {
+            return Err(format!("{what}\n    register file {:?} vs {:?}", theirs.3, ours.3));
+        }
+        match (&theirs.2, &ours.2) {
+            (Some(t), Some(o)) if line.contains("-dlto") => {
+                if t != o {
+                    return Err(format!("{what}\n    LTO image not byte-identical"));
+                }
+            }
+            (Some(t), Some(o)) => {
+                let r = equiv::compare(t, o).map_err(|e| e.to_string())?;
+                let d: Vec<String> = r.differences.into_iter().chain(r.notes).collect();
+                if !d.is_empty() {
+                    return Err(format!("{what}\n    {}", d.join("\n    ")));
+                }
+            }
+            (None, None) => {}
+            (t, o) => {
+                return Err(format!(
+                    "{what}\n    image from nvlink {}, from nvlinkrs {}",
+                    t.is_some(),
+                    o.is_some()
+                ));
+            }
+        }
+    }
+    if lines.is_empty() {
+        return Err("nvcc ran no nvlink".into());
+    }
+    Ok(lines.len())
+}
+
+/// `nvcc --extensible-whole-program`: its objects' code (e_type 0xff00) comes with shared
+/// memory already laid out per kernel, which the merge does not take yet; nvlinkrs refuses
+/// it by name (exit 1, no image) rather than write another image than nvlink's.
+#[test]
+fn nvcc_extensible_whole_program_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("k1.cu"), WHOLE_K1).unwrap();
+    let r = Command::new(cuda().join("bin/nvcc"))
+        .current_dir(d)
+        .args(["-arch=sm_90", "--extensible-whole-program", "-c", "k1.cu", "-o", "k1.o"])
+        .output()
+        .unwrap();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let r = Command::new(nvlinkrs())
+        .current_dir(d)
+        .args(["-arch=sm_90", "k1.o", "-o", "out.cubin"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(1), "{err}");
+    assert!(err.contains("'k1.o' holds --extensible-whole-program code"), "{err}");
+    assert!(!d.join("out.cubin").exists());
+}
+
+/// `nvlinkrs compare`: two images that differ only in the tool note's command line are
+/// equivalent with a note (exit 0); a long list of differences is cut after `--limit`
+/// and the rest counted by kind (exit 2).
+#[test]
+fn compare_notes_command_lines_and_summarises() {
+    let dir = tempfile::tempdir().unwrap();
+    let link = |out: &str, extra: &[&str]| {
+        let sm = if extra.contains(&"-arch=sm_80") { 80 } else { 90 };
+        let st = Command::new(nvlinkrs())
+            .args(extra)
+            .args(args(&[&format!("a_{sm}.cubin"), &format!("b_{sm}.cubin")]))
+            .arg("-o")
+            .arg(dir.path().join(out))
+            .status()
+            .unwrap();
+        assert!(st.success());
+        dir.path().join(out)
+    };
+    let plain = link("plain.cubin", &["-arch=sm_90"]);
+    let verbose = link("v.cubin", &["-arch=sm_90", "-w"]);
+    let other = link("other.cubin", &["-arch=sm_80"]);
+    let compare = |a: &Path, b: &Path, extra: &[&str]| {
+        let r = Command::new(nvlinkrs())
+            .arg("compare")
+            .args(extra)
+            .arg(a)
+            .arg(b)
+            .output()
+            .unwrap();
+        (r.status.code(), String::from_utf8_lossy(&r.stdout).into_owned())
+    };
+    let (code, out) = compare(&plain, &verbose, &[]);
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(
+        out,
+        "note: tool note command line: \"-arch sm_90 \" vs \"-arch sm_90 -w  \"\n\
+         equivalent but for the tool note's command line\n"
+    );
+    let (code, out) = compare(&plain, &plain, &[]);
+    assert_eq!((code, out.as_str()), (Some(0), "byte-identical\n"));
+    let (code, out) = compare(&plain, &other, &["--limit", "2"]);
+    assert_eq!(code, Some(2), "{out}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[2].starts_with("... and ") && lines[2].contains(" more: "), "{out}");
+    assert!(lines.last().unwrap().starts_with("not equivalent: "), "{out}");
+}
+
+/// A kernel whose call tree recurses: nvlink's warning that its stack size cannot be
+/// determined, none with `-suppress-stack-size-warning` (recorded in the tool note), and
+/// `-tool-name` naming the messages; the same exit codes, messages and images as nvlink.
+#[test]
+fn recursion_warning_and_its_suppression() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("rec.cu"),
+        "__device__ __noinline__ int fib(int n) { return n <= 1 ? n : fib(n - 1) + fib(n - 2); }\n\
+         __global__ void k(int *p) { p[0] = fib(p[1]); }\n",
+    )
+    .unwrap();
+    for sm in [90, 100] {
+        let r = Command::new(cuda().join("bin/nvcc"))
+            .current_dir(d)
+            .arg("-cubin")
+            .arg("-rdc=true")
+            .arg(format!("-arch=sm_{sm}"))
+            .args(["rec.cu", "-o"])
+            .arg(format!("rec{sm}.cubin"))
+            .output()
+            .unwrap();
+        assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+        let rec = d.join(format!("rec{sm}.cubin")).display().to_string();
+        for extra in [None, Some("-suppress-stack-size-warning"), Some("-tool-name=mylink")] {
+            let mut a = vec![format!("-arch=sm_{sm}"), rec.clone()];
+            a.extend(extra.map(String::from));
+            if let Err(e) = differential(&a) {
+                panic!("sm_{sm} {extra:?}: {e}");
+            }
+        }
+    }
+    let rec = d.join("rec90.cubin").display().to_string();
+    let out = Command::new(nvlinkrs())
+        .args(["-arch=sm_90", &rec, "-o"])
+        .arg(d.join("o.cubin"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("Stack size for entry function '_Z1kPi' cannot be statically determined"), "{err}");
 }

@@ -4,7 +4,8 @@
 //! `.nv.info` records per function and globally (symbol indices compared by name), the
 //! same symbols (name, type, binding, st_other, section name, value, size) and the same
 //! relocations (section, offset, type, symbol name, addend). Orders may differ; a
-//! byte-for-byte comparison is reported separately.
+//! byte-for-byte comparison is reported separately. A tool note that differs only in
+//! its recorded command line is a note, not a difference.
 
 use std::collections::BTreeMap;
 
@@ -16,12 +17,31 @@ use crate::diag::Result;
 #[derive(Debug, Default)]
 pub struct Report {
     pub differences: Vec<String>,
+    /// What differs but does not count: the tool note's command line.
+    pub notes: Vec<String>,
     pub identical: bool,
 }
 
 impl Report {
     pub fn equivalent(&self) -> bool {
         self.differences.is_empty()
+    }
+
+    /// The first `limit` differences, then how many more of each kind (the words
+    /// before the first `:`, a section's name left out).
+    pub fn summary(&self, limit: usize) -> Vec<String> {
+        let mut out: Vec<String> = self.differences.iter().take(limit).cloned().collect();
+        let rest = self.differences.get(limit..).unwrap_or(&[]);
+        if !rest.is_empty() {
+            let mut kinds: BTreeMap<&str, usize> = BTreeMap::new();
+            for d in rest {
+                let kind = d.split([':', ' ']).next().unwrap_or(d);
+                *kinds.entry(kind).or_default() += 1;
+            }
+            let counts: Vec<String> = kinds.iter().map(|(k, n)| format!("{n} {k}")).collect();
+            out.push(format!("... and {} more: {}", rest.len(), counts.join(", ")));
+        }
+        out
     }
 }
 
@@ -374,9 +394,22 @@ pub fn compare(expected: &[u8], actual: &[u8]) -> Result<Report> {
     if graph(&e) != graph(&a) {
         diff(format!("callgraph: {}", delta(&graph(&e), &graph(&a))));
     }
+    // a tool note whose command line alone differs is a note
+    let mut notes = Vec::new();
+    let note = |c: &Cubin| c.section_index(".note.nv.tkinfo").map(|i| c.bytes(&c.sections[i]).to_vec());
+    if let (Some(x), Some(y)) = (note(&e), note(&a))
+        && x != y
+        && let Some(lines) = super::tkinfo::command_lines_only(&x, &y)
+    {
+        d.retain(|m| !m.starts_with("section .note.nv.tkinfo:"));
+        for (x, y) in lines {
+            notes.push(format!("tool note command line: {x:?} vs {y:?}"));
+        }
+    }
     Ok(Report {
         identical: d.is_empty() && expected == actual,
         differences: d,
+        notes,
     })
 }
 

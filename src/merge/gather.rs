@@ -131,14 +131,31 @@ fn unit(
         )));
     }
     if !system {
-        diag.warning(&format!("SM Arch ('{target}') not found in '{}'", n.origin));
+        // nvlink's warning, then what the file does hold
+        let mut held: Vec<String> = codes
+            .iter()
+            .filter_map(|(_, c)| {
+                let a = c.arch?;
+                Some(match c.kind {
+                    CodeKind::Cubin => format!("{a} (SASS)"),
+                    CodeKind::Ptx => format!("{} (PTX)", a.to_string().replace("sm_", "compute_")),
+                    _ => format!("{} (LTO IR)", a.to_string().replace("sm_", "lto_")),
+                })
+            })
+            .collect();
+        held.dedup();
+        diag.warning(&format!(
+            "SM Arch ('{target}') not found in '{}'\n  it holds {}",
+            n.origin,
+            if held.is_empty() { "no device code for any architecture".into() } else { held.join(", ") }
+        ));
     }
     Ok(())
 }
 
 /// The device code of a unit that a link reads: everything but the whole-program
 /// containers of a host object (its `.nv_fatbin`; relocatable code is in `__nv_relfatbin`).
-fn linked_codes(n: &Node) -> Vec<(&str, &Code)> {
+pub fn linked_codes(n: &Node) -> Vec<(&str, &Code)> {
     if !matches!(n.item, Item::HostObject { .. }) {
         return n.codes();
     }

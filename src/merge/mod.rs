@@ -47,6 +47,13 @@ pub struct MergeOptions {
     /// The kernels to keep when the link is narrowed (host references or
     /// `-kernels-used`); `None` keeps every kernel.
     pub kernels: Option<crate::lto::HostRefs>,
+    /// The inputs whose IR libNVVM compiled into the `lto.cubin` input (partial LTO),
+    /// named after nvlink's message for an undefined reference in it.
+    pub lto_from: Vec<String>,
+    /// `-suppress-stack-size-warning`: no warning for a kernel whose call tree recurses.
+    pub suppress_stack_size_warning: bool,
+    /// `-tool-name NAME`: the tool the image's own note names (else nvlink).
+    pub tool_name: Option<String>,
 }
 
 /// One input cubin and where it came from.
@@ -851,9 +858,17 @@ impl<'a> Merger<'a> {
         let mut missing = Vec::new();
         for name in unresolved {
             if let Some(&i) = first_use.get(name) {
+                let origin = self.origin(i);
+                // nvlink's text, then which inputs `lto.cubin` was compiled from
+                let from = match (origin == "lto.cubin", self.opts.lto_from.is_empty()) {
+                    (true, false) => format!(
+                        "\n  lto.cubin: what libNVVM compiled from the IR of '{}'",
+                        self.opts.lto_from.join("', '")
+                    ),
+                    _ => String::new(),
+                };
                 missing.push(format!(
-                    "Undefined reference to '{name}' in '{}'",
-                    self.origin(i)
+                    "Undefined reference to '{name}' in '{origin}'{from}"
                 ));
             }
         }
@@ -2047,7 +2062,9 @@ impl<'a> Merger<'a> {
                     }
                 }
             }
-            self.diag.warnings(&warnings);
+            if !self.opts.suppress_stack_size_warning {
+                self.diag.warnings(&warnings);
+            }
             for f in 0..self.funcs.len() {
                 if !self.live[f] || !self.funcs[f].entry {
                     continue;
@@ -2461,6 +2478,7 @@ impl<'a> Merger<'a> {
 
     fn notes(&mut self) {
         let mut tk = tool_note(
+            self.opts.tool_name.as_deref().unwrap_or("nvlink"),
             &self.opts.note_command_line,
             self.opts.note_output.as_deref(),
         );
@@ -2710,8 +2728,17 @@ impl<'a> Merger<'a> {
 /// tree recurses, the barrier count raised to the tree's (added when missing).
 fn kernel_records(recs: &mut Vec<Record>, (_, stack, barriers): (u32, u32, u32)) {
     if stack == UNKNOWN_STACK {
+        let mut found = false;
         for r in recs.iter_mut().filter(|r| r.attr == info::CRS_STACK_SIZE) {
             r.payload = UNKNOWN_STACK.to_le_bytes().to_vec();
+            found = true;
+        }
+        if !found {
+            // (a kernel ptxas gave no record: nvlink adds one, unknown)
+            recs.push(Record::sval(
+                info::CRS_STACK_SIZE,
+                UNKNOWN_STACK.to_le_bytes().to_vec(),
+            ));
         }
     }
     if barriers > 0 {
@@ -2899,7 +2926,7 @@ fn function_info(c: &Cubin, text: usize) -> Result<Vec<Record>> {
 /// The toolkit version nvlink writes in its notes (13.5).
 const TOOLKIT_VERSION: u32 = 135;
 
-fn tool_note(command_line: &str, output: Option<&str>) -> Vec<u8> {
+fn tool_note(tool_name: &str, command_line: &str, output: Option<&str>) -> Vec<u8> {
     let mut blob = Vec::new();
     let field = |s: &str, blob: &mut Vec<u8>| {
         let at = blob.len() as u32;
@@ -2909,7 +2936,7 @@ fn tool_note(command_line: &str, output: Option<&str>) -> Vec<u8> {
     };
     // the output's name comes first (empty but for debug links)
     let out = field(output.unwrap_or(""), &mut blob);
-    let tool = field("nvlink", &mut blob);
+    let tool = field(tool_name, &mut blob);
     let version = field("Cuda compilation tools, release 13.5, V13.5.37", &mut blob);
     let branch = field("Build cuda_13.5.r13.5/compiler.39125733_0", &mut blob);
     let cmd = field(command_line, &mut blob);
