@@ -96,15 +96,26 @@ fn build(system: System, root: &Path, dir: &Path, cache: Option<&Path>) -> Vec<&
         }
         System::Make => {
             std::fs::create_dir_all(dir).unwrap();
-            let out = step(
-                tool("make")
-                    .current_dir(dir)
-                    .args(["-j4", "-f"])
-                    .arg(source().join("Makefile"))
-                    .arg(format!("NVCC={}", nvcc.display())),
-                "make -j4",
-            );
+            let mut make = tool("make");
+            make.current_dir(dir)
+                .args(["-j4", "-f"])
+                .arg(source().join("Makefile"))
+                .arg(format!("NVCC={}", nvcc.display()));
+            if cache.is_some() {
+                // nvlinkrs' report says whether it took make's jobserver
+                make.arg("DLINKFLAGS=-Xnvlink --report-json=dlink.json");
+            }
+            let out = step(&mut make, "make -j4");
             assert!(!out.contains("jobserver unavailable"), "{out}");
+            if cache.is_some() {
+                let report = std::fs::read_to_string(dir.join("dlink.json")).unwrap();
+                let report: serde_json::Value = serde_json::from_str(&report).unwrap();
+                assert_eq!(
+                    report["jobserver"],
+                    serde_json::Value::Bool(true),
+                    "nvlinkrs under make -j4 (through nvcc) took make's jobserver"
+                );
+            }
             vec!["app"]
         }
     }
