@@ -29,7 +29,10 @@ fn tools_path() -> String {
 
 /// Runs a build step; panics with its output when it fails. Returns stdout and stderr.
 fn step(cmd: &mut Command, what: &str) -> String {
-    let r = cmd.env("PATH", tools_path()).output().unwrap();
+    let r = cmd
+        .env("PATH", tools_path())
+        .output()
+        .unwrap_or_else(|e| panic!("{what}: cannot run it ({e}); scripts/setup.sh installs it"));
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&r.stdout),
