@@ -173,16 +173,19 @@ fn original_toolkit(path: &Path) -> Result<PathBuf> {
 pub fn install(toolkit: &Path, root: &Path, linker: &Path) -> Result<Overlay> {
     let toolkit = original_toolkit(toolkit)?;
     let linker = absolute(linker)?;
-    std::fs::create_dir_all(root).map_err(|e| io_error("create", root, e))?;
-    let root = absolute(root)?;
+    // checked before anything is created: nothing is ever made inside the toolkit
     let real = absolute(&toolkit)?;
-    if root.starts_with(&real) || real.starts_with(&root) {
+    let planned = resolved(root)?;
+    if planned.starts_with(&real) || real.starts_with(&planned) {
         return Err(Error::fatal(format!(
             "shim: the overlay '{}' and the toolkit '{}' overlap; give a directory of its own",
-            root.display(),
+            planned.display(),
             toolkit.display()
         )));
     }
+    let created = !root.exists();
+    std::fs::create_dir_all(root).map_err(|e| io_error("create", root, e))?;
+    let root = absolute(root)?;
     match Overlay::read(&root)? {
         Some(mut old) => old.remove_made()?,
         None => {
@@ -206,9 +209,31 @@ pub fn install(toolkit: &Path, root: &Path, linker: &Path) -> Result<Overlay> {
         Err(e) => {
             let _ = o.remove_made();
             let _ = std::fs::remove_file(o.root.join(MARKER));
+            if created {
+                let _ = std::fs::remove_dir(&o.root);
+            }
             Err(e)
         }
     }
+}
+
+/// `path` with links resolved as far as it exists, the rest appended as given.
+fn resolved(path: &Path) -> Result<PathBuf> {
+    let abs = std::path::absolute(path).map_err(|e| io_error("open", path, e))?;
+    let mut existing = abs.as_path();
+    let mut rest = Vec::new();
+    while !existing.exists() {
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_os_string());
+                existing = parent;
+            }
+            _ => break,
+        }
+    }
+    let mut out = absolute(existing)?;
+    out.extend(rest.iter().rev());
+    Ok(out)
 }
 
 fn sorted_entries(dir: &Path) -> Result<Vec<std::ffi::OsString>> {
@@ -405,8 +430,9 @@ mod tests {
         );
         let e = remove(&busy).unwrap_err();
         assert!(e.message().contains("was not made by nvlinkrs shim"), "{e}");
-        let e = install(&tk, &tk.join("ov"), &linker).unwrap_err();
+        let e = install(&tk, &tk.join("new/ov"), &linker).unwrap_err();
         assert!(e.message().contains("overlap"), "{e}");
+        assert!(!tk.join("new").exists(), "nothing made in the toolkit");
         let e = install(&busy, &dir.path().join("ov"), &linker).unwrap_err();
         assert!(
             e.message().contains("is not a CUDA toolkit (no bin/nvcc)"),
