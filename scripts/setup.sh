@@ -7,7 +7,8 @@
 #     project owns (default: $XDG_CACHE_HOME/nvlinkrs/cuda-13.5.37),
 #   - the nvvm/lib64/libnvvm.so link the real nvlink needs for -lto,
 #   - CMake, Ninja and Meson from PyPI into the same virtual environment (its bin/ holds
-#     them; the build-system tests and scripts/bench_cmake.sh use them from there).
+#     them; the build-system tests and scripts/bench_cmake.sh use them from there), and
+#     Debian's g++ and make (nvcc's host compiler; the Makefile build).
 # Prints the toolkit root (…/nvidia/cu13) on its last line of stdout.
 # Environment: NVLINKRS_TOOLCHAIN_DIR overrides where the wheels go.
 set -euo pipefail
@@ -20,7 +21,7 @@ CUDA_WHEELS="nvidia-cuda-nvcc nvidia-nvvm nvidia-cuda-runtime nvidia-cuda-crt nv
 say() { echo "setup: $*" >&2; }
 
 # ---- Debian packages -------------------------------------------------------------------
-debs=(llvm-22-dev="$LLVM_VERSION" libpolly-22-dev="$LLVM_VERSION" clang-22="$LLVM_VERSION" clang-tools-22="$LLVM_VERSION" libzstd-dev zlib1g-dev libxml2-dev libffi-dev libedit-dev libncurses-dev)
+debs=(llvm-22-dev="$LLVM_VERSION" libpolly-22-dev="$LLVM_VERSION" clang-22="$LLVM_VERSION" clang-tools-22="$LLVM_VERSION" libzstd-dev zlib1g-dev libxml2-dev libffi-dev libedit-dev libncurses-dev g++ make)
 missing=()
 for d in "${debs[@]}"; do
   name=${d%%=*}
