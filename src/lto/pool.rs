@@ -87,7 +87,10 @@ impl Walk<'_> {
                     cudadevrt,
                     relocatable: has_relocatable_code(n),
                 });
-                self.unit(n, cudadevrt, true)?;
+                // a whole-program object's device code (`.nv_fatbin`) is not linked
+                if has_relocatable_code(n) {
+                    self.unit(n, cudadevrt, true)?;
+                }
             }
             Item::Container { .. } | Item::Code(_) => self.unit(n, cudadevrt, host)?,
             Item::Ignored(_) => {}
