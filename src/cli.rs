@@ -638,6 +638,8 @@ pub struct Recorded {
     pub report_arch: bool,
     pub extra_warnings: bool,
     pub use_host_info: bool,
+    /// `-verbose-tkinfo=true`: the note records the files as a debug link's does.
+    pub verbose_tkinfo: bool,
 }
 
 /// The values of a repeatable option whose values are also comma lists
@@ -764,6 +766,7 @@ impl LinkArgs {
                 report_arch: self.report_arch,
                 extra_warnings: self.extra_warnings,
                 use_host_info: self.use_host_info,
+                verbose_tkinfo: self.verbose_tkinfo.as_deref() == Some("true"),
             },
             tool_name: self.tool_name.clone(),
         })

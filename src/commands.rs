@@ -111,7 +111,12 @@ pub fn help_text() -> String {
         let help = a.get_help().map(|h| h.to_string()).unwrap_or_default();
         rows.push((spelling, help));
     }
-    let width = rows.iter().map(|(s, _)| s.len()).filter(|&n| n <= 36).max().unwrap_or(0);
+    let width = rows
+        .iter()
+        .map(|(s, _)| s.len())
+        .filter(|&n| n <= 36)
+        .max()
+        .unwrap_or(0);
     let mut out = String::from(
         "An open device linker for CUDA: a drop-in for nvlink.\n\n\
          Usage: nvlinkrs [OPTIONS] FILE...      link device code (nvlink's command line)\n       \
@@ -147,7 +152,10 @@ mod tests {
             "-lto, --link-time-opt",
             "-cuda-path <DIR>",
         ] {
-            assert!(h.lines().any(|l| l.trim_start().starts_with(line)), "{line}:\n{h}");
+            assert!(
+                h.lines().any(|l| l.trim_start().starts_with(line)),
+                "{line}:\n{h}"
+            );
         }
         // every visible option has a description on its line
         let options: Vec<&str> = h
@@ -180,7 +188,10 @@ mod tests {
         }
         assert!(matches!(
             parse(&a("cache stats --cache-dir d")).unwrap(),
-            Command::Cache { action: CacheAction::Stats, cache_dir: Some(_) }
+            Command::Cache {
+                action: CacheAction::Stats,
+                cache_dir: Some(_)
+            }
         ));
         assert!(parse(&a("cache bogus")).is_err());
         assert!(parse(&a("compare only-one")).is_err());

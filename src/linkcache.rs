@@ -22,10 +22,19 @@ pub fn key(req: &LinkRequest, cache: &Cache) -> Option<Key> {
     {
         return None;
     }
-    // the request without what does not change the result's bytes
+    // the request without what does not change the result's bytes (a debug link's note,
+    // and one with -verbose-tkinfo=true, records the output's name and the registration
+    // file as given)
+    let files_noted = req.debug || req.recorded.verbose_tkinfo;
     let normalized = LinkRequest {
-        output: PathBuf::new(),
-        register_link_binaries: req.register_link_binaries.as_ref().map(|_| PathBuf::new()),
+        output: match files_noted {
+            true => req.output.file_name().map(PathBuf::from).unwrap_or_default(),
+            false => PathBuf::new(),
+        },
+        register_link_binaries: match files_noted {
+            true => req.register_link_binaries.clone(),
+            false => req.register_link_binaries.as_ref().map(|_| PathBuf::new()),
+        },
         cache_dir: None,
         report_json: None,
         ..req.clone()

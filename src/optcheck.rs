@@ -39,11 +39,8 @@ pub fn cuda_api_version(v: &str) -> Result<()> {
 /// Options nvlink takes only with another (`-emit-ptx` only with `-dlto`), in the order
 /// nvlink checks them, with its message.
 pub fn check_conflicts(a: &LinkArgs) -> Result<()> {
-    let conflict = |x: &str, y: &str| {
-        Err(Error::fatal(format!(
-            "Conflicting options '{x}' and '{y}'"
-        )))
-    };
+    let conflict =
+        |x: &str, y: &str| Err(Error::fatal(format!("Conflicting options '{x}' and '{y}'")));
     if a.gen_host_linker_script.is_some() && !a.inputs.is_empty() {
         return Err(Error::fatal(
             "Input files are not allowed with -ghls option; use --help for more information",
@@ -77,11 +74,6 @@ pub fn check_conflicts(a: &LinkArgs) -> Result<()> {
     if let Some(v) = &a.cuda_api_version {
         cuda_api_version(v)?;
     }
-    if a.verbose_tkinfo.as_deref() == Some("true") {
-        return Err(Error::fatal(
-            "option '-verbose-tkinfo=true' (inputs and output in the tool note) is not implemented yet by nvlinkrs; refusing rather than ignoring it",
-        ));
-    }
     Ok(())
 }
 
@@ -110,4 +102,3 @@ pub fn target(arch_s: &str) -> Result<(TargetKind, Arch)> {
         .filter(|(_, a)| arch::is_known_target(*a))
         .ok_or_else(|| Error::fatal(format!("Value '{arch_s}' is not defined for option 'arch'")))
 }
-

@@ -23,7 +23,9 @@ pub fn infer(
     let mut units: Vec<(String, BTreeSet<Arch>)> = Vec::new();
     for t in &trees {
         match &t.item {
-            Item::Archive { cudadevrt: true, .. } => {}
+            Item::Archive {
+                cudadevrt: true, ..
+            } => {}
             Item::Archive { .. } => units.extend(t.children.iter().map(archs_of)),
             _ => units.push(archs_of(t)),
         }

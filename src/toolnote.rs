@@ -22,13 +22,19 @@ pub fn command_line(req: &LinkRequest) -> String {
             *s += &format!("-{name}  ");
         }
     };
-    // a debug link records its inputs and output too (file names only)
-    if req.debug {
-        let inputs: Vec<String> = req.inputs.iter().map(|p| file_name(p)).collect();
-        s += &format!("{} -o {} -g  ", inputs.join(","), file_name(&req.output));
-    }
+    // a debug link (and -verbose-tkinfo=true) records its files too (names only)
     let r = &req.recorded;
-    flag(r.suppress_stack_size_warning, "suppress-stack-size-warning", &mut s);
+    let files = req.debug || r.verbose_tkinfo;
+    if files {
+        let inputs: Vec<String> = req.inputs.iter().map(|p| file_name(p)).collect();
+        s += &format!("{} -o {} ", inputs.join(","), file_name(&req.output));
+    }
+    flag(req.debug, "g", &mut s);
+    flag(
+        r.suppress_stack_size_warning,
+        "suppress-stack-size-warning",
+        &mut s,
+    );
     flag(r.suppress_arch_warning, "suppress-arch-warning", &mut s);
     s += &format!("-arch {} ", req.target);
     if let Some(m) = &req.machine {
@@ -46,7 +52,7 @@ pub fn command_line(req: &LinkRequest) -> String {
         s += &format!("-L {} ", paths.join(","));
     }
     // (a debug link records --register-link-binaries, under an empty option name)
-    if let (true, Some(r)) = (req.debug, &req.register_link_binaries) {
+    if let (true, Some(r)) = (files, &req.register_link_binaries) {
         s += &format!("- {} ", r.display());
     }
     flag(req.verbose, "v", &mut s);
@@ -65,14 +71,18 @@ pub fn command_line(req: &LinkRequest) -> String {
     if let Some(c) = &req.cpu_arch {
         s += &format!("-cpu-arch {c} ");
     }
-    if let (true, Some(t)) = (req.debug, &req.time) {
+    if let (true, Some(t)) = (files, &req.time) {
         s += &format!("-time {} ", t.display());
     }
     flag(r.report_arch, "report-arch", &mut s);
     flag(r.extra_warnings, "extrawarn", &mut s);
     if req.lto {
         // recorded as spelled: `-dlto`, or `-lto` for `-lto` / `--link-time-opt`
-        flag(true, if req.lto_spelled_dlto { "dlto" } else { "lto" }, &mut s);
+        flag(
+            true,
+            if req.lto_spelled_dlto { "dlto" } else { "lto" },
+            &mut s,
+        );
         if let Some(p) = &req.nvvmpath {
             s += &format!("-nvvmpath {} ", p.display());
         }

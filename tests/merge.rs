@@ -496,6 +496,10 @@ fn links_equivalent_to_nvlink() {
             ]),
         ),
         (
+            "-verbose-tkinfo=true: the files in the tool note",
+            args(&["-arch=sm_90", "-verbose-tkinfo=true", "-v", "a_90.cubin", "b_90.cubin"]),
+        ),
+        (
             "message options in a debug link's tool note",
             args(&[
                 "-g",
@@ -1736,4 +1740,30 @@ fn recursion_warning_and_its_suppression() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("Stack size for entry function '_Z1kPi' cannot be statically determined"), "{err}");
+}
+
+/// The whole-link cache and the files a note records: a debug link (and one with
+/// `-verbose-tkinfo=true`) names its output in the image's note, so the same link to
+/// another file is not answered with the first image.
+#[test]
+fn cached_links_keep_the_output_name_their_note_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    for extra in ["-g", "-verbose-tkinfo=true"] {
+        for out in ["first.cubin", "second.cubin"] {
+            let st = Command::new(nvlinkrs())
+                .args(["-arch=sm_90", extra])
+                .args(args(&["a_90.cubin", "b_90.cubin"]))
+                .arg("--cache-dir")
+                .arg(&cache)
+                .arg("-o")
+                .arg(dir.path().join(out))
+                .status()
+                .unwrap();
+            assert!(st.success());
+            let image = std::fs::read(dir.path().join(out)).unwrap();
+            let found = image.windows(out.len() + 4).any(|w| w == format!("-o {out} ").as_bytes());
+            assert!(found, "{extra}: the note of {out} names it");
+        }
+    }
 }

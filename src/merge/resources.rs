@@ -66,10 +66,7 @@ pub fn report(c: &Cubin) -> Vec<String> {
             },
         );
         if sm < 100 {
-            line += &format!(
-                ", {} bytes cmem[0]",
-                size(&format!(".nv.constant0.{name}"))
-            );
+            line += &format!(", {} bytes cmem[0]", size(&format!(".nv.constant0.{name}")));
         }
         line += &format!(", {} bytes lmem", per_symbol(info::FRAME_SIZE, k));
         out.push(line);
