@@ -201,7 +201,11 @@ mod tests {
         ));
         assert!(matches!(
             parse(&a("shim --remove ov")).unwrap(),
-            Command::Shim { cuda_path: None, remove: true, .. }
+            Command::Shim {
+                cuda_path: None,
+                remove: true,
+                ..
+            }
         ));
         assert!(parse(&a("shim")).is_err());
     }
