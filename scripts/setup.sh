@@ -5,19 +5,23 @@
 #     LLVM's own clang-nvlink-wrapper to compare with),
 #   - NVIDIA's CUDA 13.5.37 toolchain wheels from PyPI, into a virtual environment the
 #     project owns (default: $XDG_CACHE_HOME/nvlinkrs/cuda-13.5.37),
-#   - the nvvm/lib64/libnvvm.so link the real nvlink needs for -lto.
+#   - the nvvm/lib64/libnvvm.so link the real nvlink needs for -lto,
+#   - CMake, Ninja and Meson from PyPI into the same virtual environment (its bin/ holds
+#     them; the build-system tests and scripts/bench_cmake.sh use them from there), and
+#     Debian's g++ and make (nvcc's host compiler; the Makefile build).
 # Prints the toolkit root (…/nvidia/cu13) on its last line of stdout.
 # Environment: NVLINKRS_TOOLCHAIN_DIR overrides where the wheels go.
 set -euo pipefail
 
 LLVM_VERSION="1:22.1.8-1~deb12u1"
 CUDA_WHEEL_VERSION="13.5.37"
+BUILD_TOOLS="cmake==4.4.4 ninja==1.13.2 meson==1.12.1"
 CUDA_WHEELS="nvidia-cuda-nvcc nvidia-nvvm nvidia-cuda-runtime nvidia-cuda-crt nvidia-nvjitlink nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm"
 
 say() { echo "setup: $*" >&2; }
 
 # ---- Debian packages -------------------------------------------------------------------
-debs=(llvm-22-dev="$LLVM_VERSION" libpolly-22-dev="$LLVM_VERSION" clang-22="$LLVM_VERSION" clang-tools-22="$LLVM_VERSION" libzstd-dev zlib1g-dev libxml2-dev libffi-dev libedit-dev libncurses-dev)
+debs=(llvm-22-dev="$LLVM_VERSION" libpolly-22-dev="$LLVM_VERSION" clang-22="$LLVM_VERSION" clang-tools-22="$LLVM_VERSION" libzstd-dev zlib1g-dev libxml2-dev libffi-dev libedit-dev libncurses-dev g++ make)
 missing=()
 for d in "${debs[@]}"; do
   name=${d%%=*}
@@ -48,6 +52,12 @@ if [ ! -f "$stamp" ]; then
   for w in $CUDA_WHEELS; do pins="$pins $w==$CUDA_WHEEL_VERSION"; done
   "$TC/venv/bin/python" -m pip install -q --disable-pip-version-check $pins >&2
   touch "$stamp"
+fi
+tools_stamp="$TC/.installed-$(echo "$BUILD_TOOLS" | tr ' =' '_-')"
+if [ ! -f "$tools_stamp" ]; then
+  say "installing $BUILD_TOOLS into $TC/venv"
+  "$TC/venv/bin/python" -m pip install -q --disable-pip-version-check $BUILD_TOOLS >&2
+  touch "$tools_stamp"
 fi
 CU=$("$TC/venv/bin/python" -c 'import nvidia, os; p=[os.path.join(x,"cu13") for x in nvidia.__path__ if os.path.isdir(os.path.join(x,"cu13"))]; print(p[0])')
 [ -x "$CU/bin/nvlink" ] || { say "nvlink missing under $CU"; exit 1; }

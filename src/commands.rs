@@ -41,10 +41,16 @@ pub enum Command {
     },
     /// The per-user link daemon: start it, stop it, or say whether it runs.
     Daemon { action: DaemonAction },
-    /// Make a toolkit whose nvcc runs nvlinkrs as its nvlink.
+    /// Make a toolkit whose nvcc runs nvlinkrs as its nvlink (links to the original).
     Shim {
-        #[arg(allow_hyphen_values = true, trailing_var_arg = true, num_args = 0..)]
-        args: Vec<String>,
+        /// The toolkit to overlay (else the one nvlinkrs finds).
+        #[arg(long, value_name = "DIR")]
+        cuda_path: Option<PathBuf>,
+        /// Remove the overlay: only what `shim` made.
+        #[arg(long)]
+        remove: bool,
+        /// The overlay's folder (made, or made again to update it).
+        overlay: PathBuf,
     },
 }
 
@@ -191,7 +197,16 @@ mod tests {
         assert!(parse(&a("compare only-one")).is_err());
         assert!(matches!(
             parse(&a("shim --cuda-path c ov")).unwrap(),
-            Command::Shim { args } if args.len() == 3
+            Command::Shim { cuda_path: Some(_), remove: false, overlay } if overlay == PathBuf::from("ov")
         ));
+        assert!(matches!(
+            parse(&a("shim --remove ov")).unwrap(),
+            Command::Shim {
+                cuda_path: None,
+                remove: true,
+                ..
+            }
+        ));
+        assert!(parse(&a("shim")).is_err());
     }
 }

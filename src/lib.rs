@@ -29,6 +29,7 @@ pub mod optcheck;
 pub mod output;
 mod report;
 pub mod ptxas_driver;
+pub mod shim;
 pub mod target;
 pub mod toolkit;
 mod toolnote;
@@ -337,27 +338,46 @@ fn objects(
 }
 
 /// libcudadevrt objects nothing refers to are left out (nvlink drops them, debug
-/// frames and notes included).
+/// frames and notes included), and so is a second copy of one already kept: a library
+/// named twice (CMake's device link line has `-lcudadevrt` and nvcc adds its own) gives
+/// its members once, as an archive member is only taken for a symbol still undefined.
 fn drop_unused_system(inputs: Vec<merge::Input>) -> Vec<merge::Input> {
     use std::collections::HashSet;
+    let global = |s: &&elf::cubin::Symbol| s.bind != elf::cubin::STB_LOCAL;
     let wanted: HashSet<&str> = inputs
         .iter()
         .filter(|i| !i.system)
         .flat_map(|i| i.cubin.symbols.iter())
-        .filter(|s| !s.defined() && s.bind != elf::cubin::STB_LOCAL)
+        .filter(|s| !s.defined() && global(s))
         .map(|s| s.name.as_str())
         .collect();
-    let keep: Vec<bool> = inputs
+    let mut defined: HashSet<&str> = inputs
         .iter()
-        .map(|i| {
-            !i.system
-                || i.cubin.symbols.iter().any(|s| {
-                    s.defined()
-                        && s.bind != elf::cubin::STB_LOCAL
-                        && wanted.contains(s.name.as_str())
-                })
-        })
+        .filter(|i| !i.system)
+        .flat_map(|i| i.cubin.symbols.iter())
+        .filter(|s| s.defined() && global(s))
+        .map(|s| s.name.as_str())
         .collect();
+    let mut keep = Vec::with_capacity(inputs.len());
+    for i in &inputs {
+        let k = !i.system
+            || i.cubin.symbols.iter().any(|s| {
+                s.defined()
+                    && global(&s)
+                    && wanted.contains(s.name.as_str())
+                    && !defined.contains(s.name.as_str())
+            });
+        if k && i.system {
+            defined.extend(
+                i.cubin
+                    .symbols
+                    .iter()
+                    .filter(|s| s.defined() && global(s))
+                    .map(|s| s.name.as_str()),
+            );
+        }
+        keep.push(k);
+    }
     inputs
         .into_iter()
         .zip(keep)
@@ -668,9 +688,14 @@ fn finish(
 
 fn lto_settings(req: &LinkRequest, pool: &lto::pool::Pool, from_host: bool) -> lto::LtoSettings {
     let used = !req.kernels_used.is_empty() || !req.variables_used.is_empty();
+    // A host object without relocatable device code (CMake puts libcudart_static and the
+    // target's host-only objects on its device link line) has no table of what it
+    // refers to: nvlink then links as with --ignore-host-info, every kernel and device
+    // variable kept (byte for byte the same output, read off nvlink 13.5).
+    let ignore_host_info = req.ignore_host_info || pool.hosts.iter().any(|h| !h.relocatable);
     let host_refs = if used {
         lto::HostRefs::from_used(&req.kernels_used, &req.variables_used)
-    } else if !host_tables_apply(req, &pool.hosts) {
+    } else if ignore_host_info || !host_tables_apply(req, &pool.hosts) {
         lto::HostRefs::default()
     } else {
         lto::HostRefs::from_tables(
@@ -691,7 +716,7 @@ fn lto_settings(req: &LinkRequest, pool: &lto::pool::Pool, from_host: bool) -> l
         device_c: from_host && pool.cudadevrt,
         force_device_c: false,
         debug: req.debug,
-        host_info: !req.ignore_host_info,
+        host_info: !ignore_host_info,
         xnvvm: req.xnvvm.clone(),
         host_refs,
     }

@@ -192,6 +192,30 @@ fn daemon_main(action: DaemonAction) -> Result<(), Error> {
     }
 }
 
+/// `nvlinkrs shim [--cuda-path DIR] [--remove] OVERLAY`: makes OVERLAY a toolkit whose
+/// `bin/nvcc` runs this nvlinkrs as its nvlink (see `nvlinkrs::shim`), or removes it.
+fn shim_main(cuda_path: Option<PathBuf>, remove: bool, overlay: PathBuf) -> Result<(), Error> {
+    if remove {
+        nvlinkrs::shim::remove(&overlay)?;
+        println!("removed the nvlinkrs overlay {}", overlay.display());
+        return Ok(());
+    }
+    let toolkit = match cuda_path {
+        Some(p) => p,
+        None => toolkit::Toolkit::discover(None, None)?.root,
+    };
+    let me = std::env::current_exe()
+        .map_err(|e| Error::fatal(format!("shim: cannot find nvlinkrs's own path: {e}")))?;
+    let o = nvlinkrs::shim::install(&toolkit, &overlay, &me)?;
+    print!(
+        "{} is the CUDA toolkit {} with nvlinkrs as its nvlink\n{}",
+        o.root.display(),
+        o.toolkit.display(),
+        o.recipe()
+    );
+    Ok(())
+}
+
 /// glibc grows each thread's heap a few pages at a time by default; a link allocates and
 /// frees tens of megabytes in many threads, and the growth (a system call and a lock on the
 /// address space each time) cost 10-18% of a 128-unit link. A 16 MiB pad reserves
@@ -226,9 +250,11 @@ fn run_command(command: Command) -> Result<(), Error> {
         } => compare_main(&expected, &actual, limit),
         Command::Cache { action, cache_dir } => cache_main(action, cache_dir),
         Command::Daemon { action } => daemon_main(action),
-        Command::Shim { .. } => Err(Error::fatal(
-            "shim: not yet in this build of nvlinkrs",
-        )),
+        Command::Shim {
+            cuda_path,
+            remove,
+            overlay,
+        } => shim_main(cuda_path, remove, overlay),
     }
 }
 

@@ -216,6 +216,26 @@ fn whole_program_links_are_byte_identical_to_nvlink() {
             ),
         ),
         (
+            // its executable device code is passed over (not a partial link), and as a
+            // host object without relocatable code it turns the host tables off
+            "a whole-program object (nvcc -c) beside LTO objects".into(),
+            lto_args(
+                "sm_90",
+                &["--register-link-binaries={REG}"],
+                &[&PROGRAM[..], &["whole.o"]].concat(),
+            ),
+        ),
+        (
+            // CMake's device link line: libcudart_static's host objects carry no
+            // host-reference table, so none applies (every kernel and variable kept)
+            "host objects without device code (-lcudart_static)".into(),
+            lto_args(
+                "sm_90",
+                &["--register-link-binaries={REG}"],
+                &[&PROGRAM[..], &["-lcudart_static"]].concat(),
+            ),
+        ),
+        (
             "-maxrregcount".into(),
             lto_args("sm_90", &["-maxrregcount=32"], &PROGRAM),
         ),

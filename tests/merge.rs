@@ -11,6 +11,9 @@ use std::process::Command;
 
 use nvlinkrs::elf::equiv;
 
+#[path = "merge/buildsys.rs"]
+mod buildsys;
+
 fn cuda() -> PathBuf {
     PathBuf::from(std::env::var_os("CUDA_HOME").expect("CUDA_HOME (set by scripts/test.sh)"))
 }
@@ -517,14 +520,26 @@ fn links_equivalent_to_nvlink() {
             args(&["-arch=sm_90", &whole, &lib, "-lcudadevrt"]),
         ),
         ("whole-program object sm_75", args(&["-arch=sm_75", &whole])),
-        ("whole-program object sm_90a", args(&["-arch=sm_90a", &whole])),
+        (
+            "whole-program object sm_90a",
+            args(&["-arch=sm_90a", &whole]),
+        ),
         (
             "whole-program object sm_100",
             args(&["-arch=sm_100", &whole, &lib, "-lcudadevrt"]),
         ),
-        ("whole-program object sm_103a", args(&["-arch=sm_103a", &whole])),
-        ("whole-program object sm_120", args(&["-arch=sm_120", &whole])),
-        ("whole-program object sm_121", args(&["-arch=sm_121", &whole])),
+        (
+            "whole-program object sm_103a",
+            args(&["-arch=sm_103a", &whole]),
+        ),
+        (
+            "whole-program object sm_120",
+            args(&["-arch=sm_120", &whole]),
+        ),
+        (
+            "whole-program object sm_121",
+            args(&["-arch=sm_121", &whole]),
+        ),
         (
             "whole-program object beside -rdc ones",
             args(&["-arch=sm_90", &saxpy, &whole, &scale, &lib, "-lcudadevrt"]),
@@ -915,40 +930,219 @@ fn outside_relink_comparison(difference: &str) -> bool {
         || difference.starts_with("section .debug_frame: bytes differ")
 }
 
-/// nvcc with nvlinkrs standing in for nvlink: a copy of the toolkit's `bin/` (links to
-/// every tool, `nvlink` pointing at nvlinkrs, `nvcc.profile` naming the real toolkit)
-/// builds the `-rdc` example with and without `-dlto` into host executables. The device
-/// image embedded in each executable must be the one nvlinkrs writes for nvcc's
-/// command line, and equivalent to what the real nvlink writes for it (byte-identical
-/// for the whole-program LTO link); the host link needs the module ids of nvlinkrs'
-/// `--register-link-binaries` file, and the file must equal nvlink's.
-/// A copy of the toolkit's `bin/` in `dir` whose `nvlink` is nvlinkrs (links to every
-/// other tool, `nvcc.profile` naming the real toolkit), and the PATH that puts it first.
-fn nvcc_overlay(dir: &Path) -> (PathBuf, String) {
-    let cu = cuda();
-    let bin = dir.join("bin");
-    std::fs::create_dir(&bin).unwrap();
-    for e in std::fs::read_dir(cu.join("bin")).unwrap() {
-        let e = e.unwrap();
-        let name = e.file_name();
-        if name == "nvlink" || name == "nvcc.profile" {
-            continue;
-        }
-        std::os::unix::fs::symlink(e.path(), bin.join(&name)).unwrap();
-    }
-    std::os::unix::fs::symlink(nvlinkrs(), bin.join("nvlink")).unwrap();
-    let profile = std::fs::read_to_string(cu.join("bin/nvcc.profile")).unwrap();
-    let profile: String = profile
-        .lines()
-        .map(|l| {
-            if l.starts_with("TOP") {
-                format!("TOP = {}\n", cu.display())
+/// `nvlinkrs shim --cuda-path CUDA_HOME OVERLAY`: the overlay toolkit whose nvcc runs
+/// nvlinkrs as its nvlink (its path, absolute).
+fn shim(overlay: &Path) -> PathBuf {
+    let r = Command::new(nvlinkrs())
+        .arg("shim")
+        .arg("--cuda-path")
+        .arg(cuda())
+        .arg(overlay)
+        .output()
+        .unwrap();
+    assert!(
+        r.status.success(),
+        "shim: {}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    std::fs::canonicalize(overlay).unwrap()
+}
+
+/// A listing of a directory tree: each entry's path, kind and (for a link) target.
+fn tree(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            let m = std::fs::symlink_metadata(&p).unwrap();
+            let rel = p.strip_prefix(dir).unwrap().display().to_string();
+            if m.file_type().is_symlink() {
+                out.push(format!(
+                    "{rel} -> {}",
+                    std::fs::read_link(&p).unwrap().display()
+                ));
+            } else if m.is_dir() {
+                out.push(format!("{rel}/"));
+                stack.push(p);
             } else {
-                format!("{l}\n")
+                out.push(format!("{rel} {}", m.len()));
             }
-        })
-        .collect();
-    std::fs::write(bin.join("nvcc.profile"), profile).unwrap();
+        }
+    }
+    out.sort();
+    out
+}
+
+/// `nvlinkrs shim` makes an overlay of links (the toolkit unchanged), prints the recipes,
+/// makes it again over itself, refuses a directory it did not make, and `--remove`
+/// removes exactly what it made.
+#[test]
+fn shim_overlay() {
+    let cu = std::fs::canonicalize(cuda()).unwrap();
+    let before = tree(&cu);
+    let dir = tempfile::tempdir().unwrap();
+    let ov = dir.path().join("ov");
+    let shim_cmd = |args: &[&str]| {
+        let r = Command::new(nvlinkrs())
+            .arg("shim")
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            r.status.code(),
+            String::from_utf8_lossy(&r.stdout).into_owned(),
+            String::from_utf8_lossy(&r.stderr).into_owned(),
+        )
+    };
+    let cu_arg = cu.display().to_string();
+    let ov_arg = ov.display().to_string();
+    let (code, out, err) = shim_cmd(&["--cuda-path", &cu_arg, &ov_arg]);
+    assert_eq!(code, Some(0), "{err}");
+    let ova = std::fs::canonicalize(&ov).unwrap();
+    let o = ova.display();
+    assert!(
+        out.contains(&format!(
+            "CMake:  cmake -DCMAKE_CUDA_COMPILER={o}/bin/nvcc "
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "Meson:  meson setup --native-file {o}/nvlinkrs-meson.ini BUILDDIR"
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("make:   make NVCC={o}/bin/nvcc\n")),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("Bazel:  CUDA_PATH={o} bazel build")),
+        "{out}"
+    );
+    // every entry of the toolkit's root and bin/ is a link to it, but bin/nvlink
+    let made = tree(&ova);
+    for name in std::fs::read_dir(&cu).unwrap() {
+        let name = name.unwrap().file_name().into_string().unwrap();
+        if name != "bin" {
+            assert!(
+                made.contains(&format!("{name} -> {}/{name}", cu.display())),
+                "{name}: {made:?}"
+            );
+        }
+    }
+    for name in std::fs::read_dir(cu.join("bin")).unwrap() {
+        let name = name.unwrap().file_name().into_string().unwrap();
+        let want = if name == "nvlink" {
+            format!(
+                "bin/nvlink -> {}",
+                std::fs::canonicalize(nvlinkrs()).unwrap().display()
+            )
+        } else if name == "nvcc.profile" {
+            // a copy whose TOP is where the toolkit's own nvcc puts it
+            let profile = std::fs::read_to_string(ova.join("bin/nvcc.profile")).unwrap();
+            let top = format!("{}/bin/..", cu.display());
+            assert!(
+                profile
+                    .lines()
+                    .any(|l| l.starts_with("TOP") && l.ends_with(&top)),
+                "{profile}"
+            );
+            continue;
+        } else {
+            format!("bin/{name} -> {}/bin/{name}", cu.display())
+        };
+        assert!(made.contains(&want), "{want}: {made:?}");
+    }
+    // again, with the overlay as --cuda-path (it knows its toolkit): the same overlay
+    let (code, _, err) = shim_cmd(&["--cuda-path", &ov_arg, &ov_arg]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(tree(&ova), made);
+    // a directory it did not make is refused and left as it was
+    let foreign = dir.path().join("foreign");
+    std::fs::create_dir(&foreign).unwrap();
+    std::fs::write(foreign.join("keep"), "x").unwrap();
+    let (code, _, err) = shim_cmd(&["--cuda-path", &cu_arg, &foreign.display().to_string()]);
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains("is not empty and was not made by nvlinkrs shim"),
+        "{err}"
+    );
+    let (code, _, err) = shim_cmd(&["--remove", &foreign.display().to_string()]);
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains("was not made by nvlinkrs shim (no .nvlinkrs-shim)"),
+        "{err}"
+    );
+    assert_eq!(tree(&foreign), ["keep 1"]);
+    // --remove: nothing left; the toolkit never changed
+    let (code, _, err) = shim_cmd(&["--remove", &ov_arg]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(!ov.exists());
+    assert_eq!(tree(&cu), before);
+}
+
+/// libcudadevrt named twice (CMake's device link line has `-lcudadevrt` and nvcc adds its
+/// own): its members are taken once, as nvlink takes them (a dynamic-parallelism kernel
+/// needs them; a second copy was a multiple definition). The link must succeed as
+/// nvlink's does and give the image it gives with the library named once.
+#[test]
+fn libcudadevrt_twice() {
+    let cu = cuda();
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("cdp.cu");
+    std::fs::write(
+        &src,
+        "__global__ void child(int *p) { p[threadIdx.x] = 1; }\n\
+         __global__ void parent(int *p) { child<<<1, 32>>>(p); }\n",
+    )
+    .unwrap();
+    let obj = dir.path().join("cdp.o");
+    let r = Command::new(cu.join("bin/nvcc"))
+        .args(["-arch=sm_90", "-rdc=true", "-c"])
+        .arg(&src)
+        .arg("-o")
+        .arg(&obj)
+        .output()
+        .unwrap();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let lib = format!("-L{}", cu.join("lib").display());
+    let obj = obj.display().to_string();
+    let link = |tool: &Path, twice: bool, out: &str| {
+        let mut a = vec!["-arch=sm_90", &lib];
+        if twice {
+            a.push("-lcudadevrt");
+        }
+        a.extend([obj.as_str(), "-lcudadevrt", "-o", out]);
+        let r = Command::new(tool)
+            .current_dir(dir.path())
+            .args(&a)
+            .output()
+            .unwrap();
+        assert!(
+            r.status.success(),
+            "{} {a:?}: {}",
+            tool.display(),
+            String::from_utf8_lossy(&r.stderr)
+        );
+        std::fs::read(dir.path().join(out)).unwrap()
+    };
+    link(&cu.join("bin/nvlink"), true, "theirs.cubin");
+    let twice = link(&nvlinkrs(), true, "twice.cubin");
+    let once = link(&nvlinkrs(), false, "once.cubin");
+    // (the tool note records the command line)
+    let d = equiv::compare(&once, &twice).unwrap().differences;
+    assert!(
+        d.iter().all(|d| d.starts_with("section .note.nv.tkinfo")),
+        "{d:?}"
+    );
+}
+
+/// The toolkit `nvlinkrs shim` makes in `dir`: its `bin/` (nvcc there runs nvlinkrs as
+/// its nvlink), and the PATH that puts it first.
+fn nvcc_overlay(dir: &Path) -> (PathBuf, String) {
+    let bin = shim(&dir.join("overlay")).join("bin");
     let path = format!(
         "{}:{}",
         bin.display(),
@@ -957,11 +1151,17 @@ fn nvcc_overlay(dir: &Path) -> (PathBuf, String) {
     (bin, path)
 }
 
+/// nvcc with nvlinkrs standing in for nvlink: the overlay `nvlinkrs shim` makes builds
+/// the `-rdc` example with and without `-dlto` into host executables. The device image
+/// embedded in each executable must be the one nvlinkrs writes for nvcc's
+/// command line, and equivalent to what the real nvlink writes for it (byte-identical
+/// for the whole-program LTO link); the host link needs the module ids of nvlinkrs'
+/// `--register-link-binaries` file, and the file must equal nvlink's.
 #[test]
 fn nvcc_drop_in() {
     let cu = cuda();
     let dir = tempfile::tempdir().unwrap();
-    let (bin, path) = nvcc_overlay(dir.path());
+    let (bin, _) = nvcc_overlay(dir.path());
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/saxpy");
     let sources = ["main.cu", "saxpy.cu", "scale.cu"];
     // -rdc at sm_90 and, with capsule Mercury, sm_100; -rdc -dlto at sm_90; a -G
@@ -986,7 +1186,6 @@ fn nvcc_drop_in() {
         let nvcc = |extra: &[&str]| {
             let r = Command::new(bin.join("nvcc"))
                 .current_dir(&work)
-                .env("PATH", &path)
                 .arg(format!("-arch={arch}"))
                 .args(mode)
                 .args(extra)

@@ -17,6 +17,10 @@ pub struct HostInfo {
     pub module_id: Option<String>,
     pub host_refs: Vec<(&'static str, Vec<String>)>,
     pub cudadevrt: bool,
+    /// Whether it holds relocatable device code (`__nv_relfatbin`); a host object without
+    /// (plain host code, a whole-program `nvcc -c` object, libcudart_static's members)
+    /// may refer to any device symbol, as far as nvlink can tell.
+    pub relocatable: bool,
 }
 
 /// An IR module with the options its fatbin member recorded.
@@ -81,8 +85,12 @@ impl Walk<'_> {
                     module_id: module_id.clone(),
                     host_refs: host_refs.clone(),
                     cudadevrt,
+                    relocatable: has_relocatable_code(n),
                 });
-                self.unit(n, cudadevrt, true)?;
+                // a whole-program object's device code (`.nv_fatbin`) is not linked
+                if has_relocatable_code(n) {
+                    self.unit(n, cudadevrt, true)?;
+                }
             }
             Item::Container { .. } | Item::Code(_) => self.unit(n, cudadevrt, host)?,
             Item::Ignored(_) => {}
@@ -181,6 +189,7 @@ pub fn hosts(trees: &[Node]) -> Vec<HostInfo> {
                 module_id: module_id.clone(),
                 host_refs: host_refs.clone(),
                 cudadevrt,
+                relocatable: true,
             }),
             _ => {}
         }
