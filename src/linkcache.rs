@@ -26,7 +26,10 @@ pub fn key(req: &LinkRequest, cache: &Cache) -> Option<Key> {
     let normalized = LinkRequest {
         output: PathBuf::new(),
         register_link_binaries: req.register_link_binaries.as_ref().map(|_| PathBuf::new()),
-        cache_dir: None,
+        cache: crate::cache::place::Place {
+            dir: None,
+            default: false,
+        },
         report_json: None,
         ..req.clone()
     };

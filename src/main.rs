@@ -111,7 +111,8 @@ fn compare_main(args: &[String]) -> Result<(), Error> {
     Ok(())
 }
 
-/// `nvlinkrs cache stats|clear|verify [--cache-dir DIR]` (else `NVLINKRS_CACHE_DIR`).
+/// `nvlinkrs cache stats|clear|verify [--cache-dir DIR]` (else `NVLINKRS_CACHE_DIR`, else
+/// the default directory links use).
 fn cache_main(args: &[String]) -> Result<(), Error> {
     let usage = || Error::fatal("usage: nvlinkrs cache stats|clear|verify [--cache-dir DIR]");
     let (cmd, rest) = args.split_first().ok_or_else(usage)?;
@@ -120,7 +121,11 @@ fn cache_main(args: &[String]) -> Result<(), Error> {
         [one] if one.starts_with("--cache-dir=") => PathBuf::from(&one["--cache-dir=".len()..]),
         [] => std::env::var_os("NVLINKRS_CACHE_DIR")
             .map(PathBuf::from)
-            .ok_or_else(|| Error::fatal("cache: no --cache-dir and no NVLINKRS_CACHE_DIR"))?,
+            .filter(|d| !d.as_os_str().is_empty())
+            .or_else(nvlinkrs::cache::place::default_dir)
+            .ok_or_else(|| {
+                Error::fatal("cache: no --cache-dir, no NVLINKRS_CACHE_DIR, and neither XDG_CACHE_HOME nor HOME to find the default cache")
+            })?,
         _ => return Err(usage()),
     };
     let cache = nvlinkrs::cache::Cache::open(&dir, nvlinkrs::cache::DEFAULT_CAP)?;
@@ -173,13 +178,11 @@ fn daemon_main(args: &[String]) -> Result<(), Error> {
             }
             Ok(())
         }
-        Some("status") => match daemon::running(&socket) {
-            Some(pid) => {
-                println!("pid {pid}");
-                Ok(())
-            }
-            None => Err(Error::fatal("daemon: not running")),
-        },
+        Some("status") => {
+            let now = daemon::status::query(&socket)?;
+            print!("{}", daemon::status::text(&socket, now.as_ref()));
+            Ok(())
+        }
         Some("serve") => daemon::serve(),
         _ => Err(Error::fatal("usage: nvlinkrs daemon start|stop|status")),
     }

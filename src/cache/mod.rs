@@ -25,6 +25,7 @@ use std::path::{Path, PathBuf};
 use crate::diag::{Error, Result};
 
 pub(crate) mod guard;
+pub mod place;
 pub use guard::MARKER;
 
 /// The version of the key derivation and entry format. Every key includes it.
