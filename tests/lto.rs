@@ -914,7 +914,7 @@ fn the_cache_gives_the_same_bytes_rebuilds_corrupt_entries_and_reuses_unchanged_
     );
 
     // cold, without a cache; then a miss that fills it; then a hit: the same bytes
-    let (cold, r) = link_reported(&args, &[]);
+    let (cold, r) = link_reported(&args, &["--no-cache"]);
     assert_eq!(r["cache"]["whole_link"], "off");
     let (filled, r) = link_reported(&args, &[&with_cache]);
     assert_eq!(r["cache"]["whole_link"], "miss");
