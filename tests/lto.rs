@@ -1247,6 +1247,32 @@ fn the_cache_is_on_by_default_and_never_fails_a_link() {
     assert!(bytes == uncached);
     assert_eq!(err, "", "a failed store of the default cache warned");
     assert_eq!(cache["whole_link"], "miss");
+
+    // through the daemon: the link process gets the client's XDG_CACHE_HOME and HOME
+    let runtime = tempfile::tempdir().unwrap();
+    let served = t.join("served");
+    let via_daemon = [
+        ("XDG_CACHE_HOME", Some(served.as_path())),
+        ("XDG_RUNTIME_DIR", Some(runtime.path())),
+        ("NVLINKRS_DAEMON", Some(Path::new("only"))),
+        // (gone soon even when this test fails before it stops it)
+        ("NVLINKRS_DAEMON_IDLE", Some(Path::new("30"))),
+    ];
+    for expected in ["miss", "hit"] {
+        let (bytes, err, cache) = link(&[], &via_daemon);
+        assert!(bytes == uncached);
+        assert_eq!((err.as_str(), &cache["whole_link"]), ("", &expected.into()));
+        assert_eq!(
+            cache["dir"],
+            served.join("nvlinkrs/links").display().to_string()
+        );
+    }
+    let o = Command::new(nvlinkrs())
+        .args(["daemon", "stop"])
+        .env("XDG_RUNTIME_DIR", runtime.path())
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "stopped\n");
 }
 
 fn walk(dir: &Path) -> Vec<PathBuf> {
