@@ -113,12 +113,18 @@ fn main() {
             let (w, r) = measure(
                 Command::new(&nvlinkrs)
                     .env("CUDA_HOME", &cu)
+                    .env("NVLINKRS_CACHE", "0")
                     .args(args(&b_out)),
             );
             wb = wb.min(w);
             rb = rb.max(r);
             if let Some(lean) = &lean {
-                let (w, r) = measure(Command::new(lean).env("CUDA_HOME", &cu).args(args(&b_out)));
+                let (w, r) = measure(
+                    Command::new(lean)
+                        .env("CUDA_HOME", &cu)
+                        .env("NVLINKRS_CACHE", "0")
+                        .args(args(&b_out)),
+                );
                 wc = wc.min(w);
                 rc = rc.max(r);
             }

@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 CU=$(bash scripts/setup.sh | tail -n 1)
 export CUDA_HOME="$CU"
 export NVLINKRS_FIXTURES="$PWD/target/fixtures"
+export NVLINKRS_CACHE=0 # links are measured uncached (the cache is on by default)
 bash tests/fixtures/build.sh "$CU" "$NVLINKRS_FIXTURES"
 cargo build --release --locked
 cargo build --release --locked --no-default-features --target-dir target/lean

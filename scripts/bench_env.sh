@@ -6,6 +6,8 @@ CU=$(bash scripts/setup.sh | tail -n 1)
 cargo build --release --locked -q
 N=$PWD/target/release/nvlinkrs
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
+# links are measured uncached (the cache is on by default); a --cache-dir given still counts
+export NVLINKRS_CACHE=0
 
 # measure RUNS CMD...: best wall seconds and peak RSS KiB
 measure_runs() { python3 scripts/measure.py "$@"; }

@@ -199,7 +199,8 @@ pub struct LinkArgs {
     pub nv_host: Option<String>,
     #[arg(long = "enable-extended-smem", hide = true, value_name = "true|false")]
     pub enable_extended_smem: Option<String>,
-    #[arg(long = "no-cache", hide = true)]
+    /// Link without the cache (also NVLINKRS_CACHE=0); it is on by default.
+    #[arg(long = "no-cache")]
     pub no_cache: bool,
     #[arg(long = "tool-name", hide = true)]
     pub tool_name: Option<String>,
@@ -217,7 +218,7 @@ pub struct LinkArgs {
     /// Root of the CUDA toolkit to use (ptxas, libNVVM, libdevice).
     #[arg(long = "cuda-path", value_name = "DIR")]
     pub cuda_path: Option<PathBuf>,
-    /// Keep and reuse stage results in DIR (also NVLINKRS_CACHE_DIR); --no-cache: none.
+    /// Keep and reuse stage results in DIR (also NVLINKRS_CACHE_DIR; default ~/.cache/nvlinkrs/links).
     #[arg(long = "cache-dir", value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
     /// Write a JSON report of the link to FILE: stage times, cache hits and misses.
@@ -603,8 +604,8 @@ pub struct LinkRequest {
     pub split_compile_extended: Option<u32>,
     /// `-dlto` rather than `-lto` / `--link-time-opt` (the tool note records the spelling).
     pub lto_spelled_dlto: bool,
-    /// The cache directory (`--cache-dir`, else `NVLINKRS_CACHE_DIR`; none with `--no-cache`).
-    pub cache_dir: Option<PathBuf>,
+    /// The cache: on by default, see [`crate::cache::place`].
+    pub cache: crate::cache::place::Place,
     /// `--report-json FILE`
     pub report_json: Option<PathBuf>,
     pub ofast_compile: Option<String>,
@@ -718,14 +719,7 @@ impl LinkArgs {
                 .flatten(),
             lto_spelled_dlto: self.dlto && !self.link_time_opt,
             report_json: self.report_json.clone(),
-            cache_dir: if self.no_cache {
-                None
-            } else {
-                self.cache_dir
-                    .clone()
-                    .or_else(|| std::env::var_os("NVLINKRS_CACHE_DIR").map(PathBuf::from))
-                    .filter(|d| !d.as_os_str().is_empty())
-            },
+            cache: crate::cache::place::choose(self.no_cache, self.cache_dir.clone()),
             split_compile_extended: self
                 .split_compile_extended
                 .as_deref()

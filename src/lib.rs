@@ -107,16 +107,32 @@ pub fn link(req: &LinkRequest, diag: &Diagnostics) -> Result<Timings> {
         diag.check()?;
         return finish(req, &lto::pool::hosts(&trees), false, Timings::default());
     }
-    // a cache that cannot be used (an unsafe directory) or cannot store only costs time
-    let cache = match &req.cache_dir {
+    // a cache that cannot be used (an unsafe directory) or cannot store only costs time;
+    // the default one, not asked for, says so only under -v (a warning would fail a link
+    // made with -Werror)
+    let cache_problem = |message: &str| {
+        if !req.cache.default {
+            diag.warning(message);
+        } else if req.verbose {
+            diag.info(message);
+        }
+    };
+    let cache = match &req.cache.dir {
         Some(dir) => match cache::Cache::open(dir, cache::DEFAULT_CAP) {
             Ok(c) => Some(std::sync::Arc::new(c)),
             Err(e) => {
-                diag.warning(&format!("{}; linking without the cache", e.message()));
+                cache_problem(&format!("{}; linking without the cache", e.message()));
                 None
             }
         },
-        None => None,
+        None => {
+            if req.cache.default {
+                cache_problem(
+                    "no default cache directory (neither XDG_CACHE_HOME nor HOME is an absolute path); linking without the cache",
+                );
+            }
+            None
+        }
     };
     let Some(cache) = cache else {
         let t = link_phases(req, diag, None)?;
@@ -146,7 +162,7 @@ pub fn link(req: &LinkRequest, diag: &Diagnostics) -> Result<Timings> {
         linkcache::store(req, diag, earlier, &cache, key);
     }
     if let Some(failure) = cache.store_failure() {
-        diag.warning(&format!("{failure}; the output is not cached"));
+        cache_problem(&format!("{failure}; the output is not cached"));
     }
     let whole = if key.is_some() { "miss" } else { "not cached" };
     report::write(req, &timings, Some(&cache), whole, started)?;
@@ -556,7 +572,7 @@ fn engine_for<'a>(
     pool: &lto::pool::Pool,
     cache: Option<&'a cache::Cache>,
 ) -> Result<(Box<dyn Engine + 'a>, &'static str)> {
-    let (engine, name, files) = engine_uncached(req, pool)?;
+    let (engine, name, files) = engine_uncached(req, pool, cache.map(|c| c.dir()))?;
     let Some(cache) = cache else {
         return Ok((engine, name));
     };
@@ -596,6 +612,7 @@ fn assembler<'a>(
 fn engine_uncached(
     req: &LinkRequest,
     pool: &lto::pool::Pool,
+    cache_dir: Option<&std::path::Path>,
 ) -> Result<(Box<dyn Engine>, &'static str, Vec<std::path::PathBuf>)> {
     use lto::IrForm;
     let of = |form| pool.modules.iter().find(|m| m.module.form == form);
@@ -613,7 +630,7 @@ fn engine_uncached(
             Ok((
                 Box::new(lto::llvm_engine::LlvmEngine {
                     libdevice,
-                    cache_dir: req.cache_dir.clone(),
+                    cache_dir: cache_dir.map(std::path::Path::to_path_buf),
                 }),
                 "LLVM",
                 files,

@@ -35,7 +35,10 @@ pub fn key(req: &LinkRequest, cache: &Cache) -> Option<Key> {
             true => req.register_link_binaries.clone(),
             false => req.register_link_binaries.as_ref().map(|_| PathBuf::new()),
         },
-        cache_dir: None,
+        cache: crate::cache::place::Place {
+            dir: None,
+            default: false,
+        },
         report_json: None,
         ..req.clone()
     };

@@ -127,11 +127,19 @@ fn compare_main(expected: &PathBuf, actual: &PathBuf, limit: usize) -> Result<()
     Ok(())
 }
 
-/// `nvlinkrs cache stats|clear|verify [--cache-dir DIR]` (else `NVLINKRS_CACHE_DIR`).
+/// `nvlinkrs cache stats|clear|verify [--cache-dir DIR]` (else `NVLINKRS_CACHE_DIR`, else
+/// the default directory links use).
 fn cache_main(action: CacheAction, dir: Option<PathBuf>) -> Result<(), Error> {
     let dir = dir
-        .or_else(|| std::env::var_os("NVLINKRS_CACHE_DIR").map(PathBuf::from))
-        .ok_or_else(|| Error::fatal("cache: no --cache-dir and no NVLINKRS_CACHE_DIR"))?;
+        .or_else(|| {
+            std::env::var_os("NVLINKRS_CACHE_DIR")
+                .map(PathBuf::from)
+                .filter(|d| !d.as_os_str().is_empty())
+        })
+        .or_else(nvlinkrs::cache::place::default_dir)
+        .ok_or_else(|| {
+            Error::fatal("cache: no --cache-dir, no NVLINKRS_CACHE_DIR, and neither XDG_CACHE_HOME nor HOME to find the default cache")
+        })?;
     let cache = nvlinkrs::cache::Cache::open(&dir, nvlinkrs::cache::DEFAULT_CAP)?;
     match action {
         CacheAction::Stats => {
@@ -181,13 +189,11 @@ fn daemon_main(action: DaemonAction) -> Result<(), Error> {
             }
             Ok(())
         }
-        DaemonAction::Status => match daemon::running(&socket) {
-            Some(pid) => {
-                println!("pid {pid}");
-                Ok(())
-            }
-            None => Err(Error::fatal("daemon: not running")),
-        },
+        DaemonAction::Status => {
+            let now = daemon::status::query(&socket)?;
+            nvlinkrs::diag::to_stdout(&daemon::status::text(&socket, now.as_ref()));
+            Ok(())
+        }
         DaemonAction::Serve => daemon::serve(),
     }
 }

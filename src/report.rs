@@ -82,7 +82,13 @@ pub(crate) fn write(
             .into_iter()
             .map(|(phase, n)| (phase, serde_json::json!(n)))
             .collect::<serde_json::Map<_, _>>(),
-        "cache": {"whole_link": whole_link, "stages": counts},
+        "cache": {
+            "enabled": cache.is_some(),
+            "dir": cache.map(|c| c.dir()).or(req.cache.dir.as_deref()).map(|d| d.display().to_string()),
+            "default": req.cache.default,
+            "whole_link": whole_link,
+            "stages": counts,
+        },
     });
     output::write_atomic(path, format!("{doc:#}\n").as_bytes())
 }

@@ -342,8 +342,11 @@ fn multi_arch_object_lists_every_target() {
 }
 
 fn run(args: &[&str], dir: &Path) -> (i32, String) {
+    // nvlinkrs's default cache in a fresh directory (never the user's; no earlier hit)
+    let xdg = tempfile::tempdir().unwrap();
     let out = Command::new(bin())
         .args(args)
+        .env("XDG_CACHE_HOME", xdg.path())
         .current_dir(dir)
         .output()
         .unwrap();

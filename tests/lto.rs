@@ -35,9 +35,11 @@ fn with_out(args: &[String], out: &Path) -> Vec<String> {
         .collect()
 }
 
-/// Runs `tool` with `args` (`{OUT}` and `{REG}` stand for files in a fresh directory).
+/// Runs `tool` with `args` (`{OUT}` and `{REG}` stand for files in a fresh directory),
+/// nvlinkrs's default cache in a fresh directory too (never the user's; no earlier hit).
 fn run(tool: &Path, args: &[String]) -> Outcome {
     let dir = tempfile::tempdir().unwrap();
+    let xdg = tempfile::tempdir().unwrap();
     let out = dir.path().join("out.cubin");
     let reg = dir.path().join("out.reg.c");
     let args: Vec<String> = args
@@ -47,7 +49,11 @@ fn run(tool: &Path, args: &[String]) -> Outcome {
                 .replace("{REG}", reg.to_str().unwrap())
         })
         .collect();
-    let r = Command::new(tool).args(&args).output().unwrap();
+    let r = Command::new(tool)
+        .args(&args)
+        .env("XDG_CACHE_HOME", xdg.path())
+        .output()
+        .unwrap();
     let text =
         String::from_utf8_lossy(&r.stderr).into_owned() + &String::from_utf8_lossy(&r.stdout);
     let name = tool.file_name().unwrap().to_string_lossy().into_owned();
@@ -436,6 +442,7 @@ fn bad_inputs_fail_as_nvlink_does_and_leave_nothing() {
     }
     // nvlinkrs names the cause where nvlink only relays libNVVM
     let o = Command::new(nvlinkrs())
+        .env("NVLINKRS_CACHE", "0")
         .args(
             lto_args("sm_90", &[], &["saxpy_100.ltoir", "scale.ltoir"])
                 .iter()
@@ -504,6 +511,7 @@ fn nvcc_drop_in_builds_the_same_executable() {
     let fx = fixtures();
     let build = |nvcc: PathBuf, out: &Path| {
         let o = Command::new(nvcc)
+            .env("NVLINKRS_CACHE", "0")
             .args(["-arch=sm_90", "-dlto"])
             .args(PROGRAM.iter().map(|p| fx.join(p)))
             .arg("-o")
@@ -523,6 +531,7 @@ fn nvcc_drop_in_builds_the_same_executable() {
     );
     // and it really was nvlinkrs: its -v says which module set each option
     let o = Command::new(kit.join("bin/nvcc"))
+        .env("NVLINKRS_CACHE", "0")
         .args(["-arch=sm_90", "-dlto", "-Xnvlink", "-v"])
         .args(PROGRAM.iter().map(|p| fx.join(p)))
         .arg("-o")
@@ -533,14 +542,15 @@ fn nvcc_drop_in_builds_the_same_executable() {
     assert!(err.contains("consensus: -ftz=0 set by"), "{err}");
 }
 
-/// Runs `tool` with `args` (`{OUT}` a fresh file), with `env` set, and requires success;
-/// the output's bytes and the messages (tool name made `nvlink`).
+/// Runs `tool` with `args` (`{OUT}` a fresh file), with `env` set (else nvlinkrs's
+/// default cache in that fresh directory), and requires success; the output's bytes and
+/// the messages (tool name made `nvlink`).
 fn link_with_env(tool: &Path, args: &[String], env: &[(&str, PathBuf)]) -> (Vec<u8>, String) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out.cubin");
     let args = with_out(args, &out);
     let mut cmd = Command::new(tool);
-    cmd.args(&args);
+    cmd.args(&args).env("XDG_CACHE_HOME", dir.path());
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -731,7 +741,7 @@ fn split_compile_extended_is_equivalent_to_nvlink_and_deterministic() {
     let mut cmd = Command::new(nvlinkrs());
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out.cubin");
-    cmd.args(with_out(&args, &out));
+    cmd.args(with_out(&args, &out)).env("NVLINKRS_CACHE", "0");
     for (k, v) in &crashing {
         cmd.env(k, v);
     }
@@ -1013,7 +1023,7 @@ fn the_cache_gives_the_same_bytes_rebuilds_corrupt_entries_and_reuses_unchanged_
     );
 
     // cold, without a cache; then a miss that fills it; then a hit: the same bytes
-    let (cold, r) = link_reported(&args, &[]);
+    let (cold, r) = link_reported(&args, &["--no-cache"]);
     assert_eq!(r["cache"]["whole_link"], "off");
     let (filled, r) = link_reported(&args, &[&with_cache]);
     assert_eq!(r["cache"]["whole_link"], "miss");
@@ -1141,7 +1151,7 @@ fn a_cached_link_repeats_ptxas_messages_survives_a_failed_store_and_clears_only_
         )
     };
     let o = Command::new(nvlinkrs())
-        .args(["-arch=sm_90", "-Xptxas", "-v"])
+        .args(["-arch=sm_90", "-Xptxas", "-v", "--no-cache"])
         .arg(fx.join("saxpy.ptx"))
         .arg(fx.join("scale.ptx"))
         .arg("-o")
@@ -1198,6 +1208,182 @@ fn a_cached_link_repeats_ptxas_messages_survives_a_failed_store_and_clears_only_
     assert!(project.join("tools/build.sh").is_file());
 }
 
+/// The cache is on by default, in `$XDG_CACHE_HOME/nvlinkrs/links` (else under
+/// `$HOME/.cache`): a link with no cache option is a hit the second time; `--no-cache` and
+/// `NVLINKRS_CACHE=0` leave nothing behind; a default place that cannot be used, or is
+/// missing, never changes the link (same bytes, exit 0, silent even with
+/// `--warning-as-error`; said under `-v`).
+#[test]
+fn the_cache_is_on_by_default_and_never_fails_a_link() {
+    let fx = fixtures();
+    let top = tempfile::tempdir().unwrap();
+    let t = top.path();
+    let home = t.join("home");
+    std::fs::create_dir(&home).unwrap();
+    // (cache env): XDG_CACHE_HOME, HOME and NVLINKRS_CACHE to set, None: unset
+    let link = |extra: &[&str], env: &[(&str, Option<&Path>)]| {
+        let out = t.join("o.cubin");
+        let report = t.join("r.json");
+        let _ = std::fs::remove_file(&out);
+        let mut cmd = Command::new(nvlinkrs());
+        cmd.args(["-arch=sm_90", "--warning-as-error"])
+            .arg(fx.join("saxpy.ptx"))
+            .arg(fx.join("scale.ptx"))
+            .args(extra)
+            .arg("-o")
+            .arg(&out)
+            .arg(format!("--report-json={}", report.display()))
+            .env("HOME", &home)
+            .env_remove("XDG_CACHE_HOME")
+            .env_remove("NVLINKRS_CACHE")
+            .env_remove("NVLINKRS_CACHE_DIR");
+        for (k, v) in env {
+            match v {
+                Some(v) => cmd.env(k, v),
+                None => cmd.env_remove(k),
+            };
+        }
+        let o = cmd.output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert_eq!(o.status.code(), Some(0), "{err}");
+        let r: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+        (std::fs::read(&out).unwrap(), err, r["cache"].clone())
+    };
+    let (uncached, err, cache) = link(&["--no-cache"], &[]);
+    assert_eq!(err, "");
+    assert_eq!(cache["enabled"], false);
+    assert!(!home.join(".cache").exists(), "--no-cache made a directory");
+
+    // no option: the default place, a miss then a hit
+    let xdg = t.join("xdg");
+    let at_xdg = [("XDG_CACHE_HOME", Some(xdg.as_path()))];
+    let place = xdg.join("nvlinkrs/links");
+    for expected in ["miss", "hit"] {
+        let (bytes, err, cache) = link(&[], &at_xdg);
+        assert!(bytes == uncached, "{expected}: other bytes");
+        assert_eq!(err, "");
+        assert_eq!(cache["whole_link"], expected);
+        assert_eq!(cache["enabled"], true);
+        assert_eq!(cache["default"], true);
+        assert_eq!(cache["dir"], place.display().to_string());
+    }
+    assert!(place.join(nvlinkrs::cache::MARKER).is_file());
+    // `cache stats` without a directory shows the default one
+    let o = Command::new(nvlinkrs())
+        .args(["cache", "stats"])
+        .env("XDG_CACHE_HOME", &xdg)
+        .env_remove("NVLINKRS_CACHE_DIR")
+        .output()
+        .unwrap();
+    let stats = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        stats.starts_with(&format!("cache {}\nentries ", place.display())),
+        "{stats}"
+    );
+    assert!(!stats.contains("entries 0\n"), "{stats}");
+    // links that must run still run: -time writes its file on every link
+    let times = t.join("times.csv");
+    for _ in 0..2 {
+        let _ = std::fs::remove_file(&times);
+        let time = format!("-time={}", times.display());
+        let (_, _, cache) = link(&[&time], &at_xdg);
+        assert_eq!(cache["whole_link"], "not cached");
+        assert!(times.is_file(), "-time served from the cache");
+    }
+    // without XDG_CACHE_HOME: under $HOME/.cache
+    let (bytes, _, cache) = link(&[], &[]);
+    assert!(bytes == uncached);
+    assert_eq!(
+        cache["dir"],
+        home.join(".cache/nvlinkrs/links").display().to_string()
+    );
+    assert!(
+        home.join(".cache/nvlinkrs/links")
+            .join(nvlinkrs::cache::MARKER)
+            .is_file()
+    );
+
+    // off: --no-cache and NVLINKRS_CACHE=0 leave no cache behind; NVLINKRS_CACHE=0 yields to
+    // a --cache-dir on the command line
+    let fresh = t.join("fresh");
+    let at_fresh = |off: Option<&'static Path>| {
+        vec![
+            ("XDG_CACHE_HOME", Some(fresh.as_path())),
+            ("NVLINKRS_CACHE", off),
+        ]
+    };
+    let (bytes, _, cache) = link(&["--no-cache"], &at_fresh(None));
+    assert!(bytes == uncached);
+    assert_eq!(cache["enabled"], false);
+    let (bytes, _, cache) = link(&[], &at_fresh(Some(Path::new("0"))));
+    assert!(bytes == uncached);
+    assert_eq!(cache["enabled"], false);
+    assert!(!fresh.exists(), "a cache turned off made its directory");
+    let explicit = t.join("explicit");
+    let dir_arg = format!("--cache-dir={}", explicit.display());
+    let (_, _, cache) = link(&[&dir_arg], &at_fresh(Some(Path::new("0"))));
+    assert_eq!(
+        (&cache["enabled"], &cache["default"]),
+        (&true.into(), &false.into())
+    );
+    assert!(explicit.join(nvlinkrs::cache::MARKER).is_file());
+
+    // a default place that cannot be made (XDG_CACHE_HOME a file), no place at all (no
+    // HOME), stores that fail: silent, same bytes; -v says why
+    let file = t.join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let (bytes, err, cache) = link(&[], &[("XDG_CACHE_HOME", Some(&file))]);
+    assert!(bytes == uncached);
+    assert_eq!(err, "");
+    assert_eq!(cache["enabled"], false);
+    let (_, err, _) = link(&["-v"], &[("XDG_CACHE_HOME", Some(&file))]);
+    assert!(
+        err.contains("info    : cache: cannot create") && err.contains("linking without the cache"),
+        "{err}"
+    );
+    let (bytes, err, _) = link(&[], &[("HOME", None)]);
+    assert!(bytes == uncached);
+    assert_eq!(err, "");
+    let (_, err, _) = link(&["-v"], &[("HOME", None)]);
+    assert!(err.contains("no default cache directory"), "{err}");
+    for f in walk(&place.join("objects")) {
+        std::fs::remove_file(&f).unwrap();
+        std::fs::create_dir_all(f.join("in-the-way")).unwrap();
+    }
+    let (bytes, err, cache) = link(&[], &at_xdg);
+    assert!(bytes == uncached);
+    assert_eq!(err, "", "a failed store of the default cache warned");
+    assert_eq!(cache["whole_link"], "miss");
+
+    // through the daemon: the link process gets the client's XDG_CACHE_HOME and HOME
+    let runtime = tempfile::tempdir().unwrap();
+    let served = t.join("served");
+    let via_daemon = [
+        ("XDG_CACHE_HOME", Some(served.as_path())),
+        ("XDG_RUNTIME_DIR", Some(runtime.path())),
+        ("NVLINKRS_DAEMON", Some(Path::new("only"))),
+        // (gone soon even when this test fails before it stops it)
+        ("NVLINKRS_DAEMON_IDLE", Some(Path::new("30"))),
+    ];
+    for expected in ["miss", "hit"] {
+        let (bytes, err, cache) = link(&[], &via_daemon);
+        assert!(bytes == uncached);
+        assert_eq!((err.as_str(), &cache["whole_link"]), ("", &expected.into()));
+        assert_eq!(
+            cache["dir"],
+            served.join("nvlinkrs/links").display().to_string()
+        );
+    }
+    let o = Command::new(nvlinkrs())
+        .args(["daemon", "stop"])
+        .env("XDG_RUNTIME_DIR", runtime.path())
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "stopped\n");
+}
+
 fn walk(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for e in std::fs::read_dir(dir).unwrap() {
@@ -1224,16 +1410,39 @@ fn the_daemon_links_like_a_process_concurrently_and_survives_bad_clients() {
             .output()
             .unwrap()
     };
+    let dir = runtime.path().join("nvlinkrs");
+    let socket = dir.join("daemon.sock");
+    // `daemon status`: an answer (exit 0) whether one runs or not
+    let status = || {
+        let o = daemon(&["daemon", "status"]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let not_running = format!("not running\nsocket {}\n", socket.display());
+    assert_eq!(status(), not_running);
     let o = daemon(&["daemon", "start"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let started = String::from_utf8_lossy(&o.stdout).trim().to_string();
     assert!(started.starts_with("pid "), "{started}");
-    assert_eq!(
-        String::from_utf8_lossy(&daemon(&["daemon", "status"]).stdout).trim(),
-        started
-    );
-    let dir = runtime.path().join("nvlinkrs");
-    let socket = dir.join("daemon.sock");
+    let running = |served: usize| {
+        let s = status();
+        let lines: Vec<&str> = s.lines().collect();
+        assert_eq!(
+            lines[..3],
+            ["running", &started, &format!("socket {}", socket.display())],
+            "{s}"
+        );
+        assert!(
+            lines[3].starts_with("uptime ") && lines[3].ends_with(" s"),
+            "{s}"
+        );
+        assert_eq!(
+            lines[4..],
+            [format!("links served {served}"), "links running 0".into()],
+            "{s}"
+        );
+    };
+    running(0);
     assert_eq!(
         std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777,
         0o700
@@ -1313,7 +1522,8 @@ fn the_daemon_links_like_a_process_concurrently_and_survives_bad_clients() {
         let _ = std::io::Read::read_to_end(&mut s, &mut answer);
         assert!(String::from_utf8_lossy(&answer).contains("malformed request"));
     }
-    assert!(daemon(&["daemon", "status"]).status.success());
+    // the 32 links through the daemon, each answered (identical ones run once)
+    running(32);
 
     // jobserver tokens: under a make with no free token (-j1) a split link runs one ptxas
     // at a time, in process and through the daemon (which reaches the client's pipe
@@ -1369,7 +1579,7 @@ fn the_daemon_links_like_a_process_concurrently_and_survives_bad_clients() {
         .output()
         .unwrap();
     assert!(v.status.success(), "{}", String::from_utf8_lossy(&v.stdout));
-    assert!(!daemon(&["daemon", "status"]).status.success());
+    assert_eq!(status(), not_running);
 }
 
 /// A FIFO at `path` (an input that blocks whoever reads it).
@@ -1454,6 +1664,7 @@ fn the_daemon_trusts_only_a_private_directory_and_a_server_of_its_own_user() {
             .args(&args)
             .env_remove("XDG_RUNTIME_DIR")
             .env("TMPDIR", &tmp)
+            .env("NVLINKRS_CACHE", "0")
             .env("NVLINKRS_DAEMON", how)
             .env("NVLINKRS_DAEMON_IDLE", "20")
             .output()
@@ -1465,7 +1676,11 @@ fn the_daemon_trusts_only_a_private_directory_and_a_server_of_its_own_user() {
         )
     };
     let expected = {
-        let o = Command::new(nvlinkrs()).args(&args).output().unwrap();
+        let o = Command::new(nvlinkrs())
+            .args(&args)
+            .env("NVLINKRS_CACHE", "0")
+            .output()
+            .unwrap();
         assert!(o.status.success());
         std::fs::read(&out).unwrap()
     };
@@ -1647,6 +1862,7 @@ fn the_daemon_forwards_the_links_environment_and_follows_an_upgrade() {
         cmd.args(&args)
             .env("XDG_RUNTIME_DIR", runtime.path())
             .env("NVLINKRS_DAEMON_IDLE", "30")
+            .env("NVLINKRS_CACHE", "0")
             .env("LIBRARY_PATH", &libs);
         if let Some(how) = how {
             cmd.env("NVLINKRS_DAEMON", how);

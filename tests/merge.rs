@@ -40,7 +40,13 @@ fn run(tool: &Path, args: &[String], dir: &Path) -> Outcome {
     let _ = std::fs::remove_file(&out);
     let mut a: Vec<String> = args.to_vec();
     a.extend(["-o".into(), out.display().to_string()]);
-    let r = Command::new(tool).args(&a).output().unwrap();
+    // nvlinkrs's default cache in a fresh directory (never the user's; no earlier hit)
+    let xdg = tempfile::tempdir().unwrap();
+    let r = Command::new(tool)
+        .args(&a)
+        .env("XDG_CACHE_HOME", xdg.path())
+        .output()
+        .unwrap();
     let name = tool.file_name().unwrap().to_string_lossy().into_owned();
     let messages = String::from_utf8_lossy(&r.stderr)
         .lines()
@@ -588,6 +594,7 @@ fn relocatable_round_trip() {
         ] {
             let r = dir.path().join(format!("{who}_{sm}_r.cubin"));
             let st = Command::new(&tool)
+                .env("NVLINKRS_CACHE", "0")
                 .args(["-r", &arch])
                 .args(&inputs)
                 .arg("-o")
@@ -638,6 +645,7 @@ fn bad_cubins_fail_cleanly() {
     ] {
         let out = dir.path().join("out.cubin");
         let r = Command::new(nvlinkrs())
+            .env("NVLINKRS_CACHE", "0")
             .args([
                 "-arch=sm_90",
                 &path.display().to_string(),
@@ -658,6 +666,7 @@ fn bad_cubins_fail_cleanly() {
     }
     // SASS for another SM
     let r = Command::new(nvlinkrs())
+        .env("NVLINKRS_CACHE", "0")
         .args([
             "-arch=sm_90",
             &fx.join("a_80.cubin").display().to_string(),
@@ -672,6 +681,7 @@ fn bad_cubins_fail_cleanly() {
     let out = dir.path().join("kept.cubin");
     std::fs::write(&out, b"old").unwrap();
     let r = Command::new(nvlinkrs())
+        .env("NVLINKRS_CACHE", "0")
         .args([
             "-arch=sm_100",
             "--preserve-relocs",
@@ -836,7 +846,11 @@ fn generated(arch: &str, default_count: u64) {
             let mut ra = vec!["-r".to_string()];
             ra.extend(a.iter().cloned());
             ra.extend(["-o".into(), r.display().to_string()]);
-            let st = Command::new(tool).args(&ra).output().unwrap();
+            let st = Command::new(tool)
+                .args(&ra)
+                .env("NVLINKRS_CACHE", "0")
+                .output()
+                .unwrap();
             assert!(
                 st.status.success(),
                 "-r of program {seed} by {}",
@@ -1185,6 +1199,7 @@ fn nvcc_drop_in() {
         };
         let nvcc = |extra: &[&str]| {
             let r = Command::new(bin.join("nvcc"))
+                .env("NVLINKRS_CACHE", "0")
                 .current_dir(&work)
                 .arg(format!("-arch={arch}"))
                 .args(mode)
@@ -1224,6 +1239,7 @@ fn nvcc_drop_in() {
                 std::os::unix::fs::symlink(work.join(o), here.join(o)).unwrap();
             }
             let r = Command::new(tool)
+                .env("NVLINKRS_CACHE", "0")
                 .current_dir(&here)
                 .args(&words)
                 .arg("--register-link-binaries=dlink.reg.c")
@@ -1299,6 +1315,7 @@ fn report_lists_merge_steps() {
     let dir = tempfile::tempdir().unwrap();
     let report = dir.path().join("r.json");
     let st = Command::new(nvlinkrs())
+        .env("NVLINKRS_CACHE", "0")
         .arg("-arch=sm_100")
         .args(args(&["a_100.cubin", "b_100.cubin"]))
         .arg("-o")

@@ -14,8 +14,9 @@
 //! leaves no half entry), each with a header holding its length, its key and the BLAKE3
 //! hash of its content; every read checks all three (an entry of another key copied into
 //! place is no hit), and a corrupt entry counts as a miss and is removed. Reads touch an
-//! entry's modification time; when the cache grows past its cap the least recently used
-//! entries go. A store that fails is noted, never an error of the link. What the cache
+//! entry's modification time; when the cache has grown past its cap the least recently
+//! used entries go, counted once a link is done with it and at most every ten minutes
+//! ([`trim`]). A store that fails is noted, never an error of the link. What the cache
 //! accepts as its directory and how it reads entries is in [`guard`].
 
 use std::fs;
@@ -25,6 +26,8 @@ use std::path::{Path, PathBuf};
 use crate::diag::{Error, Result};
 
 pub(crate) mod guard;
+pub mod place;
+mod trim;
 pub use guard::MARKER;
 
 /// The version of the key derivation and entry format. Every key includes it.
@@ -108,6 +111,16 @@ pub struct Cache {
     by_stage: std::sync::Mutex<std::collections::BTreeMap<String, (u64, u64)>>,
     /// The first store that failed (the link goes on; it warns once at its end).
     store_failure: std::sync::Mutex<Option<String>>,
+    /// Something was stored: the cache is brought within its cap when dropped.
+    stored: std::sync::atomic::AtomicBool,
+}
+
+impl Drop for Cache {
+    fn drop(&mut self) {
+        if *self.stored.get_mut() && trim::due(&self.dir) {
+            self.evict();
+        }
+    }
 }
 
 /// What `nvlinkrs cache stats` prints.
@@ -134,6 +147,7 @@ impl Cache {
             cap,
             by_stage: Default::default(),
             store_failure: Default::default(),
+            stored: Default::default(),
         })
     }
 
@@ -211,7 +225,8 @@ impl Cache {
             .map_err(|e| io_error("write", tmp.path(), e))?;
         tmp.persist(&path)
             .map_err(|e| io_error("store", &path, e.error))?;
-        self.evict();
+        self.stored
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }
 

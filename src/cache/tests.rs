@@ -113,12 +113,47 @@ fn the_least_recently_used_entries_go_first() {
     // using entry 0 makes entry 1 the least recently used
     assert!(cache.get(&keys[0]).is_some());
     cache.put(&keys[2], &[2; 100]);
+    // counted when the link is done with the cache, not after each store
+    assert_eq!(cache.stats().entries, 3);
+    drop(cache);
+    let cache = Cache::open(dir.path(), 2 * (100 + HEADER as u64)).unwrap();
     assert!(cache.get(&keys[0]).is_some());
     assert!(cache.get(&keys[1]).is_none());
     assert!(cache.get(&keys[2]).is_some());
     assert_eq!(cache.stats().entries, 2);
     cache.clear().unwrap();
     assert_eq!(cache.stats(), Stats::default());
+}
+
+#[test]
+fn the_cache_is_counted_when_dropped_after_a_store_at_most_every_interval() {
+    use super::trim;
+    let dir = tempfile::tempdir().unwrap();
+    let cap = 100 + HEADER as u64; // room for one entry
+    let keys: Vec<Key> = (0..4).map(|i| Key::new("t").text(&i.to_string())).collect();
+    let entries = || Cache::open(dir.path(), cap).unwrap().stats().entries;
+    let cache = Cache::open(dir.path(), cap).unwrap();
+    cache.put(&keys[0], &[0; 100]);
+    cache.put(&keys[1], &[1; 100]);
+    drop(cache);
+    assert_eq!(entries(), 1, "counted when dropped");
+    let cache = Cache::open(dir.path(), cap).unwrap();
+    cache.put(&keys[2], &[2; 100]);
+    drop(cache);
+    assert_eq!(entries(), 2, "not counted again within the interval");
+    // the last count long ago: a cache that stores nothing still counts nothing
+    let stamp = dir.path().join(trim::STAMP);
+    let f = std::fs::File::options().append(true).open(&stamp).unwrap();
+    f.set_modified(std::time::SystemTime::now() - 2 * trim::INTERVAL)
+        .unwrap();
+    assert_eq!(entries(), 2);
+    let cache = Cache::open(dir.path(), cap).unwrap();
+    cache.put(&keys[3], &[3; 100]);
+    drop(cache);
+    assert_eq!(entries(), 1, "counted after the interval");
+    // the stamp is the cache's own: a directory holding it and no marker is still a cache
+    std::fs::remove_file(dir.path().join(MARKER)).unwrap();
+    assert_eq!(entries(), 1);
 }
 
 fn mode(p: &Path) -> u32 {

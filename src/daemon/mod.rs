@@ -1,5 +1,5 @@
 //! The per-user link daemon: `nvlinkrs daemon start|stop|status`, and the client side of
-//! `NVLINKRS_DAEMON=1` / `--daemon`.
+//! `NVLINKRS_DAEMON=1` / `--daemon` ([`status`]: what `daemon status` asks).
 //!
 //! The daemon listens on a Unix socket in the user's runtime directory
 //! (`$XDG_RUNTIME_DIR/nvlinkrs/daemon.sock`, else `/tmp/nvlinkrs-<uid>/daemon.sock`; the
@@ -23,7 +23,7 @@
 //!
 //! Wire format: a u64 little-endian length, then frames as in
 //! [`crate::frames`]: request `arg`, `arg0` (the client's program name), `cwd`, `env`
-//! (`K=V`), `exe` (the client's binary) or `stop`; answer `err`, `out` (text, in order) and `exit` (the code), or `stale` (the
+//! (`K=V`), `exe` (the client's binary), or `stop`, or `status` (answered `pid`, `uptime_ms`, `served`, `running`); answer `err`, `out` (text, in order) and `exit` (the code), or `stale` (the
 //! daemon runs another binary than the client's, and stops).
 
 use std::collections::HashMap;
@@ -65,6 +65,7 @@ const MAX_MESSAGE: u64 = 1 << 30;
 
 mod child;
 mod guard;
+pub mod status;
 use guard::uid;
 
 /// The daemon's directory (0700) and socket path.
@@ -306,6 +307,9 @@ struct Server {
     stopping: std::sync::atomic::AtomicBool,
     /// The binary this daemon runs ([`guard::exe_identity`]).
     exe: String,
+    started: Instant,
+    /// Links answered to clients (`daemon status`).
+    served: std::sync::atomic::AtomicU64,
 }
 
 /// `nvlinkrs daemon serve`: runs until stopped or idle.
@@ -346,6 +350,8 @@ pub fn serve() -> Result<()> {
         last_seen: Mutex::new(Instant::now()),
         stopping: Default::default(),
         exe: guard::exe_identity(),
+        started: Instant::now(),
+        served: Default::default(),
     });
     listener
         .set_nonblocking(true)
@@ -414,6 +420,18 @@ fn handle(server: &Server, mut stream: UnixStream) {
             .stopping
             .store(true, std::sync::atomic::Ordering::SeqCst);
         let _ = send(&mut stream, &[("exit", b"0")]);
+        return;
+    }
+    if request.iter().any(|(k, _)| k == "status") {
+        let now = status::Status {
+            pid: std::process::id(),
+            uptime: server.started.elapsed(),
+            served: server.served.load(std::sync::atomic::Ordering::SeqCst),
+            running: *server.running.lock().unwrap() as u64,
+        };
+        let frames = status::frames(&now);
+        let refs: Vec<(&str, &[u8])> = frames.iter().map(|(k, v)| (*k, v.as_slice())).collect();
+        let _ = send(&mut stream, &refs);
         return;
     }
     // a client of another binary (nvlinkrs was replaced): this daemon makes way
@@ -490,7 +508,11 @@ fn handle(server: &Server, mut stream: UnixStream) {
         .iter()
         .map(|(k, v)| (k.as_str(), v.as_slice()))
         .collect();
-    let _ = send(&mut stream, &refs);
+    if send(&mut stream, &refs).is_ok() {
+        server
+            .served
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// Runs one link as a child process, its extra threads within the daemon's budget; the
