@@ -301,6 +301,81 @@ fn links_equivalent_to_nvlink() {
             "register limit, callee assembled from PTX",
             args(&["-arch=sm_90", "regk_90.cubin", "regh.ptx", "regh2_90.cubin"]),
         ),
+        // kernels the host never launches: dropped when the host objects' tables speak
+        // for all the code, kept (in every unit) beside a file without tables and in
+        // partial LTO
+        (
+            "unlaunched kernels, host objects",
+            args(&[
+                "-arch=sm_90",
+                "launch1_dc.o",
+                "launch2_dc.o",
+                &lib,
+                "-lcudadevrt",
+            ]),
+        ),
+        (
+            "unlaunched kernels, a host object and a cubin",
+            args(&["-arch=sm_90", "launch1_dc.o", "launch2_90.cubin"]),
+        ),
+        (
+            "unlaunched kernels, a host object and a cubin sm_100",
+            args(&["-arch=sm_100", "launch1_dc100.o", "launch2_100.cubin"]),
+        ),
+        (
+            "unlaunched kernels, a host object and PTX",
+            args(&["-arch=sm_90", "launch2.ptx", "launch1_dc.o"]),
+        ),
+        (
+            "unlaunched kernels, a host object and a fatbin",
+            args(&["-arch=sm_90", "launch1_dc.o", "launch2.fatbin"]),
+        ),
+        (
+            "unlaunched kernels, whole LTO",
+            args(&[
+                "-arch=sm_90",
+                "-dlto",
+                &nvvm,
+                "launch1_lto.o",
+                "launch2_lto.o",
+                &lib,
+                "-lcudadevrt",
+            ]),
+        ),
+        (
+            "unlaunched kernels, partial LTO",
+            args(&[
+                "-arch=sm_90",
+                "-dlto",
+                &nvvm,
+                "launch1_lto.o",
+                "launch2_dc.o",
+                &lib,
+                "-lcudadevrt",
+            ]),
+        ),
+        (
+            "unlaunched kernels, partial LTO, IR second",
+            args(&[
+                "-arch=sm_90",
+                "-dlto",
+                &nvvm,
+                "launch2_dc.o",
+                "launch1_lto.o",
+                &lib,
+                "-lcudadevrt",
+            ]),
+        ),
+        (
+            "unlaunched kernels, partial LTO with a cubin",
+            args(&[
+                "-arch=sm_90",
+                "-dlto",
+                &nvvm,
+                "launch1_lto.o",
+                "launch2_90.cubin",
+            ]),
+        ),
         // sm_100+: the capsule-Mercury sections merged beside the SASS, nvlink's
         // sm_100 layout
         (
