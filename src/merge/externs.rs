@@ -1,44 +1,66 @@
 //! `EIATTR_EXTERNS` (0x0F) in the output, as nvlink 13.5 writes it. A function's record
 //! lists the functions it calls that are undefined in its input; in the image only those
 //! no input defines stay (the ones the driver provides: `malloc`, `free`, `vprintf`,
-//! `__assertfail`, ...), by output symbol index, in the record's order. A kernel's list
-//! then takes those of every function its call tree reaches that it does not list
-//! itself, by output index (a kernel with none of its own gets a record at the end of its
-//! section). A list left empty has no record.
+//! `__assertfail`, the device runtime's system calls) and kernels (launched from the
+//! device), by output symbol index, in the record's order. A kernel's list then takes,
+//! function by function in output order over its call tree, the entries of their lists
+//! it does not have yet (a kernel with none of its own gets a record at the end of its
+//! section). A list left empty has no record. `.nv.prototype` keeps the entries of the
+//! functions no input defines that a live function's list names.
 
 use super::*;
 
 impl Merger<'_> {
-    /// The list of every live function, by function (empty for most).
-    pub(super) fn extern_lists(&self) -> Result<Vec<Vec<u32>>> {
-        let own: Vec<Vec<u32>> = (0..self.funcs.len())
+    /// Reads each live function's own list (before the symbols are numbered: the
+    /// prototype table needs to know which driver functions are named).
+    pub(super) fn read_externs(&mut self) -> Result<()> {
+        self.extern_refs = (0..self.funcs.len())
             .into_par_iter()
             .map(|f| self.own_externs(f))
             .collect::<Result<_>>()?;
-        if !self.opts.relocatable && own.iter().any(|l| !l.is_empty()) {
-            let with_calls: Vec<Vec<u32>> = (0..self.funcs.len())
-                .into_par_iter()
-                .map(|f| {
-                    let mut list = own[f].clone();
-                    if self.live[f] && self.funcs[f].entry {
-                        let mut more: Vec<u32> = (self.reachable_from(f).iter())
-                            .flat_map(|&g| own[g].iter().copied())
-                            .filter(|o| !own[f].contains(o))
-                            .collect();
-                        more.sort_unstable();
-                        more.dedup();
-                        list.extend(more);
-                    }
-                    list
-                })
-                .collect();
-            return Ok(with_calls);
-        }
-        Ok(own)
+        self.driver_functions = (self.extern_refs.iter().flatten())
+            .filter(|&&k| self.target(k).is_none())
+            .map(|&k| self.representative(k))
+            .collect();
+        Ok(())
     }
 
-    /// Function `f`'s own record, its entries no input defines, as output symbol indices.
-    fn own_externs(&self, f: usize) -> Result<Vec<u32>> {
+    /// The list of every live function, as output symbol indices, by function.
+    pub(super) fn extern_lists(&self) -> Vec<Vec<u32>> {
+        let own: Vec<Vec<u32>> = (self.extern_refs.iter())
+            .map(|l| {
+                let mut out: Vec<u32> = Vec::with_capacity(l.len());
+                for o in l.iter().filter_map(|&k| self.out_index(k)) {
+                    if !out.contains(&(o as u32 + 1)) {
+                        out.push(o as u32 + 1);
+                    }
+                }
+                out
+            })
+            .collect();
+        if self.opts.relocatable || own.iter().all(|l| l.is_empty()) {
+            return own;
+        }
+        (0..self.funcs.len())
+            .into_par_iter()
+            .map(|f| {
+                let mut list = own[f].clone();
+                if self.live[f] && self.funcs[f].entry {
+                    for g in self.reachable_from(f) {
+                        for &o in &own[g] {
+                            if !list.contains(&o) {
+                                list.push(o);
+                            }
+                        }
+                    }
+                }
+                list
+            })
+            .collect()
+    }
+
+    /// Function `f`'s own record, the entries that stay, as input symbols.
+    fn own_externs(&self, f: usize) -> Result<Vec<SymKey>> {
         if !self.live[f] {
             return Ok(Vec::new());
         }
@@ -55,15 +77,19 @@ impl Merger<'_> {
             for e in r.payload.chunks_exact(4) {
                 let k = (i, e.u32_at(0).unwrap_or(0) as usize);
                 if k.1 < c.symbols.len()
-                    && self.target(k).is_none()
-                    && let Some(o) = self.out_index(k)
-                    && !list.contains(&(o as u32 + 1))
+                    && (self.target(k).is_none()
+                        || self.func_of(k).is_some_and(|g| self.funcs[g].entry))
                 {
-                    list.push(o as u32 + 1);
+                    list.push(k);
                 }
             }
         }
         Ok(list)
+    }
+
+    /// Whether a function no input defines is named by a live function's list.
+    pub(super) fn is_driver_function(&self, k: SymKey) -> bool {
+        self.target(k).is_none() && self.driver_functions.contains(&self.representative(k))
     }
 }
 

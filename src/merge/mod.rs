@@ -234,6 +234,7 @@ pub fn link_with_steps(
     m.functions()?;
     m.reach();
     m.check_register_limits()?;
+    m.read_externs()?;
     lap("functions");
     m.undefined()?;
     lap("undefined");
@@ -421,6 +422,10 @@ struct Merger<'a> {
     merc_symbols: Option<(usize, Vec<OutSymbol>)>,
     /// Each function's `EXTERNS` list, output symbol indices (`info`, `externs.rs`).
     externs: Vec<Vec<u32>>,
+    /// Each live function's own `EXTERNS` entries that stay, as input symbols.
+    extern_refs: Vec<Vec<SymKey>>,
+    /// The functions no input defines that those entries name (representatives).
+    driver_functions: HashSet<SymKey>,
     /// (registers, stack, barriers) over each live kernel's call tree (`info`).
     props: HashMap<usize, (u32, u32, u32)>,
     /// Debug links: the section each shared variable's symbol goes in (its one kernel's
@@ -483,6 +488,8 @@ impl<'a> Merger<'a> {
             debug_shared_holds_variables: false,
             props: HashMap::default(),
             externs: Vec::new(),
+            extern_refs: Vec::new(),
+            driver_functions: HashSet::default(),
         }
     }
 
@@ -2007,7 +2014,7 @@ impl<'a> Merger<'a> {
             kernels.into_iter().zip(props).collect()
         };
         let props = std::mem::take(&mut self.props);
-        self.externs = self.extern_lists()?;
+        self.externs = self.extern_lists();
         let mut global: Vec<Record> = Vec::new();
         for i in 0..self.inputs.len() {
             let c = &self.inputs[i].cubin;
@@ -2561,11 +2568,11 @@ impl<'a> Merger<'a> {
     /// Whether a `.nv.prototype` entry stays: its function is live and its address is
     /// not taken (those have their prototype in `.nv.callgraph`).
     /// A function no input defines (one the driver provides: malloc, vprintf, ...)
-    /// keeps its entry while a live function refers to it.
+    /// keeps its entry while a live function's `EXTERNS` list names it.
     fn prototype_kept(&self, k: SymKey) -> bool {
         match self.func_of(k) {
             Some(f) => self.live[f] && !self.address_taken.contains(&f),
-            None => self.target(k).is_none() && self.out_index(k).is_some(),
+            None => self.is_driver_function(k),
         }
     }
 
@@ -2581,11 +2588,7 @@ impl<'a> Merger<'a> {
                 .any(|ps| {
                     c.bytes(ps).chunks_exact(8).any(|e| {
                         let sym = e.u32_at(0).unwrap_or(0) as usize;
-                        sym < c.symbols.len()
-                            && (self.prototype_kept((i, sym))
-                                || !c.symbols[sym].defined()
-                                    && self.func_of((i, sym)).is_none()
-                                    && !self.symbol_is_dead((i, sym)))
+                        sym < c.symbols.len() && self.prototype_kept((i, sym))
                     })
                 })
         })
