@@ -4,8 +4,11 @@
 //! `__assertfail`, the device runtime's system calls) and kernels (launched from the
 //! device), by output symbol index, in the record's order. A kernel's list then takes,
 //! function by function in output order over its call tree, the entries of their lists
-//! it does not have yet (a kernel with none of its own gets a record at the end of its
-//! section). A list left empty has no record. `.nv.prototype` keeps the entries of the
+//! it does not have yet. A record stays in place, but a kernel's whose list outgrew it
+//! moves after a new barrier count (one the kernel gets from its call tree), unless the
+//! kernel's call tree recurses; a new record goes at the end (before a new barrier
+//! count when the call tree recurses). A list left empty has no record. (The placement
+//! rules were read off nvlink's output for 60 generated programs.) `.nv.prototype` keeps the entries of the
 //! functions no input defines that a live function's list names.
 
 use super::*;
@@ -14,10 +17,11 @@ impl Merger<'_> {
     /// Reads each live function's own list (before the symbols are numbered: the
     /// prototype table needs to know which driver functions are named).
     pub(super) fn read_externs(&mut self) -> Result<()> {
-        self.extern_refs = (0..self.funcs.len())
+        let own: Vec<(Vec<SymKey>, usize)> = (0..self.funcs.len())
             .into_par_iter()
             .map(|f| self.own_externs(f))
             .collect::<Result<_>>()?;
+        (self.extern_refs, self.extern_slots) = own.into_iter().unzip();
         self.driver_functions = (self.extern_refs.iter().flatten())
             .filter(|&&k| self.target(k).is_none())
             .map(|&k| self.representative(k))
@@ -59,21 +63,24 @@ impl Merger<'_> {
             .collect()
     }
 
-    /// Function `f`'s own record, the entries that stay, as input symbols.
-    fn own_externs(&self, f: usize) -> Result<Vec<SymKey>> {
+    /// Function `f`'s own record: the entries that stay, as input symbols, and how many
+    /// it has.
+    fn own_externs(&self, f: usize) -> Result<(Vec<SymKey>, usize)> {
         if !self.live[f] {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), 0));
         }
         let (i, _) = self.funcs[f].key;
         let c = &self.inputs[i].cubin;
         let Some(s) = self.info_section_of(f) else {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), 0));
         };
         let mut list = Vec::new();
+        let mut slots = 0;
         for r in info::parse(c.bytes(s), &c.origin, &s.name, s.offset)? {
             if r.attr != info::EXTERNS {
                 continue;
             }
+            slots += r.payload.len() / 4;
             for e in r.payload.chunks_exact(4) {
                 let k = (i, e.u32_at(0).unwrap_or(0) as usize);
                 if k.1 < c.symbols.len()
@@ -84,7 +91,35 @@ impl Merger<'_> {
                 }
             }
         }
-        Ok(list)
+        Ok((list, slots))
+    }
+
+    /// Function `f`'s records (in output order) finished: its `EXTERNS` list (`index`
+    /// maps an output index) and, for a kernel (`props`), what its call tree needs.
+    pub(super) fn finish_records(
+        &self,
+        f: usize,
+        recs: &mut Vec<Record>,
+        props: Option<(u32, u32, u32)>,
+        index: impl Fn(u32) -> u32,
+    ) {
+        let (list, own) = (&self.externs[f], !self.extern_refs[f].is_empty());
+        let Some(props) = props else {
+            place_externs(recs, list, own, index);
+            return;
+        };
+        // (a kernel whose call tree recurses keeps its record in place, and a new one
+        // comes before a new barrier count; another's record moves after a new barrier
+        // count when its list outgrew it)
+        if props.1 == UNKNOWN_STACK {
+            place_externs(recs, list, true, index);
+            kernel_records(recs, props);
+        } else {
+            let new_barriers = props.2 > 0 && !recs.iter().any(|r| r.attr == info::NUM_BARRIERS);
+            let fits = list.len() <= self.extern_slots[f];
+            kernel_records(recs, props);
+            place_externs(recs, list, fits || !new_barriers, index);
+        }
     }
 
     /// Whether a function no input defines is named by a live function's list.
@@ -93,9 +128,15 @@ impl Merger<'_> {
     }
 }
 
-/// Puts `list` into `recs` (records in output order): in place of the EXTERNS record,
-/// else at the end; no record for an empty list. `index` maps an output index.
-pub(super) fn place_externs(recs: &mut Vec<Record>, list: &[u32], index: impl Fn(u32) -> u32) {
+/// Puts `list` into `recs` (records in output order): in place of the EXTERNS record
+/// while some of its own entries stay (`in_place`), else at the end; no record for an
+/// empty list. `index` maps an output index.
+fn place_externs(
+    recs: &mut Vec<Record>,
+    list: &[u32],
+    in_place: bool,
+    index: impl Fn(u32) -> u32,
+) {
     let at = recs.iter().position(|r| r.attr == info::EXTERNS);
     if let Some(at) = at {
         recs.remove(at);
@@ -105,7 +146,7 @@ pub(super) fn place_externs(recs: &mut Vec<Record>, list: &[u32], index: impl Fn
     }
     let payload = list.iter().flat_map(|&o| index(o).to_le_bytes()).collect();
     let r = Record::sval(info::EXTERNS, payload);
-    match at {
+    match at.filter(|_| in_place) {
         Some(at) => recs.insert(at, r),
         None => recs.push(r),
     }

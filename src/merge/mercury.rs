@@ -694,10 +694,8 @@ impl Merger<'_> {
                 recs.push(r);
             }
             recs.reverse();
-            if exec && self.funcs[f].entry {
-                kernel_records(&mut recs, self.props[&f]);
-            }
-            super::externs::place_externs(&mut recs, &self.externs[f], remap);
+            let kernel = (exec && self.funcs[f].entry).then(|| self.props[&f]);
+            self.finish_records(f, &mut recs, kernel, remap);
             let mut o = new(&name, ".nv.merc.nv.info.", SHT_MERC_INFO);
             o.flags |= SHF_INFO_LINK;
             o.link = Ref::Section(symtab);

@@ -132,6 +132,8 @@ struct CallLists {
     func_of_node: HashMap<usize, usize>,
     /// Each live function's call list, as node numbers, in the order they were added.
     calls: Vec<Vec<usize>>,
+    /// Each global name's node number (0: not a function).
+    of_global: Vec<usize>,
 }
 
 impl CallLists {
@@ -424,6 +426,8 @@ struct Merger<'a> {
     externs: Vec<Vec<u32>>,
     /// Each live function's own `EXTERNS` entries that stay, as input symbols.
     extern_refs: Vec<Vec<SymKey>>,
+    /// Each function's own `EXTERNS` record's entry count (0 without one).
+    extern_slots: Vec<usize>,
     /// The functions no input defines that those entries name (representatives).
     driver_functions: HashSet<SymKey>,
     /// (registers, stack, barriers) over each live kernel's call tree (`info`).
@@ -489,6 +493,7 @@ impl<'a> Merger<'a> {
             props: HashMap::default(),
             externs: Vec::new(),
             extern_refs: Vec::new(),
+            extern_slots: Vec::new(),
             driver_functions: HashSet::default(),
         }
     }
@@ -1568,6 +1573,11 @@ impl<'a> Merger<'a> {
             {
                 continue;
             }
+            // (a function no input defines stays while a live function's EXTERNS list
+            // names it)
+            if exec && !s.defined() && s.ty == STT_FUNC && !self.is_driver_function(k) {
+                continue;
+            }
             let o = if s.defined() {
                 self.out_symbol(k)
             } else {
@@ -2171,10 +2181,8 @@ impl<'a> Merger<'a> {
             tail = rest;
         }
         recs.reverse();
-        if exec && self.funcs[f].entry {
-            kernel_records(&mut recs, props[&f]);
-        }
-        externs::place_externs(&mut recs, &self.externs[f], |o| o);
+        let kernel = (exec && self.funcs[f].entry).then(|| props[&f]);
+        self.finish_records(f, &mut recs, kernel, |o| o);
         recs.extend(tail);
         let mut o = OutSection::new(&s.name, SHT_CUDA_INFO, SHF_INFO_LINK);
         o.align = 4;
@@ -2416,13 +2424,15 @@ impl<'a> Merger<'a> {
             node,
             func_of_node,
             calls,
+            of_global,
         })
     }
 
     /// `-dump-callgraph` as nvlink prints it (both spellings print demangled names): the
     /// nodes of [`Self::call_lists`], a removed or undefined function's as its number
-    /// alone, a function's calls last added first; `^` marks kernels and `&` functions
-    /// whose address is taken. Then the register propagation lines.
+    /// alone (a function no input defines that a live `EXTERNS` list names as `N: name ->`),
+    /// a function's calls last added first; `^` marks kernels and `&` functions whose
+    /// address is taken. Then the register propagation lines.
     fn dump_callgraph(&self) -> Result<()> {
         use crate::demangle::demangle;
         let cl = self.call_lists()?;
@@ -2431,14 +2441,15 @@ impl<'a> Merger<'a> {
             if !self.live[f] {
                 continue;
             }
+            // (a kernel whose address is taken, one launched from the device, is `^&`)
             let marks = format!(
                 "{}{}",
+                if func.entry { "^" } else { "" },
                 if self.address_taken.contains(&f) {
                     "&"
                 } else {
                     ""
-                },
-                if func.entry { "^" } else { "" }
+                }
             );
             let text: String = cl.calls[f].iter().rev().map(|n| format!(" {n}")).collect();
             lines[cl.node[f] - 1] = format!(
@@ -2446,6 +2457,13 @@ impl<'a> Merger<'a> {
                 demangle(&self.sym(func.key).name),
                 func.regs
             );
+        }
+        // (a function no input defines shows its name while a live function's EXTERNS
+        // list names it: the driver's)
+        for (g, global) in self.globals.iter().enumerate() {
+            if global.def.is_none() && cl.of_global[g] > 0 && self.is_driver_function(global.first) {
+                lines[cl.of_global[g] - 1] = format!("{} ->", demangle(global.name));
+            }
         }
         let target = self.opts.target.map(|a| a.to_string()).unwrap_or_default();
         let mut text = format!(
