@@ -116,7 +116,8 @@ impl Merger<'_> {
             kernel_records(recs, props);
         } else {
             let new_barriers = props.2 > 0 && !recs.iter().any(|r| r.attr == info::NUM_BARRIERS);
-            let fits = list.len() <= self.extern_slots[f];
+            // (in nvlink's sm_100+ layout the record stays where it is)
+            let fits = list.len() <= self.extern_slots[f] || self.mercury_layout;
             kernel_records(recs, props);
             place_externs(recs, list, fits || !new_barriers, index);
         }
