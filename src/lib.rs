@@ -216,9 +216,10 @@ fn link_phases(
     })?;
     // no input with code for the target (each reported by a warning): nvlink writes an
     // image without code, and so does the merge
+    let described = lto_cubins.is_empty() && units.iter().all(|u| u.system || u.host);
     let inputs = timings.phase("assemble", || objects(req, diag, units, lto_cubins, cache))?;
     let mut options = merge_options(req);
-    options.kernels = kernel_filter(req, &hosts);
+    options.kernels = kernel_filter(req, &hosts, described);
     options.lto_from = lto_from;
     let (image, steps) =
         timings.phase("merge", || merge::link_with_steps(&inputs, &options, diag))?;
@@ -269,12 +270,19 @@ fn merge_options(req: &LinkRequest) -> merge::MergeOptions {
 }
 
 /// The kernels a link keeps: `-kernels-used` when given; else the kernels named in the
-/// host-reference tables when they apply (nvlink then drops every other kernel).
-fn kernel_filter(req: &LinkRequest, hosts: &[lto::pool::HostInfo]) -> Option<lto::HostRefs> {
+/// host-reference tables when they apply (nvlink then drops every other kernel) and
+/// speak for all the code merged (`described`: every unit but libcudadevrt's comes from
+/// a host object). A cubin, PTX or fatbin file, or libNVVM's output in a partial-LTO
+/// link, has no tables, and nvlink then keeps every kernel, in every unit.
+fn kernel_filter(
+    req: &LinkRequest,
+    hosts: &[lto::pool::HostInfo],
+    described: bool,
+) -> Option<lto::HostRefs> {
     if !req.kernels_used.is_empty() {
         return Some(lto::HostRefs::from_used(&req.kernels_used, &[]));
     }
-    host_tables_apply(req, hosts).then(|| {
+    (described && host_tables_apply(req, hosts)).then(|| {
         lto::HostRefs::from_tables(
             hosts
                 .iter()

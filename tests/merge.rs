@@ -247,6 +247,146 @@ fn links_equivalent_to_nvlink() {
             "dynamic shared, windows grown, -g",
             args(&["-g", "-arch=sm_90", "dyn2_90.cubin", "dyn3_90.cubin"]),
         ),
+        // programs that use the driver: managed variables (st_other MANAGED), printf,
+        // assert, malloc/free, device new/delete, virtual functions, a function-pointer
+        // table (EXTERNS records and .nv.prototype entries for the functions the driver
+        // provides, a kernel's list with those of its call tree); warp primitives,
+        // scoped atomics, a grid barrier, clusters at sm_90 (not at sm_100+, where
+        // nvlink's code for the cluster and system-scope atomics kernels differs from
+        // ptxas', see DESIGN.md)
+        (
+            "driver functions and managed variables sm_75",
+            args(&[
+                "-arch=sm_75",
+                "managed_75.cubin",
+                "virt_75.cubin",
+                "coop_75.cubin",
+            ]),
+        ),
+        (
+            "driver functions and managed variables sm_90",
+            args(&[
+                "-arch=sm_90",
+                "managed_90.cubin",
+                "virt_90.cubin",
+                "coop_90.cubin",
+            ]),
+        ),
+        (
+            "driver functions and managed variables sm_100",
+            args(&["-arch=sm_100", "managed_100.cubin", "virt_100.cubin"]),
+        ),
+        (
+            "driver functions and managed variables sm_120",
+            args(&["-arch=sm_120", "virt_120.cubin", "managed_120.cubin"]),
+        ),
+        (
+            "managed and plain references to one variable",
+            args(&["-arch=sm_90", "managed_90.cubin", "unmanaged_90.cubin"]),
+        ),
+        (
+            "plain and managed references to one variable",
+            args(&["-arch=sm_90", "unmanaged_90.cubin", "managed_90.cubin"]),
+        ),
+        // register limits across units: nvlink's error for each raise of a kernel's
+        // register count above its MAXREG_COUNT, in its propagation order
+        (
+            "register limit, callee in a cubin",
+            args(&[
+                "-arch=sm_90",
+                "regk_90.cubin",
+                "regh_90.cubin",
+                "regh2_90.cubin",
+            ]),
+        ),
+        (
+            "register limit, callees in input order",
+            args(&[
+                "-arch=sm_90",
+                "regh2_90.cubin",
+                "regh_90.cubin",
+                "regk_90.cubin",
+            ]),
+        ),
+        (
+            "register limit, callee assembled from PTX",
+            args(&["-arch=sm_90", "regk_90.cubin", "regh.ptx", "regh2_90.cubin"]),
+        ),
+        // kernels the host never launches: dropped when the host objects' tables speak
+        // for all the code, kept (in every unit) beside a file without tables and in
+        // partial LTO
+        (
+            "unlaunched kernels, host objects",
+            args(&[
+                "-arch=sm_90",
+                "launch1_dc.o",
+                "launch2_dc.o",
+                &lib,
+                "-lcudadevrt",
+            ]),
+        ),
+        (
+            "unlaunched kernels, a host object and a cubin",
+            args(&["-arch=sm_90", "launch1_dc.o", "launch2_90.cubin"]),
+        ),
+        (
+            "unlaunched kernels, a host object and a cubin sm_100",
+            args(&["-arch=sm_100", "launch1_dc100.o", "launch2_100.cubin"]),
+        ),
+        (
+            "unlaunched kernels, a host object and PTX",
+            args(&["-arch=sm_90", "launch2.ptx", "launch1_dc.o"]),
+        ),
+        (
+            "unlaunched kernels, a host object and a fatbin",
+            args(&["-arch=sm_90", "launch1_dc.o", "launch2.fatbin"]),
+        ),
+        (
+            "unlaunched kernels, whole LTO",
+            args(&[
+                "-arch=sm_90",
+                "-dlto",
+                &nvvm,
+                "launch1_lto.o",
+                "launch2_lto.o",
+                &lib,
+                "-lcudadevrt",
+            ]),
+        ),
+        (
+            "unlaunched kernels, partial LTO",
+            args(&[
+                "-arch=sm_90",
+                "-dlto",
+                &nvvm,
+                "launch1_lto.o",
+                "launch2_dc.o",
+                &lib,
+                "-lcudadevrt",
+            ]),
+        ),
+        (
+            "unlaunched kernels, partial LTO, IR second",
+            args(&[
+                "-arch=sm_90",
+                "-dlto",
+                &nvvm,
+                "launch2_dc.o",
+                "launch1_lto.o",
+                &lib,
+                "-lcudadevrt",
+            ]),
+        ),
+        (
+            "unlaunched kernels, partial LTO with a cubin",
+            args(&[
+                "-arch=sm_90",
+                "-dlto",
+                &nvvm,
+                "launch1_lto.o",
+                "launch2_90.cubin",
+            ]),
+        ),
         // sm_100+: the capsule-Mercury sections merged beside the SASS, nvlink's
         // sm_100 layout
         (

@@ -46,6 +46,9 @@ pub const STT_FUNC: u8 = 2;
 pub const STT_SECTION: u8 = 3;
 pub use super::{STO_CUDA_ENTRY as STO_ENTRY, STT_CUDA_OBJECT};
 pub const STO_SHARED: u8 = 0x40;
+/// `st_other` bit of `__managed__` variables (kept in executables, where the memory-space
+/// bits above it are dropped; the driver maps such a variable as managed memory).
+pub const STO_MANAGED: u8 = 0x04;
 pub const SHN_UNDEF: u16 = 0;
 
 /// The constant bank a section type stands for (`.nv.constantN` has type 0x70000064 + N).

@@ -1,8 +1,8 @@
 //! Equivalence of two linked cubins, the judgement the differential tests make against
 //! nvlink's output: the same ELF header fields, the same sections by name (type, flags,
-//! size; string tables by content set only), the same code bytes per function, the same
-//! `.nv.info` records per function and globally (symbol indices compared by name), the
-//! same symbols (name, type, binding, st_other, section name, value, size) and the same
+//! alignment, size; string tables by content set only), the same code bytes per function,
+//! the same `.nv.info` records per function and globally (symbol indices compared by
+//! name, the `EXTERNS` lists too), the same symbols (name, type, binding, st_other, section name, value, size) and the same
 //! relocations (section, offset, type, symbol name, addend). Orders may differ; a
 //! byte-for-byte comparison is reported separately. A tool note that differs only in
 //! its recorded command line is a note, not a difference.
@@ -87,7 +87,12 @@ fn info_view(c: &Cubin, s: &Section) -> Result<Vec<String>> {
     Ok(recs
         .iter()
         .map(|r| {
-            if r.has_symbol() {
+            if r.attr == info::EXTERNS {
+                let names: Vec<String> = (r.payload.chunks_exact(4))
+                    .map(|e| sym_name_in(c, is_merc(s), u32::from_le_bytes(e.try_into().unwrap())))
+                    .collect();
+                format!("{:#x} externs {}", r.attr, names.join(" "))
+            } else if r.has_symbol() {
                 let sym = u32::from_le_bytes(r.payload[..4].try_into().unwrap());
                 format!(
                     "{:#x} {} {}",
@@ -168,10 +173,10 @@ pub fn compare(expected: &[u8], actual: &[u8]) -> Result<Report> {
         }
         for (&x, &y) in ei.iter().zip(ai) {
             let (sx, sy) = (&e.sections[x], &a.sections[y]);
-            if (sx.ty, sx.flags) != (sy.ty, sy.flags) {
+            if (sx.ty, sx.flags, sx.align) != (sy.ty, sy.flags, sy.align) {
                 diff(format!(
-                    "section {name}: type/flags {:#x}/{:#x} vs {:#x}/{:#x}",
-                    sx.ty, sx.flags, sy.ty, sy.flags
+                    "section {name}: type/flags/align {:#x}/{:#x}/{} vs {:#x}/{:#x}/{}",
+                    sx.ty, sx.flags, sx.align, sy.ty, sy.flags, sy.align
                 ));
             }
             let strings = sx.ty == SHT_STRTAB;

@@ -23,6 +23,9 @@ pub struct Unit {
     pub origin: String,
     pub source: Source,
     pub system: bool,
+    /// From a host object (nvcc `-dc`), whose host-reference tables speak for it; a
+    /// cubin, PTX or fatbin file has none.
+    pub host: bool,
 }
 
 /// `lto`: units with IR for the target went to libNVVM and are left out here.
@@ -90,6 +93,7 @@ fn unit(
                 origin: n.origin.clone(),
                 source: Source::Cubin(bytes),
                 system,
+                host: matches!(n.item, Item::HostObject { .. }),
             });
         }
         return Ok(());
@@ -104,6 +108,7 @@ fn unit(
             origin: n.origin.clone(),
             source: Source::Ptx(c.bytes(origin)?),
             system,
+            host: matches!(n.item, Item::HostObject { .. }),
         });
         return Ok(());
     }

@@ -23,7 +23,7 @@
 //!   CIE pointers are applied, a removed function's FDE gets a zero range; unified
 //!   address pairs become plain ones; the rest stay, in reverse order, as on the SASS side;
 //! * `.nv.merc.nv.info` and `.nv.merc.nv.callgraph` are the SASS ones over the Mercury
-//!   symbols; per-function records are reversed, `EXTERNS` dropped, kernels' barrier
+//!   symbols; per-function records are reversed, `EXTERNS` as on the SASS side, kernels' barrier
 //!   and stack records propagated as on the SASS side.
 
 use super::*;
@@ -382,12 +382,13 @@ impl Merger<'_> {
                     };
                     let id = *by_name.entry(s.name.clone()).or_insert_with(|| {
                         let mut o = OutSection::new(&s.name, s.ty, s.flags);
-                        o.align = s.align;
                         o.alias = Some(out);
                         self.out.push(o);
                         self.section_symbol.push(false);
                         self.out.len() - 1
                     });
+                    // (aligned as the strictest input's view, as the SASS section is)
+                    self.out[id].align = self.out[id].align.max(s.align);
                     placed.insert((i, si), (id, at));
                     view_of.insert(out, id);
                     continue;
@@ -690,9 +691,6 @@ impl Merger<'_> {
             let f = self.func_of_text[&(i, text)];
             let mut recs = Vec::new();
             for mut r in info::parse(c.bytes(ms), &c.origin, &ms.name, ms.offset)? {
-                if r.attr == info::EXTERNS {
-                    continue;
-                }
                 if r.has_symbol() {
                     let k = r.payload.u32_at(0).unwrap_or(0) as usize;
                     let v = merc_out(self, i, k).unwrap_or(0);
@@ -701,9 +699,8 @@ impl Merger<'_> {
                 recs.push(r);
             }
             recs.reverse();
-            if exec && self.funcs[f].entry {
-                kernel_records(&mut recs, self.props[&f]);
-            }
+            let kernel = (exec && self.funcs[f].entry).then(|| self.props[&f]);
+            self.finish_records(f, &mut recs, kernel, remap);
             let mut o = new(&name, ".nv.merc.nv.info.", SHT_MERC_INFO);
             o.flags |= SHF_INFO_LINK;
             o.link = Ref::Section(symtab);

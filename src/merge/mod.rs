@@ -7,8 +7,10 @@
 //! resolve relocations (apply the link-time ones, keep the driver's), rebuild `.nv.info`,
 //! `.nv.callgraph`, `.nv.prototype`, notes and symbols, and hand the image to the writer.
 
+mod externs;
 pub mod gather;
 mod mercury;
+mod reglimit;
 pub mod resources;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -141,6 +143,8 @@ struct CallLists {
     func_of_node: HashMap<usize, usize>,
     /// Each live function's call list, as node numbers, in the order they were added.
     calls: Vec<Vec<usize>>,
+    /// Each global name's node number (0: not a function).
+    of_global: Vec<usize>,
 }
 
 impl CallLists {
@@ -248,6 +252,8 @@ pub fn link_with_steps(
     lap("resolve");
     m.functions()?;
     m.reach();
+    m.check_register_limits()?;
+    m.read_externs()?;
     lap("functions");
     m.undefined()?;
     lap("undefined");
@@ -433,6 +439,14 @@ struct Merger<'a> {
     mercury_layout: bool,
     /// The capsule-Mercury symbol table, built by `mercury`.
     merc_symbols: Option<(usize, Vec<OutSymbol>)>,
+    /// Each function's `EXTERNS` list, output symbol indices (`info`, `externs.rs`).
+    externs: Vec<Vec<u32>>,
+    /// Each live function's own `EXTERNS` entries that stay, as input symbols.
+    extern_refs: Vec<Vec<SymKey>>,
+    /// Each function's own `EXTERNS` record's entry count (0 without one).
+    extern_slots: Vec<usize>,
+    /// The functions no input defines that those entries name (representatives).
+    driver_functions: HashSet<SymKey>,
     /// (registers, stack, barriers) over each live kernel's call tree (`info`).
     props: HashMap<usize, (u32, u32, u32)>,
     /// Debug links: the section each shared variable's symbol goes in (its one kernel's
@@ -494,6 +508,10 @@ impl<'a> Merger<'a> {
             shared_reserve: 0,
             debug_shared_holds_variables: false,
             props: HashMap::default(),
+            externs: Vec::new(),
+            extern_refs: Vec::new(),
+            extern_slots: Vec::new(),
+            driver_functions: HashSet::default(),
         }
     }
 
@@ -508,6 +526,15 @@ impl<'a> Merger<'a> {
     }
     fn origin(&self, i: usize) -> &'a str {
         &self.inputs[i].cubin.origin
+    }
+
+    /// Function `f`'s `.nv.info.<fn>` section in its input, if it has one.
+    fn info_section_of(&self, f: usize) -> Option<&'a Section> {
+        let c = &self.inputs[self.funcs[f].key.0].cubin;
+        let text = self.funcs[f].text;
+        c.sections.iter().find(|s| {
+            s.ty == SHT_CUDA_INFO && s.info as usize == text && s.flags & SHF_INFO_LINK != 0
+        })
     }
 
     /// The register count ptxas recorded for a function (global REGCOUNT record).
@@ -578,6 +605,14 @@ impl<'a> Merger<'a> {
             if p.size != 0 && s.size != 0 && p.size != s.size && !is_table_symbol(&s.name) {
                 self.diag.error(&format!(
                     "Size doesn't match for '{}' in '{}', first specified in '{}'",
+                    s.name,
+                    here,
+                    self.origin(prev.0)
+                ));
+            }
+            if (p.other ^ s.other) & STO_MANAGED != 0 {
+                self.diag.error(&format!(
+                    "Managed attribute doesn't match for '{}' in '{}', first specified in '{}'",
                     s.name,
                     here,
                     self.origin(prev.0)
@@ -1236,6 +1271,10 @@ impl<'a> Merger<'a> {
             for &v in &s.vars {
                 place(self, &mut at, &mut win, v, o);
             }
+            // (a kernel's window is as aligned as its slots, not only its variables)
+            for &k in &s.kernels {
+                win[k].1 = win[k].1.max(s.align);
+            }
         }
         // 2. each kernel's own variables: its function's locals, then the others
         let mut own: Vec<Vec<SymKey>> = vec![Vec::new(); kernels.len()];
@@ -1566,6 +1605,11 @@ impl<'a> Merger<'a> {
             {
                 continue;
             }
+            // (a function no input defines stays while a live function's EXTERNS list
+            // names it)
+            if exec && !s.defined() && s.ty == STT_FUNC && !self.is_driver_function(k) {
+                continue;
+            }
             let o = if s.defined() {
                 self.out_symbol(k)
             } else {
@@ -1581,7 +1625,11 @@ impl<'a> Merger<'a> {
                     } else {
                         s.ty
                     },
-                    other: if exec { s.other & STO_ENTRY } else { s.other },
+                    other: if exec {
+                        s.other & (STO_ENTRY | STO_MANAGED)
+                    } else {
+                        s.other
+                    },
                     section: None,
                 })
             };
@@ -1681,7 +1729,11 @@ impl<'a> Merger<'a> {
             } else {
                 s.ty
             },
-            other: if exec { s.other & STO_ENTRY } else { s.other },
+            other: if exec {
+                s.other & (STO_ENTRY | STO_MANAGED)
+            } else {
+                s.other
+            },
             section,
         })
     }
@@ -2004,6 +2056,7 @@ impl<'a> Merger<'a> {
             kernels.into_iter().zip(props).collect()
         };
         let props = std::mem::take(&mut self.props);
+        self.externs = self.extern_lists();
         let mut global: Vec<Record> = Vec::new();
         for i in 0..self.inputs.len() {
             let c = &self.inputs[i].cubin;
@@ -2119,7 +2172,7 @@ impl<'a> Merger<'a> {
     }
 
     /// Function `f`'s `.nv.info.<fn>` in the output, if it has one: its records with the
-    /// symbols renumbered, `EXTERNS` dropped, in nvlink's order, a kernel's with what
+    /// symbols renumbered, `EXTERNS` as `externs` says, in nvlink's order, a kernel's with what
     /// its call tree needs (`props`).
     fn function_info_section(
         &self,
@@ -2133,17 +2186,11 @@ impl<'a> Merger<'a> {
         let (i, _) = self.funcs[f].key;
         let c = &self.inputs[i].cubin;
         let text = self.funcs[f].text;
-        let Some(si) = c.sections.iter().position(|s| {
-            s.ty == SHT_CUDA_INFO && s.info as usize == text && s.flags & SHF_INFO_LINK != 0
-        }) else {
+        let Some(s) = self.info_section_of(f) else {
             return Ok(None);
         };
-        let s = &c.sections[si];
         let mut recs = Vec::new();
         for mut r in info::parse(c.bytes(s), &c.origin, &s.name, s.offset)? {
-            if r.attr == info::EXTERNS {
-                continue;
-            }
             if r.attr == info::PARAM_CBANK && r.payload.len() >= 4 {
                 let sym = r.payload.u32_at(0).unwrap_or(0) as usize;
                 if sym < c.symbols.len()
@@ -2168,9 +2215,8 @@ impl<'a> Merger<'a> {
             tail = rest;
         }
         recs.reverse();
-        if exec && self.funcs[f].entry {
-            kernel_records(&mut recs, props[&f]);
-        }
+        let kernel = (exec && self.funcs[f].entry).then(|| props[&f]);
+        self.finish_records(f, &mut recs, kernel, |o| o);
         recs.extend(tail);
         let mut o = OutSection::new(&s.name, SHT_CUDA_INFO, SHF_INFO_LINK);
         o.align = 4;
@@ -2412,13 +2458,15 @@ impl<'a> Merger<'a> {
             node,
             func_of_node,
             calls,
+            of_global,
         })
     }
 
     /// `-dump-callgraph` as nvlink prints it (both spellings print demangled names): the
     /// nodes of [`Self::call_lists`], a removed or undefined function's as its number
-    /// alone, a function's calls last added first; `^` marks kernels and `&` functions
-    /// whose address is taken. Then the register propagation lines.
+    /// alone (a function no input defines that a live `EXTERNS` list names as `N: name ->`),
+    /// a function's calls last added first; `^` marks kernels and `&` functions whose
+    /// address is taken. Then the register propagation lines.
     fn dump_callgraph(&self) -> Result<()> {
         use crate::demangle::demangle;
         let cl = self.call_lists()?;
@@ -2427,14 +2475,15 @@ impl<'a> Merger<'a> {
             if !self.live[f] {
                 continue;
             }
+            // (a kernel whose address is taken, one launched from the device, is `^&`)
             let marks = format!(
                 "{}{}",
+                if func.entry { "^" } else { "" },
                 if self.address_taken.contains(&f) {
                     "&"
                 } else {
                     ""
-                },
-                if func.entry { "^" } else { "" }
+                }
             );
             let text: String = cl.calls[f].iter().rev().map(|n| format!(" {n}")).collect();
             lines[cl.node[f] - 1] = format!(
@@ -2443,7 +2492,13 @@ impl<'a> Merger<'a> {
                 func.regs
             );
         }
-        let edges: Vec<Vec<usize>> = (0..self.funcs.len()).map(|f| cl.callees(f)).collect();
+        // (a function no input defines shows its name while a live function's EXTERNS
+        // list names it: the driver's)
+        for (g, global) in self.globals.iter().enumerate() {
+            if global.def.is_none() && cl.of_global[g] > 0 && self.is_driver_function(global.first) {
+                lines[cl.of_global[g] - 1] = format!("{} ->", demangle(global.name));
+            }
+        }
         let target = self.opts.target.map(|a| a.to_string()).unwrap_or_default();
         let mut text = format!(
             "callgraph for {target}:\n# A: s -> B // s (number A) potentially calls B\n# s [N]     // s uses N registers\n# ^s        // s is entry point\n# &s        // s has address taken\n"
@@ -2451,40 +2506,12 @@ impl<'a> Merger<'a> {
         for (n, line) in lines.iter().enumerate() {
             text += &format!("{}: {line}\n", n + 1);
         }
-        // then nvlink's register propagation, as it reports it: functions in output
-        // section order (inputs in order, each in symbol order), each raising the kernels that reach it (last numbered first)
-        // to its own count when that is higher
-        let mut entries: Vec<usize> = (0..self.funcs.len())
-            .filter(|&f| self.live[f] && self.funcs[f].entry)
-            .collect();
-        entries.sort_by_key(|&e| std::cmp::Reverse(cl.node[e]));
-        let reaches: Vec<HashSet<usize>> = entries
-            .iter()
-            .map(|&e| {
-                let mut seen = HashSet::default();
-                let mut stack = vec![e];
-                while let Some(f) = stack.pop() {
-                    if seen.insert(f) {
-                        stack.extend(edges[f].iter().copied());
-                    }
-                }
-                seen
-            })
-            .collect();
-        let mut current: Vec<u32> = entries.iter().map(|&e| self.funcs[e].regs).collect();
-        let order = (0..self.funcs.len()).filter(|&f| self.live[f] && !self.funcs[f].entry);
-        for f in order {
-            let regs = self.funcs[f].regs;
-            for (k, &e) in entries.iter().enumerate() {
-                if reaches[k].contains(&f) && regs > current[k] {
-                    current[k] = regs;
-                    text += &format!(
-                        "regcount {regs} for {} propagated to entry {}\n",
-                        demangle(&self.sym(self.funcs[f].key).name),
-                        demangle(&self.sym(self.funcs[e].key).name)
-                    );
-                }
-            }
+        for (e, f, regs) in self.register_propagation(&cl) {
+            text += &format!(
+                "regcount {regs} for {} propagated to entry {}\n",
+                demangle(&self.sym(self.funcs[f].key).name),
+                demangle(&self.sym(self.funcs[e].key).name)
+            );
         }
         crate::diag::to_stderr(&text);
         Ok(())
@@ -2606,9 +2633,13 @@ impl<'a> Merger<'a> {
 
     /// Whether a `.nv.prototype` entry stays: its function is live and its address is
     /// not taken (those have their prototype in `.nv.callgraph`).
+    /// A function no input defines (one the driver provides: malloc, vprintf, ...)
+    /// keeps its entry while a live function's `EXTERNS` list names it.
     fn prototype_kept(&self, k: SymKey) -> bool {
-        self.func_of(k)
-            .is_some_and(|f| self.live[f] && !self.address_taken.contains(&f))
+        match self.func_of(k) {
+            Some(f) => self.live[f] && !self.address_taken.contains(&f),
+            None => self.is_driver_function(k),
+        }
     }
 
     /// Whether some input's prototype table has an entry that stays (a libNVVM partial
@@ -2623,11 +2654,7 @@ impl<'a> Merger<'a> {
                 .any(|ps| {
                     c.bytes(ps).chunks_exact(8).any(|e| {
                         let sym = e.u32_at(0).unwrap_or(0) as usize;
-                        sym < c.symbols.len()
-                            && (self.prototype_kept((i, sym))
-                                || !c.symbols[sym].defined()
-                                    && self.func_of((i, sym)).is_none()
-                                    && !self.symbol_is_dead((i, sym)))
+                        sym < c.symbols.len() && self.prototype_kept((i, sym))
                     })
                 })
         })

@@ -1,0 +1,154 @@
+//! `EIATTR_EXTERNS` (0x0F) in the output, as nvlink 13.5 writes it. A function's record
+//! lists the functions it calls that are undefined in its input; in the image only those
+//! no input defines stay (the ones the driver provides: `malloc`, `free`, `vprintf`,
+//! `__assertfail`, the device runtime's system calls) and kernels (launched from the
+//! device), by output symbol index, in the record's order. A kernel's list then takes,
+//! function by function in output order over its call tree, the entries of their lists
+//! it does not have yet. A record stays in place, but a kernel's whose list outgrew it
+//! moves after a new barrier count (one the kernel gets from its call tree), unless the
+//! kernel's call tree recurses; a new record goes at the end (before a new barrier
+//! count when the call tree recurses). A list left empty has no record. (The placement
+//! rules were read off nvlink's output for 60 generated programs.) `.nv.prototype` keeps the entries of the
+//! functions no input defines that a live function's list names.
+
+use super::*;
+
+impl Merger<'_> {
+    /// Reads each live function's own list (before the symbols are numbered: the
+    /// prototype table needs to know which driver functions are named).
+    pub(super) fn read_externs(&mut self) -> Result<()> {
+        let own: Vec<(Vec<SymKey>, usize)> = (0..self.funcs.len())
+            .into_par_iter()
+            .map(|f| self.own_externs(f))
+            .collect::<Result<_>>()?;
+        (self.extern_refs, self.extern_slots) = own.into_iter().unzip();
+        self.driver_functions = (self.extern_refs.iter().flatten())
+            .filter(|&&k| self.target(k).is_none())
+            .map(|&k| self.representative(k))
+            .collect();
+        Ok(())
+    }
+
+    /// The list of every live function, as output symbol indices, by function.
+    pub(super) fn extern_lists(&self) -> Vec<Vec<u32>> {
+        let own: Vec<Vec<u32>> = (self.extern_refs.iter())
+            .map(|l| {
+                let mut out: Vec<u32> = Vec::with_capacity(l.len());
+                for o in l.iter().filter_map(|&k| self.out_index(k)) {
+                    if !out.contains(&(o as u32 + 1)) {
+                        out.push(o as u32 + 1);
+                    }
+                }
+                out
+            })
+            .collect();
+        if self.opts.relocatable || own.iter().all(|l| l.is_empty()) {
+            return own;
+        }
+        (0..self.funcs.len())
+            .into_par_iter()
+            .map(|f| {
+                let mut list = own[f].clone();
+                if self.live[f] && self.funcs[f].entry {
+                    for g in self.reachable_from(f) {
+                        for &o in &own[g] {
+                            if !list.contains(&o) {
+                                list.push(o);
+                            }
+                        }
+                    }
+                }
+                list
+            })
+            .collect()
+    }
+
+    /// Function `f`'s own record: the entries that stay, as input symbols, and how many
+    /// it has.
+    fn own_externs(&self, f: usize) -> Result<(Vec<SymKey>, usize)> {
+        if !self.live[f] {
+            return Ok((Vec::new(), 0));
+        }
+        let (i, _) = self.funcs[f].key;
+        let c = &self.inputs[i].cubin;
+        let Some(s) = self.info_section_of(f) else {
+            return Ok((Vec::new(), 0));
+        };
+        let mut list = Vec::new();
+        let mut slots = 0;
+        for r in info::parse(c.bytes(s), &c.origin, &s.name, s.offset)? {
+            if r.attr != info::EXTERNS {
+                continue;
+            }
+            slots += r.payload.len() / 4;
+            for e in r.payload.chunks_exact(4) {
+                let k = (i, e.u32_at(0).unwrap_or(0) as usize);
+                if k.1 < c.symbols.len()
+                    && (self.target(k).is_none()
+                        || self.func_of(k).is_some_and(|g| self.funcs[g].entry))
+                {
+                    list.push(k);
+                }
+            }
+        }
+        Ok((list, slots))
+    }
+
+    /// Function `f`'s records (in output order) finished: its `EXTERNS` list (`index`
+    /// maps an output index) and, for a kernel (`props`), what its call tree needs.
+    pub(super) fn finish_records(
+        &self,
+        f: usize,
+        recs: &mut Vec<Record>,
+        props: Option<(u32, u32, u32)>,
+        index: impl Fn(u32) -> u32,
+    ) {
+        let (list, own) = (&self.externs[f], !self.extern_refs[f].is_empty());
+        let Some(props) = props else {
+            place_externs(recs, list, own, index);
+            return;
+        };
+        // (a kernel whose call tree recurses keeps its record in place, and a new one
+        // comes before a new barrier count; another's record moves after a new barrier
+        // count when its list outgrew it)
+        if props.1 == UNKNOWN_STACK {
+            place_externs(recs, list, true, index);
+            kernel_records(recs, props);
+        } else {
+            let new_barriers = props.2 > 0 && !recs.iter().any(|r| r.attr == info::NUM_BARRIERS);
+            // (in nvlink's sm_100+ layout the record stays where it is)
+            let fits = list.len() <= self.extern_slots[f] || self.mercury_layout;
+            kernel_records(recs, props);
+            place_externs(recs, list, fits || !new_barriers, index);
+        }
+    }
+
+    /// Whether a function no input defines is named by a live function's list.
+    pub(super) fn is_driver_function(&self, k: SymKey) -> bool {
+        self.target(k).is_none() && self.driver_functions.contains(&self.representative(k))
+    }
+}
+
+/// Puts `list` into `recs` (records in output order): in place of the EXTERNS record
+/// while some of its own entries stay (`in_place`), else at the end; no record for an
+/// empty list. `index` maps an output index.
+fn place_externs(
+    recs: &mut Vec<Record>,
+    list: &[u32],
+    in_place: bool,
+    index: impl Fn(u32) -> u32,
+) {
+    let at = recs.iter().position(|r| r.attr == info::EXTERNS);
+    if let Some(at) = at {
+        recs.remove(at);
+    }
+    if list.is_empty() {
+        return;
+    }
+    let payload = list.iter().flat_map(|&o| index(o).to_le_bytes()).collect();
+    let r = Record::sval(info::EXTERNS, payload);
+    match at.filter(|_| in_place) {
+        Some(at) => recs.insert(at, r),
+        None => recs.push(r),
+    }
+}

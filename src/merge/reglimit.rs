@@ -1,0 +1,105 @@
+//! Register counts across the link, as nvlink 13.5 propagates and checks them. A kernel
+//! takes the register count of the functions it reaches: nvlink goes through the live
+//! functions in output order (inputs in order, each in symbol order) and raises each
+//! kernel reaching one (kernels last numbered in its call graph first) to that
+//! function's count when it is higher (`-dump-callgraph` prints each raise). A kernel
+//! whose `.nv.info` has a `MAXREG_COUNT` record (ptxas' `-maxrregcount`, or what
+//! `__launch_bounds__` allows) may not be raised above it: each such raise is an error
+//! (`entry function '…' with max regcount of N calls function '…' with regcount of M`,
+//! exit 255, no output); a function of the kernel's own unit is already under the
+//! limit, so only other inputs' functions (PTX assembled at link time, cubins compiled
+//! without the limit) can break it. A relocatable link (`-r`) is not checked.
+
+use super::*;
+
+/// `EIATTR_MAXREG_COUNT`: the register limit ptxas compiled a kernel under (HVAL).
+const MAXREG_COUNT: u8 = 0x1B;
+
+impl Merger<'_> {
+    /// nvlink's register propagation: (kernel, function, registers) for each raise, in
+    /// the order nvlink makes them.
+    pub(super) fn register_propagation(&self, cl: &CallLists) -> Vec<(usize, usize, u32)> {
+        let edges: Vec<Vec<usize>> = (0..self.funcs.len()).map(|f| cl.callees(f)).collect();
+        let mut entries: Vec<usize> = (0..self.funcs.len())
+            .filter(|&f| self.live[f] && self.funcs[f].entry)
+            .collect();
+        entries.sort_by_key(|&e| std::cmp::Reverse(cl.node[e]));
+        let reaches: Vec<HashSet<usize>> = entries
+            .iter()
+            .map(|&e| {
+                let mut seen = HashSet::default();
+                let mut stack = vec![e];
+                while let Some(f) = stack.pop() {
+                    if seen.insert(f) {
+                        stack.extend(edges[f].iter().copied());
+                    }
+                }
+                seen
+            })
+            .collect();
+        let mut current: Vec<u32> = entries.iter().map(|&e| self.funcs[e].regs).collect();
+        let mut raises = Vec::new();
+        let order = (0..self.funcs.len()).filter(|&f| self.live[f] && !self.funcs[f].entry);
+        for f in order {
+            let regs = self.funcs[f].regs;
+            for (k, &e) in entries.iter().enumerate() {
+                if reaches[k].contains(&f) && regs > current[k] {
+                    current[k] = regs;
+                    raises.push((e, f, regs));
+                }
+            }
+        }
+        raises
+    }
+
+    /// The limit check (see the module comment); nvlink's call lists are built only
+    /// when a kernel with a limit reaches a function above it.
+    pub(super) fn check_register_limits(&self) -> Result<()> {
+        if self.opts.relocatable {
+            return Ok(());
+        }
+        let most = self.funcs.iter().map(|f| f.regs).max().unwrap_or(0);
+        // (nearly always none: ptxas' default limit is 255)
+        let mut limits: HashMap<usize, u32> = HashMap::default();
+        for f in (0..self.funcs.len()).filter(|&f| self.live[f] && self.funcs[f].entry) {
+            if let Some(m) = self.register_limit(f)?.filter(|&m| m < most) {
+                limits.insert(f, m);
+            }
+        }
+        let broken = |(&k, &m): (&usize, &u32)| {
+            (self.reachable_from(k).iter()).any(|&g| self.funcs[g].regs > m)
+        };
+        if !limits.iter().any(broken) {
+            return Ok(());
+        }
+        let cl = self.call_lists()?;
+        let mut errors = 0;
+        for (e, f, regs) in self.register_propagation(&cl) {
+            if let Some(&m) = limits.get(&e).filter(|&&m| regs > m) {
+                self.diag.error(&format!(
+                    "entry function '{}' with max regcount of {m} calls function '{}' with regcount of {regs}",
+                    self.sym(self.funcs[e].key).name,
+                    self.sym(self.funcs[f].key).name,
+                ));
+                errors += 1;
+            }
+        }
+        match errors {
+            0 => Ok(()),
+            _ => Err(Error::error("")),
+        }
+    }
+
+    /// Kernel `f`'s `MAXREG_COUNT`, if its `.nv.info` section has one.
+    fn register_limit(&self, f: usize) -> Result<Option<u32>> {
+        let (i, _) = self.funcs[f].key;
+        let c = &self.inputs[i].cubin;
+        let Some(s) = self.info_section_of(f) else {
+            return Ok(None);
+        };
+        let recs = info::parse(c.bytes(s), &c.origin, &s.name, s.offset)?;
+        Ok((recs.iter())
+            .find(|r| r.attr == MAXREG_COUNT && r.format == info::FMT_HVAL)
+            .map(|r| r.value as u32))
+    }
+}
