@@ -530,8 +530,13 @@ fn lto_phase(
         .maxrregcount
         .or(consensus.value(consensus::Opt::MaxReg))
         .filter(|&n| n > 0);
-    let jobs: Vec<ptxas_driver::Job> = lto_out
-        .ptx
+    // (a split compile's copies of each static variable: one definition, DESIGN.md)
+    let pieces = if split {
+        lto::split_data::single_home(lto_out.ptx)
+    } else {
+        lto_out.ptx
+    };
+    let jobs: Vec<ptxas_driver::Job> = pieces
         .into_iter()
         .map(|ptx| ptxas_driver::Job {
             name: "<lto ptx>".into(),

@@ -14,6 +14,7 @@ pub mod llvm_split;
 pub mod obfuscation;
 pub mod payload;
 pub mod pool;
+pub mod split_data;
 
 use crate::arch::Arch;
 use crate::bytes::Bytes;
