@@ -19,6 +19,39 @@ fn is_root(p: &Path) -> bool {
     p.join("bin").join("ptxas").is_file() || p.join("nvvm").is_dir()
 }
 
+/// Where the project's `scripts/setup.sh` puts the CUDA wheels (`NVLINKRS_TOOLCHAIN_DIR`,
+/// else `cuda-<version>` under `$XDG_CACHE_HOME/nvlinkrs` or `~/.cache/nvlinkrs`, newest
+/// name first), each as its `cuda` link to the toolkit root: a user who ran the README's
+/// commands has a toolkit there without setting `CUDA_HOME`.
+fn setup_roots() -> Vec<PathBuf> {
+    let mut roots = Vec::new();
+    if let Some(d) = std::env::var_os("NVLINKRS_TOOLCHAIN_DIR").filter(|v| !v.is_empty()) {
+        roots.push(PathBuf::from(d).join("cuda"));
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .filter(|p| p.is_absolute())
+                .map(|h| h.join(".cache"))
+        })
+        .map(|c| c.join("nvlinkrs"));
+    if let Some(base) = base
+        && let Ok(entries) = std::fs::read_dir(&base)
+    {
+        let mut names: Vec<String> = entries
+            .flatten()
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|n| n.starts_with("cuda-"))
+            .collect();
+        names.sort_by(|a, b| b.cmp(a));
+        roots.extend(names.into_iter().map(|n| base.join(n).join("cuda")));
+    }
+    roots
+}
+
 impl Toolkit {
     pub fn discover(cuda_path: Option<&Path>, nvvmpath: Option<&Path>) -> Result<Toolkit> {
         let mut tried = Vec::new();
@@ -68,6 +101,16 @@ impl Toolkit {
             });
         }
         tried.push("the PyPI wheels (python3's site-packages/nvidia/cu13)".into());
+        for root in setup_roots() {
+            if is_root(&root) {
+                let root = std::fs::canonicalize(&root).unwrap_or(root);
+                return Ok(Toolkit {
+                    root,
+                    found_via: "the toolkit nvlinkrs' own setup installed".into(),
+                });
+            }
+            tried.push(format!("{} (nvlinkrs' setup)", root.display()));
+        }
         Err(Error::fatal("no CUDA toolkit found").context(format!(
             "tried: {}; give --cuda-path DIR or set CUDA_HOME to a toolkit (the folder with bin/ptxas and nvvm/)",
             tried.join(", ")

@@ -884,6 +884,24 @@ fn messages_say_what_was_tried_and_found() {
     assert!(!err.contains("scripts/"), "a hint for this project's developers: {err}");
     assert!(!d.join("x.cubin").exists());
 
+    // the toolkit the README's commands installed is found without CUDA_HOME (a user who
+    // ran scripts/example.sh and then the headline command in a new shell)
+    let cache = d.join("cache");
+    std::fs::create_dir_all(cache.join("nvlinkrs/cuda-13.5.37")).unwrap();
+    std::os::unix::fs::symlink(toolkit().root, cache.join("nvlinkrs/cuda-13.5.37/cuda")).unwrap();
+    let out = Command::new(bin())
+        .arg("--version")
+        .env_clear()
+        .env("PATH", d)
+        .env("XDG_CACHE_HOME", &cache)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        usual || text.contains("(found via the toolkit nvlinkrs' own setup installed)"),
+        "{text}"
+    );
+
     let (code, err) = run(
         &["-arch=sm_80", fixtures().join("saxpy_dc.o").to_str().unwrap(), "-o", "x.cubin"],
         d,
