@@ -32,6 +32,12 @@ fn inspect_main(files: &[PathBuf], json: bool) -> Result<(), Error> {
 }
 
 fn link_main(args: &[String], diag: &mut Diagnostics, started: std::time::Instant) -> Result<(), Error> {
+    if args.is_empty() {
+        // nvlink's words for a bare command, then where to start
+        return Err(Error::fatal("Unknown arch name '(null)'").context(
+            "no arguments: give the device objects to link and -o OUTPUT (nvlinkrs --help lists the options and subcommands)",
+        ));
+    }
     let (mut parsed, warnings, given) = cli::parse(args)?;
     // without -arch (nvcc always gives one): the architecture every input holds code for
     let mut inferred = None;

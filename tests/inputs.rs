@@ -884,6 +884,18 @@ fn messages_say_what_was_tried_and_found() {
     assert!(!err.contains("scripts/"), "a hint for this project's developers: {err}");
     assert!(!d.join("x.cubin").exists());
 
+    // a bare command: nvlink's line, then where to start
+    let (code, err) = run(&[], d);
+    assert_eq!(code, 1);
+    assert_eq!(
+        err.lines().take(2).collect::<Vec<_>>(),
+        [
+            "nvlinkrs fatal   : Unknown arch name '(null)'",
+            "  no arguments: give the device objects to link and -o OUTPUT (nvlinkrs --help lists the options and subcommands)"
+        ],
+        "{err}"
+    );
+
     // the toolkit the README's commands installed is found without CUDA_HOME (a user who
     // ran scripts/example.sh and then the headline command in a new shell)
     let cache = d.join("cache");
