@@ -197,7 +197,7 @@ mod tests {
         assert!(parse(&a("compare only-one")).is_err());
         assert!(matches!(
             parse(&a("shim --cuda-path c ov")).unwrap(),
-            Command::Shim { cuda_path: Some(_), remove: false, overlay } if overlay == PathBuf::from("ov")
+            Command::Shim { cuda_path: Some(_), remove: false, overlay } if overlay.as_path() == std::path::Path::new("ov")
         ));
         assert!(matches!(
             parse(&a("shim --remove ov")).unwrap(),
