@@ -132,6 +132,11 @@ fn cache_main(action: CacheAction, dir: Option<PathBuf>) -> Result<(), Error> {
     let dir = dir
         .or_else(|| std::env::var_os("NVLINKRS_CACHE_DIR").map(PathBuf::from))
         .ok_or_else(|| Error::fatal("cache: no --cache-dir and no NVLINKRS_CACHE_DIR"))?;
+    // (opening makes the directory: a command about a cache never does)
+    if std::fs::symlink_metadata(&dir).is_err() {
+        println!("no cache at {}", dir.display());
+        return Ok(());
+    }
     let cache = nvlinkrs::cache::Cache::open(&dir, nvlinkrs::cache::DEFAULT_CAP)?;
     match action {
         CacheAction::Stats => {

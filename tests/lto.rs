@@ -1198,6 +1198,127 @@ fn a_cached_link_repeats_ptxas_messages_survives_a_failed_store_and_clears_only_
     assert!(project.join("tools/build.sh").is_file());
 }
 
+/// Runs `cmd` (stdout captured) for at most `secs`: its exit code and stdout, or `None`
+/// when it had to be killed (it hung).
+fn within(mut cmd: Command, secs: u64) -> Option<(Option<i32>, Vec<u8>)> {
+    use std::io::Read;
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = stdout.read_to_end(&mut b);
+        b
+    });
+    let mut status = None;
+    eventually(secs, || {
+        status = child.try_wait().unwrap();
+        status.is_some()
+    });
+    match status {
+        Some(s) => Some((s.code(), reader.join().unwrap())),
+        None => {
+            let _ = child.kill();
+            let _ = child.wait();
+            None
+        }
+    }
+}
+
+#[test]
+fn the_cache_stores_only_what_a_link_wrote_to_regular_files_and_fifo_inputs_are_read() {
+    let fx = fixtures();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let link = |inputs: &[&Path], out: &str, reg: &str, cache: Option<&str>| {
+        let mut c = Command::new(nvlinkrs());
+        c.current_dir(d).arg("-arch=sm_90").args(inputs);
+        c.args(["-o", out, "--register-link-binaries", reg]);
+        if let Some(cache) = cache {
+            c.arg(format!("--cache-dir={cache}"));
+        }
+        c
+    };
+    let (saxpy, scale) = (fx.join("saxpy.cubin"), fx.join("scale.cubin"));
+    let both: &[&Path] = &[&saxpy, &scale];
+    let o = link(both, "plain.cubin", "plain.h", None).output().unwrap();
+    assert!(o.status.success());
+    let image = std::fs::read(d.join("plain.cubin")).unwrap();
+    let reg = std::fs::read(d.join("plain.h")).unwrap();
+    assert!(!image.is_empty() && !reg.is_empty());
+
+    // a link to /dev/null stores nothing: the next link with these inputs writes the image
+    // (it was served the 0-byte file read back from /dev/null)
+    let o = link(both, "/dev/null", "/dev/null", Some("c1"))
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let o = link(both, "real.cubin", "reg.h", Some("c1"))
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    assert!(std::fs::read(d.join("real.cubin")).unwrap() == image);
+    assert_eq!(std::fs::read(d.join("reg.h")).unwrap(), reg);
+    // and the hit repeats those bytes
+    let o = link(both, "hit.cubin", "hit.h", Some("c1"))
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    assert!(std::fs::read(d.join("hit.cubin")).unwrap() == image);
+    assert_eq!(std::fs::read(d.join("hit.h")).unwrap(), reg);
+
+    // -o /dev/stdout into a pipe: the image reaches the pipe, and the link ends (it read
+    // its own image back from the pipe, then waited for more)
+    let (code, out) = within(link(both, "/dev/stdout", "r2.h", Some("c2")), 60)
+        .expect("a link to /dev/stdout with the cache hung");
+    assert_eq!(code, Some(0));
+    assert!(out == image, "the pipe got {} bytes", out.len());
+
+    // a FIFO output: its reader gets the image, and the link ends
+    mkfifo(&d.join("ff"));
+    let reader = {
+        let p = d.join("ff");
+        std::thread::spawn(move || std::fs::read(p).unwrap())
+    };
+    let (code, _) = within(link(both, "ff", "r3.h", Some("c3")), 60)
+        .expect("a link to a FIFO with the cache hung");
+    assert_eq!(code, Some(0));
+    assert!(reader.join().unwrap() == image);
+
+    // a FIFO input is read to its end (it was taken for an empty file: an image without
+    // saxpy's kernels), with the cache too (the key read it first, then the link hung)
+    for cache in [None, Some("c4")] {
+        let fifo = d.join("x.cubin");
+        let _ = std::fs::remove_file(&fifo);
+        mkfifo(&fifo);
+        let writer = {
+            let (fifo, saxpy) = (fifo.clone(), saxpy.clone());
+            std::thread::spawn(move || std::fs::write(fifo, std::fs::read(saxpy).unwrap()))
+        };
+        let (code, _) = within(link(&[&fifo, &scale], "fifo.cubin", "f.h", cache), 60)
+            .expect("a link with a FIFO input hung");
+        writer.join().unwrap().unwrap();
+        assert_eq!(code, Some(0));
+        assert!(std::fs::read(d.join("fifo.cubin")).unwrap() == image);
+    }
+
+    // `cache clear` of a directory that does not exist says so and makes none
+    let o = Command::new(nvlinkrs())
+        .current_dir(d)
+        .args(["cache", "clear", "--cache-dir", "none/here"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "no cache at none/here\n"
+    );
+    assert!(!d.join("none").exists());
+}
+
 fn walk(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for e in std::fs::read_dir(dir).unwrap() {
@@ -1685,7 +1806,13 @@ fn headline_command_without_arch_or_nvvmpath() {
     let input = |n: &str| fx.join(n).display().to_string();
     let ours = dir.path().join("ours.cubin");
     let r = Command::new(nvlinkrs())
-        .args(["-v", "-lto", &input("saxpy.ltoir"), &input("scale.ltoir"), "-o"])
+        .args([
+            "-v",
+            "-lto",
+            &input("saxpy.ltoir"),
+            &input("scale.ltoir"),
+            "-o",
+        ])
         .arg(&ours)
         .env("CUDA_HOME", cuda())
         .output()
@@ -1693,7 +1820,9 @@ fn headline_command_without_arch_or_nvvmpath() {
     let err = String::from_utf8_lossy(&r.stderr);
     assert!(r.status.success(), "{err}");
     assert!(
-        err.contains("no -arch given: linking for sm_90, the architecture every input holds code for"),
+        err.contains(
+            "no -arch given: linking for sm_90, the architecture every input holds code for"
+        ),
         "{err}"
     );
     let theirs = dir.path().join("theirs.cubin");
@@ -1710,7 +1839,12 @@ fn headline_command_without_arch_or_nvvmpath() {
         "the headline link is byte-identical to nvlink's"
     );
     let r = Command::new(nvlinkrs())
-        .args(["-lto", &input("saxpy_100.ltoir"), &input("scale.ltoir"), "-o"])
+        .args([
+            "-lto",
+            &input("saxpy_100.ltoir"),
+            &input("scale.ltoir"),
+            "-o",
+        ])
         .arg(dir.path().join("mixed.cubin"))
         .output()
         .unwrap();
@@ -1723,7 +1857,8 @@ fn headline_command_without_arch_or_nvvmpath() {
     );
     let detail = lines.next().unwrap_or_default();
     assert!(
-        detail.contains("saxpy_100.ltoir' holds sm_100") && detail.contains("scale.ltoir' holds sm_90"),
+        detail.contains("saxpy_100.ltoir' holds sm_100")
+            && detail.contains("scale.ltoir' holds sm_90"),
         "{err}"
     );
     assert!(!dir.path().join("mixed.cubin").exists());
