@@ -279,7 +279,7 @@ fn main() -> ExitCode {
     let via_daemon = args.iter().any(|a| a == "--daemon") || setting == "1" || setting == "only";
     args.retain(|a| a != "--daemon");
     let subcommand = args.first().is_some_and(|a| commands::is_subcommand(a));
-    if via_daemon && !subcommand {
+    if via_daemon && !subcommand && !nvlinkrs::daemon::stays_in_process(&args) {
         if let Some(code) = nvlinkrs::daemon::client_link(&args, &tool_name()) {
             return ExitCode::from(code as u8);
         }

@@ -1655,6 +1655,98 @@ fn the_daemon_trusts_only_a_private_directory_and_a_server_of_its_own_user() {
 }
 
 #[test]
+fn the_daemon_leaves_descriptor_paths_to_the_client_and_applies_its_umask() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let fx = fixtures();
+    let runtime = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    let daemon = |args: &[&str]| {
+        Command::new(nvlinkrs())
+            .args(args)
+            .env("XDG_RUNTIME_DIR", runtime.path())
+            .env("NVLINKRS_DAEMON_IDLE", "60")
+            .output()
+            .unwrap()
+    };
+    // started under the test's umask (a daemon started by the client would inherit its);
+    // the clients link only through it (`only`), but for the links naming their own
+    // descriptors, which run in process
+    let o = daemon(&["daemon", "start"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let client = |extra: &[&str], mask: u32, fd5: Option<&Path>, stdin: Option<&Path>| {
+        let mut c = Command::new(nvlinkrs());
+        c.current_dir(w)
+            .arg("-arch=sm_90")
+            .arg(fx.join("saxpy.cubin"))
+            .arg(fx.join("scale.cubin"))
+            .args(extra)
+            .env("XDG_RUNTIME_DIR", runtime.path())
+            .env("NVLINKRS_DAEMON", "only")
+            .env("NVLINKRS_DAEMON_IDLE", "60");
+        if let Some(i) = stdin {
+            c.stdin(std::fs::File::open(i).unwrap());
+        }
+        let fd = fd5.map(|p| std::fs::File::create(p).unwrap());
+        let raw = fd.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
+        // SAFETY: umask and dup2 are async-signal-safe.
+        unsafe {
+            c.pre_exec(move || {
+                libc::umask(mask as libc::mode_t);
+                if let Some(raw) = raw
+                    && libc::dup2(raw, 5) < 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let o = c.output().unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let (code, err) = client(&["-o", "ref.cubin"], 0o022, None, None);
+    assert_eq!(code, Some(0), "{err}");
+    let image = std::fs::read(w.join("ref.cubin")).unwrap();
+
+    // the client's umask decides the output's mode (the daemon's link made it 0644)
+    for (mask, mode) in [(0o077, 0o600), (0o022, 0o644)] {
+        let out = format!("um{mask:o}.cubin");
+        let (code, err) = client(&["-o", &out], mask, None, None);
+        assert_eq!(code, Some(0), "{err}");
+        let m = std::fs::metadata(w.join(&out))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(m & 0o777, mode, "umask {mask:o}");
+        assert!(std::fs::read(w.join(&out)).unwrap() == image);
+    }
+
+    // the client's descriptor 5 (the daemon's link wrote nowhere, or into its own pipe)
+    for out in ["/dev/fd/5", "/proc/self/fd/5"] {
+        let fd5 = w.join("fd5.out");
+        let (code, err) = client(&["-o", out], 0o022, Some(&fd5), None);
+        assert_eq!(code, Some(0), "{out}: {err}");
+        assert!(std::fs::read(&fd5).unwrap() == image, "{out}");
+    }
+    // the options on the client's stdin (the daemon's link read its own: no output file)
+    std::fs::write(w.join("opts"), "-o from-stdin.cubin").unwrap();
+    let (code, err) = client(&["-optf", "/dev/stdin"], 0o022, None, Some(&w.join("opts")));
+    assert_eq!(code, Some(0), "{err}");
+    assert!(std::fs::read(w.join("from-stdin.cubin")).unwrap() == image);
+    // an -optf file naming descriptor 5
+    std::fs::write(w.join("opts5"), "-o /dev/fd/5").unwrap();
+    let fd5 = w.join("fd5b.out");
+    let (code, err) = client(&["-optf", "opts5"], 0o022, Some(&fd5), None);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(std::fs::read(&fd5).unwrap() == image);
+    assert!(daemon(&["daemon", "stop"]).status.success());
+}
+
+#[test]
 fn the_daemon_kills_links_nobody_waits_for_and_stuck_links_hold_up_no_one() {
     let runtime = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
