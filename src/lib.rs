@@ -164,7 +164,7 @@ fn link_phases(
     keep: bool,
 ) -> Result<Timings> {
     let mut timings = Timings {
-        written: linkcache::Written::new(keep),
+        written: linkcache::Written::new(keep || req.verbose),
         ..Default::default()
     };
     let paths = input::input_list(&req.inputs, &req.libraries, &req.library_paths);
@@ -229,7 +229,8 @@ fn link_phases(
     })?;
     timings.written.out = kept;
     if req.verbose {
-        let written = input::open(&req.output, &req.output.display().to_string())?;
+        // (the bytes written: reading the output back would take them from a pipe)
+        let written = bytes::Bytes::from_vec(timings.written.out.clone().unwrap_or_default());
         let image = elf::cubin::Cubin::parse(written, &req.output.display().to_string())?;
         for line in merge::resources::report(&image) {
             diag.info_always(&line);

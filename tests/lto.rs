@@ -1287,6 +1287,15 @@ fn the_cache_stores_only_what_a_link_wrote_to_regular_files_and_fifo_inputs_are_
         .expect("a link to a FIFO with the cache hung");
     assert_eq!(code, Some(0));
     assert!(reader.join().unwrap() == image);
+    // -v reports the image's resources from the bytes written (it read them back too)
+    let mut verbose = link(both, "v.cubin", "v.h", None);
+    verbose.arg("-v");
+    assert_eq!(within(verbose, 60).unwrap().0, Some(0));
+    let mut verbose = link(both, "/dev/stdout", "v.h", None);
+    verbose.arg("-v");
+    let (code, out) = within(verbose, 60).expect("a -v link to /dev/stdout hung");
+    assert_eq!(code, Some(0));
+    assert!(out == std::fs::read(d.join("v.cubin")).unwrap());
 
     // a FIFO input is read to its end (it was taken for an empty file: an image without
     // saxpy's kernels), with the cache too (the key read it first, then the link hung)
