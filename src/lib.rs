@@ -68,6 +68,8 @@ pub struct Timings {
     pub consensus: Vec<String>,
     /// The merge's steps (`merge::link_with_steps`).
     pub merge_steps: Vec<merge::Step>,
+    /// The bytes written, kept for the whole-link cache.
+    written: linkcache::Written,
 }
 
 impl Timings {
@@ -135,7 +137,7 @@ pub fn link(req: &LinkRequest, diag: &Diagnostics) -> Result<Timings> {
         }
     };
     let Some(cache) = cache else {
-        let t = link_phases(req, diag, None)?;
+        let t = link_phases(req, diag, None, false)?;
         report::write(req, &t, None, "off", started)?;
         return Ok(t);
     };
@@ -154,12 +156,12 @@ pub fn link(req: &LinkRequest, diag: &Diagnostics) -> Result<Timings> {
     }
     let timings = {
         let _current = cache::set_current(&cache);
-        link_phases(req, diag, Some(&cache))?
+        link_phases(req, diag, Some(&cache), key.is_some())?
     };
     if let Some(key) = &key
         && diag.error_count() == 0
     {
-        linkcache::store(req, diag, earlier, &cache, key);
+        linkcache::store(req, diag, earlier, &cache, key, &timings.written);
     }
     if let Some(failure) = cache.store_failure() {
         cache_problem(&format!("{failure}; the output is not cached"));
@@ -175,8 +177,12 @@ fn link_phases(
     req: &LinkRequest,
     diag: &Diagnostics,
     cache: Option<&cache::Cache>,
+    keep: bool,
 ) -> Result<Timings> {
-    let mut timings = Timings::default();
+    let mut timings = Timings {
+        written: linkcache::Written::new(keep || req.verbose),
+        ..Default::default()
+    };
     let paths = input::input_list(&req.inputs, &req.libraries, &req.library_paths);
     let opened = input::Opened::default();
     let trees = timings.phase("read", || {
@@ -226,11 +232,22 @@ fn link_phases(
     timings.merge_steps = steps;
     diag.check()?;
     let (found, ids) = (target.take(), opened.ids());
-    timings.phase("write", || {
-        output::write_output(found, Some(&ids), |w| elf::write::write_to(image, w))
+    let keep = timings.written.keep;
+    let kept = timings.phase("write", || match keep {
+        // (the cache stores these bytes, not what the output reads back)
+        true => {
+            let mut bytes = Vec::new();
+            elf::write::write_to(image, &mut bytes).map_err(|e| Error::fatal(e.to_string()))?;
+            output::write_output(found, Some(&ids), |w| w.write_all(&bytes))?;
+            Ok(Some(bytes))
+        }
+        false => output::write_output(found, Some(&ids), |w| elf::write::write_to(image, w))
+            .map(|_| None),
     })?;
+    timings.written.out = kept;
     if req.verbose {
-        let written = input::open(&req.output, &req.output.display().to_string())?;
+        // (the bytes written: reading the output back would take them from a pipe)
+        let written = bytes::Bytes::from_vec(timings.written.out.clone().unwrap_or_default());
         let image = elf::cubin::Cubin::parse(written, &req.output.display().to_string())?;
         for line in merge::resources::report(&image) {
             diag.info_always(&line);
@@ -514,7 +531,9 @@ fn lto_phase(
         if no_cudadevrt {
             return Err(Error::fatal("expected libcudadevrt object"));
         }
-        output::write_atomic(&req.output, &lto_out.ptx.concat())?;
+        let ptx = lto_out.ptx.concat();
+        output::write_atomic(&req.output, &ptx)?;
+        timings.written.out = timings.written.keep.then_some(ptx);
         return Ok(LtoOutcome::Written);
     }
     let split = lto_out.ptx.len() > 1;
@@ -575,6 +594,9 @@ fn lto_phase(
         return Ok(LtoOutcome::Relocatable(inputs, from));
     }
     timings.phase("write", || output::write_atomic(&req.output, &cubins[0]))?;
+    if timings.written.keep {
+        timings.written.out = cubins.into_iter().next();
+    }
     Ok(LtoOutcome::Written)
 }
 
@@ -679,7 +701,7 @@ fn finish(
     req: &LinkRequest,
     hosts: &[lto::pool::HostInfo],
     whole_lto: bool,
-    timings: Timings,
+    mut timings: Timings,
 ) -> Result<Timings> {
     if let Some(path) = &req.register_link_binaries {
         let mut ordered: Vec<&lto::pool::HostInfo> = hosts.iter().collect();
@@ -691,7 +713,11 @@ fn finish(
             .filter(|h| !h.cudadevrt)
             .filter_map(|h| h.module_id.clone())
             .collect();
-        output::write_atomic(path, output::register_link_binaries(&ids).as_bytes())?;
+        let text = output::register_link_binaries(&ids);
+        output::write_atomic(path, text.as_bytes())?;
+        if timings.written.keep {
+            timings.written.register = Some(text.into_bytes());
+        }
     }
     if let Some(path) = &req.time {
         let arch = req.target.to_string();

@@ -2,7 +2,10 @@
 //! all seen before is answered from the cache (its output, its `--register-link-binaries`
 //! file and its messages, repeated in order) without reading an input as device code.
 //! Links whose effects go beyond those (`-time`, `-dump-callgraph`, the verbose modes) and
-//! links with thin archives (whose members live in other files) always run.
+//! links with thin archives (whose members live in other files) or inputs that are not
+//! regular files (a FIFO is read once) always run. What is stored is the bytes the link
+//! wrote ([`Written`]), never what is read back from its files, and only when the output
+//! and the registration file are regular files (not `/dev/null`, a pipe or a FIFO).
 
 use std::path::PathBuf;
 
@@ -28,7 +31,11 @@ pub fn key(req: &LinkRequest, cache: &Cache) -> Option<Key> {
     let files_noted = req.debug || req.recorded.verbose_tkinfo;
     let normalized = LinkRequest {
         output: match files_noted {
-            true => req.output.file_name().map(PathBuf::from).unwrap_or_default(),
+            true => req
+                .output
+                .file_name()
+                .map(PathBuf::from)
+                .unwrap_or_default(),
             false => PathBuf::new(),
         },
         register_link_binaries: match files_noted {
@@ -60,6 +67,10 @@ pub fn key(req: &LinkRequest, cache: &Cache) -> Option<Key> {
             .text(&cache.tool_id(t).ok()?);
     }
     for path in input::input_list(&req.inputs, &req.libraries, &req.library_paths) {
+        // (stat only: reading a FIFO here would take its bytes from the link, or block)
+        if !std::fs::metadata(&path).is_ok_and(|m| m.is_file()) {
+            return None;
+        }
         let data = std::fs::read(&path).ok()?;
         if data.starts_with(b"!<thin>") {
             return None;
@@ -69,16 +80,51 @@ pub fn key(req: &LinkRequest, cache: &Cache) -> Option<Key> {
     Some(k)
 }
 
-/// Stores the finished link: output, register file, and the messages it printed (those
-/// after the first `earlier`).
-pub fn store(req: &LinkRequest, diag: &Diagnostics, earlier: usize, cache: &Cache, key: &Key) {
-    let Ok(out) = std::fs::read(&req.output) else {
+/// The bytes a link wrote to its output and registration file, kept when `keep` is set
+/// (a link the cache will store).
+#[derive(Debug, Default)]
+pub struct Written {
+    pub keep: bool,
+    pub out: Option<Vec<u8>>,
+    pub register: Option<Vec<u8>>,
+}
+
+impl Written {
+    /// A record that keeps what is written when `keep`.
+    pub fn new(keep: bool) -> Written {
+        Written {
+            keep,
+            ..Default::default()
+        }
+    }
+}
+
+/// Whether `path` names a regular file (after symlinks), asked without opening it.
+fn regular(path: &std::path::Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| m.is_file())
+}
+
+/// Stores the finished link: the output and register file bytes it wrote, and the
+/// messages it printed (those after the first `earlier`).
+pub fn store(
+    req: &LinkRequest,
+    diag: &Diagnostics,
+    earlier: usize,
+    cache: &Cache,
+    key: &Key,
+    written: &Written,
+) {
+    let Some(out) = written.out.as_deref().filter(|_| regular(&req.output)) else {
         return;
     };
-    let register = req
-        .register_link_binaries
-        .as_ref()
-        .and_then(|p| std::fs::read(p).ok());
+    let register = match &req.register_link_binaries {
+        Some(p) if !regular(p) => return,
+        Some(_) => match &written.register {
+            Some(r) => Some(r.as_slice()),
+            None => return,
+        },
+        None => None,
+    };
     let mut messages = String::new();
     for (level, m) in diag.printed().into_iter().skip(earlier) {
         let tag = match level {
@@ -105,9 +151,9 @@ pub fn store(req: &LinkRequest, diag: &Diagnostics, earlier: usize, cache: &Cach
     }
     let has_register: &[u8] = if register.is_some() { b"1" } else { b"0" };
     let entry = pack(&[
-        &out,
+        out,
         has_register,
-        register.as_deref().unwrap_or_default(),
+        register.unwrap_or_default(),
         messages.as_bytes(),
     ]);
     cache.put(key, &entry);

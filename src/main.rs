@@ -146,6 +146,11 @@ fn cache_main(action: CacheAction, dir: Option<PathBuf>) -> Result<(), Error> {
         .ok_or_else(|| {
             Error::fatal("cache: no --cache-dir, no NVLINKRS_CACHE_DIR, and neither XDG_CACHE_HOME nor HOME to find the default cache")
         })?;
+    // (opening makes the directory: a command about a cache never does)
+    if std::fs::symlink_metadata(&dir).is_err() {
+        nvlinkrs::diag::to_stdout(&format!("no cache at {}\n", dir.display()));
+        return Ok(());
+    }
     let cache = nvlinkrs::cache::Cache::open(&dir, nvlinkrs::cache::DEFAULT_CAP)?;
     match action {
         CacheAction::Stats => {
@@ -286,7 +291,7 @@ fn main() -> ExitCode {
     let via_daemon = args.iter().any(|a| a == "--daemon") || setting == "1" || setting == "only";
     args.retain(|a| a != "--daemon");
     let subcommand = args.first().is_some_and(|a| commands::is_subcommand(a));
-    if via_daemon && !subcommand {
+    if via_daemon && !subcommand && !nvlinkrs::daemon::stays_in_process(&args) {
         if let Some(code) = nvlinkrs::daemon::client_link(&args, &tool_name()) {
             return ExitCode::from(code as u8);
         }

@@ -1461,6 +1461,136 @@ fn the_cache_is_on_by_default_and_never_fails_a_link() {
     assert_eq!(String::from_utf8_lossy(&o.stdout), "stopped\n");
 }
 
+/// Runs `cmd` (stdout captured) for at most `secs`: its exit code and stdout, or `None`
+/// when it had to be killed (it hung).
+fn within(mut cmd: Command, secs: u64) -> Option<(Option<i32>, Vec<u8>)> {
+    use std::io::Read;
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = stdout.read_to_end(&mut b);
+        b
+    });
+    let mut status = None;
+    eventually(secs, || {
+        status = child.try_wait().unwrap();
+        status.is_some()
+    });
+    match status {
+        Some(s) => Some((s.code(), reader.join().unwrap())),
+        None => {
+            let _ = child.kill();
+            let _ = child.wait();
+            None
+        }
+    }
+}
+
+#[test]
+fn the_cache_stores_only_what_a_link_wrote_to_regular_files_and_fifo_inputs_are_read() {
+    let fx = fixtures();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let link = |inputs: &[&Path], out: &str, reg: &str, cache: Option<&str>| {
+        let mut c = Command::new(nvlinkrs());
+        c.current_dir(d).arg("-arch=sm_90").args(inputs);
+        c.args(["-o", out, "--register-link-binaries", reg]);
+        if let Some(cache) = cache {
+            c.arg(format!("--cache-dir={cache}"));
+        }
+        c
+    };
+    let (saxpy, scale) = (fx.join("saxpy.cubin"), fx.join("scale.cubin"));
+    let both: &[&Path] = &[&saxpy, &scale];
+    let o = link(both, "plain.cubin", "plain.h", None).output().unwrap();
+    assert!(o.status.success());
+    let image = std::fs::read(d.join("plain.cubin")).unwrap();
+    let reg = std::fs::read(d.join("plain.h")).unwrap();
+    assert!(!image.is_empty() && !reg.is_empty());
+
+    // a link to /dev/null stores nothing: the next link with these inputs writes the image
+    // (it was served the 0-byte file read back from /dev/null)
+    let o = link(both, "/dev/null", "/dev/null", Some("c1"))
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let o = link(both, "real.cubin", "reg.h", Some("c1"))
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    assert!(std::fs::read(d.join("real.cubin")).unwrap() == image);
+    assert_eq!(std::fs::read(d.join("reg.h")).unwrap(), reg);
+    // and the hit repeats those bytes
+    let o = link(both, "hit.cubin", "hit.h", Some("c1"))
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    assert!(std::fs::read(d.join("hit.cubin")).unwrap() == image);
+    assert_eq!(std::fs::read(d.join("hit.h")).unwrap(), reg);
+
+    // -o /dev/stdout into a pipe: the image reaches the pipe, and the link ends (it read
+    // its own image back from the pipe, then waited for more)
+    let (code, out) = within(link(both, "/dev/stdout", "r2.h", Some("c2")), 60)
+        .expect("a link to /dev/stdout with the cache hung");
+    assert_eq!(code, Some(0));
+    assert!(out == image, "the pipe got {} bytes", out.len());
+
+    // a FIFO output: its reader gets the image, and the link ends
+    mkfifo(&d.join("ff"));
+    let reader = {
+        let p = d.join("ff");
+        std::thread::spawn(move || std::fs::read(p).unwrap())
+    };
+    let (code, _) = within(link(both, "ff", "r3.h", Some("c3")), 60)
+        .expect("a link to a FIFO with the cache hung");
+    assert_eq!(code, Some(0));
+    assert!(reader.join().unwrap() == image);
+    // -v reports the image's resources from the bytes written (it read them back too)
+    let mut verbose = link(both, "v.cubin", "v.h", None);
+    verbose.arg("-v");
+    assert_eq!(within(verbose, 60).unwrap().0, Some(0));
+    let mut verbose = link(both, "/dev/stdout", "v.h", None);
+    verbose.arg("-v");
+    let (code, out) = within(verbose, 60).expect("a -v link to /dev/stdout hung");
+    assert_eq!(code, Some(0));
+    assert!(out == std::fs::read(d.join("v.cubin")).unwrap());
+
+    // a FIFO input is read to its end (it was taken for an empty file: an image without
+    // saxpy's kernels), with the cache too (the key read it first, then the link hung)
+    for cache in [None, Some("c4")] {
+        let fifo = d.join("x.cubin");
+        let _ = std::fs::remove_file(&fifo);
+        mkfifo(&fifo);
+        let writer = {
+            let (fifo, saxpy) = (fifo.clone(), saxpy.clone());
+            std::thread::spawn(move || std::fs::write(fifo, std::fs::read(saxpy).unwrap()))
+        };
+        let (code, _) = within(link(&[&fifo, &scale], "fifo.cubin", "f.h", cache), 60)
+            .expect("a link with a FIFO input hung");
+        writer.join().unwrap().unwrap();
+        assert_eq!(code, Some(0));
+        assert!(std::fs::read(d.join("fifo.cubin")).unwrap() == image);
+    }
+
+    // `cache clear` of a directory that does not exist says so and makes none
+    let o = Command::new(nvlinkrs())
+        .current_dir(d)
+        .args(["cache", "clear", "--cache-dir", "none/here"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "no cache at none/here\n"
+    );
+    assert!(!d.join("none").exists());
+}
+
 fn walk(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for e in std::fs::read_dir(dir).unwrap() {
@@ -1826,6 +1956,98 @@ fn the_daemon_trusts_only_a_private_directory_and_a_server_of_its_own_user() {
 }
 
 #[test]
+fn the_daemon_leaves_descriptor_paths_to_the_client_and_applies_its_umask() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let fx = fixtures();
+    let runtime = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    let daemon = |args: &[&str]| {
+        Command::new(nvlinkrs())
+            .args(args)
+            .env("XDG_RUNTIME_DIR", runtime.path())
+            .env("NVLINKRS_DAEMON_IDLE", "60")
+            .output()
+            .unwrap()
+    };
+    // started under the test's umask (a daemon started by the client would inherit its);
+    // the clients link only through it (`only`), but for the links naming their own
+    // descriptors, which run in process
+    let o = daemon(&["daemon", "start"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let client = |extra: &[&str], mask: u32, fd5: Option<&Path>, stdin: Option<&Path>| {
+        let mut c = Command::new(nvlinkrs());
+        c.current_dir(w)
+            .arg("-arch=sm_90")
+            .arg(fx.join("saxpy.cubin"))
+            .arg(fx.join("scale.cubin"))
+            .args(extra)
+            .env("XDG_RUNTIME_DIR", runtime.path())
+            .env("NVLINKRS_DAEMON", "only")
+            .env("NVLINKRS_DAEMON_IDLE", "60");
+        if let Some(i) = stdin {
+            c.stdin(std::fs::File::open(i).unwrap());
+        }
+        let fd = fd5.map(|p| std::fs::File::create(p).unwrap());
+        let raw = fd.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
+        // SAFETY: umask and dup2 are async-signal-safe.
+        unsafe {
+            c.pre_exec(move || {
+                libc::umask(mask as libc::mode_t);
+                if let Some(raw) = raw
+                    && libc::dup2(raw, 5) < 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let o = c.output().unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let (code, err) = client(&["-o", "ref.cubin"], 0o022, None, None);
+    assert_eq!(code, Some(0), "{err}");
+    let image = std::fs::read(w.join("ref.cubin")).unwrap();
+
+    // the client's umask decides the output's mode (the daemon's link made it 0644)
+    for (mask, mode) in [(0o077, 0o600), (0o022, 0o644)] {
+        let out = format!("um{mask:o}.cubin");
+        let (code, err) = client(&["-o", &out], mask, None, None);
+        assert_eq!(code, Some(0), "{err}");
+        let m = std::fs::metadata(w.join(&out))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(m & 0o777, mode, "umask {mask:o}");
+        assert!(std::fs::read(w.join(&out)).unwrap() == image);
+    }
+
+    // the client's descriptor 5 (the daemon's link wrote nowhere, or into its own pipe)
+    for out in ["/dev/fd/5", "/proc/self/fd/5"] {
+        let fd5 = w.join("fd5.out");
+        let (code, err) = client(&["-o", out], 0o022, Some(&fd5), None);
+        assert_eq!(code, Some(0), "{out}: {err}");
+        assert!(std::fs::read(&fd5).unwrap() == image, "{out}");
+    }
+    // the options on the client's stdin (the daemon's link read its own: no output file)
+    std::fs::write(w.join("opts"), "-o from-stdin.cubin").unwrap();
+    let (code, err) = client(&["-optf", "/dev/stdin"], 0o022, None, Some(&w.join("opts")));
+    assert_eq!(code, Some(0), "{err}");
+    assert!(std::fs::read(w.join("from-stdin.cubin")).unwrap() == image);
+    // an -optf file naming descriptor 5
+    std::fs::write(w.join("opts5"), "-o /dev/fd/5").unwrap();
+    let fd5 = w.join("fd5b.out");
+    let (code, err) = client(&["-optf", "opts5"], 0o022, Some(&fd5), None);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(std::fs::read(&fd5).unwrap() == image);
+    assert!(daemon(&["daemon", "stop"]).status.success());
+}
+
+#[test]
 fn the_daemon_kills_links_nobody_waits_for_and_stuck_links_hold_up_no_one() {
     let runtime = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
@@ -1978,7 +2200,13 @@ fn headline_command_without_arch_or_nvvmpath() {
     let input = |n: &str| fx.join(n).display().to_string();
     let ours = dir.path().join("ours.cubin");
     let r = Command::new(nvlinkrs())
-        .args(["-v", "-lto", &input("saxpy.ltoir"), &input("scale.ltoir"), "-o"])
+        .args([
+            "-v",
+            "-lto",
+            &input("saxpy.ltoir"),
+            &input("scale.ltoir"),
+            "-o",
+        ])
         .arg(&ours)
         .env("CUDA_HOME", cuda())
         .output()
@@ -1986,7 +2214,9 @@ fn headline_command_without_arch_or_nvvmpath() {
     let err = String::from_utf8_lossy(&r.stderr);
     assert!(r.status.success(), "{err}");
     assert!(
-        err.contains("no -arch given: linking for sm_90, the architecture every input holds code for"),
+        err.contains(
+            "no -arch given: linking for sm_90, the architecture every input holds code for"
+        ),
         "{err}"
     );
     let theirs = dir.path().join("theirs.cubin");
@@ -2003,7 +2233,12 @@ fn headline_command_without_arch_or_nvvmpath() {
         "the headline link is byte-identical to nvlink's"
     );
     let r = Command::new(nvlinkrs())
-        .args(["-lto", &input("saxpy_100.ltoir"), &input("scale.ltoir"), "-o"])
+        .args([
+            "-lto",
+            &input("saxpy_100.ltoir"),
+            &input("scale.ltoir"),
+            "-o",
+        ])
         .arg(dir.path().join("mixed.cubin"))
         .output()
         .unwrap();
@@ -2016,7 +2251,8 @@ fn headline_command_without_arch_or_nvvmpath() {
     );
     let detail = lines.next().unwrap_or_default();
     assert!(
-        detail.contains("saxpy_100.ltoir' holds sm_100") && detail.contains("scale.ltoir' holds sm_90"),
+        detail.contains("saxpy_100.ltoir' holds sm_100")
+            && detail.contains("scale.ltoir' holds sm_90"),
         "{err}"
     );
     assert!(!dir.path().join("mixed.cubin").exists());

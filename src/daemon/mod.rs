@@ -19,11 +19,11 @@
 //! jobserver instead, see [`forward_jobserver`]); identical requests in flight done once;
 //! the shared cache; an idle timeout (`NVLINKRS_DAEMON_IDLE` seconds, default 600). A
 //! client that cannot reach the daemon, does not trust it, or loses it mid-link, links in
-//! process.
+//! process; so does a link naming the client's own descriptors ([`local`]).
 //!
 //! Wire format: a u64 little-endian length, then frames as in
 //! [`crate::frames`]: request `arg`, `arg0` (the client's program name), `cwd`, `env`
-//! (`K=V`), `exe` (the client's binary), or `stop`, or `status` (answered `pid`, `uptime_ms`, `served`, `running`); answer `err`, `out` (text, in order) and `exit` (the code), or `stale` (the
+//! (`K=V`), `exe` (the client's binary), `umask` (octal, applied to the link process), or `stop`, or `status` (answered `pid`, `uptime_ms`, `served`, `running`); answer `err`, `out` (text, in order) and `exit` (the code), or `stale` (the
 //! daemon runs another binary than the client's, and stops).
 
 use std::collections::HashMap;
@@ -65,6 +65,7 @@ const MAX_MESSAGE: u64 = 1 << 30;
 
 mod child;
 mod guard;
+mod local;
 pub mod status;
 use guard::uid;
 
@@ -133,6 +134,12 @@ pub fn forward_jobserver(makeflags: &str, client_pid: u32) -> Option<String> {
 
 // ---- client ---------------------------------------------------------------------------
 
+/// Whether the link of `args` runs in this process whatever the daemon setting: it names
+/// this process's own descriptors ([`local`]).
+pub fn stays_in_process(args: &[String]) -> bool {
+    std::env::current_dir().map_or(true, |cwd| local::must_link_in_process(args, &cwd))
+}
+
 /// Links through the daemon (starting it if needed): `Some(exit code)` when the daemon
 /// answered, `None` when the link should run in process instead (with a warning, under
 /// `tool`'s name, when the daemon's directory or server is not to be trusted).
@@ -142,6 +149,9 @@ pub fn client_link(args: &[String], tool: &str) -> Option<i32> {
     }
     let socket = socket_path();
     let cwd = std::env::current_dir().ok()?;
+    if local::must_link_in_process(args, &cwd) {
+        return None;
+    }
     let mut frames: Vec<(&str, Vec<u8>)> = args
         .iter()
         .map(|a| ("arg", a.clone().into_bytes()))
@@ -155,6 +165,10 @@ pub fn client_link(args: &[String], tool: &str) -> Option<i32> {
         }
     }
     frames.push(("exe", guard::exe_identity().into_bytes()));
+    // the files the link creates get the client's permissions
+    if let Some(mask) = umask() {
+        frames.push(("umask", format!("{mask:o}").into_bytes()));
+    }
     // the name the link's messages carry (nvlinkrs, or nvlink for a drop-in)
     if let Some(arg0) = std::env::args_os().next() {
         frames.push(("arg0", arg0.to_string_lossy().into_owned().into_bytes()));
@@ -199,6 +213,13 @@ pub fn client_link(args: &[String], tool: &str) -> Option<i32> {
         return code;
     }
     None
+}
+
+/// This process's umask, read without changing it (`/proc/self/status`).
+fn umask() -> Option<u32> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find_map(|l| l.strip_prefix("Umask:"))?;
+    u32::from_str_radix(line.trim(), 8).ok()
 }
 
 /// A connection to this user's daemon, started when none answers: `Ok(None)` when it
@@ -579,6 +600,21 @@ fn run_link(
                 cmd.env("MAKEFLAGS", m);
             }
             server.tokens.configure_make(&mut cmd);
+        }
+    }
+    // the client's umask, for the files the link creates
+    if let Some(mask) = request
+        .iter()
+        .find(|(k, _)| k == "umask")
+        .and_then(|(_, v)| u32::from_str_radix(&text(v), 8).ok())
+        .filter(|m| *m <= 0o777)
+    {
+        // SAFETY: umask(2) is async-signal-safe.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
+                libc::umask(mask as libc::mode_t);
+                Ok(())
+            });
         }
     }
     *server.running.lock().unwrap() += 1;

@@ -1,6 +1,7 @@
 //! The files one load opened: each mapped once however many times it is named (a thin
 //! archive may name one file for every member), and their identities (device and inode),
-//! which the output writer checks before writing over an old output in place.
+//! which the output writer checks before writing over an old output in place. A file that
+//! is not regular (a FIFO, a pipe) is read to its end instead.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -42,10 +43,20 @@ impl Opened {
         }
         let id = meta.as_ref().map(file_id);
         if let Some(b) = id.and_then(|id| self.lock().by_id.get(&id).cloned()) {
-            self.lock().by_path.insert(path.to_path_buf(), (id, b.clone()));
+            self.lock()
+                .by_path
+                .insert(path.to_path_buf(), (id, b.clone()));
             return Ok(b);
         }
-        let bytes = if meta.is_none_or(|m| m.len() == 0) {
+        let bytes = if meta.as_ref().is_some_and(|m| !m.is_file()) {
+            // a FIFO, device or pipe: its metadata has no length; read it to its end, as
+            // nvlink does (waiting for a FIFO's writer)
+            let mut data = Vec::new();
+            std::io::Read::read_to_end(&mut &f, &mut data).map_err(|e| {
+                Error::fatal(format!("Could not read file '{shown}'")).context(e.to_string())
+            })?;
+            Bytes::from_vec(data)
+        } else if meta.is_none_or(|m| m.len() == 0) {
             Bytes::from_vec(Vec::new())
         } else {
             // SAFETY: the mapping is read-only and private to us; as with any linker, a
@@ -118,6 +129,23 @@ mod tests {
         assert_eq!(o.ids(), [file_id(&std::fs::metadata(&p).unwrap())].into());
         let e = o.open(&d.path().join("none"), "none").unwrap_err();
         assert!(e.message().contains("Could not open input file 'none'"));
+    }
+
+    #[test]
+    fn a_fifo_input_is_read_to_its_end() {
+        // (its metadata says length 0: it was taken for an empty file)
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("x.cubin");
+        let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let writer = {
+            let p = p.clone();
+            std::thread::spawn(move || std::fs::write(p, b"device code from a pipe").unwrap())
+        };
+        let o = Opened::default();
+        let b = o.open(&p, "x.cubin").unwrap();
+        writer.join().unwrap();
+        assert_eq!(&*b, b"device code from a pipe");
     }
 
     #[test]
