@@ -84,6 +84,15 @@ impl Timings {
 /// Runs a device link: from the cache when the same link (tools, options, input
 /// contents) was done before, else phase by phase, caching what it can.
 pub fn link(req: &LinkRequest, diag: &Diagnostics) -> Result<Timings> {
+    let linked = link_unchecked(req, diag);
+    if let (Err(_), Some(path)) = (&linked, &req.time) {
+        // nvlink writes the `-time` file's header even when the link fails
+        output::append_times(path, &[]).ok();
+    }
+    linked
+}
+
+fn link_unchecked(req: &LinkRequest, diag: &Diagnostics) -> Result<Timings> {
     let started = Instant::now();
     if req.preserve_relocs && req.target.sm >= 100 {
         // (nvlink lists the capsule-Mercury relocations too there; not done yet)
@@ -208,9 +217,9 @@ fn link_phases(
         timings.phase("merge", || merge::link_with_steps(&inputs, &options, diag))?;
     timings.merge_steps = steps;
     diag.check()?;
-    let (found, ids) = (target.take(), opened.ids());
+    let found = target.take();
     timings.phase("write", || {
-        output::write_output(found, Some(&ids), |w| elf::write::write_to(image, w))
+        output::write_output(found, |w| elf::write::write_to(image, w))
     })?;
     if req.verbose {
         let written = input::open(&req.output, &req.output.display().to_string())?;
