@@ -84,10 +84,34 @@ pub fn prepare(path: &Path) -> Prepared {
     }
 }
 
+/// Which of descriptors 0-2 were closed when the process started (bit N for descriptor
+/// N), before Rust's runtime opened /dev/null on them: a fact of the process, noted once.
+static CLOSED_AT_START: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// Notes which of descriptors 0-2 were closed at start-up (the `nvlinkrs` command's).
+pub fn note_closed_at_start(mask: u8) {
+    CLOSED_AT_START.store(mask, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether `p` names a standard descriptor that was closed at start-up (`/dev/stdout`
+/// leads there): opening it fails as it did then, not on the runtime's /dev/null.
+fn closed_at_start(p: &Path) -> bool {
+    let closed = CLOSED_AT_START.load(std::sync::atomic::Ordering::Relaxed);
+    ["/proc/self/fd/", "/dev/fd/"].iter().any(|dir| {
+        p.to_str()
+            .and_then(|s| s.strip_prefix(dir))
+            .and_then(|n| n.parse::<u8>().ok())
+            .is_some_and(|fd| fd < 3 && closed & (1 << fd) != 0)
+    })
+}
+
 /// Follows `path`'s symlinks (as `open` would) to what it names.
 fn resolve(path: &Path) -> std::io::Result<Target> {
     let mut p = path.to_path_buf();
     for _ in 0..40 {
+        if closed_at_start(&p) {
+            return Err(std::io::Error::from_raw_os_error(libc::ENOENT));
+        }
         let meta = match std::fs::symlink_metadata(&p) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Ok(Target::File { path: p, old: None });
@@ -393,6 +417,19 @@ mod tests {
         assert!(kind.is_fifo());
         assert_eq!(reader.join().unwrap(), b"device image");
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn a_standard_descriptor_closed_at_start_is_no_output() {
+        // (Rust's runtime opens /dev/null on it: the image went nowhere with exit 0)
+        assert!(!closed_at_start(Path::new("/proc/self/fd/1")));
+        note_closed_at_start(0b010);
+        let closed = closed_at_start(Path::new("/proc/self/fd/1"))
+            && closed_at_start(Path::new("/dev/fd/1"))
+            && !closed_at_start(Path::new("/proc/self/fd/2"))
+            && !closed_at_start(Path::new("/proc/self/fd/10"));
+        note_closed_at_start(0);
+        assert!(closed);
     }
 
     #[test]

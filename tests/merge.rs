@@ -1857,6 +1857,20 @@ fn outputs_where_users_point_them() {
     assert_eq!(nrc, 0);
     let r = equiv::compare(&nout, &out).unwrap();
     assert!(r.equivalent(), "{:?}", r.differences);
+    // standard output closed: no output file (it exited 0, the image on /dev/null)
+    for tool in [cuda().join("bin/nvlink"), nvlinkrs()] {
+        let r = Command::new("sh")
+            .arg("-c")
+            .arg(r#"exec "$0" -arch=sm_90 big.cubin "$1" -o /dev/stdout >&-"#)
+            .arg(&tool)
+            .arg(&b)
+            .current_dir(d)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(1), "{}: {err}", tool.display());
+        assert!(err.contains("Could not open output file '/dev/stdout'"), "{err}");
+    }
 
     // through a symlink, the target's mode kept
     std::fs::create_dir(d.join("real")).unwrap();
