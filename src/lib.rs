@@ -86,6 +86,15 @@ impl Timings {
 /// Runs a device link: from the cache when the same link (tools, options, input
 /// contents) was done before, else phase by phase, caching what it can.
 pub fn link(req: &LinkRequest, diag: &Diagnostics) -> Result<Timings> {
+    let linked = link_unchecked(req, diag);
+    if let (Err(_), Some(path)) = (&linked, &req.time) {
+        // nvlink writes the `-time` file's header even when the link fails
+        output::append_times(path, &[]).ok();
+    }
+    linked
+}
+
+fn link_unchecked(req: &LinkRequest, diag: &Diagnostics) -> Result<Timings> {
     let started = Instant::now();
     if req.preserve_relocs && req.target.sm >= 100 {
         // (nvlink lists the capsule-Mercury relocations too there; not done yet)
@@ -231,17 +240,17 @@ fn link_phases(
         timings.phase("merge", || merge::link_with_steps(&inputs, &options, diag))?;
     timings.merge_steps = steps;
     diag.check()?;
-    let (found, ids) = (target.take(), opened.ids());
+    let found = target.take();
     let keep = timings.written.keep;
     let kept = timings.phase("write", || match keep {
         // (the cache stores these bytes, not what the output reads back)
         true => {
             let mut bytes = Vec::new();
             elf::write::write_to(image, &mut bytes).map_err(|e| Error::fatal(e.to_string()))?;
-            output::write_output(found, Some(&ids), |w| w.write_all(&bytes))?;
+            output::write_output(found, |w| w.write_all(&bytes))?;
             Ok(Some(bytes))
         }
-        false => output::write_output(found, Some(&ids), |w| elf::write::write_to(image, w))
+        false => output::write_output(found, |w| elf::write::write_to(image, w))
             .map(|_| None),
     })?;
     timings.written.out = kept;

@@ -275,6 +275,22 @@ fn run_command(command: Command) -> Result<(), Error> {
     }
 }
 
+/// Notes which of descriptors 0-2 were closed when the process started: Rust's runtime
+/// opens /dev/null on them before `main`, where `-o /dev/stdout >&-` must fail as nvlink's.
+/// Run by the loader before that runtime starts.
+#[cfg(target_os = "linux")]
+#[used]
+#[unsafe(link_section = ".init_array")]
+static NOTE_CLOSED_STD_FDS: extern "C" fn() = {
+    extern "C" fn note() {
+        let closed = (0..3)
+            .filter(|&fd| unsafe { libc::fcntl(fd, libc::F_GETFD) } == -1)
+            .fold(0u8, |m, fd| m | 1 << fd);
+        nvlinkrs::output::note_closed_at_start(closed);
+    }
+    note
+};
+
 fn main() -> ExitCode {
     let started = std::time::Instant::now();
     grow_heap_in_large_steps();

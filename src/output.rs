@@ -2,15 +2,15 @@
 //! and the `-time` CSV rows. A file is written beside its target and renamed over it once
 //! complete (a reader never sees half a file, a failed or killed link leaves the old one,
 //! as nvlink does), through a symlink to its target, keeping an existing file's mode; a
-//! device, FIFO or `/proc/self/fd/N` is written into directly. Temporary names carry the
-//! process id, and a link reclaims those of processes that no longer run.
+//! device, FIFO or `/proc/self/fd/N` is written into directly, and so is a file whose
+//! directory refuses the new one. Temporary names carry the process id, and a link
+//! reclaims those of processes that no longer run.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::diag::{Error, Result};
-use crate::input::FileId;
 
 /// Writes `bytes` to `path` (see the module's comment).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
@@ -23,7 +23,7 @@ pub fn write_atomic_with(
     path: &Path,
     fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> Result<()> {
-    write_output(prepare(path).take(), None, fill)
+    write_output(prepare(path).take(), fill)
 }
 
 /// Where an output goes, found on a thread while the link runs ([`prepare`]).
@@ -84,10 +84,34 @@ pub fn prepare(path: &Path) -> Prepared {
     }
 }
 
+/// Which of descriptors 0-2 were closed when the process started (bit N for descriptor
+/// N), before Rust's runtime opened /dev/null on them: a fact of the process, noted once.
+static CLOSED_AT_START: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// Notes which of descriptors 0-2 were closed at start-up (the `nvlinkrs` command's).
+pub fn note_closed_at_start(mask: u8) {
+    CLOSED_AT_START.store(mask, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether `p` names a standard descriptor that was closed at start-up (`/dev/stdout`
+/// leads there): opening it fails as it did then, not on the runtime's /dev/null.
+fn closed_at_start(p: &Path) -> bool {
+    let closed = CLOSED_AT_START.load(std::sync::atomic::Ordering::Relaxed);
+    ["/proc/self/fd/", "/dev/fd/"].iter().any(|dir| {
+        p.to_str()
+            .and_then(|s| s.strip_prefix(dir))
+            .and_then(|n| n.parse::<u8>().ok())
+            .is_some_and(|fd| fd < 3 && closed & (1 << fd) != 0)
+    })
+}
+
 /// Follows `path`'s symlinks (as `open` would) to what it names.
 fn resolve(path: &Path) -> std::io::Result<Target> {
     let mut p = path.to_path_buf();
     for _ in 0..40 {
+        if closed_at_start(&p) {
+            return Err(std::io::Error::from_raw_os_error(libc::ENOENT));
+        }
         let meta = match std::fs::symlink_metadata(&p) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Ok(Target::File { path: p, old: None });
@@ -131,15 +155,13 @@ fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
     crate::input::opened::file_id(a) == crate::input::opened::file_id(b)
 }
 
-/// Writes the output `found` names. With `inputs` (the files the link's inputs map), an
-/// old plain file that is none of them, has no other name and is this user's is written
-/// over in place (renamed aside, written, cut and renamed back): its page cache is
-/// reused, where writing a fresh file takes every page new and replacing the old one
-/// frees them (on Linux writing into an existing file is much the faster, as mold
-/// observes). Otherwise a new file is written beside it and renamed over it.
+/// Writes the output `found` names: a new file beside it renamed over it, so that at
+/// every instant its name holds the old file or the whole new one (a failed or killed
+/// link leaves the old one). Where no file can be made beside it or the rename is refused
+/// (a directory this user cannot write, another user's file in sticky `/tmp`) but the old
+/// file is writable, it is written into, as nvlink writes it.
 pub fn write_output(
     found: Found,
-    inputs: Option<&std::collections::HashSet<FileId>>,
     fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> Result<()> {
     let cannot = cannot_open(&found.path);
@@ -152,62 +174,13 @@ pub fn write_output(
                 .map_err(cannot)?;
             fill_buffered(&mut f, fill).map_err(cannot)
         }
-        Target::File { path, old } => {
-            let in_place = old
-                .as_ref()
-                .zip(inputs)
-                .is_some_and(|(m, inputs)| may_write_into(m, inputs));
-            match in_place.then(|| aside_name(&path, "old")).flatten() {
-                Some(aside) if std::fs::rename(&path, &aside).is_ok() => {
-                    write_into(&path, &aside, fill).map_err(cannot)
-                }
-                _ => write_beside(&path, old.as_ref(), fill).map_err(cannot),
-            }
-        }
+        Target::File { path, old } => write_beside(&path, old.as_ref(), fill).map_err(cannot),
     }
-}
-
-/// Whether the old output `m` may be written over in place: no input maps it (the image
-/// borrows their bytes until it is written), no other name shows it, and it is this
-/// user's (root may write into any file; another user's would keep its owner).
-fn may_write_into(m: &std::fs::Metadata, inputs: &std::collections::HashSet<FileId>) -> bool {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        m.nlink() == 1
-            && m.uid() == unsafe { libc::geteuid() }
-            && !inputs.contains(&crate::input::opened::file_id(m))
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = (m, inputs);
-        false
-    }
-}
-
-/// Writes over the old output set aside as `aside`, then renames it back to `path`
-/// (keeping its mode). On failure `aside` is removed: its old bytes are gone.
-fn write_into(
-    path: &Path,
-    aside: &Path,
-    fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
-) -> std::io::Result<()> {
-    let written = (|| {
-        let mut f = std::fs::OpenOptions::new().write(true).open(aside)?;
-        fill_buffered(&mut f, fill)?;
-        use std::io::Seek;
-        let end = f.stream_position()?;
-        f.set_len(end)?;
-        std::fs::rename(aside, path)
-    })();
-    if written.is_err() {
-        std::fs::remove_file(aside).ok();
-    }
-    written
 }
 
 /// Writes a new file beside `path` and renames it over `path`, with the old file's mode
-/// (and owner, where root writes another user's file), or a new file's.
+/// (and owner, where root writes another user's file), or a new file's; or, where that is
+/// refused, into the old file ([`write_into`]).
 fn write_beside(
     path: &Path,
     old: Option<&std::fs::Metadata>,
@@ -218,11 +191,23 @@ fn write_beside(
         _ => Path::new("."),
     };
     let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let refused =
+        |e: &std::io::Error| old.is_some() && e.kind() == std::io::ErrorKind::PermissionDenied;
     // (created 0600: nobody else reads it half written)
-    let mut tmp = tempfile::Builder::new()
+    let mut tmp = match tempfile::Builder::new()
         .prefix(&format!(".{name}.{}.", std::process::id()))
         .suffix(".nvlinkrs-tmp")
-        .tempfile_in(dir)?;
+        .tempfile_in(dir)
+    {
+        Ok(t) => t,
+        Err(e) if refused(&e) => {
+            // (the image is made first: it may borrow the bytes of the file it replaces)
+            let mut image = Vec::new();
+            fill(&mut image)?;
+            return write_into(path, |f| f.write_all(&image));
+        }
+        Err(e) => return Err(e),
+    };
     // not synced to disk: the rename is what keeps a half-written file from ever being
     // seen under the output's name (ld, lld and nvlink do not sync either; a sync cost
     // 10-20 ms on a 14 MB image, a quarter of a 128-unit link)
@@ -237,22 +222,25 @@ fn write_beside(
         tmp.as_file()
             .set_permissions(std::fs::Permissions::from_mode(mode))?;
     }
-    #[cfg(not(unix))]
-    let _ = old;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
+    match tmp.persist(path) {
+        Ok(_) => Ok(()),
+        Err(e) if refused(&e.error) => {
+            let mut written = e.file.reopen()?;
+            write_into(path, |f| std::io::copy(&mut written, f).map(drop))
+        }
+        Err(e) => Err(e.error),
+    }
 }
 
-/// A temporary name beside `path`: hidden, this process's (and unique in it: the daemon
-/// runs several links at once).
-fn aside_name(path: &Path, what: &str) -> Option<PathBuf> {
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let name = path.file_name()?.to_string_lossy();
-    Some(path.with_file_name(format!(
-        ".{name}.{}.{n}.nvlinkrs-{what}",
-        std::process::id()
-    )))
+/// Writes `bytes` into the existing file `path`, cut to their length (opened before it is
+/// cut: a file this user cannot write is left as it was).
+fn write_into(
+    path: &Path,
+    bytes: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let mut f = std::fs::OpenOptions::new().write(true).open(path)?;
+    f.set_len(0)?;
+    bytes(&mut f)
 }
 
 /// How long a temporary file of a process that no longer runs here is left alone (a
@@ -326,8 +314,10 @@ pub(crate) fn process_runs(pid: i32) -> bool {
 /// nvlink's message for an output it cannot write, with the system's reason.
 fn cannot_open(path: &Path) -> impl Fn(std::io::Error) -> Error + Copy + '_ {
     move |e| {
-        Error::fatal(format!("Could not open output file '{}'", path.display()))
-            .context(e.to_string())
+        // (tempfile's errors end by naming the temporary file: the user named the output)
+        let reason = e.to_string();
+        let reason = reason.split(" at path ").next().unwrap_or_default();
+        Error::fatal(format!("Could not open output file '{}'", path.display())).context(reason)
     }
 }
 
@@ -430,6 +420,19 @@ mod tests {
     }
 
     #[test]
+    fn a_standard_descriptor_closed_at_start_is_no_output() {
+        // (Rust's runtime opens /dev/null on it: the image went nowhere with exit 0)
+        assert!(!closed_at_start(Path::new("/proc/self/fd/1")));
+        note_closed_at_start(0b010);
+        let closed = closed_at_start(Path::new("/proc/self/fd/1"))
+            && closed_at_start(Path::new("/dev/fd/1"))
+            && !closed_at_start(Path::new("/proc/self/fd/2"))
+            && !closed_at_start(Path::new("/proc/self/fd/10"));
+        note_closed_at_start(0);
+        assert!(closed);
+    }
+
+    #[test]
     fn register_file_text() {
         assert_eq!(
             register_link_binaries(&["_b_cu".into(), "_a_cu".into()]),
@@ -456,35 +459,52 @@ mod tests {
         v
     }
 
-    fn link_output(p: &Path, inputs: &[&Path], image: &[u8]) -> Result<()> {
-        let ids: std::collections::HashSet<FileId> = inputs
-            .iter()
-            .map(|i| crate::input::opened::file_id(&std::fs::metadata(i).unwrap()))
-            .collect();
-        write_output(prepare(p).take(), Some(&ids), |w| w.write_all(image))
+    fn link_output(p: &Path, image: &[u8]) -> Result<()> {
+        write_output(prepare(p).take(), |w| w.write_all(image))
     }
 
     #[test]
-    fn an_old_output_is_written_over_in_place_keeping_its_mode() {
+    fn the_output_name_holds_the_old_image_until_the_new_one_is_whole() {
+        // (it was renamed aside for the whole write: a link killed then left no output)
         use std::os::unix::fs::PermissionsExt;
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("out.cubin");
         std::fs::write(&p, vec![7u8; 10_000]).unwrap();
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o750)).unwrap();
-        let inode = ino(&p);
         let target = prepare(&p);
-        // (while the link runs the old output stays)
-        assert_eq!(std::fs::read(&p).unwrap().len(), 10_000);
-        link_output(&p, &[], b"shorter new image").unwrap();
-        drop(target);
+        write_output(target.take(), |w| {
+            assert_eq!(std::fs::read(&p).unwrap(), vec![7u8; 10_000]);
+            w.write_all(b"shorter ")?;
+            assert_eq!(std::fs::read(&p).unwrap(), vec![7u8; 10_000]);
+            w.write_all(b"new image")
+        })
+        .unwrap();
         assert_eq!(std::fs::read(&p).unwrap(), b"shorter new image");
-        // the same file, cut to the new length, its mode kept
-        assert_eq!((ino(&p), mode(&p)), (inode, 0o750));
+        assert_eq!(mode(&p), 0o750);
         assert_eq!(files(d.path()), ["out.cubin"]);
         // a new output gets a new file's permissions
         let q = d.path().join("new.cubin");
         write_atomic(&q, b"x").unwrap();
         assert_eq!(mode(&q), 0o666 & !umask());
+    }
+
+    #[test]
+    fn a_refused_new_file_writes_into_the_old_one() {
+        // (the refusal itself needs a user other than root: tests/merge.rs
+        // `outputs_where_users_point_them`): the same file, cut, and never a new one
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("out.cubin");
+        std::fs::write(&p, vec![7u8; 1000]).unwrap();
+        let inode = ino(&p);
+        write_into(&p, |f| f.write_all(b"new")).unwrap();
+        assert_eq!(
+            (std::fs::read(&p).unwrap(), ino(&p)),
+            (b"new".to_vec(), inode)
+        );
+        // no such file: nothing is created
+        let e = write_into(&d.path().join("none"), |f| f.write_all(b"x")).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
+        assert_eq!(files(d.path()), ["out.cubin"]);
     }
 
     #[test]
@@ -497,7 +517,7 @@ mod tests {
         let inode = ino(&p);
         let mapped = crate::input::open(&p, "s.cubin").unwrap();
         let image: Vec<u8> = (0..200_000u32).map(|i| i as u8).collect();
-        link_output(&p, &[&p], &image).unwrap();
+        link_output(&p, &image).unwrap();
         assert_eq!(std::fs::read(&p).unwrap(), image);
         assert_ne!(ino(&p), inode);
         assert!(
@@ -515,21 +535,16 @@ mod tests {
         std::fs::write(&p, b"old").unwrap();
         drop(prepare(&p));
         assert_eq!(std::fs::read(&p).unwrap(), b"old");
-        // the writing of a new file fails: the old one stays
+        // the writing of the new file fails (a full disk): the old one stays, with no
+        // temporary beside it (it was written over in place, and removed on failure)
         let fail = |w: &mut dyn Write| {
             w.write_all(b"part")?;
             Err(std::io::Error::other("disk full"))
         };
-        let other = d.path().join("other");
-        std::fs::hard_link(&p, &other).unwrap();
-        let e = write_output(prepare(&p).take(), Some(&Default::default()), fail).unwrap_err();
+        let e = write_output(prepare(&p).take(), fail).unwrap_err();
         assert!(e.message().contains("Could not open output file"));
         assert_eq!(std::fs::read(&p).unwrap(), b"old");
-        std::fs::remove_file(&other).unwrap();
-        // the writing over it in place fails: its bytes are gone, and so is the file
-        let e = write_output(prepare(&p).take(), Some(&Default::default()), fail);
-        assert!(e.is_err());
-        assert_eq!(files(d.path()), Vec::<String>::new());
+        assert_eq!(files(d.path()), ["out.cubin"]);
     }
 
     #[test]
@@ -540,7 +555,7 @@ mod tests {
         let other = d.path().join("kept.cubin");
         std::fs::write(&p, b"old").unwrap();
         std::fs::hard_link(&p, &other).unwrap();
-        link_output(&p, &[], b"new").unwrap();
+        link_output(&p, b"new").unwrap();
         assert_eq!(std::fs::read(&p).unwrap(), b"new");
         assert_eq!(std::fs::read(&other).unwrap(), b"old");
         assert_eq!(files(d.path()), ["kept.cubin", "out.cubin"]);
@@ -559,7 +574,7 @@ mod tests {
         std::os::unix::fs::symlink("sub/real.cubin", &link).unwrap();
         let chain = d.path().join("chain.cubin");
         std::os::unix::fs::symlink("out.cubin", &chain).unwrap();
-        link_output(&chain, &[], b"new image").unwrap();
+        link_output(&chain, b"new image").unwrap();
         assert!(
             std::fs::symlink_metadata(&link)
                 .unwrap()
@@ -668,6 +683,12 @@ mod tests {
             e.message().contains("Could not open output file"),
             "{}",
             e.message()
+        );
+        // the reason names no temporary file (the message names the output)
+        let text = e.to_string();
+        assert!(
+            text.contains("No such file") && !text.contains("nvlinkrs-tmp"),
+            "{text}"
         );
     }
 

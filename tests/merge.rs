@@ -1994,6 +1994,18 @@ fn outputs_where_users_point_them() {
     let (rc, _, err) = link(&nvlinkrs(), "undef.cubin", "undef.cubin");
     assert_eq!(rc, 255, "{err}");
     assert_eq!(std::fs::read(&undef).unwrap(), before);
+    // and writes the `-time` file's header all the same (it wrote nothing)
+    for (tool, csv) in [(cuda().join("bin/nvlink"), "n.csv"), (nvlinkrs(), "r.csv")] {
+        let r = Command::new(tool)
+            .args(["-arch=sm_90", "undef.cubin", &b, "-o", "u.cubin", "-time", csv])
+            .current_dir(d)
+            .output()
+            .unwrap();
+        assert_eq!(r.status.code(), Some(255));
+    }
+    let want = std::fs::read_to_string(d.join("n.csv")).unwrap();
+    assert!(want.starts_with("source file name"), "{want}");
+    assert_eq!(std::fs::read_to_string(d.join("r.csv")).unwrap(), want);
 
     // standard output through /proc
     let (rc, out, err) = link(&nvlinkrs(), "big.cubin", "/proc/self/fd/1");
@@ -2002,6 +2014,20 @@ fn outputs_where_users_point_them() {
     assert_eq!(nrc, 0);
     let r = equiv::compare(&nout, &out).unwrap();
     assert!(r.equivalent(), "{:?}", r.differences);
+    // standard output closed: no output file (it exited 0, the image on /dev/null)
+    for tool in [cuda().join("bin/nvlink"), nvlinkrs()] {
+        let r = Command::new("sh")
+            .arg("-c")
+            .arg(r#"exec "$0" -arch=sm_90 big.cubin "$1" -o /dev/stdout >&-"#)
+            .arg(&tool)
+            .arg(&b)
+            .current_dir(d)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(1), "{}: {err}", tool.display());
+        assert!(err.contains("Could not open output file '/dev/stdout'"), "{err}");
+    }
 
     // through a symlink, the target's mode kept
     std::fs::create_dir(d.join("real")).unwrap();
@@ -2027,6 +2053,92 @@ fn outputs_where_users_point_them() {
         .mode();
     assert_eq!(mode & 0o777, 0o755);
     assert_eq!(std::fs::read_dir(d.join("real")).unwrap().count(), 1);
+
+    // killed at spread moments, the output's name holds the old image or the whole new
+    // one (it was renamed aside for the write: ~5% of kills left no output)
+    let k = d.join("k.cubin");
+    for ms in [0u64, 2, 5, 10, 20, 40, 80] {
+        std::fs::write(&k, b"old image").unwrap();
+        let mut child = Command::new(nvlinkrs())
+            .args(["-arch=sm_90", "big.cubin", &b, "-o", "k.cubin"])
+            .current_dir(d)
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+        child.kill().ok();
+        child.wait().unwrap();
+        let now = std::fs::read(&k).unwrap_or_default();
+        assert!(now == b"old image" || now == ours, "killed at {ms} ms: {} bytes", now.len());
+    }
+
+    // another user's links: a file they can write in a directory they cannot (root's
+    // 0755 directory, root's 0666 file in a sticky directory) is written into, as nvlink
+    // does (it failed: "Permission denied", "Operation not permitted")
+    let Some(user) = ThrowawayUser::make() else {
+        eprintln!("skipped the other user's outputs: not root, or no useradd");
+        return;
+    };
+    std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let as_user = |out: &str| {
+        let r = Command::new("runuser")
+            .args(["-u", &user.0, "--"])
+            .arg(nvlinkrs())
+            .args(["-arch=sm_90", "big.cubin", &b, "-o", out])
+            .current_dir(d)
+            .output()
+            .unwrap();
+        (r.status.code(), String::from_utf8_lossy(&r.stderr).into_owned())
+    };
+    let chown = |p: &Path| {
+        let st = Command::new("chown").arg(&user.0).arg(p).status().unwrap();
+        assert!(st.success());
+    };
+    std::fs::create_dir(d.join("ro")).unwrap();
+    std::fs::write(d.join("ro/out.cubin"), b"old").unwrap();
+    chown(&d.join("ro/out.cubin"));
+    std::fs::create_dir(d.join("st")).unwrap();
+    std::fs::set_permissions(d.join("st"), std::fs::Permissions::from_mode(0o1777)).unwrap();
+    std::fs::write(d.join("st/x.cubin"), b"old").unwrap();
+    std::fs::set_permissions(d.join("st/x.cubin"), std::fs::Permissions::from_mode(0o666))
+        .unwrap();
+    for out in ["ro/out.cubin", "st/x.cubin"] {
+        let (rc, err) = as_user(out);
+        assert_eq!(rc, Some(0), "{out}: {err}");
+        assert!(std::fs::read(d.join(out)).unwrap() == ours, "{out}");
+    }
+    assert_eq!(std::fs::read_dir(d.join("st")).unwrap().count(), 1);
+    // a read-only old output of theirs in their own directory: the link fails without
+    // losing it (it was removed), or replaces it whole
+    std::fs::create_dir(d.join("mine")).unwrap();
+    chown(&d.join("mine"));
+    std::fs::write(d.join("mine/o.cubin"), b"old").unwrap();
+    std::fs::set_permissions(d.join("mine/o.cubin"), std::fs::Permissions::from_mode(0o444))
+        .unwrap();
+    chown(&d.join("mine/o.cubin"));
+    let (rc, err) = as_user("mine/o.cubin");
+    let now = std::fs::read(d.join("mine/o.cubin")).unwrap();
+    assert!(now == b"old" || (rc == Some(0) && now == ours), "{rc:?} {err}");
+    assert_eq!(std::fs::read_dir(d.join("mine")).unwrap().count(), 1);
+}
+
+/// A user made for one test and deleted after it (root only).
+struct ThrowawayUser(String);
+
+impl ThrowawayUser {
+    fn make() -> Option<ThrowawayUser> {
+        if unsafe { libc::geteuid() } != 0 {
+            return None;
+        }
+        let name = format!("nvlt{}", std::process::id());
+        let made = Command::new("useradd").args(["-M", &name]).status();
+        made.is_ok_and(|s| s.success()).then_some(ThrowawayUser(name))
+    }
+}
+
+impl Drop for ThrowawayUser {
+    fn drop(&mut self) {
+        Command::new("userdel").arg(&self.0).status().ok();
+    }
 }
 
 /// A link that warns with a standard error that cannot be written (`2>/dev/full`, a pipe
