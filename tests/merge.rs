@@ -1526,6 +1526,8 @@ fn progress_lines_when_asked() {
             .args(extra)
             .arg("-o")
             .arg(dir.path().join("o.cubin"))
+            // (every run links: a cache hit has no stages)
+            .env("NVLINKRS_CACHE", "0")
             .env_remove("NVLINKRS_PROGRESS");
         if let Some(v) = env {
             cmd.env("NVLINKRS_PROGRESS", v);
