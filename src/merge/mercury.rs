@@ -550,7 +550,8 @@ impl Merger<'_> {
                         }
                         continue;
                     }
-                    if dead || loser {
+                    let unplaced = target.flags & SHF_ALLOC == 0 && is_unplaced_label(self.sym(k));
+                    if dead || loser || unplaced {
                         continue;
                     }
                     let (mut value, _, resolvable) = self.link_value(k);

@@ -89,6 +89,41 @@ fn is_dynamic_shared(s: &Symbol) -> bool {
     !s.defined() && s.ty == STT_CUDA_OBJECT && s.other & STO_SHARED != 0 && s.size == 0
 }
 
+/// The device runtime's entry points the driver provides: libcudadevrt's functions call
+/// them (a `-g` link, which keeps every function, leaves them undefined). The names
+/// nvlink 13.5 accepts, no others (`cnpFoo` is an undefined reference).
+const CNP_FUNCTIONS: [&str; 22] = [
+    "CtxSynchronize",
+    "DeviceGetAttribute",
+    "DeviceGetName",
+    "DeviceGetTotalMem",
+    "EventCreate",
+    "EventDestroy",
+    "EventRecord",
+    "FuncGetAttribute",
+    "GetCacheConfig",
+    "GetDevice",
+    "GetDeviceCount",
+    "GetLastError",
+    "GetLimit",
+    "GetParameterBuffer",
+    "GetParameterBufferV2",
+    "GetSharedMemConfig",
+    "LaunchDevice",
+    "LaunchDeviceV2",
+    "SetLastError",
+    "StreamCreate",
+    "StreamDestroy",
+    "StreamWaitEvent",
+];
+
+/// A label ptxas could not place (`$L__tmp…` in a `-G` unit's `.debug_loc`): an
+/// undefined local symbol. nvlink drops the debug sections' relocations against one and
+/// keeps their bytes.
+fn is_unplaced_label(s: &Symbol) -> bool {
+    s.bind == STB_LOCAL && !s.defined() && s.ty != STT_SECTION
+}
+
 /// Functions the driver provides (calls to them stay undefined in the output).
 fn is_syscall(name: &str) -> bool {
     name == "vprintf"
@@ -96,6 +131,9 @@ fn is_syscall(name: &str) -> bool {
         || name == "free"
         || name == "__assertfail"
         || name.starts_with("__cuda_syscall")
+        || name
+            .strip_prefix("cnp")
+            .is_some_and(|n| CNP_FUNCTIONS.contains(&n))
         || name.starts_with("__nv_reservedSMEM")
         || matches!(
             name.strip_prefix(".nv.reservedSmem."),
@@ -1538,12 +1576,16 @@ impl<'a> Merger<'a> {
         }
     }
 
+    /// `f` and the functions it calls, directly or not. Another kernel `f`'s code refers
+    /// to is launched (dynamic parallelism), not called: its call tree is not `f`'s
+    /// (nvlink gives the launching kernel none of its shared variables, barriers,
+    /// registers or stack).
     fn reachable_from(&self, f: usize) -> Vec<usize> {
         let mut seen = vec![false; self.funcs.len()];
         let mut out = Vec::new();
         let mut stack = vec![f];
         while let Some(g) = stack.pop() {
-            if !std::mem::replace(&mut seen[g], true) {
+            if (g == f || !self.funcs[g].entry) && !std::mem::replace(&mut seen[g], true) {
                 out.push(g);
                 stack.extend(self.funcs[g].callees.iter().copied());
             }
@@ -1882,7 +1924,7 @@ impl<'a> Merger<'a> {
                     }
                     continue;
                 }
-                if loser || f.dead {
+                if loser || f.dead || target_nonalloc && is_unplaced_label(sym) {
                     continue;
                 }
                 // link-time value: section offset of the target (a dynamic shared
@@ -2134,17 +2176,15 @@ impl<'a> Merger<'a> {
             if !self.opts.suppress_stack_size_warning {
                 self.diag.warnings(&warnings);
             }
-            for f in 0..self.funcs.len() {
-                if !self.live[f] || !self.funcs[f].entry {
-                    continue;
-                }
-                if let Some(o) = self.sym_of.get(&self.funcs[f].key) {
-                    global.push(Record::sym_pair(
-                        info::MIN_STACK_SIZE,
-                        *o as u32 + 1,
-                        props[&f].1,
-                    ));
-                }
+            // (in the order of the kernels' symbols: local ones, such as libcudadevrt's
+            // static kernels, before the global ones)
+            let mut stacks: Vec<(usize, u32)> = (0..self.funcs.len())
+                .filter(|&f| self.live[f] && self.funcs[f].entry)
+                .filter_map(|f| Some((*self.sym_of.get(&self.funcs[f].key)?, props[&f].1)))
+                .collect();
+            stacks.sort_by_key(|&(o, _)| o);
+            for (o, stack) in stacks {
+                global.push(Record::sym_pair(info::MIN_STACK_SIZE, o as u32 + 1, stack));
             }
         }
         // (an image without inputs has no global records and, as nvlink's, no section)
@@ -2260,7 +2300,11 @@ impl<'a> Merger<'a> {
         }
         path.push(f);
         let mut deepest = Some(0u32);
-        for &g in &self.funcs[f].callees {
+        for &g in self.funcs[f]
+            .callees
+            .iter()
+            .filter(|&&g| !self.funcs[g].entry)
+        {
             deepest = match (deepest, self.stack_depth(g, path, memo)) {
                 (Some(a), Some(b)) => Some(a.max(b)),
                 _ => None,
