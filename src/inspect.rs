@@ -171,6 +171,7 @@ fn describe(node: &Node) -> String {
         ),
         Item::HostObject {
             module_id,
+            prelinked,
             wrapper_version,
             host_refs,
         } => {
@@ -178,7 +179,9 @@ fn describe(node: &Node) -> String {
             if node.children.is_empty() {
                 s += " without device code (nvlink skips it)";
             }
-            if let Some(m) = module_id {
+            if !prelinked.is_empty() {
+                s += &format!(", links modules {}", prelinked.join(" "));
+            } else if let Some(m) = module_id {
                 s += &format!(", module id {m}");
             }
             if let Some(v) = wrapper_version {

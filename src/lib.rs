@@ -116,7 +116,9 @@ fn link_unchecked(req: &LinkRequest, diag: &Diagnostics) -> Result<Timings> {
         let paths = input::input_list(&req.inputs, &req.libraries, &req.library_paths);
         let trees = input::load(&paths, input::Mode::Link { lto: req.lto })?;
         diag.check()?;
-        return finish(req, &lto::pool::hosts(&trees), false, Timings::default());
+        let kept = input::prelinked::without_linked(&trees, req.lto);
+        let hosts = lto::pool::hosts(kept.as_deref().unwrap_or(&trees));
+        return finish(req, &hosts, false, Timings::default());
     }
     // a cache that cannot be used (an unsafe directory) or cannot store only costs time;
     // the default one, not asked for, says so only under -v (a warning would fail a link
@@ -211,7 +213,11 @@ fn link_phases(
             ));
         }
     }
-    let hosts = lto::pool::hosts(&trees);
+    // what an earlier -dlink object among the inputs covers is linked no more (the LTO
+    // pool still sees all of it, as nvlink's partial-LTO decision does)
+    let kept = input::prelinked::without_linked(&trees, req.lto);
+    let linked = kept.as_deref().unwrap_or(&trees);
+    let hosts = lto::pool::hosts(linked);
     let mut lto_cubins = Vec::new();
     let mut lto_from = Vec::new();
     if req.lto {
@@ -227,7 +233,7 @@ fn link_phases(
     // (from here on only the merge writes the output)
     let target = output::prepare(&req.output);
     let units = timings.phase("gather", || {
-        merge::gather::collect(&trees, req.target, req.lto, diag)
+        merge::gather::collect(linked, req.target, req.lto, diag)
     })?;
     // no input with code for the target (each reported by a warning): nvlink writes an
     // image without code, and so does the merge
@@ -263,6 +269,7 @@ fn link_phases(
         }
     }
     dispose(inputs);
+    dispose(kept);
     dispose(trees);
     finish(req, &hosts, false, timings)
 }

@@ -1883,6 +1883,51 @@ fn nvcc_mode(bin: &Path, path: &str, work: &Path, steps: &[Vec<String>]) -> Resu
     Ok(lines.len())
 }
 
+/// An earlier `nvcc -dlink` output given to nvcc's final link (a Makefile pattern): nvlink
+/// leaves out the objects that `dlink.o` already linked (its `__nv_module_id` names them),
+/// so its register file lists none of them and nvcc's host link finds each
+/// `__cudaRegisterLinkedBinary_*` once. Through the overlay, with a `-dlink` object
+/// covering all the objects, some of them, given first, and in a static library; each
+/// nvlink line nvcc ran gives with both linkers the same register file and equivalent
+/// images.
+#[test]
+fn nvcc_prelinked_dlink_object() {
+    let dir = tempfile::tempdir().unwrap();
+    let (bin, path) = nvcc_overlay(dir.path());
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/saxpy");
+    let words = |s: &str| -> Vec<String> { s.split(' ').map(String::from).collect() };
+    let dc = |f: &str| {
+        words(&format!(
+            "-arch=sm_90 -dc {} -o {f}.o",
+            example.join(format!("{f}.cu")).display()
+        ))
+    };
+    let objects = "saxpy.o scale.o main.o";
+    let modes: Vec<(&str, Vec<Vec<String>>)> = vec![
+        ("all", vec![words(&format!("-arch=sm_90 -dlink {objects} -o dlink.o")),
+            words(&format!("-arch=sm_90 {objects} dlink.o -o app"))]),
+        ("some", vec![words("-arch=sm_90 -dlink saxpy.o scale.o -o dlink.o"),
+            words(&format!("-arch=sm_90 {objects} dlink.o -o app"))]),
+        ("first", vec![words(&format!("-arch=sm_90 -dlink {objects} -o dlink.o")),
+            words(&format!("-arch=sm_90 dlink.o {objects} -o app"))]),
+        ("static library", vec![words(&format!("-arch=sm_90 -dlink {objects} -o dlink.o")),
+            words("-lib dlink.o -o libd.a"),
+            words(&format!("-arch=sm_90 {objects} -L. -ld -o app"))]),
+    ];
+    let mut failures = Vec::new();
+    for (i, (name, steps)) in modes.iter().enumerate() {
+        let work = dir.path().join(format!("prelinked{i}"));
+        std::fs::create_dir(&work).unwrap();
+        let mut all = vec![dc("saxpy"), dc("scale"), dc("main")];
+        all.extend(steps.iter().cloned());
+        match nvcc_mode(&bin, &path, &work, &all) {
+            Ok(_) => assert!(work.join("app").is_file(), "{name}: no executable"),
+            Err(e) => failures.push(format!("{name}: {e}")),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 /// `nvcc --extensible-whole-program`: its objects' code (e_type 0xff00) comes with shared
 /// memory already laid out per kernel, which the merge does not take yet; nvlinkrs refuses
 /// it by name (exit 1, no image) rather than write another image than nvlink's.

@@ -29,6 +29,9 @@ pub struct HostObject {
     /// `.nvFatBinSegment`: (magic ok, version) — 1 for compile objects, 2 for `-dlink` output.
     pub wrapper_version: Option<u32>,
     pub module_id: Option<String>,
+    /// The module ids an `nvcc -dlink` object already linked: its `__nv_module_id` lists
+    /// them as `def <id>` entries (empty for other objects).
+    pub prelinked: Vec<String>,
     /// `(section, entries)` of the non-empty host-reference tables: symbol names or
     /// patterns (`_Z5saxpy*`), in section order.
     pub host_refs: Vec<(&'static str, Vec<String>)>,
@@ -85,10 +88,14 @@ pub fn read(file: &Bytes, origin: &str) -> Result<HostObject> {
         let d = view.section_data(s);
         (d.u32_at(0) == Some(WRAPPER_MAGIC)).then(|| d.u32_at(4).unwrap_or(0))
     });
-    let module_id = view
-        .section("__nv_module_id")
-        .map(|s| cstr(view.section_data(s)))
-        .filter(|s| !s.is_empty());
+    let ids = view.section("__nv_module_id").map(|s| view.section_data(s));
+    let module_id = ids.map(cstr).filter(|s| !s.is_empty());
+    let prelinked = ids
+        .map(entries)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|e| e.strip_prefix("def ").map(str::to_string))
+        .collect();
     let host_refs = HOST_REF_SECTIONS
         .iter()
         .filter_map(|&n| {
@@ -100,6 +107,7 @@ pub fn read(file: &Bytes, origin: &str) -> Result<HostObject> {
         fatbins,
         wrapper_version,
         module_id,
+        prelinked,
         host_refs,
     })
 }

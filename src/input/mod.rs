@@ -7,6 +7,7 @@
 pub mod archive;
 pub mod kind;
 pub mod opened;
+pub mod prelinked;
 
 use std::path::{Path, PathBuf};
 
@@ -87,6 +88,8 @@ pub enum Item {
     },
     HostObject {
         module_id: Option<String>,
+        /// The module ids this (`nvcc -dlink`) object already linked.
+        prelinked: Vec<String>,
         wrapper_version: Option<u32>,
         host_refs: Vec<(&'static str, Vec<String>)>,
     },
@@ -313,6 +316,7 @@ fn walk_with(
                 size,
                 item: Item::HostObject {
                     module_id: h.module_id,
+                    prelinked: h.prelinked,
                     wrapper_version: h.wrapper_version,
                     host_refs: h.host_refs,
                 },
