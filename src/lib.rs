@@ -248,7 +248,7 @@ fn link_phases(
     diag.check()?;
     let found = target.take();
     let keep = timings.written.keep;
-    let kept = timings.phase("write", || match keep {
+    let wrote = timings.phase("write", || match keep {
         // (the cache stores these bytes, not what the output reads back)
         true => {
             let mut bytes = Vec::new();
@@ -259,7 +259,7 @@ fn link_phases(
         false => output::write_output(found, |w| elf::write::write_to(image, w))
             .map(|_| None),
     })?;
-    timings.written.out = kept;
+    timings.written.out = wrote;
     if req.verbose {
         // (the bytes written: reading the output back would take them from a pipe)
         let written = bytes::Bytes::from_vec(timings.written.out.clone().unwrap_or_default());
