@@ -11,8 +11,8 @@ use clap::{ArgAction, CommandFactory, FromArgMatches, Parser, parser::ValueSourc
 
 use crate::arch::{Arch, TargetKind};
 use crate::diag::{Error, Result};
-pub use crate::optcheck::{bool_value, int_value, number_value};
 use crate::optcheck::{CPU_ARCHS, check_conflicts, one_of, target};
+pub use crate::optcheck::{bool_value, int_value, number_value};
 
 #[derive(Parser, Debug, Default, Clone)]
 #[command(
@@ -446,9 +446,11 @@ pub fn normalize(args: &[String]) -> Result<(Vec<String>, Vec<String>)> {
                 }
             } else {
                 let flag = a.split_once('=').map_or(a.as_str(), |(f, _)| f);
-                Some(queue.pop_front().ok_or_else(|| {
-                    Error::fatal(format!("argument expected after '{flag}'"))
-                })?)
+                Some(
+                    queue
+                        .pop_front()
+                        .ok_or_else(|| Error::fatal(format!("argument expected after '{flag}'")))?,
+                )
             };
             (spec, value)
         } else if let Some((_, long)) = ATTACHED
@@ -710,7 +712,12 @@ impl LinkArgs {
             ignore_host_info: self.ignore_host_info,
             kernels_used: comma_list(&self.kernels_used),
             variables_used: comma_list(&self.variables_used),
-            maxrregcount: self.maxrregcount.as_deref().map(number_value).transpose()?.flatten(),
+            maxrregcount: self
+                .maxrregcount
+                .as_deref()
+                .map(number_value)
+                .transpose()?
+                .flatten(),
             split_compile: self
                 .split_compile
                 .as_deref()
@@ -767,7 +774,6 @@ impl LinkArgs {
         })
     }
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -883,19 +889,31 @@ mod tests {
         // a short name after one dash, its long name after two; either for the others
         assert_eq!(msg("-arch=sm_90 -o x a.o -debug"), "Unknown option 'debug'");
         assert_eq!(msg("-arch=sm_90 -o x a.o --g"), "Unknown option '-g'");
-        assert_eq!(msg("-arch=sm_90 -o x a.o --Ofc=max"), "Unknown option '-Ofc'");
-        assert_eq!(msg("--arch=sm_90 -o x a.o --debug -w -dlto -nvvmpath=n"), "ok");
+        assert_eq!(
+            msg("-arch=sm_90 -o x a.o --Ofc=max"),
+            "Unknown option '-Ofc'"
+        );
+        assert_eq!(
+            msg("--arch=sm_90 -o x a.o --debug -w -dlto -nvvmpath=n"),
+            "ok"
+        );
         // `-library` is `-l ibrary`, `-machine` is `-m achine`
         let (a, _, _) = parse(&words("-arch=sm_90 -o x a.o -library")).unwrap();
         assert_eq!(a.library, ["ibrary"]);
-        assert_eq!(msg("-arch=sm_90 -o x a.o -machine"), "'achine': expected a number");
+        assert_eq!(
+            msg("-arch=sm_90 -o x a.o -machine"),
+            "'achine': expected a number"
+        );
         // what CMake and nvcc -shared pass
         let (a, _, given) =
             parse(&words("--shared --uumn -Xlinker -z --arch=sm_90 -o x a.o")).unwrap();
         assert!(a.shared && a.uumn);
         assert_eq!(a.host_linker_options, ["-z"]);
         refuse_unimplemented(&given).unwrap();
-        assert_eq!(msg("-arch=sm_90 -o x a.o -o"), "argument expected after '-o'");
+        assert_eq!(
+            msg("-arch=sm_90 -o x a.o -o"),
+            "argument expected after '-o'"
+        );
         assert_eq!(
             msg("-arch=sm_90 -o x a.o -cpu-arch=bogus"),
             "Value 'bogus' is not defined for option 'cpu-arch'"

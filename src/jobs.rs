@@ -56,7 +56,10 @@ pub fn progress_line(stage: &str, took: Option<Duration>) {
     let at = start.elapsed().as_secs_f64();
     let line = match took {
         None => format!("nvlinkrs: [{at:7.2} s] {stage}\n"),
-        Some(d) => format!("nvlinkrs: [{at:7.2} s] {stage} done in {:.2} s\n", d.as_secs_f64()),
+        Some(d) => format!(
+            "nvlinkrs: [{at:7.2} s] {stage} done in {:.2} s\n",
+            d.as_secs_f64()
+        ),
     };
     let _ = std::io::stderr().write_all(line.as_bytes());
 }

@@ -27,8 +27,8 @@ pub mod lto;
 pub mod merge;
 pub mod optcheck;
 pub mod output;
-mod report;
 pub mod ptxas_driver;
+mod report;
 pub mod shim;
 pub mod target;
 pub mod toolkit;
@@ -182,7 +182,6 @@ fn link_unchecked(req: &LinkRequest, diag: &Diagnostics) -> Result<Timings> {
     Ok(timings)
 }
 
-
 /// The phases of a link, in order.
 fn link_phases(
     req: &LinkRequest,
@@ -256,8 +255,7 @@ fn link_phases(
             output::write_output(found, |w| w.write_all(&bytes))?;
             Ok(Some(bytes))
         }
-        false => output::write_output(found, |w| elf::write::write_to(image, w))
-            .map(|_| None),
+        false => output::write_output(found, |w| elf::write::write_to(image, w)).map(|_| None),
     })?;
     timings.written.out = wrote;
     if req.verbose {
@@ -335,7 +333,6 @@ fn host_tables_apply(req: &LinkRequest, hosts: &[lto::pool::HostInfo]) -> bool {
             .iter()
             .any(|h| !h.cudadevrt && !h.host_refs.is_empty())
 }
-
 
 /// The cubins of the merge, in input order: SASS as found, PTX through ptxas `-c` (in
 /// parallel), the LTO result first.

@@ -31,7 +31,11 @@ fn inspect_main(files: &[PathBuf], json: bool) -> Result<(), Error> {
         .map_err(|e| Error::fatal(format!("cannot write to stdout: {e}")))
 }
 
-fn link_main(args: &[String], diag: &mut Diagnostics, started: std::time::Instant) -> Result<(), Error> {
+fn link_main(
+    args: &[String],
+    diag: &mut Diagnostics,
+    started: std::time::Instant,
+) -> Result<(), Error> {
     if args.is_empty() {
         // nvlink's words for a bare command, then where to start
         return Err(Error::fatal("Unknown arch name '(null)'").context(
@@ -48,12 +52,8 @@ fn link_main(args: &[String], diag: &mut Diagnostics, started: std::time::Instan
         && !parsed.inputs.is_empty()
     {
         let lto = parsed.link_time_opt || parsed.dlto;
-        let arch = nvlinkrs::target::infer(
-            &parsed.inputs,
-            &parsed.library,
-            &parsed.library_path,
-            lto,
-        )?;
+        let arch =
+            nvlinkrs::target::infer(&parsed.inputs, &parsed.library, &parsed.library_path, lto)?;
         parsed.arch = Some(arch.to_string());
         inferred = Some(arch);
     }
@@ -103,9 +103,8 @@ fn link_main(args: &[String], diag: &mut Diagnostics, started: std::time::Instan
 /// linked cubins (exit 0 when equivalent, 2 when not).
 fn compare_main(expected: &PathBuf, actual: &PathBuf, limit: usize) -> Result<(), Error> {
     let read = |p: &PathBuf| {
-        std::fs::read(p).map_err(|e| {
-            Error::fatal(format!("Could not read file '{}': {e}", p.display()))
-        })
+        std::fs::read(p)
+            .map_err(|e| Error::fatal(format!("Could not read file '{}': {e}", p.display())))
     };
     let report = nvlinkrs::elf::equiv::compare(&read(expected)?, &read(actual)?)?;
     // a closed stdout (`| head`) ends the listing, not the process
@@ -126,7 +125,11 @@ fn compare_main(expected: &PathBuf, actual: &PathBuf, limit: usize) -> Result<()
     } else if report.equivalent() {
         let _ = writeln!(out, "equivalent (not byte-identical)");
     } else {
-        let _ = writeln!(out, "not equivalent: {} differences", report.differences.len());
+        let _ = writeln!(
+            out,
+            "not equivalent: {} differences",
+            report.differences.len()
+        );
         let _ = out.flush();
         std::process::exit(2);
     }

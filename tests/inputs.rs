@@ -657,7 +657,11 @@ const NVLINK_OPTIONS: &[(&str, Option<&str>, Option<&str>)] = &[
     ("cuda-api-version", None, Some("13.5")),
     ("debug", Some("g"), None),
     ("device-stack-protector", None, Some("true")),
-    ("device-stack-protector-frame-size-threshold", None, Some("8")),
+    (
+        "device-stack-protector-frame-size-threshold",
+        None,
+        Some("8"),
+    ),
     ("disable-infos", None, None),
     ("disable-smem-reservation", None, Some("true")),
     ("disable-warnings", Some("w"), None),
@@ -827,7 +831,9 @@ fn option_table_matches_nvlink() {
         if (want.0 == 0 || want.0 == 1)
             && got.0 == 1
             && got.1.contains("is recognised but not implemented yet")
-            && REFUSED_BY_NAME.iter().any(|o| got.1.contains(&format!("'-{o}'")))
+            && REFUSED_BY_NAME
+                .iter()
+                .any(|o| got.1.contains(&format!("'-{o}'")))
         {
             refused.insert(got.1.split('\'').nth(1).unwrap_or("").to_string());
             continue;
@@ -866,9 +872,14 @@ fn messages_say_what_was_tried_and_found() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     // (on a machine with a toolkit in a usual place, that one is found)
-    let usual = ["/usr/local/cuda", "/opt/cuda"].iter().any(|p| Path::new(p).exists());
+    let usual = ["/usr/local/cuda", "/opt/cuda"]
+        .iter()
+        .any(|p| Path::new(p).exists());
     assert!(usual || out.status.code() == Some(1), "{err}");
-    assert!(usual || err.starts_with("nvlinkrs fatal   : no CUDA toolkit found\n"), "{err}");
+    assert!(
+        usual || err.starts_with("nvlinkrs fatal   : no CUDA toolkit found\n"),
+        "{err}"
+    );
     for place in [
         "--cuda-path",
         "CUDA_HOME (not set)",
@@ -881,7 +892,10 @@ fn messages_say_what_was_tried_and_found() {
     ] {
         assert!(usual || err.contains(place), "{place} not listed: {err}");
     }
-    assert!(!err.contains("scripts/"), "a hint for this project's developers: {err}");
+    assert!(
+        !err.contains("scripts/"),
+        "a hint for this project's developers: {err}"
+    );
     assert!(!d.join("x.cubin").exists());
 
     // a bare command: nvlink's line, then where to start
@@ -915,7 +929,12 @@ fn messages_say_what_was_tried_and_found() {
     );
 
     let (code, err) = run(
-        &["-arch=sm_80", fixtures().join("saxpy_dc.o").to_str().unwrap(), "-o", "x.cubin"],
+        &[
+            "-arch=sm_80",
+            fixtures().join("saxpy_dc.o").to_str().unwrap(),
+            "-o",
+            "x.cubin",
+        ],
         d,
     );
     assert_eq!(code, 0, "{err}");

@@ -714,9 +714,18 @@ fn links_equivalent_to_nvlink() {
         ),
         (
             "-v, several kernels",
-            args(&["-v", "-arch=sm_90", "dyn2_90.cubin", "dyn3_90.cubin", "smem3_90.cubin"]),
+            args(&[
+                "-v",
+                "-arch=sm_90",
+                "dyn2_90.cubin",
+                "dyn3_90.cubin",
+                "smem3_90.cubin",
+            ]),
         ),
-        ("-v, whole-program object", args(&["-v", "-arch=sm_90", &whole])),
+        (
+            "-v, whole-program object",
+            args(&["-v", "-arch=sm_90", &whole]),
+        ),
         // options that change only messages, recorded in the tool note in nvlink's order
         (
             "message options in the tool note",
@@ -740,7 +749,13 @@ fn links_equivalent_to_nvlink() {
         ),
         (
             "-verbose-tkinfo=true: the files in the tool note",
-            args(&["-arch=sm_90", "-verbose-tkinfo=true", "-v", "a_90.cubin", "b_90.cubin"]),
+            args(&[
+                "-arch=sm_90",
+                "-verbose-tkinfo=true",
+                "-v",
+                "a_90.cubin",
+                "b_90.cubin",
+            ]),
         ),
         (
             "message options in a debug link's tool note",
@@ -1636,9 +1651,9 @@ fn progress_lines_when_asked() {
     for err in [run(Some("1"), &[]), run(None, &["--progress"])] {
         let lines: Vec<&str> = err.lines().collect();
         for stage in ["read", "gather", "merge", "write"] {
-            let start = lines.iter().position(|l| {
-                l.starts_with("nvlinkrs: [") && l.ends_with(&format!(" s] {stage}"))
-            });
+            let start = lines
+                .iter()
+                .position(|l| l.starts_with("nvlinkrs: [") && l.ends_with(&format!(" s] {stage}")));
             let end = lines
                 .iter()
                 .position(|l| l.contains(&format!(" s] {stage} done in ")));
@@ -1674,7 +1689,11 @@ fn nvcc_modes_match_nvlink() {
     // (the PyPI toolkit has libcudart.so.13 but no libcudart.so for -cudart=shared)
     let shlib = dir.path().join("shlib");
     std::fs::create_dir(&shlib).unwrap();
-    std::os::unix::fs::symlink(cuda().join("lib/libcudart.so.13"), shlib.join("libcudart.so")).unwrap();
+    std::os::unix::fs::symlink(
+        cuda().join("lib/libcudart.so.13"),
+        shlib.join("libcudart.so"),
+    )
+    .unwrap();
     let shlib_flag = format!("-L{}", shlib.display());
     for f in ["main.cu", "saxpy.cu", "scale.cu"] {
         std::fs::copy(example.join(f), src.join(format!("x_{f}"))).unwrap();
@@ -1696,33 +1715,74 @@ fn nvcc_modes_match_nvlink() {
             .join(" ")
     };
     let modes: Vec<(&str, Vec<Vec<String>>)> = vec![
-        ("whole program, one .cu", whole(&["-arch=sm_90"], &["one.cu"])),
-        ("whole program, two .cu", whole(&["-arch=sm_90"], &["main.cu", "k1.cu"])),
+        (
+            "whole program, one .cu",
+            whole(&["-arch=sm_90"], &["one.cu"]),
+        ),
+        (
+            "whole program, two .cu",
+            whole(&["-arch=sm_90"], &["main.cu", "k1.cu"]),
+        ),
         (
             "whole program, -gencode sm_80 and sm_90",
             whole(
-                &["-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90"],
+                &[
+                    "-gencode",
+                    "arch=compute_80,code=sm_80",
+                    "-gencode",
+                    "arch=compute_90,code=sm_90",
+                ],
                 &["main.cu", "k1.cu"],
             ),
         ),
-        ("whole program, sm_90a", whole(&["-arch=sm_90a"], &["main.cu", "k1.cu"])),
-        ("whole program, sm_100f", whole(&["-arch=sm_100f"], &["main.cu", "k1.cu"])),
-        ("whole program, compute_90 PTX only", whole(&["-arch=compute_90"], &["main.cu", "k1.cu"])),
-        ("whole program, -G", whole(&["-arch=sm_90", "-G"], &["main.cu", "k1.cu"])),
-        ("whole program, -lineinfo", whole(&["-arch=sm_90", "-lineinfo"], &["main.cu", "k1.cu"])),
-        ("whole program, -Xnvlink -v", whole(&["-arch=sm_90", "-Xnvlink", "-v"], &["main.cu", "k1.cu"])),
+        (
+            "whole program, sm_90a",
+            whole(&["-arch=sm_90a"], &["main.cu", "k1.cu"]),
+        ),
+        (
+            "whole program, sm_100f",
+            whole(&["-arch=sm_100f"], &["main.cu", "k1.cu"]),
+        ),
+        (
+            "whole program, compute_90 PTX only",
+            whole(&["-arch=compute_90"], &["main.cu", "k1.cu"]),
+        ),
+        (
+            "whole program, -G",
+            whole(&["-arch=sm_90", "-G"], &["main.cu", "k1.cu"]),
+        ),
+        (
+            "whole program, -lineinfo",
+            whole(&["-arch=sm_90", "-lineinfo"], &["main.cu", "k1.cu"]),
+        ),
+        (
+            "whole program, -Xnvlink -v",
+            whole(&["-arch=sm_90", "-Xnvlink", "-v"], &["main.cu", "k1.cu"]),
+        ),
         (
             "whole program, -cudart=shared",
-            whole(&["-arch=sm_90", "-cudart=shared", &shlib_flag], &["main.cu", "k1.cu"]),
+            whole(
+                &["-arch=sm_90", "-cudart=shared", &shlib_flag],
+                &["main.cu", "k1.cu"],
+            ),
         ),
         // (--extensible-whole-program: refused by name, see nvcc_extensible_whole_program)
         (
             "whole program, -lcudart_static on the line",
             whole(&["-arch=sm_90", "-lcudart_static"], &["main.cu", "k1.cu"]),
         ),
-        ("-rdc executable", whole(&["-arch=sm_90", "-rdc=true"], &rdc)),
-        ("-rdc -dlto executable", whole(&["-arch=sm_90", "-rdc=true", "-dlto"], &rdc)),
-        ("-rdc executable, sm_100", whole(&["-arch=sm_100", "-rdc=true"], &rdc)),
+        (
+            "-rdc executable",
+            whole(&["-arch=sm_90", "-rdc=true"], &rdc),
+        ),
+        (
+            "-rdc -dlto executable",
+            whole(&["-arch=sm_90", "-rdc=true", "-dlto"], &rdc),
+        ),
+        (
+            "-rdc executable, sm_100",
+            whole(&["-arch=sm_100", "-rdc=true"], &rdc),
+        ),
         (
             "-dc then -dlink",
             vec![
@@ -1740,9 +1800,15 @@ fn nvcc_modes_match_nvlink() {
         (
             "static library on the line",
             vec![
-                words(&format!("-arch=sm_90 -dc {}", srcs(&["x_saxpy.cu", "x_scale.cu"]))),
+                words(&format!(
+                    "-arch=sm_90 -dc {}",
+                    srcs(&["x_saxpy.cu", "x_scale.cu"])
+                )),
                 words("-lib x_saxpy.o x_scale.o -o libx.a"),
-                words(&format!("-arch=sm_90 -rdc=true {} -L. -lx -o app", srcs(&["x_main.cu"]))),
+                words(&format!(
+                    "-arch=sm_90 -rdc=true {} -L. -lx -o app",
+                    srcs(&["x_main.cu"])
+                )),
             ],
         ),
     ];
@@ -1754,7 +1820,9 @@ fn nvcc_modes_match_nvlink() {
             scope.spawn(|| {
                 loop {
                     let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let Some((name, steps)) = modes.get(i) else { break };
+                    let Some((name, steps)) = modes.get(i) else {
+                        break;
+                    };
                     let work = dir.path().join(format!("mode{i}"));
                     std::fs::create_dir(&work).unwrap();
                     match nvcc_mode(&bin, &path, &work, steps) {
@@ -1793,9 +1861,15 @@ fn nvcc_mode(bin: &Path, path: &str, work: &Path, steps: &[Vec<String>]) -> Resu
             .unwrap();
         let err = String::from_utf8_lossy(&r.stderr).into_owned();
         if !r.status.success() {
-            return Err(format!("nvcc {step:?} failed with nvlinkrs as nvlink:\n{err}"));
+            return Err(format!(
+                "nvcc {step:?} failed with nvlinkrs as nvlink:\n{err}"
+            ));
         }
-        lines.extend(err.lines().filter_map(|l| l.strip_prefix("#$ nvlink ")).map(String::from));
+        lines.extend(
+            err.lines()
+                .filter_map(|l| l.strip_prefix("#$ nvlink "))
+                .map(String::from),
+        );
     }
     for (n, line) in lines.iter().enumerate() {
         let mut words = nvlinkrs::cli::split_words(line);
@@ -1803,7 +1877,9 @@ fn nvcc_mode(bin: &Path, path: &str, work: &Path, steps: &[Vec<String>]) -> Resu
         if let Some(at) = words.iter().position(|w| w == "-o") {
             words.drain(at..at + 2);
         }
-        let register = words.iter().any(|w| w.starts_with("--register-link-binaries"));
+        let register = words
+            .iter()
+            .any(|w| w.starts_with("--register-link-binaries"));
         words.retain(|w| !w.starts_with("--register-link-binaries"));
         let virtual_target = words.iter().any(|w| w.starts_with("--arch=compute_"));
         let abs = |w: &String| -> String {
@@ -1852,7 +1928,10 @@ fn nvcc_mode(bin: &Path, path: &str, work: &Path, steps: &[Vec<String>]) -> Resu
             ));
         }
         if theirs.3 != ours.3 {
-            return Err(format!("{what}\n    register file {:?} vs {:?}", theirs.3, ours.3));
+            return Err(format!(
+                "{what}\n    register file {:?} vs {:?}",
+                theirs.3, ours.3
+            ));
         }
         match (&theirs.2, &ours.2) {
             (Some(t), Some(o)) if line.contains("-dlto") => {
@@ -1904,15 +1983,35 @@ fn nvcc_prelinked_dlink_object() {
     };
     let objects = "saxpy.o scale.o main.o";
     let modes: Vec<(&str, Vec<Vec<String>>)> = vec![
-        ("all", vec![words(&format!("-arch=sm_90 -dlink {objects} -o dlink.o")),
-            words(&format!("-arch=sm_90 {objects} dlink.o -o app"))]),
-        ("some", vec![words("-arch=sm_90 -dlink saxpy.o scale.o -o dlink.o"),
-            words(&format!("-arch=sm_90 {objects} dlink.o -o app"))]),
-        ("first", vec![words(&format!("-arch=sm_90 -dlink {objects} -o dlink.o")),
-            words(&format!("-arch=sm_90 dlink.o {objects} -o app"))]),
-        ("static library", vec![words(&format!("-arch=sm_90 -dlink {objects} -o dlink.o")),
-            words("-lib dlink.o -o libd.a"),
-            words(&format!("-arch=sm_90 {objects} -L. -ld -o app"))]),
+        (
+            "all",
+            vec![
+                words(&format!("-arch=sm_90 -dlink {objects} -o dlink.o")),
+                words(&format!("-arch=sm_90 {objects} dlink.o -o app")),
+            ],
+        ),
+        (
+            "some",
+            vec![
+                words("-arch=sm_90 -dlink saxpy.o scale.o -o dlink.o"),
+                words(&format!("-arch=sm_90 {objects} dlink.o -o app")),
+            ],
+        ),
+        (
+            "first",
+            vec![
+                words(&format!("-arch=sm_90 -dlink {objects} -o dlink.o")),
+                words(&format!("-arch=sm_90 dlink.o {objects} -o app")),
+            ],
+        ),
+        (
+            "static library",
+            vec![
+                words(&format!("-arch=sm_90 -dlink {objects} -o dlink.o")),
+                words("-lib dlink.o -o libd.a"),
+                words(&format!("-arch=sm_90 {objects} -L. -ld -o app")),
+            ],
+        ),
     ];
     let mut failures = Vec::new();
     for (i, (name, steps)) in modes.iter().enumerate() {
@@ -1938,7 +2037,14 @@ fn nvcc_extensible_whole_program_is_refused_by_name() {
     std::fs::write(d.join("k1.cu"), WHOLE_K1).unwrap();
     let r = Command::new(cuda().join("bin/nvcc"))
         .current_dir(d)
-        .args(["-arch=sm_90", "--extensible-whole-program", "-c", "k1.cu", "-o", "k1.o"])
+        .args([
+            "-arch=sm_90",
+            "--extensible-whole-program",
+            "-c",
+            "k1.cu",
+            "-o",
+            "k1.o",
+        ])
         .output()
         .unwrap();
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
@@ -1949,7 +2055,10 @@ fn nvcc_extensible_whole_program_is_refused_by_name() {
         .unwrap();
     let err = String::from_utf8_lossy(&r.stderr);
     assert_eq!(r.status.code(), Some(1), "{err}");
-    assert!(err.contains("'k1.o' holds --extensible-whole-program code"), "{err}");
+    assert!(
+        err.contains("'k1.o' holds --extensible-whole-program code"),
+        "{err}"
+    );
     assert!(!d.join("out.cubin").exists());
 }
 
@@ -1960,7 +2069,11 @@ fn nvcc_extensible_whole_program_is_refused_by_name() {
 fn compare_notes_command_lines_and_summarises() {
     let dir = tempfile::tempdir().unwrap();
     let link = |out: &str, extra: &[&str]| {
-        let sm = if extra.contains(&"-arch=sm_80") { 80 } else { 90 };
+        let sm = if extra.contains(&"-arch=sm_80") {
+            80
+        } else {
+            90
+        };
         let st = Command::new(nvlinkrs())
             .args(extra)
             .args(args(&[&format!("a_{sm}.cubin"), &format!("b_{sm}.cubin")]))
@@ -1982,7 +2095,10 @@ fn compare_notes_command_lines_and_summarises() {
             .arg(b)
             .output()
             .unwrap();
-        (r.status.code(), String::from_utf8_lossy(&r.stdout).into_owned())
+        (
+            r.status.code(),
+            String::from_utf8_lossy(&r.stdout).into_owned(),
+        )
     };
     let (code, out) = compare(&plain, &verbose, &[]);
     assert_eq!(code, Some(0), "{out}");
@@ -1996,8 +2112,14 @@ fn compare_notes_command_lines_and_summarises() {
     let (code, out) = compare(&plain, &other, &["--limit", "2"]);
     assert_eq!(code, Some(2), "{out}");
     let lines: Vec<&str> = out.lines().collect();
-    assert!(lines[2].starts_with("... and ") && lines[2].contains(" more: "), "{out}");
-    assert!(lines.last().unwrap().starts_with("not equivalent: "), "{out}");
+    assert!(
+        lines[2].starts_with("... and ") && lines[2].contains(" more: "),
+        "{out}"
+    );
+    assert!(
+        lines.last().unwrap().starts_with("not equivalent: "),
+        "{out}"
+    );
 }
 
 /// A kernel whose call tree recurses: nvlink's warning that its stack size cannot be
@@ -2025,7 +2147,11 @@ fn recursion_warning_and_its_suppression() {
             .unwrap();
         assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
         let rec = d.join(format!("rec{sm}.cubin")).display().to_string();
-        for extra in [None, Some("-suppress-stack-size-warning"), Some("-tool-name=mylink")] {
+        for extra in [
+            None,
+            Some("-suppress-stack-size-warning"),
+            Some("-tool-name=mylink"),
+        ] {
             let mut a = vec![format!("-arch=sm_{sm}"), rec.clone()];
             a.extend(extra.map(String::from));
             if let Err(e) = differential(&a) {
@@ -2040,7 +2166,10 @@ fn recursion_warning_and_its_suppression() {
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("Stack size for entry function '_Z1kPi' cannot be statically determined"), "{err}");
+    assert!(
+        err.contains("Stack size for entry function '_Z1kPi' cannot be statically determined"),
+        "{err}"
+    );
 }
 
 /// The whole-link cache and the files a note records: a debug link (and one with
@@ -2063,7 +2192,9 @@ fn cached_links_keep_the_output_name_their_note_records() {
                 .unwrap();
             assert!(st.success());
             let image = std::fs::read(dir.path().join(out)).unwrap();
-            let found = image.windows(out.len() + 4).any(|w| w == format!("-o {out} ").as_bytes());
+            let found = image
+                .windows(out.len() + 4)
+                .any(|w| w == format!("-o {out} ").as_bytes());
             assert!(found, "{extra}: the note of {out} names it");
         }
     }
@@ -2141,7 +2272,15 @@ fn outputs_where_users_point_them() {
     // and writes the `-time` file's header all the same (it wrote nothing)
     for (tool, csv) in [(cuda().join("bin/nvlink"), "n.csv"), (nvlinkrs(), "r.csv")] {
         let r = Command::new(tool)
-            .args(["-arch=sm_90", "undef.cubin", &b, "-o", "u.cubin", "-time", csv])
+            .args([
+                "-arch=sm_90",
+                "undef.cubin",
+                &b,
+                "-o",
+                "u.cubin",
+                "-time",
+                csv,
+            ])
             .current_dir(d)
             .output()
             .unwrap();
@@ -2170,7 +2309,10 @@ fn outputs_where_users_point_them() {
             .unwrap();
         let err = String::from_utf8_lossy(&r.stderr);
         assert_eq!(r.status.code(), Some(1), "{}: {err}", tool.display());
-        assert!(err.contains("Could not open output file '/dev/stdout'"), "{err}");
+        assert!(
+            err.contains("Could not open output file '/dev/stdout'"),
+            "{err}"
+        );
     }
 
     // through a symlink, the target's mode kept
@@ -2212,7 +2354,11 @@ fn outputs_where_users_point_them() {
         child.kill().ok();
         child.wait().unwrap();
         let now = std::fs::read(&k).unwrap_or_default();
-        assert!(now == b"old image" || now == ours, "killed at {ms} ms: {} bytes", now.len());
+        assert!(
+            now == b"old image" || now == ours,
+            "killed at {ms} ms: {} bytes",
+            now.len()
+        );
     }
 
     // another user's links: a file they can write in a directory they cannot (root's
@@ -2231,7 +2377,10 @@ fn outputs_where_users_point_them() {
             .current_dir(d)
             .output()
             .unwrap();
-        (r.status.code(), String::from_utf8_lossy(&r.stderr).into_owned())
+        (
+            r.status.code(),
+            String::from_utf8_lossy(&r.stderr).into_owned(),
+        )
     };
     let chown = |p: &Path| {
         let st = Command::new("chown").arg(&user.0).arg(p).status().unwrap();
@@ -2243,8 +2392,7 @@ fn outputs_where_users_point_them() {
     std::fs::create_dir(d.join("st")).unwrap();
     std::fs::set_permissions(d.join("st"), std::fs::Permissions::from_mode(0o1777)).unwrap();
     std::fs::write(d.join("st/x.cubin"), b"old").unwrap();
-    std::fs::set_permissions(d.join("st/x.cubin"), std::fs::Permissions::from_mode(0o666))
-        .unwrap();
+    std::fs::set_permissions(d.join("st/x.cubin"), std::fs::Permissions::from_mode(0o666)).unwrap();
     for out in ["ro/out.cubin", "st/x.cubin"] {
         let (rc, err) = as_user(out);
         assert_eq!(rc, Some(0), "{out}: {err}");
@@ -2256,12 +2404,18 @@ fn outputs_where_users_point_them() {
     std::fs::create_dir(d.join("mine")).unwrap();
     chown(&d.join("mine"));
     std::fs::write(d.join("mine/o.cubin"), b"old").unwrap();
-    std::fs::set_permissions(d.join("mine/o.cubin"), std::fs::Permissions::from_mode(0o444))
-        .unwrap();
+    std::fs::set_permissions(
+        d.join("mine/o.cubin"),
+        std::fs::Permissions::from_mode(0o444),
+    )
+    .unwrap();
     chown(&d.join("mine/o.cubin"));
     let (rc, err) = as_user("mine/o.cubin");
     let now = std::fs::read(d.join("mine/o.cubin")).unwrap();
-    assert!(now == b"old" || (rc == Some(0) && now == ours), "{rc:?} {err}");
+    assert!(
+        now == b"old" || (rc == Some(0) && now == ours),
+        "{rc:?} {err}"
+    );
     assert_eq!(std::fs::read_dir(d.join("mine")).unwrap().count(), 1);
 }
 
@@ -2275,7 +2429,8 @@ impl ThrowawayUser {
         }
         let name = format!("nvlt{}", std::process::id());
         let made = Command::new("useradd").args(["-M", &name]).status();
-        made.is_ok_and(|s| s.success()).then_some(ThrowawayUser(name))
+        made.is_ok_and(|s| s.success())
+            .then_some(ThrowawayUser(name))
     }
 }
 

@@ -39,7 +39,11 @@ impl Report {
                 *kinds.entry(kind).or_default() += 1;
             }
             let counts: Vec<String> = kinds.iter().map(|(k, n)| format!("{n} {k}")).collect();
-            out.push(format!("... and {} more: {}", rest.len(), counts.join(", ")));
+            out.push(format!(
+                "... and {} more: {}",
+                rest.len(),
+                counts.join(", ")
+            ));
         }
         out
     }
@@ -401,7 +405,10 @@ pub fn compare(expected: &[u8], actual: &[u8]) -> Result<Report> {
     }
     // a tool note whose command line alone differs is a note
     let mut notes = Vec::new();
-    let note = |c: &Cubin| c.section_index(".note.nv.tkinfo").map(|i| c.bytes(&c.sections[i]).to_vec());
+    let note = |c: &Cubin| {
+        c.section_index(".note.nv.tkinfo")
+            .map(|i| c.bytes(&c.sections[i]).to_vec())
+    };
     if let (Some(x), Some(y)) = (note(&e), note(&a))
         && x != y
         && let Some(lines) = super::tkinfo::command_lines_only(&x, &y)

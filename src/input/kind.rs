@@ -319,7 +319,9 @@ mod tests {
             Err("Could not open input file 'short.o'".into())
         );
         assert_eq!(msg("empty.a", b"!<arch>\n", false), Ok(Role::Archive));
-        for empty in ["e.o", "e.cubin", "e.fatbin", "e.a", "e.ptx", "e.ltoir", "e.bc", "e"] {
+        for empty in [
+            "e.o", "e.cubin", "e.fatbin", "e.a", "e.ptx", "e.ltoir", "e.bc", "e",
+        ] {
             assert_eq!(msg(empty, b"", false), Ok(Role::Ignored), "{empty}");
         }
     }

@@ -132,12 +132,7 @@ impl Merger<'_> {
 /// Puts `list` into `recs` (records in output order): in place of the EXTERNS record
 /// while some of its own entries stay (`in_place`), else at the end; no record for an
 /// empty list. `index` maps an output index.
-fn place_externs(
-    recs: &mut Vec<Record>,
-    list: &[u32],
-    in_place: bool,
-    index: impl Fn(u32) -> u32,
-) {
+fn place_externs(recs: &mut Vec<Record>, list: &[u32], in_place: bool, index: impl Fn(u32) -> u32) {
     let at = recs.iter().position(|r| r.attr == info::EXTERNS);
     if let Some(at) = at {
         recs.remove(at);

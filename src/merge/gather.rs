@@ -152,7 +152,11 @@ fn unit(
         diag.warning(&format!(
             "SM Arch ('{target}') not found in '{}'\n  it holds {}",
             n.origin,
-            if held.is_empty() { "no device code for any architecture".into() } else { held.join(", ") }
+            if held.is_empty() {
+                "no device code for any architecture".into()
+            } else {
+                held.join(", ")
+            }
         ));
     }
     Ok(())

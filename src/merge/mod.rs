@@ -279,7 +279,10 @@ pub fn link_with_steps(
     let parsed: Vec<Parsed> = inputs.par_iter().map(|i| Parsed::of(&i.cubin)).collect();
     // a relocation section that cannot be read (or that nvlink refuses) ends the link,
     // whether or not a kept function's code is what it relocates
-    let unreadable = parsed.iter().flat_map(|p| &p.relocs).find_map(|r| r.as_ref().err());
+    let unreadable = parsed
+        .iter()
+        .flat_map(|p| &p.relocs)
+        .find_map(|r| r.as_ref().err());
     if let Some(e) = unreadable {
         return Err(e.clone());
     }
@@ -2539,7 +2542,8 @@ impl<'a> Merger<'a> {
         // (a function no input defines shows its name while a live function's EXTERNS
         // list names it: the driver's)
         for (g, global) in self.globals.iter().enumerate() {
-            if global.def.is_none() && cl.of_global[g] > 0 && self.is_driver_function(global.first) {
+            if global.def.is_none() && cl.of_global[g] > 0 && self.is_driver_function(global.first)
+            {
                 lines[cl.of_global[g] - 1] = format!("{} ->", demangle(global.name));
             }
         }
