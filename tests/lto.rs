@@ -96,7 +96,10 @@ fn nvlink() -> PathBuf {
 }
 
 fn nvlinkrs() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_nvlinkrs"))
+    // scripts/same_bytes.sh puts a wrapper here that also runs a baseline build
+    std::env::var_os("NVLINKRS_TEST_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_nvlinkrs")))
 }
 
 /// The command line nvcc -dlink -dlto would pass, around `inputs`.

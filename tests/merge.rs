@@ -26,7 +26,10 @@ fn fixtures() -> PathBuf {
 }
 
 fn nvlinkrs() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_nvlinkrs"))
+    // scripts/same_bytes.sh puts a wrapper here that also runs a baseline build
+    std::env::var_os("NVLINKRS_TEST_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_nvlinkrs")))
 }
 
 struct Outcome {
