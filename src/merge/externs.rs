@@ -11,6 +11,7 @@
 //! rules were read off nvlink's output for 60 generated programs.) `.nv.prototype` keeps the entries of the
 //! functions no input defines that a live function's list names.
 
+use super::nvinfo::{UNKNOWN_STACK, kernel_records};
 use super::*;
 
 impl Merger<'_> {

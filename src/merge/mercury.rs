@@ -26,6 +26,7 @@
 //!   symbols; per-function records are reversed, `EXTERNS` as on the SASS side, kernels' barrier
 //!   and stack records propagated as on the SASS side.
 
+use super::relocations::is_unplaced_label;
 use super::*;
 
 /// The Mercury section's name without its prefix: what its section symbol is called and,

@@ -1,0 +1,330 @@
+//! Call graph: the `.nv.callgraph`, `.nv.prototype` and `.nv.rel.action` sections
+//! (made before the symbols, filled after `.nv.info`), nvlink's numbered call lists, and
+//! `-dump-callgraph`.
+
+use super::functions::{callgraph_entries, strtab_string};
+use super::*;
+
+/// nvlink's numbered call graph ([`Merger::call_lists`]).
+pub(super) struct CallLists {
+    nodes: usize,
+    /// Each function's node number.
+    pub(super) node: Vec<usize>,
+    func_of_node: HashMap<usize, usize>,
+    /// Each live function's call list, as node numbers, in the order they were added.
+    calls: Vec<Vec<usize>>,
+    /// Each global name's node number (0: not a function).
+    of_global: Vec<usize>,
+}
+
+impl CallLists {
+    /// `f`'s calls that reach a live function, as functions, in order.
+    pub(super) fn callees(&self, f: usize) -> Vec<usize> {
+        self.calls[f]
+            .iter()
+            .filter_map(|n| self.func_of_node.get(n).copied())
+            .collect()
+    }
+}
+
+impl<'a> Merger<'a> {
+    /// The sections nvlink creates that carry a section symbol: `.nv.callgraph`,
+    /// `.nv.prototype` (filled in later) and `.nv.rel.action`.
+    pub(super) fn tables(&mut self) {
+        let mut o = OutSection::new(".nv.callgraph", SHT_CUDA_CALLGRAPH, 0);
+        o.align = 4;
+        o.entsize = 8;
+        o.link = Ref::Symtab;
+        self.callgraph_id = self.new_section(o, true);
+        if self.prototypes_needed() {
+            let mut o = OutSection::new(".nv.prototype", SHT_CUDA_PROTOTYPE, 0);
+            o.align = 4;
+            o.entsize = 8;
+            o.link = Ref::Symtab;
+            self.prototype_id = Some(self.new_section(o, true));
+        }
+        let sm = self.opts.target.map_or(0, |a| a.sm);
+        if !self.opts.relocatable && sm < 100 {
+            let mut o = OutSection::new(".nv.rel.action", SHT_CUDA_RELOCINFO, 0);
+            o.align = 8;
+            o.entsize = 8;
+            o.data = vec![
+                0x73, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x11, 0x25, 0, 0x05, 0x36,
+            ];
+            self.new_section(o, true);
+        }
+    }
+
+    /// Whether a `.nv.prototype` entry stays: its function is live and its address is
+    /// not taken (those have their prototype in `.nv.callgraph`).
+    /// A function no input defines (one the driver provides: malloc, vprintf, ...)
+    /// keeps its entry while a live function's `EXTERNS` list names it.
+    fn prototype_kept(&self, k: SymKey) -> bool {
+        match self.func_of(k) {
+            Some(f) => self.live[f] && !self.address_taken.contains(&f),
+            None => self.is_driver_function(k),
+        }
+    }
+
+    /// Whether some input's prototype table has an entry that stays (a libNVVM partial
+    /// link's output has entries only for functions it defines, and nvlink keeps them;
+    /// an entry for a function another input defines stays as that function would).
+    fn prototypes_needed(&self) -> bool {
+        (0..self.inputs.len()).any(|i| {
+            let c = &self.inputs[i].cubin;
+            c.sections
+                .iter()
+                .filter(|s| s.ty == SHT_CUDA_PROTOTYPE)
+                .any(|ps| {
+                    c.bytes(ps).chunks_exact(8).any(|e| {
+                        let sym = e.u32_at(0).unwrap_or(0) as usize;
+                        sym < c.symbols.len() && self.prototype_kept((i, sym))
+                    })
+                })
+        })
+    }
+
+    pub(super) fn callgraph(&mut self) -> Result<()> {
+        let mut groups: [BTreeSet<(u32, i64)>; 5] = Default::default();
+        let mut protos: BTreeSet<(u32, u32)> = BTreeSet::new();
+        let mut strings: Vec<String> = Vec::new();
+        let mut string_at: HashMap<String, usize> = HashMap::default();
+        let mut intern = |s: String, strings: &mut Vec<String>| -> String {
+            if !string_at.contains_key(&s) {
+                string_at.insert(s.clone(), strings.len());
+                strings.push(s.clone());
+            }
+            s
+        };
+        let mut pending: Vec<(usize, u32, String)> = Vec::new();
+        let mut pending_proto: Vec<(u32, String)> = Vec::new();
+        for i in 0..self.inputs.len() {
+            let c = &self.inputs[i].cubin;
+            let string = |off: i64| strtab_string(c, off);
+            for (a, b, group) in callgraph_entries(c)? {
+                let ka = (i, a as usize);
+                if self.symbol_is_dead(ka) {
+                    continue;
+                }
+                let Some(oa) = self.out_index(ka) else {
+                    continue;
+                };
+                match group {
+                    1 | 4 => {
+                        let Some(kb) = usize::try_from(b).ok().map(|b| (i, b)) else {
+                            continue;
+                        };
+                        if kb.1 >= c.symbols.len() || self.symbol_is_dead(kb) {
+                            continue;
+                        }
+                        if let Some(ob) = self.out_index(kb) {
+                            groups[group].insert((oa as u32 + 1, ob as i64 + 1));
+                        }
+                    }
+                    2 | 3 => {
+                        if let Some(s) = string(b) {
+                            let s = intern(s, &mut strings);
+                            pending.push((group, oa as u32 + 1, s));
+                        } else {
+                            groups[group].insert((oa as u32 + 1, b));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            if let Some(ps) = c.sections.iter().find(|s| s.ty == SHT_CUDA_PROTOTYPE) {
+                for e in c.bytes(ps).chunks_exact(8) {
+                    let sym = e.u32_at(0).unwrap_or(0) as usize;
+                    let off = e.u32_at(4).unwrap_or(0) as i64;
+                    if sym >= c.symbols.len() || !self.prototype_kept((i, sym)) {
+                        continue;
+                    }
+                    if let (Some(o), Some(s)) = (self.out_index((i, sym)), string(off)) {
+                        let s = intern(s, &mut strings);
+                        pending_proto.push((o as u32 + 1, s));
+                    }
+                }
+            }
+        }
+        let offsets = crate::elf::write::leading_offsets(&strings);
+        for (g, a, s) in pending {
+            groups[g].insert((a, offsets[&s] as i64));
+        }
+        for (a, s) in pending_proto {
+            protos.insert((a, offsets[&s]));
+        }
+        self.leading_strings = strings;
+        let mut data = Vec::new();
+        for g in 1..=4usize {
+            data.extend_from_slice(&0u32.to_le_bytes());
+            data.extend_from_slice(&(-(g as i32)).to_le_bytes());
+            for &(a, b) in &groups[g] {
+                data.extend_from_slice(&a.to_le_bytes());
+                data.extend_from_slice(&(b as i32).to_le_bytes());
+            }
+        }
+        self.out[self.callgraph_id].data = data;
+        if let Some(p) = self.prototype_id {
+            for (a, b) in protos {
+                self.out[p].data.extend_from_slice(&a.to_le_bytes());
+                self.out[p].data.extend_from_slice(&b.to_le_bytes());
+            }
+        }
+        Ok(())
+    }
+
+    /// `-dump-callgraph` as nvlink prints it (both spellings print demangled names):
+    /// every function symbol of the inputs is a node, numbered by first appearance
+    /// (inputs in order, each symbol table in order; global names once, local symbols
+    /// each); a node whose function was removed or never defined prints only its number.
+    /// A function's callees are its input's `.nv.callgraph` calls (direct, then the
+    /// indirect ones the compiler resolved), last added first, repeats and self-calls
+    /// included; `^` marks kernels and `&` functions whose address is taken.
+    /// nvlink's call graph as it reports it (`-dump-callgraph`, the recursion warning):
+    /// every function symbol of the inputs is a node, numbered from 1 by first
+    /// appearance (inputs in order, each symbol table in order; global names once, local
+    /// symbols each). A live function's call list is its input's `.nv.callgraph` direct
+    /// calls in order, then for each indirect call every address-taken function of its
+    /// prototype in node order; repeats and self-calls stay.
+    pub(super) fn call_lists(&self) -> Result<CallLists> {
+        // a node is a global name (by its id), or one input's local symbol; numbered
+        // from 1 in the order of first appearance
+        let mut of_global = vec![0usize; self.globals.len()];
+        let mut of_local: HashMap<SymKey, usize> = HashMap::default();
+        let mut count = 0;
+        for (i, inp) in self.inputs.iter().enumerate() {
+            for s in 1..inp.cubin.symbols.len() {
+                if inp.cubin.symbols[s].ty != STT_FUNC {
+                    continue;
+                }
+                let n = match self.global_of[i].get(s) {
+                    Some(&g) if g != NO_GLOBAL => &mut of_global[g as usize],
+                    _ => of_local.entry((i, s)).or_insert(0),
+                };
+                if *n == 0 {
+                    count += 1;
+                    *n = count;
+                }
+            }
+        }
+        let number = |(i, s): SymKey| -> Option<usize> {
+            match self.global_of[i].get(s) {
+                Some(&g) if g != NO_GLOBAL => Some(of_global[g as usize]),
+                _ => of_local.get(&(i, s)).copied(),
+            }
+            .filter(|&n| n > 0)
+        };
+        let node: Vec<usize> = self
+            .funcs
+            .iter()
+            .map(|f| number(f.key).expect("a function symbol is numbered"))
+            .collect();
+        let mut func_of_node: HashMap<usize, usize> = HashMap::default();
+        for f in (0..self.funcs.len()).filter(|&f| self.live[f]) {
+            func_of_node.insert(node[f], f);
+        }
+        // each input's entries once, each to the live function it defines (a weak copy's
+        // entries stay with that copy); indirect calls are resolved after the direct ones
+        let mut calls: Vec<Vec<usize>> = vec![Vec::new(); self.funcs.len()];
+        let mut indirect: Vec<Vec<String>> = vec![Vec::new(); self.funcs.len()];
+        for (i, inp) in self.inputs.iter().enumerate() {
+            let c = &inp.cubin;
+            for (a, b, group) in callgraph_entries(c)? {
+                let Some(f) = self
+                    .func_of((i, a as usize))
+                    .filter(|&f| self.live[f] && self.funcs[f].key.0 == i)
+                else {
+                    continue;
+                };
+                match group {
+                    1 => {
+                        let callee = usize::try_from(b).ok().filter(|&b| b < c.symbols.len());
+                        if let Some(n) = callee.and_then(|b| number((i, b))) {
+                            calls[f].push(n);
+                        }
+                    }
+                    3 => indirect[f].extend(strtab_string(c, b)),
+                    _ => {}
+                }
+            }
+        }
+        let mut taken_nodes: HashMap<&str, Vec<usize>> = HashMap::default();
+        for (q, g) in &self.taken_by_prototype {
+            taken_nodes.entry(q.as_str()).or_default().push(node[*g]);
+        }
+        for list in taken_nodes.values_mut() {
+            list.sort_unstable();
+            list.dedup();
+        }
+        for (f, protos) in indirect.iter().enumerate() {
+            for p in protos {
+                if let Some(reached) = taken_nodes.get(p.as_str()) {
+                    calls[f].extend(reached.iter().copied());
+                }
+            }
+        }
+        Ok(CallLists {
+            nodes: count,
+            node,
+            func_of_node,
+            calls,
+            of_global,
+        })
+    }
+
+    /// `-dump-callgraph` as nvlink prints it (both spellings print demangled names): the
+    /// nodes of [`Self::call_lists`], a removed or undefined function's as its number
+    /// alone (a function no input defines that a live `EXTERNS` list names as `N: name ->`),
+    /// a function's calls last added first; `^` marks kernels and `&` functions whose
+    /// address is taken. Then the register propagation lines.
+    pub(super) fn dump_callgraph(&self) -> Result<()> {
+        use crate::demangle::demangle;
+        let cl = self.call_lists()?;
+        let mut lines = vec![String::new(); cl.nodes];
+        for (f, func) in self.funcs.iter().enumerate() {
+            if !self.live[f] {
+                continue;
+            }
+            // (a kernel whose address is taken, one launched from the device, is `^&`)
+            let marks = format!(
+                "{}{}",
+                if func.entry { "^" } else { "" },
+                if self.address_taken.contains(&f) {
+                    "&"
+                } else {
+                    ""
+                }
+            );
+            let text: String = cl.calls[f].iter().rev().map(|n| format!(" {n}")).collect();
+            lines[cl.node[f] - 1] = format!(
+                "{marks}{} [{}] ->{text}",
+                demangle(&self.sym(func.key).name),
+                func.regs
+            );
+        }
+        // (a function no input defines shows its name while a live function's EXTERNS
+        // list names it: the driver's)
+        for (g, global) in self.globals.iter().enumerate() {
+            if global.def.is_none() && cl.of_global[g] > 0 && self.is_driver_function(global.first)
+            {
+                lines[cl.of_global[g] - 1] = format!("{} ->", demangle(global.name));
+            }
+        }
+        let target = self.opts.target.map(|a| a.to_string()).unwrap_or_default();
+        let mut text = format!(
+            "callgraph for {target}:\n# A: s -> B // s (number A) potentially calls B\n# s [N]     // s uses N registers\n# ^s        // s is entry point\n# &s        // s has address taken\n"
+        );
+        for (n, line) in lines.iter().enumerate() {
+            text += &format!("{}: {line}\n", n + 1);
+        }
+        for (e, f, regs) in self.register_propagation(&cl) {
+            text += &format!(
+                "regcount {regs} for {} propagated to entry {}\n",
+                demangle(&self.sym(self.funcs[f].key).name),
+                demangle(&self.sym(self.funcs[e].key).name)
+            );
+        }
+        crate::diag::to_stderr(&text);
+        Ok(())
+    }
+}

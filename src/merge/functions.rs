@@ -1,0 +1,255 @@
+//! Functions: the program's function graph (one node per chosen definition; edges from
+//! relocations in its code and from the inputs' `.nv.callgraph`, indirect calls by
+//! prototype) and liveness (what a kept kernel or data reaches; everything in `-r`, `-g`
+//! and `--preserve-relocs` links).
+
+use super::*;
+
+impl<'a> Merger<'a> {
+    pub(super) fn functions(&mut self) -> Result<()> {
+        // each input's chosen definitions, in parallel, numbered in input order
+        let found: Vec<Result<Vec<Func>>> = (0..self.inputs.len())
+            .into_par_iter()
+            .map(|i| self.input_functions(i))
+            .collect();
+        for list in found {
+            for func in list? {
+                let f = self.funcs.len();
+                self.func_of_text.insert((func.key.0, func.text), f);
+                self.func_at[func.key.0][func.key.1] = f as u32;
+                self.funcs.push(func);
+            }
+        }
+        // edges: relocations in a function's sections (in parallel, per function)
+        let edges: Vec<Result<(BTreeSet<usize>, BTreeSet<SymKey>)>> = (0..self.funcs.len())
+            .into_par_iter()
+            .map(|f| self.relocation_edges(f))
+            .collect();
+        for (f, e) in edges.into_iter().enumerate() {
+            (self.funcs[f].callees, self.funcs[f].shared) = e?;
+        }
+        // Call-graph entries: direct calls (groups 1 and 4), and for indirect calls the
+        // functions whose address is taken (2) and the callers (3), by prototype; an
+        // indirect call of prototype P may reach every function of prototype P whose
+        // address is taken anywhere in the program.
+        let mut taken: Vec<(String, usize)> = Vec::new();
+        let mut callers: Vec<(String, usize)> = Vec::new();
+        for i in 0..self.inputs.len() {
+            let c = &self.inputs[i].cubin;
+            for (a, b, group) in callgraph_entries(c)? {
+                let Some(fa) = self.func_of((i, a as usize)) else {
+                    continue;
+                };
+                match group {
+                    1 | 4 => {
+                        let fb = usize::try_from(b)
+                            .ok()
+                            .filter(|&b| b < c.symbols.len())
+                            .and_then(|b| self.func_of((i, b)));
+                        match fb {
+                            Some(fb) if fb != fa => {
+                                self.funcs[fa].callees.insert(fb);
+                            }
+                            Some(_) if group == 1 => self.funcs[fa].self_call = true,
+                            _ => {}
+                        }
+                    }
+                    2 | 3 => {
+                        if let Some(p) = strtab_string(c, b) {
+                            if group == 2 { &mut taken } else { &mut callers }.push((p, fa));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let mut taken_of: HashMap<&str, Vec<usize>> = HashMap::default();
+        for (q, f) in &taken {
+            taken_of.entry(q.as_str()).or_default().push(*f);
+        }
+        for (p, caller) in &callers {
+            for f in taken_of.get(p.as_str()).into_iter().flatten() {
+                if caller != f {
+                    self.funcs[*caller].callees.insert(*f);
+                } else {
+                    self.funcs[*caller].self_call = true;
+                }
+            }
+        }
+        self.address_taken = taken.iter().map(|(_, f)| *f).collect();
+        let mut seen = HashSet::default();
+        taken.retain(|t| seen.insert(t.clone()));
+        self.taken_by_prototype = taken;
+        Ok(())
+    }
+
+    /// The functions input `i` defines for the program (its chosen definitions), without
+    /// their edges.
+    fn input_functions(&self, i: usize) -> Result<Vec<Func>> {
+        let c = &self.inputs[i].cubin;
+        let mut out = Vec::new();
+        for s in 1..c.symbols.len() {
+            let sym = &c.symbols[s];
+            if sym.ty != STT_FUNC || !sym.defined() || self.target((i, s)) != Some((i, s)) {
+                continue;
+            }
+            let text = sym.shndx as usize;
+            let barriers = function_info(c, text)?
+                .iter()
+                .find(|r| r.attr == info::NUM_BARRIERS)
+                .map_or(0, |r| (r.value & 0xFF) as u32);
+            out.push(Func {
+                key: (i, s),
+                text,
+                entry: sym.is_entry(),
+                regs: self.sym_value((i, s), info::REGCOUNT),
+                frame: self.sym_value((i, s), info::FRAME_SIZE),
+                barriers,
+                callees: BTreeSet::new(),
+                self_call: false,
+                shared: BTreeSet::new(),
+            });
+        }
+        Ok(out)
+    }
+
+    /// What function `f`'s relocations refer to: the functions it calls (itself left
+    /// out) and the shared variables it uses.
+    fn relocation_edges(&self, f: usize) -> Result<(BTreeSet<usize>, BTreeSet<SymKey>)> {
+        let (i, _) = self.funcs[f].key;
+        let c = &self.inputs[i].cubin;
+        let (mut callees, mut shared) = (BTreeSet::new(), BTreeSet::new());
+        for (ri, rs) in c.sections.iter().enumerate() {
+            if !matches!(rs.ty, SHT_RELA | SHT_REL) || rs.info as usize != self.funcs[f].text {
+                continue;
+            }
+            for r in self.relocs(i, ri)? {
+                let sk = (i, r.sym as usize);
+                let sym = self.sym(sk);
+                if sym.other & STO_SHARED != 0 && sym.ty != STT_FUNC {
+                    // (an `extern` array no input defines: its name's first reference)
+                    shared.insert(self.representative(sk));
+                    continue;
+                }
+                if let Some(g) = self.func_of(sk)
+                    && g != f
+                {
+                    callees.insert(g);
+                }
+            }
+        }
+        Ok((callees, shared))
+    }
+
+    pub(super) fn reach(&mut self) {
+        let n = self.funcs.len();
+        let all = self.opts.relocatable || self.keeps_all();
+        self.live = vec![all; n];
+        if all {
+            return;
+        }
+        let kept = |m: &Self, f: usize| {
+            let (i, s) = m.funcs[f].key;
+            m.inputs[i].system
+                || m.opts
+                    .kernels
+                    .as_ref()
+                    .is_none_or(|k| k.keeps_kernel(&m.inputs[i].cubin.symbols[s].name))
+        };
+        let mut stack: Vec<usize> = (0..n)
+            .filter(|&f| self.funcs[f].entry && kept(self, f))
+            .collect();
+        // functions whose address is stored in data
+        for i in 0..self.inputs.len() {
+            let c = &self.inputs[i].cubin;
+            for (ri, rs) in c.sections.iter().enumerate() {
+                if !matches!(rs.ty, SHT_RELA | SHT_REL) {
+                    continue;
+                }
+                let Some(t) = c.sections.get(rs.info as usize) else {
+                    continue;
+                };
+                if t.flags & SHF_ALLOC == 0 || t.flags & SHF_EXECINSTR != 0 {
+                    continue;
+                }
+                for r in self.relocs(i, ri).unwrap_or_default() {
+                    if let Some(f) = self.func_of((i, r.sym as usize)) {
+                        stack.push(f);
+                    }
+                }
+            }
+        }
+        while let Some(f) = stack.pop() {
+            if std::mem::replace(&mut self.live[f], true) {
+                continue;
+            }
+            stack.extend(self.funcs[f].callees.iter().copied());
+        }
+    }
+
+    /// `f` and the functions it calls, directly or not. Another kernel `f`'s code refers
+    /// to is launched (dynamic parallelism), not called: its call tree is not `f`'s
+    /// (nvlink gives the launching kernel none of its shared variables, barriers,
+    /// registers or stack).
+    pub(super) fn reachable_from(&self, f: usize) -> Vec<usize> {
+        let mut seen = vec![false; self.funcs.len()];
+        let mut out = Vec::new();
+        let mut stack = vec![f];
+        while let Some(g) = stack.pop() {
+            if (g == f || !self.funcs[g].entry) && !std::mem::replace(&mut seen[g], true) {
+                out.push(g);
+                stack.extend(self.funcs[g].callees.iter().copied());
+            }
+        }
+        out.sort_unstable();
+        out
+    }
+}
+
+/// `(a, b, group)` of every `.nv.callgraph` entry; group n follows the marker (0, -n).
+pub(super) fn callgraph_entries(c: &Cubin) -> Result<Vec<(u32, i64, usize)>> {
+    let mut out = Vec::new();
+    for s in c.sections.iter().filter(|s| s.ty == SHT_CUDA_CALLGRAPH) {
+        let mut group = 0usize;
+        for e in c.bytes(s).chunks_exact(8) {
+            let a = e.u32_at(0).unwrap_or(0);
+            let b = e.u32_at(4).unwrap_or(0) as i32;
+            if a == 0 && (-4..=-1).contains(&b) {
+                group = (-b) as usize;
+                continue;
+            }
+            if a as usize >= c.symbols.len() {
+                return Err(crate::diag::malformed(
+                    &c.origin,
+                    s.offset,
+                    format!(".nv.callgraph names symbol {a}, which does not exist"),
+                ));
+            }
+            out.push((a, b as i64, group));
+        }
+    }
+    Ok(out)
+}
+
+fn function_info(c: &Cubin, text: usize) -> Result<Vec<Record>> {
+    match c
+        .sections
+        .iter()
+        .find(|s| s.ty == SHT_CUDA_INFO && s.flags & SHF_INFO_LINK != 0 && s.info as usize == text)
+    {
+        Some(s) => info::parse(c.bytes(s), &c.origin, &s.name, s.offset),
+        None => Ok(Vec::new()),
+    }
+}
+
+/// The NUL-terminated string at `off` in a cubin's `.strtab`.
+pub(super) fn strtab_string(c: &Cubin, off: i64) -> Option<String> {
+    let t = c.bytes(
+        c.sections
+            .iter()
+            .find(|s| s.ty == SHT_STRTAB && s.name == ".strtab")?,
+    );
+    let rest = t.get(usize::try_from(off).ok()?..)?;
+    let end = rest.iter().position(|&b| b == 0)?;
+    Some(String::from_utf8_lossy(&rest[..end]).into_owned())
+}

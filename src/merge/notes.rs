@@ -1,0 +1,291 @@
+//! Notes and finish: the `.note.nv.tkinfo` (the linker's own entry first) and
+//! `.note.nv.cuinfo` notes and `.nv.compat` for the target; then the kept relocation
+//! sections, the sections in their final order and the image handed to the writer.
+
+use super::*;
+
+/// The linker's own `.note.nv.tkinfo` entry.
+/// The toolkit version nvlink writes in its notes (13.5).
+const TOOLKIT_VERSION: u32 = 135;
+
+impl<'a> Merger<'a> {
+    pub(super) fn notes(&mut self) {
+        let mut tk = tool_note(
+            self.opts.tool_name.as_deref().unwrap_or("nvlink"),
+            &self.opts.note_command_line,
+            self.opts.note_output.as_deref(),
+        );
+        let mut cuinfo: Option<(Vec<u8>, u64, u32)> = None;
+        for inp in self.inputs {
+            let c = &inp.cubin;
+            for s in &c.sections {
+                if s.name == ".note.nv.tkinfo" {
+                    tk.extend_from_slice(c.bytes(s));
+                } else if s.name == ".note.nv.cuinfo" {
+                    // the note with the lowest virtual architecture (a PTX input for
+                    // compute_90 linked for sm_120 gives 90), the first of equals
+                    let vsm = |d: &[u8]| d.u16_at(26).unwrap_or(u16::MAX);
+                    let d = c.bytes(s);
+                    if cuinfo
+                        .as_ref()
+                        .is_none_or(|(best, _, _)| vsm(d) < vsm(best))
+                    {
+                        cuinfo = Some((d.to_vec(), s.flags, s.info));
+                    }
+                }
+            }
+        }
+        let mut t = OutSection::new(".note.nv.tkinfo", SHT_NOTE, 0x200_0000);
+        t.align = 4;
+        t.data = tk;
+        let tid = self.new_section(t, true);
+        if let (None, true, Some(target)) = (&cuinfo, self.inputs.is_empty(), self.opts.target) {
+            // no input (none had code for the target): nvlink's own note, version 2,
+            // the target SM and the toolkit version (13.5)
+            let mut d = Vec::new();
+            for v in [12u32, 8, 1000] {
+                d.extend_from_slice(&v.to_le_bytes());
+            }
+            d.extend_from_slice(b"NVIDIA Corp\0");
+            d.extend_from_slice(&2u16.to_le_bytes());
+            d.extend_from_slice(&(target.sm as u16).to_le_bytes());
+            d.extend_from_slice(&TOOLKIT_VERSION.to_le_bytes());
+            cuinfo = Some((d, 0x100_0000, 0));
+        }
+        let cuinfo_id = cuinfo.map(|(d, flags, info)| {
+            let mut c = OutSection::new(".note.nv.cuinfo", SHT_NOTE, flags);
+            c.align = 4;
+            c.link = Ref::Section(tid);
+            c.info = Ref::Raw(info);
+            c.data = d;
+            self.new_section(c, true)
+        });
+        if let (None, Some(target)) = (self.inputs.first(), self.opts.target)
+            && let Some(data) = empty_compat(target)
+        {
+            // no input: nvlink's own `.nv.compat` for the target, named by the note
+            let mut o = OutSection::new(".nv.compat", SHT_CUDA_COMPAT, 0);
+            o.align = 4;
+            o.data = data;
+            let compat = self.new_section(o, false);
+            if let Some(n) = cuinfo_id {
+                self.out[n].flags = 0x100_0040;
+                self.out[n].info = Ref::Section(compat);
+            }
+        }
+        if let Some(inp) = self.inputs.first() {
+            let c = &inp.cubin;
+            if let Some(s) = c.sections.iter().find(|s| s.ty == SHT_CUDA_COMPAT) {
+                let mut o = OutSection::new(".nv.compat", SHT_CUDA_COMPAT, 0);
+                o.align = 4;
+                o.data = c.bytes(s).to_vec();
+                if let Some(target) = self.opts.target
+                    && let Ok(mut recs) = info::parse(&o.data, &c.origin, &s.name, s.offset)
+                {
+                    compat_for_target(&mut recs, (c.e_flags >> 8) & 0xFF, target);
+                    o.data = info::encode_all(&recs);
+                }
+                let compat = self.new_section(o, false);
+                // the note's sh_info names `.nv.compat`
+                if let Some(n) = cuinfo_id {
+                    self.out[n].info = Ref::Section(compat);
+                }
+            }
+        }
+    }
+
+    pub(super) fn finish(&mut self) -> Image {
+        let exec = !self.opts.relocatable;
+        for (out_id, list, data) in std::mem::take(&mut self.kept_relocs) {
+            let (prefix, ty, entsize) = match list {
+                RelocList::Rel => (".rel", SHT_REL, 16),
+                RelocList::Rela => (".rela", SHT_RELA, 24),
+                RelocList::Resolved => (".nv.resolvedrela", SHT_CUDA_RESOLVED_RELA, 24),
+            };
+            let name = format!("{prefix}{}", self.out[out_id].name);
+            let mut o = OutSection::new(&name, ty, SHF_INFO_LINK);
+            o.align = 8;
+            o.entsize = entsize;
+            o.link = Ref::Symtab;
+            o.info = Ref::Section(out_id);
+            o.data = data;
+            self.new_section(o, false);
+        }
+        // final order
+        let mut order: Vec<usize> = (0..self.out.len()).collect();
+        order.sort_by_key(|&i| crate::elf::write::rank(&self.out[i], self.mercury_layout));
+        let mut new_index = vec![0usize; self.out.len()];
+        for (n, &i) in order.iter().enumerate() {
+            new_index[i] = n;
+        }
+        let fix = |r: Ref| match r {
+            Ref::Section(i) => Ref::Section(new_index[i]),
+            r => r,
+        };
+        let merc_symbols = self.merc_symbols.take().map(|(at, syms)| {
+            let syms = syms
+                .into_iter()
+                .map(|mut s| {
+                    s.section = s.section.map(|i| new_index[i]);
+                    s
+                })
+                .collect::<Vec<_>>();
+            (new_index[at], syms)
+        });
+        // moved, not copied: the sections hold the whole image
+        let mut unplaced: Vec<Option<OutSection>> = std::mem::take(&mut self.out)
+            .into_iter()
+            .map(Some)
+            .collect();
+        let sections: Vec<OutSection> = order
+            .iter()
+            .map(|&i| {
+                let mut s = unplaced[i].take().expect("each section placed once");
+                s.link = fix(s.link);
+                s.info = fix(s.info);
+                s.alias = s.alias.map(|a| new_index[a]);
+                for p in &mut s.patches {
+                    p.1 = fix(p.1);
+                }
+                s
+            })
+            .collect();
+        let symbols: Vec<OutSymbol> = std::mem::take(&mut self.symbols)
+            .into_iter()
+            .map(|mut s| {
+                s.section = s.section.map(|i| new_index[i]);
+                s
+            })
+            .collect();
+        // the text section's sh_info names its function symbol
+        let mut sections = sections;
+        for (k, &f_idx) in self.sym_of.iter() {
+            if let Some(f) = self.func_defined_by(*k) {
+                let (i, _) = self.funcs[f].key;
+                if let Some(&(t, _)) = self.placed.get(&(i, self.funcs[f].text)) {
+                    let s = &mut sections[new_index[t]];
+                    let regs_top = s_info_top(&self.inputs[i].cubin, self.funcs[f].text);
+                    s.info = Ref::Raw((f_idx as u32 + 1) | regs_top);
+                }
+            }
+        }
+        // without inputs (none had code for the target), nvlink's defaults: the CUDA
+        // OS/ABI, ABI version 8, flags 0x05000004 around the SM (0x05000002 from sm_100)
+        let no_input_flags = match self.mercury_layout {
+            true => 0x0500_0002,
+            false => 0x0500_0004,
+        };
+        let (first_flags, osabi, abi_version) =
+            self.inputs.first().map_or((no_input_flags, 0x41, 8), |i| {
+                (i.cubin.e_flags, i.cubin.osabi, i.cubin.abi_version)
+            });
+        // the debug byte: the highest among the inputs, plus one for each input with
+        // debug information (above 0x06: -lineinfo 0x09, -G 0x0E, ...) past the first
+        let levels = self.inputs.iter().map(|i| i.cubin.e_flags >> 24);
+        let with_debug = levels.clone().filter(|&l| l > 6).count() as u32;
+        let debug = levels.max().unwrap_or(first_flags >> 24) + with_debug.saturating_sub(1);
+        Image {
+            e_type: if exec { 2 } else { 1 },
+            e_flags: (first_flags & 0x00FF_00FF)
+                | (debug << 24)
+                | (self.opts.target.map_or((first_flags >> 8) & 0xFF, |t| t.sm) << 8),
+            osabi,
+            abi_version,
+            sections,
+            symbols,
+            leading_strings: std::mem::take(&mut self.leading_strings),
+            program_headers: exec,
+            mercury_layout: self.mercury_layout,
+            merc_symbols,
+        }
+    }
+}
+
+/// The `.nv.compat` records nvlink 13.5 writes when no input has code for the target
+/// (read off its output for every `-arch` it takes): none below sm_90; whether the
+/// target is an `a` one; from sm_100 also `CAN_FASTPATH_FINALIZE` (9 for sm_100, 0x50
+/// for sm_120, else 0) and `FINALIZER_VERSION` 0x0440.
+fn empty_compat(target: Arch) -> Option<Vec<u8>> {
+    use crate::arch::Variant;
+    if target.sm < 90 {
+        return None;
+    }
+    let accelerated = (target.variant == Variant::Accelerated) as u8;
+    let mut d = vec![info::FMT_BVAL, 0x09, accelerated, 0];
+    if target.sm >= 100 {
+        let fastpath: u64 = match target.sm {
+            100 => 9,
+            120 => 0x50,
+            _ => 0,
+        };
+        d.extend_from_slice(&[0x04, 0x0B, 8, 0]);
+        d.extend_from_slice(&fastpath.to_le_bytes());
+        d.extend_from_slice(&[0x03, 0x0E, 0x40, 0x04]);
+    }
+    Some(d)
+}
+
+/// `.nv.compat` as nvlink writes it for the target (read off nvlink 13.5 with sm_100 and
+/// sm_120 code linked for their `a`, `f` and sibling targets): `ACCELERATOR_TARGET`
+/// (0x09) says whether the target is an `a` one; `CAN_FASTPATH_FINALIZE` (0x0B) keeps
+/// only its lowest bit for an `a` target (9 → 1, 0x50 → 0x10) and becomes 0 for another
+/// SM of the family (sm_100 code for sm_103, sm_120 for sm_121).
+fn compat_for_target(recs: &mut [Record], code_sm: u32, target: Arch) {
+    use crate::arch::Variant;
+    for r in recs.iter_mut() {
+        match r.attr {
+            0x09 if r.format == info::FMT_BVAL => {
+                r.value = (target.variant == Variant::Accelerated) as u16;
+            }
+            0x0B if r.payload.len() == 8 => {
+                let v = r.payload.u64_at(0).unwrap_or(0);
+                let v = if target.sm != code_sm {
+                    0
+                } else if target.variant == Variant::Accelerated {
+                    v & v.wrapping_neg()
+                } else {
+                    v
+                };
+                r.payload = v.to_le_bytes().to_vec();
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The register count ptxas keeps in the top byte of a code section's `sh_info` (sm_75
+/// to sm_89).
+fn s_info_top(c: &Cubin, text: usize) -> u32 {
+    c.sections.get(text).map_or(0, |s| s.info & 0xFF00_0000)
+}
+
+fn tool_note(tool_name: &str, command_line: &str, output: Option<&str>) -> Vec<u8> {
+    let mut blob = Vec::new();
+    let field = |s: &str, blob: &mut Vec<u8>| {
+        let at = blob.len() as u32;
+        blob.extend_from_slice(s.as_bytes());
+        blob.push(0);
+        at
+    };
+    // the output's name comes first (empty but for debug links)
+    let out = field(output.unwrap_or(""), &mut blob);
+    let tool = field(tool_name, &mut blob);
+    let version = field("Cuda compilation tools, release 13.5, V13.5.37", &mut blob);
+    let branch = field("Build cuda_13.5.r13.5/compiler.39125733_0", &mut blob);
+    let cmd = field(command_line, &mut blob);
+    while blob.len() % 4 != 0 {
+        blob.push(0);
+    }
+    let mut desc = Vec::new();
+    for v in [2u32, out, tool, version, branch, cmd] {
+        desc.extend_from_slice(&v.to_le_bytes());
+    }
+    desc.extend_from_slice(&blob);
+    let mut n = Vec::new();
+    n.extend_from_slice(&12u32.to_le_bytes());
+    n.extend_from_slice(&(desc.len() as u32).to_le_bytes());
+    n.extend_from_slice(&2000u32.to_le_bytes());
+    n.extend_from_slice(b"NVIDIA Corp\0");
+    n.extend_from_slice(&desc);
+    n
+}

@@ -1,0 +1,301 @@
+//! `.nv.info`: the global records renumbered (kernels' register counts and stack sizes
+//! over their call trees, the recursion warning) and each live function's own section,
+//! with the records its call tree adds to a kernel.
+
+use super::*;
+
+/// MIN_STACK_SIZE / CRS_STACK_SIZE of a kernel whose call tree recurses.
+pub(super) const UNKNOWN_STACK: u32 = 0xFFFF_FFFF;
+
+impl<'a> Merger<'a> {
+    pub(super) fn info(&mut self) -> Result<()> {
+        let exec = !self.opts.relocatable;
+        // (registers, stack, barriers) over each live kernel's call tree, computed once
+        self.props = {
+            let kernels: Vec<usize> = (0..self.funcs.len())
+                .filter(|&f| self.live[f] && self.funcs[f].entry)
+                .collect();
+            let mut props: Vec<(u32, u32, u32)> =
+                kernels.par_iter().map(|&f| self.propagated(f)).collect();
+            // (nvlink 13.5: the one kernel of a link also counts the barriers of the
+            // functions it does not reach, those whose address is taken; with two
+            // kernels neither does)
+            if let [(_, _, bars)] = props.as_mut_slice() {
+                let live = (0..self.funcs.len()).filter(|&g| self.live[g]);
+                *bars = live.map(|g| self.funcs[g].barriers).fold(*bars, u32::max);
+            }
+            kernels.into_iter().zip(props).collect()
+        };
+        let props = std::mem::take(&mut self.props);
+        self.externs = self.extern_lists();
+        let mut global: Vec<Record> = Vec::new();
+        for i in 0..self.inputs.len() {
+            let c = &self.inputs[i].cubin;
+            let Some(si) = c
+                .sections
+                .iter()
+                .position(|s| s.name == ".nv.info" && s.ty == SHT_CUDA_INFO)
+            else {
+                continue;
+            };
+            let s = &c.sections[si];
+            for mut r in self.parsed[i].records.clone()? {
+                if exec && r.attr == info::MAX_STACK_SIZE {
+                    continue;
+                }
+                if r.has_symbol() {
+                    let sym = r.payload.u32_at(0).unwrap_or(0) as usize;
+                    if sym >= c.symbols.len() {
+                        return Err(crate::diag::malformed(
+                            &c.origin,
+                            s.offset,
+                            format!(".nv.info record names symbol {sym}, which does not exist"),
+                        ));
+                    }
+                    let k = (i, sym);
+                    if self.target(k) != Some(k) || self.symbol_is_dead(k) {
+                        continue;
+                    }
+                    let Some(o) = self.out_index(k) else { continue };
+                    let mut v = r.payload.u32_at(4).unwrap_or(0);
+                    if r.attr == info::REGCOUNT
+                        && let Some(f) = self.func_defined_by(k).filter(|&f| self.funcs[f].entry)
+                    {
+                        v = props[&f].0;
+                    }
+                    r = Record::sym_pair(r.attr, o as u32 + 1, v);
+                }
+                global.push(r);
+            }
+        }
+        global.reverse();
+        if exec {
+            // nvlink warns once for each call in a kernel's call list (repeats counted)
+            // whose callee's call tree has a cycle; nvlink's call lists are needed only
+            // when the merged graph (which has every edge they have) has a cycle at all
+            let merged: Vec<Vec<usize>> = (0..self.funcs.len())
+                .map(|f| match self.live[f] {
+                    true if self.funcs[f].self_call => vec![f],
+                    true => self.funcs[f].callees.iter().copied().collect(),
+                    false => Vec::new(),
+                })
+                .collect();
+            let (edges, cyclic) = if cycle_below(&merged).contains(&true) {
+                let cl = self.call_lists()?;
+                let edges: Vec<Vec<usize>> = (0..self.funcs.len()).map(|f| cl.callees(f)).collect();
+                let cyclic = cycle_below(&edges);
+                (edges, cyclic)
+            } else {
+                (Vec::new(), Vec::new())
+            };
+            let mut warnings = Vec::new();
+            for (f, calls) in edges.iter().enumerate() {
+                if !(self.live[f] && self.funcs[f].entry) {
+                    continue;
+                }
+                for &g in calls {
+                    if cyclic[g] {
+                        warnings.push(format!(
+                            "Stack size for entry function '{}' cannot be statically determined",
+                            self.sym(self.funcs[f].key).name
+                        ));
+                    }
+                }
+            }
+            if !self.opts.suppress_stack_size_warning {
+                self.diag.warnings(&warnings);
+            }
+            // (in the order of the kernels' symbols: local ones, such as libcudadevrt's
+            // static kernels, before the global ones)
+            let mut stacks: Vec<(usize, u32)> = (0..self.funcs.len())
+                .filter(|&f| self.live[f] && self.funcs[f].entry)
+                .filter_map(|f| Some((*self.sym_of.get(&self.funcs[f].key)?, props[&f].1)))
+                .collect();
+            stacks.sort_by_key(|&(o, _)| o);
+            for (o, stack) in stacks {
+                global.push(Record::sym_pair(info::MIN_STACK_SIZE, o as u32 + 1, stack));
+            }
+        }
+        // (an image without inputs has no global records and, as nvlink's, no section)
+        if !(global.is_empty() && self.inputs.is_empty()) {
+            let mut o = OutSection::new(".nv.info", SHT_CUDA_INFO, 0);
+            o.align = 4;
+            o.link = Ref::Symtab;
+            o.data = info::encode_all(&global);
+            self.new_section(o, false);
+        }
+        // per-function records (in parallel; added in function order)
+        let per: Vec<Result<Option<OutSection>>> = {
+            (0..self.funcs.len())
+                .into_par_iter()
+                .map(|f| self.function_info_section(f, &props))
+                .collect()
+        };
+        for o in per {
+            if let Some(o) = o? {
+                self.new_section(o, false);
+            }
+        }
+        self.props = props;
+        Ok(())
+    }
+
+    /// Function `f`'s `.nv.info.<fn>` in the output, if it has one: its records with the
+    /// symbols renumbered, `EXTERNS` as `externs` says, in nvlink's order, a kernel's with what
+    /// its call tree needs (`props`).
+    fn function_info_section(
+        &self,
+        f: usize,
+        props: &HashMap<usize, (u32, u32, u32)>,
+    ) -> Result<Option<OutSection>> {
+        let exec = !self.opts.relocatable;
+        if !self.live[f] {
+            return Ok(None);
+        }
+        let (i, _) = self.funcs[f].key;
+        let c = &self.inputs[i].cubin;
+        let text = self.funcs[f].text;
+        let Some(s) = self.info_section_of(f) else {
+            return Ok(None);
+        };
+        let mut recs = Vec::new();
+        for mut r in info::parse(c.bytes(s), &c.origin, &s.name, s.offset)? {
+            if r.attr == info::PARAM_CBANK && r.payload.len() >= 4 {
+                let sym = r.payload.u32_at(0).unwrap_or(0) as usize;
+                if sym < c.symbols.len()
+                    && let Some(o) = self.out_index((i, sym))
+                {
+                    r.payload[..4].copy_from_slice(&(o as u32 + 1).to_le_bytes());
+                }
+            }
+            recs.push(r);
+        }
+        // sm_100+: only the records the Mercury copy also has are reversed; the
+        // SASS-only ones follow in their order
+        let mut tail = Vec::new();
+        if let Some(attrs) = c
+            .has_mercury()
+            .then(|| self.merc_info_attrs(i, &s.name))
+            .flatten()
+        {
+            let (head, rest): (Vec<Record>, Vec<Record>) =
+                recs.into_iter().partition(|r| attrs.contains(&r.attr));
+            recs = head;
+            tail = rest;
+        }
+        recs.reverse();
+        let kernel = (exec && self.funcs[f].entry).then(|| props[&f]);
+        self.finish_records(f, &mut recs, kernel, |o| o);
+        recs.extend(tail);
+        let mut o = OutSection::new(&s.name, SHT_CUDA_INFO, SHF_INFO_LINK);
+        o.align = 4;
+        o.link = Ref::Symtab;
+        if let Some(&(t, _)) = self.placed.get(&(i, text)) {
+            o.info = Ref::Section(t);
+        }
+        o.data = info::encode_all(&recs);
+        Ok(Some(o))
+    }
+
+    /// `(registers, stack, barriers)` of a function with everything it calls: the
+    /// register and barrier maxima over the call tree and the deepest frame chain.
+    fn propagated(&self, f: usize) -> (u32, u32, u32) {
+        let reach = self.reachable_from(f);
+        let regs = reach.iter().map(|&g| self.funcs[g].regs).max().unwrap_or(0);
+        let bars = reach
+            .iter()
+            .map(|&g| self.funcs[g].barriers)
+            .max()
+            .unwrap_or(0);
+        let mut memo = HashMap::default();
+        let stack = self
+            .stack_depth(f, &mut Vec::new(), &mut memo)
+            .unwrap_or(UNKNOWN_STACK);
+        (regs, stack, bars)
+    }
+
+    /// The deepest chain of frames below `f`; `None` when the call tree has a cycle.
+    fn stack_depth(
+        &self,
+        f: usize,
+        path: &mut Vec<usize>,
+        memo: &mut HashMap<usize, Option<u32>>,
+    ) -> Option<u32> {
+        if let Some(&d) = memo.get(&f) {
+            return d;
+        }
+        if path.contains(&f) || self.funcs[f].self_call {
+            return None;
+        }
+        path.push(f);
+        let mut deepest = Some(0u32);
+        for &g in self.funcs[f]
+            .callees
+            .iter()
+            .filter(|&&g| !self.funcs[g].entry)
+        {
+            deepest = match (deepest, self.stack_depth(g, path, memo)) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                _ => None,
+            };
+        }
+        path.pop();
+        let d = deepest.map(|x| self.funcs[f].frame + x);
+        memo.insert(f, d);
+        d
+    }
+}
+
+/// A kernel's records once its call tree is known: `CRS_STACK_SIZE` unknown when the
+/// tree recurses, the barrier count raised to the tree's (added when missing).
+pub(super) fn kernel_records(recs: &mut Vec<Record>, (_, stack, barriers): (u32, u32, u32)) {
+    if stack == UNKNOWN_STACK {
+        let mut found = false;
+        for r in recs.iter_mut().filter(|r| r.attr == info::CRS_STACK_SIZE) {
+            r.payload = UNKNOWN_STACK.to_le_bytes().to_vec();
+            found = true;
+        }
+        if !found {
+            // (a kernel ptxas gave no record: nvlink adds one, unknown)
+            recs.push(Record::sval(
+                info::CRS_STACK_SIZE,
+                UNKNOWN_STACK.to_le_bytes().to_vec(),
+            ));
+        }
+    }
+    if barriers > 0 {
+        match recs.iter_mut().find(|r| r.attr == info::NUM_BARRIERS) {
+            Some(r) => r.value = barriers as u16,
+            None => recs.push(Record {
+                format: info::FMT_BVAL,
+                attr: info::NUM_BARRIERS,
+                value: barriers as u16,
+                payload: Vec::new(),
+            }),
+        }
+    }
+}
+
+/// For each function, whether a cycle can be reached from it (itself included): what is
+/// left after peeling off, again and again, the functions all of whose callees are gone.
+fn cycle_below(edges: &[Vec<usize>]) -> Vec<bool> {
+    let mut pending: Vec<usize> = edges.iter().map(Vec::len).collect();
+    let mut callers: Vec<Vec<usize>> = vec![Vec::new(); edges.len()];
+    for (f, callees) in edges.iter().enumerate() {
+        for &g in callees {
+            callers[g].push(f);
+        }
+    }
+    let mut done: Vec<usize> = (0..edges.len()).filter(|&f| pending[f] == 0).collect();
+    let mut cyclic = vec![true; edges.len()];
+    while let Some(g) = done.pop() {
+        cyclic[g] = false;
+        for &f in &callers[g] {
+            pending[f] -= 1;
+            if pending[f] == 0 {
+                done.push(f);
+            }
+        }
+    }
+    cyclic
+}

@@ -1,0 +1,479 @@
+//! Relocations: per input (in parallel), each relocation applied now (patched into the
+//! output section, or as edits of a section written from the input's mapping) or kept for
+//! the driver or the next link; then the patches made and the kept lists encoded.
+
+use super::*;
+
+/// A relocation resolved at link time: patched into its output section.
+#[derive(Clone, Copy)]
+struct Patch {
+    at: u64,
+    ty: u32,
+    value: u64,
+    bank: u32,
+    clear: bool,
+}
+
+/// Replaced runs of a section, (offset, length), and their new bytes in order.
+type Edits = (Vec<(usize, usize)>, Vec<u8>);
+
+/// A relocation kept in the output: (offset, symbol, type, addend).
+type RelocEntry = (u64, u32, u32, i64);
+
+/// The relocation sections of the output: kept for the driver (or the next link) with
+/// or without addends, and with `--preserve-relocs` those applied.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(super) enum RelocList {
+    Rel,
+    Rela,
+    Resolved,
+}
+
+/// What becomes of one input's relocations (`Merger::plan_relocations`), per relocation
+/// section and in order: the patches to make in an output section, and the entries to
+/// keep in the relocation section of (output section, RELA?).
+#[derive(Default)]
+struct RelocPlan {
+    patches: Vec<(usize, Vec<Patch>)>,
+    /// The edits of the output sections written from this input's mapping (all their
+    /// relocations are this input's).
+    edits: Vec<(usize, Edits)>,
+    kept: Vec<((usize, RelocList), Vec<RelocEntry>)>,
+}
+
+/// What the relocations against one input symbol need to know of it.
+#[derive(Clone, Copy)]
+struct SymFacts {
+    /// Its function (or function's section) was removed.
+    dead: bool,
+    /// A global definition another input's replaced.
+    replaced: bool,
+    /// `Merger::link_value`.
+    value: (u64, u32, bool),
+    out_index: Option<usize>,
+    /// A section symbol of a non-alloc section.
+    in_nonalloc_section: bool,
+    /// For a section symbol: where its piece went in the output section.
+    section_piece: Option<u64>,
+}
+
+impl<'a> Merger<'a> {
+    pub(super) fn relocations(&mut self) -> Result<()> {
+        // decided per input in parallel (reading only), then gathered in input order
+        let plans: Vec<Result<RelocPlan>> = (0..self.inputs.len())
+            .into_par_iter()
+            .map(|i| self.plan_relocations(i))
+            .collect();
+        // (output section, list) → entries in merge order
+        let mut lists: Vec<((usize, RelocList), Vec<RelocEntry>)> = Vec::new();
+        let mut index: HashMap<(usize, RelocList), usize> = HashMap::default();
+        let mut patches: Vec<Vec<Vec<Patch>>> = vec![Vec::new(); self.out.len()];
+        for plan in plans {
+            let plan = plan?;
+            for (out, group) in plan.patches {
+                patches[out].push(group);
+            }
+            for (out, e) in plan.edits {
+                (self.out[out].edits, self.out[out].edit_bytes) = e;
+            }
+            for (key, entries) in plan.kept {
+                match index.get(&key) {
+                    Some(&li) => lists[li].1.extend(entries),
+                    None => {
+                        index.insert(key, lists.len());
+                        lists.push((key, entries));
+                    }
+                }
+            }
+        }
+        // each output section patched on its own (in parallel), in input order
+        self.out
+            .par_iter_mut()
+            .zip(patches.into_par_iter())
+            .try_for_each(|(o, groups)| {
+                groups.iter().flatten().try_for_each(|p| {
+                    reloc::apply(&mut o.data, p.at, p.ty, p.value, p.bank, p.clear)
+                })
+            })?;
+        // (encoded in parallel, one section each)
+        let encoded: Vec<(usize, RelocList, Vec<u8>)> = lists
+            .into_par_iter()
+            .map(|((out_id, list_kind), list)| {
+                let mut data = Vec::with_capacity(list.len() * 24);
+                for &(off, sym, ty, addend) in list.iter().rev() {
+                    data.extend_from_slice(&off.to_le_bytes());
+                    data.extend_from_slice(&((sym as u64) << 32 | ty as u64).to_le_bytes());
+                    if list_kind != RelocList::Rel {
+                        data.extend_from_slice(&addend.to_le_bytes());
+                    }
+                }
+                (out_id, list_kind, data)
+            })
+            .collect();
+        self.kept_relocs.extend(encoded);
+        Ok(())
+    }
+
+    /// What becomes of input `i`'s relocations: patched into the image now, or kept for
+    /// the driver (or the next link), in order. What a relocation needs of its symbol is
+    /// worked out once per symbol.
+    fn plan_relocations(&self, i: usize) -> Result<RelocPlan> {
+        let exec = !self.opts.relocatable;
+        let c = &self.inputs[i].cubin;
+        let mut facts: Vec<Option<SymFacts>> = vec![None; c.symbols.len()];
+        let mut plan = RelocPlan::default();
+        // patches of the sections written from the mapping, by output section
+        let mut own: Vec<(usize, Vec<Patch>)> = Vec::new();
+        for (ri, rs) in c.sections.iter().enumerate() {
+            if !matches!(rs.ty, SHT_RELA | SHT_REL) {
+                continue;
+            }
+            let Some(&(out_id, piece)) = self.placed.get(&(i, rs.info as usize)) else {
+                continue;
+            };
+            let mut patches = Vec::new();
+            let mut kept = Vec::new();
+            let mut resolved = Vec::new();
+            let target = &c.sections[rs.info as usize];
+            let target_nonalloc = target.flags & SHF_ALLOC == 0;
+            let frame = self.frames.get(&(i, rs.info as usize));
+            // (the function whose code this is: dynamic shared arrays' offsets depend on it)
+            let func = self.func_of_text.get(&(i, rs.info as usize)).copied();
+            for r in self.relocs(i, ri)? {
+                let k = (i, r.sym as usize);
+                let sym = self.sym(k);
+                let f = *facts[k.1].get_or_insert_with(|| self.sym_facts(k));
+                let mut at = piece + r.offset;
+                if let Some(f) = frame {
+                    // a pruned `.debug_frame`: entries moved or gone, CIE pointers
+                    // already written
+                    match f.moved(r.offset) {
+                        Some(o) if sym.ty != STT_SECTION => at = piece + o,
+                        _ => continue,
+                    }
+                }
+                if r.offset
+                    .checked_add(reloc::extent(r.ty))
+                    .is_none_or(|e| e > target.size)
+                {
+                    return Err(Error::fatal(format!(
+                        "'{}': relocation {} against '{}' at offset {:#x} of '{}' is past the end of the section",
+                        c.origin,
+                        reloc::name(r.ty),
+                        sym.name,
+                        r.offset,
+                        target.name
+                    )));
+                }
+                if (r.ty == reloc::R_CUDA_YIELD_OPCODE9_0
+                    || r.ty == reloc::R_CUDA_YIELD_CLEAR_PRED4_87)
+                    && exec
+                {
+                    continue;
+                }
+                // In debug sections, entries about a definition another input's
+                // replaced go with it.
+                let loser = target_nonalloc && f.replaced;
+                // (never kept: nvlink's -r output drops them too)
+                if r.ty == reloc::R_CUDA_UNUSED_CLEAR32 || r.ty == reloc::R_CUDA_UNUSED_CLEAR64 {
+                    if f.dead {
+                        patches.push(Patch {
+                            at,
+                            ty: r.ty,
+                            value: 0,
+                            bank: 0,
+                            clear: true,
+                        });
+                    }
+                    continue;
+                }
+                if loser || f.dead || target_nonalloc && is_unplaced_label(sym) {
+                    continue;
+                }
+                // link-time value: section offset of the target (a dynamic shared
+                // array's as the function holding the relocation sees it)
+                let (mut value, bank, mut resolvable_here) = f.value;
+                if is_dynamic_shared(sym)
+                    && let Some(func) = func
+                    && let Some(&o) = self.dynamic_offset.get(&(func, self.representative(k)))
+                {
+                    (value, resolvable_here) = (o, true);
+                }
+                // (debug information keeps the load addresses of variables, constant
+                // ones included, for the driver: nvlink keeps those relocations)
+                let load_address = target_nonalloc && reloc::is_global_address(r.ty);
+                let apply_now = resolvable_here
+                    && (exec || f.in_nonalloc_section)
+                    && reloc::resolvable(r.ty)
+                    && !load_address;
+                // (the addend as the next link sees it: a section symbol's piece added)
+                let addend = r.addend + f.section_piece.unwrap_or(0) as i64;
+                if apply_now {
+                    patches.push(Patch {
+                        at,
+                        ty: r.ty,
+                        value: (value as i64).wrapping_add(r.addend) as u64,
+                        bank,
+                        clear: false,
+                    });
+                    // (--preserve-relocs lists it as the next link would see it)
+                    if self.opts.preserve_relocs
+                        && let Some(sym_index) = f.out_index
+                    {
+                        resolved.push((at, sym_index as u32 + 1, r.ty, addend));
+                    }
+                    continue;
+                }
+                let Some(sym_index) = f.out_index else {
+                    if is_table_symbol(&sym.name) {
+                        continue;
+                    }
+                    return Err(Error::fatal(format!(
+                        "'{}': relocation {} at offset {:#x} of '{}' refers to symbol '{}', which is not in the output",
+                        c.origin,
+                        reloc::name(r.ty),
+                        r.offset,
+                        target.name,
+                        sym.name
+                    )));
+                };
+                let ty = if exec { reloc::rewritten(r.ty) } else { r.ty };
+                kept.push((at, sym_index as u32 + 1, ty, addend));
+            }
+            if !patches.is_empty() {
+                match self.out[out_id].source {
+                    Some(_) => match own.iter_mut().find(|(o, _)| *o == out_id) {
+                        Some((_, list)) => list.extend(patches),
+                        None => own.push((out_id, patches)),
+                    },
+                    None => plan.patches.push((out_id, patches)),
+                }
+            }
+            if !kept.is_empty() {
+                let list = match rs.ty {
+                    SHT_RELA => RelocList::Rela,
+                    _ => RelocList::Rel,
+                };
+                plan.kept.push(((out_id, list), kept));
+            }
+            if !resolved.is_empty() {
+                plan.kept.push(((out_id, RelocList::Resolved), resolved));
+            }
+        }
+        for (out_id, patches) in own {
+            let src = self.out[out_id].source.as_deref().unwrap_or_default();
+            plan.edits.push((out_id, edits(src, patches.iter())?));
+        }
+        Ok(plan)
+    }
+
+    /// What relocations need to know of a symbol.
+    fn sym_facts(&self, k: SymKey) -> SymFacts {
+        let sym = self.sym(k);
+        let c = &self.inputs[k.0].cubin;
+        let section = (sym.ty == STT_SECTION).then_some(sym.shndx as usize);
+        SymFacts {
+            dead: self.symbol_is_dead(k),
+            replaced: self.is_replaced(k),
+            value: self.link_value(k),
+            out_index: self.out_index(k),
+            in_nonalloc_section: section
+                .and_then(|s| c.sections.get(s))
+                .is_some_and(|s| s.flags & SHF_ALLOC == 0),
+            section_piece: section.and_then(|s| self.placed.get(&(k.0, s)).map(|p| p.1)),
+        }
+    }
+
+    /// Whether the symbol is a global definition another input's definition replaced.
+    pub(super) fn is_replaced(&self, k: SymKey) -> bool {
+        let sym = self.sym(k);
+        sym.defined() && sym.bind != STB_LOCAL && sym.ty != STT_SECTION && self.target(k) != Some(k)
+    }
+
+    /// Whether the symbol stands for a function (or a section of one) that was removed.
+    pub(super) fn symbol_is_dead(&self, k: SymKey) -> bool {
+        let s = self.sym(k);
+        if s.ty == STT_SECTION {
+            return self.is_dropped_function_section(k.0, s.shndx as usize);
+        }
+        self.func_of(k).is_some_and(|f| !self.live[f])
+    }
+
+    /// `(value, constant bank, known at link time)` of a relocation target.
+    pub(super) fn link_value(&self, k: SymKey) -> (u64, u32, bool) {
+        let s = self.sym(k);
+        if !s.defined() && s.bind != STB_LOCAL && is_table_symbol(&s.name) {
+            return (0, 0, true);
+        }
+        if s.ty != STT_SECTION
+            && let Some(&o) = self.shared_offset.get(&self.representative(k))
+        {
+            return (o, 0, true);
+        }
+        let Some(t) = (if s.ty == STT_SECTION {
+            Some(k)
+        } else {
+            self.target(k)
+        }) else {
+            return (0, 0, false);
+        };
+        let ts = self.sym(t);
+        let c = &self.inputs[t.0].cubin;
+        let Some(sec) = c.sections.get(ts.shndx as usize) else {
+            return (0, 0, false);
+        };
+        let piece = self
+            .placed
+            .get(&(t.0, ts.shndx as usize))
+            .map_or(0, |p| p.1);
+        let value = if ts.ty == STT_SECTION {
+            piece
+        } else {
+            ts.value + piece
+        };
+        if let Some(bank) = constant_bank(sec.ty) {
+            return (value, bank, true);
+        }
+        if sec.flags & SHF_ALLOC == 0 {
+            return (value, 0, true);
+        }
+        (value, 0, false)
+    }
+}
+
+/// A label ptxas could not place (`$L__tmp…` in a `-G` unit's `.debug_loc`): an
+/// undefined local symbol. nvlink drops the debug sections' relocations against one and
+/// keeps their bytes.
+pub(super) fn is_unplaced_label(s: &Symbol) -> bool {
+    s.bind == STB_LOCAL && !s.defined() && s.ty != STT_SECTION
+}
+
+/// The relocations of a section written from an input's mapping, as the bytes that
+/// replace the input's: each run of overlapping or touching fields copied once from
+/// `src`, the patches made in it in their order.
+fn edits<'p>(src: &[u8], patches: impl Iterator<Item = &'p Patch> + Clone) -> Result<Edits> {
+    let mut spans: Vec<(u64, u64)> = patches
+        .clone()
+        .map(|p| (p.at, p.at.saturating_add(reloc::extent(p.ty))))
+        .collect();
+    spans.sort_unstable();
+    // runs: (offset in the section, length, offset in the bytes)
+    let mut runs: Vec<(usize, usize, usize)> = Vec::new();
+    let mut bytes = Vec::new();
+    for (s, e) in spans {
+        // (an offset past the end is left to `reloc::apply`'s message, on the whole
+        // section)
+        let (s, e) = (
+            s.min(src.len() as u64) as usize,
+            e.min(src.len() as u64) as usize,
+        );
+        match runs.last_mut() {
+            Some(last) if s <= last.0 + last.1 => {
+                let end = e.max(last.0 + last.1);
+                bytes.extend_from_slice(&src[last.0 + last.1..end]);
+                last.1 = end - last.0;
+            }
+            _ => {
+                runs.push((s, e - s, bytes.len()));
+                bytes.extend_from_slice(&src[s..e]);
+            }
+        }
+    }
+    for p in patches {
+        let i = runs
+            .partition_point(|r| r.0 as u64 <= p.at)
+            .saturating_sub(1);
+        match runs.get(i) {
+            Some(&(s, n, b))
+                if p.at >= s as u64
+                    && p.at.saturating_add(reloc::extent(p.ty)) <= (s + n) as u64 =>
+            {
+                reloc::apply(
+                    &mut bytes[b..b + n],
+                    p.at - s as u64,
+                    p.ty,
+                    p.value,
+                    p.bank,
+                    p.clear,
+                )?
+            }
+            _ => reloc::apply(&mut src.to_vec(), p.at, p.ty, p.value, p.bank, p.clear)?,
+        }
+    }
+    Ok((runs.into_iter().map(|(s, n, _)| (s, n)).collect(), bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bytes `edits` describes, spliced into `src` as the writer does.
+    fn spliced(src: &[u8], runs: &[(usize, usize)], bytes: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let (mut from, mut b) = (0, 0);
+        for &(at, n) in runs {
+            assert!(at >= from, "runs sorted and apart");
+            out.extend_from_slice(&src[from..at]);
+            out.extend_from_slice(&bytes[b..b + n]);
+            (from, b) = (at + n, b + n);
+        }
+        out.extend_from_slice(&src[from..]);
+        out
+    }
+
+    #[test]
+    fn edits_give_the_bytes_of_patching_a_copy() {
+        // overlapping, touching and repeated fields, in an order that is not sorted:
+        // the result must be the same as patching the whole section in order
+        let src: Vec<u8> = (0..256u32).map(|i| (i * 7 + 3) as u8).collect();
+        let types = [
+            reloc::R_CUDA_64,
+            reloc::R_CUDA_ABS32_LO_32,
+            reloc::R_CUDA_ABS32_HI_32,
+        ];
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        for round in 0..200 {
+            let mut patches = Vec::new();
+            for _ in 0..1 + round % 12 {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                let ty = types[(seed % 3) as usize];
+                let at = (seed >> 8) % (256 - reloc::extent(ty));
+                patches.push(Patch {
+                    at,
+                    ty,
+                    value: seed.rotate_left(17),
+                    bank: 0,
+                    clear: false,
+                });
+            }
+            let mut want = src.clone();
+            for p in &patches {
+                reloc::apply(&mut want, p.at, p.ty, p.value, p.bank, p.clear).unwrap();
+            }
+            let (runs, bytes) = edits(&src, patches.iter()).unwrap();
+            assert_eq!(spliced(&src, &runs, &bytes), want, "round {round}");
+            let patched: usize = runs.iter().map(|r| r.1).sum();
+            assert_eq!(patched, bytes.len());
+        }
+    }
+
+    #[test]
+    fn an_edit_past_the_section_is_the_relocation_error() {
+        let src = vec![0u8; 16];
+        let p = Patch {
+            at: 12,
+            ty: reloc::R_CUDA_64,
+            value: 1,
+            bank: 0,
+            clear: false,
+        };
+        let e = edits(&src, [p].iter()).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("at offset 0xc passes the end of its 0x10-byte section"),
+            "{e}"
+        );
+    }
+}

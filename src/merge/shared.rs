@@ -1,0 +1,501 @@
+//! Shared memory: one offset per shared variable, laid out per kernel window as nvlink
+//! 13.5 does (slots for variables several kernels hold, each kernel's own after them,
+//! dynamic `extern` arrays last), the `.nv.shared.<kernel>` windows and
+//! `.nv_debug.shared`; nvlink's list sort and, for `-r`, the symbol order that gives the
+//! same layout when the output is linked again.
+
+use super::*;
+
+impl<'a> Merger<'a> {
+    pub(super) fn shared(&mut self) {
+        if self.opts.relocatable {
+            return;
+        }
+        // Every shared variable gets one offset, the same in every kernel window that
+        // holds it; variables no kernel holds together may overlap. What nvlink 13.5
+        // does, as observed (DESIGN.md, "Shared memory"):
+        // 0. The variables of the inputs other than kernels' own locals (globals, device
+        //    functions' locals, `extern` arrays, those no code refers to), in input
+        //    order, are list-sorted by size, largest first, ties to the second list
+        //    (`list_sort`).
+        // 1. Those not held by exactly one kernel — held by several, or by none (those
+        //    of removed functions) — in that order go into slots: a variable joins the
+        //    first slot holding no variable that shares a kernel with it and where it
+        //    ends before the next slot starts, at the slot's start; a new slot opens
+        //    after the last one when there is none. Slots start where the one before
+        //    ends, aligned as their variables ask, worked out once all have joined.
+        // 2. Each kernel's own variables — its function's locals in input order, then
+        //    the others in the order of 0 — are list-sorted by alignment (largest
+        //    first), then size (smallest first), ties to the first list, and follow
+        //    the end of everything the kernel holds from step 1.
+        // 3. The size-0 `extern` arrays follow everything their kernels hold.
+        // sm_90 and newer reserve 1 KiB at the end of every kernel's window.
+        let sm = self.opts.target.map_or(0, |t| t.sm);
+        let reserve = if self.opts.disable_smem_reservation || sm < 90 {
+            0
+        } else {
+            0x400
+        };
+        let align = |m: &Self, k: SymKey| m.sym(k).value.max(1);
+        let kernels: Vec<usize> = (0..self.funcs.len())
+            .filter(|&f| self.live[f] && self.funcs[f].entry)
+            .collect();
+        // variable → the kernels (positions in `kernels`) whose call tree uses it;
+        // every shared variable some function refers to is there, held or not (the
+        // variables of removed functions take room; those no code refers to do not)
+        let mut held: BTreeMap<SymKey, Vec<usize>> = BTreeMap::new();
+        for func in &self.funcs {
+            for &v in &func.shared {
+                held.entry(v).or_default();
+            }
+        }
+        let trees: Vec<Vec<usize>> = kernels
+            .par_iter()
+            .map(|&k| self.reachable_from(k))
+            .collect();
+        // function → the kernels (positions in `kernels`) that reach it
+        let mut kernels_of: Vec<Vec<usize>> = vec![Vec::new(); self.funcs.len()];
+        for (ki, tree) in trees.iter().enumerate() {
+            let vars: BTreeSet<SymKey> = tree
+                .iter()
+                .flat_map(|&g| self.funcs[g].shared.iter().copied())
+                .collect();
+            for v in vars {
+                held.entry(v).or_default().push(ki);
+            }
+            for &g in tree {
+                kernels_of[g].push(ki);
+            }
+        }
+        let size = |m: &Self, v: SymKey| m.sym(v).size;
+        let mut at: BTreeMap<SymKey, u64> = BTreeMap::new();
+        // per kernel: the end of what it holds so far, and the largest alignment
+        let mut win: Vec<(Option<u64>, u64)> = vec![(None, 4); kernels.len()];
+        // a kernel's window now holds something ending at `end`, aligned to `a`
+        let hold = |w: &mut (Option<u64>, u64), end: u64, a: u64| {
+            w.0 = Some(w.0.unwrap_or(0).max(end));
+            w.1 = w.1.max(a);
+        };
+        let place = |m: &Self,
+                     at: &mut BTreeMap<SymKey, u64>,
+                     win: &mut [(Option<u64>, u64)],
+                     v: SymKey,
+                     o: u64| {
+            at.insert(v, o);
+            for &k in &held[&v] {
+                hold(&mut win[k], o + size(m, v), align(m, v));
+            }
+        };
+        // 0. the order steps 1 and 2 take the variables in: every shared variable of
+        //    the inputs (those no code refers to included, a global once: where it is
+        //    defined, else its first reference) but kernels' own locals
+        let shared = self.sorted_shared_candidates();
+        let shared = list_sort(&shared, &|&a, &b| size(self, a) > size(self, b), false);
+        let shared: Vec<SymKey> = shared
+            .into_iter()
+            .filter(|v| held.contains_key(v))
+            .collect();
+        // 1. slots: (the variables, size, alignment, the kernels holding them); where
+        //    each starts is worked out from the ones before it (the end of the one
+        //    before, aligned as its variables ask), so a variable joining a slot with a
+        //    larger alignment moves that slot and the ones after it
+        struct Slot {
+            vars: Vec<SymKey>,
+            size: u64,
+            align: u64,
+            kernels: BTreeSet<usize>,
+        }
+        let starts = |slots: &[Slot]| -> Vec<u64> {
+            let mut end = 0u64;
+            slots
+                .iter()
+                .map(|s| {
+                    let at = end.next_multiple_of(s.align);
+                    end = at + s.size;
+                    at
+                })
+                .collect()
+        };
+        let mut slots: Vec<Slot> = Vec::new();
+        let first = shared
+            .iter()
+            .copied()
+            .filter(|v| held[v].len() != 1 && self.sym(*v).size > 0);
+        for v in first {
+            let ks = &held[&v];
+            let (a, n) = (align(self, v), size(self, v));
+            let at = starts(&slots);
+            // (a slot it may join: none of its variables shares a kernel with this one,
+            // and this one ends before the next slot starts)
+            let free = |j: usize| {
+                !ks.iter().any(|k| slots[j].kernels.contains(k))
+                    && (j + 1 == slots.len()
+                        || at[j].next_multiple_of(a.max(slots[j].align)) + n <= at[j + 1])
+            };
+            match (0..slots.len()).find(|&j| free(j)) {
+                Some(j) => {
+                    let s = &mut slots[j];
+                    s.vars.push(v);
+                    s.size = s.size.max(n);
+                    s.align = s.align.max(a);
+                    s.kernels.extend(ks);
+                }
+                None => slots.push(Slot {
+                    vars: vec![v],
+                    size: n,
+                    align: a,
+                    kernels: ks.iter().copied().collect(),
+                }),
+            }
+        }
+        for (s, o) in slots.iter().zip(starts(&slots)) {
+            for &v in &s.vars {
+                place(self, &mut at, &mut win, v, o);
+            }
+            // (a kernel's window is as aligned as its slots, not only its variables)
+            for &k in &s.kernels {
+                win[k].1 = win[k].1.max(s.align);
+            }
+        }
+        // 2. each kernel's own variables: its function's locals, then the others
+        let mut own: Vec<Vec<SymKey>> = vec![Vec::new(); kernels.len()];
+        let locals = held.keys().filter(|&&v| self.is_kernel_local(v));
+        for &v in locals.chain(&shared) {
+            if let [k] = held[&v].as_slice()
+                && self.sym(v).size > 0
+            {
+                own[*k].push(v);
+            }
+        }
+        let before = |&a: &SymKey, &b: &SymKey| {
+            (align(self, a), std::cmp::Reverse(size(self, a)))
+                > (align(self, b), std::cmp::Reverse(size(self, b)))
+        };
+        for (ki, vs) in own.into_iter().enumerate() {
+            for v in list_sort(&vs, &before, true) {
+                let o = win[ki].0.unwrap_or(0).next_multiple_of(align(self, v));
+                place(self, &mut at, &mut win, v, o);
+            }
+        }
+        // 3. extern arrays: an offset per function referring to one, after everything
+        //    the kernels reaching that function hold, once the windows of the kernels
+        //    that share such a function have grown to the furthest of their ends (until
+        //    none grows, over all arrays); a kept function no kernel reaches sees -1.
+        //    A debug link gives each array one offset, the furthest.
+        //    When step 1 placed anything, every kernel's window holds the dynamic
+        //    arrays at offset 0 or after (read off nvlink: a kernel holding nothing
+        //    gets an empty window, and every window their alignment; without a slot
+        //    only the kernels reaching one do). One only removed functions refer to
+        //    sits at 0.
+        if !slots.is_empty() {
+            for (&v, ks) in &held {
+                if !is_dynamic_shared(self.sym(v)) {
+                    continue;
+                }
+                let a = align(self, v);
+                for w in win.iter_mut() {
+                    hold(w, 0, a);
+                }
+                if ks.is_empty() {
+                    at.insert(v, 0);
+                }
+            }
+        }
+        // A kept function no kernel reaches (its address is taken) sees a dynamic array
+        // at offset -1; a debug link, which keeps them all, puts an array only they use
+        // at 0.
+        if self.keeps_all() {
+            for (&v, ks) in &held {
+                if ks.is_empty() && is_dynamic_shared(self.sym(v)) {
+                    at.entry(v).or_insert(0);
+                }
+            }
+        } else {
+            let unreached: Vec<(usize, SymKey)> = (0..self.funcs.len())
+                .filter(|&f| self.live[f] && kernels_of[f].is_empty())
+                .flat_map(|f| self.funcs[f].shared.iter().map(move |&v| (f, v)))
+                .filter(|&(_, v)| is_dynamic_shared(self.sym(v)))
+                .collect();
+            for key in unreached {
+                self.dynamic_offset.insert(key, u64::MAX);
+            }
+        }
+        let mut open: Vec<SymKey> = held
+            .iter()
+            .filter(|(v, ks)| !ks.is_empty() && self.sym(**v).size == 0)
+            .map(|(v, _)| *v)
+            .collect();
+        open.sort_by_key(|&v| (std::cmp::Reverse(align(self, v)), v));
+        // (array, its alignment, the functions kernels reach that refer to it, in
+        // function order: one pass over the functions)
+        let mut users: Vec<(SymKey, u64, Vec<usize>)> = open
+            .iter()
+            .map(|&v| (v, align(self, v), Vec::new()))
+            .collect();
+        let user_of: HashMap<SymKey, usize> =
+            open.iter().enumerate().map(|(u, &v)| (v, u)).collect();
+        for f in (0..self.funcs.len()).filter(|&f| !kernels_of[f].is_empty()) {
+            for v in &self.funcs[f].shared {
+                if let Some(&u) = user_of.get(v) {
+                    users[u].2.push(f);
+                }
+            }
+        }
+        let end_of = |win: &[(Option<u64>, u64)], ks: &[usize], a: u64| {
+            ks.iter()
+                .filter_map(|&k| win[k].0)
+                .max()
+                .unwrap_or(0)
+                .next_multiple_of(a)
+        };
+        // the windows of kernels sharing a function that uses an array grow to the
+        // furthest of their ends, until none grows (over all arrays: growth for one
+        // moves where another starts)
+        loop {
+            let mut grown = false;
+            for (_, a, fs) in &users {
+                for &f in fs {
+                    let o = end_of(&win, &kernels_of[f], *a);
+                    for &k in &kernels_of[f] {
+                        grown |= win[k].0.is_none_or(|e| e < o);
+                        hold(&mut win[k], o, *a);
+                    }
+                }
+            }
+            if !grown {
+                break;
+            }
+        }
+        // a debug link gives each array one offset, the furthest
+        for (v, a, fs) in users {
+            let mut furthest = 0;
+            for f in fs {
+                let o = end_of(&win, &kernels_of[f], a);
+                if !self.keeps_all() {
+                    self.dynamic_offset.insert((f, v), o);
+                }
+                furthest = furthest.max(o);
+            }
+            if self.keeps_all() {
+                place(self, &mut at, &mut win, v, furthest);
+            } else {
+                at.insert(v, furthest);
+            }
+        }
+        let mut window_of: Vec<Option<usize>> = vec![None; kernels.len()];
+        for (ki, &f) in kernels.iter().enumerate() {
+            let (Some(window), max_align) = win[ki] else {
+                continue;
+            };
+            let (i, s) = self.funcs[f].key;
+            let name = format!(".nv.shared.{}", self.inputs[i].cubin.symbols[s].name);
+            let mut o = OutSection::new(&name, SHT_NOBITS, SHF_WRITE | SHF_ALLOC | SHF_INFO_LINK);
+            o.align = max_align;
+            o.mem_size = window + reserve;
+            if let Some(&(t, _)) = self.placed.get(&(i, self.funcs[f].text)) {
+                o.info = Ref::Section(t);
+            }
+            // (a window holding nothing has no section symbol in nvlink's sm_100+
+            // layout, nor where there is no reservation: the window is empty)
+            let symbol = window > 0 || (reserve > 0 && !self.mercury_layout);
+            window_of[ki] = Some(self.new_section(o, symbol));
+        }
+        // dynamic shared arrays: an empty `.nv_debug.shared` as aligned as the strictest
+        let dynamic = held
+            .keys()
+            .filter(|&&v| is_dynamic_shared(self.sym(v)))
+            .map(|&v| align(self, v))
+            .max();
+        if self.keeps_all() {
+            // a debug link keeps the shared variables' symbols: in the window of the one
+            // kernel that holds one, else in `.nv_debug.shared` (a dynamic array there,
+            // taking no room)
+            let mut debug_end = dynamic.map(|_| 0);
+            for (&v, ks) in &held {
+                let Some(&o) = at.get(&v) else { continue };
+                let dynamic = is_dynamic_shared(self.sym(v));
+                let home = match ks.as_slice() {
+                    [k] if !dynamic => window_of[*k],
+                    _ => None,
+                };
+                if home.is_none() && !dynamic {
+                    debug_end = Some(debug_end.unwrap_or(0).max(o + size(self, v)));
+                    self.debug_shared_holds_variables = true;
+                }
+                self.shared_home.insert(v, home);
+            }
+            if let Some(end) = debug_end {
+                let mut o = OutSection::new(".nv_debug.shared", SHT_NOBITS, SHF_WRITE | SHF_ALLOC);
+                o.align = dynamic.unwrap_or(4).max(4);
+                o.mem_size = end + reserve;
+                // (no section symbol when it is empty: dynamic arrays alone below sm_90)
+                let symbol = o.mem_size > 0;
+                let id = self.new_section(o, symbol);
+                for home in self.shared_home.values_mut() {
+                    home.get_or_insert(id);
+                }
+            }
+        } else if let Some(a) = dynamic {
+            // (as large as the reservation on sm_100+, empty before)
+            let mut o = OutSection::new(".nv_debug.shared", SHT_NOBITS, SHF_WRITE | SHF_ALLOC);
+            o.align = a;
+            o.mem_size = if sm >= 100 { reserve } else { 0 };
+            self.new_section(o, false);
+        }
+        // (a live function no kernel reaches — its address is taken — still needs its
+        // variables' offsets)
+        self.shared_offset = at.into_iter().collect();
+        self.shared_reserve = reserve;
+    }
+
+    /// A kernel's own local: ptxas puts it in that kernel's `.nv.shared.` section (the
+    /// kernel's function is all that refers to it).
+    fn is_kernel_local(&self, (i, s): SymKey) -> bool {
+        let c = &self.inputs[i].cubin;
+        let sym = &c.symbols[s];
+        sym.defined()
+            && c.sections
+                .get(sym.shndx as usize)
+                .is_some_and(|sec| sec.name.starts_with(".nv.shared."))
+    }
+
+    /// The shared variables nvlink sorts first when it lays out shared memory (`shared`,
+    /// step 0), in input order: all but kernels' own locals, a global once.
+    fn sorted_shared_candidates(&self) -> Vec<SymKey> {
+        (0..self.inputs.len())
+            .flat_map(|i| (1..self.inputs[i].cubin.symbols.len()).map(move |s| (i, s)))
+            .filter(|&k| {
+                let sym = self.sym(k);
+                sym.other & STO_SHARED != 0
+                    && !matches!(sym.ty, STT_FUNC | STT_SECTION)
+                    && self.representative(k) == k
+                    && !self.is_kernel_local(k)
+            })
+            .collect()
+    }
+
+    /// `-r` output: the shared variables' symbols put in an order from which nvlink's
+    /// sort, when it links the output, gives the order it gives them linking the inputs
+    /// (where equal sizes tie, its sort depends on the positions). The sort's
+    /// permutation depends only on the sizes at each position: the variables are
+    /// placed where that permutation takes each of them to its place in the direct
+    /// link's order, when locals stay among locals and globals among globals (else the
+    /// order stays).
+    pub(super) fn order_shared_for_relink(&mut self) {
+        let wanted = {
+            let d = self.sorted_shared_candidates();
+            list_sort(&d, &|&a, &b| self.sym(a).size > self.sym(b).size, false)
+        };
+        // where they are now, in symbol-table order
+        let mut now: Vec<(usize, SymKey)> = wanted
+            .iter()
+            .filter_map(|&k| self.sym_of.get(&k).map(|&at| (at, k)))
+            .collect();
+        if now.is_empty() || now.len() != wanted.len() {
+            return;
+        }
+        now.sort_unstable();
+        let positions: Vec<usize> = (0..now.len()).collect();
+        let size = |p: usize| self.sym(now[p].1).size;
+        let sigma = list_sort(&positions, &|&a, &b| size(a) > size(b), false);
+        let mut place = vec![(0, 0); now.len()];
+        for (&p, &k) in sigma.iter().zip(&wanted) {
+            place[p] = k;
+        }
+        let local = |k: SymKey| self.sym(k).bind == STB_LOCAL;
+        if (0..now.len()).any(|p| local(place[p]) != local(now[p].1)) {
+            return;
+        }
+        let old: Vec<OutSymbol> = now
+            .iter()
+            .map(|&(at, _)| self.symbols[at].clone())
+            .collect();
+        let from: HashMap<SymKey, usize> =
+            now.iter().enumerate().map(|(p, &(_, k))| (k, p)).collect();
+        for (p, &k) in place.iter().enumerate() {
+            let at = now[p].0;
+            self.symbols[at] = old[from[&k]].clone();
+            self.sym_of.insert(k, at);
+        }
+    }
+}
+
+/// nvlink's sort of shared variables, a merge sort on linked lists (observed: the
+/// order it gives equal keys depends only on their number and input order, and no
+/// stable sort gives it). The items are dealt in turn onto the heads of two lists (so
+/// each holds every other item, reversed), both are sorted the same way, and the two
+/// are merged; where neither head goes `before` the other, `ties_first` takes the first
+/// list's head, else the second's.
+fn list_sort<T: Copy>(items: &[T], before: &dyn Fn(&T, &T) -> bool, ties_first: bool) -> Vec<T> {
+    if items.len() <= 1 {
+        return items.to_vec();
+    }
+    let dealt =
+        |from: usize| -> Vec<T> { items.iter().skip(from).step_by(2).rev().copied().collect() };
+    let a = list_sort(&dealt(0), before, ties_first);
+    let b = list_sort(&dealt(1), before, ties_first);
+    let mut out = Vec::with_capacity(items.len());
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        let take_b = if ties_first {
+            before(&b[j], &a[i])
+        } else {
+            !before(&a[i], &b[j])
+        };
+        if take_b {
+            out.push(b[j]);
+            j += 1;
+        } else {
+            out.push(a[i]);
+            i += 1;
+        }
+    }
+    out.extend_from_slice(&a[i..]);
+    out.extend_from_slice(&b[j..]);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The orders nvlink 13.5 gives equal-size shared variables (read off its output):
+    /// N `int[32]` locals of one kernel, and one each in N device functions the kernel
+    /// calls (sorted by size, then by alignment and size), by input position.
+    #[test]
+    fn list_sort_gives_nvlinks_order_of_equal_keys() {
+        let equal = |_: &usize, _: &usize| false;
+        let kernel = |n: usize| list_sort(&(0..n).collect::<Vec<_>>(), &equal, true);
+        let callees = |n: usize| {
+            let bysize = list_sort(&(0..n).collect::<Vec<_>>(), &equal, false);
+            list_sort(&bysize, &equal, true)
+        };
+        assert_eq!(kernel(2), [0, 1]);
+        assert_eq!(kernel(5), [0, 4, 2, 3, 1]);
+        assert_eq!(kernel(10), [8, 0, 4, 2, 6, 9, 1, 5, 3, 7]);
+        assert_eq!(
+            kernel(16),
+            [10, 2, 14, 6, 8, 0, 12, 4, 11, 3, 15, 7, 9, 1, 13, 5]
+        );
+        assert_eq!(callees(2), [1, 0]);
+        assert_eq!(callees(4), [0, 1, 2, 3]);
+        assert_eq!(callees(5), [1, 0, 2, 4, 3]);
+        assert_eq!(callees(10), [0, 7, 9, 5, 2, 8, 3, 6, 1, 4]);
+        assert_eq!(callees(32), (0..32).rev().collect::<Vec<_>>());
+        // and it sorts: (alignment largest first, then size smallest first)
+        let items = [
+            (4u64, 128u64),
+            (8, 128),
+            (1, 64),
+            (4, 32),
+            (8, 16),
+            (4, 128),
+        ];
+        let before = |a: &(u64, u64), b: &(u64, u64)| {
+            (a.0, std::cmp::Reverse(a.1)) > (b.0, std::cmp::Reverse(b.1))
+        };
+        let sorted = list_sort(&items, &before, true);
+        assert_eq!(sorted[..3], [(8, 16), (8, 128), (4, 32)]);
+        assert_eq!(sorted[5], (1, 64));
+    }
+}

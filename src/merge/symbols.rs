@@ -1,0 +1,207 @@
+//! Symbols: the output symbol table in nvlink's order (section symbols, locals, globals,
+//! the parameter banks' section symbols last on sm_100+), debug links' shared-variable
+//! symbols, and the map from an input symbol to its output index.
+
+use super::*;
+
+/// ELF symbol visibility `STV_INTERNAL` (`st_other` low bits).
+const STV_INTERNAL: u8 = 1;
+
+impl<'a> Merger<'a> {
+    pub(super) fn symbols(&mut self) {
+        let exec = !self.opts.relocatable;
+        // locals: section symbols, then local functions and data (in nvlink's sm_100+
+        // layout the parameter banks' section symbols come last, after the globals, so
+        // that the capsule-Mercury symbol table, which has none, numbers alike)
+        self.section_symbols(false);
+        for i in 0..self.inputs.len() {
+            let c = &self.inputs[i].cubin;
+            for (s, sym) in c.symbols.iter().enumerate().skip(1) {
+                if sym.bind != STB_LOCAL || sym.ty == STT_SECTION || !sym.defined() {
+                    continue;
+                }
+                // shared variables are placed per kernel; `_param` marks the
+                // parameter bank on sm_7x/sm_8x
+                if exec && (sym.other & STO_SHARED != 0 || sym.name == "_param") {
+                    // (a --preserve-relocs link keeps the marks, as internal objects)
+                    if sym.name == "_param"
+                        && self.opts.preserve_relocs
+                        && let Some(mut o) = self.out_symbol((i, s))
+                    {
+                        (o.ty, o.other) = (STT_OBJECT, STV_INTERNAL);
+                        self.sym_of.insert((i, s), self.symbols.len());
+                        self.symbols.push(o);
+                        continue;
+                    }
+                    self.debug_shared_symbol((i, s));
+                    continue;
+                }
+                if let Some(o) = self.out_symbol((i, s)) {
+                    self.sym_of.insert((i, s), self.symbols.len());
+                    self.symbols.push(o);
+                }
+            }
+        }
+        for gi in 0..self.globals.len() {
+            let g = &self.globals[gi];
+            let (name, k) = (g.name, g.def.unwrap_or(g.first));
+            let s = self.sym(k);
+            if exec && s.other & STO_SHARED != 0 && s.ty != STT_FUNC {
+                // (a debug link lists it, as a local, where nvlink does: in global order)
+                self.debug_shared_symbol(k);
+                continue;
+            }
+            if exec && is_table_symbol(name) {
+                continue;
+            }
+            if let Some(f) = self.func_defined_by(k)
+                && !self.live[f]
+            {
+                continue;
+            }
+            // (a function no input defines stays while a live function's EXTERNS list
+            // names it)
+            if exec && !s.defined() && s.ty == STT_FUNC && !self.is_driver_function(k) {
+                continue;
+            }
+            let o = if s.defined() {
+                self.out_symbol(k)
+            } else {
+                Some(OutSymbol {
+                    name: name.to_string(),
+                    value: s.value,
+                    size: s.size,
+                    bind: STB_GLOBAL,
+                    ty: if self.mercury_layout && name.starts_with(".nv.reservedSmem") {
+                        STT_CUDA_OBJECT
+                    } else if exec && s.ty == STT_CUDA_OBJECT {
+                        STT_OBJECT
+                    } else {
+                        s.ty
+                    },
+                    other: if exec {
+                        s.other & (STO_ENTRY | STO_MANAGED)
+                    } else {
+                        s.other
+                    },
+                    section: None,
+                })
+            };
+            if let Some(o) = o {
+                self.sym_of.insert(k, self.symbols.len());
+                self.symbols.push(o);
+            }
+        }
+        self.section_symbols(true);
+        if !exec {
+            self.order_shared_for_relink();
+        }
+    }
+
+    /// Debug links keep the symbol of a shared variable at its offset in the window that
+    /// holds it (`shared_home`), as a local unless it is a global in `.nv_debug.shared`.
+    fn debug_shared_symbol(&mut self, k: SymKey) {
+        let (Some(&Some(home)), Some(&o)) = (self.shared_home.get(&k), self.shared_offset.get(&k))
+        else {
+            return;
+        };
+        let sym = self.sym(k);
+        // (a global one stays global in `.nv_debug.shared`; a dynamic array's value there
+        // is its offset, after the reservation only when other variables are there too:
+        // read off nvlink)
+        let before_reserve = is_dynamic_shared(sym) && !self.debug_shared_holds_variables;
+        let global = sym.bind != STB_LOCAL && self.out[home].name == ".nv_debug.shared";
+        self.sym_of.insert(k, self.symbols.len());
+        self.symbols.push(OutSymbol {
+            name: sym.name.clone(),
+            value: if before_reserve {
+                o
+            } else {
+                o + self.shared_reserve
+            },
+            size: sym.size,
+            bind: if global { STB_GLOBAL } else { STB_LOCAL },
+            ty: STT_OBJECT,
+            // (STV_INTERNAL in a --preserve-relocs link that is not a debug link)
+            other: if self.opts.preserve_relocs && !self.opts.debug {
+                STV_INTERNAL
+            } else {
+                0
+            },
+            section: Some(home),
+        });
+    }
+
+    /// The section symbols, in section order: those of the parameter banks in nvlink's
+    /// sm_100+ layout (`banks`), or all the others.
+    fn section_symbols(&mut self, banks: bool) {
+        for id in 0..self.out.len() {
+            let bank = self.mercury_layout && self.out[id].name.starts_with(".nv.constant0");
+            if self.section_symbol[id] && bank == banks {
+                self.section_sym_index.insert(id, self.symbols.len());
+                self.symbols.push(OutSymbol {
+                    name: self.out[id].name.clone(),
+                    value: 0,
+                    size: 0,
+                    bind: STB_LOCAL,
+                    ty: STT_SECTION,
+                    other: 0,
+                    section: Some(id),
+                });
+            }
+        }
+    }
+
+    fn out_symbol(&self, k: SymKey) -> Option<OutSymbol> {
+        let exec = !self.opts.relocatable;
+        let s = self.sym(k);
+        if let Some(f) = self.func_defined_by(k)
+            && !self.live[f]
+        {
+            return None;
+        }
+        // (a shared variable's value in a relocatable file is its alignment, as for a
+        // common symbol: it stays as it is)
+        let common = !exec && s.other & STO_SHARED != 0 && s.ty != STT_FUNC;
+        let (section, value) = match self.placed.get(&(k.0, s.shndx as usize)) {
+            Some(&(id, _)) if common => (Some(id), s.value),
+            Some(&(id, at)) => (Some(id), s.value + at),
+            None if s.other & STO_SHARED != 0 && !exec => (None, s.value),
+            None => return None,
+        };
+        Some(OutSymbol {
+            name: s.name.clone(),
+            value,
+            size: s.size,
+            bind: if s.bind == STB_WEAK && exec && !s.defined() {
+                STB_GLOBAL
+            } else {
+                s.bind
+            },
+            ty: if exec && s.ty == STT_CUDA_OBJECT {
+                STT_OBJECT
+            } else {
+                s.ty
+            },
+            other: if exec {
+                s.other & (STO_ENTRY | STO_MANAGED)
+            } else {
+                s.other
+            },
+            section,
+        })
+    }
+
+    /// The output symbol an input symbol stands for.
+    pub(super) fn out_index(&self, k: SymKey) -> Option<usize> {
+        let s = self.sym(k);
+        if s.ty == STT_SECTION {
+            let &(id, _) = self.placed.get(&(k.0, s.shndx as usize))?;
+            return self.section_sym_index.get(&id).copied();
+        }
+        if s.bind == STB_LOCAL {
+            return self.sym_of.get(&k).copied();
+        }
+        self.sym_of.get(&self.representative(k)).copied()
+    }
+}
