@@ -78,7 +78,7 @@ impl<'a> Merger<'a> {
                 .any(|ps| {
                     c.bytes(ps).chunks_exact(8).any(|e| {
                         let sym = e.u32_at(0).unwrap_or(0) as usize;
-                        sym < c.symbols.len() && self.prototype_kept((i, sym))
+                        sym < c.symbols.len() && self.prototype_kept(SymKey::new(i, sym))
                     })
                 })
         })
@@ -102,7 +102,7 @@ impl<'a> Merger<'a> {
             let c = &self.inputs[i].cubin;
             let string = |off: i64| strtab_string(c, off);
             for (a, b, group) in callgraph_entries(c)? {
-                let ka = (i, a as usize);
+                let ka = SymKey::new(i, a as usize);
                 if self.symbol_is_dead(ka) {
                     continue;
                 }
@@ -111,10 +111,10 @@ impl<'a> Merger<'a> {
                 };
                 match group {
                     1 | 4 => {
-                        let Some(kb) = usize::try_from(b).ok().map(|b| (i, b)) else {
+                        let Some(kb) = usize::try_from(b).ok().map(|b| SymKey::new(i, b)) else {
                             continue;
                         };
-                        if kb.1 >= c.symbols.len() || self.symbol_is_dead(kb) {
+                        if kb.sym >= c.symbols.len() || self.symbol_is_dead(kb) {
                             continue;
                         }
                         if let Some(ob) = self.out_index(kb) {
@@ -136,10 +136,10 @@ impl<'a> Merger<'a> {
                 for e in c.bytes(ps).chunks_exact(8) {
                     let sym = e.u32_at(0).unwrap_or(0) as usize;
                     let off = e.u32_at(4).unwrap_or(0) as i64;
-                    if sym >= c.symbols.len() || !self.prototype_kept((i, sym)) {
+                    if sym >= c.symbols.len() || !self.prototype_kept(SymKey::new(i, sym)) {
                         continue;
                     }
-                    if let (Some(o), Some(s)) = (self.out_index((i, sym)), string(off)) {
+                    if let (Some(o), Some(s)) = (self.out_index(SymKey::new(i, sym)), string(off)) {
                         let s = intern(s, &mut strings);
                         pending_proto.push((o as u32 + 1, s));
                     }
@@ -197,9 +197,10 @@ impl<'a> Merger<'a> {
                 if inp.cubin.symbols[s].ty != STT_FUNC {
                     continue;
                 }
-                let n = match self.global_of[i].get(s) {
-                    Some(&g) if g != NO_GLOBAL => &mut of_global[g as usize],
-                    _ => of_local.entry((i, s)).or_insert(0),
+                let k = SymKey::new(i, s);
+                let n = match self.global_id(k) {
+                    Some(g) => &mut of_global[g],
+                    None => of_local.entry(k).or_insert(0),
                 };
                 if *n == 0 {
                     count += 1;
@@ -207,10 +208,10 @@ impl<'a> Merger<'a> {
                 }
             }
         }
-        let number = |(i, s): SymKey| -> Option<usize> {
-            match self.global_of[i].get(s) {
-                Some(&g) if g != NO_GLOBAL => Some(of_global[g as usize]),
-                _ => of_local.get(&(i, s)).copied(),
+        let number = |k: SymKey| -> Option<usize> {
+            match self.global_id(k) {
+                Some(g) => Some(of_global[g]),
+                None => of_local.get(&k).copied(),
             }
             .filter(|&n| n > 0)
         };
@@ -231,15 +232,15 @@ impl<'a> Merger<'a> {
             let c = &inp.cubin;
             for (a, b, group) in callgraph_entries(c)? {
                 let Some(f) = self
-                    .func_of((i, a as usize))
-                    .filter(|&f| self.live[f] && self.funcs[f].key.0 == i)
+                    .func_of(SymKey::new(i, a as usize))
+                    .filter(|&f| self.live[f] && self.funcs[f].key.input == i)
                 else {
                     continue;
                 };
                 match group {
                     1 => {
                         let callee = usize::try_from(b).ok().filter(|&b| b < c.symbols.len());
-                        if let Some(n) = callee.and_then(|b| number((i, b))) {
+                        if let Some(n) = callee.and_then(|b| number(SymKey::new(i, b))) {
                             calls[f].push(n);
                         }
                     }

@@ -70,7 +70,7 @@ impl Merger<'_> {
         if !self.live[f] {
             return Ok((Vec::new(), 0));
         }
-        let (i, _) = self.funcs[f].key;
+        let i = self.funcs[f].key.input;
         let c = &self.inputs[i].cubin;
         let Some(s) = self.info_section_of(f) else {
             return Ok((Vec::new(), 0));
@@ -83,8 +83,8 @@ impl Merger<'_> {
             }
             slots += r.payload.len() / 4;
             for e in r.payload.chunks_exact(4) {
-                let k = (i, e.u32_at(0).unwrap_or(0) as usize);
-                if k.1 < c.symbols.len()
+                let k = SymKey::new(i, e.u32_at(0).unwrap_or(0) as usize);
+                if k.sym < c.symbols.len()
                     && (self.target(k).is_none()
                         || self.func_of(k).is_some_and(|g| self.funcs[g].entry))
                 {

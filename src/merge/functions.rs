@@ -15,8 +15,8 @@ impl<'a> Merger<'a> {
         for list in found {
             for func in list? {
                 let f = self.funcs.len();
-                self.func_of_text.insert((func.key.0, func.text), f);
-                self.func_at[func.key.0][func.key.1] = f as u32;
+                self.func_of_text.insert((func.key.input, func.text), f);
+                self.func_at[func.key.input][func.key.sym] = f as u32;
                 self.funcs.push(func);
             }
         }
@@ -37,7 +37,7 @@ impl<'a> Merger<'a> {
         for i in 0..self.inputs.len() {
             let c = &self.inputs[i].cubin;
             for (a, b, group) in callgraph_entries(c)? {
-                let Some(fa) = self.func_of((i, a as usize)) else {
+                let Some(fa) = self.func_of(SymKey::new(i, a as usize)) else {
                     continue;
                 };
                 match group {
@@ -45,7 +45,7 @@ impl<'a> Merger<'a> {
                         let fb = usize::try_from(b)
                             .ok()
                             .filter(|&b| b < c.symbols.len())
-                            .and_then(|b| self.func_of((i, b)));
+                            .and_then(|b| self.func_of(SymKey::new(i, b)));
                         match fb {
                             Some(fb) if fb != fa => {
                                 self.funcs[fa].callees.insert(fb);
@@ -90,7 +90,10 @@ impl<'a> Merger<'a> {
         let mut out = Vec::new();
         for s in 1..c.symbols.len() {
             let sym = &c.symbols[s];
-            if sym.ty != STT_FUNC || !sym.defined() || self.target((i, s)) != Some((i, s)) {
+            if sym.ty != STT_FUNC
+                || !sym.defined()
+                || self.target(SymKey::new(i, s)) != Some(SymKey::new(i, s))
+            {
                 continue;
             }
             let text = sym.shndx as usize;
@@ -99,11 +102,11 @@ impl<'a> Merger<'a> {
                 .find(|r| r.attr == info::NUM_BARRIERS)
                 .map_or(0, |r| (r.value & 0xFF) as u32);
             out.push(Func {
-                key: (i, s),
+                key: SymKey::new(i, s),
                 text,
                 entry: sym.is_entry(),
-                regs: self.sym_value((i, s), info::REGCOUNT),
-                frame: self.sym_value((i, s), info::FRAME_SIZE),
+                regs: self.sym_value(SymKey::new(i, s), info::REGCOUNT),
+                frame: self.sym_value(SymKey::new(i, s), info::FRAME_SIZE),
                 barriers,
                 callees: BTreeSet::new(),
                 self_call: false,
@@ -116,7 +119,7 @@ impl<'a> Merger<'a> {
     /// What function `f`'s relocations refer to: the functions it calls (itself left
     /// out) and the shared variables it uses.
     fn relocation_edges(&self, f: usize) -> Result<(BTreeSet<usize>, BTreeSet<SymKey>)> {
-        let (i, _) = self.funcs[f].key;
+        let i = self.funcs[f].key.input;
         let c = &self.inputs[i].cubin;
         let (mut callees, mut shared) = (BTreeSet::new(), BTreeSet::new());
         for (ri, rs) in c.sections.iter().enumerate() {
@@ -124,7 +127,7 @@ impl<'a> Merger<'a> {
                 continue;
             }
             for r in self.relocs(i, ri)? {
-                let sk = (i, r.sym as usize);
+                let sk = SymKey::new(i, r.sym as usize);
                 let sym = self.sym(sk);
                 if sym.other & STO_SHARED != 0 && sym.ty != STT_FUNC {
                     // (an `extern` array no input defines: its name's first reference)
@@ -149,7 +152,7 @@ impl<'a> Merger<'a> {
             return;
         }
         let kept = |m: &Self, f: usize| {
-            let (i, s) = m.funcs[f].key;
+            let SymKey { input: i, sym: s } = m.funcs[f].key;
             m.inputs[i].system
                 || m.opts
                     .kernels
@@ -173,7 +176,7 @@ impl<'a> Merger<'a> {
                     continue;
                 }
                 for r in self.relocs(i, ri).unwrap_or_default() {
-                    if let Some(f) = self.func_of((i, r.sym as usize)) {
+                    if let Some(f) = self.func_of(SymKey::new(i, r.sym as usize)) {
                         stack.push(f);
                     }
                 }

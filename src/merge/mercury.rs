@@ -200,8 +200,8 @@ impl Merger<'_> {
             // output keeps those of replaced definitions without their relocation)
             match relocs.iter().find(|r| r.offset == loc as u64 && loc < end) {
                 Some(r) => {
-                    self.symbol_is_dead((i, r.sym as usize))
-                        || self.is_replaced((i, r.sym as usize))
+                    self.symbol_is_dead(SymKey::new(i, r.sym as usize))
+                        || self.is_replaced(SymKey::new(i, r.sym as usize))
                 }
                 None => true,
             }
@@ -320,7 +320,7 @@ impl Merger<'_> {
             if !self.live[f] {
                 continue;
             }
-            let (i, _) = self.funcs[f].key;
+            let i = self.funcs[f].key.input;
             if let Some(&(t, _)) = self.placed.get(&(i, self.funcs[f].text)) {
                 text_of.push((t, i, self.funcs[f].text));
             }
@@ -468,7 +468,7 @@ impl Merger<'_> {
                     .section
                     .map(|sec| view_of.get(&sec).copied().unwrap_or(sec));
                 // the input's own Mercury symbol: CUDA type, st_other, Mercury size
-                let ms = key_of[o].and_then(|(i, k)| {
+                let ms = key_of[o].and_then(|SymKey { input: i, sym: k }| {
                     let mk = *views[i].merc_sym_of.get(&k)?;
                     Some((i, &self.inputs[i].cubin.merc_symbols[mk]))
                 });
@@ -495,7 +495,7 @@ impl Merger<'_> {
         // the output Mercury symbol of an input Mercury symbol
         let merc_out = |this: &Self, i: usize, k: usize| -> Option<u32> {
             let n = views[i].normal_of.get(k).copied().flatten()?;
-            merc_index[this.out_index((i, n))?]
+            merc_index[this.out_index(SymKey::new(i, n))?]
         };
         for &(id, f) in &capsule_fn {
             if let Some(&o) = self.sym_of.get(&f) {
@@ -530,7 +530,7 @@ impl Merger<'_> {
                             c.origin, r.ty, r.offset, target.name, ms.name
                         )));
                     };
-                    let k = (i, n);
+                    let k = SymKey::new(i, n);
                     let in_bytes = target.has_bytes() && target.ty != SHT_CAPMERC_TEXT;
                     // an 8-byte field of the merged section (`.nv.merc.debug_frame`)
                     let put = |data: &mut Vec<u8>, v: u64| {

@@ -103,7 +103,19 @@ fn is_dynamic_shared(s: &Symbol) -> bool {
     !s.defined() && s.ty == STT_CUDA_OBJECT && s.other & STO_SHARED != 0 && s.size == 0
 }
 
-type SymKey = (usize, usize); // (input, symbol index)
+/// A symbol of an input: the input's position and the symbol's index in its table.
+/// (Ordered and hashed as the pair `(input, sym)`: maps keyed by it iterate alike.)
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+struct SymKey {
+    input: usize,
+    sym: usize,
+}
+
+impl SymKey {
+    const fn new(input: usize, sym: usize) -> SymKey {
+        SymKey { input, sym }
+    }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
@@ -389,7 +401,7 @@ impl<'a> Merger<'a> {
     }
 
     fn sym(&self, k: SymKey) -> &'a Symbol {
-        &self.inputs[k.0].cubin.symbols[k.1]
+        &self.inputs[k.input].cubin.symbols[k.sym]
     }
 
     fn origin(&self, i: usize) -> &'a str {
@@ -398,7 +410,7 @@ impl<'a> Merger<'a> {
 
     /// Function `f`'s `.nv.info.<fn>` section in its input, if it has one.
     fn info_section_of(&self, f: usize) -> Option<&'a Section> {
-        let c = &self.inputs[self.funcs[f].key.0].cubin;
+        let c = &self.inputs[self.funcs[f].key.input].cubin;
         let text = self.funcs[f].text;
         c.sections.iter().find(|s| {
             s.ty == SHT_CUDA_INFO && s.info as usize == text && s.flags & SHF_INFO_LINK != 0
@@ -406,7 +418,7 @@ impl<'a> Merger<'a> {
     }
 
     /// The value of a function's global `.nv.info` record `attr` (0 without one).
-    fn sym_value(&self, (i, s): SymKey, attr: u8) -> u32 {
+    fn sym_value(&self, SymKey { input: i, sym: s }: SymKey, attr: u8) -> u32 {
         let v = &self.parsed[i].sym_values;
         v.binary_search_by_key(&(attr, s), |&(a, x, _)| (a, x as usize))
             .map_or(0, |at| v[at].2)
@@ -420,11 +432,19 @@ impl<'a> Merger<'a> {
     /// The definition a symbol of an input stands for: itself when local or chosen,
     /// the chosen definition of its name when global.
     fn target(&self, k: SymKey) -> Option<SymKey> {
-        self.resolved[k.0][k.1].0
+        self.resolved[k.input][k.sym].0
+    }
+
+    /// The global name a symbol of an input stands for (`None` for a local).
+    fn global_id(&self, k: SymKey) -> Option<usize> {
+        match self.global_of[k.input][k.sym] {
+            NO_GLOBAL => None,
+            g => Some(g as usize),
+        }
     }
 
     /// The function a symbol defines (as the chosen definition), if any.
-    fn func_defined_by(&self, (i, s): SymKey) -> Option<usize> {
+    fn func_defined_by(&self, SymKey { input: i, sym: s }: SymKey) -> Option<usize> {
         match self.func_at[i][s] {
             NO_FUNC => None,
             f => Some(f as usize),
@@ -439,7 +459,7 @@ impl<'a> Merger<'a> {
     /// The symbol a global name stands for in the output: its chosen definition, else
     /// its first reference.
     fn representative(&self, k: SymKey) -> SymKey {
-        self.resolved[k.0][k.1].1
+        self.resolved[k.input][k.sym].1
     }
 
     fn new_section(&mut self, s: OutSection, symbol: bool) -> usize {

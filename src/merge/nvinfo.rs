@@ -52,7 +52,7 @@ impl<'a> Merger<'a> {
                             format!(".nv.info record names symbol {sym}, which does not exist"),
                         ));
                     }
-                    let k = (i, sym);
+                    let k = SymKey::new(i, sym);
                     if self.target(k) != Some(k) || self.symbol_is_dead(k) {
                         continue;
                     }
@@ -152,7 +152,7 @@ impl<'a> Merger<'a> {
         if !self.live[f] {
             return Ok(None);
         }
-        let (i, _) = self.funcs[f].key;
+        let i = self.funcs[f].key.input;
         let c = &self.inputs[i].cubin;
         let text = self.funcs[f].text;
         let Some(s) = self.info_section_of(f) else {
@@ -163,7 +163,7 @@ impl<'a> Merger<'a> {
             if r.attr == info::PARAM_CBANK && r.payload.len() >= 4 {
                 let sym = r.payload.u32_at(0).unwrap_or(0) as usize;
                 if sym < c.symbols.len()
-                    && let Some(o) = self.out_index((i, sym))
+                    && let Some(o) = self.out_index(SymKey::new(i, sym))
                 {
                     r.payload[..4].copy_from_slice(&(o as u32 + 1).to_le_bytes());
                 }

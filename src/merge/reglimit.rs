@@ -93,7 +93,7 @@ impl Merger<'_> {
 
     /// Kernel `f`'s `MAXREG_COUNT`, if its `.nv.info` section has one.
     fn register_limit(&self, f: usize) -> Result<Option<u32>> {
-        let (i, _) = self.funcs[f].key;
+        let i = self.funcs[f].key.input;
         let c = &self.inputs[i].cubin;
         let Some(s) = self.info_section_of(f) else {
             return Ok(None);

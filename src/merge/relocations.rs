@@ -140,9 +140,9 @@ impl<'a> Merger<'a> {
             // (the function whose code this is: dynamic shared arrays' offsets depend on it)
             let func = self.func_of_text.get(&(i, rs.info as usize)).copied();
             for r in self.relocs(i, ri)? {
-                let k = (i, r.sym as usize);
+                let k = SymKey::new(i, r.sym as usize);
                 let sym = self.sym(k);
-                let f = *facts[k.1].get_or_insert_with(|| self.sym_facts(k));
+                let f = *facts[k.sym].get_or_insert_with(|| self.sym_facts(k));
                 let mut at = piece + r.offset;
                 if let Some(f) = frame {
                     // a pruned `.debug_frame`: entries moved or gone, CIE pointers
@@ -270,7 +270,7 @@ impl<'a> Merger<'a> {
     /// What relocations need to know of a symbol.
     fn sym_facts(&self, k: SymKey) -> SymFacts {
         let sym = self.sym(k);
-        let c = &self.inputs[k.0].cubin;
+        let c = &self.inputs[k.input].cubin;
         let section = (sym.ty == STT_SECTION).then_some(sym.shndx as usize);
         SymFacts {
             dead: self.symbol_is_dead(k),
@@ -280,7 +280,7 @@ impl<'a> Merger<'a> {
             in_nonalloc_section: section
                 .and_then(|s| c.sections.get(s))
                 .is_some_and(|s| s.flags & SHF_ALLOC == 0),
-            section_piece: section.and_then(|s| self.placed.get(&(k.0, s)).map(|p| p.1)),
+            section_piece: section.and_then(|s| self.placed.get(&(k.input, s)).map(|p| p.1)),
         }
     }
 
@@ -294,7 +294,7 @@ impl<'a> Merger<'a> {
     pub(super) fn symbol_is_dead(&self, k: SymKey) -> bool {
         let s = self.sym(k);
         if s.ty == STT_SECTION {
-            return self.is_dropped_function_section(k.0, s.shndx as usize);
+            return self.is_dropped_function_section(k.input, s.shndx as usize);
         }
         self.func_of(k).is_some_and(|f| !self.live[f])
     }
@@ -318,13 +318,13 @@ impl<'a> Merger<'a> {
             return (0, 0, false);
         };
         let ts = self.sym(t);
-        let c = &self.inputs[t.0].cubin;
+        let c = &self.inputs[t.input].cubin;
         let Some(sec) = c.sections.get(ts.shndx as usize) else {
             return (0, 0, false);
         };
         let piece = self
             .placed
-            .get(&(t.0, ts.shndx as usize))
+            .get(&(t.input, ts.shndx as usize))
             .map_or(0, |p| p.1);
         let value = if ts.ty == STT_SECTION {
             piece

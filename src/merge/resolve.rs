@@ -53,7 +53,7 @@ impl<'a> Merger<'a> {
                 )
                 .collect();
             for s in order {
-                self.resolve_one((i, s));
+                self.resolve_one(SymKey::new(i, s));
             }
             if self.diag.error_count() > errors_before {
                 return Err(Error::fatal("merge_elf failed"));
@@ -68,7 +68,7 @@ impl<'a> Merger<'a> {
             std::collections::hash_map::Entry::Occupied(e) => *e.get(),
             std::collections::hash_map::Entry::Vacant(e) => {
                 e.insert(self.globals.len() as u32);
-                self.global_of[k.0][k.1] = self.globals.len() as u32;
+                self.global_of[k.input][k.sym] = self.globals.len() as u32;
                 self.globals.push(Global {
                     name: s.name.as_str(),
                     def: s.defined().then_some(k),
@@ -77,10 +77,10 @@ impl<'a> Merger<'a> {
                 return;
             }
         };
-        self.global_of[k.0][k.1] = id;
+        self.global_of[k.input][k.sym] = id;
         let g = &self.globals[id as usize];
         let (first, def) = (g.first, g.def);
-        let here = self.origin(k.0);
+        let here = self.origin(k.input);
         // size agreement for data
         if kind(s) == Kind::Data {
             let prev = def.unwrap_or(first);
@@ -90,7 +90,7 @@ impl<'a> Merger<'a> {
                     "Size doesn't match for '{}' in '{}', first specified in '{}'",
                     s.name,
                     here,
-                    self.origin(prev.0)
+                    self.origin(prev.input)
                 ));
             }
             if (p.other ^ s.other) & STO_MANAGED != 0 {
@@ -98,7 +98,7 @@ impl<'a> Merger<'a> {
                     "Managed attribute doesn't match for '{}' in '{}', first specified in '{}'",
                     s.name,
                     here,
-                    self.origin(prev.0)
+                    self.origin(prev.input)
                 ));
             }
         }
@@ -116,7 +116,7 @@ impl<'a> Merger<'a> {
                     "Multiple definition of '{}' in '{}', first defined in '{}'",
                     s.name,
                     here,
-                    self.origin(d.0)
+                    self.origin(d.input)
                 ));
                 false
             }
@@ -140,11 +140,14 @@ impl<'a> Merger<'a> {
                     .enumerate()
                     .map(|(s, sym)| {
                         if sym.bind == STB_LOCAL {
-                            (sym.defined().then_some((i, s)), (i, s))
+                            (
+                                sym.defined().then_some(SymKey::new(i, s)),
+                                SymKey::new(i, s),
+                            )
                         } else {
-                            match self.globals.get(self.global_of[i][s] as usize) {
+                            match self.global_id(SymKey::new(i, s)).map(|g| &self.globals[g]) {
                                 Some(g) => (g.def, g.def.unwrap_or(g.first)),
-                                None => (None, (i, s)),
+                                None => (None, SymKey::new(i, s)),
                             }
                         }
                     })
@@ -167,7 +170,7 @@ impl<'a> Merger<'a> {
                     || is_dynamic_shared(self.sym(g.first))
                     || kind(self.sym(g.first)) == Kind::Data && self.opts.allow_undefined_globals)
             })
-            .map(|g| (g.name, g.first.0))
+            .map(|g| (g.name, g.first.input))
             .collect();
         // (the walk over every relocation only when some name has no definition)
         if unresolved.is_empty() {

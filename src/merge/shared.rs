@@ -287,7 +287,7 @@ impl<'a> Merger<'a> {
             let (Some(window), max_align) = win[ki] else {
                 continue;
             };
-            let (i, s) = self.funcs[f].key;
+            let SymKey { input: i, sym: s } = self.funcs[f].key;
             let name = format!(".nv.shared.{}", self.inputs[i].cubin.symbols[s].name);
             let mut o = OutSection::new(&name, SHT_NOBITS, SHF_WRITE | SHF_ALLOC | SHF_INFO_LINK);
             o.align = max_align;
@@ -350,7 +350,7 @@ impl<'a> Merger<'a> {
 
     /// A kernel's own local: ptxas puts it in that kernel's `.nv.shared.` section (the
     /// kernel's function is all that refers to it).
-    fn is_kernel_local(&self, (i, s): SymKey) -> bool {
+    fn is_kernel_local(&self, SymKey { input: i, sym: s }: SymKey) -> bool {
         let c = &self.inputs[i].cubin;
         let sym = &c.symbols[s];
         sym.defined()
@@ -363,7 +363,7 @@ impl<'a> Merger<'a> {
     /// step 0), in input order: all but kernels' own locals, a global once.
     fn sorted_shared_candidates(&self) -> Vec<SymKey> {
         (0..self.inputs.len())
-            .flat_map(|i| (1..self.inputs[i].cubin.symbols.len()).map(move |s| (i, s)))
+            .flat_map(|i| (1..self.inputs[i].cubin.symbols.len()).map(move |s| SymKey::new(i, s)))
             .filter(|&k| {
                 let sym = self.sym(k);
                 sym.other & STO_SHARED != 0
@@ -398,7 +398,7 @@ impl<'a> Merger<'a> {
         let positions: Vec<usize> = (0..now.len()).collect();
         let size = |p: usize| self.sym(now[p].1).size;
         let sigma = list_sort(&positions, &|&a, &b| size(a) > size(b), false);
-        let mut place = vec![(0, 0); now.len()];
+        let mut place = vec![SymKey::new(0, 0); now.len()];
         for (&p, &k) in sigma.iter().zip(&wanted) {
             place[p] = k;
         }

@@ -26,18 +26,18 @@ impl<'a> Merger<'a> {
                     // (a --preserve-relocs link keeps the marks, as internal objects)
                     if sym.name == "_param"
                         && self.opts.preserve_relocs
-                        && let Some(mut o) = self.out_symbol((i, s))
+                        && let Some(mut o) = self.out_symbol(SymKey::new(i, s))
                     {
                         (o.ty, o.other) = (STT_OBJECT, STV_INTERNAL);
-                        self.sym_of.insert((i, s), self.symbols.len());
+                        self.sym_of.insert(SymKey::new(i, s), self.symbols.len());
                         self.symbols.push(o);
                         continue;
                     }
-                    self.debug_shared_symbol((i, s));
+                    self.debug_shared_symbol(SymKey::new(i, s));
                     continue;
                 }
-                if let Some(o) = self.out_symbol((i, s)) {
-                    self.sym_of.insert((i, s), self.symbols.len());
+                if let Some(o) = self.out_symbol(SymKey::new(i, s)) {
+                    self.sym_of.insert(SymKey::new(i, s), self.symbols.len());
                     self.symbols.push(o);
                 }
             }
@@ -163,7 +163,7 @@ impl<'a> Merger<'a> {
         // (a shared variable's value in a relocatable file is its alignment, as for a
         // common symbol: it stays as it is)
         let common = !exec && s.other & STO_SHARED != 0 && s.ty != STT_FUNC;
-        let (section, value) = match self.placed.get(&(k.0, s.shndx as usize)) {
+        let (section, value) = match self.placed.get(&(k.input, s.shndx as usize)) {
             Some(&(id, _)) if common => (Some(id), s.value),
             Some(&(id, at)) => (Some(id), s.value + at),
             None if s.other & STO_SHARED != 0 && !exec => (None, s.value),
@@ -196,7 +196,7 @@ impl<'a> Merger<'a> {
     pub(super) fn out_index(&self, k: SymKey) -> Option<usize> {
         let s = self.sym(k);
         if s.ty == STT_SECTION {
-            let &(id, _) = self.placed.get(&(k.0, s.shndx as usize))?;
+            let &(id, _) = self.placed.get(&(k.input, s.shndx as usize))?;
             return self.section_sym_index.get(&id).copied();
         }
         if s.bind == STB_LOCAL {
