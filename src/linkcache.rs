@@ -12,11 +12,12 @@ use std::path::PathBuf;
 use crate::cache::{Cache, Key, pack, unpack};
 use crate::cli::LinkRequest;
 use crate::diag::{Diagnostics, Level, Result};
-use crate::{input, output, toolkit};
+use crate::toolkit::Toolkit;
+use crate::{input, output};
 
 /// The key of this link, or `None` when it is not cached (see the module comment) or an
 /// input cannot be read (the link then reports it).
-pub fn key(req: &LinkRequest, cache: &Cache) -> Option<Key> {
+pub fn key(req: &LinkRequest, cache: &Cache, kit: Option<&Toolkit>) -> Option<Key> {
     if req.time.is_some()
         || req.dump_callgraph.is_some()
         || req.verbose
@@ -53,7 +54,7 @@ pub fn key(req: &LinkRequest, cache: &Cache) -> Option<Key> {
     // the tools: nvlinkrs itself, and the toolkit's ptxas, libNVVM and libdevice, and
     // the LLVM helper, where they exist
     let mut tools: Vec<PathBuf> = std::env::current_exe().into_iter().collect();
-    if let Ok(kit) = toolkit::Toolkit::discover(req.cuda_path.as_deref(), req.nvvmpath.as_deref()) {
+    if let Some(kit) = kit {
         tools.push(kit.ptxas());
         tools.push(kit.libdevice());
     }
