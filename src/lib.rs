@@ -71,34 +71,7 @@ fn link_unchecked(plan: &Plan, mut ctx: LinkContext) -> Result<Timings> {
         return report::side_files(req, &hosts, false, Timings::default());
     }
     ctx.open_cache(req);
-    let Some(cache) = ctx.cache.clone() else {
-        let t = link_phases(plan, &ctx, false)?;
-        report::write(plan, &ctx, &t, "off", started)?;
-        return Ok(t);
-    };
-    let key = linkcache::key(req, &cache, plan.toolkit().ok());
-    let earlier = ctx.diag.printed().len(); // messages from before the link are not its own
-    if let Some(key) = &key
-        && let Some(entry) = cache.get(key)
-        && linkcache::replay(req, ctx.diag, &entry)?
-    {
-        let t = Timings {
-            phases: vec![("cache", std::time::Duration::ZERO)],
-            ..Default::default()
-        };
-        report::write(plan, &ctx, &t, "hit", started)?;
-        return Ok(t);
-    }
-    let timings = link_phases(plan, &ctx, key.is_some())?;
-    if let Some(key) = &key
-        && ctx.diag.error_count() == 0
-    {
-        linkcache::store(req, ctx.diag, earlier, &cache, key, &timings.written);
-    }
-    if let Some(failure) = cache.store_failure() {
-        ctx.cache_problem(req, &format!("{failure}; the output is not cached"));
-    }
-    let whole = if key.is_some() { "miss" } else { "not cached" };
+    let (timings, whole) = linkcache::around(plan, &ctx, |keep| link_phases(plan, &ctx, keep))?;
     report::write(plan, &ctx, &timings, whole, started)?;
     Ok(timings)
 }
