@@ -1,5 +1,5 @@
-//! The job pool of a link and its progress line. Jobs (ptxas runs today, code generation
-//! later) run on at most N workers, the largest first, and their results come back in job
+//! The job pool of a link and its progress line. Jobs (ptxas runs, the LLVM engine's split
+//! parts) run on at most N workers, the largest first, and their results come back in job
 //! order whatever order they finish in. Under GNU make's jobserver every job beyond the one
 //! this process may always run holds a token from make. On a terminal, a phase that lasts
 //! longer than a moment shows one status line on stderr (the phase, and jobs done of N);
@@ -14,33 +14,80 @@ use std::time::{Duration, Instant};
 /// How long a phase runs before the status line appears.
 const QUIET_FOR: Duration = Duration::from_millis(1500);
 
-static JOBSERVER: OnceLock<Option<jobserver::Client>> = OnceLock::new();
+/// A link's job pool: make's jobserver, when the process was handed one, and the most
+/// jobs each pool phase ran at once (for `--report-json`). Each link has its own
+/// ([`crate::context::LinkContext`]); the jobserver client is the process's, made once
+/// by [`connect_jobserver`] and cloned into each.
+#[derive(Default)]
+pub struct Jobs {
+    jobserver: Option<jobserver::Client>,
+    /// The most jobs each phase ran at once, in the order the phases first ran.
+    peaks: Mutex<Vec<(String, usize)>>,
+}
 
 /// Connects to the jobserver GNU make names in `MAKEFLAGS`, if there is one. Called first
 /// thing in `main`, so that the descriptors make passed down are taken before this process
 /// opens any file of its own.
-pub fn connect_jobserver() {
-    JOBSERVER.get_or_init(|| {
-        // SAFETY: runs at the start of `main`, before any file is opened, so descriptors
-        // named in MAKEFLAGS can only be the ones make passed; they are also checked to be
-        // pipes or a FIFO (`check_pipe`) before they are used.
-        let found = unsafe { jobserver::Client::from_env_ext(true) };
-        found.client.ok()
-    });
+pub fn connect_jobserver() -> Option<jobserver::Client> {
+    // SAFETY: runs at the start of `main`, before any file is opened, so descriptors
+    // named in MAKEFLAGS can only be the ones make passed; they are also checked to be
+    // pipes or a FIFO (`check_pipe`) before they are used.
+    let found = unsafe { jobserver::Client::from_env_ext(true) };
+    found.client.ok()
 }
 
-fn jobserver() -> Option<&'static jobserver::Client> {
-    JOBSERVER.get().and_then(Option::as_ref)
-}
+impl Jobs {
+    /// A pool taking its tokens from `jobserver` (make's), or from nobody.
+    pub fn new(jobserver: Option<jobserver::Client>) -> Jobs {
+        Jobs {
+            jobserver,
+            peaks: Mutex::default(),
+        }
+    }
 
-/// Whether make's jobserver was found (for `--report-json`).
-pub fn has_jobserver() -> bool {
-    jobserver().is_some()
+    /// Whether make's jobserver was found (for `--report-json`).
+    pub fn has_jobserver(&self) -> bool {
+        self.jobserver.is_some()
+    }
+
+    /// make's jobserver, for an engine whose helper process runs a pool of its own.
+    pub fn jobserver(&self) -> Option<&jobserver::Client> {
+        self.jobserver.as_ref()
+    }
+
+    /// The most jobs each pool phase of this link ran at once (for `--report-json`).
+    pub fn peaks(&self) -> Vec<(String, usize)> {
+        self.peaks.lock().unwrap().clone()
+    }
+
+    fn record_peak(&self, phase: &str, peak: usize) {
+        let mut peaks = self.peaks.lock().unwrap();
+        match peaks.iter_mut().find(|(p, _)| p == phase) {
+            Some((_, n)) => *n = (*n).max(peak),
+            None => peaks.push((phase.to_string(), peak)),
+        }
+    }
+
+    /// Runs `f` on every item on at most `threads` workers (0: one per core), starting
+    /// the items with the largest `size` first; the results are in item order. `phase`
+    /// names the work on the status line.
+    pub fn run_all<T: Sync, R: Send>(
+        &self,
+        phase: &str,
+        items: &[T],
+        threads: usize,
+        size: impl Fn(&T) -> usize,
+        f: impl Fn(&T) -> R + Sync,
+    ) -> Vec<R> {
+        let (results, peak) = run_with(self.jobserver.as_ref(), phase, items, threads, size, f);
+        self.record_peak(phase, peak);
+        results
+    }
 }
 
 /// When progress goes out as plain lines (`--progress`, `NVLINKRS_PROGRESS=1`): the
-/// start of the process, which their times count from. A display setting of the process,
-/// like the jobserver it was handed.
+/// start of the process, which their times count from. A display setting of the process
+/// (as stderr is the process's), not state of a link, so it stays process-wide.
 static PLAIN_PROGRESS: OnceLock<Instant> = OnceLock::new();
 
 /// Turns plain progress lines on (for stderr that is not a terminal: ninja's, a log).
@@ -64,27 +111,11 @@ pub fn progress_line(stage: &str, took: Option<Duration>) {
     let _ = std::io::stderr().write_all(line.as_bytes());
 }
 
-/// Hands this process's jobserver (make's) to a helper process, whose pools then take
-/// their tokens from it too; the helper inherits MAKEFLAGS with the environment.
-pub fn pass_jobserver(cmd: &mut std::process::Command) {
-    if let Some(js) = jobserver() {
+/// Hands make's jobserver to a helper process, whose pools then take their tokens from
+/// it too; the helper inherits MAKEFLAGS with the environment.
+pub fn pass_jobserver(jobserver: Option<&jobserver::Client>, cmd: &mut std::process::Command) {
+    if let Some(js) = jobserver {
         js.configure(cmd);
-    }
-}
-
-/// The most jobs each phase ran at once, in the order the phases first ran.
-static PEAKS: Mutex<Vec<(String, usize)>> = Mutex::new(Vec::new());
-
-/// The most jobs each pool phase of this process ran at once (for `--report-json`).
-pub fn peaks() -> Vec<(String, usize)> {
-    PEAKS.lock().unwrap().clone()
-}
-
-fn record_peak(phase: &str, peak: usize) {
-    let mut peaks = PEAKS.lock().unwrap();
-    match peaks.iter_mut().find(|(p, _)| p == phase) {
-        Some((_, n)) => *n = (*n).max(peak),
-        None => peaks.push((phase.to_string(), peak)),
     }
 }
 
@@ -104,19 +135,7 @@ pub fn workers(threads: usize, jobs: usize) -> usize {
     t.min(cap).clamp(1, jobs.max(1))
 }
 
-/// Runs `f` on every item on at most `threads` workers (0: one per core), starting the
-/// items with the largest `size` first; the results are in item order. `phase` names the
-/// work on the status line.
-pub fn run_all<T: Sync, R: Send>(
-    phase: &str,
-    items: &[T],
-    threads: usize,
-    size: impl Fn(&T) -> usize,
-    f: impl Fn(&T) -> R + Sync,
-) -> Vec<R> {
-    run_with(jobserver(), phase, items, threads, size, f)
-}
-
+/// The pool itself: the results in item order, and the most jobs that ran at once.
 fn run_with<T: Sync, R: Send>(
     tokens: Option<&jobserver::Client>,
     phase: &str,
@@ -124,7 +143,7 @@ fn run_with<T: Sync, R: Send>(
     threads: usize,
     size: impl Fn(&T) -> usize,
     f: impl Fn(&T) -> R + Sync,
-) -> Vec<R> {
+) -> (Vec<R>, usize) {
     let n = items.len();
     let mut order: Vec<usize> = (0..n).collect();
     // stable: equal sizes keep item order, so the start order is fixed too
@@ -196,13 +215,13 @@ fn run_with<T: Sync, R: Send>(
         });
     }
     status.finish();
-    record_peak(phase, peak.into_inner());
-    results
+    let results = results
         .into_inner()
         .unwrap()
         .into_iter()
         .map(|r| r.expect("every job ran"))
-        .collect()
+        .collect();
+    (results, peak.into_inner())
 }
 
 /// Runs `f`, showing `phase` on the status line if it takes long.
@@ -287,7 +306,7 @@ mod tests {
         // the items finish in reverse order of start (the largest first sleeps longest)
         let items: Vec<u64> = (0..12).collect();
         for threads in [0, 1, 3, 16] {
-            let got = run_all(
+            let got = Jobs::default().run_all(
                 "test",
                 &items,
                 threads,
@@ -307,17 +326,20 @@ mod tests {
 
     /// The most jobs that ran at once, as the pool records it for the report.
     fn peak(tokens: Option<&jobserver::Client>, threads: usize, jobs: usize) -> usize {
-        let phase = format!("test {} {threads} {jobs}", tokens.is_some());
+        let pool = Jobs::new(tokens.cloned());
         let items = vec![0u8; jobs];
-        run_with(
-            tokens,
-            &phase,
+        pool.run_all(
+            "test",
             &items,
             threads,
             |_| 1,
             |_| std::thread::sleep(Duration::from_millis(5)),
         );
-        peaks().into_iter().find(|(p, _)| *p == phase).unwrap().1
+        pool.peaks()
+            .into_iter()
+            .find(|(p, _)| *p == "test")
+            .unwrap()
+            .1
     }
 
     #[test]

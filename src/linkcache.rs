@@ -11,12 +11,54 @@ use std::path::PathBuf;
 
 use crate::cache::{Cache, Key, pack, unpack};
 use crate::cli::LinkRequest;
+use crate::context::LinkContext;
 use crate::diag::{Diagnostics, Level, Result};
-use crate::{input, output, toolkit};
+use crate::plan::Plan;
+use crate::report::Timings;
+use crate::toolkit::Toolkit;
+use crate::{input, output};
+
+/// Runs the link's phases (`phases`, told whether to keep what they write) through the
+/// whole-link cache: answered from it when the same link was stored, else run and stored.
+/// Also says what the cache did, for the report: `off` (no cache), `hit`, `miss`, or `not
+/// cached` (a link the cache does not take).
+pub fn around(
+    plan: &Plan,
+    ctx: &LinkContext,
+    phases: impl FnOnce(bool) -> Result<Timings>,
+) -> Result<(Timings, &'static str)> {
+    let (req, diag) = (plan.req, ctx.diag);
+    let Some(cache) = ctx.cache() else {
+        return Ok((phases(false)?, "off"));
+    };
+    let key = key(req, cache, plan.toolkit().ok());
+    let earlier = diag.printed().len(); // messages from before the link are not its own
+    if let Some(key) = &key
+        && let Some(entry) = cache.get(key)
+        && replay(req, diag, &entry)?
+    {
+        let t = Timings {
+            phases: vec![("cache", std::time::Duration::ZERO)],
+            ..Default::default()
+        };
+        return Ok((t, "hit"));
+    }
+    let timings = phases(key.is_some())?;
+    if let Some(key) = &key
+        && diag.error_count() == 0
+    {
+        store(req, diag, earlier, cache, key, &timings.written);
+    }
+    if let Some(failure) = cache.store_failure() {
+        ctx.cache_problem(req, &format!("{failure}; the output is not cached"));
+    }
+    let whole = if key.is_some() { "miss" } else { "not cached" };
+    Ok((timings, whole))
+}
 
 /// The key of this link, or `None` when it is not cached (see the module comment) or an
 /// input cannot be read (the link then reports it).
-pub fn key(req: &LinkRequest, cache: &Cache) -> Option<Key> {
+pub fn key(req: &LinkRequest, cache: &Cache, kit: Option<&Toolkit>) -> Option<Key> {
     if req.time.is_some()
         || req.dump_callgraph.is_some()
         || req.verbose
@@ -53,7 +95,7 @@ pub fn key(req: &LinkRequest, cache: &Cache) -> Option<Key> {
     // the tools: nvlinkrs itself, and the toolkit's ptxas, libNVVM and libdevice, and
     // the LLVM helper, where they exist
     let mut tools: Vec<PathBuf> = std::env::current_exe().into_iter().collect();
-    if let Ok(kit) = toolkit::Toolkit::discover(req.cuda_path.as_deref(), req.nvvmpath.as_deref()) {
+    if let Some(kit) = kit {
         tools.push(kit.ptxas());
         tools.push(kit.libdevice());
     }

@@ -34,6 +34,7 @@ fn inspect_main(files: &[PathBuf], json: bool) -> Result<(), Error> {
 fn link_main(
     args: &[String],
     diag: &mut Diagnostics,
+    process: &nvlinkrs::Process,
     started: std::time::Instant,
 ) -> Result<(), Error> {
     if args.is_empty() {
@@ -96,7 +97,7 @@ fn link_main(
     // nvlink's own command-line errors first, then what nvlinkrs does not carry out
     let req = parsed.request()?;
     cli::refuse_unimplemented(&given)?;
-    nvlinkrs::link(&req, diag).map(|_| ())
+    nvlinkrs::link(&req, diag, process).map(|_| ())
 }
 
 /// `nvlinkrs compare EXPECTED ACTUAL`: the differential harness's judgement of two
@@ -298,7 +299,7 @@ fn main() -> ExitCode {
     let started = std::time::Instant::now();
     grow_heap_in_large_steps();
     // before any file is opened: the descriptors of make's jobserver, if it shares one
-    nvlinkrs::jobs::connect_jobserver();
+    let jobserver = nvlinkrs::jobs::connect_jobserver();
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some(nvlinkrs::lto::isolated::SUBCOMMAND) {
         return ExitCode::from(nvlinkrs::lto::isolated::child_main(&args[1..]) as u8);
@@ -334,8 +335,12 @@ fn main() -> ExitCode {
             }
         }
     } else {
-        nvlinkrs::one_shot_process();
-        in_worker(|| link_main(&args, &mut diag, started))
+        // the process ends after this link: its large structures are left to the exit
+        let process = nvlinkrs::Process {
+            jobserver,
+            one_shot: true,
+        };
+        in_worker(|| link_main(&args, &mut diag, &process, started))
     };
     match result {
         Ok(()) if diag.error_count() == 0 => ExitCode::SUCCESS,

@@ -17,6 +17,24 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     write_atomic_with(path, |f| f.write_all(bytes))
 }
 
+/// Writes a merged image to the output `prepare` found, streaming it; or, when `keep`
+/// (a link the cache stores, or `-v`), through a buffer whose bytes are returned: the
+/// cache stores the bytes written, not what the output reads back.
+pub fn write_image(
+    found: Found,
+    image: crate::elf::write::Image,
+    keep: bool,
+) -> Result<Option<Vec<u8>>> {
+    use crate::elf::write::write_to;
+    if !keep {
+        return write_output(found, |w| write_to(image, w)).map(|_| None);
+    }
+    let mut bytes = Vec::new();
+    write_to(image, &mut bytes).map_err(|e| Error::fatal(e.to_string()))?;
+    write_output(found, |w| w.write_all(&bytes))?;
+    Ok(Some(bytes))
+}
+
 /// As [`write_atomic`], with `fill` writing the content (through a buffer that large
 /// writes pass by) as it produces it.
 pub fn write_atomic_with(

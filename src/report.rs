@@ -1,22 +1,88 @@
-//! `--report-json FILE`: what a link did, for people and tools: the nvlinkrs version, the
-//! toolkit and tools it used, its inputs, the total time and each stage's, the merge's
-//! steps, what made LTO partial, the option consensus, the jobs each pool ran at once,
-//! and whether the daemon, the cache and make's jobserver took part.
+//! What a link reports and the files it writes beside its output: the phase times it
+//! keeps ([`Timings`], what `-time` and `--progress` show), `--register-link-binaries`,
+//! the `-time` rows, `-v`'s resource lines, and `--report-json FILE`, what a link did for
+//! people and tools: the nvlinkrs version, the toolkit and tools it used, its inputs, the
+//! total time and each stage's, the merge's steps, what made LTO partial, the option
+//! consensus, the jobs each pool ran at once, and whether the daemon, the cache and
+//! make's jobserver took part.
 
 use std::time::Instant;
 
 use crate::cli::LinkRequest;
-use crate::diag::Result;
-use crate::{Timings, cache, input, jobs, output, toolkit};
+use crate::context::LinkContext;
+use crate::diag::{Diagnostics, Result};
+use crate::lto::pool::HostInfo;
+use crate::plan::Plan;
+use crate::{bytes, elf, input, jobs, linkcache, merge, output};
+
+/// What a link reports: per-phase wall times in phase order (what `-time` writes), and
+/// the decisions `--report-json` lists.
+#[derive(Debug, Default)]
+pub struct Timings {
+    pub phases: Vec<(&'static str, std::time::Duration)>,
+    /// The inputs without IR that made an LTO link partial.
+    pub partial_lto: Vec<String>,
+    /// The option consensus across LTO modules, one line per agreed option.
+    pub consensus: Vec<String>,
+    /// The merge's steps (`merge::link_with_steps`).
+    pub merge_steps: Vec<merge::Step>,
+    /// The bytes written, kept for the whole-link cache.
+    pub(crate) written: linkcache::Written,
+}
+
+impl Timings {
+    /// Runs one phase, timed (and on the `--progress` lines).
+    pub(crate) fn phase<T>(
+        &mut self,
+        name: &'static str,
+        f: impl FnOnce() -> Result<T>,
+    ) -> Result<T> {
+        let t = Instant::now();
+        jobs::progress_line(name, None);
+        let r = f();
+        self.phases.push((name, t.elapsed()));
+        jobs::progress_line(name, Some(t.elapsed()));
+        r
+    }
+}
+
+/// With `--register-link-binaries`: device code given as a file of its own has no host
+/// object to register it, which nvlink says for each such input.
+pub(crate) fn unregistered(req: &LinkRequest, diag: &Diagnostics, trees: &[input::Node]) {
+    if req.register_link_binaries.is_none() {
+        return;
+    }
+    for t in trees
+        .iter()
+        .filter(|t| matches!(t.item, input::Item::Code(_) | input::Item::Container { .. }))
+    {
+        diag.info_always(&format!(
+            "Input '{}' has no host code, which could cause later host link error if there is a reference to it",
+            t.origin
+        ));
+    }
+}
+
+/// `-v` after a merge: each kernel's resources, read from the bytes written (reading
+/// the output back would take them from a pipe).
+pub(crate) fn resources(req: &LinkRequest, diag: &Diagnostics, written: &[u8]) -> Result<()> {
+    let written = bytes::Bytes::from_vec(written.to_vec());
+    let image = elf::cubin::Cubin::parse(written, &req.output.display().to_string())?;
+    for line in merge::resources::report(&image) {
+        diag.info_always(&line);
+    }
+    Ok(())
+}
 
 /// `--report-json FILE`: the stages with their times, and the cache's hits and misses.
 pub(crate) fn write(
-    req: &LinkRequest,
+    plan: &Plan,
+    ctx: &LinkContext,
     timings: &Timings,
-    cache: Option<&cache::Cache>,
     whole_link: &str,
     started: Instant,
 ) -> Result<()> {
+    let (req, cache) = (plan.req, ctx.cache());
     let Some(path) = &req.report_json else {
         return Ok(());
     };
@@ -32,9 +98,9 @@ pub(crate) fn write(
         .map(|(stage, hits, misses)| (stage, serde_json::json!({"hits": hits, "misses": misses})))
         .collect();
     let ran = |stage: &str| timings.phases.iter().any(|(s, _)| *s == stage);
-    let kit = toolkit::Toolkit::discover(req.cuda_path.as_deref(), req.nvvmpath.as_deref()).ok();
+    let kit = plan.toolkit().ok();
     let mut tools = serde_json::Map::new();
-    if let Some(k) = &kit {
+    if let Some(k) = kit {
         if ran("ptxas") || ran("assemble") {
             tools.insert("ptxas".into(), k.ptxas().display().to_string().into());
         }
@@ -56,7 +122,7 @@ pub(crate) fn write(
             .collect();
     let doc = serde_json::json!({
         "nvlinkrs": env!("CARGO_PKG_VERSION"),
-        "toolkit": kit.as_ref().map(|k| serde_json::json!({
+        "toolkit": kit.map(|k| serde_json::json!({
             "root": k.root.display().to_string(),
             "found_via": k.found_via,
         })),
@@ -67,7 +133,7 @@ pub(crate) fn write(
         // whether the link ran in the daemon, used a cache, took make's jobserver tokens
         "daemon": std::env::var_os("NVLINKRS_IN_DAEMON").is_some(),
         "cache_used": cache.is_some(),
-        "jobserver": jobs::has_jobserver(),
+        "jobserver": ctx.jobs.has_jobserver(),
         "stages": stages,
         "merge_steps": timings
             .merge_steps
@@ -78,7 +144,7 @@ pub(crate) fn write(
         "consensus": timings.consensus,
         // the most jobs each pool ran at once (threads of this process, within make's
         // jobserver tokens or the daemon's budget)
-        "peak_jobs": jobs::peaks()
+        "peak_jobs": ctx.jobs.peaks()
             .into_iter()
             .map(|(phase, n)| (phase, serde_json::json!(n)))
             .collect::<serde_json::Map<_, _>>(),
@@ -91,4 +157,51 @@ pub(crate) fn write(
         },
     });
     output::write_atomic(path, format!("{doc:#}\n").as_bytes())
+}
+
+/// The files written beside the output: `--register-link-binaries` and `-time`. The
+/// module ids follow the input order, reversed after a whole-program LTO (as nvlink).
+pub(crate) fn side_files(
+    req: &LinkRequest,
+    hosts: &[HostInfo],
+    whole_lto: bool,
+    mut timings: Timings,
+) -> Result<Timings> {
+    if let Some(path) = &req.register_link_binaries {
+        let mut ordered: Vec<&HostInfo> = hosts.iter().collect();
+        if whole_lto {
+            ordered.reverse();
+        }
+        let ids: Vec<String> = ordered
+            .into_iter()
+            .filter(|h| !h.cudadevrt)
+            .filter_map(|h| h.module_id.clone())
+            .collect();
+        let text = output::register_link_binaries(&ids);
+        output::write_atomic(path, text.as_bytes())?;
+        if timings.written.keep {
+            timings.written.register = Some(text.into_bytes());
+        }
+    }
+    if let Some(path) = &req.time {
+        let arch = req.target.to_string();
+        let row = |phase, source: &str, out: &str, d| output::TimeRow {
+            source: source.into(),
+            phase,
+            output: out.into(),
+            arch: arch.clone(),
+            time: d,
+        };
+        let rows: Vec<output::TimeRow> = timings
+            .phases
+            .iter()
+            .filter_map(|(name, d)| match *name {
+                "cicc" => Some(row("cicc", "lto.nvvm", "lto.ptx", *d)),
+                "ptxas" => Some(row("ptxas", "lto.ptx", "lto.cubin", *d)),
+                _ => None,
+            })
+            .collect();
+        output::append_times(path, &rows)?;
+    }
+    Ok(timings)
 }

@@ -1563,6 +1563,52 @@ fn nvcc_drop_in() {
     }
 }
 
+/// Links run one after another in one process (a library caller's) each have their own
+/// context: the second reports only its own job pools and cache, nothing the first left
+/// behind (the pools' peaks were process-wide before, and the second link listed the
+/// first's ptxas pool).
+#[test]
+fn links_in_one_process_each_report_their_own_pools_and_cache() {
+    let fx = fixtures().parent().unwrap().to_path_buf();
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let link = |inputs: &[&str], cache: Option<&Path>, name: &str| -> serde_json::Value {
+        let report = dir.path().join(format!("{name}.json"));
+        let mut a = vec!["-arch=sm_90".to_string()];
+        a.extend(inputs.iter().map(|i| fx.join(i).display().to_string()));
+        a.push("-o".into());
+        a.push(
+            dir.path()
+                .join(format!("{name}.cubin"))
+                .display()
+                .to_string(),
+        );
+        a.push(format!("--report-json={}", report.display()));
+        a.push(match cache {
+            Some(c) => format!("--cache-dir={}", c.display()),
+            None => "--no-cache".into(),
+        });
+        let (parsed, _, _) = nvlinkrs::cli::parse(&a).unwrap();
+        let diag = nvlinkrs::diag::Diagnostics::collector();
+        nvlinkrs::link(&parsed.request().unwrap(), &diag, &Default::default()).unwrap();
+        serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap()
+    };
+    // PTX: ptxas runs on the link's pool, its cubins stored in the link's cache
+    let first = link(&["saxpy.ptx", "scale.ptx"], Some(&cache), "first");
+    assert!(first["peak_jobs"]["ptxas"].as_u64() >= Some(1), "{first:#}");
+    assert_eq!(first["cache"]["stages"]["ptxas"]["misses"], 2, "{first:#}");
+    assert_eq!(first["cache"]["whole_link"], "miss", "{first:#}");
+    // the same link again: answered from that cache, no pool ran
+    let again = link(&["saxpy.ptx", "scale.ptx"], Some(&cache), "again");
+    assert_eq!(again["cache"]["whole_link"], "hit", "{again:#}");
+    assert_eq!(again["peak_jobs"], serde_json::json!({}), "{again:#}");
+    // SASS only, without a cache: no pool, no cache
+    let sass = link(&["scale.cubin"], None, "sass");
+    assert_eq!(sass["peak_jobs"], serde_json::json!({}), "{sass:#}");
+    assert_eq!(sass["cache_used"], false, "{sass:#}");
+    assert_eq!(sass["cache"]["stages"], serde_json::json!({}), "{sass:#}");
+}
+
 /// `--report-json` explains a merge: the wall time of each step, in order, within the
 /// merge stage's.
 #[test]

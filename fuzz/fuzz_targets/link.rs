@@ -38,7 +38,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let req = parsed.request().expect("request");
     let diag = nvlinkrs::diag::Diagnostics::collector();
-    let linked = nvlinkrs::link(&req, &diag);
+    let linked = nvlinkrs::link(&req, &diag, &nvlinkrs::Process::default());
     let left: Vec<_> = std::fs::read_dir(dir.path())
         .expect("listing")
         .flatten()

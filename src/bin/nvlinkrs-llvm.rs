@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use nvlinkrs::diag::{Error, Result};
 use nvlinkrs::lto::{bitcode, llvm_engine};
 
-fn run(args: &[String]) -> Result<Vec<u8>> {
+fn run(args: &[String], pool: &nvlinkrs::jobs::Jobs) -> Result<Vec<u8>> {
     let mut input = Vec::new();
     std::io::stdin()
         .read_to_end(&mut input)
@@ -39,7 +39,7 @@ fn run(args: &[String]) -> Result<Vec<u8>> {
                 .transpose()?;
             let options = rest.get(split + 1..).unwrap_or(&[]);
             let pieces =
-                llvm_engine::compile_in_process(&input, options, libdevice, cache.as_ref())?;
+                llvm_engine::compile_in_process(&input, options, libdevice, cache.as_ref(), pool)?;
             Ok(nvlinkrs::frames::encode(
                 pieces.iter().map(|p| ("ptx", p.as_slice())),
             ))
@@ -52,9 +52,9 @@ fn run(args: &[String]) -> Result<Vec<u8>> {
 
 fn main() -> ExitCode {
     // before anything opens a file: the descriptors MAKEFLAGS names are make's
-    nvlinkrs::jobs::connect_jobserver();
+    let pool = nvlinkrs::jobs::Jobs::new(nvlinkrs::jobs::connect_jobserver());
     let args: Vec<String> = std::env::args().skip(1).collect();
-    match run(&args) {
+    match run(&args, &pool) {
         Ok(out) => {
             let _ = std::io::stdout().write_all(&out);
             ExitCode::SUCCESS

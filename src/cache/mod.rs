@@ -78,31 +78,6 @@ impl Key {
     }
 }
 
-/// The cache of the link running in this process, for the stage the input readers reach
-/// (extracted members, deep inside parsing where no cache is passed); set by
-/// [`crate::link`] for the link's duration.
-static CURRENT: std::sync::RwLock<Option<std::sync::Arc<Cache>>> = std::sync::RwLock::new(None);
-
-/// The running link's cache, if it has one.
-pub fn current() -> Option<std::sync::Arc<Cache>> {
-    CURRENT.read().unwrap_or_else(|e| e.into_inner()).clone()
-}
-
-/// Makes `cache` the running link's cache until the guard is dropped.
-pub fn set_current(cache: &std::sync::Arc<Cache>) -> CurrentGuard {
-    *CURRENT.write().unwrap_or_else(|e| e.into_inner()) = Some(std::sync::Arc::clone(cache));
-    CurrentGuard(())
-}
-
-/// Clears the running link's cache when dropped.
-pub struct CurrentGuard(());
-
-impl Drop for CurrentGuard {
-    fn drop(&mut self) {
-        *CURRENT.write().unwrap_or_else(|e| e.into_inner()) = None;
-    }
-}
-
 /// An open cache directory.
 pub struct Cache {
     dir: PathBuf,
@@ -113,6 +88,12 @@ pub struct Cache {
     store_failure: std::sync::Mutex<Option<String>>,
     /// Something was stored: the cache is brought within its cap when dropped.
     stored: std::sync::atomic::AtomicBool,
+}
+
+impl std::fmt::Debug for Cache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cache").field("dir", &self.dir).finish()
+    }
 }
 
 impl Drop for Cache {

@@ -146,8 +146,14 @@ impl Member {
     /// The member's content, uncompressed: a window into the input when it is stored
     /// plainly, a new buffer otherwise. PTX stops at its terminating NUL; an ELF image is
     /// cut to the extent its own headers describe (the payload region is padded).
-    /// `origin` and `base` (the file offset of the parsed bytes) name errors.
-    pub fn data(&self, origin: &str, base: u64) -> Result<Bytes> {
+    /// `origin` and `base` (the file offset of the parsed bytes) name errors. A large
+    /// compressed member is kept in `cache` (the link's) once extracted.
+    pub fn data(
+        &self,
+        origin: &str,
+        base: u64,
+        cache: Option<&crate::cache::Cache>,
+    ) -> Result<Bytes> {
         let at = base + self.offset + self.header_size as u64;
         let raw = match self.compression() {
             Compression::None => self.payload.clone(),
@@ -163,7 +169,7 @@ impl Member {
                     ));
                 }
                 // a large member comes from the link's cache when it was extracted before
-                let cache = crate::cache::current().filter(|_| want >= MEMBER_CACHE_MIN);
+                let cache = cache.filter(|_| want >= MEMBER_CACHE_MIN);
                 let key = || {
                     crate::cache::Key::new("member")
                         .text(c.name())
@@ -489,7 +495,7 @@ pub(crate) mod tests {
         let m = &cs[0].members;
         assert_eq!(m[0].kind, MemberKind::Ptx);
         assert_eq!(m[0].option_text().as_deref(), Some("--compile-only  "));
-        assert_eq!(&*m[0].data("t", 0).unwrap(), b".version 9.5");
+        assert_eq!(&*m[0].data("t", 0, None).unwrap(), b".version 9.5");
         assert_eq!(m[1].arch().to_string(), "sm_90a");
         assert_eq!(cs[1].members[0].arch().to_string(), "sm_75");
         assert_eq!(cs[1].offset as usize, one.len());
@@ -526,7 +532,7 @@ pub(crate) mod tests {
         let c = parse(&Bytes::from_vec(f), "x", 0).unwrap();
         assert!(
             c[0].members[0]
-                .data("x", 0)
+                .data("x", 0, None)
                 .unwrap_err()
                 .message()
                 .contains("limit")

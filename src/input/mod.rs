@@ -10,11 +10,13 @@ pub mod opened;
 pub mod prelinked;
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Weak};
 
 use rayon::prelude::*;
 
 use crate::arch::{Arch, Variant};
 use crate::bytes::Bytes;
+use crate::cache::Cache;
 use crate::diag::{Context, Error, Result};
 use crate::fatbin::{self, Member, MemberKind, host};
 use crate::lto::container::{self, IrFormat};
@@ -59,13 +61,20 @@ pub struct Code {
     /// File offset of the fatbin the member belongs to (0 for raw files).
     pub base: u64,
     raw: Bytes,
+    /// The link's cache, which keeps large members once extracted (see [`Opened`]); not
+    /// owned, so that input trees left to the process exit do not keep the cache from
+    /// being closed (and trimmed) at the end of the link.
+    cache: Option<Weak<Cache>>,
 }
 
 impl Code {
     /// The uncompressed content (a window into the input when stored plainly).
     pub fn bytes(&self, origin: &str) -> Result<Bytes> {
         match &self.member {
-            Some(m) => m.data(origin, self.base),
+            Some(m) => {
+                let cache = self.cache.as_ref().and_then(Weak::upgrade);
+                m.data(origin, self.base, cache.as_deref())
+            }
             None => Ok(self.raw.clone()),
         }
     }
@@ -272,6 +281,7 @@ fn walk_with(
             member: None,
             base: 0,
             raw: data.clone(),
+            cache: None,
         }),
         children: Vec::new(),
     };
@@ -297,7 +307,7 @@ fn walk_with(
                 version: 0,
                 body_size: 0,
             },
-            children: containers(origin, &data, None, 0)?,
+            children: containers(origin, &data, None, 0, opened.cache())?,
         }
         .flatten_single_file(),
         Role::HostObject => {
@@ -309,7 +319,13 @@ fn walk_with(
             })?;
             let mut children = Vec::new();
             for s in &h.fatbins {
-                children.extend(containers(origin, &s.data, Some(s.name), s.offset)?);
+                children.extend(containers(
+                    origin,
+                    &s.data,
+                    Some(s.name),
+                    s.offset,
+                    opened.cache(),
+                )?);
             }
             Node {
                 origin: origin.to_string(),
@@ -389,6 +405,7 @@ fn containers(
     data: &Bytes,
     section: Option<&'static str>,
     base: u64,
+    cache: Option<&Arc<Cache>>,
 ) -> Result<Vec<Node>> {
     let parsed = fatbin::parse(data, origin, base).with_context(|| match section {
         Some(s) => format!("in section {s} of '{origin}'"),
@@ -424,6 +441,7 @@ fn containers(
                             base,
                             raw: m.payload.clone(),
                             member: Some(m),
+                            cache: cache.map(Arc::downgrade),
                         }),
                         children: Vec::new(),
                     }

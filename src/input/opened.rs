@@ -5,18 +5,22 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use crate::bytes::Bytes;
+use crate::cache::Cache;
 use crate::diag::{Error, Result};
 
 /// A file's identity: device and inode.
 pub type FileId = (u64, u64);
 
-/// The files a load mapped, by path and by identity.
+/// The files a load mapped, by path and by identity; and the link's cache, which the
+/// fatbin members read in this load use for what they decompress (a large member comes
+/// from the cache when it was extracted before).
 #[derive(Default)]
 pub struct Opened {
     inner: Mutex<Maps>,
+    cache: Option<Arc<Cache>>,
 }
 
 #[derive(Default)]
@@ -26,6 +30,19 @@ struct Maps {
 }
 
 impl Opened {
+    /// A load whose compressed members are kept in `cache`.
+    pub fn with_cache(cache: Option<Arc<Cache>>) -> Opened {
+        Opened {
+            cache,
+            ..Opened::default()
+        }
+    }
+
+    /// The link's cache, for the members this load reads.
+    pub fn cache(&self) -> Option<&Arc<Cache>> {
+        self.cache.as_ref()
+    }
+
     /// Maps `path` read-only (an empty file is an empty buffer), or hands out the
     /// mapping already made of it or of another name of the same file.
     pub fn open(&self, path: &Path, shown: &str) -> Result<Bytes> {

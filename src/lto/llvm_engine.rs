@@ -39,6 +39,8 @@ pub struct LlvmEngine {
     pub libdevice: Option<std::path::PathBuf>,
     /// The link's cache: split parts' optimization and code generation are cached by part.
     pub cache_dir: Option<std::path::PathBuf>,
+    /// make's jobserver, handed on to the helper's pool.
+    pub jobserver: Option<jobserver::Client>,
 }
 
 impl Engine for LlvmEngine {
@@ -60,7 +62,8 @@ impl Engine for LlvmEngine {
         let argv: Vec<&str> = args.iter().map(String::as_str).collect();
         let request = encode(modules.iter().map(|m| (m.name.as_str(), &m.data[..])));
         let what = modules.first().map_or("<lto>", |m| m.name.as_str());
-        let answer = super::llvm_helper::run(&argv, &request, what)?;
+        let answer =
+            super::llvm_helper::run_with_jobs(&argv, &request, what, self.jobserver.as_ref())?;
         let ptx: Vec<Vec<u8>> = decode(&answer)?
             .into_iter()
             .map(|(_, p)| p.to_vec())
@@ -148,6 +151,7 @@ pub fn compile_in_process(
     options: &[String],
     libdevice: Option<&std::path::Path>,
     cache: Option<&crate::cache::Cache>,
+    pool: &crate::jobs::Jobs,
 ) -> Result<Vec<Vec<u8>>> {
     use inkwell::OptimizationLevel;
     use inkwell::attributes::AttributeLoc;
@@ -391,7 +395,7 @@ pub fn compile_in_process(
                 .text(&settings)
                 .bytes(bitcode)
         };
-        let pieces = crate::jobs::run_all(
+        let pieces = pool.run_all(
             "optimize+codegen",
             &parts,
             opts.threads,

@@ -30,6 +30,16 @@ pub fn locate() -> Option<PathBuf> {
 
 /// Runs one request; `what` names the input in messages.
 pub fn run(args: &[&str], stdin: &[u8], what: &str) -> Result<Vec<u8>> {
+    run_with_jobs(args, stdin, what, None)
+}
+
+/// As [`run`], the helper's pool taking its tokens from `jobserver` (make's).
+pub fn run_with_jobs(
+    args: &[&str],
+    stdin: &[u8],
+    what: &str,
+    jobserver: Option<&jobserver::Client>,
+) -> Result<Vec<u8>> {
     let Some(helper) = locate() else {
         return Err(Error::fatal(if cfg!(feature = "llvm") {
             format!(
@@ -47,7 +57,7 @@ pub fn run(args: &[&str], stdin: &[u8], what: &str) -> Result<Vec<u8>> {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     // the helper's pool takes make's tokens as this process's does
-    crate::jobs::pass_jobserver(&mut cmd);
+    crate::jobs::pass_jobserver(jobserver, &mut cmd);
     let mut child = cmd
         .spawn()
         .map_err(|e| Error::fatal(format!("'{what}': cannot start {}: {e}", helper.display())))?;

@@ -13,6 +13,7 @@ pub mod llvm_helper;
 pub mod llvm_split;
 pub mod obfuscation;
 pub mod payload;
+pub mod phase;
 pub mod pool;
 pub mod split_data;
 

@@ -210,7 +210,8 @@ impl Parsed {
 }
 
 pub fn link(inputs: &[Input], opts: &MergeOptions, diag: &Diagnostics) -> Result<Image> {
-    link_with_steps(inputs, opts, diag).map(|(image, _)| image)
+    let ctx = crate::context::LinkContext::new(diag, &Default::default());
+    link_with_steps(inputs, opts, &ctx).map(|(image, _)| image)
 }
 
 /// One step of the merge and its wall time (what `--report-json` lists as
@@ -221,8 +222,9 @@ pub type Step = (&'static str, std::time::Duration);
 pub fn link_with_steps(
     inputs: &[Input],
     opts: &MergeOptions,
-    diag: &Diagnostics,
+    ctx: &crate::context::LinkContext,
 ) -> Result<(Image, Vec<Step>)> {
+    let diag = ctx.diag;
     let mut steps = Vec::new();
     let mut t = std::time::Instant::now();
     let mut lap = |name: &'static str| {
@@ -272,7 +274,7 @@ pub fn link_with_steps(
     m.mercury()?;
     lap("mercury");
     let image = m.finish();
-    crate::dispose(m);
+    ctx.dispose(m);
     // (freed, not left to the exit: the writer reuses their room, 0.3 MB off the
     // 128-unit link's peak)
     drop(parsed);

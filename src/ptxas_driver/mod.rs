@@ -214,14 +214,31 @@ impl Assembler for Cached<'_> {
     }
 }
 
+/// The toolkit's ptxas, its results cached when the link has a cache.
+pub fn for_link<'a>(
+    kit: &crate::toolkit::Toolkit,
+    cache: Option<&'a crate::cache::Cache>,
+) -> Result<Box<dyn Assembler + 'a>> {
+    let ptxas = Ptxas::new(kit.ptxas());
+    Ok(match cache {
+        Some(cache) => Box::new(Cached {
+            tool: cache.tool_id(&ptxas.path)?,
+            inner: Box::new(ptxas),
+            cache,
+        }),
+        None => Box::new(ptxas),
+    })
+}
+
 /// Runs every job on the link's job pool: at most `threads` workers (0: one per core),
 /// largest jobs first, make's jobserver respected; the results are in job order.
 pub fn assemble_all(
+    pool: &crate::jobs::Jobs,
     assembler: &dyn Assembler,
     jobs: &[Job],
     threads: usize,
 ) -> Result<Vec<Result<Assembled>>> {
-    Ok(crate::jobs::run_all(
+    Ok(pool.run_all(
         "ptxas",
         jobs,
         threads,
@@ -291,7 +308,7 @@ mod tests {
                 options: opts.clone(),
             })
             .collect();
-        let out = assemble_all(&Echo, &jobs, 3).unwrap();
+        let out = assemble_all(&crate::jobs::Jobs::default(), &Echo, &jobs, 3).unwrap();
         for (i, r) in out.iter().enumerate() {
             match r {
                 Ok(a) => assert_eq!(a.cubin, jobs[i].ptx),

@@ -1,0 +1,96 @@
+//! The context of one link: its diagnostics, its cache, its job pool (make's jobserver and
+//! the most jobs each pool ran) and whether the process ends after it. Made once per link
+//! (the command line's, and each link process the daemon starts makes its own) and
+//! handed to the phases that need it, instead of process-wide state. What must stay
+//! process-wide stays where it is, with its reason: the crash handler's state
+//! (`lto::crash`, read from a signal handler), the descriptors closed at start
+//! (`output`, noted before `main` runs) and where plain progress lines count from
+//! (`jobs`, a display setting of the process's stderr).
+
+use std::sync::Arc;
+
+use crate::cache::{self, Cache};
+use crate::cli::LinkRequest;
+use crate::diag::Diagnostics;
+use crate::jobs::Jobs;
+
+/// What the process lends each link it runs.
+#[derive(Clone, Default)]
+pub struct Process {
+    /// make's jobserver, taken first thing in `main` ([`crate::jobs::connect_jobserver`]).
+    pub jobserver: Option<jobserver::Client>,
+    /// The process ends after this link (the command line; a library caller or a test
+    /// runs more than one): the link's large structures (symbol tables, maps, parsed
+    /// inputs) are then left to the process exit instead of being freed piece by piece,
+    /// as mold and wild do; freeing them took a tenth of a 128-unit link.
+    pub one_shot: bool,
+}
+
+/// One link's context.
+pub struct LinkContext<'a> {
+    pub diag: &'a Diagnostics,
+    /// The link's cache, when it has a usable one.
+    pub cache: Option<Arc<Cache>>,
+    pub jobs: Jobs,
+    one_shot: bool,
+}
+
+impl<'a> LinkContext<'a> {
+    /// A context without a cache.
+    pub fn new(diag: &'a Diagnostics, process: &Process) -> LinkContext<'a> {
+        LinkContext {
+            diag,
+            cache: None,
+            jobs: Jobs::new(process.jobserver.clone()),
+            one_shot: process.one_shot,
+        }
+    }
+
+    /// Opens the cache `req` names, when it can be used (one that cannot, an unsafe
+    /// directory, only costs time: [`LinkContext::cache_problem`]).
+    pub fn open_cache(&mut self, req: &LinkRequest) {
+        let ctx = &*self;
+        let cache = match &req.cache.dir {
+            Some(dir) => match Cache::open(dir, cache::DEFAULT_CAP) {
+                Ok(c) => Some(Arc::new(c)),
+                Err(e) => {
+                    ctx.cache_problem(req, &format!("{}; linking without the cache", e.message()));
+                    None
+                }
+            },
+            None => {
+                if req.cache.default {
+                    ctx.cache_problem(
+                        req,
+                        "no default cache directory (neither XDG_CACHE_HOME nor HOME is an absolute path); linking without the cache",
+                    );
+                }
+                None
+            }
+        };
+        self.cache = cache;
+    }
+
+    /// The cache, borrowed.
+    pub fn cache(&self) -> Option<&Cache> {
+        self.cache.as_deref()
+    }
+
+    /// Says that the cache could not be used or could not store: a warning for a cache
+    /// asked for; the default one, not asked for, says so only under -v (a warning would
+    /// fail a link made with -Werror).
+    pub fn cache_problem(&self, req: &LinkRequest, message: &str) {
+        if !req.cache.default {
+            self.diag.warning(message);
+        } else if req.verbose {
+            self.diag.info(message);
+        }
+    }
+
+    /// Frees `x`, or leaves it to the process exit ([`Process::one_shot`]).
+    pub fn dispose<T>(&self, x: T) {
+        if self.one_shot {
+            std::mem::forget(x);
+        }
+    }
+}

@@ -1,0 +1,257 @@
+//! The LTO phase of a link: gather the IR module pool, agree on the modules' options,
+//! choose the engine (libNVVM for NVIDIA's IR, LLVM for LLVM bitcode; cached when the link
+//! has a cache), compile to PTX, and assemble it with ptxas: the output itself for a
+//! whole-program link, relocatable cubins for the merge in a partial-LTO link or a split
+//! compile.
+
+use crate::context::LinkContext;
+use crate::diag::{self, Error, Result};
+use crate::lto::{self, Engine};
+use crate::plan::Plan;
+use crate::report::Timings;
+use crate::{arch, bytes, consensus, elf, input, jobs, merge, output, ptxas_driver};
+
+pub enum LtoOutcome {
+    /// Whole-program LTO wrote the output.
+    Written,
+    /// Partial LTO or a split compile: the relocatable cubins of the IR (one per split
+    /// piece), to merge with the rest, and the inputs whose IR they hold.
+    Relocatable(Vec<merge::Input>, Vec<String>),
+    /// No IR in the inputs: an ordinary link.
+    NoIr,
+}
+
+/// Runs the LTO phase over the input trees.
+pub fn run(
+    plan: &Plan,
+    ctx: &LinkContext,
+    trees: &[input::Node],
+    timings: &mut Timings,
+) -> Result<LtoOutcome> {
+    let (req, diag) = (plan.req, ctx.diag);
+    let pool = timings.phase("pool", || lto::pool::collect(trees, req.target, diag))?;
+    if pool.modules.is_empty() {
+        diag.warning("Ignoring -dlto option because no LTO objects found");
+        return Ok(LtoOutcome::NoIr);
+    }
+    let partial = !pool.non_ir.is_empty() || req.force_partial_lto;
+    // one line for every input without IR, as nvlink does
+    for o in &pool.non_ir {
+        diag.info(&format!(
+            "requested LTO but '{o}' not built for LTO so doing partial LTO"
+        ));
+    }
+    if req.split_compile.is_some() && req.split_compile_extended.is_some() {
+        diag.info("Incompatible options '-split-compile' and '-split-compile-extended', using '-split-compile-extended'");
+    }
+    let mut consensus = consensus::Consensus::default();
+    for m in &pool.modules {
+        consensus.add(&m.module.name, m.options.as_deref());
+    }
+    consensus.check(&mut |n| diag.info(&n.0))?;
+    timings.partial_lto = pool.non_ir.clone();
+    timings.consensus = consensus.explain();
+    if req.verbose {
+        for line in &timings.consensus {
+            diag.info(line);
+        }
+    }
+    let from_host = pool.modules.iter().any(|m| m.from_host_object);
+    let mut settings = plan.lto_settings(&pool, from_host);
+    if partial {
+        // nvlink's partial LTO: relocatable output, without host information (read
+        // off nvlink 13.5 through a logging libNVVM)
+        settings.device_c = true;
+        settings.force_device_c = true;
+        settings.host_info = false;
+        settings.host_refs = Default::default();
+    }
+    let options = lto::nvvm_options(&settings, &consensus);
+    let engine = engine_for(plan, ctx, &pool)?;
+    if req.verbose_keep {
+        for m in &pool.modules {
+            diag::to_stdout(&format!("nvlink -lto-add-module {}.nvvm\n", m.module.name));
+        }
+    }
+    if req.verbose {
+        diag.info(&format!("libNVVM options: {}", options.join(" ")));
+    }
+    if req.verbose2 {
+        diag::to_stderr(" Running nvlink cicc-lto\n");
+    }
+    let modules: Vec<lto::IrModule> = pool.modules.iter().map(|m| m.module.clone()).collect();
+    let lto_out = timings
+        .phase("cicc", || {
+            jobs::phase(engine.1, || engine.0.compile(&modules, &options, diag))
+        })
+        .map_err(|e| explain_newer_ir(e, &modules, req.target))?;
+    // (checked after ptxas, as nvlink does: an unresolved extern function is ptxas's error)
+    let no_cudadevrt = from_host && !pool.cudadevrt && !partial;
+    if req.emit_ptx {
+        if no_cudadevrt {
+            return Err(Error::fatal("expected libcudadevrt object"));
+        }
+        let ptx = lto_out.ptx.concat();
+        output::write_atomic(&req.output, &ptx)?;
+        timings.written.out = timings.written.keep.then_some(ptx);
+        return Ok(LtoOutcome::Written);
+    }
+    let split = lto_out.ptx.len() > 1;
+    let relocatable = partial || !lto_out.whole_program || req.relocatable || split;
+    if req.verbose && !relocatable {
+        diag::to_stderr("whole program compile\n");
+    }
+    if req.verbose2 {
+        diag::to_stderr(" Running nvlink ptxas-lto\n");
+    }
+    let mut options = plan.ptxas_options(relocatable);
+    options.maxrregcount = req
+        .maxrregcount
+        .or(consensus.value(consensus::Opt::MaxReg))
+        .filter(|&n| n > 0);
+    // (a split compile's copies of each static variable: one definition, DESIGN.md)
+    let pieces = if split {
+        lto::split_data::single_home(lto_out.ptx)
+    } else {
+        lto_out.ptx
+    };
+    let jobs: Vec<ptxas_driver::Job> = pieces
+        .into_iter()
+        .map(|ptx| ptxas_driver::Job {
+            name: "<lto ptx>".into(),
+            ptx,
+            options: options.clone(),
+        })
+        .collect();
+    let assembler = ptxas_driver::for_link(plan.toolkit()?, ctx.cache())?;
+    // The pool nvlink sizes from -split-compile-extended (0: one thread per core).
+    let threads = req.split_compile_extended.unwrap_or(0) as usize;
+    let assembled = timings.phase("ptxas", || {
+        ptxas_driver::assemble_all(&ctx.jobs, assembler.as_ref(), &jobs, threads)
+    })?;
+    let mut cubins = Vec::with_capacity(assembled.len());
+    for a in assembled {
+        let a = a?;
+        diag.tool_output(&a.messages);
+        cubins.push(a.cubin);
+    }
+    if no_cudadevrt {
+        return Err(Error::fatal("expected libcudadevrt object"));
+    }
+    if relocatable {
+        let inputs = cubins
+            .into_iter()
+            .map(|c| {
+                let cubin = elf::cubin::Cubin::parse(bytes::Bytes::from_vec(c), "lto.cubin")?;
+                Ok(merge::Input {
+                    cubin,
+                    system: false,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let from = pool.modules.iter().map(|m| m.module.name.clone()).collect();
+        return Ok(LtoOutcome::Relocatable(inputs, from));
+    }
+    timings.phase("write", || output::write_atomic(&req.output, &cubins[0]))?;
+    if timings.written.keep {
+        timings.written.out = cubins.into_iter().next();
+    }
+    Ok(LtoOutcome::Written)
+}
+
+/// The LTO engine for the module set: LLVM for LLVM bitcode (which nvlink refuses),
+/// libNVVM for NVIDIA's IR; with its name for the status line.
+fn engine_for<'a>(
+    plan: &Plan,
+    ctx: &'a LinkContext,
+    pool: &lto::pool::Pool,
+) -> Result<(Box<dyn Engine + 'a>, &'static str)> {
+    let cache = ctx.cache();
+    let (engine, name, files) = engine_uncached(plan, ctx, pool)?;
+    let Some(cache) = cache else {
+        return Ok((engine, name));
+    };
+    let mut identity = String::from(name);
+    for f in files {
+        identity.push(' ');
+        identity.push_str(&cache.tool_id(&f)?);
+    }
+    Ok((
+        Box::new(lto::CachedEngine {
+            inner: engine,
+            cache,
+            identity,
+        }),
+        name,
+    ))
+}
+
+/// The engine, its name, and the files whose content decides its output.
+#[allow(clippy::type_complexity)]
+fn engine_uncached(
+    plan: &Plan,
+    ctx: &LinkContext,
+    pool: &lto::pool::Pool,
+) -> Result<(Box<dyn Engine>, &'static str, Vec<std::path::PathBuf>)> {
+    let req = plan.req;
+    use lto::IrForm;
+    let of = |form| pool.modules.iter().find(|m| m.module.form == form);
+    match (of(IrForm::Bitcode), of(IrForm::Container)) {
+        (Some(b), Some(c)) => Err(Error::fatal(format!(
+            "LLVM bitcode ('{}') and NVIDIA LTO IR ('{}') cannot be linked in one LTO link yet",
+            b.module.name, c.module.name
+        ))),
+        (Some(_), None) => {
+            let kit = plan.toolkit()?;
+            let libdevice = Some(kit.libdevice()).filter(|p| p.is_file());
+            let mut files: Vec<std::path::PathBuf> = libdevice.iter().cloned().collect();
+            files.extend(lto::llvm_helper::locate());
+            Ok((
+                Box::new(lto::llvm_engine::LlvmEngine {
+                    libdevice,
+                    cache_dir: ctx.cache().map(|c| c.dir().to_path_buf()),
+                    jobserver: ctx.jobs.jobserver().cloned(),
+                }),
+                "LLVM",
+                files,
+            ))
+        }
+        _ => {
+            // nvlink loads `<nvvmpath>/lib64/libnvvm.so` and nothing else; without
+            // `-nvvmpath` (which nvlink requires) the toolkit's libNVVM
+            let path = match req.nvvmpath.as_deref() {
+                Some(nvvmpath) => nvvmpath.join("lib64").join("libnvvm.so"),
+                // (the toolkit as found with -nvvmpath absent, as here)
+                None => plan.toolkit()?.libnvvm(None).ok_or_else(|| {
+                    Error::fatal("-nvvmpath should be specified with -lto").context(
+                        "no libNVVM in the CUDA toolkit found either (nvvm/lib64/libnvvm.so)",
+                    )
+                })?,
+            };
+            let lib = lto::libnvvm::LibNvvm::load(&path)?;
+            if req.split_compile_extended.is_some_and(|n| n != 1) {
+                // libNVVM's own threads are not reliable: see lto::isolated
+                let engine = lto::isolated::IsolatedNvvm { lib: path.clone() };
+                return Ok((Box::new(engine), "libNVVM", vec![path]));
+            }
+            Ok((Box::new(lto::NvvmEngine { lib }), "libNVVM", vec![path]))
+        }
+    }
+}
+
+/// Adds to a failed compile the modules whose IR targets a newer SM than `-arch` (libNVVM
+/// reports them only as a bitcode parse error).
+fn explain_newer_ir(mut e: Error, modules: &[lto::IrModule], target: arch::Arch) -> Error {
+    for m in modules {
+        let arch = lto::container::parse_header(&m.data, &m.name)
+            .ok()
+            .and_then(|(h, _)| h.arch());
+        if let Some(a) = arch.filter(|&a| !lto::pool::ir_compatible(a, target)) {
+            e = e.context(format!(
+                "'{}' holds LTO IR for {a}, which cannot be linked for -arch={target}",
+                m.name
+            ));
+        }
+    }
+    e
+}
