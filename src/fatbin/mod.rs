@@ -571,7 +571,10 @@ pub(crate) mod tests {
         let block = [0x35, b'a', b'b', b'c', 3, 0, 0x10, b'!'];
         assert_eq!(lz4_exact(&block, 13).unwrap(), b"abcabcabcabc!");
         let short = lz4_exact(&block, 14).unwrap_err();
-        assert!(short.contains("decodes to 13 bytes, header says 14"), "{short}");
+        assert!(
+            short.contains("decodes to 13 bytes, header says 14"),
+            "{short}"
+        );
         let long = lz4_exact(&block, 12).unwrap_err();
         assert!(long.contains("more than the 12 bytes"), "{long}");
     }
