@@ -47,6 +47,8 @@ pub struct Error {
     message: String,
     /// Innermost first: "in 'a.o'", "while reading archive 'lib.a'" ...
     context: Vec<String>,
+    /// Another tool's lines that come before this error's (a failed ptxas's messages).
+    tool_output: String,
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -57,6 +59,7 @@ impl Error {
             severity: Severity::Fatal,
             message: message.into(),
             context: Vec::new(),
+            tool_output: String::new(),
         }
     }
 
@@ -66,11 +69,19 @@ impl Error {
             severity: Severity::Error,
             message: message.into(),
             context: Vec::new(),
+            tool_output: String::new(),
         }
     }
 
     pub fn context(mut self, ctx: impl Into<String>) -> Error {
         self.context.push(ctx.into());
+        self
+    }
+
+    /// Another tool's messages, printed (through [`Diagnostics::tool_output`]) before this
+    /// error's line when it is reported: what a failed ptxas said, then nvlink's words.
+    pub fn after_tool_output(mut self, text: impl Into<String>) -> Error {
+        self.tool_output = text.into();
         self
     }
 
@@ -304,6 +315,7 @@ impl Diagnostics {
 
     /// Prints a terminal error and returns the exit status to use.
     pub fn report(&self, err: &Error) -> u8 {
+        self.tool_output(&err.tool_output);
         let level = match err.severity() {
             Severity::Fatal => Level::Fatal,
             Severity::Error => Level::Error,

@@ -35,7 +35,7 @@ fn elf_detail(s: &DeviceSummary) -> (Value, Vec<String>) {
         .sections
         .iter()
         .skip(1)
-        .map(|x| json!({"name": x.name, "type": x.sh_type, "size": x.size}))
+        .map(|x| json!({"name": x.name, "type": x.ty, "size": x.size}))
         .collect();
     let j = json!({
         "type": s.type_name(), "e_flags": format!("{:#010x}", s.e_flags), "arch": s.arch.to_string(),

@@ -18,7 +18,6 @@ pub mod daemon;
 pub mod demangle;
 pub mod diag;
 pub mod elf;
-pub mod fasthash;
 pub mod fatbin;
 pub mod frames;
 pub mod input;

@@ -368,6 +368,32 @@ fn nvlink(cu: &Path, args: &[&str], dir: &Path) -> (i32, String) {
     )
 }
 
+/// PTX that ptxas refuses: ptxas's lines as nvlink prints them (the input called
+/// `application ptx input`, as nvlink's embedded ptxas calls it: nvlinkrs named its
+/// temporary file there, a path that changed from run to run), then nvlink's fatal line;
+/// exit 1 and no output.
+#[test]
+fn ptxas_errors_read_as_nvlinks() {
+    let tk = toolkit();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let ptx = ".version 9.5\n.target sm_90\n.address_size 64\n\n.visible .entry k()\n{\n\tbogus.instr %r1;\n\tret;\n}\n";
+    std::fs::write(d.join("bad.ptx"), ptx).unwrap();
+    let (nrc, nerr) = nvlink(&tk.root, &["-arch=sm_90", "bad.ptx", "-o", "n.cubin"], d);
+    let (rc, err) = run(&["-arch=sm_90", "bad.ptx", "-o", "r.cubin"], d);
+    assert_eq!((rc, nrc), (1, 1), "{err}");
+    // (our context lines, indented, say which ptxas ran on which input)
+    let ours: Vec<String> = err
+        .lines()
+        .filter(|l| !l.starts_with("  "))
+        .map(|l| l.replacen("nvlinkrs", "nvlink", 1))
+        .collect();
+    let theirs: Vec<&str> = nerr.lines().collect();
+    assert!(theirs.len() > 2, "{nerr}");
+    assert_eq!(ours, theirs);
+    assert!(!d.join("r.cubin").exists(), "output left behind");
+}
+
 #[test]
 fn link_input_decisions_match_nvlink() {
     let tk = toolkit();

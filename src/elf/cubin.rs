@@ -1,10 +1,14 @@
-//! The relocatable-cubin reader the merge phase works from: header, sections, symbols and
-//! relocations as plain values, every offset, length and index checked against the file
-//! before it is used (a bad one is an error naming the file, the section or symbol, and
-//! the offset — never a panic).
+//! The one ELF reader: the header and section table of any ELF64 little-endian file
+//! ([`ElfView`]: host objects, summaries, images read back) and, on the same code, the
+//! relocatable cubin the merge phase works from ([`Cubin`]: sections, symbols and
+//! relocations as plain values). Every offset, length and index read from the file is
+//! checked against it before it is used (a bad one is an error naming the file, the
+//! section or symbol, and the offset — never a panic).
 
 use crate::bytes::{Bytes, Le};
 use crate::diag::{Error, Result, malformed};
+
+use super::ELF_MAGIC;
 
 pub const SHT_PROGBITS: u32 = 1;
 pub const SHT_SYMTAB: u32 = 2;
@@ -95,6 +99,16 @@ impl Symbol {
     pub fn is_entry(&self) -> bool {
         self.ty == STT_FUNC && self.other & STO_ENTRY != 0
     }
+    /// A kernel defined here.
+    pub fn is_kernel(&self) -> bool {
+        self.is_entry() && self.defined()
+    }
+    pub fn is_function(&self) -> bool {
+        self.ty == STT_FUNC && self.defined()
+    }
+    pub fn is_variable(&self) -> bool {
+        matches!(self.ty, STT_OBJECT | STT_CUDA_OBJECT) && self.defined()
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -124,178 +138,292 @@ pub struct Cubin {
 const EHDR: usize = 64;
 const SHDR: usize = 64;
 const SYM: usize = 24;
+/// `e_shstrndx` when the index is in section 0's `sh_link` (extended numbering).
+const SHN_XINDEX: u16 = 0xFFFF;
 
-impl Cubin {
-    pub fn parse(data: Bytes, origin: &str) -> Result<Cubin> {
-        let d: &[u8] = &data;
-        let bad = |off: usize, what: String| malformed(origin, off as u64, what);
-        if d.len() < EHDR || !d.starts_with(b"\x7fELF") {
-            return Err(bad(0, "not an ELF file (cubin not an elf?)".into()));
-        }
-        if d[4] != 2 || d[5] != 1 {
-            return Err(bad(4, "not a 64-bit little-endian ELF".into()));
-        }
-        let machine = d.u16_at(0x12).unwrap_or(0);
-        if machine != super::EM_CUDA {
-            return Err(bad(
-                0x12,
-                format!("e_machine is {machine}, not EM_CUDA (cubin not a device elf?)"),
-            ));
-        }
-        let shoff = d.u64_at(0x28).unwrap_or(0);
-        let shnum = d.u16_at(0x3C).unwrap_or(0) as usize;
-        let shstrndx = d.u16_at(0x3E).unwrap_or(0) as usize;
-        let table_end = (shnum as u64)
-            .checked_mul(SHDR as u64)
-            .and_then(|n| n.checked_add(shoff));
-        if table_end.is_none_or(|e| e > d.len() as u64) {
+/// The ELF header fields the linker reads.
+#[derive(Clone, Copy, Debug)]
+struct Header {
+    e_type: u16,
+    e_machine: u16,
+    e_flags: u32,
+    osabi: u8,
+    abi_version: u8,
+}
+
+/// Checks that `d` is an ELF64 little-endian file and reads its header (`hint` ends the
+/// message for a file that is not ELF at all). The `e_ident` version byte is not read:
+/// nvlink reads a file whose version byte is not 1 as any other.
+fn read_header(d: &[u8], origin: &str, hint: &str) -> Result<Header> {
+    if d.len() < EHDR || !d.starts_with(ELF_MAGIC) {
+        return Err(malformed(origin, 0, format!("not an ELF file{hint}")));
+    }
+    if d[4] != 2 || d[5] != 1 {
+        return Err(malformed(origin, 4, "not a 64-bit little-endian ELF"));
+    }
+    Ok(Header {
+        e_type: d.u16_at(0x10).unwrap_or(0),
+        e_machine: d.u16_at(0x12).unwrap_or(0),
+        e_flags: d.u32_at(0x30).unwrap_or(0),
+        osabi: d[7],
+        abi_version: d[8],
+    })
+}
+
+/// The section table of an ELF64 file whose header [`read_header`] accepted, names included:
+/// the table, each section with file bytes and `.shstrtab`'s name offsets checked against
+/// the file. More than 0xFF00 sections (`e_shnum` 0, the count in section 0) are read
+/// as the ELF standard has them.
+fn read_sections(d: &[u8], origin: &str) -> Result<Vec<Section>> {
+    let bad = |off: usize, what: String| malformed(origin, off as u64, what);
+    let shoff = d.u64_at(0x28).unwrap_or(0);
+    if shoff == 0 {
+        return Ok(Vec::new());
+    }
+    let mut shnum = d.u16_at(0x3C).unwrap_or(0) as u64;
+    let mut shstrndx = d.u16_at(0x3E).unwrap_or(0) as u64;
+    if shnum == 0 || shstrndx == SHN_XINDEX as u64 {
+        // extended numbering: the real count and string-table index are in section 0
+        let zero = usize::try_from(shoff)
+            .ok()
+            .filter(|&o| o.checked_add(SHDR).is_some_and(|e| e <= d.len()));
+        let Some(zero) = zero else {
             return Err(bad(
                 0x28,
+                format!("section header table at {shoff:#x} passes the end of the file"),
+            ));
+        };
+        if shnum == 0 {
+            shnum = d.u64_at(zero + 0x20).unwrap_or(0);
+        }
+        if shstrndx == SHN_XINDEX as u64 {
+            shstrndx = d.u32_at(zero + 0x28).unwrap_or(0) as u64;
+        }
+    }
+    let table_end = shnum
+        .checked_mul(SHDR as u64)
+        .and_then(|n| n.checked_add(shoff));
+    if table_end.is_none_or(|e| e > d.len() as u64) {
+        return Err(bad(
+            0x28,
+            format!(
+                "section header table ({shnum} entries at {shoff:#x}) passes the end of the file"
+            ),
+        ));
+    }
+    let entsize = d.u16_at(0x3A).unwrap_or(0);
+    if shnum > 0 && entsize as usize != SHDR {
+        return Err(bad(
+            0x3A,
+            format!("section header size {entsize} is not the ELF64 {SHDR}"),
+        ));
+    }
+    // (in bounds: the table ends inside the file)
+    let (shoff, shnum) = (shoff as usize, shnum as usize);
+    let mut raw = Vec::with_capacity(shnum);
+    for i in 0..shnum {
+        let h = shoff + i * SHDR;
+        let f = |o: usize| d.u64_at(h + o).unwrap_or(0);
+        let g = |o: usize| d.u32_at(h + o).unwrap_or(0);
+        let s = Section {
+            name: String::new(),
+            ty: g(4),
+            flags: f(8),
+            offset: f(0x18),
+            size: f(0x20),
+            link: g(0x28),
+            info: g(0x2C),
+            align: f(0x30),
+            entsize: f(0x38),
+        };
+        if s.has_bytes()
+            && s.offset
+                .checked_add(s.size)
+                .is_none_or(|e| e > d.len() as u64)
+        {
+            return Err(bad(
+                h,
                 format!(
-                    "section header table ({shnum} entries at {shoff:#x}) passes the end of the file"
+                    "section [{i}] of {:#x} bytes at {:#x} passes the end of the {:#x}-byte file (truncated section)",
+                    s.size,
+                    s.offset,
+                    d.len()
                 ),
             ));
         }
-        let mut raw = Vec::with_capacity(shnum);
-        for i in 0..shnum {
-            let h = shoff as usize + i * SHDR;
-            let f = |o: usize| d.u64_at(h + o).unwrap_or(0);
-            let g = |o: usize| d.u32_at(h + o).unwrap_or(0);
-            let s = Section {
-                name: String::new(),
-                ty: g(4),
-                flags: f(8),
-                offset: f(0x18),
-                size: f(0x20),
-                link: g(0x28),
-                info: g(0x2C),
-                align: f(0x30),
-                entsize: f(0x38),
-            };
-            if s.has_bytes()
-                && s.offset
-                    .checked_add(s.size)
-                    .is_none_or(|e| e > d.len() as u64)
-            {
-                return Err(bad(
-                    h,
-                    format!(
-                        "section [{i}] of {:#x} bytes at {:#x} passes the end of the {:#x}-byte file (truncated section)",
-                        s.size,
-                        s.offset,
-                        d.len()
-                    ),
-                ));
-            }
+        raw.push((g(0), s));
+    }
+    if shstrndx >= raw.len() as u64 && shnum > 0 {
+        return Err(bad(0x3E, format!("e_shstrndx {shstrndx} is not a section")));
+    }
+    let shstr = match raw.get(shstrndx as usize) {
+        Some((_, s)) => slice(d, s),
+        None => &[][..],
+    };
+    let mut sections = Vec::with_capacity(raw.len());
+    for (i, (name_off, mut s)) in raw.into_iter().enumerate() {
+        s.name = cstr(shstr, name_off as usize).ok_or_else(|| {
+            bad(
+                shoff + i * SHDR,
+                format!("section [{i}] name offset {name_off:#x} is outside .shstrtab"),
+            )
+        })?;
+        sections.push(s);
+    }
+    Ok(sections)
+}
+
+/// The entries of the first symbol table of type `ty` (section 0's null entry when the
+/// file has none), each name offset and section index checked.
+fn read_symbols(d: &[u8], sections: &[Section], ty: u32, origin: &str) -> Result<Vec<Symbol>> {
+    let Some(sec) = sections.iter().find(|s| s.ty == ty) else {
+        return Ok(vec![null_symbol()]);
+    };
+    let strtab = sections
+        .get(sec.link as usize)
+        .filter(|s| s.ty == SHT_STRTAB)
+        .ok_or_else(|| {
+            malformed(
+                origin,
+                sec.offset,
+                format!(
+                    "{} links to section {}, which is not a string table",
+                    sec.name, sec.link
+                ),
+            )
+        })?;
+    let strings = slice(d, strtab);
+    let table = slice(d, sec);
+    let mut out = Vec::with_capacity(table.len() / SYM);
+    for (i, e) in table.chunks_exact(SYM).enumerate() {
+        let name_off = e.u32_at(0).unwrap_or(0) as usize;
+        let info = e[4];
+        let shndx = e.u16_at(6).unwrap_or(0);
+        let name = cstr(strings, name_off).ok_or_else(|| {
+            malformed(
+                origin,
+                sec.offset + (i * SYM) as u64,
+                format!(
+                    "{} symbol {i}: name offset {name_off:#x} is outside .strtab",
+                    sec.name
+                ),
+            )
+        })?;
+        if shndx as usize >= sections.len() && shndx < 0xFF00 {
+            return Err(malformed(
+                origin,
+                sec.offset + (i * SYM) as u64,
+                format!(
+                    "{} symbol {i} '{name}' names section {shndx}, which does not exist",
+                    sec.name
+                ),
+            ));
+        }
+        out.push(Symbol {
+            name,
+            value: e.u64_at(8).unwrap_or(0),
+            size: e.u64_at(16).unwrap_or(0),
+            bind: info >> 4,
+            ty: info & 0xF,
+            other: e[5],
+            shndx,
+        });
+    }
+    if out.is_empty() {
+        out.push(null_symbol());
+    }
+    Ok(out)
+}
+
+/// The header and sections of any ELF64 little-endian file, host or device, borrowed
+/// from its bytes (no symbols unless asked for; no rule on what a linkable cubin holds).
+#[derive(Debug)]
+pub struct ElfView<'d> {
+    pub data: &'d [u8],
+    pub e_type: u16,
+    pub e_machine: u16,
+    pub e_flags: u32,
+    pub osabi: u8,
+    pub abi_version: u8,
+    pub sections: Vec<Section>,
+}
+
+impl<'d> ElfView<'d> {
+    pub fn parse(data: &'d [u8], origin: &str) -> Result<ElfView<'d>> {
+        let h = read_header(data, origin, "")?;
+        Ok(ElfView {
+            data,
+            e_type: h.e_type,
+            e_machine: h.e_machine,
+            e_flags: h.e_flags,
+            osabi: h.osabi,
+            abi_version: h.abi_version,
+            sections: read_sections(data, origin)?,
+        })
+    }
+
+    pub fn section(&self, name: &str) -> Option<&Section> {
+        self.sections.iter().find(|s| s.name == name)
+    }
+
+    /// The file bytes of a section (empty for the memory-only kinds). Bounds were checked.
+    pub fn section_data(&self, s: &Section) -> &'d [u8] {
+        slice(self.data, s)
+    }
+
+    /// `.symtab`'s entries, the null symbol 0 included.
+    pub fn symbols(&self, origin: &str) -> Result<Vec<Symbol>> {
+        read_symbols(self.data, &self.sections, SHT_SYMTAB, origin)
+    }
+}
+
+impl Cubin {
+    /// Reads a device ELF for linking: [`ElfView`]'s checks, then `EM_CUDA`, section
+    /// alignments a link can honour, and the symbol tables.
+    pub fn parse(data: Bytes, origin: &str) -> Result<Cubin> {
+        let d: &[u8] = &data;
+        let h = read_header(d, origin, " (cubin not an elf?)")?;
+        if h.e_machine != super::EM_CUDA {
+            return Err(malformed(
+                origin,
+                0x12,
+                format!(
+                    "e_machine is {}, not EM_CUDA (cubin not a device elf?)",
+                    h.e_machine
+                ),
+            ));
+        }
+        let sections = read_sections(d, origin)?;
+        let shoff = d.u64_at(0x28).unwrap_or(0);
+        for (i, s) in sections.iter().enumerate() {
             if s.align > 1 && (!s.align.is_power_of_two() || s.align > 1 << 16) {
-                return Err(bad(
-                    h,
+                return Err(malformed(
+                    origin,
+                    shoff + (i * SHDR) as u64,
                     format!(
                         "section [{i}] alignment {:#x} is not a power of two up to 64 KiB",
                         s.align
                     ),
                 ));
             }
-            raw.push((g(0), s));
         }
-        if shstrndx >= raw.len() && shnum > 0 {
-            return Err(bad(0x3E, format!("e_shstrndx {shstrndx} is not a section")));
-        }
-        let shstr = match raw.get(shstrndx) {
-            Some((_, s)) => slice(d, s),
-            None => &[][..],
+        let symbols = read_symbols(d, &sections, SHT_SYMTAB, origin)?;
+        let merc_symbols = if sections.iter().any(|s| s.ty == SHT_MERC_SYMTAB) {
+            read_symbols(d, &sections, SHT_MERC_SYMTAB, origin)?
+        } else {
+            Vec::new()
         };
-        let mut sections = Vec::with_capacity(raw.len());
-        for (i, (name_off, mut s)) in raw.into_iter().enumerate() {
-            s.name = cstr(shstr, name_off as usize).ok_or_else(|| {
-                bad(
-                    shoff as usize + i * SHDR,
-                    format!("section [{i}] name offset {name_off:#x} is outside .shstrtab"),
-                )
-            })?;
-            sections.push(s);
-        }
-        let mut c = Cubin {
+        Ok(Cubin {
             origin: origin.to_string(),
-            e_type: d.u16_at(0x10).unwrap_or(0),
-            e_flags: d.u32_at(0x30).unwrap_or(0),
-            osabi: d[7],
-            abi_version: d[8],
-            symbols: Vec::new(),
-            merc_symbols: Vec::new(),
+            e_type: h.e_type,
+            e_flags: h.e_flags,
+            osabi: h.osabi,
+            abi_version: h.abi_version,
             sections,
-            data: data.clone(),
-        };
-        c.symbols = c.read_symbols(SHT_SYMTAB)?;
-        if c.sections.iter().any(|s| s.ty == SHT_MERC_SYMTAB) {
-            c.merc_symbols = c.read_symbols(SHT_MERC_SYMTAB)?;
-        }
-        Ok(c)
-    }
-
-    /// The entries of the first symbol table of type `ty`.
-    fn read_symbols(&self, ty: u32) -> Result<Vec<Symbol>> {
-        let Some(st) = self.sections.iter().position(|s| s.ty == ty) else {
-            return Ok(vec![null_symbol()]);
-        };
-        let sec = &self.sections[st];
-        let strtab = self
-            .sections
-            .get(sec.link as usize)
-            .filter(|s| s.ty == SHT_STRTAB)
-            .ok_or_else(|| {
-                malformed(
-                    &self.origin,
-                    sec.offset,
-                    format!(
-                        "{} links to section {}, which is not a string table",
-                        sec.name, sec.link
-                    ),
-                )
-            })?;
-        let strings = self.bytes(strtab);
-        let d = self.bytes(sec);
-        let n = d.len() / SYM;
-        let mut out = Vec::with_capacity(n);
-        for i in 0..n {
-            let e = &d[i * SYM..(i + 1) * SYM];
-            let name_off = e.u32_at(0).unwrap_or(0) as usize;
-            let info = e[4];
-            let shndx = e.u16_at(6).unwrap_or(0);
-            let name = cstr(strings, name_off).ok_or_else(|| {
-                malformed(
-                    &self.origin,
-                    sec.offset + (i * SYM) as u64,
-                    format!(
-                        "{} symbol {i}: name offset {name_off:#x} is outside .strtab",
-                        sec.name
-                    ),
-                )
-            })?;
-            if shndx as usize >= self.sections.len() && shndx < 0xFF00 {
-                return Err(malformed(
-                    &self.origin,
-                    sec.offset + (i * SYM) as u64,
-                    format!(
-                        "{} symbol {i} '{name}' names section {shndx}, which does not exist",
-                        sec.name
-                    ),
-                ));
-            }
-            out.push(Symbol {
-                name,
-                value: e.u64_at(8).unwrap_or(0),
-                size: e.u64_at(16).unwrap_or(0),
-                bind: info >> 4,
-                ty: info & 0xF,
-                other: e[5],
-                shndx,
-            });
-        }
-        if out.is_empty() {
-            out.push(null_symbol());
-        }
-        Ok(out)
+            symbols,
+            merc_symbols,
+            data,
+        })
     }
 
     /// The file bytes of a section (empty for the memory-only kinds). Bounds were checked.
@@ -452,5 +580,115 @@ mod tests {
         h[0x3C] = 3;
         let e = Cubin::parse(Bytes::from_vec(h), "y.cubin").unwrap_err();
         assert!(e.message().contains("section header table"), "{e}");
+    }
+
+    /// A device ELF: the null section, `sections` (name, type, link, bytes), then
+    /// `.shstrtab`; with `extended`, the section count and string-table index in
+    /// section 0 as the ELF standard has them past 0xFF00 sections.
+    fn elf(sections: &[(&str, u32, u32, Vec<u8>)], extended: bool) -> Vec<u8> {
+        let mut all = sections.to_vec();
+        let mut names = vec![0u8];
+        for (name, ..) in sections.iter().chain([&(".shstrtab", 0, 0, Vec::new())]) {
+            names.extend_from_slice(name.as_bytes());
+            names.push(0);
+        }
+        all.push((".shstrtab", SHT_STRTAB, 0, names));
+        let (mut body, mut headers, mut name_at) = (Vec::new(), vec![[0u8; 64]], 1u32);
+        for (name, ty, link, data) in &all {
+            let mut h = [0u8; 64];
+            h[0..4].copy_from_slice(&name_at.to_le_bytes());
+            name_at += name.len() as u32 + 1;
+            h[4..8].copy_from_slice(&ty.to_le_bytes());
+            h[0x18..0x20].copy_from_slice(&(64 + body.len() as u64).to_le_bytes());
+            h[0x20..0x28].copy_from_slice(&(data.len() as u64).to_le_bytes());
+            h[0x28..0x2C].copy_from_slice(&link.to_le_bytes());
+            let entsize = if *ty == SHT_SYMTAB { 24u64 } else { 0 };
+            h[0x38..0x40].copy_from_slice(&entsize.to_le_bytes());
+            body.extend_from_slice(data);
+            headers.push(h);
+        }
+        let shstrndx = headers.len() - 1;
+        let mut d = vec![0u8; 64];
+        d[..4].copy_from_slice(ELF_MAGIC);
+        d[4] = 2;
+        d[5] = 1;
+        d[0x10] = 1;
+        d[0x12] = 190;
+        d[0x28..0x30].copy_from_slice(&(64 + body.len() as u64).to_le_bytes());
+        d[0x3A] = 64;
+        if extended {
+            let n = headers.len() as u64;
+            headers[0][0x20..0x28].copy_from_slice(&n.to_le_bytes());
+            headers[0][0x28..0x2C].copy_from_slice(&(shstrndx as u32).to_le_bytes());
+            d[0x3E..0x40].copy_from_slice(&0xFFFFu16.to_le_bytes());
+        } else {
+            d[0x3C..0x3E].copy_from_slice(&(headers.len() as u16).to_le_bytes());
+            d[0x3E..0x40].copy_from_slice(&(shstrndx as u16).to_le_bytes());
+        }
+        d.extend_from_slice(&body);
+        headers.iter().for_each(|h| d.extend_from_slice(h));
+        d
+    }
+
+    fn symbol(name: u32, info: u8, shndx: u16) -> Vec<u8> {
+        let mut e = vec![0u8; 24];
+        e[0..4].copy_from_slice(&name.to_le_bytes());
+        e[4] = info;
+        e[6..8].copy_from_slice(&shndx.to_le_bytes());
+        e
+    }
+
+    /// One reader for host objects, summaries and linked cubins: the same sections
+    /// from either face, with the section count and name-table index in section 0
+    /// (a host object past 0xFF00 sections) and an `e_ident` version byte other than 1
+    /// read as nvlink reads them.
+    #[test]
+    fn extended_numbering_and_any_version_byte_are_read() {
+        let text = vec![0xAB; 16];
+        let mut d = elf(&[(".text.k", SHT_PROGBITS, 0, text.clone())], true);
+        d[6] = 0;
+        let view = ElfView::parse(&d, "x.o").unwrap();
+        let names: Vec<&str> = view.sections.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["", ".text.k", ".shstrtab"]);
+        assert_eq!(
+            view.section_data(view.section(".text.k").unwrap()),
+            &text[..]
+        );
+        let c = Cubin::parse(Bytes::from_vec(d), "x.cubin").unwrap();
+        assert_eq!(c.section_index(".text.k"), Some(1));
+        assert_eq!(c.bytes(&c.sections[1]), &text[..]);
+    }
+
+    /// Lengths, offsets and indices from the file are checked by both faces: a symbol in
+    /// a section that does not exist, a section header size that is not ELF64's, a
+    /// section past the end.
+    #[test]
+    fn bad_tables_are_refused_by_both_faces() {
+        let mut syms = symbol(0, 0, 0);
+        syms.extend(symbol(1, 0x12, 40));
+        let d = elf(
+            &[
+                (".symtab", SHT_SYMTAB, 2, syms),
+                (".strtab", SHT_STRTAB, 0, b"\0_Z1fv\0".to_vec()),
+            ],
+            false,
+        );
+        let e = crate::elf::device_summary(&d, "s.cubin").unwrap_err();
+        assert!(e.message().contains("'_Z1fv' names section 40"), "{e}");
+        let e = Cubin::parse(Bytes::from_vec(d.clone()), "s.cubin").unwrap_err();
+        assert!(e.message().contains("'_Z1fv' names section 40"), "{e}");
+        let mut h = d.clone();
+        h[0x3A] = 40;
+        let e = ElfView::parse(&h, "h.o").unwrap_err();
+        assert!(
+            e.message()
+                .contains("'h.o' at offset 0x3a: section header size 40"),
+            "{e}"
+        );
+        let mut cut = d;
+        let shoff = cut.u64_at(0x28).unwrap() as usize;
+        cut[shoff + 64 + 0x20..shoff + 64 + 0x28].copy_from_slice(&0x1000u64.to_le_bytes());
+        let e = ElfView::parse(&cut, "c.o").unwrap_err();
+        assert!(e.message().contains("section [1] of 0x1000 bytes"), "{e}");
     }
 }

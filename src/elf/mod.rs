@@ -1,6 +1,6 @@
-//! ELF reading for the linker: the device ELF (cubin) view — header, architecture,
-//! sections, symbols, kernels, notes — and the section list of host objects. This is the
-//! only module that names `object` crate types; everything it returns is plain data.
+//! ELF for the linker: the one reader ([`cubin`]: any ELF64 file's sections, the
+//! linkable cubin), what a device ELF says about itself (architecture, kernels, notes),
+//! and the image writer, `.nv.info` records, relocation types and image comparison.
 
 pub mod cubin;
 pub mod equiv;
@@ -9,15 +9,16 @@ pub mod reloc;
 pub mod tkinfo;
 pub mod write;
 
-use object::LittleEndian as LE;
-use object::elf::{FileHeader64, SHT_NOBITS, SHT_SYMTAB};
-use object::read::elf::{FileHeader, SectionHeader, Sym};
+pub use cubin::ElfView;
+use cubin::{SHT_NOBITS, Section, Symbol};
 
 use crate::arch::{Arch, Variant};
 use crate::bytes::Le;
 use crate::diag::{Result, malformed};
 
 pub const EM_CUDA: u16 = 190;
+/// `e_type` of a relocatable object.
+pub const ET_REL: u16 = 1;
 pub const ELF_MAGIC: &[u8; 4] = b"\x7fELF";
 
 /// `st_other` bit of kernels (entry functions) in relocatable cubins.
@@ -76,166 +77,6 @@ pub fn image_extent(data: &[u8]) -> Option<usize> {
     usize::try_from(end).ok()
 }
 
-#[derive(Clone, Debug)]
-pub struct SectionInfo {
-    pub index: usize,
-    pub name: String,
-    pub sh_type: u32,
-    pub flags: u64,
-    pub offset: u64,
-    pub size: u64,
-    pub align: u64,
-}
-
-#[derive(Clone, Debug)]
-pub struct SymbolInfo {
-    pub name: String,
-    pub st_type: u8,
-    pub bind: u8,
-    pub other: u8,
-    pub shndx: u16,
-    pub value: u64,
-    pub size: u64,
-}
-
-impl SymbolInfo {
-    pub fn is_defined(&self) -> bool {
-        self.shndx != 0
-    }
-    pub fn is_kernel(&self) -> bool {
-        self.st_type == object::elf::STT_FUNC
-            && self.other & STO_CUDA_ENTRY != 0
-            && self.is_defined()
-    }
-    pub fn is_function(&self) -> bool {
-        self.st_type == object::elf::STT_FUNC && self.is_defined()
-    }
-    pub fn is_variable(&self) -> bool {
-        matches!(self.st_type, object::elf::STT_OBJECT | STT_CUDA_OBJECT) && self.is_defined()
-    }
-}
-
-/// Sections of any ELF64 little-endian file (host or device).
-pub struct ElfView<'d> {
-    pub data: &'d [u8],
-    pub e_type: u16,
-    pub e_machine: u16,
-    pub e_flags: u32,
-    pub osabi: u8,
-    pub abi_version: u8,
-    pub sections: Vec<SectionInfo>,
-}
-
-fn obj_err(origin: &str, e: object::read::Error) -> crate::diag::Error {
-    malformed(origin, 0, format!("not a readable ELF64 file: {e}"))
-}
-
-impl<'d> ElfView<'d> {
-    /// Header and section list (no symbols).
-    pub fn parse(data: &'d [u8], origin: &str) -> Result<ElfView<'d>> {
-        Ok(Self::read(data, origin, false)?.0)
-    }
-
-    /// Header, sections and (when `with_symbols`) the symbol table, from one parse.
-    fn read(
-        data: &'d [u8],
-        origin: &str,
-        with_symbols: bool,
-    ) -> Result<(ElfView<'d>, Vec<SymbolInfo>)> {
-        let header = FileHeader64::<LE>::parse(data).map_err(|e| obj_err(origin, e))?;
-        let endian = header.endian().map_err(|e| obj_err(origin, e))?;
-        let table = header
-            .sections(endian, data)
-            .map_err(|e| obj_err(origin, e))?;
-        let mut sections = Vec::with_capacity(table.len());
-        for (index, s) in table.iter().enumerate() {
-            let name = table
-                .section_name(endian, s)
-                .map_err(|e| obj_err(origin, e))?;
-            let (offset, size) = (s.sh_offset(endian), s.sh_size(endian));
-            let ty = s.sh_type(endian);
-            if ty != SHT_NOBITS
-                && offset
-                    .checked_add(size)
-                    .is_none_or(|e| e > data.len() as u64)
-            {
-                return Err(malformed(
-                    origin,
-                    offset,
-                    format!(
-                        "section [{index}] {} of {size} bytes passes the end of the {}-byte file",
-                        String::from_utf8_lossy(name),
-                        data.len()
-                    ),
-                ));
-            }
-            sections.push(SectionInfo {
-                index,
-                name: String::from_utf8_lossy(name).into_owned(),
-                sh_type: ty,
-                flags: s.sh_flags(endian),
-                offset,
-                size,
-                align: s.sh_addralign(endian),
-            });
-        }
-        let symbols = if with_symbols {
-            read_symbols(&table, endian, data, origin)?
-        } else {
-            Vec::new()
-        };
-        let view = ElfView {
-            data,
-            e_type: header.e_type(endian),
-            e_machine: header.e_machine(endian),
-            e_flags: header.e_flags(endian),
-            osabi: header.e_ident().os_abi,
-            abi_version: header.e_ident().abi_version,
-            sections,
-        };
-        Ok((view, symbols))
-    }
-
-    pub fn section(&self, name: &str) -> Option<&SectionInfo> {
-        self.sections.iter().find(|s| s.name == name)
-    }
-
-    /// The file bytes of a section (empty for NOBITS). Bounds were checked in `parse`.
-    pub fn section_data(&self, s: &SectionInfo) -> &'d [u8] {
-        if s.sh_type == SHT_NOBITS {
-            return &[];
-        }
-        &self.data[s.offset as usize..(s.offset + s.size) as usize]
-    }
-}
-
-fn read_symbols(
-    table: &object::read::elf::SectionTable<'_, FileHeader64<LE>>,
-    endian: LE,
-    data: &[u8],
-    origin: &str,
-) -> Result<Vec<SymbolInfo>> {
-    let syms = table
-        .symbols(endian, data, SHT_SYMTAB)
-        .map_err(|e| obj_err(origin, e))?;
-    let mut out = Vec::with_capacity(syms.len());
-    for s in syms.iter().skip(1) {
-        let name = syms
-            .symbol_name(endian, s)
-            .map_err(|e| obj_err(origin, e))?;
-        out.push(SymbolInfo {
-            name: String::from_utf8_lossy(name).into_owned(),
-            st_type: s.st_type(),
-            bind: s.st_bind(),
-            other: s.st_other(),
-            shndx: s.st_shndx(endian),
-            value: s.st_value(endian),
-            size: s.st_size(endian),
-        });
-    }
-    Ok(out)
-}
-
 /// What a device ELF (cubin) says about itself.
 #[derive(Clone, Debug)]
 pub struct DeviceSummary {
@@ -249,8 +90,9 @@ pub struct DeviceSummary {
     /// CUDA version that built it, e.g. 135 = 13.5 (`.note.nv.cuinfo`).
     pub cuda_version: Option<u32>,
     pub debug_level: u8,
-    pub sections: Vec<SectionInfo>,
-    pub symbols: Vec<SymbolInfo>,
+    pub sections: Vec<Section>,
+    /// `.symtab` without its null symbol 0.
+    pub symbols: Vec<Symbol>,
 }
 
 impl DeviceSummary {
@@ -262,14 +104,14 @@ impl DeviceSummary {
             t => format!("{t:#x}"),
         }
     }
-    pub fn kernels(&self) -> impl Iterator<Item = &SymbolInfo> {
+    pub fn kernels(&self) -> impl Iterator<Item = &Symbol> {
         self.symbols.iter().filter(|s| s.is_kernel())
     }
 }
 
 /// Reads a cubin: validates that it is a device ELF and summarises it.
 pub fn device_summary(data: &[u8], origin: &str) -> Result<DeviceSummary> {
-    let (view, symbols) = ElfView::read(data, origin, true)?;
+    let view = ElfView::parse(data, origin)?;
     if view.e_machine != EM_CUDA {
         return Err(malformed(
             origin,
@@ -299,8 +141,8 @@ pub fn device_summary(data: &[u8], origin: &str) -> Result<DeviceSummary> {
         virtual_sm,
         cuda_version,
         debug_level: (view.e_flags >> 24) as u8,
+        symbols: view.symbols(origin)?.split_off(1),
         sections: view.sections,
-        symbols,
     })
 }
 

@@ -59,17 +59,9 @@ fn entries(d: &[u8]) -> Vec<String> {
 
 /// Finds the device-code sections of a host ELF object.
 pub fn read(file: &Bytes, origin: &str) -> Result<HostObject> {
-    // nvlink reads an object whose e_ident version byte is not 1 as any other; the ELF
-    // reader refuses it, so it reads a copy with the byte set (offsets are the same)
-    let fixed: Vec<u8>;
-    let data: &[u8] = match file[..].get(6) {
-        Some(&v) if v != 1 => {
-            fixed = [&file[..6], &[1], &file[7..]].concat();
-            &fixed
-        }
-        _ => file,
-    };
-    let view = ElfView::parse(data, origin)?;
+    // (nvlink reads an object whose e_ident version byte is not 1 as any other: so does
+    // the ELF reader)
+    let view = ElfView::parse(file, origin)?;
     let mut fatbins = Vec::new();
     for name in FATBIN_SECTIONS {
         if let Some(s) = view.section(name) {

@@ -5,7 +5,6 @@
 //! is checked against the bytes that are really there.
 
 pub mod host;
-pub mod lz4;
 
 use crate::arch::{Arch, Variant};
 use crate::bytes::{Bytes, Le};
@@ -190,7 +189,7 @@ impl Member {
                         zstd_exact(&frame, want as usize)
                     }
                     None if c == Compression::Zstd => zstd_exact(&self.payload, want as usize),
-                    None => lz4::decompress_block(&self.payload, want as usize),
+                    None => lz4_exact(&self.payload, want as usize),
                 };
                 let out = out.map_err(|e| {
                     malformed(
@@ -219,6 +218,30 @@ impl Member {
             _ => raw,
         })
     }
+}
+
+/// Decompresses one LZ4 block (no frame: `--compress-mode=speed` members) into exactly
+/// `want` bytes with `lz4_flex`, which checks every length and match offset and writes no
+/// further than the buffer. A sequence yields at most 255 bytes per input byte, so a
+/// declared size beyond that is refused before its buffer is allocated.
+fn lz4_exact(src: &[u8], want: usize) -> std::result::Result<Vec<u8>, String> {
+    if want > src.len().saturating_mul(255).saturating_add(16) {
+        return Err(format!(
+            "a {}-byte block cannot decode to the {want} bytes the header says",
+            src.len()
+        ));
+    }
+    let mut out = vec![0u8; want];
+    let n = lz4_flex::block::decompress_into(src, &mut out).map_err(|e| match e {
+        lz4_flex::block::DecompressError::OutputTooSmall { .. } => {
+            format!("block decodes to more than the {want} bytes the header says")
+        }
+        e => e.to_string(),
+    })?;
+    if n != want {
+        return Err(format!("block decodes to {n} bytes, header says {want}"));
+    }
+    Ok(out)
 }
 
 /// Decompresses one zstd frame into exactly `want` bytes, reading no further than
@@ -546,5 +569,33 @@ pub(crate) mod tests {
         let err = zstd_exact(&z, 1000).unwrap_err();
         assert!(err.contains("more than 1000"), "{err}");
         assert_eq!(zstd_exact(&z, big.len()).unwrap().len(), big.len());
+    }
+
+    #[test]
+    fn lz4_literals_and_overlapping_match() {
+        // "abc", a match of offset 3 and length 9, then the literal-only last sequence
+        let block = [0x35, b'a', b'b', b'c', 3, 0, 0x10, b'!'];
+        assert_eq!(lz4_exact(&block, 13).unwrap(), b"abcabcabcabc!");
+        let short = lz4_exact(&block, 14).unwrap_err();
+        assert!(
+            short.contains("decodes to 13 bytes, header says 14"),
+            "{short}"
+        );
+        let long = lz4_exact(&block, 12).unwrap_err();
+        assert!(long.contains("more than the 12 bytes"), "{long}");
+    }
+
+    #[test]
+    fn lz4_rejects_bad_offsets_overruns_and_bombs() {
+        // a block may not end with a match
+        assert!(lz4_exact(&[0x35, b'a', b'b', b'c', 3, 0], 12).is_err());
+        assert!(lz4_exact(&[0x35, b'a', b'b', b'c', 9, 0], 12).is_err());
+        assert!(lz4_exact(&[0x35, b'a', b'b', b'c', 0, 0], 12).is_err());
+        assert!(lz4_exact(&[0x35, b'a', b'b', b'c', 3, 0], 5).is_err());
+        assert!(lz4_exact(&[0xF0, 255, 255], 10).is_err());
+        assert!(lz4_exact(&[], 0).is_err());
+        assert!(lz4_exact(&[0x30, b'a'], 3).is_err());
+        let bomb = lz4_exact(&[0x1F, 0, 1, 0, 255, 255], 1 << 30).unwrap_err();
+        assert!(bomb.contains("cannot decode"), "{bomb}");
     }
 }

@@ -240,9 +240,7 @@ pub fn decide(name: &str, ext: Ext, data: &[u8], lto: bool) -> Result<Role> {
             // nvlink goes by e_type alone: a relocatable object with its ELF magic,
             // class or byte order damaged is a host object it cannot read ("Could not
             // find fatbin"), not something to skip
-            Content::HostElf | Content::Unknown
-                if data.u16_at(0x10) == Some(object::elf::ET_REL) =>
-            {
+            Content::HostElf | Content::Unknown if data.u16_at(0x10) == Some(elf::ET_REL) => {
                 Role::HostObject
             }
             _ => Role::Ignored,

@@ -97,7 +97,7 @@ impl Assembler for Ptxas {
             .arg(&input)
             .arg("-o")
             .arg(&output);
-        run(cmd, &self.path, &job.name, &output)
+        run(cmd, &self.path, &job.name, &input, &output)
     }
 }
 
@@ -145,7 +145,20 @@ fn reclaim_job_dirs(tmp: &Path, age: std::time::Duration) {
     }
 }
 
-fn run(mut cmd: Command, tool: &Path, name: &str, output: &Path) -> Result<Assembled> {
+/// nvlink's embedded ptxas reads PTX from memory and calls it `application ptx input` in
+/// its messages, where ours names the job's temporary file: the messages say nvlink's
+/// words (the same from run to run, so a cached link repeats them as they were).
+fn as_nvlink_names_the_input(messages: &str, input: &Path) -> String {
+    messages.replace(&*input.to_string_lossy(), "application ptx input")
+}
+
+fn run(
+    mut cmd: Command,
+    tool: &Path,
+    name: &str,
+    input: &Path,
+    output: &Path,
+) -> Result<Assembled> {
     // ptxas dies with the link (a link the daemon kills, or the user, leaves none running);
     // the thread that starts it waits for it, so it outlives ptxas otherwise
     #[cfg(target_os = "linux")]
@@ -159,21 +172,23 @@ fn run(mut cmd: Command, tool: &Path, name: &str, output: &Path) -> Result<Assem
     let out = cmd
         .output()
         .map_err(|e| Error::fatal(format!("cannot run ptxas '{}': {e}", tool.display())))?;
-    let messages =
-        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
+    let messages = as_nvlink_names_the_input(
+        &(String::from_utf8_lossy(&out.stderr).into_owned()
+            + &String::from_utf8_lossy(&out.stdout)),
+        input,
+    );
     if !out.status.success() {
         let how = match out.status.code() {
             Some(c) => format!("exit status {c}"),
             None => "a signal".into(),
         };
         // nvlink's own words for a failed embedded ptxas; ptxas's messages come first.
-        if !messages.is_empty() {
-            crate::diag::to_stderr(&messages);
-        }
-        return Err(Error::fatal("elfLink fatbinary error").context(format!(
-            "ptxas '{}' failed on '{name}' ({how})",
-            tool.display()
-        )));
+        return Err(Error::fatal("elfLink fatbinary error")
+            .context(format!(
+                "ptxas '{}' failed on '{name}' ({how})",
+                tool.display()
+            ))
+            .after_tool_output(messages));
     }
     let cubin = std::fs::read(output).map_err(|e| {
         Error::fatal("elfLink JIT compile failed")
