@@ -7,6 +7,7 @@
 //! resolve relocations (apply the link-time ones, keep the driver's), rebuild `.nv.info`,
 //! `.nv.callgraph`, `.nv.prototype`, notes and symbols, and hand the image to the writer.
 
+mod devrt;
 mod externs;
 pub mod gather;
 mod mercury;
@@ -1609,6 +1610,9 @@ impl<'a> Merger<'a> {
             let c = &self.inputs[i].cubin;
             for (s, sym) in c.symbols.iter().enumerate().skip(1) {
                 if sym.bind != STB_LOCAL || sym.ty == STT_SECTION || !sym.defined() {
+                    if !exec && let Some(o) = devrt::relocatable_symbol(sym) {
+                        self.symbols.push(o);
+                    }
                     continue;
                 }
                 // shared variables are placed per kernel; `_param` marks the
@@ -1943,7 +1947,7 @@ impl<'a> Merger<'a> {
                 // ones included, for the driver: nvlink keeps those relocations)
                 let load_address = target_nonalloc && reloc::is_global_address(r.ty);
                 let apply_now = resolvable_here
-                    && (exec || f.in_nonalloc_section)
+                    && (exec || f.in_nonalloc_section || devrt::linker_value(sym).is_some())
                     && reloc::resolvable(r.ty)
                     && !load_address;
                 // (the addend as the next link sees it: a section symbol's piece added)
@@ -2044,6 +2048,9 @@ impl<'a> Merger<'a> {
         let s = self.sym(k);
         if !s.defined() && s.bind != STB_LOCAL && is_table_symbol(&s.name) {
             return (0, 0, true);
+        }
+        if let Some(v) = devrt::linker_value(s) {
+            return (v, 0, true);
         }
         if s.ty != STT_SECTION
             && let Some(&o) = self.shared_offset.get(&self.representative(k))
