@@ -163,7 +163,8 @@ fn unplaced_debug_labels_sm_100() {
 /// cudaMemcpyAsync/cudaMemsetAsync from the device; its host side `dpmain.cu`) at sm_75
 /// and sm_90: cubins, host objects, `-g` (with `-G` code and without), whole-program and
 /// partial `-dlto` links; and static kernels and internal-linkage names under
-/// `-dump-callgraph` (`dpstatic.cu`). libcudadevrt's cudaMemcpyAsync family refers to
+/// `-dump-callgraph` (`dpstatic.cu`); sm_80 with and without `--preserve-relocs`.
+/// libcudadevrt's cudaMemcpyAsync family refers to
 /// `.nv.ptx.const0.size`, which nvlink fills in (each of these links failed before).
 #[test]
 fn device_runtime_links_equivalent_to_nvlink() {
@@ -195,6 +196,16 @@ fn device_runtime_links_equivalent_to_nvlink() {
             if let Err(d) = differential(&args(&a)) {
                 failures.push(format!("sm_{sm} {what}:\n    {d}"));
             }
+        }
+    }
+    // (sm_80: the `_SREG` mark of a kernel without parameters is dropped, as `_param`)
+    for a in [
+        vec!["-arch=sm_80", "dp_80.cubin", &lib, "-lcudadevrt"],
+        vec!["-arch=sm_80", "-preserve-relocs", "dp_80.cubin", &lib, "-lcudadevrt"],
+    ] {
+        cases += 1;
+        if let Err(d) = differential(&args(&a)) {
+            failures.push(format!("{a:?}:\n    {d}"));
         }
     }
     for extra in [&[][..], &["-dump-callgraph"]] {
