@@ -13,6 +13,11 @@
 /// The demangled form of `name`, or `name` itself when it is not a mangled C++ name this
 /// demangler reads.
 pub fn demangle(name: &str) -> String {
+    // nvcc's name for a file-scope static kernel or function under -rdc:
+    // `__nv_static_<n>__` and n characters (the file's tag and a `_`), then its own name
+    if let Some(own) = static_name(name) {
+        return demangle(own);
+    }
     let Some(rest) = name.strip_prefix("_Z") else {
         return name.to_string();
     };
@@ -166,7 +171,7 @@ impl Parser<'_> {
         let text = std::str::from_utf8(&self.s[self.at..end]).ok()?.to_string();
         self.at = end;
         Some(if text.starts_with("_GLOBAL__N") {
-            "(anonymous namespace)".to_string()
+            "<unnamed>".to_string()
         } else {
             text
         })
@@ -223,7 +228,11 @@ impl Parser<'_> {
             }
             n
         };
-        self.template_args.get(index).cloned()
+        // (nvlink prints a reference to the function's template parameter by position,
+        // as EDG's demangler does: `void g<float>(T1, T1 *)`)
+        self.template_args
+            .get(index)
+            .map(|_| Ty::Name(format!("T{}", index + 1)))
     }
 
     fn template_args(&mut self) -> Option<(String, Vec<Ty>)> {
@@ -313,6 +322,14 @@ impl Parser<'_> {
                     template = true;
                 } else {
                     let part = self.unqualified(&text)?;
+                    // (nvcc's per-file namespace for internal-linkage names under -rdc;
+                    // nvlink prints the names without it)
+                    if text.is_empty() && part.starts_with("_INTERNAL_") {
+                        if self.peek() != Some(b'E') {
+                            self.subs.push(Ty::Name(part));
+                        }
+                        continue;
+                    }
                     text = if text.is_empty() {
                         part
                     } else {
@@ -481,6 +498,16 @@ impl Parser<'_> {
     }
 }
 
+/// The mangled name inside nvcc's `__nv_static_<n>__<n characters><name>`, when
+/// `name` is one and what follows is a mangled name.
+fn static_name(name: &str) -> Option<&str> {
+    let rest = name.strip_prefix("__nv_static_")?;
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    let n: usize = rest[..digits].parse().ok()?;
+    let tagged = rest[digits..].strip_prefix("__")?;
+    tagged.get(n..).filter(|own| own.starts_with("_Z"))
+}
+
 fn last_component(name: &str) -> &str {
     let base = name.split('<').next().unwrap_or(name);
     base.rsplit("::").next().unwrap_or(base)
@@ -504,6 +531,25 @@ mod tests {
             ("_Z4f0_0ii", "f0_0(int, int)"),
             ("_Z4k0_1Pii", "k0_1(int *, int)"),
             ("_Z2twILi1EEii", "int tw<(int)1>(int)"),
+            ("_Z1hIiEv1WIT_EPS1_", "void h<int>(W<T1>, T1 *)"),
+            ("_Z1gIfEvT_PS0_", "void g<float>(T1, T1 *)"),
+            // internal-linkage names under -rdc (libcudadevrt's and a fixture's)
+            (
+                "_ZN60_INTERNAL_0afad4c0_22_cuda_device_runtime_cu_f78b5b52_73589224cnprtCnpv2TranslateErrorE13CNPerror_enum",
+                "cnprtCnpv2TranslateError(CNPerror_enum)",
+            ),
+            (
+                "__nv_static_51__0afad4c0_22_cuda_device_runtime_cu_f78b5b52_735892__Z16memset_3d_deviceIjLi0ELi0ELi1EEv12MemsetParamsIT_E",
+                "void memset_3d_device<unsigned int, (int)0, (int)0, (int)1>(MemsetParams<T1>)",
+            ),
+            (
+                "__nv_static_26__a7d7f646_5_st_cu_4536d6f1__Z2tkILi3EEvPi",
+                "void tk<(int)3>(int *)",
+            ),
+            (
+                "_ZN35_INTERNAL_a7d7f646_5_st_cu_4536d6f137_GLOBAL__N__a7d7f646_5_st_cu_4536d6f14anonEi",
+                "<unnamed>::anon(int)",
+            ),
         ] {
             assert_eq!(demangle(mangled), want, "{mangled}");
         }
@@ -525,7 +571,7 @@ mod tests {
             ("_Z1fPiS_", "f(int *, int *)"),
             ("_Z1fILj3EEvv", "void f<(unsigned int)3>()"),
             ("_Z1fILin2EEvv", "void f<(int)-2>()"),
-            ("_Z1fIfEvT_", "void f<float>(float)"),
+            ("_Z1fIfEvT_", "void f<float>(T1)"),
         ] {
             assert_eq!(demangle(mangled), want, "{mangled}");
         }
@@ -541,6 +587,9 @@ mod tests {
             "_Z1fS9_",
             "$__internal",
             "_Z1fA9999999999999999999999_i",
+            "__nv_static_",
+            "__nv_static_99__x_Z1fv",
+            "__nv_static_1__xfoo",
         ] {
             assert_eq!(demangle(name), name);
         }

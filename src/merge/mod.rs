@@ -11,6 +11,7 @@
 //! merge state (`Merger`) and the queries every step shares.
 
 mod callgraph;
+mod devrt;
 mod externs;
 mod functions;
 pub mod gather;

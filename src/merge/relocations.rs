@@ -203,7 +203,7 @@ impl<'a> Merger<'a> {
                 // ones included, for the driver: nvlink keeps those relocations)
                 let load_address = target_nonalloc && reloc::is_global_address(r.ty);
                 let apply_now = resolvable_here
-                    && (exec || f.in_nonalloc_section)
+                    && (exec || f.in_nonalloc_section || devrt::linker_value(sym).is_some())
                     && reloc::resolvable(r.ty)
                     && !load_address;
                 // (the addend as the next link sees it: a section symbol's piece added)
@@ -304,6 +304,9 @@ impl<'a> Merger<'a> {
         let s = self.sym(k);
         if !s.defined() && s.bind != STB_LOCAL && is_table_symbol(&s.name) {
             return (0, 0, true);
+        }
+        if let Some(v) = devrt::linker_value(s) {
+            return (v, 0, true);
         }
         if s.ty != STT_SECTION
             && let Some(&o) = self.shared_offset.get(&self.representative(k))

@@ -18,13 +18,18 @@ impl<'a> Merger<'a> {
             let c = &self.inputs[i].cubin;
             for (s, sym) in c.symbols.iter().enumerate().skip(1) {
                 if sym.bind != STB_LOCAL || sym.ty == STT_SECTION || !sym.defined() {
+                    if !exec && let Some(o) = devrt::relocatable_symbol(sym) {
+                        self.symbols.push(o);
+                    }
                     continue;
                 }
                 // shared variables are placed per kernel; `_param` marks the
-                // parameter bank on sm_7x/sm_8x
-                if exec && (sym.other & STO_SHARED != 0 || sym.name == "_param") {
+                // parameter bank on sm_7x/sm_8x, `_SREG` the driver's part of the bank
+                // of a kernel without parameters
+                let bank_mark = sym.name == "_param" || sym.name == "_SREG";
+                if exec && (sym.other & STO_SHARED != 0 || bank_mark) {
                     // (a --preserve-relocs link keeps the marks, as internal objects)
-                    if sym.name == "_param"
+                    if bank_mark
                         && self.opts.preserve_relocs
                         && let Some(mut o) = self.out_symbol(SymKey::new(i, s))
                     {
