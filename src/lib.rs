@@ -21,11 +21,13 @@ pub mod fatbin;
 pub mod frames;
 pub mod input;
 pub mod inspect;
+pub mod ir;
 pub mod jobs;
+#[cfg(test)]
+mod layering;
 mod linkcache;
 pub mod lto;
 pub mod merge;
-pub mod optcheck;
 pub mod output;
 pub mod ptxas_driver;
 mod report;
@@ -117,7 +119,7 @@ fn link_unchecked(req: &LinkRequest, diag: &Diagnostics) -> Result<Timings> {
         let trees = input::load(&paths, input::Mode::Link { lto: req.lto })?;
         diag.check()?;
         let kept = input::prelinked::without_linked(&trees, req.lto);
-        let hosts = lto::pool::hosts(kept.as_deref().unwrap_or(&trees));
+        let hosts = input::hosts(kept.as_deref().unwrap_or(&trees));
         return finish(req, &hosts, false, Timings::default());
     }
     // a cache that cannot be used (an unsafe directory) or cannot store only costs time;
@@ -216,7 +218,7 @@ fn link_phases(
     // pool still sees all of it, as nvlink's partial-LTO decision does)
     let kept = input::prelinked::without_linked(&trees, req.lto);
     let linked = kept.as_deref().unwrap_or(&trees);
-    let hosts = lto::pool::hosts(linked);
+    let hosts = input::hosts(linked);
     let mut lto_cubins = Vec::new();
     let mut lto_from = Vec::new();
     if req.lto {
@@ -307,14 +309,14 @@ fn merge_options(req: &LinkRequest) -> merge::MergeOptions {
 /// link, has no tables, and nvlink then keeps every kernel, in every unit.
 fn kernel_filter(
     req: &LinkRequest,
-    hosts: &[lto::pool::HostInfo],
+    hosts: &[input::HostInfo],
     described: bool,
-) -> Option<lto::HostRefs> {
+) -> Option<input::HostRefs> {
     if !req.kernels_used.is_empty() {
-        return Some(lto::HostRefs::from_used(&req.kernels_used, &[]));
+        return Some(input::HostRefs::from_used(&req.kernels_used, &[]));
     }
     (described && host_tables_apply(req, hosts)).then(|| {
-        lto::HostRefs::from_tables(
+        input::HostRefs::from_tables(
             hosts
                 .iter()
                 .filter(|h| !h.cudadevrt)
@@ -327,7 +329,7 @@ fn kernel_filter(
 /// `--ignore-host-info`, when a program object (not libcudadevrt) has one that is not
 /// empty. libcudadevrt's own tables count only beside a program's (observed: with no
 /// program table, nvlink passes no lists and every kernel stays).
-fn host_tables_apply(req: &LinkRequest, hosts: &[lto::pool::HostInfo]) -> bool {
+fn host_tables_apply(req: &LinkRequest, hosts: &[input::HostInfo]) -> bool {
     !req.ignore_host_info
         && hosts
             .iter()
@@ -455,7 +457,7 @@ fn check_object(c: &elf::cubin::Cubin, req: &LinkRequest) -> Result<()> {
         )));
     }
     let sm = (c.e_flags >> 8) & 0xFF;
-    if !lto::pool::sass_compatible(arch::Arch::plain(sm), req.target) {
+    if !arch::sass_compatible(arch::Arch::plain(sm), req.target) {
         return Err(Error::fatal(format!(
             "Arch mismatch: '{}' is sm_{sm}, the link is for {}",
             c.origin, req.target
@@ -712,12 +714,12 @@ fn engine_uncached(
 /// module ids follow the input order, reversed after a whole-program LTO (as nvlink).
 fn finish(
     req: &LinkRequest,
-    hosts: &[lto::pool::HostInfo],
+    hosts: &[input::HostInfo],
     whole_lto: bool,
     mut timings: Timings,
 ) -> Result<Timings> {
     if let Some(path) = &req.register_link_binaries {
-        let mut ordered: Vec<&lto::pool::HostInfo> = hosts.iter().collect();
+        let mut ordered: Vec<&input::HostInfo> = hosts.iter().collect();
         if whole_lto {
             ordered.reverse();
         }
@@ -763,11 +765,11 @@ fn lto_settings(req: &LinkRequest, pool: &lto::pool::Pool, from_host: bool) -> l
     // variable kept (byte for byte the same output, read off nvlink 13.5).
     let ignore_host_info = req.ignore_host_info || pool.hosts.iter().any(|h| !h.relocatable);
     let host_refs = if used {
-        lto::HostRefs::from_used(&req.kernels_used, &req.variables_used)
+        input::HostRefs::from_used(&req.kernels_used, &req.variables_used)
     } else if ignore_host_info || !host_tables_apply(req, &pool.hosts) {
-        lto::HostRefs::default()
+        input::HostRefs::default()
     } else {
-        lto::HostRefs::from_tables(
+        input::HostRefs::from_tables(
             pool.hosts
                 .iter()
                 .flat_map(|h| h.host_refs.iter().map(|(s, e)| (*s, e.as_slice()))),
@@ -795,10 +797,10 @@ fn lto_settings(req: &LinkRequest, pool: &lto::pool::Pool, from_host: bool) -> l
 /// reports them only as a bitcode parse error).
 fn explain_newer_ir(mut e: Error, modules: &[lto::IrModule], target: arch::Arch) -> Error {
     for m in modules {
-        let arch = lto::container::parse_header(&m.data, &m.name)
+        let arch = ir::container::parse_header(&m.data, &m.name)
             .ok()
             .and_then(|(h, _)| h.arch());
-        if let Some(a) = arch.filter(|&a| !lto::pool::ir_compatible(a, target)) {
+        if let Some(a) = arch.filter(|&a| !arch::ir_compatible(a, target)) {
             e = e.context(format!(
                 "'{}' holds LTO IR for {a}, which cannot be linked for -arch={target}",
                 m.name
