@@ -1,5 +1,6 @@
-//! GPU architecture names: `sm_90`, `sm_90a`, `sm_120f`, `compute_90`, `lto_90`, and the
-//! parsing of nvlink's `-arch` values.
+//! GPU architecture names: `sm_90`, `sm_90a`, `sm_120f`, `compute_90`, `lto_90`, the
+//! parsing of nvlink's `-arch` values, and which code (IR, PTX, SASS) built for one
+//! architecture a link for another can take.
 
 use std::fmt;
 
@@ -87,6 +88,32 @@ pub fn is_known_target(a: Arch) -> bool {
     }
 }
 
+/// Whether IR built for `ir` can be linked for `target`: plain IR for any newer or equal
+/// SM; `a` IR only for itself; `f` IR within its family.
+pub fn ir_compatible(ir: Arch, target: Arch) -> bool {
+    match ir.variant {
+        Variant::Plain => ir.sm <= target.sm,
+        Variant::Accelerated => ir == target,
+        Variant::Family => ir.sm / 10 == target.sm / 10 && ir.sm <= target.sm,
+    }
+}
+
+/// Whether SASS built for `code` runs on `target`: plain SASS of the same SM, or of an
+/// older SM of the same major; `a` and `f` SASS only for itself.
+pub fn sass_compatible(code: Arch, target: Arch) -> bool {
+    match code.variant {
+        Variant::Plain => {
+            code.sm == target.sm || (code.sm / 10 == target.sm / 10 && code.sm <= target.sm)
+        }
+        _ => code == target,
+    }
+}
+
+/// Whether PTX written for `ptx` can be assembled for `target`: any older or equal SM.
+pub fn ptx_compatible(ptx: Arch, target: Arch) -> bool {
+    ptx.sm <= target.sm
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -121,5 +148,34 @@ mod tests {
         assert!(is_known_target(Arch::new(90, Variant::Accelerated)));
         assert!(!is_known_target(Arch::new(90, Variant::Family)));
         assert!(!is_known_target(Arch::plain(70)));
+    }
+
+    #[test]
+    fn ir_compatibility() {
+        let p = |s| Arch::plain(s);
+        assert!(ir_compatible(p(90), p(100)));
+        assert!(ir_compatible(p(90), p(90)));
+        assert!(!ir_compatible(p(100), p(90)));
+        let a90 = Arch::new(90, Variant::Accelerated);
+        assert!(ir_compatible(a90, a90));
+        assert!(!ir_compatible(a90, p(90)));
+        assert!(ir_compatible(p(90), a90));
+        let f100 = Arch::new(100, Variant::Family);
+        assert!(ir_compatible(f100, p(103)));
+        assert!(!ir_compatible(f100, p(120)));
+    }
+
+    #[test]
+    fn sass_and_ptx_compatibility() {
+        let p = |s| Arch::plain(s);
+        assert!(sass_compatible(p(80), p(86)));
+        assert!(!sass_compatible(p(86), p(80)));
+        assert!(!sass_compatible(p(89), p(90)));
+        let a90 = Arch::new(90, Variant::Accelerated);
+        assert!(sass_compatible(a90, a90));
+        assert!(!sass_compatible(a90, p(90)));
+        assert!(sass_compatible(p(90), a90));
+        assert!(ptx_compatible(p(75), p(120)));
+        assert!(!ptx_compatible(p(100), p(90)));
     }
 }

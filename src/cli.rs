@@ -11,8 +11,10 @@ use clap::{ArgAction, CommandFactory, FromArgMatches, Parser, parser::ValueSourc
 
 use crate::arch::{Arch, TargetKind};
 use crate::diag::{Error, Result};
-use crate::optcheck::{CPU_ARCHS, check_conflicts, one_of, target};
-pub use crate::optcheck::{bool_value, int_value, number_value};
+mod optcheck;
+
+use optcheck::{CPU_ARCHS, check_conflicts, one_of, target};
+pub use optcheck::{bool_value, int_value, number_value};
 
 #[derive(Parser, Debug, Default, Clone)]
 #[command(

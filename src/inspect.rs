@@ -8,7 +8,8 @@ use serde_json::{Value, json};
 use crate::diag::Result;
 use crate::elf::{self, DeviceSummary};
 use crate::input::{Code, CodeKind, Item, Node};
-use crate::lto::{bitcode, container};
+use crate::ir::{self, container};
+use crate::lto::bitcode;
 
 /// What one piece of device code holds, computed from its (uncompressed) bytes.
 pub struct Detail {
@@ -96,7 +97,7 @@ pub fn detail(origin: &str, code: &Code) -> Result<Detail> {
             ];
             (json!({"ptx": {"version": ver, "target": target}}), l)
         }
-        CodeKind::Nvvm(_) if bitcode::is_bitcode(&bytes) => bitcode_detail(origin, &bytes)?,
+        CodeKind::Nvvm(_) if ir::is_bitcode(&bytes) => bitcode_detail(origin, &bytes)?,
         CodeKind::Nvvm(_) => {
             let (h, warnings) = container::parse(&bytes, origin)?;
             let tags: Vec<Value> = h.tags.iter().map(|(t, v)| json!([t, v])).collect();

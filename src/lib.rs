@@ -22,11 +22,13 @@ pub mod fatbin;
 pub mod frames;
 pub mod input;
 pub mod inspect;
+pub mod ir;
 pub mod jobs;
+#[cfg(test)]
+mod layering;
 mod linkcache;
 pub mod lto;
 pub mod merge;
-pub mod optcheck;
 pub mod output;
 pub mod plan;
 pub mod ptxas_driver;
@@ -66,7 +68,7 @@ fn link_unchecked(plan: &Plan, mut ctx: LinkContext) -> Result<Timings> {
         let trees = input::load(&paths, input::Mode::Link { lto: req.lto })?;
         ctx.diag.check()?;
         let kept = input::prelinked::without_linked(&trees, req.lto);
-        let hosts = lto::pool::hosts(kept.as_deref().unwrap_or(&trees));
+        let hosts = input::hosts(kept.as_deref().unwrap_or(&trees));
         return report::side_files(req, &hosts, false, Timings::default());
     }
     ctx.open_cache(req);
@@ -94,7 +96,7 @@ fn link_phases(plan: &Plan, ctx: &LinkContext, keep: bool) -> Result<Timings> {
     // pool still sees all of it, as nvlink's partial-LTO decision does)
     let kept = input::prelinked::without_linked(&trees, req.lto);
     let linked = kept.as_deref().unwrap_or(&trees);
-    let hosts = lto::pool::hosts(linked);
+    let hosts = input::hosts(linked);
     let (mut lto_cubins, mut lto_from) = (Vec::new(), Vec::new());
     if req.lto {
         match lto::phase::run(plan, ctx, &trees, &mut timings)? {

@@ -9,7 +9,8 @@ use std::sync::OnceLock;
 use crate::cli::LinkRequest;
 use crate::context::LinkContext;
 use crate::diag::{Diagnostics, Error, Result};
-use crate::lto::pool::{HostInfo, Pool};
+use crate::input::HostInfo;
+use crate::lto::pool::Pool;
 use crate::toolkit::Toolkit;
 use crate::{arch, bytes, elf, lto, merge, ptxas_driver, toolnote};
 
@@ -81,13 +82,17 @@ impl<'r> Plan<'r> {
     /// and speak for all the code merged (`described`: every unit but libcudadevrt's
     /// comes from a host object). A cubin, PTX or fatbin file, or libNVVM's output in a
     /// partial-LTO link, has no tables, and nvlink then keeps every kernel, in every unit.
-    pub fn kernel_filter(&self, hosts: &[HostInfo], described: bool) -> Option<lto::HostRefs> {
+    pub fn kernel_filter(
+        &self,
+        hosts: &[HostInfo],
+        described: bool,
+    ) -> Option<crate::input::HostRefs> {
         let req = self.req;
         if !req.kernels_used.is_empty() {
-            return Some(lto::HostRefs::from_used(&req.kernels_used, &[]));
+            return Some(crate::input::HostRefs::from_used(&req.kernels_used, &[]));
         }
         (described && host_tables_apply(req, hosts)).then(|| {
-            lto::HostRefs::from_tables(
+            crate::input::HostRefs::from_tables(
                 hosts
                     .iter()
                     .filter(|h| !h.cudadevrt)
@@ -118,11 +123,11 @@ impl<'r> Plan<'r> {
         // variable kept (byte for byte the same output, read off nvlink 13.5).
         let ignore_host_info = req.ignore_host_info || pool.hosts.iter().any(|h| !h.relocatable);
         let host_refs = if used {
-            lto::HostRefs::from_used(&req.kernels_used, &req.variables_used)
+            crate::input::HostRefs::from_used(&req.kernels_used, &req.variables_used)
         } else if ignore_host_info || !host_tables_apply(req, &pool.hosts) {
-            lto::HostRefs::default()
+            crate::input::HostRefs::default()
         } else {
-            lto::HostRefs::from_tables(
+            crate::input::HostRefs::from_tables(
                 pool.hosts
                     .iter()
                     .flat_map(|h| h.host_refs.iter().map(|(s, e)| (*s, e.as_slice()))),
@@ -163,7 +168,7 @@ impl<'r> Plan<'r> {
             )));
         }
         let sm = (c.e_flags >> 8) & 0xFF;
-        if !lto::pool::sass_compatible(arch::Arch::plain(sm), req.target) {
+        if !arch::sass_compatible(arch::Arch::plain(sm), req.target) {
             return Err(Error::fatal(format!(
                 "Arch mismatch: '{}' is sm_{sm}, the link is for {}",
                 c.origin, req.target

@@ -11,7 +11,7 @@ use std::time::Instant;
 use crate::cli::LinkRequest;
 use crate::context::LinkContext;
 use crate::diag::{Diagnostics, Result};
-use crate::lto::pool::HostInfo;
+use crate::input::HostInfo;
 use crate::plan::Plan;
 use crate::{bytes, elf, input, jobs, linkcache, merge, output};
 

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use crate::arch::{Arch, Variant};
 use crate::diag::{Error, Result};
-use crate::input::{self, Item, Mode, Node};
+use crate::input::{self, Mode};
 
 /// The target every input agrees on, or nvlink's error for a missing `-arch` with what
 /// was found.
@@ -20,16 +20,14 @@ pub fn infer(
 ) -> Result<Arch> {
     let paths = input::input_list(inputs, libraries, library_paths);
     let trees = input::load(&paths, Mode::Link { lto })?;
-    let mut units: Vec<(String, BTreeSet<Arch>)> = Vec::new();
-    for t in &trees {
-        match &t.item {
-            Item::Archive {
-                cudadevrt: true, ..
-            } => {}
-            Item::Archive { .. } => units.extend(t.children.iter().map(archs_of)),
-            _ => units.push(archs_of(t)),
-        }
-    }
+    let mut units: Vec<(String, BTreeSet<Arch>)> = input::units(&trees)
+        .into_iter()
+        .filter(|u| !u.cudadevrt)
+        .map(|u| {
+            let archs = u.linked_codes().into_iter().filter_map(|(_, c)| c.arch);
+            (u.node.origin.clone(), archs.collect())
+        })
+        .collect();
     units.retain(|(_, a)| !a.is_empty());
     let mut common: Option<BTreeSet<Arch>> = None;
     for (_, a) in &units {
@@ -66,13 +64,4 @@ pub fn infer(
         };
         Error::fatal("Unknown arch name '(null)'").context(detail)
     })
-}
-
-/// The architectures a unit holds code for (SASS, PTX or IR), as sm_XX names.
-fn archs_of(n: &Node) -> (String, BTreeSet<Arch>) {
-    let archs = crate::merge::gather::linked_codes(n)
-        .into_iter()
-        .filter_map(|(_, c)| c.arch)
-        .collect();
-    (n.origin.clone(), archs)
 }

@@ -14,8 +14,8 @@ fuzz_target!(|data: &[u8]| {
     if data.len() >= 4 {
         let key = u32::from_le_bytes([data[0], data[1], data[2], data[3]]);
         let mut d = data[4..].to_vec();
-        nvlinkrs::lto::obfuscation::scramble(&mut d, key);
-        nvlinkrs::lto::obfuscation::unscramble(&mut d, key);
+        nvlinkrs::ir::obfuscation::scramble(&mut d, key);
+        nvlinkrs::ir::obfuscation::unscramble(&mut d, key);
         assert_eq!(&d[..], &data[4..]);
     }
 });

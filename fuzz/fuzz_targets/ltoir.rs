@@ -3,7 +3,7 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    if let Ok((h, _)) = nvlinkrs::lto::container::parse(data, "fuzz.ltoir") {
+    if let Ok((h, _)) = nvlinkrs::ir::container::parse(data, "fuzz.ltoir") {
         let _ = h.arch();
     }
 });

@@ -72,7 +72,7 @@ pub enum Compression {
     Zstd,
     Lz4,
     /// NVVM members that NVIDIA's tools compress with zstd and then scramble (flag
-    /// 0x10000) with the container's content key (`lto::obfuscation`).
+    /// 0x10000) with the container's content key (`ir::obfuscation`).
     Obfuscated,
 }
 
@@ -185,7 +185,7 @@ impl Member {
                     Some(d) => Ok(d),
                     None if c == Compression::Obfuscated => {
                         let mut frame = self.payload.to_vec();
-                        crate::lto::obfuscation::unscramble(&mut frame, self.lto_key as u32);
+                        crate::ir::obfuscation::unscramble(&mut frame, self.lto_key as u32);
                         zstd_exact(&frame, want as usize)
                     }
                     None if c == Compression::Zstd => zstd_exact(&self.payload, want as usize),

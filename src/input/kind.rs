@@ -6,8 +6,8 @@ use std::path::Path;
 
 use crate::bytes::Le;
 use crate::diag::{Error, Result, malformed};
-use crate::lto::container::{self, IrFormat};
-use crate::{elf, fatbin, input::archive, lto::bitcode};
+use crate::ir::container::{self, IrFormat};
+use crate::{elf, fatbin, input::archive, ir};
 
 /// What the bytes are, judged by content alone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,7 +78,7 @@ pub fn sniff(data: &[u8]) -> Content {
         Content::Fatbin
     } else if let Some(f) = container::sniff(data) {
         Content::Ir(f)
-    } else if bitcode::is_bitcode(data) {
+    } else if ir::is_bitcode(data) {
         Content::Bitcode
     } else if is_ptx(data) {
         Content::Ptx

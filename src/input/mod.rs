@@ -5,9 +5,11 @@
 //! and the link phases read the device code at their leaves.
 
 pub mod archive;
+pub mod host_refs;
 pub mod kind;
 pub mod opened;
 pub mod prelinked;
+pub mod units;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
@@ -19,9 +21,11 @@ use crate::bytes::Bytes;
 use crate::cache::Cache;
 use crate::diag::{Context, Error, Result};
 use crate::fatbin::{self, Member, MemberKind, host};
-use crate::lto::container::{self, IrFormat};
+use crate::ir::container::{self, IrFormat};
+pub use host_refs::HostRefs;
 use kind::{Content, Ext, Role};
 pub use opened::{FileId, Opened};
+pub use units::{HostInfo, Unit, hosts, units};
 
 /// Archives inside archives inside fatbins ... deeper than this is refused.
 const MAX_DEPTH: usize = 8;

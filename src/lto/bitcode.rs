@@ -5,11 +5,6 @@
 
 use crate::diag::{Error, Result};
 
-/// Raw bitcode (`BC C0 DE`) or the bitcode wrapper (`DE C0 17 0B`).
-pub fn is_bitcode(data: &[u8]) -> bool {
-    data.starts_with(b"BC\xc0\xde") || data.starts_with(&[0xDE, 0xC0, 0x17, 0x0B])
-}
-
 #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct BitcodeSummary {
     pub triple: String,

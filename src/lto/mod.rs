@@ -1,9 +1,8 @@
-//! Device IR and link-time optimization: NVIDIA's IR containers (`.ltoir`, NVVM), LLVM
-//! bitcode, the scrambling of LTO IR, the option list nvlink hands libNVVM, and the
-//! engines that turn a module set into PTX behind one trait (today: libNVVM).
+//! Link-time optimization: the module pool, the option list nvlink hands libNVVM, and the
+//! engines that turn a module set into PTX behind one trait (libNVVM, or LLVM for
+//! bitcode). The IR containers themselves are read by `ir`.
 
 pub mod bitcode;
-pub mod container;
 pub mod crash;
 pub mod isolated;
 pub mod libnvvm;
@@ -11,8 +10,6 @@ pub mod llvm_engine;
 pub mod llvm_helper;
 #[cfg(feature = "llvm")]
 pub mod llvm_split;
-pub mod obfuscation;
-pub mod payload;
 pub mod phase;
 pub mod pool;
 pub mod split_data;
@@ -21,6 +18,7 @@ use crate::arch::Arch;
 use crate::bytes::Bytes;
 use crate::consensus::{Consensus, Opt};
 use crate::diag::{Diagnostics, Error, Result};
+use crate::input::HostRefs;
 
 /// How a module is handed to the engine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -220,81 +218,6 @@ impl Engine for CachedEngine<'_> {
     }
 }
 
-/// The host-reference lists libNVVM uses to keep what the host can reach:
-/// kernels, device variables and constants, each external and internal.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct HostRefs {
-    pub ek: Vec<String>,
-    pub ik: Vec<String>,
-    pub ec: Vec<String>,
-    pub ic: Vec<String>,
-    pub eg: Vec<String>,
-    pub ig: Vec<String>,
-}
-
-impl HostRefs {
-    /// From the `.nvHR*` tables of the host objects, in input order. nvlink pushes every
-    /// entry onto the front of its lists, so the option lists come out reversed.
-    pub fn from_tables<'a>(tables: impl IntoIterator<Item = (&'a str, &'a [String])>) -> HostRefs {
-        let mut r = HostRefs::default();
-        for (section, entries) in tables {
-            let list = match section {
-                ".nvHRKE" => &mut r.ek,
-                ".nvHRKI" => &mut r.ik,
-                ".nvHRDE" => &mut r.eg,
-                ".nvHRDI" => &mut r.ig,
-                ".nvHRCE" => &mut r.ec,
-                ".nvHRCI" => &mut r.ic,
-                _ => continue,
-            };
-            list.extend(entries.iter().cloned());
-        }
-        for l in [
-            &mut r.ek, &mut r.ik, &mut r.ec, &mut r.ic, &mut r.eg, &mut r.ig,
-        ] {
-            l.reverse();
-        }
-        r
-    }
-
-    /// From `-kernels-used` / `-variables-used` names: each becomes the pattern `*name*`,
-    /// kernels in both kernel lists, variables in all four others.
-    pub fn from_used(kernels: &[String], variables: &[String]) -> HostRefs {
-        let pats = |v: &[String]| -> Vec<String> { v.iter().map(|s| format!("*{s}*")).collect() };
-        let k = pats(kernels);
-        let v = pats(variables);
-        HostRefs {
-            ek: k.clone(),
-            ik: k,
-            ec: v.clone(),
-            ic: v.clone(),
-            eg: v.clone(),
-            ig: v,
-        }
-    }
-
-    /// Whether a kernel named `name` is in the kernel lists (`*` matches any run of
-    /// characters, as in the tables and `-kernels-used`).
-    pub fn keeps_kernel(&self, name: &str) -> bool {
-        self.ek.iter().chain(&self.ik).any(|p| glob(p, name))
-    }
-
-    fn options(&self) -> Vec<String> {
-        [
-            ("ek", &self.ek),
-            ("ik", &self.ik),
-            ("ec", &self.ec),
-            ("ic", &self.ic),
-            ("eg", &self.eg),
-            ("ig", &self.ig),
-        ]
-        .into_iter()
-        .filter(|(_, l)| !l.is_empty())
-        .map(|(k, l)| format!("-host-ref-{k}={}", l.join(",")))
-        .collect()
-    }
-}
-
 /// Everything that decides libNVVM's option list.
 #[derive(Clone, Debug, Default)]
 pub struct LtoSettings {
@@ -381,28 +304,24 @@ pub fn nvvm_options(s: &LtoSettings, consensus: &Consensus) -> Vec<String> {
             }
         }
     }
-    o.extend(s.host_refs.options());
+    o.extend(host_ref_options(&s.host_refs));
     o
 }
 
-/// `pattern` with `*` standing for any run of characters matches all of `name`.
-pub(crate) fn glob(pattern: &str, name: &str) -> bool {
-    let mut parts = pattern.split('*');
-    let first = parts.next().unwrap_or("");
-    let Some(mut rest) = name.strip_prefix(first) else {
-        return false;
-    };
-    let parts: Vec<&str> = parts.collect();
-    let Some((last, middle)) = parts.split_last() else {
-        return rest.is_empty();
-    };
-    for p in middle {
-        match rest.find(p) {
-            Some(at) => rest = &rest[at + p.len()..],
-            None => return false,
-        }
-    }
-    rest.len() >= last.len() && rest.ends_with(last)
+/// The host-reference lists as libNVVM options (`-host-ref-ek=a,b`), empty lists left out.
+fn host_ref_options(r: &HostRefs) -> Vec<String> {
+    [
+        ("ek", &r.ek),
+        ("ik", &r.ik),
+        ("ec", &r.ec),
+        ("ic", &r.ic),
+        ("eg", &r.eg),
+        ("ig", &r.ig),
+    ]
+    .into_iter()
+    .filter(|(_, l)| !l.is_empty())
+    .map(|(k, l)| format!("-host-ref-{k}={}", l.join(",")))
+    .collect()
 }
 
 #[cfg(test)]
@@ -416,21 +335,6 @@ mod tests {
             host_info: true,
             ..Default::default()
         }
-    }
-
-    #[test]
-    fn kernel_patterns_match_as_globs() {
-        let tables = ["_Z5saxpy*".to_string(), "exact".to_string()];
-        let r = HostRefs::from_tables([(".nvHRKE", &tables[..])]);
-        assert!(r.keeps_kernel("_Z5saxpyfPKfPfi"));
-        assert!(r.keeps_kernel("exact"));
-        assert!(!r.keeps_kernel("exactly"));
-        assert!(!r.keeps_kernel("_Z7doublerPfi"));
-        let used = HostRefs::from_used(&["axp".to_string()], &[]);
-        assert!(used.keeps_kernel("_Z5saxpyfPKfPfi"));
-        assert!(!used.keeps_kernel("_Z7doublerPfi"));
-        assert!(glob("a*b*c", "a-b-c") && glob("a*b*c", "abc") && !glob("a*b*c", "ab"));
-        assert!(!glob("ab*ba", "aba"));
     }
 
     #[test]
@@ -499,9 +403,9 @@ mod tests {
 
     #[test]
     fn host_tables_are_reversed_and_used_lists_wrapped() {
-        let a = vec!["_Z5saxpy*".to_string()];
-        let b = vec!["m1".to_string(), "m2".to_string()];
-        let c = vec!["k*".to_string()];
+        let a = ["_Z5saxpy*".to_string()];
+        let b = ["m1".to_string(), "m2".to_string()];
+        let c = ["k*".to_string()];
         let r = HostRefs::from_tables([
             (".nvHRKE", &a[..]),
             (".nvHRKI", &c[..]),
@@ -512,7 +416,7 @@ mod tests {
         let used = crate::cli::comma_list(&["saxpy,doubler".into(), "zz".into()]);
         let u = HostRefs::from_used(&used, &["calls".into()]);
         assert_eq!(
-            u.options(),
+            host_ref_options(&u),
             [
                 "-host-ref-ek=*saxpy*,*doubler*,*zz*",
                 "-host-ref-ik=*saxpy*,*doubler*,*zz*",

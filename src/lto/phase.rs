@@ -243,10 +243,10 @@ fn engine_uncached(
 /// reports them only as a bitcode parse error).
 fn explain_newer_ir(mut e: Error, modules: &[lto::IrModule], target: arch::Arch) -> Error {
     for m in modules {
-        let arch = lto::container::parse_header(&m.data, &m.name)
+        let arch = crate::ir::container::parse_header(&m.data, &m.name)
             .ok()
             .and_then(|(h, _)| h.arch());
-        if let Some(a) = arch.filter(|&a| !lto::pool::ir_compatible(a, target)) {
+        if let Some(a) = arch.filter(|&a| !crate::arch::ir_compatible(a, target)) {
             e = e.context(format!(
                 "'{}' holds LTO IR for {a}, which cannot be linked for -arch={target}",
                 m.name

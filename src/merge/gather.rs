@@ -7,12 +7,11 @@
 //! cubin (e_type 2) contributes nothing, so a whole-program build's device link writes
 //! an image without code.
 
-use crate::arch::Arch;
+use crate::arch::{Arch, ir_compatible, ptx_compatible, sass_compatible};
 use crate::bytes::Bytes;
 use crate::diag::{Diagnostics, Error, Result};
 use crate::elf::elf_type;
-use crate::input::{Code, CodeKind, Item, Node};
-use crate::lto::pool::{ir_compatible, sass_compatible};
+use crate::input::{self, Code, CodeKind, Item, Node};
 
 pub enum Source {
     Cubin(Bytes),
@@ -31,45 +30,27 @@ pub struct Unit {
 /// `lto`: units with IR for the target went to libNVVM and are left out here.
 pub fn collect(trees: &[Node], target: Arch, lto: bool, diag: &Diagnostics) -> Result<Vec<Unit>> {
     let mut out = Vec::new();
-    let w = Walk { target, lto, diag };
-    for t in trees {
-        w.walk(t, false, &mut out)?;
+    for u in input::units(trees) {
+        // a raw executable cubin is passed over whatever its SM (nvlink 13.5)
+        if let Item::Code(c) = &u.node.item
+            && is_executable(u.node, c)?
+        {
+            continue;
+        }
+        unit(u, target, lto, diag, &mut out)?;
     }
     Ok(out)
 }
 
-struct Walk<'a> {
-    target: Arch,
-    lto: bool,
-    diag: &'a Diagnostics,
-}
-
-impl Walk<'_> {
-    fn walk(&self, n: &Node, system: bool, out: &mut Vec<Unit>) -> Result<()> {
-        match &n.item {
-            Item::Archive { cudadevrt, .. } => {
-                for ch in &n.children {
-                    self.walk(ch, system || *cudadevrt, out)?;
-                }
-                Ok(())
-            }
-            Item::Ignored(_) => Ok(()),
-            // a raw executable cubin is passed over whatever its SM (nvlink 13.5)
-            Item::Code(c) if is_executable(n, c)? => Ok(()),
-            _ => unit(n, self.target, self.lto, self.diag, system, out),
-        }
-    }
-}
-
 fn unit(
-    n: &Node,
+    u: input::Unit,
     target: Arch,
     lto: bool,
     diag: &Diagnostics,
-    system: bool,
     out: &mut Vec<Unit>,
 ) -> Result<()> {
-    let codes = linked_codes(n);
+    let (n, system) = (u.node, u.cudadevrt);
+    let codes = u.linked_codes();
     if codes.is_empty() {
         return Ok(());
     }
@@ -93,7 +74,7 @@ fn unit(
                 origin: n.origin.clone(),
                 source: Source::Cubin(bytes),
                 system,
-                host: matches!(n.item, Item::HostObject { .. }),
+                host: u.is_host_object(),
             });
         }
         return Ok(());
@@ -101,14 +82,14 @@ fn unit(
     let ptx = codes
         .iter()
         .filter(|(_, c)| c.kind == CodeKind::Ptx)
-        .filter(|(_, c)| c.arch.is_none_or(|a| a.sm <= target.sm))
+        .filter(|(_, c)| c.arch.is_none_or(|a| ptx_compatible(a, target)))
         .max_by_key(|(_, c)| c.arch.map(|a| a.sm));
     if let Some((origin, c)) = ptx {
         out.push(Unit {
             origin: n.origin.clone(),
             source: Source::Ptx(c.bytes(origin)?),
             system,
-            host: matches!(n.item, Item::HostObject { .. }),
+            host: u.is_host_object(),
         });
         return Ok(());
     }
@@ -160,27 +141,6 @@ fn unit(
         ));
     }
     Ok(())
-}
-
-/// The device code of a unit that a link reads: everything but the whole-program
-/// containers of a host object (its `.nv_fatbin`; relocatable code is in `__nv_relfatbin`).
-pub fn linked_codes(n: &Node) -> Vec<(&str, &Code)> {
-    if !matches!(n.item, Item::HostObject { .. }) {
-        return n.codes();
-    }
-    n.children
-        .iter()
-        .filter(|ch| {
-            !matches!(
-                ch.item,
-                Item::Container {
-                    section: Some(".nv_fatbin"),
-                    ..
-                }
-            )
-        })
-        .flat_map(|ch| ch.codes())
-        .collect()
 }
 
 /// Whether a cubin is an executable (whole-program) image, which nvlink passes over.

@@ -63,7 +63,7 @@ pub struct MergeOptions {
     pub dump_callgraph: bool,
     /// The kernels to keep when the link is narrowed (host references or
     /// `-kernels-used`); `None` keeps every kernel.
-    pub kernels: Option<crate::lto::HostRefs>,
+    pub kernels: Option<crate::input::HostRefs>,
     /// The inputs whose IR libNVVM compiled into the `lto.cubin` input (partial LTO),
     /// named after nvlink's message for an undefined reference in it.
     pub lto_from: Vec<String>,

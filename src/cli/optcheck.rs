@@ -3,8 +3,8 @@
 //! architecture, and options that need another (`-emit-ptx` only with `-dlto`), in the
 //! order nvlink checks them.
 
+use super::LinkArgs;
 use crate::arch::{self, Arch, TargetKind};
-use crate::cli::LinkArgs;
 use crate::diag::{Error, Result};
 
 /// `-cpu-arch` values nvlink 13.5 takes (exactly as spelled).

@@ -1,0 +1,13 @@
+//! Device IR as it is stored in inputs: NVIDIA's IR containers (`.ltoir`, NVVM), their
+//! byte scrambling, the check of a container's bitcode payload, and the recognition of
+//! plain LLVM bitcode. Reading files only: `input` and `fatbin` use it to tell what a
+//! file or member holds, `lto` to hand the modules to an engine. Compiling IR is `lto`'s.
+
+pub mod container;
+pub mod obfuscation;
+pub mod payload;
+
+/// Raw bitcode (`BC C0 DE`) or the bitcode wrapper (`DE C0 17 0B`).
+pub fn is_bitcode(data: &[u8]) -> bool {
+    data.starts_with(b"BC\xc0\xde") || data.starts_with(&[0xDE, 0xC0, 0x17, 0x0B])
+}
