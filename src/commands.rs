@@ -2,7 +2,7 @@
 //! `cache`, `daemon`, `shim`, parsed with clap) and the `--help` text, one line per
 //! nvlink option in our words and then the subcommands. Anything else is a link.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 
@@ -136,6 +136,48 @@ pub fn help_text() -> String {
     out += "\nEnvironment: NVLINKRS_CACHE_DIR (cache folder), NVLINKRS_DAEMON=1 (link through the\n\
             daemon), NVLINKRS_PROGRESS=1 (progress lines), NVLINKRS_JOBS=K (threads), CUDA_HOME.\n";
     out
+}
+
+/// `nvlinkrs --version`: which nvlinkrs, and which ptxas and libNVVM it found, and where.
+pub fn version_report(cuda_path: Option<&Path>, nvvmpath: Option<&Path>) -> String {
+    let mut s = format!(
+        "nvlinkrs {} (an open device linker for CUDA; drop-in for nvlink 13.5)\n",
+        env!("CARGO_PKG_VERSION")
+    );
+    match crate::toolkit::Toolkit::discover(cuda_path, nvvmpath) {
+        Ok(tk) => {
+            s += &format!(
+                "toolkit:  {} (found via {})\n",
+                tk.root.display(),
+                tk.found_via
+            );
+            s += &format!(
+                "ptxas:    {} ({})\n",
+                tk.ptxas().display(),
+                tk.ptxas_version().unwrap_or_else(|| "cannot run it".into())
+            );
+            match tk.libnvvm(nvvmpath) {
+                Some(p) => {
+                    let v = crate::lto::libnvvm::LibNvvm::load(&p)
+                        .and_then(|l| l.version())
+                        .map(|(a, b)| format!("libNVVM {a}.{b}"))
+                        .unwrap_or_else(|e| format!("cannot load it: {}", e.message()));
+                    s += &format!("libNVVM:  {} ({v})\n", p.display());
+                }
+                None => s += "libNVVM:  not found\n",
+            }
+        }
+        Err(e) => s += &format!("toolkit:  {e}\n"),
+    }
+    s += &format!(
+        "LLVM:     {}\n",
+        if cfg!(feature = "llvm") {
+            "built in (LLVM 22)"
+        } else {
+            "not built in"
+        }
+    );
+    s
 }
 
 #[cfg(test)]

@@ -81,7 +81,7 @@ fn link_unchecked(plan: &Plan, mut ctx: LinkContext) -> Result<Timings> {
 fn link_phases(plan: &Plan, ctx: &LinkContext, keep: bool) -> Result<Timings> {
     let (req, diag) = (plan.req, ctx.diag);
     let mut timings = Timings {
-        written: linkcache::Written::new(keep || req.verbose),
+        written: output::Written::new(keep || req.verbose),
         ..Default::default()
     };
     let paths = input::input_list(&req.inputs, &req.libraries, &req.library_paths);

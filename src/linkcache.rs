@@ -4,7 +4,7 @@
 //! Links whose effects go beyond those (`-time`, `-dump-callgraph`, the verbose modes) and
 //! links with thin archives (whose members live in other files) or inputs that are not
 //! regular files (a FIFO is read once) always run. What is stored is the bytes the link
-//! wrote ([`Written`]), never what is read back from its files, and only when the output
+//! wrote ([`Written`](crate::output::Written)), never what is read back from its files, and only when the output
 //! and the registration file are regular files (not `/dev/null`, a pipe or a FIFO).
 
 use std::path::PathBuf;
@@ -122,25 +122,6 @@ pub fn key(req: &LinkRequest, cache: &Cache, kit: Option<&Toolkit>) -> Option<Ke
     Some(k)
 }
 
-/// The bytes a link wrote to its output and registration file, kept when `keep` is set
-/// (a link the cache will store).
-#[derive(Debug, Default)]
-pub struct Written {
-    pub keep: bool,
-    pub out: Option<Vec<u8>>,
-    pub register: Option<Vec<u8>>,
-}
-
-impl Written {
-    /// A record that keeps what is written when `keep`.
-    pub fn new(keep: bool) -> Written {
-        Written {
-            keep,
-            ..Default::default()
-        }
-    }
-}
-
 /// Whether `path` names a regular file (after symlinks), asked without opening it.
 fn regular(path: &std::path::Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file())
@@ -154,7 +135,7 @@ pub fn store(
     earlier: usize,
     cache: &Cache,
     key: &Key,
-    written: &Written,
+    written: &crate::output::Written,
 ) {
     let Some(out) = written.out.as_deref().filter(|_| regular(&req.output)) else {
         return;

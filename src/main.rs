@@ -88,7 +88,7 @@ fn link_main(
         return Ok(());
     }
     if parsed.version {
-        nvlinkrs::diag::to_stdout(&toolkit::version_report(
+        nvlinkrs::diag::to_stdout(&nvlinkrs::commands::version_report(
             parsed.cuda_path.as_deref(),
             parsed.nvvmpath.as_deref(),
         ));

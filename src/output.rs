@@ -12,6 +12,25 @@ use std::time::Duration;
 
 use crate::diag::{Error, Result};
 
+/// The bytes a link wrote to its output and registration file, kept when `keep` is set
+/// (a link the cache will store).
+#[derive(Debug, Default)]
+pub struct Written {
+    pub keep: bool,
+    pub out: Option<Vec<u8>>,
+    pub register: Option<Vec<u8>>,
+}
+
+impl Written {
+    /// A record that keeps what is written when `keep`.
+    pub fn new(keep: bool) -> Written {
+        Written {
+            keep,
+            ..Default::default()
+        }
+    }
+}
+
 /// Writes `bytes` to `path` (see the module's comment).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     write_atomic_with(path, |f| f.write_all(bytes))

@@ -10,9 +10,8 @@ use crate::cli::LinkRequest;
 use crate::context::LinkContext;
 use crate::diag::{Diagnostics, Error, Result};
 use crate::input::HostInfo;
-use crate::lto::pool::Pool;
 use crate::toolkit::Toolkit;
-use crate::{arch, bytes, elf, lto, merge, ptxas_driver, toolnote};
+use crate::{arch, bytes, elf, merge, ptxas_driver, toolnote};
 
 /// The request, and what is found from it once.
 pub struct Plan<'r> {
@@ -113,44 +112,6 @@ impl<'r> Plan<'r> {
         }
     }
 
-    /// libNVVM's settings for the module pool (before partial LTO changes them).
-    pub fn lto_settings(&self, pool: &Pool, from_host: bool) -> lto::LtoSettings {
-        let req = self.req;
-        let used = !req.kernels_used.is_empty() || !req.variables_used.is_empty();
-        // A host object without relocatable device code (CMake puts libcudart_static and
-        // the target's host-only objects on its device link line) has no table of what it
-        // refers to: nvlink then links as with --ignore-host-info, every kernel and device
-        // variable kept (byte for byte the same output, read off nvlink 13.5).
-        let ignore_host_info = req.ignore_host_info || pool.hosts.iter().any(|h| !h.relocatable);
-        let host_refs = if used {
-            crate::input::HostRefs::from_used(&req.kernels_used, &req.variables_used)
-        } else if ignore_host_info || !host_tables_apply(req, &pool.hosts) {
-            crate::input::HostRefs::default()
-        } else {
-            crate::input::HostRefs::from_tables(
-                pool.hosts
-                    .iter()
-                    .flat_map(|h| h.host_refs.iter().map(|(s, e)| (*s, e.as_slice()))),
-            )
-        };
-        lto::LtoSettings {
-            target: Some(req.target),
-            // With both split options, libNVVM gets only the extended one (nvlink says so).
-            split_compile: req
-                .split_compile
-                .filter(|_| req.split_compile_extended.is_none()),
-            split_compile_extended: req.split_compile_extended,
-            ofast_compile: req.ofast_compile.clone(),
-            maxrregcount: req.maxrregcount,
-            device_c: from_host && pool.cudadevrt,
-            force_device_c: false,
-            debug: req.debug,
-            host_info: !ignore_host_info,
-            xnvvm: req.xnvvm.clone(),
-            host_refs,
-        }
-    }
-
     /// A cubin the merge can take: relocatable, for the target's SM.
     pub fn check_object(&self, c: &elf::cubin::Cubin) -> Result<()> {
         let req = self.req;
@@ -237,7 +198,7 @@ impl<'r> Plan<'r> {
 /// `--ignore-host-info`, when a program object (not libcudadevrt) has one that is not
 /// empty. libcudadevrt's own tables count only beside a program's (observed: with no
 /// program table, nvlink passes no lists and every kernel stays).
-fn host_tables_apply(req: &LinkRequest, hosts: &[HostInfo]) -> bool {
+pub(crate) fn host_tables_apply(req: &LinkRequest, hosts: &[HostInfo]) -> bool {
     !req.ignore_host_info
         && hosts
             .iter()

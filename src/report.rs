@@ -13,7 +13,7 @@ use crate::context::LinkContext;
 use crate::diag::{Diagnostics, Result};
 use crate::input::HostInfo;
 use crate::plan::Plan;
-use crate::{bytes, elf, input, jobs, linkcache, merge, output};
+use crate::{bytes, elf, input, jobs, merge, output};
 
 /// What a link reports: per-phase wall times in phase order (what `-time` writes), and
 /// the decisions `--report-json` lists.
@@ -27,7 +27,7 @@ pub struct Timings {
     /// The merge's steps (`merge::link_with_steps`).
     pub merge_steps: Vec<merge::Step>,
     /// The bytes written, kept for the whole-link cache.
-    pub(crate) written: linkcache::Written,
+    pub(crate) written: output::Written,
 }
 
 impl Timings {

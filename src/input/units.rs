@@ -142,6 +142,7 @@ mod tests {
             member: None,
             base: 0,
             raw: crate::bytes::Bytes::from_static(b""),
+            cache: None,
         };
         node(origin, Item::Code(code), vec![])
     }

@@ -6,6 +6,7 @@
 
 use crate::context::LinkContext;
 use crate::diag::{self, Error, Result};
+use crate::lto::pool::Pool;
 use crate::lto::{self, Engine};
 use crate::plan::Plan;
 use crate::report::Timings;
@@ -57,7 +58,7 @@ pub fn run(
         }
     }
     let from_host = pool.modules.iter().any(|m| m.from_host_object);
-    let mut settings = plan.lto_settings(&pool, from_host);
+    let mut settings = lto_settings(plan, &pool, from_host);
     if partial {
         // nvlink's partial LTO: relocatable output, without host information (read
         // off nvlink 13.5 through a logging libNVVM)
@@ -254,4 +255,42 @@ fn explain_newer_ir(mut e: Error, modules: &[lto::IrModule], target: arch::Arch)
         }
     }
     e
+}
+
+/// libNVVM's settings for the module pool (before partial LTO changes them).
+fn lto_settings(plan: &Plan, pool: &Pool, from_host: bool) -> lto::LtoSettings {
+    let req = plan.req;
+    let used = !req.kernels_used.is_empty() || !req.variables_used.is_empty();
+    // A host object without relocatable device code (CMake puts libcudart_static and
+    // the target's host-only objects on its device link line) has no table of what it
+    // refers to: nvlink then links as with --ignore-host-info, every kernel and device
+    // variable kept (byte for byte the same output, read off nvlink 13.5).
+    let ignore_host_info = req.ignore_host_info || pool.hosts.iter().any(|h| !h.relocatable);
+    let host_refs = if used {
+        crate::input::HostRefs::from_used(&req.kernels_used, &req.variables_used)
+    } else if ignore_host_info || !crate::plan::host_tables_apply(req, &pool.hosts) {
+        crate::input::HostRefs::default()
+    } else {
+        crate::input::HostRefs::from_tables(
+            pool.hosts
+                .iter()
+                .flat_map(|h| h.host_refs.iter().map(|(s, e)| (*s, e.as_slice()))),
+        )
+    };
+    lto::LtoSettings {
+        target: Some(req.target),
+        // With both split options, libNVVM gets only the extended one (nvlink says so).
+        split_compile: req
+            .split_compile
+            .filter(|_| req.split_compile_extended.is_none()),
+        split_compile_extended: req.split_compile_extended,
+        ofast_compile: req.ofast_compile.clone(),
+        maxrregcount: req.maxrregcount,
+        device_c: from_host && pool.cudadevrt,
+        force_device_c: false,
+        debug: req.debug,
+        host_info: !ignore_host_info,
+        xnvvm: req.xnvvm.clone(),
+        host_refs,
+    }
 }
