@@ -347,10 +347,13 @@ fn objects(
     let jobs: Vec<ptxas_driver::Job> = units
         .iter()
         .filter_map(|u| match &u.source {
-            Source::Ptx(p) => Some(ptxas_driver::Job {
+            Source::Ptx(p, member) => Some(ptxas_driver::Job {
                 name: u.origin.clone(),
                 ptx: p.to_vec(),
-                options: ptxas_options(req, true),
+                options: ptxas_driver::PtxasOptions {
+                    member: member.clone(),
+                    ..ptxas_options(req, true)
+                },
             }),
             Source::Cubin(_) => None,
         })
@@ -367,7 +370,7 @@ fn objects(
     for u in units {
         let data = match u.source {
             Source::Cubin(b) => b,
-            Source::Ptx(_) => {
+            Source::Ptx(..) => {
                 let a = assembled.next().expect("one result per job")?;
                 diag.tool_output(&a.messages);
                 bytes::Bytes::from_vec(a.cubin)
@@ -472,6 +475,7 @@ fn ptxas_options(req: &LinkRequest, relocatable: bool) -> ptxas_driver::PtxasOpt
         debug: req.debug,
         extra: req.xptxas.clone(),
         split_compile: req.split_compile.filter(|&n| n != 1),
+        member: Vec::new(),
     }
 }
 
