@@ -109,6 +109,7 @@ impl<'r> Plan<'r> {
             debug: req.debug,
             extra: req.xptxas.clone(),
             split_compile: req.split_compile.filter(|&n| n != 1),
+            member: Vec::new(),
         }
     }
 
@@ -150,10 +151,13 @@ impl<'r> Plan<'r> {
         let jobs: Vec<ptxas_driver::Job> = units
             .iter()
             .filter_map(|u| match &u.source {
-                Source::Ptx(p) => Some(ptxas_driver::Job {
+                Source::Ptx(p, member) => Some(ptxas_driver::Job {
                     name: u.origin.clone(),
                     ptx: p.to_vec(),
-                    options: self.ptxas_options(true),
+                    options: ptxas_driver::PtxasOptions {
+                        member: member.clone(),
+                        ..self.ptxas_options(true)
+                    },
                 }),
                 Source::Cubin(_) => None,
             })
@@ -169,7 +173,7 @@ impl<'r> Plan<'r> {
         for u in units {
             let data = match u.source {
                 Source::Cubin(b) => b,
-                Source::Ptx(_) => {
+                Source::Ptx(..) => {
                     let a = assembled.next().expect("one result per job")?;
                     ctx.diag.tool_output(&a.messages);
                     bytes::Bytes::from_vec(a.cubin)

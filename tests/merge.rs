@@ -224,6 +224,25 @@ fn device_runtime_links_equivalent_to_nvlink() {
     );
 }
 
+/// PTX from a host object's fatbin is assembled with the ptxas options its member records
+/// (nvcc's `-lineinfo`, `-maxrregcount`) first, as nvlink does: the command line's
+/// `-maxrregcount` comes after the member's and wins, with ptxas's warning. nvlinkrs ran
+/// ptxas without them (another tool note, no line tables, other registers).
+#[test]
+fn ptx_members_keep_their_ptxas_options() {
+    let mut failures = Vec::new();
+    for a in [
+        &["-arch=sm_90", "heavy_ptx_li.o"][..],
+        &["-arch=sm_90", "heavy_ptx_mr.o"],
+        &["-arch=sm_90", "-maxrregcount=32", "heavy_ptx_mr.o"],
+    ] {
+        if let Err(d) = differential(&args(a)) {
+            failures.push(format!("{a:?}:\n    {d}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 /// The same program at sm_100 (cubin, host objects, whole-program `-dlto`): the images
 /// are nvlink's but for the code of kernels nvlink regenerates from their capsule
 /// Mercury (other scoreboard bits; DESIGN.md "Not equivalent"): `child` and

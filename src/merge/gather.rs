@@ -15,7 +15,9 @@ use crate::input::{self, Code, CodeKind, Item, Node};
 
 pub enum Source {
     Cubin(Bytes),
-    Ptx(Bytes),
+    /// PTX, with the ptxas options its fatbin member records (nvcc's `-lineinfo`,
+    /// `-G`, `-maxrregcount`, `-Xptxas`), which nvlink passes on to its ptxas.
+    Ptx(Bytes, Vec<String>),
 }
 
 pub struct Unit {
@@ -40,6 +42,17 @@ pub fn collect(trees: &[Node], target: Arch, lto: bool, diag: &Diagnostics) -> R
         unit(u, target, lto, diag, &mut out)?;
     }
     Ok(out)
+}
+
+/// The options a PTX fatbin member records for ptxas, less `--compile-only` (a link's
+/// PTX is always assembled relocatable).
+fn member_ptxas_options(c: &crate::input::Code) -> Vec<String> {
+    let text = c.member.as_ref().and_then(|m| m.option_text());
+    text.iter()
+        .flat_map(|t| t.split_whitespace())
+        .filter(|o| *o != "--compile-only")
+        .map(String::from)
+        .collect()
 }
 
 fn unit(
@@ -87,7 +100,7 @@ fn unit(
     if let Some((origin, c)) = ptx {
         out.push(Unit {
             origin: n.origin.clone(),
-            source: Source::Ptx(c.bytes(origin)?),
+            source: Source::Ptx(c.bytes(origin)?, member_ptxas_options(c)),
             system,
             host: u.is_host_object(),
         });

@@ -24,12 +24,15 @@ pub struct PtxasOptions {
     pub extra: Vec<String>,
     /// `-split-compile N` as nvlink forwards it to its ptxas.
     pub split_compile: Option<u32>,
+    /// The options a PTX fatbin member records, passed first (so that the command
+    /// line's `-maxrregcount` comes last and wins, with ptxas's warning, as in nvlink).
+    pub member: Vec<String>,
 }
 
 impl PtxasOptions {
     /// The argument list, without input and output files.
     pub fn args(&self) -> Vec<String> {
-        let mut a: Vec<String> = Vec::new();
+        let mut a: Vec<String> = self.member.clone();
         if let Some(n) = self.maxrregcount {
             a.extend(["-maxrregcount".into(), n.to_string()]);
         }
@@ -275,6 +278,7 @@ mod tests {
             debug: false,
             extra: vec!["-O0".into()],
             split_compile: None,
+            member: Vec::new(),
         };
         assert_eq!(
             o.args(),
@@ -285,6 +289,7 @@ mod tests {
             maxrregcount: None,
             extra: vec![],
             split_compile: Some(2),
+            member: Vec::new(),
             ..o
         };
         assert_eq!(
@@ -315,6 +320,7 @@ mod tests {
             debug: false,
             extra: vec![],
             split_compile: None,
+            member: Vec::new(),
         };
         let jobs: Vec<Job> = (0..20)
             .map(|i| Job {
