@@ -1982,6 +1982,17 @@ fn compare_judges_headers_segments_and_tables() {
         "program headers: ",
     );
     judged("phnum", &|b| put(b, 0x38, &3u16.to_le_bytes()), "header: ");
+    // the code segment cut short: it cuts through the last code section
+    let code = phoff + 56;
+    let filesz = u64_at(&image, code + 0x20) as u64 - 0x10;
+    judged(
+        "p_filesz",
+        &|b| {
+            put(b, code + 0x20, &filesz.to_le_bytes());
+            put(b, code + 0x28, &filesz.to_le_bytes());
+        },
+        "program headers: ",
+    );
     judged(
         "section symbol binding",
         &|b| b[section_symbol + 4] |= 0x10,

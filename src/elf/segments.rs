@@ -152,3 +152,75 @@ pub fn describe(c: &Cubin, s: &Segment) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bytes::Bytes;
+
+    /// A cubin with `.text.k` (0x100 bytes at 0x100), `.nv.global` (0x20 bytes of memory,
+    /// aligned 8, at 0x200) and two segments: code, and data of memory size `memsz`.
+    fn image(memsz: u64) -> Cubin {
+        let names = b"\0.shstrtab\0.text.k\0.nv.global\0";
+        let mut d = vec![0u8; 0x200];
+        d[..4].copy_from_slice(b"\x7fELF");
+        (d[4], d[5], d[6]) = (2, 1, 1);
+        d[0x10..0x12].copy_from_slice(&2u16.to_le_bytes());
+        d[0x12..0x14].copy_from_slice(&190u16.to_le_bytes());
+        d[0x40..0x40 + names.len()].copy_from_slice(names);
+        let shoff = d.len() as u64;
+        let header = |d: &mut Vec<u8>, name: u32, ty: u32, off: u64, size: u64, align: u64| {
+            let mut h = [0u8; 64];
+            h[..4].copy_from_slice(&name.to_le_bytes());
+            h[4..8].copy_from_slice(&ty.to_le_bytes());
+            h[0x18..0x20].copy_from_slice(&off.to_le_bytes());
+            h[0x20..0x28].copy_from_slice(&size.to_le_bytes());
+            h[0x30..0x38].copy_from_slice(&align.to_le_bytes());
+            d.extend_from_slice(&h);
+        };
+        header(&mut d, 0, 0, 0, 0, 0);
+        header(&mut d, 1, 3, 0x40, names.len() as u64, 1);
+        header(&mut d, 11, 1, 0x100, 0x100, 128);
+        header(&mut d, 19, SHT_NOBITS, 0x200, 0x20, 8);
+        let phoff = d.len() as u64;
+        for (ty, flags, off, file, mem) in [
+            (1u32, 5u32, 0x100u64, 0x100u64, 0x100u64),
+            (1, 6, 0x200, 0, memsz),
+        ] {
+            d.extend_from_slice(&ty.to_le_bytes());
+            d.extend_from_slice(&flags.to_le_bytes());
+            for v in [off, 0, 0, file, mem, 8] {
+                d.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        d[0x20..0x28].copy_from_slice(&phoff.to_le_bytes());
+        d[0x28..0x30].copy_from_slice(&shoff.to_le_bytes());
+        d[0x36..0x38].copy_from_slice(&56u16.to_le_bytes());
+        d[0x38..0x3A].copy_from_slice(&2u16.to_le_bytes());
+        d[0x3A..0x3C].copy_from_slice(&64u16.to_le_bytes());
+        d[0x3C..0x3E].copy_from_slice(&4u16.to_le_bytes());
+        d[0x3E..0x40].copy_from_slice(&1u16.to_le_bytes());
+        Cubin::parse(Bytes::from_vec(d), "t.cubin").unwrap()
+    }
+
+    #[test]
+    fn segments_are_told_by_what_they_cover() {
+        let c = image(0x20);
+        let s = read(&c).unwrap();
+        let v: Vec<String> = s.iter().map(|s| describe(&c, s)).collect();
+        assert_eq!(
+            v,
+            [
+                "type 0x1 flags 0x5 vaddr 0x0 paddr 0x0 align 0x8 file [.text.k] memory []",
+                "type 0x1 flags 0x6 vaddr 0x0 paddr 0x0 align 0x8 file [] memory [.nv.global]"
+            ]
+        );
+        // a memory size past where its sections end is told
+        let c = image(0x28);
+        let d = describe(&c, &read(&c).unwrap()[1]);
+        assert!(
+            d.ends_with("(memory size 0x28 where its sections end at 0x20)"),
+            "{d}"
+        );
+    }
+}
