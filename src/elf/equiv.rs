@@ -1,11 +1,14 @@
 //! Equivalence of two linked cubins, the judgement the differential tests make against
-//! nvlink's output: the same ELF header fields, the same sections by name (type, flags,
-//! alignment, size; string tables by content set only), the same code bytes per function,
-//! the same `.nv.info` records per function and globally (symbol indices compared by
-//! name, the `EXTERNS` lists too), the same symbols (name, type, binding, st_other, section name, value, size) and the same
-//! relocations (section, offset, type, symbol name, addend). Orders may differ; a
-//! byte-for-byte comparison is reported separately. A tool note that differs only in
-//! its recorded command line is a note, not a difference.
+//! nvlink's output: the same ELF header fields (`e_entry` and the table entry sizes
+//! included), the same program headers by meaning (`segments`: the sections each one
+//! covers, not its offsets), the same sections by name (type, flags, alignment, address,
+//! entry size, size; string tables by the names taken from them), the same code bytes per
+//! function, the same `.nv.info` records per function and globally (symbol indices
+//! compared by name, the `EXTERNS` lists too), the same symbols (name, type, binding,
+//! st_other, section name, value, size; section symbols too) and the same relocations
+//! per section name and target (offset, type, symbol name, addend). Orders and offsets
+//! may differ; a byte-for-byte comparison is reported separately. A tool note that
+//! differs only in its recorded command line is a note, not a difference.
 
 use std::collections::BTreeMap;
 
