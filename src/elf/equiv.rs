@@ -1,17 +1,20 @@
 //! Equivalence of two linked cubins, the judgement the differential tests make against
-//! nvlink's output: the same ELF header fields, the same sections by name (type, flags,
-//! alignment, size; string tables by content set only), the same code bytes per function,
-//! the same `.nv.info` records per function and globally (symbol indices compared by
-//! name, the `EXTERNS` lists too), the same symbols (name, type, binding, st_other, section name, value, size) and the same
-//! relocations (section, offset, type, symbol name, addend). Orders may differ; a
-//! byte-for-byte comparison is reported separately. A tool note that differs only in
-//! its recorded command line is a note, not a difference.
+//! nvlink's output: the same ELF header fields (`e_entry` and the table entry sizes
+//! included), the same program headers by meaning (`segments`: the sections each one
+//! covers, not its offsets), the same sections by name (type, flags, alignment, address,
+//! entry size, size; string tables by the names taken from them), the same code bytes per
+//! function, the same `.nv.info` records per function and globally (symbol indices
+//! compared by name, the `EXTERNS` lists too), the same symbols (name, type, binding,
+//! st_other, section name, value, size; section symbols too) and the same relocations
+//! per section name and target (offset, type, symbol name, addend). Orders and offsets
+//! may differ; a byte-for-byte comparison is reported separately. A tool note that
+//! differs only in its recorded command line is a note, not a difference.
 
 use std::collections::BTreeMap;
 
 use super::cubin::*;
-use super::info;
-use crate::bytes::Bytes;
+use super::{info, segments};
+use crate::bytes::{Bytes, Le};
 use crate::diag::Result;
 
 #[derive(Debug, Default)]
@@ -154,6 +157,14 @@ pub fn compare(expected: &[u8], actual: &[u8]) -> Result<Report> {
             (a.e_type, a.e_flags, a.osabi, a.abi_version)
         ));
     }
+    let (eh, ah) = (header_view(&e), header_view(&a));
+    if eh != ah {
+        diff(format!("header: {}", delta(&eh, &ah)));
+    }
+    let (ep, ap) = (segments_view(&e)?, segments_view(&a)?);
+    if ep != ap {
+        diff(format!("program headers: {}", delta(&ep, &ap)));
+    }
     let by_name = |c: &Cubin| -> BTreeMap<String, Vec<usize>> {
         let mut m: BTreeMap<String, Vec<usize>> = BTreeMap::new();
         for (i, s) in c.sections.iter().enumerate().skip(1) {
@@ -183,6 +194,13 @@ pub fn compare(expected: &[u8], actual: &[u8]) -> Result<Report> {
                     sx.ty, sx.flags, sx.align, sy.ty, sy.flags, sy.align
                 ));
             }
+            let (ax, ay) = (section_addr(&e, x), section_addr(&a, y));
+            if (ax, sx.entsize) != (ay, sy.entsize) {
+                diff(format!(
+                    "section {name}: addr/entsize {ax:#x}/{:#x} vs {ay:#x}/{:#x}",
+                    sx.entsize, sy.entsize
+                ));
+            }
             let strings = sx.ty == SHT_STRTAB;
             if sx.size != sy.size && !strings {
                 diff(format!(
@@ -202,8 +220,14 @@ pub fn compare(expected: &[u8], actual: &[u8]) -> Result<Report> {
                 ));
             }
             match sx.ty {
-                SHT_STRTAB
-                | SHT_SYMTAB
+                // a string table by the names taken from it, whatever their order
+                SHT_STRTAB => {
+                    let (vx, vy) = (names_used(&e, x), names_used(&a, y));
+                    if vx != vy {
+                        diff(format!("section {name}: strings {}", delta(&vx, &vy)));
+                    }
+                }
+                SHT_SYMTAB
                 | SHT_RELA
                 | SHT_REL
                 | SHT_CUDA_RESOLVED_RELA
@@ -286,7 +310,17 @@ pub fn compare(expected: &[u8], actual: &[u8]) -> Result<Report> {
             .map(|s| (s, ""))
             .chain(merc.map(|s| (s, "(mercury) ")))
             .filter(|(s, _)| s.ty == STT_SECTION)
-            .map(|(s, table)| format!("{table}{} {}", s.name, section_name(c, s.shndx)))
+            .map(|(s, table)| {
+                format!(
+                    "{table}{} {} bind {} other {:#x} value {:#x} size {:#x}",
+                    s.name,
+                    section_name(c, s.shndx),
+                    s.bind,
+                    s.other,
+                    s.value,
+                    s.size
+                )
+            })
             .collect();
         v.sort();
         v
@@ -309,8 +343,9 @@ pub fn compare(expected: &[u8], actual: &[u8]) -> Result<Report> {
         ));
     }
     // relocations
-    let relocs = |c: &Cubin| -> Result<BTreeMap<String, Vec<String>>> {
-        let mut m = BTreeMap::new();
+    // keyed by name and the section they apply to; several of one key kept apart
+    let relocs = |c: &Cubin| -> Result<BTreeMap<String, Vec<Vec<String>>>> {
+        let mut m: BTreeMap<String, Vec<Vec<String>>> = BTreeMap::new();
         for (i, s) in c.sections.iter().enumerate() {
             if !matches!(
                 s.ty,
@@ -336,17 +371,31 @@ pub fn compare(expected: &[u8], actual: &[u8]) -> Result<Report> {
                 })
                 .collect();
             v.sort();
-            m.insert(s.name.clone(), v);
+            let target = link_name(c, s, s.info, true);
+            m.entry(format!("{} (for {target})", s.name))
+                .or_default()
+                .push(v);
+        }
+        for lists in m.values_mut() {
+            lists.sort();
         }
         Ok(m)
     };
     let (er, ar) = (relocs(&e)?, relocs(&a)?);
     for (k, v) in &er {
-        if ar.get(k) != Some(v) {
-            diff(format!(
-                "relocations {k}: {}",
-                delta(v, ar.get(k).map_or(&[][..], |x| x))
-            ));
+        match ar.get(k) {
+            Some(w) if w == v => {}
+            Some(w) if w.len() == v.len() => {
+                for (x, y) in v.iter().zip(w).filter(|(x, y)| x != y) {
+                    diff(format!("relocations {k}: {}", delta(x, y)));
+                }
+            }
+            Some(w) => diff(format!(
+                "relocations {k}: {} vs {} sections",
+                v.len(),
+                w.len()
+            )),
+            None => diff(format!("relocations {k}: {}", delta(&v.concat(), &[]))),
         }
     }
     for k in ar.keys().filter(|k| !er.contains_key(*k)) {
@@ -423,6 +472,84 @@ pub fn compare(expected: &[u8], actual: &[u8]) -> Result<Report> {
         differences: d,
         notes,
     })
+}
+
+/// The ELF header fields the section and symbol comparisons leave out: the identity
+/// bytes, sizes of the header and its tables, `e_entry`, `e_version`, the string table
+/// of section names (by name) and whether there are program headers.
+fn header_view(c: &Cubin) -> Vec<String> {
+    let d: &[u8] = &c.data;
+    let shstrndx = d.u16_at(0x3E).unwrap_or(0);
+    vec![
+        format!("ident {}", hex(&d[..16])),
+        format!("version {:#x}", d.u32_at(0x14).unwrap_or(0)),
+        format!("entry {:#x}", d.u64_at(0x18).unwrap_or(0)),
+        format!(
+            "sizes ehdr {} phdr {} shdr {}",
+            d.u16_at(0x34).unwrap_or(0),
+            d.u16_at(0x36).unwrap_or(0),
+            d.u16_at(0x3A).unwrap_or(0)
+        ),
+        format!("program headers {}", d.u16_at(0x38).unwrap_or(0)),
+        format!("section names in {}", section_name(c, shstrndx)),
+    ]
+}
+
+/// The program headers by meaning, in their order (`segments::describe`).
+fn segments_view(c: &Cubin) -> Result<Vec<String>> {
+    Ok(segments::read(c)?
+        .iter()
+        .map(|s| segments::describe(c, s))
+        .collect())
+}
+
+/// `sh_addr` of section `i` (the reader keeps no field for it: always 0 in a cubin).
+fn section_addr(c: &Cubin, i: usize) -> u64 {
+    let d: &[u8] = &c.data;
+    let shoff = d.u64_at(0x28).unwrap_or(0) as usize;
+    d.u64_at(shoff + i * 64 + 0x10).unwrap_or(0)
+}
+
+/// The names taken from string table `t`: section names (from `.shstrtab`), the names
+/// of the symbols of a table that links to it, and (from `.strtab`) the prototype and
+/// call-graph strings; sorted, each once. Strings nobody refers to are left out: nvlink's
+/// tables hold names of sections it did not make (`.nv.prototype`, `.symtab_shndx`,
+/// `.rel.nv.constant0.*`, `__UDT*`...), and below sm_100 its `.strtab` repeats every
+/// section name.
+fn names_used(c: &Cubin, t: usize) -> Vec<String> {
+    let d: &[u8] = &c.data;
+    let mut v = Vec::new();
+    if d.u16_at(0x3E).is_some_and(|i| i as usize == t) {
+        v.extend(c.sections.iter().skip(1).map(|s| s.name.clone()));
+    }
+    for s in c.sections.iter().filter(|s| s.link as usize == t) {
+        let table = match s.ty {
+            SHT_SYMTAB => &c.symbols,
+            SHT_MERC_SYMTAB => &c.merc_symbols,
+            _ => continue,
+        };
+        v.extend(table.iter().skip(1).map(|s| s.name.clone()));
+    }
+    if c.sections[t].name == ".strtab" {
+        let strtab = c.bytes(&c.sections[t]);
+        for s in c
+            .sections
+            .iter()
+            .filter(|s| matches!(s.ty, SHT_CUDA_PROTOTYPE | SHT_MERC_PROTOTYPE))
+        {
+            for e in c.bytes(s).chunks_exact(8) {
+                let o = u32::from_le_bytes(e[4..].try_into().unwrap()) as usize;
+                if let Some(rest) = strtab.get(o..) {
+                    let end = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
+                    v.push(String::from_utf8_lossy(&rest[..end]).into_owned());
+                }
+            }
+        }
+    }
+    v.retain(|n| !n.is_empty());
+    v.sort();
+    v.dedup();
+    v
 }
 
 /// What only the expected list has, and what only the actual list has (or, when both

@@ -6,6 +6,7 @@ pub mod cubin;
 pub mod equiv;
 pub mod info;
 pub mod reloc;
+pub mod segments;
 pub mod tkinfo;
 pub mod write;
 

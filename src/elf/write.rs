@@ -366,10 +366,16 @@ pub fn write_to<W: Write + ?Sized>(mut img: Image, w: &mut W) -> std::io::Result
             continue;
         }
         if s.memory_only() {
+            // at an offset aligned as the section is, the padding written and, after
+            // initialised data, counted in the data segment's file part; in the
+            // segment's memory each one aligned after the one before (as nvlink)
+            let before = out.pos;
+            out.align(s.align);
             let at = out.pos;
             place[i + base] = (at, s.mem_size);
             if let Some(rw) = &mut load_rw {
-                rw.2 += s.mem_size;
+                rw.1 += at - before;
+                rw.2 = rw.2.max(rw.1).next_multiple_of(s.align.max(1)) + s.mem_size;
             } else if s.flags & SHF_ALLOC != 0 {
                 load_rw = Some((at, 0, s.mem_size));
             }
@@ -457,8 +463,36 @@ pub fn write_to<W: Write + ?Sized>(mut img: Image, w: &mut W) -> std::io::Result
     let phoff = shoff + table.len() as u64;
     let mut phnum = 0u16;
     if img.program_headers {
-        let count = if mercury { 6 } else { 4 };
-        let phsize = count * 56u64;
+        // a segment with nothing in it is left out (nvlink's image of no code has the
+        // program headers' two only); None stands for the program header table
+        let full = |s: Option<(u64, u64)>| s.map(|(o, n)| Some((o, n, n)));
+        let data = load_rw.filter(|rw| rw.2 > 0).map(Some);
+        let segments = if mercury {
+            // PHDR and its LOAD read-only, then banks, code, data, parameter banks
+            vec![
+                (6, 4, Some(None)),
+                (1, 4, Some(None)),
+                (1, 4, full(banks)),
+                (1, 5, full(code)),
+                (1, 6, data),
+                (1, 4, full(params)),
+            ]
+        } else {
+            vec![
+                (6, 5, Some(None)),
+                (1, 5, full(code)),
+                (1, 6, data),
+                (1, 5, Some(None)),
+            ]
+        };
+        // (type, flags, (offset, file size, memory size) or None for the table)
+        type Segment = (u32, u32, Option<(u64, u64, u64)>);
+        let kept: Vec<Segment> = segments
+            .into_iter()
+            .filter_map(|(ty, flags, span)| Some((ty, flags, span?)))
+            .filter(|(_, _, span)| span.is_none_or(|x| x.2 > 0))
+            .collect();
+        let phsize = kept.len() as u64 * 56;
         let ph = |out: &mut Vec<u8>, ty: u32, flags: u32, off: u64, filesz: u64, memsz: u64| {
             out.extend_from_slice(&ty.to_le_bytes());
             out.extend_from_slice(&flags.to_le_bytes());
@@ -469,27 +503,11 @@ pub fn write_to<W: Write + ?Sized>(mut img: Image, w: &mut W) -> std::io::Result
             out.extend_from_slice(&memsz.to_le_bytes());
             out.extend_from_slice(&8u64.to_le_bytes());
         };
-        let (rw_off, rw_file, rw_mem) = load_rw.unwrap_or((0, 0, 0));
-        let span = |s: Option<(u64, u64)>| s.unwrap_or((0, 0));
-        if mercury {
-            // PHDR and its LOAD read-only, then banks, code, data, parameter banks
-            ph(&mut table, 6, 4, phoff, phsize, phsize);
-            ph(&mut table, 1, 4, phoff, phsize, phsize);
-            let (o, n) = span(banks);
-            ph(&mut table, 1, 4, o, n, n);
-            let (o, n) = span(code);
-            ph(&mut table, 1, 5, o, n, n);
-            ph(&mut table, 1, 6, rw_off, rw_file, rw_mem);
-            let (o, n) = span(params);
-            ph(&mut table, 1, 4, o, n, n);
-        } else {
-            ph(&mut table, 6, 5, phoff, phsize, phsize);
-            let (o, n) = span(code);
-            ph(&mut table, 1, 5, o, n, n);
-            ph(&mut table, 1, 6, rw_off, rw_file, rw_mem);
-            ph(&mut table, 1, 5, phoff, phsize, phsize);
+        for (ty, flags, span) in kept {
+            let (o, file, mem) = span.unwrap_or((phoff, phsize, phsize));
+            ph(&mut table, ty, flags, o, file, mem);
+            phnum += 1;
         }
-        phnum = count as u16;
     }
     // ELF header
     let mut h = Vec::with_capacity(64);
@@ -505,7 +523,14 @@ pub fn write_to<W: Write + ?Sized>(mut img: Image, w: &mut W) -> std::io::Result
     h.extend_from_slice(&shoff.to_le_bytes());
     h.extend_from_slice(&img.e_flags.to_le_bytes());
     h.extend_from_slice(&64u16.to_le_bytes());
-    h.extend_from_slice(&(if phnum > 0 { 56u16 } else { 0 }).to_le_bytes());
+    // nvlink's -r output below sm_100 gives the entry size of program headers it has not
+    let relocatable_sass = img.e_type == 1 && (img.e_flags >> 8) & 0xFF < 100;
+    let phentsize = if phnum > 0 || relocatable_sass {
+        56u16
+    } else {
+        0
+    };
+    h.extend_from_slice(&phentsize.to_le_bytes());
     h.extend_from_slice(&phnum.to_le_bytes());
     h.extend_from_slice(&64u16.to_le_bytes());
     h.extend_from_slice(&(shnum as u16).to_le_bytes());

@@ -10,10 +10,13 @@ variables at file scope and inside functions, `extern` references across units, 
 definitions (the same template instantiated in several units, and `__noinline__`
 functions marked weak), functions nobody calls, barriers, stack frames, kernels' own `__shared__` arrays and
 dynamic shared memory (`extern __shared__` arrays of no size, in kernels and device
-functions), `__managed__` variables, printf, assert and malloc/free in device functions.
+functions), `__managed__` variables, printf, assert and malloc/free in device functions,
+and host code launching some of a unit's kernels (`launch_t<unit>`; the others the host
+never launches, which matters where a link sees host objects, e.g. partial LTO).
 The same seed always gives the same program; the kernels' arrays and the dynamic ones
 are drawn from a second generator, the managed variables and the driver's functions
-from a third, so adding them left every other choice of a seed as it was.
+from a third, the host launches from a fourth, so adding them left every other choice
+of a seed as it was.
 """
 import os
 import random
@@ -58,6 +61,7 @@ def main():
     r3 = random.Random(seed * 2_000_029 + 5)
     managed = {t: r3.random() < 0.3 for t in range(ntu)}
     driver = {f: r3.choice(["printf", "assert", "malloc"]) for f in funcs if r3.random() < 0.15}
+    r4 = random.Random(seed * 3_000_017 + 11)  # the host's launches
 
     def fname(f):
         return f"f{f[0]}_{f[1]}"
@@ -169,6 +173,12 @@ def main():
                 L.append(f"    dyn{t}[threadIdx.x] = acc; __syncthreads(); acc += (int)dyn{t}[1];")
             L.append("    if (i < n) out[i] = acc;")
             L.append("}")
+        # host code launching some of the unit's kernels (none for some units)
+        launched = [k for k in range(kernels[t]) if r4.random() < 0.6]
+        L.append(f"void launch_t{t}(int *out, int n) {{")
+        for k in launched:
+            L.append(f"    k{t}_{k}<<<1, 32>>>(out, n);")
+        L.append("}")
         with open(os.path.join(out, f"t{t}.cu"), "w") as fh:
             fh.write("\n".join(L) + "\n")
 
