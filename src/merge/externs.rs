@@ -51,7 +51,7 @@ impl Merger<'_> {
             .map(|f| {
                 let mut list = own[f].clone();
                 if self.live[f] && self.funcs[f].entry {
-                    for g in self.reachable_from(f) {
+                    for &g in self.tree(f) {
                         for &o in &own[g] {
                             if !list.contains(&o) {
                                 list.push(o);

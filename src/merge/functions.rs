@@ -87,6 +87,7 @@ impl<'a> Merger<'a> {
     /// their edges.
     fn input_functions(&self, i: usize) -> Result<Vec<Func>> {
         let c = &self.inputs[i].cubin;
+        let (info_of, relocs_of) = sections_by_code(c);
         let mut out = Vec::new();
         for s in 1..c.symbols.len() {
             let sym = &c.symbols[s];
@@ -97,13 +98,20 @@ impl<'a> Merger<'a> {
                 continue;
             }
             let text = sym.shndx as usize;
-            let barriers = function_info(c, text)?
+            let info = info_of.get(&text).copied();
+            let records = match info.map(|si| &c.sections[si]) {
+                Some(s) => info::parse(c.bytes(s), &c.origin, &s.name, s.offset)?,
+                None => Vec::new(),
+            };
+            let barriers = records
                 .iter()
                 .find(|r| r.attr == info::NUM_BARRIERS)
                 .map_or(0, |r| (r.value & 0xFF) as u32);
             out.push(Func {
                 key: SymKey::new(i, s),
                 text,
+                info,
+                relocs: relocs_of.get(&text).cloned().unwrap_or_default(),
                 entry: sym.is_entry(),
                 regs: self.sym_value(SymKey::new(i, s), info::REGCOUNT),
                 frame: self.sym_value(SymKey::new(i, s), info::FRAME_SIZE),
@@ -120,12 +128,8 @@ impl<'a> Merger<'a> {
     /// out) and the shared variables it uses.
     fn relocation_edges(&self, f: usize) -> Result<(BTreeSet<usize>, BTreeSet<SymKey>)> {
         let i = self.funcs[f].key.input;
-        let c = &self.inputs[i].cubin;
         let (mut callees, mut shared) = (BTreeSet::new(), BTreeSet::new());
-        for (ri, rs) in c.sections.iter().enumerate() {
-            if !matches!(rs.ty, SHT_RELA | SHT_REL) || rs.info as usize != self.funcs[f].text {
-                continue;
-            }
+        for &ri in &self.funcs[f].relocs {
             for r in self.relocs(i, ri)? {
                 let sk = SymKey::new(i, r.sym as usize);
                 let sym = self.sym(sk);
@@ -190,22 +194,54 @@ impl<'a> Merger<'a> {
         }
     }
 
-    /// `f` and the functions it calls, directly or not. Another kernel `f`'s code refers
-    /// to is launched (dynamic parallelism), not called: its call tree is not `f`'s
-    /// (nvlink gives the launching kernel none of its shared variables, barriers,
-    /// registers or stack).
-    pub(super) fn reachable_from(&self, f: usize) -> Vec<usize> {
-        let mut seen = vec![false; self.funcs.len()];
-        let mut out = Vec::new();
-        let mut stack = vec![f];
-        while let Some(g) = stack.pop() {
-            if (g == f || !self.funcs[g].entry) && !std::mem::replace(&mut seen[g], true) {
-                out.push(g);
-                stack.extend(self.funcs[g].callees.iter().copied());
-            }
+    /// Each live kernel's call tree, once, for the steps that read it (shared memory,
+    /// `.nv.info`, `EXTERNS`, the register limits): the kernel and the functions it
+    /// calls, directly or not, in function order. Another kernel a kernel's code refers
+    /// to is launched (dynamic parallelism), not called: its call tree is not the
+    /// caller's (nvlink gives the launching kernel none of its shared variables,
+    /// barriers, registers or stack). The walks run over one flat copy of the edges
+    /// that leaves the kernels out, in parallel, each thread marking what it has seen
+    /// with the kernel's number instead of clearing a table per kernel.
+    pub(super) fn call_trees(&mut self) {
+        let n = self.funcs.len();
+        let mut start = Vec::with_capacity(n + 1);
+        let mut next = Vec::new();
+        start.push(0);
+        for func in &self.funcs {
+            next.extend(func.callees.iter().filter(|&&g| !self.funcs[g].entry));
+            start.push(next.len());
         }
-        out.sort_unstable();
-        out
+        self.kernels = (0..n)
+            .filter(|&f| self.live[f] && self.funcs[f].entry)
+            .collect();
+        self.trees = self
+            .kernels
+            .par_iter()
+            .map_init(
+                || vec![usize::MAX; n],
+                |seen, &f| {
+                    seen[f] = f;
+                    let (mut out, mut stack) = (vec![f], vec![f]);
+                    while let Some(g) = stack.pop() {
+                        for &h in &next[start[g]..start[g + 1]] {
+                            if seen[h] != f {
+                                seen[h] = f;
+                                out.push(h);
+                                stack.push(h);
+                            }
+                        }
+                    }
+                    out.sort_unstable();
+                    out
+                },
+            )
+            .collect();
+    }
+
+    /// Live kernel `f`'s call tree (`call_trees`).
+    pub(super) fn tree(&self, f: usize) -> &[usize] {
+        let k = self.kernels.binary_search(&f).expect("a live kernel");
+        &self.trees[k]
     }
 }
 
@@ -234,15 +270,22 @@ pub(super) fn callgraph_entries(c: &Cubin) -> Result<Vec<(u32, i64, usize)>> {
     Ok(out)
 }
 
-fn function_info(c: &Cubin, text: usize) -> Result<Vec<Record>> {
-    match c
-        .sections
-        .iter()
-        .find(|s| s.ty == SHT_CUDA_INFO && s.flags & SHF_INFO_LINK != 0 && s.info as usize == text)
-    {
-        Some(s) => info::parse(c.bytes(s), &c.origin, &s.name, s.offset),
-        None => Ok(Vec::new()),
+/// Input `c`'s sections that belong to a function, by the code section their `sh_info`
+/// names: the first `.nv.info.<fn>`, and the relocation sections in order (one pass
+/// over the sections, instead of one per function).
+type ByCode = (HashMap<usize, usize>, HashMap<usize, Vec<usize>>);
+
+fn sections_by_code(c: &Cubin) -> ByCode {
+    let (mut info_of, mut relocs_of): ByCode = Default::default();
+    for (si, s) in c.sections.iter().enumerate() {
+        let text = s.info as usize;
+        if s.ty == SHT_CUDA_INFO && s.flags & SHF_INFO_LINK != 0 {
+            info_of.entry(text).or_insert(si);
+        } else if matches!(s.ty, SHT_RELA | SHT_REL) {
+            relocs_of.entry(text).or_default().push(si);
+        }
     }
+    (info_of, relocs_of)
 }
 
 /// The NUL-terminated string at `off` in a cubin's `.strtab`.

@@ -147,6 +147,10 @@ const NO_FUNC: u32 = u32::MAX;
 struct Func {
     key: SymKey,
     text: usize,
+    /// Its `.nv.info.<fn>` section in its input (the first naming its code).
+    info: Option<usize>,
+    /// The relocation sections of its code in its input, in order.
+    relocs: Vec<usize>,
     entry: bool,
     regs: u32,
     frame: u32,
@@ -242,6 +246,7 @@ pub fn link_with_steps(
     lap("resolve");
     m.functions()?;
     m.reach();
+    m.call_trees();
     m.check_register_limits()?;
     m.read_externs()?;
     lap("functions");
@@ -326,6 +331,10 @@ struct Merger<'a> {
     extern_slots: Vec<usize>,
     /// The functions no input defines that those entries name (representatives).
     driver_functions: HashSet<SymKey>,
+    /// The live kernels, in function order, and each one's call tree (`call_trees`);
+    /// the trees are let go after `.nv.info`.
+    kernels: Vec<usize>,
+    trees: Vec<Vec<usize>>,
     /// (registers, stack, barriers) over each live kernel's call tree (`info`).
     props: HashMap<usize, (u32, u32, u32)>,
     /// Debug links: the section each shared variable's symbol goes in (its one kernel's
@@ -386,6 +395,8 @@ impl<'a> Merger<'a> {
             shared_home: HashMap::default(),
             shared_reserve: 0,
             debug_shared_holds_variables: false,
+            kernels: Vec::new(),
+            trees: Vec::new(),
             props: HashMap::default(),
             externs: Vec::new(),
             extern_refs: Vec::new(),
@@ -411,10 +422,7 @@ impl<'a> Merger<'a> {
     /// Function `f`'s `.nv.info.<fn>` section in its input, if it has one.
     fn info_section_of(&self, f: usize) -> Option<&'a Section> {
         let c = &self.inputs[self.funcs[f].key.input].cubin;
-        let text = self.funcs[f].text;
-        c.sections.iter().find(|s| {
-            s.ty == SHT_CUDA_INFO && s.info as usize == text && s.flags & SHF_INFO_LINK != 0
-        })
+        self.funcs[f].info.map(|si| &c.sections[si])
     }
 
     /// The value of a function's global `.nv.info` record `attr` (0 without one).

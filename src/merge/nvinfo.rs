@@ -12,11 +12,19 @@ impl<'a> Merger<'a> {
         let exec = !self.opts.relocatable;
         // (registers, stack, barriers) over each live kernel's call tree, computed once
         self.props = {
-            let kernels: Vec<usize> = (0..self.funcs.len())
-                .filter(|&f| self.live[f] && self.funcs[f].entry)
+            let kernels = self.kernels.clone();
+            // (the deepest frame chains share one table: a function's is the same
+            // whichever kernel reaches it)
+            let mut memo = vec![None; self.funcs.len()];
+            let stacks: Vec<u32> = (kernels.iter())
+                .map(|&f| {
+                    self.stack_depth(f, &mut Vec::new(), &mut memo)
+                        .unwrap_or(UNKNOWN_STACK)
+                })
                 .collect();
-            let mut props: Vec<(u32, u32, u32)> =
-                kernels.par_iter().map(|&f| self.propagated(f)).collect();
+            let mut props: Vec<(u32, u32, u32)> = (kernels.par_iter().zip(stacks))
+                .map(|(&f, stack)| self.propagated(f, stack))
+                .collect();
             // (nvlink 13.5: the one kernel of a link also counts the barriers of the
             // functions it does not reach, those whose address is taken; with two
             // kernels neither does)
@@ -137,6 +145,8 @@ impl<'a> Merger<'a> {
             }
         }
         self.props = props;
+        // (nothing after `.nv.info` reads the call trees)
+        self.trees = Vec::new();
         Ok(())
     }
 
@@ -197,31 +207,30 @@ impl<'a> Merger<'a> {
         Ok(Some(o))
     }
 
-    /// `(registers, stack, barriers)` of a function with everything it calls: the
-    /// register and barrier maxima over the call tree and the deepest frame chain.
-    fn propagated(&self, f: usize) -> (u32, u32, u32) {
-        let reach = self.reachable_from(f);
+    /// `(registers, stack, barriers)` of a kernel with everything it calls: the register
+    /// and barrier maxima over its call tree, and `stack`, its deepest frame chain.
+    fn propagated(&self, f: usize, stack: u32) -> (u32, u32, u32) {
+        let reach = self.tree(f);
         let regs = reach.iter().map(|&g| self.funcs[g].regs).max().unwrap_or(0);
         let bars = reach
             .iter()
             .map(|&g| self.funcs[g].barriers)
             .max()
             .unwrap_or(0);
-        let mut memo = HashMap::default();
-        let stack = self
-            .stack_depth(f, &mut Vec::new(), &mut memo)
-            .unwrap_or(UNKNOWN_STACK);
         (regs, stack, bars)
     }
 
     /// The deepest chain of frames below `f`; `None` when the call tree has a cycle.
+    /// `memo` may be kept from one kernel to the next: a function's answer does not
+    /// depend on the path that reached it (a cycle found through a function on the path
+    /// runs through every function after it on the path, so all of them have one below).
     fn stack_depth(
         &self,
         f: usize,
         path: &mut Vec<usize>,
-        memo: &mut HashMap<usize, Option<u32>>,
+        memo: &mut [Option<Option<u32>>],
     ) -> Option<u32> {
-        if let Some(&d) = memo.get(&f) {
+        if let Some(d) = memo[f] {
             return d;
         }
         if path.contains(&f) || self.funcs[f].self_call {
@@ -241,7 +250,7 @@ impl<'a> Merger<'a> {
         }
         path.pop();
         let d = deepest.map(|x| self.funcs[f].frame + x);
-        memo.insert(f, d);
+        memo[f] = Some(d);
         d
     }
 }

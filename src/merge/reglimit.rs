@@ -67,9 +67,8 @@ impl Merger<'_> {
                 limits.insert(f, m);
             }
         }
-        let broken = |(&k, &m): (&usize, &u32)| {
-            (self.reachable_from(k).iter()).any(|&g| self.funcs[g].regs > m)
-        };
+        let broken =
+            |(&k, &m): (&usize, &u32)| (self.tree(k).iter()).any(|&g| self.funcs[g].regs > m);
         if !limits.iter().any(broken) {
             return Ok(());
         }

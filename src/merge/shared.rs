@@ -37,9 +37,7 @@ impl<'a> Merger<'a> {
             0x400
         };
         let align = |m: &Self, k: SymKey| m.sym(k).value.max(1);
-        let kernels: Vec<usize> = (0..self.funcs.len())
-            .filter(|&f| self.live[f] && self.funcs[f].entry)
-            .collect();
+        let kernels = self.kernels.clone();
         // variable → the kernels (positions in `kernels`) whose call tree uses it;
         // every shared variable some function refers to is there, held or not (the
         // variables of removed functions take room; those no code refers to do not)
@@ -49,13 +47,9 @@ impl<'a> Merger<'a> {
                 held.entry(v).or_default();
             }
         }
-        let trees: Vec<Vec<usize>> = kernels
-            .par_iter()
-            .map(|&k| self.reachable_from(k))
-            .collect();
         // function → the kernels (positions in `kernels`) that reach it
         let mut kernels_of: Vec<Vec<usize>> = vec![Vec::new(); self.funcs.len()];
-        for (ki, tree) in trees.iter().enumerate() {
+        for (ki, tree) in self.trees.iter().enumerate() {
             let vars: BTreeSet<SymKey> = tree
                 .iter()
                 .flat_map(|&g| self.funcs[g].shared.iter().copied())
