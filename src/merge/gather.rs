@@ -7,6 +7,8 @@
 //! cubin (e_type 2) contributes nothing, so a whole-program build's device link writes
 //! an image without code.
 
+use rayon::prelude::*;
+
 use crate::arch::Arch;
 use crate::bytes::Bytes;
 use crate::diag::{Diagnostics, Error, Result};
@@ -28,24 +30,75 @@ pub struct Unit {
     pub host: bool,
 }
 
-/// `lto`: units with IR for the target went to libNVVM and are left out here.
+/// `lto`: units with IR for the target went to libNVVM and are left out here. The walk
+/// decides, in input order, which code each unit gives; the members chosen are then
+/// decompressed on the pool, and the units, warnings and the first error come out in
+/// input order, as a walk reading each member in turn gives them.
 pub fn collect(trees: &[Node], target: Arch, lto: bool, diag: &Diagnostics) -> Result<Vec<Unit>> {
+    let mut plan = Vec::new();
+    let w = Walk { target, lto };
+    let stop = trees
+        .iter()
+        .try_for_each(|t| w.walk(t, false, &mut plan))
+        .err();
+    let read: Vec<Option<Result<Bytes>>> = plan
+        .par_iter()
+        .map(|p| match p {
+            Planned::Read { origin, code, .. } => Some(code.bytes(origin)),
+            Planned::Warn(_) => None,
+        })
+        .collect();
     let mut out = Vec::new();
-    let w = Walk { target, lto, diag };
-    for t in trees {
-        w.walk(t, false, &mut out)?;
+    for (p, bytes) in plan.into_iter().zip(read) {
+        match p {
+            Planned::Warn(w) => diag.warning(&w),
+            Planned::Read {
+                node, ptx, system, ..
+            } => {
+                let bytes = bytes.expect("read")?;
+                // whole-program SASS for the target: nothing to link, and no PTX either
+                if !ptx && elf_type(&bytes) == Some(2) {
+                    continue;
+                }
+                out.push(Unit {
+                    origin: node.origin.clone(),
+                    source: if ptx {
+                        Source::Ptx(bytes)
+                    } else {
+                        Source::Cubin(bytes)
+                    },
+                    system,
+                    host: matches!(node.item, Item::HostObject { .. }),
+                });
+            }
+        }
     }
-    Ok(out)
+    match stop {
+        Some(e) => Err(e),
+        None => Ok(out),
+    }
 }
 
-struct Walk<'a> {
+/// What the walk decided for a unit, before any member is read.
+enum Planned<'n> {
+    /// The unit's SASS (`ptx`: its PTX), to be read from `code`.
+    Read {
+        node: &'n Node,
+        origin: &'n str,
+        code: &'n Code,
+        ptx: bool,
+        system: bool,
+    },
+    Warn(String),
+}
+
+struct Walk {
     target: Arch,
     lto: bool,
-    diag: &'a Diagnostics,
 }
 
-impl Walk<'_> {
-    fn walk(&self, n: &Node, system: bool, out: &mut Vec<Unit>) -> Result<()> {
+impl Walk {
+    fn walk<'n>(&self, n: &'n Node, system: bool, out: &mut Vec<Planned<'n>>) -> Result<()> {
         match &n.item {
             Item::Archive { cudadevrt, .. } => {
                 for ch in &n.children {
@@ -54,20 +107,25 @@ impl Walk<'_> {
                 Ok(())
             }
             Item::Ignored(_) => Ok(()),
-            // a raw executable cubin is passed over whatever its SM (nvlink 13.5)
-            Item::Code(c) if is_executable(n, c)? => Ok(()),
-            _ => unit(n, self.target, self.lto, self.diag, system, out),
+            // a raw executable cubin is passed over whatever its SM (nvlink 13.5); one
+            // for the target is found so when it is read
+            Item::Code(c) if !self.sass_for_target(c) && is_executable(n, c)? => Ok(()),
+            _ => unit(n, self.target, self.lto, system, out),
         }
+    }
+
+    /// Whether `unit` would take this code as the unit's SASS.
+    fn sass_for_target(&self, c: &Code) -> bool {
+        c.kind == CodeKind::Cubin && c.arch.is_none_or(|a| sass_compatible(a, self.target))
     }
 }
 
-fn unit(
-    n: &Node,
+fn unit<'n>(
+    n: &'n Node,
     target: Arch,
     lto: bool,
-    diag: &Diagnostics,
     system: bool,
-    out: &mut Vec<Unit>,
+    out: &mut Vec<Planned<'n>>,
 ) -> Result<()> {
     let codes = linked_codes(n);
     if codes.is_empty() {
@@ -85,17 +143,14 @@ fn unit(
         .filter(|(_, c)| c.kind == CodeKind::Cubin)
         .filter(|(_, c)| c.arch.is_none_or(|a| sass_compatible(a, target)))
         .max_by_key(|(_, c)| c.arch.map(|a| (a == target, a.sm)));
-    if let Some((origin, c)) = sass {
-        let bytes = c.bytes(origin)?;
-        // whole-program SASS for the target: nothing to link, and no PTX either
-        if elf_type(&bytes) != Some(2) {
-            out.push(Unit {
-                origin: n.origin.clone(),
-                source: Source::Cubin(bytes),
-                system,
-                host: matches!(n.item, Item::HostObject { .. }),
-            });
-        }
+    if let Some(&(origin, code)) = sass {
+        out.push(Planned::Read {
+            node: n,
+            origin,
+            code,
+            ptx: false,
+            system,
+        });
         return Ok(());
     }
     let ptx = codes
@@ -103,12 +158,13 @@ fn unit(
         .filter(|(_, c)| c.kind == CodeKind::Ptx)
         .filter(|(_, c)| c.arch.is_none_or(|a| a.sm <= target.sm))
         .max_by_key(|(_, c)| c.arch.map(|a| a.sm));
-    if let Some((origin, c)) = ptx {
-        out.push(Unit {
-            origin: n.origin.clone(),
-            source: Source::Ptx(c.bytes(origin)?),
+    if let Some(&(origin, code)) = ptx {
+        out.push(Planned::Read {
+            node: n,
+            origin,
+            code,
+            ptx: true,
             system,
-            host: matches!(n.item, Item::HostObject { .. }),
         });
         return Ok(());
     }
@@ -124,11 +180,11 @@ fn unit(
         && let Some(arch) = c.arch
     {
         if target.sm >= 100 && arch.sm < 100 {
-            diag.warning(&format!(
+            out.push(Planned::Warn(format!(
                 "Output is limited to run on SM Arch '{}' only due to limitations in input file {}",
                 target.to_string().trim_start_matches("sm_"),
                 n.origin
-            ));
+            )));
         }
         return Err(Error::fatal(format!(
             "Input file '{}' arch does not match target '{target}'",
@@ -149,7 +205,7 @@ fn unit(
             })
             .collect();
         held.dedup();
-        diag.warning(&format!(
+        out.push(Planned::Warn(format!(
             "SM Arch ('{target}') not found in '{}'\n  it holds {}",
             n.origin,
             if held.is_empty() {
@@ -157,7 +213,7 @@ fn unit(
             } else {
                 held.join(", ")
             }
-        ));
+        )));
     }
     Ok(())
 }
