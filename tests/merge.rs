@@ -1111,6 +1111,50 @@ fn dropped_callees(dump: &[String]) -> Vec<String> {
     found
 }
 
+/// A program with a deep call graph (`benches/gen/deepprog.py`: kernels whose call trees
+/// run five deep across units and overlap, device functions with shared arrays,
+/// barriers and frames), linked both ways: the same `-dump-callgraph` and an equivalent
+/// image (the kernels' shared windows, register counts, stack sizes and barriers come
+/// from their call trees).
+#[test]
+fn deep_call_graphs_link_as_nvlink() {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/gen/deepprog.py");
+    let dir = tempfile::tempdir().unwrap();
+    let ok = Command::new("python3")
+        .arg(&script)
+        .args([
+            "3",
+            dir.path().to_str().unwrap(),
+            "--tus",
+            "6",
+            "--kernels",
+            "4",
+        ])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "deepprog");
+    let tus: Vec<String> = (0..6).map(|t| format!("t{t}.cu")).collect();
+    let ok = Command::new(cuda().join("bin/nvcc"))
+        .current_dir(dir.path())
+        .args(["-cubin", "-rdc=true", "-arch=sm_90"])
+        .args(&tus)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "nvcc");
+    let mut a = vec!["-arch=sm_90".to_string()];
+    a.extend((0..6).map(|t| dir.path().join(format!("t{t}.cubin")).display().to_string()));
+    let dump = |tool: &Path| {
+        let mut d = a.clone();
+        d.push("-dump-callgraph".into());
+        run(tool, &d, dir.path()).messages
+    };
+    let want = dump(&cuda().join("bin/nvlink"));
+    assert!(want.len() > 60, "{want:?}");
+    assert_eq!(dump(&nvlinkrs()), want);
+    differential(&a).unwrap();
+}
 /// `nvlinkrs shim --cuda-path CUDA_HOME OVERLAY`: the overlay toolkit whose nvcc runs
 /// nvlinkrs as its nvlink (its path, absolute).
 fn shim(overlay: &Path) -> PathBuf {

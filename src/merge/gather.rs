@@ -7,6 +7,8 @@
 //! cubin (e_type 2) contributes nothing, so a whole-program build's device link writes
 //! an image without code.
 
+use rayon::prelude::*;
+
 use crate::arch::{Arch, ir_compatible, ptx_compatible, sass_compatible};
 use crate::bytes::Bytes;
 use crate::diag::{Diagnostics, Error, Result};
@@ -29,19 +31,79 @@ pub struct Unit {
     pub host: bool,
 }
 
-/// `lto`: units with IR for the target went to libNVVM and are left out here.
+/// `lto`: units with IR for the target went to libNVVM and are left out here. The walk
+/// decides, in input order, which code each unit gives; the members chosen are then
+/// decompressed on the pool, and the units, warnings and the first error come out in
+/// input order, as a walk reading each member in turn gives them.
 pub fn collect(trees: &[Node], target: Arch, lto: bool, diag: &Diagnostics) -> Result<Vec<Unit>> {
+    let mut plan = Vec::new();
+    let stop = input::units(trees)
+        .into_iter()
+        .try_for_each(|u| {
+            // a raw executable cubin is passed over whatever its SM (nvlink 13.5)
+            if let Item::Code(c) = &u.node.item
+                && is_executable(u.node, c)?
+            {
+                return Ok(());
+            }
+            unit(u, target, lto, &mut plan)
+        })
+        .err();
+    let read: Vec<Option<Result<Bytes>>> = plan
+        .par_iter()
+        .map(|p| match p {
+            Planned::Read { origin, code, .. } => Some(code.bytes(origin)),
+            Planned::Warn(_) => None,
+        })
+        .collect();
     let mut out = Vec::new();
-    for u in input::units(trees) {
-        // a raw executable cubin is passed over whatever its SM (nvlink 13.5)
-        if let Item::Code(c) = &u.node.item
-            && is_executable(u.node, c)?
-        {
-            continue;
+    for (p, bytes) in plan.into_iter().zip(read) {
+        match p {
+            Planned::Warn(w) => diag.warning(&w),
+            Planned::Read {
+                node,
+                code,
+                ptx,
+                system,
+                host,
+                ..
+            } => {
+                let bytes = bytes.expect("one read per planned unit")?;
+                // whole-program SASS for the target: nothing to link, and no PTX either
+                if !ptx && elf_type(&bytes) == Some(2) {
+                    continue;
+                }
+                out.push(Unit {
+                    origin: node.origin.clone(),
+                    source: if ptx {
+                        Source::Ptx(bytes, member_ptxas_options(code))
+                    } else {
+                        Source::Cubin(bytes)
+                    },
+                    system,
+                    host,
+                });
+            }
         }
-        unit(u, target, lto, diag, &mut out)?;
     }
-    Ok(out)
+    match stop {
+        Some(e) => Err(e),
+        None => Ok(out),
+    }
+}
+
+/// What the walk decided for a unit, before any member is read.
+enum Planned<'n> {
+    /// The unit's SASS (`ptx`: its PTX), to be read from `code`.
+    Read {
+        node: &'n Node,
+        origin: &'n str,
+        code: &'n Code,
+        ptx: bool,
+        system: bool,
+        host: bool,
+    },
+    Warn(String),
 }
 
 /// The options a PTX fatbin member records for ptxas, less `--compile-only` (a link's
@@ -55,13 +117,7 @@ fn member_ptxas_options(c: &crate::input::Code) -> Vec<String> {
         .collect()
 }
 
-fn unit(
-    u: input::Unit,
-    target: Arch,
-    lto: bool,
-    diag: &Diagnostics,
-    out: &mut Vec<Unit>,
-) -> Result<()> {
+fn unit<'n>(u: input::Unit<'n>, target: Arch, lto: bool, out: &mut Vec<Planned<'n>>) -> Result<()> {
     let (n, system) = (u.node, u.cudadevrt);
     let codes = u.linked_codes();
     if codes.is_empty() {
@@ -79,17 +135,15 @@ fn unit(
         .filter(|(_, c)| c.kind == CodeKind::Cubin)
         .filter(|(_, c)| c.arch.is_none_or(|a| sass_compatible(a, target)))
         .max_by_key(|(_, c)| c.arch.map(|a| (a == target, a.sm)));
-    if let Some((origin, c)) = sass {
-        let bytes = c.bytes(origin)?;
-        // whole-program SASS for the target: nothing to link, and no PTX either
-        if elf_type(&bytes) != Some(2) {
-            out.push(Unit {
-                origin: n.origin.clone(),
-                source: Source::Cubin(bytes),
-                system,
-                host: u.is_host_object(),
-            });
-        }
+    if let Some(&(origin, code)) = sass {
+        out.push(Planned::Read {
+            node: n,
+            origin,
+            code,
+            ptx: false,
+            system,
+            host: u.is_host_object(),
+        });
         return Ok(());
     }
     let ptx = codes
@@ -97,10 +151,12 @@ fn unit(
         .filter(|(_, c)| c.kind == CodeKind::Ptx)
         .filter(|(_, c)| c.arch.is_none_or(|a| ptx_compatible(a, target)))
         .max_by_key(|(_, c)| c.arch.map(|a| a.sm));
-    if let Some((origin, c)) = ptx {
-        out.push(Unit {
-            origin: n.origin.clone(),
-            source: Source::Ptx(c.bytes(origin)?, member_ptxas_options(c)),
+    if let Some(&(origin, code)) = ptx {
+        out.push(Planned::Read {
+            node: n,
+            origin,
+            code,
+            ptx: true,
             system,
             host: u.is_host_object(),
         });
@@ -118,11 +174,11 @@ fn unit(
         && let Some(arch) = c.arch
     {
         if target.sm >= 100 && arch.sm < 100 {
-            diag.warning(&format!(
+            out.push(Planned::Warn(format!(
                 "Output is limited to run on SM Arch '{}' only due to limitations in input file {}",
                 target.to_string().trim_start_matches("sm_"),
                 n.origin
-            ));
+            )));
         }
         return Err(Error::fatal(format!(
             "Input file '{}' arch does not match target '{target}'",
@@ -143,7 +199,7 @@ fn unit(
             })
             .collect();
         held.dedup();
-        diag.warning(&format!(
+        out.push(Planned::Warn(format!(
             "SM Arch ('{target}') not found in '{}'\n  it holds {}",
             n.origin,
             if held.is_empty() {
@@ -151,7 +207,7 @@ fn unit(
             } else {
                 held.join(", ")
             }
-        ));
+        )));
     }
     Ok(())
 }
