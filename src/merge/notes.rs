@@ -82,6 +82,7 @@ impl<'a> Merger<'a> {
                 if let Some(target) = self.opts.target
                     && let Ok(mut recs) = info::parse(&o.data, &c.origin, &s.name, s.offset)
                 {
+                    devrt::compat_max(&mut recs, &self.inputs);
                     compat_for_target(&mut recs, (c.e_flags >> 8) & 0xFF, target);
                     o.data = info::encode_all(&recs);
                 }
