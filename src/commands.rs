@@ -1,12 +1,16 @@
 //! The command line above the link: nvlinkrs' own subcommands (`inspect`, `compare`,
-//! `cache`, `daemon`, `shim`, parsed with clap) and the `--help` text, one line per
-//! nvlink option in our words and then the subcommands. Anything else is a link.
+//! `cache`, `daemon`, `shim`, parsed with clap; what each does in `commands/run.rs`) and
+//! the `--help` text, one line per nvlink option in our words and then the subcommands.
+//! Anything else is a link.
 
 use std::path::{Path, PathBuf};
 
 use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 
 use crate::cli::LinkArgs;
+
+mod run;
+pub use run::run;
 
 #[derive(Parser, Debug)]
 #[command(name = "nvlinkrs", disable_help_subcommand = true)]
