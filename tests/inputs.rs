@@ -682,8 +682,14 @@ fn empty_and_repeated_inputs_match_nvlink() {
         std::fs::read_to_string(d.join(file)).unwrap()
     };
     let theirs = registered("nvlink", "--register-link-binaries=n.reg.c");
-    assert!(theirs.starts_with("#define NUM_PRELINKED_OBJECTS 3\n"), "{theirs}");
-    assert_eq!(registered("nvlinkrs", "--register-link-binaries=r.reg.c"), theirs);
+    assert!(
+        theirs.starts_with("#define NUM_PRELINKED_OBJECTS 3\n"),
+        "{theirs}"
+    );
+    assert_eq!(
+        registered("nvlinkrs", "--register-link-binaries=r.reg.c"),
+        theirs
+    );
 }
 
 /// nvlink 13.5's option table, read out of the binary (`strings`, then each name tried
