@@ -2,12 +2,13 @@
 //!
 //! [`link`] is the spine: the one place the phases are called, in order, each timed:
 //! read the inputs → LTO (when asked: the IR through an engine and ptxas; a whole-program
-//! link ends there) → gather every input's code for the target → assemble its PTX with
+//! link ends there) → gather every input's code for the target → [`assemble`] its PTX with
 //! ptxas `-c` → merge the cubins → write the image. What the request means for each phase
 //! is in [`plan`], what the phases run with (diagnostics, cache, job pool) in [`context`],
 //! the report and the files beside the output in `report`.
 
 pub mod arch;
+pub mod assemble;
 pub mod bytes;
 pub mod cache;
 pub mod cli;
@@ -112,7 +113,9 @@ fn link_phases(plan: &Plan, ctx: &LinkContext, keep: bool) -> Result<Timings> {
     // no input with code for the target (each reported by a warning): nvlink writes an
     // image without code, and so does the merge
     let described = lto_cubins.is_empty() && units.iter().all(|u| u.system || u.host);
-    let inputs = timings.phase("assemble", || plan.objects(ctx, units, lto_cubins))?;
+    let inputs = timings.phase("assemble", || {
+        assemble::objects(plan, ctx, units, lto_cubins)
+    })?;
     let mut options = plan.merge_options();
     options.kernels = plan.kernel_filter(&hosts, described);
     options.lto_from = lto_from;
