@@ -152,7 +152,7 @@ pub struct LinkArgs {
     /// With -g: leave the debug information out.
     #[arg(long = "suppress-debug-info")]
     pub suppress_debug_info: bool,
-    /// Do not warn when a stack size is unknown (not done yet: refused).
+    /// Do not warn when a kernel's stack size cannot be determined (its calls recurse).
     #[arg(long = "suppress-stack-size-warning")]
     pub suppress_stack_size_warning: bool,
     /// Append how long each step took to this CSV file.

@@ -1,6 +1,10 @@
-//! Link-time optimization: the module pool, the option list nvlink hands libNVVM, and the
-//! engines that turn a module set into PTX behind one trait (libNVVM, or LLVM for
-//! bitcode). The IR containers themselves are read by `ir`.
+//! Link-time optimization: the module pool (`pool`), the option list nvlink hands libNVVM,
+//! and the engines that turn a module set into PTX behind one trait (libNVVM, `libnvvm`;
+//! or LLVM for bitcode, `llvm_engine`, `llvm_split`, run in the `llvm_helper` process).
+//! `phase` is the LTO phase of a link and chooses the engine; `crash` gives a last word
+//! when libNVVM crashes in process, `isolated` runs its split compile in a child process,
+//! `split_data` gives each variable a split compile copies one home. The IR containers
+//! themselves are read by `ir`.
 
 pub mod bitcode;
 pub mod crash;

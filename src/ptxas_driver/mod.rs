@@ -1,7 +1,7 @@
 //! Running NVIDIA's ptxas on PTX: the argument list nvlink's embedded ptxas records in
 //! `.note.nv.tkinfo` (so that the output bytes match), a private temporary directory per
-//! job, ptxas's messages captured and reported with the input's name, and a bounded pool
-//! whose results come back in job order whatever order the jobs finish in.
+//! job, ptxas's messages captured and reported with the input's name. The jobs run on
+//! the link's job pool (`crate::jobs`), their results in job order.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
