@@ -162,8 +162,7 @@ pub fn version_report(cuda_path: Option<&Path>, nvvmpath: Option<&Path>) -> Stri
             );
             match tk.libnvvm(nvvmpath) {
                 Some(p) => {
-                    let v = crate::lto::libnvvm::LibNvvm::load(&p)
-                        .and_then(|l| l.version())
+                    let v = crate::lto::libnvvm_version(&p)
                         .map(|(a, b)| format!("libNVVM {a}.{b}"))
                         .unwrap_or_else(|e| format!("cannot load it: {}", e.message()));
                     s += &format!("libNVVM:  {} ({v})\n", p.display());

@@ -24,6 +24,15 @@ use crate::consensus::{Consensus, Opt};
 use crate::diag::{Diagnostics, Error, Result};
 use crate::input::HostRefs;
 
+pub use bitcode::{BitcodeSummary, summarize as summarize_bitcode};
+pub use llvm_helper::locate as llvm_helper_path;
+
+/// The version of the libNVVM at `path` (loaded for the question), as `nvvmVersion`
+/// answers it.
+pub fn libnvvm_version(path: &std::path::Path) -> Result<(i32, i32)> {
+    libnvvm::LibNvvm::load(path).and_then(|l| l.version())
+}
+
 /// How a module is handed to the engine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum IrForm {
