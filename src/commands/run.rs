@@ -27,7 +27,6 @@ fn compare_main(expected: &PathBuf, actual: &PathBuf, limit: usize) -> Result<()
     };
     let report = crate::elf::equiv::compare(&read(expected)?, &read(actual)?)?;
     // a closed stdout (`| head`) ends the listing, not the process
-    use std::io::Write;
     let mut out = std::io::stdout().lock();
     for d in report.summary(limit) {
         if writeln!(out, "{d}").is_err() {
