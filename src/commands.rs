@@ -1,12 +1,16 @@
 //! The command line above the link: nvlinkrs' own subcommands (`inspect`, `compare`,
-//! `cache`, `daemon`, `shim`, parsed with clap) and the `--help` text, one line per
-//! nvlink option in our words and then the subcommands. Anything else is a link.
+//! `cache`, `daemon`, `shim`, parsed with clap; what each does in `commands/run.rs`) and
+//! the `--help` text, one line per nvlink option in our words and then the subcommands.
+//! Anything else is a link.
 
 use std::path::{Path, PathBuf};
 
 use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 
 use crate::cli::LinkArgs;
+
+mod run;
+pub use run::run;
 
 #[derive(Parser, Debug)]
 #[command(name = "nvlinkrs", disable_help_subcommand = true)]
@@ -158,8 +162,7 @@ pub fn version_report(cuda_path: Option<&Path>, nvvmpath: Option<&Path>) -> Stri
             );
             match tk.libnvvm(nvvmpath) {
                 Some(p) => {
-                    let v = crate::lto::libnvvm::LibNvvm::load(&p)
-                        .and_then(|l| l.version())
+                    let v = crate::lto::libnvvm_version(&p)
                         .map(|(a, b)| format!("libNVVM {a}.{b}"))
                         .unwrap_or_else(|e| format!("cannot load it: {}", e.message()));
                     s += &format!("libNVVM:  {} ({v})\n", p.display());

@@ -1,11 +1,12 @@
 //! The context of one link: its diagnostics, its cache, its job pool (make's jobserver and
 //! the most jobs each pool ran) and whether the process ends after it. Made once per link
 //! (the command line's, and each link process the daemon starts makes its own) and
-//! handed to the phases that need it, instead of process-wide state. What must stay
-//! process-wide stays where it is, with its reason: the crash handler's state
-//! (`lto::crash`, read from a signal handler), the descriptors closed at start
-//! (`output`, noted before `main` runs) and where plain progress lines count from
-//! (`jobs`, a display setting of the process's stderr).
+//! handed to the phases that need it, instead of process-wide state. The phase times are
+//! not in it: the spine threads them separately (`report::Timings`, returned by the link,
+//! which the phases fill as they run). What must stay process-wide stays where it is,
+//! with its reason: the crash handler's state (`lto::crash`, read from a signal handler),
+//! the descriptors closed at start (`output`, noted before `main` runs) and where plain
+//! progress lines count from (`jobs`, a display setting of the process's stderr).
 
 use std::sync::Arc;
 

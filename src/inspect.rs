@@ -9,7 +9,7 @@ use crate::diag::Result;
 use crate::elf::{self, DeviceSummary};
 use crate::input::{Code, CodeKind, Item, Node};
 use crate::ir::{self, container};
-use crate::lto::bitcode;
+use crate::lto;
 
 /// What one piece of device code holds, computed from its (uncompressed) bytes.
 pub struct Detail {
@@ -149,7 +149,7 @@ pub fn detail(origin: &str, code: &Code) -> Result<Detail> {
 }
 
 fn bitcode_detail(origin: &str, bytes: &[u8]) -> Result<(Value, Vec<String>)> {
-    let s = bitcode::summarize(bytes, origin)?;
+    let s = lto::summarize_bitcode(bytes, origin)?;
     let l = vec![
         format!(
             "LLVM bitcode, triple {}, {} declarations",

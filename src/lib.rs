@@ -2,12 +2,13 @@
 //!
 //! [`link`] is the spine: the one place the phases are called, in order, each timed:
 //! read the inputs → LTO (when asked: the IR through an engine and ptxas; a whole-program
-//! link ends there) → gather every input's code for the target → assemble its PTX with
+//! link ends there) → gather every input's code for the target → [`assemble`] its PTX with
 //! ptxas `-c` → merge the cubins → write the image. What the request means for each phase
 //! is in [`plan`], what the phases run with (diagnostics, cache, job pool) in [`context`],
 //! the report and the files beside the output in `report`.
 
 pub mod arch;
+pub mod assemble;
 pub mod bytes;
 pub mod cache;
 pub mod cli;
@@ -62,14 +63,8 @@ fn link_unchecked(plan: &Plan, mut ctx: LinkContext) -> Result<Timings> {
     let (started, req) = (Instant::now(), plan.req);
     plan.check(ctx.diag)?;
     if req.target_kind == arch::TargetKind::Virtual {
-        // -arch=compute_XX (nvcc -arch=compute_XX, PTX only): nvlink reads the inputs and
-        // writes the --register-link-binaries file, and no image
-        let paths = input::input_list(&req.inputs, &req.libraries, &req.library_paths);
-        let trees = input::load(&paths, input::Mode::Link { lto: req.lto })?;
-        ctx.diag.check()?;
-        let kept = input::prelinked::without_linked(&trees, req.lto);
-        let hosts = input::hosts(kept.as_deref().unwrap_or(&trees));
-        return report::side_files(req, &hosts, false, Timings::default());
+        // no image, so no cache and no report (the phases end after the read)
+        return link_phases(plan, &ctx, false);
     }
     ctx.open_cache(req);
     let (timings, whole) = linkcache::around(plan, &ctx, |keep| link_phases(plan, &ctx, keep))?;
@@ -91,12 +86,17 @@ fn link_phases(plan: &Plan, ctx: &LinkContext, keep: bool) -> Result<Timings> {
             .map(|t| input::once_per_archive(t, &paths, &opened))
     })?;
     diag.check()?;
-    report::unregistered(req, diag, &trees);
     // what an earlier -dlink object among the inputs covers is linked no more (the LTO
     // pool still sees all of it, as nvlink's partial-LTO decision does)
     let kept = input::prelinked::without_linked(&trees, req.lto);
     let linked = kept.as_deref().unwrap_or(&trees);
     let hosts = input::hosts(linked);
+    if req.target_kind == arch::TargetKind::Virtual {
+        // -arch=compute_XX (nvcc -arch=compute_XX, PTX only): nvlink reads the inputs and
+        // writes the --register-link-binaries file, and no image
+        return report::side_files(req, &hosts, false, timings);
+    }
+    report::unregistered(req, diag, &trees);
     let (mut lto_cubins, mut lto_from) = (Vec::new(), Vec::new());
     if req.lto {
         match lto::phase::run(plan, ctx, &trees, &mut timings)? {
@@ -113,7 +113,9 @@ fn link_phases(plan: &Plan, ctx: &LinkContext, keep: bool) -> Result<Timings> {
     // no input with code for the target (each reported by a warning): nvlink writes an
     // image without code, and so does the merge
     let described = lto_cubins.is_empty() && units.iter().all(|u| u.system || u.host);
-    let inputs = timings.phase("assemble", || plan.objects(ctx, units, lto_cubins))?;
+    let inputs = timings.phase("assemble", || {
+        assemble::objects(plan, ctx, units, lto_cubins)
+    })?;
     let mut options = plan.merge_options();
     options.kernels = plan.kernel_filter(&hosts, described);
     options.lto_from = lto_from;

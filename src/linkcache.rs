@@ -102,7 +102,7 @@ pub fn key(req: &LinkRequest, cache: &Cache, kit: Option<&Toolkit>) -> Option<Ke
     if let Some(p) = &req.nvvmpath {
         tools.push(p.join("lib64").join("libnvvm.so"));
     }
-    tools.extend(crate::lto::llvm_helper::locate());
+    tools.extend(crate::lto::llvm_helper_path());
     for t in tools.iter().filter(|t| t.is_file()) {
         k = k
             .text(&t.display().to_string())

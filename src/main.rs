@@ -1,13 +1,11 @@
 //! The `nvlinkrs` command: nvlink's command line (or a subcommand, `nvlinkrs::commands`)
 //! → the library → exit code.
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use nvlinkrs::commands::{CacheAction, Command, DaemonAction};
 use nvlinkrs::diag::{Diagnostics, Error};
-use nvlinkrs::{cli, commands, toolkit};
+use nvlinkrs::{cli, commands};
 
 /// Messages carry the name the program was started under: `nvlink` when it stands in
 /// for nvlink in a toolkit's `bin/`, `nvlinkrs` otherwise.
@@ -20,15 +18,6 @@ fn tool_name() -> String {
                 .map(|f| f.to_string_lossy().into_owned())
         })
         .unwrap_or_else(|| "nvlinkrs".into())
-}
-
-fn inspect_main(files: &[PathBuf], json: bool) -> Result<(), Error> {
-    let out = nvlinkrs::inspect(files, json)?;
-    let mut stdout = std::io::stdout().lock();
-    stdout
-        .write_all(out.as_bytes())
-        .and_then(|_| stdout.flush())
-        .map_err(|e| Error::fatal(format!("cannot write to stdout: {e}")))
 }
 
 fn link_main(
@@ -100,143 +89,6 @@ fn link_main(
     nvlinkrs::link(&req, diag, process).map(|_| ())
 }
 
-/// `nvlinkrs compare EXPECTED ACTUAL`: the differential harness's judgement of two
-/// linked cubins (exit 0 when equivalent, 2 when not).
-fn compare_main(expected: &PathBuf, actual: &PathBuf, limit: usize) -> Result<(), Error> {
-    let read = |p: &PathBuf| {
-        std::fs::read(p)
-            .map_err(|e| Error::fatal(format!("Could not read file '{}': {e}", p.display())))
-    };
-    let report = nvlinkrs::elf::equiv::compare(&read(expected)?, &read(actual)?)?;
-    // a closed stdout (`| head`) ends the listing, not the process
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    for d in report.summary(limit) {
-        if writeln!(out, "{d}").is_err() {
-            break;
-        }
-    }
-    for n in &report.notes {
-        let _ = writeln!(out, "note: {n}");
-    }
-    if report.identical {
-        let _ = writeln!(out, "byte-identical");
-    } else if report.equivalent() && !report.notes.is_empty() {
-        let _ = writeln!(out, "equivalent but for the tool note's command line");
-    } else if report.equivalent() {
-        let _ = writeln!(out, "equivalent (not byte-identical)");
-    } else {
-        let _ = writeln!(
-            out,
-            "not equivalent: {} differences",
-            report.differences.len()
-        );
-        let _ = out.flush();
-        std::process::exit(2);
-    }
-    Ok(())
-}
-
-/// `nvlinkrs cache stats|clear|verify [--cache-dir DIR]` (else `NVLINKRS_CACHE_DIR`, else
-/// the default directory links use).
-fn cache_main(action: CacheAction, dir: Option<PathBuf>) -> Result<(), Error> {
-    let dir = dir
-        .or_else(|| {
-            std::env::var_os("NVLINKRS_CACHE_DIR")
-                .map(PathBuf::from)
-                .filter(|d| !d.as_os_str().is_empty())
-        })
-        .or_else(nvlinkrs::cache::place::default_dir)
-        .ok_or_else(|| {
-            Error::fatal("cache: no --cache-dir, no NVLINKRS_CACHE_DIR, and neither XDG_CACHE_HOME nor HOME to find the default cache")
-        })?;
-    // (opening makes the directory: a command about a cache never does)
-    if std::fs::symlink_metadata(&dir).is_err() {
-        nvlinkrs::diag::to_stdout(&format!("no cache at {}\n", dir.display()));
-        return Ok(());
-    }
-    let cache = nvlinkrs::cache::Cache::open(&dir, nvlinkrs::cache::DEFAULT_CAP)?;
-    match action {
-        CacheAction::Stats => {
-            let s = cache.stats();
-            println!(
-                "cache {}\nentries {}\nbytes {}",
-                dir.display(),
-                s.entries,
-                s.bytes
-            );
-            Ok(())
-        }
-        CacheAction::Clear => cache.clear(),
-        CacheAction::Verify => {
-            let bad = cache.verify();
-            for b in &bad {
-                println!("corrupt {}", b.display());
-            }
-            if bad.is_empty() {
-                println!("{} entries intact", cache.stats().entries);
-                Ok(())
-            } else {
-                Err(Error::fatal(format!(
-                    "cache: {} corrupt entries",
-                    bad.len()
-                )))
-            }
-        }
-    }
-}
-
-/// `nvlinkrs daemon start|stop|status` (and `serve`, what `start` runs in the background).
-fn daemon_main(action: DaemonAction) -> Result<(), Error> {
-    use nvlinkrs::daemon;
-    let socket = daemon::socket_path();
-    match action {
-        DaemonAction::Start => {
-            let pid = daemon::start(&socket)?;
-            println!("pid {pid}");
-            Ok(())
-        }
-        DaemonAction::Stop => {
-            if daemon::stop(&socket) {
-                println!("stopped");
-            } else {
-                println!("not running");
-            }
-            Ok(())
-        }
-        DaemonAction::Status => {
-            let now = daemon::status::query(&socket)?;
-            nvlinkrs::diag::to_stdout(&daemon::status::text(&socket, now.as_ref()));
-            Ok(())
-        }
-        DaemonAction::Serve => daemon::serve(),
-    }
-}
-
-/// `nvlinkrs shim [--cuda-path DIR] [--remove] OVERLAY`: makes OVERLAY a toolkit whose
-/// `bin/nvcc` runs this nvlinkrs as its nvlink (see `nvlinkrs::shim`), or removes it.
-fn shim_main(cuda_path: Option<PathBuf>, remove: bool, overlay: PathBuf) -> Result<(), Error> {
-    if remove {
-        nvlinkrs::shim::remove(&overlay)?;
-        println!("removed the nvlinkrs overlay {}", overlay.display());
-        return Ok(());
-    }
-    let toolkit = match cuda_path {
-        Some(p) => p,
-        None => toolkit::Toolkit::discover(None, None)?.root,
-    };
-    let me = std::env::current_exe()
-        .map_err(|e| Error::fatal(format!("shim: cannot find nvlinkrs's own path: {e}")))?;
-    let o = nvlinkrs::shim::install(&toolkit, &overlay, &me)?;
-    print!(
-        "{} is the CUDA toolkit {} with nvlinkrs as its nvlink\n{}",
-        o.root.display(),
-        o.toolkit.display(),
-        o.recipe()
-    );
-    Ok(())
-}
-
 /// glibc grows each thread's heap a few pages at a time by default; a link allocates and
 /// frees tens of megabytes in many threads, and the growth (a system call and a lock on the
 /// address space each time) cost 10-18% of a 128-unit link. A 16 MiB pad reserves
@@ -258,24 +110,6 @@ fn in_worker<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     match rayon::ThreadPoolBuilder::new().stack_size(32 << 20).build() {
         Ok(pool) => pool.install(f),
         Err(_) => f(),
-    }
-}
-
-fn run_command(command: Command) -> Result<(), Error> {
-    match command {
-        Command::Inspect { json, files } => inspect_main(&files, json),
-        Command::Compare {
-            expected,
-            actual,
-            limit,
-        } => compare_main(&expected, &actual, limit),
-        Command::Cache { action, cache_dir } => cache_main(action, cache_dir),
-        Command::Daemon { action } => daemon_main(action),
-        Command::Shim {
-            cuda_path,
-            remove,
-            overlay,
-        } => shim_main(cuda_path, remove, overlay),
     }
 }
 
@@ -327,7 +161,7 @@ fn main() -> ExitCode {
     let mut diag = Diagnostics::new(&tool_name());
     let result = if subcommand {
         match commands::parse(&args) {
-            Ok(command) => run_command(command),
+            Ok(command) => commands::run(command),
             Err(e) => {
                 // clap's usage or help text; help is not an error
                 let _ = e.print();

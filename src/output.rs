@@ -189,7 +189,7 @@ fn resolve(path: &Path) -> std::io::Result<Target> {
 }
 
 fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
-    crate::input::opened::file_id(a) == crate::input::opened::file_id(b)
+    crate::input::file_id(a) == crate::input::file_id(b)
 }
 
 /// Writes the output `found` names: a new file beside it renamed over it, so that at
@@ -310,17 +310,24 @@ fn reclaim_leftovers(path: &Path, age: Duration) {
             continue;
         }
         let pid = rest.split('.').next().and_then(|p| p.parse::<i32>().ok());
-        if pid.is_some_and(|pid| pid > 0 && !process_runs(pid))
-            && e.metadata()
-                .is_ok_and(|m| m.is_file() && changed_before(&m, age))
+        if e.metadata()
+            .is_ok_and(|m| m.is_file() && abandoned(pid, &m, age))
         {
             std::fs::remove_file(e.path()).ok();
         }
     }
 }
 
+/// Whether a temporary file or directory of process `pid` (named in it), described by
+/// `m`, was left behind: that process no longer runs, and the file has not changed for
+/// `age` ([`LEFTOVER_AGE`] outside tests). The output's temporaries and ptxas's job
+/// directories are reclaimed by this one rule.
+pub(crate) fn abandoned(pid: Option<i32>, m: &std::fs::Metadata, age: Duration) -> bool {
+    pid.is_some_and(|pid| pid > 0 && !process_runs(pid)) && changed_before(m, age)
+}
+
 /// Whether `m`'s file was last changed (written, renamed) longer than `age` ago.
-pub(crate) fn changed_before(m: &std::fs::Metadata, age: Duration) -> bool {
+fn changed_before(m: &std::fs::Metadata, age: Duration) -> bool {
     #[cfg(unix)]
     {
         use std::os::unix::fs::MetadataExt;
@@ -335,7 +342,7 @@ pub(crate) fn changed_before(m: &std::fs::Metadata, age: Duration) -> bool {
 }
 
 /// Whether a process with this id runs (one of another user's counts).
-pub(crate) fn process_runs(pid: i32) -> bool {
+fn process_runs(pid: i32) -> bool {
     #[cfg(unix)]
     {
         let sent = unsafe { libc::kill(pid, 0) };

@@ -1,17 +1,16 @@
 //! The link's plan: what the request ([`LinkRequest`]) means for each phase. The toolkit
-//! (found at most once per link, when a phase first needs it), the merge's options and
-//! the kernels it keeps, ptxas's and libNVVM's settings, and the assemble phase (`objects`):
-//! every input's cubin for the merge, PTX through ptxas `-c`, each checked against the
-//! target, unused libcudadevrt objects left out.
+//! (found at most once per link, when a phase first needs it), the checks made before an
+//! input is read, the merge's options and the kernels it keeps, and ptxas's settings.
+//! (libNVVM's are made in `lto::phase`, which uses this plan: here they would make `plan`
+//! and `lto` import each other.)
 
 use std::sync::OnceLock;
 
 use crate::cli::LinkRequest;
-use crate::context::LinkContext;
 use crate::diag::{Diagnostics, Error, Result};
 use crate::input::HostInfo;
 use crate::toolkit::Toolkit;
-use crate::{arch, bytes, elf, merge, ptxas_driver, toolnote};
+use crate::{merge, ptxas_driver, toolnote};
 
 /// The request, and what is found from it once.
 pub struct Plan<'r> {
@@ -112,90 +111,6 @@ impl<'r> Plan<'r> {
             member: Vec::new(),
         }
     }
-
-    /// A cubin the merge can take: relocatable, for the target's SM.
-    pub fn check_object(&self, c: &elf::cubin::Cubin) -> Result<()> {
-        let req = self.req;
-        if c.e_type == 0xFF00 {
-            // nvlink links it; its shared memory comes already laid out per kernel
-            return Err(Error::fatal(format!(
-                "'{}' holds --extensible-whole-program code (e_type 0xff00), which nvlinkrs does not link yet; refusing rather than writing another image than nvlink's",
-                c.origin
-            )));
-        }
-        if c.e_type != 1 {
-            return Err(Error::fatal(format!(
-                "'{}' is not a relocatable device object (e_type {}); only objects built with -rdc=true / -dc / ptxas -c can be linked",
-                c.origin, c.e_type
-            )));
-        }
-        let sm = (c.e_flags >> 8) & 0xFF;
-        if !arch::sass_compatible(arch::Arch::plain(sm), req.target) {
-            return Err(Error::fatal(format!(
-                "Arch mismatch: '{}' is sm_{sm}, the link is for {}",
-                c.origin, req.target
-            )));
-        }
-        Ok(())
-    }
-
-    /// The assemble phase: the cubins of the merge, in input order: SASS as found, PTX
-    /// through ptxas `-c` (in parallel), the LTO result first.
-    pub fn objects(
-        &self,
-        ctx: &LinkContext,
-        units: Vec<merge::gather::Unit>,
-        lto_cubins: Vec<merge::Input>,
-    ) -> Result<Vec<merge::Input>> {
-        use merge::gather::Source;
-        let jobs: Vec<ptxas_driver::Job> = units
-            .iter()
-            .filter_map(|u| match &u.source {
-                Source::Ptx(p, member) => Some(ptxas_driver::Job {
-                    name: u.origin.clone(),
-                    ptx: p.to_vec(),
-                    options: ptxas_driver::PtxasOptions {
-                        member: member.clone(),
-                        ..self.ptxas_options(true)
-                    },
-                }),
-                Source::Cubin(_) => None,
-            })
-            .collect();
-        let mut assembled = if jobs.is_empty() {
-            Vec::new()
-        } else {
-            let ptxas = ptxas_driver::for_link(self.toolkit()?, ctx.cache())?;
-            ptxas_driver::assemble_all(&ctx.jobs, ptxas.as_ref(), &jobs, 0)?
-        }
-        .into_iter();
-        let mut raw: Vec<(String, bytes::Bytes, bool)> = Vec::new();
-        for u in units {
-            let data = match u.source {
-                Source::Cubin(b) => b,
-                Source::Ptx(..) => {
-                    let a = assembled.next().expect("one result per job")?;
-                    ctx.diag.tool_output(&a.messages);
-                    bytes::Bytes::from_vec(a.cubin)
-                }
-            };
-            raw.push((u.origin, data, u.system));
-        }
-        use rayon::prelude::*;
-        let parsed: Vec<Result<merge::Input>> = raw
-            .into_par_iter()
-            .map(|(origin, data, system)| {
-                let cubin = elf::cubin::Cubin::parse(data, &origin)?;
-                self.check_object(&cubin)?;
-                Ok(merge::Input { cubin, system })
-            })
-            .collect();
-        let mut out = lto_cubins;
-        for p in parsed {
-            out.push(p?);
-        }
-        Ok(drop_unused_system(out))
-    }
 }
 
 /// Whether the host objects' reference tables narrow the link: unless
@@ -207,52 +122,4 @@ pub(crate) fn host_tables_apply(req: &LinkRequest, hosts: &[HostInfo]) -> bool {
         && hosts
             .iter()
             .any(|h| !h.cudadevrt && !h.host_refs.is_empty())
-}
-
-/// libcudadevrt objects nothing refers to are left out (nvlink drops them, debug
-/// frames and notes included), and so is a second copy of one already kept: a library
-/// named twice (CMake's device link line has `-lcudadevrt` and nvcc adds its own) gives
-/// its members once, as an archive member is only taken for a symbol still undefined.
-fn drop_unused_system(inputs: Vec<merge::Input>) -> Vec<merge::Input> {
-    use std::collections::HashSet;
-    let global = |s: &&elf::cubin::Symbol| s.bind != elf::cubin::STB_LOCAL;
-    let wanted: HashSet<&str> = inputs
-        .iter()
-        .filter(|i| !i.system)
-        .flat_map(|i| i.cubin.symbols.iter())
-        .filter(|s| !s.defined() && global(s))
-        .map(|s| s.name.as_str())
-        .collect();
-    let mut defined: HashSet<&str> = inputs
-        .iter()
-        .filter(|i| !i.system)
-        .flat_map(|i| i.cubin.symbols.iter())
-        .filter(|s| s.defined() && global(s))
-        .map(|s| s.name.as_str())
-        .collect();
-    let mut keep = Vec::with_capacity(inputs.len());
-    for i in &inputs {
-        let k = !i.system
-            || i.cubin.symbols.iter().any(|s| {
-                s.defined()
-                    && global(&s)
-                    && wanted.contains(s.name.as_str())
-                    && !defined.contains(s.name.as_str())
-            });
-        if k && i.system {
-            defined.extend(
-                i.cubin
-                    .symbols
-                    .iter()
-                    .filter(|s| s.defined() && global(s))
-                    .map(|s| s.name.as_str()),
-            );
-        }
-        keep.push(k);
-    }
-    inputs
-        .into_iter()
-        .zip(keep)
-        .filter_map(|(i, k)| k.then_some(i))
-        .collect()
 }

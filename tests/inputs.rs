@@ -669,6 +669,27 @@ fn empty_and_repeated_inputs_match_nvlink() {
         let args: Vec<&str> = ["-arch=sm_90"].into_iter().chain(line.split(' ')).collect();
         links_as_nvlink(&tk, d, &args);
     }
+    // and without an image (-arch=compute_XX): the registration file names the archive's
+    // objects once (nvlinkrs named them once per naming of the archive: 5 ids, not 3)
+    let registered = |tool: &str, reg: &str| {
+        let args = ["-arch=compute_90", reg, "libb.a", "libb.a", "scale.o"];
+        let (rc, err) = match tool {
+            "nvlink" => nvlink(&tk.root, &args, d),
+            _ => run(&args, d),
+        };
+        assert_eq!((rc, err.as_str()), (0, ""), "{tool}");
+        let file = reg.trim_start_matches("--register-link-binaries=");
+        std::fs::read_to_string(d.join(file)).unwrap()
+    };
+    let theirs = registered("nvlink", "--register-link-binaries=n.reg.c");
+    assert!(
+        theirs.starts_with("#define NUM_PRELINKED_OBJECTS 3\n"),
+        "{theirs}"
+    );
+    assert_eq!(
+        registered("nvlinkrs", "--register-link-binaries=r.reg.c"),
+        theirs
+    );
 }
 
 /// nvlink 13.5's option table, read out of the binary (`strings`, then each name tried

@@ -29,6 +29,8 @@ pub(crate) mod guard;
 pub mod place;
 mod trim;
 pub use guard::MARKER;
+/// Why a directory is not to be trusted (the daemon checks its socket's directory so too).
+pub(crate) use guard::unsafe_dir;
 
 /// The version of the key derivation and entry format. Every key includes it.
 pub const CACHE_VERSION: u32 = 2;

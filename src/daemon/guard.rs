@@ -18,7 +18,7 @@ pub fn uid() -> u32 {
 /// Checks that `dir` (not followed if a link) is a directory of this user closed to
 /// everyone else.
 pub fn check_dir(dir: &Path) -> Result<()> {
-    match crate::cache::guard::unsafe_dir(dir, 0o077, "is open to other users (not 0700)") {
+    match crate::cache::unsafe_dir(dir, 0o077, "is open to other users (not 0700)") {
         Ok(None) => Ok(()),
         Ok(Some(why)) => Err(Error::fatal(format!(
             "daemon: '{}' {why}; refusing to use it",

@@ -185,7 +185,7 @@ impl Member {
                     Some(d) => Ok(d),
                     None if c == Compression::Obfuscated => {
                         let mut frame = self.payload.to_vec();
-                        crate::ir::obfuscation::unscramble(&mut frame, self.lto_key as u32);
+                        crate::ir::unscramble(&mut frame, self.lto_key as u32);
                         zstd_exact(&frame, want as usize)
                     }
                     None if c == Compression::Zstd => zstd_exact(&self.payload, want as usize),

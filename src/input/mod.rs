@@ -22,9 +22,9 @@ use crate::cache::Cache;
 use crate::diag::{Context, Error, Result};
 use crate::fatbin::{self, Member, MemberKind, host};
 use crate::ir::container::{self, IrFormat};
-pub use host_refs::HostRefs;
+pub use host_refs::{HostRefs, glob};
 use kind::{Content, Ext, Role};
-pub use opened::{FileId, Opened};
+pub use opened::{FileId, Opened, file_id};
 pub use units::{HostInfo, Unit, hosts, units};
 
 /// Archives inside archives inside fatbins ... deeper than this is refused.

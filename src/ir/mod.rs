@@ -7,6 +7,8 @@ pub mod container;
 pub mod obfuscation;
 pub mod payload;
 
+pub use obfuscation::unscramble;
+
 /// Raw bitcode (`BC C0 DE`) or the bitcode wrapper (`DE C0 17 0B`).
 pub fn is_bitcode(data: &[u8]) -> bool {
     data.starts_with(b"BC\xc0\xde") || data.starts_with(&[0xDE, 0xC0, 0x17, 0x0B])

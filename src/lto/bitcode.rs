@@ -1,6 +1,6 @@
 //! LLVM bitcode read through LLVM itself (inkwell): target triple, data layout, and the
-//! kernels and functions a module defines. Used by `inspect` today and by the open-IR
-//! LTO engine later. LLVM runs in the `nvlinkrs-llvm` helper process
+//! kernels and functions a module defines, for `inspect` and the LLVM engine
+//! ([`super::llvm_engine`]). LLVM runs in the `nvlinkrs-llvm` helper process
 //! ([`super::llvm_helper`]), so that links without bitcode never load libLLVM.
 
 use crate::diag::{Error, Result};

@@ -15,6 +15,8 @@ const SIGNALS: [libc::c_int; 5] = [
     libc::SIGABRT,
 ];
 
+// Process-wide, not in the link's context: the signal handler reads them, and it has
+// nothing else to read.
 /// Guards held now (several links may compile at once in the daemon).
 static ACTIVE: AtomicUsize = AtomicUsize::new(0);
 /// The message of the latest guard: a leaked, NUL-free byte string and its length.

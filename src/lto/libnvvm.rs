@@ -1,4 +1,4 @@
-//! libNVVM, loaded at run time. All unsafe FFI of the crate lives in this file: the
+//! libNVVM, loaded at run time. All of libNVVM's FFI lives in this file: the
 //! public C API of `nvvm.h` and the private entries nvlink uses through `__nvvmHandle`:
 //! `0x2080` adds an NVIDIA LTO IR container to a program (the public add refuses them);
 //! `0xf00d` and `0xb0ba` tell how many PTX modules a split compile

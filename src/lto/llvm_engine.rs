@@ -255,11 +255,7 @@ pub fn compile_in_process(
         }
         let name = f.get_name().to_string_lossy().into_owned();
         let keep = if kernels.contains(&name) {
-            opts.kernels.is_empty()
-                || opts
-                    .kernels
-                    .iter()
-                    .any(|p| crate::input::host_refs::glob(p, &name))
+            opts.kernels.is_empty() || opts.kernels.iter().any(|p| crate::input::glob(p, &name))
         } else {
             opts.device_c && !name.starts_with("__nv_") && f.get_linkage() == Linkage::External
         };
@@ -272,10 +268,7 @@ pub fn compile_in_process(
             let name = g.get_name().to_string_lossy().into_owned();
             if !g.is_declaration()
                 && g.get_linkage() == Linkage::External
-                && !opts
-                    .variables
-                    .iter()
-                    .any(|p| crate::input::host_refs::glob(p, &name))
+                && !opts.variables.iter().any(|p| crate::input::glob(p, &name))
             {
                 g.set_linkage(Linkage::Internal);
             }

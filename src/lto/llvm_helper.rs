@@ -1,8 +1,8 @@
 //! The `nvlinkrs-llvm` helper process: where LLVM runs. Linking libLLVM costs every
 //! process that loads it about 20 ms before `main` (its static constructors), more than a
 //! whole small nvlink link, so the linker itself never links LLVM; the work that needs it
-//! (reading bitcode today, the open-IR engine later) goes to this helper, which is built
-//! beside `nvlinkrs` when the `llvm` cargo feature is on. Requests are a subcommand and
+//! (reading bitcode, the LLVM engine's link, optimization and code generation) goes to
+//! this helper, which is built beside `nvlinkrs` when the `llvm` cargo feature is on. Requests are a subcommand and
 //! arguments; bulk input comes on stdin, the answer on stdout, a failure as exit status 1
 //! with the message on stderr.
 

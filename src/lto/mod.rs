@@ -1,6 +1,10 @@
-//! Link-time optimization: the module pool, the option list nvlink hands libNVVM, and the
-//! engines that turn a module set into PTX behind one trait (libNVVM, or LLVM for
-//! bitcode). The IR containers themselves are read by `ir`.
+//! Link-time optimization: the module pool (`pool`), the option list nvlink hands libNVVM,
+//! and the engines that turn a module set into PTX behind one trait (libNVVM, `libnvvm`;
+//! or LLVM for bitcode, `llvm_engine`, `llvm_split`, run in the `llvm_helper` process).
+//! `phase` is the LTO phase of a link and chooses the engine; `crash` gives a last word
+//! when libNVVM crashes in process, `isolated` runs its split compile in a child process,
+//! `split_data` gives each variable a split compile copies one home. The IR containers
+//! themselves are read by `ir`.
 
 pub mod bitcode;
 pub mod crash;
@@ -19,6 +23,15 @@ use crate::bytes::Bytes;
 use crate::consensus::{Consensus, Opt};
 use crate::diag::{Diagnostics, Error, Result};
 use crate::input::HostRefs;
+
+pub use bitcode::{BitcodeSummary, summarize as summarize_bitcode};
+pub use llvm_helper::locate as llvm_helper_path;
+
+/// The version of the libNVVM at `path` (loaded for the question), as `nvvmVersion`
+/// answers it.
+pub fn libnvvm_version(path: &std::path::Path) -> Result<(i32, i32)> {
+    libnvvm::LibNvvm::load(path).and_then(|l| l.version())
+}
 
 /// How a module is handed to the engine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,13 +1,14 @@
 //! Running NVIDIA's ptxas on PTX: the argument list nvlink's embedded ptxas records in
 //! `.note.nv.tkinfo` (so that the output bytes match), a private temporary directory per
-//! job, ptxas's messages captured and reported with the input's name, and a bounded pool
-//! whose results come back in job order whatever order the jobs finish in.
+//! job, ptxas's messages captured and reported with the input's name. The jobs run on
+//! the link's job pool (`crate::jobs`), their results in job order.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::arch::Arch;
 use crate::diag::{Error, Result};
+use crate::output::{LEFTOVER_AGE, abandoned};
 
 /// How a PTX text becomes a cubin.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -109,7 +110,7 @@ impl Assembler for Ptxas {
 fn job_dir() -> std::io::Result<tempfile::TempDir> {
     static RECLAIMED: std::sync::Once = std::sync::Once::new();
     let tmp = std::env::temp_dir();
-    RECLAIMED.call_once(|| reclaim_job_dirs(&tmp, crate::output::LEFTOVER_AGE));
+    RECLAIMED.call_once(|| reclaim_job_dirs(&tmp, LEFTOVER_AGE));
     let mut b = tempfile::Builder::new();
     let prefix = format!("nvlinkrs-ptxas-{}-", std::process::id());
     b.prefix(&prefix);
@@ -136,13 +137,11 @@ fn reclaim_job_dirs(tmp: &Path, age: std::time::Duration) {
             continue;
         };
         let pid = rest.split('-').next().and_then(|p| p.parse::<i32>().ok());
-        let ours = e.metadata().is_ok_and(|m| {
+        let left = e.metadata().is_ok_and(|m| {
             use std::os::unix::fs::MetadataExt;
-            m.is_dir()
-                && m.uid() == unsafe { libc::geteuid() }
-                && crate::output::changed_before(&m, age)
+            m.is_dir() && m.uid() == unsafe { libc::geteuid() } && abandoned(pid, &m, age)
         });
-        if ours && pid.is_some_and(|p| p > 0 && !crate::output::process_runs(p)) {
+        if left {
             std::fs::remove_dir_all(e.path()).ok();
         }
     }
@@ -359,7 +358,7 @@ mod tests {
             std::fs::create_dir(tmp.path().join(&n)).unwrap();
             std::fs::write(tmp.path().join(n).join("lto.ptx"), b"x").unwrap();
         }
-        reclaim_job_dirs(tmp.path(), crate::output::LEFTOVER_AGE);
+        reclaim_job_dirs(tmp.path(), LEFTOVER_AGE);
         assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 3);
         reclaim_job_dirs(tmp.path(), std::time::Duration::ZERO);
         let mut left: Vec<String> = std::fs::read_dir(tmp.path())

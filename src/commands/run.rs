@@ -1,0 +1,174 @@
+//! What nvlinkrs' own subcommands do once parsed: `inspect` and `compare` print to
+//! stdout, `cache` reports on or empties a cache directory, `daemon` starts, stops or
+//! asks the link daemon, `shim` makes or removes an overlay toolkit.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use super::{CacheAction, Command, DaemonAction};
+use crate::diag::{Error, Result};
+
+/// `nvlinkrs inspect [--json] FILE...`: the input trees on stdout.
+fn inspect_main(files: &[PathBuf], json: bool) -> Result<()> {
+    let out = crate::inspect(files, json)?;
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(out.as_bytes())
+        .and_then(|_| stdout.flush())
+        .map_err(|e| Error::fatal(format!("cannot write to stdout: {e}")))
+}
+
+/// `nvlinkrs compare EXPECTED ACTUAL`: the differential harness's judgement of two
+/// linked cubins (exit 0 when equivalent, 2 when not).
+fn compare_main(expected: &PathBuf, actual: &PathBuf, limit: usize) -> Result<()> {
+    let read = |p: &PathBuf| {
+        std::fs::read(p)
+            .map_err(|e| Error::fatal(format!("Could not read file '{}': {e}", p.display())))
+    };
+    let report = crate::elf::equiv::compare(&read(expected)?, &read(actual)?)?;
+    // a closed stdout (`| head`) ends the listing, not the process
+    let mut out = std::io::stdout().lock();
+    for d in report.summary(limit) {
+        if writeln!(out, "{d}").is_err() {
+            break;
+        }
+    }
+    for n in &report.notes {
+        let _ = writeln!(out, "note: {n}");
+    }
+    if report.identical {
+        let _ = writeln!(out, "byte-identical");
+    } else if report.equivalent() && !report.notes.is_empty() {
+        let _ = writeln!(out, "equivalent but for the tool note's command line");
+    } else if report.equivalent() {
+        let _ = writeln!(out, "equivalent (not byte-identical)");
+    } else {
+        let _ = writeln!(
+            out,
+            "not equivalent: {} differences",
+            report.differences.len()
+        );
+        let _ = out.flush();
+        std::process::exit(2);
+    }
+    Ok(())
+}
+
+/// `nvlinkrs cache stats|clear|verify [--cache-dir DIR]` (else `NVLINKRS_CACHE_DIR`, else
+/// the default directory links use).
+fn cache_main(action: CacheAction, dir: Option<PathBuf>) -> Result<()> {
+    let dir = dir
+        .or_else(|| {
+            std::env::var_os("NVLINKRS_CACHE_DIR")
+                .map(PathBuf::from)
+                .filter(|d| !d.as_os_str().is_empty())
+        })
+        .or_else(crate::cache::place::default_dir)
+        .ok_or_else(|| {
+            Error::fatal("cache: no --cache-dir, no NVLINKRS_CACHE_DIR, and neither XDG_CACHE_HOME nor HOME to find the default cache")
+        })?;
+    // (opening makes the directory: a command about a cache never does)
+    if std::fs::symlink_metadata(&dir).is_err() {
+        crate::diag::to_stdout(&format!("no cache at {}\n", dir.display()));
+        return Ok(());
+    }
+    let cache = crate::cache::Cache::open(&dir, crate::cache::DEFAULT_CAP)?;
+    match action {
+        CacheAction::Stats => {
+            let s = cache.stats();
+            println!(
+                "cache {}\nentries {}\nbytes {}",
+                dir.display(),
+                s.entries,
+                s.bytes
+            );
+            Ok(())
+        }
+        CacheAction::Clear => cache.clear(),
+        CacheAction::Verify => {
+            let bad = cache.verify();
+            for b in &bad {
+                println!("corrupt {}", b.display());
+            }
+            if bad.is_empty() {
+                println!("{} entries intact", cache.stats().entries);
+                Ok(())
+            } else {
+                Err(Error::fatal(format!(
+                    "cache: {} corrupt entries",
+                    bad.len()
+                )))
+            }
+        }
+    }
+}
+
+/// `nvlinkrs daemon start|stop|status` (and `serve`, what `start` runs in the background).
+fn daemon_main(action: DaemonAction) -> Result<()> {
+    use crate::daemon;
+    let socket = daemon::socket_path();
+    match action {
+        DaemonAction::Start => {
+            let pid = daemon::start(&socket)?;
+            println!("pid {pid}");
+            Ok(())
+        }
+        DaemonAction::Stop => {
+            if daemon::stop(&socket) {
+                println!("stopped");
+            } else {
+                println!("not running");
+            }
+            Ok(())
+        }
+        DaemonAction::Status => {
+            let now = daemon::status::query(&socket)?;
+            crate::diag::to_stdout(&daemon::status::text(&socket, now.as_ref()));
+            Ok(())
+        }
+        DaemonAction::Serve => daemon::serve(),
+    }
+}
+
+/// `nvlinkrs shim [--cuda-path DIR] [--remove] OVERLAY`: makes OVERLAY a toolkit whose
+/// `bin/nvcc` runs this nvlinkrs as its nvlink (see `crate::shim`), or removes it.
+fn shim_main(cuda_path: Option<PathBuf>, remove: bool, overlay: PathBuf) -> Result<()> {
+    if remove {
+        crate::shim::remove(&overlay)?;
+        println!("removed the nvlinkrs overlay {}", overlay.display());
+        return Ok(());
+    }
+    let toolkit = match cuda_path {
+        Some(p) => p,
+        None => crate::toolkit::Toolkit::discover(None, None)?.root,
+    };
+    let me = std::env::current_exe()
+        .map_err(|e| Error::fatal(format!("shim: cannot find nvlinkrs's own path: {e}")))?;
+    let o = crate::shim::install(&toolkit, &overlay, &me)?;
+    print!(
+        "{} is the CUDA toolkit {} with nvlinkrs as its nvlink\n{}",
+        o.root.display(),
+        o.toolkit.display(),
+        o.recipe()
+    );
+    Ok(())
+}
+
+/// Runs one of nvlinkrs' own subcommands.
+pub fn run(command: Command) -> Result<()> {
+    match command {
+        Command::Inspect { json, files } => inspect_main(&files, json),
+        Command::Compare {
+            expected,
+            actual,
+            limit,
+        } => compare_main(&expected, &actual, limit),
+        Command::Cache { action, cache_dir } => cache_main(action, cache_dir),
+        Command::Daemon { action } => daemon_main(action),
+        Command::Shim {
+            cuda_path,
+            remove,
+            overlay,
+        } => shim_main(cuda_path, remove, overlay),
+    }
+}
