@@ -9,7 +9,7 @@ fuzz_target!(|data: &[u8]| {
         for c in containers {
             for m in c.members {
                 let _ = m.option_text();
-                let _ = m.data("fuzz.fatbin", 0);
+                let _ = m.data("fuzz.fatbin", 0, None);
             }
         }
     }
