@@ -10,7 +10,7 @@ pub(super) struct CallLists {
     nodes: usize,
     /// Each function's node number.
     pub(super) node: Vec<usize>,
-    func_of_node: HashMap<usize, usize>,
+    func_of_node: HashMap<usize, FuncId>,
     /// Each live function's call list, as node numbers, in the order they were added.
     calls: Vec<Vec<usize>>,
     /// Each global name's node number (0: not a function).
@@ -19,7 +19,7 @@ pub(super) struct CallLists {
 
 impl CallLists {
     /// `f`'s calls that reach a live function, as functions, in order.
-    pub(super) fn callees(&self, f: usize) -> Vec<usize> {
+    pub(super) fn callees(&self, f: FuncId) -> Vec<FuncId> {
         self.calls[f]
             .iter()
             .filter_map(|n| self.func_of_node.get(n).copied())
@@ -220,8 +220,8 @@ impl<'a> Merger<'a> {
             .iter()
             .map(|f| number(f.key).expect("a function symbol is numbered"))
             .collect();
-        let mut func_of_node: HashMap<usize, usize> = HashMap::default();
-        for f in (0..self.funcs.len()).filter(|&f| self.live[f]) {
+        let mut func_of_node: HashMap<usize, FuncId> = HashMap::default();
+        for f in FuncId::all(self.funcs.len()).filter(|&f| self.live[f]) {
             func_of_node.insert(node[f], f);
         }
         // each input's entries once, each to the live function it defines (a weak copy's
@@ -257,7 +257,7 @@ impl<'a> Merger<'a> {
             list.sort_unstable();
             list.dedup();
         }
-        for (f, protos) in indirect.iter().enumerate() {
+        for (f, protos) in FuncId::all(indirect.len()).zip(&indirect) {
             for p in protos {
                 if let Some(reached) = taken_nodes.get(p.as_str()) {
                     calls[f].extend(reached.iter().copied());
@@ -282,7 +282,7 @@ impl<'a> Merger<'a> {
         use crate::demangle::demangle;
         let cl = self.call_lists()?;
         let mut lines = vec![String::new(); cl.nodes];
-        for (f, func) in self.funcs.iter().enumerate() {
+        for (f, func) in FuncId::all(self.funcs.len()).zip(&self.funcs) {
             if !self.live[f] {
                 continue;
             }

@@ -316,12 +316,12 @@ impl Merger<'_> {
         let mut view_of: HashMap<usize, usize> = HashMap::default();
         // capsules, in the order of the SASS code sections
         let mut text_of: Vec<(usize, usize, usize)> = Vec::new(); // (out text, input, text)
-        for f in 0..self.funcs.len() {
+        for f in FuncId::all(self.funcs.len()) {
             if !self.live[f] {
                 continue;
             }
             let i = self.funcs[f].key.input;
-            if let Some(&(t, _)) = self.placed.get(&(i, self.funcs[f].text)) {
+            if let Some(&(t, _)) = self.placed.get(&SecKey::new(i, self.funcs[f].text)) {
                 text_of.push((t, i, self.funcs[f].text));
             }
         }
@@ -349,7 +349,7 @@ impl Merger<'_> {
             placed.insert((i, m), (id, 0));
             view_of.insert(t, id);
             text_of_capsule.insert(id, t);
-            let f = self.func_of_text[&(i, text)];
+            let f = self.func_of_text[&SecKey::new(i, text)];
             capsule_fn.push((id, self.funcs[f].key));
         }
         // the other sections with bytes of their own (`.nv.merc.debug_frame`), merged by
@@ -378,7 +378,7 @@ impl Merger<'_> {
                 });
                 if let Some(n) = shared {
                     // a view: same bytes as the SASS section, wherever that went
-                    let Some(&(out, at)) = self.placed.get(&(i, n)) else {
+                    let Some(&(out, at)) = self.placed.get(&SecKey::new(i, n)) else {
                         continue;
                     };
                     let id = *by_name.entry(s.name.clone()).or_insert_with(|| {
@@ -417,7 +417,7 @@ impl Merger<'_> {
                 };
                 placed.insert((i, si), (id, at));
                 if let Some(n) = sass
-                    && let Some(&(out, _)) = self.placed.get(&(i, n))
+                    && let Some(&(out, _)) = self.placed.get(&SecKey::new(i, n))
                 {
                     view_of.insert(out, id);
                 }
@@ -690,7 +690,7 @@ impl Merger<'_> {
             else {
                 continue;
             };
-            let f = self.func_of_text[&(i, text)];
+            let f = self.func_of_text[&SecKey::new(i, text)];
             let mut recs = Vec::new();
             for mut r in info::parse(c.bytes(ms), &c.origin, &ms.name, ms.offset)? {
                 if r.has_symbol() {

@@ -118,6 +118,55 @@ impl SymKey {
     }
 }
 
+/// A section of an input: the input's position and the section's index in it.
+/// (Ordered and hashed as the pair `(input, sec)`, as `SymKey`.)
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+struct SecKey {
+    input: usize,
+    sec: usize,
+}
+
+impl SecKey {
+    const fn new(input: usize, sec: usize) -> SecKey {
+        SecKey { input, sec }
+    }
+}
+
+/// A function of the program: its position in `Merger::funcs` (input order).
+/// (Ordered and hashed as that position; vectors with an entry per function are indexed
+/// by it directly.)
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+struct FuncId(usize);
+
+impl FuncId {
+    /// Every function id below `n`, in order.
+    fn all(n: usize) -> impl DoubleEndedIterator<Item = FuncId> + Clone {
+        (0..n).map(FuncId)
+    }
+}
+
+impl<T> std::ops::Index<FuncId> for Vec<T> {
+    type Output = T;
+    fn index(&self, f: FuncId) -> &T {
+        &self[f.0]
+    }
+}
+
+impl<T> std::ops::IndexMut<FuncId> for Vec<T> {
+    fn index_mut(&mut self, f: FuncId) -> &mut T {
+        &mut self[f.0]
+    }
+}
+
+/// What `.nv.info` records for a live kernel over its call tree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct KernelProps {
+    registers: u32,
+    /// The stack (nvlink's value for one it cannot bound when the tree recurses).
+    stack: u32,
+    barriers: u32,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
     Function,
@@ -142,9 +191,6 @@ struct Global<'a> {
 /// No global: a local symbol's entry in `Merger::global_of`.
 const NO_GLOBAL: u32 = u32::MAX;
 
-/// No function: an entry of `Merger::func_at`.
-const NO_FUNC: u32 = u32::MAX;
-
 struct Func {
     key: SymKey,
     text: usize,
@@ -156,7 +202,7 @@ struct Func {
     regs: u32,
     frame: u32,
     barriers: u32,
-    callees: BTreeSet<usize>,
+    callees: BTreeSet<FuncId>,
     /// Calls itself (a callgraph edge to itself).
     self_call: bool,
     shared: BTreeSet<SymKey>,
@@ -297,12 +343,12 @@ struct Merger<'a> {
     /// `representative`; filled after resolution.
     resolved: Vec<Vec<(Option<SymKey>, SymKey)>>,
     funcs: Vec<Func>,
-    func_of_text: HashMap<(usize, usize), usize>,
-    /// Per input and symbol: the function it defines (`NO_FUNC` when none).
-    func_at: Vec<Vec<u32>>,
+    func_of_text: HashMap<SecKey, FuncId>,
+    /// Per input and symbol: the function it defines, if any.
+    func_at: Vec<Vec<Option<FuncId>>>,
     live: Vec<bool>,
     /// Input section → (output section, offset of its piece).
-    placed: HashMap<(usize, usize), (usize, u64)>,
+    placed: HashMap<SecKey, (usize, u64)>,
     out: Vec<OutSection>,
     by_name: HashMap<(&'a str, u32), usize>,
     /// Output section → whether it gets a section symbol.
@@ -310,7 +356,7 @@ struct Merger<'a> {
     shared_offset: HashMap<SymKey, u64>,
     /// Outside debug links, a dynamic shared array's offset as each function that
     /// refers to it sees it: (function, array) → offset.
-    dynamic_offset: HashMap<(usize, SymKey), u64>,
+    dynamic_offset: HashMap<(FuncId, SymKey), u64>,
     symbols: Vec<OutSymbol>,
     sym_of: HashMap<SymKey, usize>,
     section_sym_index: HashMap<usize, usize>,
@@ -318,10 +364,10 @@ struct Merger<'a> {
     leading_strings: Vec<String>,
     callgraph_id: usize,
     prototype_id: Option<usize>,
-    address_taken: HashSet<usize>,
+    address_taken: HashSet<FuncId>,
     /// (prototype, function) of every address-taken function, each once (the dump's
     /// indirect callees).
-    taken_by_prototype: Vec<(String, usize)>,
+    taken_by_prototype: Vec<(String, FuncId)>,
     /// nvlink's sm_100+ layout (`Image::mercury_layout`).
     mercury_layout: bool,
     /// The capsule-Mercury symbol table, built by `mercury`.
@@ -336,10 +382,10 @@ struct Merger<'a> {
     driver_functions: HashSet<SymKey>,
     /// The live kernels, in function order, and each one's call tree (`call_trees`);
     /// the trees are let go after `.nv.info`.
-    kernels: Vec<usize>,
-    trees: Vec<Vec<usize>>,
-    /// (registers, stack, barriers) over each live kernel's call tree (`info`).
-    props: HashMap<usize, (u32, u32, u32)>,
+    kernels: Vec<FuncId>,
+    trees: Vec<Vec<FuncId>>,
+    /// Registers, stack and barriers over each live kernel's call tree (`info`).
+    props: HashMap<FuncId, KernelProps>,
     /// Debug links: the section each shared variable's symbol goes in (its one kernel's
     /// window, or `.nv_debug.shared`).
     shared_home: HashMap<SymKey, Option<usize>>,
@@ -348,7 +394,7 @@ struct Merger<'a> {
     /// Debug links: whether `.nv_debug.shared` holds variables other than dynamic arrays.
     debug_shared_holds_variables: bool,
     /// `.debug_frame` pieces that lost entries (sm_100+), by (input, section).
-    frames: HashMap<(usize, usize), mercury::PrunedFrame>,
+    frames: HashMap<SecKey, mercury::PrunedFrame>,
 }
 
 impl<'a> Merger<'a> {
@@ -374,7 +420,7 @@ impl<'a> Merger<'a> {
             func_of_text: HashMap::default(),
             func_at: inputs
                 .iter()
-                .map(|i| vec![NO_FUNC; i.cubin.symbols.len()])
+                .map(|i| vec![None; i.cubin.symbols.len()])
                 .collect(),
             live: Vec::new(),
             placed: HashMap::default(),
@@ -423,7 +469,7 @@ impl<'a> Merger<'a> {
     }
 
     /// Function `f`'s `.nv.info.<fn>` section in its input, if it has one.
-    fn info_section_of(&self, f: usize) -> Option<&'a Section> {
+    fn info_section_of(&self, f: FuncId) -> Option<&'a Section> {
         let c = &self.inputs[self.funcs[f].key.input].cubin;
         self.funcs[f].info.map(|si| &c.sections[si])
     }
@@ -455,15 +501,12 @@ impl<'a> Merger<'a> {
     }
 
     /// The function a symbol defines (as the chosen definition), if any.
-    fn func_defined_by(&self, SymKey { input: i, sym: s }: SymKey) -> Option<usize> {
-        match self.func_at[i][s] {
-            NO_FUNC => None,
-            f => Some(f as usize),
-        }
+    fn func_defined_by(&self, SymKey { input: i, sym: s }: SymKey) -> Option<FuncId> {
+        self.func_at[i][s]
     }
 
     /// The function a symbol of an input stands for, if it is one.
-    fn func_of(&self, k: SymKey) -> Option<usize> {
+    fn func_of(&self, k: SymKey) -> Option<FuncId> {
         self.target(k).and_then(|t| self.func_defined_by(t))
     }
 

@@ -128,7 +128,7 @@ impl<'a> Merger<'a> {
             if !matches!(rs.ty, SHT_RELA | SHT_REL) {
                 continue;
             }
-            let Some(&(out_id, piece)) = self.placed.get(&(i, rs.info as usize)) else {
+            let Some(&(out_id, piece)) = self.placed.get(&SecKey::new(i, rs.info as usize)) else {
                 continue;
             };
             let mut patches = Vec::new();
@@ -136,9 +136,12 @@ impl<'a> Merger<'a> {
             let mut resolved = Vec::new();
             let target = &c.sections[rs.info as usize];
             let target_nonalloc = target.flags & SHF_ALLOC == 0;
-            let frame = self.frames.get(&(i, rs.info as usize));
+            let frame = self.frames.get(&SecKey::new(i, rs.info as usize));
             // (the function whose code this is: dynamic shared arrays' offsets depend on it)
-            let func = self.func_of_text.get(&(i, rs.info as usize)).copied();
+            let func = self
+                .func_of_text
+                .get(&SecKey::new(i, rs.info as usize))
+                .copied();
             for r in self.relocs(i, ri)? {
                 let k = SymKey::new(i, r.sym as usize);
                 let sym = self.sym(k);
@@ -280,7 +283,8 @@ impl<'a> Merger<'a> {
             in_nonalloc_section: section
                 .and_then(|s| c.sections.get(s))
                 .is_some_and(|s| s.flags & SHF_ALLOC == 0),
-            section_piece: section.and_then(|s| self.placed.get(&(k.input, s)).map(|p| p.1)),
+            section_piece: section
+                .and_then(|s| self.placed.get(&SecKey::new(k.input, s)).map(|p| p.1)),
         }
     }
 
@@ -327,7 +331,7 @@ impl<'a> Merger<'a> {
         };
         let piece = self
             .placed
-            .get(&(t.input, ts.shndx as usize))
+            .get(&SecKey::new(t.input, ts.shndx as usize))
             .map_or(0, |p| p.1);
         let value = if ts.ty == STT_SECTION {
             piece

@@ -7,17 +7,20 @@ use super::*;
 impl<'a> Merger<'a> {
     /// The function an input section belongs to (its code, info, parameter bank,
     /// relocations), if any.
-    fn owner(&self, i: usize, sec: usize) -> Option<usize> {
+    fn owner(&self, i: usize, sec: usize) -> Option<FuncId> {
         let c = &self.inputs[i].cubin;
         let s = c.sections.get(sec)?;
-        if let Some(&f) = self.func_of_text.get(&(i, sec)) {
+        if let Some(&f) = self.func_of_text.get(&SecKey::new(i, sec)) {
             return Some(f);
         }
         if s.flags & SHF_EXECINSTR != 0 && s.name.starts_with(".text.") {
             return None; // code of a discarded definition
         }
         if s.flags & SHF_INFO_LINK != 0 || matches!(s.ty, SHT_RELA | SHT_REL) {
-            return self.func_of_text.get(&(i, s.info as usize)).copied();
+            return self
+                .func_of_text
+                .get(&SecKey::new(i, s.info as usize))
+                .copied();
         }
         None
     }
@@ -35,7 +38,7 @@ impl<'a> Merger<'a> {
         if s.flags & SHF_EXECINSTR != 0 && s.name.starts_with(".text") {
             return self
                 .func_of_text
-                .get(&(i, sec))
+                .get(&SecKey::new(i, sec))
                 .is_none_or(|&f| !self.live[f]);
         }
         if (s.flags & SHF_INFO_LINK != 0 || matches!(s.ty, SHT_RELA | SHT_REL))
@@ -43,7 +46,7 @@ impl<'a> Merger<'a> {
         {
             return self
                 .func_of_text
-                .get(&(i, s.info as usize))
+                .get(&SecKey::new(i, s.info as usize))
                 .is_none_or(|&f| !self.live[f]);
         }
         false
@@ -89,7 +92,7 @@ impl<'a> Merger<'a> {
                     }
                     o.mem_size = s.size;
                     let id = self.new_section(o, has_symbol.contains(&si));
-                    self.placed.insert((i, si), (id, 0));
+                    self.placed.insert(SecKey::new(i, si), (id, 0));
                     continue;
                 }
                 let key = (s.name.as_str(), s.ty);
@@ -125,7 +128,7 @@ impl<'a> Merger<'a> {
                     match frame {
                         Some(f) => {
                             o.data.extend_from_slice(&f.data);
-                            self.frames.insert((i, si), f);
+                            self.frames.insert(SecKey::new(i, si), f);
                         }
                         None => o.data.extend_from_slice(c.bytes(s)),
                     }
@@ -136,19 +139,19 @@ impl<'a> Merger<'a> {
                     o.mem_size = at + s.size;
                     at
                 };
-                self.placed.insert((i, si), (id, at));
+                self.placed.insert(SecKey::new(i, si), (id, at));
             }
         }
         // text and per-function sections point at their function's code
         for i in 0..self.inputs.len() {
             let c = &self.inputs[i].cubin;
             for (si, s) in c.sections.iter().enumerate() {
-                let Some(&(id, _)) = self.placed.get(&(i, si)) else {
+                let Some(&(id, _)) = self.placed.get(&SecKey::new(i, si)) else {
                     continue;
                 };
                 if s.info != 0
                     && s.flags & SHF_INFO_LINK != 0
-                    && let Some(&(t, _)) = self.placed.get(&(i, s.info as usize))
+                    && let Some(&(t, _)) = self.placed.get(&SecKey::new(i, s.info as usize))
                 {
                     self.out[id].info = Ref::Section(t);
                 }

@@ -205,7 +205,7 @@ impl<'a> Merger<'a> {
                 }
             }
         } else {
-            let unreached: Vec<(usize, SymKey)> = (0..self.funcs.len())
+            let unreached: Vec<(FuncId, SymKey)> = FuncId::all(self.funcs.len())
                 .filter(|&f| self.live[f] && kernels_of[f].is_empty())
                 .flat_map(|f| self.funcs[f].shared.iter().map(move |&v| (f, v)))
                 .filter(|&(_, v)| is_dynamic_shared(self.sym(v)))
@@ -222,13 +222,13 @@ impl<'a> Merger<'a> {
         open.sort_by_key(|&v| (std::cmp::Reverse(align(self, v)), v));
         // (array, its alignment, the functions kernels reach that refer to it, in
         // function order: one pass over the functions)
-        let mut users: Vec<(SymKey, u64, Vec<usize>)> = open
+        let mut users: Vec<(SymKey, u64, Vec<FuncId>)> = open
             .iter()
             .map(|&v| (v, align(self, v), Vec::new()))
             .collect();
         let user_of: HashMap<SymKey, usize> =
             open.iter().enumerate().map(|(u, &v)| (v, u)).collect();
-        for f in (0..self.funcs.len()).filter(|&f| !kernels_of[f].is_empty()) {
+        for f in FuncId::all(self.funcs.len()).filter(|&f| !kernels_of[f].is_empty()) {
             for v in &self.funcs[f].shared {
                 if let Some(&u) = user_of.get(v) {
                     users[u].2.push(f);
@@ -286,7 +286,7 @@ impl<'a> Merger<'a> {
             let mut o = OutSection::new(&name, SHT_NOBITS, SHF_WRITE | SHF_ALLOC | SHF_INFO_LINK);
             o.align = max_align;
             o.mem_size = window + reserve;
-            if let Some(&(t, _)) = self.placed.get(&(i, self.funcs[f].text)) {
+            if let Some(&(t, _)) = self.placed.get(&SecKey::new(i, self.funcs[f].text)) {
                 o.info = Ref::Section(t);
             }
             // (a window holding nothing has no section symbol in nvlink's sm_100+

@@ -168,7 +168,7 @@ impl<'a> Merger<'a> {
         // (a shared variable's value in a relocatable file is its alignment, as for a
         // common symbol: it stays as it is)
         let common = !exec && s.other & STO_SHARED != 0 && s.ty != STT_FUNC;
-        let (section, value) = match self.placed.get(&(k.input, s.shndx as usize)) {
+        let (section, value) = match self.placed.get(&SecKey::new(k.input, s.shndx as usize)) {
             Some(&(id, _)) if common => (Some(id), s.value),
             Some(&(id, at)) => (Some(id), s.value + at),
             None if s.other & STO_SHARED != 0 && !exec => (None, s.value),
@@ -201,7 +201,7 @@ impl<'a> Merger<'a> {
     pub(super) fn out_index(&self, k: SymKey) -> Option<usize> {
         let s = self.sym(k);
         if s.ty == STT_SECTION {
-            let &(id, _) = self.placed.get(&(k.input, s.shndx as usize))?;
+            let &(id, _) = self.placed.get(&SecKey::new(k.input, s.shndx as usize))?;
             return self.section_sym_index.get(&id).copied();
         }
         if s.bind == STB_LOCAL {
