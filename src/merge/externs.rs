@@ -11,7 +11,7 @@
 //! rules were read off nvlink's output for 60 generated programs.) `.nv.prototype` keeps the entries of the
 //! functions no input defines that a live function's list names.
 
-use super::nvinfo::{UNKNOWN_STACK, kernel_records};
+use super::nvinfo::UNKNOWN_STACK;
 use super::*;
 
 impl Merger<'_> {
@@ -149,5 +149,38 @@ fn place_externs(recs: &mut Vec<Record>, list: &[u32], in_place: bool, index: im
     match at.filter(|_| in_place) {
         Some(at) => recs.insert(at, r),
         None => recs.push(r),
+    }
+}
+
+/// A kernel's records once its call tree is known: `CRS_STACK_SIZE` unknown when the
+/// tree recurses, the barrier count raised to the tree's (added when missing).
+fn kernel_records(recs: &mut Vec<Record>, props: KernelProps) {
+    let KernelProps {
+        stack, barriers, ..
+    } = props;
+    if stack == UNKNOWN_STACK {
+        let mut found = false;
+        for r in recs.iter_mut().filter(|r| r.attr == info::CRS_STACK_SIZE) {
+            r.payload = UNKNOWN_STACK.to_le_bytes().to_vec();
+            found = true;
+        }
+        if !found {
+            // (a kernel ptxas gave no record: nvlink adds one, unknown)
+            recs.push(Record::sval(
+                info::CRS_STACK_SIZE,
+                UNKNOWN_STACK.to_le_bytes().to_vec(),
+            ));
+        }
+    }
+    if barriers > 0 {
+        match recs.iter_mut().find(|r| r.attr == info::NUM_BARRIERS) {
+            Some(r) => r.value = barriers as u16,
+            None => recs.push(Record {
+                format: info::FMT_BVAL,
+                attr: info::NUM_BARRIERS,
+                value: barriers as u16,
+                payload: Vec::new(),
+            }),
+        }
     }
 }

@@ -38,7 +38,7 @@ impl<'a> Merger<'a> {
         let mut callers: Vec<(String, FuncId)> = Vec::new();
         for i in 0..self.inputs.len() {
             let c = &self.inputs[i].cubin;
-            for (a, b, group) in callgraph_entries(c)? {
+            for (a, b, group) in c.callgraph_entries()? {
                 let Some(fa) = self.func_of(SymKey::new(i, a as usize)) else {
                     continue;
                 };
@@ -57,7 +57,7 @@ impl<'a> Merger<'a> {
                         }
                     }
                     2 | 3 => {
-                        if let Some(p) = strtab_string(c, b) {
+                        if let Some(p) = c.strtab_string(b) {
                             if group == 2 { &mut taken } else { &mut callers }.push((p, fa));
                         }
                     }
@@ -247,31 +247,6 @@ impl<'a> Merger<'a> {
     }
 }
 
-/// `(a, b, group)` of every `.nv.callgraph` entry; group n follows the marker (0, -n).
-pub(super) fn callgraph_entries(c: &Cubin) -> Result<Vec<(u32, i64, usize)>> {
-    let mut out = Vec::new();
-    for s in c.sections.iter().filter(|s| s.ty == SHT_CUDA_CALLGRAPH) {
-        let mut group = 0usize;
-        for e in c.bytes(s).chunks_exact(8) {
-            let a = e.u32_at(0).unwrap_or(0);
-            let b = e.u32_at(4).unwrap_or(0) as i32;
-            if a == 0 && (-4..=-1).contains(&b) {
-                group = (-b) as usize;
-                continue;
-            }
-            if a as usize >= c.symbols.len() {
-                return Err(crate::diag::malformed(
-                    &c.origin,
-                    s.offset,
-                    format!(".nv.callgraph names symbol {a}, which does not exist"),
-                ));
-            }
-            out.push((a, b as i64, group));
-        }
-    }
-    Ok(out)
-}
-
 /// Input `c`'s sections that belong to a function, by the code section their `sh_info`
 /// names: the first `.nv.info.<fn>`, and the relocation sections in order (one pass
 /// over the sections, instead of one per function).
@@ -288,16 +263,4 @@ fn sections_by_code(c: &Cubin) -> ByCode {
         }
     }
     (info_of, relocs_of)
-}
-
-/// The NUL-terminated string at `off` in a cubin's `.strtab`.
-pub(super) fn strtab_string(c: &Cubin, off: i64) -> Option<String> {
-    let t = c.bytes(
-        c.sections
-            .iter()
-            .find(|s| s.ty == SHT_STRTAB && s.name == ".strtab")?,
-    );
-    let rest = t.get(usize::try_from(off).ok()?..)?;
-    let end = rest.iter().position(|&b| b == 0)?;
-    Some(String::from_utf8_lossy(&rest[..end]).into_owned())
 }

@@ -11,6 +11,7 @@
 //! merge state (`Merger`) and the queries every step shares.
 
 mod callgraph;
+mod calllists;
 mod devrt;
 mod externs;
 mod functions;
@@ -394,7 +395,7 @@ struct Merger<'a> {
     /// Debug links: whether `.nv_debug.shared` holds variables other than dynamic arrays.
     debug_shared_holds_variables: bool,
     /// `.debug_frame` pieces that lost entries (sm_100+), by (input, section).
-    frames: HashMap<SecKey, mercury::PrunedFrame>,
+    frames: HashMap<SecKey, sections::PrunedFrame>,
 }
 
 impl<'a> Merger<'a> {
@@ -514,6 +515,78 @@ impl<'a> Merger<'a> {
     /// its first reference.
     fn representative(&self, k: SymKey) -> SymKey {
         self.resolved[k.input][k.sym].1
+    }
+
+    /// The output symbol an input symbol stands for.
+    fn out_index(&self, k: SymKey) -> Option<usize> {
+        let s = self.sym(k);
+        if s.ty == STT_SECTION {
+            let &(id, _) = self.placed.get(&SecKey::new(k.input, s.shndx as usize))?;
+            return self.section_sym_index.get(&id).copied();
+        }
+        if s.bind == STB_LOCAL {
+            return self.sym_of.get(&k).copied();
+        }
+        self.sym_of.get(&self.representative(k)).copied()
+    }
+
+    /// Whether the symbol is a global definition another input's definition replaced.
+    fn is_replaced(&self, k: SymKey) -> bool {
+        let sym = self.sym(k);
+        sym.defined() && sym.bind != STB_LOCAL && sym.ty != STT_SECTION && self.target(k) != Some(k)
+    }
+
+    /// Whether the symbol stands for a function (or a section of one) that was removed.
+    fn symbol_is_dead(&self, k: SymKey) -> bool {
+        let s = self.sym(k);
+        if s.ty == STT_SECTION {
+            return self.is_dropped_function_section(k.input, s.shndx as usize);
+        }
+        self.func_of(k).is_some_and(|f| !self.live[f])
+    }
+
+    /// `(value, constant bank, known at link time)` of a relocation target.
+    fn link_value(&self, k: SymKey) -> (u64, u32, bool) {
+        let s = self.sym(k);
+        if !s.defined() && s.bind != STB_LOCAL && is_table_symbol(&s.name) {
+            return (0, 0, true);
+        }
+        if let Some(v) = devrt::linker_value(s) {
+            return (v, 0, true);
+        }
+        if s.ty != STT_SECTION
+            && let Some(&o) = self.shared_offset.get(&self.representative(k))
+        {
+            return (o, 0, true);
+        }
+        let Some(t) = (if s.ty == STT_SECTION {
+            Some(k)
+        } else {
+            self.target(k)
+        }) else {
+            return (0, 0, false);
+        };
+        let ts = self.sym(t);
+        let c = &self.inputs[t.input].cubin;
+        let Some(sec) = c.sections.get(ts.shndx as usize) else {
+            return (0, 0, false);
+        };
+        let piece = self
+            .placed
+            .get(&SecKey::new(t.input, ts.shndx as usize))
+            .map_or(0, |p| p.1);
+        let value = if ts.ty == STT_SECTION {
+            piece
+        } else {
+            ts.value + piece
+        };
+        if let Some(bank) = constant_bank(sec.ty) {
+            return (value, bank, true);
+        }
+        if sec.flags & SHF_ALLOC == 0 {
+            return (value, 0, true);
+        }
+        (value, 0, false)
     }
 
     fn new_section(&mut self, s: OutSection, symbol: bool) -> usize {

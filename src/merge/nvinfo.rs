@@ -1,6 +1,7 @@
 //! `.nv.info`: the global records renumbered (kernels' register counts and stack sizes
 //! over their call trees, the recursion warning) and each live function's own section,
-//! with the records its call tree adds to a kernel.
+//! with the records its call tree adds to a kernel (on sm_100+ reversed only as far as
+//! the Mercury copy has them).
 
 use super::*;
 
@@ -210,6 +211,18 @@ impl<'a> Merger<'a> {
         Ok(Some(o))
     }
 
+    /// The attributes of the Mercury copy of a function's `.nv.info` (`None` without one).
+    fn merc_info_attrs(&self, i: usize, info_name: &str) -> Option<HashSet<u8>> {
+        let c = &self.inputs[i].cubin;
+        let name = format!(".nv.merc{info_name}");
+        let s = c
+            .sections
+            .iter()
+            .find(|s| s.ty == SHT_MERC_INFO && s.name == name)?;
+        let recs = info::parse(c.bytes(s), &c.origin, &s.name, s.offset).ok()?;
+        Some(recs.iter().map(|r| r.attr).collect())
+    }
+
     /// A kernel's properties with everything it calls: the register and barrier maxima
     /// over its call tree, and `stack`, its deepest frame chain.
     fn propagated(&self, f: FuncId, stack: u32) -> KernelProps {
@@ -259,39 +272,6 @@ impl<'a> Merger<'a> {
         let d = deepest.map(|x| self.funcs[f].frame + x);
         memo[f.0] = Some(d);
         d
-    }
-}
-
-/// A kernel's records once its call tree is known: `CRS_STACK_SIZE` unknown when the
-/// tree recurses, the barrier count raised to the tree's (added when missing).
-pub(super) fn kernel_records(recs: &mut Vec<Record>, props: KernelProps) {
-    let KernelProps {
-        stack, barriers, ..
-    } = props;
-    if stack == UNKNOWN_STACK {
-        let mut found = false;
-        for r in recs.iter_mut().filter(|r| r.attr == info::CRS_STACK_SIZE) {
-            r.payload = UNKNOWN_STACK.to_le_bytes().to_vec();
-            found = true;
-        }
-        if !found {
-            // (a kernel ptxas gave no record: nvlink adds one, unknown)
-            recs.push(Record::sval(
-                info::CRS_STACK_SIZE,
-                UNKNOWN_STACK.to_le_bytes().to_vec(),
-            ));
-        }
-    }
-    if barriers > 0 {
-        match recs.iter_mut().find(|r| r.attr == info::NUM_BARRIERS) {
-            Some(r) => r.value = barriers as u16,
-            None => recs.push(Record {
-                format: info::FMT_BVAL,
-                attr: info::NUM_BARRIERS,
-                value: barriers as u16,
-                payload: Vec::new(),
-            }),
-        }
     }
 }
 

@@ -10,7 +10,7 @@
 //! limit, so only other inputs' functions (PTX assembled at link time, cubins compiled
 //! without the limit) can break it. A relocatable link (`-r`) is not checked.
 
-use super::callgraph::CallLists;
+use super::calllists::CallLists;
 use super::*;
 
 /// `EIATTR_MAXREG_COUNT`: the register limit ptxas compiled a kernel under (HVAL).

@@ -287,65 +287,6 @@ impl<'a> Merger<'a> {
                 .and_then(|s| self.placed.get(&SecKey::new(k.input, s)).map(|p| p.1)),
         }
     }
-
-    /// Whether the symbol is a global definition another input's definition replaced.
-    pub(super) fn is_replaced(&self, k: SymKey) -> bool {
-        let sym = self.sym(k);
-        sym.defined() && sym.bind != STB_LOCAL && sym.ty != STT_SECTION && self.target(k) != Some(k)
-    }
-
-    /// Whether the symbol stands for a function (or a section of one) that was removed.
-    pub(super) fn symbol_is_dead(&self, k: SymKey) -> bool {
-        let s = self.sym(k);
-        if s.ty == STT_SECTION {
-            return self.is_dropped_function_section(k.input, s.shndx as usize);
-        }
-        self.func_of(k).is_some_and(|f| !self.live[f])
-    }
-
-    /// `(value, constant bank, known at link time)` of a relocation target.
-    pub(super) fn link_value(&self, k: SymKey) -> (u64, u32, bool) {
-        let s = self.sym(k);
-        if !s.defined() && s.bind != STB_LOCAL && is_table_symbol(&s.name) {
-            return (0, 0, true);
-        }
-        if let Some(v) = devrt::linker_value(s) {
-            return (v, 0, true);
-        }
-        if s.ty != STT_SECTION
-            && let Some(&o) = self.shared_offset.get(&self.representative(k))
-        {
-            return (o, 0, true);
-        }
-        let Some(t) = (if s.ty == STT_SECTION {
-            Some(k)
-        } else {
-            self.target(k)
-        }) else {
-            return (0, 0, false);
-        };
-        let ts = self.sym(t);
-        let c = &self.inputs[t.input].cubin;
-        let Some(sec) = c.sections.get(ts.shndx as usize) else {
-            return (0, 0, false);
-        };
-        let piece = self
-            .placed
-            .get(&SecKey::new(t.input, ts.shndx as usize))
-            .map_or(0, |p| p.1);
-        let value = if ts.ty == STT_SECTION {
-            piece
-        } else {
-            ts.value + piece
-        };
-        if let Some(bank) = constant_bank(sec.ty) {
-            return (value, bank, true);
-        }
-        if sec.flags & SHF_ALLOC == 0 {
-            return (value, 0, true);
-        }
-        (value, 0, false)
-    }
 }
 
 /// A label ptxas could not place (`$L__tmp…` in a `-G` unit's `.debug_loc`): an

@@ -1,8 +1,7 @@
 //! Shared memory: one offset per shared variable, laid out per kernel window as nvlink
 //! 13.5 does (slots for variables several kernels hold, each kernel's own after them,
 //! dynamic `extern` arrays last), the `.nv.shared.<kernel>` windows and
-//! `.nv_debug.shared`; nvlink's list sort and, for `-r`, the symbol order that gives the
-//! same layout when the output is linked again.
+//! `.nv_debug.shared`; nvlink's list sort (also read by symbols.rs, for `-r`).
 
 use super::*;
 
@@ -355,7 +354,7 @@ impl<'a> Merger<'a> {
 
     /// The shared variables nvlink sorts first when it lays out shared memory (`shared`,
     /// step 0), in input order: all but kernels' own locals, a global once.
-    fn sorted_shared_candidates(&self) -> Vec<SymKey> {
+    pub(super) fn sorted_shared_candidates(&self) -> Vec<SymKey> {
         (0..self.inputs.len())
             .flat_map(|i| (1..self.inputs[i].cubin.symbols.len()).map(move |s| SymKey::new(i, s)))
             .filter(|&k| {
@@ -367,51 +366,6 @@ impl<'a> Merger<'a> {
             })
             .collect()
     }
-
-    /// `-r` output: the shared variables' symbols put in an order from which nvlink's
-    /// sort, when it links the output, gives the order it gives them linking the inputs
-    /// (where equal sizes tie, its sort depends on the positions). The sort's
-    /// permutation depends only on the sizes at each position: the variables are
-    /// placed where that permutation takes each of them to its place in the direct
-    /// link's order, when locals stay among locals and globals among globals (else the
-    /// order stays).
-    pub(super) fn order_shared_for_relink(&mut self) {
-        let wanted = {
-            let d = self.sorted_shared_candidates();
-            list_sort(&d, &|&a, &b| self.sym(a).size > self.sym(b).size, false)
-        };
-        // where they are now, in symbol-table order
-        let mut now: Vec<(usize, SymKey)> = wanted
-            .iter()
-            .filter_map(|&k| self.sym_of.get(&k).map(|&at| (at, k)))
-            .collect();
-        if now.is_empty() || now.len() != wanted.len() {
-            return;
-        }
-        now.sort_unstable();
-        let positions: Vec<usize> = (0..now.len()).collect();
-        let size = |p: usize| self.sym(now[p].1).size;
-        let sigma = list_sort(&positions, &|&a, &b| size(a) > size(b), false);
-        let mut place = vec![SymKey::new(0, 0); now.len()];
-        for (&p, &k) in sigma.iter().zip(&wanted) {
-            place[p] = k;
-        }
-        let local = |k: SymKey| self.sym(k).bind == STB_LOCAL;
-        if (0..now.len()).any(|p| local(place[p]) != local(now[p].1)) {
-            return;
-        }
-        let old: Vec<OutSymbol> = now
-            .iter()
-            .map(|&(at, _)| self.symbols[at].clone())
-            .collect();
-        let from: HashMap<SymKey, usize> =
-            now.iter().enumerate().map(|(p, &(_, k))| (k, p)).collect();
-        for (p, &k) in place.iter().enumerate() {
-            let at = now[p].0;
-            self.symbols[at] = old[from[&k]].clone();
-            self.sym_of.insert(k, at);
-        }
-    }
 }
 
 /// nvlink's sort of shared variables, a merge sort on linked lists (observed: the
@@ -420,7 +374,11 @@ impl<'a> Merger<'a> {
 /// each holds every other item, reversed), both are sorted the same way, and the two
 /// are merged; where neither head goes `before` the other, `ties_first` takes the first
 /// list's head, else the second's.
-fn list_sort<T: Copy>(items: &[T], before: &dyn Fn(&T, &T) -> bool, ties_first: bool) -> Vec<T> {
+pub(super) fn list_sort<T: Copy>(
+    items: &[T],
+    before: &dyn Fn(&T, &T) -> bool,
+    ties_first: bool,
+) -> Vec<T> {
     if items.len() <= 1 {
         return items.to_vec();
     }
