@@ -1,14 +1,39 @@
 //! The device ELF merge: relocatable cubins in, one executable (or, with `-r`, one
 //! relocatable) cubin image out, the way nvlink links them. The steps run in order, each
-//! reading what the earlier ones built (`link_with_steps` is the spine), each in a file of
-//! its own as an `impl Merger` block: `resolve` (global symbols: strong over weak, the weak
-//! function with fewer registers, duplicate and size errors), `functions` (the function
-//! graph, and what no kernel reaches dropped), `sections` (per-function sections one to
-//! one, shared-name sections as pieces in input order), `shared` (shared memory per
-//! kernel), `symbols`, `relocations` (the link-time ones applied, the driver's kept),
-//! `nvinfo` (`.nv.info`), `callgraph` (`.nv.callgraph`, `.nv.prototype`), `notes` (and the
-//! image handed to the writer), `mercury` (the sm_100+ capsule half). This file holds the
-//! merge state (`Merger`) and the queries every step shares.
+//! reading what the earlier ones built; `link_with_steps` is the spine. Each step is an
+//! `impl Merger` block in a file of its own, listed here in the order the spine runs them
+//! (a file named twice holds two steps that run apart):
+//!
+//! - `mod.rs`: the merge state (`Merger`), its ids (`SymKey`, `SecKey`, `FuncId`), the
+//!   queries every step shares (a symbol's definition, function, output index, value at
+//!   link time) and the spine.
+//! - `resolve.rs` (`resolve`, `settle`): each global name's definition chosen.
+//! - `functions.rs` (`functions`, `reach`, `call_trees`): the function graph, what no
+//!   kernel reaches dropped, each live kernel's call tree.
+//! - `reglimit.rs` (`check_register_limits`): register counts propagated as nvlink does
+//!   and kernels' `-maxrregcount` limits checked.
+//! - `externs.rs` (`read_externs`): each live function's `EXTERNS` list read (written
+//!   with `.nv.info`, `finish_records`).
+//! - `resolve.rs` (`undefined`): the undefined references, once the live code is known.
+//! - `notes.rs` (`notes`): the notes and `.nv.compat`, made before the sections because
+//!   they come first in the output.
+//! - `sections.rs`: input sections placed (function sections one to one, shared names as
+//!   pieces), sm_100+ `.debug_frame` pieces pruned.
+//! - `shared.rs`: shared memory laid out per kernel.
+//! - `callgraph.rs` (`tables`): `.nv.callgraph`, `.nv.prototype`, `.nv.rel.action` made
+//!   before the symbols, whose section symbols they get (filled in later).
+//! - `symbols.rs`: the output symbol table.
+//! - `relocations.rs`: relocations applied or kept.
+//! - `nvinfo.rs` (`info`): `.nv.info` and each function's `.nv.info.<fn>`.
+//! - `callgraph.rs` (`callgraph`, `dump_callgraph`): the call-graph sections filled,
+//!   `-dump-callgraph`.
+//! - `mercury.rs`: the sm_100+ capsule-Mercury half of the image.
+//! - `notes.rs` (`finish`): kept relocation sections, the final section order and the
+//!   image handed to the writer.
+//!
+//! Beside the steps: `calllists.rs`, nvlink's numbered call lists (built on demand by
+//! reglimit, nvinfo and callgraph), and `devrt.rs`, the symbols of libcudadevrt the
+//! linker fills in.
 
 mod callgraph;
 mod calllists;
@@ -300,14 +325,14 @@ pub fn link_with_steps(
     m.check_register_limits()?;
     m.read_externs()?;
     lap("functions");
-    m.undefined()?;
+    m.undefined()?; // (resolve.rs: it needs the live code)
     lap("undefined");
-    m.notes();
+    m.notes(); // (notes.rs: the notes come first in the output)
     m.sections()?;
     lap("sections");
     m.shared();
     lap("shared");
-    m.tables();
+    m.tables(); // (callgraph.rs: its sections get section symbols)
     m.symbols();
     lap("symbols");
     m.relocations()?;
