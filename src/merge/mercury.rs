@@ -130,6 +130,59 @@ impl View {
     }
 }
 
+/// What `mercury`'s sub-steps share while they build the Mercury half.
+struct Capsules {
+    exec: bool,
+    /// An image without inputs (it still has the Mercury symbol table and call graph).
+    empty: bool,
+    views: Vec<View>,
+    /// Flags, alignment and type of each Mercury section kind, from the first input
+    /// that has it.
+    proto: HashMap<String, Section>,
+    /// `.nv.merc.symtab`.
+    symtab: usize,
+    /// Mercury sections placed from the inputs: (input, section) → (output, offset).
+    placed: HashMap<(usize, usize), (usize, u64)>,
+    /// SASS output section → its Mercury view.
+    view_of: HashMap<usize, usize>,
+    /// SASS code section → (input, input section).
+    code_of: HashMap<usize, (usize, usize)>,
+    /// (capsule, its function's symbol).
+    capsule_fn: Vec<(usize, SymKey)>,
+    /// Capsule → its SASS code section.
+    text_of_capsule: HashMap<usize, usize>,
+    /// (SASS table, Mercury table).
+    tables: Vec<(usize, usize)>,
+    /// Output symbol → its Mercury symbol's index (+1).
+    merc_index: Vec<Option<u32>>,
+}
+
+impl Capsules {
+    /// A new Mercury section, with the flags, alignment and entry size of its kind.
+    fn section(&self, name: &str, key: &str, ty: u32) -> OutSection {
+        let mut o = OutSection::new(name, ty, 0x1000_0000);
+        if let Some(p) = self.proto.get(key) {
+            o.flags = p.flags;
+            o.align = p.align;
+            o.entsize = p.entsize;
+        }
+        o
+    }
+
+    /// The output Mercury symbol of input `i`'s Mercury symbol `k`.
+    fn merc_out(&self, m: &Merger, i: usize, k: usize) -> Option<u32> {
+        let n = self.views[i].normal_of.get(k).copied().flatten()?;
+        self.merc_index[m.out_index(SymKey::new(i, n))?]
+    }
+
+    /// An output symbol index (+1) as the Mercury symbol index (+1).
+    fn remap(&self, o: u32) -> u32 {
+        o.checked_sub(1)
+            .and_then(|o| self.merc_index.get(o as usize).copied().flatten())
+            .unwrap_or(0)
+    }
+}
+
 impl Merger<'_> {
     /// Builds the capsule-Mercury half of the image (see the module comment).
     pub(super) fn mercury(&mut self) -> Result<()> {
@@ -158,25 +211,38 @@ impl Merger<'_> {
                 proto.entry(key).or_insert_with(|| s.clone());
             }
         }
-        let new = |name: &str, key: &str, ty: u32| {
-            let mut o = OutSection::new(name, ty, 0x1000_0000);
-            if let Some(p) = proto.get(key) {
-                o.flags = p.flags;
-                o.align = p.align;
-                o.entsize = p.entsize;
-            }
-            o
+        let mut st = Capsules {
+            exec,
+            empty,
+            views,
+            proto,
+            symtab: 0,
+            placed: HashMap::default(),
+            view_of: HashMap::default(),
+            code_of: HashMap::default(),
+            capsule_fn: Vec::new(),
+            text_of_capsule: HashMap::default(),
+            tables: Vec::new(),
+            merc_index: Vec::new(),
         };
-        let mut sym = new(".nv.merc.symtab", ".nv.merc.symtab", SHT_MERC_SYMTAB);
+        let mut sym = st.section(".nv.merc.symtab", ".nv.merc.symtab", SHT_MERC_SYMTAB);
         sym.link = Ref::Raw(2);
         sym.align = 8;
         sym.entsize = 24;
-        let symtab = self.new_section(sym, false);
+        st.symtab = self.new_section(sym, false);
+        self.merc_capsules(&mut st);
+        self.merc_sections(&mut st);
+        self.merc_tables(&mut st);
+        let msyms = self.merc_symbol_table(&mut st);
+        self.merc_relocations(&st)?;
+        self.merc_info(&st)?;
+        self.merc_symbols = Some((st.symtab, msyms));
+        Ok(())
+    }
 
-        // Mercury sections placed from the inputs: (input, section) → (output, offset)
-        let mut placed: HashMap<(usize, usize), (usize, u64)> = HashMap::default();
-        // SASS output section → its Mercury view
-        let mut view_of: HashMap<usize, usize> = HashMap::default();
+    /// The capsules (`.nv.capmerc.text.<fn>`), in the order of the live functions' SASS
+    /// code sections.
+    fn merc_capsules(&mut self, st: &mut Capsules) {
         // capsules, in the order of the SASS code sections
         let mut text_of: Vec<(usize, usize, usize)> = Vec::new(); // (out text, input, text)
         for f in FuncId::all(self.funcs.len()) {
@@ -190,35 +256,36 @@ impl Merger<'_> {
         }
         text_of.sort();
         // SASS code section → (input, input section)
-        let code_of: HashMap<usize, (usize, usize)> =
-            text_of.iter().map(|&(t, i, text)| (t, (i, text))).collect();
-        let mut capsule_fn: Vec<(usize, SymKey)> = Vec::new();
-        // capsule → its SASS code section
-        let mut text_of_capsule: HashMap<usize, usize> = HashMap::default();
+        st.code_of = text_of.iter().map(|&(t, i, text)| (t, (i, text))).collect();
         for &(t, i, text) in &text_of {
             let c = &self.inputs[i].cubin;
-            let Some(&m) = views[i].merc_of.get(&text) else {
+            let Some(&m) = st.views[i].merc_of.get(&text) else {
                 continue;
             };
             let s = &c.sections[m];
-            let mut o = new(&s.name, ".nv.capmerc.text", s.ty);
+            let mut o = st.section(&s.name, ".nv.capmerc.text", s.ty);
             o.align = s.align;
-            o.link = Ref::Section(symtab);
+            o.link = Ref::Section(st.symtab);
             o.data = c.bytes(s).to_vec();
             if o.data.len() >= 4 {
                 o.patches.push((0, Ref::Section(t)));
             }
             let id = self.new_section(o, false);
-            placed.insert((i, m), (id, 0));
-            view_of.insert(t, id);
-            text_of_capsule.insert(id, t);
+            st.placed.insert((i, m), (id, 0));
+            st.view_of.insert(t, id);
+            st.text_of_capsule.insert(id, t);
             let f = self.func_of_text[&SecKey::new(i, text)];
-            capsule_fn.push((id, self.funcs[f].key));
+            st.capsule_fn.push((id, self.funcs[f].key));
         }
+    }
+
+    /// The other Mercury sections with bytes of their own (`.nv.merc.debug_frame`), and
+    /// the views of SASS data.
+    fn merc_sections(&mut self, st: &mut Capsules) {
         // the other sections with bytes of their own (`.nv.merc.debug_frame`), merged by
         // name in input order; the views of SASS data share its bytes
         let mut by_name: HashMap<String, usize> = HashMap::default();
-        for (i, view) in views.iter().enumerate() {
+        for (i, view) in st.views.iter().enumerate() {
             let c = &self.inputs[i].cubin;
             for (si, s) in c.sections.iter().enumerate() {
                 if !is_mercury(s)
@@ -253,8 +320,8 @@ impl Merger<'_> {
                     });
                     // (aligned as the strictest input's view, as the SASS section is)
                     self.out[id].align = self.out[id].align.max(s.align);
-                    placed.insert((i, si), (id, at));
-                    view_of.insert(out, id);
+                    st.placed.insert((i, si), (id, at));
+                    st.view_of.insert(out, id);
                     continue;
                 }
                 let id = *by_name.entry(s.name.clone()).or_insert_with(|| {
@@ -278,42 +345,48 @@ impl Merger<'_> {
                     o.mem_size = at + s.size;
                     at
                 };
-                placed.insert((i, si), (id, at));
+                st.placed.insert((i, si), (id, at));
                 if let Some(n) = sass
                     && let Some(&(out, _)) = self.placed.get(&SecKey::new(i, n))
                 {
-                    view_of.insert(out, id);
+                    st.view_of.insert(out, id);
                 }
             }
         }
+    }
 
-        // the call graph and prototype tables (filled below) have section symbols
-        let mut tables: Vec<(usize, usize)> = Vec::new(); // (SASS table, Mercury table)
+    /// `.nv.merc.nv.callgraph` and `.nv.merc.nv.prototype` (filled in `merc_info`).
+    fn merc_tables(&mut self, st: &mut Capsules) {
+        // (they have section symbols)
         for n in 0..self.out.len() {
             let (name, ty) = match self.out[n].ty {
                 SHT_CUDA_CALLGRAPH => (".nv.merc.nv.callgraph", SHT_MERC_CALLGRAPH),
                 SHT_CUDA_PROTOTYPE => (".nv.merc.nv.prototype", SHT_MERC_PROTOTYPE),
                 _ => continue,
             };
-            let wanted = proto.contains_key(name) || (empty && ty == SHT_MERC_CALLGRAPH);
+            let wanted = st.proto.contains_key(name) || (st.empty && ty == SHT_MERC_CALLGRAPH);
             if !wanted {
                 continue;
             }
-            let mut o = new(name, name, ty);
-            o.link = Ref::Section(symtab);
+            let mut o = st.section(name, name, ty);
+            o.link = Ref::Section(st.symtab);
             o.entsize = 8;
             o.align = o.align.max(4);
             let id = self.new_section(o, false);
-            view_of.insert(n, id);
-            tables.push((n, id));
+            st.view_of.insert(n, id);
+            st.tables.push((n, id));
         }
+    }
 
+    /// The Mercury symbol table (see the module comment); each capsule's `sh_info` its
+    /// function's symbol.
+    fn merc_symbol_table(&mut self, st: &mut Capsules) -> Vec<OutSymbol> {
         // the symbol table: the SASS one without the parameter banks' section symbols
         let mut key_of: Vec<Option<SymKey>> = vec![None; self.symbols.len()];
         for (&k, &o) in &self.sym_of {
             key_of[o] = Some(k);
         }
-        let mut merc_index: Vec<Option<u32>> = vec![None; self.symbols.len()];
+        st.merc_index = vec![None; self.symbols.len()];
         let mut msyms: Vec<OutSymbol> = Vec::new();
         for (o, s) in self.symbols.iter().enumerate() {
             let mut m = s.clone();
@@ -322,24 +395,24 @@ impl Merger<'_> {
                 if self.out[sec].name.starts_with(".nv.constant0") {
                     continue;
                 }
-                if let Some(&v) = view_of.get(&sec) {
+                if let Some(&v) = st.view_of.get(&sec) {
                     m.section = Some(v);
                     m.name = stripped(&self.out[v].name).unwrap_or(&s.name).to_string();
                 }
             } else {
                 m.section = s
                     .section
-                    .map(|sec| view_of.get(&sec).copied().unwrap_or(sec));
+                    .map(|sec| st.view_of.get(&sec).copied().unwrap_or(sec));
                 // the input's own Mercury symbol: CUDA type, st_other, Mercury size
                 let ms = key_of[o].and_then(|SymKey { input: i, sym: k }| {
-                    let mk = *views[i].merc_sym_of.get(&k)?;
+                    let mk = *st.views[i].merc_sym_of.get(&k)?;
                     Some((i, &self.inputs[i].cubin.merc_symbols[mk]))
                 });
                 if let Some((i, ms)) = ms {
                     m.ty = ms.ty;
                     m.other = ms.other;
                     m.size = ms.size;
-                    m.value = match placed.get(&(i, ms.shndx as usize)) {
+                    m.value = match st.placed.get(&(i, ms.shndx as usize)) {
                         Some(&(_, at)) if ms.defined() => ms.value + at,
                         _ if ms.defined() => s.value,
                         _ => ms.value,
@@ -352,32 +425,31 @@ impl Merger<'_> {
                     }
                 }
             }
-            merc_index[o] = Some(msyms.len() as u32 + 1);
+            st.merc_index[o] = Some(msyms.len() as u32 + 1);
             msyms.push(m);
         }
-        // the output Mercury symbol of an input Mercury symbol
-        let merc_out = |this: &Self, i: usize, k: usize| -> Option<u32> {
-            let n = views[i].normal_of.get(k).copied().flatten()?;
-            merc_index[this.out_index(SymKey::new(i, n))?]
-        };
-        for &(id, f) in &capsule_fn {
+        for &(id, f) in &st.capsule_fn {
             if let Some(&o) = self.sym_of.get(&f) {
-                self.out[id].info = Ref::Raw(merc_index[o].unwrap_or(0));
+                self.out[id].info = Ref::Raw(st.merc_index[o].unwrap_or(0));
             }
         }
+        msyms
+    }
 
+    /// The `.nv.merc.rela.*` sections (see the module comment).
+    fn merc_relocations(&mut self, st: &Capsules) -> Result<()> {
         // relocations
         // per target section, in the order first met: (offset, symbol, type, addend)
         type Entry = (u64, u32, u32, i64);
         let mut lists: Vec<(usize, Vec<Entry>)> = Vec::new();
         let mut list_of: HashMap<usize, usize> = HashMap::default();
-        for (i, view) in views.iter().enumerate() {
+        for (i, view) in st.views.iter().enumerate() {
             let c = &self.inputs[i].cubin;
             for (ri, rs) in c.sections.iter().enumerate() {
                 if rs.ty != SHT_MERC_RELA {
                     continue;
                 }
-                let Some(&(out, piece)) = placed.get(&(i, rs.info as usize)) else {
+                let Some(&(out, piece)) = st.placed.get(&(i, rs.info as usize)) else {
                     continue;
                 };
                 let target = &c.sections[rs.info as usize];
@@ -420,21 +492,21 @@ impl Merger<'_> {
                     }
                     let (mut value, _, resolvable) = self.link_value(k);
                     if ms.ty == STT_SECTION
-                        && let Some(&(_, p)) = placed.get(&(i, ms.shndx as usize))
+                        && let Some(&(_, p)) = st.placed.get(&(i, ms.shndx as usize))
                     {
                         value = p;
                     }
                     // (a relocatable output keeps what the final link resolves, but for
                     // the debug sections' references to themselves)
-                    let self_ref = ms.ty == STT_SECTION && !exec && in_bytes;
-                    if resolvable && (exec || self_ref) {
+                    let self_ref = ms.ty == STT_SECTION && !st.exec && in_bytes;
+                    if resolvable && (st.exec || self_ref) {
                         if r.ty == R_MERCURY_ABS64 && in_bytes {
                             let v = (value as i64).wrapping_add(r.addend) as u64;
                             put(&mut self.out[out].data, v);
                         }
                         continue;
                     }
-                    let Some(sym) = merc_out(self, i, r.sym as usize) else {
+                    let Some(sym) = st.merc_out(self, i, r.sym as usize) else {
                         return Err(Error::fatal(format!(
                             "'{}': Mercury relocation {:#x} at offset {:#x} of '{}' refers to symbol '{}', which is not in the output",
                             c.origin, r.ty, r.offset, target.name, ms.name
@@ -442,7 +514,7 @@ impl Merger<'_> {
                     };
                     let mut addend = r.addend;
                     if ms.ty == STT_SECTION
-                        && let Some(&(_, p)) = placed.get(&(i, ms.shndx as usize))
+                        && let Some(&(_, p)) = st.placed.get(&(i, ms.shndx as usize))
                     {
                         addend += p as i64;
                     }
@@ -450,7 +522,7 @@ impl Merger<'_> {
                         lists.push((out, Vec::new()));
                         lists.len() - 1
                     });
-                    let ty = if exec { rewritten(r.ty) } else { r.ty };
+                    let ty = if st.exec { rewritten(r.ty) } else { r.ty };
                     lists[li].1.push((at, sym, ty, addend));
                 }
             }
@@ -458,7 +530,7 @@ impl Merger<'_> {
         for (out, mut list) in lists {
             // a function whose SASS relocations were all applied keeps an empty SASS
             // relocation section when its capsule has some
-            if let Some(&t) = text_of_capsule.get(&out)
+            if let Some(&t) = st.text_of_capsule.get(&out)
                 && !self
                     .kept_relocs
                     .iter()
@@ -468,12 +540,12 @@ impl Merger<'_> {
             }
             list.reverse();
             let target = sass_name(&self.out[out].name).unwrap_or("").to_string();
-            let mut o = new(
+            let mut o = st.section(
                 &format!(".nv.merc.rela{target}"),
                 ".nv.merc.rela",
                 SHT_MERC_RELA,
             );
-            o.link = Ref::Section(symtab);
+            o.link = Ref::Section(st.symtab);
             o.info = Ref::Section(out);
             o.align = 8;
             o.entsize = 24;
@@ -485,14 +557,12 @@ impl Merger<'_> {
             }
             self.new_section(o, false);
         }
+        Ok(())
+    }
 
-        // `.nv.info`, per-function records, call graph and prototypes over the Mercury
-        // symbols
-        let remap = |o: u32| -> u32 {
-            o.checked_sub(1)
-                .and_then(|o| merc_index.get(o as usize).copied().flatten())
-                .unwrap_or(0)
-        };
+    /// `.nv.merc.nv.info`, the per-function records, call graph and prototypes over the
+    /// Mercury symbols.
+    fn merc_info(&mut self, st: &Capsules) -> Result<()> {
         // (the SASS `.nv.info` sections: global first, then per function)
         let sass: Vec<(Ref, String, Vec<u8>)> = self
             .out
@@ -501,19 +571,19 @@ impl Merger<'_> {
             .map(|s| (s.info, s.name.clone(), s.data.clone()))
             .collect();
         if let Some((_, name, data)) = sass.iter().find(|s| s.1 == ".nv.info")
-            && proto.contains_key(".nv.merc.nv.info")
+            && st.proto.contains_key(".nv.merc.nv.info")
         {
             let mut recs = info::parse(data, "the merged image", name, 0)?;
             for r in recs.iter_mut().filter(|r| r.has_symbol()) {
-                let v = remap(r.payload.u32_at(0).unwrap_or(0));
+                let v = st.remap(r.payload.u32_at(0).unwrap_or(0));
                 r.payload[..4].copy_from_slice(&v.to_le_bytes());
             }
-            let mut o = new(".nv.merc.nv.info", ".nv.merc.nv.info", SHT_MERC_INFO);
-            o.link = Ref::Section(symtab);
+            let mut o = st.section(".nv.merc.nv.info", ".nv.merc.nv.info", SHT_MERC_INFO);
+            o.link = Ref::Section(st.symtab);
             o.data = info::encode_all(&recs);
             self.new_section(o, false);
         }
-        for &(n, id) in &tables {
+        for &(n, id) in &st.tables {
             let callgraph = self.out[n].ty == SHT_CUDA_CALLGRAPH;
             let mut data = Vec::with_capacity(self.out[n].data.len());
             let mut group = 0;
@@ -526,11 +596,11 @@ impl Merger<'_> {
                     continue;
                 }
                 let b = if callgraph && (group == 1 || group == 4) {
-                    remap(b)
+                    st.remap(b)
                 } else {
                     b
                 };
-                data.extend_from_slice(&remap(a).to_le_bytes());
+                data.extend_from_slice(&st.remap(a).to_le_bytes());
                 data.extend_from_slice(&b.to_le_bytes());
             }
             self.out[id].data = data;
@@ -538,10 +608,10 @@ impl Merger<'_> {
         // per-function records, in the order of the SASS ones
         for (info_ref, sname, _) in sass.iter().filter(|s| s.1 != ".nv.info") {
             let Ref::Section(t) = *info_ref else { continue };
-            let Some(&(i, text)) = code_of.get(&t) else {
+            let Some(&(i, text)) = st.code_of.get(&t) else {
                 continue;
             };
-            let Some(&cap) = view_of.get(&t) else {
+            let Some(&cap) = st.view_of.get(&t) else {
                 continue;
             };
             let c = &self.inputs[i].cubin;
@@ -558,22 +628,21 @@ impl Merger<'_> {
             for mut r in info::parse(c.bytes(ms), &c.origin, &ms.name, ms.offset)? {
                 if r.has_symbol() {
                     let k = r.payload.u32_at(0).unwrap_or(0) as usize;
-                    let v = merc_out(self, i, k).unwrap_or(0);
+                    let v = st.merc_out(self, i, k).unwrap_or(0);
                     r.payload[..4].copy_from_slice(&v.to_le_bytes());
                 }
                 recs.push(r);
             }
             recs.reverse();
-            let kernel = (exec && self.funcs[f].entry).then(|| self.props[&f]);
-            self.finish_records(f, &mut recs, kernel, remap);
-            let mut o = new(&name, ".nv.merc.nv.info.", SHT_MERC_INFO);
+            let kernel = (st.exec && self.funcs[f].entry).then(|| self.props[&f]);
+            self.finish_records(f, &mut recs, kernel, |o| st.remap(o));
+            let mut o = st.section(&name, ".nv.merc.nv.info.", SHT_MERC_INFO);
             o.flags |= SHF_INFO_LINK;
-            o.link = Ref::Section(symtab);
+            o.link = Ref::Section(st.symtab);
             o.info = Ref::Section(cap);
             o.data = info::encode_all(&recs);
             self.new_section(o, false);
         }
-        self.merc_symbols = Some((symtab, msyms));
         Ok(())
     }
 }
