@@ -38,10 +38,10 @@ pub fn check_object(plan: &Plan, c: &elf::cubin::Cubin) -> Result<()> {
 pub fn objects(
     plan: &Plan,
     ctx: &LinkContext,
-    units: Vec<merge::gather::Unit>,
+    units: Vec<crate::gather::Unit>,
     lto_cubins: Vec<merge::Input>,
 ) -> Result<Vec<merge::Input>> {
-    use merge::gather::Source;
+    use crate::gather::Source;
     let jobs: Vec<ptxas_driver::Job> = units
         .iter()
         .filter_map(|u| match &u.source {

@@ -21,6 +21,7 @@ pub mod diag;
 pub mod elf;
 pub mod fatbin;
 pub mod frames;
+pub mod gather;
 pub mod input;
 pub mod inspect;
 pub mod ir;
@@ -108,7 +109,7 @@ fn link_phases(plan: &Plan, ctx: &LinkContext, keep: bool) -> Result<Timings> {
     // (from here on only the merge writes the output)
     let target = output::prepare(&req.output);
     let units = timings.phase("gather", || {
-        merge::gather::collect(linked, req.target, req.lto, diag)
+        gather::collect(linked, req.target, req.lto, diag)
     })?;
     // no input with code for the target (each reported by a warning): nvlink writes an
     // image without code, and so does the merge

@@ -68,7 +68,7 @@ pub(crate) fn unregistered(req: &LinkRequest, diag: &Diagnostics, trees: &[input
 pub(crate) fn resources(req: &LinkRequest, diag: &Diagnostics, written: &[u8]) -> Result<()> {
     let written = bytes::Bytes::from_vec(written.to_vec());
     let image = elf::cubin::Cubin::parse(written, &req.output.display().to_string())?;
-    for line in merge::resources::report(&image) {
+    for line in elf::resources::report(&image) {
         diag.info_always(&line);
     }
     Ok(())

@@ -536,6 +536,43 @@ impl Cubin {
     pub fn section_index(&self, name: &str) -> Option<usize> {
         self.sections.iter().position(|s| s.name == name)
     }
+
+    /// `(a, b, group)` of every `.nv.callgraph` entry; group n follows the marker (0, -n).
+    pub fn callgraph_entries(&self) -> Result<Vec<(u32, i64, usize)>> {
+        let mut out = Vec::new();
+        for s in self.sections.iter().filter(|s| s.ty == SHT_CUDA_CALLGRAPH) {
+            let mut group = 0usize;
+            for e in self.bytes(s).chunks_exact(8) {
+                let a = e.u32_at(0).unwrap_or(0);
+                let b = e.u32_at(4).unwrap_or(0) as i32;
+                if a == 0 && (-4..=-1).contains(&b) {
+                    group = (-b) as usize;
+                    continue;
+                }
+                if a as usize >= self.symbols.len() {
+                    return Err(malformed(
+                        &self.origin,
+                        s.offset,
+                        format!(".nv.callgraph names symbol {a}, which does not exist"),
+                    ));
+                }
+                out.push((a, b as i64, group));
+            }
+        }
+        Ok(out)
+    }
+
+    /// The NUL-terminated string at `off` in a cubin's `.strtab`.
+    pub fn strtab_string(&self, off: i64) -> Option<String> {
+        let t = self.bytes(
+            self.sections
+                .iter()
+                .find(|s| s.ty == SHT_STRTAB && s.name == ".strtab")?,
+        );
+        let rest = t.get(usize::try_from(off).ok()?..)?;
+        let end = rest.iter().position(|&b| b == 0)?;
+        Some(String::from_utf8_lossy(&rest[..end]).into_owned())
+    }
 }
 
 fn null_symbol() -> Symbol {

@@ -1,11 +1,13 @@
 //! ELF for the linker: the one reader ([`cubin`]: any ELF64 file's sections, the
 //! linkable cubin), what a device ELF says about itself (architecture, kernels, notes),
-//! and the image writer, `.nv.info` records, relocation types and image comparison.
+//! and the image writer, `.nv.info` records, relocation types, image comparison and the
+//! resources `-v` reports read back from a written image ([`resources`]).
 
 pub mod cubin;
 pub mod equiv;
 pub mod info;
 pub mod reloc;
+pub mod resources;
 pub mod segments;
 pub mod tkinfo;
 pub mod write;

@@ -1,31 +1,7 @@
 //! Call graph: the `.nv.callgraph`, `.nv.prototype` and `.nv.rel.action` sections
-//! (made before the symbols, filled after `.nv.info`), nvlink's numbered call lists, and
-//! `-dump-callgraph`.
+//! (made before the symbols, filled after `.nv.info`) and `-dump-callgraph`.
 
-use super::functions::{callgraph_entries, strtab_string};
 use super::*;
-
-/// nvlink's numbered call graph ([`Merger::call_lists`]).
-pub(super) struct CallLists {
-    nodes: usize,
-    /// Each function's node number.
-    pub(super) node: Vec<usize>,
-    func_of_node: HashMap<usize, usize>,
-    /// Each live function's call list, as node numbers, in the order they were added.
-    calls: Vec<Vec<usize>>,
-    /// Each global name's node number (0: not a function).
-    of_global: Vec<usize>,
-}
-
-impl CallLists {
-    /// `f`'s calls that reach a live function, as functions, in order.
-    pub(super) fn callees(&self, f: usize) -> Vec<usize> {
-        self.calls[f]
-            .iter()
-            .filter_map(|n| self.func_of_node.get(n).copied())
-            .collect()
-    }
-}
 
 impl<'a> Merger<'a> {
     /// The sections nvlink creates that carry a section symbol: `.nv.callgraph`,
@@ -100,8 +76,8 @@ impl<'a> Merger<'a> {
         let mut pending_proto: Vec<(u32, String)> = Vec::new();
         for i in 0..self.inputs.len() {
             let c = &self.inputs[i].cubin;
-            let string = |off: i64| strtab_string(c, off);
-            for (a, b, group) in callgraph_entries(c)? {
+            let string = |off: i64| c.strtab_string(off);
+            for (a, b, group) in c.callgraph_entries()? {
                 let ka = SymKey::new(i, a as usize);
                 if self.symbol_is_dead(ka) {
                     continue;
@@ -173,106 +149,6 @@ impl<'a> Merger<'a> {
         Ok(())
     }
 
-    /// `-dump-callgraph` as nvlink prints it (both spellings print demangled names):
-    /// every function symbol of the inputs is a node, numbered by first appearance
-    /// (inputs in order, each symbol table in order; global names once, local symbols
-    /// each); a node whose function was removed or never defined prints only its number.
-    /// A function's callees are its input's `.nv.callgraph` calls (direct, then the
-    /// indirect ones the compiler resolved), last added first, repeats and self-calls
-    /// included; `^` marks kernels and `&` functions whose address is taken.
-    /// nvlink's call graph as it reports it (`-dump-callgraph`, the recursion warning):
-    /// every function symbol of the inputs is a node, numbered from 1 by first
-    /// appearance (inputs in order, each symbol table in order; global names once, local
-    /// symbols each). A live function's call list is its input's `.nv.callgraph` direct
-    /// calls in order, then for each indirect call every address-taken function of its
-    /// prototype in node order; repeats and self-calls stay.
-    pub(super) fn call_lists(&self) -> Result<CallLists> {
-        // a node is a global name (by its id), or one input's local symbol; numbered
-        // from 1 in the order of first appearance
-        let mut of_global = vec![0usize; self.globals.len()];
-        let mut of_local: HashMap<SymKey, usize> = HashMap::default();
-        let mut count = 0;
-        for (i, inp) in self.inputs.iter().enumerate() {
-            for s in 1..inp.cubin.symbols.len() {
-                if inp.cubin.symbols[s].ty != STT_FUNC {
-                    continue;
-                }
-                let k = SymKey::new(i, s);
-                let n = match self.global_id(k) {
-                    Some(g) => &mut of_global[g],
-                    None => of_local.entry(k).or_insert(0),
-                };
-                if *n == 0 {
-                    count += 1;
-                    *n = count;
-                }
-            }
-        }
-        let number = |k: SymKey| -> Option<usize> {
-            match self.global_id(k) {
-                Some(g) => Some(of_global[g]),
-                None => of_local.get(&k).copied(),
-            }
-            .filter(|&n| n > 0)
-        };
-        let node: Vec<usize> = self
-            .funcs
-            .iter()
-            .map(|f| number(f.key).expect("a function symbol is numbered"))
-            .collect();
-        let mut func_of_node: HashMap<usize, usize> = HashMap::default();
-        for f in (0..self.funcs.len()).filter(|&f| self.live[f]) {
-            func_of_node.insert(node[f], f);
-        }
-        // each input's entries once, each to the live function it defines (a weak copy's
-        // entries stay with that copy); indirect calls are resolved after the direct ones
-        let mut calls: Vec<Vec<usize>> = vec![Vec::new(); self.funcs.len()];
-        let mut indirect: Vec<Vec<String>> = vec![Vec::new(); self.funcs.len()];
-        for (i, inp) in self.inputs.iter().enumerate() {
-            let c = &inp.cubin;
-            for (a, b, group) in callgraph_entries(c)? {
-                let Some(f) = self
-                    .func_of(SymKey::new(i, a as usize))
-                    .filter(|&f| self.live[f] && self.funcs[f].key.input == i)
-                else {
-                    continue;
-                };
-                match group {
-                    1 => {
-                        let callee = usize::try_from(b).ok().filter(|&b| b < c.symbols.len());
-                        if let Some(n) = callee.and_then(|b| number(SymKey::new(i, b))) {
-                            calls[f].push(n);
-                        }
-                    }
-                    3 => indirect[f].extend(strtab_string(c, b)),
-                    _ => {}
-                }
-            }
-        }
-        let mut taken_nodes: HashMap<&str, Vec<usize>> = HashMap::default();
-        for (q, g) in &self.taken_by_prototype {
-            taken_nodes.entry(q.as_str()).or_default().push(node[*g]);
-        }
-        for list in taken_nodes.values_mut() {
-            list.sort_unstable();
-            list.dedup();
-        }
-        for (f, protos) in indirect.iter().enumerate() {
-            for p in protos {
-                if let Some(reached) = taken_nodes.get(p.as_str()) {
-                    calls[f].extend(reached.iter().copied());
-                }
-            }
-        }
-        Ok(CallLists {
-            nodes: count,
-            node,
-            func_of_node,
-            calls,
-            of_global,
-        })
-    }
-
     /// `-dump-callgraph` as nvlink prints it (both spellings print demangled names): the
     /// nodes of [`Self::call_lists`], a removed or undefined function's as its number
     /// alone (a function no input defines that a live `EXTERNS` list names as `N: name ->`),
@@ -282,7 +158,7 @@ impl<'a> Merger<'a> {
         use crate::demangle::demangle;
         let cl = self.call_lists()?;
         let mut lines = vec![String::new(); cl.nodes];
-        for (f, func) in self.funcs.iter().enumerate() {
+        for (f, func) in FuncId::all(self.funcs.len()).zip(&self.funcs) {
             if !self.live[f] {
                 continue;
             }

@@ -11,7 +11,7 @@
 //! rules were read off nvlink's output for 60 generated programs.) `.nv.prototype` keeps the entries of the
 //! functions no input defines that a live function's list names.
 
-use super::nvinfo::{UNKNOWN_STACK, kernel_records};
+use super::nvinfo::UNKNOWN_STACK;
 use super::*;
 
 impl Merger<'_> {
@@ -20,6 +20,7 @@ impl Merger<'_> {
     pub(super) fn read_externs(&mut self) -> Result<()> {
         let own: Vec<(Vec<SymKey>, usize)> = (0..self.funcs.len())
             .into_par_iter()
+            .map(FuncId)
             .map(|f| self.own_externs(f))
             .collect::<Result<_>>()?;
         (self.extern_refs, self.extern_slots) = own.into_iter().unzip();
@@ -48,6 +49,7 @@ impl Merger<'_> {
         }
         (0..self.funcs.len())
             .into_par_iter()
+            .map(FuncId)
             .map(|f| {
                 let mut list = own[f].clone();
                 if self.live[f] && self.funcs[f].entry {
@@ -66,7 +68,7 @@ impl Merger<'_> {
 
     /// Function `f`'s own record: the entries that stay, as input symbols, and how many
     /// it has.
-    fn own_externs(&self, f: usize) -> Result<(Vec<SymKey>, usize)> {
+    fn own_externs(&self, f: FuncId) -> Result<(Vec<SymKey>, usize)> {
         if !self.live[f] {
             return Ok((Vec::new(), 0));
         }
@@ -99,9 +101,9 @@ impl Merger<'_> {
     /// maps an output index) and, for a kernel (`props`), what its call tree needs.
     pub(super) fn finish_records(
         &self,
-        f: usize,
+        f: FuncId,
         recs: &mut Vec<Record>,
-        props: Option<(u32, u32, u32)>,
+        props: Option<KernelProps>,
         index: impl Fn(u32) -> u32,
     ) {
         let (list, own) = (&self.externs[f], !self.extern_refs[f].is_empty());
@@ -112,11 +114,12 @@ impl Merger<'_> {
         // (a kernel whose call tree recurses keeps its record in place, and a new one
         // comes before a new barrier count; another's record moves after a new barrier
         // count when its list outgrew it)
-        if props.1 == UNKNOWN_STACK {
+        if props.stack == UNKNOWN_STACK {
             place_externs(recs, list, true, index);
             kernel_records(recs, props);
         } else {
-            let new_barriers = props.2 > 0 && !recs.iter().any(|r| r.attr == info::NUM_BARRIERS);
+            let new_barriers =
+                props.barriers > 0 && !recs.iter().any(|r| r.attr == info::NUM_BARRIERS);
             // (in nvlink's sm_100+ layout the record stays where it is)
             let fits = list.len() <= self.extern_slots[f] || self.mercury_layout;
             kernel_records(recs, props);
@@ -146,5 +149,38 @@ fn place_externs(recs: &mut Vec<Record>, list: &[u32], in_place: bool, index: im
     match at.filter(|_| in_place) {
         Some(at) => recs.insert(at, r),
         None => recs.push(r),
+    }
+}
+
+/// A kernel's records once its call tree is known: `CRS_STACK_SIZE` unknown when the
+/// tree recurses, the barrier count raised to the tree's (added when missing).
+fn kernel_records(recs: &mut Vec<Record>, props: KernelProps) {
+    let KernelProps {
+        stack, barriers, ..
+    } = props;
+    if stack == UNKNOWN_STACK {
+        let mut found = false;
+        for r in recs.iter_mut().filter(|r| r.attr == info::CRS_STACK_SIZE) {
+            r.payload = UNKNOWN_STACK.to_le_bytes().to_vec();
+            found = true;
+        }
+        if !found {
+            // (a kernel ptxas gave no record: nvlink adds one, unknown)
+            recs.push(Record::sval(
+                info::CRS_STACK_SIZE,
+                UNKNOWN_STACK.to_le_bytes().to_vec(),
+            ));
+        }
+    }
+    if barriers > 0 {
+        match recs.iter_mut().find(|r| r.attr == info::NUM_BARRIERS) {
+            Some(r) => r.value = barriers as u16,
+            None => recs.push(Record {
+                format: info::FMT_BVAL,
+                attr: info::NUM_BARRIERS,
+                value: barriers as u16,
+                payload: Vec::new(),
+            }),
+        }
     }
 }

@@ -14,29 +14,31 @@ impl<'a> Merger<'a> {
             .collect();
         for list in found {
             for func in list? {
-                let f = self.funcs.len();
-                self.func_of_text.insert((func.key.input, func.text), f);
-                self.func_at[func.key.input][func.key.sym] = f as u32;
+                let f = FuncId(self.funcs.len());
+                self.func_of_text
+                    .insert(SecKey::new(func.key.input, func.text), f);
+                self.func_at[func.key.input][func.key.sym] = Some(f);
                 self.funcs.push(func);
             }
         }
         // edges: relocations in a function's sections (in parallel, per function)
-        let edges: Vec<Result<(BTreeSet<usize>, BTreeSet<SymKey>)>> = (0..self.funcs.len())
+        let edges: Vec<Result<(BTreeSet<FuncId>, BTreeSet<SymKey>)>> = (0..self.funcs.len())
             .into_par_iter()
+            .map(FuncId)
             .map(|f| self.relocation_edges(f))
             .collect();
-        for (f, e) in edges.into_iter().enumerate() {
-            (self.funcs[f].callees, self.funcs[f].shared) = e?;
+        for (func, e) in self.funcs.iter_mut().zip(edges) {
+            (func.callees, func.shared) = e?;
         }
         // Call-graph entries: direct calls (groups 1 and 4), and for indirect calls the
         // functions whose address is taken (2) and the callers (3), by prototype; an
         // indirect call of prototype P may reach every function of prototype P whose
         // address is taken anywhere in the program.
-        let mut taken: Vec<(String, usize)> = Vec::new();
-        let mut callers: Vec<(String, usize)> = Vec::new();
+        let mut taken: Vec<(String, FuncId)> = Vec::new();
+        let mut callers: Vec<(String, FuncId)> = Vec::new();
         for i in 0..self.inputs.len() {
             let c = &self.inputs[i].cubin;
-            for (a, b, group) in callgraph_entries(c)? {
+            for (a, b, group) in c.callgraph_entries()? {
                 let Some(fa) = self.func_of(SymKey::new(i, a as usize)) else {
                     continue;
                 };
@@ -55,7 +57,7 @@ impl<'a> Merger<'a> {
                         }
                     }
                     2 | 3 => {
-                        if let Some(p) = strtab_string(c, b) {
+                        if let Some(p) = c.strtab_string(b) {
                             if group == 2 { &mut taken } else { &mut callers }.push((p, fa));
                         }
                     }
@@ -63,7 +65,7 @@ impl<'a> Merger<'a> {
                 }
             }
         }
-        let mut taken_of: HashMap<&str, Vec<usize>> = HashMap::default();
+        let mut taken_of: HashMap<&str, Vec<FuncId>> = HashMap::default();
         for (q, f) in &taken {
             taken_of.entry(q.as_str()).or_default().push(*f);
         }
@@ -126,7 +128,7 @@ impl<'a> Merger<'a> {
 
     /// What function `f`'s relocations refer to: the functions it calls (itself left
     /// out) and the shared variables it uses.
-    fn relocation_edges(&self, f: usize) -> Result<(BTreeSet<usize>, BTreeSet<SymKey>)> {
+    fn relocation_edges(&self, f: FuncId) -> Result<(BTreeSet<FuncId>, BTreeSet<SymKey>)> {
         let i = self.funcs[f].key.input;
         let (mut callees, mut shared) = (BTreeSet::new(), BTreeSet::new());
         for &ri in &self.funcs[f].relocs {
@@ -155,7 +157,7 @@ impl<'a> Merger<'a> {
         if all {
             return;
         }
-        let kept = |m: &Self, f: usize| {
+        let kept = |m: &Self, f: FuncId| {
             let SymKey { input: i, sym: s } = m.funcs[f].key;
             m.inputs[i].system
                 || m.opts
@@ -163,7 +165,7 @@ impl<'a> Merger<'a> {
                     .as_ref()
                     .is_none_or(|k| k.keeps_kernel(&m.inputs[i].cubin.symbols[s].name))
         };
-        let mut stack: Vec<usize> = (0..n)
+        let mut stack: Vec<FuncId> = FuncId::all(n)
             .filter(|&f| self.funcs[f].entry && kept(self, f))
             .collect();
         // functions whose address is stored in data
@@ -211,21 +213,21 @@ impl<'a> Merger<'a> {
             next.extend(func.callees.iter().filter(|&&g| !self.funcs[g].entry));
             start.push(next.len());
         }
-        self.kernels = (0..n)
+        self.kernels = FuncId::all(n)
             .filter(|&f| self.live[f] && self.funcs[f].entry)
             .collect();
         self.trees = self
             .kernels
             .par_iter()
             .map_init(
-                || vec![usize::MAX; n],
-                |seen, &f| {
-                    seen[f] = f;
+                || vec![None; n],
+                |seen: &mut Vec<Option<FuncId>>, &f| {
+                    seen[f] = Some(f);
                     let (mut out, mut stack) = (vec![f], vec![f]);
                     while let Some(g) = stack.pop() {
-                        for &h in &next[start[g]..start[g + 1]] {
-                            if seen[h] != f {
-                                seen[h] = f;
+                        for &h in &next[start[g.0]..start[g.0 + 1]] {
+                            if seen[h] != Some(f) {
+                                seen[h] = Some(f);
                                 out.push(h);
                                 stack.push(h);
                             }
@@ -239,35 +241,10 @@ impl<'a> Merger<'a> {
     }
 
     /// Live kernel `f`'s call tree (`call_trees`).
-    pub(super) fn tree(&self, f: usize) -> &[usize] {
+    pub(super) fn tree(&self, f: FuncId) -> &[FuncId] {
         let k = self.kernels.binary_search(&f).expect("a live kernel");
         &self.trees[k]
     }
-}
-
-/// `(a, b, group)` of every `.nv.callgraph` entry; group n follows the marker (0, -n).
-pub(super) fn callgraph_entries(c: &Cubin) -> Result<Vec<(u32, i64, usize)>> {
-    let mut out = Vec::new();
-    for s in c.sections.iter().filter(|s| s.ty == SHT_CUDA_CALLGRAPH) {
-        let mut group = 0usize;
-        for e in c.bytes(s).chunks_exact(8) {
-            let a = e.u32_at(0).unwrap_or(0);
-            let b = e.u32_at(4).unwrap_or(0) as i32;
-            if a == 0 && (-4..=-1).contains(&b) {
-                group = (-b) as usize;
-                continue;
-            }
-            if a as usize >= c.symbols.len() {
-                return Err(crate::diag::malformed(
-                    &c.origin,
-                    s.offset,
-                    format!(".nv.callgraph names symbol {a}, which does not exist"),
-                ));
-            }
-            out.push((a, b as i64, group));
-        }
-    }
-    Ok(out)
 }
 
 /// Input `c`'s sections that belong to a function, by the code section their `sh_info`
@@ -286,16 +263,4 @@ fn sections_by_code(c: &Cubin) -> ByCode {
         }
     }
     (info_of, relocs_of)
-}
-
-/// The NUL-terminated string at `off` in a cubin's `.strtab`.
-pub(super) fn strtab_string(c: &Cubin, off: i64) -> Option<String> {
-    let t = c.bytes(
-        c.sections
-            .iter()
-            .find(|s| s.ty == SHT_STRTAB && s.name == ".strtab")?,
-    );
-    let rest = t.get(usize::try_from(off).ok()?..)?;
-    let end = rest.iter().position(|&b| b == 0)?;
-    Some(String::from_utf8_lossy(&rest[..end]).into_owned())
 }

@@ -5,9 +5,10 @@
 //! and a `.debug_frame`; its constant bank and initialised data are views of the SASS
 //! ones (the same file bytes). nvlink 13.5 keeps and merges all of it. This module builds
 //! that half of the image from the decisions the merge already took (live functions,
-//! placed sections, output symbols), and holds the two rules nvlink's sm_100+ links
-//! change on the SASS side: `.debug_frame` loses the entries of removed functions, and
-//! a function's `.nv.info` records are reversed only as far as the Mercury copy has them.
+//! placed sections, output symbols). The two rules nvlink's sm_100+ links change on the
+//! SASS side live with the steps they change: `.debug_frame` loses the entries of
+//! removed functions (sections.rs), and a function's `.nv.info` records are reversed
+//! only as far as the Mercury copy has them (nvinfo.rs).
 //!
 //! Rules read off nvlink 13.5 (fixtures `merge/*_100.cubin`, `*_120.cubin`):
 //! * the Mercury symbol table is the SASS one without the parameter banks' section
@@ -129,145 +130,60 @@ impl View {
     }
 }
 
-/// One `.debug_frame` entry: `(start, end, is a CIE)`; `None` when the section does not
-/// parse as a sequence of CIEs and FDEs (it is then left whole).
-fn frame_entries(d: &[u8]) -> Option<Vec<(usize, usize, bool)>> {
-    let mut out = Vec::new();
-    let mut at = 0usize;
-    while at < d.len() {
-        let len32 = d.u32_at(at)?;
-        let (len, id_at, id_len) = if len32 == 0xFFFF_FFFF {
-            (usize::try_from(d.u64_at(at + 4)?).ok()?, at + 12, 8)
-        } else {
-            (len32 as usize, at + 4, 4)
-        };
-        // (an entry too short for its CIE id is not one: the section is left whole)
-        if len < id_len {
-            return None;
+/// What `mercury`'s sub-steps share while they build the Mercury half.
+struct Capsules {
+    exec: bool,
+    /// An image without inputs (it still has the Mercury symbol table and call graph).
+    empty: bool,
+    views: Vec<View>,
+    /// Flags, alignment and type of each Mercury section kind, from the first input
+    /// that has it.
+    proto: HashMap<String, Section>,
+    /// `.nv.merc.symtab`.
+    symtab: usize,
+    /// Mercury sections placed from the inputs: (input, section) → (output, offset).
+    placed: HashMap<(usize, usize), (usize, u64)>,
+    /// SASS output section → its Mercury view.
+    view_of: HashMap<usize, usize>,
+    /// SASS code section → (input, input section).
+    code_of: HashMap<usize, (usize, usize)>,
+    /// (capsule, its function's symbol).
+    capsule_fn: Vec<(usize, SymKey)>,
+    /// Capsule → its SASS code section.
+    text_of_capsule: HashMap<usize, usize>,
+    /// (SASS table, Mercury table).
+    tables: Vec<(usize, usize)>,
+    /// Output symbol → its Mercury symbol's index (+1).
+    merc_index: Vec<Option<u32>>,
+}
+
+impl Capsules {
+    /// A new Mercury section, with the flags, alignment and entry size of its kind.
+    fn section(&self, name: &str, key: &str, ty: u32) -> OutSection {
+        let mut o = OutSection::new(name, ty, 0x1000_0000);
+        if let Some(p) = self.proto.get(key) {
+            o.flags = p.flags;
+            o.align = p.align;
+            o.entsize = p.entsize;
         }
-        let end = id_at.checked_add(len).filter(|&e| e <= d.len())?;
-        let cie = match id_len {
-            8 => d.u64_at(id_at)? == u64::MAX,
-            _ => d.u32_at(id_at)? == u32::MAX,
-        };
-        out.push((at, end, cie));
-        at = end;
+        o
     }
-    Some(out)
-}
 
-/// A `.debug_frame` piece with the entries of removed functions left out.
-pub(super) struct PrunedFrame {
-    pub data: Vec<u8>,
-    /// Kept ranges of the input piece: `(old start, old end, new start)`.
-    pub map: Vec<(u64, u64, u64)>,
-}
+    /// The output Mercury symbol of input `i`'s Mercury symbol `k`.
+    fn merc_out(&self, m: &Merger, i: usize, k: usize) -> Option<u32> {
+        let n = self.views[i].normal_of.get(k).copied().flatten()?;
+        self.merc_index[m.out_index(SymKey::new(i, n))?]
+    }
 
-impl PrunedFrame {
-    /// Where an input offset went (`None`: its entry was dropped).
-    pub fn moved(&self, off: u64) -> Option<u64> {
-        // (the kept ranges are in input order)
-        let k = self.map.partition_point(|&(_, e, _)| e <= off);
-        self.map
-            .get(k)
-            .filter(|&&(s, _, _)| s <= off)
-            .map(|&(s, _, n)| n + (off - s))
+    /// An output symbol index (+1) as the Mercury symbol index (+1).
+    fn remap(&self, o: u32) -> u32 {
+        o.checked_sub(1)
+            .and_then(|o| self.merc_index.get(o as usize).copied().flatten())
+            .unwrap_or(0)
     }
 }
 
 impl Merger<'_> {
-    /// nvlink's sm_100+ `.debug_frame`: each FDE whose function was removed or replaced
-    /// (or whose location nothing relocates) goes, with its CIE when no kept FDE follows
-    /// that CIE; the CIE pointers of the kept FDEs are
-    /// the CIEs' new offsets in the output section (`base` is the piece's offset).
-    pub(super) fn pruned_frame(&self, i: usize, sec: usize, base: u64) -> Option<PrunedFrame> {
-        let c = &self.inputs[i].cubin;
-        let d = c.bytes(&c.sections[sec]);
-        let entries = frame_entries(d)?;
-        let ri = c
-            .sections
-            .iter()
-            .position(|s| matches!(s.ty, SHT_RELA | SHT_REL) && s.info as usize == sec)?;
-        let relocs = self.relocs(i, ri).ok()?;
-        // the function of each FDE: the symbol its initial-location field is relocated by
-        let dead_fde = |start: usize, end: usize| {
-            let loc = if d.u32_at(start) == Some(0xFFFF_FFFF) {
-                start + 20
-            } else {
-                start + 8
-            };
-            // (an FDE whose location nothing relocates describes no function: a `-r`
-            // output keeps those of replaced definitions without their relocation)
-            match relocs.iter().find(|r| r.offset == loc as u64 && loc < end) {
-                Some(r) => {
-                    self.symbol_is_dead(SymKey::new(i, r.sym as usize))
-                        || self.is_replaced(SymKey::new(i, r.sym as usize))
-                }
-                None => true,
-            }
-        };
-        let mut keep = vec![true; entries.len()];
-        let mut cie_of = vec![None; entries.len()];
-        let mut last_cie = None;
-        for (n, &(s, e, cie)) in entries.iter().enumerate() {
-            if cie {
-                last_cie = Some(n);
-            } else {
-                cie_of[n] = last_cie;
-                keep[n] = !dead_fde(s, e);
-            }
-        }
-        // a CIE stays when a kept FDE uses it (or when no FDE follows it at all)
-        let mut used = vec![(false, false); entries.len()]; // (has FDEs, has kept FDEs)
-        for (m, c) in cie_of.iter().enumerate() {
-            if let Some(c) = *c {
-                used[c].0 = true;
-                used[c].1 |= keep[m];
-            }
-        }
-        for (n, &(_, _, cie)) in entries.iter().enumerate() {
-            if cie {
-                keep[n] = !used[n].0 || used[n].1;
-            }
-        }
-        if keep.iter().all(|&k| k) && cie_of.iter().all(|c| c.is_none()) {
-            return None;
-        }
-        let mut data = Vec::with_capacity(d.len());
-        let mut map = Vec::new();
-        let mut new_at = vec![0u64; entries.len()];
-        for (n, &(s, e, cie)) in entries.iter().enumerate() {
-            if !keep[n] {
-                continue;
-            }
-            new_at[n] = data.len() as u64;
-            map.push((s as u64, e as u64, data.len() as u64));
-            let start = data.len();
-            data.extend_from_slice(&d[s..e]);
-            if !cie && let Some(c) = cie_of[n] {
-                let value = base + new_at[c];
-                if d.u32_at(s) == Some(0xFFFF_FFFF) {
-                    data[start + 12..start + 20].copy_from_slice(&value.to_le_bytes());
-                } else {
-                    data[start + 4..start + 8].copy_from_slice(&(value as u32).to_le_bytes());
-                }
-            }
-        }
-        Some(PrunedFrame { data, map })
-    }
-
-    /// The attributes of the Mercury copy of a function's `.nv.info` (`None` without one).
-    pub(super) fn merc_info_attrs(&self, i: usize, info_name: &str) -> Option<HashSet<u8>> {
-        let c = &self.inputs[i].cubin;
-        let name = format!(".nv.merc{info_name}");
-        let s = c
-            .sections
-            .iter()
-            .find(|s| s.ty == SHT_MERC_INFO && s.name == name)?;
-        let recs = info::parse(c.bytes(s), &c.origin, &s.name, s.offset).ok()?;
-        Some(recs.iter().map(|r| r.attr).collect())
-    }
-
     /// Builds the capsule-Mercury half of the image (see the module comment).
     pub(super) fn mercury(&mut self) -> Result<()> {
         // an image without inputs (none had code for the target) still has nvlink's
@@ -295,67 +211,81 @@ impl Merger<'_> {
                 proto.entry(key).or_insert_with(|| s.clone());
             }
         }
-        let new = |name: &str, key: &str, ty: u32| {
-            let mut o = OutSection::new(name, ty, 0x1000_0000);
-            if let Some(p) = proto.get(key) {
-                o.flags = p.flags;
-                o.align = p.align;
-                o.entsize = p.entsize;
-            }
-            o
+        let mut st = Capsules {
+            exec,
+            empty,
+            views,
+            proto,
+            symtab: 0,
+            placed: HashMap::default(),
+            view_of: HashMap::default(),
+            code_of: HashMap::default(),
+            capsule_fn: Vec::new(),
+            text_of_capsule: HashMap::default(),
+            tables: Vec::new(),
+            merc_index: Vec::new(),
         };
-        let mut sym = new(".nv.merc.symtab", ".nv.merc.symtab", SHT_MERC_SYMTAB);
+        let mut sym = st.section(".nv.merc.symtab", ".nv.merc.symtab", SHT_MERC_SYMTAB);
         sym.link = Ref::Raw(2);
         sym.align = 8;
         sym.entsize = 24;
-        let symtab = self.new_section(sym, false);
+        st.symtab = self.new_section(sym, false);
+        self.merc_capsules(&mut st);
+        self.merc_sections(&mut st);
+        self.merc_tables(&mut st);
+        let msyms = self.merc_symbol_table(&mut st);
+        self.merc_relocations(&st)?;
+        self.merc_info(&st)?;
+        self.merc_symbols = Some((st.symtab, msyms));
+        Ok(())
+    }
 
-        // Mercury sections placed from the inputs: (input, section) → (output, offset)
-        let mut placed: HashMap<(usize, usize), (usize, u64)> = HashMap::default();
-        // SASS output section → its Mercury view
-        let mut view_of: HashMap<usize, usize> = HashMap::default();
+    /// The capsules (`.nv.capmerc.text.<fn>`), in the order of the live functions' SASS
+    /// code sections.
+    fn merc_capsules(&mut self, st: &mut Capsules) {
         // capsules, in the order of the SASS code sections
         let mut text_of: Vec<(usize, usize, usize)> = Vec::new(); // (out text, input, text)
-        for f in 0..self.funcs.len() {
+        for f in FuncId::all(self.funcs.len()) {
             if !self.live[f] {
                 continue;
             }
             let i = self.funcs[f].key.input;
-            if let Some(&(t, _)) = self.placed.get(&(i, self.funcs[f].text)) {
+            if let Some(&(t, _)) = self.placed.get(&SecKey::new(i, self.funcs[f].text)) {
                 text_of.push((t, i, self.funcs[f].text));
             }
         }
         text_of.sort();
         // SASS code section → (input, input section)
-        let code_of: HashMap<usize, (usize, usize)> =
-            text_of.iter().map(|&(t, i, text)| (t, (i, text))).collect();
-        let mut capsule_fn: Vec<(usize, SymKey)> = Vec::new();
-        // capsule → its SASS code section
-        let mut text_of_capsule: HashMap<usize, usize> = HashMap::default();
+        st.code_of = text_of.iter().map(|&(t, i, text)| (t, (i, text))).collect();
         for &(t, i, text) in &text_of {
             let c = &self.inputs[i].cubin;
-            let Some(&m) = views[i].merc_of.get(&text) else {
+            let Some(&m) = st.views[i].merc_of.get(&text) else {
                 continue;
             };
             let s = &c.sections[m];
-            let mut o = new(&s.name, ".nv.capmerc.text", s.ty);
+            let mut o = st.section(&s.name, ".nv.capmerc.text", s.ty);
             o.align = s.align;
-            o.link = Ref::Section(symtab);
+            o.link = Ref::Section(st.symtab);
             o.data = c.bytes(s).to_vec();
             if o.data.len() >= 4 {
                 o.patches.push((0, Ref::Section(t)));
             }
             let id = self.new_section(o, false);
-            placed.insert((i, m), (id, 0));
-            view_of.insert(t, id);
-            text_of_capsule.insert(id, t);
-            let f = self.func_of_text[&(i, text)];
-            capsule_fn.push((id, self.funcs[f].key));
+            st.placed.insert((i, m), (id, 0));
+            st.view_of.insert(t, id);
+            st.text_of_capsule.insert(id, t);
+            let f = self.func_of_text[&SecKey::new(i, text)];
+            st.capsule_fn.push((id, self.funcs[f].key));
         }
+    }
+
+    /// The other Mercury sections with bytes of their own (`.nv.merc.debug_frame`), and
+    /// the views of SASS data.
+    fn merc_sections(&mut self, st: &mut Capsules) {
         // the other sections with bytes of their own (`.nv.merc.debug_frame`), merged by
         // name in input order; the views of SASS data share its bytes
         let mut by_name: HashMap<String, usize> = HashMap::default();
-        for (i, view) in views.iter().enumerate() {
+        for (i, view) in st.views.iter().enumerate() {
             let c = &self.inputs[i].cubin;
             for (si, s) in c.sections.iter().enumerate() {
                 if !is_mercury(s)
@@ -378,7 +308,7 @@ impl Merger<'_> {
                 });
                 if let Some(n) = shared {
                     // a view: same bytes as the SASS section, wherever that went
-                    let Some(&(out, at)) = self.placed.get(&(i, n)) else {
+                    let Some(&(out, at)) = self.placed.get(&SecKey::new(i, n)) else {
                         continue;
                     };
                     let id = *by_name.entry(s.name.clone()).or_insert_with(|| {
@@ -390,8 +320,8 @@ impl Merger<'_> {
                     });
                     // (aligned as the strictest input's view, as the SASS section is)
                     self.out[id].align = self.out[id].align.max(s.align);
-                    placed.insert((i, si), (id, at));
-                    view_of.insert(out, id);
+                    st.placed.insert((i, si), (id, at));
+                    st.view_of.insert(out, id);
                     continue;
                 }
                 let id = *by_name.entry(s.name.clone()).or_insert_with(|| {
@@ -415,42 +345,48 @@ impl Merger<'_> {
                     o.mem_size = at + s.size;
                     at
                 };
-                placed.insert((i, si), (id, at));
+                st.placed.insert((i, si), (id, at));
                 if let Some(n) = sass
-                    && let Some(&(out, _)) = self.placed.get(&(i, n))
+                    && let Some(&(out, _)) = self.placed.get(&SecKey::new(i, n))
                 {
-                    view_of.insert(out, id);
+                    st.view_of.insert(out, id);
                 }
             }
         }
+    }
 
-        // the call graph and prototype tables (filled below) have section symbols
-        let mut tables: Vec<(usize, usize)> = Vec::new(); // (SASS table, Mercury table)
+    /// `.nv.merc.nv.callgraph` and `.nv.merc.nv.prototype` (filled in `merc_info`).
+    fn merc_tables(&mut self, st: &mut Capsules) {
+        // (they have section symbols)
         for n in 0..self.out.len() {
             let (name, ty) = match self.out[n].ty {
                 SHT_CUDA_CALLGRAPH => (".nv.merc.nv.callgraph", SHT_MERC_CALLGRAPH),
                 SHT_CUDA_PROTOTYPE => (".nv.merc.nv.prototype", SHT_MERC_PROTOTYPE),
                 _ => continue,
             };
-            let wanted = proto.contains_key(name) || (empty && ty == SHT_MERC_CALLGRAPH);
+            let wanted = st.proto.contains_key(name) || (st.empty && ty == SHT_MERC_CALLGRAPH);
             if !wanted {
                 continue;
             }
-            let mut o = new(name, name, ty);
-            o.link = Ref::Section(symtab);
+            let mut o = st.section(name, name, ty);
+            o.link = Ref::Section(st.symtab);
             o.entsize = 8;
             o.align = o.align.max(4);
             let id = self.new_section(o, false);
-            view_of.insert(n, id);
-            tables.push((n, id));
+            st.view_of.insert(n, id);
+            st.tables.push((n, id));
         }
+    }
 
+    /// The Mercury symbol table (see the module comment); each capsule's `sh_info` its
+    /// function's symbol.
+    fn merc_symbol_table(&mut self, st: &mut Capsules) -> Vec<OutSymbol> {
         // the symbol table: the SASS one without the parameter banks' section symbols
         let mut key_of: Vec<Option<SymKey>> = vec![None; self.symbols.len()];
         for (&k, &o) in &self.sym_of {
             key_of[o] = Some(k);
         }
-        let mut merc_index: Vec<Option<u32>> = vec![None; self.symbols.len()];
+        st.merc_index = vec![None; self.symbols.len()];
         let mut msyms: Vec<OutSymbol> = Vec::new();
         for (o, s) in self.symbols.iter().enumerate() {
             let mut m = s.clone();
@@ -459,24 +395,24 @@ impl Merger<'_> {
                 if self.out[sec].name.starts_with(".nv.constant0") {
                     continue;
                 }
-                if let Some(&v) = view_of.get(&sec) {
+                if let Some(&v) = st.view_of.get(&sec) {
                     m.section = Some(v);
                     m.name = stripped(&self.out[v].name).unwrap_or(&s.name).to_string();
                 }
             } else {
                 m.section = s
                     .section
-                    .map(|sec| view_of.get(&sec).copied().unwrap_or(sec));
+                    .map(|sec| st.view_of.get(&sec).copied().unwrap_or(sec));
                 // the input's own Mercury symbol: CUDA type, st_other, Mercury size
                 let ms = key_of[o].and_then(|SymKey { input: i, sym: k }| {
-                    let mk = *views[i].merc_sym_of.get(&k)?;
+                    let mk = *st.views[i].merc_sym_of.get(&k)?;
                     Some((i, &self.inputs[i].cubin.merc_symbols[mk]))
                 });
                 if let Some((i, ms)) = ms {
                     m.ty = ms.ty;
                     m.other = ms.other;
                     m.size = ms.size;
-                    m.value = match placed.get(&(i, ms.shndx as usize)) {
+                    m.value = match st.placed.get(&(i, ms.shndx as usize)) {
                         Some(&(_, at)) if ms.defined() => ms.value + at,
                         _ if ms.defined() => s.value,
                         _ => ms.value,
@@ -489,32 +425,31 @@ impl Merger<'_> {
                     }
                 }
             }
-            merc_index[o] = Some(msyms.len() as u32 + 1);
+            st.merc_index[o] = Some(msyms.len() as u32 + 1);
             msyms.push(m);
         }
-        // the output Mercury symbol of an input Mercury symbol
-        let merc_out = |this: &Self, i: usize, k: usize| -> Option<u32> {
-            let n = views[i].normal_of.get(k).copied().flatten()?;
-            merc_index[this.out_index(SymKey::new(i, n))?]
-        };
-        for &(id, f) in &capsule_fn {
+        for &(id, f) in &st.capsule_fn {
             if let Some(&o) = self.sym_of.get(&f) {
-                self.out[id].info = Ref::Raw(merc_index[o].unwrap_or(0));
+                self.out[id].info = Ref::Raw(st.merc_index[o].unwrap_or(0));
             }
         }
+        msyms
+    }
 
+    /// The `.nv.merc.rela.*` sections (see the module comment).
+    fn merc_relocations(&mut self, st: &Capsules) -> Result<()> {
         // relocations
         // per target section, in the order first met: (offset, symbol, type, addend)
         type Entry = (u64, u32, u32, i64);
         let mut lists: Vec<(usize, Vec<Entry>)> = Vec::new();
         let mut list_of: HashMap<usize, usize> = HashMap::default();
-        for (i, view) in views.iter().enumerate() {
+        for (i, view) in st.views.iter().enumerate() {
             let c = &self.inputs[i].cubin;
             for (ri, rs) in c.sections.iter().enumerate() {
                 if rs.ty != SHT_MERC_RELA {
                     continue;
                 }
-                let Some(&(out, piece)) = placed.get(&(i, rs.info as usize)) else {
+                let Some(&(out, piece)) = st.placed.get(&(i, rs.info as usize)) else {
                     continue;
                 };
                 let target = &c.sections[rs.info as usize];
@@ -557,21 +492,21 @@ impl Merger<'_> {
                     }
                     let (mut value, _, resolvable) = self.link_value(k);
                     if ms.ty == STT_SECTION
-                        && let Some(&(_, p)) = placed.get(&(i, ms.shndx as usize))
+                        && let Some(&(_, p)) = st.placed.get(&(i, ms.shndx as usize))
                     {
                         value = p;
                     }
                     // (a relocatable output keeps what the final link resolves, but for
                     // the debug sections' references to themselves)
-                    let self_ref = ms.ty == STT_SECTION && !exec && in_bytes;
-                    if resolvable && (exec || self_ref) {
+                    let self_ref = ms.ty == STT_SECTION && !st.exec && in_bytes;
+                    if resolvable && (st.exec || self_ref) {
                         if r.ty == R_MERCURY_ABS64 && in_bytes {
                             let v = (value as i64).wrapping_add(r.addend) as u64;
                             put(&mut self.out[out].data, v);
                         }
                         continue;
                     }
-                    let Some(sym) = merc_out(self, i, r.sym as usize) else {
+                    let Some(sym) = st.merc_out(self, i, r.sym as usize) else {
                         return Err(Error::fatal(format!(
                             "'{}': Mercury relocation {:#x} at offset {:#x} of '{}' refers to symbol '{}', which is not in the output",
                             c.origin, r.ty, r.offset, target.name, ms.name
@@ -579,7 +514,7 @@ impl Merger<'_> {
                     };
                     let mut addend = r.addend;
                     if ms.ty == STT_SECTION
-                        && let Some(&(_, p)) = placed.get(&(i, ms.shndx as usize))
+                        && let Some(&(_, p)) = st.placed.get(&(i, ms.shndx as usize))
                     {
                         addend += p as i64;
                     }
@@ -587,7 +522,7 @@ impl Merger<'_> {
                         lists.push((out, Vec::new()));
                         lists.len() - 1
                     });
-                    let ty = if exec { rewritten(r.ty) } else { r.ty };
+                    let ty = if st.exec { rewritten(r.ty) } else { r.ty };
                     lists[li].1.push((at, sym, ty, addend));
                 }
             }
@@ -595,7 +530,7 @@ impl Merger<'_> {
         for (out, mut list) in lists {
             // a function whose SASS relocations were all applied keeps an empty SASS
             // relocation section when its capsule has some
-            if let Some(&t) = text_of_capsule.get(&out)
+            if let Some(&t) = st.text_of_capsule.get(&out)
                 && !self
                     .kept_relocs
                     .iter()
@@ -605,12 +540,12 @@ impl Merger<'_> {
             }
             list.reverse();
             let target = sass_name(&self.out[out].name).unwrap_or("").to_string();
-            let mut o = new(
+            let mut o = st.section(
                 &format!(".nv.merc.rela{target}"),
                 ".nv.merc.rela",
                 SHT_MERC_RELA,
             );
-            o.link = Ref::Section(symtab);
+            o.link = Ref::Section(st.symtab);
             o.info = Ref::Section(out);
             o.align = 8;
             o.entsize = 24;
@@ -622,14 +557,12 @@ impl Merger<'_> {
             }
             self.new_section(o, false);
         }
+        Ok(())
+    }
 
-        // `.nv.info`, per-function records, call graph and prototypes over the Mercury
-        // symbols
-        let remap = |o: u32| -> u32 {
-            o.checked_sub(1)
-                .and_then(|o| merc_index.get(o as usize).copied().flatten())
-                .unwrap_or(0)
-        };
+    /// `.nv.merc.nv.info`, the per-function records, call graph and prototypes over the
+    /// Mercury symbols.
+    fn merc_info(&mut self, st: &Capsules) -> Result<()> {
         // (the SASS `.nv.info` sections: global first, then per function)
         let sass: Vec<(Ref, String, Vec<u8>)> = self
             .out
@@ -638,19 +571,19 @@ impl Merger<'_> {
             .map(|s| (s.info, s.name.clone(), s.data.clone()))
             .collect();
         if let Some((_, name, data)) = sass.iter().find(|s| s.1 == ".nv.info")
-            && proto.contains_key(".nv.merc.nv.info")
+            && st.proto.contains_key(".nv.merc.nv.info")
         {
             let mut recs = info::parse(data, "the merged image", name, 0)?;
             for r in recs.iter_mut().filter(|r| r.has_symbol()) {
-                let v = remap(r.payload.u32_at(0).unwrap_or(0));
+                let v = st.remap(r.payload.u32_at(0).unwrap_or(0));
                 r.payload[..4].copy_from_slice(&v.to_le_bytes());
             }
-            let mut o = new(".nv.merc.nv.info", ".nv.merc.nv.info", SHT_MERC_INFO);
-            o.link = Ref::Section(symtab);
+            let mut o = st.section(".nv.merc.nv.info", ".nv.merc.nv.info", SHT_MERC_INFO);
+            o.link = Ref::Section(st.symtab);
             o.data = info::encode_all(&recs);
             self.new_section(o, false);
         }
-        for &(n, id) in &tables {
+        for &(n, id) in &st.tables {
             let callgraph = self.out[n].ty == SHT_CUDA_CALLGRAPH;
             let mut data = Vec::with_capacity(self.out[n].data.len());
             let mut group = 0;
@@ -663,11 +596,11 @@ impl Merger<'_> {
                     continue;
                 }
                 let b = if callgraph && (group == 1 || group == 4) {
-                    remap(b)
+                    st.remap(b)
                 } else {
                     b
                 };
-                data.extend_from_slice(&remap(a).to_le_bytes());
+                data.extend_from_slice(&st.remap(a).to_le_bytes());
                 data.extend_from_slice(&b.to_le_bytes());
             }
             self.out[id].data = data;
@@ -675,10 +608,10 @@ impl Merger<'_> {
         // per-function records, in the order of the SASS ones
         for (info_ref, sname, _) in sass.iter().filter(|s| s.1 != ".nv.info") {
             let Ref::Section(t) = *info_ref else { continue };
-            let Some(&(i, text)) = code_of.get(&t) else {
+            let Some(&(i, text)) = st.code_of.get(&t) else {
                 continue;
             };
-            let Some(&cap) = view_of.get(&t) else {
+            let Some(&cap) = st.view_of.get(&t) else {
                 continue;
             };
             let c = &self.inputs[i].cubin;
@@ -690,27 +623,26 @@ impl Merger<'_> {
             else {
                 continue;
             };
-            let f = self.func_of_text[&(i, text)];
+            let f = self.func_of_text[&SecKey::new(i, text)];
             let mut recs = Vec::new();
             for mut r in info::parse(c.bytes(ms), &c.origin, &ms.name, ms.offset)? {
                 if r.has_symbol() {
                     let k = r.payload.u32_at(0).unwrap_or(0) as usize;
-                    let v = merc_out(self, i, k).unwrap_or(0);
+                    let v = st.merc_out(self, i, k).unwrap_or(0);
                     r.payload[..4].copy_from_slice(&v.to_le_bytes());
                 }
                 recs.push(r);
             }
             recs.reverse();
-            let kernel = (exec && self.funcs[f].entry).then(|| self.props[&f]);
-            self.finish_records(f, &mut recs, kernel, remap);
-            let mut o = new(&name, ".nv.merc.nv.info.", SHT_MERC_INFO);
+            let kernel = (st.exec && self.funcs[f].entry).then(|| self.props[&f]);
+            self.finish_records(f, &mut recs, kernel, |o| st.remap(o));
+            let mut o = st.section(&name, ".nv.merc.nv.info.", SHT_MERC_INFO);
             o.flags |= SHF_INFO_LINK;
-            o.link = Ref::Section(symtab);
+            o.link = Ref::Section(st.symtab);
             o.info = Ref::Section(cap);
             o.data = info::encode_all(&recs);
             self.new_section(o, false);
         }
-        self.merc_symbols = Some((symtab, msyms));
         Ok(())
     }
 }
@@ -733,30 +665,5 @@ mod tests {
         assert_eq!(sass_name(".nv.merc.debug_frame"), Some(".debug_frame"));
         assert_eq!(sass_name(".text.x"), None);
         assert_eq!(rewritten(R_MERCURY_UNIFIED32_HI), R_MERCURY_ABS32_HI);
-    }
-
-    #[test]
-    fn frame_entries_parse_and_refuse_bad_lengths() {
-        // a 64-bit CIE (length 0x0c) then a 32-bit FDE (length 8)
-        let mut d = vec![0xFF; 4];
-        d.extend_from_slice(&0x0Cu64.to_le_bytes());
-        d.extend_from_slice(&u64::MAX.to_le_bytes());
-        d.extend_from_slice(&[0; 4]);
-        d.extend_from_slice(&8u32.to_le_bytes());
-        d.extend_from_slice(&0u32.to_le_bytes());
-        d.extend_from_slice(&[0; 4]);
-        assert_eq!(
-            frame_entries(&d),
-            Some(vec![(0, 24, true), (24, 36, false)])
-        );
-        let mut bad = d.clone();
-        bad[4] = 0xF0; // a length past the end
-        assert_eq!(frame_entries(&bad), None);
-        assert_eq!(frame_entries(&d[..30]), None);
-        // a 64-bit entry whose length does not cover its CIE id
-        let mut short = vec![0xFF; 4];
-        short.extend_from_slice(&4u64.to_le_bytes());
-        short.extend_from_slice(&[0; 12]);
-        assert_eq!(frame_entries(&short), None);
     }
 }

@@ -1,27 +1,51 @@
 //! The device ELF merge: relocatable cubins in, one executable (or, with `-r`, one
 //! relocatable) cubin image out, the way nvlink links them. The steps run in order, each
-//! reading what the earlier ones built (`link_with_steps` is the spine), each in a file of
-//! its own as an `impl Merger` block: `resolve` (global symbols: strong over weak, the weak
-//! function with fewer registers, duplicate and size errors), `functions` (the function
-//! graph, and what no kernel reaches dropped), `sections` (per-function sections one to
-//! one, shared-name sections as pieces in input order), `shared` (shared memory per
-//! kernel), `symbols`, `relocations` (the link-time ones applied, the driver's kept),
-//! `nvinfo` (`.nv.info`), `callgraph` (`.nv.callgraph`, `.nv.prototype`), `notes` (and the
-//! image handed to the writer), `mercury` (the sm_100+ capsule half). This file holds the
-//! merge state (`Merger`) and the queries every step shares.
+//! reading what the earlier ones built; `link_with_steps` is the spine. Each step is an
+//! `impl Merger` block in a file of its own, listed here in the order the spine runs them
+//! (a file named twice holds two steps that run apart):
+//!
+//! - `mod.rs`: the merge state (`Merger`), its ids (`SymKey`, `SecKey`, `FuncId`), the
+//!   queries every step shares (a symbol's definition, function, output index, value at
+//!   link time) and the spine.
+//! - `resolve.rs` (`resolve`, `settle`): each global name's definition chosen.
+//! - `functions.rs` (`functions`, `reach`, `call_trees`): the function graph, what no
+//!   kernel reaches dropped, each live kernel's call tree.
+//! - `reglimit.rs` (`check_register_limits`): register counts propagated as nvlink does
+//!   and kernels' `-maxrregcount` limits checked.
+//! - `externs.rs` (`read_externs`): each live function's `EXTERNS` list read (written
+//!   with `.nv.info`, `finish_records`).
+//! - `resolve.rs` (`undefined`): the undefined references, once the live code is known.
+//! - `notes.rs` (`notes`): the notes and `.nv.compat`, made before the sections because
+//!   they come first in the output.
+//! - `sections.rs`: input sections placed (function sections one to one, shared names as
+//!   pieces), sm_100+ `.debug_frame` pieces pruned.
+//! - `shared.rs`: shared memory laid out per kernel.
+//! - `callgraph.rs` (`tables`): `.nv.callgraph`, `.nv.prototype`, `.nv.rel.action` made
+//!   before the symbols, whose section symbols they get (filled in later).
+//! - `symbols.rs`: the output symbol table.
+//! - `relocations.rs`: relocations applied or kept.
+//! - `nvinfo.rs` (`info`): `.nv.info` and each function's `.nv.info.<fn>`.
+//! - `callgraph.rs` (`callgraph`, `dump_callgraph`): the call-graph sections filled,
+//!   `-dump-callgraph`.
+//! - `mercury.rs`: the sm_100+ capsule-Mercury half of the image.
+//! - `notes.rs` (`finish`): kept relocation sections, the final section order and the
+//!   image handed to the writer.
+//!
+//! Beside the steps: `calllists.rs`, nvlink's numbered call lists (built on demand by
+//! reglimit, nvinfo and callgraph), and `devrt.rs`, the symbols of libcudadevrt the
+//! linker fills in.
 
 mod callgraph;
+mod calllists;
 mod devrt;
 mod externs;
 mod functions;
-pub mod gather;
 mod mercury;
 mod notes;
 mod nvinfo;
 mod reglimit;
 mod relocations;
 mod resolve;
-pub mod resources;
 mod sections;
 mod shared;
 mod symbols;
@@ -118,6 +142,55 @@ impl SymKey {
     }
 }
 
+/// A section of an input: the input's position and the section's index in it.
+/// (Ordered and hashed as the pair `(input, sec)`, as `SymKey`.)
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+struct SecKey {
+    input: usize,
+    sec: usize,
+}
+
+impl SecKey {
+    const fn new(input: usize, sec: usize) -> SecKey {
+        SecKey { input, sec }
+    }
+}
+
+/// A function of the program: its position in `Merger::funcs` (input order).
+/// (Ordered and hashed as that position; vectors with an entry per function are indexed
+/// by it directly.)
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+struct FuncId(usize);
+
+impl FuncId {
+    /// Every function id below `n`, in order.
+    fn all(n: usize) -> impl DoubleEndedIterator<Item = FuncId> + Clone {
+        (0..n).map(FuncId)
+    }
+}
+
+impl<T> std::ops::Index<FuncId> for Vec<T> {
+    type Output = T;
+    fn index(&self, f: FuncId) -> &T {
+        &self[f.0]
+    }
+}
+
+impl<T> std::ops::IndexMut<FuncId> for Vec<T> {
+    fn index_mut(&mut self, f: FuncId) -> &mut T {
+        &mut self[f.0]
+    }
+}
+
+/// What `.nv.info` records for a live kernel over its call tree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct KernelProps {
+    registers: u32,
+    /// The stack (nvlink's value for one it cannot bound when the tree recurses).
+    stack: u32,
+    barriers: u32,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
     Function,
@@ -142,9 +215,6 @@ struct Global<'a> {
 /// No global: a local symbol's entry in `Merger::global_of`.
 const NO_GLOBAL: u32 = u32::MAX;
 
-/// No function: an entry of `Merger::func_at`.
-const NO_FUNC: u32 = u32::MAX;
-
 struct Func {
     key: SymKey,
     text: usize,
@@ -156,7 +226,7 @@ struct Func {
     regs: u32,
     frame: u32,
     barriers: u32,
-    callees: BTreeSet<usize>,
+    callees: BTreeSet<FuncId>,
     /// Calls itself (a callgraph edge to itself).
     self_call: bool,
     shared: BTreeSet<SymKey>,
@@ -253,14 +323,14 @@ pub fn link_with_steps(
     m.check_register_limits()?;
     m.read_externs()?;
     lap("functions");
-    m.undefined()?;
+    m.undefined()?; // (resolve.rs: it needs the live code)
     lap("undefined");
-    m.notes();
+    m.notes(); // (notes.rs: the notes come first in the output)
     m.sections()?;
     lap("sections");
     m.shared();
     lap("shared");
-    m.tables();
+    m.tables(); // (callgraph.rs: its sections get section symbols)
     m.symbols();
     lap("symbols");
     m.relocations()?;
@@ -297,12 +367,12 @@ struct Merger<'a> {
     /// `representative`; filled after resolution.
     resolved: Vec<Vec<(Option<SymKey>, SymKey)>>,
     funcs: Vec<Func>,
-    func_of_text: HashMap<(usize, usize), usize>,
-    /// Per input and symbol: the function it defines (`NO_FUNC` when none).
-    func_at: Vec<Vec<u32>>,
+    func_of_text: HashMap<SecKey, FuncId>,
+    /// Per input and symbol: the function it defines, if any.
+    func_at: Vec<Vec<Option<FuncId>>>,
     live: Vec<bool>,
     /// Input section → (output section, offset of its piece).
-    placed: HashMap<(usize, usize), (usize, u64)>,
+    placed: HashMap<SecKey, (usize, u64)>,
     out: Vec<OutSection>,
     by_name: HashMap<(&'a str, u32), usize>,
     /// Output section → whether it gets a section symbol.
@@ -310,7 +380,7 @@ struct Merger<'a> {
     shared_offset: HashMap<SymKey, u64>,
     /// Outside debug links, a dynamic shared array's offset as each function that
     /// refers to it sees it: (function, array) → offset.
-    dynamic_offset: HashMap<(usize, SymKey), u64>,
+    dynamic_offset: HashMap<(FuncId, SymKey), u64>,
     symbols: Vec<OutSymbol>,
     sym_of: HashMap<SymKey, usize>,
     section_sym_index: HashMap<usize, usize>,
@@ -318,10 +388,10 @@ struct Merger<'a> {
     leading_strings: Vec<String>,
     callgraph_id: usize,
     prototype_id: Option<usize>,
-    address_taken: HashSet<usize>,
+    address_taken: HashSet<FuncId>,
     /// (prototype, function) of every address-taken function, each once (the dump's
     /// indirect callees).
-    taken_by_prototype: Vec<(String, usize)>,
+    taken_by_prototype: Vec<(String, FuncId)>,
     /// nvlink's sm_100+ layout (`Image::mercury_layout`).
     mercury_layout: bool,
     /// The capsule-Mercury symbol table, built by `mercury`.
@@ -336,10 +406,10 @@ struct Merger<'a> {
     driver_functions: HashSet<SymKey>,
     /// The live kernels, in function order, and each one's call tree (`call_trees`);
     /// the trees are let go after `.nv.info`.
-    kernels: Vec<usize>,
-    trees: Vec<Vec<usize>>,
-    /// (registers, stack, barriers) over each live kernel's call tree (`info`).
-    props: HashMap<usize, (u32, u32, u32)>,
+    kernels: Vec<FuncId>,
+    trees: Vec<Vec<FuncId>>,
+    /// Registers, stack and barriers over each live kernel's call tree (`info`).
+    props: HashMap<FuncId, KernelProps>,
     /// Debug links: the section each shared variable's symbol goes in (its one kernel's
     /// window, or `.nv_debug.shared`).
     shared_home: HashMap<SymKey, Option<usize>>,
@@ -348,7 +418,7 @@ struct Merger<'a> {
     /// Debug links: whether `.nv_debug.shared` holds variables other than dynamic arrays.
     debug_shared_holds_variables: bool,
     /// `.debug_frame` pieces that lost entries (sm_100+), by (input, section).
-    frames: HashMap<(usize, usize), mercury::PrunedFrame>,
+    frames: HashMap<SecKey, sections::PrunedFrame>,
 }
 
 impl<'a> Merger<'a> {
@@ -374,7 +444,7 @@ impl<'a> Merger<'a> {
             func_of_text: HashMap::default(),
             func_at: inputs
                 .iter()
-                .map(|i| vec![NO_FUNC; i.cubin.symbols.len()])
+                .map(|i| vec![None; i.cubin.symbols.len()])
                 .collect(),
             live: Vec::new(),
             placed: HashMap::default(),
@@ -423,7 +493,7 @@ impl<'a> Merger<'a> {
     }
 
     /// Function `f`'s `.nv.info.<fn>` section in its input, if it has one.
-    fn info_section_of(&self, f: usize) -> Option<&'a Section> {
+    fn info_section_of(&self, f: FuncId) -> Option<&'a Section> {
         let c = &self.inputs[self.funcs[f].key.input].cubin;
         self.funcs[f].info.map(|si| &c.sections[si])
     }
@@ -455,15 +525,12 @@ impl<'a> Merger<'a> {
     }
 
     /// The function a symbol defines (as the chosen definition), if any.
-    fn func_defined_by(&self, SymKey { input: i, sym: s }: SymKey) -> Option<usize> {
-        match self.func_at[i][s] {
-            NO_FUNC => None,
-            f => Some(f as usize),
-        }
+    fn func_defined_by(&self, SymKey { input: i, sym: s }: SymKey) -> Option<FuncId> {
+        self.func_at[i][s]
     }
 
     /// The function a symbol of an input stands for, if it is one.
-    fn func_of(&self, k: SymKey) -> Option<usize> {
+    fn func_of(&self, k: SymKey) -> Option<FuncId> {
         self.target(k).and_then(|t| self.func_defined_by(t))
     }
 
@@ -471,6 +538,78 @@ impl<'a> Merger<'a> {
     /// its first reference.
     fn representative(&self, k: SymKey) -> SymKey {
         self.resolved[k.input][k.sym].1
+    }
+
+    /// The output symbol an input symbol stands for.
+    fn out_index(&self, k: SymKey) -> Option<usize> {
+        let s = self.sym(k);
+        if s.ty == STT_SECTION {
+            let &(id, _) = self.placed.get(&SecKey::new(k.input, s.shndx as usize))?;
+            return self.section_sym_index.get(&id).copied();
+        }
+        if s.bind == STB_LOCAL {
+            return self.sym_of.get(&k).copied();
+        }
+        self.sym_of.get(&self.representative(k)).copied()
+    }
+
+    /// Whether the symbol is a global definition another input's definition replaced.
+    fn is_replaced(&self, k: SymKey) -> bool {
+        let sym = self.sym(k);
+        sym.defined() && sym.bind != STB_LOCAL && sym.ty != STT_SECTION && self.target(k) != Some(k)
+    }
+
+    /// Whether the symbol stands for a function (or a section of one) that was removed.
+    fn symbol_is_dead(&self, k: SymKey) -> bool {
+        let s = self.sym(k);
+        if s.ty == STT_SECTION {
+            return self.is_dropped_function_section(k.input, s.shndx as usize);
+        }
+        self.func_of(k).is_some_and(|f| !self.live[f])
+    }
+
+    /// `(value, constant bank, known at link time)` of a relocation target.
+    fn link_value(&self, k: SymKey) -> (u64, u32, bool) {
+        let s = self.sym(k);
+        if !s.defined() && s.bind != STB_LOCAL && is_table_symbol(&s.name) {
+            return (0, 0, true);
+        }
+        if let Some(v) = devrt::linker_value(s) {
+            return (v, 0, true);
+        }
+        if s.ty != STT_SECTION
+            && let Some(&o) = self.shared_offset.get(&self.representative(k))
+        {
+            return (o, 0, true);
+        }
+        let Some(t) = (if s.ty == STT_SECTION {
+            Some(k)
+        } else {
+            self.target(k)
+        }) else {
+            return (0, 0, false);
+        };
+        let ts = self.sym(t);
+        let c = &self.inputs[t.input].cubin;
+        let Some(sec) = c.sections.get(ts.shndx as usize) else {
+            return (0, 0, false);
+        };
+        let piece = self
+            .placed
+            .get(&SecKey::new(t.input, ts.shndx as usize))
+            .map_or(0, |p| p.1);
+        let value = if ts.ty == STT_SECTION {
+            piece
+        } else {
+            ts.value + piece
+        };
+        if let Some(bank) = constant_bank(sec.ty) {
+            return (value, bank, true);
+        }
+        if sec.flags & SHF_ALLOC == 0 {
+            return (value, 0, true);
+        }
+        (value, 0, false)
     }
 
     fn new_section(&mut self, s: OutSection, symbol: bool) -> usize {

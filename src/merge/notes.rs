@@ -163,7 +163,7 @@ impl<'a> Merger<'a> {
         for (k, &f_idx) in self.sym_of.iter() {
             if let Some(f) = self.func_defined_by(*k) {
                 let i = self.funcs[f].key.input;
-                if let Some(&(t, _)) = self.placed.get(&(i, self.funcs[f].text)) {
+                if let Some(&(t, _)) = self.placed.get(&SecKey::new(i, self.funcs[f].text)) {
                     let s = &mut sections[new_index[t]];
                     let regs_top = s_info_top(&self.inputs[i].cubin, self.funcs[f].text);
                     s.info = Ref::Raw((f_idx as u32 + 1) | regs_top);

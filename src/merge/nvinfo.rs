@@ -1,6 +1,7 @@
 //! `.nv.info`: the global records renumbered (kernels' register counts and stack sizes
 //! over their call trees, the recursion warning) and each live function's own section,
-//! with the records its call tree adds to a kernel.
+//! with the records its call tree adds to a kernel (on sm_100+ reversed only as far as
+//! the Mercury copy has them).
 
 use super::*;
 
@@ -22,14 +23,14 @@ impl<'a> Merger<'a> {
                         .unwrap_or(UNKNOWN_STACK)
                 })
                 .collect();
-            let mut props: Vec<(u32, u32, u32)> = (kernels.par_iter().zip(stacks))
+            let mut props: Vec<KernelProps> = (kernels.par_iter().zip(stacks))
                 .map(|(&f, stack)| self.propagated(f, stack))
                 .collect();
             // (nvlink 13.5: the one kernel of a link also counts the barriers of the
             // functions it does not reach, those whose address is taken; with two
             // kernels neither does)
-            if let [(_, _, bars)] = props.as_mut_slice() {
-                let live = (0..self.funcs.len()).filter(|&g| self.live[g]);
+            if let [KernelProps { barriers: bars, .. }] = props.as_mut_slice() {
+                let live = FuncId::all(self.funcs.len()).filter(|&g| self.live[g]);
                 *bars = live.map(|g| self.funcs[g].barriers).fold(*bars, u32::max);
             }
             kernels.into_iter().zip(props).collect()
@@ -69,7 +70,7 @@ impl<'a> Merger<'a> {
                     if r.attr == info::REGCOUNT
                         && let Some(f) = self.func_defined_by(k).filter(|&f| self.funcs[f].entry)
                     {
-                        v = props[&f].0;
+                        v = props[&f].registers;
                     }
                     r = Record::sym_pair(r.attr, o as u32 + 1, v);
                 }
@@ -81,7 +82,7 @@ impl<'a> Merger<'a> {
             // nvlink warns once for each call in a kernel's call list (repeats counted)
             // whose callee's call tree has a cycle; nvlink's call lists are needed only
             // when the merged graph (which has every edge they have) has a cycle at all
-            let merged: Vec<Vec<usize>> = (0..self.funcs.len())
+            let merged: Vec<Vec<FuncId>> = FuncId::all(self.funcs.len())
                 .map(|f| match self.live[f] {
                     true if self.funcs[f].self_call => vec![f],
                     true => self.funcs[f].callees.iter().copied().collect(),
@@ -90,14 +91,16 @@ impl<'a> Merger<'a> {
                 .collect();
             let (edges, cyclic) = if cycle_below(&merged).contains(&true) {
                 let cl = self.call_lists()?;
-                let edges: Vec<Vec<usize>> = (0..self.funcs.len()).map(|f| cl.callees(f)).collect();
+                let edges: Vec<Vec<FuncId>> = FuncId::all(self.funcs.len())
+                    .map(|f| cl.callees(f))
+                    .collect();
                 let cyclic = cycle_below(&edges);
                 (edges, cyclic)
             } else {
                 (Vec::new(), Vec::new())
             };
             let mut warnings = Vec::new();
-            for (f, calls) in edges.iter().enumerate() {
+            for (f, calls) in FuncId::all(edges.len()).zip(&edges) {
                 if !(self.live[f] && self.funcs[f].entry) {
                     continue;
                 }
@@ -115,9 +118,9 @@ impl<'a> Merger<'a> {
             }
             // (in the order of the kernels' symbols: local ones, such as libcudadevrt's
             // static kernels, before the global ones)
-            let mut stacks: Vec<(usize, u32)> = (0..self.funcs.len())
+            let mut stacks: Vec<(usize, u32)> = FuncId::all(self.funcs.len())
                 .filter(|&f| self.live[f] && self.funcs[f].entry)
-                .filter_map(|f| Some((*self.sym_of.get(&self.funcs[f].key)?, props[&f].1)))
+                .filter_map(|f| Some((*self.sym_of.get(&self.funcs[f].key)?, props[&f].stack)))
                 .collect();
             stacks.sort_by_key(|&(o, _)| o);
             for (o, stack) in stacks {
@@ -136,6 +139,7 @@ impl<'a> Merger<'a> {
         let per: Vec<Result<Option<OutSection>>> = {
             (0..self.funcs.len())
                 .into_par_iter()
+                .map(FuncId)
                 .map(|f| self.function_info_section(f, &props))
                 .collect()
         };
@@ -155,8 +159,8 @@ impl<'a> Merger<'a> {
     /// its call tree needs (`props`).
     fn function_info_section(
         &self,
-        f: usize,
-        props: &HashMap<usize, (u32, u32, u32)>,
+        f: FuncId,
+        props: &HashMap<FuncId, KernelProps>,
     ) -> Result<Option<OutSection>> {
         let exec = !self.opts.relocatable;
         if !self.live[f] {
@@ -200,16 +204,28 @@ impl<'a> Merger<'a> {
         let mut o = OutSection::new(&s.name, SHT_CUDA_INFO, SHF_INFO_LINK);
         o.align = 4;
         o.link = Ref::Symtab;
-        if let Some(&(t, _)) = self.placed.get(&(i, text)) {
+        if let Some(&(t, _)) = self.placed.get(&SecKey::new(i, text)) {
             o.info = Ref::Section(t);
         }
         o.data = info::encode_all(&recs);
         Ok(Some(o))
     }
 
-    /// `(registers, stack, barriers)` of a kernel with everything it calls: the register
-    /// and barrier maxima over its call tree, and `stack`, its deepest frame chain.
-    fn propagated(&self, f: usize, stack: u32) -> (u32, u32, u32) {
+    /// The attributes of the Mercury copy of a function's `.nv.info` (`None` without one).
+    fn merc_info_attrs(&self, i: usize, info_name: &str) -> Option<HashSet<u8>> {
+        let c = &self.inputs[i].cubin;
+        let name = format!(".nv.merc{info_name}");
+        let s = c
+            .sections
+            .iter()
+            .find(|s| s.ty == SHT_MERC_INFO && s.name == name)?;
+        let recs = info::parse(c.bytes(s), &c.origin, &s.name, s.offset).ok()?;
+        Some(recs.iter().map(|r| r.attr).collect())
+    }
+
+    /// A kernel's properties with everything it calls: the register and barrier maxima
+    /// over its call tree, and `stack`, its deepest frame chain.
+    fn propagated(&self, f: FuncId, stack: u32) -> KernelProps {
         let reach = self.tree(f);
         let regs = reach.iter().map(|&g| self.funcs[g].regs).max().unwrap_or(0);
         let bars = reach
@@ -217,7 +233,11 @@ impl<'a> Merger<'a> {
             .map(|&g| self.funcs[g].barriers)
             .max()
             .unwrap_or(0);
-        (regs, stack, bars)
+        KernelProps {
+            registers: regs,
+            stack,
+            barriers: bars,
+        }
     }
 
     /// The deepest chain of frames below `f`; `None` when the call tree has a cycle.
@@ -226,11 +246,11 @@ impl<'a> Merger<'a> {
     /// runs through every function after it on the path, so all of them have one below).
     fn stack_depth(
         &self,
-        f: usize,
-        path: &mut Vec<usize>,
+        f: FuncId,
+        path: &mut Vec<FuncId>,
         memo: &mut [Option<Option<u32>>],
     ) -> Option<u32> {
-        if let Some(d) = memo[f] {
+        if let Some(d) = memo[f.0] {
             return d;
         }
         if path.contains(&f) || self.funcs[f].self_call {
@@ -250,52 +270,24 @@ impl<'a> Merger<'a> {
         }
         path.pop();
         let d = deepest.map(|x| self.funcs[f].frame + x);
-        memo[f] = Some(d);
+        memo[f.0] = Some(d);
         d
-    }
-}
-
-/// A kernel's records once its call tree is known: `CRS_STACK_SIZE` unknown when the
-/// tree recurses, the barrier count raised to the tree's (added when missing).
-pub(super) fn kernel_records(recs: &mut Vec<Record>, (_, stack, barriers): (u32, u32, u32)) {
-    if stack == UNKNOWN_STACK {
-        let mut found = false;
-        for r in recs.iter_mut().filter(|r| r.attr == info::CRS_STACK_SIZE) {
-            r.payload = UNKNOWN_STACK.to_le_bytes().to_vec();
-            found = true;
-        }
-        if !found {
-            // (a kernel ptxas gave no record: nvlink adds one, unknown)
-            recs.push(Record::sval(
-                info::CRS_STACK_SIZE,
-                UNKNOWN_STACK.to_le_bytes().to_vec(),
-            ));
-        }
-    }
-    if barriers > 0 {
-        match recs.iter_mut().find(|r| r.attr == info::NUM_BARRIERS) {
-            Some(r) => r.value = barriers as u16,
-            None => recs.push(Record {
-                format: info::FMT_BVAL,
-                attr: info::NUM_BARRIERS,
-                value: barriers as u16,
-                payload: Vec::new(),
-            }),
-        }
     }
 }
 
 /// For each function, whether a cycle can be reached from it (itself included): what is
 /// left after peeling off, again and again, the functions all of whose callees are gone.
-fn cycle_below(edges: &[Vec<usize>]) -> Vec<bool> {
+fn cycle_below(edges: &[Vec<FuncId>]) -> Vec<bool> {
     let mut pending: Vec<usize> = edges.iter().map(Vec::len).collect();
-    let mut callers: Vec<Vec<usize>> = vec![Vec::new(); edges.len()];
-    for (f, callees) in edges.iter().enumerate() {
+    let mut callers: Vec<Vec<FuncId>> = vec![Vec::new(); edges.len()];
+    for (f, callees) in FuncId::all(edges.len()).zip(edges) {
         for &g in callees {
             callers[g].push(f);
         }
     }
-    let mut done: Vec<usize> = (0..edges.len()).filter(|&f| pending[f] == 0).collect();
+    let mut done: Vec<FuncId> = FuncId::all(edges.len())
+        .filter(|&f| pending[f] == 0)
+        .collect();
     let mut cyclic = vec![true; edges.len()];
     while let Some(g) = done.pop() {
         cyclic[g] = false;

@@ -10,7 +10,7 @@
 //! limit, so only other inputs' functions (PTX assembled at link time, cubins compiled
 //! without the limit) can break it. A relocatable link (`-r`) is not checked.
 
-use super::callgraph::CallLists;
+use super::calllists::CallLists;
 use super::*;
 
 /// `EIATTR_MAXREG_COUNT`: the register limit ptxas compiled a kernel under (HVAL).
@@ -19,13 +19,15 @@ const MAXREG_COUNT: u8 = 0x1B;
 impl Merger<'_> {
     /// nvlink's register propagation: (kernel, function, registers) for each raise, in
     /// the order nvlink makes them.
-    pub(super) fn register_propagation(&self, cl: &CallLists) -> Vec<(usize, usize, u32)> {
-        let edges: Vec<Vec<usize>> = (0..self.funcs.len()).map(|f| cl.callees(f)).collect();
-        let mut entries: Vec<usize> = (0..self.funcs.len())
+    pub(super) fn register_propagation(&self, cl: &CallLists) -> Vec<(FuncId, FuncId, u32)> {
+        let edges: Vec<Vec<FuncId>> = FuncId::all(self.funcs.len())
+            .map(|f| cl.callees(f))
+            .collect();
+        let mut entries: Vec<FuncId> = FuncId::all(self.funcs.len())
             .filter(|&f| self.live[f] && self.funcs[f].entry)
             .collect();
         entries.sort_by_key(|&e| std::cmp::Reverse(cl.node[e]));
-        let reaches: Vec<HashSet<usize>> = entries
+        let reaches: Vec<HashSet<FuncId>> = entries
             .iter()
             .map(|&e| {
                 let mut seen = HashSet::default();
@@ -40,7 +42,7 @@ impl Merger<'_> {
             .collect();
         let mut current: Vec<u32> = entries.iter().map(|&e| self.funcs[e].regs).collect();
         let mut raises = Vec::new();
-        let order = (0..self.funcs.len()).filter(|&f| self.live[f] && !self.funcs[f].entry);
+        let order = FuncId::all(self.funcs.len()).filter(|&f| self.live[f] && !self.funcs[f].entry);
         for f in order {
             let regs = self.funcs[f].regs;
             for (k, &e) in entries.iter().enumerate() {
@@ -61,14 +63,14 @@ impl Merger<'_> {
         }
         let most = self.funcs.iter().map(|f| f.regs).max().unwrap_or(0);
         // (nearly always none: ptxas' default limit is 255)
-        let mut limits: HashMap<usize, u32> = HashMap::default();
-        for f in (0..self.funcs.len()).filter(|&f| self.live[f] && self.funcs[f].entry) {
+        let mut limits: HashMap<FuncId, u32> = HashMap::default();
+        for f in FuncId::all(self.funcs.len()).filter(|&f| self.live[f] && self.funcs[f].entry) {
             if let Some(m) = self.register_limit(f)?.filter(|&m| m < most) {
                 limits.insert(f, m);
             }
         }
         let broken =
-            |(&k, &m): (&usize, &u32)| (self.tree(k).iter()).any(|&g| self.funcs[g].regs > m);
+            |(&k, &m): (&FuncId, &u32)| (self.tree(k).iter()).any(|&g| self.funcs[g].regs > m);
         if !limits.iter().any(broken) {
             return Ok(());
         }
@@ -91,7 +93,7 @@ impl Merger<'_> {
     }
 
     /// Kernel `f`'s `MAXREG_COUNT`, if its `.nv.info` section has one.
-    fn register_limit(&self, f: usize) -> Result<Option<u32>> {
+    fn register_limit(&self, f: FuncId) -> Result<Option<u32>> {
         let i = self.funcs[f].key.input;
         let c = &self.inputs[i].cubin;
         let Some(s) = self.info_section_of(f) else {

@@ -128,7 +128,7 @@ impl<'a> Merger<'a> {
             if !matches!(rs.ty, SHT_RELA | SHT_REL) {
                 continue;
             }
-            let Some(&(out_id, piece)) = self.placed.get(&(i, rs.info as usize)) else {
+            let Some(&(out_id, piece)) = self.placed.get(&SecKey::new(i, rs.info as usize)) else {
                 continue;
             };
             let mut patches = Vec::new();
@@ -136,9 +136,12 @@ impl<'a> Merger<'a> {
             let mut resolved = Vec::new();
             let target = &c.sections[rs.info as usize];
             let target_nonalloc = target.flags & SHF_ALLOC == 0;
-            let frame = self.frames.get(&(i, rs.info as usize));
+            let frame = self.frames.get(&SecKey::new(i, rs.info as usize));
             // (the function whose code this is: dynamic shared arrays' offsets depend on it)
-            let func = self.func_of_text.get(&(i, rs.info as usize)).copied();
+            let func = self
+                .func_of_text
+                .get(&SecKey::new(i, rs.info as usize))
+                .copied();
             for r in self.relocs(i, ri)? {
                 let k = SymKey::new(i, r.sym as usize);
                 let sym = self.sym(k);
@@ -280,67 +283,9 @@ impl<'a> Merger<'a> {
             in_nonalloc_section: section
                 .and_then(|s| c.sections.get(s))
                 .is_some_and(|s| s.flags & SHF_ALLOC == 0),
-            section_piece: section.and_then(|s| self.placed.get(&(k.input, s)).map(|p| p.1)),
+            section_piece: section
+                .and_then(|s| self.placed.get(&SecKey::new(k.input, s)).map(|p| p.1)),
         }
-    }
-
-    /// Whether the symbol is a global definition another input's definition replaced.
-    pub(super) fn is_replaced(&self, k: SymKey) -> bool {
-        let sym = self.sym(k);
-        sym.defined() && sym.bind != STB_LOCAL && sym.ty != STT_SECTION && self.target(k) != Some(k)
-    }
-
-    /// Whether the symbol stands for a function (or a section of one) that was removed.
-    pub(super) fn symbol_is_dead(&self, k: SymKey) -> bool {
-        let s = self.sym(k);
-        if s.ty == STT_SECTION {
-            return self.is_dropped_function_section(k.input, s.shndx as usize);
-        }
-        self.func_of(k).is_some_and(|f| !self.live[f])
-    }
-
-    /// `(value, constant bank, known at link time)` of a relocation target.
-    pub(super) fn link_value(&self, k: SymKey) -> (u64, u32, bool) {
-        let s = self.sym(k);
-        if !s.defined() && s.bind != STB_LOCAL && is_table_symbol(&s.name) {
-            return (0, 0, true);
-        }
-        if let Some(v) = devrt::linker_value(s) {
-            return (v, 0, true);
-        }
-        if s.ty != STT_SECTION
-            && let Some(&o) = self.shared_offset.get(&self.representative(k))
-        {
-            return (o, 0, true);
-        }
-        let Some(t) = (if s.ty == STT_SECTION {
-            Some(k)
-        } else {
-            self.target(k)
-        }) else {
-            return (0, 0, false);
-        };
-        let ts = self.sym(t);
-        let c = &self.inputs[t.input].cubin;
-        let Some(sec) = c.sections.get(ts.shndx as usize) else {
-            return (0, 0, false);
-        };
-        let piece = self
-            .placed
-            .get(&(t.input, ts.shndx as usize))
-            .map_or(0, |p| p.1);
-        let value = if ts.ty == STT_SECTION {
-            piece
-        } else {
-            ts.value + piece
-        };
-        if let Some(bank) = constant_bank(sec.ty) {
-            return (value, bank, true);
-        }
-        if sec.flags & SHF_ALLOC == 0 {
-            return (value, 0, true);
-        }
-        (value, 0, false)
     }
 }
 

@@ -224,7 +224,7 @@ impl<'a> Merger<'a> {
                 let Some(target) = c.sections.get(rs.info as usize) else {
                     continue;
                 };
-                let live = match self.func_of_text.get(&(i, rs.info as usize)) {
+                let live = match self.func_of_text.get(&SecKey::new(i, rs.info as usize)) {
                     Some(&f) => self.live[f],
                     None => target.flags & SHF_ALLOC != 0 && target.flags & SHF_EXECINSTR == 0,
                 };

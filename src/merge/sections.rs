@@ -1,23 +1,27 @@
 //! Sections: the inputs' sections placed in the output, a function's own sections one to
 //! one (those of removed functions dropped), sections sharing a name concatenated as
-//! pieces in input order, aligned as each asks.
+//! pieces in input order, aligned as each asks; on sm_100+ a `.debug_frame` piece
+//! without the entries of removed or replaced functions (`pruned_frame`).
 
 use super::*;
 
 impl<'a> Merger<'a> {
     /// The function an input section belongs to (its code, info, parameter bank,
     /// relocations), if any.
-    fn owner(&self, i: usize, sec: usize) -> Option<usize> {
+    fn owner(&self, i: usize, sec: usize) -> Option<FuncId> {
         let c = &self.inputs[i].cubin;
         let s = c.sections.get(sec)?;
-        if let Some(&f) = self.func_of_text.get(&(i, sec)) {
+        if let Some(&f) = self.func_of_text.get(&SecKey::new(i, sec)) {
             return Some(f);
         }
         if s.flags & SHF_EXECINSTR != 0 && s.name.starts_with(".text.") {
             return None; // code of a discarded definition
         }
         if s.flags & SHF_INFO_LINK != 0 || matches!(s.ty, SHT_RELA | SHT_REL) {
-            return self.func_of_text.get(&(i, s.info as usize)).copied();
+            return self
+                .func_of_text
+                .get(&SecKey::new(i, s.info as usize))
+                .copied();
         }
         None
     }
@@ -35,7 +39,7 @@ impl<'a> Merger<'a> {
         if s.flags & SHF_EXECINSTR != 0 && s.name.starts_with(".text") {
             return self
                 .func_of_text
-                .get(&(i, sec))
+                .get(&SecKey::new(i, sec))
                 .is_none_or(|&f| !self.live[f]);
         }
         if (s.flags & SHF_INFO_LINK != 0 || matches!(s.ty, SHT_RELA | SHT_REL))
@@ -43,7 +47,7 @@ impl<'a> Merger<'a> {
         {
             return self
                 .func_of_text
-                .get(&(i, s.info as usize))
+                .get(&SecKey::new(i, s.info as usize))
                 .is_none_or(|&f| !self.live[f]);
         }
         false
@@ -89,7 +93,7 @@ impl<'a> Merger<'a> {
                     }
                     o.mem_size = s.size;
                     let id = self.new_section(o, has_symbol.contains(&si));
-                    self.placed.insert((i, si), (id, 0));
+                    self.placed.insert(SecKey::new(i, si), (id, 0));
                     continue;
                 }
                 let key = (s.name.as_str(), s.ty);
@@ -125,7 +129,7 @@ impl<'a> Merger<'a> {
                     match frame {
                         Some(f) => {
                             o.data.extend_from_slice(&f.data);
-                            self.frames.insert((i, si), f);
+                            self.frames.insert(SecKey::new(i, si), f);
                         }
                         None => o.data.extend_from_slice(c.bytes(s)),
                     }
@@ -136,25 +140,105 @@ impl<'a> Merger<'a> {
                     o.mem_size = at + s.size;
                     at
                 };
-                self.placed.insert((i, si), (id, at));
+                self.placed.insert(SecKey::new(i, si), (id, at));
             }
         }
         // text and per-function sections point at their function's code
         for i in 0..self.inputs.len() {
             let c = &self.inputs[i].cubin;
             for (si, s) in c.sections.iter().enumerate() {
-                let Some(&(id, _)) = self.placed.get(&(i, si)) else {
+                let Some(&(id, _)) = self.placed.get(&SecKey::new(i, si)) else {
                     continue;
                 };
                 if s.info != 0
                     && s.flags & SHF_INFO_LINK != 0
-                    && let Some(&(t, _)) = self.placed.get(&(i, s.info as usize))
+                    && let Some(&(t, _)) = self.placed.get(&SecKey::new(i, s.info as usize))
                 {
                     self.out[id].info = Ref::Section(t);
                 }
             }
         }
         Ok(())
+    }
+
+    /// nvlink's sm_100+ `.debug_frame`: each FDE whose function was removed or replaced
+    /// (or whose location nothing relocates) goes, with its CIE when no kept FDE follows
+    /// that CIE; the CIE pointers of the kept FDEs are
+    /// the CIEs' new offsets in the output section (`base` is the piece's offset).
+    fn pruned_frame(&self, i: usize, sec: usize, base: u64) -> Option<PrunedFrame> {
+        let c = &self.inputs[i].cubin;
+        let d = c.bytes(&c.sections[sec]);
+        let entries = frame_entries(d)?;
+        let ri = c
+            .sections
+            .iter()
+            .position(|s| matches!(s.ty, SHT_RELA | SHT_REL) && s.info as usize == sec)?;
+        let relocs = self.relocs(i, ri).ok()?;
+        // the function of each FDE: the symbol its initial-location field is relocated by
+        let dead_fde = |start: usize, end: usize| {
+            let loc = if d.u32_at(start) == Some(0xFFFF_FFFF) {
+                start + 20
+            } else {
+                start + 8
+            };
+            // (an FDE whose location nothing relocates describes no function: a `-r`
+            // output keeps those of replaced definitions without their relocation)
+            match relocs.iter().find(|r| r.offset == loc as u64 && loc < end) {
+                Some(r) => {
+                    self.symbol_is_dead(SymKey::new(i, r.sym as usize))
+                        || self.is_replaced(SymKey::new(i, r.sym as usize))
+                }
+                None => true,
+            }
+        };
+        let mut keep = vec![true; entries.len()];
+        let mut cie_of = vec![None; entries.len()];
+        let mut last_cie = None;
+        for (n, &(s, e, cie)) in entries.iter().enumerate() {
+            if cie {
+                last_cie = Some(n);
+            } else {
+                cie_of[n] = last_cie;
+                keep[n] = !dead_fde(s, e);
+            }
+        }
+        // a CIE stays when a kept FDE uses it (or when no FDE follows it at all)
+        let mut used = vec![(false, false); entries.len()]; // (has FDEs, has kept FDEs)
+        for (m, c) in cie_of.iter().enumerate() {
+            if let Some(c) = *c {
+                used[c].0 = true;
+                used[c].1 |= keep[m];
+            }
+        }
+        for (n, &(_, _, cie)) in entries.iter().enumerate() {
+            if cie {
+                keep[n] = !used[n].0 || used[n].1;
+            }
+        }
+        if keep.iter().all(|&k| k) && cie_of.iter().all(|c| c.is_none()) {
+            return None;
+        }
+        let mut data = Vec::with_capacity(d.len());
+        let mut map = Vec::new();
+        let mut new_at = vec![0u64; entries.len()];
+        for (n, &(s, e, cie)) in entries.iter().enumerate() {
+            if !keep[n] {
+                continue;
+            }
+            new_at[n] = data.len() as u64;
+            map.push((s as u64, e as u64, data.len() as u64));
+            let start = data.len();
+            data.extend_from_slice(&d[s..e]);
+            if !cie && let Some(c) = cie_of[n] {
+                let value = base + new_at[c];
+                if d.u32_at(s) == Some(0xFFFF_FFFF) {
+                    data[start + 12..start + 20].copy_from_slice(&value.to_le_bytes());
+                } else {
+                    data[start + 4..start + 8].copy_from_slice(&(value as u32).to_le_bytes());
+                }
+            }
+        }
+        Some(PrunedFrame { data, map })
     }
 }
 
@@ -171,4 +255,80 @@ fn out_type(s: &Section, exec: bool) -> (u32, u64) {
         t => t,
     };
     (ty, s.flags)
+}
+
+/// A `.debug_frame` piece with the entries of removed functions left out.
+pub(super) struct PrunedFrame {
+    pub data: Vec<u8>,
+    /// Kept ranges of the input piece: `(old start, old end, new start)`.
+    pub map: Vec<(u64, u64, u64)>,
+}
+
+impl PrunedFrame {
+    /// Where an input offset went (`None`: its entry was dropped).
+    pub fn moved(&self, off: u64) -> Option<u64> {
+        // (the kept ranges are in input order)
+        let k = self.map.partition_point(|&(_, e, _)| e <= off);
+        self.map
+            .get(k)
+            .filter(|&&(s, _, _)| s <= off)
+            .map(|&(s, _, n)| n + (off - s))
+    }
+}
+
+/// One `.debug_frame` entry: `(start, end, is a CIE)`; `None` when the section does not
+/// parse as a sequence of CIEs and FDEs (it is then left whole).
+fn frame_entries(d: &[u8]) -> Option<Vec<(usize, usize, bool)>> {
+    let mut out = Vec::new();
+    let mut at = 0usize;
+    while at < d.len() {
+        let len32 = d.u32_at(at)?;
+        let (len, id_at, id_len) = if len32 == 0xFFFF_FFFF {
+            (usize::try_from(d.u64_at(at + 4)?).ok()?, at + 12, 8)
+        } else {
+            (len32 as usize, at + 4, 4)
+        };
+        // (an entry too short for its CIE id is not one: the section is left whole)
+        if len < id_len {
+            return None;
+        }
+        let end = id_at.checked_add(len).filter(|&e| e <= d.len())?;
+        let cie = match id_len {
+            8 => d.u64_at(id_at)? == u64::MAX,
+            _ => d.u32_at(id_at)? == u32::MAX,
+        };
+        out.push((at, end, cie));
+        at = end;
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frame_entries_parse_and_refuse_bad_lengths() {
+        // a 64-bit CIE (length 0x0c) then a 32-bit FDE (length 8)
+        let mut d = vec![0xFF; 4];
+        d.extend_from_slice(&0x0Cu64.to_le_bytes());
+        d.extend_from_slice(&u64::MAX.to_le_bytes());
+        d.extend_from_slice(&[0; 4]);
+        d.extend_from_slice(&8u32.to_le_bytes());
+        d.extend_from_slice(&0u32.to_le_bytes());
+        d.extend_from_slice(&[0; 4]);
+        assert_eq!(
+            frame_entries(&d),
+            Some(vec![(0, 24, true), (24, 36, false)])
+        );
+        let mut bad = d.clone();
+        bad[4] = 0xF0; // a length past the end
+        assert_eq!(frame_entries(&bad), None);
+        assert_eq!(frame_entries(&d[..30]), None);
+        // a 64-bit entry whose length does not cover its CIE id
+        let mut short = vec![0xFF; 4];
+        short.extend_from_slice(&4u64.to_le_bytes());
+        short.extend_from_slice(&[0; 12]);
+        assert_eq!(frame_entries(&short), None);
+    }
 }

@@ -1,10 +1,45 @@
 //! Shared memory: one offset per shared variable, laid out per kernel window as nvlink
 //! 13.5 does (slots for variables several kernels hold, each kernel's own after them,
 //! dynamic `extern` arrays last), the `.nv.shared.<kernel>` windows and
-//! `.nv_debug.shared`; nvlink's list sort and, for `-r`, the symbol order that gives the
-//! same layout when the output is linked again.
+//! `.nv_debug.shared`; nvlink's list sort (also read by symbols.rs, for `-r`).
 
 use super::*;
+
+/// Shared memory as `shared` lays it out, step by step.
+struct Layout {
+    /// Variable → the kernels (positions in `Merger::kernels`) whose call tree uses it;
+    /// every shared variable some function refers to is there, held or not (the
+    /// variables of removed functions take room; those no code refers to do not).
+    held: BTreeMap<SymKey, Vec<usize>>,
+    /// Function → the kernels (positions in `Merger::kernels`) that reach it.
+    kernels_of: Vec<Vec<usize>>,
+    /// Each variable's offset, once placed.
+    at: BTreeMap<SymKey, u64>,
+    /// Per kernel: the end of what it holds so far, and the largest alignment.
+    win: Vec<(Option<u64>, u64)>,
+}
+
+impl Layout {
+    /// Variable `v` at offset `o`, in the window of every kernel holding it.
+    fn place(&mut self, m: &Merger, v: SymKey, o: u64) {
+        self.at.insert(v, o);
+        let s = m.sym(v);
+        for &k in &self.held[&v] {
+            hold(&mut self.win[k], o + s.size, align_of(s));
+        }
+    }
+}
+
+/// A kernel's window now holds something ending at `end`, aligned to `a`.
+fn hold(w: &mut (Option<u64>, u64), end: u64, a: u64) {
+    w.0 = Some(w.0.unwrap_or(0).max(end));
+    w.1 = w.1.max(a);
+}
+
+/// A shared variable's alignment (its symbol's value).
+fn align_of(s: &Symbol) -> u64 {
+    s.value.max(1)
+}
 
 impl<'a> Merger<'a> {
     pub(super) fn shared(&mut self) {
@@ -36,8 +71,29 @@ impl<'a> Merger<'a> {
         } else {
             0x400
         };
-        let align = |m: &Self, k: SymKey| m.sym(k).value.max(1);
-        let kernels = self.kernels.clone();
+        let mut l = self.shared_users();
+        // 0. the order steps 1 and 2 take the variables in: every shared variable of
+        //    the inputs (those no code refers to included, a global once: where it is
+        //    defined, else its first reference) but kernels' own locals
+        let shared = self.sorted_shared_candidates();
+        let shared = list_sort(
+            &shared,
+            &|&a, &b| self.sym(a).size > self.sym(b).size,
+            false,
+        );
+        let shared: Vec<SymKey> = shared
+            .into_iter()
+            .filter(|v| l.held.contains_key(v))
+            .collect();
+        let slotted = self.shared_slots(&mut l, &shared);
+        self.kernels_own_shared(&mut l, &shared);
+        self.dynamic_shared(&mut l, slotted);
+        self.shared_sections(l, reserve, sm);
+    }
+
+    /// Which kernels hold each shared variable some function refers to, and which
+    /// kernels reach each function; nothing placed yet.
+    fn shared_users(&self) -> Layout {
         // variable → the kernels (positions in `kernels`) whose call tree uses it;
         // every shared variable some function refers to is there, held or not (the
         // variables of removed functions take room; those no code refers to do not)
@@ -61,34 +117,17 @@ impl<'a> Merger<'a> {
                 kernels_of[g].push(ki);
             }
         }
-        let size = |m: &Self, v: SymKey| m.sym(v).size;
-        let mut at: BTreeMap<SymKey, u64> = BTreeMap::new();
-        // per kernel: the end of what it holds so far, and the largest alignment
-        let mut win: Vec<(Option<u64>, u64)> = vec![(None, 4); kernels.len()];
-        // a kernel's window now holds something ending at `end`, aligned to `a`
-        let hold = |w: &mut (Option<u64>, u64), end: u64, a: u64| {
-            w.0 = Some(w.0.unwrap_or(0).max(end));
-            w.1 = w.1.max(a);
-        };
-        let place = |m: &Self,
-                     at: &mut BTreeMap<SymKey, u64>,
-                     win: &mut [(Option<u64>, u64)],
-                     v: SymKey,
-                     o: u64| {
-            at.insert(v, o);
-            for &k in &held[&v] {
-                hold(&mut win[k], o + size(m, v), align(m, v));
-            }
-        };
-        // 0. the order steps 1 and 2 take the variables in: every shared variable of
-        //    the inputs (those no code refers to included, a global once: where it is
-        //    defined, else its first reference) but kernels' own locals
-        let shared = self.sorted_shared_candidates();
-        let shared = list_sort(&shared, &|&a, &b| size(self, a) > size(self, b), false);
-        let shared: Vec<SymKey> = shared
-            .into_iter()
-            .filter(|v| held.contains_key(v))
-            .collect();
+        Layout {
+            win: vec![(None, 4); self.kernels.len()],
+            held,
+            kernels_of,
+            at: BTreeMap::new(),
+        }
+    }
+
+    /// Step 1 (see `shared`): the variables not held by exactly one kernel, in slots;
+    /// whether there was any.
+    fn shared_slots(&self, l: &mut Layout, shared: &[SymKey]) -> bool {
         // 1. slots: (the variables, size, alignment, the kernels holding them); where
         //    each starts is worked out from the ones before it (the end of the one
         //    before, aligned as its variables ask), so a variable joining a slot with a
@@ -114,10 +153,10 @@ impl<'a> Merger<'a> {
         let first = shared
             .iter()
             .copied()
-            .filter(|v| held[v].len() != 1 && self.sym(*v).size > 0);
+            .filter(|v| l.held[v].len() != 1 && self.sym(*v).size > 0);
         for v in first {
-            let ks = &held[&v];
-            let (a, n) = (align(self, v), size(self, v));
+            let ks = &l.held[&v];
+            let (a, n) = (align_of(self.sym(v)), self.sym(v).size);
             let at = starts(&slots);
             // (a slot it may join: none of its variables shares a kernel with this one,
             // and this one ends before the next slot starts)
@@ -144,33 +183,46 @@ impl<'a> Merger<'a> {
         }
         for (s, o) in slots.iter().zip(starts(&slots)) {
             for &v in &s.vars {
-                place(self, &mut at, &mut win, v, o);
+                l.place(self, v, o);
             }
             // (a kernel's window is as aligned as its slots, not only its variables)
             for &k in &s.kernels {
-                win[k].1 = win[k].1.max(s.align);
+                l.win[k].1 = l.win[k].1.max(s.align);
             }
         }
+        !slots.is_empty()
+    }
+
+    /// Step 2: each kernel's own variables after what it holds from step 1.
+    fn kernels_own_shared(&self, l: &mut Layout, shared: &[SymKey]) {
         // 2. each kernel's own variables: its function's locals, then the others
-        let mut own: Vec<Vec<SymKey>> = vec![Vec::new(); kernels.len()];
-        let locals = held.keys().filter(|&&v| self.is_kernel_local(v));
-        for &v in locals.chain(&shared) {
-            if let [k] = held[&v].as_slice()
+        let mut own: Vec<Vec<SymKey>> = vec![Vec::new(); self.kernels.len()];
+        let locals = l.held.keys().filter(|&&v| self.is_kernel_local(v));
+        for &v in locals.chain(shared) {
+            if let [k] = l.held[&v].as_slice()
                 && self.sym(v).size > 0
             {
                 own[*k].push(v);
             }
         }
         let before = |&a: &SymKey, &b: &SymKey| {
-            (align(self, a), std::cmp::Reverse(size(self, a)))
-                > (align(self, b), std::cmp::Reverse(size(self, b)))
+            (align_of(self.sym(a)), std::cmp::Reverse(self.sym(a).size))
+                > (align_of(self.sym(b)), std::cmp::Reverse(self.sym(b).size))
         };
         for (ki, vs) in own.into_iter().enumerate() {
             for v in list_sort(&vs, &before, true) {
-                let o = win[ki].0.unwrap_or(0).next_multiple_of(align(self, v));
-                place(self, &mut at, &mut win, v, o);
+                let o = l.win[ki]
+                    .0
+                    .unwrap_or(0)
+                    .next_multiple_of(align_of(self.sym(v)));
+                l.place(self, v, o);
             }
         }
+    }
+
+    /// Step 3: the dynamic (`extern`, size 0) arrays, after everything their kernels
+    /// hold (`slotted`: step 1 placed something).
+    fn dynamic_shared(&mut self, l: &mut Layout, slotted: bool) {
         // 3. extern arrays: an offset per function referring to one, after everything
         //    the kernels reaching that function hold, once the windows of the kernels
         //    that share such a function have grown to the furthest of their ends (until
@@ -181,17 +233,17 @@ impl<'a> Merger<'a> {
         //    gets an empty window, and every window their alignment; without a slot
         //    only the kernels reaching one do). One only removed functions refer to
         //    sits at 0.
-        if !slots.is_empty() {
-            for (&v, ks) in &held {
+        if slotted {
+            for (&v, ks) in &l.held {
                 if !is_dynamic_shared(self.sym(v)) {
                     continue;
                 }
-                let a = align(self, v);
-                for w in win.iter_mut() {
+                let a = align_of(self.sym(v));
+                for w in l.win.iter_mut() {
                     hold(w, 0, a);
                 }
                 if ks.is_empty() {
-                    at.insert(v, 0);
+                    l.at.insert(v, 0);
                 }
             }
         }
@@ -199,14 +251,14 @@ impl<'a> Merger<'a> {
         // at offset -1; a debug link, which keeps them all, puts an array only they use
         // at 0.
         if self.keeps_all() {
-            for (&v, ks) in &held {
+            for (&v, ks) in &l.held {
                 if ks.is_empty() && is_dynamic_shared(self.sym(v)) {
-                    at.entry(v).or_insert(0);
+                    l.at.entry(v).or_insert(0);
                 }
             }
         } else {
-            let unreached: Vec<(usize, SymKey)> = (0..self.funcs.len())
-                .filter(|&f| self.live[f] && kernels_of[f].is_empty())
+            let unreached: Vec<(FuncId, SymKey)> = FuncId::all(self.funcs.len())
+                .filter(|&f| self.live[f] && l.kernels_of[f].is_empty())
                 .flat_map(|f| self.funcs[f].shared.iter().map(move |&v| (f, v)))
                 .filter(|&(_, v)| is_dynamic_shared(self.sym(v)))
                 .collect();
@@ -214,21 +266,22 @@ impl<'a> Merger<'a> {
                 self.dynamic_offset.insert(key, u64::MAX);
             }
         }
-        let mut open: Vec<SymKey> = held
+        let mut open: Vec<SymKey> = l
+            .held
             .iter()
             .filter(|(v, ks)| !ks.is_empty() && self.sym(**v).size == 0)
             .map(|(v, _)| *v)
             .collect();
-        open.sort_by_key(|&v| (std::cmp::Reverse(align(self, v)), v));
+        open.sort_by_key(|&v| (std::cmp::Reverse(align_of(self.sym(v))), v));
         // (array, its alignment, the functions kernels reach that refer to it, in
         // function order: one pass over the functions)
-        let mut users: Vec<(SymKey, u64, Vec<usize>)> = open
+        let mut users: Vec<(SymKey, u64, Vec<FuncId>)> = open
             .iter()
-            .map(|&v| (v, align(self, v), Vec::new()))
+            .map(|&v| (v, align_of(self.sym(v)), Vec::new()))
             .collect();
         let user_of: HashMap<SymKey, usize> =
             open.iter().enumerate().map(|(u, &v)| (v, u)).collect();
-        for f in (0..self.funcs.len()).filter(|&f| !kernels_of[f].is_empty()) {
+        for f in FuncId::all(self.funcs.len()).filter(|&f| !l.kernels_of[f].is_empty()) {
             for v in &self.funcs[f].shared {
                 if let Some(&u) = user_of.get(v) {
                     users[u].2.push(f);
@@ -249,10 +302,10 @@ impl<'a> Merger<'a> {
             let mut grown = false;
             for (_, a, fs) in &users {
                 for &f in fs {
-                    let o = end_of(&win, &kernels_of[f], *a);
-                    for &k in &kernels_of[f] {
-                        grown |= win[k].0.is_none_or(|e| e < o);
-                        hold(&mut win[k], o, *a);
+                    let o = end_of(&l.win, &l.kernels_of[f], *a);
+                    for &k in &l.kernels_of[f] {
+                        grown |= l.win[k].0.is_none_or(|e| e < o);
+                        hold(&mut l.win[k], o, *a);
                     }
                 }
             }
@@ -264,21 +317,27 @@ impl<'a> Merger<'a> {
         for (v, a, fs) in users {
             let mut furthest = 0;
             for f in fs {
-                let o = end_of(&win, &kernels_of[f], a);
+                let o = end_of(&l.win, &l.kernels_of[f], a);
                 if !self.keeps_all() {
                     self.dynamic_offset.insert((f, v), o);
                 }
                 furthest = furthest.max(o);
             }
             if self.keeps_all() {
-                place(self, &mut at, &mut win, v, furthest);
+                l.place(self, v, furthest);
             } else {
-                at.insert(v, furthest);
+                l.at.insert(v, furthest);
             }
         }
+    }
+
+    /// The `.nv.shared.<kernel>` windows and `.nv_debug.shared` for what `l` placed, and
+    /// the offsets the later steps read.
+    fn shared_sections(&mut self, l: Layout, reserve: u64, sm: u32) {
+        let kernels = self.kernels.clone();
         let mut window_of: Vec<Option<usize>> = vec![None; kernels.len()];
         for (ki, &f) in kernels.iter().enumerate() {
-            let (Some(window), max_align) = win[ki] else {
+            let (Some(window), max_align) = l.win[ki] else {
                 continue;
             };
             let SymKey { input: i, sym: s } = self.funcs[f].key;
@@ -286,7 +345,7 @@ impl<'a> Merger<'a> {
             let mut o = OutSection::new(&name, SHT_NOBITS, SHF_WRITE | SHF_ALLOC | SHF_INFO_LINK);
             o.align = max_align;
             o.mem_size = window + reserve;
-            if let Some(&(t, _)) = self.placed.get(&(i, self.funcs[f].text)) {
+            if let Some(&(t, _)) = self.placed.get(&SecKey::new(i, self.funcs[f].text)) {
                 o.info = Ref::Section(t);
             }
             // (a window holding nothing has no section symbol in nvlink's sm_100+
@@ -295,25 +354,26 @@ impl<'a> Merger<'a> {
             window_of[ki] = Some(self.new_section(o, symbol));
         }
         // dynamic shared arrays: an empty `.nv_debug.shared` as aligned as the strictest
-        let dynamic = held
+        let dynamic = l
+            .held
             .keys()
             .filter(|&&v| is_dynamic_shared(self.sym(v)))
-            .map(|&v| align(self, v))
+            .map(|&v| align_of(self.sym(v)))
             .max();
         if self.keeps_all() {
             // a debug link keeps the shared variables' symbols: in the window of the one
             // kernel that holds one, else in `.nv_debug.shared` (a dynamic array there,
             // taking no room)
             let mut debug_end = dynamic.map(|_| 0);
-            for (&v, ks) in &held {
-                let Some(&o) = at.get(&v) else { continue };
+            for (&v, ks) in &l.held {
+                let Some(&o) = l.at.get(&v) else { continue };
                 let dynamic = is_dynamic_shared(self.sym(v));
                 let home = match ks.as_slice() {
                     [k] if !dynamic => window_of[*k],
                     _ => None,
                 };
                 if home.is_none() && !dynamic {
-                    debug_end = Some(debug_end.unwrap_or(0).max(o + size(self, v)));
+                    debug_end = Some(debug_end.unwrap_or(0).max(o + self.sym(v).size));
                     self.debug_shared_holds_variables = true;
                 }
                 self.shared_home.insert(v, home);
@@ -338,7 +398,7 @@ impl<'a> Merger<'a> {
         }
         // (a live function no kernel reaches — its address is taken — still needs its
         // variables' offsets)
-        self.shared_offset = at.into_iter().collect();
+        self.shared_offset = l.at.into_iter().collect();
         self.shared_reserve = reserve;
     }
 
@@ -355,7 +415,7 @@ impl<'a> Merger<'a> {
 
     /// The shared variables nvlink sorts first when it lays out shared memory (`shared`,
     /// step 0), in input order: all but kernels' own locals, a global once.
-    fn sorted_shared_candidates(&self) -> Vec<SymKey> {
+    pub(super) fn sorted_shared_candidates(&self) -> Vec<SymKey> {
         (0..self.inputs.len())
             .flat_map(|i| (1..self.inputs[i].cubin.symbols.len()).map(move |s| SymKey::new(i, s)))
             .filter(|&k| {
@@ -367,51 +427,6 @@ impl<'a> Merger<'a> {
             })
             .collect()
     }
-
-    /// `-r` output: the shared variables' symbols put in an order from which nvlink's
-    /// sort, when it links the output, gives the order it gives them linking the inputs
-    /// (where equal sizes tie, its sort depends on the positions). The sort's
-    /// permutation depends only on the sizes at each position: the variables are
-    /// placed where that permutation takes each of them to its place in the direct
-    /// link's order, when locals stay among locals and globals among globals (else the
-    /// order stays).
-    pub(super) fn order_shared_for_relink(&mut self) {
-        let wanted = {
-            let d = self.sorted_shared_candidates();
-            list_sort(&d, &|&a, &b| self.sym(a).size > self.sym(b).size, false)
-        };
-        // where they are now, in symbol-table order
-        let mut now: Vec<(usize, SymKey)> = wanted
-            .iter()
-            .filter_map(|&k| self.sym_of.get(&k).map(|&at| (at, k)))
-            .collect();
-        if now.is_empty() || now.len() != wanted.len() {
-            return;
-        }
-        now.sort_unstable();
-        let positions: Vec<usize> = (0..now.len()).collect();
-        let size = |p: usize| self.sym(now[p].1).size;
-        let sigma = list_sort(&positions, &|&a, &b| size(a) > size(b), false);
-        let mut place = vec![SymKey::new(0, 0); now.len()];
-        for (&p, &k) in sigma.iter().zip(&wanted) {
-            place[p] = k;
-        }
-        let local = |k: SymKey| self.sym(k).bind == STB_LOCAL;
-        if (0..now.len()).any(|p| local(place[p]) != local(now[p].1)) {
-            return;
-        }
-        let old: Vec<OutSymbol> = now
-            .iter()
-            .map(|&(at, _)| self.symbols[at].clone())
-            .collect();
-        let from: HashMap<SymKey, usize> =
-            now.iter().enumerate().map(|(p, &(_, k))| (k, p)).collect();
-        for (p, &k) in place.iter().enumerate() {
-            let at = now[p].0;
-            self.symbols[at] = old[from[&k]].clone();
-            self.sym_of.insert(k, at);
-        }
-    }
 }
 
 /// nvlink's sort of shared variables, a merge sort on linked lists (observed: the
@@ -420,7 +435,11 @@ impl<'a> Merger<'a> {
 /// each holds every other item, reversed), both are sorted the same way, and the two
 /// are merged; where neither head goes `before` the other, `ties_first` takes the first
 /// list's head, else the second's.
-fn list_sort<T: Copy>(items: &[T], before: &dyn Fn(&T, &T) -> bool, ties_first: bool) -> Vec<T> {
+pub(super) fn list_sort<T: Copy>(
+    items: &[T],
+    before: &dyn Fn(&T, &T) -> bool,
+    ties_first: bool,
+) -> Vec<T> {
     if items.len() <= 1 {
         return items.to_vec();
     }

@@ -1,7 +1,9 @@
 //! Symbols: the output symbol table in nvlink's order (section symbols, locals, globals,
 //! the parameter banks' section symbols last on sm_100+), debug links' shared-variable
-//! symbols, and the map from an input symbol to its output index.
+//! symbols, the map from an input symbol to its output index, and for `-r` the shared
+//! variables in an order that gives nvlink's layout when the output is linked again.
 
+use super::shared::list_sort;
 use super::*;
 
 /// ELF symbol visibility `STV_INTERNAL` (`st_other` low bits).
@@ -157,6 +159,51 @@ impl<'a> Merger<'a> {
         }
     }
 
+    /// `-r` output: the shared variables' symbols put in an order from which nvlink's
+    /// sort, when it links the output, gives the order it gives them linking the inputs
+    /// (where equal sizes tie, its sort depends on the positions). The sort's
+    /// permutation depends only on the sizes at each position: the variables are
+    /// placed where that permutation takes each of them to its place in the direct
+    /// link's order, when locals stay among locals and globals among globals (else the
+    /// order stays).
+    fn order_shared_for_relink(&mut self) {
+        let wanted = {
+            let d = self.sorted_shared_candidates();
+            list_sort(&d, &|&a, &b| self.sym(a).size > self.sym(b).size, false)
+        };
+        // where they are now, in symbol-table order
+        let mut now: Vec<(usize, SymKey)> = wanted
+            .iter()
+            .filter_map(|&k| self.sym_of.get(&k).map(|&at| (at, k)))
+            .collect();
+        if now.is_empty() || now.len() != wanted.len() {
+            return;
+        }
+        now.sort_unstable();
+        let positions: Vec<usize> = (0..now.len()).collect();
+        let size = |p: usize| self.sym(now[p].1).size;
+        let sigma = list_sort(&positions, &|&a, &b| size(a) > size(b), false);
+        let mut place = vec![SymKey::new(0, 0); now.len()];
+        for (&p, &k) in sigma.iter().zip(&wanted) {
+            place[p] = k;
+        }
+        let local = |k: SymKey| self.sym(k).bind == STB_LOCAL;
+        if (0..now.len()).any(|p| local(place[p]) != local(now[p].1)) {
+            return;
+        }
+        let old: Vec<OutSymbol> = now
+            .iter()
+            .map(|&(at, _)| self.symbols[at].clone())
+            .collect();
+        let from: HashMap<SymKey, usize> =
+            now.iter().enumerate().map(|(p, &(_, k))| (k, p)).collect();
+        for (p, &k) in place.iter().enumerate() {
+            let at = now[p].0;
+            self.symbols[at] = old[from[&k]].clone();
+            self.sym_of.insert(k, at);
+        }
+    }
+
     fn out_symbol(&self, k: SymKey) -> Option<OutSymbol> {
         let exec = !self.opts.relocatable;
         let s = self.sym(k);
@@ -168,7 +215,7 @@ impl<'a> Merger<'a> {
         // (a shared variable's value in a relocatable file is its alignment, as for a
         // common symbol: it stays as it is)
         let common = !exec && s.other & STO_SHARED != 0 && s.ty != STT_FUNC;
-        let (section, value) = match self.placed.get(&(k.input, s.shndx as usize)) {
+        let (section, value) = match self.placed.get(&SecKey::new(k.input, s.shndx as usize)) {
             Some(&(id, _)) if common => (Some(id), s.value),
             Some(&(id, at)) => (Some(id), s.value + at),
             None if s.other & STO_SHARED != 0 && !exec => (None, s.value),
@@ -195,18 +242,5 @@ impl<'a> Merger<'a> {
             },
             section,
         })
-    }
-
-    /// The output symbol an input symbol stands for.
-    pub(super) fn out_index(&self, k: SymKey) -> Option<usize> {
-        let s = self.sym(k);
-        if s.ty == STT_SECTION {
-            let &(id, _) = self.placed.get(&(k.input, s.shndx as usize))?;
-            return self.section_sym_index.get(&id).copied();
-        }
-        if s.bind == STB_LOCAL {
-            return self.sym_of.get(&k).copied();
-        }
-        self.sym_of.get(&self.representative(k)).copied()
     }
 }
