@@ -761,6 +761,13 @@ fn links_equivalent_to_nvlink() {
             "-G inputs, the only kernel's EXTERNS grown",
             args(&["-arch=sm_90", "dbgext_90_G.cubin", "dbghelp_90_G.cubin"]),
         ),
+        // an inline function defined in two units: the second's .debug_info
+        // relocations (its address range) stay, against the kept copy; its
+        // .debug_line and .debug_frame ones go
+        (
+            "-G inputs, an inline function in two units",
+            args(&["-arch=sm_90", "dbgweak1_90_G.cubin", "dbgweak2_90_G.cubin"]),
+        ),
         (
             "-lineinfo inputs beside plain ones",
             args(&[
