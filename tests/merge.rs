@@ -768,6 +768,21 @@ fn links_equivalent_to_nvlink() {
             "-G inputs, an inline function in two units",
             args(&["-arch=sm_90", "dbgweak1_90_G.cubin", "dbgweak2_90_G.cubin"]),
         ),
+        // a function no kernel calls: sm_100 drops its line-table sequence (a unit left
+        // with none keeps a lone end_sequence), sm_90 keeps it
+        (
+            "-lineinfo, a removed function's line table sm_100",
+            args(&[
+                "-arch=sm_100",
+                "a_100.cubin",
+                "b_100.cubin",
+                "dbgunused_100_li.cubin",
+            ]),
+        ),
+        (
+            "-lineinfo, a removed function's line table sm_90",
+            args(&["-arch=sm_90", "dbgunused_90_li.cubin"]),
+        ),
         (
             "-lineinfo inputs beside plain ones",
             args(&[

@@ -15,6 +15,7 @@ mod devrt;
 mod externs;
 mod functions;
 pub mod gather;
+mod linetable;
 mod mercury;
 mod notes;
 mod nvinfo;
