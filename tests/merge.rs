@@ -755,6 +755,34 @@ fn links_equivalent_to_nvlink() {
             "-G inputs, unplaced .debug_loc labels, -g link",
             args(&["-g", "-arch=sm_90", "debugloc_90_G.cubin"]),
         ),
+        // the only kernel's EXTERNS record moves to the end when its call tree adds
+        // entries (assert's through -G's __assert_fail); with other kernels it stays
+        (
+            "-G inputs, the only kernel's EXTERNS grown",
+            args(&["-arch=sm_90", "dbgext_90_G.cubin", "dbghelp_90_G.cubin"]),
+        ),
+        // an inline function defined in two units: the second's .debug_info
+        // relocations (its address range) stay, against the kept copy; its
+        // .debug_line and .debug_frame ones go
+        (
+            "-G inputs, an inline function in two units",
+            args(&["-arch=sm_90", "dbgweak1_90_G.cubin", "dbgweak2_90_G.cubin"]),
+        ),
+        // a function no kernel calls: sm_100 drops its line-table sequence (a unit left
+        // with none keeps a lone end_sequence), sm_90 keeps it
+        (
+            "-lineinfo, a removed function's line table sm_100",
+            args(&[
+                "-arch=sm_100",
+                "a_100.cubin",
+                "b_100.cubin",
+                "dbgunused_100_li.cubin",
+            ]),
+        ),
+        (
+            "-lineinfo, a removed function's line table sm_90",
+            args(&["-arch=sm_90", "dbgunused_90_li.cubin"]),
+        ),
         (
             "-lineinfo inputs beside plain ones",
             args(&[

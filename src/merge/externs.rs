@@ -7,7 +7,9 @@
 //! it does not have yet. A record stays in place, but a kernel's whose list outgrew it
 //! moves after a new barrier count (one the kernel gets from its call tree), unless the
 //! kernel's call tree recurses; a new record goes at the end (before a new barrier
-//! count when the call tree recurses). A list left empty has no record. (The placement
+//! count when the call tree recurses), and the image's only kernel's moves to the end
+//! whenever its call tree added entries to it (seen with -G code, where `assert` calls a
+//! function of its own). A list left empty has no record. (The placement
 //! rules were read off nvlink's output for 60 generated programs.) `.nv.prototype` keeps the entries of the
 //! functions no input defines that a live function's list names.
 
@@ -122,9 +124,31 @@ impl Merger<'_> {
                 props.barriers > 0 && !recs.iter().any(|r| r.attr == info::NUM_BARRIERS);
             // (in nvlink's sm_100+ layout the record stays where it is)
             let fits = list.len() <= self.extern_slots[f] || self.mercury_layout;
+            // (the image's only kernel: the record moves to the end when its call tree
+            // added entries to it, whatever the layout)
+            let in_place = match self.only_kernel() {
+                true => list.len() <= self.own_extern_count(f),
+                false => fits || !new_barriers,
+            };
             kernel_records(recs, props);
-            place_externs(recs, list, fits || !new_barriers, index);
+            place_externs(recs, list, in_place, index);
         }
+    }
+
+    /// Whether the image has one kernel (stops at the second).
+    fn only_kernel(&self) -> bool {
+        let mut kernels = (0..self.funcs.len()).filter(|&g| self.live[g] && self.funcs[g].entry);
+        kernels.nth(1).is_none()
+    }
+
+    /// How many distinct output symbols function `f`'s own list names.
+    fn own_extern_count(&self, f: FuncId) -> usize {
+        let mut own: Vec<usize> = (self.extern_refs[f].iter())
+            .filter_map(|&k| self.out_index(k))
+            .collect();
+        own.sort_unstable();
+        own.dedup();
+        own.len()
     }
 
     /// Whether a function no input defines is named by a live function's list.

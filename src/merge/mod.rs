@@ -40,6 +40,7 @@ mod calllists;
 mod devrt;
 mod externs;
 mod functions;
+mod linetable;
 mod mercury;
 mod notes;
 mod nvinfo;

@@ -175,8 +175,9 @@ impl<'a> Merger<'a> {
                     continue;
                 }
                 // In debug sections, entries about a definition another input's
-                // replaced go with it.
-                let loser = target_nonalloc && f.replaced;
+                // replaced go with it, but for `.debug_info`'s (a replaced inline
+                // function's address range: nvlink keeps them, against the kept copy).
+                let loser = target_nonalloc && f.replaced && target.name != ".debug_info";
                 // (never kept: nvlink's -r output drops them too)
                 if r.ty == reloc::R_CUDA_UNUSED_CLEAR32 || r.ty == reloc::R_CUDA_UNUSED_CLEAR64 {
                     if f.dead {

@@ -113,12 +113,15 @@ impl<'a> Merger<'a> {
                 let o = &mut self.out[id];
                 o.align = o.align.max(s.align.max(1));
                 let a = s.align.max(1);
-                // sm_100+: without the entries of removed functions
-                let frame = if self.mercury_layout && s.name == ".debug_frame" {
-                    let base = (o.data.len() as u64).next_multiple_of(a);
-                    self.pruned_frame(i, si, base)
-                } else {
-                    None
+                // sm_100+: without the entries (line sequences) of removed functions
+                let frame = match s.name.as_str() {
+                    _ if !self.mercury_layout => None,
+                    ".debug_frame" => {
+                        let base = (o.data.len() as u64).next_multiple_of(a);
+                        self.pruned_frame(i, si, base)
+                    }
+                    ".debug_line" | ".nv_debug_line_sass" => self.pruned_lines(i, si),
+                    _ => None,
                 };
                 let o = &mut self.out[id];
                 let at = if s.has_bytes() {

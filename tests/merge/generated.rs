@@ -37,7 +37,6 @@ enum Known {
 const DIFFERENT: &[(&str, u64, &str)] = &[
     ("sm_90", 26, "-g link: the EXTERNS record lacks vprintf"),
     ("sm_90", 29, "the EXTERNS record in another place"),
-    ("sm_100", 26, "the EXTERNS record in another place"),
 ];
 
 /// The seeds whose programs show nvlink's defect, per architecture, among the first 60
