@@ -361,6 +361,9 @@ fn links_equivalent_to_nvlink() {
             "shared memory slot alignment sm_100",
             args(&["-arch=sm_100", "smem4_100.cubin"]),
         ),
+        // a window of char arrays is aligned 1, of shorts 2 (not 4)
+        ("shared window alignment sm_80", args(&["-arch=sm_80", "smem5_80.cubin"])),
+        ("shared window alignment sm_100", args(&["-arch=sm_100", "smem5_100.cubin"])),
         // dynamic parallelism: a kernel with its own shared array launched from another
         // (in its unit and from another unit) keeps its window; the launching kernel
         // holds none of its variables, barriers or stack. At sm_100 nvlink regenerates

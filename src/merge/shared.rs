@@ -63,8 +63,9 @@ impl<'a> Merger<'a> {
         }
         let size = |m: &Self, v: SymKey| m.sym(v).size;
         let mut at: BTreeMap<SymKey, u64> = BTreeMap::new();
-        // per kernel: the end of what it holds so far, and the largest alignment
-        let mut win: Vec<(Option<u64>, u64)> = vec![(None, 4); kernels.len()];
+        // per kernel: the end of what it holds so far, and the largest alignment (1 to
+        // start: a window of `char` arrays is aligned 1, as nvlink writes it)
+        let mut win: Vec<(Option<u64>, u64)> = vec![(None, 1); kernels.len()];
         // a kernel's window now holds something ending at `end`, aligned to `a`
         let hold = |w: &mut (Option<u64>, u64), end: u64, a: u64| {
             w.0 = Some(w.0.unwrap_or(0).max(end));
