@@ -69,7 +69,7 @@ fn link_unchecked(plan: &Plan, mut ctx: LinkContext) -> Result<Timings> {
         ctx.diag.check()?;
         let kept = input::prelinked::without_linked(&trees, req.lto);
         let hosts = input::hosts(kept.as_deref().unwrap_or(&trees));
-        return report::side_files(req, &hosts, false, Timings::default());
+        return report::side_files(req, &hosts, false, true, Timings::default());
     }
     ctx.open_cache(req);
     let (timings, whole) = linkcache::around(plan, &ctx, |keep| link_phases(plan, &ctx, keep))?;
@@ -100,7 +100,7 @@ fn link_phases(plan: &Plan, ctx: &LinkContext, keep: bool) -> Result<Timings> {
     let (mut lto_cubins, mut lto_from) = (Vec::new(), Vec::new());
     if req.lto {
         match lto::phase::run(plan, ctx, &trees, &mut timings)? {
-            LtoOutcome::Written => return report::side_files(req, &hosts, true, timings),
+            LtoOutcome::Written => return report::side_files(req, &hosts, true, false, timings),
             LtoOutcome::Relocatable(c, from) => (lto_cubins, lto_from) = (c, from),
             LtoOutcome::NoIr => {}
         }
@@ -130,10 +130,12 @@ fn link_phases(plan: &Plan, ctx: &LinkContext, keep: bool) -> Result<Timings> {
             timings.written.out.as_deref().unwrap_or_default(),
         )?;
     }
+    // (libcudadevrt's objects nothing calls were left out of the inputs)
+    let devrt_linked = inputs.iter().any(|i| i.system);
     ctx.dispose(inputs);
     ctx.dispose(kept);
     ctx.dispose(trees);
-    report::side_files(req, &hosts, false, timings)
+    report::side_files(req, &hosts, false, devrt_linked, timings)
 }
 
 /// `nvlinkrs inspect`: the input trees, as text or JSON.

@@ -245,6 +245,42 @@ fn ptx_members_keep_their_ptxas_options() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// `--register-link-binaries` with libcudadevrt: its module id comes last, once, where a
+/// device launch pulled its code in (wherever `-lcudadevrt` stands, named twice
+/// included), not where nothing calls it; a `compute_90` link lists it whenever it is
+/// given; a whole-program `-dlto` link that merges it lists it too. The file must equal
+/// nvlink's (the launching links and the compute_90 one lacked the id before).
+#[test]
+fn device_runtime_register_file() {
+    let cu = cuda();
+    let lib = format!("-L{}", cu.join("lib").display());
+    let nvvm = format!("-nvvmpath={}", cu.join("nvvm").display());
+    let root = fixtures().parent().unwrap().to_path_buf();
+    let saxpy = root.join("saxpy_dc.o").display().to_string();
+    let scale = root.join("scale_dc.o").display().to_string();
+    let (dp, main) = ("dp_dc90.o", "dpmain_dc90.o");
+    let devrt = [lib.as_str(), "-lcudadevrt"];
+    for list in [
+        [&["-arch=sm_90", dp, main][..], &devrt].concat(),
+        [&["-arch=sm_90"][..], &devrt, &[&saxpy, &scale, dp, main], &devrt].concat(),
+        [&["-arch=sm_90", &saxpy, &scale][..], &devrt].concat(),
+        [&["-arch=compute_90", &saxpy, &scale][..], &devrt].concat(),
+        [&["-arch=sm_90", "-dlto", &nvvm, "dp_lto90.o", "dpmain_lto90.o"][..], &devrt].concat(),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let reg = |tool: &Path, name: &str| {
+            let path = dir.path().join(name);
+            let mut a = args(&list);
+            a.push(format!("--register-link-binaries={}", path.display()));
+            let o = run(tool, &a, dir.path());
+            assert_eq!(o.code, 0, "{list:?}: {:?}", o.messages);
+            std::fs::read_to_string(&path).unwrap()
+        };
+        let theirs = reg(&cu.join("bin/nvlink"), "theirs.c");
+        assert_eq!(reg(&nvlinkrs(), "ours.c"), theirs, "{list:?}");
+    }
+}
+
 /// The same program at sm_100 (cubin, host objects, whole-program `-dlto`) and sm_120:
 /// the images are nvlink's but for the code of kernels nvlink regenerates from their
 /// capsule Mercury (other scoreboard bits; DESIGN.md "Not equivalent"): `child` and
