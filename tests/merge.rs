@@ -312,6 +312,17 @@ fn device_runtime_sm_100() {
     }
 }
 
+/// `-r` of ptxas's internal bank-2 constants (`constopt.cu`, sm_80): nvlink applies the
+/// kernels' relocations against the `.const_opt` symbols there too, leaving no
+/// `.rel.text`; the one difference left is every `-r` output's tool note (the code and
+/// relocation sections differed before).
+#[test]
+fn internal_constants_relocatable() {
+    for d in known_differences(&args(&["-r", "-arch=sm_80", "constopt_80.cubin"])) {
+        assert!(d.starts_with("section .note.nv.tkinfo:"), "{d}");
+    }
+}
+
 /// `-r` with libcudadevrt: nvlink applies the relocations against `.nv.ptx.const0.size`
 /// there too and keeps the symbol, undefined, with the value -1; the other differences
 /// are those of every `-r` output (the tool note; REGCOUNT not propagated, DESIGN.md).
@@ -400,6 +411,14 @@ fn links_equivalent_to_nvlink() {
         // a window of char arrays is aligned 1, of shorts 2 (not 4)
         ("shared window alignment sm_80", args(&["-arch=sm_80", "smem5_80.cubin"])),
         ("shared window alignment sm_100", args(&["-arch=sm_100", "smem5_100.cubin"])),
+        // ptxas's internal constants (`.const_opt`) go as `_param` does: dropped, kept
+        // as internal objects under --preserve-relocs
+        ("internal constants", args(&["-arch=sm_80", "constopt_80.cubin"])),
+        ("internal constants -g", args(&["-arch=sm_80", "-g", "constopt_80.cubin"])),
+        (
+            "internal constants --preserve-relocs",
+            args(&["-arch=sm_80", "--preserve-relocs", "constopt_80.cubin"]),
+        ),
         // dynamic parallelism: a kernel with its own shared array launched from another
         // (in its unit and from another unit) keeps its window; the launching kernel
         // holds none of its variables, barriers or stack. At sm_100 nvlink regenerates
