@@ -69,7 +69,9 @@ fn link_unchecked(plan: &Plan, mut ctx: LinkContext) -> Result<Timings> {
         ctx.diag.check()?;
         let kept = input::prelinked::without_linked(&trees, req.lto);
         let hosts = input::hosts(kept.as_deref().unwrap_or(&trees));
-        return report::side_files(req, &hosts, false, true, Timings::default());
+        // (libcudadevrt's module id is listed beside any program object's, never alone)
+        let devrt = hosts.iter().any(|h| !h.cudadevrt);
+        return report::side_files(req, &hosts, false, devrt, Timings::default());
     }
     ctx.open_cache(req);
     let (timings, whole) = linkcache::around(plan, &ctx, |keep| link_phases(plan, &ctx, keep))?;

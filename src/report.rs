@@ -163,7 +163,7 @@ pub(crate) fn write(
 /// module ids follow the input order, reversed after a whole-program LTO (as nvlink);
 /// libcudadevrt's come last, once, where its code was linked (`devrt_linked`: a
 /// device launch pulled a member in; a `compute_XX` link, which links no code, counts
-/// every one given), wherever `-lcudadevrt` stood.
+/// every one given beside a program object), wherever `-lcudadevrt` stood.
 pub(crate) fn side_files(
     req: &LinkRequest,
     hosts: &[HostInfo],
