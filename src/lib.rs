@@ -95,13 +95,15 @@ fn link_phases(plan: &Plan, ctx: &LinkContext, keep: bool) -> Result<Timings> {
     if req.target_kind == arch::TargetKind::Virtual {
         // -arch=compute_XX (nvcc -arch=compute_XX, PTX only): nvlink reads the inputs and
         // writes the --register-link-binaries file, and no image
-        return report::side_files(req, &hosts, false, timings);
+        // (libcudadevrt's module id is listed beside any program object's, never alone)
+        let devrt = hosts.iter().any(|h| !h.cudadevrt);
+        return report::side_files(req, &hosts, false, devrt, timings);
     }
     report::unregistered(req, diag, &trees);
     let (mut lto_cubins, mut lto_from) = (Vec::new(), Vec::new());
     if req.lto {
         match lto::phase::run(plan, ctx, &trees, &mut timings)? {
-            LtoOutcome::Written => return report::side_files(req, &hosts, true, timings),
+            LtoOutcome::Written => return report::side_files(req, &hosts, true, false, timings),
             LtoOutcome::Relocatable(c, from) => (lto_cubins, lto_from) = (c, from),
             LtoOutcome::NoIr => {}
         }
@@ -133,10 +135,12 @@ fn link_phases(plan: &Plan, ctx: &LinkContext, keep: bool) -> Result<Timings> {
             timings.written.out.as_deref().unwrap_or_default(),
         )?;
     }
+    // (libcudadevrt's objects nothing calls were left out of the inputs)
+    let devrt_linked = inputs.iter().any(|i| i.system);
     ctx.dispose(inputs);
     ctx.dispose(kept);
     ctx.dispose(trees);
-    report::side_files(req, &hosts, false, timings)
+    report::side_files(req, &hosts, false, devrt_linked, timings)
 }
 
 /// `nvlinkrs inspect`: the input trees, as text or JSON.

@@ -160,23 +160,33 @@ pub(crate) fn write(
 }
 
 /// The files written beside the output: `--register-link-binaries` and `-time`. The
-/// module ids follow the input order, reversed after a whole-program LTO (as nvlink).
+/// module ids follow the input order, reversed after a whole-program LTO (as nvlink);
+/// libcudadevrt's come last, once, where its code was linked (`devrt_linked`: a
+/// device launch pulled a member in; a `compute_XX` link, which links no code, counts
+/// every one given beside a program object), wherever `-lcudadevrt` stood.
 pub(crate) fn side_files(
     req: &LinkRequest,
     hosts: &[HostInfo],
     whole_lto: bool,
+    devrt_linked: bool,
     mut timings: Timings,
 ) -> Result<Timings> {
     if let Some(path) = &req.register_link_binaries {
-        let mut ordered: Vec<&HostInfo> = hosts.iter().collect();
+        let mut ordered: Vec<&HostInfo> = hosts.iter().filter(|h| !h.cudadevrt).collect();
         if whole_lto {
             ordered.reverse();
         }
-        let ids: Vec<String> = ordered
+        let mut ids: Vec<String> = ordered
             .into_iter()
-            .filter(|h| !h.cudadevrt)
             .filter_map(|h| h.module_id.clone())
             .collect();
+        // (a library named twice gives its members once)
+        let devrt = hosts.iter().filter(|h| devrt_linked && h.cudadevrt);
+        for id in devrt.filter_map(|h| h.module_id.as_ref()) {
+            if !ids.contains(id) {
+                ids.push(id.clone());
+            }
+        }
         let text = output::register_link_binaries(&ids);
         output::write_atomic(path, text.as_bytes())?;
         if timings.written.keep {

@@ -245,6 +245,42 @@ fn ptx_members_keep_their_ptxas_options() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// `--register-link-binaries` with libcudadevrt: its module id comes last, once, where a
+/// device launch pulled its code in (wherever `-lcudadevrt` stands, named twice
+/// included), not where nothing calls it; a `compute_90` link lists it whenever it is
+/// given; a whole-program `-dlto` link that merges it lists it too. The file must equal
+/// nvlink's (the launching links and the compute_90 one lacked the id before).
+#[test]
+fn device_runtime_register_file() {
+    let cu = cuda();
+    let lib = format!("-L{}", cu.join("lib").display());
+    let nvvm = format!("-nvvmpath={}", cu.join("nvvm").display());
+    let root = fixtures().parent().unwrap().to_path_buf();
+    let saxpy = root.join("saxpy_dc.o").display().to_string();
+    let scale = root.join("scale_dc.o").display().to_string();
+    let (dp, main) = ("dp_dc90.o", "dpmain_dc90.o");
+    let devrt = [lib.as_str(), "-lcudadevrt"];
+    for list in [
+        [&["-arch=sm_90", dp, main][..], &devrt].concat(),
+        [&["-arch=sm_90"][..], &devrt, &[&saxpy, &scale, dp, main], &devrt].concat(),
+        [&["-arch=sm_90", &saxpy, &scale][..], &devrt].concat(),
+        [&["-arch=compute_90", &saxpy, &scale][..], &devrt].concat(),
+        [&["-arch=sm_90", "-dlto", &nvvm, "dp_lto90.o", "dpmain_lto90.o"][..], &devrt].concat(),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let reg = |tool: &Path, name: &str| {
+            let path = dir.path().join(name);
+            let mut a = args(&list);
+            a.push(format!("--register-link-binaries={}", path.display()));
+            let o = run(tool, &a, dir.path());
+            assert_eq!(o.code, 0, "{list:?}: {:?}", o.messages);
+            std::fs::read_to_string(&path).unwrap()
+        };
+        let theirs = reg(&cu.join("bin/nvlink"), "theirs.c");
+        assert_eq!(reg(&nvlinkrs(), "ours.c"), theirs, "{list:?}");
+    }
+}
+
 /// The same program at sm_100 (cubin, host objects, whole-program `-dlto`) and sm_120:
 /// the images are nvlink's but for the code of kernels nvlink regenerates from their
 /// capsule Mercury (other scoreboard bits; DESIGN.md "Not equivalent"): `child` and
@@ -273,6 +309,17 @@ fn device_runtime_sm_100() {
                 "{list:?}: {d}"
             );
         }
+    }
+}
+
+/// `-r` of ptxas's internal bank-2 constants (`constopt.cu`, sm_80): nvlink applies the
+/// kernels' relocations against the `.const_opt` symbols there too, leaving no
+/// `.rel.text`; the one difference left is every `-r` output's tool note (the code and
+/// relocation sections differed before).
+#[test]
+fn internal_constants_relocatable() {
+    for d in known_differences(&args(&["-r", "-arch=sm_80", "constopt_80.cubin"])) {
+        assert!(d.starts_with("section .note.nv.tkinfo:"), "{d}");
     }
 }
 
@@ -360,6 +407,17 @@ fn links_equivalent_to_nvlink() {
         (
             "shared memory slot alignment sm_100",
             args(&["-arch=sm_100", "smem4_100.cubin"]),
+        ),
+        // a window of char arrays is aligned 1, of shorts 2 (not 4)
+        ("shared window alignment sm_80", args(&["-arch=sm_80", "smem5_80.cubin"])),
+        ("shared window alignment sm_100", args(&["-arch=sm_100", "smem5_100.cubin"])),
+        // ptxas's internal constants (`.const_opt`) go as `_param` does: dropped, kept
+        // as internal objects under --preserve-relocs
+        ("internal constants", args(&["-arch=sm_80", "constopt_80.cubin"])),
+        ("internal constants -g", args(&["-arch=sm_80", "-g", "constopt_80.cubin"])),
+        (
+            "internal constants --preserve-relocs",
+            args(&["-arch=sm_80", "--preserve-relocs", "constopt_80.cubin"]),
         ),
         // dynamic parallelism: a kernel with its own shared array launched from another
         // (in its unit and from another unit) keeps its window; the launching kernel

@@ -44,10 +44,16 @@ pub(super) fn compat_max(recs: &mut [Record], inputs: &[Input]) {
         info::parse(c.bytes(s), &c.origin, &s.name, s.offset).ok()
     });
     let mut largest = None;
-    for r in others.flatten().filter(|r| r.attr == 0x02 && r.format == info::FMT_BVAL) {
+    for r in others
+        .flatten()
+        .filter(|r| r.attr == 0x02 && r.format == info::FMT_BVAL)
+    {
         largest = largest.max(Some(r.value));
     }
-    for r in recs.iter_mut().filter(|r| r.attr == 0x02 && r.format == info::FMT_BVAL) {
+    for r in recs
+        .iter_mut()
+        .filter(|r| r.attr == 0x02 && r.format == info::FMT_BVAL)
+    {
         r.value = r.value.max(largest.unwrap_or(0));
     }
 }

@@ -206,8 +206,14 @@ impl<'a> Merger<'a> {
                 // (debug information keeps the load addresses of variables, constant
                 // ones included, for the driver: nvlink keeps those relocations)
                 let load_address = target_nonalloc && reloc::is_global_address(r.ty);
+                // (under -r too: one against ptxas's internal constants, `.const_opt`,
+                // local with visibility STV_INTERNAL, which nvlink applies and drops)
+                let internal = sym.bind == STB_LOCAL && sym.other & 0x3 == 1;
                 let apply_now = resolvable_here
-                    && (exec || f.in_nonalloc_section || devrt::linker_value(sym).is_some())
+                    && (exec
+                        || f.in_nonalloc_section
+                        || internal
+                        || devrt::linker_value(sym).is_some())
                     && reloc::resolvable(r.ty)
                     && !load_address;
                 // (the addend as the next link sees it: a section symbol's piece added)

@@ -118,7 +118,8 @@ impl<'a> Merger<'a> {
             }
         }
         Layout {
-            win: vec![(None, 4); self.kernels.len()],
+            // (alignment 1 to start: a window of `char` arrays is aligned 1, as nvlink writes it)
+            win: vec![(None, 1); self.kernels.len()],
             held,
             kernels_of,
             at: BTreeMap::new(),

@@ -27,8 +27,11 @@ impl<'a> Merger<'a> {
                 }
                 // shared variables are placed per kernel; `_param` marks the
                 // parameter bank on sm_7x/sm_8x, `_SREG` the driver's part of the bank
-                // of a kernel without parameters
-                let bank_mark = sym.name == "_param" || sym.name == "_SREG";
+                // of a kernel without parameters; ptxas's other internal constants
+                // (`<kernel>.const_opt.N.M`, a 64-bit immediate moved to bank 2, whose
+                // relocations the link applies) go the same way
+                let bank_mark =
+                    sym.name == "_param" || sym.name == "_SREG" || sym.other & 0x3 == STV_INTERNAL;
                 if exec && (sym.other & STO_SHARED != 0 || bank_mark) {
                     // (a --preserve-relocs link keeps the marks, as internal objects)
                     if bank_mark
