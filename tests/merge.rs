@@ -186,7 +186,10 @@ fn device_runtime_links_equivalent_to_nvlink() {
             ("host objects", vec![&dc, &main_dc]),
             ("-g, -G code", vec!["-g", &g_cubin]),
             ("-g", vec!["-g", &cubin]),
-            ("-dlto, whole program", vec!["-dlto", &nvvm, &lto, &main_lto]),
+            (
+                "-dlto, whole program",
+                vec!["-dlto", &nvvm, &lto, &main_lto],
+            ),
             ("-dlto, device code only", vec!["-dlto", &nvvm, &lto]),
             ("-dlto, host object", vec!["-dlto", &nvvm, &lto, &main_dc]),
             ("-dump-callgraph", vec!["-dump-callgraph", &cubin]),
@@ -203,7 +206,13 @@ fn device_runtime_links_equivalent_to_nvlink() {
     // (sm_80: the `_SREG` mark of a kernel without parameters is dropped, as `_param`)
     for a in [
         vec!["-arch=sm_80", "dp_80.cubin", &lib, "-lcudadevrt"],
-        vec!["-arch=sm_80", "-preserve-relocs", "dp_80.cubin", &lib, "-lcudadevrt"],
+        vec![
+            "-arch=sm_80",
+            "-preserve-relocs",
+            "dp_80.cubin",
+            &lib,
+            "-lcudadevrt",
+        ],
     ] {
         cases += 1;
         if let Err(d) = differential(&args(&a)) {
@@ -262,10 +271,26 @@ fn device_runtime_register_file() {
     let devrt = [lib.as_str(), "-lcudadevrt"];
     for list in [
         [&["-arch=sm_90", dp, main][..], &devrt].concat(),
-        [&["-arch=sm_90"][..], &devrt, &[&saxpy, &scale, dp, main], &devrt].concat(),
+        [
+            &["-arch=sm_90"][..],
+            &devrt,
+            &[&saxpy, &scale, dp, main],
+            &devrt,
+        ]
+        .concat(),
         [&["-arch=sm_90", &saxpy, &scale][..], &devrt].concat(),
         [&["-arch=compute_90", &saxpy, &scale][..], &devrt].concat(),
-        [&["-arch=sm_90", "-dlto", &nvvm, "dp_lto90.o", "dpmain_lto90.o"][..], &devrt].concat(),
+        [
+            &[
+                "-arch=sm_90",
+                "-dlto",
+                &nvvm,
+                "dp_lto90.o",
+                "dpmain_lto90.o",
+            ][..],
+            &devrt,
+        ]
+        .concat(),
     ] {
         let dir = tempfile::tempdir().unwrap();
         let reg = |tool: &Path, name: &str| {
@@ -294,7 +319,13 @@ fn device_runtime_sm_100() {
     for list in [
         &["-arch=sm_100", "dp_100.cubin"][..],
         &["-arch=sm_100", "dp_dc100.o", "dpmain_dc100.o"],
-        &["-arch=sm_100", "-dlto", &nvvm, "dp_lto100.o", "dpmain_lto100.o"],
+        &[
+            "-arch=sm_100",
+            "-dlto",
+            &nvvm,
+            "dp_lto100.o",
+            "dpmain_lto100.o",
+        ],
         &["-arch=sm_120", "dp_120.cubin"],
     ] {
         let mut a = Vec::new();
@@ -333,7 +364,9 @@ fn device_runtime_relocatable() {
     for d in known_differences(&a) {
         assert!(
             d.starts_with("section .note.nv.tkinfo:")
-                || d.starts_with("section .nv.info: records expected only [\"0x2f _Z6parentPiS_iS_"),
+                || d.starts_with(
+                    "section .nv.info: records expected only [\"0x2f _Z6parentPiS_iS_"
+                ),
             "{d}"
         );
     }
@@ -409,12 +442,24 @@ fn links_equivalent_to_nvlink() {
             args(&["-arch=sm_100", "smem4_100.cubin"]),
         ),
         // a window of char arrays is aligned 1, of shorts 2 (not 4)
-        ("shared window alignment sm_80", args(&["-arch=sm_80", "smem5_80.cubin"])),
-        ("shared window alignment sm_100", args(&["-arch=sm_100", "smem5_100.cubin"])),
+        (
+            "shared window alignment sm_80",
+            args(&["-arch=sm_80", "smem5_80.cubin"]),
+        ),
+        (
+            "shared window alignment sm_100",
+            args(&["-arch=sm_100", "smem5_100.cubin"]),
+        ),
         // ptxas's internal constants (`.const_opt`) go as `_param` does: dropped, kept
         // as internal objects under --preserve-relocs
-        ("internal constants", args(&["-arch=sm_80", "constopt_80.cubin"])),
-        ("internal constants -g", args(&["-arch=sm_80", "-g", "constopt_80.cubin"])),
+        (
+            "internal constants",
+            args(&["-arch=sm_80", "constopt_80.cubin"]),
+        ),
+        (
+            "internal constants -g",
+            args(&["-arch=sm_80", "-g", "constopt_80.cubin"]),
+        ),
         (
             "internal constants --preserve-relocs",
             args(&["-arch=sm_80", "--preserve-relocs", "constopt_80.cubin"]),
