@@ -84,16 +84,10 @@ impl<'a> Merger<'a> {
                     bind: STB_GLOBAL,
                     ty: if self.mercury_layout && name.starts_with(".nv.reservedSmem") {
                         STT_CUDA_OBJECT
-                    } else if exec && s.ty == STT_CUDA_OBJECT {
-                        STT_OBJECT
                     } else {
-                        s.ty
+                        image_type(s.ty, exec)
                     },
-                    other: if exec {
-                        s.other & (STO_ENTRY | STO_MANAGED)
-                    } else {
-                        s.other
-                    },
+                    other: image_other(s.other, exec),
                     section: None,
                 })
             };
@@ -233,17 +227,28 @@ impl<'a> Merger<'a> {
             } else {
                 s.bind
             },
-            ty: if exec && s.ty == STT_CUDA_OBJECT {
-                STT_OBJECT
-            } else {
-                s.ty
-            },
-            other: if exec {
-                s.other & (STO_ENTRY | STO_MANAGED)
-            } else {
-                s.other
-            },
+            ty: image_type(s.ty, exec),
+            other: image_other(s.other, exec),
             section,
         })
+    }
+}
+
+/// A symbol's type in the image: an executable has no CUDA object type.
+fn image_type(ty: u8, exec: bool) -> u8 {
+    if exec && ty == STT_CUDA_OBJECT {
+        STT_OBJECT
+    } else {
+        ty
+    }
+}
+
+/// A symbol's `st_other` in the image: an executable keeps only the entry and managed
+/// marks.
+fn image_other(other: u8, exec: bool) -> u8 {
+    if exec {
+        other & (STO_ENTRY | STO_MANAGED)
+    } else {
+        other
     }
 }
