@@ -623,7 +623,11 @@ pub struct LinkRequest {
     pub dump_callgraph: Option<bool>,
     pub disable_smem_reservation: bool,
     pub allow_undefined_globals: bool,
+    /// `-force-partial-lto`, or `-r` (which nvlink treats as it): relocatable LTO output.
     pub force_partial_lto: bool,
+    /// `-force-whole-lto`: nvlink 13.5's default made explicit (a whole program unless an
+    /// input lacks IR, libcudadevrt aside, which still makes the link partial). Only
+    /// `optcheck`'s conflicts read it; nothing else does, as in nvlink.
     pub force_whole_lto: bool,
     /// Options that change only messages, which the tool note records.
     pub recorded: Recorded,
@@ -758,7 +762,8 @@ impl LinkArgs {
                 .transpose()?
                 .unwrap_or(false),
             allow_undefined_globals: self.allow_undefined_globals,
-            force_partial_lto: self.force_partial_lto,
+            // nvlink's -r is a partial LTO link (relocatable-compile options to libNVVM)
+            force_partial_lto: self.force_partial_lto || self.relocatable_link,
             force_whole_lto: self.force_whole_lto,
             recorded: Recorded {
                 suppress_stack_size_warning: self.suppress_stack_size_warning,

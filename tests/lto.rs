@@ -2222,6 +2222,9 @@ fn headline_command_without_arch_or_nvvmpath() {
         ),
         "{err}"
     );
+    // (nvlink 13.5's -v says neither "whole program compile" nor "relocatable compile":
+    // its strings are there, behind a switch the release build does not take)
+    assert!(!err.contains("program compile"), "{err}");
     let theirs = dir.path().join("theirs.cubin");
     let n = Command::new(nvlink())
         .args(["-lto", "-arch=sm_90"])
@@ -2259,4 +2262,182 @@ fn headline_command_without_arch_or_nvvmpath() {
         "{err}"
     );
     assert!(!dir.path().join("mixed.cubin").exists());
+}
+
+/// The functions a linked cubin defines.
+fn functions(cubin: &Path) -> std::collections::BTreeSet<String> {
+    let data = std::fs::read(cubin).unwrap();
+    let c =
+        nvlinkrs::elf::cubin::Cubin::parse(nvlinkrs::bytes::Bytes::from_vec(data), "out").unwrap();
+    c.symbols
+        .iter()
+        .filter(|s| s.is_function())
+        .map(|s| s.name.clone())
+        .collect()
+}
+
+/// `-lto -r` is a partial LTO link for nvlink 13.5: libNVVM gets `--device-c
+/// --force-device-c` and no host information, so external functions nobody calls stay
+/// (scale.cu's `never_called`), host objects need no libcudadevrt, and `-force-whole-lto`
+/// conflicts with it as with `-force-partial-lto`. nvlinkrs compiled a whole program,
+/// dropping them, and stopped with "expected libcudadevrt object" beside host objects.
+#[test]
+fn relocatable_lto_keeps_external_functions_as_nvlink_does() {
+    let no_devrt = |mut a: Vec<String>| {
+        a.retain(|x| x != "-lcudadevrt");
+        a
+    };
+    // the PTX libNVVM makes (the same options give the same bytes), messages, exit codes
+    check_all(vec![
+        (
+            "-r -emit-ptx, host objects".into(),
+            no_devrt(lto_args(
+                "sm_90",
+                &["-r", "-emit-ptx"],
+                &["saxpy_dlto.o", "scale_dlto.o"],
+            )),
+        ),
+        (
+            "-r -emit-ptx, a program with -lcudadevrt".into(),
+            lto_args("sm_90", &["-r", "-emit-ptx"], &PROGRAM),
+        ),
+        (
+            "-r -force-whole-lto".into(),
+            lto_args("sm_90", &["-r", "-force-whole-lto"], &PROGRAM),
+        ),
+    ]);
+    // the linked -r outputs: the same functions, and equivalent to nvlink's
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&str, Vec<String>, bool); 4] = [
+        (
+            "host objects without libcudadevrt",
+            no_devrt(lto_args(
+                "sm_90",
+                &["-r"],
+                &["saxpy_dlto.o", "scale_dlto.o"],
+            )),
+            true,
+        ),
+        (
+            ".ltoir files",
+            no_devrt(lto_args("sm_90", &["-r"], &["saxpy.ltoir", "scale.ltoir"])),
+            true,
+        ),
+        (
+            "a program with -lcudadevrt",
+            lto_args("sm_90", &["-r"], &PROGRAM),
+            true,
+        ),
+        (
+            "kernels the host never launches",
+            no_devrt(lto_args(
+                "sm_90",
+                &["-r"],
+                &["merge/launch1_lto.o", "merge/launch2_lto.o"],
+            )),
+            false,
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (i, (what, args, saxpy)) in cases.iter().enumerate() {
+        let mut outs = Vec::new();
+        for (who, tool) in [("nvlink", nvlink()), ("nvlinkrs", nvlinkrs())] {
+            let out = dir.path().join(format!("{who}_{i}.cubin"));
+            let r = Command::new(&tool)
+                .env("NVLINKRS_CACHE", "0")
+                .args(with_out(args, &out))
+                .output()
+                .unwrap();
+            assert!(
+                r.status.success(),
+                "{what}: {who} failed: {}",
+                String::from_utf8_lossy(&r.stderr)
+            );
+            outs.push(out);
+        }
+        let (want, got) = (functions(&outs[0]), functions(&outs[1]));
+        if want != got {
+            failures.push(format!(
+                "{what}: functions {want:?} from nvlink, {got:?} from nvlinkrs"
+            ));
+        }
+        if *saxpy && !got.contains("_Z12never_calledf") {
+            failures.push(format!("{what}: never_called dropped"));
+        }
+        if !saxpy {
+            // every -r output's tool note differs (it records the command line); the
+            // saxpy program's constant-bank relocations are a difference of the -r merge
+            // itself (nvlink applies them, nvlinkrs keeps them), not of LTO
+            let c = Command::new(nvlinkrs())
+                .arg("compare")
+                .args(&outs)
+                .output()
+                .unwrap();
+            let report = String::from_utf8_lossy(&c.stdout).into_owned();
+            let other: Vec<&str> = report
+                .lines()
+                .filter(|l| {
+                    !l.starts_with("section .note.nv.tkinfo") && !l.starts_with("not equivalent")
+                })
+                .collect();
+            if !other.is_empty() {
+                failures.push(format!("{what}: {report}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// `-Xnvvm` values reach libNVVM as nvlink passes them: repeats kept (`-Xopt` before each
+/// pass knob; nvlinkrs de-duplicated every value, so the second `-Xopt` went and libNVVM
+/// refused the list), only what nvlink adds itself left out; a repeat libNVVM refuses
+/// fails as nvlink's link does.
+#[test]
+fn xnvvm_values_reach_libnvvm_as_nvlink_passes_them() {
+    check_all(vec![
+        (
+            "-Xnvvm with two pass knobs".into(),
+            lto_args(
+                "sm_90",
+                &["-Xnvvm", "-Xopt,-do-licm=0,-Xopt,-do-remat=0"],
+                &PROGRAM,
+            ),
+        ),
+        (
+            "-Xnvvm knobs in two -Xnvvm options".into(),
+            lto_args(
+                "sm_90",
+                &["-Xnvvm", "-Xopt,-do-licm=0", "-Xnvvm", "-Xopt,-do-remat=0"],
+                &["saxpy.ltoir", "scale.ltoir"],
+            ),
+        ),
+        (
+            "-Xnvvm repeating what nvlink adds".into(),
+            lto_args(
+                "sm_90",
+                &[
+                    "-Xnvvm",
+                    "-link-lto,-has-global-host-info,-compile-time,-link-lto",
+                ],
+                &PROGRAM,
+            ),
+        ),
+        (
+            "-r -emit-ptx, -Xnvvm repeating what nvlink adds".into(),
+            lto_args(
+                "sm_90",
+                &[
+                    "-r",
+                    "-emit-ptx",
+                    "-Xnvvm",
+                    "--device-c,--force-device-c,-inline-info",
+                ],
+                &PROGRAM,
+            ),
+        ),
+        (
+            "-Xnvvm repeating -arch".into(),
+            lto_args("sm_90", &["-Xnvvm", "-arch=compute_90"], &PROGRAM),
+        ),
+    ]);
 }

@@ -50,7 +50,8 @@ pub fn check_conflicts(a: &LinkArgs) -> Result<()> {
         return conflict("-suppress-debug-info", "no -g");
     }
     let lto = a.link_time_opt || a.dlto;
-    if a.force_partial_lto && a.force_whole_lto && lto {
+    // (-r implies -force-partial-lto, and nvlink names that option in the conflict)
+    if (a.force_partial_lto || a.relocatable_link) && a.force_whole_lto && lto {
         return conflict("-force-partial-lto", "-force-whole-lto");
     }
     for (given, name) in [

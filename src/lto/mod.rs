@@ -295,8 +295,9 @@ pub fn nvvm_options(s: &LtoSettings, consensus: &Consensus) -> Vec<String> {
         o.push("-has-global-host-info".into());
     }
     let user = &s.xnvvm;
+    let own = o.len();
     for u in user {
-        if !o.contains(u) {
+        if !nvlink_drops(u, &o[..own]) {
             o.push(u.clone());
         }
     }
@@ -319,6 +320,28 @@ pub fn nvvm_options(s: &LtoSettings, consensus: &Consensus) -> Vec<String> {
     }
     o.extend(host_ref_options(&s.host_refs));
     o
+}
+
+/// Whether nvlink 13.5 leaves the user's `-Xnvvm` value `u` out, `own` being the options
+/// it built itself: `-compile-time` always; a switch it sets itself (`-link-lto`, `-g`,
+/// `--device-c`, ...) when it is already in `own`; any `-Ofast-compile=` beside its own.
+/// Everything else goes through as given, repeats included (`-Xopt` before each pass
+/// knob; a repeated `-arch=` or `-maxreg=` is libNVVM's error, as with nvlink). Read off
+/// nvlink through a logging libNVVM.
+fn nvlink_drops(u: &str, own: &[String]) -> bool {
+    const SWITCHES: [&str; 7] = [
+        "-link-lto",
+        "-generate-line-info",
+        "-inline-info",
+        "--device-c",
+        "--force-device-c",
+        "-g",
+        "-has-global-host-info",
+    ];
+    const OFC: &str = "-Ofast-compile=";
+    u == "-compile-time"
+        || SWITCHES.contains(&u) && own.iter().any(|o| o == u)
+        || u.starts_with(OFC) && own.iter().any(|o| o.starts_with(OFC))
 }
 
 /// The host-reference lists as libNVVM options (`-host-ref-ek=a,b`), empty lists left out.
@@ -395,7 +418,7 @@ mod tests {
     }
 
     #[test]
-    fn xnvvm_spells_out_math_options_and_drops_duplicates() {
+    fn xnvvm_spells_out_math_options_and_drops_nvlinks_own() {
         let mut s = settings();
         s.xnvvm = crate::cli::comma_list(&["-prec-div=0".into(), "-foo,-link-lto".into()]);
         assert_eq!(
@@ -408,6 +431,41 @@ mod tests {
                 "-prec-div=0",
                 "-foo",
                 "-ftz=0",
+                "-prec-sqrt=1",
+                "-fma=1"
+            ]
+        );
+    }
+
+    #[test]
+    fn xnvvm_keeps_repeats_but_of_what_nvlink_adds_itself() {
+        let mut s = settings();
+        s.debug = true;
+        s.ofast_compile = Some("max".into());
+        s.xnvvm = crate::cli::comma_list(&[
+            "-Xopt,-do-licm=0,-Xopt,-do-remat=0,-g,-opt=0,-Ofast-compile=min".into(),
+            "-compile-time,--device-c,--force-device-c,-inline-info,-inline-info".into(),
+        ]);
+        assert_eq!(
+            nvvm_options(&s, &Consensus::default()),
+            [
+                "-arch=compute_90",
+                "-link-lto",
+                "-Ofast-compile=max",
+                "--device-c",
+                "-g",
+                "-opt=0",
+                "-has-global-host-info",
+                "-Xopt",
+                "-do-licm=0",
+                "-Xopt",
+                "-do-remat=0",
+                "-opt=0",
+                "--force-device-c",
+                "-inline-info",
+                "-inline-info",
+                "-ftz=0",
+                "-prec-div=1",
                 "-prec-sqrt=1",
                 "-fma=1"
             ]

@@ -98,10 +98,7 @@ pub fn run(
         return Ok(LtoOutcome::Written);
     }
     let split = lto_out.ptx.len() > 1;
-    let relocatable = partial || !lto_out.whole_program || req.relocatable || split;
-    if req.verbose && !relocatable {
-        diag::to_stderr("whole program compile\n");
-    }
+    let relocatable = partial || !lto_out.whole_program || split;
     if req.verbose2 {
         diag::to_stderr(" Running nvlink ptxas-lto\n");
     }
