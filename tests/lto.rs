@@ -1064,6 +1064,23 @@ fn llvm_bitcode_links_on_the_llvm_engine() {
             args(&[], &[bc("host.bc")]),
             "only nvptx64 device code can be linked",
         ),
+        // what the LLVM engine cannot carry out is refused by name (it was dropped: a -g
+        // build came out without debug information, -Xnvvm values went unread)
+        (
+            "-g",
+            args(&["-g"], &program),
+            "nvlink fatal   : -g is not supported with LLVM bitcode LTO: the LLVM engine emits no debug information",
+        ),
+        (
+            "-Xnvvm pass knob",
+            args(&["-Xnvvm", "-ftz=1,-Xopt,-do-licm=0"], &program),
+            "nvlink fatal   : -Xnvvm '-Xopt' is not supported with LLVM bitcode LTO",
+        ),
+        (
+            "-Xnvvm -opt",
+            args(&["-Xnvvm", "-opt=0"], &program),
+            "nvlink fatal   : -Xnvvm '-opt=0' is not supported with LLVM bitcode LTO",
+        ),
     ] {
         let o = run(&nvlinkrs(), &a);
         assert_eq!(o.code, 1, "{what}: {o:?}");
@@ -1077,6 +1094,15 @@ fn llvm_bitcode_links_on_the_llvm_engine() {
             "{what}: output left"
         );
     }
+    // the math options it maps go through (-ftz=1: flush-to-zero PTX)
+    let o = run(
+        &nvlinkrs(),
+        &args(&["-emit-ptx", "-Xnvvm", "-ftz=1,-maxreg=32"], &program),
+    );
+    assert_eq!(o.code, 0, "{:?}", o.messages);
+    let ptx = String::from_utf8(o.output.unwrap()).unwrap();
+    assert!(ptx.contains(".ftz.f32"), "{ptx}");
+    assert!(ptx.contains(".maxnreg 32"), "{ptx}");
 }
 
 /// Runs nvlinkrs with `args` plus `--report-json`; the output and the report.
@@ -2278,8 +2304,8 @@ fn functions(cubin: &Path) -> std::collections::BTreeSet<String> {
 
 /// `-lto -r` is a partial LTO link for nvlink 13.5: libNVVM gets `--device-c
 /// --force-device-c` and no host information, so external functions nobody calls stay
-/// (scale.cu's `never_called`), host objects need no libcudadevrt, and `-force-whole-lto`
-/// conflicts with it as with `-force-partial-lto`. nvlinkrs compiled a whole program,
+/// (scale.cu's `never_called`) and host objects need no libcudadevrt (`-r
+/// -force-whole-lto`: see `force_whole_lto_is_nvlinks_default`). nvlinkrs compiled a whole program,
 /// dropping them, and stopped with "expected libcudadevrt object" beside host objects.
 #[test]
 fn relocatable_lto_keeps_external_functions_as_nvlink_does() {
@@ -2300,10 +2326,6 @@ fn relocatable_lto_keeps_external_functions_as_nvlink_does() {
         (
             "-r -emit-ptx, a program with -lcudadevrt".into(),
             lto_args("sm_90", &["-r", "-emit-ptx"], &PROGRAM),
-        ),
-        (
-            "-r -force-whole-lto".into(),
-            lto_args("sm_90", &["-r", "-force-whole-lto"], &PROGRAM),
         ),
     ]);
     // the linked -r outputs: the same functions, and equivalent to nvlink's
@@ -2440,4 +2462,66 @@ fn xnvvm_values_reach_libnvvm_as_nvlink_passes_them() {
             lto_args("sm_90", &["-Xnvvm", "-arch=compute_90"], &PROGRAM),
         ),
     ]);
+}
+
+/// `-force-whole-lto` changes nothing nvlink 13.5 does by default: the link is a whole
+/// program when every input has IR (libcudadevrt aside), still partial beside an input
+/// without IR (with nvlink's message), and it conflicts with `-force-partial-lto` and with
+/// `-r`, which nvlink treats as `-force-partial-lto` (nvlinkrs linked `-r
+/// -force-whole-lto`), and without `-dlto`.
+#[test]
+fn force_whole_lto_is_nvlinks_default() {
+    let no_dlto = |mut a: Vec<String>| {
+        a.retain(|x| x != "-dlto");
+        a
+    };
+    check_all(vec![
+        (
+            "-force-whole-lto".into(),
+            lto_args("sm_90", &["-force-whole-lto"], &PROGRAM),
+        ),
+        (
+            "-force-whole-lto beside an input without IR".into(),
+            lto_args(
+                "sm_90",
+                &["-force-whole-lto", "-emit-ptx"],
+                &["main_dlto.o", "saxpy_dlto.o", "scale_dc.o"],
+            ),
+        ),
+        (
+            "-r -force-whole-lto".into(),
+            lto_args("sm_90", &["-r", "-force-whole-lto"], &PROGRAM),
+        ),
+        (
+            "-force-whole-lto -r -emit-ptx".into(),
+            lto_args("sm_90", &["-force-whole-lto", "-r", "-emit-ptx"], &PROGRAM),
+        ),
+        (
+            "-force-partial-lto -force-whole-lto".into(),
+            lto_args(
+                "sm_90",
+                &["-force-partial-lto", "-force-whole-lto"],
+                &PROGRAM,
+            ),
+        ),
+        (
+            "-force-whole-lto without -dlto".into(),
+            no_dlto(lto_args("sm_90", &["-r", "-force-whole-lto"], &PROGRAM)),
+        ),
+    ]);
+    // the conflicts are nvlink's words, exit 1
+    let o = run(
+        &nvlinkrs(),
+        &lto_args("sm_90", &["-r", "-force-whole-lto"], &PROGRAM),
+    );
+    assert_eq!(
+        (o.code, o.messages.as_slice()),
+        (
+            1,
+            &[
+                "nvlink fatal   : Conflicting options '-force-partial-lto' and '-force-whole-lto'"
+                    .to_string()
+            ][..]
+        )
+    );
 }

@@ -144,6 +144,59 @@ pub fn parse_options(options: &[String]) -> Result<LlvmOptions> {
     Ok(o)
 }
 
+/// `-Xnvvm` values the engine carries out ([`parse_options`] maps them), or that mean
+/// nothing more than what nvlinkrs already puts in the list (`-link-lto`,
+/// `-has-global-host-info`, `-compile-time`); a trailing `=` takes any value.
+const XNVVM_CARRIED: &[&str] = &[
+    "-ftz=",
+    "-prec-div=",
+    "-prec-sqrt=",
+    "-fma=",
+    "-maxreg=",
+    "-Ofast-compile=",
+    "-split-compile=",
+    "-split-compile-extended=",
+    "-host-ref-",
+    "--device-c",
+    "--force-device-c",
+    "-link-lto",
+    "-has-global-host-info",
+    "-compile-time",
+];
+
+/// Refuses by name what the LLVM engine would otherwise drop: `-g` (it emits no debug
+/// information) and any `-Xnvvm` value it does not carry out. `bitcode` names an input
+/// that chose the engine.
+pub fn refuse_unsupported(debug: bool, xnvvm: &[String], bitcode: &str) -> Result<()> {
+    let why = format!("'{bitcode}' is LLVM bitcode, linked by the LLVM engine");
+    if debug {
+        return Err(Error::fatal(
+            "-g is not supported with LLVM bitcode LTO: the LLVM engine emits no debug information",
+        )
+        .context(why));
+    }
+    let carried = |v: &str| {
+        XNVVM_CARRIED.iter().any(|c| {
+            if c.ends_with('=') || c.ends_with('-') {
+                v.starts_with(c)
+            } else {
+                v == *c
+            }
+        })
+    };
+    if let Some(v) = xnvvm.iter().find(|v| !carried(v)) {
+        return Err(Error::fatal(format!(
+            "-Xnvvm '{v}' is not supported with LLVM bitcode LTO"
+        ))
+        .context(why)
+        .context(
+            "the LLVM engine carries out -ftz=, -prec-div=, -prec-sqrt=, -fma=, -maxreg=, \
+             -Ofast-compile=, -split-compile(-extended)=, -host-ref-* and --device-c",
+        ));
+    }
+    Ok(())
+}
+
 /// The helper's side: links, optimizes and emits PTX (see the module comment).
 #[cfg(feature = "llvm")]
 pub fn compile_in_process(
@@ -519,6 +572,42 @@ fn set_backend_options(o: &LlvmOptions) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_the_engine_cannot_carry_out_is_refused_by_name() {
+        let x = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let ok = x(&[
+            "-ftz=1",
+            "-maxreg=32",
+            "-host-ref-ek=k",
+            "-link-lto",
+            "--device-c",
+        ]);
+        assert!(refuse_unsupported(false, &ok, "a.bc").is_ok());
+        let e = refuse_unsupported(true, &ok, "a.bc")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("-g is not supported with LLVM bitcode LTO"),
+            "{e}"
+        );
+        assert!(e.contains("'a.bc' is LLVM bitcode"), "{e}");
+        for bad in [
+            "-opt=0",
+            "-Xopt",
+            "-generate-line-info",
+            "-link-ltox",
+            "-ftz",
+        ] {
+            let e = refuse_unsupported(false, &x(&["-fma=0", bad]), "a.bc")
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.starts_with(&format!("-Xnvvm '{bad}' is not supported")),
+                "{e}"
+            );
+        }
+    }
 
     #[test]
     fn libnvvm_options_map_to_llvm_settings() {

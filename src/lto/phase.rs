@@ -199,7 +199,8 @@ fn engine_uncached(
             "LLVM bitcode ('{}') and NVIDIA LTO IR ('{}') cannot be linked in one LTO link yet",
             b.module.name, c.module.name
         ))),
-        (Some(_), None) => {
+        (Some(b), None) => {
+            lto::llvm_engine::refuse_unsupported(req.debug, &req.xnvvm, &b.module.name)?;
             let kit = plan.toolkit()?;
             let libdevice = Some(kit.libdevice()).filter(|p| p.is_file());
             let mut files: Vec<std::path::PathBuf> = libdevice.iter().cloned().collect();
