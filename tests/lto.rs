@@ -2386,10 +2386,41 @@ fn relocatable_lto_keeps_external_functions_as_nvlink_does() {
         if *saxpy && !got.contains("_Z12never_calledf") {
             failures.push(format!("{what}: never_called dropped"));
         }
+        // the staged build's next link: nvlink links nvlinkrs' -r output to what it
+        // links from its own (but for the tool note, which carries the inputs' notes)
+        let finals: Vec<PathBuf> = outs
+            .iter()
+            .map(|o| {
+                let f = o.with_extension("final.cubin");
+                let st = Command::new(nvlink())
+                    .arg("-arch=sm_90")
+                    .arg(o)
+                    .arg("-o")
+                    .arg(&f)
+                    .status()
+                    .unwrap();
+                assert!(st.success(), "{what}: nvlink's relink of {}", o.display());
+                f
+            })
+            .collect();
+        let c = Command::new(nvlinkrs())
+            .arg("compare")
+            .args(&finals)
+            .output()
+            .unwrap();
+        let report = String::from_utf8_lossy(&c.stdout).into_owned();
+        if report.lines().any(|l| {
+            !(l.starts_with("section .note.nv.tkinfo")
+                || l.contains("equivalent")
+                || l == "byte-identical")
+        }) {
+            failures.push(format!("{what}, relinked: {report}"));
+        }
         if !saxpy {
             // every -r output's tool note differs (it records the command line); the
-            // saxpy program's constant-bank relocations are a difference of the -r merge
-            // itself (nvlink applies them, nvlinkrs keeps them), not of LTO
+            // saxpy program's constant-bank relocations are the -r merge's chosen
+            // difference, not LTO's (nvlink applies them and loses the bank offset on
+            // relink; nvlinkrs keeps them, DESIGN.md)
             let c = Command::new(nvlinkrs())
                 .arg("compare")
                 .args(&outs)
