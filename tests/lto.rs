@@ -2512,6 +2512,15 @@ fn force_whole_lto_is_nvlinks_default() {
             lto_args("sm_90", &["-force-whole-lto"], &PROGRAM),
         ),
         (
+            // (libcudadevrt, without IR, does not make the link partial either way)
+            "-force-whole-lto -keep-system-libraries".into(),
+            lto_args(
+                "sm_90",
+                &["-force-whole-lto", "-keep-system-libraries"],
+                &PROGRAM,
+            ),
+        ),
+        (
             "-force-whole-lto beside an input without IR".into(),
             lto_args(
                 "sm_90",
