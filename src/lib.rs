@@ -129,7 +129,7 @@ fn link_phases(plan: &Plan, ctx: &LinkContext, keep: bool) -> Result<Timings> {
                 kit.root.display()
             ))
         })?;
-        let lib = finalize::nvjitlink::NvJitLink::load(&path)?;
+        let lib = finalize::nvjitlink::OnDemand::new(path);
         timings.phase("finalize", || {
             finalize::apply(&lib, req.target, &mut inputs)
         })?;

@@ -238,6 +238,22 @@ fn finalizer_control_bits_sm_100() {
             "{arch}: with libnvJitLink's control bits"
         );
     }
+    // a finalizer nvlinkrs does not know: refused by name, no output
+    let leaf = dir.path().join("leaf_sm_120.cubin").display().to_string();
+    let bad = run_with(
+        &nvlinkrs(),
+        &["-arch=sm_120".to_string(), leaf],
+        dir.path(),
+        &[("NVLINKRS_FINALIZER", "ptxas")],
+    );
+    assert_eq!(bad.code, 1);
+    assert_eq!(
+        bad.messages,
+        [
+            "nvlink fatal   : NVLINKRS_FINALIZER='ptxas': the only finalizer nvlinkrs knows is 'nvjitlink'"
+        ]
+    );
+    assert!(bad.output.is_none());
 }
 
 /// -G code at sm_100 whose `.nv.merc.debug_loc` refers to labels ptxas left undefined:

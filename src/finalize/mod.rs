@@ -20,7 +20,7 @@ use rayon::prelude::*;
 use crate::arch::Arch;
 use crate::bytes::{Bytes, Le};
 use crate::diag::{Error, Result};
-use crate::elf::cubin::{Cubin, SHT_PROGBITS, SHT_REL, SHT_RELA};
+use crate::elf::cubin::{Cubin, SHT_PROGBITS, SHT_REL, SHT_RELA, STB_GLOBAL};
 use crate::merge::Input;
 
 /// The environment variable that turns the prototype on (`nvjitlink`).
@@ -55,7 +55,8 @@ pub fn requested() -> Result<Option<String>> {
     }
 }
 
-/// Each sm_100+ unit without `-G` debug information offered to `fin`, in parallel; the
+/// Each sm_100+ unit without `-G` debug information or an undefined global symbol offered
+/// to `fin`, in parallel; the
 /// units it finalized have their functions' control bits replaced where [`splice`]
 /// allows. libcudadevrt's members are left alone.
 pub fn apply(fin: &dyn Finalizer, arch: Arch, inputs: &mut [Input]) -> Result<Stats> {
@@ -63,7 +64,14 @@ pub fn apply(fin: &dyn Finalizer, arch: Arch, inputs: &mut [Input]) -> Result<St
         .par_iter()
         .map(|i| {
             let c = &i.cubin;
-            if i.system || !c.has_mercury() || c.sections.iter().any(|s| s.name == ".debug_info") {
+            // (a unit with an undefined global would fail the link alone: not asked)
+            if i.system
+                || !c.has_mercury()
+                || c.sections.iter().any(|s| s.name == ".debug_info")
+                || c.symbols
+                    .iter()
+                    .any(|s| !s.defined() && s.bind == STB_GLOBAL)
+            {
                 return Ok(None);
             }
             let Some(image) = fin.finalize(&c.data, arch)? else {

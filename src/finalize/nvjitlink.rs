@@ -5,6 +5,7 @@
 
 use std::ffi::{CString, c_char, c_int, c_void};
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use super::Finalizer;
 use crate::arch::Arch;
@@ -137,5 +138,29 @@ impl Finalizer for NvJitLink {
             return Err(failed("nvJitLinkGetLinkedCubin", rc));
         }
         Ok(Some(image))
+    }
+}
+
+/// libnvJitLink loaded when the first unit is offered (a link with none loads nothing).
+pub struct OnDemand {
+    path: PathBuf,
+    lib: OnceLock<Result<NvJitLink>>,
+}
+
+impl OnDemand {
+    pub fn new(path: PathBuf) -> OnDemand {
+        OnDemand {
+            path,
+            lib: OnceLock::new(),
+        }
+    }
+}
+
+impl Finalizer for OnDemand {
+    fn finalize(&self, unit: &[u8], arch: Arch) -> Result<Option<Vec<u8>>> {
+        match self.lib.get_or_init(|| NvJitLink::load(&self.path)) {
+            Ok(lib) => lib.finalize(unit, arch),
+            Err(e) => Err(e.clone()),
+        }
     }
 }
