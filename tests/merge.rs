@@ -156,9 +156,10 @@ fn launched_kernel_sm_100() {
 
 /// Kernels that make no call, at sm_100 and sm_120: nvlink's finalizer gives them other
 /// scheduling control bits than ptxas `-c` wrote (DESIGN.md, "sm_100+: the finalizer").
-/// With `NVLINKRS_FINALIZER=nvjitlink` the units that link alone take libnvJitLink's
-/// control bits and those kernels are nvlink's; a unit with an undefined reference
-/// (`ext.cu`) is left as ptxas wrote it, its call-free kernel still differing.
+/// With `NVLINKRS_FINALIZER=nvjitlink` the units that link alone (or with libcudadevrt)
+/// take libnvJitLink's control bits and those kernels are nvlink's; a unit with an
+/// undefined reference to another unit (`ext.cu`) is left as ptxas wrote it, its
+/// call-free kernel still differing.
 #[test]
 fn finalizer_control_bits_sm_100() {
     let sources = [
@@ -237,6 +238,20 @@ fn finalizer_control_bits_sm_100() {
             text(&["_Z5kleafPfi"]),
             "{arch}: with libnvJitLink's control bits"
         );
+    }
+    // dynamic parallelism (dp.cu): its child kernel and libcudadevrt's memcpy_3d and
+    // memset_3d kernels, which differ without the finalizer (device_runtime_sm_100), are
+    // nvlink's when the unit is finalized with libcudadevrt's member
+    let lib = format!("-L{}", cuda().join("lib").display());
+    for arch in ["100", "120"] {
+        let cubin = format!("dp_{arch}.cubin");
+        let a = args(&[&format!("-arch=sm_{arch}"), &cubin, &lib, "-lcudadevrt"]);
+        let want = run(&cuda().join("bin/nvlink"), &a, dir.path());
+        let env = [("NVLINKRS_FINALIZER", "nvjitlink")];
+        let got = run_with(&nvlinkrs(), &a, dir.path(), &env);
+        assert_eq!((got.code, &got.messages), (0, &want.messages), "{cubin}");
+        let r = equiv::compare(&want.output.unwrap(), &got.output.unwrap()).unwrap();
+        assert!(r.equivalent(), "{cubin}: {:?}", r.differences);
     }
     // a finalizer nvlinkrs does not know: refused by name, no output
     let leaf = dir.path().join("leaf_sm_120.cubin").display().to_string();

@@ -6,21 +6,22 @@
 //! make no call, among others) the two differ in the scheduling control bits only, for
 //! others in their instructions too (DESIGN.md, "sm_100+: the finalizer"). The code a
 //! function gets does not depend on the other units, and libnvJitLink, given a unit that
-//! links alone, produces nvlink's code for it. This module asks a [`Finalizer`] for
-//! each unit's image and takes from it, per function, the control bits only, and only
-//! where every instruction is otherwise the one ptxas wrote (so offsets, relocations,
-//! `.nv.info` records and line tables stay as they are). Everything else is left alone:
-//! a unit the finalizer cannot link alone (an undefined function or variable), `-G`
-//! code, and functions whose instructions or sizes the finalizer changed.
+//! links alone (or with libcudadevrt), produces nvlink's code for it. This module asks a
+//! [`Finalizer`] for each unit's image and takes from it, per function, the control bits
+//! only, and only where every instruction is otherwise the one ptxas wrote (so offsets,
+//! relocations, `.nv.info` records and line tables stay as they are). Everything else is
+//! left alone: a unit that calls or refers to another unit, `-G` code, and functions
+//! whose instructions or sizes the finalizer changed.
 
 pub mod nvjitlink;
 
 use rayon::prelude::*;
+use std::collections::HashSet;
 
 use crate::arch::Arch;
 use crate::bytes::{Bytes, Le};
 use crate::diag::{Error, Result};
-use crate::elf::cubin::{Cubin, SHT_PROGBITS, SHT_REL, SHT_RELA, STB_GLOBAL};
+use crate::elf::cubin::{Cubin, SHT_PROGBITS, SHT_REL, SHT_RELA, STB_GLOBAL, STB_LOCAL};
 use crate::merge::Input;
 
 /// The environment variable that turns the prototype on (`nvjitlink`).
@@ -28,9 +29,10 @@ pub const VAR: &str = "NVLINKRS_FINALIZER";
 
 /// A real finalizer of capsule Mercury.
 pub trait Finalizer: Sync {
-    /// `unit` linked alone into an executable image for `arch`; `None` when the
-    /// finalizer refuses to link it alone (it needs another unit's definitions).
-    fn finalize(&self, unit: &[u8], arch: Arch) -> Result<Option<Vec<u8>>>;
+    /// `units` (a unit, and libcudadevrt's members where it calls into them) linked into
+    /// an executable image for `arch`; `None` when the finalizer refuses to link them
+    /// (they need another unit's definitions).
+    fn finalize(&self, units: &[&[u8]], arch: Arch) -> Result<Option<Vec<u8>>>;
 }
 
 /// What the finalizer changed in a link.
@@ -55,26 +57,52 @@ pub fn requested() -> Result<Option<String>> {
     }
 }
 
-/// Each sm_100+ unit without `-G` debug information or an undefined global symbol offered
-/// to `fin`, in parallel; the
-/// units it finalized have their functions' control bits replaced where [`splice`]
-/// allows. libcudadevrt's members are left alone.
+/// Each sm_100+ unit without `-G` debug information offered to `fin`, in parallel: alone,
+/// or with libcudadevrt's members when it calls into them; not a unit with an undefined
+/// global that another input of the link defines (it would not link alone). The units
+/// finalized have their functions' control bits replaced where [`splice`] allows.
 pub fn apply(fin: &dyn Finalizer, arch: Arch, inputs: &mut [Input]) -> Result<Stats> {
+    let globals = |i: &Input| -> HashSet<String> {
+        let c = &i.cubin;
+        let defined = c
+            .symbols
+            .iter()
+            .filter(|s| s.defined() && s.bind != STB_LOCAL);
+        defined.map(|s| s.name.clone()).collect()
+    };
+    let (mut ours, mut devrt) = (HashSet::new(), HashSet::new());
+    for i in inputs.iter() {
+        if i.system { &mut devrt } else { &mut ours }.extend(globals(i));
+    }
+    let devrt_units: Vec<&[u8]> = inputs
+        .iter()
+        .filter(|i| i.system)
+        .map(|i| &i.cubin.data[..])
+        .collect();
     let done: Vec<Result<Option<(Cubin, usize)>>> = inputs
         .par_iter()
         .map(|i| {
             let c = &i.cubin;
-            // (a unit with an undefined global would fail the link alone: not asked)
-            if i.system
-                || !c.has_mercury()
-                || c.sections.iter().any(|s| s.name == ".debug_info")
-                || c.symbols
-                    .iter()
-                    .any(|s| !s.defined() && s.bind == STB_GLOBAL)
-            {
+            if !c.has_mercury() || c.sections.iter().any(|s| s.name == ".debug_info") {
                 return Ok(None);
             }
-            let Some(image) = fin.finalize(&c.data, arch)? else {
+            let (mut needs_ours, mut calls_devrt) = (false, false);
+            for s in c
+                .symbols
+                .iter()
+                .filter(|s| !s.defined() && s.bind == STB_GLOBAL)
+            {
+                needs_ours |= ours.contains(&s.name);
+                calls_devrt |= !i.system && devrt.contains(&s.name);
+            }
+            if needs_ours {
+                return Ok(None);
+            }
+            let mut units = vec![&c.data[..]];
+            if calls_devrt {
+                units.extend(&devrt_units);
+            }
+            let Some(image) = fin.finalize(&units, arch)? else {
                 return Ok(None);
             };
             let origin = format!("{} (finalized)", c.origin);

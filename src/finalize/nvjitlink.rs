@@ -1,5 +1,5 @@
 //! libnvJitLink (the toolkit's `lib/libnvJitLink.so.13`), loaded at run time, as a
-//! [`Finalizer`]: one unit added as a cubin and linked alone for `-arch=sm_XX`. All of
+//! [`Finalizer`]: the units added as cubins and linked for `-arch=sm_XX`. All of
 //! libnvJitLink's FFI lives here: the public C API of `nvJitLink.h` under its
 //! versioned names (`__nvJitLink*_13_0`, which every 13.x library exports).
 
@@ -96,7 +96,7 @@ impl Drop for Link<'_> {
 }
 
 impl Finalizer for NvJitLink {
-    fn finalize(&self, unit: &[u8], arch: Arch) -> Result<Option<Vec<u8>>> {
+    fn finalize(&self, units: &[&[u8]], arch: Arch) -> Result<Option<Vec<u8>>> {
         let option = CString::new(format!("-arch={arch}")).expect("no NUL in an arch name");
         let options = [option.as_ptr()];
         let mut raw: Handle = std::ptr::null_mut();
@@ -107,18 +107,20 @@ impl Finalizer for NvJitLink {
         }
         let link = Link(&self.api, raw);
         let name = c"unit.cubin";
-        // SAFETY: the unit's bytes and length, and a NUL-terminated name.
-        let rc = unsafe {
-            (self.api.add_data)(
-                link.1,
-                INPUT_CUBIN,
-                unit.as_ptr().cast(),
-                unit.len(),
-                name.as_ptr(),
-            )
-        };
-        if rc != 0 {
-            return Err(failed("nvJitLinkAddData", rc));
+        for unit in units {
+            // SAFETY: the unit's bytes and length, and a NUL-terminated name.
+            let rc = unsafe {
+                (self.api.add_data)(
+                    link.1,
+                    INPUT_CUBIN,
+                    unit.as_ptr().cast(),
+                    unit.len(),
+                    name.as_ptr(),
+                )
+            };
+            if rc != 0 {
+                return Err(failed("nvJitLinkAddData", rc));
+            }
         }
         // SAFETY: a live handle. A unit that needs another unit's definitions fails here
         // (undefined references): it is left as ptxas wrote it.
@@ -157,9 +159,9 @@ impl OnDemand {
 }
 
 impl Finalizer for OnDemand {
-    fn finalize(&self, unit: &[u8], arch: Arch) -> Result<Option<Vec<u8>>> {
+    fn finalize(&self, units: &[&[u8]], arch: Arch) -> Result<Option<Vec<u8>>> {
         match self.lib.get_or_init(|| NvJitLink::load(&self.path)) {
-            Ok(lib) => lib.finalize(unit, arch),
+            Ok(lib) => lib.finalize(units, arch),
             Err(e) => Err(e.clone()),
         }
     }
