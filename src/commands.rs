@@ -138,7 +138,8 @@ pub fn help_text() -> String {
         out += &format!("  {:<8}  {about}\n", c.get_name());
     }
     out += "\nEnvironment: NVLINKRS_CACHE_DIR (cache folder), NVLINKRS_DAEMON=1 (link through the\n\
-            daemon), NVLINKRS_PROGRESS=1 (progress lines), NVLINKRS_JOBS=K (threads), CUDA_HOME.\n";
+            daemon), NVLINKRS_PROGRESS=1 (progress lines), NVLINKRS_JOBS=K (threads),\n\
+            NVLINKRS_FINALIZER=nvjitlink (sm_100+ control bits from libnvJitLink), CUDA_HOME.\n";
     out
 }
 

@@ -20,6 +20,7 @@ pub mod demangle;
 pub mod diag;
 pub mod elf;
 pub mod fatbin;
+pub mod finalize;
 pub mod frames;
 pub mod gather;
 pub mod input;
@@ -44,7 +45,7 @@ use std::time::Instant;
 
 use cli::LinkRequest;
 pub use context::{LinkContext, Process};
-use diag::{Diagnostics, Result};
+use diag::{Diagnostics, Error, Result};
 use lto::phase::LtoOutcome;
 use plan::Plan;
 pub use report::Timings;
@@ -116,9 +117,23 @@ fn link_phases(plan: &Plan, ctx: &LinkContext, keep: bool) -> Result<Timings> {
     // no input with code for the target (each reported by a warning): nvlink writes an
     // image without code, and so does the merge
     let described = lto_cubins.is_empty() && units.iter().all(|u| u.system || u.host);
-    let inputs = timings.phase("assemble", || {
+    let mut inputs = timings.phase("assemble", || {
         assemble::objects(plan, ctx, units, lto_cubins)
     })?;
+    if finalize::requested()?.is_some() && req.target.sm >= 100 && !req.relocatable {
+        let kit = plan.toolkit()?;
+        let path = kit.libnvjitlink().ok_or_else(|| {
+            Error::fatal(format!(
+                "{}: no libnvJitLink.so.13 in the toolkit at '{}'",
+                finalize::VAR,
+                kit.root.display()
+            ))
+        })?;
+        let lib = finalize::nvjitlink::OnDemand::new(path);
+        timings.phase("finalize", || {
+            finalize::apply(&lib, req.target, &mut inputs)
+        })?;
+    }
     let mut options = plan.merge_options();
     options.kernels = plan.kernel_filter(&hosts, described);
     options.lto_from = lto_from;

@@ -133,6 +133,18 @@ impl Toolkit {
         c.into_iter().find(|p| p.exists())
     }
 
+    /// libnvJitLink (the opt-in sm_100+ finalizer, `src/finalize/`).
+    pub fn libnvjitlink(&self) -> Option<PathBuf> {
+        [
+            "lib/libnvJitLink.so.13",
+            "lib64/libnvJitLink.so.13",
+            "lib64/libnvJitLink.so",
+        ]
+        .iter()
+        .map(|p| self.root.join(p))
+        .find(|p| p.exists())
+    }
+
     pub fn libdevice(&self) -> PathBuf {
         self.root
             .join("nvvm")

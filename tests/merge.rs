@@ -41,6 +41,10 @@ struct Outcome {
 }
 
 fn run(tool: &Path, args: &[String], dir: &Path) -> Outcome {
+    run_with(tool, args, dir, &[])
+}
+
+fn run_with(tool: &Path, args: &[String], dir: &Path, env: &[(&str, &str)]) -> Outcome {
     let out = dir.join("out.cubin");
     let _ = std::fs::remove_file(&out);
     let mut a: Vec<String> = args.to_vec();
@@ -50,6 +54,7 @@ fn run(tool: &Path, args: &[String], dir: &Path) -> Outcome {
     let r = Command::new(tool)
         .args(&a)
         .env("XDG_CACHE_HOME", xdg.path())
+        .envs(env.iter().copied())
         .output()
         .unwrap();
     let name = tool.file_name().unwrap().to_string_lossy().into_owned();
@@ -147,6 +152,123 @@ fn launched_kernel_sm_100() {
             "{d}"
         );
     }
+}
+
+/// Kernels that make no call, at sm_100 and sm_120: nvlink's finalizer gives them other
+/// scheduling control bits than ptxas `-c` wrote (DESIGN.md, "sm_100+: the finalizer").
+/// With `NVLINKRS_FINALIZER=nvjitlink` the units that link alone (or with libcudadevrt)
+/// take libnvJitLink's control bits and those kernels are nvlink's; a unit with an
+/// undefined reference to another unit (`ext.cu`) is left as ptxas wrote it, its
+/// call-free kernel still differing.
+#[test]
+fn finalizer_control_bits_sm_100() {
+    let sources = [
+        (
+            "leaf",
+            "__global__ void k(float* p, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) p[i] += 1.f; }\n\
+             template<typename T> __global__ void tk(T* p, T v, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) p[i] = p[i] * v + T(1); }\n\
+             template __global__ void tk<float>(float*, float, int);\n\
+             template __global__ void tk<int>(int*, int, int);\n\
+             __global__ void reduce(const float* in, float* out, int n) { __shared__ float s[256]; int t = threadIdx.x; int i = blockIdx.x * blockDim.x + t;\n\
+               s[t] = i < n ? in[i] : 0.f; __syncthreads(); for (int k = blockDim.x / 2; k > 32; k >>= 1) { if (t < k) s[t] += s[t + k]; __syncthreads(); }\n\
+               float v = s[t]; if (t < 32) { for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffff, v, o); if (t == 0) atomicAdd(out, v); } }\n",
+        ),
+        (
+            "ext",
+            "extern __device__ float g(float);\n\
+             __global__ void kext(float* p) { p[threadIdx.x] = g(p[threadIdx.x]); }\n\
+             __global__ void kleaf(float* p, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) p[i] = p[i] * 2.f + 3.f; }\n",
+        ),
+        ("def", "__device__ float g(float x) { return x * x; }\n"),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    for arch in ["sm_100", "sm_120"] {
+        let mut a = vec![format!("-arch={arch}")];
+        for (name, text) in sources {
+            let (cu, cubin) = (
+                dir.path().join(format!("{name}.cu")),
+                dir.path().join(format!("{name}_{arch}.cubin")),
+            );
+            std::fs::write(&cu, text).unwrap();
+            let ok = Command::new(cuda().join("bin/nvcc"))
+                .args(["-cubin", "-rdc=true", &format!("-arch={arch}")])
+                .arg(&cu)
+                .arg("-o")
+                .arg(&cubin)
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok, "nvcc {name}.cu for {arch}");
+            a.push(cubin.display().to_string());
+        }
+        let want = run(&cuda().join("bin/nvlink"), &a, dir.path());
+        assert_eq!((want.code, &want.messages), (0, &Vec::new()), "{arch}");
+        let differing = |env: &[(&str, &str)]| {
+            let got = run_with(&nvlinkrs(), &a, dir.path(), env);
+            assert_eq!(
+                (got.code, &got.messages),
+                (0, &Vec::new()),
+                "{arch} {env:?}"
+            );
+            let r = equiv::compare(want.output.as_ref().unwrap(), &got.output.unwrap()).unwrap();
+            let mut d: Vec<String> = r
+                .differences
+                .iter()
+                .map(|d| d.split(':').next().unwrap().to_string())
+                .collect();
+            d.dedup();
+            d
+        };
+        let text = |names: &[&str]| -> Vec<String> {
+            names.iter().map(|n| format!("section .text.{n}")).collect()
+        };
+        assert_eq!(
+            differing(&[]),
+            text(&[
+                "_Z1kPfi",
+                "_Z2tkIfEvPT_S0_i",
+                "_Z2tkIiEvPT_S0_i",
+                "_Z5kleafPfi",
+                "_Z6reducePKfPfi"
+            ]),
+            "{arch}: without the finalizer"
+        );
+        assert_eq!(
+            differing(&[("NVLINKRS_FINALIZER", "nvjitlink")]),
+            text(&["_Z5kleafPfi"]),
+            "{arch}: with libnvJitLink's control bits"
+        );
+    }
+    // dynamic parallelism (dp.cu): its child kernel and libcudadevrt's memcpy_3d and
+    // memset_3d kernels, which differ without the finalizer (device_runtime_sm_100), are
+    // nvlink's when the unit is finalized with libcudadevrt's member
+    let lib = format!("-L{}", cuda().join("lib").display());
+    for arch in ["100", "120"] {
+        let cubin = format!("dp_{arch}.cubin");
+        let a = args(&[&format!("-arch=sm_{arch}"), &cubin, &lib, "-lcudadevrt"]);
+        let want = run(&cuda().join("bin/nvlink"), &a, dir.path());
+        let env = [("NVLINKRS_FINALIZER", "nvjitlink")];
+        let got = run_with(&nvlinkrs(), &a, dir.path(), &env);
+        assert_eq!((got.code, &got.messages), (0, &want.messages), "{cubin}");
+        let r = equiv::compare(&want.output.unwrap(), &got.output.unwrap()).unwrap();
+        assert!(r.equivalent(), "{cubin}: {:?}", r.differences);
+    }
+    // a finalizer nvlinkrs does not know: refused by name, no output
+    let leaf = dir.path().join("leaf_sm_120.cubin").display().to_string();
+    let bad = run_with(
+        &nvlinkrs(),
+        &["-arch=sm_120".to_string(), leaf],
+        dir.path(),
+        &[("NVLINKRS_FINALIZER", "ptxas")],
+    );
+    assert_eq!(bad.code, 1);
+    assert_eq!(
+        bad.messages,
+        [
+            "nvlink fatal   : NVLINKRS_FINALIZER='ptxas': the only finalizer nvlinkrs knows is 'nvjitlink'"
+        ]
+    );
+    assert!(bad.output.is_none());
 }
 
 /// -G code at sm_100 whose `.nv.merc.debug_loc` refers to labels ptxas left undefined:

@@ -1,0 +1,168 @@
+//! libnvJitLink (the toolkit's `lib/libnvJitLink.so.13`), loaded at run time, as a
+//! [`Finalizer`]: the units added as cubins and linked for `-arch=sm_XX`. All of
+//! libnvJitLink's FFI lives here: the public C API of `nvJitLink.h` under its
+//! versioned names (`__nvJitLink*_13_0`, which every 13.x library exports).
+
+use std::ffi::{CString, c_char, c_int, c_void};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use super::Finalizer;
+use crate::arch::Arch;
+use crate::diag::{Error, Result};
+
+type Handle = *mut c_void;
+type CreateFn = unsafe extern "C" fn(*mut Handle, u32, *const *const c_char) -> c_int;
+type DestroyFn = unsafe extern "C" fn(*mut Handle) -> c_int;
+type AddDataFn = unsafe extern "C" fn(Handle, c_int, *const c_void, usize, *const c_char) -> c_int;
+type CompleteFn = unsafe extern "C" fn(Handle) -> c_int;
+type SizeFn = unsafe extern "C" fn(Handle, *mut usize) -> c_int;
+type CopyFn = unsafe extern "C" fn(Handle, *mut c_void) -> c_int;
+
+/// `NVJITLINK_INPUT_CUBIN`.
+const INPUT_CUBIN: c_int = 1;
+
+struct Api {
+    create: CreateFn,
+    destroy: DestroyFn,
+    add_data: AddDataFn,
+    complete: CompleteFn,
+    cubin_size: SizeFn,
+    cubin: CopyFn,
+}
+
+/// A loaded libnvJitLink.
+pub struct NvJitLink {
+    api: Api,
+    pub path: PathBuf,
+    // Never unloaded: libnvJitLink's finalizer leaves worker threads behind, and
+    // unloading the code under them crashed one link in four.
+    _lib: std::mem::ManuallyDrop<libloading::Library>,
+}
+
+// SAFETY: plain function pointers into a library that stays loaded while the struct
+// lives; each call below uses a handle of its own, which libnvJitLink allows from any
+// thread.
+unsafe impl Send for NvJitLink {}
+unsafe impl Sync for NvJitLink {}
+
+fn failed(what: &str, rc: c_int) -> Error {
+    Error::fatal("elfLink finalization failed")
+        .context(format!("libnvJitLink: {what} returned {rc}"))
+}
+
+impl NvJitLink {
+    pub fn load(path: &Path) -> Result<NvJitLink> {
+        let load_error = |e: &dyn std::fmt::Display| {
+            Error::fatal("elfLink linker library load error")
+                .context(format!("libnvJitLink '{}': {e}", path.display()))
+        };
+        // SAFETY: loading runs the library's initialisers, NVIDIA's own for this use.
+        let lib = unsafe { libloading::Library::new(path) }.map_err(|e| load_error(&e))?;
+        // SAFETY: each symbol gets the C signature nvJitLink.h declares for it; the
+        // pointers are used only while `lib` lives (it is moved into the result).
+        let api = unsafe {
+            macro_rules! get {
+                ($name:literal) => {
+                    *lib.get(concat!("__", $name, "_13_0\0").as_bytes())
+                        .map_err(|e| load_error(&format!("no {}: {e}", $name)))?
+                };
+            }
+            Api {
+                create: get!("nvJitLinkCreate"),
+                destroy: get!("nvJitLinkDestroy"),
+                add_data: get!("nvJitLinkAddData"),
+                complete: get!("nvJitLinkComplete"),
+                cubin_size: get!("nvJitLinkGetLinkedCubinSize"),
+                cubin: get!("nvJitLinkGetLinkedCubin"),
+            }
+        };
+        Ok(NvJitLink {
+            api,
+            path: path.to_path_buf(),
+            _lib: std::mem::ManuallyDrop::new(lib),
+        })
+    }
+}
+
+/// A handle destroyed when dropped.
+struct Link<'a>(&'a Api, Handle);
+
+impl Drop for Link<'_> {
+    fn drop(&mut self) {
+        // SAFETY: the handle came from create and is destroyed once.
+        unsafe { (self.0.destroy)(&mut self.1) };
+    }
+}
+
+impl Finalizer for NvJitLink {
+    fn finalize(&self, units: &[&[u8]], arch: Arch) -> Result<Option<Vec<u8>>> {
+        let option = CString::new(format!("-arch={arch}")).expect("no NUL in an arch name");
+        let options = [option.as_ptr()];
+        let mut raw: Handle = std::ptr::null_mut();
+        // SAFETY: a valid out-pointer and one NUL-terminated option.
+        let rc = unsafe { (self.api.create)(&mut raw, 1, options.as_ptr()) };
+        if rc != 0 || raw.is_null() {
+            return Err(failed("nvJitLinkCreate", rc));
+        }
+        let link = Link(&self.api, raw);
+        let name = c"unit.cubin";
+        for unit in units {
+            // SAFETY: the unit's bytes and length, and a NUL-terminated name.
+            let rc = unsafe {
+                (self.api.add_data)(
+                    link.1,
+                    INPUT_CUBIN,
+                    unit.as_ptr().cast(),
+                    unit.len(),
+                    name.as_ptr(),
+                )
+            };
+            if rc != 0 {
+                return Err(failed("nvJitLinkAddData", rc));
+            }
+        }
+        // SAFETY: a live handle. A unit that needs another unit's definitions fails here
+        // (undefined references): it is left as ptxas wrote it.
+        if unsafe { (self.api.complete)(link.1) } != 0 {
+            return Ok(None);
+        }
+        let mut size = 0usize;
+        // SAFETY: a live handle and a valid out-pointer.
+        let rc = unsafe { (self.api.cubin_size)(link.1, &mut size) };
+        if rc != 0 {
+            return Err(failed("nvJitLinkGetLinkedCubinSize", rc));
+        }
+        let mut image = vec![0u8; size];
+        // SAFETY: a buffer of the size libnvJitLink reported.
+        let rc = unsafe { (self.api.cubin)(link.1, image.as_mut_ptr().cast()) };
+        if rc != 0 {
+            return Err(failed("nvJitLinkGetLinkedCubin", rc));
+        }
+        Ok(Some(image))
+    }
+}
+
+/// libnvJitLink loaded when the first unit is offered (a link with none loads nothing).
+pub struct OnDemand {
+    path: PathBuf,
+    lib: OnceLock<Result<NvJitLink>>,
+}
+
+impl OnDemand {
+    pub fn new(path: PathBuf) -> OnDemand {
+        OnDemand {
+            path,
+            lib: OnceLock::new(),
+        }
+    }
+}
+
+impl Finalizer for OnDemand {
+    fn finalize(&self, units: &[&[u8]], arch: Arch) -> Result<Option<Vec<u8>>> {
+        match self.lib.get_or_init(|| NvJitLink::load(&self.path)) {
+            Ok(lib) => lib.finalize(units, arch),
+            Err(e) => Err(e.clone()),
+        }
+    }
+}
