@@ -45,7 +45,7 @@ use std::time::Instant;
 
 use cli::LinkRequest;
 pub use context::{LinkContext, Process};
-use diag::{Diagnostics, Error, Result};
+use diag::{Diagnostics, Result};
 use lto::phase::LtoOutcome;
 use plan::Plan;
 pub use report::Timings;
@@ -120,19 +120,8 @@ fn link_phases(plan: &Plan, ctx: &LinkContext, keep: bool) -> Result<Timings> {
     let mut inputs = timings.phase("assemble", || {
         assemble::objects(plan, ctx, units, lto_cubins)
     })?;
-    if finalize::requested()?.is_some() && req.target.sm >= 100 && !req.relocatable {
-        let kit = plan.toolkit()?;
-        let path = kit.libnvjitlink().ok_or_else(|| {
-            Error::fatal(format!(
-                "{}: no libnvJitLink.so.13 in the toolkit at '{}'",
-                finalize::VAR,
-                kit.root.display()
-            ))
-        })?;
-        let lib = finalize::nvjitlink::OnDemand::new(path);
-        timings.phase("finalize", || {
-            finalize::apply(&lib, req.target, &mut inputs)
-        })?;
+    if finalize::wanted(plan)? {
+        timings.phase("finalize", || finalize::phase(plan, &mut inputs))?;
     }
     let mut options = plan.merge_options();
     options.kernels = plan.kernel_filter(&hosts, described);

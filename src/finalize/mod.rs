@@ -23,6 +23,7 @@ use crate::bytes::{Bytes, Le};
 use crate::diag::{Error, Result};
 use crate::elf::cubin::{Cubin, SHT_PROGBITS, SHT_REL, SHT_RELA, STB_GLOBAL, STB_LOCAL};
 use crate::merge::Input;
+use crate::plan::Plan;
 
 /// The environment variable that turns the prototype on (`nvjitlink`).
 pub const VAR: &str = "NVLINKRS_FINALIZER";
@@ -55,6 +56,24 @@ pub fn requested() -> Result<Option<String>> {
             "{VAR}='{v}': the only finalizer nvlinkrs knows is 'nvjitlink'"
         ))),
     }
+}
+
+/// Whether this link runs the finalizer: asked for, an sm_100+ target, not `-r`.
+pub fn wanted(plan: &Plan) -> Result<bool> {
+    let req = plan.req;
+    Ok(requested()?.is_some() && req.target.sm >= 100 && !req.relocatable)
+}
+
+/// The phase: the toolkit's libnvJitLink as the finalizer of `inputs`.
+pub fn phase(plan: &Plan, inputs: &mut [Input]) -> Result<Stats> {
+    let kit = plan.toolkit()?;
+    let path = kit.libnvjitlink().ok_or_else(|| {
+        Error::fatal(format!(
+            "{VAR}: no libnvJitLink.so.13 in the toolkit at '{}'",
+            kit.root.display()
+        ))
+    })?;
+    apply(&nvjitlink::OnDemand::new(path), plan.req.target, inputs)
 }
 
 /// Each sm_100+ unit without `-G` debug information offered to `fin`, in parallel: alone,
