@@ -6,7 +6,7 @@
 //! in the sm_100+ layout, where the parameter banks follow the memory-only sections and
 //! the capsule-Mercury sections come last).
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::io::Write;
 
 use super::cubin::*;
@@ -178,7 +178,7 @@ impl StrTab {
     fn new() -> StrTab {
         StrTab {
             bytes: vec![0],
-            at: HashMap::new(),
+            at: HashMap::default(),
         }
     }
     fn add(&mut self, s: &str) -> u32 {

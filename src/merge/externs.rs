@@ -76,12 +76,9 @@ impl Merger<'_> {
         }
         let i = self.funcs[f].key.input;
         let c = &self.inputs[i].cubin;
-        let Some(s) = self.info_section_of(f) else {
-            return Ok((Vec::new(), 0));
-        };
         let mut list = Vec::new();
         let mut slots = 0;
-        for r in info::parse(c.bytes(s), &c.origin, &s.name, s.offset)? {
+        for r in &self.funcs[f].records {
             if r.attr != info::EXTERNS {
                 continue;
             }

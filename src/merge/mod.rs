@@ -221,6 +221,9 @@ struct Func {
     text: usize,
     /// Its `.nv.info.<fn>` section in its input (the first naming its code).
     info: Option<usize>,
+    /// That section's records, parsed once (read by the register limits, `EXTERNS` and
+    /// `.nv.info`; let go after `.nv.info`).
+    records: Vec<Record>,
     /// The relocation sections of its code in its input, in order.
     relocs: Vec<usize>,
     entry: bool,

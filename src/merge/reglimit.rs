@@ -94,13 +94,7 @@ impl Merger<'_> {
 
     /// Kernel `f`'s `MAXREG_COUNT`, if its `.nv.info` section has one.
     fn register_limit(&self, f: FuncId) -> Result<Option<u32>> {
-        let i = self.funcs[f].key.input;
-        let c = &self.inputs[i].cubin;
-        let Some(s) = self.info_section_of(f) else {
-            return Ok(None);
-        };
-        let recs = info::parse(c.bytes(s), &c.origin, &s.name, s.offset)?;
-        Ok((recs.iter())
+        Ok((self.funcs[f].records.iter())
             .find(|r| r.attr == MAXREG_COUNT && r.format == info::FMT_HVAL)
             .map(|r| r.value as u32))
     }
