@@ -109,11 +109,19 @@ impl<'a> Merger<'a> {
                 .iter()
                 .find(|r| r.attr == info::NUM_BARRIERS)
                 .map_or(0, |r| (r.value & 0xFF) as u32);
+            let max_regs = (records.iter())
+                .find(|r| r.attr == reglimit::MAXREG_COUNT && r.format == info::FMT_HVAL)
+                .map(|r| r.value as u32);
+            let extern_entries = (records.iter().filter(|r| r.attr == info::EXTERNS))
+                .flat_map(|r| r.payload.chunks_exact(4))
+                .map(|e| e.u32_at(0).unwrap_or(0))
+                .collect();
             out.push(Func {
                 key: SymKey::new(i, s),
                 text,
                 info,
-                records,
+                max_regs,
+                extern_entries,
                 relocs: relocs_of.get(&text).cloned().unwrap_or_default(),
                 entry: sym.is_entry(),
                 regs: self.sym_value(SymKey::new(i, s), info::REGCOUNT),
@@ -131,24 +139,25 @@ impl<'a> Merger<'a> {
     /// out) and the shared variables it uses.
     fn relocation_edges(&self, f: FuncId) -> Result<(BTreeSet<FuncId>, BTreeSet<SymKey>)> {
         let i = self.funcs[f].key.input;
-        let (mut callees, mut shared) = (BTreeSet::new(), BTreeSet::new());
+        // (gathered in lists and made sets at once, which sorts each list once)
+        let (mut callees, mut shared) = (Vec::new(), Vec::new());
         for &ri in &self.funcs[f].relocs {
             for r in self.relocs(i, ri)? {
                 let sk = SymKey::new(i, r.sym as usize);
                 let sym = self.sym(sk);
                 if sym.other & STO_SHARED != 0 && sym.ty != STT_FUNC {
                     // (an `extern` array no input defines: its name's first reference)
-                    shared.insert(self.representative(sk));
+                    shared.push(self.representative(sk));
                     continue;
                 }
                 if let Some(g) = self.func_of(sk)
                     && g != f
                 {
-                    callees.insert(g);
+                    callees.push(g);
                 }
             }
         }
-        Ok((callees, shared))
+        Ok((callees.into_iter().collect(), shared.into_iter().collect()))
     }
 
     pub(super) fn reach(&mut self) {

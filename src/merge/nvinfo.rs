@@ -149,11 +149,8 @@ impl<'a> Merger<'a> {
             }
         }
         self.props = props;
-        // (nothing after `.nv.info` reads the call trees or the functions' records)
+        // (nothing after `.nv.info` reads the call trees)
         self.trees = Vec::new();
-        for func in &mut self.funcs {
-            func.records = Vec::new();
-        }
         Ok(())
     }
 
@@ -176,7 +173,7 @@ impl<'a> Merger<'a> {
             return Ok(None);
         };
         let mut recs = Vec::new();
-        for mut r in self.funcs[f].records.iter().cloned() {
+        for mut r in info::parse(c.bytes(s), &c.origin, &s.name, s.offset)? {
             if r.attr == info::PARAM_CBANK && r.payload.len() >= 4 {
                 let sym = r.payload.u32_at(0).unwrap_or(0) as usize;
                 if sym < c.symbols.len()

@@ -14,7 +14,7 @@ use super::calllists::CallLists;
 use super::*;
 
 /// `EIATTR_MAXREG_COUNT`: the register limit ptxas compiled a kernel under (HVAL).
-const MAXREG_COUNT: u8 = 0x1B;
+pub(super) const MAXREG_COUNT: u8 = 0x1B;
 
 impl Merger<'_> {
     /// nvlink's register propagation: (kernel, function, registers) for each raise, in
@@ -94,8 +94,6 @@ impl Merger<'_> {
 
     /// Kernel `f`'s `MAXREG_COUNT`, if its `.nv.info` section has one.
     fn register_limit(&self, f: FuncId) -> Result<Option<u32>> {
-        Ok((self.funcs[f].records.iter())
-            .find(|r| r.attr == MAXREG_COUNT && r.format == info::FMT_HVAL)
-            .map(|r| r.value as u32))
+        Ok(self.funcs[f].max_regs)
     }
 }
