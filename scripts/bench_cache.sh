@@ -71,4 +71,5 @@ print("did not change. On the LLVM path the program is cut into parts by unit be
 print("optimized (src/lto/llvm_split.rs); optimization, code generation and ptxas run again only")
 print("for the parts whose content changed: the changed unit's.")
 PY
+{ echo; conditions; } >> "$out"
 cat "$out"

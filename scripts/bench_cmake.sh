@@ -54,4 +54,5 @@ for step in ("clean", "host", "cu"):
     ma, mb = statistics.median(a), statistics.median(b)
     print(f"| {names[step]} | {ma:.2f} ({min(a):.2f}-{max(a):.2f}) | {mb:.2f} ({min(b):.2f}-{max(b):.2f}) | {mb / ma:.3f} |")
 PY
+{ echo; conditions; } >> "$out"
 cat "$out"

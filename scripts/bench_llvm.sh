@@ -18,7 +18,11 @@ read -r tr rr < <(measure "$N" -arch=sm_90 -lto -nvvmpath="$CU/nvvm" "$W"/u*.bc 
 read -r ts rs < <(measure "$N" -arch=sm_90 -lto -nvvmpath="$CU/nvvm" -split-compile-extended=2 "$W"/u*.bc -o "$W/split.cubin")
 kernels_of() { "$N" inspect --json "$1" | python3 -c 'import json, sys; print(sorted(k for d in json.load(sys.stdin)["device_code"] for k in d["elf"]["kernels"]))'; }
 if [ "$(kernels_of "$W/wrapper.cubin")" = "$(kernels_of "$W/nvlinkrs.cubin")" ] &&
-   [ "$(kernels_of "$W/split.cubin")" = "$(kernels_of "$W/nvlinkrs.cubin")" ]; then same=yes; else same=NO; fi
+   [ "$(kernels_of "$W/split.cubin")" = "$(kernels_of "$W/nvlinkrs.cubin")" ]; then same=yes; else
+  echo "bench_llvm.sh: the outputs do not have the same kernels (wrapper, nvlinkrs, split: below); no results written" >&2
+  for c in wrapper nvlinkrs split; do kernels_of "$W/$c.cubin" >&2; done
+  exit 1
+fi
 out=benches/results/llvm.md
 python3 - "$tw" "$tr" "$rw" "$rr" "$ts" "$rs" "$units" "$kernels" "$(nproc)" "$same" > "$out" <<'PY'
 import sys
@@ -36,4 +40,5 @@ print(f"| nvlinkrs -lto -split-compile-extended=2 | {ts:.2f} | {rs/1024:.0f} |")
 print(f"\nnvlinkrs takes {tr/tw:.2f} of the wrapper's time ({ts/tw:.2f} with split=2);")
 print(f"split=2 / no split: {ts/tr:.2f}. Same kernels in all three outputs: {same}.")
 PY
+{ echo; conditions; } >> "$out"
 cat "$out"

@@ -30,4 +30,5 @@ print(f"| `-split-compile-extended=2` | {n2:.2f} | {r2:.2f} | {r2/n2:.2f} | {mib
 print(f"\nsplit=2 / no split: nvlinkrs {r2/r1:.2f}, nvlink {n2/n1:.2f}.")
 PY
 "$N" compare "$W/n2.cubin" "$W/r2.cubin" >/dev/null && echo "split outputs equivalent" >&2 || echo "split outputs differ: nvlink orders the pieces as libNVVM finishes them, which changes from run to run (tests/lto.rs compares with the order fixed)" >&2
+{ echo; conditions; } >> "$out"
 cat "$out"

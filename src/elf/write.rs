@@ -6,7 +6,7 @@
 //! in the sm_100+ layout, where the parameter banks follow the memory-only sections and
 //! the capsule-Mercury sections come last).
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::io::Write;
 
 use super::cubin::*;
@@ -169,19 +169,25 @@ pub fn rank(s: &OutSection, mercury: bool) -> u8 {
     }
 }
 
-struct StrTab {
+/// A string table being filled: its bytes, and where each string it holds starts (the
+/// strings borrowed from the image, not copied).
+struct StrTab<'a> {
     bytes: Vec<u8>,
-    at: HashMap<String, u32>,
+    at: HashMap<&'a str, u32>,
 }
 
-impl StrTab {
-    fn new() -> StrTab {
+impl<'a> StrTab<'a> {
+    fn new() -> StrTab<'a> {
+        StrTab::with_capacity(0)
+    }
+    /// A table with room for `n` strings (no rehash while it is filled).
+    fn with_capacity(n: usize) -> StrTab<'a> {
         StrTab {
             bytes: vec![0],
-            at: HashMap::new(),
+            at: HashMap::with_capacity_and_hasher(n, Default::default()),
         }
     }
-    fn add(&mut self, s: &str) -> u32 {
+    fn add(&mut self, s: &'a str) -> u32 {
         if s.is_empty() {
             return 0;
         }
@@ -191,7 +197,7 @@ impl StrTab {
         let o = self.bytes.len() as u32;
         self.bytes.extend_from_slice(s.as_bytes());
         self.bytes.push(0);
-        self.at.insert(s.to_string(), o);
+        self.at.insert(s, o);
         o
     }
 }
@@ -260,6 +266,23 @@ fn write_pieces<W: Write + ?Sized>(w: &mut W, pieces: &[&[u8]]) -> std::io::Resu
     Ok(())
 }
 
+/// `syms` as `.symtab` entries (after the null one), their names added to `strtab`;
+/// section `i` of the image is section `i + base` of the file.
+fn encode_symbols<'a>(syms: &'a [OutSymbol], strtab: &mut StrTab<'a>, base: usize) -> Vec<u8> {
+    let mut t = vec![0u8; 24];
+    for s in syms {
+        let name = strtab.add(&s.name);
+        t.extend_from_slice(&name.to_le_bytes());
+        t.push(s.bind << 4 | s.ty);
+        t.push(s.other);
+        let shndx = s.section.map_or(0, |i| (i + base) as u16);
+        t.extend_from_slice(&shndx.to_le_bytes());
+        t.extend_from_slice(&s.value.to_le_bytes());
+        t.extend_from_slice(&s.size.to_le_bytes());
+    }
+    t
+}
+
 /// Writes the ELF file of `img` to `w`: the sections' bytes are handed to the system
 /// where they lie (the input mappings for code, with the relocations' edits between),
 /// never gathered into one buffer.
@@ -280,7 +303,9 @@ pub fn write_to<W: Write + ?Sized>(mut img: Image, w: &mut W) -> std::io::Result
         }
     };
     let symtab_info = locals_end(&img.symbols);
-    let mut shstr = StrTab::new();
+    // (the Mercury symbols' names go in `.strtab` too; their table is encoded here)
+    let merc_symbols = img.merc_symbols.take();
+    let mut shstr = StrTab::with_capacity(img.sections.len() + 3);
     let mut names = vec![0u32; img.sections.len() + base];
     names[1] = shstr.add(".shstrtab");
     names[2] = shstr.add(".strtab");
@@ -288,7 +313,8 @@ pub fn write_to<W: Write + ?Sized>(mut img: Image, w: &mut W) -> std::io::Result
     for (i, s) in img.sections.iter().enumerate() {
         names[i + base] = shstr.add(&s.name);
     }
-    let mut strtab = StrTab::new();
+    let strings = img.leading_strings.len() + img.symbols.len();
+    let mut strtab = StrTab::with_capacity(strings + 3);
     for s in &img.leading_strings {
         strtab.add(s);
     }
@@ -298,26 +324,21 @@ pub fn write_to<W: Write + ?Sized>(mut img: Image, w: &mut W) -> std::io::Result
     for s in &img.sections {
         strtab.add(&s.name);
     }
-    let mut encode = |syms: &[OutSymbol]| {
-        let mut t = vec![0u8; 24];
-        for s in syms {
-            let name = strtab.add(&s.name);
-            t.extend_from_slice(&name.to_le_bytes());
-            t.push(s.bind << 4 | s.ty);
-            t.push(s.other);
-            let shndx = s.section.map(|i| sec_index(i) as u16).unwrap_or(0);
-            t.extend_from_slice(&shndx.to_le_bytes());
-            t.extend_from_slice(&s.value.to_le_bytes());
-            t.extend_from_slice(&s.size.to_le_bytes());
-        }
-        t
-    };
-    let symtab = encode(&img.symbols);
-    if let Some((at, syms)) = img.merc_symbols.take() {
-        let data = encode(&syms);
+    let symtab = encode_symbols(&img.symbols, &mut strtab, base);
+    let merc_symtab = (merc_symbols.as_ref()).map(|(at, syms)| {
+        (
+            *at,
+            encode_symbols(syms, &mut strtab, base),
+            locals_end(syms),
+        )
+    });
+    // (the tables' maps are let go before the sections are written)
+    let (shstr, strtab) = (shstr.bytes, strtab.bytes);
+    drop(merc_symbols);
+    if let Some((at, data, info)) = merc_symtab {
         let s = &mut img.sections[at];
         s.data = data;
-        s.info = Ref::Raw(locals_end(&syms));
+        s.info = Ref::Raw(info);
     }
     let resolve = |r: Ref| -> u32 {
         match r {
@@ -348,8 +369,8 @@ pub fn write_to<W: Write + ?Sized>(mut img: Image, w: &mut W) -> std::io::Result
     out.bytes(&ZEROS[..64]); // the ELF header, replaced at the end
     // (offset, size) per section index
     let mut place = vec![(0u64, 0u64); img.sections.len() + base];
-    place[1] = (out.put(&shstr.bytes, 1), shstr.bytes.len() as u64);
-    place[2] = (out.put(&strtab.bytes, 1), strtab.bytes.len() as u64);
+    place[1] = (out.put(&shstr, 1), shstr.len() as u64);
+    place[2] = (out.put(&strtab, 1), strtab.len() as u64);
     place[3] = (out.put(&symtab, 8), symtab.len() as u64);
     // program header spans: (offset, size) of the constant banks, the code (both one
     // span below sm_100), the parameter banks (sm_100+); the data (offset, file, memory)

@@ -76,27 +76,16 @@ impl Merger<'_> {
         }
         let i = self.funcs[f].key.input;
         let c = &self.inputs[i].cubin;
-        let Some(s) = self.info_section_of(f) else {
-            return Ok((Vec::new(), 0));
-        };
-        let mut list = Vec::new();
-        let mut slots = 0;
-        for r in info::parse(c.bytes(s), &c.origin, &s.name, s.offset)? {
-            if r.attr != info::EXTERNS {
-                continue;
-            }
-            slots += r.payload.len() / 4;
-            for e in r.payload.chunks_exact(4) {
-                let k = SymKey::new(i, e.u32_at(0).unwrap_or(0) as usize);
-                if k.sym < c.symbols.len()
+        let entries = &self.funcs[f].extern_entries;
+        let list = (entries.iter())
+            .map(|&e| SymKey::new(i, e as usize))
+            .filter(|&k| {
+                k.sym < c.symbols.len()
                     && (self.target(k).is_none()
                         || self.func_of(k).is_some_and(|g| self.funcs[g].entry))
-                {
-                    list.push(k);
-                }
-            }
-        }
-        Ok((list, slots))
+            })
+            .collect();
+        Ok((list, entries.len()))
     }
 
     /// Function `f`'s records (in output order) finished: its `EXTERNS` list (`index`

@@ -109,10 +109,19 @@ impl<'a> Merger<'a> {
                 .iter()
                 .find(|r| r.attr == info::NUM_BARRIERS)
                 .map_or(0, |r| (r.value & 0xFF) as u32);
+            let max_regs = (records.iter())
+                .find(|r| r.attr == reglimit::MAXREG_COUNT && r.format == info::FMT_HVAL)
+                .map(|r| r.value as u32);
+            let extern_entries = (records.iter().filter(|r| r.attr == info::EXTERNS))
+                .flat_map(|r| r.payload.chunks_exact(4))
+                .map(|e| e.u32_at(0).unwrap_or(0))
+                .collect();
             out.push(Func {
                 key: SymKey::new(i, s),
                 text,
                 info,
+                max_regs,
+                extern_entries,
                 relocs: relocs_of.get(&text).cloned().unwrap_or_default(),
                 entry: sym.is_entry(),
                 regs: self.sym_value(SymKey::new(i, s), info::REGCOUNT),
@@ -130,24 +139,25 @@ impl<'a> Merger<'a> {
     /// out) and the shared variables it uses.
     fn relocation_edges(&self, f: FuncId) -> Result<(BTreeSet<FuncId>, BTreeSet<SymKey>)> {
         let i = self.funcs[f].key.input;
-        let (mut callees, mut shared) = (BTreeSet::new(), BTreeSet::new());
+        // (gathered in lists and made sets at once, which sorts each list once)
+        let (mut callees, mut shared) = (Vec::new(), Vec::new());
         for &ri in &self.funcs[f].relocs {
             for r in self.relocs(i, ri)? {
                 let sk = SymKey::new(i, r.sym as usize);
                 let sym = self.sym(sk);
                 if sym.other & STO_SHARED != 0 && sym.ty != STT_FUNC {
                     // (an `extern` array no input defines: its name's first reference)
-                    shared.insert(self.representative(sk));
+                    shared.push(self.representative(sk));
                     continue;
                 }
                 if let Some(g) = self.func_of(sk)
                     && g != f
                 {
-                    callees.insert(g);
+                    callees.push(g);
                 }
             }
         }
-        Ok((callees, shared))
+        Ok((callees.into_iter().collect(), shared.into_iter().collect()))
     }
 
     pub(super) fn reach(&mut self) {
@@ -201,9 +211,12 @@ impl<'a> Merger<'a> {
     /// calls, directly or not, in function order. Another kernel a kernel's code refers
     /// to is launched (dynamic parallelism), not called: its call tree is not the
     /// caller's (nvlink gives the launching kernel none of its shared variables,
-    /// barriers, registers or stack). The walks run over one flat copy of the edges
-    /// that leaves the kernels out, in parallel, each thread marking what it has seen
-    /// with the kernel's number instead of clearing a table per kernel.
+    /// barriers, registers or stack). The graph without the edges into kernels is cut
+    /// into its strongly connected components (`components`: each function and edge
+    /// visited once), and each component's reach is its own functions and the reaches
+    /// of the components it calls, made once and shared by every caller, whichever
+    /// kernel's tree it falls in; a kernel, which nothing calls in that graph, is a
+    /// component of its own, and its reach is its tree.
     pub(super) fn call_trees(&mut self) {
         let n = self.funcs.len();
         let mut start = Vec::with_capacity(n + 1);
@@ -216,28 +229,8 @@ impl<'a> Merger<'a> {
         self.kernels = FuncId::all(n)
             .filter(|&f| self.live[f] && self.funcs[f].entry)
             .collect();
-        self.trees = self
-            .kernels
-            .par_iter()
-            .map_init(
-                || vec![None; n],
-                |seen: &mut Vec<Option<FuncId>>, &f| {
-                    seen[f] = Some(f);
-                    let (mut out, mut stack) = (vec![f], vec![f]);
-                    while let Some(g) = stack.pop() {
-                        for &h in &next[start[g.0]..start[g.0 + 1]] {
-                            if seen[h] != Some(f) {
-                                seen[h] = Some(f);
-                                out.push(h);
-                                stack.push(h);
-                            }
-                        }
-                    }
-                    out.sort_unstable();
-                    out
-                },
-            )
-            .collect();
+        let comp = components(&start, &next, &self.kernels);
+        self.trees = reaches(&start, &next, &comp, &self.kernels);
     }
 
     /// Live kernel `f`'s call tree (`call_trees`).
@@ -263,4 +256,235 @@ fn sections_by_code(c: &Cubin) -> ByCode {
         }
     }
     (info_of, relocs_of)
+}
+
+/// No component: a function no live kernel reaches (`components`).
+const UNREACHED: usize = usize::MAX;
+
+/// The strongly connected components of the call graph `start`/`next` (function `g`
+/// calls `next[start[g]..start[g + 1]]`) that `roots` reach, by Tarjan's algorithm with
+/// an explicit stack: each function's component, numbered in the order they are
+/// completed, so that a component comes after every component it calls (`UNREACHED`
+/// for the functions not reached).
+fn components(start: &[usize], next: &[FuncId], roots: &[FuncId]) -> Vec<usize> {
+    let n = start.len() - 1;
+    let mut t = Tarjan {
+        index: vec![UNREACHED; n],
+        low: vec![0; n],
+        open: Vec::new(),
+        walk: Vec::new(),
+        visited: 0,
+    };
+    let mut comp = vec![UNREACHED; n];
+    let mut done = 0;
+    for &FuncId(r) in roots {
+        if t.index[r] != UNREACHED {
+            continue;
+        }
+        t.visit(r, start);
+        while let Some(&(g, e)) = t.walk.last() {
+            if e < start[g + 1] {
+                t.walk.last_mut().expect("a walk").1 += 1;
+                let FuncId(h) = next[e];
+                if t.index[h] == UNREACHED {
+                    t.visit(h, start);
+                } else if comp[h] == UNREACHED {
+                    // (visited, its component still open: h is on a cycle through g)
+                    t.low[g] = t.low[g].min(t.index[h]);
+                }
+                continue;
+            }
+            t.walk.pop();
+            if let Some(&(caller, _)) = t.walk.last() {
+                t.low[caller] = t.low[caller].min(t.low[g]);
+            }
+            if t.low[g] == t.index[g] {
+                while let Some(h) = t.open.pop() {
+                    comp[h] = done;
+                    if h == g {
+                        break;
+                    }
+                }
+                done += 1;
+            }
+        }
+    }
+    comp
+}
+
+/// `components`' walk: each function's visit number and the lowest one it reaches,
+/// the functions visited whose component is still open, and the path (function, its
+/// next edge).
+struct Tarjan {
+    index: Vec<usize>,
+    low: Vec<usize>,
+    open: Vec<usize>,
+    walk: Vec<(usize, usize)>,
+    visited: usize,
+}
+
+impl Tarjan {
+    fn visit(&mut self, g: usize, start: &[usize]) {
+        (self.index[g], self.low[g]) = (self.visited, self.visited);
+        self.visited += 1;
+        self.open.push(g);
+        self.walk.push((g, start[g]));
+    }
+}
+
+/// Each root's reach in the call graph `start`/`next` (itself included, in function
+/// order), from the graph's components (`components`): a component's reach is its
+/// functions and the reaches of the components it calls, each made once, from the
+/// callees up, and let go once every component calling it has read it. The roots
+/// must be called by no function of the graph (each is then a component of its own).
+fn reaches(start: &[usize], next: &[FuncId], comp: &[usize], roots: &[FuncId]) -> Vec<Vec<FuncId>> {
+    let count = comp
+        .iter()
+        .filter(|&&c| c != UNREACHED)
+        .max()
+        .map_or(0, |&c| c + 1);
+    let mut members: Vec<Vec<FuncId>> = vec![Vec::new(); count];
+    for (g, &c) in comp.iter().enumerate().filter(|&(_, &c)| c != UNREACHED) {
+        members[c].push(FuncId(g));
+    }
+    // the components each one calls, and how many components call each
+    let calls: Vec<Vec<usize>> = (members.iter().enumerate())
+        .map(|(c, m)| {
+            let mut to: Vec<usize> = (m.iter())
+                .flat_map(|&FuncId(g)| &next[start[g]..start[g + 1]])
+                .map(|&FuncId(h)| comp[h])
+                .filter(|&d| d != c)
+                .collect();
+            to.sort_unstable();
+            to.dedup();
+            to
+        })
+        .collect();
+    let mut readers = vec![0usize; count];
+    for &d in calls.iter().flatten() {
+        readers[d] += 1;
+    }
+    let mut reach: Vec<Vec<FuncId>> = vec![Vec::new(); count];
+    for c in 0..count {
+        let mut r = std::mem::take(&mut members[c]);
+        if calls[c].len() <= 4 {
+            // (each list is in order: merged, not sorted again)
+            for &d in &calls[c] {
+                r = union(&r, &reach[d]);
+            }
+        } else {
+            for &d in &calls[c] {
+                r.extend_from_slice(&reach[d]);
+            }
+            r.sort_unstable();
+            r.dedup();
+        }
+        for &d in &calls[c] {
+            readers[d] -= 1;
+            if readers[d] == 0 {
+                reach[d] = Vec::new();
+            }
+        }
+        reach[c] = r;
+    }
+    (roots.iter())
+        .map(|&FuncId(k)| std::mem::take(&mut reach[comp[k]]))
+        .collect()
+}
+
+/// The functions of two lists in order, each once (both in order).
+fn union(a: &[FuncId], b: &[FuncId]) -> Vec<FuncId> {
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        let (x, y) = (a[i], b[j]);
+        out.push(x.min(y));
+        i += usize::from(x <= y);
+        j += usize::from(y <= x);
+    }
+    out.extend_from_slice(&a[i..]);
+    out.extend_from_slice(&b[j..]);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The graph as `call_trees` builds it from callee lists.
+    fn graph(callees: &[&[usize]]) -> (Vec<usize>, Vec<FuncId>) {
+        let mut start = vec![0];
+        let mut next = Vec::new();
+        for c in callees {
+            next.extend(c.iter().map(|&g| FuncId(g)));
+            start.push(next.len());
+        }
+        (start, next)
+    }
+
+    /// Each root's reach by a walk of its own (what `call_trees` did before it shared
+    /// the components' reaches).
+    fn walked(start: &[usize], next: &[FuncId], root: FuncId) -> Vec<FuncId> {
+        let mut seen = BTreeSet::from([root]);
+        let mut stack = vec![root];
+        while let Some(FuncId(g)) = stack.pop() {
+            for &h in &next[start[g]..start[g + 1]] {
+                if seen.insert(h) {
+                    stack.push(h);
+                }
+            }
+        }
+        seen.into_iter().collect()
+    }
+
+    #[test]
+    fn shared_reaches_equal_each_kernels_own_walk() {
+        // kernels 0, 1 and 7; 2 → 3 → 4 → 2 a cycle below both 0 and 1, 5 a shared leaf,
+        // 6 called from inside the cycle, 8 reached by nothing, 9 calls itself through 10
+        let callees: &[&[usize]] = &[
+            &[2, 5],
+            &[5, 4, 9],
+            &[3],
+            &[4, 6],
+            &[2, 5],
+            &[],
+            &[],
+            &[],
+            &[5],
+            &[10],
+            &[9],
+        ];
+        let (start, next) = graph(callees);
+        let roots = [FuncId(0), FuncId(1), FuncId(7)];
+        let comp = components(&start, &next, &roots);
+        assert_eq!(comp[8], UNREACHED);
+        assert!(comp[2] == comp[3] && comp[3] == comp[4] && comp[4] != comp[6]);
+        assert!(comp[9] == comp[10] && comp[9] != comp[2]);
+        // (a component after every component it calls)
+        assert!(comp[6] < comp[2] && comp[5] < comp[2] && comp[2] < comp[0]);
+        let trees = reaches(&start, &next, &comp, &roots);
+        for (k, tree) in roots.iter().zip(&trees) {
+            assert_eq!(tree, &walked(&start, &next, *k), "kernel {k:?}");
+        }
+        let ids = |v: &[usize]| v.iter().map(|&g| FuncId(g)).collect::<Vec<_>>();
+        assert_eq!(trees[0], ids(&[0, 2, 3, 4, 5, 6]));
+        assert_eq!(trees[1], ids(&[1, 2, 3, 4, 5, 6, 9, 10]));
+        assert_eq!(trees[2], ids(&[7]));
+    }
+
+    #[test]
+    fn a_long_chain_is_walked_without_recursion() {
+        // (a recursive walk would overflow the test thread's stack)
+        let n = 200_000;
+        let callees: Vec<Vec<usize>> = (0..n)
+            .map(|g| if g + 1 < n { vec![g + 1] } else { vec![1] })
+            .collect();
+        let refs: Vec<&[usize]> = callees.iter().map(Vec::as_slice).collect();
+        let (start, next) = graph(&refs);
+        let comp = components(&start, &next, &[FuncId(0)]);
+        // 1..n is one cycle (the last calls 1), 0 a component of its own
+        assert!(comp[1..].iter().all(|&c| c == comp[1]) && comp[0] != comp[1]);
+        let trees = reaches(&start, &next, &comp, &[FuncId(0)]);
+        assert_eq!(trees[0].len(), n);
+    }
 }

@@ -221,6 +221,12 @@ struct Func {
     text: usize,
     /// Its `.nv.info.<fn>` section in its input (the first naming its code).
     info: Option<usize>,
+    /// What the register limits and `EXTERNS` read of that section, taken when it is
+    /// first parsed (the records themselves are not kept: a 128-unit link's would
+    /// add megabytes to its peak): its `MAXREG_COUNT`, and its `EXTERNS` entries
+    /// (input symbol indices, every record's in order).
+    max_regs: Option<u32>,
+    extern_entries: Vec<u32>,
     /// The relocation sections of its code in its input, in order.
     relocs: Vec<usize>,
     entry: bool,

@@ -114,7 +114,8 @@ impl<'a> Merger<'a> {
         }
         // final order
         let mut order: Vec<usize> = (0..self.out.len()).collect();
-        order.sort_by_key(|&i| crate::elf::write::rank(&self.out[i], self.mercury_layout));
+        // (each rank worked out once; stable, as the order within a rank must be)
+        order.sort_by_cached_key(|&i| crate::elf::write::rank(&self.out[i], self.mercury_layout));
         let mut new_index = vec![0usize; self.out.len()];
         for (n, &i) in order.iter().enumerate() {
             new_index[i] = n;

@@ -14,7 +14,7 @@ use super::calllists::CallLists;
 use super::*;
 
 /// `EIATTR_MAXREG_COUNT`: the register limit ptxas compiled a kernel under (HVAL).
-const MAXREG_COUNT: u8 = 0x1B;
+pub(super) const MAXREG_COUNT: u8 = 0x1B;
 
 impl Merger<'_> {
     /// nvlink's register propagation: (kernel, function, registers) for each raise, in
@@ -94,14 +94,6 @@ impl Merger<'_> {
 
     /// Kernel `f`'s `MAXREG_COUNT`, if its `.nv.info` section has one.
     fn register_limit(&self, f: FuncId) -> Result<Option<u32>> {
-        let i = self.funcs[f].key.input;
-        let c = &self.inputs[i].cubin;
-        let Some(s) = self.info_section_of(f) else {
-            return Ok(None);
-        };
-        let recs = info::parse(c.bytes(s), &c.origin, &s.name, s.offset)?;
-        Ok((recs.iter())
-            .find(|r| r.attr == MAXREG_COUNT && r.format == info::FMT_HVAL)
-            .map(|r| r.value as u32))
+        Ok(self.funcs[f].max_regs)
     }
 }
