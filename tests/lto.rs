@@ -660,6 +660,9 @@ fn damaged_lto_ir_and_libnvvm_crashes_end_with_a_message() {
 /// damaged one breaks, else the container itself), nvlink's message and exit code, and
 /// no output. nvlinkrs handed them to libNVVM unread before, which answered
 /// NVVM_ERROR_INVALID_INPUT only. Two LTO IR containers are the control: all accept them.
+/// LTO IR containers at the edges of libNVVM's version gate (a newer minor, LLVM 7.1,
+/// 23.1: refused; LLVM 8.255, 23.0, older minors: linked) are held to the same rule (a
+/// newer minor was a warning, and libNVVM's refusal came without the field).
 #[test]
 fn nvvm_containers_are_refused_as_libnvvm_refuses_them() {
     use nvlinkrs::ir::nvvm_container::{LEGACY_MAGIC, MAGIC, VERSIONS, write};
@@ -683,7 +686,7 @@ fn nvvm_containers_are_refused_as_libnvvm_refuses_them() {
     let padded = [&[0u8; 4][..], &seed(LEGACY_MAGIC)].concat();
     let scrambled = &ltoir[ir_at..];
     // (name, bytes, what nvlinkrs's refusal says; None for the controls)
-    let cases: Vec<(&str, Vec<u8>, Option<&str>)> = vec![
+    let mut cases: Vec<(&str, Vec<u8>, Option<&str>)> = vec![
         ("control.ltoir", ltoir.clone(), None),
         ("control_plain.ltoir", plain, None),
         (
@@ -773,6 +776,47 @@ fn nvvm_containers_are_refused_as_libnvvm_refuses_them() {
             Some("offset 0x24: the IR is not LLVM bitcode"),
         ),
     ];
+    // saxpy's LTO IR container at the edges of libNVVM's version gate
+    let gate = |name: &'static str, at: usize, v: &[u8], refusal: Option<&'static str>| {
+        let mut d = ltoir.clone();
+        d[at..at + v.len()].copy_from_slice(v);
+        (name, d, refusal)
+    };
+    cases.extend([
+        gate(
+            "minor.ltoir",
+            5,
+            &[0x44],
+            Some("offset 0x5: container minor version 68 newer than libNVVM 13.5's (67)"),
+        ),
+        gate(
+            "irminor.ltoir",
+            7,
+            &[0x84],
+            Some("offset 0x7: NVVM IR minor version 132 newer"),
+        ),
+        gate(
+            "dbgminor.ltoir",
+            9,
+            &[3],
+            Some("offset 0x9: NVVM debug minor version 3 newer"),
+        ),
+        gate(
+            "llvm7_1.ltoir",
+            10,
+            &[7, 1],
+            Some("offset 0xa: LLVM version 7.1 not accepted by libNVVM 13.5"),
+        ),
+        gate(
+            "llvm23_1.ltoir",
+            10,
+            &[23, 1],
+            Some("offset 0xa: LLVM version 23.1 not accepted"),
+        ),
+        gate("llvm23_0.ltoir", 10, &[23, 0], None),
+        gate("llvm8_255.ltoir", 10, &[8, 255], None),
+        gate("older.ltoir", 5, &[0, 2, 0, 3, 0], None),
+    ]);
     let nvvm =
         nvlinkrs::lto::libnvvm::LibNvvm::load(&cuda().join("nvvm/lib64/libnvvm.so")).unwrap();
     let scale = std::fs::read(fixtures().join("scale.ltoir")).unwrap();

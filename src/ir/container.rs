@@ -51,6 +51,14 @@ pub fn sniff(data: &[u8]) -> Option<IrFormat> {
     }
 }
 
+/// libNVVM 13.5's gate on an LTO IR container's LLVM version (bytes 0x0A, 0x0B), read
+/// off its answers: major * 100 + minor at most 700 for a major up to 7 (13.5 writes
+/// 7.0), at most 2300 for a larger one.
+pub fn llvm_accepted((major, minor): (u8, u8)) -> bool {
+    let v = major as u32 * 100 + minor as u32;
+    v <= if major <= 7 { 700 } else { 2300 }
+}
+
 #[derive(Clone, Debug)]
 pub struct IrHeader {
     pub format: IrFormat,
@@ -243,10 +251,14 @@ fn header(data: &[u8], origin: &str, strict_ir: bool) -> Result<(IrHeader, Vec<S
 
     let mut gate_errors = Vec::new();
     let mut warnings = Vec::new();
-    for (what, have, known) in [
-        ("container", version, KNOWN_CONTAINER),
-        ("NVVM IR", nvvm_ir_version, KNOWN_NVVM_IR),
-        ("NVVM debug", debug_version, KNOWN_DEBUG),
+    // libNVVM 13.5 refuses a newer minor and an LLVM version its gate does not pass
+    // (measured through the entry nvlink adds modules with): `inspect` reads such a
+    // container with a warning, a link refuses it here with the field
+    let mut refused = Vec::new();
+    for (what, at, have, known) in [
+        ("container", 4, version, KNOWN_CONTAINER),
+        ("NVVM IR", 6, nvvm_ir_version, KNOWN_NVVM_IR),
+        ("NVVM debug", 8, debug_version, KNOWN_DEBUG),
     ] {
         if have.0 != known.0 {
             gate_errors.push(format!(
@@ -254,15 +266,39 @@ fn header(data: &[u8], origin: &str, strict_ir: bool) -> Result<(IrHeader, Vec<S
                 have.0, known.0
             ));
         } else if have.1 > known.1 {
-            warnings.push(format!(
-                "'{origin}': {what} minor version {} newer than tool ({}); reading it anyway",
-                have.1, known.1
+            refused.push((
+                at + 1,
+                format!(
+                    "{what} minor version {} newer than libNVVM 13.5's ({})",
+                    have.1, known.1
+                ),
             ));
         }
     }
     if !gate_errors.is_empty() {
         return Err(malformed(origin, 4, gate_errors.join("; ")));
     }
+    if !llvm_accepted(llvm_version) {
+        refused.push((
+            0x0A,
+            format!(
+                "LLVM version {}.{} not accepted by libNVVM 13.5",
+                llvm_version.0, llvm_version.1
+            ),
+        ));
+    }
+    if let Some((at, what)) = refused.first().filter(|_| !strict_ir) {
+        return Err(malformed(
+            origin,
+            *at,
+            format!("{what}, which refuses the module"),
+        ));
+    }
+    warnings.extend(
+        refused
+            .into_iter()
+            .map(|(_, what)| format!("'{origin}': {what}; a link refuses it")),
+    );
 
     let err = |at: u64, what: String| malformed(origin, at, what);
     let tags =
@@ -359,10 +395,29 @@ pub(crate) mod tests {
     #[test]
     fn version_gate() {
         let mut d = build(90, false, &scrambled_ir());
-        d[5] = 0x50; // newer container minor: warning
+        d[5] = 0x50; // newer container minor: a warning, refused by a link
         let (_, w) = parse(&d, "c.ltoir").unwrap();
         assert_eq!(w.len(), 1, "{w:?}");
-        assert!(w[0].contains("newer than tool"));
+        assert!(w[0].contains("newer than libNVVM 13.5's (67); a link refuses it"));
+        let e = check_for_link(&d, "c.ltoir").unwrap_err();
+        assert!(
+            e.message().starts_with(
+                "'c.ltoir' at offset 0x5: container minor version 80 newer than libNVVM 13.5's (67), which refuses"
+            ),
+            "{}",
+            e.message()
+        );
+        d[5] = 0x43;
+        d[10] = 8; // LLVM 8.0: accepted
+        check_for_link(&d, "c.ltoir").unwrap();
+        d[11] = 1; // LLVM 7.1: refused
+        d[10] = 7;
+        let e = check_for_link(&d, "c.ltoir").unwrap_err();
+        assert!(
+            e.message()
+                .contains("offset 0xa: LLVM version 7.1 not accepted")
+        );
+        d[5] = 0x50;
         d[6] = 3; // NVVM IR major 3: refused
         let e = parse(&d, "c.ltoir").unwrap_err();
         assert!(
@@ -371,6 +426,32 @@ pub(crate) mod tests {
             "{}",
             e.message()
         );
+    }
+
+    #[test]
+    fn llvm_gate_as_libnvvm_answered() {
+        // (major, minor, libNVVM 13.5 took it), from its answers on saxpy's container
+        for (major, minor, took) in [
+            (0, 0, true),
+            (1, 99, true),
+            (6, 99, true),
+            (7, 0, true),
+            (7, 1, false),
+            (5, 255, false),
+            (6, 255, false),
+            (8, 0, true),
+            (8, 255, true),
+            (20, 255, true),
+            (21, 200, true),
+            (21, 201, false),
+            (23, 0, true),
+            (23, 1, false),
+            (24, 0, false),
+            (99, 0, false),
+            (255, 0, false),
+        ] {
+            assert_eq!(llvm_accepted((major, minor)), took, "{major}.{minor}");
+        }
     }
 
     #[test]

@@ -163,12 +163,14 @@ pub fn parse(data: &[u8], origin: &str) -> Result<NvvmContainer> {
     let base: usize = if data.u32_at(0) == Some(0) { 4 } else { 0 };
     let magic = data.u32_at(base).unwrap_or(0);
     if !sniff(data) {
+        let found = data
+            .u32_at(0)
+            .map(|m| format!("{m:#010x}"))
+            .unwrap_or_else(|| format!("{} bytes", data.len()));
         return Err(malformed(
             origin,
             0,
-            format!(
-                "expected an NVVM container magic (0x7f4e5c7d or 0x1ee55a01), found {magic:#010x}"
-            ),
+            format!("expected an NVVM container magic (0x7f4e5c7d or 0x1ee55a01), found {found}"),
         ));
     }
     let h = &data[base..];
