@@ -100,6 +100,13 @@ pub fn detail(origin: &str, code: &Code) -> Result<Detail> {
         CodeKind::Nvvm(_) if ir::is_bitcode(&bytes) => bitcode_detail(origin, &bytes)?,
         CodeKind::Nvvm(_) => {
             let (h, warnings) = container::parse(&bytes, origin)?;
+            if let Some(c) = &h.nvvm {
+                return Ok(Detail {
+                    size,
+                    json: nvvm_json(c),
+                    lines: c.lines(),
+                });
+            }
             let tags: Vec<Value> = h.tags.iter().map(|(t, v)| json!([t, v])).collect();
             let j = json!({"ltoir": {
                 "format": h.format.name(), "version": format!("{}.{}", h.version.0, h.version.1),
@@ -146,6 +153,33 @@ pub fn detail(origin: &str, code: &Code) -> Result<Detail> {
         ),
     };
     Ok(Detail { size, json, lines })
+}
+
+/// An NVVM container for `inspect --json`: the header, each option pair by name (a blob
+/// tag with its data's place), the payload.
+fn nvvm_json(c: &ir::nvvm_container::NvvmContainer) -> Value {
+    let pair = |(a, b): (u8, u8)| format!("{a}.{b}");
+    let tags: Vec<Value> = c
+        .tags
+        .iter()
+        .map(|t| {
+            json!({"tag": t.tag, "name": t.name(), "value": t.value,
+                   "blob": t.blob.map(|(at, n)| json!({"offset": at, "size": n}))})
+        })
+        .collect();
+    json!({"nvvm_container": {
+        "format": c.format_name(), "magic_offset": c.base, "version": pair(c.version),
+        "nvvm_ir_version": pair(c.nvvm_ir_version), "debug_version": pair(c.debug_version),
+        "llvm_version": pair(c.llvm_version), "ir_level": c.ir_level,
+        "ir_level_name": c.ir_level_name(), "target": c.target().map(|a| a.to_string()),
+        "header_size": c.header_size, "scalar_fields_end": c.scalar_end,
+        "blob_data_end": c.blob_end, "tags": tags, "ir_offset": c.ir_offset,
+        "ir_size": c.ir_size, "payload": match c.payload {
+            ir::nvvm_container::Payload::Bitcode => json!("llvm bitcode"),
+            ir::nvvm_container::Payload::Compressed(a) => json!({"compressed": a}),
+        },
+        "linkable": false, "warnings": c.warnings,
+    }})
 }
 
 fn bitcode_detail(origin: &str, bytes: &[u8]) -> Result<(Value, Vec<String>)> {

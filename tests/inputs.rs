@@ -263,6 +263,130 @@ fn raw_files_are_one_member_of_their_kind() {
     );
 }
 
+/// NVVM containers as seed 000 lays them out (0x1EE55A01, padded, 0x7F4E5C7D; written
+/// here, no 13.5 tool writes one): `inspect` prints the header, the target, the IR level
+/// and every option pair by name (blob tags with their data's place), and refuses a
+/// damaged one with the file, offset and field, exit 1 (it refused 0x1EE55A01 outright
+/// and printed 0x7F4E5C7D's pairs as numbers only).
+#[test]
+fn nvvm_containers_are_inspected() {
+    use nvlinkrs::ir::nvvm_container::{LEGACY_MAGIC, MAGIC, VERSIONS, write};
+    let d = tempfile::tempdir().unwrap();
+    let bc = std::fs::read(fixtures().join("clang/a.bc")).unwrap();
+    let mut blobs = b"_Z5saxpyfPKfPfi\0".to_vec();
+    blobs.extend_from_slice(&1u32.to_le_bytes());
+    blobs.extend_from_slice(&40u32.to_le_bytes());
+    let tags = [
+        (1, 10),
+        (2, 0),
+        (22, 1),
+        (13, 1),
+        (19, 0x1_0000),
+        (210, 0),
+        (214, 16),
+        (500, 7),
+    ];
+    let files = [
+        (
+            "a.nvvm",
+            write(LEGACY_MAGIC, VERSIONS, 1, &tags, &blobs, &bc),
+        ),
+        (
+            "b.nvvm",
+            [
+                &[0u8; 4][..],
+                &write(LEGACY_MAGIC, VERSIONS, 2, &[(1, 8), (2, 9)], &[], &bc),
+            ]
+            .concat(),
+        ),
+        (
+            "c.ltoir",
+            write(
+                MAGIC,
+                [1, 0x43, 2, 0x62, 3, 2, 19, 1],
+                0,
+                &[(99, 0x75D4_9913)],
+                &[],
+                b"zz",
+            ),
+        ),
+    ];
+    for (name, bytes) in &files {
+        std::fs::write(d.path().join(name), bytes).unwrap();
+    }
+    let out = Command::new(bin())
+        .arg("inspect")
+        .args(files.iter().map(|(n, _)| n))
+        .current_dir(d.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bcl = bc.len();
+    let want = format!(
+        "a.nvvm: ltoir sm_100a -> {a} bytes
+    NVVM container (0x1ee55a01) 1.65, NVVM IR 2.98, debug 3.2, LLVM 20.0, IR level NVVM_IR_LEVEL_LTO (1), target sm_100a
+    options: SmMajor=10 SmMinor=0 AcceleratedArch=1 FastMath.Ftz=1 MaxRRegsAllowed=65536 TargetEntryName=[16 bytes at 0x40] PerKernelRegisters=[8 bytes at 0x50] tag 500=7
+    IR: {bcl} bytes of LLVM bitcode at 0x58
+    libNVVM 13.5 does not read NVVM containers: a link refuses this file
+b.nvvm: ltoir sm_89 -> {b} bytes
+    NVVM container (0x1ee55a01, 4 bytes in) 1.65, NVVM IR 2.98, debug 3.2, LLVM 20.0, IR level NVVM_IR_LEVEL_OPTIX (2), target sm_89
+    options: SmMajor=8 SmMinor=9
+    IR: {bcl} bytes of LLVM bitcode at 0x28
+    libNVVM 13.5 does not read NVVM containers: a link refuses this file
+c.ltoir: ltoir - -> 38 bytes
+    NVVM container (0x7f4e5c7d) 1.67, NVVM IR 2.98, debug 3.2, LLVM 19.1, IR level NVVM_IR_LEVEL_UNIFIED_AFTER_DCI (0), target not recorded
+    options: CompressAlgoId=1976867091
+    IR: 2 bytes at 0x24, compressed (CompressAlgoId 0x75d49913)
+    libNVVM 13.5 does not read NVVM containers: a link refuses this file
+    warning: 'c.ltoir': container minor version 67 newer than cicc 13.0's (65); reading it anyway
+",
+        a = files[0].1.len(),
+        b = files[1].1.len(),
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), want);
+    let j = inspect_json(&[d.path().join("a.nvvm")]);
+    let c = &j["device_code"][0]["nvvm_container"];
+    assert_eq!(c["target"], "sm_100a");
+    assert_eq!(c["tags"][5]["name"], "TargetEntryName");
+    assert_eq!(c["tags"][5]["blob"]["size"], 16);
+    assert_eq!(c["tags"][7]["name"], serde_json::Value::Null);
+    // damaged: the file, the offset of the field, exit 1, nothing on stdout
+    for (at, v, msg) in [
+        (
+            0x0A,
+            &[21u8, 0][..],
+            "at offset 0xa: LLVM version 21.0 not compatible",
+        ),
+        (
+            0x14,
+            &[0xFF, 0xFF, 0, 0],
+            "at offset 0x14: end of the blob region 65535",
+        ),
+        (
+            0x32,
+            &[0x40, 0],
+            "at offset 0x30: tag 210 (TargetEntryName) points at blob offset 64",
+        ),
+    ] {
+        let mut bad = files[0].1.clone();
+        bad[at..at + v.len()].copy_from_slice(v);
+        std::fs::write(d.path().join("bad.nvvm"), &bad).unwrap();
+        let out = Command::new(bin())
+            .args(["inspect", "bad.nvvm"])
+            .current_dir(d.path())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains(&format!("'bad.nvvm' {msg}")), "{msg}: {err}");
+        assert!(out.stdout.is_empty());
+    }
+}
+
 fn inspect_json(files: &[PathBuf]) -> serde_json::Value {
     let out = Command::new(bin())
         .arg("inspect")

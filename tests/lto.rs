@@ -652,6 +652,218 @@ fn damaged_lto_ir_and_libnvvm_crashes_end_with_a_message() {
     assert!(!out.exists());
 }
 
+/// NVVM containers (seed 000's layout, under 0x1EE55A01, padded, and 0x7F4E5C7D; no 13.5
+/// tool writes one, so they are written here around saxpy's bitcode): for each, whether
+/// the real libNVVM takes it (added as nvlink adds modules, then compiled with scale's)
+/// must be nvlinkrs's verdict, and nvlink's exit code too. libNVVM 13.5 refuses them
+/// all; nvlinkrs refuses each with the file, the offset and the reason (the field a
+/// damaged one breaks, else the container itself), nvlink's message and exit code, and
+/// no output. nvlinkrs handed them to libNVVM unread before, which answered
+/// NVVM_ERROR_INVALID_INPUT only. Two LTO IR containers are the control: all accept them.
+/// LTO IR containers at the edges of libNVVM's version gate (a newer minor, LLVM 7.1,
+/// 23.1: refused; LLVM 8.255, 23.0, older minors: linked) are held to the same rule (a
+/// newer minor was a warning, and libNVVM's refusal came without the field).
+#[test]
+fn nvvm_containers_are_refused_as_libnvvm_refuses_them() {
+    use nvlinkrs::ir::nvvm_container::{LEGACY_MAGIC, MAGIC, VERSIONS, write};
+    let tmp = tempfile::tempdir().unwrap();
+    let ltoir = std::fs::read(fixtures().join("saxpy.ltoir")).unwrap();
+    // saxpy's bitcode, and the LTO IR container as nvlink hands it to libNVVM
+    let word = |at: usize| u32::from_le_bytes(ltoir[at..at + 4].try_into().unwrap()) as usize;
+    let (options_end, ir_at) = (word(0x10), word(0x14));
+    let mut bc = ltoir[ir_at..].to_vec();
+    nvlinkrs::ir::unscramble(&mut bc, word(options_end) as u32);
+    let mut plain = ltoir[..ir_at].to_vec();
+    plain[options_end..options_end + 4].fill(0);
+    plain.extend_from_slice(&bc);
+    let sm90 = [(1u16, 9u32), (2, 0)];
+    let seed = |magic: u32| write(magic, VERSIONS, 1, &sm90, &[], &bc);
+    let patched = |at: usize, v: &[u8]| {
+        let mut d = seed(LEGACY_MAGIC);
+        d[at..at + v.len()].copy_from_slice(v);
+        d
+    };
+    let padded = [&[0u8; 4][..], &seed(LEGACY_MAGIC)].concat();
+    let scrambled = &ltoir[ir_at..];
+    // (name, bytes, what nvlinkrs's refusal says; None for the controls)
+    let mut cases: Vec<(&str, Vec<u8>, Option<&str>)> = vec![
+        ("control.ltoir", ltoir.clone(), None),
+        ("control_plain.ltoir", plain, None),
+        (
+            "seed.nvvm",
+            seed(LEGACY_MAGIC),
+            Some("offset 0x0: NVVM container (0x1ee55a01) for sm_90: libNVVM 13.5 reads only"),
+        ),
+        (
+            "padded.nvvm",
+            padded,
+            Some("offset 0x4: NVVM container (0x1ee55a01, 4 bytes in) for sm_90"),
+        ),
+        (
+            "cicc.nvvm",
+            seed(MAGIC),
+            Some("offset 0x0: NVVM container (0x7f4e5c7d) for sm_90"),
+        ),
+        (
+            "versions135.nvvm",
+            write(
+                LEGACY_MAGIC,
+                [1, 0x43, 2, 0x83, 3, 2, 7, 0],
+                1,
+                &sm90,
+                &[],
+                &bc,
+            ),
+            Some("offset 0x0: NVVM container (0x1ee55a01)"),
+        ),
+        (
+            "sm100a.ltoir",
+            write(
+                LEGACY_MAGIC,
+                VERSIONS,
+                1,
+                &[(1, 10), (2, 0), (22, 1), (13, 1)],
+                &[],
+                &bc,
+            ),
+            Some("offset 0x0: NVVM container (0x1ee55a01) for sm_100a"),
+        ),
+        (
+            "compressed.nvvm",
+            write(
+                LEGACY_MAGIC,
+                VERSIONS,
+                1,
+                &[(1, 9), (99, 0x75D4_9913)],
+                &[],
+                scrambled,
+            ),
+            Some("offset 0x0: NVVM container"),
+        ),
+        (
+            "llvm21.nvvm",
+            patched(10, &[21, 0]),
+            Some("offset 0xa: LLVM version 21.0 not compatible"),
+        ),
+        (
+            "irmajor.nvvm",
+            patched(6, &[3]),
+            Some("offset 0x6: NVVM IR major version 3 not compatible"),
+        ),
+        (
+            "header.nvvm",
+            patched(0x0E, &[0xFF, 0xFF]),
+            Some("offset 0xe: header size 65535"),
+        ),
+        (
+            "pairs.nvvm",
+            patched(0x10, &u32::MAX.to_le_bytes()),
+            Some("offset 0x10: end of the option pairs 4294967295"),
+        ),
+        (
+            "blobs.nvvm",
+            patched(0x14, &0xFF_FFFFu32.to_le_bytes()),
+            Some("offset 0x14: end of the blob region 16777215"),
+        ),
+        (
+            "blobtag.nvvm",
+            write(LEGACY_MAGIC, VERSIONS, 1, &[(209, 64)], b"k\0", &bc),
+            Some("offset 0x18: tag 209 (TargetFuncName) points at blob offset 64"),
+        ),
+        (
+            "scrambled.nvvm",
+            write(LEGACY_MAGIC, VERSIONS, 1, &sm90, &[], scrambled),
+            Some("offset 0x24: the IR is not LLVM bitcode"),
+        ),
+    ];
+    // saxpy's LTO IR container at the edges of libNVVM's version gate
+    let gate = |name: &'static str, at: usize, v: &[u8], refusal: Option<&'static str>| {
+        let mut d = ltoir.clone();
+        d[at..at + v.len()].copy_from_slice(v);
+        (name, d, refusal)
+    };
+    cases.extend([
+        gate(
+            "minor.ltoir",
+            5,
+            &[0x44],
+            Some("offset 0x5: container minor version 68 newer than libNVVM 13.5's (67)"),
+        ),
+        gate(
+            "irminor.ltoir",
+            7,
+            &[0x84],
+            Some("offset 0x7: NVVM IR minor version 132 newer"),
+        ),
+        gate(
+            "dbgminor.ltoir",
+            9,
+            &[3],
+            Some("offset 0x9: NVVM debug minor version 3 newer"),
+        ),
+        gate(
+            "llvm7_1.ltoir",
+            10,
+            &[7, 1],
+            Some("offset 0xa: LLVM version 7.1 not accepted by libNVVM 13.5"),
+        ),
+        gate(
+            "llvm23_1.ltoir",
+            10,
+            &[23, 1],
+            Some("offset 0xa: LLVM version 23.1 not accepted"),
+        ),
+        gate("llvm23_0.ltoir", 10, &[23, 0], None),
+        gate("llvm8_255.ltoir", 10, &[8, 255], None),
+        gate("older.ltoir", 5, &[0, 2, 0, 3, 0], None),
+    ]);
+    let nvvm =
+        nvlinkrs::lto::libnvvm::LibNvvm::load(&cuda().join("nvvm/lib64/libnvvm.so")).unwrap();
+    let scale = std::fs::read(fixtures().join("scale.ltoir")).unwrap();
+    let opts = ["-arch=compute_90".to_string(), "-link-lto".to_string()];
+    let mut failures = Vec::new();
+    for (name, bytes, refusal) in cases {
+        let p = tmp.path().join(name);
+        std::fs::write(&p, &bytes).unwrap();
+        let mut prog = nvvm.program().unwrap();
+        let libnvvm_takes = prog.add_lto_ir(&bytes, name).is_ok()
+            && prog.add_lto_ir(&scale, "scale.ltoir").is_ok()
+            && matches!(prog.compile(&opts), Ok(Ok(_)));
+        let args = lto_args("sm_90", &[], &[p.to_str().unwrap(), "scale.ltoir"]);
+        let (ours, theirs) = (run(&nvlinkrs(), &args), run(&nvlink(), &args));
+        let verdict = format!(
+            "libNVVM {libnvvm_takes}, nvlink exit {}, nvlinkrs exit {}",
+            theirs.code, ours.code
+        );
+        if libnvvm_takes != (ours.code == 0) || theirs.code != ours.code {
+            failures.push(format!("{name}: {verdict}"));
+            continue;
+        }
+        if libnvvm_takes != refusal.is_none() {
+            failures.push(format!("{name}: expected otherwise: {verdict}"));
+            continue;
+        }
+        let Some(want) = refusal else { continue };
+        if ours.messages != theirs.messages || ours.output.is_some() || !ours.leftovers.is_empty() {
+            failures.push(format!(
+                "{name}: {:?} against nvlink's {:?}, output left: {}",
+                ours.messages,
+                theirs.messages,
+                ours.output.is_some()
+            ));
+        }
+        let r = Command::new(nvlinkrs())
+            .args(with_out(&args, &tmp.path().join("x.cubin")))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&r.stderr);
+        if !err.contains(&format!("'{}' at {want}", p.display())) {
+            failures.push(format!("{name}: message lacks {want:?}: {err}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 /// The names of the kernels of a linked cubin.
 fn kernels(cubin: &[u8]) -> std::collections::BTreeSet<String> {
     let c =

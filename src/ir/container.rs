@@ -1,11 +1,13 @@
 //! NVIDIA's IR containers: the LTO IR container of CUDA 13.x (`.ltoir`, magic
-//! 0x7F4E43ED) and cicc's NVVM container (0x7F4E5C7D). Both have a 24-byte header with
-//! version pairs, then (tag, value) option pairs, an option-data region and the IR.
-//! The older NVVM IR magic 0x1EE55A01 (also 4 bytes in) is recognised but opaque.
+//! 0x7F4E43ED), read here, and cicc's NVVM container (0x7F4E5C7D, or the older NVVM IR
+//! magic 0x1EE55A01, also 4 bytes in), read by [`super::nvvm_container`]. Both have a
+//! 24-byte header with version pairs, then (tag, value) option pairs, an option-data
+//! region and the IR; this module tells them apart and gives both one summary.
 
 use crate::arch::{Arch, Variant};
 use crate::bytes::Le;
 use crate::diag::{Result, malformed};
+use crate::ir::nvvm_container::NvvmContainer;
 
 pub const LTOIR_MAGIC: u32 = 0x7F4E_43ED;
 pub const NVVM_CONTAINER_MAGIC: u32 = 0x7F4E_5C7D;
@@ -24,7 +26,7 @@ pub enum IrFormat {
     LtoIr,
     /// `0x7F4E5C7D`, cicc's NVVM container.
     NvvmContainer,
-    /// `0x1EE55A01` at offset 0 or 4: older NVVM IR, content opaque.
+    /// `0x1EE55A01` at offset 0 or 4: the NVVM container under the older magic.
     LegacyNvvm,
 }
 
@@ -49,6 +51,14 @@ pub fn sniff(data: &[u8]) -> Option<IrFormat> {
     }
 }
 
+/// libNVVM 13.5's gate on an LTO IR container's LLVM version (bytes 0x0A, 0x0B), read
+/// off its answers: major * 100 + minor at most 700 for a major up to 7 (13.5 writes
+/// 7.0), at most 2300 for a larger one.
+pub fn llvm_accepted((major, minor): (u8, u8)) -> bool {
+    let v = major as u32 * 100 + minor as u32;
+    v <= if major <= 7 { 700 } else { 2300 }
+}
+
 #[derive(Clone, Debug)]
 pub struct IrHeader {
     pub format: IrFormat,
@@ -69,6 +79,8 @@ pub struct IrHeader {
     /// True when the payload is plain LLVM bitcode (`BC C0 DE`); cicc's files carry an
     /// obfuscated payload that only libNVVM reads.
     pub plain_bitcode: bool,
+    /// The whole reading of an NVVM container (0x7F4E5C7D, 0x1EE55A01).
+    pub nvvm: Option<Box<NvvmContainer>>,
 }
 
 impl IrHeader {
@@ -77,8 +89,11 @@ impl IrHeader {
     }
 
     /// The target of an LTO IR container: tag 1 holds the SM number times ten, tag 0x20
-    /// marks an `a` (architecture-specific) target.
+    /// marks an `a` (architecture-specific) target. An NVVM container's is its own.
     pub fn arch(&self) -> Option<Arch> {
+        if let Some(c) = &self.nvvm {
+            return c.target();
+        }
         if self.format != IrFormat::LtoIr {
             return None;
         }
@@ -102,7 +117,8 @@ pub fn parse(data: &[u8], origin: &str) -> Result<(IrHeader, Vec<String>)> {
         (false, IrFormat::LtoIr, Some(k)) => Some(Some(k)),
         _ => None,
     };
-    if let Some(key) = key {
+    // (an NVVM container's payload was checked as it was read)
+    if let Some(key) = key.filter(|_| hdr.nvvm.is_none()) {
         let at = hdr.ir_offset;
         super::payload::check(&data[at as usize..], key, at as u64, origin)?;
     }
@@ -118,9 +134,46 @@ pub fn parse_header(data: &[u8], origin: &str) -> Result<(IrHeader, Vec<String>)
 /// What a link checks before libNVVM reads a module: the header as [`parse_header`]
 /// reads it (a header size or option-data offset past the end crashed libNVVM, and
 /// nvlink with it), but an IR offset outside the file is let through: libNVVM does not
-/// read it, and nvlink 13.5 links such a module.
+/// read it, and nvlink 13.5 links such a module. An NVVM container is refused whole
+/// after it is read: libNVVM 13.5 refuses both its magics (NVVM_ERROR_INVALID_INPUT
+/// from the entry nvlink adds modules with), so the reason is given here instead.
 pub fn check_for_link(data: &[u8], origin: &str) -> Result<()> {
-    header(data, origin, false).map(|_| ())
+    let (h, _) = header(data, origin, false)?;
+    match h.nvvm {
+        Some(c) => Err(malformed(
+            origin,
+            c.base,
+            format!(
+                "{} for {}: libNVVM 13.5 reads only LTO IR containers (0x7f4e43ed) and refuses this one",
+                c.format_name(),
+                c.target()
+                    .map(|a| a.to_string())
+                    .unwrap_or_else(|| "no recorded target".into())
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// An NVVM container's reading as the summary the LTO IR container has.
+fn nvvm_summary(format: IrFormat, c: NvvmContainer, data: &[u8]) -> IrHeader {
+    let ir = c.ir_offset as usize;
+    IrHeader {
+        format,
+        version: c.version,
+        nvvm_ir_version: c.nvvm_ir_version,
+        debug_version: c.debug_version,
+        llvm_version: c.llvm_version,
+        ir_level: c.ir_level,
+        header_size: c.header_size,
+        options_end: c.scalar_end,
+        ir_offset: u32::try_from(ir).unwrap_or(u32::MAX),
+        tags: c.tags.iter().map(|t| (t.tag, t.value)).collect(),
+        key: None,
+        ir_size: c.ir_size,
+        plain_bitcode: data[ir..].starts_with(b"BC\xc0\xde"),
+        nvvm: Some(Box::new(c)),
+    }
 }
 
 fn header(data: &[u8], origin: &str, strict_ir: bool) -> Result<(IrHeader, Vec<String>)> {
@@ -137,12 +190,10 @@ fn header(data: &[u8], origin: &str, strict_ir: bool) -> Result<(IrHeader, Vec<S
             ),
         ));
     };
-    if format == IrFormat::LegacyNvvm {
-        return Err(malformed(
-            origin,
-            0,
-            "NVVM IR with magic 0x1ee55a01 has no documented header; only libNVVM can read it",
-        ));
+    if format != IrFormat::LtoIr {
+        let c = super::nvvm_container::parse(data, origin)?;
+        let warnings = c.warnings.clone();
+        return Ok((nvvm_summary(format, c, data), warnings));
     }
     if data.len() < HEADER {
         return Err(malformed(
@@ -159,16 +210,10 @@ fn header(data: &[u8], origin: &str, strict_ir: bool) -> Result<(IrHeader, Vec<S
         ((b(4), b(5)), (b(6), b(7)), (b(8), b(9)), (b(10), b(11)));
     // The 13.5 LTO IR container stores the header size at 0x0C and the IR level at 0x0E
     // (verified); cicc's NVVM container, as documented, the other way round.
-    let (header_size, ir_level) = match format {
-        IrFormat::LtoIr => (
-            data.u16_at(0x0C).unwrap_or(0),
-            data.u16_at(0x0E).unwrap_or(0),
-        ),
-        _ => (
-            data.u16_at(0x0E).unwrap_or(0),
-            data.u16_at(0x0C).unwrap_or(0),
-        ),
-    };
+    let (header_size, ir_level) = (
+        data.u16_at(0x0C).unwrap_or(0),
+        data.u16_at(0x0E).unwrap_or(0),
+    );
     let options_end = data.u32_at(0x10).unwrap_or(0);
     let ir_offset = data.u32_at(0x14).unwrap_or(0);
     let len = data.len() as u64;
@@ -206,10 +251,14 @@ fn header(data: &[u8], origin: &str, strict_ir: bool) -> Result<(IrHeader, Vec<S
 
     let mut gate_errors = Vec::new();
     let mut warnings = Vec::new();
-    for (what, have, known) in [
-        ("container", version, KNOWN_CONTAINER),
-        ("NVVM IR", nvvm_ir_version, KNOWN_NVVM_IR),
-        ("NVVM debug", debug_version, KNOWN_DEBUG),
+    // libNVVM 13.5 refuses a newer minor and an LLVM version its gate does not pass
+    // (measured through the entry nvlink adds modules with): `inspect` reads such a
+    // container with a warning, a link refuses it here with the field
+    let mut refused = Vec::new();
+    for (what, at, have, known) in [
+        ("container", 4, version, KNOWN_CONTAINER),
+        ("NVVM IR", 6, nvvm_ir_version, KNOWN_NVVM_IR),
+        ("NVVM debug", 8, debug_version, KNOWN_DEBUG),
     ] {
         if have.0 != known.0 {
             gate_errors.push(format!(
@@ -217,52 +266,46 @@ fn header(data: &[u8], origin: &str, strict_ir: bool) -> Result<(IrHeader, Vec<S
                 have.0, known.0
             ));
         } else if have.1 > known.1 {
-            warnings.push(format!(
-                "'{origin}': {what} minor version {} newer than tool ({}); reading it anyway",
-                have.1, known.1
+            refused.push((
+                at + 1,
+                format!(
+                    "{what} minor version {} newer than libNVVM 13.5's ({})",
+                    have.1, known.1
+                ),
             ));
         }
     }
     if !gate_errors.is_empty() {
         return Err(malformed(origin, 4, gate_errors.join("; ")));
     }
-
-    let mut tags = Vec::new();
-    let mut i = header_size as usize;
-    let end = options_end as usize;
-    let mut terminated = false;
-    while i + 2 <= end {
-        let tag = data.u16_at(i).unwrap_or(0);
-        if tag == 0 {
-            terminated = true;
-            break;
-        }
-        let short = data
-            .u16_at(i + 2)
-            .filter(|_| i + 4 <= end)
-            .ok_or_else(|| malformed(origin, i as u64, format!("value of tag {tag} cut short")))?;
-        if short == 0xFFFF {
-            let v = data.u32_at(i + 4).filter(|_| i + 8 <= end).ok_or_else(|| {
-                malformed(
-                    origin,
-                    i as u64,
-                    format!("32-bit value of tag {tag} cut short"),
-                )
-            })?;
-            tags.push((tag, v));
-            i += 8;
-        } else {
-            tags.push((tag, short as u32));
-            i += 4;
-        }
-    }
-    if !terminated {
-        return Err(malformed(
-            origin,
-            i as u64,
-            "option tags end without the 0 terminator",
+    if !llvm_accepted(llvm_version) {
+        refused.push((
+            0x0A,
+            format!(
+                "LLVM version {}.{} not accepted by libNVVM 13.5",
+                llvm_version.0, llvm_version.1
+            ),
         ));
     }
+    if let Some((at, what)) = refused.first().filter(|_| !strict_ir) {
+        return Err(malformed(
+            origin,
+            *at,
+            format!("{what}, which refuses the module"),
+        ));
+    }
+    warnings.extend(
+        refused
+            .into_iter()
+            .map(|(_, what)| format!("'{origin}': {what}; a link refuses it")),
+    );
+
+    let err = |at: u64, what: String| malformed(origin, at, what);
+    let tags =
+        super::nvvm_container::read_pairs(data, header_size as usize, options_end as usize, &err)?
+            .into_iter()
+            .map(|t| (t.tag, t.value))
+            .collect();
     let mut hdr = IrHeader {
         format,
         version,
@@ -277,6 +320,7 @@ fn header(data: &[u8], origin: &str, strict_ir: bool) -> Result<(IrHeader, Vec<S
         key: None,
         ir_size: len - ir_offset as u64,
         plain_bitcode: data[ir_offset as usize..].starts_with(b"BC\xc0\xde"),
+        nvvm: None,
     };
     if let Some(k) = hdr.tag(99) {
         let at = options_end as u64 + k as u64;
@@ -351,10 +395,29 @@ pub(crate) mod tests {
     #[test]
     fn version_gate() {
         let mut d = build(90, false, &scrambled_ir());
-        d[5] = 0x50; // newer container minor: warning
+        d[5] = 0x50; // newer container minor: a warning, refused by a link
         let (_, w) = parse(&d, "c.ltoir").unwrap();
         assert_eq!(w.len(), 1, "{w:?}");
-        assert!(w[0].contains("newer than tool"));
+        assert!(w[0].contains("newer than libNVVM 13.5's (67); a link refuses it"));
+        let e = check_for_link(&d, "c.ltoir").unwrap_err();
+        assert!(
+            e.message().starts_with(
+                "'c.ltoir' at offset 0x5: container minor version 80 newer than libNVVM 13.5's (67), which refuses"
+            ),
+            "{}",
+            e.message()
+        );
+        d[5] = 0x43;
+        d[10] = 8; // LLVM 8.0: accepted
+        check_for_link(&d, "c.ltoir").unwrap();
+        d[11] = 1; // LLVM 7.1: refused
+        d[10] = 7;
+        let e = check_for_link(&d, "c.ltoir").unwrap_err();
+        assert!(
+            e.message()
+                .contains("offset 0xa: LLVM version 7.1 not accepted")
+        );
+        d[5] = 0x50;
         d[6] = 3; // NVVM IR major 3: refused
         let e = parse(&d, "c.ltoir").unwrap_err();
         assert!(
@@ -363,6 +426,32 @@ pub(crate) mod tests {
             "{}",
             e.message()
         );
+    }
+
+    #[test]
+    fn llvm_gate_as_libnvvm_answered() {
+        // (major, minor, libNVVM 13.5 took it), from its answers on saxpy's container
+        for (major, minor, took) in [
+            (0, 0, true),
+            (1, 99, true),
+            (6, 99, true),
+            (7, 0, true),
+            (7, 1, false),
+            (5, 255, false),
+            (6, 255, false),
+            (8, 0, true),
+            (8, 255, true),
+            (20, 255, true),
+            (21, 200, true),
+            (21, 201, false),
+            (23, 0, true),
+            (23, 1, false),
+            (24, 0, false),
+            (99, 0, false),
+            (255, 0, false),
+        ] {
+            assert_eq!(llvm_accepted((major, minor)), took, "{major}.{minor}");
+        }
     }
 
     #[test]

@@ -4,6 +4,8 @@
 //! file or member holds, `lto` to hand the modules to an engine. Compiling IR is `lto`'s.
 
 pub mod container;
+pub mod nvvm_container;
+pub mod nvvm_tags;
 pub mod obfuscation;
 pub mod payload;
 

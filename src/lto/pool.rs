@@ -8,7 +8,7 @@
 use crate::arch::{Arch, ir_compatible, ptx_compatible, sass_compatible};
 use crate::diag::{Diagnostics, Result};
 use crate::input::{Code, CodeKind, HostInfo, Node, Unit};
-use crate::ir::container::{self, IrFormat};
+use crate::ir::container;
 use crate::lto::{IrForm, IrModule};
 
 /// An IR module with the options its fatbin member recorded.
@@ -104,12 +104,7 @@ impl Walk<'_> {
         };
         // a container's header is checked before libNVVM reads it, in nvlink's words
         // for a module libNVVM refuses
-        if form == IrForm::Container
-            && matches!(
-                container::sniff(&data),
-                Some(IrFormat::LtoIr | IrFormat::NvvmContainer)
-            )
-        {
+        if form == IrForm::Container && container::sniff(&data).is_some() {
             container::check_for_link(&data, origin).map_err(|e| {
                 crate::diag::Error::fatal("elfLink nvvm error").context(e.to_string())
             })?;
