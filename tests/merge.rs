@@ -886,6 +886,16 @@ fn links_equivalent_to_nvlink() {
             "-lineinfo, a removed function's line table sm_90",
             args(&["-arch=sm_90", "dbgunused_90_li.cubin"]),
         ),
+        // inlined functions' names: the second unit's line-table header points into
+        // .debug_str past the first unit's strings at sm_100 (0 at sm_90, as nvlink)
+        (
+            "-lineinfo, inlined functions in two units sm_100",
+            args(&["-arch=sm_100", "dbginl1_100_li.cubin", "dbginl2_100_li.cubin"]),
+        ),
+        (
+            "-lineinfo, inlined functions in two units sm_90",
+            args(&["-arch=sm_90", "dbginl1_90_li.cubin", "dbginl2_90_li.cubin"]),
+        ),
         (
             "-lineinfo inputs beside plain ones",
             args(&[

@@ -351,6 +351,10 @@ impl Merger<'_> {
                 {
                     st.view_of.insert(out, id);
                 }
+                // (the line tables' string bases, as on the SASS side)
+                if s.name == ".nv.merc.debug_line" {
+                    self.rebase_piece(i, id, at, s.size);
+                }
             }
         }
     }

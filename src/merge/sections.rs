@@ -146,6 +146,9 @@ impl<'a> Merger<'a> {
                 self.placed.insert(SecKey::new(i, si), (id, at));
             }
         }
+        if self.opts.target.is_some_and(|t| t.sm >= 100) {
+            self.rebase_line_tables();
+        }
         // text and per-function sections point at their function's code
         for i in 0..self.inputs.len() {
             let c = &self.inputs[i].cubin;
