@@ -864,6 +864,12 @@ fn links_equivalent_to_nvlink() {
             "-G inputs, the only kernel's EXTERNS grown",
             args(&["-arch=sm_90", "dbgext_90_G.cubin", "dbghelp_90_G.cubin"]),
         ),
+        // sm_100: .nv.merc.debug_info is a view of .debug_info; its offsets into
+        // .nv.merc.debug_line (each unit's line table) stay relocations for the driver
+        (
+            "-G inputs, two units sm_100",
+            args(&["-arch=sm_100", "dbgext_100_G.cubin", "dbghelp_100_G.cubin"]),
+        ),
         // an inline function defined in two units: the second's .debug_info
         // relocations (its address range) stay, against the kept copy; its
         // .debug_line and .debug_frame ones go
