@@ -354,6 +354,29 @@ fn internal_constants_relocatable() {
     }
 }
 
+/// `-r` with a dynamic shared array (`smem.cu`: an `extern` array a device function
+/// uses): nvlink aligns every `.nv.shared.<kernel>` window and `.nv_debug.shared` as
+/// the array asks (16), whichever kernels use it (ours kept the inputs' 8 and 4 before);
+/// left: the tool note and nvlink's definition of the array in `.nv_debug.shared`.
+#[test]
+fn shared_windows_relocatable() {
+    for sm in ["80", "90"] {
+        let a = args(&[
+            "-r",
+            &format!("-arch=sm_{sm}"),
+            &format!("smem_{sm}.cubin"),
+            &format!("smem2_{sm}.cubin"),
+        ]);
+        for d in known_differences(&a) {
+            assert!(
+                d.starts_with("section .note.nv.tkinfo:")
+                    || d.starts_with("symbol dyn: [\"type 13 bind 1 other 0x40 in .nv_debug.shared"),
+                "sm_{sm}: {d}"
+            );
+        }
+    }
+}
+
 /// `-r` with libcudadevrt: nvlink applies the relocations against `.nv.ptx.const0.size`
 /// there too and keeps the symbol, undefined, with the value -1; the other differences
 /// are those of every `-r` output (the tool note; REGCOUNT not propagated, DESIGN.md).
