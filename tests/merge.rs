@@ -887,6 +887,21 @@ fn links_equivalent_to_nvlink() {
             "-G inputs, the only kernel's EXTERNS grown",
             args(&["-arch=sm_90", "dbgext_90_G.cubin", "dbghelp_90_G.cubin"]),
         ),
+        // the memory-only sections in the order nvlink makes them (input by input: its
+        // kernels' windows, its own sections, .nv_debug.shared for its dynamic arrays),
+        // and the data segment's memory laid out from the end of its whole file part
+        (
+            "memory-only sections, padding for a later window",
+            args(&["-arch=sm_90", "memord1_90.cubin"]),
+        ),
+        (
+            "memory-only sections input by input sm_90",
+            args(&["-arch=sm_90", "memord1_90.cubin", "memord2_90.cubin"]),
+        ),
+        (
+            "memory-only sections input by input sm_100",
+            args(&["-arch=sm_100", "memord1_100.cubin", "memord2_100.cubin"]),
+        ),
         // sm_100: .nv.merc.debug_info is a view of .debug_info; its offsets into
         // .nv.merc.debug_line (each unit's line table) stay relocations for the driver
         (

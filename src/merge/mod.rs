@@ -41,6 +41,7 @@ mod devrt;
 mod externs;
 mod functions;
 mod linetable;
+mod memorder;
 mod mercury;
 mod notes;
 mod nvinfo;
