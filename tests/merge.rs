@@ -887,6 +887,12 @@ fn links_equivalent_to_nvlink() {
             "-G inputs, the only kernel's EXTERNS grown",
             args(&["-arch=sm_90", "dbgext_90_G.cubin", "dbghelp_90_G.cubin"]),
         ),
+        // a kernel's EXTERNS record whose list grew (the other unit's g replaced by g's
+        // malloc and free) stays in place beside the new barrier count g gives it
+        (
+            "EXTERNS grown beside a new barrier count",
+            args(&["-arch=sm_90", "extgrow1_90.cubin", "extgrow2_90.cubin"]),
+        ),
         // the memory-only sections in the order nvlink makes them (input by input: its
         // kernels' windows, its own sections, .nv_debug.shared for its dynamic arrays),
         // and the data segment's memory laid out from the end of its whole file part

@@ -402,8 +402,6 @@ struct Merger<'a> {
     externs: Vec<Vec<u32>>,
     /// Each live function's own `EXTERNS` entries that stay, as input symbols.
     extern_refs: Vec<Vec<SymKey>>,
-    /// Each function's own `EXTERNS` record's entry count (0 without one).
-    extern_slots: Vec<usize>,
     /// The functions no input defines that those entries name (representatives).
     driver_functions: HashSet<SymKey>,
     /// The live kernels, in function order, and each one's call tree (`call_trees`);
@@ -475,7 +473,6 @@ impl<'a> Merger<'a> {
             props: HashMap::default(),
             externs: Vec::new(),
             extern_refs: Vec::new(),
-            extern_slots: Vec::new(),
             driver_functions: HashSet::default(),
         }
     }
