@@ -8,11 +8,12 @@
 //! ones it does not reach included (a `-g` link keeps them all), as it takes their
 //! barrier counts. A record stays in place, however much its list grew; a new record
 //! goes at the end (after a new barrier count, before it when the kernel's call tree
-//! recurses), and the image's only kernel's moves to the end, after a new barrier count,
+//! recurses or names a driver function before a function with barriers), and the
+//! image's only kernel's moves to the end, after a new barrier count,
 //! whenever its call tree added entries to it (seen with -G code, where `assert` calls a
 //! function of its own). A list left empty has no record. (The placement rules were
-//! read off nvlink's output for 60 generated programs at sm_90, plain and `-g`, and
-//! `extgrow*.cu`.) `.nv.prototype` keeps the entries of the functions no input defines
+//! read off nvlink's output for 60 generated programs at sm_90, plain and `-g`, 32 at
+//! sm_100, and `extgrow*.cu`.) `.nv.prototype` keeps the entries of the functions no input defines
 //! that a live function's list names.
 
 use super::nvinfo::UNKNOWN_STACK;
@@ -119,18 +120,37 @@ impl Merger<'_> {
             return;
         };
         // (a record stays in place, a new one goes at the end: after a new barrier
-        // count, but before it when the kernel's call tree recurses; the image's only
+        // count, but before it when the kernel's call tree recurses or names a driver
+        // function first (`externs_before_barriers`); the image's only
         // kernel's record moves to the end, after a new barrier count, when its call
         // tree added entries to it, whatever the layout)
         let only = self.only_kernel();
         let in_place = !only || list.len() <= self.own_extern_count(f);
-        if props.stack == UNKNOWN_STACK && !only {
+        if (props.stack == UNKNOWN_STACK || props.externs_first) && !only {
             place_externs(recs, list, in_place, index);
             kernel_records(recs, props);
         } else {
             kernel_records(recs, props);
             place_externs(recs, list, in_place, index);
         }
+    }
+
+    /// Whether kernel `f`'s new record comes before its new barrier count: its call tree,
+    /// walked in output order, names a function of the driver before it reaches a
+    /// function with barriers (nvlink 13.5 adds, function by function, the barrier count
+    /// first, then the list; generated program 21 at sm_100, `managed.cu`'s `k_list`).
+    pub(super) fn externs_before_barriers(&self, f: FuncId) -> bool {
+        let c = &self.inputs[self.funcs[f].key.input].cubin;
+        let has_record = self.info_section_of(f).is_some_and(|s| {
+            info::parse(c.bytes(s), &c.origin, &s.name, s.offset)
+                .is_ok_and(|rs| rs.iter().any(|r| r.attr == info::EXTERNS))
+        });
+        if has_record || self.funcs[f].barriers > 0 {
+            return false;
+        }
+        let names = |g: FuncId| self.extern_refs[g].iter().any(|&k| self.out_index(k).is_some());
+        let first = self.tree(f).iter().find(|&&g| names(g) || self.funcs[g].barriers > 0);
+        first.is_some_and(|&g| self.funcs[g].barriers == 0)
     }
 
     /// Whether the image has one kernel (stops at the second).

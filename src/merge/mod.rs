@@ -191,6 +191,8 @@ struct KernelProps {
     /// The stack (nvlink's value for one it cannot bound when the tree recurses).
     stack: u32,
     barriers: u32,
+    /// A new `EXTERNS` record comes before a new barrier count (`externs.rs`).
+    externs_first: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
