@@ -150,13 +150,12 @@ fn launched_kernel_sm_100() {
 }
 
 /// -G code at sm_100 whose `.nv.merc.debug_loc` refers to labels ptxas left undefined:
-/// the link succeeds as nvlink's does; the one difference is the relocation of
-/// `.nv.merc.debug_info` against `.nv.merc.debug_line` nvlink adds to every `-G` image
-/// at sm_100 (DESIGN.md, "Not equivalent").
+/// the link succeeds and is equivalent to nvlink's (it lacked the relocation of
+/// `.nv.merc.debug_info` against `.nv.merc.debug_line` until issue 22's item b).
 #[test]
 fn unplaced_debug_labels_sm_100() {
-    for d in known_differences(&args(&["-arch=sm_100", "debugloc_100_G.cubin"])) {
-        assert!(d.contains(".nv.merc.") && d.contains("debug_info"), "{d}");
+    if let Err(d) = differential(&args(&["-arch=sm_100", "debugloc_100_G.cubin"])) {
+        panic!("{d}");
     }
 }
 
@@ -370,7 +369,9 @@ fn shared_windows_relocatable() {
         for d in known_differences(&a) {
             assert!(
                 d.starts_with("section .note.nv.tkinfo:")
-                    || d.starts_with("symbol dyn: [\"type 13 bind 1 other 0x40 in .nv_debug.shared"),
+                    || d.starts_with(
+                        "symbol dyn: [\"type 13 bind 1 other 0x40 in .nv_debug.shared"
+                    ),
                 "sm_{sm}: {d}"
             );
         }
@@ -914,6 +915,25 @@ fn links_equivalent_to_nvlink() {
             "-G inputs, two units sm_100",
             args(&["-arch=sm_100", "dbgext_100_G.cubin", "dbghelp_100_G.cubin"]),
         ),
+        // sm_100: the replaced copy's .nv_debug_info_reg_sass ranges are cleared, and
+        // those of a unit's own __assert_fail when an earlier unit has one too
+        (
+            "-G inputs, an inline function in two units sm_100",
+            args(&[
+                "-arch=sm_100",
+                "dbgweak1_100_G.cubin",
+                "dbgweak2_100_G.cubin",
+            ]),
+        ),
+        (
+            "-G inputs, __assert_fail in two units sm_100",
+            args(&[
+                "-arch=sm_100",
+                "dbgext_100_G.cubin",
+                "dbghelp_100_G.cubin",
+                "dbgassert_100_G.cubin",
+            ]),
+        ),
         // an inline function defined in two units: the second's .debug_info
         // relocations (its address range) stay, against the kept copy; its
         // .debug_line and .debug_frame ones go
@@ -940,7 +960,11 @@ fn links_equivalent_to_nvlink() {
         // .debug_str past the first unit's strings at sm_100 (0 at sm_90, as nvlink)
         (
             "-lineinfo, inlined functions in two units sm_100",
-            args(&["-arch=sm_100", "dbginl1_100_li.cubin", "dbginl2_100_li.cubin"]),
+            args(&[
+                "-arch=sm_100",
+                "dbginl1_100_li.cubin",
+                "dbginl2_100_li.cubin",
+            ]),
         ),
         (
             "-lineinfo, inlined functions in two units sm_90",

@@ -54,7 +54,9 @@ impl Merger<'_> {
         // (the image's only kernel takes the lists of every kept function, those it does
         // not reach included, as it takes their barrier counts: a -g link keeps them all)
         let every: Vec<FuncId> = match self.only_kernel() {
-            true => FuncId::all(self.funcs.len()).filter(|&g| self.live[g]).collect(),
+            true => FuncId::all(self.funcs.len())
+                .filter(|&g| self.live[g])
+                .collect(),
             false => Vec::new(),
         };
         (0..self.funcs.len())
@@ -63,7 +65,11 @@ impl Merger<'_> {
             .map(|f| {
                 let mut list = own[f].clone();
                 if self.live[f] && self.funcs[f].entry {
-                    let funcs = if every.is_empty() { self.tree(f) } else { &every };
+                    let funcs = if every.is_empty() {
+                        self.tree(f)
+                    } else {
+                        &every
+                    };
                     for &g in funcs {
                         for &o in &own[g] {
                             if !list.contains(&o) {
@@ -148,8 +154,15 @@ impl Merger<'_> {
         if has_record || self.funcs[f].barriers > 0 {
             return false;
         }
-        let names = |g: FuncId| self.extern_refs[g].iter().any(|&k| self.out_index(k).is_some());
-        let first = self.tree(f).iter().find(|&&g| names(g) || self.funcs[g].barriers > 0);
+        let names = |g: FuncId| {
+            self.extern_refs[g]
+                .iter()
+                .any(|&k| self.out_index(k).is_some())
+        };
+        let first = self
+            .tree(f)
+            .iter()
+            .find(|&&g| names(g) || self.funcs[g].barriers > 0);
         first.is_some_and(|&g| self.funcs[g].barriers == 0)
     }
 

@@ -46,6 +46,7 @@ mod mercury;
 mod notes;
 mod nvinfo;
 mod reglimit;
+mod regsass;
 mod relocations;
 mod resolve;
 mod sections;

@@ -121,6 +121,7 @@ impl<'a> Merger<'a> {
                         self.pruned_frame(i, si, base)
                     }
                     ".debug_line" | ".nv_debug_line_sass" => self.pruned_lines(i, si),
+                    ".nv_debug_info_reg_sass" => self.cleared_reg_sass(i, si),
                     _ => None,
                 };
                 let o = &mut self.out[id];
