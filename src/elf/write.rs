@@ -68,7 +68,7 @@ impl OutSection {
             patches: Vec::new(),
         }
     }
-    fn memory_only(&self) -> bool {
+    pub fn memory_only(&self) -> bool {
         matches!(self.ty, SHT_NOBITS | SHT_CUDA_GLOBAL | SHT_CUDA_SHARED)
     }
     pub fn size(&self) -> u64 {
@@ -377,6 +377,8 @@ pub fn write_to<W: Write + ?Sized>(mut img: Image, w: &mut W) -> std::io::Result
     let mercury = img.mercury_layout;
     let (mut banks, mut code, mut params) = (None::<(u64, u64)>, None::<(u64, u64)>, None);
     let mut load_rw = None::<(u64, u64, u64)>;
+    // (the data segment's memory-only sections: alignment, size)
+    let mut rw_memory: Vec<(u64, u64)> = Vec::new();
     let grow = |span: &mut Option<(u64, u64)>, at: u64, size: u64| {
         let start = span.map_or(at, |x| x.0);
         *span = Some((start, at + size - start));
@@ -389,16 +391,19 @@ pub fn write_to<W: Write + ?Sized>(mut img: Image, w: &mut W) -> std::io::Result
         if s.memory_only() {
             // at an offset aligned as the section is, the padding written and, after
             // initialised data, counted in the data segment's file part; in the
-            // segment's memory each one aligned after the one before (as nvlink)
+            // segment's memory each one aligned after the one before, from the end of
+            // the whole file part (its padding for a later, stricter section included:
+            // as nvlink, issue 22's CUB program at sm_100)
             let before = out.pos;
             out.align(s.align);
             let at = out.pos;
             place[i + base] = (at, s.mem_size);
             if let Some(rw) = &mut load_rw {
                 rw.1 += at - before;
-                rw.2 = rw.2.max(rw.1).next_multiple_of(s.align.max(1)) + s.mem_size;
+                rw_memory.push((s.align.max(1), s.mem_size));
             } else if s.flags & SHF_ALLOC != 0 {
-                load_rw = Some((at, 0, s.mem_size));
+                load_rw = Some((at, 0, 0));
+                rw_memory.push((s.align.max(1), s.mem_size));
             }
             continue;
         }
@@ -429,6 +434,9 @@ pub fn write_to<W: Write + ?Sized>(mut img: Image, w: &mut W) -> std::io::Result
         if r == 13 {
             load_rw = Some((at, size, size));
         }
+    }
+    if let Some(rw) = &mut load_rw {
+        rw.2 = (rw_memory.iter()).fold(rw.1.max(rw.2), |m, &(a, n)| m.next_multiple_of(a) + n);
     }
     out.align(8);
     let shoff = out.pos;

@@ -4,14 +4,17 @@
 //! `__assertfail`, the device runtime's system calls) and kernels (launched from the
 //! device), by output symbol index, in the record's order. A kernel's list then takes,
 //! function by function in output order over its call tree, the entries of their lists
-//! it does not have yet. A record stays in place, but a kernel's whose list outgrew it
-//! moves after a new barrier count (one the kernel gets from its call tree), unless the
-//! kernel's call tree recurses; a new record goes at the end (before a new barrier
-//! count when the call tree recurses), and the image's only kernel's moves to the end
+//! it does not have yet; the image's only kernel takes those of every kept function, the
+//! ones it does not reach included (a `-g` link keeps them all), as it takes their
+//! barrier counts. A record stays in place, however much its list grew; a new record
+//! goes at the end (after a new barrier count, before it when the kernel's call tree
+//! recurses or names a driver function before a function with barriers), and the
+//! image's only kernel's moves to the end, after a new barrier count,
 //! whenever its call tree added entries to it (seen with -G code, where `assert` calls a
-//! function of its own). A list left empty has no record. (The placement
-//! rules were read off nvlink's output for 60 generated programs.) `.nv.prototype` keeps the entries of the
-//! functions no input defines that a live function's list names.
+//! function of its own). A list left empty has no record. (The placement rules were
+//! read off nvlink's output for 60 generated programs at sm_90, plain and `-g`, 32 at
+//! sm_100, and `extgrow*.cu`.) `.nv.prototype` keeps the entries of the functions no input defines
+//! that a live function's list names.
 
 use super::nvinfo::UNKNOWN_STACK;
 use super::*;
@@ -20,12 +23,11 @@ impl Merger<'_> {
     /// Reads each live function's own list (before the symbols are numbered: the
     /// prototype table needs to know which driver functions are named).
     pub(super) fn read_externs(&mut self) -> Result<()> {
-        let own: Vec<(Vec<SymKey>, usize)> = (0..self.funcs.len())
+        self.extern_refs = (0..self.funcs.len())
             .into_par_iter()
             .map(FuncId)
             .map(|f| self.own_externs(f))
             .collect::<Result<_>>()?;
-        (self.extern_refs, self.extern_slots) = own.into_iter().unzip();
         self.driver_functions = (self.extern_refs.iter().flatten())
             .filter(|&&k| self.target(k).is_none())
             .map(|&k| self.representative(k))
@@ -49,13 +51,26 @@ impl Merger<'_> {
         if self.opts.relocatable || own.iter().all(|l| l.is_empty()) {
             return own;
         }
+        // (the image's only kernel takes the lists of every kept function, those it does
+        // not reach included, as it takes their barrier counts: a -g link keeps them all)
+        let every: Vec<FuncId> = match self.only_kernel() {
+            true => FuncId::all(self.funcs.len())
+                .filter(|&g| self.live[g])
+                .collect(),
+            false => Vec::new(),
+        };
         (0..self.funcs.len())
             .into_par_iter()
             .map(FuncId)
             .map(|f| {
                 let mut list = own[f].clone();
                 if self.live[f] && self.funcs[f].entry {
-                    for &g in self.tree(f) {
+                    let funcs = if every.is_empty() {
+                        self.tree(f)
+                    } else {
+                        &every
+                    };
+                    for &g in funcs {
                         for &o in &own[g] {
                             if !list.contains(&o) {
                                 list.push(o);
@@ -68,16 +83,14 @@ impl Merger<'_> {
             .collect()
     }
 
-    /// Function `f`'s own record: the entries that stay, as input symbols, and how many
-    /// it has.
-    fn own_externs(&self, f: FuncId) -> Result<(Vec<SymKey>, usize)> {
+    /// Function `f`'s own record: the entries that stay, as input symbols.
+    fn own_externs(&self, f: FuncId) -> Result<Vec<SymKey>> {
         if !self.live[f] {
-            return Ok((Vec::new(), 0));
+            return Ok(Vec::new());
         }
         let i = self.funcs[f].key.input;
         let c = &self.inputs[i].cubin;
-        let entries = &self.funcs[f].extern_entries;
-        let list = (entries.iter())
+        let list = (self.funcs[f].extern_entries.iter())
             .map(|&e| SymKey::new(i, e as usize))
             .filter(|&k| {
                 k.sym < c.symbols.len()
@@ -85,7 +98,7 @@ impl Merger<'_> {
                         || self.func_of(k).is_some_and(|g| self.funcs[g].entry))
             })
             .collect();
-        Ok((list, entries.len()))
+        Ok(list)
     }
 
     /// Function `f`'s records (in output order) finished: its `EXTERNS` list (`index`
@@ -102,26 +115,45 @@ impl Merger<'_> {
             place_externs(recs, list, own, index);
             return;
         };
-        // (a kernel whose call tree recurses keeps its record in place, and a new one
-        // comes before a new barrier count; another's record moves after a new barrier
-        // count when its list outgrew it)
-        if props.stack == UNKNOWN_STACK {
-            place_externs(recs, list, true, index);
+        // (a record stays in place, a new one goes at the end: after a new barrier
+        // count, but before it when the kernel's call tree recurses or names a driver
+        // function first (`externs_before_barriers`); the image's only
+        // kernel's record moves to the end, after a new barrier count, when its call
+        // tree added entries to it, whatever the layout)
+        let only = self.only_kernel();
+        let in_place = !only || list.len() <= self.own_extern_count(f);
+        if (props.stack == UNKNOWN_STACK || props.externs_first) && !only {
+            place_externs(recs, list, in_place, index);
             kernel_records(recs, props);
         } else {
-            let new_barriers =
-                props.barriers > 0 && !recs.iter().any(|r| r.attr == info::NUM_BARRIERS);
-            // (in nvlink's sm_100+ layout the record stays where it is)
-            let fits = list.len() <= self.extern_slots[f] || self.mercury_layout;
-            // (the image's only kernel: the record moves to the end when its call tree
-            // added entries to it, whatever the layout)
-            let in_place = match self.only_kernel() {
-                true => list.len() <= self.own_extern_count(f),
-                false => fits || !new_barriers,
-            };
             kernel_records(recs, props);
             place_externs(recs, list, in_place, index);
         }
+    }
+
+    /// Whether kernel `f`'s new record comes before its new barrier count: its call tree,
+    /// walked in output order, names a function of the driver before it reaches a
+    /// function with barriers (nvlink 13.5 adds, function by function, the barrier count
+    /// first, then the list; generated program 21 at sm_100, `managed.cu`'s `k_list`).
+    pub(super) fn externs_before_barriers(&self, f: FuncId) -> bool {
+        let c = &self.inputs[self.funcs[f].key.input].cubin;
+        let has_record = self.info_section_of(f).is_some_and(|s| {
+            info::parse(c.bytes(s), &c.origin, &s.name, s.offset)
+                .is_ok_and(|rs| rs.iter().any(|r| r.attr == info::EXTERNS))
+        });
+        if has_record || self.funcs[f].barriers > 0 {
+            return false;
+        }
+        let names = |g: FuncId| {
+            self.extern_refs[g]
+                .iter()
+                .any(|&k| self.out_index(k).is_some())
+        };
+        let first = self
+            .tree(f)
+            .iter()
+            .find(|&&g| names(g) || self.funcs[g].barriers > 0);
+        first.is_some_and(|&g| self.funcs[g].barriers == 0)
     }
 
     /// Whether the image has one kernel (stops at the second).

@@ -7,6 +7,10 @@
 //! `end_sequence`, and the unit length shrinks to match. Below sm_100
 //! nvlink keeps every sequence (the removed function's address stays 0). A section that
 //! does not parse as DWARF 2-4 line programs is left whole.
+//! Also the unit header's string base (`rebase_line_strings`): a `-lineinfo` unit whose
+//! program names inlined functions ends its header, after the file table, with a 4-byte
+//! offset into `.debug_str` (0 in ptxas's output); nvlink 13.5's sm_100+ links add the
+//! offset of that input's `.debug_str` piece, also under `-r` (sm_90 leaves it 0).
 
 use super::sections::PrunedFrame;
 use super::*;
@@ -62,6 +66,82 @@ impl Merger<'_> {
         }
         removed.then_some(PrunedFrame { data, map })
     }
+
+    /// Where input `i`'s `.debug_str` piece went, when it has one past the start.
+    pub(super) fn debug_str_piece(&self, i: usize) -> Option<u32> {
+        let c = &self.inputs[i].cubin;
+        let si = c.sections.iter().position(|s| s.name == ".debug_str")?;
+        let &(_, at) = self.placed.get(&SecKey::new(i, si))?;
+        u32::try_from(at).ok().filter(|&a| a != 0)
+    }
+
+    /// sm_100+: the string bases of input `i`'s line-table piece (`len` bytes at `at` of
+    /// output section `id`) move with its `.debug_str` piece.
+    pub(super) fn rebase_piece(&mut self, i: usize, id: usize, at: u64, len: u64) {
+        let Some(by) = self.debug_str_piece(i) else {
+            return;
+        };
+        let range = usize::try_from(at).ok().zip(usize::try_from(at + len).ok());
+        if let Some(piece) = range.and_then(|(s, e)| self.out[id].data.get_mut(s..e)) {
+            rebase_line_strings(piece, by);
+        }
+    }
+
+    /// sm_100+ (`-r` too): every input's `.debug_line` piece rebased (`rebase_piece`).
+    pub(super) fn rebase_line_tables(&mut self) {
+        for i in 0..self.inputs.len() {
+            let c = &self.inputs[i].cubin;
+            let Some(si) = c.sections.iter().position(|s| s.name == ".debug_line") else {
+                continue;
+            };
+            let key = SecKey::new(i, si);
+            let len = self
+                .frames
+                .get(&key)
+                .map_or(c.sections[si].size, |f| f.data.len() as u64);
+            if let Some(&(id, at)) = self.placed.get(&key) {
+                self.rebase_piece(i, id, at, len);
+            }
+        }
+    }
+}
+
+/// Adds `by` to the string base of every unit of line-table piece `d` that has one
+/// (4 bytes between the file table's end and the program); a unit that does not parse
+/// ends the walk, the units before it rebased.
+pub(super) fn rebase_line_strings(d: &mut [u8], by: u32) {
+    let mut at = 0;
+    while let Some(unit) = line_unit(d, at) {
+        if let Some(field) = string_base(d, at, unit.program) {
+            let v = d.u32_at(field).unwrap_or(0).wrapping_add(by);
+            d[field..field + 4].copy_from_slice(&v.to_le_bytes());
+        }
+        at = unit.end;
+    }
+}
+
+/// Where the header of the unit at `at` (program at `program`) keeps its string base:
+/// the file table's end, when exactly 4 bytes are left before the program.
+fn string_base(d: &[u8], at: usize, program: usize) -> Option<usize> {
+    let version = d.u16_at(at + 4)?;
+    let base_at = at + 10 + if version >= 4 { 5 } else { 4 };
+    let opcode_base = *d.get(base_at)? as usize;
+    let header = d.get(..program)?;
+    // include_directories, then file_names: NUL-terminated lists
+    let mut p = base_at + opcode_base.max(1);
+    while *header.get(p)? != 0 {
+        p += header.get(p..)?.iter().position(|&b| b == 0)? + 1;
+    }
+    p += 1;
+    while *header.get(p)? != 0 {
+        p += header.get(p..)?.iter().position(|&b| b == 0)? + 1;
+        // directory index, modification time, length
+        for _ in 0..3 {
+            p += uleb(header.get(p..)?)?.1;
+        }
+    }
+    p += 1;
+    (program.checked_sub(p)? == 4).then_some(p)
 }
 
 /// One line-number unit: where its program starts and the unit ends, and its sequences
@@ -183,6 +263,36 @@ mod tests {
                 (p + seq1.len(), d.len(), Some(p + seq1.len() + 3))
             ]
         );
+    }
+
+    #[test]
+    fn string_base_after_the_file_table() {
+        // one directory "d", one file "f.cu" (dir 1, mtime 0, length 0), then the base
+        // (version 3, header length, minimum instruction length 1, default_is_stmt 1,
+        // line base -5, line range 14, opcode base 13 and the 12 opcodes' lengths)
+        let mut header = vec![3, 0, 0, 0, 0, 0, 1, 1, 0xfb, 14, 13];
+        header.extend_from_slice(&[0, 1, 1, 1, 1, 0, 0, 0, 1, 0, 0, 1]);
+        header.extend_from_slice(b"d\0\0f.cu\0\x01\0\0\0");
+        let field = 4 + header.len();
+        header.extend_from_slice(&7u32.to_le_bytes());
+        let header_length = (header.len() - 6) as u32;
+        header[2..6].copy_from_slice(&header_length.to_le_bytes());
+        let program = [0, 1, 1];
+        let mut d = ((header.len() + program.len()) as u32)
+            .to_le_bytes()
+            .to_vec();
+        d.extend_from_slice(&header);
+        d.extend_from_slice(&program);
+        let mut two = d.clone();
+        two.extend_from_slice(&d);
+        rebase_line_strings(&mut two, 0x695);
+        assert_eq!(two.u32_at(field), Some(0x69c));
+        assert_eq!(two.u32_at(d.len() + field), Some(0x69c));
+        // a header without one (the -G form) is left as it is
+        let mut plain = unit(&program);
+        let before = plain.clone();
+        rebase_line_strings(&mut plain, 0x695);
+        assert_eq!(plain, before);
     }
 
     #[test]

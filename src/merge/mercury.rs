@@ -23,6 +23,10 @@
 //!   (their offsets are in the finalized code, past the capsule's bytes); `.debug_frame`
 //!   CIE pointers are applied, a removed function's FDE gets a zero range; unified
 //!   address pairs become plain ones; the rest stay, in reverse order, as on the SASS side;
+//! * a Mercury section that is a view of a SASS one in the inputs (debug information,
+//!   abbreviations, strings) stays one; its relocations against other views go (the
+//!   SASS side wrote them), those against a section with bytes of its own
+//!   (`.nv.merc.debug_line`) stay for the driver;
 //! * `.nv.merc.nv.info` and `.nv.merc.nv.callgraph` are the SASS ones over the Mercury
 //!   symbols; per-function records are reversed, `EXTERNS` as on the SASS side, kernels' barrier
 //!   and stack records propagated as on the SASS side.
@@ -283,8 +287,26 @@ impl Merger<'_> {
     /// the views of SASS data.
     fn merc_sections(&mut self, st: &mut Capsules) {
         // the other sections with bytes of their own (`.nv.merc.debug_frame`), merged by
-        // name in input order; the views of SASS data share its bytes
+        // name in input order; the views of SASS sections share their bytes
         let mut by_name: HashMap<String, usize> = HashMap::default();
+        // (a view: the same file bytes as the SASS section it stands for)
+        let is_view = |c: &Cubin, s: &Section, n: usize| {
+            c.sections.get(n).is_some_and(|t| t.offset == s.offset) && s.has_bytes()
+        };
+        // debug sections some input has with bytes of their own are not views in the
+        // output (ptxas made `.nv_debug_info_reg_type` a view in one unit, not another)
+        let mut own: HashSet<&str> = HashSet::default();
+        for (i, view) in st.views.iter().enumerate() {
+            let c = &self.inputs[i].cubin;
+            for (si, s) in c.sections.iter().enumerate() {
+                if let Some(&n) = view.sass_of.get(&si)
+                    && s.flags & SHF_ALLOC == 0
+                    && !is_view(c, s, n)
+                {
+                    own.insert(s.name.as_str());
+                }
+            }
+        }
         for (i, view) in st.views.iter().enumerate() {
             let c = &self.inputs[i].cubin;
             for (si, s) in c.sections.iter().enumerate() {
@@ -302,9 +324,12 @@ impl Merger<'_> {
                     continue;
                 }
                 let sass = view.sass_of.get(&si).copied();
-                // (the views are the loaded data: constant bank and initialised data)
+                // (views: the loaded data, constant bank and initialised data, and the
+                // debug sections nvlink keeps as views, `.nv.merc.debug_info`,
+                // `.debug_abbrev`, `.debug_str`: they hold what the SASS side's
+                // relocations wrote)
                 let shared = sass.filter(|&n| {
-                    s.flags & SHF_ALLOC != 0 && c.sections[n].offset == s.offset && s.has_bytes()
+                    is_view(c, s, n) && (s.flags & SHF_ALLOC != 0 || !own.contains(s.name.as_str()))
                 });
                 if let Some(n) = shared {
                     // a view: same bytes as the SASS section, wherever that went
@@ -350,6 +375,10 @@ impl Merger<'_> {
                     && let Some(&(out, _)) = self.placed.get(&SecKey::new(i, n))
                 {
                     st.view_of.insert(out, id);
+                }
+                // (the line tables' string bases, as on the SASS side)
+                if s.name == ".nv.merc.debug_line" {
+                    self.rebase_piece(i, id, at, s.size);
                 }
             }
         }
@@ -503,7 +532,19 @@ impl Merger<'_> {
                     // (a relocatable output keeps what the final link resolves, but for
                     // the debug sections' references to themselves)
                     let self_ref = ms.ty == STT_SECTION && !st.exec && in_bytes;
-                    if resolvable && (st.exec || self_ref) {
+                    // (in a view, an offset into a Mercury section with bytes of its own,
+                    // `.debug_info`'s into `.nv.merc.debug_line`, is not the SASS one the
+                    // view holds: it stays for the driver, as nvlink keeps it)
+                    let own_bytes = |k: usize| {
+                        st.placed
+                            .get(&(i, k))
+                            .is_some_and(|&(o, _)| self.out[o].alias.is_none())
+                    };
+                    let kept = st.exec
+                        && ms.ty == STT_SECTION
+                        && !own_bytes(rs.info as usize)
+                        && own_bytes(ms.shndx as usize);
+                    if resolvable && (st.exec || self_ref) && !kept {
                         if r.ty == R_MERCURY_ABS64 && in_bytes {
                             let v = (value as i64).wrapping_add(r.addend) as u64;
                             put(&mut self.out[out].data, v);

@@ -41,10 +41,12 @@ mod devrt;
 mod externs;
 mod functions;
 mod linetable;
+mod memorder;
 mod mercury;
 mod notes;
 mod nvinfo;
 mod reglimit;
+mod regsass;
 mod relocations;
 mod resolve;
 mod sections;
@@ -190,6 +192,8 @@ struct KernelProps {
     /// The stack (nvlink's value for one it cannot bound when the tree recurses).
     stack: u32,
     barriers: u32,
+    /// A new `EXTERNS` record comes before a new barrier count (`externs.rs`).
+    externs_first: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -407,8 +411,6 @@ struct Merger<'a> {
     externs: Vec<Vec<u32>>,
     /// Each live function's own `EXTERNS` entries that stay, as input symbols.
     extern_refs: Vec<Vec<SymKey>>,
-    /// Each function's own `EXTERNS` record's entry count (0 without one).
-    extern_slots: Vec<usize>,
     /// The functions no input defines that those entries name (representatives).
     driver_functions: HashSet<SymKey>,
     /// The live kernels, in function order, and each one's call tree (`call_trees`);
@@ -480,7 +482,6 @@ impl<'a> Merger<'a> {
             props: HashMap::default(),
             externs: Vec::new(),
             extern_refs: Vec::new(),
-            extern_slots: Vec::new(),
             driver_functions: HashSet::default(),
         }
     }

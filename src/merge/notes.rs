@@ -114,8 +114,16 @@ impl<'a> Merger<'a> {
         }
         // final order
         let mut order: Vec<usize> = (0..self.out.len()).collect();
-        // (each rank worked out once; stable, as the order within a rank must be)
-        order.sort_by_cached_key(|&i| crate::elf::write::rank(&self.out[i], self.mercury_layout));
+        // (the memory-only sections of an image in the order nvlink makes them,
+        // `memorder.rs`; each rank worked out once, stable as the order within a rank must be)
+        let memory = self.memory_order();
+        order.sort_by_cached_key(|&i| {
+            let rank = crate::elf::write::rank(&self.out[i], self.mercury_layout);
+            match memory[i] {
+                Some(_) if rank == 16 => (15, memory[i]),
+                _ => (rank, memory[i]),
+            }
+        });
         let mut new_index = vec![0usize; self.out.len()];
         for (n, &i) in order.iter().enumerate() {
             new_index[i] = n;

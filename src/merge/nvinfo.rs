@@ -237,6 +237,7 @@ impl<'a> Merger<'a> {
             registers: regs,
             stack,
             barriers: bars,
+            externs_first: self.externs_before_barriers(f),
         }
     }
 

@@ -121,6 +121,7 @@ impl<'a> Merger<'a> {
                         self.pruned_frame(i, si, base)
                     }
                     ".debug_line" | ".nv_debug_line_sass" => self.pruned_lines(i, si),
+                    ".nv_debug_info_reg_sass" => self.cleared_reg_sass(i, si),
                     _ => None,
                 };
                 let o = &mut self.out[id];
@@ -145,6 +146,9 @@ impl<'a> Merger<'a> {
                 };
                 self.placed.insert(SecKey::new(i, si), (id, at));
             }
+        }
+        if self.opts.target.is_some_and(|t| t.sm >= 100) {
+            self.rebase_line_tables();
         }
         // text and per-function sections point at their function's code
         for i in 0..self.inputs.len() {

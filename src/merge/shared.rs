@@ -44,6 +44,7 @@ fn align_of(s: &Symbol) -> u64 {
 impl<'a> Merger<'a> {
     pub(super) fn shared(&mut self) {
         if self.opts.relocatable {
+            self.relocatable_shared_alignment();
             return;
         }
         // Every shared variable gets one offset, the same in every kernel window that
@@ -89,6 +90,28 @@ impl<'a> Merger<'a> {
         self.kernels_own_shared(&mut l, &shared);
         self.dynamic_shared(&mut l, slotted);
         self.shared_sections(l, reserve, sm);
+    }
+
+    /// `-r`: the shared sections stay the inputs' (concatenated by name, nothing laid
+    /// out), but nvlink 13.5 aligns every `.nv.shared.<kernel>` window and
+    /// `.nv_debug.shared` as the strictest dynamic (`extern`) array of the link asks,
+    /// whichever kernels use it (read off `-r` links of `smem.cu` and of programs with
+    /// a 16- or 32-aligned array used by a kernel, a device function or none).
+    fn relocatable_shared_alignment(&mut self) {
+        let dynamic = self
+            .inputs
+            .iter()
+            .flat_map(|u| &u.cubin.symbols)
+            .filter(|s| is_dynamic_shared(s))
+            .map(align_of)
+            .max();
+        if let Some(a) = dynamic {
+            for o in &mut self.out {
+                if o.ty == SHT_CUDA_SHARED {
+                    o.align = o.align.max(a);
+                }
+            }
+        }
     }
 
     /// Which kernels hold each shared variable some function refers to, and which
