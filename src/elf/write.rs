@@ -118,6 +118,13 @@ pub struct Image {
     pub symbols: Vec<OutSymbol>,
     /// Strings placed first in `.strtab` (prototype strings), in order.
     pub leading_strings: Vec<String>,
+    /// Section names in nvlink's creation order, those it drops included: listed first
+    /// in `.shstrtab` and, after the leading strings, in `.strtab` (empty in the sm_100+
+    /// layout, whose tables hold only what the image names).
+    pub created_sections: Vec<String>,
+    /// Global names in nvlink's creation order, dropped table symbols included: listed
+    /// in `.strtab` after the section names (below sm_100).
+    pub created_globals: Vec<String>,
     pub program_headers: bool,
     /// nvlink's sm_100+ layout: parameter banks after the memory-only sections, six
     /// program headers.
@@ -158,8 +165,8 @@ pub fn rank(s: &OutSection, mercury: bool) -> u8 {
         SHT_CUDA_RELOCINFO => 8,
         SHT_RELA | SHT_REL | SHT_CUDA_RESOLVED_RELA => 9,
         _ if s.flags & SHF_ALLOC == 0 => 1,
-        _ if n.starts_with(".nv.constant") && n[12..].bytes().all(|b| b.is_ascii_digit()) => 10,
-        _ if n.starts_with(".nv.constant") => 11,
+        // (module and parameter banks together, in nvlink's creation order)
+        _ if n.starts_with(".nv.constant") => 10,
         _ if s.flags & SHF_EXECINSTR != 0 => 12,
         SHT_CUDA_GLOBAL_INIT => 13,
         _ if n == ".nv.global.init" => 13,
@@ -285,6 +292,9 @@ pub fn write_to<W: Write + ?Sized>(mut img: Image, w: &mut W) -> std::io::Result
     names[1] = shstr.add(".shstrtab");
     names[2] = shstr.add(".strtab");
     names[3] = shstr.add(".symtab");
+    for s in &img.created_sections {
+        shstr.add(s);
+    }
     for (i, s) in img.sections.iter().enumerate() {
         names[i + base] = shstr.add(&s.name);
     }
@@ -295,8 +305,25 @@ pub fn write_to<W: Write + ?Sized>(mut img: Image, w: &mut W) -> std::io::Result
     for s in [".shstrtab", ".strtab", ".symtab"] {
         strtab.add(s);
     }
+    // (nvlink's .strtab names a parameter bank's .rel twin before the bank)
+    let mut created = img.created_sections.iter().peekable();
+    while let Some(s) = created.next() {
+        match created.peek() {
+            Some(rel) if rel.strip_prefix(".rel") == Some(s.as_str()) => {
+                strtab.add(rel);
+                strtab.add(s);
+                created.next();
+            }
+            _ => {
+                strtab.add(s);
+            }
+        }
+    }
     for s in &img.sections {
         strtab.add(&s.name);
+    }
+    for s in &img.created_globals {
+        strtab.add(s);
     }
     let mut encode = |syms: &[OutSymbol]| {
         let mut t = vec![0u8; 24];

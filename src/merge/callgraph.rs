@@ -61,7 +61,11 @@ impl<'a> Merger<'a> {
     }
 
     pub(super) fn callgraph(&mut self) -> Result<()> {
-        let mut groups: [BTreeSet<(u32, i64)>; 5] = Default::default();
+        // (each group's entries in the order first seen, a string's offset filled in
+        // once all are known)
+        let mut groups: [Vec<(u32, i64)>; 5] = Default::default();
+        let mut seen: HashSet<(usize, u32, i64)> = HashSet::default();
+        let mut seen_string: HashSet<(usize, u32, String)> = HashSet::default();
         let mut protos: BTreeSet<(u32, u32)> = BTreeSet::new();
         let mut strings: Vec<String> = Vec::new();
         let mut string_at: HashMap<String, usize> = HashMap::default();
@@ -72,7 +76,7 @@ impl<'a> Merger<'a> {
             }
             s
         };
-        let mut pending: Vec<(usize, u32, String)> = Vec::new();
+        let mut pending: Vec<(usize, usize, String)> = Vec::new();
         let mut pending_proto: Vec<(u32, String)> = Vec::new();
         for i in 0..self.inputs.len() {
             let c = &self.inputs[i].cubin;
@@ -93,16 +97,21 @@ impl<'a> Merger<'a> {
                         if kb.sym >= c.symbols.len() || self.symbol_is_dead(kb) {
                             continue;
                         }
-                        if let Some(ob) = self.out_index(kb) {
-                            groups[group].insert((oa as u32 + 1, ob as i64 + 1));
+                        if let Some(ob) = self.out_index(kb)
+                            && seen.insert((group, oa as u32 + 1, ob as i64 + 1))
+                        {
+                            groups[group].push((oa as u32 + 1, ob as i64 + 1));
                         }
                     }
                     2 | 3 => {
                         if let Some(s) = string(b) {
                             let s = intern(s, &mut strings);
-                            pending.push((group, oa as u32 + 1, s));
-                        } else {
-                            groups[group].insert((oa as u32 + 1, b));
+                            if seen_string.insert((group, oa as u32 + 1, s.clone())) {
+                                pending.push((group, groups[group].len(), s));
+                                groups[group].push((oa as u32 + 1, 0));
+                            }
+                        } else if seen.insert((group, oa as u32 + 1, b)) {
+                            groups[group].push((oa as u32 + 1, b));
                         }
                     }
                     _ => {}
@@ -123,8 +132,8 @@ impl<'a> Merger<'a> {
             }
         }
         let offsets = crate::elf::write::leading_offsets(&strings);
-        for (g, a, s) in pending {
-            groups[g].insert((a, offsets[&s] as i64));
+        for (g, at, s) in pending {
+            groups[g][at].1 = offsets[&s] as i64;
         }
         for (a, s) in pending_proto {
             protos.insert((a, offsets[&s]));
@@ -134,7 +143,7 @@ impl<'a> Merger<'a> {
         for g in 1..=4usize {
             data.extend_from_slice(&0u32.to_le_bytes());
             data.extend_from_slice(&(-(g as i32)).to_le_bytes());
-            for &(a, b) in &groups[g] {
+            for (a, b) in nvlink_entry_order(&groups[g]) {
                 data.extend_from_slice(&a.to_le_bytes());
                 data.extend_from_slice(&(b as i32).to_le_bytes());
             }
@@ -204,4 +213,25 @@ impl<'a> Merger<'a> {
         crate::diag::to_stderr(&text);
         Ok(())
     }
+}
+
+/// A call-graph group's entries as nvlink writes them: callers by symbol index, each
+/// caller's entries last seen first (inputs in order, each input's table in order) (read off nvlink 13.5: a kernel calling `d1`, `d2`, `d3`, `u1` in its input's
+/// table lists `u1`, `d3`, `d2`, `d1`).
+fn nvlink_entry_order(entries: &[(u32, i64)]) -> Vec<(u32, i64)> {
+    let mut callers: Vec<u32> = Vec::new();
+    let mut of: HashMap<u32, Vec<i64>> = HashMap::default();
+    for &(a, b) in entries {
+        of.entry(a)
+            .or_insert_with(|| {
+                callers.push(a);
+                Vec::new()
+            })
+            .push(b);
+    }
+    callers.sort_unstable();
+    callers
+        .iter()
+        .flat_map(|a| of[a].iter().rev().map(move |&b| (*a, b)))
+        .collect()
 }

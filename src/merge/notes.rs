@@ -113,8 +113,19 @@ impl<'a> Merger<'a> {
             self.new_section(o, false);
         }
         // final order
+        // (by rank, then in nvlink's creation order within a rank)
+        let created = std::mem::take(&mut self.created);
+        let at: HashMap<&str, usize> = created
+            .iter()
+            .enumerate()
+            .map(|(n, s)| (s.as_str(), n))
+            .collect();
         let mut order: Vec<usize> = (0..self.out.len()).collect();
-        order.sort_by_key(|&i| crate::elf::write::rank(&self.out[i], self.mercury_layout));
+        order.sort_by_key(|&i| {
+            let s = &self.out[i];
+            let r = crate::elf::write::rank(s, self.mercury_layout);
+            (r, creation::creation_rank(&at, &s.name))
+        });
         let mut new_index = vec![0usize; self.out.len()];
         for (n, &i) in order.iter().enumerate() {
             new_index[i] = n;
@@ -151,6 +162,9 @@ impl<'a> Merger<'a> {
                 s
             })
             .collect();
+        let listed: HashSet<&str> = self.symbols.iter().map(|s| s.name.as_str()).collect();
+        let created_globals = self.created_globals(&listed);
+        drop(listed);
         let symbols: Vec<OutSymbol> = std::mem::take(&mut self.symbols)
             .into_iter()
             .map(|mut s| {
@@ -195,6 +209,12 @@ impl<'a> Merger<'a> {
             sections,
             symbols,
             leading_strings: std::mem::take(&mut self.leading_strings),
+            created_sections: if self.mercury_layout {
+                Vec::new()
+            } else {
+                created
+            },
+            created_globals,
             program_headers: exec,
             mercury_layout: self.mercury_layout,
             merc_symbols,
