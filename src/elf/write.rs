@@ -118,6 +118,9 @@ pub struct Image {
     pub symbols: Vec<OutSymbol>,
     /// Strings placed first in `.strtab` (prototype strings), in order.
     pub leading_strings: Vec<String>,
+    /// nvlink's sm_100+ `.strtab`: only the symbols' names, in table order, the
+    /// prototype strings last (for an image whose tables do not refer to them).
+    pub symbol_names_only: bool,
     /// Section names in nvlink's creation order, those it drops included: listed first
     /// in `.shstrtab` and, after the leading strings, in `.strtab` (empty in the sm_100+
     /// layout, whose tables hold only what the image names).
@@ -299,10 +302,11 @@ pub fn write_to<W: Write + ?Sized>(mut img: Image, w: &mut W) -> std::io::Result
         names[i + base] = shstr.add(&s.name);
     }
     let mut strtab = StrTab::new();
-    for s in &img.leading_strings {
+    let names_only = img.symbol_names_only;
+    for s in img.leading_strings.iter().filter(|_| !names_only) {
         strtab.add(s);
     }
-    for s in [".shstrtab", ".strtab", ".symtab"] {
+    for s in [".shstrtab", ".strtab", ".symtab"].iter().filter(|_| !names_only) {
         strtab.add(s);
     }
     // (nvlink's .strtab names a parameter bank's .rel twin before the bank)
@@ -319,7 +323,7 @@ pub fn write_to<W: Write + ?Sized>(mut img: Image, w: &mut W) -> std::io::Result
             }
         }
     }
-    for s in &img.sections {
+    for s in img.sections.iter().filter(|_| !names_only) {
         strtab.add(&s.name);
     }
     for s in &img.created_globals {
@@ -345,6 +349,9 @@ pub fn write_to<W: Write + ?Sized>(mut img: Image, w: &mut W) -> std::io::Result
         let s = &mut img.sections[at];
         s.data = data;
         s.info = Ref::Raw(locals_end(&syms));
+    }
+    for s in img.leading_strings.iter().filter(|_| names_only) {
+        strtab.add(s);
     }
     let resolve = |r: Ref| -> u32 {
         match r {

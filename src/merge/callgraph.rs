@@ -131,6 +131,7 @@ impl<'a> Merger<'a> {
                 }
             }
         }
+        self.strings_referred = !pending.is_empty() || !pending_proto.is_empty();
         let offsets = crate::elf::write::leading_offsets(&strings);
         for (g, at, s) in pending {
             groups[g][at].1 = offsets[&s] as i64;

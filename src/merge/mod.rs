@@ -391,6 +391,8 @@ struct Merger<'a> {
     /// Section names in nvlink's creation order (`creation.rs`), once the live code is
     /// known.
     created: Vec<String>,
+    /// Whether `.nv.callgraph` or `.nv.prototype` refers to the leading strings.
+    strings_referred: bool,
     callgraph_id: usize,
     prototype_id: Option<usize>,
     address_taken: HashSet<FuncId>,
@@ -464,6 +466,7 @@ impl<'a> Merger<'a> {
             kept_relocs: Vec::new(),
             leading_strings: Vec::new(),
             created: Vec::new(),
+            strings_referred: false,
             callgraph_id: 0,
             prototype_id: None,
             address_taken: HashSet::default(),

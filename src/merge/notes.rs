@@ -215,6 +215,7 @@ impl<'a> Merger<'a> {
                 created
             },
             created_globals,
+            symbol_names_only: self.mercury_layout && !self.strings_referred,
             program_headers: exec,
             mercury_layout: self.mercury_layout,
             merc_symbols,
