@@ -122,9 +122,12 @@ pub struct Image {
     /// prototype strings last (for an image whose tables do not refer to them).
     pub symbol_names_only: bool,
     /// Section names in nvlink's creation order, those it drops included: listed first
-    /// in `.shstrtab` and, after the leading strings, in `.strtab` (empty in the sm_100+
-    /// layout, whose tables hold only what the image names).
+    /// in `.shstrtab` (empty in the sm_100+ layout, whose tables hold only what the
+    /// image names).
     pub created_sections: Vec<String>,
+    /// The same for `.strtab`, after the leading strings (local objects' names among
+    /// them, where nvlink meets them).
+    pub created_strtab: Vec<String>,
     /// Global names in nvlink's creation order, dropped table symbols included: listed
     /// in `.strtab` after the section names (below sm_100).
     pub created_globals: Vec<String>,
@@ -173,7 +176,7 @@ pub fn rank(s: &OutSection, mercury: bool) -> u8 {
         _ if s.flags & SHF_EXECINSTR != 0 => 12,
         SHT_CUDA_GLOBAL_INIT => 13,
         _ if n == ".nv.global.init" => 13,
-        _ if s.memory_only() && n == ".nv.global" => 16,
+        // (.nv.global among the windows, in nvlink's creation order)
         _ if s.memory_only() => 15,
         _ => 14,
     }
@@ -301,27 +304,24 @@ pub fn write_to<W: Write + ?Sized>(mut img: Image, w: &mut W) -> std::io::Result
     for (i, s) in img.sections.iter().enumerate() {
         names[i + base] = shstr.add(&s.name);
     }
-    let mut strtab = StrTab::new();
     let names_only = img.symbol_names_only;
+    if names_only {
+        // nvlink's sm_100+ .shstrtab ends with 36 zero bytes (read off nvlink 13.5 on
+        // the a/b fixtures, whole-program objects and generated programs)
+        shstr.bytes.extend_from_slice(&[0; 36]);
+    }
+    let mut strtab = StrTab::new();
     for s in img.leading_strings.iter().filter(|_| !names_only) {
         strtab.add(s);
     }
-    for s in [".shstrtab", ".strtab", ".symtab"].iter().filter(|_| !names_only) {
+    for s in [".shstrtab", ".strtab", ".symtab"]
+        .iter()
+        .filter(|_| !names_only)
+    {
         strtab.add(s);
     }
-    // (nvlink's .strtab names a parameter bank's .rel twin before the bank)
-    let mut created = img.created_sections.iter().peekable();
-    while let Some(s) = created.next() {
-        match created.peek() {
-            Some(rel) if rel.strip_prefix(".rel") == Some(s.as_str()) => {
-                strtab.add(rel);
-                strtab.add(s);
-                created.next();
-            }
-            _ => {
-                strtab.add(s);
-            }
-        }
+    for s in &img.created_strtab {
+        strtab.add(s);
     }
     for s in img.sections.iter().filter(|_| !names_only) {
         strtab.add(&s.name);
@@ -443,7 +443,11 @@ pub fn write_to<W: Write + ?Sized>(mut img: Image, w: &mut W) -> std::io::Result
             load_rw = Some((at, size, size));
         }
     }
-    out.align(8);
+    // (the section header table is 8-aligned below sm_100; nvlink's sm_100+ layout
+    // writes it right after the last section)
+    if !names_only {
+        out.align(8);
+    }
     let shoff = out.pos;
     let shnum = img.sections.len() + base;
     let mut table: Vec<u8> = Vec::with_capacity(shnum * 64 + 4 * 56);

@@ -83,6 +83,12 @@ impl<'a> Merger<'a> {
             let string = |off: i64| c.strtab_string(off);
             for (a, b, group) in c.callgraph_entries()? {
                 let ka = SymKey::new(i, a as usize);
+                // (below sm_100 nvlink's .strtab keeps every prototype string of the
+                // inputs, those of removed functions included, in the order it reads
+                // them; the sm_100+ one only those the tables refer to)
+                if let (2 | 3, Some(s), false) = (group, string(b), self.mercury_layout) {
+                    intern(s, &mut strings);
+                }
                 if self.symbol_is_dead(ka) {
                     continue;
                 }
@@ -121,6 +127,9 @@ impl<'a> Merger<'a> {
                 for e in c.bytes(ps).chunks_exact(8) {
                     let sym = e.u32_at(0).unwrap_or(0) as usize;
                     let off = e.u32_at(4).unwrap_or(0) as i64;
+                    if let (Some(s), false) = (string(off), self.mercury_layout) {
+                        intern(s, &mut strings);
+                    }
                     if sym >= c.symbols.len() || !self.prototype_kept(SymKey::new(i, sym)) {
                         continue;
                     }
@@ -131,21 +140,33 @@ impl<'a> Merger<'a> {
                 }
             }
         }
-        self.strings_referred = !pending.is_empty() || !pending_proto.is_empty();
         let offsets = crate::elf::write::leading_offsets(&strings);
+        // (where each string's offset is written, for the sm_100+ layout, whose .strtab
+        // puts the strings last: `finish` writes their final offsets there)
+        let index: HashMap<u32, usize> = strings
+            .iter()
+            .enumerate()
+            .map(|(n, s)| (offsets[s], n))
+            .collect();
+        let mut is_string: HashSet<(usize, u32, i64)> = HashSet::default();
         for (g, at, s) in pending {
             groups[g][at].1 = offsets[&s] as i64;
+            is_string.insert((g, groups[g][at].0, offsets[&s] as i64));
         }
         for (a, s) in pending_proto {
             protos.insert((a, offsets[&s]));
         }
         self.leading_strings = strings;
         let mut data = Vec::new();
-        for g in 1..=4usize {
+        for (g, group) in groups.iter().enumerate().skip(1) {
             data.extend_from_slice(&0u32.to_le_bytes());
             data.extend_from_slice(&(-(g as i32)).to_le_bytes());
-            for (a, b) in nvlink_entry_order(&groups[g]) {
+            for (a, b) in nvlink_entry_order(group) {
                 data.extend_from_slice(&a.to_le_bytes());
+                if is_string.contains(&(g, a, b)) {
+                    let n = index[&(b as u32)];
+                    self.string_patches.push((self.callgraph_id, data.len(), n));
+                }
                 data.extend_from_slice(&(b as i32).to_le_bytes());
             }
         }
@@ -153,10 +174,56 @@ impl<'a> Merger<'a> {
         if let Some(p) = self.prototype_id {
             for (a, b) in protos {
                 self.out[p].data.extend_from_slice(&a.to_le_bytes());
+                let at = self.out[p].data.len();
+                self.string_patches.push((p, at, index[&b]));
                 self.out[p].data.extend_from_slice(&b.to_le_bytes());
             }
         }
         Ok(())
+    }
+
+    /// nvlink's sm_100+ `.strtab` lists the symbols' names, then the Mercury symbols'
+    /// new ones, then the prototype strings in the order the tables refer to them: their
+    /// offsets there, written where the
+    /// call graph and prototype tables (and their Mercury copies) refer to them.
+    pub(super) fn strings_last(&mut self) {
+        let mut at: HashMap<&str, u32> = HashMap::default();
+        let mut len = 1u32;
+        let merc = self.merc_symbols.iter().flat_map(|(_, m)| m);
+        for name in self.symbols.iter().chain(merc).map(|s| s.name.as_str()) {
+            if !name.is_empty() && !at.contains_key(name) {
+                at.insert(name, len);
+                len += name.len() as u32 + 1;
+            }
+        }
+        // (in the order the tables refer to them, callers by symbol index)
+        let mut order: Vec<usize> = Vec::new();
+        let mut placed = vec![false; self.leading_strings.len()];
+        let firsts = self.string_patches.iter().map(|p| p.2);
+        for n in firsts.chain(0..self.leading_strings.len()) {
+            if !std::mem::replace(&mut placed[n], true) {
+                order.push(n);
+            }
+        }
+        let mut offset = vec![0u32; self.leading_strings.len()];
+        for &n in &order {
+            let s = self.leading_strings[n].as_str();
+            offset[n] = *at.entry(s).or_insert_with(|| {
+                let o = len;
+                len += s.len() as u32 + 1;
+                o
+            });
+        }
+        for &(sec, pos, n) in &self.string_patches {
+            if let Some(b) = self.out[sec].data.get_mut(pos..pos + 4) {
+                b.copy_from_slice(&offset[n].to_le_bytes());
+            }
+        }
+        let mut strings: Vec<Option<String>> = std::mem::take(&mut self.leading_strings)
+            .into_iter()
+            .map(Some)
+            .collect();
+        self.leading_strings = order.iter().filter_map(|&n| strings[n].take()).collect();
     }
 
     /// `-dump-callgraph` as nvlink prints it (both spellings print demangled names): the

@@ -1,15 +1,18 @@
 //! nvlink's creation order: the names of the sections nvlink makes, in the order it
 //! makes them, those it later drops included (`.symtab_shndx`, the parameter banks'
-//! `.rel` twins, a kernel's unused `.nv.shared.<k>`, `.nv.prototype`), and the global
-//! names its symbol table was built from, the dropped table symbols (`__UDT`, `__UFT`...)
-//! included. Below sm_100 its string tables list them in that order; at every SM a
-//! group of sections (the `.nv.info.<fn>` ones) comes in that order. Read off nvlink 13.5
-//! on the merge fixtures: per input, first the code of each live function in section
-//! symbol order (a kernel's `.nv.info.<k>` and `.nv.shared.<k>` right after its code),
-//! then the sections its data objects lie in, in symbol order (the `_param` marks of
-//! sm_7x/sm_8x bring the parameter banks there), then the other sections named by
-//! section symbols, in order (a parameter bank with its `.rel` twin), then the `.nv.info.<fn>` of the other live functions, then the
-//! relocation sections in section order; the linker's tables last.
+//! `.rel` twins, a kernel's unused `.nv.shared.<k>`, `.nv.prototype`), with the local
+//! functions and data objects where it meets them, and the global names its symbol
+//! table was built from, the dropped table symbols (`__UDT`, `__UFT`...) included.
+//! Below sm_100 its string tables list the names in that order; at every SM the local
+//! symbols and each group of sections (`.nv.info.<fn>`, the constant banks, the
+//! memory-only sections) come in that order. Read off nvlink 13.5 on the merge fixtures
+//! and generated programs: per input, first the code of each live function in function
+//! symbol order (a static function's name before it; a kernel's `.nv.info.<k>` and
+//! `.nv.shared.<k>` after it), then the sections its data objects lie in, in symbol
+//! order (the `_param` marks of sm_7x/sm_8x bring the parameter banks there), then the
+//! other sections named by section symbols, in order (a parameter bank with its `.rel`
+//! twin), then the `.nv.info.<fn>` of the other live functions, then the relocation
+//! sections in section order; the linker's tables last.
 
 use super::*;
 
@@ -25,17 +28,23 @@ const FIRST: [&str; 8] = [
     ".nv.compat",
 ];
 
+/// A name in nvlink's creation order: a section's, or a local function's or data
+/// object's (its symbol).
+pub(super) type Created = (String, Option<SymKey>);
+
 /// The linker's own tables, made after every input's sections.
 const LAST: [&str; 3] = [".nv.callgraph", ".nv.prototype", ".nv.rel.action"];
 
 impl<'a> Merger<'a> {
-    /// Section names in nvlink's creation order, each once.
-    pub(super) fn created_sections(&self) -> Vec<String> {
-        let mut names: Vec<String> = Vec::new();
+    /// Section names in nvlink's creation order, each once, and between them the local
+    /// functions and data objects where nvlink meets them (`Some`: their symbols, and
+    /// in `.strtab` the names of those the image keeps, come there).
+    pub(super) fn created_sections(&self) -> Vec<Created> {
+        let mut names: Vec<Created> = Vec::new();
         let mut seen: HashSet<String> = HashSet::default();
-        let mut add = |n: String, names: &mut Vec<String>| {
+        let mut add = |n: String, names: &mut Vec<Created>| {
             if seen.insert(n.clone()) {
-                names.push(n);
+                names.push((n, None));
             }
         };
         for n in FIRST {
@@ -59,9 +68,17 @@ impl<'a> Merger<'a> {
                     .filter(|&f| self.live[f])
             };
             let fn_name = |f: FuncId| self.sym(self.funcs[f].key).name.as_str();
-            // the code of each live function; a kernel's info and window with it
-            for (si, s) in sections() {
-                if let Some(f) = live_code(si) {
+            // the code of each live function, in function symbol order; a kernel's info
+            // and window with it
+            for f in self.func_at[i].iter().flatten().copied() {
+                if let Some(s) = c.sections.get(self.funcs[f].text)
+                    && self.live[f]
+                {
+                    // (a local function's symbol, and name, before its code)
+                    let key = self.funcs[f].key;
+                    if self.sym(key).bind == STB_LOCAL {
+                        names.push((fn_name(f).to_string(), Some(key)));
+                    }
                     add(s.name.clone(), &mut names);
                     if self.funcs[f].entry {
                         add(format!(".nv.info.{}", fn_name(f)), &mut names);
@@ -71,23 +88,32 @@ impl<'a> Merger<'a> {
             }
             // the sections the data objects lie in, in symbol order (an undefined
             // dynamic shared array's is `.nv_debug.shared`)
-            for sym in &c.symbols {
+            for (si, sym) in c.symbols.iter().enumerate() {
                 if kind(sym) != Kind::Data {
                     continue;
                 }
                 let name = match c.sections.get(sym.shndx as usize) {
                     _ if is_dynamic_shared(sym) => ".nv_debug.shared",
-                    Some(s) if sym.defined() && !self.is_dropped_function_section(i, sym.shndx as usize) => {
+                    Some(s)
+                        if sym.defined()
+                            && !self.is_dropped_function_section(i, sym.shndx as usize) =>
+                    {
                         s.name.as_str()
                     }
                     _ => continue,
                 };
-                if self.owner(i, sym.shndx as usize).is_some_and(|f| !self.live[f]) {
+                if self
+                    .owner(i, sym.shndx as usize)
+                    .is_some_and(|f| !self.live[f])
+                {
                     continue;
                 }
                 add(name.to_string(), &mut names);
                 if name.starts_with(".nv.constant0.") {
                     add(format!(".rel{name}"), &mut names);
+                }
+                if sym.bind == STB_LOCAL {
+                    names.push((sym.name.clone(), Some(SymKey::new(i, si))));
                 }
             }
             // the other sections named by section symbols
@@ -131,6 +157,47 @@ impl<'a> Merger<'a> {
         names
     }
 
+    /// Outside `-r`, the local symbols made so far (the section symbols, then the inputs'
+    /// locals) put in creation order: a local function's or data object's symbol comes
+    /// where nvlink met it, among the section symbols (a static function's right before
+    /// its code's, a string constant `$str` right after its `.nv.global.init`); the
+    /// others keep their order after those.
+    pub(super) fn interleave_locals(&mut self) {
+        if self.opts.relocatable {
+            return;
+        }
+        let n = self.symbols.len();
+        let mut pos = vec![usize::MAX; n];
+        let sections = positions(&self.created);
+        for (&id, &at) in &self.section_sym_index {
+            pos[at] = creation_rank(&sections, &self.out[id].name);
+        }
+        for (p, (_, local)) in self.created.iter().enumerate() {
+            if let Some(&at) = local.and_then(|k| self.sym_of.get(&k)) {
+                pos[at] = p;
+            }
+        }
+        let mut order: Vec<usize> = (0..n).collect();
+        order.sort_by_key(|&at| pos[at]);
+        let mut new_at = vec![0usize; n];
+        for (to, &from) in order.iter().enumerate() {
+            new_at[from] = to;
+        }
+        let mut old: Vec<Option<OutSymbol>> = self.symbols.drain(..).map(Some).collect();
+        self.symbols = order
+            .iter()
+            .map(|&from| old[from].take().expect("once"))
+            .collect();
+        for at in self.section_sym_index.values_mut() {
+            *at = new_at[*at];
+        }
+        for at in self.sym_of.values_mut() {
+            if *at < n {
+                *at = new_at[*at];
+            }
+        }
+    }
+
     /// Global names in the order nvlink's symbol table was built from them: the ones
     /// the image lists, and the unified-table symbols it drops, in global order.
     pub(super) fn created_globals(&self, listed: &HashSet<&str>) -> Vec<String> {
@@ -140,6 +207,40 @@ impl<'a> Merger<'a> {
             .map(|g| g.name.to_string())
             .collect()
     }
+}
+
+/// The `.strtab` names of `created` (the sections' and the local objects' the image
+/// lists): a parameter bank's `.rel` twin comes before the bank there.
+pub(super) fn created_strtab(created: &[Created], listed: &HashSet<&str>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut it = created.iter().peekable();
+    while let Some((s, local)) = it.next() {
+        if local.is_some() {
+            if listed.contains(s.as_str()) {
+                out.push(s.clone());
+            }
+            continue;
+        }
+        match it.peek() {
+            Some((rel, None)) if rel.strip_prefix(".rel") == Some(s.as_str()) => {
+                out.push(rel.clone());
+                out.push(s.clone());
+                it.next();
+            }
+            _ => out.push(s.clone()),
+        }
+    }
+    out
+}
+
+/// Where each section name comes in `created`.
+pub(super) fn positions(created: &[Created]) -> HashMap<&str, usize> {
+    created
+        .iter()
+        .enumerate()
+        .filter(|(_, (_, local))| local.is_none())
+        .map(|(n, (s, _))| (s.as_str(), n))
+        .collect()
 }
 
 /// The position `name` has in `created` (a capsule-Mercury section takes its SASS

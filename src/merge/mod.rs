@@ -390,9 +390,10 @@ struct Merger<'a> {
     leading_strings: Vec<String>,
     /// Section names in nvlink's creation order (`creation.rs`), once the live code is
     /// known.
-    created: Vec<String>,
-    /// Whether `.nv.callgraph` or `.nv.prototype` refers to the leading strings.
-    strings_referred: bool,
+    created: Vec<creation::Created>,
+    /// Where `.nv.callgraph` and `.nv.prototype` (and their Mercury copies) refer to
+    /// a leading string: (section, byte offset, the string's position).
+    string_patches: Vec<(usize, usize, usize)>,
     callgraph_id: usize,
     prototype_id: Option<usize>,
     address_taken: HashSet<FuncId>,
@@ -466,7 +467,7 @@ impl<'a> Merger<'a> {
             kept_relocs: Vec::new(),
             leading_strings: Vec::new(),
             created: Vec::new(),
-            strings_referred: false,
+            string_patches: Vec::new(),
             callgraph_id: 0,
             prototype_id: None,
             address_taken: HashSet::default(),

@@ -97,6 +97,9 @@ impl<'a> Merger<'a> {
 
     pub(super) fn finish(&mut self) -> Image {
         let exec = !self.opts.relocatable;
+        if self.mercury_layout {
+            self.strings_last(); // (callgraph.rs)
+        }
         for (out_id, list, data) in std::mem::take(&mut self.kept_relocs) {
             let (prefix, ty, entsize) = match list {
                 RelocList::Rel => (".rel", SHT_REL, 16),
@@ -115,11 +118,7 @@ impl<'a> Merger<'a> {
         // final order
         // (by rank, then in nvlink's creation order within a rank)
         let created = std::mem::take(&mut self.created);
-        let at: HashMap<&str, usize> = created
-            .iter()
-            .enumerate()
-            .map(|(n, s)| (s.as_str(), n))
-            .collect();
+        let at = creation::positions(&created);
         let mut order: Vec<usize> = (0..self.out.len()).collect();
         order.sort_by_key(|&i| {
             let s = &self.out[i];
@@ -163,7 +162,14 @@ impl<'a> Merger<'a> {
             })
             .collect();
         let listed: HashSet<&str> = self.symbols.iter().map(|s| s.name.as_str()).collect();
-        let created_globals = self.created_globals(&listed);
+        let created_globals = match self.mercury_layout {
+            true => Vec::new(),
+            false => self.created_globals(&listed),
+        };
+        let created_strtab = match self.mercury_layout {
+            true => Vec::new(),
+            false => creation::created_strtab(&created, &listed),
+        };
         drop(listed);
         let symbols: Vec<OutSymbol> = std::mem::take(&mut self.symbols)
             .into_iter()
@@ -209,13 +215,17 @@ impl<'a> Merger<'a> {
             sections,
             symbols,
             leading_strings: std::mem::take(&mut self.leading_strings),
-            created_sections: if self.mercury_layout {
-                Vec::new()
-            } else {
-                created
+            created_sections: match self.mercury_layout {
+                true => Vec::new(),
+                false => created
+                    .into_iter()
+                    .filter(|c| c.1.is_none())
+                    .map(|c| c.0)
+                    .collect(),
             },
+            created_strtab,
             created_globals,
-            symbol_names_only: self.mercury_layout && !self.strings_referred,
+            symbol_names_only: self.mercury_layout,
             program_headers: exec,
             mercury_layout: self.mercury_layout,
             merc_symbols,

@@ -52,6 +52,7 @@ impl<'a> Merger<'a> {
                 }
             }
         }
+        self.interleave_locals(); // (creation.rs)
         for gi in 0..self.globals.len() {
             let g = &self.globals[gi];
             let (name, k) = (g.name, g.def.unwrap_or(g.first));
@@ -142,12 +143,7 @@ impl<'a> Merger<'a> {
         if self.created.is_empty() {
             self.created = self.created_sections();
         }
-        let at: HashMap<&str, usize> = self
-            .created
-            .iter()
-            .enumerate()
-            .map(|(n, s)| (s.as_str(), n))
-            .collect();
+        let at = super::creation::positions(&self.created);
         let mut ids: Vec<usize> = (0..self.out.len()).collect();
         ids.sort_by_key(|&id| super::creation::creation_rank(&at, &self.out[id].name));
         drop(at);
