@@ -13,6 +13,8 @@ use nvlinkrs::elf::equiv;
 
 #[path = "merge/buildsys.rs"]
 mod buildsys;
+#[path = "merge/bytes.rs"]
+mod bytes;
 #[path = "merge/generated.rs"]
 mod generated;
 
@@ -1098,13 +1100,13 @@ fn links_equivalent_to_nvlink() {
         identical.len()
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-    // byte identity (`cmp`): exactly these; the others differ for the reasons listed in
-    // NOT_BYTE_IDENTICAL
-    let mut want: Vec<&str> = BYTE_IDENTICAL.to_vec();
+    // byte identity (`cmp`): exactly the links merge/bytes.rs lists, the others there
+    // with the reason they differ
+    let mut want: Vec<&str> = bytes::BYTE_IDENTICAL.to_vec();
     want.sort_unstable();
     identical.sort_unstable();
     assert_eq!(identical, want, "the byte-identical links");
-    let known: Vec<&str> = NOT_BYTE_IDENTICAL
+    let known: Vec<&str> = bytes::NOT_BYTE_IDENTICAL
         .iter()
         .flat_map(|(_, c)| c.iter().copied())
         .collect();
@@ -1115,154 +1117,6 @@ fn links_equivalent_to_nvlink() {
         );
     }
 }
-
-/// The links of `links_equivalent_to_nvlink` whose image is nvlink's byte for byte.
-const BYTE_IDENTICAL: &[&str] = &[
-    "-G inputs, -g link",
-    "-G inputs, an inline function in two units",
-    "-G inputs, the only kernel's EXTERNS grown",
-    "-G inputs, unplaced .debug_loc labels sm_75",
-    "-G inputs, unplaced .debug_loc labels sm_90",
-    "-G inputs, unplaced .debug_loc labels, -g link",
-    "-g link",
-    "-g link, sm_75, global shared variables",
-    "-kernels-used",
-    "-kernels-used twice, -variables-used",
-    "-lineinfo inputs beside plain ones",
-    "-lineinfo, a removed function's line table sm_90",
-    "-v sm_100, dynamic shared",
-    "-v sm_120, globals",
-    "-v, several kernels",
-    "-v, shared memory sm_75",
-    "-v, stack and registers",
-    "-v, whole-program object",
-    "-verbose-tkinfo=true: the files in the tool note",
-    "LTO IR and PTX without -dlto (the PTX is used)",
-    "PTX input",
-    "archive",
-    "compute_100 code beside compute_120",
-    "compute_90 PTX for sm_120",
-    "cubins sm_100",
-    "cubins sm_120",
-    "cubins sm_90",
-    "device runtime entry points",
-    "driver functions and managed variables sm_100",
-    "driver functions and managed variables sm_120",
-    "driver functions and managed variables sm_75",
-    "driver functions and managed variables sm_90",
-    "dynamic shared, one kernel sm_100",
-    "dynamic shared, one kernel sm_75",
-    "dynamic shared, one kernel sm_90",
-    "dynamic shared, only in a function no kernel reaches",
-    "dynamic shared, only in a function no kernel reaches, -g",
-    "dynamic shared, windows grown sm_120",
-    "dynamic shared, windows grown sm_90",
-    "dynamic shared, windows grown, -g",
-    "example objects",
-    "host objects + libcudadevrt",
-    "input order reversed",
-    "internal constants",
-    "internal constants -g",
-    "message options in the tool note",
-    "no code for the target",
-    "partial LTO",
-    "partial LTO sm_100",
-    "partial LTO without libcudadevrt",
-    "register and stack propagation",
-    "shared memory slot alignment sm_100",
-    "shared memory slot alignment sm_75",
-    "shared memory slot alignment sm_90",
-    "shared memory slots sm_100",
-    "shared memory slots sm_75",
-    "shared memory slots sm_90",
-    "shared memory sm_100",
-    "shared memory sm_120",
-    "shared memory sm_75",
-    "shared memory sm_90",
-    "shared window alignment sm_100",
-    "shared window alignment sm_80",
-    "sm_100 code for sm_100a",
-    "sm_100 code for sm_103",
-    "sm_100 input order reversed",
-    "sm_100 register and stack propagation",
-    "sm_120 code for sm_120a",
-    "sm_120 code for sm_121a",
-    "sm_120 four inputs",
-    "sm_75",
-    "sm_75 heavy",
-    "sm_80",
-    "sm_80 code for sm_86",
-    "unlaunched kernels, a host object and PTX",
-    "unlaunched kernels, a host object and a cubin",
-    "unlaunched kernels, a host object and a cubin sm_100",
-    "unlaunched kernels, a host object and a fatbin",
-    "unlaunched kernels, partial LTO",
-    "unlaunched kernels, partial LTO with a cubin",
-    "unlaunched kernels, partial LTO, IR second",
-    "unlaunched kernels, whole LTO",
-    "whole-program object beside -rdc ones",
-    "whole-program object sm_100",
-    "whole-program object sm_103a",
-    "whole-program object sm_120",
-    "whole-program object sm_121",
-    "whole-program object sm_75",
-    "whole-program object sm_90",
-    "whole-program object sm_90a",
-];
-
-/// The other links of `links_equivalent_to_nvlink`, by the reason their bytes differ
-/// (DESIGN.md, byte identity).
-const NOT_BYTE_IDENTICAL: &[(&str, &[&str])] = &[
-    (
-        "no image: the link fails, as nvlink's does",
-        &[
-            "managed and plain references to one variable",
-            "plain and managed references to one variable",
-            "register limit, callee in a cubin",
-            "register limit, callees in input order",
-            "register limit, callee assembled from PTX",
-            "duplicate definitions",
-            "undefined reference",
-            "an unknown device runtime name",
-            "sm_90 cubins for sm_100",
-            "an sm_80 cubin among sm_90 ones",
-            "sm_100 cubin for sm_120",
-            "only LTO IR without -dlto",
-            "LTO IR beside SASS without -dlto",
-        ],
-    ),
-    (
-        "--preserve-relocs: the .nv.resolvedrela.* sections' place in nvlink's creation order not read off",
-        &[
-            "internal constants --preserve-relocs",
-            "--preserve-relocs sm_90",
-            "--preserve-relocs sm_75",
-            "--preserve-relocs and -g, shared memory",
-            "message options in a debug link's tool note",
-        ],
-    ),
-    (
-        "libcudadevrt's kernels and functions a device launch brings in: their sections' and symbols' creation order not read off",
-        &[
-            "launched kernel with shared memory sm_75",
-            "launched kernel with shared memory sm_90",
-            "kernel launched from another unit",
-            "kernel launched from another unit sm_75",
-        ],
-    ),
-    (
-        "kernels the host objects leave unlaunched: nvlink still names their .nv.shared.<k> (not under -kernels-used)",
-        &["unlaunched kernels, host objects"],
-    ),
-    (
-        "sm_100, an input without device code first: nvlink makes .debug_frame's section symbol before the code's",
-        &["example objects sm_100, one without device code"],
-    ),
-    (
-        "not analysed yet",
-        &["-lineinfo, a removed function's line table sm_100"],
-    ),
-];
 
 /// `-r` then relink: the relocatable output of nvlinkrs (and that of nvlink) linked again
 /// by both linkers gives equivalent images, for sm_75, sm_80, sm_90 and, with their
