@@ -66,7 +66,9 @@ impl<'r> Plan<'r> {
             disable_smem_reservation: req.disable_smem_reservation,
             allow_undefined_globals: req.allow_undefined_globals,
             note_command_line: toolnote::command_line(req),
-            note_output: req.debug.then(|| toolnote::file_name(&req.output)),
+            // (a debug link's note, and one with -verbose-tkinfo=true, names the output)
+            note_output: (req.debug || req.recorded.verbose_tkinfo)
+                .then(|| toolnote::file_name(&req.output)),
             dump_callgraph: req.dump_callgraph.is_some(),
             kernels: None,
             lto_from: Vec::new(),

@@ -13,6 +13,8 @@ use nvlinkrs::elf::equiv;
 
 #[path = "merge/buildsys.rs"]
 mod buildsys;
+#[path = "merge/bytes.rs"]
+mod bytes;
 #[path = "merge/generated.rs"]
 mod generated;
 
@@ -1287,19 +1289,39 @@ fn links_equivalent_to_nvlink() {
         ),
     ];
     let mut failures = Vec::new();
-    let mut identical = 0;
+    let mut identical = Vec::new();
     for (what, a) in &cases {
+        if std::env::var_os("NVLINKRS_BYTES_DUMP").is_some() {
+            eprintln!("CASE {what}\t{}", a.join(" "));
+        }
         match differential(a) {
-            Ok(true) => identical += 1,
+            Ok(true) => identical.push(*what),
             Ok(false) => {}
             Err(d) => failures.push(format!("{what}:\n    {d}")),
         }
     }
     eprintln!(
-        "{} cases equivalent, {identical} byte-identical",
-        cases.len() - failures.len()
+        "{} cases equivalent, {} byte-identical",
+        cases.len() - failures.len(),
+        identical.len()
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // byte identity (`cmp`): exactly the links merge/bytes.rs lists, the others there
+    // with the reason they differ
+    let mut want: Vec<&str> = bytes::BYTE_IDENTICAL.to_vec();
+    want.sort_unstable();
+    identical.sort_unstable();
+    assert_eq!(identical, want, "the byte-identical links");
+    let known: Vec<&str> = bytes::NOT_BYTE_IDENTICAL
+        .iter()
+        .flat_map(|(_, c)| c.iter().copied())
+        .collect();
+    for (what, _) in &cases {
+        assert!(
+            want.contains(what) != known.contains(what),
+            "{what}: listed in neither or both of BYTE_IDENTICAL and NOT_BYTE_IDENTICAL"
+        );
+    }
 }
 
 /// `-r` then relink: the relocatable output of nvlinkrs (and that of nvlink) linked again

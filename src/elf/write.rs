@@ -118,6 +118,19 @@ pub struct Image {
     pub symbols: Vec<OutSymbol>,
     /// Strings placed first in `.strtab` (prototype strings), in order.
     pub leading_strings: Vec<String>,
+    /// nvlink's sm_100+ `.strtab`: only the symbols' names, in table order, the
+    /// prototype strings last (for an image whose tables do not refer to them).
+    pub symbol_names_only: bool,
+    /// Section names in nvlink's creation order, those it drops included: listed first
+    /// in `.shstrtab` (empty in the sm_100+ layout, whose tables hold only what the
+    /// image names).
+    pub created_sections: Vec<String>,
+    /// The same for `.strtab`, after the leading strings (local objects' names among
+    /// them, where nvlink meets them).
+    pub created_strtab: Vec<String>,
+    /// Global names in nvlink's creation order, dropped table symbols included: listed
+    /// in `.strtab` after the section names (below sm_100).
+    pub created_globals: Vec<String>,
     pub program_headers: bool,
     /// nvlink's sm_100+ layout: parameter banks after the memory-only sections, six
     /// program headers.
@@ -158,12 +171,12 @@ pub fn rank(s: &OutSection, mercury: bool) -> u8 {
         SHT_CUDA_RELOCINFO => 8,
         SHT_RELA | SHT_REL | SHT_CUDA_RESOLVED_RELA => 9,
         _ if s.flags & SHF_ALLOC == 0 => 1,
-        _ if n.starts_with(".nv.constant") && n[12..].bytes().all(|b| b.is_ascii_digit()) => 10,
-        _ if n.starts_with(".nv.constant") => 11,
+        // (module and parameter banks together, in nvlink's creation order)
+        _ if n.starts_with(".nv.constant") => 10,
         _ if s.flags & SHF_EXECINSTR != 0 => 12,
         SHT_CUDA_GLOBAL_INIT => 13,
         _ if n == ".nv.global.init" => 13,
-        _ if s.memory_only() && n == ".nv.global" => 16,
+        // (.nv.global among the windows, in nvlink's creation order)
         _ if s.memory_only() => 15,
         _ => 14,
     }
@@ -310,19 +323,37 @@ pub fn write_to<W: Write + ?Sized>(mut img: Image, w: &mut W) -> std::io::Result
     names[1] = shstr.add(".shstrtab");
     names[2] = shstr.add(".strtab");
     names[3] = shstr.add(".symtab");
+    for s in &img.created_sections {
+        shstr.add(s);
+    }
     for (i, s) in img.sections.iter().enumerate() {
         names[i + base] = shstr.add(&s.name);
     }
+    let names_only = img.symbol_names_only;
+    if names_only {
+        // nvlink's sm_100+ .shstrtab ends with 36 zero bytes (read off nvlink 13.5 on
+        // the a/b fixtures, whole-program objects and generated programs)
+        shstr.bytes.extend_from_slice(&[0; 36]);
+    }
     let strings = img.leading_strings.len() + img.symbols.len();
     let mut strtab = StrTab::with_capacity(strings + 3);
-    for s in &img.leading_strings {
+    for s in img.leading_strings.iter().filter(|_| !names_only) {
         strtab.add(s);
     }
-    for s in [".shstrtab", ".strtab", ".symtab"] {
+    for s in [".shstrtab", ".strtab", ".symtab"]
+        .iter()
+        .filter(|_| !names_only)
+    {
         strtab.add(s);
     }
-    for s in &img.sections {
+    for s in &img.created_strtab {
+        strtab.add(s);
+    }
+    for s in img.sections.iter().filter(|_| !names_only) {
         strtab.add(&s.name);
+    }
+    for s in &img.created_globals {
+        strtab.add(s);
     }
     let symtab = encode_symbols(&img.symbols, &mut strtab, base);
     let merc_symtab = (merc_symbols.as_ref()).map(|(at, syms)| {
@@ -332,6 +363,9 @@ pub fn write_to<W: Write + ?Sized>(mut img: Image, w: &mut W) -> std::io::Result
             locals_end(syms),
         )
     });
+    for s in img.leading_strings.iter().filter(|_| names_only) {
+        strtab.add(s);
+    }
     // (the tables' maps are let go before the sections are written)
     let (shstr, strtab) = (shstr.bytes, strtab.bytes);
     drop(merc_symbols);
@@ -438,7 +472,11 @@ pub fn write_to<W: Write + ?Sized>(mut img: Image, w: &mut W) -> std::io::Result
     if let Some(rw) = &mut load_rw {
         rw.2 = (rw_memory.iter()).fold(rw.1.max(rw.2), |m, &(a, n)| m.next_multiple_of(a) + n);
     }
-    out.align(8);
+    // (the section header table is 8-aligned below sm_100; nvlink's sm_100+ layout
+    // writes it right after the last section)
+    if !names_only {
+        out.align(8);
+    }
     let shoff = out.pos;
     let shnum = img.sections.len() + base;
     let mut table: Vec<u8> = Vec::with_capacity(shnum * 64 + 4 * 56);

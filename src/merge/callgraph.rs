@@ -61,7 +61,11 @@ impl<'a> Merger<'a> {
     }
 
     pub(super) fn callgraph(&mut self) -> Result<()> {
-        let mut groups: [BTreeSet<(u32, i64)>; 5] = Default::default();
+        // (each group's entries in the order first seen, a string's offset filled in
+        // once all are known)
+        let mut groups: [Vec<(u32, i64)>; 5] = Default::default();
+        let mut seen: HashSet<(usize, u32, i64)> = HashSet::default();
+        let mut seen_string: HashSet<(usize, u32, String)> = HashSet::default();
         let mut protos: BTreeSet<(u32, u32)> = BTreeSet::new();
         let mut strings: Vec<String> = Vec::new();
         let mut string_at: HashMap<String, usize> = HashMap::default();
@@ -72,13 +76,19 @@ impl<'a> Merger<'a> {
             }
             s
         };
-        let mut pending: Vec<(usize, u32, String)> = Vec::new();
+        let mut pending: Vec<(usize, usize, String)> = Vec::new();
         let mut pending_proto: Vec<(u32, String)> = Vec::new();
         for i in 0..self.inputs.len() {
             let c = &self.inputs[i].cubin;
             let string = |off: i64| c.strtab_string(off);
             for (a, b, group) in c.callgraph_entries()? {
                 let ka = SymKey::new(i, a as usize);
+                // (below sm_100 nvlink's .strtab keeps every prototype string of the
+                // inputs, those of removed functions included, in the order it reads
+                // them; the sm_100+ one only those the tables refer to)
+                if let (2 | 3, Some(s), false) = (group, string(b), self.mercury_layout) {
+                    intern(s, &mut strings);
+                }
                 if self.symbol_is_dead(ka) {
                     continue;
                 }
@@ -93,16 +103,21 @@ impl<'a> Merger<'a> {
                         if kb.sym >= c.symbols.len() || self.symbol_is_dead(kb) {
                             continue;
                         }
-                        if let Some(ob) = self.out_index(kb) {
-                            groups[group].insert((oa as u32 + 1, ob as i64 + 1));
+                        if let Some(ob) = self.out_index(kb)
+                            && seen.insert((group, oa as u32 + 1, ob as i64 + 1))
+                        {
+                            groups[group].push((oa as u32 + 1, ob as i64 + 1));
                         }
                     }
                     2 | 3 => {
                         if let Some(s) = string(b) {
                             let s = intern(s, &mut strings);
-                            pending.push((group, oa as u32 + 1, s));
-                        } else {
-                            groups[group].insert((oa as u32 + 1, b));
+                            if seen_string.insert((group, oa as u32 + 1, s.clone())) {
+                                pending.push((group, groups[group].len(), s));
+                                groups[group].push((oa as u32 + 1, 0));
+                            }
+                        } else if seen.insert((group, oa as u32 + 1, b)) {
+                            groups[group].push((oa as u32 + 1, b));
                         }
                     }
                     _ => {}
@@ -112,6 +127,9 @@ impl<'a> Merger<'a> {
                 for e in c.bytes(ps).chunks_exact(8) {
                     let sym = e.u32_at(0).unwrap_or(0) as usize;
                     let off = e.u32_at(4).unwrap_or(0) as i64;
+                    if let (Some(s), false) = (string(off), self.mercury_layout) {
+                        intern(s, &mut strings);
+                    }
                     if sym >= c.symbols.len() || !self.prototype_kept(SymKey::new(i, sym)) {
                         continue;
                     }
@@ -123,19 +141,32 @@ impl<'a> Merger<'a> {
             }
         }
         let offsets = crate::elf::write::leading_offsets(&strings);
-        for (g, a, s) in pending {
-            groups[g].insert((a, offsets[&s] as i64));
+        // (where each string's offset is written, for the sm_100+ layout, whose .strtab
+        // puts the strings last: `finish` writes their final offsets there)
+        let index: HashMap<u32, usize> = strings
+            .iter()
+            .enumerate()
+            .map(|(n, s)| (offsets[s], n))
+            .collect();
+        let mut is_string: HashSet<(usize, u32, i64)> = HashSet::default();
+        for (g, at, s) in pending {
+            groups[g][at].1 = offsets[&s] as i64;
+            is_string.insert((g, groups[g][at].0, offsets[&s] as i64));
         }
         for (a, s) in pending_proto {
             protos.insert((a, offsets[&s]));
         }
         self.leading_strings = strings;
         let mut data = Vec::new();
-        for g in 1..=4usize {
+        for (g, group) in groups.iter().enumerate().skip(1) {
             data.extend_from_slice(&0u32.to_le_bytes());
             data.extend_from_slice(&(-(g as i32)).to_le_bytes());
-            for &(a, b) in &groups[g] {
+            for (a, b) in nvlink_entry_order(group) {
                 data.extend_from_slice(&a.to_le_bytes());
+                if is_string.contains(&(g, a, b)) {
+                    let n = index[&(b as u32)];
+                    self.string_patches.push((self.callgraph_id, data.len(), n));
+                }
                 data.extend_from_slice(&(b as i32).to_le_bytes());
             }
         }
@@ -143,10 +174,56 @@ impl<'a> Merger<'a> {
         if let Some(p) = self.prototype_id {
             for (a, b) in protos {
                 self.out[p].data.extend_from_slice(&a.to_le_bytes());
+                let at = self.out[p].data.len();
+                self.string_patches.push((p, at, index[&b]));
                 self.out[p].data.extend_from_slice(&b.to_le_bytes());
             }
         }
         Ok(())
+    }
+
+    /// nvlink's sm_100+ `.strtab` lists the symbols' names, then the Mercury symbols'
+    /// new ones, then the prototype strings in the order the tables refer to them: their
+    /// offsets there, written where the
+    /// call graph and prototype tables (and their Mercury copies) refer to them.
+    pub(super) fn strings_last(&mut self) {
+        let mut at: HashMap<&str, u32> = HashMap::default();
+        let mut len = 1u32;
+        let merc = self.merc_symbols.iter().flat_map(|(_, m)| m);
+        for name in self.symbols.iter().chain(merc).map(|s| s.name.as_str()) {
+            if !name.is_empty() && !at.contains_key(name) {
+                at.insert(name, len);
+                len += name.len() as u32 + 1;
+            }
+        }
+        // (in the order the tables refer to them, callers by symbol index)
+        let mut order: Vec<usize> = Vec::new();
+        let mut placed = vec![false; self.leading_strings.len()];
+        let firsts = self.string_patches.iter().map(|p| p.2);
+        for n in firsts.chain(0..self.leading_strings.len()) {
+            if !std::mem::replace(&mut placed[n], true) {
+                order.push(n);
+            }
+        }
+        let mut offset = vec![0u32; self.leading_strings.len()];
+        for &n in order.iter().filter(|&&n| !self.leading_strings[n].is_empty()) {
+            let s = self.leading_strings[n].as_str();
+            offset[n] = *at.entry(s).or_insert_with(|| {
+                let o = len;
+                len += s.len() as u32 + 1;
+                o
+            });
+        }
+        for &(sec, pos, n) in &self.string_patches {
+            if let Some(b) = self.out[sec].data.get_mut(pos..pos + 4) {
+                b.copy_from_slice(&offset[n].to_le_bytes());
+            }
+        }
+        let mut strings: Vec<Option<String>> = std::mem::take(&mut self.leading_strings)
+            .into_iter()
+            .map(Some)
+            .collect();
+        self.leading_strings = order.iter().filter_map(|&n| strings[n].take()).collect();
     }
 
     /// `-dump-callgraph` as nvlink prints it (both spellings print demangled names): the
@@ -204,4 +281,25 @@ impl<'a> Merger<'a> {
         crate::diag::to_stderr(&text);
         Ok(())
     }
+}
+
+/// A call-graph group's entries as nvlink writes them: callers by symbol index, each
+/// caller's entries last seen first (inputs in order, each input's table in order) (read off nvlink 13.5: a kernel calling `d1`, `d2`, `d3`, `u1` in its input's
+/// table lists `u1`, `d3`, `d2`, `d1`).
+fn nvlink_entry_order(entries: &[(u32, i64)]) -> Vec<(u32, i64)> {
+    let mut callers: Vec<u32> = Vec::new();
+    let mut of: HashMap<u32, Vec<i64>> = HashMap::default();
+    for &(a, b) in entries {
+        of.entry(a)
+            .or_insert_with(|| {
+                callers.push(a);
+                Vec::new()
+            })
+            .push(b);
+    }
+    callers.sort_unstable();
+    callers
+        .iter()
+        .flat_map(|a| of[a].iter().rev().map(move |&b| (*a, b)))
+        .collect()
 }

@@ -29,7 +29,7 @@
 //!   `-dump-callgraph`.
 //! - `mercury.rs`: the sm_100+ capsule-Mercury half of the image.
 //! - `notes.rs` (`finish`): kept relocation sections, the final section order and the
-//!   image handed to the writer.
+//!   image handed to the writer (`creation.rs`: nvlink's creation order of names).
 //!
 //! Beside the steps: `calllists.rs`, nvlink's numbered call lists (built on demand by
 //! reglimit, nvinfo and callgraph), and `devrt.rs`, the symbols of libcudadevrt the
@@ -37,6 +37,7 @@
 
 mod callgraph;
 mod calllists;
+mod creation;
 mod devrt;
 mod externs;
 mod functions;
@@ -397,6 +398,12 @@ struct Merger<'a> {
     section_sym_index: HashMap<usize, usize>,
     kept_relocs: Vec<(usize, RelocList, Vec<u8>)>,
     leading_strings: Vec<String>,
+    /// Section names in nvlink's creation order (`creation.rs`), once the live code is
+    /// known.
+    created: Vec<creation::Created>,
+    /// Where `.nv.callgraph` and `.nv.prototype` (and their Mercury copies) refer to
+    /// a leading string: (section, byte offset, the string's position).
+    string_patches: Vec<(usize, usize, usize)>,
     callgraph_id: usize,
     prototype_id: Option<usize>,
     address_taken: HashSet<FuncId>,
@@ -467,6 +474,8 @@ impl<'a> Merger<'a> {
             section_sym_index: HashMap::default(),
             kept_relocs: Vec::new(),
             leading_strings: Vec::new(),
+            created: Vec::new(),
+            string_patches: Vec::new(),
             callgraph_id: 0,
             prototype_id: None,
             address_taken: HashSet::default(),

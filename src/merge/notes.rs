@@ -97,6 +97,9 @@ impl<'a> Merger<'a> {
 
     pub(super) fn finish(&mut self) -> Image {
         let exec = !self.opts.relocatable;
+        if self.mercury_layout {
+            self.strings_last(); // (callgraph.rs)
+        }
         for (out_id, list, data) in std::mem::take(&mut self.kept_relocs) {
             let (prefix, ty, entsize) = match list {
                 RelocList::Rel => (".rel", SHT_REL, 16),
@@ -113,16 +116,18 @@ impl<'a> Merger<'a> {
             self.new_section(o, false);
         }
         // final order
+        // (by rank, then in nvlink's creation order within a rank)
+        let created = std::mem::take(&mut self.created);
+        let at = creation::positions(&created);
         let mut order: Vec<usize> = (0..self.out.len()).collect();
-        // (the memory-only sections of an image in the order nvlink makes them,
-        // `memorder.rs`; each rank worked out once, stable as the order within a rank must be)
+        // (each rank worked out once; within a rank the memory-only sections in the order
+        // nvlink makes them, `memorder.rs`, the others in its creation order,
+        // `creation.rs`)
         let memory = self.memory_order();
         order.sort_by_cached_key(|&i| {
-            let rank = crate::elf::write::rank(&self.out[i], self.mercury_layout);
-            match memory[i] {
-                Some(_) if rank == 16 => (15, memory[i]),
-                _ => (rank, memory[i]),
-            }
+            let s = &self.out[i];
+            let r = crate::elf::write::rank(s, self.mercury_layout);
+            (r, memory[i], creation::creation_rank(&at, &s.name))
         });
         let mut new_index = vec![0usize; self.out.len()];
         for (n, &i) in order.iter().enumerate() {
@@ -160,6 +165,16 @@ impl<'a> Merger<'a> {
                 s
             })
             .collect();
+        let listed: HashSet<&str> = self.symbols.iter().map(|s| s.name.as_str()).collect();
+        let created_globals = match self.mercury_layout {
+            true => Vec::new(),
+            false => self.created_globals(&listed),
+        };
+        let created_strtab = match self.mercury_layout {
+            true => Vec::new(),
+            false => creation::created_strtab(&created, &listed),
+        };
+        drop(listed);
         let symbols: Vec<OutSymbol> = std::mem::take(&mut self.symbols)
             .into_iter()
             .map(|mut s| {
@@ -204,6 +219,17 @@ impl<'a> Merger<'a> {
             sections,
             symbols,
             leading_strings: std::mem::take(&mut self.leading_strings),
+            created_sections: match self.mercury_layout {
+                true => Vec::new(),
+                false => created
+                    .into_iter()
+                    .filter(|c| c.1.is_none())
+                    .map(|c| c.0)
+                    .collect(),
+            },
+            created_strtab,
+            created_globals,
+            symbol_names_only: self.mercury_layout,
             program_headers: exec,
             mercury_layout: self.mercury_layout,
             merc_symbols,

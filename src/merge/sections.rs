@@ -8,7 +8,7 @@ use super::*;
 impl<'a> Merger<'a> {
     /// The function an input section belongs to (its code, info, parameter bank,
     /// relocations), if any.
-    fn owner(&self, i: usize, sec: usize) -> Option<FuncId> {
+    pub(super) fn owner(&self, i: usize, sec: usize) -> Option<FuncId> {
         let c = &self.inputs[i].cubin;
         let s = c.sections.get(sec)?;
         if let Some(&f) = self.func_of_text.get(&SecKey::new(i, sec)) {

@@ -52,6 +52,7 @@ impl<'a> Merger<'a> {
                 }
             }
         }
+        self.interleave_locals(); // (creation.rs)
         for gi in 0..self.globals.len() {
             let g = &self.globals[gi];
             let (name, k) = (g.name, g.def.unwrap_or(g.first));
@@ -136,10 +137,17 @@ impl<'a> Merger<'a> {
         });
     }
 
-    /// The section symbols, in section order: those of the parameter banks in nvlink's
-    /// sm_100+ layout (`banks`), or all the others.
+    /// The section symbols, in nvlink's creation order of their sections: those of the
+    /// parameter banks in nvlink's sm_100+ layout (`banks`), or all the others.
     fn section_symbols(&mut self, banks: bool) {
-        for id in 0..self.out.len() {
+        if self.created.is_empty() {
+            self.created = self.created_sections();
+        }
+        let at = super::creation::positions(&self.created);
+        let mut ids: Vec<usize> = (0..self.out.len()).collect();
+        ids.sort_by_key(|&id| super::creation::creation_rank(&at, &self.out[id].name));
+        drop(at);
+        for id in ids {
             let bank = self.mercury_layout && self.out[id].name.starts_with(".nv.constant0");
             if self.section_symbol[id] && bank == banks {
                 self.section_sym_index.insert(id, self.symbols.len());

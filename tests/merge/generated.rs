@@ -3,7 +3,8 @@
 //! `-dump-callgraph`, and as partial LTO with the first unit's IR and host code that
 //! leaves some kernels unlaunched), each program's outcome checked against what it is known to show
 //! (`KNOWN`): equivalent in every link, or nvlink's own dropped-callee defect, with what
-//! nvlinkrs must still keep. The tally goes to the test's standard error unbuffered by
+//! nvlinkrs must still keep; an equivalent program's links must also be byte-identical
+//! to nvlink's (but those in `BYTES_DIFFER`). The tally goes to the test's standard error unbuffered by
 //! the harness, so that it shows in `scripts/test.sh` output whether the test passes or
 //! fails.
 
@@ -40,6 +41,11 @@ const DIFFERENT: &[(&str, u64, &str)] = &[];
 /// kernel's `-g` list, which takes the entries of functions it does not reach; sm_100
 /// 21: a new record before a new barrier count).
 const REGRESSIONS: &[(&str, &[u64])] = &[("sm_90", &[26, 29]), ("sm_100", &[21])];
+
+/// Equivalent programs whose links are not byte-identical to nvlink's, with the reason
+/// (DESIGN.md, byte identity); every other equivalent program's plain, partial-LTO and
+/// (below sm_100) `-g` links must be (measured: sm_90 1 to 12, sm_100 1 to 6).
+const BYTES_DIFFER: &[(&str, u64)] = &[];
 
 /// The seeds whose programs show nvlink's defect, per architecture, among the first 60
 /// at sm_90 and the first 30 at sm_100 (found from nvlink's `-dump-callgraph`); every
@@ -149,11 +155,33 @@ fn generated(arch: &str, default_count: u64) {
     let nvlink = cuda().join("bin/nvlink");
     // one line per program, and the programs whose outcome is not the known one
     let (mut tally, mut unexpected) = (Vec::new(), Vec::new());
+    // byte-identical links (`cmp`), by kind
+    let mut bytes: std::collections::BTreeMap<&str, usize> = Default::default();
     for &seed in &seeds {
         let dir = tempfile::tempdir().unwrap();
         let a = program(arch, seed, dir.path());
         let expected = known(arch, seed);
-        let (mut outcome, problems) = judge(arch, seed, &a, dir.path(), &nvlink);
+        let (mut outcome, mut problems, identical) = judge(arch, seed, &a, dir.path(), &nvlink);
+        // an equivalent program's links are nvlink's byte for byte (but those listed)
+        if outcome == Known::Equivalent
+            && problems.is_empty()
+            && !BYTES_DIFFER.contains(&(arch, seed))
+        {
+            let mut kinds = vec!["plain", "partial LTO"];
+            if !arch.starts_with("sm_1") {
+                kinds.push("-g");
+            }
+            kinds.retain(|k| !identical.contains(k));
+            if !kinds.is_empty() {
+                problems.push(format!(
+                    "not byte-identical to nvlink's: {}",
+                    kinds.join(", ")
+                ));
+            }
+        }
+        for kind in identical {
+            *bytes.entry(kind).or_insert(0usize) += 1;
+        }
         if let (Known::Differs(why), Known::Equivalent, false) =
             (expected, outcome, problems.is_empty())
         {
@@ -187,12 +215,17 @@ fn generated(arch: &str, default_count: u64) {
         .count();
     let different = tally.iter().filter(|t| t.contains(": Differs(")).count();
     let summary = format!(
-        "{arch} generated programs {first}..{} and {:?}: {equivalent} of {} equivalent in every link (plain, -dump-callgraph, -r against nvlink's -r and relinked, partial LTO{}), {defective} with nvlink's defect, {different} with a known difference of ours, {} not as known\n{}\n",
+        "{arch} generated programs {first}..{} and {:?}: {equivalent} of {} equivalent in every link (plain, -dump-callgraph, -r against nvlink's -r and relinked, partial LTO{}), {defective} with nvlink's defect, {different} with a known difference of ours, {} not as known; byte-identical: {}\n{}\n",
         first + count - 1,
         &seeds[count as usize..],
         seeds.len(),
         if arch.starts_with("sm_1") { "" } else { ", -g" },
         unexpected.len(),
+        ["plain", "-g", "partial LTO"]
+            .iter()
+            .map(|k| format!("{} {k}", bytes.get(k).copied().unwrap_or(0)))
+            .collect::<Vec<_>>()
+            .join(", "),
         tally.join("\n")
     );
     // straight to standard error: the harness captures only print! and eprint!
@@ -203,7 +236,14 @@ fn generated(arch: &str, default_count: u64) {
 /// One program's links: its outcome and what went wrong beside it (every difference
 /// from nvlink for a program that shows no defect; for one that does, what nvlinkrs
 /// lost of what nvlink keeps).
-fn judge(arch: &str, seed: u64, a: &[String], dir: &Path, nvlink: &Path) -> (Known, Vec<String>) {
+/// Also the links whose image is nvlink's byte for byte (`plain`, `-g`, `partial LTO`).
+fn judge(
+    arch: &str,
+    seed: u64,
+    a: &[String],
+    dir: &Path,
+    nvlink: &Path,
+) -> (Known, Vec<String>, Vec<&'static str>) {
     let mut problems = Vec::new();
     // -dump-callgraph: the same graph and register propagation lines as nvlink
     // (both print demangled names; warnings are compared by `differential`)
@@ -241,14 +281,17 @@ fn judge(arch: &str, seed: u64, a: &[String], dir: &Path, nvlink: &Path) -> (Kno
                 dropped.join(", ")
             ));
         }
-        return (Known::NvlinkDefect, problems);
+        return (Known::NvlinkDefect, problems, Vec::new());
     }
     let got = dump(&nvlinkrs());
     if got != want {
         problems.push(format!("-dump-callgraph {want:?} vs {got:?}"));
     }
-    if let Err(d) = differential(a) {
-        problems.push(format!("plain link: {d}"));
+    let mut identical = Vec::new();
+    match differential(a) {
+        Ok(true) => identical.push("plain"),
+        Ok(false) => {}
+        Err(d) => problems.push(format!("plain link: {d}")),
     }
     // the same program as a debug link (nothing removed, shared variables' symbols kept
     // with their offsets); not for sm_100+, where nvlink's -g output has other code
@@ -256,19 +299,27 @@ fn judge(arch: &str, seed: u64, a: &[String], dir: &Path, nvlink: &Path) -> (Kno
     if !arch.starts_with("sm_1") {
         let mut g = a.to_vec();
         g.push("-g".into());
-        if let Err(d) = differential(&g) {
-            problems.push(format!("-g link: {d}"));
+        match differential(&g) {
+            Ok(true) => identical.push("-g"),
+            Ok(false) => {}
+            Err(d) => problems.push(format!("-g link: {d}")),
         }
     }
     problems.extend(relocatable(seed, a, dir, nvlink));
-    problems.extend(partial_lto(seed, a, dir, nvlink));
-    (Known::Equivalent, problems)
+    problems.extend(partial_lto(seed, a, dir, nvlink, &mut identical));
+    (Known::Equivalent, problems, identical)
 }
 
 /// Partial LTO: the first unit compiled with `-dc -dlto` (a host object holding its IR
 /// and host code that launches only some of its kernels), the others as their cubins,
 /// linked with `-dlto`: the same messages and an equivalent image with the same kernels.
-fn partial_lto(seed: u64, a: &[String], dir: &Path, nvlink: &Path) -> Vec<String> {
+fn partial_lto(
+    seed: u64,
+    a: &[String],
+    dir: &Path,
+    nvlink: &Path,
+    identical: &mut Vec<&'static str>,
+) -> Vec<String> {
     let arch = a[0].trim_start_matches("-arch=");
     let ok = Command::new(cuda().join("bin/nvcc"))
         .current_dir(dir)
@@ -292,8 +343,10 @@ fn partial_lto(seed: u64, a: &[String], dir: &Path, nvlink: &Path) -> Vec<String
     ];
     l.extend(a[2..].iter().cloned());
     let mut problems = Vec::new();
-    if let Err(d) = differential(&l) {
-        problems.push(format!("partial LTO link: {d}"));
+    match differential(&l) {
+        Ok(true) => identical.push("partial LTO"),
+        Ok(false) => {}
+        Err(d) => problems.push(format!("partial LTO link: {d}")),
     }
     let theirs = run(nvlink, &l, dir).output.unwrap_or_default();
     let ours = run(&nvlinkrs(), &l, dir).output.unwrap_or_default();

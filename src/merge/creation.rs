@@ -1,0 +1,254 @@
+//! nvlink's creation order: the names of the sections nvlink makes, in the order it
+//! makes them, those it later drops included (`.symtab_shndx`, the parameter banks'
+//! `.rel` twins, a kernel's unused `.nv.shared.<k>`, `.nv.prototype`), with the local
+//! functions and data objects where it meets them, and the global names its symbol
+//! table was built from, the dropped table symbols (`__UDT`, `__UFT`...) included.
+//! Below sm_100 its string tables list the names in that order; at every SM the local
+//! symbols and each group of sections (`.nv.info.<fn>`, the constant banks, the
+//! memory-only sections) come in that order. Read off nvlink 13.5 on the merge fixtures
+//! and generated programs: per input, first the code of each live function in function
+//! symbol order (a static function's name before it; a kernel's `.nv.info.<k>` and
+//! `.nv.shared.<k>` after it), then the sections its data objects lie in, in symbol
+//! order (the `_param` marks of sm_7x/sm_8x bring the parameter banks there), then the
+//! other sections named by section symbols, in order (a parameter bank with its `.rel`
+//! twin), then the `.nv.info.<fn>` of the other live functions, then the relocation
+//! sections in section order; the linker's tables last.
+
+use super::*;
+
+/// The sections every image starts its list with.
+const FIRST: [&str; 8] = [
+    ".shstrtab",
+    ".strtab",
+    ".symtab",
+    ".symtab_shndx",
+    ".note.nv.tkinfo",
+    ".note.nv.cuinfo",
+    ".nv.info",
+    ".nv.compat",
+];
+
+/// A name in nvlink's creation order: a section's, or a local function's or data
+/// object's (its symbol).
+pub(super) type Created = (String, Option<SymKey>);
+
+/// The linker's own tables, made after every input's sections.
+const LAST: [&str; 3] = [".nv.callgraph", ".nv.prototype", ".nv.rel.action"];
+
+impl<'a> Merger<'a> {
+    /// Section names in nvlink's creation order, each once, and between them the local
+    /// functions and data objects where nvlink meets them (`Some`: their symbols, and
+    /// in `.strtab` the names of those the image keeps, come there).
+    pub(super) fn created_sections(&self) -> Vec<Created> {
+        let mut names: Vec<Created> = Vec::new();
+        let mut seen: HashSet<String> = HashSet::default();
+        let mut add = |n: String, names: &mut Vec<Created>| {
+            if seen.insert(n.clone()) {
+                names.push((n, None));
+            }
+        };
+        for n in FIRST {
+            // (`.nv.compat` where the image has one: none below sm_80)
+            if n != ".nv.compat" || self.out.iter().any(|s| s.name == n) {
+                add(n.to_string(), &mut names);
+            }
+        }
+        for (i, inp) in self.inputs.iter().enumerate() {
+            let c = &inp.cubin;
+            let sections = || {
+                c.symbols
+                    .iter()
+                    .filter(|s| s.ty == STT_SECTION)
+                    .filter_map(|s| Some((s.shndx as usize, c.sections.get(s.shndx as usize)?)))
+            };
+            let live_code = |si: usize| {
+                self.func_of_text
+                    .get(&SecKey::new(i, si))
+                    .copied()
+                    .filter(|&f| self.live[f])
+            };
+            let fn_name = |f: FuncId| self.sym(self.funcs[f].key).name.as_str();
+            // the code of each live function, in function symbol order; a kernel's info
+            // and window with it
+            for f in self.func_at[i].iter().flatten().copied() {
+                if let Some(s) = c.sections.get(self.funcs[f].text)
+                    && self.live[f]
+                {
+                    // (a local function's symbol, and name, before its code)
+                    let key = self.funcs[f].key;
+                    if self.sym(key).bind == STB_LOCAL {
+                        names.push((fn_name(f).to_string(), Some(key)));
+                    }
+                    add(s.name.clone(), &mut names);
+                    if self.funcs[f].entry {
+                        add(format!(".nv.info.{}", fn_name(f)), &mut names);
+                        add(format!(".nv.shared.{}", fn_name(f)), &mut names);
+                    }
+                }
+            }
+            // the sections the data objects lie in, in symbol order (an undefined
+            // dynamic shared array's is `.nv_debug.shared`)
+            for (si, sym) in c.symbols.iter().enumerate() {
+                if kind(sym) != Kind::Data {
+                    continue;
+                }
+                let name = match c.sections.get(sym.shndx as usize) {
+                    _ if is_dynamic_shared(sym) => ".nv_debug.shared",
+                    Some(s)
+                        if sym.defined()
+                            && !self.is_dropped_function_section(i, sym.shndx as usize) =>
+                    {
+                        s.name.as_str()
+                    }
+                    _ => continue,
+                };
+                if self
+                    .owner(i, sym.shndx as usize)
+                    .is_some_and(|f| !self.live[f])
+                {
+                    continue;
+                }
+                add(name.to_string(), &mut names);
+                if name.starts_with(".nv.constant0.") {
+                    add(format!(".rel{name}"), &mut names);
+                }
+                if sym.bind == STB_LOCAL {
+                    names.push((sym.name.clone(), Some(SymKey::new(i, si))));
+                }
+            }
+            // the other sections named by section symbols
+            for (si, s) in sections() {
+                let skip = s.flags & SHF_EXECINSTR != 0
+                    || matches!(
+                        s.ty,
+                        SHT_NOTE | SHT_CUDA_INFO | SHT_CUDA_CALLGRAPH | SHT_CUDA_PROTOTYPE
+                    )
+                    || s.name.starts_with(".nv.merc.")
+                    || s.name.starts_with(".nv.capmerc.")
+                    || self.is_dropped_function_section(i, si)
+                    || self.owner(i, si).is_some_and(|f| !self.live[f]);
+                if skip {
+                    continue;
+                }
+                add(s.name.clone(), &mut names);
+                if s.name.starts_with(".nv.constant0.") {
+                    add(format!(".rel{}", s.name), &mut names);
+                }
+            }
+            // the other live functions' info
+            for (si, _) in sections() {
+                if let Some(f) = live_code(si).filter(|&f| !self.funcs[f].entry) {
+                    add(format!(".nv.info.{}", fn_name(f)), &mut names);
+                }
+            }
+            // relocation sections, in section order
+            for (si, s) in c.sections.iter().enumerate() {
+                if matches!(s.ty, SHT_RELA | SHT_REL)
+                    && !s.name.starts_with(".nv.merc.")
+                    && !self.is_dropped_function_section(i, si)
+                {
+                    add(s.name.clone(), &mut names);
+                }
+            }
+        }
+        for n in LAST {
+            add(n.to_string(), &mut names);
+        }
+        names
+    }
+
+    /// Outside `-r`, the local symbols made so far (the section symbols, then the inputs'
+    /// locals) put in creation order: a local function's or data object's symbol comes
+    /// where nvlink met it, among the section symbols (a static function's right before
+    /// its code's, a string constant `$str` right after its `.nv.global.init`); the
+    /// others keep their order after those.
+    pub(super) fn interleave_locals(&mut self) {
+        if self.opts.relocatable {
+            return;
+        }
+        let n = self.symbols.len();
+        let mut pos = vec![usize::MAX; n];
+        let sections = positions(&self.created);
+        for (&id, &at) in &self.section_sym_index {
+            pos[at] = creation_rank(&sections, &self.out[id].name);
+        }
+        for (p, (_, local)) in self.created.iter().enumerate() {
+            if let Some(&at) = local.and_then(|k| self.sym_of.get(&k)) {
+                pos[at] = p;
+            }
+        }
+        let mut order: Vec<usize> = (0..n).collect();
+        order.sort_by_key(|&at| pos[at]);
+        let mut new_at = vec![0usize; n];
+        for (to, &from) in order.iter().enumerate() {
+            new_at[from] = to;
+        }
+        let mut old: Vec<Option<OutSymbol>> = self.symbols.drain(..).map(Some).collect();
+        self.symbols = order
+            .iter()
+            .map(|&from| old[from].take().expect("once"))
+            .collect();
+        for at in self.section_sym_index.values_mut() {
+            *at = new_at[*at];
+        }
+        for at in self.sym_of.values_mut() {
+            if *at < n {
+                *at = new_at[*at];
+            }
+        }
+    }
+
+    /// Global names in the order nvlink's symbol table was built from them: the ones
+    /// the image lists, and the unified-table symbols it drops, in global order.
+    pub(super) fn created_globals(&self, listed: &HashSet<&str>) -> Vec<String> {
+        self.globals
+            .iter()
+            .filter(|g| listed.contains(g.name) || is_table_symbol(g.name))
+            .map(|g| g.name.to_string())
+            .collect()
+    }
+}
+
+/// The `.strtab` names of `created` (the sections' and the local objects' the image
+/// lists): a parameter bank's `.rel` twin comes before the bank there.
+pub(super) fn created_strtab(created: &[Created], listed: &HashSet<&str>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut it = created.iter().peekable();
+    while let Some((s, local)) = it.next() {
+        if local.is_some() {
+            if listed.contains(s.as_str()) {
+                out.push(s.clone());
+            }
+            continue;
+        }
+        match it.peek() {
+            Some((rel, None)) if rel.strip_prefix(".rel") == Some(s.as_str()) => {
+                out.push(rel.clone());
+                out.push(s.clone());
+                it.next();
+            }
+            _ => out.push(s.clone()),
+        }
+    }
+    out
+}
+
+/// Where each section name comes in `created`.
+pub(super) fn positions(created: &[Created]) -> HashMap<&str, usize> {
+    created
+        .iter()
+        .enumerate()
+        .filter(|(_, (_, local))| local.is_none())
+        .map(|(n, (s, _))| (s.as_str(), n))
+        .collect()
+}
+
+/// The position `name` has in `created` (a capsule-Mercury section takes its SASS
+/// twin's); sections nvlink's list does not name come after those it does.
+pub(super) fn creation_rank(created: &HashMap<&str, usize>, name: &str) -> usize {
+    let base = name
+        .strip_prefix(".nv.merc")
+        .or_else(|| name.strip_prefix(".nv.capmerc"))
+        .unwrap_or(name);
+    created.get(base).copied().unwrap_or(usize::MAX)
+}
