@@ -552,6 +552,16 @@ fn links_equivalent_to_nvlink() {
             "dynamic shared, only in a function no kernel reaches",
             args(&["-arch=sm_90", "dyn4_90.cubin"]),
         ),
+        // (sm_100+: its capsule's Mercury relocation against the array is dropped as
+        // the SASS one is resolved, though the array has no symbol in the image)
+        (
+            "dynamic shared, only in a function no kernel reaches sm_100",
+            args(&["-arch=sm_100", "dyn4_100.cubin"]),
+        ),
+        (
+            "dynamic shared, only in a function no kernel reaches sm_120",
+            args(&["-arch=sm_120", "dyn4_120.cubin"]),
+        ),
         (
             "dynamic shared, only in a function no kernel reaches, -g",
             args(&["-g", "-arch=sm_75", "dyn4_75.cubin"]),

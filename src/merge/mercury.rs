@@ -494,7 +494,20 @@ impl Merger<'_> {
                     if dead || loser || unplaced {
                         continue;
                     }
-                    let (mut value, _, resolvable) = self.link_value(k);
+                    let (mut value, _, mut resolvable) = self.link_value(k);
+                    // (a dynamic shared array has an offset per function, on the SASS
+                    // side: -1 in a function no kernel reaches, which nvlink's image
+                    // leaves without the array's symbol)
+                    if is_dynamic_shared(self.sym(k))
+                        && let Some(f) = view
+                            .sass_of
+                            .get(&(rs.info as usize))
+                            .and_then(|&t| self.func_of_text.get(&SecKey::new(i, t)))
+                    {
+                        resolvable |= self
+                            .dynamic_offset
+                            .contains_key(&(*f, self.representative(k)));
+                    }
                     if ms.ty == STT_SECTION
                         && let Some(&(_, p)) = st.placed.get(&(i, ms.shndx as usize))
                     {
