@@ -20,7 +20,7 @@ impl<'a> Merger<'a> {
             let c = &self.inputs[i].cubin;
             for (s, sym) in c.symbols.iter().enumerate().skip(1) {
                 if sym.bind != STB_LOCAL || sym.ty == STT_SECTION || !sym.defined() {
-                    if !exec && let Some(o) = devrt::relocatable_symbol(sym) {
+                    if !exec && let Some(o) = self.relocatable_symbol(sym) {
                         self.symbols.push(o);
                     }
                     continue;
