@@ -780,6 +780,17 @@ fn links_equivalent_to_nvlink() {
             "sm_100a code beside sm_100 code",
             args(&["-arch=sm_100a", "a_100a.cubin", "b_100.cubin"]),
         ),
+        // sm_110: the reserved shared section (`.nv.shared.reserved.0`, the weak
+        // `__nv_reservedSMEM_gb10b_war_var` every input defines) is memory-only, one
+        // piece from `.nv.reservedSmem.offset0`; its Mercury copy one piece at 0
+        (
+            "sm_110 reserved shared memory",
+            args(&["-arch=sm_110", "a_110.cubin", "b_110.cubin"]),
+        ),
+        (
+            "sm_110 code for sm_110a",
+            args(&["-arch=sm_110a", "b_110.cubin", "a_110.cubin"]),
+        ),
         (
             "sm_120 code for sm_121a",
             args(&["-arch=sm_121a", "a_120.cubin", "b_120.cubin"]),

@@ -69,7 +69,10 @@ impl OutSection {
         }
     }
     fn memory_only(&self) -> bool {
-        matches!(self.ty, SHT_NOBITS | SHT_CUDA_GLOBAL | SHT_CUDA_SHARED)
+        matches!(
+            self.ty,
+            SHT_NOBITS | SHT_CUDA_GLOBAL | SHT_CUDA_SHARED | SHT_CUDA_SHARED_RESERVED
+        )
     }
     pub fn size(&self) -> u64 {
         if self.memory_only() {
@@ -373,6 +376,10 @@ pub fn write_to<W: Write + ?Sized>(mut img: Image, w: &mut W) -> std::io::Result
             out.align(s.align);
             let at = out.pos;
             place[i + base] = (at, s.mem_size);
+            // (the Mercury copy of reserved shared memory is in no segment)
+            if s.name.starts_with(".nv.merc.") {
+                continue;
+            }
             if let Some(rw) = &mut load_rw {
                 rw.1 += at - before;
                 rw.2 = rw.2.max(rw.1).next_multiple_of(s.align.max(1)) + s.mem_size;

@@ -340,6 +340,8 @@ impl Merger<'_> {
                     let at = o.data.len() as u64;
                     o.data.extend_from_slice(c.bytes(s));
                     at
+                } else if s.ty == SHT_CUDA_SHARED_RESERVED {
+                    sections::reserved_piece(o, &c.merc_symbols, s, st.exec)
                 } else {
                     let at = o.mem_size.next_multiple_of(a);
                     o.mem_size = at + s.size;
@@ -413,6 +415,11 @@ impl Merger<'_> {
                     m.other = ms.other;
                     m.size = ms.size;
                     m.value = match st.placed.get(&(i, ms.shndx as usize)) {
+                        Some(&(_, at))
+                            if st.exec && sections::reserved(&self.inputs[i].cubin, ms) =>
+                        {
+                            at
+                        }
                         Some(&(_, at)) if ms.defined() => ms.value + at,
                         _ if ms.defined() => s.value,
                         _ => ms.value,

@@ -214,6 +214,8 @@ impl<'a> Merger<'a> {
         let common = !exec && s.other & STO_SHARED != 0 && s.ty != STT_FUNC;
         let (section, value) = match self.placed.get(&SecKey::new(k.input, s.shndx as usize)) {
             Some(&(id, _)) if common => (Some(id), s.value),
+            // (a reserved shared variable's value is its alignment too)
+            Some(&(id, at)) if sections::reserved(&self.inputs[k.input].cubin, s) => (Some(id), at),
             Some(&(id, at)) => (Some(id), s.value + at),
             None if s.other & STO_SHARED != 0 && !exec => (None, s.value),
             None => return None,
