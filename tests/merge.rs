@@ -342,6 +342,25 @@ fn device_runtime_links_equivalent_to_nvlink() {
             failures.push(format!("{a:?}:\n    {d}"));
         }
     }
+    // (`.nv.ptx.const0.size` is the size of the user's constant bank, `.nv.constant3`:
+    // b.cu's 16 bytes, a.cu's and b.cu's 0x30; -1 without one)
+    for sm in ["75", "90"] {
+        let (arch, a, b, dp) = (
+            format!("-arch=sm_{sm}"),
+            format!("a_{sm}.cubin"),
+            format!("b_{sm}.cubin"),
+            format!("dp_{sm}.cubin"),
+        );
+        for list in [vec![&b, &dp], vec![&a, &dp, &b]] {
+            let mut a = vec![arch.as_str()];
+            a.extend(list.iter().map(|s| s.as_str()));
+            a.extend([lib.as_str(), "-lcudadevrt"]);
+            cases += 1;
+            if let Err(d) = differential(&args(&a)) {
+                failures.push(format!("{a:?}:\n    {d}"));
+            }
+        }
+    }
     for extra in [&[][..], &["-dump-callgraph"]] {
         let mut a = vec!["-arch=sm_90", "dpstatic_90.cubin", &lib, "-lcudadevrt"];
         a.extend(extra);
@@ -450,6 +469,8 @@ fn device_runtime_sm_100() {
             "dpmain_lto100.o",
         ],
         &["-arch=sm_120", "dp_120.cubin"],
+        // (`.nv.ptx.const0.size` 0x30, the constant bank of a.cu and b.cu)
+        &["-arch=sm_100", "a_100.cubin", "b_100.cubin", "dp_100.cubin"],
     ] {
         let mut a = Vec::new();
         a.extend(list);
@@ -508,15 +529,27 @@ fn shared_windows_relocatable() {
 #[test]
 fn device_runtime_relocatable() {
     let lib = format!("-L{}", cuda().join("lib").display());
-    let a = args(&["-r", "-arch=sm_90", "dp_90.cubin", &lib, "-lcudadevrt"]);
-    for d in known_differences(&a) {
-        assert!(
-            d.starts_with("section .note.nv.tkinfo:")
-                || d.starts_with(
-                    "section .nv.info: records expected only [\"0x2f _Z6parentPiS_iS_"
-                ),
-            "{d}"
-        );
+    // (beside b.cu, `.nv.ptx.const0.size` keeps the value 16, its constant bank's size)
+    for a in [
+        args(&["-r", "-arch=sm_90", "dp_90.cubin", &lib, "-lcudadevrt"]),
+        args(&[
+            "-r",
+            "-arch=sm_90",
+            "b_90.cubin",
+            "dp_90.cubin",
+            &lib,
+            "-lcudadevrt",
+        ]),
+    ] {
+        for d in known_differences(&a) {
+            assert!(
+                d.starts_with("section .note.nv.tkinfo:")
+                    || d.starts_with(
+                        "section .nv.info: records expected only [\"0x2f _Z6parentPiS_iS_"
+                    ),
+                "{d}"
+            );
+        }
     }
 }
 
@@ -700,6 +733,16 @@ fn links_equivalent_to_nvlink() {
             "dynamic shared, only in a function no kernel reaches",
             args(&["-arch=sm_90", "dyn4_90.cubin"]),
         ),
+        // (sm_100+: its capsule's Mercury relocation against the array is dropped as
+        // the SASS one is resolved, though the array has no symbol in the image)
+        (
+            "dynamic shared, only in a function no kernel reaches sm_100",
+            args(&["-arch=sm_100", "dyn4_100.cubin"]),
+        ),
+        (
+            "dynamic shared, only in a function no kernel reaches sm_120",
+            args(&["-arch=sm_120", "dyn4_120.cubin"]),
+        ),
         (
             "dynamic shared, only in a function no kernel reaches, -g",
             args(&["-g", "-arch=sm_75", "dyn4_75.cubin"]),
@@ -874,6 +917,27 @@ fn links_equivalent_to_nvlink() {
         (
             "sm_100 code for sm_100a",
             args(&["-arch=sm_100a", "a_100.cubin", "b_100.cubin"]),
+        ),
+        // (sm_100a code keeps its CAN_FASTPATH_FINALIZE 9 and INST_TCGEN05_MMA record;
+        // beside sm_100 code both go as for sm_100 code)
+        (
+            "sm_100a code",
+            args(&["-arch=sm_100a", "a_100a.cubin", "b_100a.cubin"]),
+        ),
+        (
+            "sm_100a code beside sm_100 code",
+            args(&["-arch=sm_100a", "a_100a.cubin", "b_100.cubin"]),
+        ),
+        // sm_110: the reserved shared section (`.nv.shared.reserved.0`, the weak
+        // `__nv_reservedSMEM_gb10b_war_var` every input defines) is memory-only, one
+        // piece from `.nv.reservedSmem.offset0`; its Mercury copy one piece at 0
+        (
+            "sm_110 reserved shared memory",
+            args(&["-arch=sm_110", "a_110.cubin", "b_110.cubin"]),
+        ),
+        (
+            "sm_110 code for sm_110a",
+            args(&["-arch=sm_110a", "b_110.cubin", "a_110.cubin"]),
         ),
         (
             "sm_120 code for sm_121a",

@@ -24,6 +24,9 @@ pub const SHT_CUDA_RESOLVED_RELA: u32 = 0x7000_0003;
 pub const SHT_CUDA_GLOBAL: u32 = 0x7000_0007;
 pub const SHT_CUDA_GLOBAL_INIT: u32 = 0x7000_0008;
 pub const SHT_CUDA_SHARED: u32 = 0x7000_000A;
+/// sm_110's reserved shared memory (`.nv.shared.reserved.N` and its Mercury copy): no
+/// file bytes, though its type is not NOBITS (nvlink writes no bytes for it either).
+pub const SHT_CUDA_SHARED_RESERVED: u32 = 0x7000_0015;
 pub const SHT_CUDA_RELOCINFO: u32 = 0x7000_000B;
 pub const SHT_CUDA_CONSTANT0: u32 = 0x7000_0064;
 pub const SHT_CUDA_COMPAT: u32 = 0x7000_0086;
@@ -77,7 +80,10 @@ pub struct Section {
 
 impl Section {
     pub fn has_bytes(&self) -> bool {
-        self.ty != SHT_NOBITS && self.ty != SHT_CUDA_GLOBAL && self.ty != SHT_CUDA_SHARED
+        !matches!(
+            self.ty,
+            SHT_NOBITS | SHT_CUDA_GLOBAL | SHT_CUDA_SHARED | SHT_CUDA_SHARED_RESERVED
+        )
     }
 }
 

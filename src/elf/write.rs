@@ -69,7 +69,10 @@ impl OutSection {
         }
     }
     pub fn memory_only(&self) -> bool {
-        matches!(self.ty, SHT_NOBITS | SHT_CUDA_GLOBAL | SHT_CUDA_SHARED)
+        matches!(
+            self.ty,
+            SHT_NOBITS | SHT_CUDA_GLOBAL | SHT_CUDA_SHARED | SHT_CUDA_SHARED_RESERVED
+        )
     }
     pub fn size(&self) -> u64 {
         if self.memory_only() {
@@ -432,6 +435,10 @@ pub fn write_to<W: Write + ?Sized>(mut img: Image, w: &mut W) -> std::io::Result
             out.align(s.align);
             let at = out.pos;
             place[i + base] = (at, s.mem_size);
+            // (the Mercury copy of reserved shared memory is in no segment)
+            if s.name.starts_with(".nv.merc.") {
+                continue;
+            }
             if let Some(rw) = &mut load_rw {
                 rw.1 += at - before;
                 rw_memory.push((s.align.max(1), s.mem_size));

@@ -2,54 +2,64 @@
 //! linking: symbols ptxas leaves for the linker to fill in there, and the compatibility
 //! record its newer code raises in the image.
 
-use super::Input;
-use crate::elf::cubin::{SHT_CUDA_COMPAT, STB_LOCAL, STT_CUDA_OBJECT, Symbol};
+use super::Merger;
+use crate::elf::cubin::{STB_LOCAL, STT_CUDA_OBJECT, Symbol};
 use crate::elf::info::{self, Record};
 use crate::elf::write::OutSymbol;
 
-/// `.nv.ptx.const0.size`: the size of the calling kernel's parameter bank, which
-/// libcudadevrt's `cudaMemcpyAsync` family compares source addresses against (an address
-/// in the parameter space is copied differently). ptxas leaves it as an undefined local
-/// object; nvlink 13.5 gives it the value -1 (no bound: the functions are not kernels)
-/// and applies the relocations against it, also under `-r`.
+/// `.nv.ptx.const0.size`: the size of PTX's constant bank 0, the user's `__constant__`
+/// data (SASS bank 3, `.nv.constant3`), which libcudadevrt's `cudaMemcpyAsync` family
+/// compares source addresses against (an address in constant space is copied
+/// differently). ptxas leaves it as an undefined local object; nvlink 13.5 gives it the
+/// size of the image's `.nv.constant3`, -1 when there is none, and applies the
+/// relocations against it, also under `-r` (where it keeps the symbol, undefined, with
+/// that value). Read off nvlink with `dp.cu` beside `b.cu` (16 bytes of constants: 0x10)
+/// and `a.cu`/`b.cu` (0x30), at sm_90 and sm_100.
 pub(super) const PTX_CONST0_SIZE: &str = ".nv.ptx.const0.size";
 
-/// The link-time value of an undefined symbol only the linker defines, if `s` is one.
-pub(super) fn linker_value(s: &Symbol) -> Option<u64> {
-    (s.bind == STB_LOCAL && !s.defined() && s.name == PTX_CONST0_SIZE).then_some(u64::MAX)
+/// Whether `s` is an undefined symbol only the linker defines.
+pub(super) fn is_linker_symbol(s: &Symbol) -> bool {
+    s.bind == STB_LOCAL && !s.defined() && s.name == PTX_CONST0_SIZE
 }
 
-/// Under `-r` nvlink keeps such a symbol, undefined, with the value it applied.
-pub(super) fn relocatable_symbol(s: &Symbol) -> Option<OutSymbol> {
-    linker_value(s).map(|value| OutSymbol {
-        name: s.name.clone(),
-        value,
-        size: s.size,
-        bind: s.bind,
-        // (a CUDA object, as nvlink writes it)
-        ty: STT_CUDA_OBJECT,
-        other: s.other,
-        section: None,
-    })
+impl Merger<'_> {
+    /// The link-time value of an undefined symbol only the linker defines, if `s` is one
+    /// (the placed sections give it).
+    pub(super) fn linker_value(&self, s: &Symbol) -> Option<u64> {
+        is_linker_symbol(s).then(|| {
+            self.out
+                .iter()
+                .find(|o| o.name == ".nv.constant3")
+                .map_or(u64::MAX, |o| o.data.len() as u64)
+        })
+    }
+
+    /// Under `-r` nvlink keeps such a symbol, undefined, with the value it applied.
+    pub(super) fn relocatable_symbol(&self, s: &Symbol) -> Option<OutSymbol> {
+        self.linker_value(s).map(|value| OutSymbol {
+            name: s.name.clone(),
+            value,
+            size: s.size,
+            bind: s.bind,
+            // (a CUDA object, as nvlink writes it)
+            ty: STT_CUDA_OBJECT,
+            other: s.other,
+            section: None,
+        })
+    }
 }
 
 /// `.nv.compat` attribute 0x02 of nvlink's image is the largest any merged input has,
 /// not the first input's: libcudadevrt's sm_120 code has 2 where ptxas 13.5 writes 1
 /// (read off nvlink 13.5 with `dp.cu` and cuda-samples' cdpAdvancedQuicksort at
 /// sm_120; at sm_100 both have 1).
-pub(super) fn compat_max(recs: &mut [Record], inputs: &[Input]) {
-    let others = inputs.iter().filter_map(|inp| {
-        let c = &inp.cubin;
-        let s = c.sections.iter().find(|s| s.ty == SHT_CUDA_COMPAT)?;
-        info::parse(c.bytes(s), &c.origin, &s.name, s.offset).ok()
-    });
-    let mut largest = None;
-    for r in others
+pub(super) fn compat_max(recs: &mut [Record], inputs: &[Vec<Record>]) {
+    let largest = inputs
+        .iter()
         .flatten()
         .filter(|r| r.attr == 0x02 && r.format == info::FMT_BVAL)
-    {
-        largest = largest.max(Some(r.value));
-    }
+        .map(|r| r.value)
+        .max();
     for r in recs
         .iter_mut()
         .filter(|r| r.attr == 0x02 && r.format == info::FMT_BVAL)

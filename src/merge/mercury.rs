@@ -365,6 +365,8 @@ impl Merger<'_> {
                     let at = o.data.len() as u64;
                     o.data.extend_from_slice(c.bytes(s));
                     at
+                } else if s.ty == SHT_CUDA_SHARED_RESERVED {
+                    sections::reserved_piece(o, &c.merc_symbols, s, st.exec)
                 } else {
                     let at = o.mem_size.next_multiple_of(a);
                     o.mem_size = at + s.size;
@@ -442,6 +444,11 @@ impl Merger<'_> {
                     m.other = ms.other;
                     m.size = ms.size;
                     m.value = match st.placed.get(&(i, ms.shndx as usize)) {
+                        Some(&(_, at))
+                            if st.exec && sections::reserved(&self.inputs[i].cubin, ms) =>
+                        {
+                            at
+                        }
                         Some(&(_, at)) if ms.defined() => ms.value + at,
                         _ if ms.defined() => s.value,
                         _ => ms.value,
@@ -523,7 +530,20 @@ impl Merger<'_> {
                     if dead || loser || unplaced {
                         continue;
                     }
-                    let (mut value, _, resolvable) = self.link_value(k);
+                    let (mut value, _, mut resolvable) = self.link_value(k);
+                    // (a dynamic shared array has an offset per function, on the SASS
+                    // side: -1 in a function no kernel reaches, which nvlink's image
+                    // leaves without the array's symbol)
+                    if is_dynamic_shared(self.sym(k))
+                        && let Some(f) = view
+                            .sass_of
+                            .get(&(rs.info as usize))
+                            .and_then(|&t| self.func_of_text.get(&SecKey::new(i, t)))
+                    {
+                        resolvable |= self
+                            .dynamic_offset
+                            .contains_key(&(*f, self.representative(k)));
+                    }
                     if ms.ty == STT_SECTION
                         && let Some(&(_, p)) = st.placed.get(&(i, ms.shndx as usize))
                     {

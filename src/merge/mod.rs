@@ -591,7 +591,7 @@ impl<'a> Merger<'a> {
         if !s.defined() && s.bind != STB_LOCAL && is_table_symbol(&s.name) {
             return (0, 0, true);
         }
-        if let Some(v) = devrt::linker_value(s) {
+        if let Some(v) = self.linker_value(s) {
             return (v, 0, true);
         }
         if s.ty != STT_SECTION

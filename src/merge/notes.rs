@@ -82,8 +82,23 @@ impl<'a> Merger<'a> {
                 if let Some(target) = self.opts.target
                     && let Ok(mut recs) = info::parse(&o.data, &c.origin, &s.name, s.offset)
                 {
-                    devrt::compat_max(&mut recs, &self.inputs);
-                    compat_for_target(&mut recs, (c.e_flags >> 8) & 0xFF, target);
+                    // every merged input's records
+                    let all: Vec<Vec<Record>> = self
+                        .inputs
+                        .iter()
+                        .map(|inp| {
+                            let c = &inp.cubin;
+                            c.sections
+                                .iter()
+                                .find(|s| s.ty == SHT_CUDA_COMPAT)
+                                .and_then(|s| {
+                                    info::parse(c.bytes(s), &c.origin, &s.name, s.offset).ok()
+                                })
+                                .unwrap_or_default()
+                        })
+                        .collect();
+                    devrt::compat_max(&mut recs, &all);
+                    compat_for_target(&mut recs, &all, (c.e_flags >> 8) & 0xFF, target);
                     o.data = info::encode_all(&recs);
                 }
                 let compat = self.new_section(o, false);
@@ -261,13 +276,27 @@ fn empty_compat(target: Arch) -> Option<Vec<u8>> {
     Some(d)
 }
 
-/// `.nv.compat` as nvlink writes it for the target (read off nvlink 13.5 with sm_100 and
-/// sm_120 code linked for their `a`, `f` and sibling targets): `ACCELERATOR_TARGET`
-/// (0x09) says whether the target is an `a` one; `CAN_FASTPATH_FINALIZE` (0x0B) keeps
-/// only its lowest bit for an `a` target (9 → 1, 0x50 → 0x10) and becomes 0 for another
-/// SM of the family (sm_100 code for sm_103, sm_120 for sm_121).
-fn compat_for_target(recs: &mut [Record], code_sm: u32, target: Arch) {
+/// `.nv.compat` as nvlink writes it for the target (read off nvlink 13.5 with sm_100,
+/// sm_103, sm_110, sm_120 and sm_121 code, plain, `a` and `f`, linked for every target
+/// of its family that takes it): `ACCELERATOR_TARGET` (0x09) says whether the target is
+/// an `a` one; `CAN_FASTPATH_FINALIZE` (0x0B) becomes 0 for another SM of the family
+/// (sm_100 code for sm_103, sm_120 for sm_121), and for an `a` target keeps only its
+/// lowest bit (9 → 1, 0x50 → 0x10) unless every input is `a` code already (ptxas
+/// writes 9 for sm_100a); `INST_TCGEN05_MMA` (0x05, which ptxas writes for sm_100a
+/// code) stays only when every input has it (sm_100a code beside sm_100 or sm_100f
+/// code, or beside libcudadevrt's, loses it).
+fn compat_for_target(recs: &mut Vec<Record>, all: &[Vec<Record>], code_sm: u32, target: Arch) {
     use crate::arch::Variant;
+    let every = |attr: u8, value: Option<u16>| {
+        all.iter().all(|rs| {
+            rs.iter()
+                .any(|r| r.attr == attr && value.is_none_or(|v| r.value == v))
+        })
+    };
+    let accelerated_code = every(0x09, Some(1));
+    if !every(0x05, None) {
+        recs.retain(|r| r.attr != 0x05);
+    }
     for r in recs.iter_mut() {
         match r.attr {
             0x09 if r.format == info::FMT_BVAL => {
@@ -277,7 +306,7 @@ fn compat_for_target(recs: &mut [Record], code_sm: u32, target: Arch) {
                 let v = r.payload.u64_at(0).unwrap_or(0);
                 let v = if target.sm != code_sm {
                     0
-                } else if target.variant == Variant::Accelerated {
+                } else if target.variant == Variant::Accelerated && !accelerated_code {
                     v & v.wrapping_neg()
                 } else {
                     v

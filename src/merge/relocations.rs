@@ -210,10 +210,7 @@ impl<'a> Merger<'a> {
                 // local with visibility STV_INTERNAL, which nvlink applies and drops)
                 let internal = sym.bind == STB_LOCAL && sym.other & 0x3 == 1;
                 let apply_now = resolvable_here
-                    && (exec
-                        || f.in_nonalloc_section
-                        || internal
-                        || devrt::linker_value(sym).is_some())
+                    && (exec || f.in_nonalloc_section || internal || devrt::is_linker_symbol(sym))
                     && reloc::resolvable(r.ty)
                     && !load_address;
                 // (the addend as the next link sees it: a section symbol's piece added)

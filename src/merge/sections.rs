@@ -139,6 +139,8 @@ impl<'a> Merger<'a> {
                     }
                     o.mem_size = o.data.len() as u64;
                     at
+                } else if s.ty == SHT_CUDA_SHARED_RESERVED {
+                    reserved_piece(o, &c.symbols, s, exec)
                 } else {
                     let at = o.mem_size.next_multiple_of(a);
                     o.mem_size = at + s.size;
@@ -249,6 +251,37 @@ impl<'a> Merger<'a> {
     }
 }
 
+/// Whether `s` (of `c`'s SASS or Mercury table) is a variable of a reserved shared
+/// section, whose value in the input is its alignment, as a common symbol's.
+pub(super) fn reserved(c: &Cubin, s: &Symbol) -> bool {
+    s.defined()
+        && c.sections
+            .get(s.shndx as usize)
+            .is_some_and(|x| x.ty == SHT_CUDA_SHARED_RESERVED)
+}
+
+/// Where an input's piece of a reserved shared section goes (sm_110's
+/// `.nv.shared.reserved.0`, which holds the weak `__nv_reservedSMEM_gb10b_war_var`):
+/// every input holds the same variables, so the pieces overlap, starting at the
+/// input's `.nv.reservedSmem.offset0` (0x40 in the SASS table, 0 in the Mercury one)
+/// in an image, at 0 in a relocatable file; the section ends with them (read off nvlink
+/// 13.5: size 0xc0, the variable at 0x40, its Mercury copy 0x80 at 0, whatever the
+/// number of inputs; under `-r` 0x80).
+pub(super) fn reserved_piece(
+    o: &mut OutSection,
+    symbols: &[Symbol],
+    s: &Section,
+    exec: bool,
+) -> u64 {
+    let base = symbols
+        .iter()
+        .find(|x| exec && x.name == ".nv.reservedSmem.offset0" && !x.defined())
+        .map_or(0, |x| x.value);
+    let at = base.next_multiple_of(s.align.max(1));
+    o.mem_size = o.mem_size.max(at + s.size);
+    at
+}
+
 /// The section type and flags a merged section gets: executable output turns the
 /// memory-space types into plain program data.
 fn out_type(s: &Section, exec: bool) -> (u32, u64) {
@@ -256,7 +289,7 @@ fn out_type(s: &Section, exec: bool) -> (u32, u64) {
         return (s.ty, s.flags);
     }
     let ty = match s.ty {
-        SHT_CUDA_GLOBAL | SHT_CUDA_SHARED => SHT_NOBITS,
+        SHT_CUDA_GLOBAL | SHT_CUDA_SHARED | SHT_CUDA_SHARED_RESERVED => SHT_NOBITS,
         SHT_CUDA_GLOBAL_INIT => SHT_PROGBITS,
         t if constant_bank(t).is_some() => SHT_PROGBITS,
         t => t,

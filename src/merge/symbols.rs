@@ -20,7 +20,7 @@ impl<'a> Merger<'a> {
             let c = &self.inputs[i].cubin;
             for (s, sym) in c.symbols.iter().enumerate().skip(1) {
                 if sym.bind != STB_LOCAL || sym.ty == STT_SECTION || !sym.defined() {
-                    if !exec && let Some(o) = devrt::relocatable_symbol(sym) {
+                    if !exec && let Some(o) = self.relocatable_symbol(sym) {
                         self.symbols.push(o);
                     }
                     continue;
@@ -222,6 +222,8 @@ impl<'a> Merger<'a> {
         let common = !exec && s.other & STO_SHARED != 0 && s.ty != STT_FUNC;
         let (section, value) = match self.placed.get(&SecKey::new(k.input, s.shndx as usize)) {
             Some(&(id, _)) if common => (Some(id), s.value),
+            // (a reserved shared variable's value is its alignment too)
+            Some(&(id, at)) if sections::reserved(&self.inputs[k.input].cubin, s) => (Some(id), at),
             Some(&(id, at)) => (Some(id), s.value + at),
             None if s.other & STO_SHARED != 0 && !exec => (None, s.value),
             None => return None,
