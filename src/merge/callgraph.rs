@@ -206,7 +206,10 @@ impl<'a> Merger<'a> {
             }
         }
         let mut offset = vec![0u32; self.leading_strings.len()];
-        for &n in order.iter().filter(|&&n| !self.leading_strings[n].is_empty()) {
+        for &n in order
+            .iter()
+            .filter(|&&n| !self.leading_strings[n].is_empty())
+        {
             let s = self.leading_strings[n].as_str();
             offset[n] = *at.entry(s).or_insert_with(|| {
                 let o = len;

@@ -142,7 +142,7 @@ impl<'a> Merger<'a> {
         order.sort_by_cached_key(|&i| {
             let s = &self.out[i];
             let r = crate::elf::write::rank(s, self.mercury_layout);
-            (r, memory[i], creation::creation_rank(&at, &s.name))
+            (r, creation::creation_rank(&at, &s.name), memory[i])
         });
         let mut new_index = vec![0usize; self.out.len()];
         for (n, &i) in order.iter().enumerate() {
