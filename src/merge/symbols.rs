@@ -145,7 +145,7 @@ impl<'a> Merger<'a> {
         }
         let at = super::creation::positions(&self.created);
         let mut ids: Vec<usize> = (0..self.out.len()).collect();
-        ids.sort_by_key(|&id| super::creation::creation_rank(&at, &self.out[id].name));
+        ids.sort_by_cached_key(|&id| super::creation::creation_rank(&at, &self.out[id].name));
         drop(at);
         for id in ids {
             let bank = self.mercury_layout && self.out[id].name.starts_with(".nv.constant0");
