@@ -713,6 +713,20 @@ fn links_equivalent_to_nvlink() {
             "dynamic shared, one kernel sm_75",
             args(&["-arch=sm_75", "dyn1_75.cubin"]),
         ),
+        // only the dynamic array: an empty data segment at sm_80; -G, the array's
+        // address in the debug information -1 (issue 22)
+        (
+            "dynamic shared only, sm_80",
+            args(&["-arch=sm_80", "dynonly_80.cubin"]),
+        ),
+        (
+            "dynamic shared only, -G inputs sm_80",
+            args(&["-arch=sm_80", "dynonly_80_G.cubin"]),
+        ),
+        (
+            "dynamic shared only, -G inputs sm_90",
+            args(&["-arch=sm_90", "dynonly_90_G.cubin"]),
+        ),
         (
             "dynamic shared, one kernel sm_90",
             args(&["-arch=sm_90", "dyn1_90.cubin"]),

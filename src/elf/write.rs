@@ -539,8 +539,10 @@ pub fn write_to<W: Write + ?Sized>(mut img: Image, w: &mut W) -> std::io::Result
     if img.program_headers {
         // a segment with nothing in it is left out (nvlink's image of no code has the
         // program headers' two only); None stands for the program header table
+        // (the data segment stays when its sections are all empty: nvlink's sm_80 image
+        // of a kernel with only dynamic shared memory has it, of no size)
         let full = |s: Option<(u64, u64)>| s.map(|(o, n)| Some((o, n, n)));
-        let data = load_rw.filter(|rw| rw.2 > 0).map(Some);
+        let data = load_rw.map(Some);
         let segments = if mercury {
             // PHDR and its LOAD read-only, then banks, code, data, parameter banks
             vec![
@@ -564,7 +566,7 @@ pub fn write_to<W: Write + ?Sized>(mut img: Image, w: &mut W) -> std::io::Result
         let kept: Vec<Segment> = segments
             .into_iter()
             .filter_map(|(ty, flags, span)| Some((ty, flags, span?)))
-            .filter(|(_, _, span)| span.is_none_or(|x| x.2 > 0))
+            .filter(|&(_, flags, span)| flags == 6 || span.is_none_or(|x| x.2 > 0))
             .collect();
         let phsize = kept.len() as u64 * 56;
         let ph = |out: &mut Vec<u8>, ty: u32, flags: u32, off: u64, filesz: u64, memsz: u64| {

@@ -202,6 +202,11 @@ impl<'a> Merger<'a> {
                     && let Some(&o) = self.dynamic_offset.get(&(func, self.representative(k)))
                 {
                     (value, resolvable_here) = (o, true);
+                } else if is_dynamic_shared(sym) && target_nonalloc && exec && !self.opts.debug {
+                    // (debug information's address of a dynamic shared array outside a
+                    // -g link: nvlink gives the array the value -1, its addend added,
+                    // as the SASS side of a function that does not see it)
+                    (value, resolvable_here) = (u64::MAX, true);
                 }
                 // (debug information keeps the load addresses of variables, constant
                 // ones included, for the driver: nvlink keeps those relocations)
