@@ -662,6 +662,17 @@ pub fn comma_list(values: &[String]) -> Vec<String> {
         .collect()
 }
 
+/// `-Xnvvm` values: comma lists whose elements nvlink also splits at spaces
+/// (`-Xnvvm "-ftz=1 -prec-div=0"` is two options; a tab is not a separator).
+pub fn nvvm_list(values: &[String]) -> Vec<String> {
+    comma_list(values)
+        .iter()
+        .flat_map(|v| v.split(' '))
+        .filter(|v| !v.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
 impl LinkArgs {
     /// Checks values the way nvlink does, in nvlink's order, and builds the request.
     pub fn request(&self) -> Result<LinkRequest> {
@@ -743,7 +754,7 @@ impl LinkArgs {
                 .ofast_compile
                 .clone()
                 .filter(|l| l != "0" && !l.is_empty()),
-            xnvvm: comma_list(&self.xnvvm),
+            xnvvm: nvvm_list(&self.xnvvm),
             xptxas: comma_list(&self.xptxas),
             register_link_binaries: self.register_link_binaries.clone(),
             time: self.time.clone(),

@@ -2704,6 +2704,19 @@ fn xnvvm_values_reach_libnvvm_as_nvlink_passes_them() {
             "-Xnvvm repeating -arch".into(),
             lto_args("sm_90", &["-Xnvvm", "-arch=compute_90"], &PROGRAM),
         ),
+        // (nvlink splits a value at spaces too, not at tabs)
+        (
+            "-Xnvvm options apart by a space".into(),
+            lto_args("sm_90", &["-Xnvvm", "-ftz=1 -prec-div=0"], &PROGRAM),
+        ),
+        (
+            "-Xnvvm option after a space".into(),
+            lto_args("sm_90", &["-Xnvvm", " -ftz=1"], &PROGRAM),
+        ),
+        (
+            "-Xnvvm options apart by a tab".into(),
+            lto_args("sm_90", &["-Xnvvm", "-ftz=1\t-fma=1"], &PROGRAM),
+        ),
     ]);
 }
 

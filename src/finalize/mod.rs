@@ -49,7 +49,11 @@ pub struct Stats {
 /// an error for a value other than `nvjitlink`.
 pub fn requested() -> Result<Option<String>> {
     match std::env::var(VAR) {
-        Err(_) => Ok(None),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(v)) => Err(Error::fatal(format!(
+            "{VAR}='{}': the only finalizer nvlinkrs knows is 'nvjitlink'",
+            v.to_string_lossy()
+        ))),
         Ok(v) if v.is_empty() || v == "0" || v == "off" => Ok(None),
         Ok(v) if v == "nvjitlink" => Ok(Some(v)),
         Ok(v) => Err(Error::fatal(format!(
