@@ -1403,6 +1403,46 @@ fn links_equivalent_to_nvlink() {
     );
 }
 
+/// The opt-in finalizer runs libnvJitLink in the linker's process: a damaged library (a
+/// real libnvJitLink.so.13 cut to its first 200,000 bytes, which crashes the dynamic
+/// loader with SIGBUS) ends the link with a fatal line naming it and exit 1, no output
+/// left (was: killed by the signal, exit 135, nothing said). The same guard covers a
+/// crash while libnvJitLink finalizes a damaged unit.
+#[test]
+fn finalizer_crash_is_a_fatal_error() {
+    let kit = tempfile::tempdir().unwrap();
+    for d in ["bin", "include", "nvvm"] {
+        std::os::unix::fs::symlink(cuda().join(d), kit.path().join(d)).unwrap();
+    }
+    std::fs::create_dir(kit.path().join("lib")).unwrap();
+    let lib = std::fs::read(cuda().join("lib/libnvJitLink.so.13")).unwrap();
+    let cut = kit.path().join("lib/libnvJitLink.so.13");
+    std::fs::write(&cut, &lib[..200_000]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let a = vec![
+        "-arch=sm_100".to_string(),
+        fixtures().join("a_100.cubin").display().to_string(),
+        format!("--cuda-path={}", kit.path().display()),
+    ];
+    let got = run_with(
+        &nvlinkrs(),
+        &a,
+        dir.path(),
+        &[("NVLINKRS_FINALIZER", "nvjitlink")],
+    );
+    assert_eq!(
+        (got.code, got.messages, got.output.is_some()),
+        (
+            1,
+            vec![format!(
+                "nvlink fatal   : NVLINKRS_FINALIZER: libnvJitLink '{}' crashed (SIGBUS)",
+                cut.display()
+            )],
+            false
+        )
+    );
+}
+
 /// `-r` then relink: the relocatable output of nvlinkrs (and that of nvlink) linked again
 /// by both linkers gives equivalent images, for sm_75, sm_80, sm_90 and, with their
 /// capsule-Mercury sections, sm_100 and sm_120 (nvlink crashes on an sm_100 relocatable

@@ -77,6 +77,11 @@ pub fn phase(plan: &Plan, inputs: &mut [Input]) -> Result<Stats> {
             kit.root.display()
         ))
     })?;
+    // (libnvJitLink runs in this process: a crash in it, loading a damaged library or
+    // finalizing a damaged unit, ends the link with a fatal line and exit 1, as nvlink
+    // ends on its own internal errors, not with the signal)
+    let _guard =
+        crate::lto::crash::Guard::new(&format!("{VAR}: libnvJitLink '{}' crashed", path.display()));
     apply(&nvjitlink::OnDemand::new(path), plan.req.target, inputs)
 }
 
