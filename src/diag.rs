@@ -338,6 +338,20 @@ impl Diagnostics {
 
 #[cfg(test)]
 mod tests {
+    /// libloading's message is "dlopen failed"; the loader's reason is its source.
+    #[test]
+    fn a_library_load_error_says_the_loaders_reason() {
+        let dir = tempfile::tempdir().unwrap();
+        let lib = dir.path().join("libx.so");
+        std::fs::write(&lib, b"hello").unwrap();
+        // SAFETY: the file is no library: the loader refuses it before running anything.
+        let e = unsafe { libloading::Library::new(&lib) }.unwrap_err();
+        assert_eq!(
+            super::with_sources(&e),
+            format!("dlopen failed: {}: file too short", lib.display())
+        );
+    }
+
     use super::*;
 
     #[test]
@@ -366,4 +380,17 @@ mod tests {
         assert_eq!(e.to_string(), "cubin not an elf?\n  in 'a.cubin'\n  outer");
         assert_eq!(e.severity().exit_code(), 1);
     }
+}
+
+/// An error's message followed by its sources' (`dlopen failed: … invalid ELF header`):
+/// libloading puts the loader's own reason in the source.
+pub fn with_sources(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut next = e.source();
+    while let Some(s) = next {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        next = s.source();
+    }
+    text
 }

@@ -58,7 +58,8 @@ impl NvJitLink {
                 .context(format!("libnvJitLink '{}': {e}", path.display()))
         };
         // SAFETY: loading runs the library's initialisers, NVIDIA's own for this use.
-        let lib = unsafe { libloading::Library::new(path) }.map_err(|e| load_error(&e))?;
+        let lib = unsafe { libloading::Library::new(path) }
+            .map_err(|e| load_error(&crate::diag::with_sources(&e)))?;
         // SAFETY: each symbol gets the C signature nvJitLink.h declares for it; the
         // pointers are used only while `lib` lives (it is moved into the result).
         let api = unsafe {

@@ -73,7 +73,8 @@ impl LibNvvm {
     pub fn load(path: &Path) -> Result<LibNvvm> {
         // SAFETY: loading a shared library runs its initialisers; libnvvm's are the ones
         // NVIDIA ships for exactly this use (nvlink dlopens the same file).
-        let lib = unsafe { libloading::Library::new(path) }.map_err(|e| load_error(path, e))?;
+        let lib = unsafe { libloading::Library::new(path) }
+            .map_err(|e| load_error(path, crate::diag::with_sources(&e)))?;
         // SAFETY: each symbol is given the C signature `nvvm.h` declares for it; the
         // pointers are only used while `lib` is alive (it is moved into the result).
         let api = unsafe {
