@@ -15,7 +15,9 @@ impl<'a> Merger<'a> {
         // locals: section symbols, then local functions and data (in nvlink's sm_100+
         // layout the parameter banks' section symbols come last, after the globals, so
         // that the capsule-Mercury symbol table, which has none, numbers alike)
-        self.section_symbols(false);
+        self.created = self.created_sections();
+        let by_creation = self.sections_by_creation();
+        self.section_symbols(&by_creation, false);
         for i in 0..self.inputs.len() {
             let c = &self.inputs[i].cubin;
             for (s, sym) in c.symbols.iter().enumerate().skip(1) {
@@ -97,7 +99,7 @@ impl<'a> Merger<'a> {
                 self.symbols.push(o);
             }
         }
-        self.section_symbols(true);
+        self.section_symbols(&by_creation, true);
         if !exec {
             self.order_shared_for_relink();
         }
@@ -137,17 +139,20 @@ impl<'a> Merger<'a> {
         });
     }
 
-    /// The section symbols, in nvlink's creation order of their sections: those of the
-    /// parameter banks in nvlink's sm_100+ layout (`banks`), or all the others.
-    fn section_symbols(&mut self, banks: bool) {
-        if self.created.is_empty() {
-            self.created = self.created_sections();
-        }
+    /// The output sections in nvlink's creation order (worked out once for both calls
+    /// of [`Self::section_symbols`]).
+    fn sections_by_creation(&self) -> Vec<usize> {
         let at = super::creation::positions(&self.created);
         let mut ids: Vec<usize> = (0..self.out.len()).collect();
         ids.sort_by_cached_key(|&id| super::creation::creation_rank(&at, &self.out[id].name));
-        drop(at);
-        for id in ids {
+        ids
+    }
+
+    /// The section symbols of `by_creation` (the sections in nvlink's creation order):
+    /// those of the parameter banks in nvlink's sm_100+ layout (`banks`), or all the
+    /// others.
+    fn section_symbols(&mut self, by_creation: &[usize], banks: bool) {
+        for &id in by_creation {
             let bank = self.mercury_layout && self.out[id].name.starts_with(".nv.constant0");
             if self.section_symbol[id] && bank == banks {
                 self.section_sym_index.insert(id, self.symbols.len());
