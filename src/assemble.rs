@@ -96,7 +96,11 @@ pub fn objects(
 /// named twice (CMake's device link line has `-lcudadevrt` and nvcc adds its own) gives
 /// its members once, as an archive member is only taken for a symbol still undefined.
 fn drop_unused_system(inputs: Vec<merge::Input>) -> Vec<merge::Input> {
-    use std::collections::HashSet;
+    use rustc_hash::FxHashSet as HashSet;
+    // (without libcudadevrt there is nothing to leave out: no sets of every name built)
+    if !inputs.iter().any(|i| i.system) {
+        return inputs;
+    }
     let global = |s: &&elf::cubin::Symbol| s.bind != elf::cubin::STB_LOCAL;
     let wanted: HashSet<&str> = inputs
         .iter()

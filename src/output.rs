@@ -259,6 +259,15 @@ fn write_beside(
         tmp.as_file()
             .set_permissions(std::fs::Permissions::from_mode(mode))?;
     }
+    if old.is_some_and(|m| m.is_file()) {
+        let (file, tmp_path) = tmp.into_parts();
+        if exchange(&tmp_path, path) {
+            // the old file is now under the temporary's name: dropping it unlinks it
+            drop(tmp_path);
+            return Ok(());
+        }
+        tmp = tempfile::NamedTempFile::from_parts(file, tmp_path);
+    }
     match tmp.persist(path) {
         Ok(_) => Ok(()),
         Err(e) if refused(&e.error) => {
@@ -266,6 +275,50 @@ fn write_beside(
             write_into(path, |f| std::io::copy(&mut written, f).map(drop))
         }
         Err(e) => Err(e.error),
+    }
+}
+
+/// Swaps the new file at `new` with the old plain file at `path` in one step
+/// (`renameat2`'s `RENAME_EXCHANGE`): at every instant `path` names the old image or the
+/// whole new one, as with a rename, but ext4 does not write the new file's blocks out
+/// first, as it does for a rename over an existing file (its `auto_da_alloc`: 5-8 ms for
+/// an 8 MB image, a tenth of a 128-unit link). False where the swap is not made (a
+/// filesystem without it, the old file gone meanwhile, a directory put there): the caller
+/// renames instead.
+fn exchange(new: &Path, path: &Path) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let (Ok(a), Ok(b)) = (
+            std::ffi::CString::new(new.as_os_str().as_bytes()),
+            std::ffi::CString::new(path.as_os_str().as_bytes()),
+        ) else {
+            return false;
+        };
+        let swap = || unsafe {
+            libc::renameat2(
+                libc::AT_FDCWD,
+                a.as_ptr(),
+                libc::AT_FDCWD,
+                b.as_ptr(),
+                libc::RENAME_EXCHANGE,
+            ) == 0
+        };
+        if !swap() {
+            return false;
+        }
+        // (only a plain file is to be unlinked under the temporary's name: anything
+        // else that took the old file's place meanwhile is swapped back)
+        if std::fs::symlink_metadata(new).is_ok_and(|m| m.is_file()) {
+            return true;
+        }
+        swap();
+        false
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (new, path);
+        false
     }
 }
 
@@ -589,6 +642,27 @@ mod tests {
         assert!(e.message().contains("Could not open output file"));
         assert_eq!(std::fs::read(&p).unwrap(), b"old");
         assert_eq!(files(d.path()), ["out.cubin"]);
+    }
+
+    #[test]
+    fn the_new_file_is_swapped_in_only_for_a_plain_old_one() {
+        // (the swap that spares ext4's flush of a rename over an existing file)
+        let d = tempfile::tempdir().unwrap();
+        let (new, old) = (d.path().join("new"), d.path().join("old"));
+        std::fs::write(&new, b"new").unwrap();
+        std::fs::write(&old, b"old").unwrap();
+        assert!(exchange(&new, &old));
+        assert_eq!(std::fs::read(&old).unwrap(), b"new");
+        assert_eq!(std::fs::read(&new).unwrap(), b"old");
+        // a directory put where the old file was is swapped back, and left alone
+        std::fs::remove_file(&old).unwrap();
+        std::fs::create_dir(&old).unwrap();
+        assert!(!exchange(&new, &old));
+        assert!(std::fs::metadata(&old).unwrap().is_dir());
+        assert_eq!(std::fs::read(&new).unwrap(), b"old");
+        // nothing there any more: no swap (the caller renames)
+        assert!(!exchange(&new, &d.path().join("gone")));
+        assert_eq!(files(d.path()), ["new", "old"]);
     }
 
     #[test]

@@ -603,7 +603,12 @@ fn slice<'a>(d: &'a [u8], s: &Section) -> &'a [u8] {
 fn cstr(table: &[u8], off: usize) -> Option<String> {
     let rest = table.get(off..)?;
     let end = rest.iter().position(|&b| b == 0)?;
-    Some(String::from_utf8_lossy(&rest[..end]).into_owned())
+    let name = &rest[..end];
+    // (names are UTF-8 but for damaged files: the check alone is faster than the lossy walk)
+    Some(match std::str::from_utf8(name) {
+        Ok(s) => s.to_owned(),
+        Err(_) => String::from_utf8_lossy(name).into_owned(),
+    })
 }
 
 #[cfg(test)]

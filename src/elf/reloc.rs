@@ -253,22 +253,64 @@ pub fn apply(
 }
 
 fn write_bits(d: &mut [u8], bit: u32, width: u32, v: u64) {
-    for i in 0..width {
-        let b = bit + i;
-        let byte = (b / 8) as usize;
-        let mask = 1u8 << (b % 8);
-        let set = i < 64 && (v >> i) & 1 == 1;
-        if set {
-            d[byte] |= mask;
-        } else {
-            d[byte] &= !mask;
-        }
+    if width == 0 {
+        return;
     }
+    // the field's bytes read as one little-endian number, the field replaced in it (the
+    // value's bits past 64 are zero)
+    let (first, last) = ((bit / 8) as usize, (bit + width).div_ceil(8) as usize);
+    let n = last - first;
+    if n > 16 {
+        for i in 0..width {
+            let (b, set) = (bit + i, i < 64 && (v >> i) & 1 == 1);
+            let mask = 1u8 << (b % 8);
+            let byte = &mut d[(b / 8) as usize];
+            *byte = if set { *byte | mask } else { *byte & !mask };
+        }
+        return;
+    }
+    let mut buf = [0u8; 16];
+    buf[..n].copy_from_slice(&d[first..last]);
+    let shift = bit % 8;
+    let mask = u128::MAX >> (128 - width);
+    let field = (v as u128 & mask) << shift;
+    let word = u128::from_le_bytes(buf) & !(mask << shift) | field;
+    d[first..last].copy_from_slice(&word.to_le_bytes()[..n]);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fields_are_written_as_bit_by_bit() {
+        // (write_bits replaces the field in one word; this is the bit loop it replaced)
+        fn by_bits(d: &mut [u8], bit: u32, width: u32, v: u64) {
+            for i in 0..width {
+                let (b, set) = (bit + i, i < 64 && (v >> i) & 1 == 1);
+                let mask = 1u8 << (b % 8);
+                let byte = &mut d[(b / 8) as usize];
+                *byte = if set { *byte | mask } else { *byte & !mask };
+            }
+        }
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for _ in 0..20_000 {
+            let width = (next() % 129) as u32;
+            let bit = (next() % (129 - width as u64)) as u32;
+            let v = next();
+            let mut want: Vec<u8> = (0..17).map(|_| next() as u8).collect();
+            let mut got = want.clone();
+            by_bits(&mut want, bit, width, v);
+            write_bits(&mut got, bit, width, v);
+            assert_eq!(got, want, "bit {bit} width {width} value {v:#x}");
+        }
+    }
 
     #[test]
     fn table_matches_known_numbers() {
