@@ -167,3 +167,155 @@ mod tests {
         assert_eq!(s.u64_at(usize::MAX), None);
     }
 }
+
+/// A name read from an input's string table: a window into the input's bytes when they
+/// are UTF-8 (no copy: a link reads tens of thousands of symbol names), else the lossy
+/// copy a damaged name gets. Reads as a `&str` everywhere a `String` did.
+#[derive(Clone)]
+pub struct Name(NameRepr);
+
+#[derive(Clone)]
+enum NameRepr {
+    /// UTF-8, checked when made.
+    Shared(Bytes),
+    Owned(Box<str>),
+}
+
+impl Name {
+    /// The name in `b`: shared when it is UTF-8, else copied with the bad bytes replaced.
+    pub fn from_bytes(b: Bytes) -> Name {
+        match std::str::from_utf8(&b) {
+            Ok(_) => Name(NameRepr::Shared(b)),
+            Err(_) => Name(NameRepr::Owned(String::from_utf8_lossy(&b).into())),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        match &self.0 {
+            // SAFETY: a shared name's bytes were checked to be UTF-8 when it was made,
+            // and a `Bytes` window never changes.
+            NameRepr::Shared(b) => unsafe { std::str::from_utf8_unchecked(b) },
+            NameRepr::Owned(s) => s,
+        }
+    }
+}
+
+impl Default for Name {
+    fn default() -> Name {
+        Name(NameRepr::Owned(Box::from("")))
+    }
+}
+
+impl Deref for Name {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl AsRef<str> for Name {
+    fn as_ref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl std::borrow::Borrow<str> for Name {
+    fn borrow(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl From<&str> for Name {
+    fn from(s: &str) -> Name {
+        Name(NameRepr::Owned(Box::from(s)))
+    }
+}
+
+impl From<String> for Name {
+    fn from(s: String) -> Name {
+        Name(NameRepr::Owned(s.into_boxed_str()))
+    }
+}
+
+impl From<Name> for String {
+    fn from(n: Name) -> String {
+        n.as_str().to_owned()
+    }
+}
+
+impl PartialEq for Name {
+    fn eq(&self, o: &Name) -> bool {
+        self.as_str() == o.as_str()
+    }
+}
+
+impl Eq for Name {}
+
+impl PartialEq<str> for Name {
+    fn eq(&self, o: &str) -> bool {
+        self.as_str() == o
+    }
+}
+
+impl PartialEq<&str> for Name {
+    fn eq(&self, o: &&str) -> bool {
+        self.as_str() == *o
+    }
+}
+
+impl PartialEq<String> for Name {
+    fn eq(&self, o: &String) -> bool {
+        self.as_str() == o.as_str()
+    }
+}
+
+impl PartialOrd for Name {
+    fn partial_cmp(&self, o: &Name) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+
+impl Ord for Name {
+    fn cmp(&self, o: &Name) -> std::cmp::Ordering {
+        self.as_str().cmp(o.as_str())
+    }
+}
+
+impl std::hash::Hash for Name {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.as_str().hash(h)
+    }
+}
+
+impl fmt::Display for Name {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Debug for Name {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+#[cfg(test)]
+mod name_tests {
+    use super::*;
+
+    #[test]
+    fn names_read_as_strings_shared_or_copied() {
+        let b = Bytes::from_vec(b"_Z4kernPi\0bad\xff\xfename\0".to_vec());
+        let good = Name::from_bytes(b.slice(0..9));
+        assert!(matches!(good.0, NameRepr::Shared(_)));
+        assert_eq!((good.as_str(), good.len()), ("_Z4kernPi", 9));
+        assert_eq!(good, Name::from("_Z4kernPi"));
+        // a damaged name: the bad bytes replaced, as the lossy conversion did
+        let bad = Name::from_bytes(b.slice(10..19));
+        assert_eq!(bad.as_str(), "bad\u{fffd}\u{fffd}name");
+        assert_eq!(String::from(bad), "bad\u{fffd}\u{fffd}name");
+        let mut set = std::collections::HashSet::new();
+        set.insert(good);
+        assert!(set.contains("_Z4kernPi"));
+    }
+}

@@ -872,7 +872,7 @@ fn kernels(cubin: &[u8]) -> std::collections::BTreeSet<String> {
     c.symbols
         .iter()
         .filter(|s| s.defined() && s.is_entry())
-        .map(|s| s.name.clone())
+        .map(|s| s.name.to_string())
         .collect()
 }
 
@@ -1031,7 +1031,7 @@ fn program_structure(
         .symbols
         .iter()
         .filter(|s| s.defined() && matches!(s.ty, STT_OBJECT | STT_FUNC | STT_CUDA_OBJECT))
-        .map(|s| (s.name.clone(), s.ty))
+        .map(|s| (s.name.to_string(), s.ty))
         .collect();
     (symbols, sizes)
 }
@@ -2510,7 +2510,7 @@ fn functions(cubin: &Path) -> std::collections::BTreeSet<String> {
     c.symbols
         .iter()
         .filter(|s| s.is_function())
-        .map(|s| s.name.clone())
+        .map(|s| s.name.to_string())
         .collect()
 }
 

@@ -5,7 +5,7 @@
 //! checked against it before it is used (a bad one is an error naming the file, the
 //! section or symbol, and the offset — never a panic).
 
-use crate::bytes::{Bytes, Le};
+use crate::bytes::{Bytes, Le, Name};
 use crate::diag::{Error, Result, malformed};
 
 use super::ELF_MAGIC;
@@ -89,7 +89,7 @@ impl Section {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Symbol {
-    pub name: String,
+    pub name: Name,
     pub value: u64,
     pub size: u64,
     pub bind: u8,
@@ -281,7 +281,15 @@ fn read_sections(d: &[u8], origin: &str) -> Result<Vec<Section>> {
 
 /// The entries of the first symbol table of type `ty` (section 0's null entry when the
 /// file has none), each name offset and section index checked.
-fn read_symbols(d: &[u8], sections: &[Section], ty: u32, origin: &str) -> Result<Vec<Symbol>> {
+/// The symbol table of type `ty`; with `shared` (the bytes `d` borrows from) the names
+/// are windows into them, else copies.
+fn read_symbols(
+    d: &[u8],
+    shared: Option<&Bytes>,
+    sections: &[Section],
+    ty: u32,
+    origin: &str,
+) -> Result<Vec<Symbol>> {
     let Some(sec) = sections.iter().find(|s| s.ty == ty) else {
         return Ok(vec![null_symbol()]);
     };
@@ -305,7 +313,12 @@ fn read_symbols(d: &[u8], sections: &[Section], ty: u32, origin: &str) -> Result
         let name_off = e.u32_at(0).unwrap_or(0) as usize;
         let info = e[4];
         let shndx = e.u16_at(6).unwrap_or(0);
-        let name = cstr(strings, name_off).ok_or_else(|| {
+        let name = name_in(
+            strings,
+            name_off,
+            shared.map(|b| (b, strtab.offset as usize)),
+        )
+        .ok_or_else(|| {
             malformed(
                 origin,
                 sec.offset + (i * SYM) as u64,
@@ -379,7 +392,7 @@ impl<'d> ElfView<'d> {
 
     /// `.symtab`'s entries, the null symbol 0 included.
     pub fn symbols(&self, origin: &str) -> Result<Vec<Symbol>> {
-        read_symbols(self.data, &self.sections, SHT_SYMTAB, origin)
+        read_symbols(self.data, None, &self.sections, SHT_SYMTAB, origin)
     }
 }
 
@@ -413,9 +426,9 @@ impl Cubin {
                 ));
             }
         }
-        let symbols = read_symbols(d, &sections, SHT_SYMTAB, origin)?;
+        let symbols = read_symbols(d, Some(&data), &sections, SHT_SYMTAB, origin)?;
         let merc_symbols = if sections.iter().any(|s| s.ty == SHT_MERC_SYMTAB) {
-            read_symbols(d, &sections, SHT_MERC_SYMTAB, origin)?
+            read_symbols(d, Some(&data), &sections, SHT_MERC_SYMTAB, origin)?
         } else {
             Vec::new()
         };
@@ -583,7 +596,7 @@ impl Cubin {
 
 fn null_symbol() -> Symbol {
     Symbol {
-        name: String::new(),
+        name: Name::default(),
         value: 0,
         size: 0,
         bind: 0,
@@ -598,6 +611,17 @@ fn slice<'a>(d: &'a [u8], s: &Section) -> &'a [u8] {
         return &[];
     }
     &d[s.offset as usize..(s.offset + s.size) as usize]
+}
+
+/// The NUL-terminated name at `off` of a string table; with `shared` (the bytes the
+/// table lies in and its offset there) a window into them.
+fn name_in(table: &[u8], off: usize, shared: Option<(&Bytes, usize)>) -> Option<Name> {
+    let rest = table.get(off..)?;
+    let end = rest.iter().position(|&b| b == 0)?;
+    Some(match shared {
+        Some((b, at)) => Name::from_bytes(b.slice(at + off..at + off + end)),
+        None => Name::from(String::from_utf8_lossy(&rest[..end]).into_owned()),
+    })
 }
 
 fn cstr(table: &[u8], off: usize) -> Option<String> {

@@ -62,7 +62,7 @@ fn sym_name_in(c: &Cubin, merc: bool, i: u32) -> String {
                 c.sections.get(s.shndx as usize).map_or("?", |x| &x.name)
             )
         }
-        Some(s) => s.name.clone(),
+        Some(s) => s.name.to_string(),
         None => format!("#{i}"),
     }
 }
@@ -528,7 +528,7 @@ fn names_used(c: &Cubin, t: usize) -> Vec<String> {
             SHT_MERC_SYMTAB => &c.merc_symbols,
             _ => continue,
         };
-        v.extend(table.iter().skip(1).map(|s| s.name.clone()));
+        v.extend(table.iter().skip(1).map(|s| s.name.to_string()));
     }
     if c.sections[t].name == ".strtab" {
         let strtab = c.bytes(&c.sections[t]);

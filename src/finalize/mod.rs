@@ -96,7 +96,7 @@ pub fn apply(fin: &dyn Finalizer, arch: Arch, inputs: &mut [Input]) -> Result<St
             .symbols
             .iter()
             .filter(|s| s.defined() && s.bind != STB_LOCAL);
-        defined.map(|s| s.name.clone()).collect()
+        defined.map(|s| s.name.to_string()).collect()
     };
     let (mut ours, mut devrt) = (HashSet::new(), HashSet::new());
     for i in inputs.iter() {
@@ -120,8 +120,8 @@ pub fn apply(fin: &dyn Finalizer, arch: Arch, inputs: &mut [Input]) -> Result<St
                 .iter()
                 .filter(|s| !s.defined() && s.bind == STB_GLOBAL)
             {
-                needs_ours |= ours.contains(&s.name);
-                calls_devrt |= !i.system && devrt.contains(&s.name);
+                needs_ours |= ours.contains(s.name.as_str());
+                calls_devrt |= !i.system && devrt.contains(s.name.as_str());
             }
             if needs_ours {
                 return Ok(None);

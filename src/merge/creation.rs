@@ -113,7 +113,7 @@ impl<'a> Merger<'a> {
                     add(format!(".rel{name}"), &mut names);
                 }
                 if sym.bind == STB_LOCAL {
-                    names.push((sym.name.clone(), Some(SymKey::new(i, si))));
+                    names.push((sym.name.to_string(), Some(SymKey::new(i, si))));
                 }
             }
             // the other sections named by section symbols

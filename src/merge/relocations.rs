@@ -313,7 +313,10 @@ fn edits<'p>(src: &[u8], patches: impl Iterator<Item = &'p Patch> + Clone) -> Re
         .clone()
         .map(|p| (p.at, p.at.saturating_add(reloc::extent(p.ty))))
         .collect();
-    spans.sort_unstable();
+    // (patches come in offset order but for a few: the check is cheaper than the sort)
+    if !spans.is_sorted() {
+        spans.sort_unstable();
+    }
     // runs: (offset in the section, length, offset in the bytes)
     let mut runs: Vec<(usize, usize, usize)> = Vec::new();
     let mut bytes = Vec::new();

@@ -120,7 +120,7 @@ impl<'a> Merger<'a> {
         let global = sym.bind != STB_LOCAL && self.out[home].name == ".nv_debug.shared";
         self.sym_of.insert(k, self.symbols.len());
         self.symbols.push(OutSymbol {
-            name: sym.name.clone(),
+            name: sym.name.to_string(),
             value: if before_reserve {
                 o
             } else {
@@ -234,7 +234,7 @@ impl<'a> Merger<'a> {
             None => return None,
         };
         Some(OutSymbol {
-            name: s.name.clone(),
+            name: s.name.to_string(),
             value,
             size: s.size,
             bind: if s.bind == STB_WEAK && exec && !s.defined() {

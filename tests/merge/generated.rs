@@ -80,7 +80,7 @@ fn symbols(image: &[u8], entries_only: bool) -> BTreeSet<String> {
         .filter(|s| s.defined() && !s.name.is_empty() && matches!(s.ty, 1 | 2))
         .filter(|s| !entries_only || s.is_entry())
         .map(|s| match (entries_only, s.ty == STT_FUNC) {
-            (true, _) => s.name.clone(),
+            (true, _) => s.name.to_string(),
             (false, true) => format!("function {}", s.name),
             (false, false) => format!("variable {}", s.name),
         })
