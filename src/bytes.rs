@@ -27,33 +27,41 @@ pub struct Bytes {
     owner: Arc<Owner>,
     start: usize,
     end: usize,
+    /// The window's first byte (`owner`'s buffer at `start`): a read is a slice made from
+    /// it, not a walk through the owner (names and sections are read in every step).
+    ptr: *const u8,
 }
 
+// SAFETY: `ptr` points into the owner's buffer, which `owner` keeps alive and which is
+// never written once the `Bytes` is made (a mapping is read-only, a vector is not handed
+// out again); sharing or sending it is sharing `Arc<Owner>`, which is Send and Sync.
+unsafe impl Send for Bytes {}
+unsafe impl Sync for Bytes {}
+
 impl Bytes {
-    pub fn from_map(map: memmap2::Mmap) -> Bytes {
-        let end = map.len();
+    fn whole(owner: Owner) -> Bytes {
+        let (ptr, end) = {
+            let b = owner.as_slice();
+            (b.as_ptr(), b.len())
+        };
         Bytes {
-            owner: Arc::new(Owner::Map(map)),
+            owner: Arc::new(owner),
             start: 0,
             end,
+            ptr,
         }
+    }
+
+    pub fn from_map(map: memmap2::Mmap) -> Bytes {
+        Bytes::whole(Owner::Map(map))
     }
 
     pub fn from_vec(v: Vec<u8>) -> Bytes {
-        let end = v.len();
-        Bytes {
-            owner: Arc::new(Owner::Vec(v)),
-            start: 0,
-            end,
-        }
+        Bytes::whole(Owner::Vec(v))
     }
 
     pub fn from_static(s: &'static [u8]) -> Bytes {
-        Bytes {
-            owner: Arc::new(Owner::Static(s)),
-            start: 0,
-            end: s.len(),
-        }
+        Bytes::whole(Owner::Static(s))
     }
 
     /// A window of this buffer. Panics if `r` is out of bounds: callers check bounds
@@ -67,6 +75,8 @@ impl Bytes {
             owner: self.owner.clone(),
             start: self.start + r.start,
             end: self.start + r.end,
+            // (in bounds: checked above)
+            ptr: self.ptr.wrapping_add(r.start),
         }
     }
 
@@ -106,7 +116,9 @@ impl Bytes {
 impl Deref for Bytes {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
-        &self.owner.as_slice()[self.start..self.end]
+        // SAFETY: `ptr` and the window's length lie inside the owner's buffer (checked
+        // when the window was made), which lives and stays unchanged as long as `owner`.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.end - self.start) }
     }
 }
 
@@ -290,6 +302,12 @@ impl std::hash::Hash for Name {
 impl fmt::Display for Name {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+impl serde::Serialize for Name {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
     }
 }
 

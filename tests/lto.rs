@@ -1025,7 +1025,7 @@ fn program_structure(
     };
     let mut sizes = std::collections::BTreeMap::new();
     for s in c.sections.iter().filter(|s| data(&s.name)) {
-        *sizes.entry(s.name.clone()).or_insert(0) += s.size;
+        *sizes.entry(s.name.to_string()).or_insert(0) += s.size;
     }
     let symbols = c
         .symbols

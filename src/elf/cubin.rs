@@ -67,7 +67,7 @@ pub fn constant_bank(ty: u32) -> Option<u32> {
 
 #[derive(Clone, Debug)]
 pub struct Section {
-    pub name: String,
+    pub name: Name,
     pub ty: u32,
     pub flags: u64,
     pub offset: u64,
@@ -180,7 +180,9 @@ fn read_header(d: &[u8], origin: &str, hint: &str) -> Result<Header> {
 /// the table, each section with file bytes and `.shstrtab`'s name offsets checked against
 /// the file. More than 0xFF00 sections (`e_shnum` 0, the count in section 0) are read
 /// as the ELF standard has them.
-fn read_sections(d: &[u8], origin: &str) -> Result<Vec<Section>> {
+/// The section headers, each checked against the file; with `shared` (the bytes `d`
+/// borrows from) the names are windows into them, else copies.
+fn read_sections(d: &[u8], shared: Option<&Bytes>, origin: &str) -> Result<Vec<Section>> {
     let bad = |off: usize, what: String| malformed(origin, off as u64, what);
     let shoff = d.u64_at(0x28).unwrap_or(0);
     if shoff == 0 {
@@ -232,7 +234,7 @@ fn read_sections(d: &[u8], origin: &str) -> Result<Vec<Section>> {
         let f = |o: usize| d.u64_at(h + o).unwrap_or(0);
         let g = |o: usize| d.u32_at(h + o).unwrap_or(0);
         let s = Section {
-            name: String::new(),
+            name: Name::default(),
             ty: g(4),
             flags: f(8),
             offset: f(0x18),
@@ -262,18 +264,19 @@ fn read_sections(d: &[u8], origin: &str) -> Result<Vec<Section>> {
     if shstrndx >= raw.len() as u64 && shnum > 0 {
         return Err(bad(0x3E, format!("e_shstrndx {shstrndx} is not a section")));
     }
-    let shstr = match raw.get(shstrndx as usize) {
-        Some((_, s)) => slice(d, s),
-        None => &[][..],
+    let (shstr, shstr_at) = match raw.get(shstrndx as usize) {
+        Some((_, s)) if s.has_bytes() => (slice(d, s), s.offset as usize),
+        _ => (&[][..], 0),
     };
     let mut sections = Vec::with_capacity(raw.len());
     for (i, (name_off, mut s)) in raw.into_iter().enumerate() {
-        s.name = cstr(shstr, name_off as usize).ok_or_else(|| {
-            bad(
-                shoff + i * SHDR,
-                format!("section [{i}] name offset {name_off:#x} is outside .shstrtab"),
-            )
-        })?;
+        s.name =
+            name_in(shstr, name_off as usize, shared.map(|b| (b, shstr_at))).ok_or_else(|| {
+                bad(
+                    shoff + i * SHDR,
+                    format!("section [{i}] name offset {name_off:#x} is outside .shstrtab"),
+                )
+            })?;
         sections.push(s);
     }
     Ok(sections)
@@ -377,7 +380,7 @@ impl<'d> ElfView<'d> {
             e_flags: h.e_flags,
             osabi: h.osabi,
             abi_version: h.abi_version,
-            sections: read_sections(data, origin)?,
+            sections: read_sections(data, None, origin)?,
         })
     }
 
@@ -412,7 +415,7 @@ impl Cubin {
                 ),
             ));
         }
-        let sections = read_sections(d, origin)?;
+        let sections = read_sections(d, Some(&data), origin)?;
         let shoff = d.u64_at(0x28).unwrap_or(0);
         for (i, s) in sections.iter().enumerate() {
             if s.align > 1 && (!s.align.is_power_of_two() || s.align > 1 << 16) {
@@ -621,17 +624,6 @@ fn name_in(table: &[u8], off: usize, shared: Option<(&Bytes, usize)>) -> Option<
     Some(match shared {
         Some((b, at)) => Name::from_bytes(b.slice(at + off..at + off + end)),
         None => Name::from(String::from_utf8_lossy(&rest[..end]).into_owned()),
-    })
-}
-
-fn cstr(table: &[u8], off: usize) -> Option<String> {
-    let rest = table.get(off..)?;
-    let end = rest.iter().position(|&b| b == 0)?;
-    let name = &rest[..end];
-    // (names are UTF-8 but for damaged files: the check alone is faster than the lossy walk)
-    Some(match std::str::from_utf8(name) {
-        Ok(s) => s.to_owned(),
-        Err(_) => String::from_utf8_lossy(name).into_owned(),
     })
 }
 

@@ -85,7 +85,7 @@ fn section_name(c: &Cubin, i: u16) -> String {
     }
     c.sections
         .get(i as usize)
-        .map_or(format!("#{i}"), |s| s.name.clone())
+        .map_or(format!("#{i}"), |s| s.name.to_string())
 }
 
 /// Records with their symbol fields replaced by names, for comparison.
@@ -138,7 +138,7 @@ fn link_name(c: &Cubin, s: &Section, v: u32, is_info: bool) -> String {
         return format!("sym {}", sym_name(c, v & 0xFFFFFF));
     }
     match c.sections.get(v as usize) {
-        Some(t) if v != 0 => t.name.clone(),
+        Some(t) if v != 0 => t.name.to_string(),
         _ => format!("{v:#x}"),
     }
 }
@@ -168,7 +168,7 @@ pub fn compare(expected: &[u8], actual: &[u8]) -> Result<Report> {
     let by_name = |c: &Cubin| -> BTreeMap<String, Vec<usize>> {
         let mut m: BTreeMap<String, Vec<usize>> = BTreeMap::new();
         for (i, s) in c.sections.iter().enumerate().skip(1) {
-            m.entry(s.name.clone()).or_default().push(i);
+            m.entry(s.name.to_string()).or_default().push(i);
         }
         m
     };
@@ -520,7 +520,7 @@ fn names_used(c: &Cubin, t: usize) -> Vec<String> {
     let d: &[u8] = &c.data;
     let mut v = Vec::new();
     if d.u16_at(0x3E).is_some_and(|i| i as usize == t) {
-        v.extend(c.sections.iter().skip(1).map(|s| s.name.clone()));
+        v.extend(c.sections.iter().skip(1).map(|s| s.name.to_string()));
     }
     for s in c.sections.iter().filter(|s| s.link as usize == t) {
         let table = match s.ty {

@@ -19,17 +19,22 @@ pub const MAX_STACK_SIZE: u8 = 0x23;
 pub const REGCOUNT: u8 = 0x2F;
 pub const NUM_BARRIERS: u8 = 0x4C;
 
+/// A record's bytes: eight inline (the common symbol-and-value records allocate
+/// nothing; a link parses and rewrites a record per function several times).
+pub type Payload = smallvec::SmallVec<[u8; 8]>;
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Record {
     pub format: u8,
     pub attr: u8,
     /// The 16-bit head value (BVAL/HVAL value; SVAL length is implied by `payload`).
     pub value: u16,
-    pub payload: Vec<u8>,
+    pub payload: Payload,
 }
 
 impl Record {
-    pub fn sval(attr: u8, payload: Vec<u8>) -> Record {
+    pub fn sval(attr: u8, payload: impl Into<Payload>) -> Record {
+        let payload = payload.into();
         Record {
             format: FMT_SVAL,
             attr,
@@ -47,7 +52,7 @@ impl Record {
     }
 
     pub fn sym_pair(attr: u8, sym: u32, value: u32) -> Record {
-        let mut p = sym.to_le_bytes().to_vec();
+        let mut p = Payload::from_slice(&sym.to_le_bytes());
         p.extend_from_slice(&value.to_le_bytes());
         Record::sval(attr, p)
     }
@@ -88,7 +93,8 @@ pub fn encode_all(records: &[Record]) -> Vec<u8> {
 /// Parses a whole record section. `origin`, `section` and `base` (the section's file
 /// offset) name the place of a bad record.
 pub fn parse(d: &[u8], origin: &str, section: &str, base: u64) -> Result<Vec<Record>> {
-    let mut out = Vec::new();
+    // (most records are 4 or 12 bytes: one allocation for a section's list)
+    let mut out = Vec::with_capacity(d.len() / 8 + 1);
     let mut i = 0usize;
     while i < d.len() {
         let at = i;
@@ -101,17 +107,17 @@ pub fn parse(d: &[u8], origin: &str, section: &str, base: u64) -> Result<Vec<Rec
             format,
             attr,
             value,
-            payload: Vec::new(),
+            payload: Payload::new(),
         };
         i += 4;
         match format {
             FMT_NVAL | FMT_BVAL | FMT_HVAL => {}
             FMT_SVAL => {
                 let end = i + value as usize;
-                r.payload = d
-                    .get(i..end)
-                    .ok_or_else(|| bad("record payload passes the end of the section"))?
-                    .to_vec();
+                r.payload = Payload::from_slice(
+                    d.get(i..end)
+                        .ok_or_else(|| bad("record payload passes the end of the section"))?,
+                );
                 i = end.next_multiple_of(4);
             }
             f => return Err(bad(&format!("record format {f} is not 1..4"))),

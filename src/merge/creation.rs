@@ -79,7 +79,7 @@ impl<'a> Merger<'a> {
                     if self.sym(key).bind == STB_LOCAL {
                         names.push((fn_name(f).to_string(), Some(key)));
                     }
-                    add(s.name.clone(), &mut names);
+                    add(s.name.to_string(), &mut names);
                     if self.funcs[f].entry {
                         add(format!(".nv.info.{}", fn_name(f)), &mut names);
                         add(format!(".nv.shared.{}", fn_name(f)), &mut names);
@@ -130,7 +130,7 @@ impl<'a> Merger<'a> {
                 if skip {
                     continue;
                 }
-                add(s.name.clone(), &mut names);
+                add(s.name.to_string(), &mut names);
                 if s.name.starts_with(".nv.constant0.") {
                     add(format!(".rel{}", s.name), &mut names);
                 }
@@ -147,7 +147,7 @@ impl<'a> Merger<'a> {
                     && !s.name.starts_with(".nv.merc.")
                     && !self.is_dropped_function_section(i, si)
                 {
-                    add(s.name.clone(), &mut names);
+                    add(s.name.to_string(), &mut names);
                 }
             }
         }

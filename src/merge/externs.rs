@@ -189,7 +189,7 @@ fn place_externs(recs: &mut Vec<Record>, list: &[u32], in_place: bool, index: im
     if list.is_empty() {
         return;
     }
-    let payload = list.iter().flat_map(|&o| index(o).to_le_bytes()).collect();
+    let payload: info::Payload = list.iter().flat_map(|&o| index(o).to_le_bytes()).collect();
     let r = Record::sval(info::EXTERNS, payload);
     match at.filter(|_| in_place) {
         Some(at) => recs.insert(at, r),
@@ -206,7 +206,7 @@ fn kernel_records(recs: &mut Vec<Record>, props: KernelProps) {
     if stack == UNKNOWN_STACK {
         let mut found = false;
         for r in recs.iter_mut().filter(|r| r.attr == info::CRS_STACK_SIZE) {
-            r.payload = UNKNOWN_STACK.to_le_bytes().to_vec();
+            r.payload = info::Payload::from_slice(&UNKNOWN_STACK.to_le_bytes());
             found = true;
         }
         if !found {
@@ -224,7 +224,7 @@ fn kernel_records(recs: &mut Vec<Record>, props: KernelProps) {
                 format: info::FMT_BVAL,
                 attr: info::NUM_BARRIERS,
                 value: barriers as u16,
-                payload: Vec::new(),
+                payload: info::Payload::new(),
             }),
         }
     }

@@ -210,7 +210,7 @@ impl Merger<'_> {
                 } else if s.ty == SHT_MERC_INFO && s.name != ".nv.merc.nv.info" {
                     ".nv.merc.nv.info.".to_string()
                 } else {
-                    s.name.clone()
+                    s.name.to_string()
                 };
                 proto.entry(key).or_insert_with(|| s.clone());
             }
@@ -336,7 +336,7 @@ impl Merger<'_> {
                     let Some(&(out, at)) = self.placed.get(&SecKey::new(i, n)) else {
                         continue;
                     };
-                    let id = *by_name.entry(s.name.clone()).or_insert_with(|| {
+                    let id = *by_name.entry(s.name.to_string()).or_insert_with(|| {
                         let mut o = OutSection::new(&s.name, s.ty, s.flags);
                         o.alias = Some(out);
                         self.out.push(o);
@@ -349,7 +349,7 @@ impl Merger<'_> {
                     st.view_of.insert(out, id);
                     continue;
                 }
-                let id = *by_name.entry(s.name.clone()).or_insert_with(|| {
+                let id = *by_name.entry(s.name.to_string()).or_insert_with(|| {
                     let mut o = OutSection::new(&s.name, s.ty, s.flags);
                     o.entsize = s.entsize;
                     self.out.push(o);

@@ -311,7 +311,7 @@ fn compat_for_target(recs: &mut Vec<Record>, all: &[Vec<Record>], code_sm: u32, 
                 } else {
                     v
                 };
-                r.payload = v.to_le_bytes().to_vec();
+                r.payload = info::Payload::from_slice(&v.to_le_bytes());
             }
             _ => {}
         }

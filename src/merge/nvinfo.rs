@@ -172,8 +172,9 @@ impl<'a> Merger<'a> {
         let Some(s) = self.info_section_of(f) else {
             return Ok(None);
         };
-        let mut recs = Vec::new();
-        for mut r in info::parse(c.bytes(s), &c.origin, &s.name, s.offset)? {
+        let parsed = info::parse(c.bytes(s), &c.origin, &s.name, s.offset)?;
+        let mut recs = Vec::with_capacity(parsed.len() + 4);
+        for mut r in parsed {
             if r.attr == info::PARAM_CBANK && r.payload.len() >= 4 {
                 let sym = r.payload.u32_at(0).unwrap_or(0) as usize;
                 if sym < c.symbols.len()

@@ -131,8 +131,9 @@ impl<'a> Merger<'a> {
             let Some(&(out_id, piece)) = self.placed.get(&SecKey::new(i, rs.info as usize)) else {
                 continue;
             };
+            let relocs = self.relocs(i, ri)?;
             let mut patches = Vec::new();
-            let mut kept = Vec::new();
+            let mut kept = Vec::with_capacity(if exec { 0 } else { relocs.len() });
             let mut resolved = Vec::new();
             let target = &c.sections[rs.info as usize];
             let target_nonalloc = target.flags & SHF_ALLOC == 0;
@@ -142,7 +143,7 @@ impl<'a> Merger<'a> {
                 .func_of_text
                 .get(&SecKey::new(i, rs.info as usize))
                 .copied();
-            for r in self.relocs(i, ri)? {
+            for r in relocs {
                 let k = SymKey::new(i, r.sym as usize);
                 let sym = self.sym(k);
                 let f = *facts[k.sym].get_or_insert_with(|| self.sym_facts(k));
