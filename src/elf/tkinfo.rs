@@ -57,6 +57,101 @@ pub fn command_lines_only(e: &[u8], a: &[u8]) -> Option<Vec<(String, String)>> {
     Some(out)
 }
 
+/// One entry (output name, tool, version, branch, command line), padded to 4 bytes.
+pub fn build(output: &str, tool: &str, version: &str, branch: &str, command_line: &str) -> Vec<u8> {
+    let mut blob = Vec::new();
+    let field = |s: &str, blob: &mut Vec<u8>| {
+        let at = blob.len() as u32;
+        blob.extend_from_slice(s.as_bytes());
+        blob.push(0);
+        at
+    };
+    // the output's name comes first (empty but for debug links)
+    let out = field(output, &mut blob);
+    let tool = field(tool, &mut blob);
+    let version = field(version, &mut blob);
+    let branch = field(branch, &mut blob);
+    let cmd = field(command_line, &mut blob);
+    while blob.len() % 4 != 0 {
+        blob.push(0);
+    }
+    let mut desc = Vec::new();
+    for v in [2u32, out, tool, version, branch, cmd] {
+        desc.extend_from_slice(&v.to_le_bytes());
+    }
+    desc.extend_from_slice(&blob);
+    let mut n = Vec::new();
+    n.extend_from_slice(&12u32.to_le_bytes());
+    n.extend_from_slice(&(desc.len() as u32).to_le_bytes());
+    n.extend_from_slice(&2000u32.to_le_bytes());
+    n.extend_from_slice(b"NVIDIA Corp\0");
+    n.extend_from_slice(&desc);
+    n
+}
+
+/// ptxas's entries as libnvJitLink's own ptxas writes them (its branch, and `-arch sm_NN`
+/// without the `-m 64` the ptxas command adds), when the note keeps its size (so that
+/// an image's layout stays as it is); `None` when nothing changes or the size would.
+pub fn as_jit_ptxas(d: &[u8], jit_branch: &str) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(d.len());
+    let mut at = 0usize;
+    while at < d.len() {
+        let namesz = d.u32_at(at)? as usize;
+        let descsz = d.u32_at(at + 4)? as usize;
+        let desc = at + 12 + namesz.next_multiple_of(4);
+        let end = desc + descsz.next_multiple_of(4);
+        let body = d.get(desc..desc.checked_add(descsz)?)?;
+        let string = |field: usize| -> Option<String> {
+            let off = 24 + body.u32_at(field)? as usize;
+            let s = body.get(off..)?;
+            let end = s.iter().position(|&b| b == 0).unwrap_or(s.len());
+            Some(String::from_utf8_lossy(&s[..end]).into_owned())
+        };
+        let (tool, cmd) = (string(8)?, string(20)?);
+        if tool == "ptxas" && string(16)?.starts_with("Build cuda_") {
+            let cmd = cmd.replacen(" -m 64", "", 1);
+            out.extend(build(&string(4)?, &tool, &string(12)?, jit_branch, &cmd));
+        } else {
+            out.extend_from_slice(d.get(at..end.min(d.len()))?);
+        }
+        at = end;
+    }
+    (out.len() == d.len() && out != d).then_some(out)
+}
+
+/// An image's ptxas notes as libnvJitLink's embedded ptxas writes them ([`as_jit_ptxas`]),
+/// in place: for what ptxas made in a link that stands in for libnvJitLink's (the rest
+/// of such an image is what nvlink writes, byte for byte).
+pub fn jit_ptxas_in_place(image: &mut [u8]) {
+    let section = |i: usize| -> Option<(String, std::ops::Range<usize>)> {
+        let shoff = image.u64_at(0x28)? as usize;
+        let (size, strndx) = (image.u16_at(0x3a)? as usize, image.u16_at(0x3e)? as usize);
+        let hdr = shoff + i * size;
+        let str_hdr = shoff + strndx * size;
+        let strtab = image.u64_at(str_hdr + 0x18)? as usize;
+        let name_at = strtab + image.u32_at(hdr)? as usize;
+        let name = image.get(name_at..)?.split(|&b| b == 0).next()?;
+        let (off, len) = (
+            image.u64_at(hdr + 0x18)? as usize,
+            image.u64_at(hdr + 0x20)? as usize,
+        );
+        Some((
+            String::from_utf8_lossy(name).into_owned(),
+            off..off.checked_add(len)?,
+        ))
+    };
+    let count = image.u16_at(0x3c).unwrap_or(0) as usize;
+    let found = (0..count)
+        .filter_map(section)
+        .find(|(name, _)| name == ".note.nv.tkinfo");
+    if let Some((_, range)) = found
+        && let Some(note) = image.get(range.clone())
+        && let Some(new) = as_jit_ptxas(note, crate::merge::JIT_BRANCH)
+    {
+        image[range].copy_from_slice(&new);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

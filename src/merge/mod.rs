@@ -70,6 +70,9 @@ use crate::elf::write::{Image, OutSection, OutSymbol, Ref};
 
 use relocations::RelocList;
 
+/// The branch libnvJitLink's notes name (its own entry's, and its ptxas's).
+pub const JIT_BRANCH: &str = "Build system must define TOOLS_VERSION_EXTENDED";
+
 /// What the merge needs from the command line.
 #[derive(Clone, Debug, Default)]
 pub struct MergeOptions {
@@ -99,6 +102,8 @@ pub struct MergeOptions {
     pub suppress_stack_size_warning: bool,
     /// `-tool-name NAME`: the tool the image's own note names (else nvlink).
     pub tool_name: Option<String>,
+    /// The image's own note is libnvJitLink's (the drop-in, `nvjitlink/`), not nvlink's.
+    pub jit_note: bool,
 }
 
 /// One input cubin and where it came from.

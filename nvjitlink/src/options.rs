@@ -1,0 +1,92 @@
+//! nvJitLink's options, as far as nvlinkrs carries them out. `read` takes a `Create`'s
+//! options when every one of them is one nvlinkrs links as nvJitLink does; any other
+//! (an unknown or malformed option, `-arch` missing or not `sm_NN`, `-ptx` without
+//! `-lto`, `-O0`, `-g`, `-lineinfo`, the math options, `-Xptxas`, `-split-compile`, `-r`,
+//! `-verbose`, `-time`, ...) makes the link the real library's from `Create` on, so its
+//! result code and error log are nvJitLink's own.
+
+use std::ffi::CString;
+
+/// What a link of ours was asked for.
+#[derive(Debug, Default, Clone)]
+pub struct Options {
+    /// `sm_NN`, `sm_NNa`, `sm_NNf`
+    pub arch: String,
+    pub lto: bool,
+    /// `-ptx` (with `-lto`): the linked PTX instead of a cubin
+    pub ptx: bool,
+    pub no_cache: bool,
+    pub maxrregcount: Option<u32>,
+    pub kernels_used: Vec<String>,
+    pub variables_used: Vec<String>,
+}
+
+/// `sm_` then digits, then at most one of `a`/`f`.
+fn is_sm(arch: &str) -> bool {
+    let Some(rest) = arch.strip_prefix("sm_") else {
+        return false;
+    };
+    let digits = rest.trim_end_matches(['a', 'f']);
+    rest.len() - digits.len() <= 1
+        && !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// The options, when nvlinkrs can link with them; `None` hands the link to nvJitLink.
+pub fn read(given: &[CString]) -> Option<Options> {
+    let mut o = Options::default();
+    for opt in given {
+        let opt = opt.to_str().ok()?;
+        match opt.split_once('=') {
+            Some(("-arch", a)) if is_sm(a) && o.arch.is_empty() => o.arch = a.to_string(),
+            Some(("-maxrregcount", n)) => o.maxrregcount = Some(n.parse().ok()?),
+            Some(("-kernels-used", k)) if !k.is_empty() => o.kernels_used.push(k.to_string()),
+            Some(("-variables-used", v)) if !v.is_empty() => o.variables_used.push(v.to_string()),
+            Some(_) => return None,
+            None => match opt {
+                "-lto" => o.lto = true,
+                "-ptx" => o.ptx = true,
+                "-no-cache" => o.no_cache = true,
+                // nvJitLink's default level
+                "-O3" => {}
+                _ => return None,
+            },
+        }
+    }
+    (!o.arch.is_empty() && (o.lto || !o.ptx)).then_some(o)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(v: &[&str]) -> Option<Options> {
+        read(
+            &v.iter()
+                .map(|s| CString::new(*s).unwrap())
+                .collect::<Vec<_>>(),
+        )
+    }
+
+    #[test]
+    fn what_is_ours_and_what_is_handed_over() {
+        let o = opts(&["-arch=sm_90a", "-lto", "-ptx", "-maxrregcount=32"]).unwrap();
+        assert_eq!(
+            (o.arch.as_str(), o.lto, o.ptx, o.maxrregcount),
+            ("sm_90a", true, true, Some(32))
+        );
+        for bad in [
+            &["-arch=sm_90", "-bogus"][..],
+            &["-arch=sm_XX"],
+            &["-arch=compute_90"],
+            &[],
+            &["-arch=sm_90", "-ptx"],
+            &["-arch=sm_90", "-O2"],
+            &["-arch=sm_90", "-g"],
+            &["-arch=sm_90", "-maxrregcount=x"],
+            &["-arch=sm_90", "-arch=sm_80"],
+        ] {
+            assert!(opts(bad).is_none(), "{bad:?}");
+        }
+    }
+}
