@@ -81,7 +81,12 @@ fn lookup(h: Handle) -> Option<Arc<Mutex<Link>>> {
 }
 
 /// Runs `f` on the link `h` names; `INVALID_INPUT` for a handle that is not one.
+/// (A null handle, like any null pointer, is `NVJITLINK_ERROR_NULL_INPUT`, as nvJitLink
+/// answers.)
 fn with(h: Handle, f: impl FnOnce(&mut Link) -> i32) -> i32 {
+    if h.is_null() {
+        return rc::NULL_INPUT;
+    }
     match lookup(h) {
         Some(link) => f(&mut link.lock().unwrap_or_else(|e| e.into_inner())),
         None => rc::INVALID_INPUT,
@@ -91,15 +96,15 @@ fn with(h: Handle, f: impl FnOnce(&mut Link) -> i32) -> i32 {
 /// # Safety
 /// `out` writable (or null), `options` `num` C strings (or null).
 pub unsafe fn create(out: *mut Handle, num: u32, options: *const *const c_char) -> i32 {
-    if out.is_null() || (num > 0 && options.is_null()) {
-        return rc::INVALID_INPUT;
+    if out.is_null() || options.is_null() {
+        return rc::NULL_INPUT;
     }
     let mut given = Vec::new();
     for i in 0..num as usize {
         // SAFETY: the caller's array of `num` strings
         let p = unsafe { *options.add(i) };
         if p.is_null() {
-            return rc::INVALID_INPUT;
+            return rc::NULL_INPUT;
         }
         // SAFETY: a C string of the caller's
         given.push(unsafe { CStr::from_ptr(p) }.to_owned());
@@ -133,8 +138,9 @@ pub unsafe fn create(out: *mut Handle, num: u32, options: *const *const c_char) 
 /// # Safety
 /// `h` null or writable.
 pub unsafe fn destroy(h: *mut Handle) -> i32 {
-    if h.is_null() {
-        return rc::INVALID_INPUT;
+    // SAFETY: checked non-null first
+    if h.is_null() || unsafe { *h }.is_null() {
+        return rc::NULL_INPUT;
     }
     // SAFETY: checked non-null
     let id = unsafe { *h } as usize;
@@ -158,6 +164,9 @@ fn hand_over(link: &mut Link) -> i32 {
     let Link::Ours(ours) = link else {
         return rc::SUCCESS;
     };
+    if !real::available() {
+        return rc::INTERNAL;
+    }
     match real::replay(&ours.given, std::mem::take(&mut ours.calls)) {
         Ok((real, code)) => {
             *link = Link::Real(real);
@@ -186,6 +195,17 @@ pub unsafe fn add_data(
         };
         match link {
             Link::Real(r) => r.add_data(kind, bytes, size, name.as_deref()),
+            Link::Ours(_) if bytes.is_none() => {
+                // (no bytes: nvJitLink's answer, on the real link)
+                crate::trace("nvJitLink: input");
+                match hand_over(link) {
+                    rc::SUCCESS => match link {
+                        Link::Real(r) => r.add_data(kind, None, size, name.as_deref()),
+                        Link::Ours(_) => rc::INTERNAL,
+                    },
+                    code => code,
+                }
+            }
             Link::Ours(ours) => {
                 let accepted = ours.done.is_none()
                     && bytes.is_some_and(|b| run::acceptable(&ours.options, kind, b));
@@ -222,7 +242,7 @@ pub unsafe fn add_file(h: Handle, kind: i32, path: *const c_char) -> i32 {
             None => {
                 return match link {
                     Link::Real(r) => r.add_file(kind, None),
-                    Link::Ours(_) => rc::INVALID_INPUT,
+                    Link::Ours(_) => rc::NULL_INPUT,
                 };
             }
         };
@@ -257,11 +277,25 @@ pub fn complete(h: Handle) -> i32 {
             if let Some(done) = &ours.done {
                 return done.result;
             }
-            match run::link(ours) {
+            let mut messages = String::new();
+            match run::link(ours, &mut messages) {
                 Some(done) => {
                     let code = done.result;
                     ours.done = Some(done);
                     code
+                }
+                // no real library either: nvlinkrs' messages, as nvJitLink's log has its own
+                None if !real::available() => {
+                    crate::trace("nvlinkrs: no real library to hand the link to");
+                    if messages.is_empty() {
+                        messages = "ERROR: nvlinkrs could not run the link (no CUDA toolkit with ptxas and libNVVM found) and found no libnvJitLink to hand it to (NVLINKRS_REAL_NVJITLINK)\n".into();
+                    }
+                    ours.done = Some(Done {
+                        result: rc::INTERNAL,
+                        error_log: messages,
+                        ..Default::default()
+                    });
+                    rc::INTERNAL
                 }
                 // what nvlinkrs could not link (or failed to): the real library's link,
                 // with its result and logs
@@ -335,7 +369,7 @@ unsafe fn size_of(link: &mut Link, what: What, size: *mut usize) -> i32 {
         Link::Real(r) => unsafe { r.size(what, size) },
         Link::Ours(ours) => {
             if size.is_null() {
-                return rc::INVALID_INPUT;
+                return rc::NULL_INPUT;
             }
             match ours_bytes(ours, what) {
                 Ok(b) => {
@@ -367,7 +401,7 @@ unsafe fn copy_of(link: &mut Link, what: What, buf: *mut c_void) -> i32 {
         Link::Real(r) => unsafe { r.copy(what, buf) },
         Link::Ours(ours) => {
             if buf.is_null() {
-                return rc::INVALID_INPUT;
+                return rc::NULL_INPUT;
             }
             match ours_bytes(ours, what) {
                 Ok(b) => {

@@ -40,6 +40,7 @@ pub mod rc {
     pub const PTX_COMPILE: i32 = 4;
     pub const NVVM_COMPILE: i32 = 5;
     pub const INTERNAL: i32 = 6;
+    pub const NULL_INPUT: i32 = 10;
 }
 
 /// nvJitLink's input types (`nvJitLinkInputType`).

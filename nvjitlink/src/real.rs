@@ -108,6 +108,11 @@ fn api() -> Option<&'static Api> {
     .as_ref()
 }
 
+/// Whether there is a real library to hand links to.
+pub fn available() -> bool {
+    api().is_some()
+}
+
 /// `__nvJitLinkAPI`, answered by the real library (null without one).
 pub fn api_table(magic: usize) -> *const c_void {
     match api().and_then(|a| a.api) {

@@ -110,8 +110,9 @@ fn command_line(o: &Options, inputs: &[PathBuf], output: &Path) -> Vec<String> {
     args
 }
 
-/// The link, `None` when nvlinkrs cannot do it or it failed (the real library's then).
-pub fn link(ours: &Ours) -> Option<Done> {
+/// The link, `None` when nvlinkrs cannot do it or it failed (the real library's then);
+/// `messages` gets a failed link's messages.
+pub fn link(ours: &Ours, messages: &mut String) -> Option<Done> {
     let kit = toolkit()?;
     let dir = tempfile::Builder::new()
         .prefix("nvjitlink-")
@@ -160,18 +161,21 @@ pub fn link(ours: &Ours) -> Option<Done> {
         Ok(pool) => pool.install(|| nvlinkrs::link(&req, &diag, &process)),
         Err(_) => nvlinkrs::link(&req, &diag, &process),
     };
+    let first_error = || {
+        let printed = diag.printed().into_iter();
+        let mut errors = printed.filter(|(l, _)| *l == Level::Error);
+        errors.next().map(|(_, m)| m).unwrap_or_default()
+    };
     let timings = match linked {
         Ok(t) if diag.error_count() == 0 => t,
-        Ok(_) => {
-            return fail(
-                &diag
-                    .printed()
-                    .last()
-                    .map(|(_, m)| m.clone())
-                    .unwrap_or_default(),
-            );
+        Err(e) if !e.message().is_empty() => {
+            *messages = info_log(&diag) + &format!("error   : {e}\n");
+            return fail(e.message());
         }
-        Err(e) => return fail(e.message()),
+        _ => {
+            *messages = info_log(&diag);
+            return fail(&first_error());
+        }
     };
     let hit = timings.phases.iter().any(|(name, _)| *name == "cache");
     crate::trace(if hit {

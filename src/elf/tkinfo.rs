@@ -4,6 +4,9 @@
 
 use crate::bytes::Le;
 
+/// The branch libnvJitLink's notes name (its own entry's, and its ptxas's).
+pub const JIT_BRANCH: &str = "Build system must define TOOLS_VERSION_EXTENDED";
+
 /// One entry: tool name, version, branch, command line.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Entry {
@@ -146,7 +149,7 @@ pub fn jit_ptxas_in_place(image: &mut [u8]) {
         .find(|(name, _)| name == ".note.nv.tkinfo");
     if let Some((_, range)) = found
         && let Some(note) = image.get(range.clone())
-        && let Some(new) = as_jit_ptxas(note, crate::merge::JIT_BRANCH)
+        && let Some(new) = as_jit_ptxas(note, JIT_BRANCH)
     {
         image[range].copy_from_slice(&new);
     }
@@ -187,5 +190,41 @@ mod tests {
         );
         assert_eq!(command_lines_only(&note("a"), &note("a")), Some(vec![]));
         assert_eq!(command_lines_only(&note("a"), &[1, 2, 3]), None);
+    }
+
+    /// nvJitLink's ptxas spelling: its branch, no `-m 64`; the same size, so in place.
+    #[test]
+    fn ptxas_entries_become_nvjitlinks_in_place() {
+        let v = "Cuda compilation tools, release 13.5, V13.5.37";
+        let ours = [
+            build(
+                "",
+                "nvlink",
+                v,
+                "Build cuda_13.5.r13.5/compiler.39125733_0",
+                "-arch sm_90 ",
+            ),
+            build(
+                "",
+                "ptxas",
+                v,
+                "Build cuda_13.5.r13.5/compiler.39125733_0",
+                "-arch sm_90 -m 64 -c ",
+            ),
+        ]
+        .concat();
+        let jit = as_jit_ptxas(&ours, JIT_BRANCH).unwrap();
+        let e = entries(&jit).unwrap();
+        assert_eq!(e[0].tool, "nvlink");
+        assert_eq!(e[0].branch, "Build cuda_13.5.r13.5/compiler.39125733_0");
+        assert_eq!(
+            (e[1].branch.as_str(), e[1].command_line.as_str()),
+            (JIT_BRANCH, "-arch sm_90 -c ")
+        );
+        assert_eq!(jit.len(), ours.len());
+        // nothing to change, or a size that would change: left as it is
+        assert_eq!(as_jit_ptxas(&jit, JIT_BRANCH), None);
+        let long = build("", "ptxas", v, "Build cuda_x", "-arch sm_90 -m 64 ");
+        assert_eq!(as_jit_ptxas(&long, JIT_BRANCH), None);
     }
 }

@@ -70,9 +70,6 @@ use crate::elf::write::{Image, OutSection, OutSymbol, Ref};
 
 use relocations::RelocList;
 
-/// The branch libnvJitLink's notes name (its own entry's, and its ptxas's).
-pub const JIT_BRANCH: &str = "Build system must define TOOLS_VERSION_EXTENDED";
-
 /// What the merge needs from the command line.
 #[derive(Clone, Debug, Default)]
 pub struct MergeOptions {

@@ -15,7 +15,7 @@ impl<'a> Merger<'a> {
             true => tool_note(
                 "in-memory-ELF-image",
                 "nvJIT API",
-                JIT_BRANCH,
+                crate::elf::tkinfo::JIT_BRANCH,
                 "JIT API Command Line Options",
             ),
             false => tool_note(
