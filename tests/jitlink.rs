@@ -122,7 +122,8 @@ fn without_ir_container_line(log: &Value) -> Value {
 const EQUIVALENT_ONLY: [&str; 2] = ["ptx_sm_75", "ptx_sm_80"];
 
 /// Links the drop-in hands to the real library, and at which call.
-const HANDED_OVER: [(&str, &str); 11] = [
+const HANDED_OVER: [(&str, &str); 12] = [
+    ("ltoir_kernels_used", "nvJitLink: options"),
     ("bad_option", "nvJitLink: options"),
     ("bad_arch", "nvJitLink: options"),
     ("no_arch", "nvJitLink: options"),

@@ -17,8 +17,6 @@ pub struct Options {
     pub ptx: bool,
     pub no_cache: bool,
     pub maxrregcount: Option<u32>,
-    pub kernels_used: Vec<String>,
-    pub variables_used: Vec<String>,
 }
 
 /// `sm_` then digits, then at most one of `a`/`f`.
@@ -40,8 +38,6 @@ pub fn read(given: &[CString]) -> Option<Options> {
         match opt.split_once('=') {
             Some(("-arch", a)) if is_sm(a) && o.arch.is_empty() => o.arch = a.to_string(),
             Some(("-maxrregcount", n)) => o.maxrregcount = Some(n.parse().ok()?),
-            Some(("-kernels-used", k)) if !k.is_empty() => o.kernels_used.push(k.to_string()),
-            Some(("-variables-used", v)) if !v.is_empty() => o.variables_used.push(v.to_string()),
             Some(_) => return None,
             None => match opt {
                 "-lto" => o.lto = true,
@@ -85,6 +81,7 @@ mod tests {
             &["-arch=sm_90", "-g"],
             &["-arch=sm_90", "-maxrregcount=x"],
             &["-arch=sm_90", "-arch=sm_80"],
+            &["-arch=sm_90", "-lto", "-kernels-used=k"],
         ] {
             assert!(opts(bad).is_none(), "{bad:?}");
         }

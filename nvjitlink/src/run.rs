@@ -98,12 +98,6 @@ fn command_line(o: &Options, inputs: &[PathBuf], output: &Path) -> Vec<String> {
     if let Some(n) = o.maxrregcount {
         args.push(format!("-maxrregcount={n}"));
     }
-    for k in &o.kernels_used {
-        args.push(format!("-kernels-used={k}"));
-    }
-    for v in &o.variables_used {
-        args.push(format!("-variables-used={v}"));
-    }
     if o.no_cache {
         args.push("--no-cache".into());
     }
