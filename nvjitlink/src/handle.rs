@@ -207,28 +207,29 @@ pub unsafe fn add_data(
                 }
             }
             Link::Ours(ours) => {
+                let data = [bytes.unwrap_or_default(), b"\0"].concat();
                 let accepted = ours.done.is_none()
-                    && bytes.is_some_and(|b| run::acceptable(&ours.options, kind, b));
-                let call = Call::Data {
-                    kind,
-                    data: [bytes.unwrap_or_default(), b"\0"].concat(),
-                    name,
-                };
-                if accepted {
-                    ours.calls.push(call);
-                    return rc::SUCCESS;
-                }
-                // nvJitLink's judgement (and message) on an input nvlinkrs would not take
-                // as it does: the earlier calls replayed, then this one, on the real library
-                crate::trace("nvJitLink: input");
-                let code = hand_over(link);
-                match link {
-                    Link::Real(r) if code == rc::SUCCESS => r.replay_one(call),
-                    _ => code,
-                }
+                    && run::acceptable(&ours.options, kind, &data[..data.len() - 1]);
+                record(link, Call::Data { kind, data, name }, accepted)
             }
         }
     })
+}
+
+/// Keeps an input nvlinkrs takes as nvJitLink would (`accepted`); else nvJitLink judges
+/// it (and words its message): the earlier calls replayed, then this one, on the real
+/// library.
+fn record(link: &mut Link, call: Call, accepted: bool) -> i32 {
+    if let (true, Link::Ours(ours)) = (accepted, &mut *link) {
+        ours.calls.push(call);
+        return rc::SUCCESS;
+    }
+    crate::trace("nvJitLink: input");
+    let code = hand_over(link);
+    match link {
+        Link::Real(r) if code == rc::SUCCESS => r.replay_one(call),
+        _ => code,
+    }
 }
 
 /// # Safety
@@ -253,18 +254,9 @@ pub unsafe fn add_file(h: Handle, kind: i32, path: *const c_char) -> i32 {
                     unreachable!()
                 };
                 let readable = std::fs::read(path.to_string_lossy().as_ref()).ok();
-                if ours.done.is_none()
-                    && readable.is_some_and(|b| run::acceptable(&ours.options, kind, &b))
-                {
-                    ours.calls.push(call);
-                    return rc::SUCCESS;
-                }
-                crate::trace("nvJitLink: input");
-                let code = hand_over(link);
-                match link {
-                    Link::Real(r) if code == rc::SUCCESS => r.replay_one(call),
-                    _ => code,
-                }
+                let accepted = ours.done.is_none()
+                    && readable.is_some_and(|b| run::acceptable(&ours.options, kind, &b));
+                record(link, call, accepted)
             }
         }
     })

@@ -16,8 +16,9 @@ pub struct Entry {
     pub command_line: String,
 }
 
-/// The entries of a note section; `None` when it is not laid out as expected.
-pub fn entries(d: &[u8]) -> Option<Vec<Entry>> {
+/// Each entry of a note section: where it is, and its output name, tool, version, branch
+/// and command line; `None` when the note is not laid out as expected.
+fn walk(d: &[u8]) -> Option<Vec<(std::ops::Range<usize>, [String; 5])>> {
     let mut out = Vec::new();
     let mut at = 0usize;
     while at < d.len() {
@@ -31,15 +32,33 @@ pub fn entries(d: &[u8]) -> Option<Vec<Entry>> {
             let end = s.iter().position(|&b| b == 0).unwrap_or(s.len());
             Some(String::from_utf8_lossy(&s[..end]).into_owned())
         };
-        out.push(Entry {
-            tool: string(8)?,
-            version: string(12)?,
-            branch: string(16)?,
-            command_line: string(20)?,
-        });
+        let end = (desc + descsz.next_multiple_of(4)).min(d.len());
+        out.push((
+            at..end,
+            [
+                string(4)?,
+                string(8)?,
+                string(12)?,
+                string(16)?,
+                string(20)?,
+            ],
+        ));
         at = desc + descsz.next_multiple_of(4);
     }
     Some(out)
+}
+
+/// The entries of a note section; `None` when it is not laid out as expected.
+pub fn entries(d: &[u8]) -> Option<Vec<Entry>> {
+    let entries = walk(d)?
+        .into_iter()
+        .map(|(_, [_, tool, version, branch, command_line])| Entry {
+            tool,
+            version,
+            branch,
+            command_line,
+        });
+    Some(entries.collect())
 }
 
 /// When two notes differ only in their command lines, those that differ.
@@ -97,27 +116,13 @@ pub fn build(output: &str, tool: &str, version: &str, branch: &str, command_line
 /// an image's layout stays as it is); `None` when nothing changes or the size would.
 pub fn as_jit_ptxas(d: &[u8], jit_branch: &str) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(d.len());
-    let mut at = 0usize;
-    while at < d.len() {
-        let namesz = d.u32_at(at)? as usize;
-        let descsz = d.u32_at(at + 4)? as usize;
-        let desc = at + 12 + namesz.next_multiple_of(4);
-        let end = desc + descsz.next_multiple_of(4);
-        let body = d.get(desc..desc.checked_add(descsz)?)?;
-        let string = |field: usize| -> Option<String> {
-            let off = 24 + body.u32_at(field)? as usize;
-            let s = body.get(off..)?;
-            let end = s.iter().position(|&b| b == 0).unwrap_or(s.len());
-            Some(String::from_utf8_lossy(&s[..end]).into_owned())
-        };
-        let (tool, cmd) = (string(8)?, string(20)?);
-        if tool == "ptxas" && string(16)?.starts_with("Build cuda_") {
+    for (span, [output, tool, version, branch, cmd]) in walk(d)? {
+        if tool == "ptxas" && branch.starts_with("Build cuda_") {
             let cmd = cmd.replacen(" -m 64", "", 1);
-            out.extend(build(&string(4)?, &tool, &string(12)?, jit_branch, &cmd));
+            out.extend(build(&output, &tool, &version, jit_branch, &cmd));
         } else {
-            out.extend_from_slice(d.get(at..end.min(d.len()))?);
+            out.extend_from_slice(&d[span]);
         }
-        at = end;
     }
     (out.len() == d.len() && out != d).then_some(out)
 }
