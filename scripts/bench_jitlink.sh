@@ -13,6 +13,7 @@ cargo build --release --locked -q -p nvlinkrs-nvjitlink
 D=$PWD/target/release/libnvJitLink.so
 R=$CU/lib/libnvJitLink.so.13
 unset NVLINKRS_CACHE  # (bench_env.sh turns the cache off; here it is what is measured)
+export CUDA_HOME=$CU   # the toolkit the drop-in links with, and where NVIDIA's library is
 mkdir -p "$W/p"
 python3 benches/gen/ltoprog.py "$W/p" "$units" "$kernels"
 nvcc_dlto "$W/p"
@@ -48,7 +49,7 @@ once() {
   echo "$times $(echo "$t1 - $t0" | bc)"
 }
 # the images first: the drop-in's (linked, then from the cache) against NVIDIA's
-export XDG_CACHE_HOME="$W/check"
+export NVLINKRS_CACHE_DIR="$W/check"
 once "$R" "$W/real.cubin" >/dev/null
 once "$D" "$W/ours1.cubin" >/dev/null
 once "$D" "$W/ours2.cubin" >/dev/null
@@ -57,7 +58,7 @@ cmp "$W/real.cubin" "$W/ours1.cubin" && cmp "$W/real.cubin" "$W/ours2.cubin" || 
 for i in $(seq "$runs"); do
   for which in real drop-in; do
     lib=$R; [ "$which" = drop-in ] && lib=$D
-    export XDG_CACHE_HOME="$W/cache-$which-$i"
+    export NVLINKRS_CACHE_DIR="$W/cache-$which-$i"
     echo "$which first $(once "$lib" "$W/x.cubin")" >> "$W/times"
     echo "$which second $(once "$lib" "$W/x.cubin")" >> "$W/times"
   done
@@ -87,8 +88,9 @@ for which in ["real", "drop-in"]:
 real2, ours2 = stat("real", "second", 3)[0], stat("drop-in", "second", 3)[0]
 print(f"\nSecond run's link: {real2 / ours2:.0f}x faster with the drop-in ({ours2:.3f} s against {real2:.3f} s):")
 print("its link comes from nvlinkrs' cache on disk, where nvJitLink's own cache lives only as long")
-print("as its process. A first run costs what an nvlinkrs link costs (ptxas and libNVVM run as")
-print("processes and a library of the toolkit, where nvJitLink has them inside).")
+print("as its process. A first run is an nvlinkrs link (libNVVM loaded in the process, ptxas run")
+print("as a process), in about the time nvJitLink takes. Load: the drop-in loads NVIDIA's library")
+print("only for a link it hands over.")
 PY
 { echo; conditions; } >> "$out"
 cat "$out"
