@@ -55,9 +55,11 @@ pub struct Ours {
 pub enum Link {
     Ours(Ours),
     Real(RealLink),
+    /// A link of the real library's, answered from the cache (`memo`).
+    Cached(crate::memo::Answers),
 }
 
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum What {
     Cubin,
     Ptx,
@@ -194,14 +196,15 @@ pub unsafe fn add_data(
             (bytes, name)
         };
         match link {
-            Link::Real(r) => r.add_data(kind, bytes, size, name.as_deref()),
+            Link::Real(r) => r.add_kept(kind, bytes, size, name),
+            Link::Cached(_) => rc::INVALID_INPUT,
             Link::Ours(_) if bytes.is_none() => {
                 // (no bytes: nvJitLink's answer, on the real link)
                 crate::trace("nvJitLink: input");
                 match hand_over(link) {
                     rc::SUCCESS => match link {
                         Link::Real(r) => r.add_data(kind, None, size, name.as_deref()),
-                        Link::Ours(_) => rc::INTERNAL,
+                        _ => rc::INTERNAL,
                     },
                     code => code,
                 }
@@ -243,12 +246,13 @@ pub unsafe fn add_file(h: Handle, kind: i32, path: *const c_char) -> i32 {
             None => {
                 return match link {
                     Link::Real(r) => r.add_file(kind, None),
-                    Link::Ours(_) => rc::NULL_INPUT,
+                    _ => rc::NULL_INPUT,
                 };
             }
         };
         match link {
             Link::Real(r) => r.replay_one(call),
+            Link::Cached(_) => rc::INVALID_INPUT,
             Link::Ours(ours) => {
                 let Call::File { path, .. } = &call else {
                     unreachable!()
@@ -264,7 +268,8 @@ pub unsafe fn add_file(h: Handle, kind: i32, path: *const c_char) -> i32 {
 
 pub fn complete(h: Handle) -> i32 {
     with(h, |link| match link {
-        Link::Real(r) => r.complete(),
+        Link::Real(_) => complete_real(link),
+        Link::Cached(answers) => answers.result,
         Link::Ours(ours) => {
             if let Some(done) = &ours.done {
                 return done.result;
@@ -295,15 +300,35 @@ pub fn complete(h: Handle) -> i32 {
                     crate::trace("nvJitLink: link");
                     hand_over(link)
                 } {
-                    rc::SUCCESS => match link {
-                        Link::Real(r) => r.complete(),
-                        Link::Ours(_) => rc::INTERNAL,
-                    },
+                    rc::SUCCESS => complete_real(link),
                     code => code,
                 },
             }
         }
     })
+}
+
+/// `Complete` on the real library, through the cache (`memo`): a link seen before is
+/// answered from it, a new one that succeeds is kept.
+fn complete_real(link: &mut Link) -> i32 {
+    let Link::Real(r) = link else {
+        return rc::INTERNAL;
+    };
+    let memo = if r.cacheable() { r.key() } else { None };
+    if let Some((cache, key)) = &memo
+        && let Some(answers) = crate::memo::lookup(cache, key)
+    {
+        crate::trace("nvJitLink: cache hit");
+        let code = answers.result;
+        *link = Link::Cached(answers);
+        return code;
+    }
+    let code = r.complete();
+    if let (rc::SUCCESS, Some((cache, key))) = (code, &memo) {
+        crate::memo::store(cache, key, &r.answers(code));
+        crate::trace("nvJitLink: linked, cached");
+    }
+    code
 }
 
 /// What a `Get…Size` call answers for a link of ours (nvJitLink's codes, observed: no
@@ -359,6 +384,15 @@ unsafe fn size_of(link: &mut Link, what: What, size: *mut usize) -> i32 {
     match link {
         // SAFETY: the caller's pointer, passed on
         Link::Real(r) => unsafe { r.size(what, size) },
+        Link::Cached(a) => match a.get(what) {
+            _ if size.is_null() => rc::NULL_INPUT,
+            (rc::SUCCESS, bytes) => {
+                // SAFETY: checked non-null
+                unsafe { *size = bytes.len() };
+                rc::SUCCESS
+            }
+            (code, _) => *code,
+        },
         Link::Ours(ours) => {
             if size.is_null() {
                 return rc::NULL_INPUT;
@@ -391,6 +425,17 @@ unsafe fn copy_of(link: &mut Link, what: What, buf: *mut c_void) -> i32 {
     match link {
         // SAFETY: the caller's buffer, passed on
         Link::Real(r) => unsafe { r.copy(what, buf) },
+        Link::Cached(a) => match a.get(what) {
+            _ if buf.is_null() => rc::NULL_INPUT,
+            (rc::SUCCESS, bytes) => {
+                // SAFETY: the caller made room for the size it was given
+                unsafe {
+                    std::ptr::copy_nonoverlapping(bytes.as_ptr(), buf as *mut u8, bytes.len())
+                };
+                rc::SUCCESS
+            }
+            (code, _) => *code,
+        },
         Link::Ours(ours) => {
             if buf.is_null() {
                 return rc::NULL_INPUT;

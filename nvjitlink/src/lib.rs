@@ -13,6 +13,7 @@
 
 mod exports;
 mod handle;
+mod memo;
 mod options;
 mod real;
 mod run;

@@ -30,6 +30,7 @@ struct Api {
     sizes: [SizeFn; 5],
     copies: [CopyFn; 5],
     api: Option<ApiFn>,
+    path: PathBuf,
     _lib: libloading::os::unix::Library,
 }
 
@@ -101,6 +102,7 @@ fn api() -> Option<&'static Api> {
                     get!("nvJitLinkGetInfoLog"),
                 ],
                 api: lib.get(b"__nvJitLinkAPI\0").ok().map(|s| *s),
+                path,
                 _lib: lib,
             })
         }
@@ -129,6 +131,9 @@ pub struct RealLink {
     api: &'static Api,
     h: Handle,
     kept: Vec<Call>,
+    given: Vec<CString>,
+    /// A call failed, or one was not kept (null bytes): the link is not cached.
+    unkept: bool,
 }
 
 // SAFETY: the handle is used under the link's lock only, one call at a time
@@ -164,13 +169,64 @@ impl RealLink {
         let ptr = data.map_or(std::ptr::null(), |d| d.as_ptr() as *const c_void);
         let name = name.map_or(std::ptr::null(), CStr::as_ptr);
         // SAFETY: the caller's bytes (or null, for the library to judge)
-        unsafe { (self.api.add_data)(self.h, kind, ptr, size, name) }
+        let code = unsafe { (self.api.add_data)(self.h, kind, ptr, size, name) };
+        self.unkept |= code != rc::SUCCESS || data.is_none();
+        code
+    }
+
+    /// A caller's input: copied and kept (for the cache's key), then given.
+    pub fn add_kept(
+        &mut self,
+        kind: i32,
+        data: Option<&[u8]>,
+        size: usize,
+        name: Option<CString>,
+    ) -> i32 {
+        match data {
+            Some(d) => self.replay_one(Call::Data {
+                kind,
+                data: [d, b"\0"].concat(),
+                name,
+            }),
+            None => self.add_data(kind, None, size, name.as_deref()),
+        }
+    }
+
+    /// Whether the link may go through the cache: every call kept and answered.
+    pub fn cacheable(&self) -> bool {
+        !self.unkept
+    }
+
+    pub fn key(&self) -> Option<(nvlinkrs::cache::Cache, nvlinkrs::cache::Key)> {
+        crate::memo::key(&self.api.path, &self.given, &self.kept)
+    }
+
+    /// Every answer of the finished link, for the cache.
+    pub fn answers(&mut self, result: i32) -> crate::memo::Answers {
+        let items = crate::memo::ALL
+            .iter()
+            .map(|&what| {
+                let mut size = 0usize;
+                // SAFETY: a size into a local, then a buffer of that size
+                let code = unsafe { self.size(what, &mut size) };
+                let mut bytes = vec![0u8; size];
+                if code == rc::SUCCESS && size > 0 {
+                    // SAFETY: `bytes` has the room the library asked for
+                    unsafe { self.copy(what, bytes.as_mut_ptr() as *mut c_void) };
+                }
+                (code, bytes)
+            })
+            .collect();
+        crate::memo::Answers { result, items }
     }
 
     pub fn add_file(&mut self, kind: i32, path: Option<&CStr>) -> i32 {
+        self.unkept |= path.is_none();
         let path = path.map_or(std::ptr::null(), CStr::as_ptr);
         // SAFETY: a C string (or null, for the library to judge)
-        unsafe { (self.api.add_file)(self.h, kind, path) }
+        let code = unsafe { (self.api.add_file)(self.h, kind, path) };
+        self.unkept |= code != rc::SUCCESS;
+        code
     }
 
     pub fn replay_one(&mut self, call: Call) -> i32 {
@@ -217,6 +273,8 @@ pub fn create(given: &[CString]) -> Result<(RealLink, i32), i32> {
             api,
             h,
             kept: Vec::new(),
+            given: given.to_vec(),
+            unkept: code != rc::SUCCESS,
         },
         code,
     ))
