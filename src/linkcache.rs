@@ -100,7 +100,7 @@ pub fn key(req: &LinkRequest, cache: &Cache, kit: Option<&Toolkit>) -> Option<Ke
     let mut k = Key::new("link").text(&format!("{normalized:?}"));
     // the tools: nvlinkrs itself, and the toolkit's ptxas, libNVVM and libdevice, and
     // the LLVM helper, where they exist
-    let mut tools: Vec<PathBuf> = own_image().into_iter().collect();
+    let mut tools: Vec<PathBuf> = crate::toolkit::own_image().into_iter().collect();
     if let Some(kit) = kit {
         tools.push(kit.ptxas());
         tools.push(kit.libdevice());
@@ -131,27 +131,6 @@ pub fn key(req: &LinkRequest, cache: &Cache, kit: Option<&Toolkit>) -> Option<Ke
         k = k.text(&named(&path).display().to_string()).bytes(&data);
     }
     Some(k)
-}
-
-/// The file nvlinkrs' code was loaded from: the executable, or the shared library it is
-/// part of (the drop-in libnvJitLink, whose process is someone else's program).
-fn own_image() -> Option<PathBuf> {
-    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
-    // SAFETY: dladdr only reads the loader's tables for an address of this code
-    let found = unsafe { libc::dladdr(own_image as *const libc::c_void, &mut info) };
-    if found != 0 && !info.dli_fname.is_null() {
-        // SAFETY: the loader's own C string
-        let name = unsafe { std::ffi::CStr::from_ptr(info.dli_fname) };
-        let path = PathBuf::from(name.to_string_lossy().into_owned());
-        if path.is_absolute()
-            && path
-                .file_name()
-                .is_some_and(|n| n.to_string_lossy().contains(".so"))
-        {
-            return Some(path);
-        }
-    }
-    std::env::current_exe().ok()
 }
 
 /// Whether `path` names a regular file (after symlinks), asked without opening it.

@@ -39,26 +39,14 @@ struct Api {
 unsafe impl Send for Api {}
 unsafe impl Sync for Api {}
 
-/// The drop-in's own file (the object this code is in), to tell it from the real one.
-pub fn own_image() -> Option<PathBuf> {
-    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
-    // SAFETY: dladdr only reads the loader's tables for an address of this library
-    let found = unsafe { libc::dladdr(own_image as *const c_void, &mut info) };
-    if found == 0 || info.dli_fname.is_null() {
-        return None;
-    }
-    // SAFETY: the loader's own C string
-    let name = unsafe { CStr::from_ptr(info.dli_fname) };
-    Some(PathBuf::from(name.to_string_lossy().into_owned()))
-}
-
 /// Where the real library is: the environment's path, else the toolkit's.
 pub fn location() -> Option<PathBuf> {
     let chosen = match std::env::var_os("NVLINKRS_REAL_NVJITLINK").filter(|v| !v.is_empty()) {
         Some(p) => Some(PathBuf::from(p)),
         None => crate::run::toolkit().and_then(|kit| kit.libnvjitlink()),
     }?;
-    let own = own_image().and_then(|p| std::fs::canonicalize(p).ok());
+    // (never the drop-in itself: the file nvlinkrs' code was loaded from)
+    let own = nvlinkrs::toolkit::own_image().and_then(|p| std::fs::canonicalize(p).ok());
     let real = std::fs::canonicalize(&chosen).ok()?;
     (Some(&real) != own.as_ref()).then_some(real)
 }
