@@ -75,6 +75,11 @@ fn drive(python: &Path, backend: &str, preload: Option<&Path>, out: &Path, cases
     cmd.env("NVLINKRS_JITLINK_LOG", &log);
     if let Some(p) = preload {
         cmd.env("LD_PRELOAD", p);
+        if backend == "bindings" {
+            // as a Python user runs it: the toolkit is the wheels of the process's own
+            // environment, found by the drop-in (no CUDA_HOME)
+            cmd.env_remove("CUDA_HOME").env_remove("CUDA_PATH");
+        }
     }
     let o = cmd.output().expect("python runs");
     assert!(
@@ -267,8 +272,9 @@ fn drop_in_answers_as_nvjitlink_does() {
     );
 }
 
-/// cuda.bindings (as cuda.core and numba-cuda use it) with the drop-in preloaded: its
-/// calls resolve into the drop-in, and every link answers as without it.
+/// cuda.bindings (as cuda.core and numba-cuda use it) with the drop-in preloaded, and no
+/// CUDA_HOME (the toolkit is the wheels beside cuda.bindings): its calls resolve into
+/// the drop-in, and every link answers as without it.
 #[test]
 fn cuda_bindings_links_through_the_preloaded_drop_in() {
     let py = venv_python();

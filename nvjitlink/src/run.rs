@@ -21,11 +21,45 @@ use crate::rc;
 const EM_CUDA: u16 = 190;
 
 /// The toolkit nvlinkrs links with, found once per process (finding it may ask python3
-/// where the CUDA wheels are) and kept, like the real library.
+/// where the CUDA wheels are) and kept, like the real library. Without `CUDA_HOME` or
+/// `CUDA_PATH`, the CUDA wheels of the Python environment the process runs in
+/// (`VIRTUAL_ENV`, `CONDA_PREFIX`) come first: a Python program's own.
 pub fn toolkit() -> Option<&'static Toolkit> {
     static KIT: OnceLock<Option<Toolkit>> = OnceLock::new();
-    KIT.get_or_init(|| Toolkit::discover(None, None).ok())
-        .as_ref()
+    KIT.get_or_init(|| {
+        let given = ["CUDA_HOME", "CUDA_PATH"]
+            .iter()
+            .any(|v| std::env::var_os(v).is_some_and(|v| !v.is_empty()));
+        let wheels = (!given).then(python_env_wheels).flatten();
+        Toolkit::discover(wheels.as_deref(), None).ok()
+    })
+    .as_ref()
+}
+
+/// `site-packages/nvidia/cu13` of the Python environment the process runs in, when it
+/// holds ptxas (the nvidia-cuda-nvcc wheel): the active environment's (`VIRTUAL_ENV`,
+/// `CONDA_PREFIX`), else the one the process loaded extension modules from (cuda.bindings'
+/// own, in `/proc/self/maps`), for a venv's python run without activating it.
+fn python_env_wheels() -> Option<PathBuf> {
+    let wheels =
+        |site: PathBuf| Some(site.join("nvidia/cu13")).filter(|r| r.join("bin/ptxas").is_file());
+    let active = ["VIRTUAL_ENV", "CONDA_PREFIX"]
+        .iter()
+        .filter_map(|v| std::env::var_os(v).filter(|p| !p.is_empty()))
+        .filter_map(|prefix| std::fs::read_dir(Path::new(&prefix).join("lib")).ok())
+        .flat_map(|dir| dir.flatten())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("python3"))
+        .find_map(|e| wheels(e.path().join("site-packages")));
+    active.or_else(|| {
+        let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+        maps.lines()
+            .filter_map(|l| l.find('/').map(|at| &l[at..]))
+            .filter_map(|p| {
+                p.find("/site-packages/")
+                    .map(|at| PathBuf::from(&p[..at + 14]))
+            })
+            .find_map(wheels)
+    })
 }
 
 /// The input type an input of type `ANY` is, by its content.
