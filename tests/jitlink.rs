@@ -393,8 +393,9 @@ fn exports_every_name_of_nvjitlink_under_its_version_node() {
 }
 
 /// A C program built with nvJitLink.h (calls to `__nvJitLink*_13_5@libnvJitLink.so.13`)
-/// and linked with NVIDIA's library: run plainly, and with the drop-in preloaded, which
-/// then links it (its log says so), to the same output and image.
+/// and linked with NVIDIA's library: run plainly, then with the drop-in preloaded, and
+/// with the drop-in first on the library path as `libnvJitLink.so.13`; the drop-in links
+/// it (its log says so), to the same output and image.
 #[test]
 fn a_c_program_built_with_the_header_links_through_the_drop_in() {
     let dir = tempfile::tempdir().unwrap();
@@ -413,7 +414,11 @@ fn a_c_program_built_with_the_header_links_through_the_drop_in() {
         "{}",
         String::from_utf8_lossy(&cc.stderr)
     );
-    let run = |image: &str, preload: bool| {
+    // the drop-in first on the library path, under the soname
+    let first = dir.path().join("first");
+    std::fs::create_dir(&first).unwrap();
+    std::os::unix::fs::symlink(drop_in(), first.join("libnvJitLink.so.13")).unwrap();
+    let run = |image: &str, how: &str| {
         let log = dir.path().join(format!("{image}.log"));
         let mut cmd = Command::new(&exe);
         cmd.args(["sm_90", image])
@@ -422,23 +427,31 @@ fn a_c_program_built_with_the_header_links_through_the_drop_in() {
             .current_dir(dir.path())
             .env("LD_LIBRARY_PATH", cuda().join("lib"))
             .env("NVLINKRS_JITLINK_LOG", &log);
-        if preload {
-            cmd.env("LD_PRELOAD", drop_in());
-        }
+        match how {
+            "preload" => cmd.env("LD_PRELOAD", drop_in()),
+            "library path" => cmd.env("LD_LIBRARY_PATH", &first),
+            _ => &mut cmd,
+        };
         let o = cmd.output().unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
+        assert!(
+            o.status.success(),
+            "{how}: {}",
+            String::from_utf8_lossy(&o.stdout)
+        );
         let who = std::fs::read_to_string(&log).unwrap_or_default();
         (String::from_utf8_lossy(&o.stdout).into_owned(), who)
     };
-    let (real_out, real_who) = run("real.cubin", false);
-    let (our_out, our_who) = run("ours.cubin", true);
-    assert_eq!(real_out, our_out);
+    let (real_out, real_who) = run("real.cubin", "plain");
     assert!(
         real_out.contains("version 13.5") && real_out.contains("cubin "),
         "{real_out}"
     );
     assert!(real_who.is_empty());
-    assert!(our_who.starts_with("nvlinkrs: "), "{our_who:?}");
     let read = |n: &str| std::fs::read(dir.path().join(n)).unwrap();
-    assert_eq!(read("real.cubin"), read("ours.cubin"));
+    for (image, how) in [("ours.cubin", "preload"), ("path.cubin", "library path")] {
+        let (our_out, our_who) = run(image, how);
+        assert_eq!(real_out, our_out, "{how}");
+        assert!(our_who.starts_with("nvlinkrs: "), "{how}: {our_who:?}");
+        assert_eq!(read("real.cubin"), read(image), "{how}");
+    }
 }
