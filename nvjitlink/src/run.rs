@@ -179,6 +179,8 @@ pub fn link(ours: &Ours, messages: &mut String) -> Option<Done> {
     let mut req = parsed.request().ok()?;
     nvlinkrs::cli::refuse_unimplemented(&given).ok()?;
     req.nvjitlink = true;
+    // (the host program's terminal is not the linker's to draw on)
+    nvlinkrs::jobs::no_status_line();
     let diag = Diagnostics::collector();
     let process = nvlinkrs::Process {
         jobserver: None,
