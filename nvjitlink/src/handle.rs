@@ -296,13 +296,13 @@ pub fn complete(h: Handle) -> i32 {
                 }
                 // what nvlinkrs could not link (or failed to): the real library's link,
                 // with its result and logs
-                None => match {
+                None => {
                     crate::trace("nvJitLink: link");
-                    hand_over(link)
-                } {
-                    rc::SUCCESS => complete_real(link),
-                    code => code,
-                },
+                    match hand_over(link) {
+                        rc::SUCCESS => complete_real(link),
+                        code => code,
+                    }
+                }
             }
         }
     })
