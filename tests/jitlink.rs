@@ -127,7 +127,7 @@ fn without_ir_container_line(log: &Value) -> Value {
 const EQUIVALENT_ONLY: [&str; 2] = ["ptx_sm_75", "ptx_sm_80"];
 
 /// Links the drop-in hands to the real library, and at which call.
-const HANDED_OVER: [(&str, &str); 12] = [
+const HANDED_OVER: [(&str, &str); 19] = [
     ("ltoir_kernels_used", "nvJitLink: options"),
     ("bad_option", "nvJitLink: options"),
     ("bad_arch", "nvJitLink: options"),
@@ -139,7 +139,14 @@ const HANDED_OVER: [(&str, &str); 12] = [
     ("cubin_other_arch", "nvJitLink: input"),
     ("not_a_cubin", "nvJitLink: input"),
     ("unresolved", "nvJitLink: link"),
-    ("lto_with_ptx_only", "nvJitLink: link"),
+    ("lto_with_ptx_only", "nvJitLink: input"),
+    ("explicit_O3", "nvJitLink: options"),
+    ("maxrreg_plus", "nvJitLink: options"),
+    ("maxrreg_zero", "nvJitLink: options"),
+    ("unknown_arch", "nvJitLink: options"),
+    ("family_arch_90f", "nvJitLink: options"),
+    ("cubin_and_ltoir", "nvJitLink: input"),
+    ("ptx_sm_100a_at_sm_100", "nvJitLink: input"),
 ];
 
 /// Compares two runs of every link: each call's result code, the error log, the info log

@@ -19,15 +19,21 @@ pub struct Options {
     pub maxrregcount: Option<u32>,
 }
 
-/// `sm_` then digits, then at most one of `a`/`f`.
+/// `sm_NN`, `sm_NNa` or `sm_NNf` of an architecture nvJitLink 13.5 takes, spelled as it
+/// prints it (nvJitLink refuses the others at `Create`: `sm_999`, `sm_10`, `sm_90f`...,
+/// with codes of its own, so those links are its).
 fn is_sm(arch: &str) -> bool {
-    let Some(rest) = arch.strip_prefix("sm_") else {
-        return false;
-    };
-    let digits = rest.trim_end_matches(['a', 'f']);
-    rest.len() - digits.len() <= 1
-        && !digits.is_empty()
-        && digits.bytes().all(|b| b.is_ascii_digit())
+    use nvlinkrs::arch::{Arch, TargetKind};
+    matches!(Arch::parse_target(arch), Some((TargetKind::Sass, a))
+        if nvlinkrs::arch::is_known_target(a) && a.to_string() == arch)
+}
+
+/// A register count as nvJitLink passes it on unchanged: digits, no sign or leading
+/// zero, not 0 (ptxas warns of 0 and of a count given twice, in nvJitLink's info log;
+/// `+24` is written into the image's tool note as given).
+fn register_count(n: &str) -> Option<u32> {
+    let plain = !n.is_empty() && !n.starts_with('0') && n.bytes().all(|b| b.is_ascii_digit());
+    plain.then(|| n.parse().ok()).flatten()
 }
 
 /// The options, when nvlinkrs can link with them; `None` hands the link to nvJitLink.
@@ -37,14 +43,16 @@ pub fn read(given: &[CString]) -> Option<Options> {
         let opt = opt.to_str().ok()?;
         match opt.split_once('=') {
             Some(("-arch", a)) if is_sm(a) && o.arch.is_empty() => o.arch = a.to_string(),
-            Some(("-maxrregcount", n)) => o.maxrregcount = Some(n.parse().ok()?),
+            Some(("-maxrregcount", n)) if o.maxrregcount.is_none() => {
+                o.maxrregcount = Some(register_count(n)?)
+            }
             Some(_) => return None,
             None => match opt {
                 "-lto" => o.lto = true,
                 "-ptx" => o.ptx = true,
                 "-no-cache" => o.no_cache = true,
-                // nvJitLink's default level
-                "-O3" => {}
+                // (not `-O3`, nvJitLink's default level: given, it is written into the
+                // image's tool note as ptxas' `-O 3`)
                 _ => return None,
             },
         }
@@ -82,6 +90,17 @@ mod tests {
             &["-arch=sm_90", "-maxrregcount=x"],
             &["-arch=sm_90", "-arch=sm_80"],
             &["-arch=sm_90", "-lto", "-kernels-used=k"],
+            &["-arch=sm_90", "-O3"],
+            &["-arch=sm_999"],
+            &["-arch=sm_10"],
+            &["-arch=sm_90f"],
+            &["-arch=sm_80a"],
+            &["-arch=sm_090"],
+            &["-arch=sm_99999999999999999999"],
+            &["-arch=sm_90", "-maxrregcount=+24"],
+            &["-arch=sm_90", "-maxrregcount=0"],
+            &["-arch=sm_90", "-maxrregcount=024"],
+            &["-arch=sm_90", "-maxrregcount=24", "-maxrregcount=40"],
         ] {
             assert!(opts(bad).is_none(), "{bad:?}");
         }

@@ -95,12 +95,36 @@ pub fn acceptable(o: &Options, kind: i32, data: &[u8]) -> bool {
         return false;
     }
     match found {
+        // (nvJitLink's `-lto` link of cubins or PTX beside the IR is not nvlink's: it
+        // fails where nvlink resolves, or lays the image out otherwise)
+        input::CUBIN | input::PTX if o.lto => false,
         input::CUBIN => {
             nvlinkrs::elf::elf_type(data) == Some(1)
                 && nvlinkrs::elf::arch(data).is_some_and(|a| a.to_string() == o.arch)
         }
+        input::PTX => ptx_target_fits(o, data),
         input::LTOIR => o.lto,
         _ => true,
+    }
+}
+
+/// Whether a PTX's `.target` can be compiled for the link's architecture (nvJitLink
+/// refuses the others at `AddData`, `sm_100a` PTX for `-arch=sm_100` say).
+fn ptx_target_fits(o: &Options, data: &[u8]) -> bool {
+    use nvlinkrs::arch::{Arch, TargetKind, ir_compatible};
+    let text = String::from_utf8_lossy(data);
+    let target = text
+        .lines()
+        .map(str::trim_start)
+        .find_map(|l| l.strip_prefix(".target"))
+        .and_then(|t| t.split([',', ' ', '\t']).find(|w| !w.is_empty()));
+    let sm = |s: &str| match Arch::parse_target(s) {
+        Some((TargetKind::Sass, a)) => Some(a),
+        _ => None,
+    };
+    match (target.and_then(sm), sm(&o.arch)) {
+        (Some(ptx), Some(link)) => ir_compatible(ptx, link),
+        _ => false,
     }
 }
 

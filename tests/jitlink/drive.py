@@ -161,6 +161,21 @@ def cases(fx):
         ("not_a_cubin", ["-arch=sm_90"], [(CUBIN, b"garbage")]),
         ("lto_with_ptx_only", ["-arch=sm_90", "-lto"], [(PTX, f("saxpy.ptx"))]),
         ("lineinfo", ["-arch=sm_90", "-lineinfo"], [(PTX, f("saxpy.ptx")), (PTX, f("scale.ptx"))]),
+        # options nvJitLink answers otherwise than nvlink: -O3 given is in the tool note,
+        # odd register counts, architectures it refuses at Create
+        ("explicit_O3", ["-arch=sm_90", "-O3"], [(PTX, f("saxpy.ptx")), (PTX, f("scale.ptx"))]),
+        ("maxrreg_plus", ["-arch=sm_90", "-maxrregcount=+16"],
+         [(PTX, f("saxpy.ptx")), (PTX, f("scale.ptx"))]),
+        ("maxrreg_zero", ["-arch=sm_90", "-maxrregcount=0"],
+         [(PTX, f("saxpy.ptx")), (PTX, f("scale.ptx"))]),
+        ("unknown_arch", ["-arch=sm_999"], [(PTX, f("saxpy.ptx"))]),
+        ("family_arch_90f", ["-arch=sm_90f"], [(CUBIN, f("saxpy.cubin")), (CUBIN, f("scale.cubin"))]),
+        # a cubin beside LTO IR: nvJitLink does not resolve it against the IR
+        ("cubin_and_ltoir", ["-arch=sm_90", "-lto"],
+         [(CUBIN, f("saxpy.cubin")), (LTOIR, f("scale.ltoir"))]),
+        # PTX for an arch-specific target another architecture cannot take
+        ("ptx_sm_100a_at_sm_100", ["-arch=sm_100"],
+         [(PTX, PTX_KERNEL.format(ver="8.8", arch="sm_100a").encode())]),
     ]
     for arch, ver in ARCHS:
         ptx = PTX_KERNEL.format(ver=ver, arch=arch).encode()
