@@ -127,7 +127,7 @@ fn without_ir_container_line(log: &Value) -> Value {
 const EQUIVALENT_ONLY: [&str; 2] = ["ptx_sm_75", "ptx_sm_80"];
 
 /// Links the drop-in hands to the real library, and at which call.
-const HANDED_OVER: [(&str, &str); 19] = [
+const HANDED_OVER: [(&str, &str); 22] = [
     ("ltoir_kernels_used", "nvJitLink: options"),
     ("bad_option", "nvJitLink: options"),
     ("bad_arch", "nvJitLink: options"),
@@ -147,6 +147,9 @@ const HANDED_OVER: [(&str, &str); 19] = [
     ("family_arch_90f", "nvJitLink: options"),
     ("cubin_and_ltoir", "nvJitLink: input"),
     ("ptx_sm_100a_at_sm_100", "nvJitLink: input"),
+    ("object_not_relocatable", "nvJitLink: input"),
+    ("complete_twice_handed_over", "nvJitLink: options"),
+    ("input_after_complete", "nvJitLink: input"),
 ];
 
 /// Compares two runs of every link: each call's result code, the error log, the info log
@@ -160,7 +163,9 @@ fn differences(real: &Run, ours: &Run) -> Vec<String> {
     );
     for (case, r) in real.results.iter().filter(|(c, _)| !c.starts_with('_')) {
         let o = &ours.results[case];
-        for field in ["create", "add", "complete", "destroy", "ErrorLog"] {
+        for field in [
+            "create", "add", "before", "complete", "after", "destroy", "ErrorLog",
+        ] {
             if r.get(field) != o.get(field) {
                 out.push(format!(
                     "{case}: {field}: {:?} vs {:?}",

@@ -173,7 +173,7 @@ getter!(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvlinkrs_jitlink_version(major: *mut c_uint, minor: *mut c_uint) -> i32 {
     if major.is_null() || minor.is_null() {
-        return rc::INVALID_INPUT;
+        return rc::NULL_INPUT;
     }
     // SAFETY: checked non-null; the caller's
     unsafe {
@@ -187,4 +187,25 @@ pub unsafe extern "C" fn nvlinkrs_jitlink_version(major: *mut c_uint, minor: *mu
 #[unsafe(no_mangle)]
 pub extern "C" fn nvlinkrs_jitlink_api(magic: usize) -> *const c_void {
     catch_unwind(|| crate::real::api_table(magic)).unwrap_or(std::ptr::null())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_with_a_null_pointer_is_null_input() {
+        let mut n = 0;
+        // SAFETY: one valid pointer, one null, as a caller may pass
+        unsafe {
+            assert_eq!(
+                nvlinkrs_jitlink_version(&mut n, std::ptr::null_mut()),
+                rc::NULL_INPUT
+            );
+            assert_eq!(
+                nvlinkrs_jitlink_version(std::ptr::null_mut(), &mut n),
+                rc::NULL_INPUT
+            );
+        }
+    }
 }

@@ -197,7 +197,8 @@ pub unsafe fn add_data(
         };
         match link {
             Link::Real(r) => r.add_kept(kind, bytes, size, name),
-            Link::Cached(_) => rc::INVALID_INPUT,
+            // (an input after `Complete`: nvJitLink refuses it so)
+            Link::Cached(_) => rc::INTERNAL,
             Link::Ours(_) if bytes.is_none() => {
                 // (no bytes: nvJitLink's answer, on the real link)
                 crate::trace("nvJitLink: input");
@@ -228,7 +229,13 @@ fn record(link: &mut Link, call: Call, accepted: bool) -> i32 {
         return rc::SUCCESS;
     }
     crate::trace("nvJitLink: input");
+    let completed = matches!(link, Link::Ours(o) if o.done.is_some());
     let code = hand_over(link);
+    if let (true, Link::Real(r)) = (completed, &mut *link) {
+        // an input after `Complete`: the real link completed too, so that it answers
+        // (refuses) the input, and the image, as nvJitLink's own handle would
+        r.complete();
+    }
     match link {
         Link::Real(r) if code == rc::SUCCESS => r.replay_one(call),
         _ => code,
@@ -252,7 +259,7 @@ pub unsafe fn add_file(h: Handle, kind: i32, path: *const c_char) -> i32 {
         };
         match link {
             Link::Real(r) => r.replay_one(call),
-            Link::Cached(_) => rc::INVALID_INPUT,
+            Link::Cached(_) => rc::INTERNAL,
             Link::Ours(ours) => {
                 let Call::File { path, .. } = &call else {
                     unreachable!()
@@ -269,10 +276,11 @@ pub unsafe fn add_file(h: Handle, kind: i32, path: *const c_char) -> i32 {
 pub fn complete(h: Handle) -> i32 {
     with(h, |link| match link {
         Link::Real(_) => complete_real(link),
-        Link::Cached(answers) => answers.result,
+        // a link completed already: nvJitLink answers a second `Complete` so
+        Link::Cached(_) => rc::INTERNAL,
         Link::Ours(ours) => {
-            if let Some(done) = &ours.done {
-                return done.result;
+            if ours.done.is_some() {
+                return rc::INTERNAL;
             }
             let mut messages = String::new();
             match run::link(ours, &mut messages) {
@@ -314,6 +322,10 @@ fn complete_real(link: &mut Link) -> i32 {
     let Link::Real(r) = link else {
         return rc::INTERNAL;
     };
+    if r.completed() {
+        // (the real library's answer to a second `Complete`)
+        return r.complete();
+    }
     let memo = if r.cacheable() { r.key() } else { None };
     if let Some((cache, key)) = &memo
         && let Some(answers) = crate::memo::lookup(cache, key)
@@ -345,6 +357,8 @@ fn ours_bytes(ours: &Ours, what: What) -> Result<Vec<u8>, i32> {
         What::Ptx if !ours.options.ptx => Err(rc::INVALID_INPUT),
         What::Ptx => done.and_then(|d| d.ptx.clone()).ok_or(rc::INTERNAL),
         // (nvlinkrs gives no LTO IR back: such a link is the real library's, `options`)
+        // (before `Complete`, an `-lto` link has none yet, as nvJitLink answers)
+        What::LtoIr if ours.options.lto && done.is_none() => Err(rc::INTERNAL),
         What::LtoIr => Err(rc::INVALID_INPUT),
         What::ErrorLog => log(done.map(|d| &d.error_log)),
         What::InfoLog => log(done.map(|d| &d.info_log)),

@@ -122,6 +122,8 @@ pub struct RealLink {
     given: Vec<CString>,
     /// A call failed, or one was not kept (null bytes): the link is not cached.
     unkept: bool,
+    /// `Complete` was called.
+    completed: bool,
 }
 
 // SAFETY: the handle is used under the link's lock only, one call at a time
@@ -228,7 +230,12 @@ impl RealLink {
         code
     }
 
+    pub fn completed(&self) -> bool {
+        self.completed
+    }
+
     pub fn complete(&mut self) -> i32 {
+        self.completed = true;
         // SAFETY: the real handle
         unsafe { (self.api.complete)(self.h) }
     }
@@ -263,6 +270,7 @@ pub fn create(given: &[CString]) -> Result<(RealLink, i32), i32> {
             kept: Vec::new(),
             given: given.to_vec(),
             unkept: code != rc::SUCCESS,
+            completed: false,
         },
         code,
     ))

@@ -103,6 +103,9 @@ pub fn acceptable(o: &Options, kind: i32, data: &[u8]) -> bool {
                 && nvlinkrs::elf::arch(data).is_some_and(|a| a.to_string() == o.arch)
         }
         input::PTX => ptx_target_fits(o, data),
+        // (a host ELF of another type, an executable or a damaged header: nvlink passes
+        // over its device code, nvJitLink links it)
+        input::OBJECT => nvlinkrs::elf::elf_type(data) == Some(1),
         input::LTOIR => o.lto,
         _ => true,
     }

@@ -122,6 +122,13 @@ ARCHS = [("sm_75", "6.4"), ("sm_80", "7.0"), ("sm_90", "8.0"), ("sm_90a", "8.0")
          ("sm_100", "8.8"), ("sm_120", "8.8")]
 
 
+def not_relocatable(path):
+    """The object's bytes with its ELF type's low byte flipped (ET_REL no more)."""
+    data = bytearray(open(path, "rb").read())
+    data[16] ^= 0xFF
+    return bytes(data)
+
+
 def cases(fx):
     f = lambda n: os.path.join(fx, n)  # noqa: E731
     c = [
@@ -176,6 +183,20 @@ def cases(fx):
         # PTX for an arch-specific target another architecture cannot take
         ("ptx_sm_100a_at_sm_100", ["-arch=sm_100"],
          [(PTX, PTX_KERNEL.format(ver="8.8", arch="sm_100a").encode())]),
+        # a host object whose ELF type is not ET_REL: nvlink passes over its device code,
+        # nvJitLink links it
+        ("object_not_relocatable", ["-arch=sm_90"],
+         [(OBJECT, not_relocatable(f("saxpy_dc.o"))), (OBJECT, f("scale_dc.o"))]),
+        # calls out of order: Complete twice (a link of ours, one handed over and one
+        # cached by then), the linked LTO IR asked before Complete, an input after it
+        ("complete_twice", ["-arch=sm_90"], [(CUBIN, f("saxpy.cubin")), (CUBIN, f("scale.cubin"))],
+         {"after": ["complete"]}),
+        ("complete_twice_handed_over", ["-arch=sm_90", "-lineinfo"],
+         [(PTX, f("saxpy.ptx")), (PTX, f("scale.ptx"))], {"after": ["complete"]}),
+        ("ltoir_before_complete", ["-arch=sm_90", "-lto"],
+         [(LTOIR, f("saxpy.ltoir")), (LTOIR, f("scale.ltoir"))], {"before": ["LinkedLTOIR"]}),
+        ("input_after_complete", ["-arch=sm_90"], [(CUBIN, f("saxpy.cubin")), (CUBIN, f("scale.cubin"))],
+         {"after": [(CUBIN, f("saxpy.cubin")), "complete"]}),
     ]
     for arch, ver in ARCHS:
         ptx = PTX_KERNEL.format(ver=ver, arch=arch).encode()
@@ -186,7 +207,19 @@ def cases(fx):
     return c
 
 
-def run(api, name, opts, inputs, out):
+def step(api, h, s):
+    """One call of a case's `before`/`after` steps: "complete", an answer's name
+    (its size call and copy), or an input (kind, path)."""
+    if s == "complete":
+        return api.complete(h)
+    if isinstance(s, str):
+        code, data = api.get(h, s)
+        return [code, None if data is None else len(data)]
+    return api.add_data(h, s[0], open(s[1], "rb").read(), os.path.basename(s[1]))
+
+
+def run(api, name, opts, inputs, out, steps=None):
+    steps = steps or {}
     r = {"options": opts}
     trace = os.environ.get("NVLINKRS_JITLINK_LOG")
     if trace:  # the drop-in's lines after this one are this link's
@@ -203,8 +236,12 @@ def run(api, name, opts, inputs, out):
             continue
         data = src if isinstance(src, bytes) else open(src, "rb").read()
         r["add"].append(api.add_data(h, kind, data, os.path.basename(src) if isinstance(src, str) else "data"))
+    if "before" in steps:
+        r["before"] = [step(api, h, s) for s in steps["before"]]
     if rc == 0:
         r["complete"] = api.complete(h)
+    if "after" in steps:
+        r["after"] = [step(api, h, s) for s in steps["after"]]
     for what in ["ErrorLog", "InfoLog"]:
         code, log = api.get(h, what)
         r[what] = [code, None if log is None else log.decode(errors="replace")]
@@ -242,9 +279,9 @@ def main():
     api = Bindings() if backend == "bindings" else Ctypes(backend.split(":", 1)[1])
     only = sys.argv[4].split(",") if len(sys.argv) > 4 else None
     results = {}
-    for name, opts, inputs in cases(fx):
+    for name, opts, inputs, *steps in cases(fx):
         if only is None or name in only:
-            results[name] = run(api, name, opts, inputs, out)
+            results[name] = run(api, name, opts, inputs, out, *steps)
     results["_resolved_from"] = resolved_from()
     with open(os.path.join(out, "results.json"), "w") as f:
         json.dump(results, f, indent=1, sort_keys=True)
