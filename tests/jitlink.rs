@@ -467,3 +467,35 @@ fn a_c_program_built_with_the_header_links_through_the_drop_in() {
         assert_eq!(read("real.cubin"), read(image), "{how}");
     }
 }
+
+/// Without NVIDIA's library, a link whose options only it carries out still gets a
+/// handle, whose error log says why (`NVJITLINK_ERROR_INTERNAL`); nvlinkrs' own links
+/// go on.
+#[test]
+fn without_the_real_library_a_handed_over_link_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    let o = Command::new("python3")
+        .arg(driver())
+        .arg(format!("ctypes:{}", drop_in().display()))
+        .arg(fixtures())
+        .arg(&out)
+        .arg("bad_option,lineinfo,cubins")
+        .env("NVLINKRS_REAL_NVJITLINK", dir.path().join("missing.so"))
+        .env("XDG_CACHE_HOME", dir.path().join("cache"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(out.join("results.json")).unwrap();
+    let results: BTreeMap<String, Value> = serde_json::from_str(&text).unwrap();
+    for case in ["bad_option", "lineinfo"] {
+        let r = &results[case];
+        assert_eq!(r["create"], 6, "{case}: {r}");
+        assert_eq!(r["ErrorLog"][0], 0, "{case}: {r}");
+        let log = r["ErrorLog"][1].as_str().unwrap_or("");
+        assert!(log.contains("found no libnvJitLink"), "{case}: {log}");
+        assert_eq!(r["destroy"], 0, "{case}: {r}");
+    }
+    assert_eq!(results["cubins"]["complete"], 0);
+}

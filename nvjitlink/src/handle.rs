@@ -124,7 +124,12 @@ pub unsafe fn create(out: *mut Handle, num: u32, options: *const *const c_char) 
         // an option nvlinkrs does not carry out: the real library's link from the start
         None => match real::create(&given).inspect(|_| crate::trace("nvJitLink: options")) {
             Ok((real, code)) => (Link::Real(real), code),
-            Err(code) => return code,
+            // no real library: a handle all the same, whose error log says why (as
+            // nvJitLink's handle of a refused `Create` has its reason)
+            Err(code) => {
+                crate::trace("nvlinkrs: no real library to hand the link to");
+                (Link::Cached(no_real_library(&given, code)), code)
+            }
         },
     };
     let id = NEXT.fetch_add(1, Ordering::Relaxed) << 4;
@@ -135,6 +140,28 @@ pub unsafe fn create(out: *mut Handle, num: u32, options: *const *const c_char) 
     // SAFETY: checked non-null above
     unsafe { *out = id as Handle };
     code
+}
+
+/// The answers of a link whose options only the real library carries out, where there is
+/// none: `code` for `Complete` and the images, the error log saying why.
+fn no_real_library(given: &[CString], code: i32) -> crate::memo::Answers {
+    let options: Vec<_> = given.iter().map(|o| o.to_string_lossy()).collect();
+    let log = format!(
+        "ERROR: nvlinkrs does not carry out these options ({}) and found no libnvJitLink to hand the link to (NVLINKRS_REAL_NVJITLINK)\n\0",
+        options.join(" ")
+    );
+    let items = crate::memo::ALL
+        .iter()
+        .map(|what| match what {
+            What::ErrorLog => (rc::SUCCESS, log.clone().into_bytes()),
+            What::InfoLog => (rc::SUCCESS, Vec::new()),
+            _ => (code, Vec::new()),
+        })
+        .collect();
+    crate::memo::Answers {
+        result: code,
+        items,
+    }
 }
 
 /// # Safety
