@@ -7,7 +7,8 @@
 #     project owns (default: $XDG_CACHE_HOME/nvlinkrs/cuda-13.5.37),
 #   - the nvvm/lib64/libnvvm.so link the real nvlink needs for -lto,
 #   - CMake, Ninja and Meson from PyPI into the same virtual environment (its bin/ holds
-#     them; the build-system tests and scripts/bench_cmake.sh use them from there), and
+#     them; the build-system tests and scripts/bench_cmake.sh use them from there),
+#   - NVIDIA's cuda-bindings from PyPI into it too (the drop-in libnvJitLink's tests), and
 #     Debian's g++ and make (nvcc's host compiler; the Makefile build).
 # Prints the toolkit root (…/nvidia/cu13) on its last line of stdout.
 # Environment: NVLINKRS_TOOLCHAIN_DIR overrides where the wheels go.
@@ -16,6 +17,8 @@ set -euo pipefail
 LLVM_VERSION="1:22.1.8-1~deb12u1"
 CUDA_WHEEL_VERSION="13.5.37"
 BUILD_TOOLS="cmake==4.4.4 ninja==1.13.2 meson==1.12.1"
+# NVIDIA's Python bindings (13.x for CUDA 13.5): the drop-in libnvJitLink's tests drive it
+PY_BINDINGS="cuda-bindings==13.5.0"
 CUDA_WHEELS="nvidia-cuda-nvcc nvidia-nvvm nvidia-cuda-runtime nvidia-cuda-crt nvidia-nvjitlink nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm"
 
 say() { echo "setup: $*" >&2; }
@@ -58,6 +61,12 @@ if [ ! -f "$tools_stamp" ]; then
   say "installing $BUILD_TOOLS into $TC/venv"
   "$TC/venv/bin/python" -m pip install -q --disable-pip-version-check $BUILD_TOOLS >&2
   touch "$tools_stamp"
+fi
+bindings_stamp="$TC/.installed-$(echo "$PY_BINDINGS" | tr ' =' '_-')"
+if [ ! -f "$bindings_stamp" ]; then
+  say "installing $PY_BINDINGS into $TC/venv"
+  "$TC/venv/bin/python" -m pip install -q --disable-pip-version-check $PY_BINDINGS >&2
+  touch "$bindings_stamp"
 fi
 CU=$("$TC/venv/bin/python" -c 'import nvidia, os; p=[os.path.join(x,"cu13") for x in nvidia.__path__ if os.path.isdir(os.path.join(x,"cu13"))]; print(p[0])')
 [ -x "$CU/bin/nvlink" ] || { say "nvlink missing under $CU"; exit 1; }

@@ -10,6 +10,10 @@ bash tests/fixtures/build.sh "$CU" "$NVLINKRS_FIXTURES"
 # the tests' links never use the user's cache (it is on by default): a fresh one per run
 export XDG_CACHE_HOME="$PWD/target/test-cache"
 rm -rf "$XDG_CACHE_HOME"
+# the drop-in libnvJitLink (nvjitlink/), which tests/jitlink.rs loads, built with the
+# profile the tests use (cargo test builds a cdylib only for its own unit tests)
+profile=(); [[ " $* " == *" --release "* ]] && profile=(--release)
+cargo build --locked -p nvlinkrs-nvjitlink "${profile[@]}"
 cargo test --locked "$@"
 # the fuzz targets build against the library as it is now (a changed signature broke one)
 (cd fuzz && cargo check --locked --quiet)

@@ -68,8 +68,12 @@ pub fn objects(
         let data = match u.source {
             Source::Cubin(b) => b,
             Source::Ptx(..) => {
-                let a = assembled.next().expect("one result per job")?;
+                let mut a = assembled.next().expect("one result per job")?;
                 ctx.diag.tool_output(&a.messages);
+                if plan.req.nvjitlink {
+                    // (as libnvJitLink's own ptxas notes itself)
+                    elf::tkinfo::jit_ptxas_in_place(&mut a.cubin);
+                }
                 bytes::Bytes::from_vec(a.cubin)
             }
         };

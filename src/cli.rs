@@ -633,6 +633,11 @@ pub struct LinkRequest {
     pub recorded: Recorded,
     /// `-tool-name NAME`: what messages and the image's note call the linker.
     pub tool_name: Option<String>,
+    /// A link for the drop-in libnvJitLink (`nvjitlink/`): the inputs are private copies
+    /// of what its caller handed over in memory, in a folder of their own (the cache keys
+    /// them by file name and content, not by the folder, so that the same link is found
+    /// again), and the image's own note is nvJitLink's.
+    pub nvjitlink: bool,
 }
 
 /// Options that change messages, not the image; nvlink records them in its tool note.
@@ -789,6 +794,7 @@ impl LinkArgs {
                 verbose_tkinfo: self.verbose_tkinfo.as_deref() == Some("true"),
             },
             tool_name: self.tool_name.clone(),
+            nvjitlink: false,
         })
     }
 }

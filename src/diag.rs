@@ -142,7 +142,7 @@ pub enum Level {
 }
 
 impl Level {
-    fn word(self) -> &'static str {
+    pub fn word(self) -> &'static str {
         match self {
             Level::Info => "info",
             Level::Warning => "warning",

@@ -95,6 +95,15 @@ pub fn plain_progress(started: Instant) {
     let _ = PLAIN_PROGRESS.set(started);
 }
 
+/// No status line in this process: set by a library caller whose stderr is its host
+/// program's (the drop-in libnvJitLink). A display setting of the process, as above.
+static NO_STATUS_LINE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Turns the status line off for the rest of the process.
+pub fn no_status_line() {
+    NO_STATUS_LINE.store(true, Ordering::Relaxed);
+}
+
 /// A plain progress line for a stage starting (`took` none) or done.
 pub fn progress_line(stage: &str, took: Option<Duration>) {
     let Some(start) = PLAIN_PROGRESS.get() else {
@@ -259,7 +268,7 @@ struct Status {
 impl Status {
     fn new(phase: &str, total: usize) -> Status {
         Status {
-            enabled: std::io::stderr().is_terminal(),
+            enabled: !NO_STATUS_LINE.load(Ordering::Relaxed) && std::io::stderr().is_terminal(),
             phase: phase.to_string(),
             total,
             done: AtomicUsize::new(0),

@@ -71,7 +71,13 @@ pub fn key(req: &LinkRequest, cache: &Cache, kit: Option<&Toolkit>) -> Option<Ke
     // and one with -verbose-tkinfo=true, records the output's name and the registration
     // file as given)
     let files_noted = req.debug || req.recorded.verbose_tkinfo;
+    // (staged inputs: their folder is another on every call, their names are not)
+    let named = |p: &PathBuf| match req.nvjitlink {
+        true => p.file_name().map(PathBuf::from).unwrap_or_default(),
+        false => p.clone(),
+    };
     let normalized = LinkRequest {
+        inputs: req.inputs.iter().map(named).collect(),
         output: match files_noted {
             true => req
                 .output
@@ -94,7 +100,7 @@ pub fn key(req: &LinkRequest, cache: &Cache, kit: Option<&Toolkit>) -> Option<Ke
     let mut k = Key::new("link").text(&format!("{normalized:?}"));
     // the tools: nvlinkrs itself, and the toolkit's ptxas, libNVVM and libdevice, and
     // the LLVM helper, where they exist
-    let mut tools: Vec<PathBuf> = std::env::current_exe().into_iter().collect();
+    let mut tools: Vec<PathBuf> = crate::toolkit::own_image().into_iter().collect();
     if let Some(kit) = kit {
         tools.push(kit.ptxas());
         tools.push(kit.libdevice());
@@ -122,7 +128,7 @@ pub fn key(req: &LinkRequest, cache: &Cache, kit: Option<&Toolkit>) -> Option<Ke
         if data.starts_with(b"!<thin>") {
             return None;
         }
-        k = k.text(&path.display().to_string()).bytes(&data);
+        k = k.text(&named(&path).display().to_string()).bytes(&data);
     }
     Some(k)
 }

@@ -74,6 +74,7 @@ impl<'r> Plan<'r> {
             lto_from: Vec::new(),
             suppress_stack_size_warning: req.recorded.suppress_stack_size_warning,
             tool_name: req.tool_name.clone(),
+            jit_note: req.nvjitlink,
         }
     }
 

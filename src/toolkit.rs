@@ -177,3 +177,25 @@ fn pypi_root() -> Option<PathBuf> {
     let p = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
     (out.status.success() && is_root(&p)).then_some(p)
 }
+
+/// The file nvlinkrs' code was loaded from: the executable, or the shared library it is
+/// part of (the drop-in libnvJitLink, whose process is someone else's program).
+pub fn own_image() -> Option<PathBuf> {
+    // SAFETY: Dl_info is plain data (pointers and integers); all zeros is a valid value
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: dladdr only reads the loader's tables for an address of this code
+    let found = unsafe { libc::dladdr(own_image as *const libc::c_void, &mut info) };
+    if found != 0 && !info.dli_fname.is_null() {
+        // SAFETY: the loader's own C string
+        let name = unsafe { std::ffi::CStr::from_ptr(info.dli_fname) };
+        let path = PathBuf::from(name.to_string_lossy().into_owned());
+        if path.is_absolute()
+            && path
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().contains(".so"))
+        {
+            return Some(path);
+        }
+    }
+    std::env::current_exe().ok()
+}

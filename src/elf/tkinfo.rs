@@ -4,6 +4,9 @@
 
 use crate::bytes::Le;
 
+/// The branch libnvJitLink's notes name (its own entry's, and its ptxas's).
+pub const JIT_BRANCH: &str = "Build system must define TOOLS_VERSION_EXTENDED";
+
 /// One entry: tool name, version, branch, command line.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Entry {
@@ -13,8 +16,9 @@ pub struct Entry {
     pub command_line: String,
 }
 
-/// The entries of a note section; `None` when it is not laid out as expected.
-pub fn entries(d: &[u8]) -> Option<Vec<Entry>> {
+/// Each entry of a note section: where it is, and its output name, tool, version, branch
+/// and command line; `None` when the note is not laid out as expected.
+fn walk(d: &[u8]) -> Option<Vec<(std::ops::Range<usize>, [String; 5])>> {
     let mut out = Vec::new();
     let mut at = 0usize;
     while at < d.len() {
@@ -28,15 +32,33 @@ pub fn entries(d: &[u8]) -> Option<Vec<Entry>> {
             let end = s.iter().position(|&b| b == 0).unwrap_or(s.len());
             Some(String::from_utf8_lossy(&s[..end]).into_owned())
         };
-        out.push(Entry {
-            tool: string(8)?,
-            version: string(12)?,
-            branch: string(16)?,
-            command_line: string(20)?,
-        });
+        let end = (desc + descsz.next_multiple_of(4)).min(d.len());
+        out.push((
+            at..end,
+            [
+                string(4)?,
+                string(8)?,
+                string(12)?,
+                string(16)?,
+                string(20)?,
+            ],
+        ));
         at = desc + descsz.next_multiple_of(4);
     }
     Some(out)
+}
+
+/// The entries of a note section; `None` when it is not laid out as expected.
+pub fn entries(d: &[u8]) -> Option<Vec<Entry>> {
+    let entries = walk(d)?
+        .into_iter()
+        .map(|(_, [_, tool, version, branch, command_line])| Entry {
+            tool,
+            version,
+            branch,
+            command_line,
+        });
+    Some(entries.collect())
 }
 
 /// When two notes differ only in their command lines, those that differ.
@@ -55,6 +77,87 @@ pub fn command_lines_only(e: &[u8], a: &[u8]) -> Option<Vec<(String, String)>> {
         }
     }
     Some(out)
+}
+
+/// One entry (output name, tool, version, branch, command line), padded to 4 bytes.
+pub fn build(output: &str, tool: &str, version: &str, branch: &str, command_line: &str) -> Vec<u8> {
+    let mut blob = Vec::new();
+    let field = |s: &str, blob: &mut Vec<u8>| {
+        let at = blob.len() as u32;
+        blob.extend_from_slice(s.as_bytes());
+        blob.push(0);
+        at
+    };
+    // the output's name comes first (empty but for debug links)
+    let out = field(output, &mut blob);
+    let tool = field(tool, &mut blob);
+    let version = field(version, &mut blob);
+    let branch = field(branch, &mut blob);
+    let cmd = field(command_line, &mut blob);
+    while blob.len() % 4 != 0 {
+        blob.push(0);
+    }
+    let mut desc = Vec::new();
+    for v in [2u32, out, tool, version, branch, cmd] {
+        desc.extend_from_slice(&v.to_le_bytes());
+    }
+    desc.extend_from_slice(&blob);
+    let mut n = Vec::new();
+    n.extend_from_slice(&12u32.to_le_bytes());
+    n.extend_from_slice(&(desc.len() as u32).to_le_bytes());
+    n.extend_from_slice(&2000u32.to_le_bytes());
+    n.extend_from_slice(b"NVIDIA Corp\0");
+    n.extend_from_slice(&desc);
+    n
+}
+
+/// ptxas's entries as libnvJitLink's own ptxas writes them (its branch, and `-arch sm_NN`
+/// without the `-m 64` the ptxas command adds), when the note keeps its size (so that
+/// an image's layout stays as it is); `None` when nothing changes or the size would.
+pub fn as_jit_ptxas(d: &[u8], jit_branch: &str) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(d.len());
+    for (span, [output, tool, version, branch, cmd]) in walk(d)? {
+        if tool == "ptxas" && branch.starts_with("Build cuda_") {
+            let cmd = cmd.replacen(" -m 64", "", 1);
+            out.extend(build(&output, &tool, &version, jit_branch, &cmd));
+        } else {
+            out.extend_from_slice(&d[span]);
+        }
+    }
+    (out.len() == d.len() && out != d).then_some(out)
+}
+
+/// An image's ptxas notes as libnvJitLink's embedded ptxas writes them ([`as_jit_ptxas`]),
+/// in place: for what ptxas made in a link that stands in for libnvJitLink's (the rest
+/// of such an image is what nvlink writes, byte for byte).
+pub fn jit_ptxas_in_place(image: &mut [u8]) {
+    let section = |i: usize| -> Option<(String, std::ops::Range<usize>)> {
+        let shoff = image.u64_at(0x28)? as usize;
+        let (size, strndx) = (image.u16_at(0x3a)? as usize, image.u16_at(0x3e)? as usize);
+        let hdr = shoff + i * size;
+        let str_hdr = shoff + strndx * size;
+        let strtab = image.u64_at(str_hdr + 0x18)? as usize;
+        let name_at = strtab + image.u32_at(hdr)? as usize;
+        let name = image.get(name_at..)?.split(|&b| b == 0).next()?;
+        let (off, len) = (
+            image.u64_at(hdr + 0x18)? as usize,
+            image.u64_at(hdr + 0x20)? as usize,
+        );
+        Some((
+            String::from_utf8_lossy(name).into_owned(),
+            off..off.checked_add(len)?,
+        ))
+    };
+    let count = image.u16_at(0x3c).unwrap_or(0) as usize;
+    let found = (0..count)
+        .filter_map(section)
+        .find(|(name, _)| name == ".note.nv.tkinfo");
+    if let Some((_, range)) = found
+        && let Some(note) = image.get(range.clone())
+        && let Some(new) = as_jit_ptxas(note, JIT_BRANCH)
+    {
+        image[range].copy_from_slice(&new);
+    }
 }
 
 #[cfg(test)]
@@ -92,5 +195,41 @@ mod tests {
         );
         assert_eq!(command_lines_only(&note("a"), &note("a")), Some(vec![]));
         assert_eq!(command_lines_only(&note("a"), &[1, 2, 3]), None);
+    }
+
+    /// nvJitLink's ptxas spelling: its branch, no `-m 64`; the same size, so in place.
+    #[test]
+    fn ptxas_entries_become_nvjitlinks_in_place() {
+        let v = "Cuda compilation tools, release 13.5, V13.5.37";
+        let ours = [
+            build(
+                "",
+                "nvlink",
+                v,
+                "Build cuda_13.5.r13.5/compiler.39125733_0",
+                "-arch sm_90 ",
+            ),
+            build(
+                "",
+                "ptxas",
+                v,
+                "Build cuda_13.5.r13.5/compiler.39125733_0",
+                "-arch sm_90 -m 64 -c ",
+            ),
+        ]
+        .concat();
+        let jit = as_jit_ptxas(&ours, JIT_BRANCH).unwrap();
+        let e = entries(&jit).unwrap();
+        assert_eq!(e[0].tool, "nvlink");
+        assert_eq!(e[0].branch, "Build cuda_13.5.r13.5/compiler.39125733_0");
+        assert_eq!(
+            (e[1].branch.as_str(), e[1].command_line.as_str()),
+            (JIT_BRANCH, "-arch sm_90 -c ")
+        );
+        assert_eq!(jit.len(), ours.len());
+        // nothing to change, or a size that would change: left as it is
+        assert_eq!(as_jit_ptxas(&jit, JIT_BRANCH), None);
+        let long = build("", "ptxas", v, "Build cuda_x", "-arch sm_90 -m 64 ");
+        assert_eq!(as_jit_ptxas(&long, JIT_BRANCH), None);
     }
 }

@@ -99,6 +99,8 @@ pub struct MergeOptions {
     pub suppress_stack_size_warning: bool,
     /// `-tool-name NAME`: the tool the image's own note names (else nvlink).
     pub tool_name: Option<String>,
+    /// The image's own note is libnvJitLink's (the drop-in, `nvjitlink/`), not nvlink's.
+    pub jit_note: bool,
 }
 
 /// One input cubin and where it came from.

@@ -10,11 +10,21 @@ const TOOLKIT_VERSION: u32 = 135;
 
 impl<'a> Merger<'a> {
     pub(super) fn notes(&mut self) {
-        let mut tk = tool_note(
-            self.opts.tool_name.as_deref().unwrap_or("nvlink"),
-            &self.opts.note_command_line,
-            self.opts.note_output.as_deref(),
-        );
+        let mut tk = match self.opts.jit_note {
+            // (libnvJitLink's words: an image made in memory, by its API)
+            true => tool_note(
+                "in-memory-ELF-image",
+                "nvJIT API",
+                crate::elf::tkinfo::JIT_BRANCH,
+                "JIT API Command Line Options",
+            ),
+            false => tool_note(
+                self.opts.note_output.as_deref().unwrap_or(""),
+                self.opts.tool_name.as_deref().unwrap_or("nvlink"),
+                "Build cuda_13.5.r13.5/compiler.39125733_0",
+                &self.opts.note_command_line,
+            ),
+        };
         let mut cuinfo: Option<(Vec<u8>, u64, u32)> = None;
         for inp in self.inputs {
             let c = &inp.cubin;
@@ -324,33 +334,9 @@ fn s_info_top(c: &Cubin, text: usize) -> u32 {
     c.sections.get(text).map_or(0, |s| s.info & 0xFF00_0000)
 }
 
-fn tool_note(tool_name: &str, command_line: &str, output: Option<&str>) -> Vec<u8> {
-    let mut blob = Vec::new();
-    let field = |s: &str, blob: &mut Vec<u8>| {
-        let at = blob.len() as u32;
-        blob.extend_from_slice(s.as_bytes());
-        blob.push(0);
-        at
-    };
-    // the output's name comes first (empty but for debug links)
-    let out = field(output.unwrap_or(""), &mut blob);
-    let tool = field(tool_name, &mut blob);
-    let version = field("Cuda compilation tools, release 13.5, V13.5.37", &mut blob);
-    let branch = field("Build cuda_13.5.r13.5/compiler.39125733_0", &mut blob);
-    let cmd = field(command_line, &mut blob);
-    while blob.len() % 4 != 0 {
-        blob.push(0);
-    }
-    let mut desc = Vec::new();
-    for v in [2u32, out, tool, version, branch, cmd] {
-        desc.extend_from_slice(&v.to_le_bytes());
-    }
-    desc.extend_from_slice(&blob);
-    let mut n = Vec::new();
-    n.extend_from_slice(&12u32.to_le_bytes());
-    n.extend_from_slice(&(desc.len() as u32).to_le_bytes());
-    n.extend_from_slice(&2000u32.to_le_bytes());
-    n.extend_from_slice(b"NVIDIA Corp\0");
-    n.extend_from_slice(&desc);
-    n
+fn tool_note(output: &str, tool_name: &str, branch: &str, command_line: &str) -> Vec<u8> {
+    crate::elf::tkinfo::build(output, tool_name, VERSION, branch, command_line)
 }
+
+/// The release every 13.5 tool's note names.
+const VERSION: &str = "Cuda compilation tools, release 13.5, V13.5.37";

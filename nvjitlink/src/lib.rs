@@ -1,0 +1,56 @@
+//! A drop-in `libnvJitLink.so.13`: NVIDIA's nvJitLink C API (`nvJitLink.h`, 13.5) whose
+//! links run through nvlinkrs' own pipeline and its on-disk cache, so that a process
+//! linking the same device code as an earlier one gets the image from disk.
+//!
+//! The calls of a link are recorded (`handle`); `Complete` runs them as one nvlinkrs
+//! link (`run`). Whatever nvlinkrs does not carry out (an option it does not know, an
+//! input it would judge otherwise than nvJitLink, a failed link, whose messages and
+//! result code are nvJitLink's own) is handed, every recorded call replayed, to the real
+//! library (`real`), so a caller sees nvJitLink's answers. `exports` binds the C names to
+//! the version node `libnvJitLink.so.13`; `options` reads nvJitLink's options.
+
+#![allow(non_snake_case)]
+
+mod exports;
+mod handle;
+mod memo;
+mod options;
+mod real;
+mod run;
+
+/// `NVLINKRS_JITLINK_LOG=FILE`: one line per finished link, saying who linked it
+/// (`nvlinkrs: linked`, `nvlinkrs: cache hit`, `nvJitLink: <why>`), for tests and for
+/// checking a setup.
+pub(crate) fn trace(line: &str) {
+    use std::io::Write;
+    if let Some(path) = std::env::var_os("NVLINKRS_JITLINK_LOG") {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path);
+        if let Ok(mut f) = file {
+            let _ = writeln!(f, "{line}");
+        }
+    }
+}
+
+/// nvJitLink's result codes (`nvJitLinkResult`), as the header numbers them.
+pub mod rc {
+    pub const SUCCESS: i32 = 0;
+    pub const INVALID_INPUT: i32 = 3;
+    pub const PTX_COMPILE: i32 = 4;
+    pub const NVVM_COMPILE: i32 = 5;
+    pub const INTERNAL: i32 = 6;
+    pub const NULL_INPUT: i32 = 10;
+}
+
+/// nvJitLink's input types (`nvJitLinkInputType`).
+pub mod input {
+    pub const CUBIN: i32 = 1;
+    pub const PTX: i32 = 2;
+    pub const LTOIR: i32 = 3;
+    pub const FATBIN: i32 = 4;
+    pub const OBJECT: i32 = 5;
+    pub const LIBRARY: i32 = 6;
+    pub const ANY: i32 = 10;
+}

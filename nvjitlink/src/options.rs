@@ -1,0 +1,108 @@
+//! nvJitLink's options, as far as nvlinkrs carries them out. `read` takes a `Create`'s
+//! options when every one of them is one nvlinkrs links as nvJitLink does; any other
+//! (an unknown or malformed option, `-arch` missing or not `sm_NN`, `-ptx` without
+//! `-lto`, `-O0`, `-g`, `-lineinfo`, the math options, `-Xptxas`, `-split-compile`, `-r`,
+//! `-verbose`, `-time`, ...) makes the link the real library's from `Create` on, so its
+//! result code and error log are nvJitLink's own.
+
+use std::ffi::CString;
+
+/// What a link of ours was asked for.
+#[derive(Debug, Default, Clone)]
+pub struct Options {
+    /// `sm_NN`, `sm_NNa`, `sm_NNf`
+    pub arch: String,
+    pub lto: bool,
+    /// `-ptx` (with `-lto`): the linked PTX instead of a cubin
+    pub ptx: bool,
+    pub no_cache: bool,
+    pub maxrregcount: Option<u32>,
+}
+
+/// `sm_NN`, `sm_NNa` or `sm_NNf` of an architecture nvJitLink 13.5 takes, spelled as it
+/// prints it (nvJitLink refuses the others at `Create`: `sm_999`, `sm_10`, `sm_90f`...,
+/// with codes of its own, so those links are its).
+fn is_sm(arch: &str) -> bool {
+    use nvlinkrs::arch::{Arch, TargetKind};
+    matches!(Arch::parse_target(arch), Some((TargetKind::Sass, a))
+        if nvlinkrs::arch::is_known_target(a) && a.to_string() == arch)
+}
+
+/// A register count as nvJitLink passes it on unchanged: digits, no sign or leading
+/// zero, not 0 (ptxas warns of 0 and of a count given twice, in nvJitLink's info log;
+/// `+24` is written into the image's tool note as given).
+fn register_count(n: &str) -> Option<u32> {
+    let plain = !n.is_empty() && !n.starts_with('0') && n.bytes().all(|b| b.is_ascii_digit());
+    plain.then(|| n.parse().ok()).flatten()
+}
+
+/// The options, when nvlinkrs can link with them; `None` hands the link to nvJitLink.
+pub fn read(given: &[CString]) -> Option<Options> {
+    let mut o = Options::default();
+    for opt in given {
+        let opt = opt.to_str().ok()?;
+        match opt.split_once('=') {
+            Some(("-arch", a)) if is_sm(a) && o.arch.is_empty() => o.arch = a.to_string(),
+            Some(("-maxrregcount", n)) if o.maxrregcount.is_none() => {
+                o.maxrregcount = Some(register_count(n)?)
+            }
+            Some(_) => return None,
+            None => match opt {
+                "-lto" => o.lto = true,
+                "-ptx" => o.ptx = true,
+                "-no-cache" => o.no_cache = true,
+                // (not `-O3`, nvJitLink's default level: given, it is written into the
+                // image's tool note as ptxas' `-O 3`)
+                _ => return None,
+            },
+        }
+    }
+    (!o.arch.is_empty() && (o.lto || !o.ptx)).then_some(o)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(v: &[&str]) -> Option<Options> {
+        read(
+            &v.iter()
+                .map(|s| CString::new(*s).unwrap())
+                .collect::<Vec<_>>(),
+        )
+    }
+
+    #[test]
+    fn what_is_ours_and_what_is_handed_over() {
+        let o = opts(&["-arch=sm_90a", "-lto", "-ptx", "-maxrregcount=32"]).unwrap();
+        assert_eq!(
+            (o.arch.as_str(), o.lto, o.ptx, o.maxrregcount),
+            ("sm_90a", true, true, Some(32))
+        );
+        for bad in [
+            &["-arch=sm_90", "-bogus"][..],
+            &["-arch=sm_XX"],
+            &["-arch=compute_90"],
+            &[],
+            &["-arch=sm_90", "-ptx"],
+            &["-arch=sm_90", "-O2"],
+            &["-arch=sm_90", "-g"],
+            &["-arch=sm_90", "-maxrregcount=x"],
+            &["-arch=sm_90", "-arch=sm_80"],
+            &["-arch=sm_90", "-lto", "-kernels-used=k"],
+            &["-arch=sm_90", "-O3"],
+            &["-arch=sm_999"],
+            &["-arch=sm_10"],
+            &["-arch=sm_90f"],
+            &["-arch=sm_80a"],
+            &["-arch=sm_090"],
+            &["-arch=sm_99999999999999999999"],
+            &["-arch=sm_90", "-maxrregcount=+24"],
+            &["-arch=sm_90", "-maxrregcount=0"],
+            &["-arch=sm_90", "-maxrregcount=024"],
+            &["-arch=sm_90", "-maxrregcount=24", "-maxrregcount=40"],
+        ] {
+            assert!(opts(bad).is_none(), "{bad:?}");
+        }
+    }
+}

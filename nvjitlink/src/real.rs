@@ -1,0 +1,290 @@
+//! NVIDIA's own libnvJitLink, for the links nvlinkrs hands over. Found through
+//! `NVLINKRS_REAL_NVJITLINK` (a path), else in the CUDA toolkit nvlinkrs finds
+//! (`lib/libnvJitLink.so.13`: the toolkit, or the nvidia-nvjitlink wheel's `cu13`
+//! folder), never this library itself; loaded by its path with `RTLD_LOCAL |
+//! RTLD_DEEPBIND`, so that its own calls stay inside it (not back into the drop-in, which
+//! defines the same names and may be preloaded).
+
+use std::ffi::{CStr, CString, c_char, c_void};
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use crate::handle::{Call, Handle, What};
+use crate::rc;
+
+type CreateFn = unsafe extern "C" fn(*mut Handle, u32, *const *const c_char) -> i32;
+type DestroyFn = unsafe extern "C" fn(*mut Handle) -> i32;
+type AddDataFn = unsafe extern "C" fn(Handle, i32, *const c_void, usize, *const c_char) -> i32;
+type AddFileFn = unsafe extern "C" fn(Handle, i32, *const c_char) -> i32;
+type CompleteFn = unsafe extern "C" fn(Handle) -> i32;
+type SizeFn = unsafe extern "C" fn(Handle, *mut usize) -> i32;
+type CopyFn = unsafe extern "C" fn(Handle, *mut c_void) -> i32;
+type ApiFn = unsafe extern "C" fn(usize) -> *const c_void;
+
+struct Api {
+    create: CreateFn,
+    destroy: DestroyFn,
+    add_data: AddDataFn,
+    add_file: AddFileFn,
+    complete: CompleteFn,
+    sizes: [SizeFn; 5],
+    copies: [CopyFn; 5],
+    api: Option<ApiFn>,
+    path: PathBuf,
+    _lib: libloading::os::unix::Library,
+}
+
+// SAFETY: function pointers into a library loaded for the life of the process; nvJitLink
+// takes calls on different handles from any thread.
+unsafe impl Send for Api {}
+unsafe impl Sync for Api {}
+
+/// Where the real library is: the environment's path, else the toolkit's.
+pub fn location() -> Option<PathBuf> {
+    let chosen = match std::env::var_os("NVLINKRS_REAL_NVJITLINK").filter(|v| !v.is_empty()) {
+        Some(p) => Some(PathBuf::from(p)),
+        None => crate::run::toolkit().and_then(|kit| kit.libnvjitlink()),
+    }?;
+    // (never the drop-in itself: the file nvlinkrs' code was loaded from)
+    let own = nvlinkrs::toolkit::own_image().and_then(|p| std::fs::canonicalize(p).ok());
+    let real = std::fs::canonicalize(&chosen).ok()?;
+    (Some(&real) != own.as_ref()).then_some(real)
+}
+
+/// The real library, loaded on first need; `None` where there is none (or it does not
+/// load). Process-wide, as the loader's own record of a library is.
+fn api() -> Option<&'static Api> {
+    static API: OnceLock<Option<Api>> = OnceLock::new();
+    API.get_or_init(|| {
+        let path = location()?;
+        use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
+        // SAFETY: loading NVIDIA's library runs its initialisers, made for this use
+        let lib =
+            unsafe { Library::open(Some(&path), RTLD_NOW | RTLD_LOCAL | libc::RTLD_DEEPBIND) }
+                .ok()?;
+        // SAFETY: each name gets the signature nvJitLink.h declares for it
+        unsafe {
+            macro_rules! get {
+                ($name:literal) => {
+                    *lib.get(concat!($name, "\0").as_bytes()).ok()?
+                };
+            }
+            Some(Api {
+                create: get!("nvJitLinkCreate"),
+                destroy: get!("nvJitLinkDestroy"),
+                add_data: get!("nvJitLinkAddData"),
+                add_file: get!("nvJitLinkAddFile"),
+                complete: get!("nvJitLinkComplete"),
+                sizes: [
+                    get!("nvJitLinkGetLinkedCubinSize"),
+                    get!("nvJitLinkGetLinkedPtxSize"),
+                    get!("nvJitLinkGetLinkedLTOIRSize"),
+                    get!("nvJitLinkGetErrorLogSize"),
+                    get!("nvJitLinkGetInfoLogSize"),
+                ],
+                copies: [
+                    get!("nvJitLinkGetLinkedCubin"),
+                    get!("nvJitLinkGetLinkedPtx"),
+                    get!("nvJitLinkGetLinkedLTOIR"),
+                    get!("nvJitLinkGetErrorLog"),
+                    get!("nvJitLinkGetInfoLog"),
+                ],
+                api: lib.get(b"__nvJitLinkAPI\0").ok().map(|s| *s),
+                path,
+                _lib: lib,
+            })
+        }
+    })
+    .as_ref()
+}
+
+/// Whether there is a real library to hand links to.
+pub fn available() -> bool {
+    api().is_some()
+}
+
+/// `__nvJitLinkAPI`, answered by the real library (null without one).
+pub fn api_table(magic: usize) -> *const c_void {
+    match api().and_then(|a| a.api) {
+        // SAFETY: the real library's own entry, called as the drop-in was
+        Some(f) => unsafe { f(magic) },
+        None => std::ptr::null(),
+    }
+}
+
+/// A link of the real library's, and the inputs replayed into it: nvJitLink keeps
+/// pointers to an input's bytes and name until the link is done (a name freed earlier
+/// came back as garbage in its messages), so they live as long as the handle.
+pub struct RealLink {
+    api: &'static Api,
+    h: Handle,
+    kept: Vec<Call>,
+    given: Vec<CString>,
+    /// A call failed, or one was not kept (null bytes): the link is not cached.
+    unkept: bool,
+    /// `Complete` was called.
+    completed: bool,
+}
+
+// SAFETY: the handle is used under the link's lock only, one call at a time
+unsafe impl Send for RealLink {}
+
+impl Drop for RealLink {
+    fn drop(&mut self) {
+        if !self.h.is_null() {
+            // SAFETY: a handle the real library made and nothing else destroys
+            unsafe { (self.api.destroy)(&mut self.h) };
+        }
+    }
+}
+
+fn slot(what: What) -> usize {
+    match what {
+        What::Cubin => 0,
+        What::Ptx => 1,
+        What::LtoIr => 2,
+        What::ErrorLog => 3,
+        What::InfoLog => 4,
+    }
+}
+
+impl RealLink {
+    pub fn add_data(
+        &mut self,
+        kind: i32,
+        data: Option<&[u8]>,
+        size: usize,
+        name: Option<&CStr>,
+    ) -> i32 {
+        let ptr = data.map_or(std::ptr::null(), |d| d.as_ptr() as *const c_void);
+        let name = name.map_or(std::ptr::null(), CStr::as_ptr);
+        // SAFETY: the caller's bytes (or null, for the library to judge)
+        let code = unsafe { (self.api.add_data)(self.h, kind, ptr, size, name) };
+        self.unkept |= code != rc::SUCCESS || data.is_none();
+        code
+    }
+
+    /// A caller's input: copied and kept (for the cache's key), then given.
+    pub fn add_kept(
+        &mut self,
+        kind: i32,
+        data: Option<&[u8]>,
+        size: usize,
+        name: Option<CString>,
+    ) -> i32 {
+        match data {
+            Some(d) => self.replay_one(Call::Data {
+                kind,
+                data: [d, b"\0"].concat(),
+                name,
+            }),
+            None => self.add_data(kind, None, size, name.as_deref()),
+        }
+    }
+
+    /// Whether the link may go through the cache: every call kept and answered.
+    pub fn cacheable(&self) -> bool {
+        !self.unkept
+    }
+
+    pub fn key(&self) -> Option<(nvlinkrs::cache::Cache, nvlinkrs::cache::Key)> {
+        crate::memo::key(&self.api.path, &self.given, &self.kept)
+    }
+
+    /// Every answer of the finished link, for the cache.
+    pub fn answers(&mut self, result: i32) -> crate::memo::Answers {
+        let items = crate::memo::ALL
+            .iter()
+            .map(|&what| {
+                let mut size = 0usize;
+                // SAFETY: a size into a local, then a buffer of that size
+                let code = unsafe { self.size(what, &mut size) };
+                let mut bytes = vec![0u8; size];
+                if code == rc::SUCCESS && size > 0 {
+                    // SAFETY: `bytes` has the room the library asked for
+                    unsafe { self.copy(what, bytes.as_mut_ptr() as *mut c_void) };
+                }
+                (code, bytes)
+            })
+            .collect();
+        crate::memo::Answers { result, items }
+    }
+
+    pub fn add_file(&mut self, kind: i32, path: Option<&CStr>) -> i32 {
+        self.unkept |= path.is_none();
+        let path = path.map_or(std::ptr::null(), CStr::as_ptr);
+        // SAFETY: a C string (or null, for the library to judge)
+        let code = unsafe { (self.api.add_file)(self.h, kind, path) };
+        self.unkept |= code != rc::SUCCESS;
+        code
+    }
+
+    pub fn replay_one(&mut self, call: Call) -> i32 {
+        let code = match &call {
+            Call::Data { kind, data, name } => {
+                self.add_data(*kind, Some(data), data.len() - 1, name.as_deref())
+            }
+            Call::File { kind, path } => self.add_file(*kind, Some(path)),
+        };
+        self.kept.push(call);
+        code
+    }
+
+    pub fn completed(&self) -> bool {
+        self.completed
+    }
+
+    pub fn complete(&mut self) -> i32 {
+        self.completed = true;
+        // SAFETY: the real handle
+        unsafe { (self.api.complete)(self.h) }
+    }
+
+    /// # Safety
+    /// The caller's pointer.
+    pub unsafe fn size(&mut self, what: What, size: *mut usize) -> i32 {
+        // SAFETY: passed on as the caller gave it
+        unsafe { (self.api.sizes[slot(what)])(self.h, size) }
+    }
+
+    /// # Safety
+    /// The caller's buffer.
+    pub unsafe fn copy(&mut self, what: What, buf: *mut c_void) -> i32 {
+        // SAFETY: passed on as the caller gave it
+        unsafe { (self.api.copies[slot(what)])(self.h, buf) }
+    }
+}
+
+/// A real link made with these options, and `Create`'s result. `Err`: no real library
+/// (`NVJITLINK_ERROR_INTERNAL`).
+pub fn create(given: &[CString]) -> Result<(RealLink, i32), i32> {
+    let api = api().ok_or(rc::INTERNAL)?;
+    let ptrs: Vec<*const c_char> = given.iter().map(|c| c.as_ptr()).collect();
+    let mut h: Handle = std::ptr::null_mut();
+    // SAFETY: C strings that live across the call
+    let code = unsafe { (api.create)(&mut h, ptrs.len() as u32, ptrs.as_ptr()) };
+    Ok((
+        RealLink {
+            api,
+            h,
+            kept: Vec::new(),
+            given: given.to_vec(),
+            unkept: code != rc::SUCCESS,
+            completed: false,
+        },
+        code,
+    ))
+}
+
+/// A real link made with these options and given these inputs; the result is the first
+/// failing call's code, else `SUCCESS`.
+pub fn replay(given: &[CString], calls: Vec<Call>) -> Result<(RealLink, i32), i32> {
+    let (mut link, mut code) = create(given)?;
+    for call in calls {
+        let c = link.replay_one(call);
+        if code == rc::SUCCESS {
+            code = c;
+        }
+    }
+    Ok((link, code))
+}

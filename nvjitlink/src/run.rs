@@ -1,0 +1,281 @@
+//! A recorded link run by nvlinkrs: the inputs written into a private folder under the
+//! names nvlink's input reader knows them by (`in<N>.cubin`, `.ptx`, `.ltoir`, `.fatbin`,
+//! `.o`, `.a`), nvJitLink's options spelled as nvlink's, and `nvlinkrs::link` run on them
+//! (through its cache: the key holds the inputs' contents and those names, not the
+//! folder, so another process's same link is a hit). Messages are collected, not
+//! printed, into the info log. A link that fails is not answered here: the caller hands
+//! it to the real library, whose result code and error log are nvJitLink's.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use nvlinkrs::diag::{Diagnostics, Level};
+use nvlinkrs::toolkit::Toolkit;
+
+use crate::handle::{Call, Done, Ours};
+use crate::input;
+use crate::options::Options;
+use crate::rc;
+
+/// `EM_CUDA`
+const EM_CUDA: u16 = 190;
+
+/// The toolkit nvlinkrs links with, found once per process (finding it may ask python3
+/// where the CUDA wheels are) and kept, like the real library. Without `CUDA_HOME` or
+/// `CUDA_PATH`, the CUDA wheels of the Python environment the process runs in
+/// (`VIRTUAL_ENV`, `CONDA_PREFIX`) come first: a Python program's own.
+pub fn toolkit() -> Option<&'static Toolkit> {
+    static KIT: OnceLock<Option<Toolkit>> = OnceLock::new();
+    KIT.get_or_init(|| {
+        let given = ["CUDA_HOME", "CUDA_PATH"]
+            .iter()
+            .any(|v| std::env::var_os(v).is_some_and(|v| !v.is_empty()));
+        let wheels = (!given).then(python_env_wheels).flatten();
+        Toolkit::discover(wheels.as_deref(), None).ok()
+    })
+    .as_ref()
+}
+
+/// `site-packages/nvidia/cu13` of the Python environment the process runs in, when it
+/// holds ptxas (the nvidia-cuda-nvcc wheel): the active environment's (`VIRTUAL_ENV`,
+/// `CONDA_PREFIX`), else the one the process loaded extension modules from (cuda.bindings'
+/// own, in `/proc/self/maps`), for a venv's python run without activating it.
+fn python_env_wheels() -> Option<PathBuf> {
+    let wheels =
+        |site: PathBuf| Some(site.join("nvidia/cu13")).filter(|r| r.join("bin/ptxas").is_file());
+    let active = ["VIRTUAL_ENV", "CONDA_PREFIX"]
+        .iter()
+        .filter_map(|v| std::env::var_os(v).filter(|p| !p.is_empty()))
+        .filter_map(|prefix| std::fs::read_dir(Path::new(&prefix).join("lib")).ok())
+        .flat_map(|dir| dir.flatten())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("python3"))
+        .find_map(|e| wheels(e.path().join("site-packages")));
+    active.or_else(|| {
+        let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+        maps.lines()
+            .filter_map(|l| l.find('/').map(|at| &l[at..]))
+            .filter_map(|p| {
+                p.find("/site-packages/")
+                    .map(|at| PathBuf::from(&p[..at + 14]))
+            })
+            .find_map(wheels)
+    })
+}
+
+/// The input type an input of type `ANY` is, by its content.
+fn sniff(data: &[u8]) -> Option<i32> {
+    if data.starts_with(b"!<arch>\n") {
+        Some(input::LIBRARY)
+    } else if nvlinkrs::elf::is_elf(data) {
+        Some(match nvlinkrs::elf::machine(data) {
+            Some(EM_CUDA) => input::CUBIN,
+            _ => input::OBJECT,
+        })
+    } else if nvlinkrs::fatbin::is_fatbin(data) {
+        Some(input::FATBIN)
+    } else if data.get(..4) == Some(&nvlinkrs::ir::container::LTOIR_MAGIC.to_le_bytes()) {
+        Some(input::LTOIR)
+    } else if std::str::from_utf8(data.strip_suffix(b"\0").unwrap_or(data))
+        .is_ok_and(|t| t.contains(".target"))
+    {
+        Some(input::PTX)
+    } else {
+        None
+    }
+}
+
+/// Whether nvlinkrs takes this input as nvJitLink would at `AddData`; when not (another
+/// type than its content, a cubin for another architecture, LTO IR without `-lto`, an
+/// index file...), the real library judges it.
+pub fn acceptable(o: &Options, kind: i32, data: &[u8]) -> bool {
+    let Some(found) = sniff(data) else {
+        return false;
+    };
+    if kind != input::ANY && kind != found {
+        return false;
+    }
+    match found {
+        // (nvJitLink's `-lto` link of cubins or PTX beside the IR is not nvlink's: it
+        // fails where nvlink resolves, or lays the image out otherwise)
+        input::CUBIN | input::PTX if o.lto => false,
+        input::CUBIN => {
+            nvlinkrs::elf::elf_type(data) == Some(1)
+                && nvlinkrs::elf::arch(data).is_some_and(|a| a.to_string() == o.arch)
+        }
+        input::PTX => ptx_target_fits(o, data),
+        // (a host ELF of another type, an executable or a damaged header: nvlink passes
+        // over its device code, nvJitLink links it)
+        input::OBJECT => nvlinkrs::elf::elf_type(data) == Some(1),
+        input::LTOIR => o.lto,
+        _ => true,
+    }
+}
+
+/// Whether a PTX's `.target` can be compiled for the link's architecture (nvJitLink
+/// refuses the others at `AddData`, `sm_100a` PTX for `-arch=sm_100` say).
+fn ptx_target_fits(o: &Options, data: &[u8]) -> bool {
+    use nvlinkrs::arch::{Arch, TargetKind, ir_compatible};
+    let text = String::from_utf8_lossy(data);
+    let target = text
+        .lines()
+        .map(str::trim_start)
+        .find_map(|l| l.strip_prefix(".target"))
+        .and_then(|t| t.split([',', ' ', '\t']).find(|w| !w.is_empty()));
+    let sm = |s: &str| match Arch::parse_target(s) {
+        Some((TargetKind::Sass, a)) => Some(a),
+        _ => None,
+    };
+    match (target.and_then(sm), sm(&o.arch)) {
+        (Some(ptx), Some(link)) => ir_compatible(ptx, link),
+        _ => false,
+    }
+}
+
+fn extension(kind: i32) -> &'static str {
+    match kind {
+        input::CUBIN => "cubin",
+        input::PTX => "ptx",
+        input::LTOIR => "ltoir",
+        input::FATBIN => "fatbin",
+        input::OBJECT => "o",
+        _ => "a",
+    }
+}
+
+/// nvlink's command line for the link.
+fn command_line(o: &Options, inputs: &[PathBuf], output: &Path) -> Vec<String> {
+    let mut args = vec![
+        format!("-arch={}", o.arch),
+        "-o".into(),
+        output.display().to_string(),
+    ];
+    args.extend(inputs.iter().map(|p| p.display().to_string()));
+    if o.lto {
+        args.push("-lto".into());
+    }
+    if o.ptx {
+        args.push("-emit-ptx".into());
+    }
+    if let Some(n) = o.maxrregcount {
+        args.push(format!("-maxrregcount={n}"));
+    }
+    if o.no_cache {
+        args.push("--no-cache".into());
+    }
+    args
+}
+
+/// The link, `None` when nvlinkrs cannot do it or it failed (the real library's then);
+/// `messages` gets a failed link's messages.
+pub fn link(ours: &Ours, messages: &mut String) -> Option<Done> {
+    let kit = toolkit()?;
+    let dir = tempfile::Builder::new()
+        .prefix("nvjitlink-")
+        .tempdir()
+        .ok()?;
+    let (mut inputs, mut host) = (Vec::new(), false);
+    for (i, call) in ours.calls.iter().enumerate() {
+        let (kind, data) = match call {
+            Call::Data { kind, data, .. } => (*kind, data[..data.len() - 1].to_vec()),
+            Call::File { kind, path } => (*kind, std::fs::read(path.to_str().ok()?).ok()?),
+        };
+        let kind = if kind == input::ANY {
+            sniff(&data)?
+        } else {
+            kind
+        };
+        host |= kind == input::OBJECT || kind == input::LIBRARY;
+        let path = dir.path().join(format!("in{i}.{}", extension(kind)));
+        std::fs::write(&path, &data).ok()?;
+        inputs.push(path);
+    }
+    let output = dir.path().join(if ours.options.ptx {
+        "out.ptx"
+    } else {
+        "out.cubin"
+    });
+    let mut args = command_line(&ours.options, &inputs, &output);
+    args.push(format!("--cuda-path={}", kit.root.display()));
+    if host && ours.options.lto {
+        // nvJitLink links the device runtime's objects that host code's IR calls, as
+        // nvcc's device link does by naming it (nvlink wants it named)
+        args.push(format!("-L{}", kit.root.join("lib").display()));
+        args.push("-lcudadevrt".into());
+    }
+    let (parsed, _warnings, given) = nvlinkrs::cli::parse(&args).ok()?;
+    let mut req = parsed.request().ok()?;
+    nvlinkrs::cli::refuse_unimplemented(&given).ok()?;
+    req.nvjitlink = true;
+    // (the host program's terminal is not the linker's to draw on)
+    nvlinkrs::jobs::no_status_line();
+    let diag = Diagnostics::collector();
+    let process = nvlinkrs::Process {
+        jobserver: None,
+        one_shot: false,
+    };
+    // on threads with the stack depth the nvlinkrs command gives libNVVM
+    let linked = match rayon::ThreadPoolBuilder::new().stack_size(32 << 20).build() {
+        Ok(pool) => pool.install(|| nvlinkrs::link(&req, &diag, &process)),
+        Err(_) => nvlinkrs::link(&req, &diag, &process),
+    };
+    let first_error = || {
+        let printed = diag.printed().into_iter();
+        let mut errors = printed.filter(|(l, _)| *l == Level::Error);
+        errors.next().map(|(_, m)| m).unwrap_or_default()
+    };
+    let timings = match linked {
+        Ok(t) if diag.error_count() == 0 => t,
+        Err(e) if !e.message().is_empty() => {
+            *messages = info_log(&diag) + &format!("error   : {e}\n");
+            return fail(e.message());
+        }
+        _ => {
+            *messages = info_log(&diag);
+            return fail(&first_error());
+        }
+    };
+    let hit = timings.phases.iter().any(|(name, _)| *name == "cache");
+    crate::trace(if hit {
+        "nvlinkrs: cache hit"
+    } else {
+        "nvlinkrs: linked"
+    });
+    let mut image = std::fs::read(&output).ok()?;
+    let mut done = Done {
+        result: rc::SUCCESS,
+        info_log: info_log(&diag),
+        ..Default::default()
+    };
+    if ours.options.ptx {
+        // (nvJitLink's PTX is a C string: its size counts the NUL)
+        image.push(0);
+        done.ptx = Some(image);
+    } else {
+        if ours.options.lto {
+            nvlinkrs::elf::tkinfo::jit_ptxas_in_place(&mut image);
+        }
+        done.cubin = Some(image);
+    }
+    Some(done)
+}
+
+/// A link nvlinkrs did not finish (the real library's then), its reason traced.
+fn fail(why: &str) -> Option<Done> {
+    crate::trace(&format!(
+        "nvlinkrs: failed: {}",
+        why.lines().next().unwrap_or("")
+    ));
+    None
+}
+
+/// The link's messages as nvJitLink's info log has them (`warning : ...`, `info    : ...`).
+fn info_log(diag: &Diagnostics) -> String {
+    let mut log = String::new();
+    for (level, m) in diag.printed() {
+        match level {
+            Level::Tool => log.push_str(&m),
+            _ => log.push_str(&format!("{:<8}: {m}\n", level.word())),
+        }
+    }
+    log
+}

@@ -1,0 +1,501 @@
+//! The drop-in libnvJitLink (`nvjitlink/`) against NVIDIA's: the same links run through
+//! each (`tests/jitlink/drive.py`, by ctypes and by cuda.bindings, the drop-in preloaded),
+//! the answers compared call by call, the images byte for byte or by `nvlinkrs compare`;
+//! what links where (the drop-in's `NVLINKRS_JITLINK_LOG`); the cache across processes;
+//! the exported names; a C program built with the header.
+//!
+//! Needs the toolkit (CUDA_HOME), the fixtures (NVLINKRS_FIXTURES), cuda-bindings in the
+//! toolkit's venv (scripts/setup.sh) and the drop-in built beside the test binaries
+//! (`cargo build -p nvlinkrs-nvjitlink`; scripts/test.sh does all of it).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+fn cuda() -> PathBuf {
+    let c = std::env::var_os("CUDA_HOME").expect("CUDA_HOME: run scripts/test.sh");
+    std::fs::canonicalize(c).expect("CUDA_HOME exists")
+}
+
+fn fixtures() -> PathBuf {
+    PathBuf::from(
+        std::env::var_os("NVLINKRS_FIXTURES").expect("NVLINKRS_FIXTURES: run scripts/test.sh"),
+    )
+}
+
+fn real() -> PathBuf {
+    cuda().join("lib").join("libnvJitLink.so.13")
+}
+
+/// The drop-in, built with this test's profile beside the nvlinkrs binary.
+fn drop_in() -> PathBuf {
+    let dir = Path::new(env!("CARGO_BIN_EXE_nvlinkrs")).parent().unwrap();
+    let lib = dir.join("libnvJitLink.so");
+    assert!(
+        lib.is_file(),
+        "{} is missing: `cargo build -p nvlinkrs-nvjitlink` first (scripts/test.sh does)",
+        lib.display()
+    );
+    lib
+}
+
+/// The toolkit venv's python (cuda.bindings is installed there by scripts/setup.sh).
+fn venv_python() -> PathBuf {
+    let root = cuda();
+    let venv = root
+        .ancestors()
+        .find(|a| a.join("pyvenv.cfg").is_file())
+        .expect("the toolkit lives in scripts/setup.sh's venv");
+    venv.join("bin").join("python")
+}
+
+fn driver() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/jitlink/drive.py")
+}
+
+struct Run {
+    results: BTreeMap<String, Value>,
+    dir: PathBuf,
+    /// The drop-in's log lines, by link (`case NAME` lines start each).
+    who: BTreeMap<String, Vec<String>>,
+}
+
+/// Runs the driver: `backend` is `ctypes:PATH` or `bindings`; `preload` the library to
+/// preload; `cases` the links to run (all when empty).
+fn drive(python: &Path, backend: &str, preload: Option<&Path>, out: &Path, cases: &[&str]) -> Run {
+    std::fs::create_dir_all(out).unwrap();
+    let log = out.join("who.log");
+    let mut cmd = Command::new(python);
+    cmd.arg(driver()).arg(backend).arg(fixtures()).arg(out);
+    if !cases.is_empty() {
+        cmd.arg(cases.join(","));
+    }
+    cmd.env("NVLINKRS_JITLINK_LOG", &log);
+    if let Some(p) = preload {
+        cmd.env("LD_PRELOAD", p);
+        if backend == "bindings" {
+            // as a Python user runs it: the toolkit is the wheels of the process's own
+            // environment, found by the drop-in (no CUDA_HOME)
+            cmd.env_remove("CUDA_HOME").env_remove("CUDA_PATH");
+        }
+    }
+    let o = cmd.output().expect("python runs");
+    assert!(
+        o.status.success(),
+        "{backend}: {}\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let text = std::fs::read_to_string(out.join("results.json")).unwrap();
+    let results: BTreeMap<String, Value> = serde_json::from_str(&text).unwrap();
+    let mut who: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut case = String::new();
+    for line in std::fs::read_to_string(&log).unwrap_or_default().lines() {
+        match line.strip_prefix("case ") {
+            Some(c) => case = c.to_string(),
+            None => who.entry(case.clone()).or_default().push(line.to_string()),
+        }
+    }
+    Run {
+        results,
+        dir: out.to_path_buf(),
+        who,
+    }
+}
+
+/// An info log without the line nvJitLink's has for every `-lto` link and the drop-in's
+/// has not (`INFO: NVVM70 LTOIR Container created (N bytes)`, `Solid` at sm_100+: the size
+/// of nvJitLink's own container of the linked IR, which nvlinkrs does not make), and
+/// without its NUL (a log of that line alone is empty then).
+fn without_ir_container_line(log: &Value) -> Value {
+    match log.as_str() {
+        Some(s) => Value::from(
+            s.trim_end_matches('\0')
+                .lines()
+                .filter(|l| !(l.starts_with("INFO: ") && l.contains(" LTOIR Container created (")))
+                .map(|l| format!("{l}\n"))
+                .collect::<String>(),
+        ),
+        None => log.clone(),
+    }
+}
+
+/// Links whose image is not byte-identical to nvJitLink's, only equivalent: one PTX
+/// kernel at sm_75 and sm_80, whose string table's order differs.
+const EQUIVALENT_ONLY: [&str; 2] = ["ptx_sm_75", "ptx_sm_80"];
+
+/// Links the drop-in hands to the real library, and at which call.
+const HANDED_OVER: [(&str, &str); 22] = [
+    ("ltoir_kernels_used", "nvJitLink: options"),
+    ("bad_option", "nvJitLink: options"),
+    ("bad_arch", "nvJitLink: options"),
+    ("no_arch", "nvJitLink: options"),
+    ("bad_opt_level", "nvJitLink: options"),
+    ("ptx_without_lto", "nvJitLink: options"),
+    ("lineinfo", "nvJitLink: options"),
+    ("ltoir_without_lto", "nvJitLink: input"),
+    ("cubin_other_arch", "nvJitLink: input"),
+    ("not_a_cubin", "nvJitLink: input"),
+    ("unresolved", "nvJitLink: link"),
+    ("lto_with_ptx_only", "nvJitLink: input"),
+    ("explicit_O3", "nvJitLink: options"),
+    ("maxrreg_plus", "nvJitLink: options"),
+    ("maxrreg_zero", "nvJitLink: options"),
+    ("unknown_arch", "nvJitLink: options"),
+    ("family_arch_90f", "nvJitLink: options"),
+    ("cubin_and_ltoir", "nvJitLink: input"),
+    ("ptx_sm_100a_at_sm_100", "nvJitLink: input"),
+    ("object_not_relocatable", "nvJitLink: input"),
+    ("complete_twice_handed_over", "nvJitLink: options"),
+    ("input_after_complete", "nvJitLink: input"),
+];
+
+/// Compares two runs of every link: each call's result code, the error log, the info log
+/// (but for nvJitLink's IR container line), and the images: the same bytes, or for
+/// [`EQUIVALENT_ONLY`] equivalent by `nvlinkrs compare`. Returns the differences.
+fn differences(real: &Run, ours: &Run) -> Vec<String> {
+    let mut out = Vec::new();
+    assert_eq!(
+        real.results.keys().collect::<Vec<_>>(),
+        ours.results.keys().collect::<Vec<_>>()
+    );
+    for (case, r) in real.results.iter().filter(|(c, _)| !c.starts_with('_')) {
+        let o = &ours.results[case];
+        for field in [
+            "create", "add", "before", "complete", "after", "destroy", "ErrorLog",
+        ] {
+            if r.get(field) != o.get(field) {
+                out.push(format!(
+                    "{case}: {field}: {:?} vs {:?}",
+                    r.get(field),
+                    o.get(field)
+                ));
+            }
+        }
+        let info = |v: &Value| {
+            v.get("InfoLog")
+                .map(|l| (l[0].clone(), without_ir_container_line(&l[1])))
+        };
+        if info(r) != info(o) {
+            out.push(format!("{case}: info log: {:?} vs {:?}", info(r), info(o)));
+        }
+        for (field, ext) in [
+            ("LinkedCubin", "cubin"),
+            ("LinkedPtx", "ptx"),
+            ("LinkedLTOIR", "ltoir"),
+        ] {
+            let (x, y) = (&r[field], &o[field]);
+            if x[0] != y[0] {
+                out.push(format!("{case}: {field}: result {} vs {}", x[0], y[0]));
+                continue;
+            }
+            if x.get(2) == y.get(2) {
+                continue;
+            }
+            let (a, b) = (
+                real.dir.join(format!("{case}.{ext}")),
+                ours.dir.join(format!("{case}.{ext}")),
+            );
+            if ext == "cubin" && EQUIVALENT_ONLY.contains(&case.as_str()) {
+                let c = Command::new(env!("CARGO_BIN_EXE_nvlinkrs"))
+                    .arg("compare")
+                    .args([&a, &b])
+                    .output()
+                    .unwrap();
+                if !c.status.success() {
+                    out.push(format!(
+                        "{case}: not equivalent: {}",
+                        String::from_utf8_lossy(&c.stdout)
+                    ));
+                }
+            } else {
+                out.push(format!("{case}: {field}: other bytes"));
+            }
+        }
+    }
+    out
+}
+
+/// Which links the drop-in ran itself and which it handed over, as expected.
+fn check_who(ours: &Run) {
+    let handed: BTreeMap<&str, &str> = HANDED_OVER.into_iter().collect();
+    let mut wrong = Vec::new();
+    for (case, r) in ours.results.iter().filter(|(c, _)| !c.starts_with('_')) {
+        // (no options at all: cuda.bindings passes a null array, which the drop-in
+        // answers itself, NVJITLINK_ERROR_NULL_INPUT as nvJitLink does)
+        if r["create"] == 10 {
+            continue;
+        }
+        let lines = ours.who.get(case).cloned().unwrap_or_default();
+        let first = lines.first().map(String::as_str).unwrap_or("(nothing)");
+        match handed.get(case.as_str()) {
+            Some(expected) if !lines.iter().any(|l| l == expected) => {
+                wrong.push(format!("{case}: {lines:?}, expected {expected}"))
+            }
+            None if !first.starts_with("nvlinkrs: linked")
+                && !first.starts_with("nvlinkrs: cache hit") =>
+            {
+                wrong.push(format!("{case}: {lines:?}, expected nvlinkrs to link it"))
+            }
+            _ => {}
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// Every fixture link (cubin, PTX, LTO IR, fatbin, host object, archive inputs; `-lto`,
+/// `-ptx`, bad options, unresolved symbols) through NVIDIA's library and through the
+/// drop-in, each loaded by ctypes: the same answers and images.
+#[test]
+fn drop_in_answers_as_nvjitlink_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let py = PathBuf::from("python3");
+    let real_run = drive(
+        &py,
+        &format!("ctypes:{}", real().display()),
+        None,
+        &dir.path().join("real"),
+        &[],
+    );
+    let ours = drive(
+        &py,
+        &format!("ctypes:{}", drop_in().display()),
+        None,
+        &dir.path().join("ours"),
+        &[],
+    );
+    assert!(
+        real_run.who.is_empty(),
+        "the real library was given the drop-in's log"
+    );
+    let diffs = differences(&real_run, &ours);
+    assert!(diffs.is_empty(), "{}", diffs.join("\n"));
+    check_who(&ours);
+    // (the comparison can fail: a link's result and image are there to compare)
+    let ltoir = &ours.results["ltoir"];
+    assert_eq!(ltoir["complete"], 0);
+    assert!(ltoir["LinkedCubin"][1].as_u64().unwrap() > 1000);
+    assert_eq!(ours.results["bad_option"]["create"], 1);
+    assert_eq!(
+        ours.results["bad_option"]["ErrorLog"][1],
+        "unrecognized option: -bogus\n\u{0}"
+    );
+}
+
+/// cuda.bindings (as cuda.core and numba-cuda use it) with the drop-in preloaded, and no
+/// CUDA_HOME (the toolkit is the wheels beside cuda.bindings): its calls resolve into
+/// the drop-in, and every link answers as without it.
+#[test]
+fn cuda_bindings_links_through_the_preloaded_drop_in() {
+    let py = venv_python();
+    let probe = Command::new(&py)
+        .args(["-c", "import cuda.bindings.nvjitlink"])
+        .status()
+        .unwrap();
+    assert!(
+        probe.success(),
+        "cuda-bindings is not installed in {}: run scripts/setup.sh",
+        py.display()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let plain = drive(&py, "bindings", None, &dir.path().join("real"), &[]);
+    let ours = drive(
+        &py,
+        "bindings",
+        Some(&drop_in()),
+        &dir.path().join("ours"),
+        &[],
+    );
+    // where the process's nvJitLinkCreate is: the wheel's library, then the drop-in
+    let from = |r: &Run| r.results["_resolved_from"].as_str().map(PathBuf::from);
+    assert_eq!(from(&ours), Some(std::fs::canonicalize(drop_in()).unwrap()));
+    assert!(
+        from(&plain).is_some_and(|p| p.ends_with("libnvJitLink.so.13")),
+        "{:?}",
+        from(&plain)
+    );
+    assert!(
+        plain.who.is_empty(),
+        "without the preload the drop-in took part"
+    );
+    let diffs = differences(&plain, &ours);
+    assert!(diffs.is_empty(), "{}", diffs.join("\n"));
+    check_who(&ours);
+}
+
+/// A second process linking the same device code gets it from nvlinkrs' cache, the same
+/// bytes, also a link the drop-in hands to nvJitLink (`-lineinfo`); `-no-cache` links
+/// every time.
+#[test]
+fn a_second_process_gets_the_link_from_the_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let run = |name: &str| {
+        let out = dir.path().join(name);
+        std::fs::create_dir_all(&out).unwrap();
+        let log = out.join("who.log");
+        let o = Command::new("python3")
+            .arg(driver())
+            .arg(format!("ctypes:{}", drop_in().display()))
+            .arg(fixtures())
+            .arg(&out)
+            .arg("ltoir,ltoir_no_cache,ptx,lineinfo")
+            .env("XDG_CACHE_HOME", &cache)
+            .env("NVLINKRS_JITLINK_LOG", &log)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        (out, std::fs::read_to_string(log).unwrap())
+    };
+    let (first, who1) = run("first");
+    let (second, who2) = run("second");
+    let expect = |text: &str, case: &str, line: &str| {
+        let head = format!("{case}\n");
+        let section = text.split("case ").find(|s| s.starts_with(&head));
+        let lines: Vec<&str> = section.unwrap_or("").lines().skip(1).collect();
+        assert!(lines.contains(&line), "{case}: {lines:?}, expected {line}");
+    };
+    for case in ["ltoir", "ltoir_no_cache", "ptx"] {
+        expect(&who1, case, "nvlinkrs: linked");
+    }
+    expect(&who1, "lineinfo", "nvJitLink: linked, cached");
+    expect(&who2, "ltoir", "nvlinkrs: cache hit");
+    expect(&who2, "ptx", "nvlinkrs: cache hit");
+    expect(&who2, "ltoir_no_cache", "nvlinkrs: linked");
+    expect(&who2, "lineinfo", "nvJitLink: cache hit");
+    for image in ["ltoir.cubin", "ptx.cubin", "lineinfo.cubin"] {
+        assert_eq!(
+            std::fs::read(first.join(image)).unwrap(),
+            std::fs::read(second.join(image)).unwrap()
+        );
+    }
+}
+
+/// The dynamic symbols: every name NVIDIA's library exports, under the same version.
+fn exports(lib: &Path) -> BTreeSet<String> {
+    let o = Command::new("nm")
+        .args(["-D", "--defined-only", "--with-symbol-versions"])
+        .arg(lib)
+        .output()
+        .expect("nm (binutils)");
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(2))
+        .filter(|s| s.contains("@@libnvJitLink.so.13"))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn exports_every_name_of_nvjitlink_under_its_version_node() {
+    let (theirs, ours) = (exports(&real()), exports(&drop_in()));
+    assert!(theirs.len() > 100, "{theirs:?}");
+    let missing: Vec<_> = theirs.difference(&ours).collect();
+    assert!(missing.is_empty(), "missing: {missing:?}");
+    let soname = Command::new("readelf")
+        .arg("-d")
+        .arg(drop_in())
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&soname.stdout).contains("Library soname: [libnvJitLink.so.13]")
+    );
+}
+
+/// A C program built with nvJitLink.h (calls to `__nvJitLink*_13_5@libnvJitLink.so.13`)
+/// and linked with NVIDIA's library: run plainly, then with the drop-in preloaded, and
+/// with the drop-in first on the library path as `libnvJitLink.so.13`; the drop-in links
+/// it (its log says so), to the same output and image.
+#[test]
+fn a_c_program_built_with_the_header_links_through_the_drop_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("link");
+    let cc = Command::new("cc")
+        .arg("-I")
+        .arg(cuda().join("include"))
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/jitlink/link.c"))
+        .arg("-o")
+        .arg(&exe)
+        .arg(real())
+        .output()
+        .expect("cc");
+    assert!(
+        cc.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cc.stderr)
+    );
+    // the drop-in first on the library path, under the soname
+    let first = dir.path().join("first");
+    std::fs::create_dir(&first).unwrap();
+    std::os::unix::fs::symlink(drop_in(), first.join("libnvJitLink.so.13")).unwrap();
+    let run = |image: &str, how: &str| {
+        let log = dir.path().join(format!("{image}.log"));
+        let mut cmd = Command::new(&exe);
+        cmd.args(["sm_90", image])
+            .arg(fixtures().join("saxpy.ltoir"))
+            .arg(fixtures().join("scale.ltoir"))
+            .current_dir(dir.path())
+            .env("LD_LIBRARY_PATH", cuda().join("lib"))
+            .env("NVLINKRS_JITLINK_LOG", &log);
+        match how {
+            "preload" => cmd.env("LD_PRELOAD", drop_in()),
+            "library path" => cmd.env("LD_LIBRARY_PATH", &first),
+            _ => &mut cmd,
+        };
+        let o = cmd.output().unwrap();
+        assert!(
+            o.status.success(),
+            "{how}: {}",
+            String::from_utf8_lossy(&o.stdout)
+        );
+        let who = std::fs::read_to_string(&log).unwrap_or_default();
+        (String::from_utf8_lossy(&o.stdout).into_owned(), who)
+    };
+    let (real_out, real_who) = run("real.cubin", "plain");
+    assert!(
+        real_out.contains("version 13.5") && real_out.contains("cubin "),
+        "{real_out}"
+    );
+    assert!(real_who.is_empty());
+    let read = |n: &str| std::fs::read(dir.path().join(n)).unwrap();
+    for (image, how) in [("ours.cubin", "preload"), ("path.cubin", "library path")] {
+        let (our_out, our_who) = run(image, how);
+        assert_eq!(real_out, our_out, "{how}");
+        assert!(our_who.starts_with("nvlinkrs: "), "{how}: {our_who:?}");
+        assert_eq!(read("real.cubin"), read(image), "{how}");
+    }
+}
+
+/// Without NVIDIA's library, a link whose options only it carries out still gets a
+/// handle, whose error log says why (`NVJITLINK_ERROR_INTERNAL`); nvlinkrs' own links
+/// go on.
+#[test]
+fn without_the_real_library_a_handed_over_link_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    let o = Command::new("python3")
+        .arg(driver())
+        .arg(format!("ctypes:{}", drop_in().display()))
+        .arg(fixtures())
+        .arg(&out)
+        .arg("bad_option,lineinfo,cubins")
+        .env("NVLINKRS_REAL_NVJITLINK", dir.path().join("missing.so"))
+        .env("XDG_CACHE_HOME", dir.path().join("cache"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(out.join("results.json")).unwrap();
+    let results: BTreeMap<String, Value> = serde_json::from_str(&text).unwrap();
+    for case in ["bad_option", "lineinfo"] {
+        let r = &results[case];
+        assert_eq!(r["create"], 6, "{case}: {r}");
+        assert_eq!(r["ErrorLog"][0], 0, "{case}: {r}");
+        let log = r["ErrorLog"][1].as_str().unwrap_or("");
+        assert!(log.contains("found no libnvJitLink"), "{case}: {log}");
+        assert_eq!(r["destroy"], 0, "{case}: {r}");
+    }
+    assert_eq!(results["cubins"]["complete"], 0);
+}
