@@ -68,7 +68,7 @@ if [ ! -f "$tools_stamp" ]; then
   "$TC/venv/bin/python" -m pip install -q --disable-pip-version-check $BUILD_TOOLS >&2
   touch "$tools_stamp"
 fi
-servers_stamp="$TC/.installed-$(echo "$SERVER_TOOLS" | tr ' =[]' '_---')"
+servers_stamp="$TC/.installed-$(echo "$SERVER_TOOLS" | tr -c 'a-zA-Z0-9.\n' '_')"
 if [ ! -f "$servers_stamp" ]; then
   say "installing $SERVER_TOOLS into $TC/venv"
   "$TC/venv/bin/python" -m pip install -q --disable-pip-version-check $SERVER_TOOLS >&2

@@ -563,9 +563,11 @@ fn a_shared_tier_that_fails_costs_one_warning_and_never_the_link() {
     );
     assert!(!pidfile.exists(), "the launcher did not run");
     assert!(l.shared("writes") >= 1, "{:#}", l.report);
-    assert_eq!(l.shared("errors"), 1, "{:#}", l.report);
+    // (jobs in flight when it stopped each count their failure; one warning for all)
+    let errors = l.shared("errors");
+    assert!(errors >= 1, "{:#}", l.report);
     let stats = cache_stats(c.path());
-    assert!(stats.contains("errors 1"), "{stats}");
+    assert!(stats.contains(&format!("errors {errors}\n")), "{stats}");
     drop(server);
 
     // read-only: what the link computes stays local
