@@ -750,3 +750,128 @@ fn sccache_as_the_ptxas_launcher_caches_the_jobs_with_the_same_bytes() {
     assert_eq!(total(&s["stats"]["cache_hits"]["counts"]), jobs, "{s:#}");
     assert_eq!(total(&s["stats"]["cache_misses"]["counts"]), jobs, "{s:#}");
 }
+
+/// `sccache-dist auth …`'s output, trimmed.
+fn dist_auth(args: &[&str]) -> String {
+    let o = Command::new(venv_tool("sccache-dist"))
+        .arg("auth")
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+#[test]
+fn ptxas_jobs_run_on_an_sccache_dist_build_server() {
+    // a scheduler and one build server on loopback (the server sandboxes each job with
+    // bubblewrap, which needs root), and a client that sends its ptxas jobs there
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "sccache-dist's build server needs root (bubblewrap's overlay builder)"
+    );
+    let bwrap = system_tool("bwrap");
+    let plain = link(&split(), None, &[]);
+    assert_eq!(plain.code, 0, "{}", plain.stderr);
+    let plain = plain.out.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (sched_port, server_port) = (free_port(), free_port());
+    let key = dist_auth(&["generate-jwt-hs256-key"]);
+    let token = dist_auth(&[
+        "generate-jwt-hs256-server-token",
+        "--secret-key",
+        &key,
+        "--server",
+        &format!("127.0.0.1:{server_port}"),
+    ]);
+    let write = |name: &str, text: String| {
+        std::fs::write(d.join(name), text).unwrap();
+        d.join(name)
+    };
+    let sched_conf = write(
+        "scheduler.toml",
+        format!(
+            "public_addr = \"127.0.0.1:{sched_port}\"\n[client_auth]\ntype = \"token\"\ntoken = \"client\"\n\
+             [server_auth]\ntype = \"jwt_hs256\"\nsecret_key = \"{key}\"\n"
+        ),
+    );
+    let server_conf = write(
+        "server.toml",
+        format!(
+            "cache_dir = \"{toolchains}\"\npublic_addr = \"127.0.0.1:{server_port}\"\n\
+             bind_address = \"127.0.0.1:{server_port}\"\nscheduler_url = \"http://127.0.0.1:{sched_port}\"\n\
+             [builder]\ntype = \"overlay\"\nbuild_dir = \"{build}\"\nbwrap_path = \"{bwrap}\"\n\
+             [scheduler_auth]\ntype = \"jwt_token\"\ntoken = \"{token}\"\n",
+            toolchains = d.join("toolchains").display(),
+            build = d.join("build").display(),
+            bwrap = bwrap.display(),
+        ),
+    );
+    let client_conf = write(
+        "client.toml",
+        format!(
+            "[dist]\nscheduler_url = \"http://127.0.0.1:{sched_port}\"\ntoolchains = []\n\
+             toolchain_cache_size = 1073741824\n[dist.auth]\ntype = \"token\"\ntoken = \"client\"\n"
+        ),
+    );
+    // (in the foreground: it would otherwise leave a daemon behind that no kill reaches)
+    let mut cmd = Command::new(venv_tool("sccache-dist"));
+    cmd.args(["scheduler", "--config"])
+        .arg(&sched_conf)
+        .env("SCCACHE_NO_DAEMON", "1");
+    let _scheduler = Server::start(
+        "sccache-dist scheduler",
+        cmd,
+        String::new(),
+        tempfile::tempdir().unwrap(),
+        tcp_ready(sched_port),
+    );
+    let mut cmd = Command::new(venv_tool("sccache-dist"));
+    cmd.args(["server", "--config"])
+        .arg(&server_conf)
+        .env("SCCACHE_NO_DAEMON", "1");
+    let _server = Server::start(
+        "sccache-dist server",
+        cmd,
+        String::new(),
+        tempfile::tempdir().unwrap(),
+        tcp_ready(server_port),
+    );
+    let sc = Sccache::new(tempfile::tempdir().unwrap(), Some(&client_conf));
+    // the client's server asks the scheduler; wait (30 s at most) until it sees the server
+    let start = Instant::now();
+    loop {
+        let status = sc.run(&["--dist-status"]);
+        if status.contains("\"num_servers\":1") {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the build server never registered: {status}"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let first = link(&split(), None, &sc.env);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    assert!(
+        first.out.as_ref() == Some(&plain),
+        "bytes differ through sccache-dist"
+    );
+    let s = sc.stats();
+    let jobs = total(&s["stats"]["cache_misses"]["counts"]);
+    assert!(jobs >= 3, "{s:#}");
+    // every job compiled on the build server, none failed there
+    assert_eq!(
+        s["stats"]["dist_compiles"][format!("127.0.0.1:{server_port}")],
+        jobs,
+        "{s:#}"
+    );
+    assert_eq!(s["stats"]["dist_errors"], 0, "{s:#}");
+    // and the same link again: sccache's own cache answers, the same bytes
+    let second = link(&split(), None, &sc.env);
+    assert!(second.out.as_ref() == Some(&plain));
+    assert_eq!(total(&sc.stats()["stats"]["cache_hits"]["counts"]), jobs);
+}
