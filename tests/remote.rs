@@ -163,10 +163,15 @@ fn redis_unix() -> Server {
 }
 
 fn memcached() -> Server {
+    memcached_with(&[])
+}
+
+fn memcached_with(extra: &[&str]) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let mut cmd = Command::new(system_tool("memcached"));
-    cmd.args(["-l", "127.0.0.1", "-p", &port.to_string(), "-U", "0"]);
+    cmd.args(["-l", "127.0.0.1", "-p", &port.to_string(), "-U", "0"])
+        .args(extra);
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } == 0 {
         cmd.args(["-u", "root"]); // memcached refuses root without it
@@ -588,7 +593,8 @@ fn a_shared_tier_that_fails_costs_one_warning_and_never_the_link() {
 #[test]
 fn entries_larger_than_memcached_holds_are_skipped() {
     // unrolled_dlto.o's PTX member is 1.8 MB decompressed: its entry passes memcached's
-    // 1 MiB item limit, so it is not sent, and that is no failure
+    // default 1 MiB item limit, so it is not sent, and that is no failure; a server
+    // started with -I 16m says so, and takes it
     let args = vec![
         "-arch=sm_90".to_string(),
         format!("-L{}", cuda().join("lib").display()),
@@ -606,6 +612,19 @@ fn entries_larger_than_memcached_holds_are_skipped() {
     assert!(l.shared("skipped") >= 1, "{:#}", l.report);
     assert_eq!(l.shared("errors"), 0, "{:#}", l.report);
     assert!(l.shared_warnings().is_empty(), "{}", l.stderr);
+    let big = memcached_with(&["-I", "16m"]);
+    let env = tier_env(&big.url);
+    let c = tempfile::tempdir().unwrap();
+    let l = link(&args, Some(c.path()), &env);
+    assert!(l.out.as_ref() == Some(&plain));
+    assert_eq!(l.shared("skipped"), 0, "{:#}", l.report);
+    assert!(l.shared("bytes_written") > 1 << 20, "{:#}", l.report);
+    // another machine: the whole link from memcached
+    let c = tempfile::tempdir().unwrap();
+    let l = link(&args, Some(c.path()), &env);
+    assert!(l.out.as_ref() == Some(&plain));
+    assert_eq!(l.report["cache"]["whole_link"], "hit", "{:#}", l.report);
+    assert_eq!(l.shared("hits"), 1, "{:#}", l.report);
 }
 
 #[test]
@@ -782,10 +801,9 @@ fn ptxas_jobs_run_on_an_sccache_dist_build_server() {
     let key = dist_auth(&["generate-jwt-hs256-key"]);
     let token = dist_auth(&[
         "generate-jwt-hs256-server-token",
-        "--secret-key",
-        &key,
-        "--server",
-        &format!("127.0.0.1:{server_port}"),
+        // (joined: a key may start with '-')
+        &format!("--secret-key={key}"),
+        &format!("--server=127.0.0.1:{server_port}"),
     ]);
     let write = |name: &str, text: String| {
         std::fs::write(d.join(name), text).unwrap();

@@ -29,8 +29,11 @@ pub const URL_VAR: &str = "NVLINKRS_REMOTE_CACHE";
 pub const MODE_VAR: &str = "NVLINKRS_REMOTE_CACHE_MODE";
 /// The file in the local cache's root holding the shared tier's counters.
 pub const STATS: &str = "shared-stats.json";
-/// memcached's default item limit (1 MiB) less room for its item header and key.
+/// memcached's default item limit (1 MiB) less room for its item header and key; a
+/// server started with another (`-I 16m`) says so when first reached.
 const MEMCACHED_MAX: u64 = (1 << 20) - 1024;
+/// What a memcached item holds besides the value (its header, key and flags), at most.
+const MEMCACHED_ITEM_OVERHEAD: u64 = 1024;
 
 /// The shared tier as the user named it (checked when it is opened).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -170,7 +173,7 @@ impl Backend {
                     "tcp"
                 };
                 Backend::Redis {
-                    endpoint: format!("{scheme}://{}", u.host),
+                    endpoint: format!("{scheme}://{}", with_port(u.host, 6379)),
                     username: u.user,
                     password: u.password,
                     db,
@@ -186,7 +189,7 @@ impl Backend {
             "memcached" => {
                 need_host()?;
                 Backend::Memcached {
-                    endpoint: format!("tcp://{}", u.host),
+                    endpoint: format!("tcp://{}", with_port(u.host, 11211)),
                 }
             }
             "memcached+unix" => Backend::Memcached {
@@ -221,6 +224,18 @@ impl Backend {
             Backend::Memcached { .. } => MEMCACHED_MAX,
             _ => u64::MAX,
         }
+    }
+}
+
+/// `host` with `port` when it names none.
+fn with_port(host: &str, port: u16) -> String {
+    if host
+        .rsplit_once(':')
+        .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
+    {
+        host.to_string()
+    } else {
+        format!("{host}:{port}")
     }
 }
 
@@ -429,7 +444,10 @@ impl Remote {
         let Some(store) = self.live() else {
             return;
         };
-        if entry.len() as u64 > self.max_entry {
+        let max = store.item_limit().map_or(self.max_entry, |l| {
+            l.saturating_sub(MEMCACHED_ITEM_OVERHEAD)
+        });
+        if entry.len() as u64 > max {
             self.count(|c| c.skipped += 1);
             return;
         }
@@ -554,6 +572,21 @@ mod tests {
             }
         );
         assert_eq!(p("memcached://h:1").max_entry(), MEMCACHED_MAX);
+        assert_eq!(
+            p("memcached://h"),
+            Backend::Memcached {
+                endpoint: "tcp://h:11211".into()
+            }
+        );
+        assert_eq!(
+            p("redis://[::1]"),
+            Backend::Redis {
+                endpoint: "tcp://[::1]:6379".into(),
+                username: None,
+                password: None,
+                db: 0
+            }
+        );
         for (bad, why) in [
             ("ftp://h/x", "unknown scheme 'ftp'"),
             ("redis://", "names no host"),

@@ -4,6 +4,9 @@
 //! bounded by a short time limit. Without the feature, opening one is an error that
 //! says so (the link then goes on without the tier).
 
+#[cfg(feature = "remote-cache")]
+use std::io::{Read, Write};
+
 use crate::diag::{Error, Result};
 
 use super::remote::Backend;
@@ -22,54 +25,85 @@ pub struct Store {
     rt: tokio::runtime::Runtime,
     /// The socket to try once before the first operation (Redis, memcached).
     probe: Option<Probe>,
-    probed: std::sync::OnceLock<std::result::Result<(), String>>,
+    /// What the probe found: memcached's item limit, or why the server is unreachable.
+    probed: std::sync::OnceLock<std::result::Result<Option<u64>, String>>,
 }
 
-/// Where a socket-protocol server listens.
+/// Where a socket-protocol server listens, and whether it is memcached (asked for its
+/// item limit).
 #[cfg(feature = "remote-cache")]
 #[derive(Debug, Clone)]
-enum Probe {
-    Tcp(String),
-    Unix(std::path::PathBuf),
+struct Probe {
+    /// `host:port`, or a unix socket's path (starting with `/`).
+    addr: String,
+    memcached: bool,
 }
 
 #[cfg(feature = "remote-cache")]
 impl Probe {
     /// The socket of an endpoint `tcp://host:port`, `rediss://host:port`,
     /// `unix://[localhost]/path`.
-    fn of(endpoint: &str) -> Option<Probe> {
+    fn of(endpoint: &str, memcached: bool) -> Option<Probe> {
         let (scheme, rest) = endpoint.split_once("://")?;
-        match scheme {
-            "unix" => Some(Probe::Unix(rest.trim_start_matches("localhost").into())),
-            _ if rest.contains(':') => Some(Probe::Tcp(rest.to_string())),
-            _ => Some(Probe::Tcp(format!("{rest}:6379"))),
-        }
+        let addr = match scheme {
+            "unix" => rest.trim_start_matches("localhost").to_string(),
+            _ => rest.to_string(),
+        };
+        Some(Probe { addr, memcached })
     }
 
-    /// Connects once, within [`CONNECT_TIMEOUT`].
-    fn connect(&self) -> std::result::Result<(), String> {
+    /// Connects once, within [`CONNECT_TIMEOUT`]; memcached says its item limit
+    /// (`stats settings`, `item_size_max`).
+    fn connect(&self) -> std::result::Result<Option<u64>, String> {
         use std::net::ToSocketAddrs;
-        match self {
-            Probe::Unix(path) => std::os::unix::net::UnixStream::connect(path)
-                .map(drop)
-                .map_err(|e| format!("cannot connect to '{}': {e}", path.display())),
-            Probe::Tcp(addr) => {
-                let addrs: Vec<_> = addr
-                    .to_socket_addrs()
-                    .map_err(|e| format!("cannot resolve '{addr}': {e}"))?
-                    .collect();
-                let mut last = format!("'{addr}' resolves to no address");
-                for a in addrs {
-                    match std::net::TcpStream::connect_timeout(&a, CONNECT_TIMEOUT) {
-                        Ok(_) => return Ok(()),
-                        Err(e) => last = format!("cannot connect to {a}: {e}"),
+        let addr = &self.addr;
+        let mut stream: Box<dyn ReadWrite> = if addr.starts_with('/') {
+            let s = std::os::unix::net::UnixStream::connect(addr)
+                .map_err(|e| format!("cannot connect to '{addr}': {e}"))?;
+            let _ = s.set_read_timeout(Some(CONNECT_TIMEOUT));
+            Box::new(s)
+        } else {
+            let addrs: Vec<_> = addr
+                .to_socket_addrs()
+                .map_err(|e| format!("cannot resolve '{addr}': {e}"))?
+                .collect();
+            let mut last = Err(format!("'{addr}' resolves to no address"));
+            for a in addrs {
+                match std::net::TcpStream::connect_timeout(&a, CONNECT_TIMEOUT) {
+                    Ok(s) => {
+                        let _ = s.set_read_timeout(Some(CONNECT_TIMEOUT));
+                        last = Ok(s);
+                        break;
                     }
+                    Err(e) => last = Err(format!("cannot connect to {a}: {e}")),
                 }
-                Err(last)
+            }
+            Box::new(last?)
+        };
+        if !self.memcached {
+            return Ok(None);
+        }
+        // (a server that does not say keeps the default limit)
+        let _ = stream.write_all(b"stats settings\r\n");
+        let mut text = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !text.ends_with(b"END\r\n") && text.len() < 1 << 16 {
+            match stream.read(&mut buf) {
+                Ok(n) if n > 0 => text.extend_from_slice(&buf[..n]),
+                _ => break,
             }
         }
+        Ok(String::from_utf8_lossy(&text).lines().find_map(|l| {
+            l.strip_prefix("STAT item_size_max ")
+                .and_then(|n| n.trim().parse().ok())
+        }))
     }
 }
+
+#[cfg(feature = "remote-cache")]
+trait ReadWrite: std::io::Read + std::io::Write {}
+#[cfg(feature = "remote-cache")]
+impl<T: std::io::Read + std::io::Write> ReadWrite for T {}
 
 #[cfg(feature = "remote-cache")]
 impl Store {
@@ -79,9 +113,8 @@ impl Store {
         // (the HTTP transport for S3 and WebDAV, and the services, registered once)
         opendal::install_default();
         let probe = match backend {
-            Backend::Redis { endpoint, .. } | Backend::Memcached { endpoint } => {
-                Probe::of(endpoint)
-            }
+            Backend::Redis { endpoint, .. } => Probe::of(endpoint, false),
+            Backend::Memcached { endpoint } => Probe::of(endpoint, true),
             _ => None,
         };
         let built = match backend.clone() {
@@ -156,10 +189,19 @@ impl Store {
         let Some(probe) = &self.probe else {
             return Ok(());
         };
-        self.probed
-            .get_or_init(|| probe.connect())
-            .clone()
-            .map_err(Error::fatal)
+        match self.probed.get_or_init(|| probe.connect()) {
+            Ok(_) => Ok(()),
+            Err(e) => Err(Error::fatal(e.clone())),
+        }
+    }
+
+    /// The largest value the server said it takes (memcached's `item_size_max`), once
+    /// it was reached.
+    pub fn item_limit(&self) -> Option<u64> {
+        match self.probed.get() {
+            Some(Ok(limit)) => *limit,
+            _ => None,
+        }
     }
 
     /// The object at `path`: `None` when there is none.
@@ -228,5 +270,9 @@ impl Store {
 
     pub fn write(&self, _: &str, _: &[u8]) -> Result<()> {
         Ok(())
+    }
+
+    pub fn item_limit(&self) -> Option<u64> {
+        None
     }
 }

@@ -63,8 +63,11 @@ impl Engine for LlvmEngine {
         }
         // (a shared tier named in the environment reaches the helper with it)
         let shared = self.cache.as_ref().and_then(|c| c.remote());
-        if let Some(spec) = shared.map(|r| r.spec()).filter(|s| s.from_flag) {
-            args.push(format!("--remote-cache={}", spec.url));
+        match shared {
+            // (failed already in this link: none for the helper either)
+            Some(r) if r.first_failure().is_some() => args.push("--remote-cache=".into()),
+            Some(r) if r.spec().from_flag => args.push(format!("--remote-cache={}", r.spec().url)),
+            _ => {}
         }
         args.push("--".into());
         args.extend(options.iter().cloned());
