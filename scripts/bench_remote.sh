@@ -46,9 +46,13 @@ python3 benches/gen/ltoprog.py "$W/p2" "$big" 1
 nvcc_dlto "$W/p1"; nvcc_dlto "$W/p2"
 args=(-arch=sm_90 -lto -nvvmpath="$CU/nvvm" -L"$CU/lib" -lcudadevrt)
 spread() { measure_spread "$runs" "$@"; }   # median, fastest, slowest seconds; RSS KiB
-# second MACHINE TIER DIR: a link with an empty local cache (made afresh each run)
-second() { spread bash -c 'rm -rf "$1"; shift; NVLINKRS_REMOTE_CACHE="$1" "${@:2}"' _ "$W/second" "$1" \
-  "$N" "${args[@]}" --cache-dir="$W/second" "$2"/u*.o -o "$W/r.cubin"; }
+# a local cache with no entries but the tools' identities (nvlinkrs, ptxas, libNVVM,
+# libdevice hashed once, as on a machine that has linked anything before)
+"$N" "${args[@]}" --cache-dir="$W/tools-only" "$W/p1"/u*.o -o "$W/r.cubin"
+rm -rf "$W/tools-only/objects"
+# second TIER DIR: the second machine's link, its local cache without entries at each run
+second() { spread bash -c 'rm -rf "$1"; cp -a "$2" "$1"; NVLINKRS_REMOTE_CACHE="$3" "${@:4}"' _ \
+  "$W/second" "$W/tools-only" "$1" "$N" "${args[@]}" --cache-dir="$W/second" "$2"/u*.o -o "$W/r.cubin"; }
 results=()
 for p in p1 p2; do
   read -r nm nf ns _ < <(spread "$CU/bin/nvlink" "${args[@]}" "$W/$p"/u*.o -o "$W/n.cubin")
@@ -62,11 +66,12 @@ done
 # each backend on p1: local warm hit and cold link with the local cache alone first
 "$N" "${args[@]}" --cache-dir="$W/local" "$W/p1"/u*.o -o "$W/r.cubin"
 read -r lm lf ls _ < <(spread "$N" "${args[@]}" --cache-dir="$W/local" "$W/p1"/u*.o -o "$W/r.cubin")
-read -r cm cf cs _ < <(spread bash -c 'rm -rf "$1"; "${@:2}"' _ "$W/cold" \
+read -r cm cf cs _ < <(spread bash -c 'rm -rf "$1"; cp -a "$2" "$1"; "${@:3}"' _ "$W/cold" "$W/tools-only" \
   "$N" "${args[@]}" --cache-dir="$W/cold" "$W/p1"/u*.o -o "$W/r.cubin")
 rows=()
 for b in "${backends[@]}"; do
   # the first machine: the tier is empty (once), the link fills it
+  cp -a "$W/tools-only" "$W/fill-${b%%://*}"
   read -r fm _ _ _ < <(measure_spread 1 env NVLINKRS_REMOTE_CACHE="$b" \
     "$N" "${args[@]}" --cache-dir="$W/fill-${b%%://*}" "$W/p1"/u*.o -o "$W/r.cubin")
   read -r hm hf hs _ < <(second "$b" "$W/p1")
@@ -89,8 +94,9 @@ print(f"Generated programs (`benches/gen/ltoprog.py`: {units} units x {kernels} 
 print(f"kernel; `-dc -dlto`, sm_90), median (fastest-slowest) of {runs} runs in seconds, {cores} cores,")
 print("servers on loopback. Measured by `scripts/bench_remote.sh`.\n")
 print("## A second machine with the shared tier filled, against nvlink's cold link\n")
-print("The second machine's local cache is empty at every run; the tier (Redis on loopback)")
-print("holds what the first machine's link stored.\n")
+print("The second machine's local cache holds no entry at every run (only the tools' identities,")
+print("hashed once per machine); the tier (Redis on loopback) holds what the first machine's link")
+print("stored.\n")
 print("| program | nvlink -lto, cold | nvlinkrs, second machine | nvlink / nvlinkrs |")
 print("|---|---|---|---|")
 names = {"p1": f"{units} x {kernels}", "p2": f"{big} x 1"}

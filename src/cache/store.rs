@@ -13,10 +13,12 @@ use super::remote::Backend;
 
 /// The longest one read or write may take before the tier counts as failed (a write
 /// gets a second more per 8 MiB).
+#[cfg(feature = "remote-cache")]
 pub const OP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// The longest a server of a socket protocol (Redis, memcached) may take to accept the
 /// first connection: its client library would otherwise retry for seconds.
+#[cfg(feature = "remote-cache")]
 pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
 
 #[cfg(feature = "remote-cache")]
