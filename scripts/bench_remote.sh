@@ -14,7 +14,7 @@
 source "$(dirname "$0")/bench_env.sh"
 units=${1:-4}; kernels=${2:-30}; big=${3:-128}
 runs=${BENCH_RUNS:-5}
-VENV=$(dirname "$CU")/venv/bin
+VENV=$(dirname "$CU")/servers/bin
 for t in "$VENV/moto_server" "$VENV/wsgidav" /usr/bin/redis-server /usr/bin/memcached; do
   [ -x "$t" ] || { echo "bench_remote: $t missing (scripts/setup.sh installs it)" >&2; exit 1; }
 done

