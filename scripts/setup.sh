@@ -8,8 +8,14 @@
 #   - the nvvm/lib64/libnvvm.so link the real nvlink needs for -lto,
 #   - CMake, Ninja and Meson from PyPI into the same virtual environment (its bin/ holds
 #     them; the build-system tests and scripts/bench_cmake.sh use them from there),
-#   - NVIDIA's cuda-bindings from PyPI into it too (the drop-in libnvJitLink's tests), and
-#     Debian's g++ and make (nvcc's host compiler; the Makefile build).
+#   - NVIDIA's cuda-bindings from PyPI into it too (the drop-in libnvJitLink's tests),
+#   - Debian's g++ and make (nvcc's host compiler; the Makefile build),
+#   - the servers the shared-cache and ptxas-launcher tests start on loopback: Debian's
+#     redis-server, memcached and bubblewrap (sccache-dist's sandbox), and from PyPI into
+#     a second virtual environment beside the first ($TC/servers) moto[server] (S3),
+#     WsgiDAV with cheroot (WebDAV) and sccache (its wheel holds sccache and sccache-dist;
+#     kept off the build tools' bin/, where Meson would pick sccache up as a compiler
+#     wrapper).
 # Prints the toolkit root (…/nvidia/cu13) on its last line of stdout.
 # Environment: NVLINKRS_TOOLCHAIN_DIR overrides where the wheels go.
 set -euo pipefail
@@ -19,12 +25,17 @@ CUDA_WHEEL_VERSION="13.5.37"
 BUILD_TOOLS="cmake==4.4.4 ninja==1.13.2 meson==1.12.1"
 # NVIDIA's Python bindings (13.x for CUDA 13.5): the drop-in libnvJitLink's tests drive it
 PY_BINDINGS="cuda-bindings==13.5.0"
+SERVER_TOOLS="moto[server]==5.2.5 wsgidav==4.4.0 cheroot==11.1.2 sccache==0.16.0"
+REDIS_VERSION="5:7.0.15-1~deb12u10"
+MEMCACHED_VERSION="1.6.18-1+deb12u1"
+BUBBLEWRAP_VERSION="0.8.0-2+deb12u1"
 CUDA_WHEELS="nvidia-cuda-nvcc nvidia-nvvm nvidia-cuda-runtime nvidia-cuda-crt nvidia-nvjitlink nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm"
 
 say() { echo "setup: $*" >&2; }
 
 # ---- Debian packages -------------------------------------------------------------------
-debs=(llvm-22-dev="$LLVM_VERSION" libpolly-22-dev="$LLVM_VERSION" clang-22="$LLVM_VERSION" clang-tools-22="$LLVM_VERSION" libzstd-dev zlib1g-dev libxml2-dev libffi-dev libedit-dev libncurses-dev g++ make)
+debs=(llvm-22-dev="$LLVM_VERSION" libpolly-22-dev="$LLVM_VERSION" clang-22="$LLVM_VERSION" clang-tools-22="$LLVM_VERSION" libzstd-dev zlib1g-dev libxml2-dev libffi-dev libedit-dev libncurses-dev g++ make
+      redis-server="$REDIS_VERSION" memcached="$MEMCACHED_VERSION" bubblewrap="$BUBBLEWRAP_VERSION")
 missing=()
 for d in "${debs[@]}"; do
   name=${d%%=*}
@@ -67,6 +78,13 @@ if [ ! -f "$bindings_stamp" ]; then
   say "installing $PY_BINDINGS into $TC/venv"
   "$TC/venv/bin/python" -m pip install -q --disable-pip-version-check $PY_BINDINGS >&2
   touch "$bindings_stamp"
+fi
+servers_stamp="$TC/.installed-servers-$(echo "$SERVER_TOOLS" | tr -c 'a-zA-Z0-9.\n' '_')"
+if [ ! -f "$servers_stamp" ]; then
+  say "installing $SERVER_TOOLS into $TC/servers"
+  python3 -m venv "$TC/servers" >&2
+  "$TC/servers/bin/python" -m pip install -q --disable-pip-version-check $SERVER_TOOLS >&2
+  touch "$servers_stamp"
 fi
 CU=$("$TC/venv/bin/python" -c 'import nvidia, os; p=[os.path.join(x,"cu13") for x in nvidia.__path__ if os.path.isdir(os.path.join(x,"cu13"))]; print(p[0])')
 [ -x "$CU/bin/nvlink" ] || { say "nvlink missing under $CU"; exit 1; }

@@ -59,7 +59,7 @@ pub fn objects(
     let mut assembled = if jobs.is_empty() {
         Vec::new()
     } else {
-        let ptxas = ptxas_driver::for_link(plan.toolkit()?, ctx.cache())?;
+        let ptxas = ptxas_driver::for_link(plan.toolkit()?, ctx.cache(), &ctx.ptxas_launcher)?;
         ptxas_driver::assemble_all(&ctx.jobs, ptxas.as_ref(), &jobs, 0)?
     }
     .into_iter();

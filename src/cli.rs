@@ -223,6 +223,10 @@ pub struct LinkArgs {
     /// Keep and reuse stage results in DIR (also NVLINKRS_CACHE_DIR; default ~/.cache/nvlinkrs/links).
     #[arg(long = "cache-dir", value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
+    /// A shared cache tier behind the local one: redis://, s3://, webdav+http://,
+    /// memcached://, file:// (also NVLINKRS_REMOTE_CACHE; NVLINKRS_REMOTE_CACHE_MODE=read-only).
+    #[arg(long = "remote-cache", value_name = "URL")]
+    pub remote_cache: Option<String>,
     /// Write a JSON report of the link to FILE: stage times, cache hits and misses.
     #[arg(long = "report-json", value_name = "FILE")]
     pub report_json: Option<PathBuf>,
@@ -287,6 +291,7 @@ const IMPLEMENTED: &[&str] = &[
     "keep-system-libraries",
     "cache-dir",
     "no-cache",
+    "remote-cache",
     "report-json",
     // accepted with nvlink's meaning: nothing changes in the image (nvlink 13.5's output
     // is the same with and without them on the merge fixtures at sm_90 and sm_100, and
@@ -311,6 +316,7 @@ const IMPLEMENTED: &[&str] = &[
 const OWN: &[&str] = &[
     "cuda-path",
     "cache-dir",
+    "remote-cache",
     "report-json",
     "verbose-keep",
     "progress",
@@ -748,7 +754,11 @@ impl LinkArgs {
                 .flatten(),
             lto_spelled_dlto: self.dlto && !self.link_time_opt,
             report_json: self.report_json.clone(),
-            cache: crate::cache::place::choose(self.no_cache, self.cache_dir.clone()),
+            cache: crate::cache::place::choose(
+                self.no_cache,
+                self.cache_dir.clone(),
+                self.remote_cache.as_deref(),
+            ),
             split_compile_extended: self
                 .split_compile_extended
                 .as_deref()

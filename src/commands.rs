@@ -139,7 +139,9 @@ pub fn help_text() -> String {
     }
     out += "\nEnvironment: NVLINKRS_CACHE_DIR (cache folder), NVLINKRS_DAEMON=1 (link through the\n\
             daemon), NVLINKRS_PROGRESS=1 (progress lines), NVLINKRS_JOBS=K (threads),\n\
-            NVLINKRS_FINALIZER=nvjitlink (sm_100+ control bits from libnvJitLink), CUDA_HOME.\n";
+            NVLINKRS_FINALIZER=nvjitlink (sm_100+ control bits from libnvJitLink),\n\
+            NVLINKRS_REMOTE_CACHE=URL and NVLINKRS_REMOTE_CACHE_MODE=read-only|read-write (a\n\
+            shared cache tier), NVLINKRS_PTXAS_LAUNCHER=CMD (runs each ptxas job), CUDA_HOME.\n";
     out
 }
 

@@ -1,4 +1,5 @@
-//! The context of one link: its diagnostics, its cache, its job pool (make's jobserver and
+//! The context of one link: its diagnostics, its cache (and the shared tier behind it),
+//! its ptxas launcher, its job pool (make's jobserver and
 //! the most jobs each pool ran) and whether the process ends after it. Made once per link
 //! (the command line's, and each link process the daemon starts makes its own) and
 //! handed to the phases that need it, instead of process-wide state. The phase times are
@@ -33,6 +34,9 @@ pub struct LinkContext<'a> {
     /// The link's cache, when it has a usable one.
     pub cache: Option<Arc<Cache>>,
     pub jobs: Jobs,
+    /// `NVLINKRS_PTXAS_LAUNCHER`'s words: what runs each ptxas job (empty: ptxas itself).
+    /// It changes where jobs run, never their bytes, so no cache key holds it.
+    pub ptxas_launcher: Vec<String>,
     one_shot: bool,
 }
 
@@ -43,6 +47,7 @@ impl<'a> LinkContext<'a> {
             diag,
             cache: None,
             jobs: Jobs::new(process.jobserver.clone()),
+            ptxas_launcher: crate::ptxas_driver::launcher_from_env(),
             one_shot: process.one_shot,
         }
     }
@@ -53,7 +58,7 @@ impl<'a> LinkContext<'a> {
         let ctx = &*self;
         let cache = match &req.cache.dir {
             Some(dir) => match Cache::open(dir, cache::DEFAULT_CAP) {
-                Ok(c) => Some(Arc::new(c)),
+                Ok(c) => Some(Arc::new(c.with_remote(req.cache.remote.as_ref()))),
                 Err(e) => {
                     ctx.cache_problem(req, &format!("{}; linking without the cache", e.message()));
                     None

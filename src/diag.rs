@@ -252,6 +252,14 @@ impl Diagnostics {
         }
     }
 
+    /// A warning about the link's surroundings, not its inputs (a shared cache that
+    /// failed): `-Werror` does not make it an error, as it must never fail a link.
+    pub fn warning_never_error(&self, message: &str) {
+        if !self.disable_warnings {
+            self.emit(Level::Warning, message);
+        }
+    }
+
     /// Several warnings at once, printed with one write (a link may have thousands).
     pub fn warnings(&self, messages: &[String]) {
         if self.warnings_as_errors {

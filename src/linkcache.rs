@@ -33,6 +33,12 @@ pub fn around(
     };
     let key = key(req, cache, plan.toolkit().ok());
     let earlier = diag.printed().len(); // messages from before the link are not its own
+    // the shared tier's first failure, once per link (after the store: never replayed)
+    let shared_failure = || {
+        if let Some(warning) = cache.remote_failure() {
+            diag.warning_never_error(&warning);
+        }
+    };
     if let Some(key) = &key
         && let Some(entry) = cache.get(key)
         && replay(req, diag, &entry)?
@@ -41,9 +47,10 @@ pub fn around(
             phases: vec![("cache", std::time::Duration::ZERO)],
             ..Default::default()
         };
+        shared_failure();
         return Ok((t, "hit"));
     }
-    let timings = phases(key.is_some())?;
+    let timings = phases(key.is_some()).inspect_err(|_| shared_failure())?;
     if let Some(key) = &key
         && diag.error_count() == 0
     {
@@ -52,6 +59,7 @@ pub fn around(
     if let Some(failure) = cache.store_failure() {
         ctx.cache_problem(req, &format!("{failure}; the output is not cached"));
     }
+    shared_failure();
     let whole = if key.is_some() { "miss" } else { "not cached" };
     Ok((timings, whole))
 }
@@ -90,9 +98,11 @@ pub fn key(req: &LinkRequest, cache: &Cache, kit: Option<&Toolkit>) -> Option<Ke
             true => req.register_link_binaries.clone(),
             false => req.register_link_binaries.as_ref().map(|_| PathBuf::new()),
         },
+        // (where the cache is, the shared tier included, changes no result)
         cache: crate::cache::place::Place {
             dir: None,
             default: false,
+            remote: None,
         },
         report_json: None,
         ..req.clone()

@@ -154,6 +154,12 @@ pub(crate) fn write(
             "default": req.cache.default,
             "whole_link": whole_link,
             "stages": counts,
+            // the shared tier's counts for this link (hits are also in the stages' counts)
+            "shared": cache.and_then(|c| c.remote()).map(|r| serde_json::json!({
+                "url": r.shown(),
+                "counts": r.counters(),
+                "failure": r.failure(),
+            })),
         },
     });
     output::write_atomic(path, format!("{doc:#}\n").as_bytes())

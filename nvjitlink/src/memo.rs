@@ -41,7 +41,7 @@ pub fn key(real: &std::path::Path, given: &[CString], calls: &[Call]) -> Option<
     {
         return None;
     }
-    let dir = place::choose(false, None).dir?;
+    let dir = place::choose(false, None, None).dir?;
     let cache = Cache::open(&dir, nvlinkrs::cache::DEFAULT_CAP).ok()?;
     let mut k = Key::new("nvjitlink")
         .text(&real.display().to_string())

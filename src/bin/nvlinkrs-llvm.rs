@@ -27,6 +27,12 @@ fn run(args: &[String], pool: &nvlinkrs::jobs::Jobs) -> Result<Vec<u8>> {
                 .iter()
                 .find_map(|a| a.strip_prefix("--libdevice="))
                 .map(std::path::Path::new);
+            // the shared tier: the link's --remote-cache, else the environment's
+            let shared = nvlinkrs::cache::remote::Spec::choose(
+                rest[..split]
+                    .iter()
+                    .find_map(|a| a.strip_prefix("--remote-cache=")),
+            );
             let cache = rest[..split]
                 .iter()
                 .find_map(|a| a.strip_prefix("--cache-dir="))
@@ -35,13 +41,22 @@ fn run(args: &[String], pool: &nvlinkrs::jobs::Jobs) -> Result<Vec<u8>> {
                         std::path::Path::new(d),
                         nvlinkrs::cache::DEFAULT_CAP,
                     )
+                    .map(|c| c.with_remote(shared.as_ref()))
                 })
                 .transpose()?;
             let options = rest.get(split + 1..).unwrap_or(&[]);
             let pieces =
                 llvm_engine::compile_in_process(&input, options, libdevice, cache.as_ref(), pool)?;
+            let failure = cache
+                .as_ref()
+                .and_then(|c| c.remote())
+                .and_then(|r| r.first_failure());
             Ok(nvlinkrs::frames::encode(
-                pieces.iter().map(|p| ("ptx", p.as_slice())),
+                pieces.iter().map(|p| ("ptx", p.as_slice())).chain(
+                    failure
+                        .iter()
+                        .map(|f| (llvm_engine::HELPER_SHARED_FAILURE, f.as_bytes())),
+                ),
             ))
         }
         _ => Err(Error::fatal(format!(

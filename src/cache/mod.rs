@@ -17,7 +17,9 @@
 //! entry's modification time; when the cache has grown past its cap the least recently
 //! used entries go, counted once a link is done with it and at most every ten minutes
 //! ([`trim`]). A store that fails is noted, never an error of the link. What the cache
-//! accepts as its directory and how it reads entries is in [`guard`].
+//! accepts as its directory and how it reads entries is in [`guard`]. Behind it there may
+//! be a shared tier ([`remote`]): a local miss asks it, a shared entry that passes the
+//! same check is copied in, and every store goes there too.
 
 use std::fs;
 use std::io::Write;
@@ -27,6 +29,8 @@ use crate::diag::{Error, Result};
 
 pub(crate) mod guard;
 pub mod place;
+pub mod remote;
+mod store;
 mod trim;
 pub use guard::MARKER;
 /// Why a directory is not to be trusted (the daemon checks its socket's directory so too).
@@ -90,6 +94,8 @@ pub struct Cache {
     store_failure: std::sync::Mutex<Option<String>>,
     /// Something was stored: the cache is brought within its cap when dropped.
     stored: std::sync::atomic::AtomicBool,
+    /// The shared tier behind this cache, if one was named.
+    remote: Option<remote::Remote>,
 }
 
 impl std::fmt::Debug for Cache {
@@ -100,6 +106,9 @@ impl std::fmt::Debug for Cache {
 
 impl Drop for Cache {
     fn drop(&mut self) {
+        if let Some(r) = &self.remote {
+            r.save_counters(&self.dir);
+        }
         if *self.stored.get_mut() && trim::due(&self.dir) {
             self.evict();
         }
@@ -131,7 +140,25 @@ impl Cache {
             by_stage: Default::default(),
             store_failure: Default::default(),
             stored: Default::default(),
+            remote: None,
         })
+    }
+
+    /// The cache with the shared tier `spec` names behind it (one that cannot be used is
+    /// off, its reason kept for [`Cache::remote_failure`]).
+    pub fn with_remote(mut self, spec: Option<&remote::Spec>) -> Cache {
+        self.remote = spec.map(remote::Remote::open);
+        self
+    }
+
+    /// The shared tier, if one was named.
+    pub fn remote(&self) -> Option<&remote::Remote> {
+        self.remote.as_ref()
+    }
+
+    /// The warning for the shared tier's first failure in this link, if it failed.
+    pub fn remote_failure(&self) -> Option<String> {
+        self.remote.as_ref().and_then(remote::Remote::failure)
     }
 
     pub fn dir(&self) -> &Path {
@@ -149,8 +176,9 @@ impl Cache {
 
     /// The entry for `key`, if present and intact (a corrupt one is removed).
     pub fn get(&self, key: &Key) -> Option<Vec<u8>> {
-        let path = self.path(&key.finish());
-        let found = match guard::open_regular(&path, self.max_entry()) {
+        let hex = key.finish();
+        let path = self.path(&hex);
+        let mut found = match guard::open_regular(&path, self.max_entry()) {
             Ok((file, data)) if check(&data, &key.digest()) => {
                 // recently used: the eviction order
                 let _ = file.set_modified(std::time::SystemTime::now());
@@ -162,6 +190,21 @@ impl Cache {
             }
             Err(guard::Unreadable::Missing) => None,
         };
+        // the shared tier: its entry checked as a local one, then copied in
+        if found.is_none()
+            && let Some(r) = &self.remote
+            && let Some(entry) = r.get(&hex)
+        {
+            let intact = entry.len() as u64 <= self.max_entry() && check(&entry, &key.digest());
+            r.checked(intact);
+            if intact {
+                if let Err(e) = self.write_entry(&path, &entry) {
+                    let mut first = self.store_failure.lock().unwrap_or_else(|e| e.into_inner());
+                    first.get_or_insert_with(|| e.to_string());
+                }
+                found = Some(entry[HEADER..].to_vec());
+            }
+        }
         let mut by = self.by_stage.lock().unwrap_or_else(|e| e.into_inner());
         let e = by.entry(key.1.clone()).or_default();
         if found.is_some() {
@@ -189,25 +232,35 @@ impl Cache {
             .clone()
     }
 
-    /// Stores `data` under `key`: written beside its place and renamed into it.
+    /// Stores `data` under `key`: written beside its place and renamed into it, and
+    /// handed to the shared tier (in read-write mode) even when the local store fails.
     pub fn try_put(&self, key: &Key, data: &[u8]) -> Result<()> {
-        let path = self.path(&key.finish());
-        let dir = path.parent().expect("objects/xx");
-        guard::private_subdir(dir)?;
-        let mut tmp = tempfile::Builder::new()
-            .prefix(guard::TMP_PREFIX)
-            .tempfile_in(dir)
-            .map_err(|e| io_error("write in", dir, e))?;
+        let hex = key.finish();
         let mut entry = Vec::with_capacity(HEADER + data.len());
         entry.extend_from_slice(MAGIC);
         entry.extend_from_slice(&(data.len() as u64).to_le_bytes());
         entry.extend_from_slice(&key.digest());
         entry.extend_from_slice(blake3::hash(data).as_bytes());
         entry.extend_from_slice(data);
-        tmp.write_all(&entry)
+        let local = self.write_entry(&self.path(&hex), &entry);
+        if let Some(r) = &self.remote {
+            r.put(&hex, &entry);
+        }
+        local
+    }
+
+    /// Writes a whole entry file (header and content) at `path`, through a temporary file.
+    fn write_entry(&self, path: &Path, entry: &[u8]) -> Result<()> {
+        let dir = path.parent().expect("objects/xx");
+        guard::private_subdir(dir)?;
+        let mut tmp = tempfile::Builder::new()
+            .prefix(guard::TMP_PREFIX)
+            .tempfile_in(dir)
+            .map_err(|e| io_error("write in", dir, e))?;
+        tmp.write_all(entry)
             .map_err(|e| io_error("write", tmp.path(), e))?;
-        tmp.persist(&path)
-            .map_err(|e| io_error("store", &path, e.error))?;
+        tmp.persist(path)
+            .map_err(|e| io_error("store", path, e.error))?;
         self.stored
             .store(true, std::sync::atomic::Ordering::Relaxed);
         Ok(())
@@ -310,8 +363,9 @@ impl Cache {
             .collect()
     }
 
-    /// Removes every entry and remembered tool identity: the files the cache names itself
-    /// (and its temporary files), and the fan-out directories left empty. Anything else
+    /// Removes every entry, remembered tool identity and the shared tier's counters: the
+    /// files the cache names itself (and its temporary files), and the fan-out directories
+    /// left empty. Anything else
     /// in the directory stays.
     pub fn clear(&self) -> Result<()> {
         let own = |dir: &Path, is_own: fn(&str) -> bool| -> Result<()> {
@@ -333,7 +387,14 @@ impl Cache {
             own(&d, guard::is_entry_name)?;
             let _ = fs::remove_dir(&d); // only when empty
         }
-        own(&self.dir.join("tools"), guard::is_tool_name)
+        own(&self.dir.join("tools"), guard::is_tool_name)?;
+        // the shared tier's counters start again from nothing
+        match fs::remove_file(self.dir.join(remote::STATS)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(io_error("clear", &self.dir.join(remote::STATS), e))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// The identity of a tool file: the hash of its content, remembered per file version

@@ -8,6 +8,10 @@
 //! under `nvlinkrs/`, such as the toolkit the project's setup installs). A relative or
 //! empty `XDG_CACHE_HOME` or `HOME` is ignored, as the XDG specification asks; with
 //! neither there is no default cache.
+//!
+//! The shared tier behind it (`--remote-cache URL`, else `NVLINKRS_REMOTE_CACHE`) is
+//! named here too, and used only when there is a local cache (a shared hit is copied
+//! into it): see [`super::remote`].
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -20,6 +24,8 @@ pub struct Place {
     /// The directory is the default one, not asked for: when it cannot be used the link
     /// runs uncached without a warning (said only under `-v`).
     pub default: bool,
+    /// The shared tier, when one is named.
+    pub remote: Option<super::remote::Spec>,
 }
 
 /// The default cache directory, from `XDG_CACHE_HOME` or `HOME` as given.
@@ -46,12 +52,15 @@ pub fn off_value(v: &str) -> bool {
     )
 }
 
-/// The cache of a link given `--no-cache` and `--cache-dir` (see the module comment).
-pub fn choose(no_cache: bool, cache_dir: Option<PathBuf>) -> Place {
+/// The cache of a link given `--no-cache`, `--cache-dir` and `--remote-cache` (see the
+/// module comment).
+pub fn choose(no_cache: bool, cache_dir: Option<PathBuf>, remote: Option<&str>) -> Place {
     let nonempty = |p: PathBuf| Some(p).filter(|d| !d.as_os_str().is_empty());
+    let remote = super::remote::Spec::choose(remote);
     let asked = |dir| Place {
         dir,
         default: false,
+        remote: remote.clone(),
     };
     if no_cache {
         return asked(None);
@@ -71,6 +80,7 @@ pub fn choose(no_cache: bool, cache_dir: Option<PathBuf>) -> Place {
     Place {
         dir: default_dir(),
         default: true,
+        remote,
     }
 }
 

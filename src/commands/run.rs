@@ -82,6 +82,20 @@ fn cache_main(action: CacheAction, dir: Option<PathBuf>) -> Result<()> {
                 s.entries,
                 s.bytes
             );
+            // the shared tiers this cache's links used, summed since the last clear
+            for (url, c) in crate::cache::remote::saved_counters(&dir) {
+                println!(
+                    "shared {url}\n  hits {}\n  misses {}\n  errors {}\n  rejected {}\n  skipped {}\n  writes {}\n  bytes read {}\n  bytes written {}",
+                    c.hits,
+                    c.misses,
+                    c.errors,
+                    c.rejected,
+                    c.skipped,
+                    c.writes,
+                    c.bytes_read,
+                    c.bytes_written
+                );
+            }
             Ok(())
         }
         CacheAction::Clear => cache.clear(),

@@ -38,7 +38,8 @@ use crate::frames::{decode, encode};
 
 /// Environment variables a request carries: the ones the link reads (`env::var` in the
 /// link path: the toolkit, `LIBRARY_PATH`, the temporary directory, the cache's default
-/// place), besides every `NVLINKRS_*` but the daemon's own switch.
+/// place), besides every `NVLINKRS_*` but the daemon's own switch, the `AWS_*` settings
+/// of an S3 shared tier and the `SCCACHE_*` ones of an sccache ptxas launcher.
 const ENV: &[&str] = &[
     "CUDA_HOME",
     "CUDA_PATH",
@@ -55,6 +56,8 @@ const ENV: &[&str] = &[
 fn forwarded(name: &str) -> bool {
     ENV.contains(&name)
         || (name.starts_with("NVLINKRS_") && name != "NVLINKRS_DAEMON" && name != IN_DAEMON)
+        || name.starts_with("AWS_")
+        || name.starts_with("SCCACHE_")
 }
 
 /// Set in the daemon's link processes, so that they never go back to the daemon.

@@ -33,12 +33,16 @@ use crate::diag::{Diagnostics, Error, Result};
 use super::{Engine, IrModule, LtoOutput};
 use crate::frames::{decode, encode};
 
+/// The name of the helper's answer frame that carries its shared tier's first failure.
+pub const HELPER_SHARED_FAILURE: &str = "shared-failure";
+
 /// The LLVM engine as the linker sees it.
 pub struct LlvmEngine {
     /// The toolkit's libdevice, linked when a module calls `__nv_*` functions.
     pub libdevice: Option<std::path::PathBuf>,
-    /// The link's cache: split parts' optimization and code generation are cached by part.
-    pub cache_dir: Option<std::path::PathBuf>,
+    /// The link's cache: split parts' optimization and code generation are cached by part
+    /// (the helper opens it, and the shared tier behind it, itself).
+    pub cache: Option<std::sync::Arc<crate::cache::Cache>>,
     /// make's jobserver, handed on to the helper's pool.
     pub jobserver: Option<jobserver::Client>,
 }
@@ -54,8 +58,16 @@ impl Engine for LlvmEngine {
         if let Some(l) = &self.libdevice {
             args.push(format!("--libdevice={}", l.display()));
         }
-        if let Some(c) = &self.cache_dir {
-            args.push(format!("--cache-dir={}", c.display()));
+        if let Some(c) = &self.cache {
+            args.push(format!("--cache-dir={}", c.dir().display()));
+        }
+        // (a shared tier named in the environment reaches the helper with it)
+        let shared = self.cache.as_ref().and_then(|c| c.remote());
+        match shared {
+            // (failed already in this link: none for the helper either)
+            Some(r) if r.first_failure().is_some() => args.push("--remote-cache=".into()),
+            Some(r) if r.spec().from_flag => args.push(format!("--remote-cache={}", r.spec().url)),
+            _ => {}
         }
         args.push("--".into());
         args.extend(options.iter().cloned());
@@ -64,10 +76,18 @@ impl Engine for LlvmEngine {
         let what = modules.first().map_or("<lto>", |m| m.name.as_str());
         let answer =
             super::llvm_helper::run_with_jobs(&argv, &request, what, self.jobserver.as_ref())?;
-        let ptx: Vec<Vec<u8>> = decode(&answer)?
-            .into_iter()
-            .map(|(_, p)| p.to_vec())
-            .collect();
+        let mut ptx: Vec<Vec<u8>> = Vec::new();
+        for (name, p) in decode(&answer)? {
+            match name.as_str() {
+                // the helper's shared tier failed: the link's warns (once) at its end
+                HELPER_SHARED_FAILURE => {
+                    if let Some(r) = shared {
+                        r.failed_elsewhere(String::from_utf8_lossy(p).into_owned());
+                    }
+                }
+                _ => ptx.push(p.to_vec()),
+            }
+        }
         // split parts are relocatable like libNVVM's split pieces
         let whole_program = ptx.len() == 1 && !options.iter().any(|o| o == "--device-c");
         Ok(LtoOutput { ptx, whole_program })

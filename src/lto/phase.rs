@@ -121,7 +121,7 @@ pub fn run(
             options: options.clone(),
         })
         .collect();
-    let assembler = ptxas_driver::for_link(plan.toolkit()?, ctx.cache())?;
+    let assembler = ptxas_driver::for_link(plan.toolkit()?, ctx.cache(), &ctx.ptxas_launcher)?;
     // The pool nvlink sizes from -split-compile-extended (0: one thread per core).
     let threads = req.split_compile_extended.unwrap_or(0) as usize;
     let assembled = timings.phase("ptxas", || {
@@ -208,7 +208,7 @@ fn engine_uncached(
             Ok((
                 Box::new(lto::llvm_engine::LlvmEngine {
                     libdevice,
-                    cache_dir: ctx.cache().map(|c| c.dir().to_path_buf()),
+                    cache: ctx.cache.clone(),
                     jobserver: ctx.jobs.jobserver().cloned(),
                 }),
                 "LLVM",

@@ -2,6 +2,15 @@
 //! `.note.nv.tkinfo` (so that the output bytes match), a private temporary directory per
 //! job, ptxas's messages captured and reported with the input's name. The jobs run on
 //! the link's job pool (`crate::jobs`), their results in job order.
+//!
+//! `NVLINKRS_PTXAS_LAUNCHER=<command>` (CMake's `*_COMPILER_LAUNCHER`, split at
+//! whitespace) runs each job as `<command> <ptxas> -arch=sm_XX -m64 [flags] lto.ptx -o
+//! lto.cubin` in the job's directory: the form sccache recognises (the input by
+//! position, the output after `-o`), with the same command line for the same job on any
+//! machine. ptxas gives the same bytes for both spellings; the launcher is in no cache
+//! key (ptxas's identity, the arguments and the PTX are), and with one set a pool runs
+//! [`LAUNCHED_JOBS_PER_CORE`] jobs per core (a farm does the work; `NVLINKRS_JOBS`
+//! still caps).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -9,6 +18,31 @@ use std::process::Command;
 use crate::arch::Arch;
 use crate::diag::{Error, Result};
 use crate::output::{LEFTOVER_AGE, abandoned};
+
+/// The setting naming a command that runs each ptxas job (sccache, a farm's client).
+pub const LAUNCHER_VAR: &str = "NVLINKRS_PTXAS_LAUNCHER";
+
+/// Jobs per core a pool runs when ptxas jobs go through a launcher.
+pub const LAUNCHED_JOBS_PER_CORE: usize = 8;
+
+/// The launcher command of `NVLINKRS_PTXAS_LAUNCHER`, split at whitespace (empty: none).
+/// A first word naming a file by a relative path is made absolute, as jobs run in their
+/// own directories.
+pub fn launcher_from_env() -> Vec<String> {
+    let mut words: Vec<String> = std::env::var(LAUNCHER_VAR)
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    if let Some(first) = words.first_mut()
+        && first.contains('/')
+        && !first.starts_with('/')
+        && let Ok(abs) = std::path::absolute(&*first)
+    {
+        *first = abs.display().to_string();
+    }
+    words
+}
 
 /// How a PTX text becomes a cubin.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -55,6 +89,21 @@ impl PtxasOptions {
         }
         a
     }
+
+    /// The argument list in the form compiler caches recognise: `-arch=sm_XX -m64` first,
+    /// then the other options in [`PtxasOptions::args`]'s order.
+    pub fn launcher_args(&self) -> Vec<String> {
+        let mut a = vec![format!("-arch={}", self.target), "-m64".into()];
+        let mut rest = self.args().into_iter();
+        while let Some(x) = rest.next() {
+            if x == "-arch" || x == "-m" {
+                rest.next();
+            } else {
+                a.push(x);
+            }
+        }
+        a
+    }
 }
 
 /// One PTX text to assemble, with the name its messages are reported under.
@@ -75,16 +124,26 @@ pub struct Assembled {
 /// stand in a failing one for faults that cannot be produced otherwise.
 pub trait Assembler: Send + Sync {
     fn assemble(&self, job: &Job) -> Result<Assembled>;
+
+    /// Whether jobs go through a launcher (a pool may then run more than one per core).
+    fn launched(&self) -> bool {
+        false
+    }
 }
 
-/// The ptxas executable of a toolkit.
+/// The ptxas executable of a toolkit, and the launcher that runs it, if any.
 pub struct Ptxas {
     pub path: PathBuf,
+    /// `NVLINKRS_PTXAS_LAUNCHER`'s words (empty: ptxas runs itself).
+    pub launcher: Vec<String>,
 }
 
 impl Ptxas {
     pub fn new(path: PathBuf) -> Ptxas {
-        Ptxas { path }
+        Ptxas {
+            path,
+            launcher: Vec::new(),
+        }
     }
 }
 
@@ -96,12 +155,36 @@ impl Assembler for Ptxas {
         let output = dir.path().join("lto.cubin");
         std::fs::write(&input, &job.ptx)
             .map_err(|e| Error::fatal(format!("cannot write '{}': {e}", input.display())))?;
+        if let Some((launcher, words)) = self.launcher.split_first() {
+            // the same words for the same job anywhere: names relative to the job's directory
+            let mut cmd = Command::new(launcher);
+            cmd.args(words)
+                .arg(&self.path)
+                .args(job.options.launcher_args())
+                .args(["lto.ptx", "-o", "lto.cubin"])
+                .current_dir(dir.path());
+            return run(cmd, Path::new(launcher), &job.name, &input, &output)
+                .map(|mut a| {
+                    a.messages = a.messages.replace("lto.ptx", "application ptx input");
+                    a
+                })
+                .map_err(|e| {
+                    e.context(format!(
+                        "ptxas ran through {LAUNCHER_VAR}='{}'",
+                        self.launcher.join(" ")
+                    ))
+                });
+        }
         let mut cmd = Command::new(&self.path);
         cmd.args(job.options.args())
             .arg(&input)
             .arg("-o")
             .arg(&output);
         run(cmd, &self.path, &job.name, &input, &output)
+    }
+
+    fn launched(&self) -> bool {
+        !self.launcher.is_empty()
     }
 }
 
@@ -229,14 +312,23 @@ impl Assembler for Cached<'_> {
         );
         Ok(a)
     }
+
+    fn launched(&self) -> bool {
+        self.inner.launched()
+    }
 }
 
-/// The toolkit's ptxas, its results cached when the link has a cache.
+/// The toolkit's ptxas, run through `launcher` when one is given, its results cached
+/// when the link has a cache (the launcher is not part of the key).
 pub fn for_link<'a>(
     kit: &crate::toolkit::Toolkit,
     cache: Option<&'a crate::cache::Cache>,
+    launcher: &[String],
 ) -> Result<Box<dyn Assembler + 'a>> {
-    let ptxas = Ptxas::new(kit.ptxas());
+    let ptxas = Ptxas {
+        path: kit.ptxas(),
+        launcher: launcher.to_vec(),
+    };
     Ok(match cache {
         Some(cache) => Box::new(Cached {
             tool: cache.tool_id(&ptxas.path)?,
@@ -247,14 +339,21 @@ pub fn for_link<'a>(
     })
 }
 
-/// Runs every job on the link's job pool: at most `threads` workers (0: one per core),
-/// largest jobs first, make's jobserver respected; the results are in job order.
+/// Runs every job on the link's job pool: at most `threads` workers (0: one per core;
+/// through a launcher at least [`LAUNCHED_JOBS_PER_CORE`] per core), largest jobs first,
+/// make's jobserver and `NVLINKRS_JOBS` respected; the results are in job order.
 pub fn assemble_all(
     pool: &crate::jobs::Jobs,
     assembler: &dyn Assembler,
     jobs: &[Job],
     threads: usize,
 ) -> Result<Vec<Result<Assembled>>> {
+    let threads = if assembler.launched() {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        threads.max(cores * LAUNCHED_JOBS_PER_CORE)
+    } else {
+        threads
+    };
     Ok(pool.run_all(
         "ptxas",
         jobs,
@@ -294,6 +393,28 @@ mod tests {
         assert_eq!(
             o.args(),
             ["-arch", "sm_90", "-m", "64", "-c", "-split-compile", "2"]
+        );
+        assert_eq!(
+            o.launcher_args(),
+            ["-arch=sm_90", "-m64", "-c", "-split-compile", "2"]
+        );
+        let o = PtxasOptions {
+            maxrregcount: Some(40),
+            member: vec!["-O3".into()],
+            ..o
+        };
+        assert_eq!(
+            o.launcher_args(),
+            [
+                "-arch=sm_90",
+                "-m64",
+                "-O3",
+                "-maxrregcount",
+                "40",
+                "-c",
+                "-split-compile",
+                "2"
+            ]
         );
     }
 
