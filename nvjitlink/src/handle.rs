@@ -291,7 +291,7 @@ pub unsafe fn add_file(h: Handle, kind: i32, path: *const c_char) -> i32 {
                 let Call::File { path, .. } = &call else {
                     unreachable!()
                 };
-                let readable = std::fs::read(path.to_string_lossy().as_ref()).ok();
+                let readable = crate::read_input(path);
                 let accepted = ours.done.is_none()
                     && readable.is_some_and(|b| run::acceptable(&ours.options, kind, &b));
                 record(link, call, accepted)

@@ -58,7 +58,7 @@ pub fn key(real: &std::path::Path, given: &[CString], calls: &[Call]) -> Option<
             Call::File { kind, path } => k
                 .text(&format!("{kind} file"))
                 .bytes(path.as_bytes())
-                .bytes(&std::fs::read(path.to_str().ok()?).ok()?),
+                .bytes(&crate::read_input(path)?),
         };
     }
     Some((cache, k))
