@@ -129,6 +129,12 @@ def not_relocatable(path):
     return bytes(data)
 
 
+def head(path, n):
+    """The first n bytes of a file (a fraction: that part of it)."""
+    data = open(path, "rb").read()
+    return data[:int(len(data) * n) if isinstance(n, float) else n]
+
+
 def cases(fx):
     f = lambda n: os.path.join(fx, n)  # noqa: E731
     c = [
@@ -197,6 +203,12 @@ def cases(fx):
          [(LTOIR, f("saxpy.ltoir")), (LTOIR, f("scale.ltoir"))], {"before": ["LinkedLTOIR"]}),
         ("input_after_complete", ["-arch=sm_90"], [(CUBIN, f("saxpy.cubin")), (CUBIN, f("scale.cubin"))],
          {"after": [(CUBIN, f("saxpy.cubin")), "complete"]}),
+        # truncated inputs: nvJitLink refuses them at AddData
+        ("truncated_fatbin", ["-arch=sm_90"], [(FATBIN, head(f("saxpy.fatbin"), 0.5)),
+                                               (FATBIN, f("scale.fatbin"))]),
+        ("truncated_library", ["-arch=sm_90"], [(LIBRARY, head(f("libsaxpy.a"), 0.5))]),
+        ("truncated_ltoir", ["-arch=sm_90", "-lto"], [(LTOIR, head(f("saxpy.ltoir"), 16)),
+                                                      (LTOIR, f("scale.ltoir"))]),
     ]
     for arch, ver in ARCHS:
         ptx = PTX_KERNEL.format(ver=ver, arch=arch).encode()
