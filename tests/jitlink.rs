@@ -127,7 +127,7 @@ fn without_ir_container_line(log: &Value) -> Value {
 const EQUIVALENT_ONLY: [&str; 2] = ["ptx_sm_75", "ptx_sm_80"];
 
 /// Links the drop-in hands to the real library, and at which call.
-const HANDED_OVER: [(&str, &str); 25] = [
+const HANDED_OVER: [(&str, &str); 27] = [
     ("ltoir_kernels_used", "nvJitLink: options"),
     ("bad_option", "nvJitLink: options"),
     ("bad_arch", "nvJitLink: options"),
@@ -153,6 +153,8 @@ const HANDED_OVER: [(&str, &str); 25] = [
     ("truncated_fatbin", "nvJitLink: input"),
     ("truncated_library", "nvJitLink: input"),
     ("truncated_ltoir", "nvJitLink: input"),
+    ("file_rewritten_handed_over", "nvJitLink: options"),
+    ("file_as_rewritten_handed_over", "nvJitLink: options"),
 ];
 
 /// Compares two runs of every link: each call's result code, the error log, the info log

@@ -224,7 +224,7 @@ impl RealLink {
             Call::Data { kind, data, name } => {
                 self.add_data(*kind, Some(data), data.len() - 1, name.as_deref())
             }
-            Call::File { kind, path } => self.add_file(*kind, Some(path)),
+            Call::File { kind, path, .. } => self.add_file(*kind, Some(path)),
         };
         self.kept.push(call);
         code

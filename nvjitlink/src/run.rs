@@ -194,7 +194,7 @@ pub fn link(ours: &Ours, messages: &mut String) -> Option<Done> {
     for (i, call) in ours.calls.iter().enumerate() {
         let (kind, data) = match call {
             Call::Data { kind, data, .. } => (*kind, data[..data.len() - 1].to_vec()),
-            Call::File { kind, path } => (*kind, crate::read_input(path)?),
+            Call::File { kind, data, .. } => (*kind, data.clone()?),
         };
         let kind = if kind == input::ANY {
             sniff(&data)?
