@@ -127,7 +127,7 @@ fn without_ir_container_line(log: &Value) -> Value {
 const EQUIVALENT_ONLY: [&str; 2] = ["ptx_sm_75", "ptx_sm_80"];
 
 /// Links the drop-in hands to the real library, and at which call.
-const HANDED_OVER: [(&str, &str); 22] = [
+const HANDED_OVER: [(&str, &str); 27] = [
     ("ltoir_kernels_used", "nvJitLink: options"),
     ("bad_option", "nvJitLink: options"),
     ("bad_arch", "nvJitLink: options"),
@@ -150,6 +150,11 @@ const HANDED_OVER: [(&str, &str); 22] = [
     ("object_not_relocatable", "nvJitLink: input"),
     ("complete_twice_handed_over", "nvJitLink: options"),
     ("input_after_complete", "nvJitLink: input"),
+    ("truncated_fatbin", "nvJitLink: input"),
+    ("truncated_library", "nvJitLink: input"),
+    ("truncated_ltoir", "nvJitLink: input"),
+    ("file_rewritten_handed_over", "nvJitLink: options"),
+    ("file_as_rewritten_handed_over", "nvJitLink: options"),
 ];
 
 /// Compares two runs of every link: each call's result code, the error log, the info log

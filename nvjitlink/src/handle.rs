@@ -31,6 +31,10 @@ pub enum Call {
     File {
         kind: i32,
         path: CString,
+        /// The file's bytes when it was added (`None`: not a regular file one could
+        /// read): nvJitLink reads an input file at `AddFile`, so these are what it links
+        /// and what the cache keys, whatever the file holds by `Complete`.
+        data: Option<Vec<u8>>,
     },
 }
 
@@ -276,7 +280,11 @@ pub unsafe fn add_file(h: Handle, kind: i32, path: *const c_char) -> i32 {
         // SAFETY: the caller's string
         let path = (!path.is_null()).then(|| unsafe { CStr::from_ptr(path) }.to_owned());
         let call = match path {
-            Some(path) => Call::File { kind, path },
+            Some(path) => Call::File {
+                kind,
+                data: crate::read_input(&path),
+                path,
+            },
             None => {
                 return match link {
                     Link::Real(r) => r.add_file(kind, None),
@@ -288,12 +296,13 @@ pub unsafe fn add_file(h: Handle, kind: i32, path: *const c_char) -> i32 {
             Link::Real(r) => r.replay_one(call),
             Link::Cached(_) => rc::INTERNAL,
             Link::Ours(ours) => {
-                let Call::File { path, .. } = &call else {
+                let Call::File { data, .. } = &call else {
                     unreachable!()
                 };
-                let readable = std::fs::read(path.to_string_lossy().as_ref()).ok();
                 let accepted = ours.done.is_none()
-                    && readable.is_some_and(|b| run::acceptable(&ours.options, kind, &b));
+                    && data
+                        .as_ref()
+                        .is_some_and(|b| run::acceptable(&ours.options, kind, b));
                 record(link, call, accepted)
             }
         }

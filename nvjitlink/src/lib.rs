@@ -34,6 +34,41 @@ pub(crate) fn trace(line: &str) {
     }
 }
 
+/// The bytes of a file an `AddFile` names, read only when it is a regular file and no
+/// further than its size (`/dev/zero` never ends, a FIFO blocks at `open`), by the path's
+/// bytes as given; `None` when it cannot be read so (the real library judges it then).
+pub(crate) fn read_input(path: &std::ffi::CStr) -> Option<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::path::Path::new(std::ffi::OsStr::from_bytes(path.to_bytes()));
+    let meta = std::fs::metadata(path).ok()?;
+    if !meta.is_file() {
+        return None;
+    }
+    let file = std::fs::File::open(path).ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut data = Vec::new();
+    file.take(meta.len()).read_to_end(&mut data).ok()?;
+    Some(data)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn input_files_are_read_only_when_regular() {
+        assert_eq!(super::read_input(c"/dev/zero"), None);
+        assert_eq!(super::read_input(c"/"), None);
+        assert_eq!(super::read_input(c"/nonexistent/in.cubin"), None);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("in.cubin");
+        std::fs::write(&path, b"bytes").unwrap();
+        let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+        assert_eq!(super::read_input(&c).as_deref(), Some(&b"bytes"[..]));
+    }
+}
+
 /// nvJitLink's result codes (`nvJitLinkResult`), as the header numbers them.
 pub mod rc {
     pub const SUCCESS: i32 = 0;

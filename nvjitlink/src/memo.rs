@@ -55,10 +55,17 @@ pub fn key(real: &std::path::Path, given: &[CString], calls: &[Call]) -> Option<
                 .text(&kind.to_string())
                 .bytes(name.as_ref().map_or(b"(null)".as_slice(), |n| n.as_bytes()))
                 .bytes(&data[..data.len() - 1]),
-            Call::File { kind, path } => k
-                .text(&format!("{kind} file"))
-                .bytes(path.as_bytes())
-                .bytes(&std::fs::read(path.to_str().ok()?).ok()?),
+            // (the bytes it had when added, which the real library read; not cached when
+            // the file holds others by now: a replay at `Complete` read those)
+            Call::File { kind, path, data } => {
+                let data = data.as_ref()?;
+                if crate::read_input(path).as_ref() != Some(data) {
+                    return None;
+                }
+                k.text(&format!("{kind} file"))
+                    .bytes(path.as_bytes())
+                    .bytes(data)
+            }
         };
     }
     Some((cache, k))

@@ -124,6 +124,31 @@ pub struct RealLink {
     unkept: bool,
     /// `Complete` was called.
     completed: bool,
+    /// Copies of fatbins cut short, padded with zeros to the size their header gives
+    /// (see [`padded_fatbin`]), kept as long as the inputs.
+    padded: Vec<Vec<u8>>,
+}
+
+/// The most a fatbin cut short is padded by.
+const MAX_PAD: u64 = 1 << 30;
+
+/// nvJitLink reads a fatbin as far as its header's body size says, past the size it was
+/// given (a fatbin cut short crashed it, from the drop-in's copy; from a caller's buffer
+/// it reads whatever follows): such a fatbin is given from a copy padded with zeros to
+/// that size, which it reads and refuses (`INVALID_INPUT`). `None` for any other input.
+fn padded_fatbin(data: &[u8]) -> Option<Vec<u8>> {
+    if !nvlinkrs::fatbin::is_fatbin(data) {
+        return None;
+    }
+    let header = u16::from_le_bytes(data.get(6..8)?.try_into().ok()?) as u64;
+    let body = u64::from_le_bytes(data.get(8..16)?.try_into().ok()?);
+    let end = header.max(16).checked_add(body)?;
+    let have = data.len() as u64;
+    (end > have && end - have <= MAX_PAD).then(|| {
+        let mut copy = vec![0u8; end as usize + 1];
+        copy[..data.len()].copy_from_slice(data);
+        copy
+    })
 }
 
 // SAFETY: the handle is used under the link's lock only, one call at a time
@@ -222,9 +247,18 @@ impl RealLink {
     pub fn replay_one(&mut self, call: Call) -> i32 {
         let code = match &call {
             Call::Data { kind, data, name } => {
-                self.add_data(*kind, Some(data), data.len() - 1, name.as_deref())
+                let size = data.len() - 1;
+                match padded_fatbin(&data[..size]) {
+                    Some(copy) => {
+                        let code = self.add_data(*kind, Some(&copy), size, name.as_deref());
+                        // (kept: moving the Vec leaves its bytes where they are)
+                        self.padded.push(copy);
+                        code
+                    }
+                    None => self.add_data(*kind, Some(data), size, name.as_deref()),
+                }
             }
-            Call::File { kind, path } => self.add_file(*kind, Some(path)),
+            Call::File { kind, path, .. } => self.add_file(*kind, Some(path)),
         };
         self.kept.push(call);
         code
@@ -271,6 +305,7 @@ pub fn create(given: &[CString]) -> Result<(RealLink, i32), i32> {
             given: given.to_vec(),
             unkept: code != rc::SUCCESS,
             completed: false,
+            padded: Vec::new(),
         },
         code,
     ))
@@ -287,4 +322,24 @@ pub fn replay(given: &[CString], calls: Vec<Call>) -> Result<(RealLink, i32), i3
         }
     }
     Ok((link, code))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_fatbin_cut_short_is_padded_to_its_header_size() {
+        let mut fatbin = vec![0u8; 16];
+        fatbin[..4].copy_from_slice(&0xba55_ed50u32.to_le_bytes());
+        fatbin[6..8].copy_from_slice(&16u16.to_le_bytes());
+        fatbin[8..16].copy_from_slice(&100u64.to_le_bytes());
+        let copy = super::padded_fatbin(&fatbin).unwrap();
+        assert_eq!((copy.len(), &copy[..16]), (117, &fatbin[..]));
+        assert!(copy[16..].iter().all(|&b| b == 0));
+        // whole, not a fatbin, or a body size past the cap: as given
+        fatbin.resize(116, 7);
+        assert!(super::padded_fatbin(&fatbin).is_none());
+        assert!(super::padded_fatbin(b"not a fatbin at all").is_none());
+        fatbin[8..16].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert!(super::padded_fatbin(&fatbin).is_none());
+    }
 }

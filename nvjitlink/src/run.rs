@@ -91,7 +91,7 @@ pub fn acceptable(o: &Options, kind: i32, data: &[u8]) -> bool {
     let Some(found) = sniff(data) else {
         return false;
     };
-    if kind != input::ANY && kind != found {
+    if kind != input::ANY && kind != found || !whole(found, data) {
         return false;
     }
     match found {
@@ -107,6 +107,23 @@ pub fn acceptable(o: &Options, kind: i32, data: &[u8]) -> bool {
         // over its device code, nvJitLink links it)
         input::OBJECT => nvlinkrs::elf::elf_type(data) == Some(1),
         input::LTOIR => o.lto,
+        _ => true,
+    }
+}
+
+/// Whether an input is whole by its own headers, as nvJitLink checks it at `AddData`
+/// (a truncated one is refused there; nvlinkrs would find it only at `Complete`): an
+/// ELF's sections and tables within it, a fatbin's containers, an LTO IR container's
+/// header, an archive's members.
+fn whole(found: i32, data: &[u8]) -> bool {
+    let bytes = || nvlinkrs::bytes::Bytes::from_vec(data.to_vec());
+    match found {
+        input::CUBIN | input::OBJECT => {
+            nvlinkrs::elf::image_extent(data).is_some_and(|end| end <= data.len())
+        }
+        input::FATBIN => nvlinkrs::fatbin::parse(&bytes(), "in", 0).is_ok(),
+        input::LTOIR => nvlinkrs::ir::container::check_for_link(data, "in").is_ok(),
+        input::LIBRARY => nvlinkrs::input::archive::parse(&bytes(), "in").is_ok(),
         _ => true,
     }
 }
@@ -177,7 +194,7 @@ pub fn link(ours: &Ours, messages: &mut String) -> Option<Done> {
     for (i, call) in ours.calls.iter().enumerate() {
         let (kind, data) = match call {
             Call::Data { kind, data, .. } => (*kind, data[..data.len() - 1].to_vec()),
-            Call::File { kind, path } => (*kind, std::fs::read(path.to_str().ok()?).ok()?),
+            Call::File { kind, data, .. } => (*kind, data.clone()?),
         };
         let kind = if kind == input::ANY {
             sniff(&data)?

@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import sys
+import tempfile
 
 CUBIN, PTX, LTOIR, FATBIN, OBJECT, LIBRARY, ANY = 1, 2, 3, 4, 5, 6, 10
 
@@ -129,6 +130,34 @@ def not_relocatable(path):
     return bytes(data)
 
 
+# files the cases rewrite between their calls
+SCRATCH = tempfile.mkdtemp(prefix="jitlink-drive-")
+
+
+def text_bit_flipped(path):
+    """A cubin's bytes with one control bit of each function's first instruction
+    flipped: another cubin that links as well, to another image."""
+    data = bytearray(open(path, "rb").read())
+    shoff = int.from_bytes(data[0x28:0x30], "little")
+    shentsize, shnum, shstrndx = (int.from_bytes(data[o:o + 2], "little") for o in (0x3A, 0x3C, 0x3E))
+    sh = lambda i: data[shoff + i * shentsize:shoff + (i + 1) * shentsize]  # noqa: E731
+    strtab = int.from_bytes(sh(shstrndx)[0x18:0x20], "little")
+    flipped = bytes(data)
+    for i in range(shnum):
+        name_at = strtab + int.from_bytes(sh(i)[0:4], "little")
+        if data[name_at:data.index(0, name_at)].startswith(b".text."):
+            data[int.from_bytes(sh(i)[0x18:0x20], "little") + 15] ^= 0x08
+    if bytes(data) == flipped:
+        raise ValueError(f"{path}: no .text section")
+    return bytes(data)
+
+
+def head(path, n):
+    """The first n bytes of a file (a fraction: that part of it)."""
+    data = open(path, "rb").read()
+    return data[:int(len(data) * n) if isinstance(n, float) else n]
+
+
 def cases(fx):
     f = lambda n: os.path.join(fx, n)  # noqa: E731
     c = [
@@ -197,7 +226,26 @@ def cases(fx):
          [(LTOIR, f("saxpy.ltoir")), (LTOIR, f("scale.ltoir"))], {"before": ["LinkedLTOIR"]}),
         ("input_after_complete", ["-arch=sm_90"], [(CUBIN, f("saxpy.cubin")), (CUBIN, f("scale.cubin"))],
          {"after": [(CUBIN, f("saxpy.cubin")), "complete"]}),
+        # truncated inputs: nvJitLink refuses them at AddData
+        ("truncated_fatbin", ["-arch=sm_90"], [(FATBIN, head(f("saxpy.fatbin"), 16)),
+                                               (FATBIN, f("scale.fatbin"))]),
+        ("truncated_library", ["-arch=sm_90"], [(LIBRARY, head(f("libsaxpy.a"), 0.5))]),
+        ("truncated_ltoir", ["-arch=sm_90", "-lto"], [(LTOIR, head(f("saxpy.ltoir"), 16)),
+                                                      (LTOIR, f("scale.ltoir"))]),
     ]
+    # an input file rewritten after AddFile: nvJitLink links what it read at AddFile (a
+    # link of ours, one handed over), and a later link of the file as rewritten gets
+    # its own image, not the cached one of the earlier bytes
+    swap = os.path.join(SCRATCH, "swap.cubin")
+    old, new = open(f("scale.cubin"), "rb").read(), text_bit_flipped(f("scale.cubin"))
+    for name, opts, before, after in [
+        ("file_rewritten_before_complete", ["-arch=sm_90"], old, new),
+        ("file_rewritten_handed_over", ["-arch=sm_90", "-lineinfo"], old, new),
+        ("file_as_rewritten_handed_over", ["-arch=sm_90", "-lineinfo"], new, None),
+    ]:
+        c.append((name, opts, [(CUBIN, f("saxpy.cubin")), (CUBIN, "file:" + swap)],
+                  {"setup": [("write", swap, before)],
+                   "before": [("write", swap, after)] if after else []}))
     for arch, ver in ARCHS:
         ptx = PTX_KERNEL.format(ver=ver, arch=arch).encode()
         c.append((f"ptx_{arch}", [f"-arch={arch}"], [(PTX, ptx)]))
@@ -208,10 +256,14 @@ def cases(fx):
 
 
 def step(api, h, s):
-    """One call of a case's `before`/`after` steps: "complete", an answer's name
-    (its size call and copy), or an input (kind, path)."""
+    """One call of a case's `setup`/`before`/`after` steps: "complete", an answer's name
+    (its size call and copy), ("write", path, bytes), or an input (kind, path)."""
     if s == "complete":
         return api.complete(h)
+    if s[0] == "write":
+        with open(s[1], "wb") as f:
+            f.write(s[2])
+        return None
     if isinstance(s, str):
         code, data = api.get(h, s)
         return [code, None if data is None else len(data)]
@@ -220,6 +272,8 @@ def step(api, h, s):
 
 def run(api, name, opts, inputs, out, steps=None):
     steps = steps or {}
+    for s in steps.get("setup", []):
+        step(api, None, s)
     r = {"options": opts}
     trace = os.environ.get("NVLINKRS_JITLINK_LOG")
     if trace:  # the drop-in's lines after this one are this link's
@@ -236,7 +290,7 @@ def run(api, name, opts, inputs, out, steps=None):
             continue
         data = src if isinstance(src, bytes) else open(src, "rb").read()
         r["add"].append(api.add_data(h, kind, data, os.path.basename(src) if isinstance(src, str) else "data"))
-    if "before" in steps:
+    if steps.get("before"):
         r["before"] = [step(api, h, s) for s in steps["before"]]
     if rc == 0:
         r["complete"] = api.complete(h)
