@@ -590,6 +590,57 @@ fn a_shared_tier_that_fails_costs_one_warning_and_never_the_link() {
     assert!(l.shared_warnings().is_empty(), "{}", l.stderr);
 }
 
+/// An HTTP server on loopback answering every request with a body that claims 8 GiB and
+/// never ends (a broken or hostile store); it lives as long as the test process.
+fn endless_http_server() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 65536];
+                let _ = conn.read(&mut buf);
+                let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", 8u64 << 30);
+                let chunk = vec![0u8; 1 << 20];
+                if conn.write_all(head.as_bytes()).is_ok() {
+                    while conn.write_all(&chunk).is_ok() {}
+                }
+            });
+        }
+    });
+    port
+}
+
+#[test]
+fn a_store_sending_without_end_is_read_no_further_than_an_entry_header() {
+    let plain = link(&saxpy(), None, &[]);
+    assert_eq!(plain.code, 0, "{}", plain.stderr);
+    let port = endless_http_server();
+    let mut env = tier_env(&format!("webdav+http://127.0.0.1:{port}/cache"));
+    env.push(("NVLINKRS_REMOTE_CACHE_MODE".into(), "read-only".into()));
+    let c = tempfile::tempdir().unwrap();
+    let started = Instant::now();
+    let l = link(&saxpy(), Some(c.path()), &env);
+    assert_eq!(l.code, 0, "{}", l.stderr);
+    assert!(l.out == plain.out, "bytes differ");
+    // every object is garbage after its first bytes: rejected there, no time limit
+    // reached, no warning (it used to be read for 3 s, gigabytes in memory, then failed)
+    assert!(l.shared_warnings().is_empty(), "{}", l.stderr);
+    assert_eq!(l.shared("errors"), 0, "{:#}", l.report);
+    assert!(l.shared("rejected") >= 1, "{:#}", l.report);
+    assert!(
+        l.shared("bytes_read") < l.shared("rejected") << 20,
+        "{:#}",
+        l.report
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
 #[test]
 fn entries_larger_than_memcached_holds_are_skipped() {
     // unrolled_dlto.o's PTX member is 1.8 MB decompressed: its entry passes memcached's

@@ -403,10 +403,11 @@ impl Remote {
     }
 
     /// The entry file stored for the key `hex`, unchecked (the caller checks it). `None`
-    /// for a miss or a failure (noted).
-    pub fn get(&self, hex: &str) -> Option<Vec<u8>> {
+    /// for a miss or a failure (noted). `want` gives the entry's length from its header
+    /// (`None`: not an entry of this key): reading stops there, or at the header.
+    pub fn get(&self, hex: &str, want: &super::store::Want<'_>) -> Option<Vec<u8>> {
         let store = self.live()?;
-        match store.read(&entry_path(hex)) {
+        match store.read(&entry_path(hex), super::HEADER, want) {
             Ok(Some(data)) => {
                 self.count(|c| c.bytes_read += data.len() as u64);
                 Some(data)
@@ -614,7 +615,7 @@ mod tests {
             mode: Some("sometimes".into()),
             from_flag: false,
         });
-        assert!(r.get(&"ab".repeat(32)).is_none());
+        assert!(r.get(&"ab".repeat(32), &|_| None).is_none());
         let w = r.failure().unwrap();
         assert!(w.contains("NVLINKRS_REMOTE_CACHE_MODE='sometimes'"), "{w}");
         let r = Remote::open(&Spec {
