@@ -679,6 +679,48 @@ fn entries_larger_than_memcached_holds_are_skipped() {
 }
 
 #[test]
+fn a_launcher_handing_back_a_wrong_cubin_fails_the_link_and_stores_nothing() {
+    let plain = link(&saxpy(), None, &[]);
+    assert_eq!(plain.code, 0, "{}", plain.stderr);
+    let tmp = tempfile::tempdir().unwrap();
+    // ptxas runs, then its output is replaced: by another program's cubin (valid, for the
+    // same target, without the job's kernels), or cut short
+    let other = "printf '.version 8.0\\n.target sm_90\\n.address_size 64\\n.visible .entry other()\\n{\\nret;\\n}\\n' > other.ptx\n\
+                 \"$1\" -arch=sm_90 other.ptx -o other.cubin || exit 9";
+    for (name, then) in [
+        ("another", "cp other.cubin lto.cubin"),
+        (
+            "truncated",
+            "head -c 300 lto.cubin > cut && mv cut lto.cubin",
+        ),
+    ] {
+        let script = format!("{other}\n\"$@\" || exit $?\n{then}\nexit 0");
+        let l = launcher(tmp.path(), name, &script);
+        // a read-write shared tier of its own
+        let tier = tempfile::tempdir().unwrap();
+        let url = format!("file://{}", tier.path().display());
+        let mut env = tier_env(&url);
+        env.push(("NVLINKRS_PTXAS_LAUNCHER".into(), l.display().to_string()));
+        let c = tempfile::tempdir().unwrap();
+        let bad = link(&saxpy(), Some(c.path()), &env);
+        // it used to be the image, exit 0, and a cache entry replayed without the launcher
+        assert_ne!(bad.code, 0, "{name}: {}", bad.stderr);
+        assert!(bad.out.is_none(), "{name}: an output");
+        assert!(
+            bad.stderr.contains("ptxas gave no usable output"),
+            "{name}: {}",
+            bad.stderr
+        );
+        let again = link(&saxpy(), Some(c.path()), &tier_env(&url));
+        assert_eq!(again.code, 0, "{name}: {}", again.stderr);
+        assert!(
+            again.out == plain.out,
+            "{name}: a wrong image from the cache"
+        );
+    }
+}
+
+#[test]
 fn ptxas_jobs_go_through_a_launcher_with_the_same_bytes() {
     let plain = link(&split(), None, &[]);
     assert_eq!(plain.code, 0, "{}", plain.stderr);
