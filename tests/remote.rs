@@ -590,6 +590,57 @@ fn a_shared_tier_that_fails_costs_one_warning_and_never_the_link() {
     assert!(l.shared_warnings().is_empty(), "{}", l.stderr);
 }
 
+/// An HTTP server on loopback answering every request with a body that claims 8 GiB and
+/// never ends (a broken or hostile store); it lives as long as the test process.
+fn endless_http_server() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 65536];
+                let _ = conn.read(&mut buf);
+                let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", 8u64 << 30);
+                let chunk = vec![0u8; 1 << 20];
+                if conn.write_all(head.as_bytes()).is_ok() {
+                    while conn.write_all(&chunk).is_ok() {}
+                }
+            });
+        }
+    });
+    port
+}
+
+#[test]
+fn a_store_sending_without_end_is_read_no_further_than_an_entry_header() {
+    let plain = link(&saxpy(), None, &[]);
+    assert_eq!(plain.code, 0, "{}", plain.stderr);
+    let port = endless_http_server();
+    let mut env = tier_env(&format!("webdav+http://127.0.0.1:{port}/cache"));
+    env.push(("NVLINKRS_REMOTE_CACHE_MODE".into(), "read-only".into()));
+    let c = tempfile::tempdir().unwrap();
+    let started = Instant::now();
+    let l = link(&saxpy(), Some(c.path()), &env);
+    assert_eq!(l.code, 0, "{}", l.stderr);
+    assert!(l.out == plain.out, "bytes differ");
+    // every object is garbage after its first bytes: rejected there, no time limit
+    // reached, no warning (it used to be read for 3 s, gigabytes in memory, then failed)
+    assert!(l.shared_warnings().is_empty(), "{}", l.stderr);
+    assert_eq!(l.shared("errors"), 0, "{:#}", l.report);
+    assert!(l.shared("rejected") >= 1, "{:#}", l.report);
+    assert!(
+        l.shared("bytes_read") < l.shared("rejected") << 20,
+        "{:#}",
+        l.report
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
 #[test]
 fn entries_larger_than_memcached_holds_are_skipped() {
     // unrolled_dlto.o's PTX member is 1.8 MB decompressed: its entry passes memcached's
@@ -625,6 +676,48 @@ fn entries_larger_than_memcached_holds_are_skipped() {
     assert!(l.out.as_ref() == Some(&plain));
     assert_eq!(l.report["cache"]["whole_link"], "hit", "{:#}", l.report);
     assert_eq!(l.shared("hits"), 1, "{:#}", l.report);
+}
+
+#[test]
+fn a_launcher_handing_back_a_wrong_cubin_fails_the_link_and_stores_nothing() {
+    let plain = link(&saxpy(), None, &[]);
+    assert_eq!(plain.code, 0, "{}", plain.stderr);
+    let tmp = tempfile::tempdir().unwrap();
+    // ptxas runs, then its output is replaced: by another program's cubin (valid, for the
+    // same target, without the job's kernels), or cut short
+    let other = "printf '.version 8.0\\n.target sm_90\\n.address_size 64\\n.visible .entry other()\\n{\\nret;\\n}\\n' > other.ptx\n\
+                 \"$1\" -arch=sm_90 other.ptx -o other.cubin || exit 9";
+    for (name, then) in [
+        ("another", "cp other.cubin lto.cubin"),
+        (
+            "truncated",
+            "head -c 300 lto.cubin > cut && mv cut lto.cubin",
+        ),
+    ] {
+        let script = format!("{other}\n\"$@\" || exit $?\n{then}\nexit 0");
+        let l = launcher(tmp.path(), name, &script);
+        // a read-write shared tier of its own
+        let tier = tempfile::tempdir().unwrap();
+        let url = format!("file://{}", tier.path().display());
+        let mut env = tier_env(&url);
+        env.push(("NVLINKRS_PTXAS_LAUNCHER".into(), l.display().to_string()));
+        let c = tempfile::tempdir().unwrap();
+        let bad = link(&saxpy(), Some(c.path()), &env);
+        // it used to be the image, exit 0, and a cache entry replayed without the launcher
+        assert_ne!(bad.code, 0, "{name}: {}", bad.stderr);
+        assert!(bad.out.is_none(), "{name}: an output");
+        assert!(
+            bad.stderr.contains("ptxas gave no usable output"),
+            "{name}: {}",
+            bad.stderr
+        );
+        let again = link(&saxpy(), Some(c.path()), &tier_env(&url));
+        assert_eq!(again.code, 0, "{name}: {}", again.stderr);
+        assert!(
+            again.out == plain.out,
+            "{name}: a wrong image from the cache"
+        );
+    }
 }
 
 #[test]

@@ -174,6 +174,18 @@ impl Cache {
         self.cap.saturating_add(HEADER as u64)
     }
 
+    /// The length of the entry file of `key` whose first [`HEADER`] bytes are `head`:
+    /// `None` when they are no such entry's, or it is larger than a local one may be. The
+    /// shared tier stops reading an object there (a server sending garbage, or without
+    /// end, costs [`HEADER`] bytes, not the memory it could send within the time limit).
+    fn entry_len(&self, head: &[u8], key: &Key) -> Option<u64> {
+        let head = head.get(..HEADER)?;
+        let len = u64::from_le_bytes(head[8..16].try_into().expect("8 bytes"));
+        let total = len.checked_add(HEADER as u64)?;
+        (&head[..8] == MAGIC && head[16..48] == key.digest() && total <= self.max_entry())
+            .then_some(total)
+    }
+
     /// The entry for `key`, if present and intact (a corrupt one is removed).
     pub fn get(&self, key: &Key) -> Option<Vec<u8>> {
         let hex = key.finish();
@@ -193,7 +205,7 @@ impl Cache {
         // the shared tier: its entry checked as a local one, then copied in
         if found.is_none()
             && let Some(r) = &self.remote
-            && let Some(entry) = r.get(&hex)
+            && let Some(entry) = r.get(&hex, &|head| self.entry_len(head, key))
         {
             let intact = entry.len() as u64 <= self.max_entry() && check(&entry, &key.digest());
             r.checked(intact);

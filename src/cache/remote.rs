@@ -109,8 +109,8 @@ fn split_url(url: &str) -> Option<Url<'_>> {
     };
     let (user, password) = match userinfo.map(|u| u.split_once(':').unwrap_or((u, ""))) {
         Some((u, p)) => (
-            Some(u.to_string()).filter(|u| !u.is_empty()),
-            Some(p.to_string()).filter(|p| !p.is_empty()),
+            Some(percent_decoded(u)).filter(|u| !u.is_empty()),
+            Some(percent_decoded(p)).filter(|p| !p.is_empty()),
         ),
         None => (None, None),
     };
@@ -123,8 +123,44 @@ fn split_url(url: &str) -> Option<Url<'_>> {
     })
 }
 
-/// The URL as messages and `cache stats` show it: a password replaced by `***`.
+/// `%XX` escapes decoded (a password or user name holding `/`, `@` or `:`); a `%` that
+/// starts no escape stays as it is.
+fn percent_decoded(text: &str) -> String {
+    let b = text.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        match (
+            b[i],
+            b.get(i + 1).and_then(|&c| hex(c)),
+            b.get(i + 2).and_then(|&c| hex(c)),
+        ) {
+            (b'%', Some(h), Some(l)) => {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+            }
+            (c, _, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The URL as messages and `cache stats` show it: a password replaced by `***`. A `/` left
+/// unescaped in a password ends the authority, so the URL names no store; it is hidden
+/// too (whatever comes before an `@` and after a `:` of the authority's first part).
 pub fn redacted(url: &str) -> String {
+    if let Some((scheme, rest)) = url.split_once("://")
+        && let Some((userinfo, after)) = rest.rsplit_once('@')
+        && userinfo.contains('/')
+        && let Some((user, _)) = userinfo.split_once(':')
+        && !user.contains('/')
+    {
+        return format!("{scheme}://{user}:***@{after}");
+    }
     match split_url(url) {
         Some(u) if u.password.is_some() => format!(
             "{}://{}:***@{}{}",
@@ -403,10 +439,11 @@ impl Remote {
     }
 
     /// The entry file stored for the key `hex`, unchecked (the caller checks it). `None`
-    /// for a miss or a failure (noted).
-    pub fn get(&self, hex: &str) -> Option<Vec<u8>> {
+    /// for a miss or a failure (noted). `want` gives the entry's length from its header
+    /// (`None`: not an entry of this key): reading stops there, or at the header.
+    pub fn get(&self, hex: &str, want: &super::store::Want<'_>) -> Option<Vec<u8>> {
         let store = self.live()?;
-        match store.read(&entry_path(hex)) {
+        match store.read(&entry_path(hex), super::HEADER, want) {
             Ok(Some(data)) => {
                 self.count(|c| c.bytes_read += data.len() as u64);
                 Some(data)
@@ -603,6 +640,29 @@ mod tests {
     fn passwords_are_not_shown() {
         assert_eq!(redacted("redis://u:secret@h:1/2"), "redis://u:***@h:1/2");
         assert_eq!(redacted("redis://h:1"), "redis://h:1");
+        // a password with an unescaped '/' names no store, and is not shown either
+        assert_eq!(redacted("redis://:pa/ss@h:1"), "redis://:***@h:1");
+        assert_eq!(
+            redacted("webdav+http://alice:se/cr@et@h/x"),
+            "webdav+http://alice:***@h/x"
+        );
+        let r = Remote::open(&Spec {
+            url: "webdav+http://alice:se/cret@h/x".into(),
+            mode: None,
+            from_flag: false,
+        });
+        assert_eq!(r.shown(), "webdav+http://alice:***@h/x");
+        // escaped, it is the password
+        assert_eq!(
+            Backend::parse("redis://u%3Ax:p%2Fa%40ss%3A@h:1").unwrap(),
+            Backend::Redis {
+                endpoint: "tcp://h:1".into(),
+                username: Some("u:x".into()),
+                password: Some("p/a@ss:".into()),
+                db: 0
+            }
+        );
+        assert_eq!(redacted("redis://u:p%2Fa@h:1"), "redis://u:***@h:1");
         let e = Backend::parse("ftp://u:secret@h").unwrap_err();
         assert!(!e.message().contains("secret"));
     }
@@ -614,7 +674,7 @@ mod tests {
             mode: Some("sometimes".into()),
             from_flag: false,
         });
-        assert!(r.get(&"ab".repeat(32)).is_none());
+        assert!(r.get(&"ab".repeat(32), &|_| None).is_none());
         let w = r.failure().unwrap();
         assert!(w.contains("NVLINKRS_REMOTE_CACHE_MODE='sometimes'"), "{w}");
         let r = Remote::open(&Spec {

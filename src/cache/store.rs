@@ -21,6 +21,10 @@ pub const OP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
 #[cfg(feature = "remote-cache")]
 pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// What [`Store::read`] asks of an object's first bytes: the length the whole object
+/// should have, or `None` to stop reading there.
+pub type Want<'a> = dyn Fn(&[u8]) -> Option<u64> + 'a;
+
 #[cfg(feature = "remote-cache")]
 pub struct Store {
     op: opendal::Operator,
@@ -206,18 +210,45 @@ impl Store {
         }
     }
 
-    /// The object at `path`: `None` when there is none.
-    pub fn read(&self, path: &str) -> Result<Option<Vec<u8>>> {
+    /// The object at `path`: `None` when there is none. Read as a stream: once `head`
+    /// bytes are in, `want` says how long the whole object should be, and reading stops
+    /// at that length and one byte more (a longer object fails the caller's check), or
+    /// right there when it says `None`; a server sending without end costs no memory.
+    pub fn read(&self, path: &str, head: usize, want: &Want<'_>) -> Result<Option<Vec<u8>>> {
+        use futures_core::Stream;
         self.reachable()?;
+        let fetch = async {
+            let mut stream = Box::pin(self.op.reader(path).await?.into_stream(..).await?);
+            let mut data = Vec::new();
+            let mut limit: Option<u64> = None;
+            while let Some(buf) = std::future::poll_fn(|cx| stream.as_mut().poll_next(cx)).await {
+                for bytes in buf? {
+                    data.extend_from_slice(&bytes);
+                }
+                if limit.is_none() && data.len() >= head {
+                    match want(&data) {
+                        Some(total) => limit = Some(total.saturating_add(1)),
+                        None => break,
+                    }
+                }
+                if let Some(l) = limit
+                    && data.len() as u64 >= l
+                {
+                    data.truncate(l as usize);
+                    break;
+                }
+            }
+            Ok::<_, opendal::Error>(data)
+        };
         let got = self
             .rt
-            .block_on(async { tokio::time::timeout(OP_TIMEOUT, self.op.read(path)).await });
+            .block_on(async { tokio::time::timeout(OP_TIMEOUT, fetch).await });
         match got {
             Err(_) => Err(Error::fatal(format!(
                 "no answer within {} s",
                 OP_TIMEOUT.as_secs()
             ))),
-            Ok(Ok(buf)) => Ok(Some(buf.to_vec())),
+            Ok(Ok(data)) => Ok(Some(data)),
             Ok(Err(e)) if e.kind() == opendal::ErrorKind::NotFound => Ok(None),
             Ok(Err(e)) => Err(Error::fatal(one_line(&e))),
         }
@@ -266,7 +297,7 @@ impl Store {
         ))
     }
 
-    pub fn read(&self, _: &str) -> Result<Option<Vec<u8>>> {
+    pub fn read(&self, _: &str, _: usize, _: &Want<'_>) -> Result<Option<Vec<u8>>> {
         Ok(None)
     }
 

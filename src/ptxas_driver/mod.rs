@@ -164,6 +164,7 @@ impl Assembler for Ptxas {
                 .args(["lto.ptx", "-o", "lto.cubin"])
                 .current_dir(dir.path());
             return run(cmd, Path::new(launcher), &job.name, &input, &output)
+                .and_then(|a| check_launched(&job.ptx, &a.cubin, &job.name).map(|()| a))
                 .map(|mut a| {
                     a.messages = a.messages.replace("lto.ptx", "application ptx input");
                     a
@@ -186,6 +187,39 @@ impl Assembler for Ptxas {
     fn launched(&self) -> bool {
         !self.launcher.is_empty()
     }
+}
+
+/// What a launcher handed back is a device ELF defining every kernel of the PTX (a farm or
+/// a wrapper that fails, cuts the file short or answers with another job's cubin must not
+/// become the image, and the cache, where the launcher is no part of the key, with it).
+fn check_launched(ptx: &[u8], cubin: &[u8], name: &str) -> Result<()> {
+    let bad = |why: String| {
+        Error::fatal("elfLink JIT compile failed")
+            .context(format!("ptxas gave no usable output for '{name}': {why}"))
+    };
+    let elf = crate::elf::ElfView::parse(cubin, name).map_err(|e| bad(e.message().into()))?;
+    if elf.e_machine != crate::elf::EM_CUDA {
+        return Err(bad("not a device ELF".into()));
+    }
+    let symbols = elf.symbols(name).map_err(|e| bad(e.message().into()))?;
+    let text = String::from_utf8_lossy(ptx);
+    // (a kernel declared `.extern .entry`, another split piece's, is not defined here)
+    let mut words = text
+        .split(|c: char| c.is_whitespace() || c == '(')
+        .filter(|w| !w.is_empty());
+    let mut last = "";
+    while let Some(w) = words.next() {
+        let extern_decl = last == ".extern";
+        last = w;
+        if w == ".entry"
+            && !extern_decl
+            && let Some(kernel) = words.next()
+            && !symbols.iter().any(|s| s.name == kernel)
+        {
+            return Err(bad(format!("it defines no kernel '{kernel}'")));
+        }
+    }
+    Ok(())
 }
 
 /// A private directory (0700) for one ptxas job, named with this process's id: the first
