@@ -181,40 +181,45 @@ mod tests {
 }
 
 /// A name read from an input's string table: a window into the input's bytes when they
-/// are UTF-8 (no copy: a link reads tens of thousands of symbol names), else the lossy
-/// copy a damaged name gets. Reads as a `&str` everywhere a `String` did.
+/// are UTF-8 (no copy: a link reads tens of thousands of symbol and section names), else
+/// the lossy copy a damaged name gets, held the same way. Reads as a `&str` everywhere a
+/// `String` did; 24 bytes, as a `String`.
 #[derive(Clone)]
-pub struct Name(NameRepr);
-
-#[derive(Clone)]
-enum NameRepr {
-    /// UTF-8, checked when made.
-    Shared(Bytes),
-    Owned(Box<str>),
+pub struct Name {
+    /// What holds the bytes `ptr` points into (kept, never read).
+    _owner: Arc<Owner>,
+    ptr: *const u8,
+    len: usize,
 }
+
+// SAFETY: as for `Bytes`: `ptr` points into `_owner`'s buffer, which `_owner` keeps alive
+// and which never changes.
+unsafe impl Send for Name {}
+unsafe impl Sync for Name {}
 
 impl Name {
     /// The name in `b`: shared when it is UTF-8, else copied with the bad bytes replaced.
     pub fn from_bytes(b: Bytes) -> Name {
         match std::str::from_utf8(&b) {
-            Ok(_) => Name(NameRepr::Shared(b)),
-            Err(_) => Name(NameRepr::Owned(String::from_utf8_lossy(&b).into())),
+            Ok(_) => Name {
+                ptr: b.ptr,
+                len: b.end - b.start,
+                _owner: b.owner,
+            },
+            Err(_) => Name::from(String::from_utf8_lossy(&b).into_owned()),
         }
     }
 
     pub fn as_str(&self) -> &str {
-        match &self.0 {
-            // SAFETY: a shared name's bytes were checked to be UTF-8 when it was made,
-            // and a `Bytes` window never changes.
-            NameRepr::Shared(b) => unsafe { std::str::from_utf8_unchecked(b) },
-            NameRepr::Owned(s) => s,
-        }
+        // SAFETY: the bytes lie in `_owner`'s buffer, alive and unchanged as long as it is,
+        // and were checked to be UTF-8 when the name was made (or came from a `String`).
+        unsafe { std::str::from_utf8_unchecked(std::slice::from_raw_parts(self.ptr, self.len)) }
     }
 }
 
 impl Default for Name {
     fn default() -> Name {
-        Name(NameRepr::Owned(Box::from("")))
+        Name::from(String::new())
     }
 }
 
@@ -239,13 +244,18 @@ impl std::borrow::Borrow<str> for Name {
 
 impl From<&str> for Name {
     fn from(s: &str) -> Name {
-        Name(NameRepr::Owned(Box::from(s)))
+        Name::from(s.to_owned())
     }
 }
 
 impl From<String> for Name {
     fn from(s: String) -> Name {
-        Name(NameRepr::Owned(s.into_boxed_str()))
+        let b = Bytes::from_vec(s.into_bytes());
+        Name {
+            ptr: b.ptr,
+            len: b.end - b.start,
+            _owner: b.owner,
+        }
     }
 }
 
@@ -325,7 +335,8 @@ mod name_tests {
     fn names_read_as_strings_shared_or_copied() {
         let b = Bytes::from_vec(b"_Z4kernPi\0bad\xff\xfename\0".to_vec());
         let good = Name::from_bytes(b.slice(0..9));
-        assert!(matches!(good.0, NameRepr::Shared(_)));
+        assert_eq!(good.ptr, b.ptr, "a window, not a copy");
+        assert_eq!(std::mem::size_of::<Name>(), std::mem::size_of::<String>());
         assert_eq!((good.as_str(), good.len()), ("_Z4kernPi", 9));
         assert_eq!(good, Name::from("_Z4kernPi"));
         // a damaged name: the bad bytes replaced, as the lossy conversion did
