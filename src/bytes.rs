@@ -201,12 +201,17 @@ impl Name {
     /// The name in `b`: shared when it is UTF-8, else copied with the bad bytes replaced.
     pub fn from_bytes(b: Bytes) -> Name {
         match std::str::from_utf8(&b) {
-            Ok(_) => Name {
-                ptr: b.ptr,
-                len: b.end - b.start,
-                _owner: b.owner,
-            },
+            Ok(_) => Name::window(b),
             Err(_) => Name::from(String::from_utf8_lossy(&b).into_owned()),
+        }
+    }
+
+    /// `b` as a name (its bytes UTF-8, checked by the caller).
+    fn window(b: Bytes) -> Name {
+        Name {
+            ptr: b.ptr,
+            len: b.end - b.start,
+            _owner: b.owner,
         }
     }
 
@@ -250,12 +255,7 @@ impl From<&str> for Name {
 
 impl From<String> for Name {
     fn from(s: String) -> Name {
-        let b = Bytes::from_vec(s.into_bytes());
-        Name {
-            ptr: b.ptr,
-            len: b.end - b.start,
-            _owner: b.owner,
-        }
+        Name::window(Bytes::from_vec(s.into_bytes()))
     }
 }
 
