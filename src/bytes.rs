@@ -223,8 +223,17 @@ impl Name {
 }
 
 impl Default for Name {
+    /// The empty name, shared: made for every section and symbol before its name is
+    /// read, so it allocates nothing.
     fn default() -> Name {
-        Name::from(String::new())
+        static EMPTY: std::sync::LazyLock<Arc<Owner>> =
+            std::sync::LazyLock::new(|| Arc::new(Owner::Static(b"")));
+        let owner = EMPTY.clone();
+        Name {
+            ptr: owner.as_slice().as_ptr(),
+            len: 0,
+            _owner: owner,
+        }
     }
 }
 
@@ -250,6 +259,18 @@ impl std::borrow::Borrow<str> for Name {
 impl From<&str> for Name {
     fn from(s: &str) -> Name {
         Name::from(s.to_owned())
+    }
+}
+
+impl From<&Name> for Name {
+    fn from(n: &Name) -> Name {
+        n.clone()
+    }
+}
+
+impl From<&String> for Name {
+    fn from(s: &String) -> Name {
+        Name::from(s.clone())
     }
 }
 

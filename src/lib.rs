@@ -126,12 +126,14 @@ fn link_phases(plan: &Plan, ctx: &LinkContext, keep: bool) -> Result<Timings> {
     let mut options = plan.merge_options();
     options.kernels = plan.kernel_filter(&hosts, described);
     options.lto_from = lto_from;
-    let (image, steps) =
+    let (mut image, steps) =
         timings.phase("merge", || merge::link_with_steps(&inputs, &options, ctx))?;
     timings.merge_steps = steps;
     diag.check()?;
     let (found, keep) = (target.take(), timings.written.keep);
-    timings.written.out = timings.phase("write", || output::write_image(found, image, keep))?;
+    timings.written.out =
+        timings.phase("write", || output::write_image(found, &mut image, keep))?;
+    ctx.dispose(image);
     if req.verbose {
         report::resources(
             req,

@@ -41,7 +41,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 /// cache stores the bytes written, not what the output reads back.
 pub fn write_image(
     found: Found,
-    image: crate::elf::write::Image,
+    image: &mut crate::elf::write::Image,
     keep: bool,
 ) -> Result<Option<Vec<u8>>> {
     use crate::elf::write::write_to;

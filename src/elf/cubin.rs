@@ -183,10 +183,41 @@ fn read_header(d: &[u8], origin: &str, hint: &str) -> Result<Header> {
 /// The section headers, each checked against the file; with `shared` (the bytes `d`
 /// borrows from) the names are windows into them, else copies.
 fn read_sections(d: &[u8], shared: Option<&Bytes>, origin: &str) -> Result<Vec<Section>> {
+    let Some(headers) = read_headers(d, origin)? else {
+        return Ok(Vec::new());
+    };
+    let (shstr, shstr_at) = (headers.shstr, headers.shstr_at);
+    let mut sections = Vec::with_capacity(headers.raw.len());
+    for (i, (name_off, mut s)) in headers.raw.into_iter().enumerate() {
+        s.name =
+            name_in(shstr, name_off as usize, shared.map(|b| (b, shstr_at))).ok_or_else(|| {
+                malformed(
+                    origin,
+                    (headers.shoff + i * SHDR) as u64,
+                    format!("section [{i}] name offset {name_off:#x} is outside .shstrtab"),
+                )
+            })?;
+        sections.push(s);
+    }
+    Ok(sections)
+}
+
+/// The section headers of a file, before their names are read: each with its
+/// `.shstrtab` offset, and the table (with its place in the file) those offsets index.
+struct Headers<'d> {
+    raw: Vec<(u32, Section)>,
+    shoff: usize,
+    shstr: &'d [u8],
+    shstr_at: usize,
+}
+
+/// The section header table checked against the file ([`read_sections`] without the
+/// names); `None` for a file without one.
+fn read_headers<'d>(d: &'d [u8], origin: &str) -> Result<Option<Headers<'d>>> {
     let bad = |off: usize, what: String| malformed(origin, off as u64, what);
     let shoff = d.u64_at(0x28).unwrap_or(0);
     if shoff == 0 {
-        return Ok(Vec::new());
+        return Ok(None);
     }
     let mut shnum = d.u16_at(0x3C).unwrap_or(0) as u64;
     let mut shstrndx = d.u16_at(0x3E).unwrap_or(0) as u64;
@@ -268,18 +299,30 @@ fn read_sections(d: &[u8], shared: Option<&Bytes>, origin: &str) -> Result<Vec<S
         Some((_, s)) if s.has_bytes() => (slice(d, s), s.offset as usize),
         _ => (&[][..], 0),
     };
-    let mut sections = Vec::with_capacity(raw.len());
-    for (i, (name_off, mut s)) in raw.into_iter().enumerate() {
-        s.name =
-            name_in(shstr, name_off as usize, shared.map(|b| (b, shstr_at))).ok_or_else(|| {
-                bad(
-                    shoff + i * SHDR,
-                    format!("section [{i}] name offset {name_off:#x} is outside .shstrtab"),
-                )
-            })?;
-        sections.push(s);
+    Ok(Some(Headers {
+        raw,
+        shoff,
+        shstr,
+        shstr_at,
+    }))
+}
+
+/// `e_flags` and the file bytes of the section named `name` (empty when none has the
+/// name) of an ELF64 file, read as [`ElfView::parse`] reads it (`None` where it fails)
+/// but without making the section names: the input walk asks this of every cubin.
+pub fn flags_and_section<'d>(d: &'d [u8], name: &str) -> Option<(u16, u32, &'d [u8])> {
+    let h = read_header(d, "", "").ok()?;
+    let mut found = None;
+    if let Some(headers) = read_headers(d, "").ok()? {
+        for (name_off, s) in &headers.raw {
+            let rest = headers.shstr.get(*name_off as usize..)?;
+            let end = rest.iter().position(|&b| b == 0)?;
+            if found.is_none() && &rest[..end] == name.as_bytes() {
+                found = Some(slice(d, s));
+            }
+        }
     }
-    Ok(sections)
+    Some((h.e_machine, h.e_flags, found.unwrap_or_default()))
 }
 
 /// The entries of the first symbol table of type `ty` (section 0's null entry when the

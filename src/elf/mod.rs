@@ -152,21 +152,25 @@ pub fn device_summary(data: &[u8], origin: &str) -> Result<DeviceSummary> {
 /// The architecture a cubin names: `e_flags` bits 15..8, `a` when `.nv.compat` attribute
 /// 0x09 (accelerator target) is 1.
 fn view_arch(view: &ElfView) -> Arch {
-    let accelerated = view
-        .section(".nv.compat")
-        .is_some_and(|c| compat_records(view.section_data(c)).contains(&(0x09, 1)));
+    let compat = view.section(".nv.compat").map(|c| view.section_data(c));
+    arch_of(view.e_flags, compat.unwrap_or_default())
+}
+
+/// The architecture named by `e_flags` and the `.nv.compat` bytes (empty without one).
+fn arch_of(e_flags: u32, compat: &[u8]) -> Arch {
+    let accelerated = compat_records(compat).contains(&(0x09, 1));
     let variant = if accelerated {
         Variant::Accelerated
     } else {
         Variant::Plain
     };
-    Arch::new((view.e_flags >> 8) & 0xFF, variant)
+    Arch::new((e_flags >> 8) & 0xFF, variant)
 }
 
 /// The architecture of a device ELF, reading only its header and sections.
 pub fn arch(data: &[u8]) -> Option<Arch> {
-    let view = ElfView::parse(data, "").ok()?;
-    (view.e_machine == EM_CUDA).then(|| view_arch(&view))
+    let (machine, flags, compat) = cubin::flags_and_section(data, ".nv.compat")?;
+    (machine == EM_CUDA).then(|| arch_of(flags, compat))
 }
 
 /// `(attribute, value)` of the BVAL/HVAL records of a `.nv.compat` (or `.nv.info`)

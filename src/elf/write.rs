@@ -6,6 +6,7 @@
 //! in the sm_100+ layout, where the parameter banks follow the memory-only sections and
 //! the capsule-Mercury sections come last).
 
+use crate::bytes::Name;
 use rustc_hash::FxHashMap as HashMap;
 use std::io::Write;
 
@@ -22,7 +23,7 @@ pub enum Ref {
 
 #[derive(Clone, Debug)]
 pub struct OutSection {
-    pub name: String,
+    pub name: Name,
     pub ty: u32,
     pub flags: u64,
     pub link: Ref,
@@ -50,9 +51,9 @@ pub struct OutSection {
 }
 
 impl OutSection {
-    pub fn new(name: &str, ty: u32, flags: u64) -> OutSection {
+    pub fn new(name: impl Into<Name>, ty: u32, flags: u64) -> OutSection {
         OutSection {
-            name: name.to_string(),
+            name: name.into(),
             ty,
             flags,
             link: Ref::Raw(0),
@@ -99,7 +100,7 @@ impl OutSection {
 
 #[derive(Clone, Debug)]
 pub struct OutSymbol {
-    pub name: String,
+    pub name: Name,
     pub value: u64,
     pub size: u64,
     pub bind: u8,
@@ -127,13 +128,13 @@ pub struct Image {
     /// Section names in nvlink's creation order, those it drops included: listed first
     /// in `.shstrtab` (empty in the sm_100+ layout, whose tables hold only what the
     /// image names).
-    pub created_sections: Vec<String>,
+    pub created_sections: Vec<Name>,
     /// The same for `.strtab`, after the leading strings (local objects' names among
     /// them, where nvlink meets them).
-    pub created_strtab: Vec<String>,
+    pub created_strtab: Vec<Name>,
     /// Global names in nvlink's creation order, dropped table symbols included: listed
     /// in `.strtab` after the section names (below sm_100).
-    pub created_globals: Vec<String>,
+    pub created_globals: Vec<Name>,
     pub program_headers: bool,
     /// nvlink's sm_100+ layout: parameter banks after the memory-only sections, six
     /// program headers.
@@ -225,9 +226,9 @@ pub fn leading_offsets(leading: &[String]) -> HashMap<String, u32> {
 }
 
 /// The ELF file of `img`, in memory.
-pub fn write(img: Image) -> Vec<u8> {
+pub fn write(mut img: Image) -> Vec<u8> {
     let mut v = Vec::new();
-    write_to(img, &mut v).expect("writing to memory does not fail");
+    write_to(&mut img, &mut v).expect("writing to memory does not fail");
     v
 }
 
@@ -302,7 +303,7 @@ fn encode_symbols<'a>(syms: &'a [OutSymbol], strtab: &mut StrTab<'a>, base: usiz
 /// Writes the ELF file of `img` to `w`: the sections' bytes are handed to the system
 /// where they lie (the input mappings for code, with the relocations' edits between),
 /// never gathered into one buffer.
-pub fn write_to<W: Write + ?Sized>(mut img: Image, w: &mut W) -> std::io::Result<()> {
+pub fn write_to<W: Write + ?Sized>(img: &mut Image, w: &mut W) -> std::io::Result<()> {
     // Section indices: 0 null, 1 .shstrtab, 2 .strtab, 3 .symtab, then the image's.
     let base = 4usize;
     let sec_index = |i: usize| (i + base) as u32;

@@ -15,6 +15,7 @@
 //! sections in section order; the linker's tables last.
 
 use super::*;
+use crate::bytes::Name;
 
 /// The sections every image starts its list with.
 const FIRST: [&str; 8] = [
@@ -30,7 +31,7 @@ const FIRST: [&str; 8] = [
 
 /// A name in nvlink's creation order: a section's, or a local function's or data
 /// object's (its symbol).
-pub(super) type Created = (String, Option<SymKey>);
+pub(super) type Created = (Name, Option<SymKey>);
 
 /// The linker's own tables, made after every input's sections.
 const LAST: [&str; 3] = [".nv.callgraph", ".nv.prototype", ".nv.rel.action"];
@@ -39,18 +40,20 @@ impl<'a> Merger<'a> {
     /// Section names in nvlink's creation order, each once, and between them the local
     /// functions and data objects where nvlink meets them (`Some`: their symbols, and
     /// in `.strtab` the names of those the image keeps, come there).
-    pub(super) fn created_sections(&self) -> Vec<Created> {
+    /// Also returns where each section name comes in the list.
+    pub(super) fn created_sections(&self) -> (Vec<Created>, HashMap<Name, usize>) {
         let mut names: Vec<Created> = Vec::new();
-        let mut seen: HashSet<String> = HashSet::default();
-        let mut add = |n: String, names: &mut Vec<Created>| {
-            if seen.insert(n.clone()) {
-                names.push((n, None));
+        let mut seen: HashMap<Name, usize> = HashMap::default();
+        let mut add = |n: Name, names: &mut Vec<Created>| {
+            if let std::collections::hash_map::Entry::Vacant(v) = seen.entry(n) {
+                names.push((v.key().clone(), None));
+                v.insert(names.len() - 1);
             }
         };
         for n in FIRST {
             // (`.nv.compat` where the image has one: none below sm_80)
             if n != ".nv.compat" || self.out.iter().any(|s| s.name == n) {
-                add(n.to_string(), &mut names);
+                add(Name::from(n), &mut names);
             }
         }
         for (i, inp) in self.inputs.iter().enumerate() {
@@ -77,12 +80,12 @@ impl<'a> Merger<'a> {
                     // (a local function's symbol, and name, before its code)
                     let key = self.funcs[f].key;
                     if self.sym(key).bind == STB_LOCAL {
-                        names.push((fn_name(f).to_string(), Some(key)));
+                        names.push((self.sym(key).name.clone(), Some(key)));
                     }
-                    add(s.name.to_string(), &mut names);
+                    add(s.name.clone(), &mut names);
                     if self.funcs[f].entry {
-                        add(format!(".nv.info.{}", fn_name(f)), &mut names);
-                        add(format!(".nv.shared.{}", fn_name(f)), &mut names);
+                        add(concat(".nv.info.", fn_name(f)), &mut names);
+                        add(concat(".nv.shared.", fn_name(f)), &mut names);
                     }
                 }
             }
@@ -92,13 +95,13 @@ impl<'a> Merger<'a> {
                 if kind(sym) != Kind::Data {
                     continue;
                 }
-                let name = match c.sections.get(sym.shndx as usize) {
-                    _ if is_dynamic_shared(sym) => ".nv_debug.shared",
+                let name: Name = match c.sections.get(sym.shndx as usize) {
+                    _ if is_dynamic_shared(sym) => ".nv_debug.shared".into(),
                     Some(s)
                         if sym.defined()
                             && !self.is_dropped_function_section(i, sym.shndx as usize) =>
                     {
-                        s.name.as_str()
+                        s.name.clone()
                     }
                     _ => continue,
                 };
@@ -108,12 +111,16 @@ impl<'a> Merger<'a> {
                 {
                     continue;
                 }
-                add(name.to_string(), &mut names);
-                if name.starts_with(".nv.constant0.") {
-                    add(format!(".rel{name}"), &mut names);
+                let bank = name.starts_with(".nv.constant0.");
+                if bank {
+                    let rel = concat(".rel", &name);
+                    add(name, &mut names);
+                    add(rel, &mut names);
+                } else {
+                    add(name, &mut names);
                 }
                 if sym.bind == STB_LOCAL {
-                    names.push((sym.name.to_string(), Some(SymKey::new(i, si))));
+                    names.push((sym.name.clone(), Some(SymKey::new(i, si))));
                 }
             }
             // the other sections named by section symbols
@@ -130,15 +137,15 @@ impl<'a> Merger<'a> {
                 if skip {
                     continue;
                 }
-                add(s.name.to_string(), &mut names);
+                add(s.name.clone(), &mut names);
                 if s.name.starts_with(".nv.constant0.") {
-                    add(format!(".rel{}", s.name), &mut names);
+                    add(concat(".rel", &s.name), &mut names);
                 }
             }
             // the other live functions' info
             for (si, _) in sections() {
                 if let Some(f) = live_code(si).filter(|&f| !self.funcs[f].entry) {
-                    add(format!(".nv.info.{}", fn_name(f)), &mut names);
+                    add(concat(".nv.info.", fn_name(f)), &mut names);
                 }
             }
             // relocation sections, in section order
@@ -147,14 +154,22 @@ impl<'a> Merger<'a> {
                     && !s.name.starts_with(".nv.merc.")
                     && !self.is_dropped_function_section(i, si)
                 {
-                    add(s.name.to_string(), &mut names);
+                    add(s.name.clone(), &mut names);
                 }
             }
         }
         for n in LAST {
-            add(n.to_string(), &mut names);
+            add(Name::from(n), &mut names);
         }
-        names
+        (names, seen)
+    }
+
+    /// Output section `id`'s place in nvlink's creation order ([`creation_rank`]).
+    pub(super) fn creation_rank_of(&self, id: usize) -> usize {
+        match self.creation_ranks.get(id) {
+            Some(&r) => r,
+            None => creation_rank(&self.created_at, &self.out[id].name),
+        }
     }
 
     /// Outside `-r`, the local symbols made so far (the section symbols, then the inputs'
@@ -168,9 +183,8 @@ impl<'a> Merger<'a> {
         }
         let n = self.symbols.len();
         let mut pos = vec![usize::MAX; n];
-        let sections = positions(&self.created);
         for (&id, &at) in &self.section_sym_index {
-            pos[at] = creation_rank(&sections, &self.out[id].name);
+            pos[at] = self.creation_rank_of(id);
         }
         for (p, (_, local)) in self.created.iter().enumerate() {
             if let Some(&at) = local.and_then(|k| self.sym_of.get(&k)) {
@@ -200,19 +214,19 @@ impl<'a> Merger<'a> {
 
     /// Global names in the order nvlink's symbol table was built from them: the ones
     /// the image lists, and the unified-table symbols it drops, in global order.
-    pub(super) fn created_globals(&self, listed: &HashSet<&str>) -> Vec<String> {
+    pub(super) fn created_globals(&self, listed: &HashSet<&str>) -> Vec<Name> {
         self.globals
             .iter()
             .filter(|g| listed.contains(g.name) || is_table_symbol(g.name))
-            .map(|g| g.name.to_string())
+            .map(|g| self.sym(g.def.unwrap_or(g.first)).name.clone())
             .collect()
     }
 }
 
 /// The `.strtab` names of `created` (the sections' and the local objects' the image
 /// lists): a parameter bank's `.rel` twin comes before the bank there.
-pub(super) fn created_strtab(created: &[Created], listed: &HashSet<&str>) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
+pub(super) fn created_strtab(created: &[Created], listed: &HashSet<&str>) -> Vec<Name> {
+    let mut out: Vec<Name> = Vec::with_capacity(created.len());
     let mut it = created.iter().peekable();
     while let Some((s, local)) = it.next() {
         if local.is_some() {
@@ -233,22 +247,21 @@ pub(super) fn created_strtab(created: &[Created], listed: &HashSet<&str>) -> Vec
     out
 }
 
-/// Where each section name comes in `created`.
-pub(super) fn positions(created: &[Created]) -> HashMap<&str, usize> {
-    created
-        .iter()
-        .enumerate()
-        .filter(|(_, (_, local))| local.is_none())
-        .map(|(n, (s, _))| (s.as_str(), n))
-        .collect()
-}
-
 /// The position `name` has in `created` (a capsule-Mercury section takes its SASS
 /// twin's); sections nvlink's list does not name come after those it does.
-pub(super) fn creation_rank(created: &HashMap<&str, usize>, name: &str) -> usize {
+pub(super) fn creation_rank(created: &HashMap<Name, usize>, name: &str) -> usize {
     let base = name
         .strip_prefix(".nv.merc")
         .or_else(|| name.strip_prefix(".nv.capmerc"))
         .unwrap_or(name);
     created.get(base).copied().unwrap_or(usize::MAX)
+}
+
+/// `a` followed by `b`, as a name (made without the formatting machinery: thousands of
+/// `.nv.info.<fn>` names are made per link).
+pub(super) fn concat(a: &str, b: &str) -> Name {
+    let mut s = String::with_capacity(a.len() + b.len());
+    s.push_str(a);
+    s.push_str(b);
+    Name::from(s)
 }

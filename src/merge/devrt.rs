@@ -37,7 +37,7 @@ impl Merger<'_> {
     /// Under `-r` nvlink keeps such a symbol, undefined, with the value it applied.
     pub(super) fn relocatable_symbol(&self, s: &Symbol) -> Option<OutSymbol> {
         self.linker_value(s).map(|value| OutSymbol {
-            name: s.name.to_string(),
+            name: s.name.clone(),
             value,
             size: s.size,
             bind: s.bind,

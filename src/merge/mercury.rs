@@ -414,7 +414,7 @@ impl Merger<'_> {
     fn merc_symbol_table(&mut self, st: &mut Capsules) -> Vec<OutSymbol> {
         // the symbol table: the SASS one without the parameter banks' section symbols
         let mut key_of: Vec<Option<SymKey>> = vec![None; self.symbols.len()];
-        for (&k, &o) in &self.sym_of {
+        for (k, o) in self.sym_of.iter() {
             key_of[o] = Some(k);
         }
         st.merc_index = vec![None; self.symbols.len()];
@@ -428,7 +428,7 @@ impl Merger<'_> {
                 }
                 if let Some(&v) = st.view_of.get(&sec) {
                     m.section = Some(v);
-                    m.name = stripped(&self.out[v].name).unwrap_or(&s.name).to_string();
+                    m.name = stripped(&self.out[v].name).unwrap_or(&s.name).into();
                 }
             } else {
                 m.section = s
@@ -629,7 +629,7 @@ impl Merger<'_> {
     /// Mercury symbols.
     fn merc_info(&mut self, st: &Capsules) -> Result<()> {
         // (the SASS `.nv.info` sections: global first, then per function)
-        let sass: Vec<(Ref, String, Vec<u8>)> = self
+        let sass: Vec<(Ref, crate::bytes::Name, Vec<u8>)> = self
             .out
             .iter()
             .filter(|s| s.ty == SHT_CUDA_INFO)

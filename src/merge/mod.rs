@@ -220,6 +220,42 @@ struct Global<'a> {
     first: SymKey,
 }
 
+/// Input symbol → its output symbol's index: a table per input, read in every step
+/// that writes a symbol reference (a hash map's lookups were a tenth of the merge).
+struct SymMap(Vec<Vec<usize>>);
+
+impl SymMap {
+    /// No output symbol.
+    const NONE: usize = usize::MAX;
+
+    fn new(sizes: impl Iterator<Item = usize>) -> SymMap {
+        SymMap(sizes.map(|n| vec![Self::NONE; n]).collect())
+    }
+
+    fn get(&self, k: &SymKey) -> Option<&usize> {
+        self.0[k.input].get(k.sym).filter(|&&v| v != Self::NONE)
+    }
+
+    fn insert(&mut self, k: SymKey, v: usize) {
+        self.0[k.input][k.sym] = v;
+    }
+
+    /// The indices there are, to be renumbered.
+    fn values_mut(&mut self) -> impl Iterator<Item = &mut usize> {
+        self.0.iter_mut().flatten().filter(|v| **v != Self::NONE)
+    }
+
+    /// Every (input symbol, output index), in input and symbol order.
+    fn iter(&self) -> impl Iterator<Item = (SymKey, usize)> + '_ {
+        self.0.iter().enumerate().flat_map(|(i, t)| {
+            t.iter()
+                .enumerate()
+                .filter(|(_, v)| **v != Self::NONE)
+                .map(move |(s, &v)| (SymKey::new(i, s), v))
+        })
+    }
+}
+
 /// No global: a local symbol's entry in `Merger::global_of`.
 const NO_GLOBAL: u32 = u32::MAX;
 
@@ -396,13 +432,18 @@ struct Merger<'a> {
     /// refers to it sees it: (function, array) → offset.
     dynamic_offset: HashMap<(FuncId, SymKey), u64>,
     symbols: Vec<OutSymbol>,
-    sym_of: HashMap<SymKey, usize>,
+    sym_of: SymMap,
     section_sym_index: HashMap<usize, usize>,
     kept_relocs: Vec<(usize, RelocList, Vec<u8>)>,
     leading_strings: Vec<String>,
     /// Section names in nvlink's creation order (`creation.rs`), once the live code is
     /// known.
     created: Vec<creation::Created>,
+    /// Where each section name comes in `created`.
+    created_at: HashMap<crate::bytes::Name, usize>,
+    /// Each output section's place in `created` (`creation::creation_rank`), for the
+    /// sections made by the symbols step.
+    creation_ranks: Vec<usize>,
     /// Where `.nv.callgraph` and `.nv.prototype` (and their Mercury copies) refer to
     /// a leading string: (section, byte offset, the string's position).
     string_patches: Vec<(usize, usize, usize)>,
@@ -472,11 +513,13 @@ impl<'a> Merger<'a> {
             shared_offset: HashMap::default(),
             dynamic_offset: HashMap::default(),
             symbols: Vec::new(),
-            sym_of: HashMap::default(),
+            sym_of: SymMap::new(inputs.iter().map(|i| i.cubin.symbols.len())),
             section_sym_index: HashMap::default(),
             kept_relocs: Vec::new(),
             leading_strings: Vec::new(),
             created: Vec::new(),
+            created_at: HashMap::default(),
+            creation_ranks: Vec::new(),
             string_patches: Vec::new(),
             callgraph_id: 0,
             prototype_id: None,

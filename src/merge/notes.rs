@@ -131,8 +131,8 @@ impl<'a> Merger<'a> {
                 RelocList::Rela => (".rela", SHT_RELA, 24),
                 RelocList::Resolved => (".nv.resolvedrela", SHT_CUDA_RESOLVED_RELA, 24),
             };
-            let name = format!("{prefix}{}", self.out[out_id].name);
-            let mut o = OutSection::new(&name, ty, SHF_INFO_LINK);
+            let name = creation::concat(prefix, &self.out[out_id].name);
+            let mut o = OutSection::new(name, ty, SHF_INFO_LINK);
             o.align = 8;
             o.entsize = entsize;
             o.link = Ref::Symtab;
@@ -143,7 +143,6 @@ impl<'a> Merger<'a> {
         // final order
         // (by rank, then in nvlink's creation order within a rank)
         let created = std::mem::take(&mut self.created);
-        let at = creation::positions(&created);
         let mut order: Vec<usize> = (0..self.out.len()).collect();
         // (each rank worked out once; within a rank the memory-only sections in the order
         // nvlink makes them, `memorder.rs`, the others in its creation order,
@@ -152,7 +151,7 @@ impl<'a> Merger<'a> {
         order.sort_by_cached_key(|&i| {
             let s = &self.out[i];
             let r = crate::elf::write::rank(s, self.mercury_layout);
-            (r, creation::creation_rank(&at, &s.name), memory[i])
+            (r, self.creation_rank_of(i), memory[i])
         });
         let mut new_index = vec![0usize; self.out.len()];
         for (n, &i) in order.iter().enumerate() {
@@ -209,8 +208,8 @@ impl<'a> Merger<'a> {
             .collect();
         // the text section's sh_info names its function symbol
         let mut sections = sections;
-        for (k, &f_idx) in self.sym_of.iter() {
-            if let Some(f) = self.func_defined_by(*k) {
+        for (k, f_idx) in self.sym_of.iter() {
+            if let Some(f) = self.func_defined_by(k) {
                 let i = self.funcs[f].key.input;
                 if let Some(&(t, _)) = self.placed.get(&SecKey::new(i, self.funcs[f].text)) {
                     let s = &mut sections[new_index[t]];

@@ -366,7 +366,7 @@ impl<'a> Merger<'a> {
             };
             let SymKey { input: i, sym: s } = self.funcs[f].key;
             let name = format!(".nv.shared.{}", self.inputs[i].cubin.symbols[s].name);
-            let mut o = OutSection::new(&name, SHT_NOBITS, SHF_WRITE | SHF_ALLOC | SHF_INFO_LINK);
+            let mut o = OutSection::new(name, SHT_NOBITS, SHF_WRITE | SHF_ALLOC | SHF_INFO_LINK);
             o.align = max_align;
             o.mem_size = window + reserve;
             if let Some(&(t, _)) = self.placed.get(&SecKey::new(i, self.funcs[f].text)) {

@@ -15,7 +15,7 @@ impl<'a> Merger<'a> {
         // locals: section symbols, then local functions and data (in nvlink's sm_100+
         // layout the parameter banks' section symbols come last, after the globals, so
         // that the capsule-Mercury symbol table, which has none, numbers alike)
-        self.created = self.created_sections();
+        (self.created, self.created_at) = self.created_sections();
         let by_creation = self.sections_by_creation();
         self.section_symbols(&by_creation, false);
         for i in 0..self.inputs.len() {
@@ -81,7 +81,7 @@ impl<'a> Merger<'a> {
                 self.out_symbol(k)
             } else {
                 Some(OutSymbol {
-                    name: name.to_string(),
+                    name: s.name.clone(),
                     value: s.value,
                     size: s.size,
                     bind: STB_GLOBAL,
@@ -120,7 +120,7 @@ impl<'a> Merger<'a> {
         let global = sym.bind != STB_LOCAL && self.out[home].name == ".nv_debug.shared";
         self.sym_of.insert(k, self.symbols.len());
         self.symbols.push(OutSymbol {
-            name: sym.name.to_string(),
+            name: sym.name.clone(),
             value: if before_reserve {
                 o
             } else {
@@ -141,10 +141,14 @@ impl<'a> Merger<'a> {
 
     /// The output sections in nvlink's creation order (worked out once for both calls
     /// of [`Self::section_symbols`]).
-    fn sections_by_creation(&self) -> Vec<usize> {
-        let at = super::creation::positions(&self.created);
+    /// Each section's place there is kept for the later steps (`creation_rank_of`).
+    fn sections_by_creation(&mut self) -> Vec<usize> {
+        let at = &self.created_at;
+        self.creation_ranks = (self.out.iter())
+            .map(|o| super::creation::creation_rank(at, &o.name))
+            .collect();
         let mut ids: Vec<usize> = (0..self.out.len()).collect();
-        ids.sort_by_cached_key(|&id| super::creation::creation_rank(&at, &self.out[id].name));
+        ids.sort_by_key(|&id| self.creation_ranks[id]);
         ids
     }
 
@@ -234,7 +238,7 @@ impl<'a> Merger<'a> {
             None => return None,
         };
         Some(OutSymbol {
-            name: s.name.to_string(),
+            name: s.name.clone(),
             value,
             size: s.size,
             bind: if s.bind == STB_WEAK && exec && !s.defined() {
