@@ -629,15 +629,23 @@ impl Cubin {
 
     /// The NUL-terminated string at `off` in a cubin's `.strtab`.
     pub fn strtab_string(&self, off: i64) -> Option<String> {
-        let t = self.bytes(
-            self.sections
-                .iter()
-                .find(|s| s.ty == SHT_STRTAB && s.name == ".strtab")?,
-        );
-        let rest = t.get(usize::try_from(off).ok()?..)?;
-        let end = rest.iter().position(|&b| b == 0)?;
-        Some(String::from_utf8_lossy(&rest[..end]).into_owned())
+        string_at(self.strtab(), off).map(|s| s.into_owned())
     }
+
+    /// The bytes of the cubin's `.strtab` (empty without one).
+    pub fn strtab(&self) -> &[u8] {
+        (self.sections.iter())
+            .find(|s| s.ty == SHT_STRTAB && s.name == ".strtab")
+            .map_or(&[], |s| self.bytes(s))
+    }
+}
+
+/// The NUL-terminated string at `off` of string table `t`, borrowed unless it is not
+/// UTF-8 (then with the bad bytes replaced).
+pub fn string_at(t: &[u8], off: i64) -> Option<std::borrow::Cow<'_, str>> {
+    let rest = t.get(usize::try_from(off).ok()?..)?;
+    let end = rest.iter().position(|&b| b == 0)?;
+    Some(String::from_utf8_lossy(&rest[..end]))
 }
 
 fn null_symbol() -> Symbol {

@@ -2,6 +2,7 @@
 //! (made before the symbols, filled after `.nv.info`) and `-dump-callgraph`.
 
 use super::*;
+use std::borrow::Cow;
 
 impl<'a> Merger<'a> {
     /// The sections nvlink creates that carry a section symbol: `.nv.callgraph`,
@@ -64,23 +65,27 @@ impl<'a> Merger<'a> {
         // (each group's entries in the order first seen, a string's offset filled in
         // once all are known)
         let mut groups: [Vec<(u32, i64)>; 5] = Default::default();
+        // (strings by their position in `strings`)
         let mut seen: HashSet<(usize, u32, i64)> = HashSet::default();
-        let mut seen_string: HashSet<(usize, u32, String)> = HashSet::default();
+        let mut seen_string: HashSet<(usize, u32, usize)> = HashSet::default();
         let mut protos: BTreeSet<(u32, u32)> = BTreeSet::new();
         let mut strings: Vec<String> = Vec::new();
-        let mut string_at: HashMap<String, usize> = HashMap::default();
-        let mut intern = |s: String, strings: &mut Vec<String>| -> String {
-            if !string_at.contains_key(&s) {
-                string_at.insert(s.clone(), strings.len());
-                strings.push(s.clone());
+        let mut string_at: HashMap<Cow<'a, str>, usize> = HashMap::default();
+        let mut intern = |s: Cow<'a, str>, strings: &mut Vec<String>| -> usize {
+            if let Some(&n) = string_at.get(s.as_ref()) {
+                return n;
             }
-            s
+            strings.push(s.to_string());
+            string_at.insert(s, strings.len() - 1);
+            strings.len() - 1
         };
-        let mut pending: Vec<(usize, usize, String)> = Vec::new();
-        let mut pending_proto: Vec<(u32, String)> = Vec::new();
-        for i in 0..self.inputs.len() {
-            let c = &self.inputs[i].cubin;
-            let string = |off: i64| c.strtab_string(off);
+        let mut pending: Vec<(usize, usize, usize)> = Vec::new();
+        let mut pending_proto: Vec<(u32, usize)> = Vec::new();
+        let inputs: &'a [Input] = self.inputs;
+        for (i, inp) in inputs.iter().enumerate() {
+            let c = &inp.cubin;
+            let strtab = c.strtab();
+            let string = |off: i64| crate::elf::cubin::string_at(strtab, off);
             for (a, b, group) in c.callgraph_entries()? {
                 let ka = SymKey::new(i, a as usize);
                 // (below sm_100 nvlink's .strtab keeps every prototype string of the
@@ -112,7 +117,7 @@ impl<'a> Merger<'a> {
                     2 | 3 => {
                         if let Some(s) = string(b) {
                             let s = intern(s, &mut strings);
-                            if seen_string.insert((group, oa as u32 + 1, s.clone())) {
+                            if seen_string.insert((group, oa as u32 + 1, s)) {
                                 pending.push((group, groups[group].len(), s));
                                 groups[group].push((oa as u32 + 1, 0));
                             }
@@ -140,21 +145,22 @@ impl<'a> Merger<'a> {
                 }
             }
         }
-        let offsets = crate::elf::write::leading_offsets(&strings);
+        let offset_of = crate::elf::write::leading_offsets(&strings);
+        let offsets: Vec<u32> = strings.iter().map(|s| offset_of[s]).collect();
         // (where each string's offset is written, for the sm_100+ layout, whose .strtab
         // puts the strings last: `finish` writes their final offsets there)
         let index: HashMap<u32, usize> = strings
             .iter()
             .enumerate()
-            .map(|(n, s)| (offsets[s], n))
+            .map(|(n, s)| (offset_of[s], n))
             .collect();
         let mut is_string: HashSet<(usize, u32, i64)> = HashSet::default();
         for (g, at, s) in pending {
-            groups[g][at].1 = offsets[&s] as i64;
-            is_string.insert((g, groups[g][at].0, offsets[&s] as i64));
+            groups[g][at].1 = offsets[s] as i64;
+            is_string.insert((g, groups[g][at].0, offsets[s] as i64));
         }
         for (a, s) in pending_proto {
-            protos.insert((a, offsets[&s]));
+            protos.insert((a, offsets[s]));
         }
         self.leading_strings = strings;
         let mut data = Vec::new();

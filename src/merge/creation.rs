@@ -257,6 +257,15 @@ pub(super) fn creation_rank(created: &HashMap<Name, usize>, name: &str) -> usize
     created.get(base).copied().unwrap_or(usize::MAX)
 }
 
+/// What `f` answers of `a` + `b`, joined on the stack (no allocation for a name that
+/// is already known).
+pub(super) fn joined<R>(a: &str, b: &str, f: impl FnOnce(&str) -> R) -> R {
+    let mut buf = smallvec::SmallVec::<[u8; 256]>::new();
+    buf.extend_from_slice(a.as_bytes());
+    buf.extend_from_slice(b.as_bytes());
+    f(std::str::from_utf8(&buf).expect("two strings joined are a string"))
+}
+
 /// `a` followed by `b`, as a name (made without the formatting machinery: thousands of
 /// `.nv.info.<fn>` names are made per link).
 pub(super) fn concat(a: &str, b: &str) -> Name {

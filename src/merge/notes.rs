@@ -131,7 +131,11 @@ impl<'a> Merger<'a> {
                 RelocList::Rela => (".rela", SHT_RELA, 24),
                 RelocList::Resolved => (".nv.resolvedrela", SHT_CUDA_RESOLVED_RELA, 24),
             };
-            let name = creation::concat(prefix, &self.out[out_id].name);
+            // (the name an input's relocation section has, shared, when one has it)
+            let name = creation::joined(prefix, &self.out[out_id].name, |n| {
+                self.created_at.get_key_value(n).map(|(k, _)| k.clone())
+            })
+            .unwrap_or_else(|| creation::concat(prefix, &self.out[out_id].name));
             let mut o = OutSection::new(name, ty, SHF_INFO_LINK);
             o.align = 8;
             o.entsize = entsize;

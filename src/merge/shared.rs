@@ -11,8 +11,11 @@ struct Layout {
     /// every shared variable some function refers to is there, held or not (the
     /// variables of removed functions take room; those no code refers to do not).
     held: BTreeMap<SymKey, Vec<usize>>,
-    /// Function → the kernels (positions in `Merger::kernels`) that reach it.
+    /// Function → the kernels (positions in `Merger::kernels`) that reach it; listed
+    /// only for functions that refer to a dynamic (size 0) array.
     kernels_of: Vec<Vec<usize>>,
+    /// Function → whether a kernel reaches it.
+    reached: Vec<bool>,
     /// Each variable's offset, once placed.
     at: BTreeMap<SymKey, u64>,
     /// Per kernel: the end of what it holds so far, and the largest alignment.
@@ -126,18 +129,24 @@ impl<'a> Merger<'a> {
                 held.entry(v).or_default();
             }
         }
-        // function → the kernels (positions in `kernels`) that reach it
+        // function → the kernels (positions in `kernels`) that reach it, listed only for
+        // the functions that refer to a dynamic array (the only ones asked)
+        let lists: Vec<bool> = (self.funcs.iter())
+            .map(|f| f.shared.iter().any(|&v| self.sym(v).size == 0))
+            .collect();
         let mut kernels_of: Vec<Vec<usize>> = vec![Vec::new(); self.funcs.len()];
+        let mut reached = vec![false; self.funcs.len()];
         for (ki, tree) in self.trees.iter().enumerate() {
-            let vars: BTreeSet<SymKey> = tree
-                .iter()
-                .flat_map(|&g| self.funcs[g].shared.iter().copied())
-                .collect();
+            let mut vars: BTreeSet<SymKey> = BTreeSet::new();
+            for &g in tree {
+                reached[g.0] = true;
+                if lists[g.0] {
+                    kernels_of[g].push(ki);
+                }
+                vars.extend(self.funcs[g].shared.iter().copied());
+            }
             for v in vars {
                 held.entry(v).or_default().push(ki);
-            }
-            for &g in tree {
-                kernels_of[g].push(ki);
             }
         }
         Layout {
@@ -145,6 +154,7 @@ impl<'a> Merger<'a> {
             win: vec![(None, 1); self.kernels.len()],
             held,
             kernels_of,
+            reached,
             at: BTreeMap::new(),
         }
     }
@@ -282,7 +292,7 @@ impl<'a> Merger<'a> {
             }
         } else {
             let unreached: Vec<(FuncId, SymKey)> = FuncId::all(self.funcs.len())
-                .filter(|&f| self.live[f] && l.kernels_of[f].is_empty())
+                .filter(|&f| self.live[f] && !l.reached[f.0])
                 .flat_map(|f| self.funcs[f].shared.iter().map(move |&v| (f, v)))
                 .filter(|&(_, v)| is_dynamic_shared(self.sym(v)))
                 .collect();
@@ -305,7 +315,7 @@ impl<'a> Merger<'a> {
             .collect();
         let user_of: HashMap<SymKey, usize> =
             open.iter().enumerate().map(|(u, &v)| (v, u)).collect();
-        for f in FuncId::all(self.funcs.len()).filter(|&f| !l.kernels_of[f].is_empty()) {
+        for f in FuncId::all(self.funcs.len()).filter(|&f| l.reached[f.0]) {
             for v in &self.funcs[f].shared {
                 if let Some(&u) = user_of.get(v) {
                     users[u].2.push(f);
