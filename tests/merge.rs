@@ -1368,6 +1368,8 @@ fn links_equivalent_to_nvlink() {
     ];
     let mut failures = Vec::new();
     let mut identical = Vec::new();
+    // the same links with -r: nvlink's relocatable output byte for byte (`cmp`)
+    let mut relocatable = Vec::new();
     for (what, a) in &cases {
         if std::env::var_os("NVLINKRS_BYTES_DUMP").is_some() {
             eprintln!("CASE {what}\t{}", a.join(" "));
@@ -1377,11 +1379,17 @@ fn links_equivalent_to_nvlink() {
             Ok(false) => {}
             Err(d) => failures.push(format!("{what}:\n    {d}")),
         }
+        match relocatable_identical(a) {
+            Ok(Some(true)) => relocatable.push(*what),
+            Ok(_) => {}
+            Err(d) => failures.push(format!("{what}, -r:\n    {d}")),
+        }
     }
     eprintln!(
-        "{} cases equivalent, {} byte-identical",
+        "{} cases equivalent, {} byte-identical; with -r {} byte-identical",
         cases.len() - failures.len(),
-        identical.len()
+        identical.len(),
+        relocatable.len()
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     // byte identity (`cmp`): exactly the links merge/bytes.rs lists, the others there
@@ -1401,6 +1409,42 @@ fn links_equivalent_to_nvlink() {
         unlisted.is_empty(),
         "listed in neither or both of BYTE_IDENTICAL and NOT_BYTE_IDENTICAL: {unlisted:?}"
     );
+    let mut want: Vec<&str> = bytes::RELOCATABLE_IDENTICAL.to_vec();
+    want.sort_unstable();
+    relocatable.sort_unstable();
+    assert_eq!(relocatable, want, "the byte-identical -r links");
+    let known: Vec<&str> = bytes::RELOCATABLE_NOT_IDENTICAL
+        .iter()
+        .flat_map(|(_, c)| c.iter().copied())
+        .collect();
+    let unlisted: Vec<&str> = (cases.iter().map(|(what, _)| *what))
+        .filter(|what| want.contains(what) == known.contains(what))
+        .collect();
+    assert!(
+        unlisted.is_empty(),
+        "-r: listed in neither or both of RELOCATABLE_IDENTICAL and RELOCATABLE_NOT_IDENTICAL: {unlisted:?}"
+    );
+}
+
+/// `args` linked with `-r` by both linkers: `Some(identical)` when nvlink links, `None`
+/// when it refuses (nvlinkrs must then refuse too); an error when only one of them links.
+fn relocatable_identical(args: &[String]) -> Result<Option<bool>, String> {
+    let dir = tempfile::tempdir().unwrap();
+    let mut r = vec!["-r".to_string()];
+    r.extend(args.iter().cloned());
+    let want = run(&cuda().join("bin/nvlink"), &r, dir.path());
+    let got = run(&nvlinkrs(), &r, dir.path());
+    match (&want.output, &got.output) {
+        (Some(e), Some(a)) => Ok(Some(e == a)),
+        (None, None) => Ok(None),
+        (w, g) => Err(format!(
+            "output from nvlink: {} {:?}, from nvlinkrs: {} {:?}",
+            w.is_some(),
+            want.messages,
+            g.is_some(),
+            got.messages
+        )),
+    }
 }
 
 /// The opt-in finalizer runs libnvJitLink in the linker's process: a damaged library (a

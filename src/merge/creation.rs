@@ -53,6 +53,10 @@ impl<'a> Merger<'a> {
                 add(n.to_string(), &mut names);
             }
         }
+        // (a parameter bank's `.rel` twin, and `.nv.rel.action`, are not made under -r)
+        let twins = !self.opts.relocatable;
+        // (under -r a kernel the filter drops stays, made as a plain function is)
+        let entry = |f: FuncId| self.funcs[f].entry && (twins || self.kernel_kept(f));
         for (i, inp) in self.inputs.iter().enumerate() {
             let c = &inp.cubin;
             let sections = || {
@@ -80,7 +84,7 @@ impl<'a> Merger<'a> {
                         names.push((fn_name(f).to_string(), Some(key)));
                     }
                     add(s.name.to_string(), &mut names);
-                    if self.funcs[f].entry {
+                    if entry(f) {
                         add(format!(".nv.info.{}", fn_name(f)), &mut names);
                         add(format!(".nv.shared.{}", fn_name(f)), &mut names);
                     }
@@ -109,7 +113,7 @@ impl<'a> Merger<'a> {
                     continue;
                 }
                 add(name.to_string(), &mut names);
-                if name.starts_with(".nv.constant0.") {
+                if name.starts_with(".nv.constant0.") && twins {
                     add(format!(".rel{name}"), &mut names);
                 }
                 if sym.bind == STB_LOCAL {
@@ -131,13 +135,13 @@ impl<'a> Merger<'a> {
                     continue;
                 }
                 add(s.name.to_string(), &mut names);
-                if s.name.starts_with(".nv.constant0.") {
+                if s.name.starts_with(".nv.constant0.") && twins {
                     add(format!(".rel{}", s.name), &mut names);
                 }
             }
             // the other live functions' info
             for (si, _) in sections() {
-                if let Some(f) = live_code(si).filter(|&f| !self.funcs[f].entry) {
+                if let Some(f) = live_code(si).filter(|&f| !entry(f)) {
                     add(format!(".nv.info.{}", fn_name(f)), &mut names);
                 }
             }
@@ -152,20 +156,20 @@ impl<'a> Merger<'a> {
             }
         }
         for n in LAST {
+            if n == ".nv.rel.action" && !twins {
+                continue;
+            }
             add(n.to_string(), &mut names);
         }
         names
     }
 
-    /// Outside `-r`, the local symbols made so far (the section symbols, then the inputs'
+    /// The local symbols made so far (the section symbols, then the inputs'
     /// locals) put in creation order: a local function's or data object's symbol comes
     /// where nvlink met it, among the section symbols (a static function's right before
     /// its code's, a string constant `$str` right after its `.nv.global.init`); the
     /// others keep their order after those.
     pub(super) fn interleave_locals(&mut self) {
-        if self.opts.relocatable {
-            return;
-        }
         let n = self.symbols.len();
         let mut pos = vec![usize::MAX; n];
         let sections = positions(&self.created);

@@ -169,9 +169,9 @@ impl<'a> Merger<'a> {
                         target.name
                     )));
                 }
-                if (r.ty == reloc::R_CUDA_YIELD_OPCODE9_0
-                    || r.ty == reloc::R_CUDA_YIELD_CLEAR_PRED4_87)
-                    && exec
+                // (dropped, unapplied, under -r too)
+                if r.ty == reloc::R_CUDA_YIELD_OPCODE9_0
+                    || r.ty == reloc::R_CUDA_YIELD_CLEAR_PRED4_87
                 {
                     continue;
                 }
@@ -216,7 +216,11 @@ impl<'a> Merger<'a> {
                 // local with visibility STV_INTERNAL, which nvlink applies and drops)
                 let internal = sym.bind == STB_LOCAL && sym.other & 0x3 == 1;
                 let apply_now = resolvable_here
-                    && (exec || f.in_nonalloc_section || internal || devrt::is_linker_symbol(sym))
+                    && (exec
+                        || f.in_nonalloc_section
+                        || internal
+                        || devrt::is_linker_symbol(sym)
+                        || applied_under_r(sym, bank))
                     && reloc::resolvable(r.ty)
                     && !load_address;
                 // (the addend as the next link sees it: a section symbol's piece added)
@@ -437,4 +441,11 @@ mod tests {
             "{e}"
         );
     }
+}
+
+/// Under `-r`, what nvlink applies to the code and drops all the same: relocations against
+/// a variable of a constant bank but the parameter banks (`__constant__` data) and
+/// against the unified function table's offset.
+pub(super) fn applied_under_r(sym: &Symbol, bank: u32) -> bool {
+    sym.ty != STT_SECTION && bank != 0 || !sym.defined() && sym.name == "__UFT_OFFSET"
 }

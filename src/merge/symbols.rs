@@ -85,7 +85,10 @@ impl<'a> Merger<'a> {
                     value: s.value,
                     size: s.size,
                     bind: STB_GLOBAL,
-                    ty: if self.mercury_layout && name.starts_with(".nv.reservedSmem") {
+                    // (sm_100+: undefined data objects are CUDA objects, under -r all)
+                    ty: if self.mercury_layout
+                        && (name.starts_with(".nv.reservedSmem") || !exec && s.ty == STT_OBJECT)
+                    {
                         STT_CUDA_OBJECT
                     } else {
                         image_type(s.ty, exec)
@@ -228,7 +231,9 @@ impl<'a> Merger<'a> {
         let (section, value) = match self.placed.get(&SecKey::new(k.input, s.shndx as usize)) {
             Some(&(id, _)) if common => (Some(id), s.value),
             // (a reserved shared variable's value is its alignment too)
-            Some(&(id, at)) if sections::reserved(&self.inputs[k.input].cubin, s) => (Some(id), at),
+            Some(&(id, at)) if sections::reserved(&self.inputs[k.input].cubin, s) => {
+                (Some(id), if exec { at } else { s.value })
+            }
             Some(&(id, at)) => (Some(id), s.value + at),
             None if s.other & STO_SHARED != 0 && !exec => (None, s.value),
             None => return None,
