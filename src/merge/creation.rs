@@ -93,6 +93,12 @@ impl<'a> Merger<'a> {
             // the sections the data objects lie in, in symbol order (an undefined
             // dynamic shared array's is `.nv_debug.shared`)
             for (si, sym) in c.symbols.iter().enumerate() {
+                // (libcudadevrt's undefined local `.nv.ptx.const0.size`, which -r keeps,
+                // where it comes among them)
+                if super::devrt::is_linker_symbol(sym) {
+                    names.push((sym.name.to_string(), Some(SymKey::new(i, si))));
+                    continue;
+                }
                 if kind(sym) != Kind::Data {
                     continue;
                 }
@@ -152,6 +158,9 @@ impl<'a> Merger<'a> {
                     && !self.is_dropped_function_section(i, si)
                 {
                     add(s.name.to_string(), &mut names);
+                    if let Some(n) = self.resolved_twin(&s.name) {
+                        add(n, &mut names);
+                    }
                 }
             }
         }
@@ -162,6 +171,15 @@ impl<'a> Merger<'a> {
             add(n.to_string(), &mut names);
         }
         names
+    }
+
+    /// Under `--preserve-relocs`, the `.nv.resolvedrela` section nvlink makes right after
+    /// the first relocation section of a section (`.rel`, or `.rela`), kept or not.
+    fn resolved_twin(&self, relocations: &str) -> Option<String> {
+        let of = (relocations.strip_prefix(".rela"))
+            .or_else(|| relocations.strip_prefix(".rel"))
+            .filter(|_| self.opts.preserve_relocs)?;
+        Some(format!(".nv.resolvedrela{of}"))
     }
 
     /// The local symbols made so far (the section symbols, then the inputs'

@@ -233,8 +233,10 @@ impl<'a> Merger<'a> {
                         bank,
                         clear: false,
                     });
-                    // (--preserve-relocs lists it as the next link would see it)
+                    // (--preserve-relocs lists it as the next link would see it; under
+                    // -r not the unified table's offset)
                     if self.opts.preserve_relocs
+                        && (exec || !is_table_symbol(&sym.name))
                         && let Some(sym_index) = f.out_index
                     {
                         resolved.push((at, sym_index as u32 + 1, r.ty, addend));

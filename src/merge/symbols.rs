@@ -23,6 +23,7 @@ impl<'a> Merger<'a> {
             for (s, sym) in c.symbols.iter().enumerate().skip(1) {
                 if sym.bind != STB_LOCAL || sym.ty == STT_SECTION || !sym.defined() {
                     if !exec && let Some(o) = self.relocatable_symbol(sym) {
+                        self.sym_of.insert(SymKey::new(i, s), self.symbols.len());
                         self.symbols.push(o);
                     }
                     continue;

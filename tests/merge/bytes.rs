@@ -4,6 +4,9 @@
 
 /// The links of `links_equivalent_to_nvlink` whose image is nvlink's byte for byte.
 pub const BYTE_IDENTICAL: &[&str] = &[
+    "--preserve-relocs and -g, shared memory",
+    "--preserve-relocs sm_75",
+    "--preserve-relocs sm_90",
     "-G inputs, -g link",
     "-G inputs, an inline function in two units",
     "-G inputs, the only kernel's EXTERNS grown",
@@ -56,10 +59,16 @@ pub const BYTE_IDENTICAL: &[&str] = &[
     "host objects + libcudadevrt",
     "input order reversed",
     "internal constants",
+    "internal constants --preserve-relocs",
     "internal constants -g",
+    "kernel launched from another unit",
+    "kernel launched from another unit sm_75",
+    "launched kernel with shared memory sm_75",
+    "launched kernel with shared memory sm_90",
     "memory-only sections input by input sm_100",
     "memory-only sections input by input sm_90",
     "memory-only sections, padding for a later window",
+    "message options in a debug link's tool note",
     "message options in the tool note",
     "no code for the target",
     "partial LTO",
@@ -133,25 +142,6 @@ pub const NOT_BYTE_IDENTICAL: &[(&str, &[&str])] = &[
         ],
     ),
     (
-        "--preserve-relocs: the .nv.resolvedrela.* sections' place in nvlink's creation order not read off",
-        &[
-            "internal constants --preserve-relocs",
-            "--preserve-relocs sm_90",
-            "--preserve-relocs sm_75",
-            "--preserve-relocs and -g, shared memory",
-            "message options in a debug link's tool note",
-        ],
-    ),
-    (
-        "libcudadevrt's kernels and functions a device launch brings in: their sections' and symbols' creation order not read off",
-        &[
-            "launched kernel with shared memory sm_75",
-            "launched kernel with shared memory sm_90",
-            "kernel launched from another unit",
-            "kernel launched from another unit sm_75",
-        ],
-    ),
-    (
         "kernels the host objects leave unlaunched: nvlink still names their .nv.shared.<k> (not under -kernels-used)",
         &["unlaunched kernels, host objects"],
     ),
@@ -176,6 +166,8 @@ pub const NOT_BYTE_IDENTICAL: &[(&str, &[&str])] = &[
 /// The links of `links_equivalent_to_nvlink` made with `-r` whose relocatable output is
 /// nvlink's own `-r` output byte for byte.
 pub const RELOCATABLE_IDENTICAL: &[&str] = &[
+    "--preserve-relocs sm_75",
+    "--preserve-relocs sm_90",
     "-G inputs, -g link",
     "-G inputs, an inline function in two units",
     "-G inputs, the only kernel's EXTERNS grown",
@@ -213,8 +205,14 @@ pub const RELOCATABLE_IDENTICAL: &[&str] = &[
     "host objects + libcudadevrt",
     "input order reversed",
     "internal constants",
+    "internal constants --preserve-relocs",
     "internal constants -g",
+    "kernel launched from another unit",
+    "kernel launched from another unit sm_75",
+    "launched kernel with shared memory sm_75",
+    "launched kernel with shared memory sm_90",
     "memory-only sections, padding for a later window",
+    "message options in a debug link's tool note",
     "message options in the tool note",
     "no code for the target",
     "partial LTO",
@@ -308,24 +306,6 @@ pub const RELOCATABLE_NOT_IDENTICAL: &[(&str, &[&str])] = &[
             "dynamic shared, only in a function no kernel reaches sm_120",
             "dynamic shared, only in a function no kernel reaches, -g",
             "dynamic shared, windows grown, -g",
-        ],
-    ),
-    (
-        "--preserve-relocs: nvlink's -r output lists the applied relocations in `.nv.resolvedrela.*` elsewhere in its creation order (and its relocations otherwise)",
-        &[
-            "internal constants --preserve-relocs",
-            "--preserve-relocs sm_90",
-            "--preserve-relocs sm_75",
-            "message options in a debug link's tool note",
-        ],
-    ),
-    (
-        "libcudadevrt's code a device launch brings in: its undefined local `.nv.ptx.const0.size` comes elsewhere in nvlink's creation order",
-        &[
-            "launched kernel with shared memory sm_75",
-            "launched kernel with shared memory sm_90",
-            "kernel launched from another unit",
-            "kernel launched from another unit sm_75",
         ],
     ),
     (
