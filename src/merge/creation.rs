@@ -75,6 +75,9 @@ impl<'a> Merger<'a> {
             // the code of each live function, in function symbol order; a kernel's info
             // and window with it
             for f in self.func_at[i].iter().flatten().copied() {
+                if self.dropped_by_host_tables(f) {
+                    add(format!(".nv.shared.{}", fn_name(f)), &mut names);
+                }
                 if let Some(s) = c.sections.get(self.funcs[f].text)
                     && self.live[f]
                 {
@@ -171,6 +174,12 @@ impl<'a> Merger<'a> {
             add(n.to_string(), &mut names);
         }
         names
+    }
+
+    /// A kernel the host objects' tables leave out: nvlink still makes its
+    /// `.nv.shared.<k>` where its code would come (not for one `-kernels-used` drops).
+    fn dropped_by_host_tables(&self, f: FuncId) -> bool {
+        self.funcs[f].entry && !self.live[f] && self.opts.kernels.as_ref().is_some_and(|k| k.tables)
     }
 
     /// Under `--preserve-relocs`, the `.nv.resolvedrela` section nvlink makes right after

@@ -142,10 +142,6 @@ pub const NOT_BYTE_IDENTICAL: &[(&str, &[&str])] = &[
         ],
     ),
     (
-        "kernels the host objects leave unlaunched: nvlink still names their .nv.shared.<k> (not under -kernels-used)",
-        &["unlaunched kernels, host objects"],
-    ),
-    (
         "sm_100 -G and -lineinfo, two units: .rela.debug_line (and .rela.nv_debug_line_sass) entries in another order, not read off",
         &[
             "-G inputs, two units sm_100",
