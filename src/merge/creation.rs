@@ -129,6 +129,11 @@ impl<'a> Merger<'a> {
                     names.push((sym.name.to_string(), Some(SymKey::new(i, si))));
                 }
             }
+            // (an input without device code has an empty `.debug_frame` and no section
+            // symbol for it: nvlink makes it here all the same)
+            if let Some(s) = unnamed_debug_frame(c) {
+                add(s.to_string(), &mut names);
+            }
             // the other sections named by section symbols
             for (si, s) in sections() {
                 let skip = s.flags & SHF_EXECINSTR != 0
@@ -262,6 +267,13 @@ pub(super) fn created_strtab(created: &[Created], listed: &HashSet<&str>) -> Vec
         }
     }
     out
+}
+
+/// `.debug_frame` when `c` has it and no section symbol names it.
+fn unnamed_debug_frame(c: &Cubin) -> Option<&'static str> {
+    let frame = |i: usize| c.sections.get(i).is_some_and(|s| s.name == ".debug_frame");
+    let named = (c.symbols.iter()).any(|s| s.ty == STT_SECTION && frame(s.shndx as usize));
+    (!named && (0..c.sections.len()).any(frame)).then_some(".debug_frame")
 }
 
 /// Where each section name comes in `created`.

@@ -31,7 +31,7 @@
 //!   symbols; per-function records are reversed, `EXTERNS` as on the SASS side, kernels' barrier
 //!   and stack records propagated as on the SASS side.
 
-use super::relocations::{applied_under_r, is_unplaced_label};
+use super::relocations::{applied_under_r, is_unplaced_label, line_reference};
 use super::*;
 
 /// The Mercury section's name without its prefix: what its section symbol is called and,
@@ -556,7 +556,10 @@ impl Merger<'_> {
                     }
                     // (a relocatable output keeps what the final link resolves, but for
                     // the debug sections' references to themselves)
-                    let self_ref = ms.ty == STT_SECTION && !st.exec && in_bytes;
+                    let self_ref = ms.ty == STT_SECTION
+                        && !st.exec
+                        && in_bytes
+                        && !line_reference(&target.name, c.sections.get(ms.shndx as usize));
                     // (in a view, an offset into a Mercury section with bytes of its own,
                     // `.debug_info`'s into `.nv.merc.debug_line`, is not the SASS one the
                     // view holds: it stays for the driver, as nvlink keeps it)
