@@ -98,7 +98,7 @@ impl<'a> Merger<'a> {
                 let Some(oa) = self.out_index(ka) else {
                     continue;
                 };
-                if self.inputs[i].system && group == 2 {
+                if group == 2 && self.inputs[i].system {
                     system_callers.insert(oa as u32 + 1);
                 }
                 match group {
@@ -308,7 +308,10 @@ fn nvlink_entry_order(entries: &[(u32, i64)], system: &HashSet<u32>) -> Vec<(u32
             })
             .push(b);
     }
-    callers.sort_unstable_by_key(|a| (system.contains(a), *a));
+    match system.is_empty() {
+        true => callers.sort_unstable(),
+        false => callers.sort_unstable_by_key(|a| (system.contains(a), *a)),
+    }
     callers
         .iter()
         .flat_map(|a| of[a].iter().rev().map(move |&b| (*a, b)))

@@ -74,6 +74,7 @@ impl<'a> Merger<'a> {
             let fn_name = |f: FuncId| self.sym(self.funcs[f].key).name.as_str();
             // the code of each live function, in function symbol order; a kernel's info
             // and window with it
+            let mut any_code = false;
             for f in self.func_at[i].iter().flatten().copied() {
                 if self.dropped_by_host_tables(f) {
                     add(format!(".nv.shared.{}", fn_name(f)), &mut names);
@@ -82,6 +83,7 @@ impl<'a> Merger<'a> {
                     && self.live[f]
                 {
                     // (a local function's symbol, and name, before its code)
+                    any_code = true;
                     let key = self.funcs[f].key;
                     if self.sym(key).bind == STB_LOCAL {
                         names.push((fn_name(f).to_string(), Some(key)));
@@ -96,12 +98,6 @@ impl<'a> Merger<'a> {
             // the sections the data objects lie in, in symbol order (an undefined
             // dynamic shared array's is `.nv_debug.shared`)
             for (si, sym) in c.symbols.iter().enumerate() {
-                // (libcudadevrt's undefined local `.nv.ptx.const0.size`, which -r keeps,
-                // where it comes among them)
-                if super::devrt::is_linker_symbol(sym) {
-                    names.push((sym.name.to_string(), Some(SymKey::new(i, si))));
-                    continue;
-                }
                 if kind(sym) != Kind::Data {
                     continue;
                 }
@@ -113,7 +109,14 @@ impl<'a> Merger<'a> {
                     {
                         s.name.as_str()
                     }
-                    _ => continue,
+                    _ => {
+                        // (libcudadevrt's undefined local `.nv.ptx.const0.size`, which -r
+                        // keeps, where it comes among them)
+                        if super::devrt::is_linker_symbol(sym) {
+                            names.push((sym.name.to_string(), Some(SymKey::new(i, si))));
+                        }
+                        continue;
+                    }
                 };
                 if self
                     .owner(i, sym.shndx as usize)
@@ -130,8 +133,8 @@ impl<'a> Merger<'a> {
                 }
             }
             // (an input without device code has an empty `.debug_frame` and no section
-            // symbol for it: nvlink makes it here all the same)
-            if let Some(s) = unnamed_debug_frame(c) {
+            // symbol for it: nvlink makes it here all the same; one with code has one)
+            if !any_code && let Some(s) = unnamed_debug_frame(c) {
                 add(s.to_string(), &mut names);
             }
             // the other sections named by section symbols
@@ -190,9 +193,11 @@ impl<'a> Merger<'a> {
     /// Under `--preserve-relocs`, the `.nv.resolvedrela` section nvlink makes right after
     /// the first relocation section of a section (`.rel`, or `.rela`), kept or not.
     fn resolved_twin(&self, relocations: &str) -> Option<String> {
-        let of = (relocations.strip_prefix(".rela"))
-            .or_else(|| relocations.strip_prefix(".rel"))
-            .filter(|_| self.opts.preserve_relocs)?;
+        if !self.opts.preserve_relocs {
+            return None;
+        }
+        let of =
+            (relocations.strip_prefix(".rela")).or_else(|| relocations.strip_prefix(".rel"))?;
         Some(format!(".nv.resolvedrela{of}"))
     }
 

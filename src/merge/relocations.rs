@@ -103,17 +103,18 @@ impl<'a> Merger<'a> {
         let encoded: Vec<(usize, RelocList, Vec<u8>)> = lists
             .into_par_iter()
             .zip(forward)
-            .map(|(((out_id, list_kind), mut list), forward)| {
+            .map(|(((out_id, list_kind), list), forward)| {
                 let mut data = Vec::with_capacity(list.len() * 24);
-                if !forward {
-                    list.reverse();
-                }
-                for &(off, sym, ty, addend) in list.iter() {
+                let mut put = |&(off, sym, ty, addend): &(u64, u32, u32, i64)| {
                     data.extend_from_slice(&off.to_le_bytes());
                     data.extend_from_slice(&((sym as u64) << 32 | ty as u64).to_le_bytes());
                     if list_kind != RelocList::Rel {
                         data.extend_from_slice(&addend.to_le_bytes());
                     }
+                };
+                match forward {
+                    true => list.iter().for_each(&mut put),
+                    false => list.iter().rev().for_each(&mut put),
                 }
                 (out_id, list_kind, data)
             })
