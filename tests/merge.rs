@@ -697,6 +697,12 @@ fn links_equivalent_to_nvlink() {
                 "smem2_90.cubin",
             ]),
         ),
+        // a template kernel without parameters in two units: under -r nvlink keeps the
+        // replaced copy's `_SREG` mark, in the kept copy's parameter bank
+        (
+            "a template kernel in two units sm_80",
+            args(&["-arch=sm_80", "tmplk1_80.cubin", "tmplk2_80.cubin"]),
+        ),
         // dynamic shared memory: a function no kernel reaches (offset -1, its barrier
         // counted in the one kernel), windows grown over all arrays until none grows
         (

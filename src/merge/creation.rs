@@ -111,8 +111,10 @@ impl<'a> Merger<'a> {
                     }
                     _ => {
                         // (libcudadevrt's undefined local `.nv.ptx.const0.size`, which -r
-                        // keeps, where it comes among them)
-                        if super::devrt::is_linker_symbol(sym) {
+                        // keeps, where it comes among them; under -r a local of a replaced
+                        // function's bank too, `symbols::kept_copy_of`)
+                        let replaced_local = !twins && sym.bind == STB_LOCAL && sym.defined();
+                        if replaced_local || super::devrt::is_linker_symbol(sym) {
                             names.push((sym.name.to_string(), Some(SymKey::new(i, si))));
                         }
                         continue;

@@ -237,6 +237,7 @@ impl<'a> Merger<'a> {
             }
             Some(&(id, at)) => (Some(id), s.value + at),
             None if s.other & STO_SHARED != 0 && !exec => (None, s.value),
+            None if !exec => (self.kept_copy_of(k)?, s.value),
             None => return None,
         };
         Some(OutSymbol {
@@ -252,6 +253,22 @@ impl<'a> Merger<'a> {
             other: image_other(s.other, exec),
             section,
         })
+    }
+}
+
+impl Merger<'_> {
+    /// Under -r, a local (a `_SREG` mark) in the parameter bank of a function another
+    /// input's copy replaced: nvlink keeps it, in the kept copy's bank.
+    fn kept_copy_of(&self, k: SymKey) -> Option<Option<usize>> {
+        let s = self.sym(k);
+        let sec = self.inputs[k.input].cubin.sections.get(s.shndx as usize)?;
+        if s.bind != STB_LOCAL
+            || !sec.name.starts_with(".nv.constant0.")
+            || !self.is_dropped_function_section(k.input, s.shndx as usize)
+        {
+            return None;
+        }
+        Some(Some(self.out.iter().position(|o| sec.name == o.name)?))
     }
 }
 
