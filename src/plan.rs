@@ -92,7 +92,9 @@ impl<'r> Plan<'r> {
         if !req.kernels_used.is_empty() {
             return Some(crate::input::HostRefs::from_used(&req.kernels_used, &[]));
         }
-        (described && host_tables_apply(req, hosts)).then(|| {
+        // (under -r they do not: every kernel stays one, where -kernels-used makes the
+        // others plain functions in nvlink's creation order)
+        (described && !req.relocatable && host_tables_apply(req, hosts)).then(|| {
             crate::input::HostRefs::from_tables(
                 hosts
                     .iter()

@@ -112,5 +112,7 @@ pub fn command_line(req: &LinkRequest) -> String {
     }
     flag(req.ignore_host_info, "ignore-host-info", &mut s);
     flag(r.use_host_info, "use-host-info", &mut s);
+    // (`-r` last, whatever came before it on the command line)
+    flag(req.relocatable, "r", &mut s);
     s
 }

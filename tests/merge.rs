@@ -489,13 +489,12 @@ fn device_runtime_sm_100() {
 
 /// `-r` of ptxas's internal bank-2 constants (`constopt.cu`, sm_80): nvlink applies the
 /// kernels' relocations against the `.const_opt` symbols there too, leaving no
-/// `.rel.text`; the one difference left is every `-r` output's tool note (the code and
-/// relocation sections differed before).
+/// `.rel.text`; the output is nvlink's byte for byte (the code and relocation sections
+/// differed before, then the tool note).
 #[test]
 fn internal_constants_relocatable() {
-    for d in known_differences(&args(&["-r", "-arch=sm_80", "constopt_80.cubin"])) {
-        assert!(d.starts_with("section .note.nv.tkinfo:"), "{d}");
-    }
+    let a = args(&["-arch=sm_80", "constopt_80.cubin"]);
+    assert_eq!(relocatable_identical(&a), Ok(Some(true)));
 }
 
 /// `-r` with a dynamic shared array (`smem.cu`: an `extern` array a device function
@@ -524,16 +523,15 @@ fn shared_windows_relocatable() {
 }
 
 /// `-r` with libcudadevrt: nvlink applies the relocations against `.nv.ptx.const0.size`
-/// there too and keeps the symbol, undefined, with the value -1; the other differences
-/// are those of every `-r` output (the tool note; REGCOUNT not propagated, DESIGN.md).
+/// there too and keeps the symbol, undefined, with the value -1, where its creation order
+/// meets it among libcudadevrt's data objects; the output is nvlink's byte for byte.
 #[test]
 fn device_runtime_relocatable() {
     let lib = format!("-L{}", cuda().join("lib").display());
     // (beside b.cu, `.nv.ptx.const0.size` keeps the value 16, its constant bank's size)
     for a in [
-        args(&["-r", "-arch=sm_90", "dp_90.cubin", &lib, "-lcudadevrt"]),
+        args(&["-arch=sm_90", "dp_90.cubin", &lib, "-lcudadevrt"]),
         args(&[
-            "-r",
             "-arch=sm_90",
             "b_90.cubin",
             "dp_90.cubin",
@@ -541,15 +539,7 @@ fn device_runtime_relocatable() {
             "-lcudadevrt",
         ]),
     ] {
-        for d in known_differences(&a) {
-            assert!(
-                d.starts_with("section .note.nv.tkinfo:")
-                    || d.starts_with(
-                        "section .nv.info: records expected only [\"0x2f _Z6parentPiS_iS_"
-                    ),
-                "{d}"
-            );
-        }
+        assert_eq!(relocatable_identical(&a), Ok(Some(true)), "-r {a:?}");
     }
 }
 
@@ -706,6 +696,12 @@ fn links_equivalent_to_nvlink() {
                 "smem_90.cubin",
                 "smem2_90.cubin",
             ]),
+        ),
+        // a template kernel without parameters in two units: under -r nvlink keeps the
+        // replaced copy's `_SREG` mark, in the kept copy's parameter bank
+        (
+            "a template kernel in two units sm_80",
+            args(&["-arch=sm_80", "tmplk1_80.cubin", "tmplk2_80.cubin"]),
         ),
         // dynamic shared memory: a function no kernel reaches (offset -1, its barrier
         // counted in the one kernel), windows grown over all arrays until none grows
@@ -1368,6 +1364,8 @@ fn links_equivalent_to_nvlink() {
     ];
     let mut failures = Vec::new();
     let mut identical = Vec::new();
+    // the same links with -r: nvlink's relocatable output byte for byte (`cmp`)
+    let mut relocatable = Vec::new();
     for (what, a) in &cases {
         if std::env::var_os("NVLINKRS_BYTES_DUMP").is_some() {
             eprintln!("CASE {what}\t{}", a.join(" "));
@@ -1377,11 +1375,17 @@ fn links_equivalent_to_nvlink() {
             Ok(false) => {}
             Err(d) => failures.push(format!("{what}:\n    {d}")),
         }
+        match relocatable_identical(a) {
+            Ok(Some(true)) => relocatable.push(*what),
+            Ok(_) => {}
+            Err(d) => failures.push(format!("{what}, -r:\n    {d}")),
+        }
     }
     eprintln!(
-        "{} cases equivalent, {} byte-identical",
+        "{} cases equivalent, {} byte-identical; with -r {} byte-identical",
         cases.len() - failures.len(),
-        identical.len()
+        identical.len(),
+        relocatable.len()
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     // byte identity (`cmp`): exactly the links merge/bytes.rs lists, the others there
@@ -1401,6 +1405,42 @@ fn links_equivalent_to_nvlink() {
         unlisted.is_empty(),
         "listed in neither or both of BYTE_IDENTICAL and NOT_BYTE_IDENTICAL: {unlisted:?}"
     );
+    let mut want: Vec<&str> = bytes::RELOCATABLE_IDENTICAL.to_vec();
+    want.sort_unstable();
+    relocatable.sort_unstable();
+    assert_eq!(relocatable, want, "the byte-identical -r links");
+    let known: Vec<&str> = bytes::RELOCATABLE_NOT_IDENTICAL
+        .iter()
+        .flat_map(|(_, c)| c.iter().copied())
+        .collect();
+    let unlisted: Vec<&str> = (cases.iter().map(|(what, _)| *what))
+        .filter(|what| want.contains(what) == known.contains(what))
+        .collect();
+    assert!(
+        unlisted.is_empty(),
+        "-r: listed in neither or both of RELOCATABLE_IDENTICAL and RELOCATABLE_NOT_IDENTICAL: {unlisted:?}"
+    );
+}
+
+/// `args` linked with `-r` by both linkers: `Some(identical)` when nvlink links, `None`
+/// when it refuses (nvlinkrs must then refuse too); an error when only one of them links.
+fn relocatable_identical(args: &[String]) -> Result<Option<bool>, String> {
+    let dir = tempfile::tempdir().unwrap();
+    let mut r = vec!["-r".to_string()];
+    r.extend(args.iter().cloned());
+    let want = run(&cuda().join("bin/nvlink"), &r, dir.path());
+    let got = run(&nvlinkrs(), &r, dir.path());
+    match (&want.output, &got.output) {
+        (Some(e), Some(a)) => Ok(Some(e == a)),
+        (None, None) => Ok(None),
+        (w, g) => Err(format!(
+            "output from nvlink: {} {:?}, from nvlinkrs: {} {:?}",
+            w.is_some(),
+            want.messages,
+            g.is_some(),
+            got.messages
+        )),
+    }
 }
 
 /// The opt-in finalizer runs libnvJitLink in the linker's process: a damaged library (a

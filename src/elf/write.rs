@@ -208,6 +208,12 @@ impl<'a> StrTab<'a> {
         if s.is_empty() {
             return 0;
         }
+        self.add_leading(s)
+    }
+
+    /// A prototype string below sm_100: an empty one too gets its own byte, once (as
+    /// nvlink adds it, where a device-runtime link's prototypes have one).
+    fn add_leading(&mut self, s: &'a str) -> u32 {
         if let Some(&o) = self.at.get(s) {
             return o;
         }
@@ -222,7 +228,10 @@ impl<'a> StrTab<'a> {
 /// Offsets the strings of `leading` get in `.strtab` (what `.nv.callgraph` refers to).
 pub fn leading_offsets(leading: &[String]) -> HashMap<String, u32> {
     let mut t = StrTab::new();
-    leading.iter().map(|s| (s.clone(), t.add(s))).collect()
+    leading
+        .iter()
+        .map(|s| (s.clone(), t.add_leading(s)))
+        .collect()
 }
 
 /// The ELF file of `img`, in memory.
@@ -342,7 +351,7 @@ pub fn write_to<W: Write + ?Sized>(img: &mut Image, w: &mut W) -> std::io::Resul
     let strings = img.leading_strings.len() + img.symbols.len();
     let mut strtab = StrTab::with_capacity(strings + 3);
     for s in img.leading_strings.iter().filter(|_| !names_only) {
-        strtab.add(s);
+        strtab.add_leading(s);
     }
     for s in [".shstrtab", ".strtab", ".symtab"]
         .iter()

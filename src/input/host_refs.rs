@@ -13,6 +13,9 @@ pub struct HostRefs {
     pub ic: Vec<String>,
     pub eg: Vec<String>,
     pub ig: Vec<String>,
+    /// Read from the host objects' tables (not `-kernels-used`): nvlink still makes the
+    /// `.nv.shared.<k>` of a kernel they leave out (`merge::creation`).
+    pub tables: bool,
 }
 
 impl HostRefs {
@@ -37,6 +40,7 @@ impl HostRefs {
         ] {
             l.reverse();
         }
+        r.tables = true;
         r
     }
 
@@ -53,6 +57,7 @@ impl HostRefs {
             ic: v.clone(),
             eg: v.clone(),
             ig: v,
+            tables: false,
         }
     }
 

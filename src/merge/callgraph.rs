@@ -80,6 +80,9 @@ impl<'a> Merger<'a> {
             strings.len() - 1
         };
         let mut pending: Vec<(usize, usize, usize)> = Vec::new();
+        // (the kernels of a system library, libcudadevrt: their entries come last in
+        // their group; its callers of the call group keep their place)
+        let mut system_callers: HashSet<u32> = HashSet::default();
         let mut pending_proto: Vec<(u32, usize)> = Vec::new();
         let inputs: &'a [Input] = self.inputs;
         for (i, inp) in inputs.iter().enumerate() {
@@ -100,6 +103,9 @@ impl<'a> Merger<'a> {
                 let Some(oa) = self.out_index(ka) else {
                     continue;
                 };
+                if group == 2 && self.inputs[i].system {
+                    system_callers.insert(oa as u32 + 1);
+                }
                 match group {
                     1 | 4 => {
                         let Some(kb) = usize::try_from(b).ok().map(|b| SymKey::new(i, b)) else {
@@ -167,7 +173,7 @@ impl<'a> Merger<'a> {
         for (g, group) in groups.iter().enumerate().skip(1) {
             data.extend_from_slice(&0u32.to_le_bytes());
             data.extend_from_slice(&(-(g as i32)).to_le_bytes());
-            for (a, b) in nvlink_entry_order(group) {
+            for (a, b) in nvlink_entry_order(group, &system_callers) {
                 data.extend_from_slice(&a.to_le_bytes());
                 if is_string.contains(&(g, a, b)) {
                     let n = index[&(b as u32)];
@@ -292,10 +298,12 @@ impl<'a> Merger<'a> {
     }
 }
 
-/// A call-graph group's entries as nvlink writes them: callers by symbol index, each
+/// A call-graph group's entries as nvlink writes them: callers by symbol index (those
+/// in `system` after the others: libcudadevrt's static kernels, whose indices are low,
+/// after the program's kernels), each
 /// caller's entries last seen first (inputs in order, each input's table in order) (read off nvlink 13.5: a kernel calling `d1`, `d2`, `d3`, `u1` in its input's
 /// table lists `u1`, `d3`, `d2`, `d1`).
-fn nvlink_entry_order(entries: &[(u32, i64)]) -> Vec<(u32, i64)> {
+fn nvlink_entry_order(entries: &[(u32, i64)], system: &HashSet<u32>) -> Vec<(u32, i64)> {
     let mut callers: Vec<u32> = Vec::new();
     let mut of: HashMap<u32, Vec<i64>> = HashMap::default();
     for &(a, b) in entries {
@@ -306,7 +314,10 @@ fn nvlink_entry_order(entries: &[(u32, i64)]) -> Vec<(u32, i64)> {
             })
             .push(b);
     }
-    callers.sort_unstable();
+    match system.is_empty() {
+        true => callers.sort_unstable(),
+        false => callers.sort_unstable_by_key(|a| (system.contains(a), *a)),
+    }
     callers
         .iter()
         .flat_map(|a| of[a].iter().rev().map(move |&b| (*a, b)))

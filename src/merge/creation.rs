@@ -56,6 +56,10 @@ impl<'a> Merger<'a> {
                 add(Name::from(n), &mut names);
             }
         }
+        // (a parameter bank's `.rel` twin, and `.nv.rel.action`, are not made under -r)
+        let twins = !self.opts.relocatable;
+        // (under -r a kernel the filter drops stays, made as a plain function is)
+        let entry = |f: FuncId| self.funcs[f].entry && (twins || self.kernel_kept(f));
         for (i, inp) in self.inputs.iter().enumerate() {
             let c = &inp.cubin;
             let sections = || {
@@ -73,17 +77,22 @@ impl<'a> Merger<'a> {
             let fn_name = |f: FuncId| self.sym(self.funcs[f].key).name.as_str();
             // the code of each live function, in function symbol order; a kernel's info
             // and window with it
+            let mut any_code = false;
             for f in self.func_at[i].iter().flatten().copied() {
+                if self.dropped_by_host_tables(f) {
+                    add(concat(".nv.shared.", fn_name(f)), &mut names);
+                }
                 if let Some(s) = c.sections.get(self.funcs[f].text)
                     && self.live[f]
                 {
                     // (a local function's symbol, and name, before its code)
+                    any_code = true;
                     let key = self.funcs[f].key;
                     if self.sym(key).bind == STB_LOCAL {
                         names.push((self.sym(key).name.clone(), Some(key)));
                     }
                     add(s.name.clone(), &mut names);
-                    if self.funcs[f].entry {
+                    if entry(f) {
                         add(concat(".nv.info.", fn_name(f)), &mut names);
                         add(concat(".nv.shared.", fn_name(f)), &mut names);
                     }
@@ -103,7 +112,16 @@ impl<'a> Merger<'a> {
                     {
                         s.name.clone()
                     }
-                    _ => continue,
+                    _ => {
+                        // (libcudadevrt's undefined local `.nv.ptx.const0.size`, which -r
+                        // keeps, where it comes among them; under -r a local of a replaced
+                        // function's bank too, `symbols::kept_copy_of`)
+                        let replaced_local = !twins && sym.bind == STB_LOCAL && sym.defined();
+                        if replaced_local || super::devrt::is_linker_symbol(sym) {
+                            names.push((sym.name.clone(), Some(SymKey::new(i, si))));
+                        }
+                        continue;
+                    }
                 };
                 if self
                     .owner(i, sym.shndx as usize)
@@ -111,7 +129,7 @@ impl<'a> Merger<'a> {
                 {
                     continue;
                 }
-                let bank = name.starts_with(".nv.constant0.");
+                let bank = name.starts_with(".nv.constant0.") && twins;
                 if bank {
                     let rel = concat(".rel", &name);
                     add(name, &mut names);
@@ -122,6 +140,11 @@ impl<'a> Merger<'a> {
                 if sym.bind == STB_LOCAL {
                     names.push((sym.name.clone(), Some(SymKey::new(i, si))));
                 }
+            }
+            // (an input without device code has an empty `.debug_frame` and no section
+            // symbol for it: nvlink makes it here all the same; one with code has one)
+            if !any_code && let Some(s) = unnamed_debug_frame(c) {
+                add(Name::from(s), &mut names);
             }
             // the other sections named by section symbols
             for (si, s) in sections() {
@@ -138,13 +161,13 @@ impl<'a> Merger<'a> {
                     continue;
                 }
                 add(s.name.clone(), &mut names);
-                if s.name.starts_with(".nv.constant0.") {
+                if s.name.starts_with(".nv.constant0.") && twins {
                     add(concat(".rel", &s.name), &mut names);
                 }
             }
             // the other live functions' info
             for (si, _) in sections() {
-                if let Some(f) = live_code(si).filter(|&f| !self.funcs[f].entry) {
+                if let Some(f) = live_code(si).filter(|&f| !entry(f)) {
                     add(concat(".nv.info.", fn_name(f)), &mut names);
                 }
             }
@@ -155,10 +178,16 @@ impl<'a> Merger<'a> {
                     && !self.is_dropped_function_section(i, si)
                 {
                     add(s.name.clone(), &mut names);
+                    if let Some(n) = self.resolved_twin(&s.name) {
+                        add(n.into(), &mut names);
+                    }
                 }
             }
         }
         for n in LAST {
+            if n == ".nv.rel.action" && !twins {
+                continue;
+            }
             add(Name::from(n), &mut names);
         }
         (names, seen)
@@ -172,15 +201,29 @@ impl<'a> Merger<'a> {
         }
     }
 
-    /// Outside `-r`, the local symbols made so far (the section symbols, then the inputs'
+    /// A kernel the host objects' tables leave out: nvlink still makes its
+    /// `.nv.shared.<k>` where its code would come (not for one `-kernels-used` drops).
+    fn dropped_by_host_tables(&self, f: FuncId) -> bool {
+        self.funcs[f].entry && !self.live[f] && self.opts.kernels.as_ref().is_some_and(|k| k.tables)
+    }
+
+    /// Under `--preserve-relocs`, the `.nv.resolvedrela` section nvlink makes right after
+    /// the first relocation section of a section (`.rel`, or `.rela`), kept or not.
+    fn resolved_twin(&self, relocations: &str) -> Option<String> {
+        if !self.opts.preserve_relocs {
+            return None;
+        }
+        let of =
+            (relocations.strip_prefix(".rela")).or_else(|| relocations.strip_prefix(".rel"))?;
+        Some(format!(".nv.resolvedrela{of}"))
+    }
+
+    /// The local symbols made so far (the section symbols, then the inputs'
     /// locals) put in creation order: a local function's or data object's symbol comes
     /// where nvlink met it, among the section symbols (a static function's right before
     /// its code's, a string constant `$str` right after its `.nv.global.init`); the
     /// others keep their order after those.
     pub(super) fn interleave_locals(&mut self) {
-        if self.opts.relocatable {
-            return;
-        }
         let n = self.symbols.len();
         let mut pos = vec![usize::MAX; n];
         for (&id, &at) in &self.section_sym_index {
@@ -245,6 +288,13 @@ pub(super) fn created_strtab(created: &[Created], listed: &HashSet<&str>) -> Vec
         }
     }
     out
+}
+
+/// `.debug_frame` when `c` has it and no section symbol names it.
+fn unnamed_debug_frame(c: &Cubin) -> Option<&'static str> {
+    let frame = |i: usize| c.sections.get(i).is_some_and(|s| s.name == ".debug_frame");
+    let named = (c.symbols.iter()).any(|s| s.ty == STT_SECTION && frame(s.shndx as usize));
+    (!named && (0..c.sections.len()).any(frame)).then_some(".debug_frame")
 }
 
 /// The position `name` has in `created` (a capsule-Mercury section takes its SASS

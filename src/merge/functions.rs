@@ -160,6 +160,15 @@ impl<'a> Merger<'a> {
         Ok((callees.into_iter().collect(), shared.into_iter().collect()))
     }
 
+    /// Whether the kernel filter (`-kernels-used`, the host objects' tables) keeps
+    /// function `f` if it is a kernel (a system library's always).
+    pub(super) fn kernel_kept(&self, f: FuncId) -> bool {
+        let SymKey { input: i, sym: s } = self.funcs[f].key;
+        self.inputs[i].system
+            || (self.opts.kernels.as_ref())
+                .is_none_or(|k| k.keeps_kernel(&self.inputs[i].cubin.symbols[s].name))
+    }
+
     pub(super) fn reach(&mut self) {
         let n = self.funcs.len();
         let all = self.opts.relocatable || self.keeps_all();
@@ -167,16 +176,8 @@ impl<'a> Merger<'a> {
         if all {
             return;
         }
-        let kept = |m: &Self, f: FuncId| {
-            let SymKey { input: i, sym: s } = m.funcs[f].key;
-            m.inputs[i].system
-                || m.opts
-                    .kernels
-                    .as_ref()
-                    .is_none_or(|k| k.keeps_kernel(&m.inputs[i].cubin.symbols[s].name))
-        };
         let mut stack: Vec<FuncId> = FuncId::all(n)
-            .filter(|&f| self.funcs[f].entry && kept(self, f))
+            .filter(|&f| self.funcs[f].entry && self.kernel_kept(f))
             .collect();
         // functions whose address is stored in data
         for i in 0..self.inputs.len() {

@@ -31,7 +31,7 @@
 //!   symbols; per-function records are reversed, `EXTERNS` as on the SASS side, kernels' barrier
 //!   and stack records propagated as on the SASS side.
 
-use super::relocations::is_unplaced_label;
+use super::relocations::{applied_under_r, is_unplaced_label, line_reference};
 use super::*;
 
 /// The Mercury section's name without its prefix: what its section symbol is called and,
@@ -454,6 +454,11 @@ impl Merger<'_> {
                         _ => ms.value,
                     };
                 }
+                // (under -r every undefined data object is a CUDA object, as on the
+                // SASS side)
+                if !st.exec && s.section.is_none() && m.ty == STT_OBJECT {
+                    m.ty = STT_CUDA_OBJECT;
+                }
                 if s.name.starts_with(".nv.reservedSmem") {
                     m.ty = STT_CUDA_OBJECT;
                     if s.section.is_none() {
@@ -530,7 +535,7 @@ impl Merger<'_> {
                     if dead || loser || unplaced {
                         continue;
                     }
-                    let (mut value, _, mut resolvable) = self.link_value(k);
+                    let (mut value, bank, mut resolvable) = self.link_value(k);
                     // (a dynamic shared array has an offset per function, on the SASS
                     // side: -1 in a function no kernel reaches, which nvlink's image
                     // leaves without the array's symbol)
@@ -551,7 +556,10 @@ impl Merger<'_> {
                     }
                     // (a relocatable output keeps what the final link resolves, but for
                     // the debug sections' references to themselves)
-                    let self_ref = ms.ty == STT_SECTION && !st.exec && in_bytes;
+                    let self_ref = ms.ty == STT_SECTION
+                        && !st.exec
+                        && in_bytes
+                        && !line_reference(&target.name, c.sections.get(ms.shndx as usize));
                     // (in a view, an offset into a Mercury section with bytes of its own,
                     // `.debug_info`'s into `.nv.merc.debug_line`, is not the SASS one the
                     // view holds: it stays for the driver, as nvlink keeps it)
@@ -564,7 +572,9 @@ impl Merger<'_> {
                         && ms.ty == STT_SECTION
                         && !own_bytes(rs.info as usize)
                         && own_bytes(ms.shndx as usize);
-                    if resolvable && (st.exec || self_ref) && !kept {
+                    // (under -r, what nvlink applies on the SASS side goes here too)
+                    let under_r = !st.exec && applied_under_r(self.sym(k), bank);
+                    if resolvable && (st.exec || self_ref || under_r) && !kept {
                         if r.ty == R_MERCURY_ABS64 && in_bytes {
                             let v = (value as i64).wrapping_add(r.addend) as u64;
                             put(&mut self.out[out].data, v);

@@ -525,7 +525,7 @@ impl<'a> Merger<'a> {
             prototype_id: None,
             address_taken: HashSet::default(),
             taken_by_prototype: Vec::new(),
-            mercury_layout: !opts.relocatable && opts.target.is_some_and(|t| t.sm >= 100),
+            mercury_layout: opts.target.is_some_and(|t| t.sm >= 100),
             merc_symbols: None,
             frames: HashMap::default(),
             shared_home: HashMap::default(),

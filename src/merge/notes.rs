@@ -29,7 +29,8 @@ impl<'a> Merger<'a> {
         for inp in self.inputs {
             let c = &inp.cubin;
             for s in &c.sections {
-                if s.name == ".note.nv.tkinfo" {
+                // (a relocatable output's note holds the linker's entry alone)
+                if s.name == ".note.nv.tkinfo" && !self.opts.relocatable {
                     tk.extend_from_slice(c.bytes(s));
                 } else if s.name == ".note.nv.cuinfo" {
                     // the note with the lowest virtual architecture (a PTX input for

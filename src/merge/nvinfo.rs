@@ -67,7 +67,10 @@ impl<'a> Merger<'a> {
                     }
                     let Some(o) = self.out_index(k) else { continue };
                     let mut v = r.payload.u32_at(4).unwrap_or(0);
+                    // (a relocatable output keeps each kernel's own count: the final
+                    // link propagates)
                     if r.attr == info::REGCOUNT
+                        && exec
                         && let Some(f) = self.func_defined_by(k).filter(|&f| self.funcs[f].entry)
                     {
                         v = props[&f].registers;

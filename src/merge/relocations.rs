@@ -95,17 +95,26 @@ impl<'a> Merger<'a> {
                     reloc::apply(&mut o.data, p.at, p.ty, p.value, p.bank, p.clear)
                 })
             })?;
-        // (encoded in parallel, one section each)
+        // (encoded in parallel, one section each; last made first, but for the line
+        // tables' in nvlink's sm_100+ layout)
+        let forward: Vec<bool> = (lists.iter())
+            .map(|((out_id, _), _)| self.mercury_layout && line_table(&self.out[*out_id].name))
+            .collect();
         let encoded: Vec<(usize, RelocList, Vec<u8>)> = lists
             .into_par_iter()
-            .map(|((out_id, list_kind), list)| {
+            .zip(forward)
+            .map(|(((out_id, list_kind), list), forward)| {
                 let mut data = Vec::with_capacity(list.len() * 24);
-                for &(off, sym, ty, addend) in list.iter().rev() {
+                let mut put = |&(off, sym, ty, addend): &(u64, u32, u32, i64)| {
                     data.extend_from_slice(&off.to_le_bytes());
                     data.extend_from_slice(&((sym as u64) << 32 | ty as u64).to_le_bytes());
                     if list_kind != RelocList::Rel {
                         data.extend_from_slice(&addend.to_le_bytes());
                     }
+                };
+                match forward {
+                    true => list.iter().for_each(&mut put),
+                    false => list.iter().rev().for_each(&mut put),
                 }
                 (out_id, list_kind, data)
             })
@@ -169,9 +178,9 @@ impl<'a> Merger<'a> {
                         target.name
                     )));
                 }
-                if (r.ty == reloc::R_CUDA_YIELD_OPCODE9_0
-                    || r.ty == reloc::R_CUDA_YIELD_CLEAR_PRED4_87)
-                    && exec
+                // (dropped, unapplied, under -r too)
+                if r.ty == reloc::R_CUDA_YIELD_OPCODE9_0
+                    || r.ty == reloc::R_CUDA_YIELD_CLEAR_PRED4_87
                 {
                     continue;
                 }
@@ -215,8 +224,18 @@ impl<'a> Merger<'a> {
                 // (under -r too: one against ptxas's internal constants, `.const_opt`,
                 // local with visibility STV_INTERNAL, which nvlink applies and drops)
                 let internal = sym.bind == STB_LOCAL && sym.other & 0x3 == 1;
+                // (sm_100+ -r keeps `.debug_info`'s references to `.debug_line`)
+                let line_reference = !exec
+                    && self.mercury_layout
+                    && sym.ty == STT_SECTION
+                    && line_reference(&target.name, c.sections.get(sym.shndx as usize));
                 let apply_now = resolvable_here
-                    && (exec || f.in_nonalloc_section || internal || devrt::is_linker_symbol(sym))
+                    && !line_reference
+                    && (exec
+                        || f.in_nonalloc_section
+                        || internal
+                        || devrt::is_linker_symbol(sym)
+                        || applied_under_r(sym, bank))
                     && reloc::resolvable(r.ty)
                     && !load_address;
                 // (the addend as the next link sees it: a section symbol's piece added)
@@ -229,8 +248,10 @@ impl<'a> Merger<'a> {
                         bank,
                         clear: false,
                     });
-                    // (--preserve-relocs lists it as the next link would see it)
+                    // (--preserve-relocs lists it as the next link would see it; under
+                    // -r not the unified table's offset)
                     if self.opts.preserve_relocs
+                        && (exec || !is_table_symbol(&sym.name))
                         && let Some(sym_index) = f.out_index
                     {
                         resolved.push((at, sym_index as u32 + 1, r.ty, addend));
@@ -437,4 +458,23 @@ mod tests {
             "{e}"
         );
     }
+}
+
+/// Under `-r`, what nvlink applies to the code and drops all the same: relocations against
+/// a variable of a constant bank but the parameter banks (`__constant__` data) and
+/// against the unified function table's offset.
+pub(super) fn applied_under_r(sym: &Symbol, bank: u32) -> bool {
+    sym.ty != STT_SECTION && bank != 0 || !sym.defined() && sym.name == "__UFT_OFFSET"
+}
+
+/// The line tables whose relocations nvlink's sm_100+ layout keeps in input order.
+fn line_table(name: &str) -> bool {
+    name == ".debug_line" || name == ".nv_debug_line_sass"
+}
+
+/// A reference from the debug information (`.debug_info`, or its Mercury copy) to the
+/// line table (`.debug_line`, its Mercury copy), which nvlink's sm_100+ `-r` output keeps.
+pub(super) fn line_reference(target: &str, symbol_section: Option<&Section>) -> bool {
+    let of = |n: &str| n.strip_prefix(".nv.merc").unwrap_or(n).to_string();
+    of(target) == ".debug_info" && symbol_section.is_some_and(|s| of(&s.name) == ".debug_line")
 }

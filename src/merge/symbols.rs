@@ -23,6 +23,7 @@ impl<'a> Merger<'a> {
             for (s, sym) in c.symbols.iter().enumerate().skip(1) {
                 if sym.bind != STB_LOCAL || sym.ty == STT_SECTION || !sym.defined() {
                     if !exec && let Some(o) = self.relocatable_symbol(sym) {
+                        self.sym_of.insert(SymKey::new(i, s), self.symbols.len());
                         self.symbols.push(o);
                     }
                     continue;
@@ -85,7 +86,10 @@ impl<'a> Merger<'a> {
                     value: s.value,
                     size: s.size,
                     bind: STB_GLOBAL,
-                    ty: if self.mercury_layout && name.starts_with(".nv.reservedSmem") {
+                    // (sm_100+: undefined data objects are CUDA objects, under -r all)
+                    ty: if self.mercury_layout
+                        && (name.starts_with(".nv.reservedSmem") || !exec && s.ty == STT_OBJECT)
+                    {
                         STT_CUDA_OBJECT
                     } else {
                         image_type(s.ty, exec)
@@ -232,9 +236,12 @@ impl<'a> Merger<'a> {
         let (section, value) = match self.placed.get(&SecKey::new(k.input, s.shndx as usize)) {
             Some(&(id, _)) if common => (Some(id), s.value),
             // (a reserved shared variable's value is its alignment too)
-            Some(&(id, at)) if sections::reserved(&self.inputs[k.input].cubin, s) => (Some(id), at),
+            Some(&(id, at)) if sections::reserved(&self.inputs[k.input].cubin, s) => {
+                (Some(id), if exec { at } else { s.value })
+            }
             Some(&(id, at)) => (Some(id), s.value + at),
             None if s.other & STO_SHARED != 0 && !exec => (None, s.value),
+            None if !exec => (self.kept_copy_of(k)?, s.value),
             None => return None,
         };
         Some(OutSymbol {
@@ -250,6 +257,22 @@ impl<'a> Merger<'a> {
             other: image_other(s.other, exec),
             section,
         })
+    }
+}
+
+impl Merger<'_> {
+    /// Under -r, a local (a `_SREG` mark) in the parameter bank of a function another
+    /// input's copy replaced: nvlink keeps it, in the kept copy's bank.
+    fn kept_copy_of(&self, k: SymKey) -> Option<Option<usize>> {
+        let s = self.sym(k);
+        let sec = self.inputs[k.input].cubin.sections.get(s.shndx as usize)?;
+        if s.bind != STB_LOCAL
+            || !sec.name.starts_with(".nv.constant0.")
+            || !self.is_dropped_function_section(k.input, s.shndx as usize)
+        {
+            return None;
+        }
+        Some(Some(self.out.iter().position(|o| sec.name == o.name)?))
     }
 }
 

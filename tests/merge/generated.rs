@@ -221,7 +221,7 @@ fn generated(arch: &str, default_count: u64) {
         seeds.len(),
         if arch.starts_with("sm_1") { "" } else { ", -g" },
         unexpected.len(),
-        ["plain", "-g", "partial LTO"]
+        ["plain", "-g", "partial LTO", "-r"]
             .iter()
             .map(|k| format!("{} {k}", bytes.get(k).copied().unwrap_or(0)))
             .collect::<Vec<_>>()
@@ -305,7 +305,7 @@ fn judge(
             Err(d) => problems.push(format!("-g link: {d}")),
         }
     }
-    problems.extend(relocatable(seed, a, dir, nvlink));
+    problems.extend(relocatable(seed, a, dir, nvlink, &mut identical));
     problems.extend(partial_lto(seed, a, dir, nvlink, &mut identical));
     (Known::Equivalent, problems, identical)
 }
@@ -360,10 +360,17 @@ fn partial_lto(
     problems
 }
 
-/// `-r`: nvlinkrs' relocatable output against nvlink's, and both relinked by nvlink
+/// `-r`: nvlinkrs' relocatable output against nvlink's (`-r` joins `identical` when the
+/// bytes are nvlink's), and both relinked by nvlink
 /// (nvlink is the judge of the relink, so the shared-memory layout does not enter). The
 /// differences found.
-fn relocatable(seed: u64, a: &[String], dir: &Path, nvlink: &Path) -> Vec<String> {
+fn relocatable(
+    seed: u64,
+    a: &[String],
+    dir: &Path,
+    nvlink: &Path,
+    identical: &mut Vec<&'static str>,
+) -> Vec<String> {
     let mut problems = Vec::new();
     let r = |tool: &Path, name: &str| {
         let out = dir.join(name);
@@ -382,8 +389,19 @@ fn relocatable(seed: u64, a: &[String], dir: &Path, nvlink: &Path) -> Vec<String
         );
         out
     };
-    let (ours, theirs) = (r(&nvlinkrs(), "ours_r.cubin"), r(nvlink, "theirs_r.cubin"));
+    // (each output in its own directory under one name: the -r note names nothing, but
+    // the same name keeps the comparison to the bytes)
+    for d in ["ours_r", "theirs_r"] {
+        std::fs::create_dir_all(dir.join(d)).unwrap();
+    }
+    let (ours, theirs) = (
+        r(&nvlinkrs(), "ours_r/r.cubin"),
+        r(nvlink, "theirs_r/r.cubin"),
+    );
     let read = |p: &Path| std::fs::read(p).unwrap();
+    if read(&ours) == read(&theirs) {
+        identical.push("-r");
+    }
     match equiv::compare(&read(&theirs), &read(&ours)) {
         Ok(rep) => {
             let d: Vec<String> = rep
