@@ -93,3 +93,198 @@ fn every_fixture_container_is_written_back_byte_identical() {
     }
     eprintln!("{} containers written back, {remade} remade", all.len());
 }
+
+fn cuda() -> PathBuf {
+    nvlinkrs::toolkit::Toolkit::discover(None, None)
+        .expect("CUDA toolkit: run scripts/test.sh (it sets CUDA_HOME)")
+        .root
+}
+
+/// A fresh scratch folder for one test.
+fn scratch(name: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("ltoir")
+        .join(name);
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Runs `prog` in `dir`: exit code and stderr.
+fn tool(prog: &Path, args: &[&str], dir: &Path) -> (i32, String) {
+    let out = Command::new(prog)
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap_or_else(|e| panic!("{}: {e}", prog.display()));
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout),
+    )
+}
+
+fn nvlinkrs(args: &[&str], dir: &Path) -> (i32, String) {
+    tool(Path::new(env!("CARGO_BIN_EXE_nvlinkrs")), args, dir)
+}
+
+fn nvlink(args: &[&str], dir: &Path) -> (i32, String) {
+    tool(&cuda().join("bin/nvlink"), args, dir)
+}
+
+/// The final link's command line (nvcc -dlink -dlto's), at sm_90 with libNVVM's newer
+/// NVVM, which reads the bitcode LLVM 22 writes.
+fn final_link(inputs: &[&str], out: &str) -> Vec<String> {
+    let cu = cuda();
+    let mut a: Vec<String> = [
+        "-m64",
+        "-arch=sm_90",
+        "-lto",
+        "-nvvm-latest",
+        &format!("-nvvmpath={}", cu.join("nvvm").display()),
+        &format!("-L{}", cu.join("lib").display()),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    a.extend(inputs.iter().map(|s| s.to_string()));
+    a.extend(["-lcudadevrt", "-o", out].map(String::from));
+    a
+}
+
+fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+/// The one-step link by nvlink, and the final link against the prelinked library by
+/// nvlink and by nvlinkrs: all three images the same bytes. Returns the image.
+fn staged_matches_one_step(d: &Path, lib: &[&str], app: &[&str]) -> Vec<u8> {
+    let emit = [
+        &["-lto", "-r", "--emit-ltoir", "-arch=sm_90"],
+        lib,
+        &["-o", "lib.ltoir"],
+    ]
+    .concat();
+    let (rc, err) = nvlinkrs(&emit, d);
+    assert_eq!(rc, 0, "--emit-ltoir: {err}");
+    let one = final_link(&[app, lib].concat(), "one.cubin");
+    let (rc, err) = nvlink(&strs(&one), d);
+    assert_eq!(rc, 0, "one-step nvlink: {err}");
+    let staged = [app, &["lib.ltoir"]].concat();
+    let (rc, err) = nvlink(&strs(&final_link(&staged, "nv.cubin")), d);
+    assert_eq!(rc, 0, "nvlink against lib.ltoir: {err}");
+    let (rc, err) = nvlinkrs(&strs(&final_link(&staged, "rs.cubin")), d);
+    assert_eq!(rc, 0, "nvlinkrs against lib.ltoir: {err}");
+    let one = std::fs::read(d.join("one.cubin")).unwrap();
+    for f in ["nv.cubin", "rs.cubin"] {
+        let img = std::fs::read(d.join(f)).unwrap();
+        if img != one {
+            let r = nvlinkrs::elf::equiv::compare(&one, &img).unwrap();
+            panic!("{f} is not the one-step image: {:?}", r.differences);
+        }
+    }
+    one
+}
+
+/// The bundled example: saxpy.cu and scale.cu prelinked into one `.ltoir`, linked with
+/// main.cu by nvlink and by nvlinkrs: nvlink's one-step image byte for byte. Without
+/// `-nvvm-latest`, libNVVM's NVVM 7 refuses LLVM 22's bitcode (its message, as nvlink
+/// prints it; nvlinkrs adds what to do).
+#[test]
+fn prelinked_example_links_as_the_one_step_link() {
+    let d = scratch("example");
+    let fx = fixtures();
+    for f in ["main_dlto.o", "saxpy_dlto.o", "scale_dlto.o"] {
+        std::fs::copy(fx.join(f), d.join(f)).unwrap();
+    }
+    staged_matches_one_step(&d, &["saxpy_dlto.o", "scale_dlto.o"], &["main_dlto.o"]);
+    let mut plain = final_link(&["main_dlto.o", "lib.ltoir"], "x.cubin");
+    plain.retain(|a| a != "-nvvm-latest");
+    let want = "lib.ltoir: parse Invalid value (Producer: 'LLVM22.1.8' Reader: 'LLVM 7.0.1')NVVM_ERROR_COMPILATION";
+    let (nrc, nerr) = nvlink(&strs(&plain), &d);
+    assert_eq!(nrc, 1);
+    assert!(
+        nerr.starts_with(&format!("nvlink info    : {want}\n")),
+        "{nerr}"
+    );
+    let (rc, err) = nvlinkrs(&strs(&plain), &d);
+    assert_eq!(rc, 1);
+    assert!(
+        err.starts_with(&format!("nvlinkrs info    : {want}\n")),
+        "{err}"
+    );
+    assert!(
+        err.contains("'lib.ltoir' holds IR written by LLVM 22 (nvlinkrs --emit-ltoir), which libNVVM 13.5 reads for sm_90 only with -nvvm-latest"),
+        "{err}"
+    );
+    assert!(!d.join("x.cubin").exists());
+}
+
+/// The SASS of `kernel` in `image` (cuobjdump -sass), up to the next function.
+fn sass_of(d: &Path, image: &str, kernel: &str) -> String {
+    let out = Command::new(cuda().join("bin/cuobjdump"))
+        .args(["-sass", image])
+        .current_dir(d)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let start = text
+        .find(&format!("Function : {kernel}"))
+        .unwrap_or_else(|| panic!("{kernel} not in {image}:\n{text}"));
+    let rest = &text[start + 1..];
+    rest[..rest.find("Function :").unwrap_or(rest.len())].to_string()
+}
+
+/// A library of two units (a small helper and a kernel using it) prelinked, and an
+/// application whose kernel calls the helper: the staged link is the one-step link's
+/// image byte for byte, by nvlink and by nvlinkrs, the helper inlined into the
+/// application's kernel (no CALL in its SASS, which the non-LTO link of the same code
+/// has), and nvdisasm reads the image.
+#[test]
+fn prelinked_library_is_inlined_across_the_boundary() {
+    let d = scratch("inline");
+    let cu = cuda();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/prelink");
+    let nvcc = |args: &[&str]| {
+        let (rc, err) = tool(&cu.join("bin/nvcc"), args, &d);
+        assert_eq!(rc, 0, "nvcc {args:?}: {err}");
+    };
+    for f in ["vecmath", "libkern", "app"] {
+        let cu_file = src.join(format!("{f}.cu"));
+        let cu_file = cu_file.to_str().unwrap();
+        nvcc(&[
+            "-dc",
+            "-dlto",
+            "-arch=sm_90",
+            cu_file,
+            "-o",
+            &format!("{f}.o"),
+        ]);
+        nvcc(&["-dc", "-arch=sm_90", cu_file, "-o", &format!("{f}_dc.o")]);
+    }
+    staged_matches_one_step(&d, &["vecmath.o", "libkern.o"], &["app.o"]);
+    for image in ["nv.cubin", "rs.cubin"] {
+        let k = sass_of(&d, image, "_Z10app_kernelPKfPfi");
+        assert!(!k.contains("CALL"), "{image}: the helper is called:\n{k}");
+        let (rc, err) = tool(&cu.join("bin/nvdisasm"), &[image], &d);
+        assert_eq!(rc, 0, "nvdisasm {image}: {err}");
+    }
+    // the check can fail: without LTO the kernel calls the helper
+    let lib = format!("-L{}", cu.join("lib").display());
+    let (rc, err) = nvlink(
+        &[
+            "-m64",
+            "-arch=sm_90",
+            &lib,
+            "app_dc.o",
+            "vecmath_dc.o",
+            "libkern_dc.o",
+            "-lcudadevrt",
+            "-o",
+            "dc.cubin",
+        ],
+        &d,
+    );
+    assert_eq!(rc, 0, "{err}");
+    assert!(sass_of(&d, "dc.cubin", "_Z10app_kernelPKfPfi").contains("CALL"));
+}

@@ -71,8 +71,16 @@ impl Walk<'_> {
             .max_by_key(|(_, c)| c.arch.map(|a| (a == self.target, a.sm)));
         if let Some((_, code)) = ir {
             let module = self.module(&n.origin, code)?;
+            // (a prelinked `.ltoir` carries its modules' consensus, see `prelink`)
+            let options = match &code.member {
+                Some(m) => m.option_text(),
+                None if module.form == IrForm::Container => {
+                    super::prelink::stored_consensus(&module.data)
+                }
+                None => None,
+            };
             self.pool.modules.push(PoolModule {
-                options: code.member.as_ref().and_then(|m| m.option_text()),
+                options,
                 from_host_object: host,
                 module,
             });

@@ -1,0 +1,223 @@
+//! Staged LTO: `-lto -r --emit-ltoir` links the inputs' IR into one LTO IR module and
+//! writes it as a `.ltoir` that a later `-lto` link takes as it takes cicc's. libNVVM
+//! cannot hand IR back, so the link is LLVM 22's, in the `nvlinkrs-llvm` helper
+//! (request `link-ir`: [`link_in_process`]); nothing is internalized or optimized, so
+//! every externally visible function and variable stays for the later link, which then
+//! optimizes (and inlines) across the library's boundary. The container is
+//! [`crate::ir::write::LtoIr`]'s (key 0, plain bitcode), with LLVM 22's version in its
+//! header and the modules' option consensus in the option data (tag [`CONSENSUS_TAG`]),
+//! read back by the module pool as the option string a fatbin member carries.
+//!
+//! libNVVM 13.5 reads this bitcode only with its newer NVVM: for sm_100 and later always,
+//! up to sm_90 with `-nvvm-latest` (nvlink's option, which nvlinkrs passes on); its NVVM 7
+//! refuses it with `parse Invalid value (Producer: 'LLVM22.1.8' Reader: 'LLVM 7.0.1')`.
+
+use crate::consensus::{Consensus, Opt};
+use crate::context::LinkContext;
+use crate::diag::{Error, Result};
+use crate::ir::write::{LtoIr, Pair};
+use crate::ir::{container, obfuscation};
+use crate::lto::{IrForm, IrModule};
+use crate::plan::Plan;
+use crate::report::Timings;
+
+/// The option tag whose value is the offset, in the option data, of the consensus: the
+/// agreed options as a NUL-terminated option string in a fatbin member's spelling
+/// (`-ftz=0 -prec_div=1 -prec_sqrt=1 -fmad=1 -maxreg 32 `). Not one of cicc's tags;
+/// libNVVM skips tags it does not know (checked with nvlink 13.5).
+pub const CONSENSUS_TAG: u16 = 0x4E4C;
+
+/// The LLVM version the helper's bitcode carries (LLVM 22.1), for the container header.
+pub const LLVM_VERSION: (u8, u8) = (22, 1);
+
+/// The plain bitcode of a pool module: a container's IR unscrambled where cicc
+/// scrambled it, bitcode as it is.
+pub fn plain_bitcode(m: &IrModule) -> Result<Vec<u8>> {
+    if m.form == IrForm::Bitcode {
+        return Ok(m.data.to_vec());
+    }
+    let (h, _) = container::parse(&m.data, &m.name)?;
+    if h.format != container::IrFormat::LtoIr {
+        return Err(Error::fatal(format!(
+            "'{}': {} cannot be linked into LTO IR",
+            m.name,
+            h.format.name()
+        )));
+    }
+    let mut ir = m.data[h.ir_offset as usize..].to_vec();
+    if let (false, Some(key)) = (h.plain_bitcode, h.key) {
+        obfuscation::unscramble(&mut ir, key);
+    }
+    Ok(ir)
+}
+
+/// The consensus an earlier `--emit-ltoir` stored in a container, if any.
+pub fn stored_consensus(data: &[u8]) -> Option<String> {
+    let (h, _) = container::parse_header(data, "").ok()?;
+    let at = h.options_end as usize + h.tag(CONSENSUS_TAG)? as usize;
+    let region = data.get(at..h.ir_offset as usize)?;
+    let end = region.iter().position(|&b| b == 0)?;
+    Some(String::from_utf8_lossy(&region[..end]).into_owned())
+}
+
+/// The container of the linked bitcode for `target`, with the consensus (an option
+/// string) when the modules agreed on any option.
+pub fn container(target: crate::arch::Arch, bitcode: Vec<u8>, consensus: &str) -> Vec<u8> {
+    let mut c = LtoIr::new(target, bitcode);
+    c.llvm_version = LLVM_VERSION;
+    if !consensus.is_empty() {
+        // after the key, before the terminator (tag 99 stays where cicc has it)
+        let at = c.option_data.len() as u32;
+        c.pairs.push(Pair::new(CONSENSUS_TAG, at));
+        c.option_data.extend_from_slice(consensus.as_bytes());
+        c.option_data.push(0);
+        // (the IR starts 4-aligned, as in cicc's files)
+        while c.option_data.len() % 4 != 0 {
+            c.option_data.push(0);
+        }
+    }
+    c.write()
+}
+
+/// The agreed options as a fatbin member's option string (what [`stored_consensus`]
+/// gives back to the pool), empty when no module had an option string.
+pub fn consensus_string(c: &Consensus) -> String {
+    let mut s = String::new();
+    if let Some(n) = c.value(Opt::MaxReg) {
+        s.push_str(&format!("-maxreg {n} "));
+    }
+    if c.value(Opt::LineInfo).is_some() {
+        s.push_str("-generate-line-info ");
+    }
+    if c.value(Opt::InlineInfo).is_some() {
+        s.push_str("-inline-info ");
+    }
+    if let Some(n) = c.value(Opt::SplitCompile) {
+        s.push_str(&format!("-split-compile {n} "));
+    }
+    for (opt, name) in [
+        (Opt::Ftz, "-ftz"),
+        (Opt::PrecDiv, "-prec_div"),
+        (Opt::PrecSqrt, "-prec_sqrt"),
+        (Opt::Fmad, "-fmad"),
+    ] {
+        if let Some(v) = c.value(opt) {
+            s.push_str(&format!("{name}={v} "));
+        }
+    }
+    s
+}
+
+/// `--emit-ltoir`: the pool's modules (IR only: an input without IR for the target is
+/// refused by name), their consensus checked as for a link, linked by the helper and
+/// written as one `.ltoir` to the output (atomically: nothing on failure).
+pub fn emit(
+    plan: &Plan,
+    ctx: &LinkContext,
+    trees: &[crate::input::Node],
+    timings: &mut Timings,
+) -> Result<()> {
+    let (req, diag) = (plan.req, ctx.diag);
+    let pool = timings.phase("pool", || super::pool::collect(trees, req.target, diag))?;
+    if let Some(o) = pool.non_ir.first() {
+        return Err(Error::fatal(format!(
+            "'{o}' holds no LTO IR for {}: --emit-ltoir links IR only (compile it with -dlto or -dc -dlto)",
+            req.target
+        )));
+    }
+    if pool.modules.is_empty() {
+        return Err(Error::fatal(format!(
+            "--emit-ltoir: no LTO IR for {} in the inputs",
+            req.target
+        )));
+    }
+    let mut consensus = Consensus::default();
+    for m in &pool.modules {
+        consensus.add(&m.module.name, m.options.as_deref());
+    }
+    consensus.check(&mut |n| diag.info(&n.0))?;
+    let mut modules = Vec::with_capacity(pool.modules.len());
+    for m in &pool.modules {
+        modules.push((m.module.name.clone(), plain_bitcode(&m.module)?));
+    }
+    let linked = timings.phase("link-ir", || link(&modules))?;
+    let bytes = container(req.target, linked, &consensus_string(&consensus));
+    crate::output::write_atomic(&req.output, &bytes)?;
+    timings.written.out = timings.written.keep.then_some(bytes);
+    Ok(())
+}
+
+/// The linker's side: the modules' plain bitcode to the helper, one module back.
+pub fn link(modules: &[(String, Vec<u8>)]) -> Result<Vec<u8>> {
+    let body = crate::frames::encode(modules.iter().map(|(n, b)| (n.as_str(), b.as_slice())));
+    let what = modules.first().map(|m| m.0.as_str()).unwrap_or("LTO IR");
+    super::llvm_helper::run(&["link-ir"], &body, what)
+}
+
+/// The helper's side: reads each module, links them in order (no internalizing, no
+/// optimization), checks the result and writes its bitcode.
+#[cfg(feature = "llvm")]
+pub fn link_in_process(body: &[u8]) -> Result<Vec<u8>> {
+    use inkwell::context::Context;
+    use inkwell::memory_buffer::MemoryBuffer;
+    use inkwell::module::Module;
+
+    let modules = crate::frames::decode(body)?;
+    let ctx = Context::create();
+    let mut linked: Option<Module> = None;
+    for (name, data) in &modules {
+        let buf = MemoryBuffer::create_from_memory_range_copy(data, name);
+        let m = Module::parse_bitcode_from_buffer(&buf, &ctx).map_err(|e| {
+            Error::fatal(format!(
+                "'{name}': LLVM 22 cannot read this IR: {}",
+                e.to_string().trim()
+            ))
+        })?;
+        let t = m.get_triple();
+        let t = t.as_str().to_string_lossy();
+        if !t.starts_with("nvptx64-") {
+            return Err(Error::fatal(format!(
+                "'{name}': LLVM bitcode for target '{t}'; only nvptx64 device code can be linked"
+            )));
+        }
+        match &linked {
+            None => linked = Some(m),
+            Some(l) => l.link_in_module(m).map_err(|e| {
+                Error::fatal(format!(
+                    "'{name}': cannot be linked with the modules before it: {}",
+                    e.to_string().trim()
+                ))
+            })?,
+        }
+    }
+    let m = linked.ok_or_else(|| Error::fatal("nvlinkrs-llvm: no modules to link"))?;
+    m.verify().map_err(|e| {
+        Error::fatal(format!(
+            "the linked module is not valid IR: {}",
+            e.to_string().trim()
+        ))
+    })?;
+    Ok(m.write_bitcode_to_memory().as_slice().to_vec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arch::{Arch, Variant};
+
+    #[test]
+    fn consensus_is_stored_and_read_back() {
+        let bc = crate::ir::payload::tests::bitcode(1);
+        let s = "-ftz=0 -prec_div=1 -prec_sqrt=1 -fmad=1 -maxreg 32 ";
+        let d = container(Arch::new(90, Variant::Plain), bc.clone(), s);
+        assert_eq!(stored_consensus(&d).as_deref(), Some(s));
+        let (h, _) = container::parse(&d, "c.ltoir").unwrap();
+        assert_eq!((h.key, h.plain_bitcode), (Some(0), true));
+        assert_eq!(h.llvm_version, LLVM_VERSION);
+        assert_eq!(h.ir_offset % 4, 0);
+        // without a consensus: cicc's layout, nothing stored
+        let d = container(Arch::new(90, Variant::Plain), bc, "");
+        assert_eq!(stored_consensus(&d), None);
+        assert_eq!(d.len(), 44 + crate::ir::payload::tests::bitcode(1).len());
+    }
+}
