@@ -288,3 +288,180 @@ fn prelinked_library_is_inlined_across_the_boundary() {
     assert_eq!(rc, 0, "{err}");
     assert!(sass_of(&d, "dc.cubin", "_Z10app_kernelPKfPfi").contains("CALL"));
 }
+
+/// `inspect` (text and JSON) shows a container the writer made exactly as it shows
+/// cicc's: cicc's `.ltoir` remade from its plain IR and key reads the same, and the
+/// plain key-0 form differs only in its key and payload line.
+#[test]
+fn inspect_shows_a_written_container_as_ciccs() {
+    let d = scratch("inspect");
+    let theirs = std::fs::read(fixtures().join("saxpy.ltoir")).unwrap();
+    let (h, _) = container::parse(&theirs, "saxpy.ltoir").unwrap();
+    let key = h.key.unwrap();
+    let mut plain = LtoIr::read(&theirs, "saxpy.ltoir").unwrap().payload;
+    nvlinkrs::ir::unscramble(&mut plain, key);
+    let mut remade = LtoIr::new(h.arch().unwrap(), plain.clone());
+    remade.scramble(key);
+    std::fs::write(d.join("theirs.ltoir"), &theirs).unwrap();
+    std::fs::write(d.join("ours.ltoir"), remade.write()).unwrap();
+    std::fs::write(
+        d.join("plain.ltoir"),
+        LtoIr::new(h.arch().unwrap(), plain).write(),
+    )
+    .unwrap();
+    let show = |args: &[&str], f: &str| {
+        let (rc, out) = nvlinkrs(&[&["inspect"], args, &[f]].concat(), &d);
+        assert_eq!(rc, 0, "{out}");
+        out.replace(f, "FILE")
+    };
+    for args in [&[][..], &["--json"][..]] {
+        let want = show(args, "theirs.ltoir");
+        assert_eq!(show(args, "ours.ltoir"), want, "inspect {args:?}");
+        let plain = show(args, "plain.ltoir");
+        let differ: Vec<_> = want
+            .lines()
+            .zip(plain.lines())
+            .filter(|(a, b)| a != b)
+            .collect();
+        assert_eq!(want.lines().count(), plain.lines().count(), "{plain}");
+        assert!(differ.len() <= 2, "inspect {args:?}: {differ:?}");
+        assert!(
+            plain.contains("plain LLVM bitcode")
+                || plain.contains("0x00000000")
+                || plain.contains("\"key\": 0"),
+            "{plain}"
+        );
+    }
+}
+
+/// Bad input to `--emit-ltoir`: each refused with exit 1, a message naming the file or
+/// option, and no output written (an output already there left as it was); the output
+/// may be one of the inputs.
+#[test]
+fn emit_ltoir_refuses_bad_input_cleanly() {
+    let d = scratch("bad");
+    let fx = fixtures();
+    for f in [
+        "saxpy_dlto.o",
+        "scale_dlto.o",
+        "saxpy_dc.o",
+        "saxpy_allarch_lto.o",
+        "saxpy.ltoir",
+    ] {
+        std::fs::copy(fx.join(f), d.join(f)).unwrap();
+    }
+    let mut cut = std::fs::read(fx.join("saxpy.ltoir")).unwrap();
+    cut.truncate(30);
+    std::fs::write(d.join("cut.ltoir"), &cut).unwrap();
+    let mut flipped = std::fs::read(fx.join("saxpy.ltoir")).unwrap();
+    let n = flipped.len();
+    for b in &mut flipped[60..n - 8] {
+        *b ^= 0x5A;
+    }
+    std::fs::write(d.join("flipped.ltoir"), &flipped).unwrap();
+    std::fs::write(d.join("old.ltoir"), b"old").unwrap();
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["-lto", "--emit-ltoir", "-arch=sm_90", "saxpy_dlto.o"],
+            "option '--emit-ltoir' needs -lto (or -dlto) and -r",
+        ),
+        (
+            &["-r", "--emit-ltoir", "-arch=sm_90", "saxpy_dlto.o"],
+            "option '--emit-ltoir' needs -lto (or -dlto) and -r",
+        ),
+        (
+            &[
+                "-lto",
+                "-r",
+                "--emit-ltoir",
+                "-arch=sm_90",
+                "saxpy_dlto.o",
+                "saxpy_dc.o",
+            ],
+            "'saxpy_dc.o' holds no LTO IR for sm_90",
+        ),
+        (
+            &["-lto", "-r", "--emit-ltoir", "-arch=sm_90", "cut.ltoir"],
+            "'cut.ltoir'",
+        ),
+        (
+            &[
+                "-lto",
+                "-r",
+                "--emit-ltoir",
+                "-arch=sm_90",
+                "saxpy_dlto.o",
+                "flipped.ltoir",
+            ],
+            "'flipped.ltoir'",
+        ),
+        // cicc's sm_100 IR comes from its newer LLVM, whose bitcode LLVM 22 cannot read
+        (
+            &[
+                "-lto",
+                "-r",
+                "--emit-ltoir",
+                "-arch=sm_100",
+                "saxpy_allarch_lto.o",
+            ],
+            "'saxpy_allarch_lto.o': LLVM 22 cannot read this IR",
+        ),
+    ];
+    for (args, want) in cases {
+        let args = [*args, &["-o", "old.ltoir"]].concat();
+        let (rc, err) = nvlinkrs(&args, &d);
+        assert_eq!(rc, 1, "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: want {want:?} in {err}");
+        assert!(!err.contains("panicked"), "{err}");
+        assert_eq!(
+            std::fs::read(d.join("old.ltoir")).unwrap(),
+            b"old",
+            "{args:?}"
+        );
+    }
+    // the output one of the inputs: read before it is replaced
+    let (rc, err) = nvlinkrs(
+        &[
+            "-lto",
+            "-r",
+            "--emit-ltoir",
+            "-arch=sm_90",
+            "saxpy_dlto.o",
+            "-o",
+            "lib.ltoir",
+        ],
+        &d,
+    );
+    assert_eq!(rc, 0, "{err}");
+    let (rc, err) = nvlinkrs(
+        &[
+            "-lto",
+            "-r",
+            "--emit-ltoir",
+            "-arch=sm_90",
+            "lib.ltoir",
+            "scale_dlto.o",
+            "-o",
+            "lib.ltoir",
+        ],
+        &d,
+    );
+    assert_eq!(rc, 0, "{err}");
+    let (rc, err) = nvlinkrs(
+        &[
+            "-lto",
+            "-r",
+            "--emit-ltoir",
+            "-arch=sm_90",
+            "saxpy_dlto.o",
+            "scale_dlto.o",
+            "-o",
+            "both.ltoir",
+        ],
+        &d,
+    );
+    assert_eq!(rc, 0, "{err}");
+    assert!(
+        std::fs::read(d.join("lib.ltoir")).unwrap() == std::fs::read(d.join("both.ltoir")).unwrap()
+    );
+}

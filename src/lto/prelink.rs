@@ -44,6 +44,16 @@ pub fn plain_bitcode(m: &IrModule) -> Result<Vec<u8>> {
             h.format.name()
         )));
     }
+    // cicc 13.5's IR for sm_100 and later is its newer NVVM's, LLVM 23 bitcode
+    if h.llvm_version.0 > LLVM_VERSION.0 {
+        return Err(Error::fatal(format!(
+            "'{}': LLVM 22 cannot read this IR: it is LLVM {}.{} bitcode (cicc's IR for {}); --emit-ltoir links cicc's IR up to sm_90 and bitcode LLVM 22 reads",
+            m.name,
+            h.llvm_version.0,
+            h.llvm_version.1,
+            h.arch().map(|a| a.to_string()).unwrap_or_default()
+        )));
+    }
     let mut ir = m.data[h.ir_offset as usize..].to_vec();
     if let (false, Some(key)) = (h.plain_bitcode, h.key) {
         obfuscation::unscramble(&mut ir, key);
