@@ -465,3 +465,66 @@ fn emit_ltoir_refuses_bad_input_cleanly() {
         std::fs::read(d.join("lib.ltoir")).unwrap() == std::fs::read(d.join("both.ltoir")).unwrap()
     );
 }
+
+/// A library kernel that only the library's own host code launches: its host object's
+/// table names it, and the prelinked `.ltoir` carries that table (tag 0x4E48), so the
+/// staged link by nvlinkrs keeps it and is nvlink's one-step image byte for byte.
+/// nvlink reads no such table from a `.ltoir` and drops the kernel (the limit README
+/// states; pinned here so that a change shows).
+#[test]
+fn prelinked_library_keeps_what_its_host_code_launches() {
+    let d = scratch("hostrefs");
+    let cu = cuda();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/prelink");
+    for f in ["vecmath", "libkern", "libhost", "app"] {
+        let cu_file = src.join(format!("{f}.cu"));
+        let (rc, err) = tool(
+            &cu.join("bin/nvcc"),
+            &[
+                "-dc",
+                "-dlto",
+                "-arch=sm_90",
+                cu_file.to_str().unwrap(),
+                "-o",
+                &format!("{f}.o"),
+            ],
+            &d,
+        );
+        assert_eq!(rc, 0, "{err}");
+    }
+    let lib = ["vecmath.o", "libkern.o", "libhost.o"];
+    let emit = [
+        &["-lto", "-r", "--emit-ltoir", "-arch=sm_90"],
+        &lib[..],
+        &["-o", "lib.ltoir"],
+    ]
+    .concat();
+    let (rc, err) = nvlinkrs(&emit, &d);
+    assert_eq!(rc, 0, "{err}");
+    let one = final_link(
+        &["app.o", "vecmath.o", "libkern.o", "libhost.o"],
+        "one.cubin",
+    );
+    assert_eq!(nvlink(&strs(&one), &d).0, 0);
+    let staged = ["app.o", "lib.ltoir"];
+    let (rc, err) = nvlinkrs(&strs(&final_link(&staged, "rs.cubin")), &d);
+    assert_eq!(rc, 0, "{err}");
+    assert!(
+        std::fs::read(d.join("rs.cubin")).unwrap() == std::fs::read(d.join("one.cubin")).unwrap(),
+        "nvlinkrs' staged image is not the one-step image"
+    );
+    assert_eq!(nvlink(&strs(&final_link(&staged, "nv.cubin")), &d).0, 0);
+    let has = |f: &str| {
+        let out = Command::new(cu.join("bin/cuobjdump"))
+            .args(["-symbols", f])
+            .current_dir(&d)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).contains("_Z9lib_scalePfi")
+    };
+    assert!(has("one.cubin") && has("rs.cubin"));
+    assert!(
+        !has("nv.cubin"),
+        "nvlink now keeps the kernel: update README's limit"
+    );
+}

@@ -290,10 +290,14 @@ fn lto_settings(plan: &Plan, pool: &Pool, from_host: bool) -> lto::LtoSettings {
     } else if ignore_host_info || !crate::plan::host_tables_apply(req, &pool.hosts) {
         crate::input::HostRefs::default()
     } else {
+        // (a prelinked library's tables after the host objects', as if its host objects
+        // came last; they apply where the link's own host objects' tables do)
         crate::input::HostRefs::from_tables(
             pool.hosts
                 .iter()
-                .flat_map(|h| h.host_refs.iter().map(|(s, e)| (*s, e.as_slice()))),
+                .flat_map(|h| h.host_refs.iter())
+                .chain(pool.stored_host_refs.iter())
+                .map(|(s, e)| (*s, e.as_slice())),
         )
     };
     lto::LtoSettings {

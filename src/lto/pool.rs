@@ -28,6 +28,8 @@ pub struct Pool {
     pub non_ir: Vec<String>,
     pub hosts: Vec<HostInfo>,
     pub cudadevrt: bool,
+    /// The host-reference tables prelinked `.ltoir` files carry (see `prelink`).
+    pub stored_host_refs: Vec<(&'static str, Vec<String>)>,
 }
 
 struct Walk<'a> {
@@ -75,6 +77,8 @@ impl Walk<'_> {
             let options = match &code.member {
                 Some(m) => m.option_text(),
                 None if module.form == IrForm::Container => {
+                    let refs = super::prelink::stored_host_refs(&module.data);
+                    self.pool.stored_host_refs.extend(refs);
                     super::prelink::stored_consensus(&module.data)
                 }
                 None => None,

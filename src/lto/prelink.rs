@@ -15,6 +15,7 @@
 use crate::consensus::{Consensus, Opt};
 use crate::context::LinkContext;
 use crate::diag::{Error, Result};
+use crate::fatbin::host::HOST_REF_SECTIONS;
 use crate::ir::write::{LtoIr, Pair};
 use crate::ir::{container, obfuscation};
 use crate::lto::{IrForm, IrModule};
@@ -26,6 +27,11 @@ use crate::report::Timings;
 /// (`-ftz=0 -prec_div=1 -prec_sqrt=1 -fmad=1 -maxreg 32 `). Not one of cicc's tags;
 /// libNVVM skips tags it does not know (checked with nvlink 13.5).
 pub const CONSENSUS_TAG: u16 = 0x4E4C;
+
+/// The option tag whose value is the offset, in the option data, of the host-reference
+/// tables of the host objects linked (one line per table: `.nvHRKE name name`), which a
+/// later nvlinkrs link adds to its own; nvlink does not read them.
+pub const HOST_REFS_TAG: u16 = 0x4E48;
 
 /// The LLVM version the helper's bitcode carries (LLVM 22.1), for the container header.
 pub const LLVM_VERSION: (u8, u8) = (22, 1);
@@ -61,25 +67,55 @@ pub fn plain_bitcode(m: &IrModule) -> Result<Vec<u8>> {
     Ok(ir)
 }
 
-/// The consensus an earlier `--emit-ltoir` stored in a container, if any.
-pub fn stored_consensus(data: &[u8]) -> Option<String> {
+/// The string an earlier `--emit-ltoir` stored under `tag` in a container, if any.
+fn stored(data: &[u8], tag: u16) -> Option<String> {
     let (h, _) = container::parse_header(data, "").ok()?;
-    let at = h.options_end as usize + h.tag(CONSENSUS_TAG)? as usize;
+    let at = (h.options_end as usize).checked_add(h.tag(tag)? as usize)?;
     let region = data.get(at..h.ir_offset as usize)?;
     let end = region.iter().position(|&b| b == 0)?;
     Some(String::from_utf8_lossy(&region[..end]).into_owned())
 }
 
-/// The container of the linked bitcode for `target`, with the consensus (an option
-/// string) when the modules agreed on any option.
-pub fn container(target: crate::arch::Arch, bitcode: Vec<u8>, consensus: &str) -> Vec<u8> {
+/// The consensus an earlier `--emit-ltoir` stored in a container, if any.
+pub fn stored_consensus(data: &[u8]) -> Option<String> {
+    stored(data, CONSENSUS_TAG)
+}
+
+/// The host-reference tables an earlier `--emit-ltoir` stored (those of the host
+/// objects it linked), as `(section, entries)`.
+pub fn stored_host_refs(data: &[u8]) -> Vec<(&'static str, Vec<String>)> {
+    let Some(text) = stored(data, HOST_REFS_TAG) else {
+        return Vec::new();
+    };
+    text.lines()
+        .filter_map(|l| {
+            let mut words = l.split(' ');
+            let name = words.next()?;
+            let section = HOST_REF_SECTIONS.iter().find(|s| **s == name)?;
+            Some((*section, words.map(str::to_string).collect()))
+        })
+        .collect()
+}
+
+/// The host-reference tables as stored: one line per table, its section then its entries.
+pub fn host_refs_string(tables: &[(&'static str, Vec<String>)]) -> String {
+    tables
+        .iter()
+        .filter(|(_, e)| !e.is_empty())
+        .map(|(s, e)| format!("{s} {}\n", e.join(" ")))
+        .collect()
+}
+
+/// The container of the linked bitcode for `target`, with each non-empty string of
+/// `stored` in the option data under its tag.
+pub fn container(target: crate::arch::Arch, bitcode: Vec<u8>, stored: &[(u16, String)]) -> Vec<u8> {
     let mut c = LtoIr::new(target, bitcode);
     c.llvm_version = LLVM_VERSION;
-    if !consensus.is_empty() {
+    for (tag, text) in stored.iter().filter(|(_, t)| !t.is_empty()) {
         // after the key, before the terminator (tag 99 stays where cicc has it)
         let at = c.option_data.len() as u32;
-        c.pairs.push(Pair::new(CONSENSUS_TAG, at));
-        c.option_data.extend_from_slice(consensus.as_bytes());
+        c.pairs.push(Pair::new(*tag, at));
+        c.option_data.extend_from_slice(text.as_bytes());
         c.option_data.push(0);
         // (the IR starts 4-aligned, as in cicc's files)
         while c.option_data.len() % 4 != 0 {
@@ -151,7 +187,18 @@ pub fn emit(
         modules.push((m.module.name.clone(), plain_bitcode(&m.module)?));
     }
     let linked = timings.phase("link-ir", || link(&modules))?;
-    let bytes = container(req.target, linked, &consensus_string(&consensus));
+    let tables: Vec<_> = pool
+        .hosts
+        .iter()
+        .filter(|h| !h.cudadevrt)
+        .flat_map(|h| h.host_refs.iter().cloned())
+        .chain(pool.stored_host_refs.iter().cloned())
+        .collect();
+    let stored = [
+        (CONSENSUS_TAG, consensus_string(&consensus)),
+        (HOST_REFS_TAG, host_refs_string(&tables)),
+    ];
+    let bytes = container(req.target, linked, &stored);
     crate::output::write_atomic(&req.output, &bytes)?;
     timings.written.out = timings.written.keep.then_some(bytes);
     Ok(())
@@ -219,15 +266,26 @@ mod tests {
     fn consensus_is_stored_and_read_back() {
         let bc = crate::ir::payload::tests::bitcode(1);
         let s = "-ftz=0 -prec_div=1 -prec_sqrt=1 -fmad=1 -maxreg 32 ";
-        let d = container(Arch::new(90, Variant::Plain), bc.clone(), s);
+        let refs = vec![(".nvHRKE", vec!["_Z5saxpy*".to_string(), "k2".into()])];
+        let stored = [
+            (CONSENSUS_TAG, s.to_string()),
+            (HOST_REFS_TAG, host_refs_string(&refs)),
+        ];
+        let d = container(Arch::new(90, Variant::Plain), bc.clone(), &stored);
         assert_eq!(stored_consensus(&d).as_deref(), Some(s));
+        assert_eq!(stored_host_refs(&d), refs);
         let (h, _) = container::parse(&d, "c.ltoir").unwrap();
         assert_eq!((h.key, h.plain_bitcode), (Some(0), true));
         assert_eq!(h.llvm_version, LLVM_VERSION);
         assert_eq!(h.ir_offset % 4, 0);
         // without a consensus: cicc's layout, nothing stored
-        let d = container(Arch::new(90, Variant::Plain), bc, "");
+        let d = container(
+            Arch::new(90, Variant::Plain),
+            bc,
+            &[(CONSENSUS_TAG, String::new())],
+        );
         assert_eq!(stored_consensus(&d), None);
+        assert!(stored_host_refs(&d).is_empty());
         assert_eq!(d.len(), 44 + crate::ir::payload::tests::bitcode(1).len());
     }
 }
