@@ -528,3 +528,101 @@ fn prelinked_library_keeps_what_its_host_code_launches() {
         "nvlink now keeps the kernel: update README's limit"
     );
 }
+
+/// A mixed program: a CUDA C++ kernel (nvcc -dc -dlto) calling a device function that
+/// clang-22 compiled to LLVM bitcode (-fgpu-rdc, device side), in one -lto link, which
+/// nvlinkrs refused by name before. The image has the kernel and clang's variable, the
+/// call resolved (inlined: no CALL left), cuobjdump and nvdisasm read it, and it is
+/// byte for byte what nvlink makes of the same IR prelinked (`--emit-ltoir`, then
+/// `nvlink -lto -nvvm-latest`); -split-compile-extended and -kernels-used work on it.
+#[test]
+fn mixed_nvcc_and_clang_ir_link() {
+    let d = scratch("mixed");
+    let cu = cuda();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mixed");
+    let (rc, err) = tool(
+        &cu.join("bin/nvcc"),
+        &[
+            "-dc",
+            "-dlto",
+            "-arch=sm_90",
+            src.join("kernel.cu").to_str().unwrap(),
+            "-o",
+            "kernel.o",
+        ],
+        &d,
+    );
+    assert_eq!(rc, 0, "{err}");
+    let (rc, err) = tool(
+        Path::new("/usr/lib/llvm-22/bin/clang"),
+        &[
+            "-x",
+            "cuda",
+            "--cuda-device-only",
+            "-fgpu-rdc",
+            "-emit-llvm",
+            "-c",
+            "-O2",
+            "--cuda-gpu-arch=sm_90",
+            "--cuda-feature=+ptx80",
+            "-nocudainc",
+            "-nocudalib",
+            "-Wno-unknown-cuda-version",
+            src.join("clangfn.cu").to_str().unwrap(),
+            "-o",
+            "clangfn.bc",
+        ],
+        &d,
+    );
+    assert_eq!(rc, 0, "clang-22 (scripts/setup.sh installs it): {err}");
+    let mut link = final_link(&["kernel.o", "clangfn.bc"], "mixed.cubin");
+    link.retain(|a| a != "-nvvm-latest");
+    let (rc, err) = nvlinkrs(&strs(&link), &d);
+    assert_eq!(rc, 0, "{err}");
+    let k = sass_of(&d, "mixed.cubin", "_Z10mix_kernelPKfPfi");
+    assert!(!k.contains("CALL"), "{k}");
+    let (rc, syms) = tool(&cu.join("bin/cuobjdump"), &["-symbols", "mixed.cubin"], &d);
+    assert_eq!(rc, 0);
+    assert!(
+        syms.contains("clang_calls") && syms.contains("_Z10mix_kernelPKfPfi"),
+        "{syms}"
+    );
+    let (rc, err) = tool(&cu.join("bin/nvdisasm"), &["mixed.cubin"], &d);
+    assert_eq!(rc, 0, "{err}");
+    // nvlink on the same IR, prelinked
+    let (rc, err) = nvlinkrs(
+        &[
+            "-lto",
+            "-r",
+            "--emit-ltoir",
+            "-arch=sm_90",
+            "kernel.o",
+            "clangfn.bc",
+            "-o",
+            "mixed.ltoir",
+        ],
+        &d,
+    );
+    assert_eq!(rc, 0, "{err}");
+    let (rc, err) = nvlink(&strs(&final_link(&["mixed.ltoir"], "nv.cubin")), &d);
+    assert_eq!(rc, 0, "{err}");
+    assert!(
+        std::fs::read(d.join("nv.cubin")).unwrap() == std::fs::read(d.join("mixed.cubin")).unwrap()
+    );
+    for extra in [
+        "-split-compile-extended=2",
+        "-kernels-used=_Z10mix_kernelPKfPfi",
+    ] {
+        let mut l = link.clone();
+        l.insert(0, extra.to_string());
+        *l.last_mut().unwrap() = "x.cubin".into();
+        let (rc, err) = nvlinkrs(&strs(&l), &d);
+        assert_eq!(rc, 0, "{extra}: {err}");
+        let r = nvlinkrs::elf::equiv::compare(
+            &std::fs::read(d.join("mixed.cubin")).unwrap(),
+            &std::fs::read(d.join("x.cubin")).unwrap(),
+        )
+        .unwrap();
+        assert!(r.equivalent(), "{extra}: {:?}", r.differences);
+    }
+}

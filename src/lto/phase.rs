@@ -34,7 +34,7 @@ pub fn run(
         lto::prelink::emit(plan, ctx, trees, timings)?;
         return Ok(LtoOutcome::Written);
     }
-    let pool = timings.phase("pool", || lto::pool::collect(trees, req.target, diag))?;
+    let mut pool = timings.phase("pool", || lto::pool::collect(trees, req.target, diag))?;
     if pool.modules.is_empty() {
         diag.warning("Ignoring -dlto option because no LTO objects found");
         return Ok(LtoOutcome::NoIr);
@@ -62,7 +62,15 @@ pub fn run(
         }
     }
     let from_host = pool.modules.iter().any(|m| m.from_host_object);
+    // nvcc's IR beside LLVM bitcode: one module, linked by LLVM, for libNVVM's newer NVVM
+    let mixed = lto::prelink::is_mixed(&pool);
+    if mixed {
+        timings.phase("link-ir", || {
+            lto::prelink::join_mixed(&mut pool, req.target)
+        })?;
+    }
     let mut settings = lto_settings(plan, &pool, from_host);
+    settings.nvvm_latest |= mixed;
     if partial {
         // nvlink's partial LTO: relocatable output, without host information (read
         // off nvlink 13.5 through a logging libNVVM)

@@ -18,6 +18,7 @@ use crate::diag::{Error, Result};
 use crate::fatbin::host::HOST_REF_SECTIONS;
 use crate::ir::write::{LtoIr, Pair};
 use crate::ir::{container, obfuscation};
+use crate::lto::pool::{Pool, PoolModule};
 use crate::lto::{IrForm, IrModule};
 use crate::plan::Plan;
 use crate::report::Timings;
@@ -53,7 +54,7 @@ pub fn plain_bitcode(m: &IrModule) -> Result<Vec<u8>> {
     // cicc 13.5's IR for sm_100 and later is its newer NVVM's, LLVM 23 bitcode
     if h.llvm_version.0 > LLVM_VERSION.0 {
         return Err(Error::fatal(format!(
-            "'{}': LLVM 22 cannot read this IR: it is LLVM {}.{} bitcode (cicc's IR for {}); --emit-ltoir links cicc's IR up to sm_90 and bitcode LLVM 22 reads",
+            "'{}': LLVM 22 cannot read this IR: it is LLVM {}.{} bitcode (cicc's IR for {}); LLVM 22 links cicc's IR up to sm_90 only (--emit-ltoir, mixed links)",
             m.name,
             h.llvm_version.0,
             h.llvm_version.1,
@@ -201,6 +202,40 @@ pub fn emit(
     let bytes = container(req.target, linked, &stored);
     crate::output::write_atomic(&req.output, &bytes)?;
     timings.written.out = timings.written.keep.then_some(bytes);
+    Ok(())
+}
+
+/// Whether the pool holds both NVIDIA's LTO IR and LLVM bitcode (a mixed link).
+pub fn is_mixed(pool: &Pool) -> bool {
+    let has = |f| pool.modules.iter().any(|m| m.module.form == f);
+    has(IrForm::Bitcode) && has(IrForm::Container)
+}
+
+/// A mixed link's modules replaced by one: their plain bitcode linked by the helper, in
+/// a container (named after the modules) that libNVVM compiles with its newer NVVM, the
+/// one that reads LLVM 22's bitcode. Option strings were agreed on before.
+pub fn join_mixed(pool: &mut Pool, target: crate::arch::Arch) -> Result<()> {
+    let mut modules = Vec::with_capacity(pool.modules.len());
+    for m in &pool.modules {
+        modules.push((m.module.name.clone(), plain_bitcode(&m.module)?));
+    }
+    let linked = link(&modules)?;
+    let name = pool
+        .modules
+        .iter()
+        .map(|m| m.module.name.as_str())
+        .collect::<Vec<_>>()
+        .join("+");
+    let from_host_object = pool.modules.iter().any(|m| m.from_host_object);
+    pool.modules = vec![PoolModule {
+        module: IrModule {
+            name,
+            data: crate::bytes::Bytes::from_vec(container(target, linked, &[])),
+            form: IrForm::Container,
+        },
+        options: None,
+        from_host_object,
+    }];
     Ok(())
 }
 
