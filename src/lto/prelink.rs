@@ -119,7 +119,7 @@ pub fn container(target: crate::arch::Arch, bitcode: Vec<u8>, stored: &[(u16, St
         c.option_data.extend_from_slice(text.as_bytes());
         c.option_data.push(0);
         // (the IR starts 4-aligned, as in cicc's files)
-        while c.option_data.len() % 4 != 0 {
+        while !c.option_data.len().is_multiple_of(4) {
             c.option_data.push(0);
         }
     }
