@@ -244,6 +244,32 @@ mod tests {
     }
 
     #[test]
+    fn every_accepted_mutation_is_written_back() {
+        // what the fuzz target checks, over every byte of a container with a wide pair
+        // and option data past the key, each set to a few values
+        let mut c = LtoIr::new(Arch::new(90, Variant::Plain), payload_bitcode());
+        c.pairs.push(Pair::new(19, 0x12345));
+        c.option_data.extend_from_slice(b"-ftz=0\0\0");
+        let base = c.write();
+        let mut accepted = 0;
+        for i in 0..base.len().min(96) {
+            for v in [0x00, 0x01, 0x18, 0x2C, 0x63, 0xFF] {
+                let mut d = base.clone();
+                d[i] = v;
+                if let Ok(c) = LtoIr::read(&d, "m.ltoir") {
+                    accepted += 1;
+                    assert_eq!(c.write(), d, "byte {i} = {v:#x}");
+                }
+            }
+        }
+        assert!(accepted > 100, "{accepted}");
+    }
+
+    fn payload_bitcode() -> Vec<u8> {
+        super::super::payload::tests::bitcode(1)
+    }
+
+    #[test]
     fn nvvm_containers_are_refused_by_name() {
         let e = LtoIr::read(&0x7F4E5C7Du32.to_le_bytes(), "n.bin").unwrap_err();
         assert!(e.message().contains("'n.bin'"), "{}", e.message());
