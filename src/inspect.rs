@@ -144,6 +144,25 @@ pub fn detail(origin: &str, code: &Code) -> Result<Detail> {
                 }
             )];
             l.extend(warnings.into_iter().map(|w| format!("warning: {w}")));
+            // what `--emit-ltoir` stored for a later link (nothing in cicc's containers)
+            let mut j = j;
+            if let Some(c) = lto::prelink::stored_consensus(&bytes) {
+                l.push(format!(
+                    "option consensus (nvlinkrs tag 0x4e4c): {}",
+                    c.trim_end()
+                ));
+                j["ltoir"]["consensus"] = json!(c);
+            }
+            let refs = lto::prelink::stored_host_refs(&bytes);
+            for (section, entries) in &refs {
+                l.push(format!(
+                    "host references {section} (nvlinkrs tag 0x4e48): {}",
+                    entries.join(" ")
+                ));
+            }
+            if !refs.is_empty() {
+                j["ltoir"]["host_refs"] = json!(refs);
+            }
             (j, l)
         }
         CodeKind::Bitcode => bitcode_detail(origin, &bytes)?,

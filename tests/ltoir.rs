@@ -501,6 +501,16 @@ fn prelinked_library_keeps_what_its_host_code_launches() {
     .concat();
     let (rc, err) = nvlinkrs(&emit, &d);
     assert_eq!(rc, 0, "{err}");
+    // inspect shows what the container carries for a later link
+    let (rc, shown) = nvlinkrs(&["inspect", "lib.ltoir"], &d);
+    assert_eq!(rc, 0);
+    assert!(
+        shown.contains("host references .nvHRKE (nvlinkrs tag 0x4e48): _Z9lib_scale*")
+            && shown.contains(
+                "option consensus (nvlinkrs tag 0x4e4c): -ftz=0 -prec_div=1 -prec_sqrt=1 -fmad=1\n"
+            ),
+        "{shown}"
+    );
     let one = final_link(
         &["app.o", "vecmath.o", "libkern.o", "libhost.o"],
         "one.cubin",
