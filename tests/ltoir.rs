@@ -636,3 +636,73 @@ fn mixed_nvcc_and_clang_ir_link() {
         assert!(r.equivalent(), "{extra}: {:?}", r.differences);
     }
 }
+
+/// Runs nvlinkrs in `dir` with `NVLINKRS_LLVM_HELPER` set to `helper`: exit code and
+/// stderr.
+fn nvlinkrs_with_helper(args: &[&str], dir: &Path, helper: &Path) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_nvlinkrs"))
+        .args(args)
+        .current_dir(dir)
+        .env("NVLINKRS_LLVM_HELPER", helper)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The helper that links the IR misbehaves: it answers something that is not bitcode
+/// and exits 0 (a wrong `NVLINKRS_LLVM_HELPER`, a cut answer), or it is killed. Each
+/// fails the `--emit-ltoir` link with exit 1 and a message naming the input, and the
+/// output is left as it was (nvlinkrs wrote the helper's garbage as a `.ltoir` before).
+#[test]
+fn emit_ltoir_refuses_a_misbehaving_helper() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = scratch("helper");
+    std::fs::copy(fixtures().join("saxpy_dlto.o"), d.join("saxpy_dlto.o")).unwrap();
+    let cases = [
+        (
+            "garbage",
+            "cat >/dev/null; echo not bitcode",
+            "no valid LLVM bitcode",
+        ),
+        ("empty", "cat >/dev/null; exit 0", "no valid LLVM bitcode"),
+        (
+            "cut",
+            r"cat >/dev/null; printf 'BC\300\336\065\024\000\000\005\000\000\000'",
+            "no valid LLVM bitcode",
+        ),
+        ("killed", "cat >/dev/null; kill -9 $$", "SIGKILL"),
+    ];
+    for (name, body, want) in cases {
+        let helper = d.join(format!("{name}.sh"));
+        std::fs::write(&helper, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&helper, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::write(d.join("out.ltoir"), b"old").unwrap();
+        let (rc, err) = nvlinkrs_with_helper(
+            &[
+                "-lto",
+                "-r",
+                "--emit-ltoir",
+                "-arch=sm_90",
+                "saxpy_dlto.o",
+                "-o",
+                "out.ltoir",
+            ],
+            &d,
+            &helper,
+        );
+        assert_eq!(rc, 1, "{name}: {err}");
+        assert!(
+            err.contains("'saxpy_dlto.o'") && err.contains(want),
+            "{name}: want {want:?} in {err}"
+        );
+        assert!(!err.contains("panicked"), "{name}: {err}");
+        assert_eq!(
+            std::fs::read(d.join("out.ltoir")).unwrap(),
+            b"old",
+            "{name}"
+        );
+    }
+}

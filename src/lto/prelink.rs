@@ -239,11 +239,25 @@ pub fn join_mixed(pool: &mut Pool, target: crate::arch::Arch) -> Result<()> {
     Ok(())
 }
 
-/// The linker's side: the modules' plain bitcode to the helper, one module back.
+/// The linker's side: the modules' plain bitcode to the helper, one module back. The
+/// answer is checked as a container's payload is before it is written or compiled: a
+/// helper that exits 0 with something else (a wrong `NVLINKRS_LLVM_HELPER`, a helper
+/// killed after writing part of its answer) fails the link instead of leaving a
+/// `.ltoir` no link can read.
 pub fn link(modules: &[(String, Vec<u8>)]) -> Result<Vec<u8>> {
     let body = crate::frames::encode(modules.iter().map(|(n, b)| (n.as_str(), b.as_slice())));
     let what = modules.first().map(|m| m.0.as_str()).unwrap_or("LTO IR");
-    super::llvm_helper::run(&["link-ir"], &body, what)
+    let linked = super::llvm_helper::run(&["link-ir"], &body, what)?;
+    let helper = super::llvm_helper::NAME;
+    crate::ir::payload::check(&linked, None, 0, helper).map_err(|e| {
+        Error::fatal(format!(
+            "'{what}': {helper} answered the link of {} module(s) with no valid LLVM bitcode ({} bytes)",
+            modules.len(),
+            linked.len()
+        ))
+        .context(e.message().to_string())
+    })?;
+    Ok(linked)
 }
 
 /// The helper's side: reads each module, links them in order (no internalizing, no
