@@ -146,14 +146,25 @@ pub fn detail(origin: &str, code: &Code) -> Result<Detail> {
             l.extend(warnings.into_iter().map(|w| format!("warning: {w}")));
             // what `--emit-ltoir` stored for a later link (nothing in cicc's containers)
             let mut j = j;
-            if let Some(c) = lto::prelink::stored_consensus(&bytes) {
-                l.push(format!(
-                    "option consensus (nvlinkrs tag 0x4e4c): {}",
-                    c.trim_end()
-                ));
-                j["ltoir"]["consensus"] = json!(c);
+            // (a damaged one shown as the warning a link's error would be)
+            let stored_warning = |e: crate::diag::Error, l: &mut Vec<String>| {
+                l.push(format!("warning: {}; a link refuses it", e.message()));
+            };
+            match lto::prelink::stored_consensus(&bytes, origin) {
+                Ok(Some(c)) => {
+                    l.push(format!(
+                        "option consensus (nvlinkrs tag 0x4e4c): {}",
+                        c.trim_end()
+                    ));
+                    j["ltoir"]["consensus"] = json!(c);
+                }
+                Ok(None) => {}
+                Err(e) => stored_warning(e, &mut l),
             }
-            let refs = lto::prelink::stored_host_refs(&bytes);
+            let refs = lto::prelink::stored_host_refs(&bytes, origin).unwrap_or_else(|e| {
+                stored_warning(e, &mut l);
+                Vec::new()
+            });
             for (section, entries) in &refs {
                 l.push(format!(
                     "host references {section} (nvlinkrs tag 0x4e48): {}",

@@ -706,3 +706,120 @@ fn emit_ltoir_refuses_a_misbehaving_helper() {
         );
     }
 }
+
+/// A prelinked `.ltoir` whose nvlinkrs tags were altered (a library vendor's file, or a
+/// damaged one): the consensus may carry only the options nvlink agrees on across
+/// objects (so a `.ltoir` passes libNVVM nothing its objects could not: no `-g`, no other
+/// option, no path), and a tag outside the option data, a string without its NUL, one
+/// not UTF-8, or a host-reference line that is not a table is refused with the file and
+/// offset. Before, each was linked (exit 0): the unknown words ignored, the damaged
+/// tables dropped or read lossily, which silently changes which kernels are kept.
+#[test]
+fn altered_stored_tags_are_refused_with_the_offset() {
+    use nvlinkrs::arch::{Arch, Variant};
+    use nvlinkrs::ir::write::Pair;
+    use nvlinkrs::lto::prelink::{CONSENSUS_TAG, HOST_REFS_TAG};
+    let d = scratch("tags");
+    let fx = fixtures();
+    for f in ["main_dlto.o", "saxpy_dlto.o", "scale_dlto.o"] {
+        std::fs::copy(fx.join(f), d.join(f)).unwrap();
+    }
+    let (rc, err) = nvlinkrs(
+        &[
+            "-lto",
+            "-r",
+            "--emit-ltoir",
+            "-arch=sm_90",
+            "saxpy_dlto.o",
+            "scale_dlto.o",
+            "-o",
+            "lib.ltoir",
+        ],
+        &d,
+    );
+    assert_eq!(rc, 0, "{err}");
+    let lib = LtoIr::read(&std::fs::read(d.join("lib.ltoir")).unwrap(), "lib.ltoir").unwrap();
+    let math = "-ftz=0 -prec_div=1 -prec_sqrt=1 -fmad=1 ";
+    // (tag, its value past the key, the option data after the key; what the error says)
+    let cases: Vec<(u16, u32, Vec<u8>, &str)> = vec![
+        (
+            CONSENSUS_TAG,
+            4,
+            format!("-g {math}\0").into_bytes(),
+            "at offset 0x30: the option consensus (nvlinkrs tag 0x4e4c) holds '-g'",
+        ),
+        (
+            CONSENSUS_TAG,
+            4,
+            format!("{math}-maxreg 32 -Xnvvm -opt=0\0").into_bytes(),
+            "holds '-Xnvvm'",
+        ),
+        (
+            CONSENSUS_TAG,
+            4,
+            format!("{math}-maxreg /tmp/x\0").into_bytes(),
+            "holds '-maxreg'",
+        ),
+        (
+            CONSENSUS_TAG,
+            0xFFFF_FFFF,
+            format!("{math}\0").into_bytes(),
+            "the tag's value 4294967295 is past the option data",
+        ),
+        (
+            CONSENSUS_TAG,
+            4,
+            math.as_bytes().to_vec(),
+            "has no NUL before the IR",
+        ),
+        (
+            HOST_REFS_TAG,
+            4,
+            b".nvHRKE _Z5saxpy\xff\n\0".to_vec(),
+            "at offset 0x40: the host-reference tables (nvlinkrs tag 0x4e48) is not UTF-8",
+        ),
+        (
+            HOST_REFS_TAG,
+            4,
+            b".nvHRKE a  b\n\0".to_vec(),
+            "'.nvHRKE a  b' is not a table",
+        ),
+        (
+            HOST_REFS_TAG,
+            4,
+            b".nvHRKE a\n.nvXX b\n\0".to_vec(),
+            "at offset 0x3a: the host-reference tables (nvlinkrs tag 0x4e48): '.nvXX b' is not a table",
+        ),
+        (HOST_REFS_TAG, 4, b".nvHRKE a\0".to_vec(), "no newline"),
+    ];
+    let link = final_link(&["main_dlto.o", "bad.ltoir"], "bad.cubin");
+    for (tag, value, text, want) in cases {
+        let mut c = LtoIr::new(Arch::new(90, Variant::Plain), lib.payload.clone());
+        c.llvm_version = lib.llvm_version;
+        c.pairs.push(Pair::new(tag, value));
+        c.option_data.extend_from_slice(&text);
+        while c.option_data.len() % 4 != 0 {
+            c.option_data.push(0);
+        }
+        std::fs::write(d.join("bad.ltoir"), c.write()).unwrap();
+        let _ = std::fs::remove_file(d.join("bad.cubin"));
+        let (rc, err) = nvlinkrs(&strs(&link), &d);
+        assert_eq!(rc, 1, "{want}: {err}");
+        assert!(
+            err.contains("'bad.ltoir' at offset 0x") && err.contains(want),
+            "want {want:?} in {err}"
+        );
+        assert!(!d.join("bad.cubin").exists(), "{want}");
+        // inspect shows it as a warning
+        let (rc, shown) = nvlinkrs(&["inspect", "bad.ltoir"], &d);
+        assert_eq!(rc, 0, "{shown}");
+        assert!(
+            shown.contains("warning: ") && shown.contains(want),
+            "{shown}"
+        );
+    }
+    // what --emit-ltoir writes is read back: the final link goes through
+    let ok = final_link(&["main_dlto.o", "lib.ltoir"], "ok.cubin");
+    let (rc, err) = nvlinkrs(&strs(&ok), &d);
+    assert_eq!(rc, 0, "{err}");
+}

@@ -8,13 +8,21 @@
 //! header and the modules' option consensus in the option data (tag [`CONSENSUS_TAG`]),
 //! read back by the module pool as the option string a fatbin member carries.
 //!
+//! What a later link takes from the two tags is no more than the library's objects
+//! would have given it: nvlink passes libNVVM nothing from cicc's own tags (libNVVM reads
+//! them itself) and, of a fatbin member's option string, only the options it agrees on
+//! across modules (`-maxreg`, `-generate-line-info`, `-inline-info`, the math options);
+//! so the consensus read back may hold only those, each with a number, and anything else
+//! (`-g`, an unknown option, a path) is refused with its offset rather than ignored, as is
+//! a damaged host-reference table (which decides which kernels are kept).
+//!
 //! libNVVM 13.5 reads this bitcode only with its newer NVVM: for sm_100 and later always,
 //! up to sm_90 with `-nvvm-latest` (nvlink's option, which nvlinkrs passes on); its NVVM 7
 //! refuses it with `parse Invalid value (Producer: 'LLVM22.1.8' Reader: 'LLVM 7.0.1')`.
 
 use crate::consensus::{Consensus, Opt};
 use crate::context::LinkContext;
-use crate::diag::{Error, Result};
+use crate::diag::{Error, Result, malformed};
 use crate::fatbin::host::HOST_REF_SECTIONS;
 use crate::ir::write::{LtoIr, Pair};
 use crate::ir::{container, obfuscation};
@@ -68,34 +76,142 @@ pub fn plain_bitcode(m: &IrModule) -> Result<Vec<u8>> {
     Ok(ir)
 }
 
-/// The string an earlier `--emit-ltoir` stored under `tag` in a container, if any.
-fn stored(data: &[u8], tag: u16) -> Option<String> {
-    let (h, _) = container::parse_header(data, "").ok()?;
-    let at = (h.options_end as usize).checked_add(h.tag(tag)? as usize)?;
-    let region = data.get(at..h.ir_offset as usize)?;
-    let end = region.iter().position(|&b| b == 0)?;
-    Some(String::from_utf8_lossy(&region[..end]).into_owned())
+/// The string an earlier `--emit-ltoir` stored under `tag` in a container, with its
+/// file offset; `None` without the tag (cicc's containers) or where the header is not
+/// read (its errors are the link's). A tag that points outside the option data, a string
+/// without its NUL inside it, or one that is not UTF-8 is refused with the offset: a
+/// table read wrongly would drop a kernel the library's host code launches, silently.
+fn stored(data: &[u8], tag: u16, origin: &str) -> Result<Option<(u64, String)>> {
+    let Ok((h, _)) = container::parse_header(data, origin) else {
+        return Ok(None);
+    };
+    let Some(value) = h.tag(tag) else {
+        return Ok(None);
+    };
+    let (start, end) = (h.options_end as u64, h.ir_offset as u64);
+    let at = start + value as u64;
+    let what = tag_name(tag);
+    if at >= end {
+        return Err(malformed(
+            origin,
+            start,
+            format!(
+                "{what}: the tag's value {value} is past the option data ({} bytes)",
+                end - start
+            ),
+        ));
+    }
+    let region = &data[at as usize..end as usize];
+    let Some(len) = region.iter().position(|&b| b == 0) else {
+        return Err(malformed(
+            origin,
+            at,
+            format!("{what} has no NUL before the IR"),
+        ));
+    };
+    match std::str::from_utf8(&region[..len]) {
+        Ok(text) => Ok(Some((at, text.to_string()))),
+        Err(e) => Err(malformed(
+            origin,
+            at + e.valid_up_to() as u64,
+            format!("{what} is not UTF-8"),
+        )),
+    }
 }
 
-/// The consensus an earlier `--emit-ltoir` stored in a container, if any.
-pub fn stored_consensus(data: &[u8]) -> Option<String> {
-    stored(data, CONSENSUS_TAG)
+/// How messages name a stored tag.
+fn tag_name(tag: u16) -> String {
+    let what = match tag {
+        CONSENSUS_TAG => "option consensus",
+        HOST_REFS_TAG => "host-reference tables",
+        _ => "string",
+    };
+    format!("the {what} (nvlinkrs tag {tag:#06x})")
+}
+
+/// The consensus an earlier `--emit-ltoir` stored in a container, if any: only what
+/// [`consensus_string`] writes (the options nvlink agrees on across modules, each with a
+/// number), so that a `.ltoir` passes libNVVM nothing its objects' option strings could
+/// not; any other word (`-g`, `-Xnvvm`, a path) is refused with its offset.
+pub fn stored_consensus(data: &[u8], origin: &str) -> Result<Option<String>> {
+    let Some((at, text)) = stored(data, CONSENSUS_TAG, origin)? else {
+        return Ok(None);
+    };
+    let mut words = text.split(' ').peekable();
+    let mut offset = at;
+    let number = |w: Option<&str>| w.is_some_and(|v| v.parse::<u32>().is_ok());
+    while let Some(w) = words.next() {
+        let word_at = offset;
+        offset += w.len() as u64 + 1;
+        let ok = match w {
+            "" => words.peek().is_none(),
+            "-generate-line-info" | "-inline-info" => true,
+            "-maxreg" | "-split-compile" => {
+                let v = words.next();
+                offset += v.map_or(0, |v| v.len() as u64 + 1);
+                number(v)
+            }
+            _ => match w.split_once('=') {
+                Some(("-ftz" | "-prec_div" | "-prec_sqrt" | "-fmad", v)) => number(Some(v)),
+                _ => false,
+            },
+        };
+        if !ok {
+            return Err(malformed(
+                origin,
+                word_at,
+                format!(
+                    "{} holds '{w}', which is not an option a consensus carries (-maxreg N, -split-compile N, -generate-line-info, -inline-info, -ftz=N, -prec_div=N, -prec_sqrt=N, -fmad=N)",
+                    tag_name(CONSENSUS_TAG)
+                ),
+            ));
+        }
+    }
+    Ok(Some(text))
 }
 
 /// The host-reference tables an earlier `--emit-ltoir` stored (those of the host
-/// objects it linked), as `(section, entries)`.
-pub fn stored_host_refs(data: &[u8]) -> Vec<(&'static str, Vec<String>)> {
-    let Some(text) = stored(data, HOST_REFS_TAG) else {
-        return Vec::new();
+/// objects it linked), as `(section, entries)`: each line a table's section and its
+/// entries, one space between; another section, an empty table or an empty entry is
+/// refused with its offset.
+pub fn stored_host_refs(data: &[u8], origin: &str) -> Result<Vec<(&'static str, Vec<String>)>> {
+    let Some((at, text)) = stored(data, HOST_REFS_TAG, origin)? else {
+        return Ok(Vec::new());
     };
-    text.lines()
-        .filter_map(|l| {
-            let mut words = l.split(' ');
-            let name = words.next()?;
-            let section = HOST_REF_SECTIONS.iter().find(|s| **s == name)?;
-            Some((*section, words.map(str::to_string).collect()))
-        })
-        .collect()
+    let mut tables = Vec::new();
+    let mut offset = at;
+    for line in text.split_inclusive('\n') {
+        let line_at = offset;
+        offset += line.len() as u64;
+        let Some(line) = line.strip_suffix('\n') else {
+            return Err(malformed(
+                origin,
+                line_at,
+                format!("{}: the last line has no newline", tag_name(HOST_REFS_TAG)),
+            ));
+        };
+        let mut words = line.split(' ');
+        let name = words.next().unwrap_or_default();
+        let section = HOST_REF_SECTIONS.iter().find(|s| **s == name);
+        let entries: Vec<String> = words.map(str::to_string).collect();
+        match section {
+            Some(section) if !entries.is_empty() && entries.iter().all(|e| !e.is_empty()) => {
+                tables.push((*section, entries))
+            }
+            _ => {
+                return Err(malformed(
+                    origin,
+                    line_at,
+                    format!(
+                        "{}: '{line}' is not a table (a section of {} and its entries, one space between)",
+                        tag_name(HOST_REFS_TAG),
+                        HOST_REF_SECTIONS.join(", ")
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(tables)
 }
 
 /// The host-reference tables as stored: one line per table, its section then its entries.
@@ -321,8 +437,8 @@ mod tests {
             (HOST_REFS_TAG, host_refs_string(&refs)),
         ];
         let d = container(Arch::new(90, Variant::Plain), bc.clone(), &stored);
-        assert_eq!(stored_consensus(&d).as_deref(), Some(s));
-        assert_eq!(stored_host_refs(&d), refs);
+        assert_eq!(stored_consensus(&d, "c").unwrap().as_deref(), Some(s));
+        assert_eq!(stored_host_refs(&d, "c").unwrap(), refs);
         let (h, _) = container::parse(&d, "c.ltoir").unwrap();
         assert_eq!((h.key, h.plain_bitcode), (Some(0), true));
         assert_eq!(h.llvm_version, LLVM_VERSION);
@@ -333,8 +449,30 @@ mod tests {
             bc,
             &[(CONSENSUS_TAG, String::new())],
         );
-        assert_eq!(stored_consensus(&d), None);
-        assert!(stored_host_refs(&d).is_empty());
+        assert_eq!(stored_consensus(&d, "c").unwrap(), None);
+        assert!(stored_host_refs(&d, "c").unwrap().is_empty());
         assert_eq!(d.len(), 44 + crate::ir::payload::tests::bitcode(1).len());
+    }
+
+    #[test]
+    fn damaged_stored_tags_never_panic() {
+        // every byte of a container with both tags set to a few values: read or refused
+        let bc = crate::ir::payload::tests::bitcode(1);
+        let refs = vec![(".nvHRKE", vec!["k".to_string()])];
+        let stored = [
+            (CONSENSUS_TAG, "-ftz=0 -maxreg 32 ".to_string()),
+            (HOST_REFS_TAG, host_refs_string(&refs)),
+        ];
+        let d = container(Arch::new(90, Variant::Plain), bc, &stored);
+        let mut read = 0;
+        for i in 0..d.len().min(120) {
+            for v in [0x00, 0x0A, 0x20, 0x2D, 0x80, 0xFF] {
+                let mut m = d.clone();
+                m[i] = v;
+                read += stored_consensus(&m, "m").is_ok_and(|c| c.is_some()) as usize;
+                let _ = stored_host_refs(&m, "m");
+            }
+        }
+        assert!(read > 100, "{read}");
     }
 }
