@@ -823,3 +823,40 @@ fn altered_stored_tags_are_refused_with_the_offset() {
     let (rc, err) = nvlinkrs(&strs(&ok), &d);
     assert_eq!(rc, 0, "{err}");
 }
+
+/// A host object whose host-reference table names something with a line break (or a
+/// space) in it: `--emit-ltoir` refuses it by the object's name, where it wrote the name
+/// as it was and a later link read it back as other names, or as a table of its own.
+#[test]
+fn emit_ltoir_refuses_a_host_reference_it_cannot_store() {
+    let d = scratch("hostref-name");
+    let mut obj = std::fs::read(fixtures().join("main_dlto.o")).unwrap();
+    let name = b"_Z5saxpy*";
+    let at: Vec<_> = obj
+        .windows(name.len())
+        .enumerate()
+        .filter(|(_, w)| w == name)
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(at.len(), 1, "the .nvHRKE entry only");
+    obj[at[0]..at[0] + name.len()].copy_from_slice(b"_Z5sa\npy*");
+    std::fs::write(d.join("main.o"), obj).unwrap();
+    let (rc, err) = nvlinkrs(
+        &[
+            "-lto",
+            "-r",
+            "--emit-ltoir",
+            "-arch=sm_90",
+            "main.o",
+            "-o",
+            "lib.ltoir",
+        ],
+        &d,
+    );
+    assert_eq!(rc, 1, "{err}");
+    assert!(
+        err.contains(r#"'main.o': its .nvHRKE table names "_Z5sa\npy*""#),
+        "{err}"
+    );
+    assert!(!d.join("lib.ltoir").exists());
+}

@@ -304,6 +304,20 @@ pub fn emit(
         modules.push((m.module.name.clone(), plain_bitcode(&m.module)?));
     }
     let linked = timings.phase("link-ir", || link(&modules))?;
+    // (a name with a space or a line break would be read back as other names or tables)
+    for h in pool.hosts.iter().filter(|h| !h.cudadevrt) {
+        for (section, entries) in &h.host_refs {
+            if let Some(e) = entries
+                .iter()
+                .find(|e| e.chars().any(|c| c.is_whitespace() || c.is_control()))
+            {
+                return Err(Error::fatal(format!(
+                    "'{}': its {section} table names {e:?}, which a .ltoir cannot store (a space or control character in a name)",
+                    h.origin
+                )));
+            }
+        }
+    }
     let tables: Vec<_> = pool
         .hosts
         .iter()
