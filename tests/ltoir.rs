@@ -653,9 +653,11 @@ fn nvlinkrs_with_helper(args: &[&str], dir: &Path, helper: &Path) -> (i32, Strin
 }
 
 /// The helper that links the IR misbehaves: it answers something that is not bitcode
-/// and exits 0 (a wrong `NVLINKRS_LLVM_HELPER`, a cut answer), or it is killed. Each
-/// fails the `--emit-ltoir` link with exit 1 and a message naming the input, and the
-/// output is left as it was (nvlinkrs wrote the helper's garbage as a `.ltoir` before).
+/// and exits 0 (a wrong `NVLINKRS_LLVM_HELPER`, a cut answer), it is killed, it answers
+/// without end, it does nothing, or it leaves a process holding its output. Each fails
+/// the `--emit-ltoir` link with exit 1 and a message naming the input, and the output
+/// is left as it was (nvlinkrs wrote the helper's garbage as a `.ltoir` before, and
+/// waited for ever on the last three).
 #[test]
 fn emit_ltoir_refuses_a_misbehaving_helper() {
     use std::os::unix::fs::PermissionsExt;
@@ -674,6 +676,22 @@ fn emit_ltoir_refuses_a_misbehaving_helper() {
             "no valid LLVM bitcode",
         ),
         ("killed", "cat >/dev/null; kill -9 $$", "SIGKILL"),
+        // (these three hung the link, or filled memory, before)
+        (
+            "endless",
+            "cat >/dev/null; exec cat /dev/zero",
+            "nvlinkrs-llvm answered more than 67",
+        ),
+        (
+            "stuck",
+            "exec sleep 1000",
+            "nvlinkrs-llvm used no CPU time for 10 s and was stopped",
+        ),
+        (
+            "left-open",
+            "sleep 1000 &\nexit 0",
+            "nvlinkrs-llvm ended but its output stayed open",
+        ),
     ];
     for (name, body, want) in cases {
         let helper = d.join(format!("{name}.sh"));

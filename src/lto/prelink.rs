@@ -377,7 +377,7 @@ pub fn join_mixed(pool: &mut Pool, target: crate::arch::Arch) -> Result<()> {
 pub fn link(modules: &[(String, Vec<u8>)]) -> Result<Vec<u8>> {
     let body = crate::frames::encode(modules.iter().map(|(n, b)| (n.as_str(), b.as_slice())));
     let what = modules.first().map(|m| m.0.as_str()).unwrap_or("LTO IR");
-    let linked = super::llvm_helper::run(&["link-ir"], &body, what)?;
+    let linked = super::llvm_helper::run(&["link-ir"], body, what)?;
     let helper = super::llvm_helper::NAME;
     crate::ir::payload::check(&linked, None, 0, helper).map_err(|e| {
         Error::fatal(format!(
