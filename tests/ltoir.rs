@@ -816,7 +816,7 @@ fn altered_stored_tags_are_refused_with_the_offset() {
         c.llvm_version = lib.llvm_version;
         c.pairs.push(Pair::new(tag, value));
         c.option_data.extend_from_slice(&text);
-        while c.option_data.len() % 4 != 0 {
+        while !c.option_data.len().is_multiple_of(4) {
             c.option_data.push(0);
         }
         std::fs::write(d.join("bad.ltoir"), c.write()).unwrap();
