@@ -86,7 +86,7 @@ fn supervise(
     use std::io::Read;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::mpsc::channel;
+    use std::sync::mpsc::{RecvTimeoutError, channel};
     let stdin = child.stdin.take();
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
@@ -123,6 +123,8 @@ fn supervise(
     });
     let cpu = super::isolated::cpu_ticks;
     let mut last = (cpu(pid), std::time::Instant::now());
+    // (woken by the end of the answer, which comes as the helper ends: no added wait)
+    let mut out = None;
     let ending = loop {
         match child.try_wait() {
             Ok(Some(st)) => break Ending::Exited(st),
@@ -132,7 +134,14 @@ fn supervise(
         if too_long.load(Ordering::SeqCst) {
             break Ending::TooLong;
         }
-        std::thread::sleep(std::time::Duration::from_millis(20));
+        match out {
+            None => match out_rx.recv_timeout(std::time::Duration::from_millis(50)) {
+                Ok(v) => out = Some(v),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => out = Some(Vec::new()),
+            },
+            Some(_) => std::thread::sleep(std::time::Duration::from_millis(2)),
+        }
         let now = cpu(pid);
         if now != last.0 {
             last = (now, std::time::Instant::now());
@@ -145,9 +154,12 @@ fn supervise(
         let _ = child.wait();
     }
     // (the helper's own ends close as it ends; a little grace for the last bytes)
-    let grace = std::time::Duration::from_secs(2);
-    let out = out_rx.recv_timeout(grace);
-    let err = err_rx.recv_timeout(grace).unwrap_or_default();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    let left = || until.saturating_duration_since(std::time::Instant::now());
+    let out = out
+        .ok_or(())
+        .or_else(|_| out_rx.recv_timeout(left()).map_err(|_| ()));
+    let err = err_rx.recv_timeout(left()).unwrap_or_default();
     let ending = match (ending, out.is_ok()) {
         (_, _) if too_long.load(Ordering::SeqCst) => Ending::TooLong,
         (Ending::Exited(_), false) => Ending::OutputLeftOpen,
