@@ -75,6 +75,17 @@ pub fn check_conflicts(a: &LinkArgs) -> Result<()> {
     if let Some(v) = &a.cuda_api_version {
         cuda_api_version(v)?;
     }
+    // nvlinkrs' own: a prelinked IR library comes out of a relocatable LTO link only
+    if a.emit_ltoir && !(lto && a.relocatable_link) {
+        return Err(Error::fatal(
+            "option '--emit-ltoir' needs -lto (or -dlto) and -r: it writes the linked LTO IR of a relocatable link",
+        ));
+    }
+    if a.emit_ltoir && (a.emit_ptx || a.debug || a.gen_host_linker_script.is_some()) {
+        return Err(Error::fatal(
+            "option '--emit-ltoir' writes LTO IR: -emit-ptx and -g cannot go with it",
+        ));
+    }
     Ok(())
 }
 

@@ -3,8 +3,9 @@
 //! or LLVM for bitcode, `llvm_engine`, `llvm_split`, run in the `llvm_helper` process).
 //! `phase` is the LTO phase of a link and chooses the engine; `crash` gives a last word
 //! when libNVVM crashes in process, `isolated` runs its split compile in a child process,
-//! `split_data` gives each variable a split compile copies one home. The IR containers
-//! themselves are read by `ir`.
+//! `split_data` gives each variable a split compile copies one home, `prelink` links IR
+//! into one `.ltoir` (`--emit-ltoir`). The IR containers themselves are read and written
+//! by `ir`.
 
 pub mod bitcode;
 pub mod crash;
@@ -16,6 +17,7 @@ pub mod llvm_helper;
 pub mod llvm_split;
 pub mod phase;
 pub mod pool;
+pub mod prelink;
 pub mod split_data;
 
 use crate::arch::Arch;
@@ -250,6 +252,9 @@ pub struct LtoSettings {
     /// `-has-global-host-info` (off with `-ignore-host-info`).
     pub host_info: bool,
     pub xnvvm: Vec<String>,
+    /// `-nvvm-latest`: libNVVM's newer NVVM whatever the target (it reads the bitcode
+    /// LLVM 22 writes, which NVVM 7, libNVVM's choice up to sm_90, refuses).
+    pub nvvm_latest: bool,
     pub host_refs: HostRefs,
 }
 
@@ -317,6 +322,11 @@ pub fn nvvm_options(s: &LtoSettings, consensus: &Consensus) -> Vec<String> {
                 ));
             }
         }
+    }
+    // (after the math options, before the host references: read off nvlink 13.5
+    // through a logging libNVVM)
+    if s.nvvm_latest {
+        o.push("-nvvm-version=nvvm-latest".into());
     }
     o.extend(host_ref_options(&s.host_refs));
     o

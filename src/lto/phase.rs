@@ -30,7 +30,11 @@ pub fn run(
     timings: &mut Timings,
 ) -> Result<LtoOutcome> {
     let (req, diag) = (plan.req, ctx.diag);
-    let pool = timings.phase("pool", || lto::pool::collect(trees, req.target, diag))?;
+    if req.emit_ltoir {
+        lto::prelink::emit(plan, ctx, trees, timings)?;
+        return Ok(LtoOutcome::Written);
+    }
+    let mut pool = timings.phase("pool", || lto::pool::collect(trees, req.target, diag))?;
     if pool.modules.is_empty() {
         diag.warning("Ignoring -dlto option because no LTO objects found");
         return Ok(LtoOutcome::NoIr);
@@ -58,7 +62,15 @@ pub fn run(
         }
     }
     let from_host = pool.modules.iter().any(|m| m.from_host_object);
+    // nvcc's IR beside LLVM bitcode: one module, linked by LLVM, for libNVVM's newer NVVM
+    let mixed = lto::prelink::is_mixed(&pool);
+    if mixed {
+        timings.phase("link-ir", || {
+            lto::prelink::join_mixed(&mut pool, req.target)
+        })?;
+    }
     let mut settings = lto_settings(plan, &pool, from_host);
+    settings.nvvm_latest |= mixed;
     if partial {
         // nvlink's partial LTO: relocatable output, without host information (read
         // off nvlink 13.5 through a logging libNVVM)
@@ -85,7 +97,8 @@ pub fn run(
         .phase("cicc", || {
             jobs::phase(engine.1, || engine.0.compile(&modules, &options, diag))
         })
-        .map_err(|e| explain_newer_ir(e, &modules, req.target))?;
+        .map_err(|e| explain_newer_ir(e, &modules, req.target))
+        .map_err(|e| explain_prelinked(e, &modules, req))?;
     // (checked after ptxas, as nvlink does: an unresolved extern function is ptxas's error)
     let no_cudadevrt = from_host && !pool.cudadevrt && !partial;
     if req.emit_ptx {
@@ -255,6 +268,22 @@ fn explain_newer_ir(mut e: Error, modules: &[lto::IrModule], target: arch::Arch)
     e
 }
 
+/// A module `--emit-ltoir` wrote holds LLVM 22's bitcode, which libNVVM's NVVM 7 (its
+/// choice up to sm_90) refuses: say which and what reads it.
+fn explain_prelinked(e: Error, modules: &[lto::IrModule], req: &crate::cli::LinkRequest) -> Error {
+    let ours = modules.iter().find(|m| {
+        crate::ir::container::parse_header(&m.data, &m.name)
+            .is_ok_and(|(h, _)| h.llvm_version == lto::prelink::LLVM_VERSION)
+    });
+    match ours {
+        Some(m) if !req.nvvm_latest && req.target.sm < 100 => e.context(format!(
+            "'{}' holds IR written by LLVM 22 (nvlinkrs --emit-ltoir), which libNVVM 13.5 reads for {} only with -nvvm-latest",
+            m.name, req.target
+        )),
+        _ => e,
+    }
+}
+
 /// libNVVM's settings for the module pool (before partial LTO changes them).
 fn lto_settings(plan: &Plan, pool: &Pool, from_host: bool) -> lto::LtoSettings {
     let req = plan.req;
@@ -269,10 +298,14 @@ fn lto_settings(plan: &Plan, pool: &Pool, from_host: bool) -> lto::LtoSettings {
     } else if ignore_host_info || !crate::plan::host_tables_apply(req, &pool.hosts) {
         crate::input::HostRefs::default()
     } else {
+        // (a prelinked library's tables after the host objects', as if its host objects
+        // came last; they apply where the link's own host objects' tables do)
         crate::input::HostRefs::from_tables(
             pool.hosts
                 .iter()
-                .flat_map(|h| h.host_refs.iter().map(|(s, e)| (*s, e.as_slice()))),
+                .flat_map(|h| h.host_refs.iter())
+                .chain(pool.stored_host_refs.iter())
+                .map(|(s, e)| (*s, e.as_slice())),
         )
     };
     lto::LtoSettings {
@@ -289,6 +322,7 @@ fn lto_settings(plan: &Plan, pool: &Pool, from_host: bool) -> lto::LtoSettings {
         debug: req.debug,
         host_info: !ignore_host_info,
         xnvvm: req.xnvvm.clone(),
+        nvvm_latest: req.nvvm_latest,
         host_refs,
     }
 }
