@@ -563,28 +563,7 @@ fn mixed_nvcc_and_clang_ir_link() {
         &d,
     );
     assert_eq!(rc, 0, "{err}");
-    let (rc, err) = tool(
-        Path::new("/usr/lib/llvm-22/bin/clang"),
-        &[
-            "-x",
-            "cuda",
-            "--cuda-device-only",
-            "-fgpu-rdc",
-            "-emit-llvm",
-            "-c",
-            "-O2",
-            "--cuda-gpu-arch=sm_90",
-            "--cuda-feature=+ptx80",
-            "-nocudainc",
-            "-nocudalib",
-            "-Wno-unknown-cuda-version",
-            src.join("clangfn.cu").to_str().unwrap(),
-            "-o",
-            "clangfn.bc",
-        ],
-        &d,
-    );
-    assert_eq!(rc, 0, "clang-22 (scripts/setup.sh installs it): {err}");
+    clang_bitcode(&d, "clangfn");
     let mut link = final_link(&["kernel.o", "clangfn.bc"], "mixed.cubin");
     link.retain(|a| a != "-nvvm-latest");
     let (rc, err) = nvlinkrs(&strs(&link), &d);
@@ -634,6 +613,172 @@ fn mixed_nvcc_and_clang_ir_link() {
         )
         .unwrap();
         assert!(r.equivalent(), "{extra}: {:?}", r.differences);
+    }
+}
+
+/// clang-22's device bitcode of `tests/fixtures/mixed/NAME.cu` (CUDA, -fgpu-rdc), as
+/// `NAME.bc` in `d`.
+fn clang_bitcode(d: &Path, name: &str) {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mixed");
+    let (rc, err) = tool(
+        Path::new("/usr/lib/llvm-22/bin/clang"),
+        &[
+            "-x",
+            "cuda",
+            "--cuda-device-only",
+            "-fgpu-rdc",
+            "-emit-llvm",
+            "-c",
+            "-O2",
+            "--cuda-gpu-arch=sm_90",
+            "--cuda-feature=+ptx80",
+            "-nocudainc",
+            "-nocudalib",
+            "-Wno-unknown-cuda-version",
+            src.join(format!("{name}.cu")).to_str().unwrap(),
+            "-o",
+            &format!("{name}.bc"),
+        ],
+        d,
+    );
+    assert_eq!(rc, 0, "clang-22 (scripts/setup.sh installs it): {err}");
+}
+
+/// The kernels cuobjdump lists in an image.
+fn kernels_of(d: &Path, image: &str) -> Vec<String> {
+    let (rc, syms) = tool(&cuda().join("bin/cuobjdump"), &["-symbols", image], d);
+    assert_eq!(rc, 0, "{syms}");
+    let mut k: Vec<String> = syms
+        .lines()
+        .filter(|l| l.contains(" ENTRY "))
+        .filter_map(|l| l.split_whitespace().last().map(String::from))
+        .collect();
+    k.sort();
+    k
+}
+
+/// A mixed link whichever side comes first: the linked module carries cicc's data layout
+/// and triple (libNVVM refused clang's, "Target-incompatible DataLayout", when clang's
+/// bitcode came first), and clang's kernel is kept as cicc's are: with the host objects'
+/// tables (clang writes none), with -ignore-host-info, in a prelinked library that
+/// nvlink links, and named by -kernels-used (libNVVM broke the module before: "wrong
+/// initializer for intrinsic global variable"). A module whose layout disagrees on a
+/// type is refused by name.
+#[test]
+fn mixed_link_in_any_order_keeps_clangs_kernels() {
+    let d = scratch("mixed-order");
+    let cu = cuda();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mixed");
+    let (rc, err) = tool(
+        &cu.join("bin/nvcc"),
+        &[
+            "-dc",
+            "-dlto",
+            "-arch=sm_90",
+            src.join("kernel.cu").to_str().unwrap(),
+            "-o",
+            "kernel.o",
+        ],
+        &d,
+    );
+    assert_eq!(rc, 0, "{err}");
+    clang_bitcode(&d, "clangfn");
+    clang_bitcode(&d, "clangkernel");
+    let both = ["_Z10mix_kernelPKfPfi", "clang_kernel"];
+    for (i, inputs) in [
+        ["clangkernel.bc", "clangfn.bc", "kernel.o"],
+        ["kernel.o", "clangfn.bc", "clangkernel.bc"],
+    ]
+    .iter()
+    .enumerate()
+    {
+        for extra in ["", "-ignore-host-info"] {
+            let mut link = final_link(inputs, "x.cubin");
+            link.retain(|a| a != "-nvvm-latest");
+            if !extra.is_empty() {
+                link.insert(0, extra.to_string());
+            }
+            let (rc, err) = nvlinkrs(&strs(&link), &d);
+            assert_eq!(rc, 0, "{inputs:?} {extra}: {err}");
+            assert_eq!(kernels_of(&d, "x.cubin"), both, "{inputs:?} {extra}");
+        }
+        let mut link = final_link(inputs, "used.cubin");
+        link.insert(0, "-kernels-used=clang_kernel".into());
+        let (rc, err) = nvlinkrs(&strs(&link), &d);
+        assert_eq!(rc, 0, "{inputs:?} -kernels-used: {err}");
+        assert_eq!(kernels_of(&d, "used.cubin"), ["clang_kernel"]);
+        // prelinked, then linked by nvlink
+        let lib = format!("lib{i}.ltoir");
+        let emit = [
+            &["-lto", "-r", "--emit-ltoir", "-arch=sm_90"],
+            &inputs[..],
+            &["-o", &lib],
+        ]
+        .concat();
+        let (rc, err) = nvlinkrs(&emit, &d);
+        assert_eq!(rc, 0, "{inputs:?} --emit-ltoir: {err}");
+        let (rc, err) = nvlink(&strs(&final_link(&[&lib], "nv.cubin")), &d);
+        assert_eq!(
+            rc, 0,
+            "{inputs:?}: nvlink against the prelinked library: {err}"
+        );
+        assert_eq!(kernels_of(&d, "nv.cubin"), both, "{inputs:?}");
+    }
+    // a layout that cannot be made cicc's: 64-bit integers aligned to 4
+    let (rc, ll) = tool(
+        Path::new("/usr/lib/llvm-22/bin/llvm-dis"),
+        &["clangkernel.bc", "-o", "-"],
+        &d,
+    );
+    assert_eq!(rc, 0);
+    let ll: String = ll
+        .lines()
+        .map(|l| {
+            if l.starts_with("target datalayout") {
+                "target datalayout = \"e-i64:32-n16:32:64\"".to_string()
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    std::fs::write(d.join("bad.ll"), ll).unwrap();
+    let (rc, err) = tool(
+        Path::new("/usr/lib/llvm-22/bin/llvm-as"),
+        &["bad.ll", "-o", "bad.bc"],
+        &d,
+    );
+    assert_eq!(rc, 0, "{err}");
+    for args in [
+        &[
+            "-lto",
+            "-arch=sm_90",
+            "bad.bc",
+            "kernel.o",
+            "clangfn.bc",
+            "-o",
+            "bad.cubin",
+        ][..],
+        &[
+            "-lto",
+            "-r",
+            "--emit-ltoir",
+            "-arch=sm_90",
+            "kernel.o",
+            "bad.bc",
+            "clangfn.bc",
+            "-o",
+            "bad.ltoir",
+        ],
+    ] {
+        let (rc, err) = nvlinkrs(args, &d);
+        assert_eq!(rc, 1, "{err}");
+        assert!(
+            err.contains("'bad.bc': its data layout 'e-i64:32-n16:32:64' cannot be made libNVVM's")
+                && err.contains("i64 is 8 bytes aligned to 4 there, 8 aligned to 8 in libNVVM's"),
+            "{err}"
+        );
+        assert!(!d.join("bad.cubin").exists() && !d.join("bad.ltoir").exists());
     }
 }
 

@@ -64,13 +64,27 @@ pub fn run(
     let from_host = pool.modules.iter().any(|m| m.from_host_object);
     // nvcc's IR beside LLVM bitcode: one module, linked by LLVM, for libNVVM's newer NVVM
     let mixed = lto::prelink::is_mixed(&pool);
+    // clang's kernels: no host object of the link says whether its host code launches
+    // them (clang writes no host-reference table), so they are kept as launched
+    let mut clang_kernels = Vec::new();
     if mixed {
+        for m in pool
+            .modules
+            .iter()
+            .filter(|m| m.module.form == lto::IrForm::Bitcode)
+        {
+            clang_kernels.extend(lto::bitcode::summarize(&m.module.data, &m.module.name)?.kernels);
+        }
         timings.phase("link-ir", || {
             lto::prelink::join_mixed(&mut pool, req.target)
         })?;
     }
     let mut settings = lto_settings(plan, &pool, from_host);
     settings.nvvm_latest |= mixed;
+    let used = !req.kernels_used.is_empty() || !req.variables_used.is_empty();
+    if settings.host_info && !used {
+        settings.host_refs.ek.extend(clang_kernels);
+    }
     if partial {
         // nvlink's partial LTO: relocatable output, without host information (read
         // off nvlink 13.5 through a logging libNVVM)
