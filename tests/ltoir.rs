@@ -616,6 +616,61 @@ fn mixed_nvcc_and_clang_ir_link() {
     }
 }
 
+/// Options `--emit-ltoir` cannot carry out (it compiles nothing, keeps no kernel list
+/// and stores no link option nvlink would read) are refused by name, exit 1, no output;
+/// before, each exited 0 with the same library as without it.
+#[test]
+fn emit_ltoir_refuses_options_it_cannot_carry_out() {
+    let d = scratch("options");
+    std::fs::copy(fixtures().join("saxpy_dlto.o"), d.join("saxpy_dlto.o")).unwrap();
+    for (given, name) in [
+        ("-kernels-used=saxpy", "-kernels-used"),
+        ("-variables-used=v", "-variables-used"),
+        ("-ignore-host-info", "-ignore-host-info"),
+        ("-Xnvvm=-opt=0", "-Xnvvm"),
+        ("-Xptxas=-v", "-Xptxas"),
+        ("-maxrregcount=32", "-maxrregcount"),
+        ("-Ofc=max", "-Ofast-compile"),
+        ("-split-compile=2", "-split-compile"),
+        ("-split-compile-extended=2", "-split-compile-extended"),
+        ("-dump-callgraph", "-dump-callgraph"),
+        ("-force-partial-lto", "-force-partial-lto"),
+    ] {
+        let args = [
+            given,
+            "-lto",
+            "-r",
+            "--emit-ltoir",
+            "-arch=sm_90",
+            "saxpy_dlto.o",
+            "-o",
+            "lib.ltoir",
+        ];
+        let (rc, err) = nvlinkrs(&args, &d);
+        assert_eq!(rc, 1, "{given}: {err}");
+        let want = format!(
+            "nvlinkrs fatal   : option '{name}' is not carried out by '--emit-ltoir', which links IR and compiles nothing (give it to the link that compiles the library); refusing rather than ignoring it\n"
+        );
+        assert_eq!(err, want, "{given}");
+        assert!(!d.join("lib.ltoir").exists(), "{given}");
+    }
+    // what it carries out still links
+    let (rc, err) = nvlinkrs(
+        &[
+            "-lto",
+            "-r",
+            "--emit-ltoir",
+            "-nvvm-latest",
+            "-arch=sm_90",
+            "saxpy_dlto.o",
+            "-o",
+            "lib.ltoir",
+        ],
+        &d,
+    );
+    assert_eq!(rc, 0, "{err}");
+}
+
 /// clang-22's device bitcode of `tests/fixtures/mixed/NAME.cu` (CUDA, -fgpu-rdc), as
 /// `NAME.bc` in `d`.
 fn clang_bitcode(d: &Path, name: &str) {
