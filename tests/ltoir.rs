@@ -187,8 +187,8 @@ fn staged_matches_one_step(d: &Path, lib: &[&str], app: &[&str]) -> Vec<u8> {
 
 /// The bundled example: saxpy.cu and scale.cu prelinked into one `.ltoir`, linked with
 /// main.cu by nvlink and by nvlinkrs: nvlink's one-step image byte for byte. Without
-/// `-nvvm-latest`, libNVVM's NVVM 7 refuses LLVM 22's bitcode (its message, as nvlink
-/// prints it; nvlinkrs adds what to do).
+/// `-nvvm-latest`, nvlink's libNVVM (NVVM 7) refuses LLVM 22's bitcode (its message);
+/// nvlinkrs adds the option for IR it wrote and makes the same image.
 #[test]
 fn prelinked_example_links_as_the_one_step_link() {
     let d = scratch("example");
@@ -206,17 +206,40 @@ fn prelinked_example_links_as_the_one_step_link() {
         nerr.starts_with(&format!("nvlink info    : {want}\n")),
         "{nerr}"
     );
+    // nvlinkrs adds -nvvm-latest for IR it wrote, and says so under -v: the image is
+    // nvlink's one-step link's (with -nvvm-latest) all the same
+    plain.insert(0, "-v".into());
     let (rc, err) = nvlinkrs(&strs(&plain), &d);
-    assert_eq!(rc, 1);
+    assert_eq!(rc, 0, "{err}");
     assert!(
-        err.starts_with(&format!("nvlinkrs info    : {want}\n")),
+        err.contains("nvlinkrs info    : 'lib.ltoir' holds IR written by nvlinkrs (LLVM 22): linking with -nvvm-latest, which libNVVM needs to read it for sm_90 (nvlink needs it given)\n"),
         "{err}"
     );
     assert!(
-        err.contains("'lib.ltoir' holds IR written by LLVM 22 (nvlinkrs --emit-ltoir), which libNVVM 13.5 reads for sm_90 only with -nvvm-latest"),
-        "{err}"
+        std::fs::read(d.join("x.cubin")).unwrap() == std::fs::read(d.join("one.cubin")).unwrap()
     );
-    assert!(!d.join("x.cubin").exists());
+    // -v of --emit-ltoir: what was linked, what is stored, what nvlink needs later
+    let (rc, err) = nvlinkrs(
+        &[
+            "-v",
+            "-lto",
+            "-r",
+            "--emit-ltoir",
+            "-arch=sm_90",
+            "saxpy_dlto.o",
+            "scale_dlto.o",
+            "-o",
+            "v.ltoir",
+        ],
+        &d,
+    );
+    assert_eq!(rc, 0, "{err}");
+    for line in [
+        "nvlinkrs info    : --emit-ltoir: linked 'saxpy_dlto.o', 'scale_dlto.o' into 'v.ltoir' (LLVM 22 bitcode for sm_90; stored: the option consensus '-ftz=0 -prec_div=1 -prec_sqrt=1 -fmad=1', 0 host-reference table(s))\n",
+        "nvlinkrs info    : a later link of 'v.ltoir' by nvlink needs -nvvm-latest: libNVVM reads LLVM 22's bitcode for sm_90 only with its newer NVVM (nvlinkrs adds it)\n",
+    ] {
+        assert!(err.contains(line), "{err}");
+    }
 }
 
 /// The SASS of `kernel` in `image` (cuobjdump -sass), up to the next function.
@@ -779,6 +802,39 @@ fn mixed_link_in_any_order_keeps_clangs_kernels() {
         );
         assert_eq!(kernels_of(&d, "nv.cubin"), both, "{inputs:?}");
     }
+    // a library of clang's bitcode alone (cicc's NVVM IR version given it): the final
+    // link by nvlinkrs keeps clang's kernel, stored as launched (clang writes no table)
+    let emit = [
+        "-lto",
+        "-r",
+        "--emit-ltoir",
+        "-arch=sm_90",
+        "clangkernel.bc",
+        "clangfn.bc",
+        "-o",
+        "clang.ltoir",
+    ];
+    let (rc, err) = nvlinkrs(&emit, &d);
+    assert_eq!(rc, 0, "{err}");
+    let (rc, err) = nvlinkrs(
+        &strs(&final_link(&["kernel.o", "clang.ltoir"], "s.cubin")),
+        &d,
+    );
+    assert_eq!(rc, 0, "{err}");
+    assert_eq!(kernels_of(&d, "s.cubin"), both);
+    // a failed mixed link says what is true: the module was linked by LLVM 22 and
+    // compiled with -nvvm-latest (before: "holds IR written by ... (nvlinkrs
+    // --emit-ltoir), which libNVVM 13.5 reads for sm_90 only with -nvvm-latest")
+    let mut link = final_link(&["kernel.o", "clangfn.bc"], "f.cubin");
+    link.retain(|a| a != "-nvvm-latest");
+    link.insert(0, "-Xnvvm=-bogus".into());
+    let (rc, err) = nvlinkrs(&strs(&link), &d);
+    assert_eq!(rc, 1, "{err}");
+    assert!(
+        err.contains("  'kernel.o+clangfn.bc' is the one module LLVM 22 linked from the mixed link's inputs, compiled by libNVVM's newer NVVM (-nvvm-version=nvvm-latest)\n")
+            && !err.contains("--emit-ltoir"),
+        "{err}"
+    );
     // a layout that cannot be made cicc's: 64-bit integers aligned to 4
     let (rc, ll) = tool(
         Path::new("/usr/lib/llvm-22/bin/llvm-dis"),

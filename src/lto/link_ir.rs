@@ -170,3 +170,22 @@ unsafe fn add_used(module: &Module, name: &str, entries: &mut [llvm_sys::prelude
         LLVMSetInitializer(g.as_value_ref(), init);
     }
 }
+
+/// The NVVM IR version cicc 13.5 writes first in `!nvvmir.version` (2.0, debug 3.2),
+/// which libNVVM requires of a module ("IR version 1.0 incompatible"): given to a linked
+/// module none of whose modules is NVIDIA's (clang's bitcode alone).
+pub const NVVM_IR_VERSION: [u64; 4] = [2, 0, 3, 2];
+
+/// Adds `!nvvmir.version = !{!{i32 2, i32 0, i32 3, i32 2}}` to `module`.
+pub fn add_nvvm_ir_version(module: &Module) -> Result<()> {
+    let ctx = module.get_context();
+    let i32t = ctx.i32_type();
+    let values: Vec<_> = NVVM_IR_VERSION
+        .iter()
+        .map(|&v| i32t.const_int(v, false).into())
+        .collect();
+    let node = ctx.metadata_node(&values);
+    module
+        .add_global_metadata("nvvmir.version", &node)
+        .map_err(|e| Error::fatal(format!("nvlinkrs-llvm: !nvvmir.version: {e}")))
+}

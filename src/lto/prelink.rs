@@ -315,12 +315,23 @@ pub fn emit(
             }
         }
     }
+    // (clang's kernels as if its host code launched them: it writes no table)
+    let clang = clang_kernels(&pool)?;
+    if let Some(k) = clang
+        .iter()
+        .find(|k| k.chars().any(|c| c.is_whitespace() || c.is_control()))
+    {
+        return Err(Error::fatal(format!(
+            "kernel {k:?} of the LLVM bitcode: a .ltoir cannot store its name (a space or control character)"
+        )));
+    }
     let tables: Vec<_> = pool
         .hosts
         .iter()
         .filter(|h| !h.cudadevrt)
         .flat_map(|h| h.host_refs.iter().cloned())
         .chain(pool.stored_host_refs.iter().cloned())
+        .chain((!clang.is_empty()).then_some((".nvHRKE", clang)))
         .collect();
     let stored = [
         (CONSENSUS_TAG, consensus_string(&consensus)),
@@ -329,7 +340,45 @@ pub fn emit(
     let bytes = container(req.target, linked, &stored);
     crate::output::write_atomic(&req.output, &bytes)?;
     timings.written.out = timings.written.keep.then_some(bytes);
+    if req.verbose {
+        verbose_emit(plan, &pool, &consensus, &tables, diag);
+    }
     Ok(())
+}
+
+/// `-v` of `--emit-ltoir`: what was linked, what the library stores, and what a later
+/// link by nvlink needs.
+fn verbose_emit(
+    plan: &Plan,
+    pool: &Pool,
+    consensus: &Consensus,
+    tables: &[(&'static str, Vec<String>)],
+    diag: &crate::diag::Diagnostics,
+) {
+    let req = plan.req;
+    for line in consensus.explain() {
+        diag.info(&line);
+    }
+    let names: Vec<&str> = pool
+        .modules
+        .iter()
+        .map(|m| m.module.name.as_str())
+        .collect();
+    diag.info(&format!(
+        "--emit-ltoir: linked '{}' into '{}' (LLVM 22 bitcode for {}; stored: the option consensus '{}', {} host-reference table(s))",
+        names.join("', '"),
+        req.output.display(),
+        req.target,
+        consensus_string(consensus).trim_end(),
+        tables.iter().filter(|(_, e)| !e.is_empty()).count()
+    ));
+    if req.target.sm < 100 {
+        diag.info(&format!(
+            "a later link of '{}' by nvlink needs -nvvm-latest: libNVVM reads LLVM 22's bitcode for {} only with its newer NVVM (nvlinkrs adds it)",
+            req.output.display(),
+            req.target
+        ));
+    }
 }
 
 /// The pool's modules as plain bitcode, named, and the indices of those from NVIDIA's
@@ -345,6 +394,21 @@ fn plain_modules(pool: &Pool) -> Result<(Vec<(String, Vec<u8>)>, Vec<usize>)> {
         .map(|(i, _)| i)
         .collect();
     Ok((modules, nvidia))
+}
+
+/// The kernels the pool's LLVM bitcode modules define (clang's), read by the helper:
+/// clang writes no host-reference table, so no host object says whether its host code
+/// launches them, and they are kept as launched.
+pub fn clang_kernels(pool: &Pool) -> Result<Vec<String>> {
+    let mut kernels = Vec::new();
+    for m in pool
+        .modules
+        .iter()
+        .filter(|m| m.module.form == IrForm::Bitcode)
+    {
+        kernels.extend(super::bitcode::summarize(&m.module.data, &m.module.name)?.kernels);
+    }
+    Ok(kernels)
 }
 
 /// Whether the pool holds both NVIDIA's LTO IR and LLVM bitcode (a mixed link).
@@ -413,7 +477,8 @@ pub fn link(modules: &[(String, Vec<u8>)], nvidia: &[usize]) -> Result<Vec<u8>> 
 /// carries libNVVM's data layout and triple (those of the first of the `nvidia` modules,
 /// else cicc's, [`super::link_ir::NVVM_DATA_LAYOUT`]), whatever the order (no
 /// internalizing, no optimization); the kernels of the other modules (clang's) kept in
-/// `@llvm.used` as cicc's are; checks the result and writes its bitcode. `args`:
+/// `@llvm.used` as cicc's are (and, with no module of NVIDIA's, cicc's NVVM IR version);
+/// checks the result and writes its bitcode. `args`:
 /// `--nvidia=I,J`, the indices of the modules from NVIDIA's containers.
 #[cfg(feature = "llvm")]
 pub fn link_in_process(body: &[u8], args: &[String]) -> Result<Vec<u8>> {
@@ -483,6 +548,9 @@ pub fn link_in_process(body: &[u8], args: &[String]) -> Result<Vec<u8>> {
     }
     let linked = linked.ok_or_else(|| Error::fatal("nvlinkrs-llvm: no modules to link"))?;
     link_ir::keep_kernels(&linked, &kernels)?;
+    if nvidia.is_empty() {
+        link_ir::add_nvvm_ir_version(&linked)?;
+    }
     linked.verify().map_err(|e| {
         Error::fatal(format!(
             "the linked module is not valid IR: {}",
