@@ -694,6 +694,30 @@ fn emit_ltoir_refuses_options_it_cannot_carry_out() {
     assert_eq!(rc, 0, "{err}");
 }
 
+/// `--help` says what `-nvvm-latest` and `--emit-ltoir` do (it said `-nvvm-latest` was
+/// refused, and that nvlinkrs took a library without it).
+#[test]
+fn help_says_what_nvvm_latest_and_emit_ltoir_do() {
+    let (rc, out) = nvlinkrs(&["--help"], Path::new(env!("CARGO_TARGET_TMPDIR")));
+    assert_eq!(rc, 0);
+    let line = |o: &str| {
+        out.lines()
+            .find(|l| l.trim_start().starts_with(o))
+            .unwrap_or_else(|| panic!("{o}: {out}"))
+            .to_string()
+    };
+    assert!(
+        line("-nvvm-latest").ends_with(
+            "With LTO: libNVVM's newer NVVM for every target (added for IR nvlinkrs wrote)"
+        ),
+        "{out}"
+    );
+    assert!(
+        line("-emit-ltoir").ends_with("a later -lto link takes with -nvvm-latest up to sm_90 (nvlinkrs adds it; nvlink needs it given)"),
+        "{out}"
+    );
+}
+
 /// clang-22's device bitcode of `tests/fixtures/mixed/NAME.cu` (CUDA, -fgpu-rdc), as
 /// `NAME.bc` in `d`.
 fn clang_bitcode(d: &Path, name: &str) {
