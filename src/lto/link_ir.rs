@@ -109,7 +109,7 @@ pub fn keep_kernels(module: &Module, kernels: &[String]) -> Result<()> {
                         continue;
                     };
                     let f = f.as_global_value().as_pointer_value().as_value_ref();
-                    if !entries.iter().any(|&e| e == f) {
+                    if !entries.contains(&f) {
                         entries.push(f);
                         added = true;
                     }
