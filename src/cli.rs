@@ -116,7 +116,7 @@ pub struct LinkArgs {
     /// With LTO: at most this many registers per function.
     #[arg(long = "maxrregcount", value_name = "N")]
     pub maxrregcount: Option<String>,
-    /// With LTO: the newest libNVVM (not done yet: refused).
+    /// With LTO: libNVVM's newer NVVM for every target (added for IR nvlinkrs wrote).
     #[arg(long = "nvvm-latest")]
     pub nvvm_latest: bool,
     /// With LTO: the libNVVM folder (default: the toolkit's nvvm/).
@@ -237,7 +237,8 @@ pub struct LinkArgs {
     #[arg(long = "daemon")]
     pub daemon: bool,
     /// With -lto -r: link the inputs' IR into one LTO IR module (LLVM) and write it as a
-    /// .ltoir that a later -lto link (nvlinkrs, or nvlink with -nvvm-latest) takes.
+    /// .ltoir that a later -lto link takes with -nvvm-latest up to sm_90 (nvlinkrs adds it;
+    /// nvlink needs it given).
     #[arg(long = "emit-ltoir")]
     pub emit_ltoir: bool,
     #[arg(value_name = "FILE")]

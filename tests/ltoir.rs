@@ -187,8 +187,8 @@ fn staged_matches_one_step(d: &Path, lib: &[&str], app: &[&str]) -> Vec<u8> {
 
 /// The bundled example: saxpy.cu and scale.cu prelinked into one `.ltoir`, linked with
 /// main.cu by nvlink and by nvlinkrs: nvlink's one-step image byte for byte. Without
-/// `-nvvm-latest`, libNVVM's NVVM 7 refuses LLVM 22's bitcode (its message, as nvlink
-/// prints it; nvlinkrs adds what to do).
+/// `-nvvm-latest`, nvlink's libNVVM (NVVM 7) refuses LLVM 22's bitcode (its message);
+/// nvlinkrs adds the option for IR it wrote and makes the same image.
 #[test]
 fn prelinked_example_links_as_the_one_step_link() {
     let d = scratch("example");
@@ -206,17 +206,40 @@ fn prelinked_example_links_as_the_one_step_link() {
         nerr.starts_with(&format!("nvlink info    : {want}\n")),
         "{nerr}"
     );
+    // nvlinkrs adds -nvvm-latest for IR it wrote, and says so under -v: the image is
+    // nvlink's one-step link's (with -nvvm-latest) all the same
+    plain.insert(0, "-v".into());
     let (rc, err) = nvlinkrs(&strs(&plain), &d);
-    assert_eq!(rc, 1);
+    assert_eq!(rc, 0, "{err}");
     assert!(
-        err.starts_with(&format!("nvlinkrs info    : {want}\n")),
+        err.contains("nvlinkrs info    : 'lib.ltoir' holds IR written by nvlinkrs (LLVM 22): linking with -nvvm-latest, which libNVVM needs to read it for sm_90 (nvlink needs it given)\n"),
         "{err}"
     );
     assert!(
-        err.contains("'lib.ltoir' holds IR written by LLVM 22 (nvlinkrs --emit-ltoir), which libNVVM 13.5 reads for sm_90 only with -nvvm-latest"),
-        "{err}"
+        std::fs::read(d.join("x.cubin")).unwrap() == std::fs::read(d.join("one.cubin")).unwrap()
     );
-    assert!(!d.join("x.cubin").exists());
+    // -v of --emit-ltoir: what was linked, what is stored, what nvlink needs later
+    let (rc, err) = nvlinkrs(
+        &[
+            "-v",
+            "-lto",
+            "-r",
+            "--emit-ltoir",
+            "-arch=sm_90",
+            "saxpy_dlto.o",
+            "scale_dlto.o",
+            "-o",
+            "v.ltoir",
+        ],
+        &d,
+    );
+    assert_eq!(rc, 0, "{err}");
+    for line in [
+        "nvlinkrs info    : --emit-ltoir: linked 'saxpy_dlto.o', 'scale_dlto.o' into 'v.ltoir' (LLVM 22 bitcode for sm_90; stored: the option consensus '-ftz=0 -prec_div=1 -prec_sqrt=1 -fmad=1', 0 host-reference table(s))\n",
+        "nvlinkrs info    : a later link of 'v.ltoir' by nvlink needs -nvvm-latest: libNVVM reads LLVM 22's bitcode for sm_90 only with its newer NVVM (nvlinkrs adds it)\n",
+    ] {
+        assert!(err.contains(line), "{err}");
+    }
 }
 
 /// The SASS of `kernel` in `image` (cuobjdump -sass), up to the next function.
@@ -563,28 +586,7 @@ fn mixed_nvcc_and_clang_ir_link() {
         &d,
     );
     assert_eq!(rc, 0, "{err}");
-    let (rc, err) = tool(
-        Path::new("/usr/lib/llvm-22/bin/clang"),
-        &[
-            "-x",
-            "cuda",
-            "--cuda-device-only",
-            "-fgpu-rdc",
-            "-emit-llvm",
-            "-c",
-            "-O2",
-            "--cuda-gpu-arch=sm_90",
-            "--cuda-feature=+ptx80",
-            "-nocudainc",
-            "-nocudalib",
-            "-Wno-unknown-cuda-version",
-            src.join("clangfn.cu").to_str().unwrap(),
-            "-o",
-            "clangfn.bc",
-        ],
-        &d,
-    );
-    assert_eq!(rc, 0, "clang-22 (scripts/setup.sh installs it): {err}");
+    clang_bitcode(&d, "clangfn");
     let mut link = final_link(&["kernel.o", "clangfn.bc"], "mixed.cubin");
     link.retain(|a| a != "-nvvm-latest");
     let (rc, err) = nvlinkrs(&strs(&link), &d);
@@ -634,6 +636,284 @@ fn mixed_nvcc_and_clang_ir_link() {
         )
         .unwrap();
         assert!(r.equivalent(), "{extra}: {:?}", r.differences);
+    }
+}
+
+/// Options `--emit-ltoir` cannot carry out (it compiles nothing, keeps no kernel list
+/// and stores no link option nvlink would read) are refused by name, exit 1, no output;
+/// before, each exited 0 with the same library as without it.
+#[test]
+fn emit_ltoir_refuses_options_it_cannot_carry_out() {
+    let d = scratch("options");
+    std::fs::copy(fixtures().join("saxpy_dlto.o"), d.join("saxpy_dlto.o")).unwrap();
+    for (given, name) in [
+        ("-kernels-used=saxpy", "-kernels-used"),
+        ("-variables-used=v", "-variables-used"),
+        ("-ignore-host-info", "-ignore-host-info"),
+        ("-Xnvvm=-opt=0", "-Xnvvm"),
+        ("-Xptxas=-v", "-Xptxas"),
+        ("-maxrregcount=32", "-maxrregcount"),
+        ("-Ofc=max", "-Ofast-compile"),
+        ("-split-compile=2", "-split-compile"),
+        ("-split-compile-extended=2", "-split-compile-extended"),
+        ("-dump-callgraph", "-dump-callgraph"),
+        ("-force-partial-lto", "-force-partial-lto"),
+    ] {
+        let args = [
+            given,
+            "-lto",
+            "-r",
+            "--emit-ltoir",
+            "-arch=sm_90",
+            "saxpy_dlto.o",
+            "-o",
+            "lib.ltoir",
+        ];
+        let (rc, err) = nvlinkrs(&args, &d);
+        assert_eq!(rc, 1, "{given}: {err}");
+        let want = format!(
+            "nvlinkrs fatal   : option '{name}' is not carried out by '--emit-ltoir', which links IR and compiles nothing (give it to the link that compiles the library); refusing rather than ignoring it\n"
+        );
+        assert_eq!(err, want, "{given}");
+        assert!(!d.join("lib.ltoir").exists(), "{given}");
+    }
+    // what it carries out still links
+    let (rc, err) = nvlinkrs(
+        &[
+            "-lto",
+            "-r",
+            "--emit-ltoir",
+            "-nvvm-latest",
+            "-arch=sm_90",
+            "saxpy_dlto.o",
+            "-o",
+            "lib.ltoir",
+        ],
+        &d,
+    );
+    assert_eq!(rc, 0, "{err}");
+}
+
+/// `--help` says what `-nvvm-latest` and `--emit-ltoir` do (it said `-nvvm-latest` was
+/// refused, and that nvlinkrs took a library without it).
+#[test]
+fn help_says_what_nvvm_latest_and_emit_ltoir_do() {
+    let (rc, out) = nvlinkrs(&["--help"], Path::new(env!("CARGO_TARGET_TMPDIR")));
+    assert_eq!(rc, 0);
+    let line = |o: &str| {
+        out.lines()
+            .find(|l| l.trim_start().starts_with(o))
+            .unwrap_or_else(|| panic!("{o}: {out}"))
+            .to_string()
+    };
+    assert!(
+        line("-nvvm-latest").ends_with(
+            "With LTO: libNVVM's newer NVVM for every target (added for IR nvlinkrs wrote)"
+        ),
+        "{out}"
+    );
+    assert!(
+        line("-emit-ltoir").ends_with("a later -lto link takes with -nvvm-latest up to sm_90 (nvlinkrs adds it; nvlink needs it given)"),
+        "{out}"
+    );
+}
+
+/// clang-22's device bitcode of `tests/fixtures/mixed/NAME.cu` (CUDA, -fgpu-rdc), as
+/// `NAME.bc` in `d`.
+fn clang_bitcode(d: &Path, name: &str) {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mixed");
+    let (rc, err) = tool(
+        Path::new("/usr/lib/llvm-22/bin/clang"),
+        &[
+            "-x",
+            "cuda",
+            "--cuda-device-only",
+            "-fgpu-rdc",
+            "-emit-llvm",
+            "-c",
+            "-O2",
+            "--cuda-gpu-arch=sm_90",
+            "--cuda-feature=+ptx80",
+            "-nocudainc",
+            "-nocudalib",
+            "-Wno-unknown-cuda-version",
+            src.join(format!("{name}.cu")).to_str().unwrap(),
+            "-o",
+            &format!("{name}.bc"),
+        ],
+        d,
+    );
+    assert_eq!(rc, 0, "clang-22 (scripts/setup.sh installs it): {err}");
+}
+
+/// The kernels cuobjdump lists in an image.
+fn kernels_of(d: &Path, image: &str) -> Vec<String> {
+    let (rc, syms) = tool(&cuda().join("bin/cuobjdump"), &["-symbols", image], d);
+    assert_eq!(rc, 0, "{syms}");
+    let mut k: Vec<String> = syms
+        .lines()
+        .filter(|l| l.contains(" ENTRY "))
+        .filter_map(|l| l.split_whitespace().last().map(String::from))
+        .collect();
+    k.sort();
+    k
+}
+
+/// A mixed link whichever side comes first: the linked module carries cicc's data layout
+/// and triple (libNVVM refused clang's, "Target-incompatible DataLayout", when clang's
+/// bitcode came first), and clang's kernel is kept as cicc's are: with the host objects'
+/// tables (clang writes none), with -ignore-host-info, in a prelinked library that
+/// nvlink links, and named by -kernels-used (libNVVM broke the module before: "wrong
+/// initializer for intrinsic global variable"). A module whose layout disagrees on a
+/// type is refused by name.
+#[test]
+fn mixed_link_in_any_order_keeps_clangs_kernels() {
+    let d = scratch("mixed-order");
+    let cu = cuda();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mixed");
+    let (rc, err) = tool(
+        &cu.join("bin/nvcc"),
+        &[
+            "-dc",
+            "-dlto",
+            "-arch=sm_90",
+            src.join("kernel.cu").to_str().unwrap(),
+            "-o",
+            "kernel.o",
+        ],
+        &d,
+    );
+    assert_eq!(rc, 0, "{err}");
+    clang_bitcode(&d, "clangfn");
+    clang_bitcode(&d, "clangkernel");
+    let both = ["_Z10mix_kernelPKfPfi", "clang_kernel"];
+    for (i, inputs) in [
+        ["clangkernel.bc", "clangfn.bc", "kernel.o"],
+        ["kernel.o", "clangfn.bc", "clangkernel.bc"],
+    ]
+    .iter()
+    .enumerate()
+    {
+        for extra in ["", "-ignore-host-info"] {
+            let mut link = final_link(inputs, "x.cubin");
+            link.retain(|a| a != "-nvvm-latest");
+            if !extra.is_empty() {
+                link.insert(0, extra.to_string());
+            }
+            let (rc, err) = nvlinkrs(&strs(&link), &d);
+            assert_eq!(rc, 0, "{inputs:?} {extra}: {err}");
+            assert_eq!(kernels_of(&d, "x.cubin"), both, "{inputs:?} {extra}");
+        }
+        let mut link = final_link(inputs, "used.cubin");
+        link.insert(0, "-kernels-used=clang_kernel".into());
+        let (rc, err) = nvlinkrs(&strs(&link), &d);
+        assert_eq!(rc, 0, "{inputs:?} -kernels-used: {err}");
+        assert_eq!(kernels_of(&d, "used.cubin"), ["clang_kernel"]);
+        // prelinked, then linked by nvlink
+        let lib = format!("lib{i}.ltoir");
+        let emit = [
+            &["-lto", "-r", "--emit-ltoir", "-arch=sm_90"],
+            &inputs[..],
+            &["-o", &lib],
+        ]
+        .concat();
+        let (rc, err) = nvlinkrs(&emit, &d);
+        assert_eq!(rc, 0, "{inputs:?} --emit-ltoir: {err}");
+        let (rc, err) = nvlink(&strs(&final_link(&[&lib], "nv.cubin")), &d);
+        assert_eq!(
+            rc, 0,
+            "{inputs:?}: nvlink against the prelinked library: {err}"
+        );
+        assert_eq!(kernels_of(&d, "nv.cubin"), both, "{inputs:?}");
+    }
+    // a library of clang's bitcode alone (cicc's NVVM IR version given it): the final
+    // link by nvlinkrs keeps clang's kernel, stored as launched (clang writes no table)
+    let emit = [
+        "-lto",
+        "-r",
+        "--emit-ltoir",
+        "-arch=sm_90",
+        "clangkernel.bc",
+        "clangfn.bc",
+        "-o",
+        "clang.ltoir",
+    ];
+    let (rc, err) = nvlinkrs(&emit, &d);
+    assert_eq!(rc, 0, "{err}");
+    let (rc, err) = nvlinkrs(
+        &strs(&final_link(&["kernel.o", "clang.ltoir"], "s.cubin")),
+        &d,
+    );
+    assert_eq!(rc, 0, "{err}");
+    assert_eq!(kernels_of(&d, "s.cubin"), both);
+    // a failed mixed link says what is true: the module was linked by LLVM 22 and
+    // compiled with -nvvm-latest (before: "holds IR written by ... (nvlinkrs
+    // --emit-ltoir), which libNVVM 13.5 reads for sm_90 only with -nvvm-latest")
+    let mut link = final_link(&["kernel.o", "clangfn.bc"], "f.cubin");
+    link.retain(|a| a != "-nvvm-latest");
+    link.insert(0, "-Xnvvm=-bogus".into());
+    let (rc, err) = nvlinkrs(&strs(&link), &d);
+    assert_eq!(rc, 1, "{err}");
+    assert!(
+        err.contains("  'kernel.o+clangfn.bc' is the one module LLVM 22 linked from the mixed link's inputs, compiled by libNVVM's newer NVVM (-nvvm-version=nvvm-latest)\n")
+            && !err.contains("--emit-ltoir"),
+        "{err}"
+    );
+    // a layout that cannot be made cicc's: 64-bit integers aligned to 4
+    let (rc, ll) = tool(
+        Path::new("/usr/lib/llvm-22/bin/llvm-dis"),
+        &["clangkernel.bc", "-o", "-"],
+        &d,
+    );
+    assert_eq!(rc, 0);
+    let ll: String = ll
+        .lines()
+        .map(|l| {
+            if l.starts_with("target datalayout") {
+                "target datalayout = \"e-i64:32-n16:32:64\"".to_string()
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    std::fs::write(d.join("bad.ll"), ll).unwrap();
+    let (rc, err) = tool(
+        Path::new("/usr/lib/llvm-22/bin/llvm-as"),
+        &["bad.ll", "-o", "bad.bc"],
+        &d,
+    );
+    assert_eq!(rc, 0, "{err}");
+    for args in [
+        &[
+            "-lto",
+            "-arch=sm_90",
+            "bad.bc",
+            "kernel.o",
+            "clangfn.bc",
+            "-o",
+            "bad.cubin",
+        ][..],
+        &[
+            "-lto",
+            "-r",
+            "--emit-ltoir",
+            "-arch=sm_90",
+            "kernel.o",
+            "bad.bc",
+            "clangfn.bc",
+            "-o",
+            "bad.ltoir",
+        ],
+    ] {
+        let (rc, err) = nvlinkrs(args, &d);
+        assert_eq!(rc, 1, "{err}");
+        assert!(
+            err.contains("'bad.bc': its data layout 'e-i64:32-n16:32:64' cannot be made libNVVM's")
+                && err.contains("i64 is 8 bytes aligned to 4 there, 8 aligned to 8 in libNVVM's"),
+            "{err}"
+        );
+        assert!(!d.join("bad.cubin").exists() && !d.join("bad.ltoir").exists());
     }
 }
 

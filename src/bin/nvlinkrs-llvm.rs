@@ -4,7 +4,7 @@
 //!     nvlinkrs-llvm summarize ORIGIN < module.bc     → the module's summary as JSON
 //!     nvlinkrs-llvm lto [--libdevice=PATH] [--cache-dir=DIR] -- OPTIONS... < request  → PTX (see
 //!         `nvlinkrs::lto::llvm_engine`)
-//!     nvlinkrs-llvm link-ir < modules   → the modules linked into one, as bitcode (see
+//!     nvlinkrs-llvm link-ir [--nvidia=I,J] < modules   → the modules linked into one, as bitcode (see
 //!         `nvlinkrs::lto::prelink`)
 
 use std::io::{Read, Write};
@@ -23,7 +23,7 @@ fn run(args: &[String], pool: &nvlinkrs::jobs::Jobs) -> Result<Vec<u8>> {
             let s = bitcode::summarize_in_process(&input, origin)?;
             serde_json::to_vec(&s).map_err(|e| Error::fatal(e.to_string()))
         }
-        [cmd] if cmd == "link-ir" => prelink::link_in_process(&input),
+        [cmd, rest @ ..] if cmd == "link-ir" => prelink::link_in_process(&input, rest),
         [cmd, rest @ ..] if cmd == "lto" => {
             let split = rest.iter().position(|a| a == "--").unwrap_or(rest.len());
             let libdevice = rest[..split]

@@ -4,13 +4,16 @@
 //! `phase` is the LTO phase of a link and chooses the engine; `crash` gives a last word
 //! when libNVVM crashes in process, `isolated` runs its split compile in a child process,
 //! `split_data` gives each variable a split compile copies one home, `prelink` links IR
-//! into one `.ltoir` (`--emit-ltoir`). The IR containers themselves are read and written
+//! into one `.ltoir` (`--emit-ltoir`) or a mixed link's one module, the helper's part of
+//! which beyond the link is `link_ir`'s. The IR containers themselves are read and written
 //! by `ir`.
 
 pub mod bitcode;
 pub mod crash;
 pub mod isolated;
 pub mod libnvvm;
+#[cfg(feature = "llvm")]
+pub mod link_ir;
 pub mod llvm_engine;
 pub mod llvm_helper;
 #[cfg(feature = "llvm")]

@@ -64,13 +64,36 @@ pub fn run(
     let from_host = pool.modules.iter().any(|m| m.from_host_object);
     // nvcc's IR beside LLVM bitcode: one module, linked by LLVM, for libNVVM's newer NVVM
     let mixed = lto::prelink::is_mixed(&pool);
+    // clang's kernels: no host object of the link says whether its host code launches
+    // them (clang writes no host-reference table), so they are kept as launched
+    let mut clang_kernels = Vec::new();
     if mixed {
+        clang_kernels = lto::prelink::clang_kernels(&pool)?;
         timings.phase("link-ir", || {
             lto::prelink::join_mixed(&mut pool, req.target)
         })?;
     }
     let mut settings = lto_settings(plan, &pool, from_host);
     settings.nvvm_latest |= mixed;
+    // IR nvlinkrs wrote (LLVM 22) is read by libNVVM's newer NVVM only: up to sm_90 that
+    // takes -nvvm-latest, which nvlink needs given (it fails without); sm_100 and later
+    // always use the newer NVVM, and their options are left as nvlink's
+    let ours = (!mixed && req.target.sm < 100)
+        .then(|| pool.modules.iter().find(|m| written_by_nvlinkrs(&m.module)))
+        .flatten();
+    if let (Some(m), false) = (ours, settings.nvvm_latest) {
+        settings.nvvm_latest = true;
+        if req.verbose {
+            diag.info(&format!(
+                "'{}' holds IR written by nvlinkrs (LLVM 22): linking with -nvvm-latest, which libNVVM needs to read it for {} (nvlink needs it given)",
+                m.module.name, req.target
+            ));
+        }
+    }
+    let used = !req.kernels_used.is_empty() || !req.variables_used.is_empty();
+    if settings.host_info && !used {
+        settings.host_refs.ek.extend(clang_kernels);
+    }
     if partial {
         // nvlink's partial LTO: relocatable output, without host information (read
         // off nvlink 13.5 through a logging libNVVM)
@@ -98,7 +121,7 @@ pub fn run(
             jobs::phase(engine.1, || engine.0.compile(&modules, &options, diag))
         })
         .map_err(|e| explain_newer_ir(e, &modules, req.target))
-        .map_err(|e| explain_prelinked(e, &modules, req))?;
+        .map_err(|e| explain_ours(e, &modules, mixed))?;
     // (checked after ptxas, as nvlink does: an unresolved extern function is ptxas's error)
     let no_cudadevrt = from_host && !pool.cudadevrt && !partial;
     if req.emit_ptx {
@@ -268,19 +291,26 @@ fn explain_newer_ir(mut e: Error, modules: &[lto::IrModule], target: arch::Arch)
     e
 }
 
-/// A module `--emit-ltoir` wrote holds LLVM 22's bitcode, which libNVVM's NVVM 7 (its
-/// choice up to sm_90) refuses: say which and what reads it.
-fn explain_prelinked(e: Error, modules: &[lto::IrModule], req: &crate::cli::LinkRequest) -> Error {
-    let ours = modules.iter().find(|m| {
-        crate::ir::container::parse_header(&m.data, &m.name)
-            .is_ok_and(|(h, _)| h.llvm_version == lto::prelink::LLVM_VERSION)
-    });
-    match ours {
-        Some(m) if !req.nvvm_latest && req.target.sm < 100 => e.context(format!(
-            "'{}' holds IR written by LLVM 22 (nvlinkrs --emit-ltoir), which libNVVM 13.5 reads for {} only with -nvvm-latest",
-            m.name, req.target
+/// Whether `m` is a container nvlinkrs wrote (`--emit-ltoir`, or a mixed link's one
+/// module): LLVM 22's version in its header, which cicc never writes.
+fn written_by_nvlinkrs(m: &lto::IrModule) -> bool {
+    crate::ir::container::parse_header(&m.data, &m.name)
+        .is_ok_and(|(h, _)| h.llvm_version == lto::prelink::LLVM_VERSION)
+}
+
+/// A failed compile of IR nvlinkrs wrote: which module that is and what compiled it
+/// (libNVVM's newer NVVM, `-nvvm-version=nvvm-latest`, always given for it).
+fn explain_ours(e: Error, modules: &[lto::IrModule], mixed: bool) -> Error {
+    match modules.iter().find(|m| written_by_nvlinkrs(m)) {
+        Some(m) if mixed => e.context(format!(
+            "'{}' is the one module LLVM 22 linked from the mixed link's inputs, compiled by libNVVM's newer NVVM (-nvvm-version=nvvm-latest)",
+            m.name
         )),
-        _ => e,
+        Some(m) => e.context(format!(
+            "'{}' holds IR written by LLVM 22 (nvlinkrs --emit-ltoir), compiled by libNVVM's newer NVVM, the one that reads it",
+            m.name
+        )),
+        None => e,
     }
 }
 

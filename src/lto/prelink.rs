@@ -299,11 +299,8 @@ pub fn emit(
         consensus.add(&m.module.name, m.options.as_deref());
     }
     consensus.check(&mut |n| diag.info(&n.0))?;
-    let mut modules = Vec::with_capacity(pool.modules.len());
-    for m in &pool.modules {
-        modules.push((m.module.name.clone(), plain_bitcode(&m.module)?));
-    }
-    let linked = timings.phase("link-ir", || link(&modules))?;
+    let (modules, nvidia) = plain_modules(&pool)?;
+    let linked = timings.phase("link-ir", || link(&modules, &nvidia))?;
     // (a name with a space or a line break would be read back as other names or tables)
     for h in pool.hosts.iter().filter(|h| !h.cudadevrt) {
         for (section, entries) in &h.host_refs {
@@ -318,12 +315,23 @@ pub fn emit(
             }
         }
     }
+    // (clang's kernels as if its host code launched them: it writes no table)
+    let clang = clang_kernels(&pool)?;
+    if let Some(k) = clang
+        .iter()
+        .find(|k| k.chars().any(|c| c.is_whitespace() || c.is_control()))
+    {
+        return Err(Error::fatal(format!(
+            "kernel {k:?} of the LLVM bitcode: a .ltoir cannot store its name (a space or control character)"
+        )));
+    }
     let tables: Vec<_> = pool
         .hosts
         .iter()
         .filter(|h| !h.cudadevrt)
         .flat_map(|h| h.host_refs.iter().cloned())
         .chain(pool.stored_host_refs.iter().cloned())
+        .chain((!clang.is_empty()).then_some((".nvHRKE", clang)))
         .collect();
     let stored = [
         (CONSENSUS_TAG, consensus_string(&consensus)),
@@ -332,7 +340,75 @@ pub fn emit(
     let bytes = container(req.target, linked, &stored);
     crate::output::write_atomic(&req.output, &bytes)?;
     timings.written.out = timings.written.keep.then_some(bytes);
+    if req.verbose {
+        verbose_emit(plan, &pool, &consensus, &tables, diag);
+    }
     Ok(())
+}
+
+/// `-v` of `--emit-ltoir`: what was linked, what the library stores, and what a later
+/// link by nvlink needs.
+fn verbose_emit(
+    plan: &Plan,
+    pool: &Pool,
+    consensus: &Consensus,
+    tables: &[(&'static str, Vec<String>)],
+    diag: &crate::diag::Diagnostics,
+) {
+    let req = plan.req;
+    for line in consensus.explain() {
+        diag.info(&line);
+    }
+    let names: Vec<&str> = pool
+        .modules
+        .iter()
+        .map(|m| m.module.name.as_str())
+        .collect();
+    diag.info(&format!(
+        "--emit-ltoir: linked '{}' into '{}' (LLVM 22 bitcode for {}; stored: the option consensus '{}', {} host-reference table(s))",
+        names.join("', '"),
+        req.output.display(),
+        req.target,
+        consensus_string(consensus).trim_end(),
+        tables.iter().filter(|(_, e)| !e.is_empty()).count()
+    ));
+    if req.target.sm < 100 {
+        diag.info(&format!(
+            "a later link of '{}' by nvlink needs -nvvm-latest: libNVVM reads LLVM 22's bitcode for {} only with its newer NVVM (nvlinkrs adds it)",
+            req.output.display(),
+            req.target
+        ));
+    }
+}
+
+/// The pool's modules as plain bitcode, named, and the indices of those from NVIDIA's
+/// containers.
+#[allow(clippy::type_complexity)]
+fn plain_modules(pool: &Pool) -> Result<(Vec<(String, Vec<u8>)>, Vec<usize>)> {
+    let mut modules = Vec::with_capacity(pool.modules.len());
+    for m in &pool.modules {
+        modules.push((m.module.name.clone(), plain_bitcode(&m.module)?));
+    }
+    let nvidia = (pool.modules.iter().enumerate())
+        .filter(|(_, m)| m.module.form == IrForm::Container)
+        .map(|(i, _)| i)
+        .collect();
+    Ok((modules, nvidia))
+}
+
+/// The kernels the pool's LLVM bitcode modules define (clang's), read by the helper:
+/// clang writes no host-reference table, so no host object says whether its host code
+/// launches them, and they are kept as launched.
+pub fn clang_kernels(pool: &Pool) -> Result<Vec<String>> {
+    let mut kernels = Vec::new();
+    for m in pool
+        .modules
+        .iter()
+        .filter(|m| m.module.form == IrForm::Bitcode)
+    {
+        kernels.extend(super::bitcode::summarize(&m.module.data, &m.module.name)?.kernels);
+    }
+    Ok(kernels)
 }
 
 /// Whether the pool holds both NVIDIA's LTO IR and LLVM bitcode (a mixed link).
@@ -345,11 +421,8 @@ pub fn is_mixed(pool: &Pool) -> bool {
 /// a container (named after the modules) that libNVVM compiles with its newer NVVM, the
 /// one that reads LLVM 22's bitcode. Option strings were agreed on before.
 pub fn join_mixed(pool: &mut Pool, target: crate::arch::Arch) -> Result<()> {
-    let mut modules = Vec::with_capacity(pool.modules.len());
-    for m in &pool.modules {
-        modules.push((m.module.name.clone(), plain_bitcode(&m.module)?));
-    }
-    let linked = link(&modules)?;
+    let (modules, nvidia) = plain_modules(pool)?;
+    let linked = link(&modules, &nvidia)?;
     let name = pool
         .modules
         .iter()
@@ -369,15 +442,25 @@ pub fn join_mixed(pool: &mut Pool, target: crate::arch::Arch) -> Result<()> {
     Ok(())
 }
 
-/// The linker's side: the modules' plain bitcode to the helper, one module back. The
+/// The linker's side: the modules' plain bitcode to the helper, one module back;
+/// `nvidia`: the indices of those from NVIDIA's containers (whose data layout and triple
+/// the linked module carries, whatever the order). The
 /// answer is checked as a container's payload is before it is written or compiled: a
 /// helper that exits 0 with something else (a wrong `NVLINKRS_LLVM_HELPER`, a helper
 /// killed after writing part of its answer) fails the link instead of leaving a
 /// `.ltoir` no link can read.
-pub fn link(modules: &[(String, Vec<u8>)]) -> Result<Vec<u8>> {
+pub fn link(modules: &[(String, Vec<u8>)], nvidia: &[usize]) -> Result<Vec<u8>> {
     let body = crate::frames::encode(modules.iter().map(|(n, b)| (n.as_str(), b.as_slice())));
     let what = modules.first().map(|m| m.0.as_str()).unwrap_or("LTO IR");
-    let linked = super::llvm_helper::run(&["link-ir"], body, what)?;
+    let nvidia = format!(
+        "--nvidia={}",
+        nvidia
+            .iter()
+            .map(usize::to_string)
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    let linked = super::llvm_helper::run(&["link-ir", &nvidia], body, what)?;
     let helper = super::llvm_helper::NAME;
     crate::ir::payload::check(&linked, None, 0, helper).map_err(|e| {
         Error::fatal(format!(
@@ -390,17 +473,28 @@ pub fn link(modules: &[(String, Vec<u8>)]) -> Result<Vec<u8>> {
     Ok(linked)
 }
 
-/// The helper's side: reads each module, links them in order (no internalizing, no
-/// optimization), checks the result and writes its bitcode.
+/// The helper's side: reads each module, links them in order into a module that
+/// carries libNVVM's data layout and triple (those of the first of the `nvidia` modules,
+/// else cicc's, [`super::link_ir::NVVM_DATA_LAYOUT`]), whatever the order (no
+/// internalizing, no optimization); the kernels of the other modules (clang's) kept in
+/// `@llvm.used` as cicc's are (and, with no module of NVIDIA's, cicc's NVVM IR version);
+/// checks the result and writes its bitcode. `args`:
+/// `--nvidia=I,J`, the indices of the modules from NVIDIA's containers.
 #[cfg(feature = "llvm")]
-pub fn link_in_process(body: &[u8]) -> Result<Vec<u8>> {
+pub fn link_in_process(body: &[u8], args: &[String]) -> Result<Vec<u8>> {
+    use super::link_ir;
     use inkwell::context::Context;
     use inkwell::memory_buffer::MemoryBuffer;
     use inkwell::module::Module;
 
+    let nvidia: Vec<usize> = args
+        .iter()
+        .filter_map(|a| a.strip_prefix("--nvidia="))
+        .flat_map(|l| l.split(',').filter_map(|i| i.parse().ok()))
+        .collect();
     let modules = crate::frames::decode(body)?;
     let ctx = Context::create();
-    let mut linked: Option<Module> = None;
+    let mut parsed = Vec::with_capacity(modules.len());
     for (name, data) in &modules {
         let buf = MemoryBuffer::create_from_memory_range_copy(data, name);
         let m = Module::parse_bitcode_from_buffer(&buf, &ctx).map_err(|e| {
@@ -416,6 +510,32 @@ pub fn link_in_process(body: &[u8]) -> Result<Vec<u8>> {
                 "'{name}': LLVM bitcode for target '{t}'; only nvptx64 device code can be linked"
             )));
         }
+        parsed.push((name, m));
+    }
+    let layout_of = |m: &Module| m.get_data_layout().as_str().to_string_lossy().into_owned();
+    let (layout, triple) = match nvidia.first().and_then(|&i| parsed.get(i)) {
+        Some((_, m)) => (layout_of(m), m.get_triple()),
+        None => (
+            link_ir::NVVM_DATA_LAYOUT.to_string(),
+            inkwell::targets::TargetTriple::create(link_ir::NVVM_TRIPLE),
+        ),
+    };
+    let target_layout = inkwell::targets::TargetData::create(&layout).get_data_layout();
+    let mut linked: Option<Module> = None;
+    let mut kernels = Vec::new();
+    for (i, (name, m)) in parsed.into_iter().enumerate() {
+        if !nvidia.contains(&i) {
+            if let Some(why) = link_ir::layout_difference(&ctx, &layout_of(&m), &layout) {
+                return Err(Error::fatal(format!(
+                    "'{name}': its data layout '{}' cannot be made libNVVM's ('{layout}'): {why}",
+                    layout_of(&m)
+                )));
+            }
+            kernels.extend(link_ir::defined_kernels(&m));
+            // (the linked module keeps the first's layout and triple: libNVVM's, always)
+            m.set_triple(&triple);
+            m.set_data_layout(&target_layout);
+        }
         match &linked {
             None => linked = Some(m),
             Some(l) => l.link_in_module(m).map_err(|e| {
@@ -426,14 +546,18 @@ pub fn link_in_process(body: &[u8]) -> Result<Vec<u8>> {
             })?,
         }
     }
-    let m = linked.ok_or_else(|| Error::fatal("nvlinkrs-llvm: no modules to link"))?;
-    m.verify().map_err(|e| {
+    let linked = linked.ok_or_else(|| Error::fatal("nvlinkrs-llvm: no modules to link"))?;
+    link_ir::keep_kernels(&linked, &kernels)?;
+    if nvidia.is_empty() {
+        link_ir::add_nvvm_ir_version(&linked)?;
+    }
+    linked.verify().map_err(|e| {
         Error::fatal(format!(
             "the linked module is not valid IR: {}",
             e.to_string().trim()
         ))
     })?;
-    Ok(m.write_bitcode_to_memory().as_slice().to_vec())
+    Ok(linked.write_bitcode_to_memory().as_slice().to_vec())
 }
 
 #[cfg(test)]
