@@ -121,7 +121,7 @@ fn link_phases(plan: &Plan, ctx: &LinkContext, keep: bool) -> Result<Timings> {
         assemble::objects(plan, ctx, units, lto_cubins)
     })?;
     if finalize::wanted(plan)? {
-        timings.phase("finalize", || finalize::phase(plan, &mut inputs))?;
+        timings.phase("finalize", || finalize::phase(plan, diag, &mut inputs))?;
     }
     let mut options = plan.merge_options();
     options.kernels = plan.kernel_filter(&hosts, described);

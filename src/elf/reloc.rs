@@ -198,6 +198,20 @@ pub fn extent(ty: u32) -> u64 {
         .unwrap_or(0) as u64
 }
 
+/// The bits the fields of `ty` cover in a 16-byte instruction, for a relocation at byte
+/// `at` of it (bits past the instruction's end left out); `None` for a type not in the
+/// table.
+pub fn field_mask(ty: u32, at: u64) -> Option<u128> {
+    let (_, slots) = TABLE.get(ty as usize)?;
+    let mut mask = 0u128;
+    for &(bit, width, _, _) in slots.iter() {
+        for b in (at as u32 * 8 + bit)..(at as u32 * 8 + bit + width).min(128) {
+            mask |= 1u128 << b;
+        }
+    }
+    Some(mask)
+}
+
 /// Patches `value` (S + A) and `bank` into `code` at `offset` as type `ty` says.
 /// `clear` asks the clear-when-unused types to zero their field.
 pub fn apply(
