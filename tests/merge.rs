@@ -273,6 +273,56 @@ fn finalizer_control_bits_sm_100() {
     assert!(bad.output.is_none());
 }
 
+/// Functions whose instructions or size nvlink's finalizer changes (`coop.cu`: k_cluster
+/// loses a `MEMBAR` and its padding, 0x80 bytes; k_atomics keeps its size, its
+/// instructions moved, its EXIT elsewhere), alone and beside units that call other units:
+/// with `NVLINKRS_FINALIZER=nvjitlink` the whole finalized function is taken (code,
+/// relocation sites found again, `.nv.info` offset lists, capsule, `.debug_frame` FDE,
+/// sizes) and the image is equivalent to nvlink's (coop alone: byte-identical); without
+/// it, 9 (sm_100) and 11 (sm_120) differences, as before whole functions were taken.
+#[test]
+fn finalizer_whole_functions_sm_100() {
+    let dir = tempfile::tempdir().unwrap();
+    for sm in ["100", "120"] {
+        for (set, identical) in [
+            (&["coop"][..], true),
+            (&["virt", "coop", "managed"][..], false),
+        ] {
+            let mut a = vec![format!("-arch=sm_{sm}")];
+            a.extend(args(
+                &set.iter()
+                    .map(|n| format!("{n}_{sm}.cubin"))
+                    .collect::<Vec<_>>()
+                    .iter()
+                    .map(String::as_str)
+                    .collect::<Vec<_>>(),
+            ));
+            let want = run(&cuda().join("bin/nvlink"), &a, dir.path());
+            let env = [("NVLINKRS_FINALIZER", "nvjitlink")];
+            let got = run_with(&nvlinkrs(), &a, dir.path(), &env);
+            assert_eq!(
+                (got.code, &got.messages),
+                (0, &want.messages),
+                "{set:?} sm_{sm}"
+            );
+            let (want, got) = (want.output.unwrap(), got.output.unwrap());
+            let r = equiv::compare(&want, &got).unwrap();
+            assert!(r.equivalent(), "{set:?} sm_{sm}: {:?}", r.differences);
+            if identical {
+                assert!(want == got, "{set:?} sm_{sm}: not byte-identical");
+            }
+            let plain = run_with(&nvlinkrs(), &a, dir.path(), &[]);
+            let r = equiv::compare(&want, &plain.output.unwrap()).unwrap();
+            let n = if sm == "100" { 9 } else { 11 };
+            assert_eq!(
+                r.differences.len(),
+                n,
+                "{set:?} sm_{sm} without the finalizer"
+            );
+        }
+    }
+}
+
 /// -G code at sm_100 whose `.nv.merc.debug_loc` refers to labels ptxas left undefined:
 /// the link succeeds and is equivalent to nvlink's (it lacked the relocation of
 /// `.nv.merc.debug_info` against `.nv.merc.debug_line` until issue 22's item b).

@@ -15,6 +15,7 @@
 
 pub mod isolated;
 pub mod nvjitlink;
+mod whole;
 
 use rayon::prelude::*;
 use std::collections::{HashMap, HashSet};
@@ -22,7 +23,9 @@ use std::collections::{HashMap, HashSet};
 use crate::arch::Arch;
 use crate::bytes::Bytes;
 use crate::diag::{Diagnostics, Error, Result};
-use crate::elf::cubin::{Cubin, SHT_PROGBITS, SHT_REL, SHT_RELA, STB_GLOBAL, STB_LOCAL};
+use crate::elf::cubin::{
+    Cubin, SHT_CUDA_RESOLVED_RELA, SHT_PROGBITS, SHT_REL, SHT_RELA, STB_GLOBAL, STB_LOCAL, Section,
+};
 use crate::elf::{info, reloc};
 use crate::merge::Input;
 use crate::plan::Plan;
@@ -221,13 +224,13 @@ fn spliced(unit: &Cubin, fin: &Cubin) -> Result<Option<(Cubin, Count)>> {
 
 /// Bits 41..63 of an instruction's second word: stall, yield, barriers, wait mask and
 /// reuse flags (the scheduling control), the rest being the instruction.
-const CONTROL: u64 = !((1u64 << 41) - 1);
+pub(crate) const CONTROL: u64 = !((1u64 << 41) - 1);
 
 /// The `.nv.info` attributes that list instruction offsets in their function (EXIT,
 /// S2R CTAID, cache-modifier loads, system atomics, cooperative groups, emulated 16-bit
 /// atomics, warp-wide integer, indirect-branch targets, mbarriers, coroutine resumes,
 /// `MEMBAR.SYS` workarounds): a function whose instructions move must keep them.
-const OFFSET_LISTS: &[u8] = &[
+pub(crate) const OFFSET_LISTS: &[u8] = &[
     0x1C, 0x1D, 0x25, 0x27, 0x28, 0x2D, 0x31, 0x34, 0x39, 0x3A, 0x47,
 ];
 
@@ -258,76 +261,107 @@ pub fn splice(unit: &Cubin, fin: &Cubin) -> Result<(Option<Vec<u8>>, Count)> {
         .sections
         .iter()
         .any(|s| matches!(s.name.as_str(), ".debug_line" | ".nv_debug_line_sass"));
-    let ctl = (CONTROL as u128) << 64;
-    'functions: for (index, s) in unit.sections.iter().enumerate() {
+    for (index, s) in unit.sections.iter().enumerate() {
         if s.ty != SHT_PROGBITS || !s.name.starts_with(".text.") {
             continue;
         }
-        let mut named = fin.sections.iter().filter(|x| x.name == s.name);
-        let (Some(f), None) = (named.next(), named.next()) else {
+        let mut named = (fin.sections.iter().enumerate()).filter(|(_, x)| x.name == s.name);
+        let (Some((fsec, f)), None) = (named.next(), named.next()) else {
             continue;
         };
-        let (ours, theirs) = (unit.bytes(s), fin.bytes(f));
-        if ours.len() != theirs.len() || ours.len() % 16 != 0 {
-            continue;
-        }
-        let capsule = format!(".nv.capmerc{}", s.name);
-        let cap = |c: &Cubin| {
-            c.sections
-                .iter()
-                .find(|x| x.name == capsule)
-                .map(|x| c.bytes(x).get(4..).unwrap_or_default().to_vec())
-        };
-        if cap(unit) != cap(fin) {
-            continue;
-        }
-        // the relocated fields of each patched instruction
-        let mut sites: HashMap<u64, u128> = HashMap::new();
-        for (k, r) in unit.sections.iter().enumerate() {
-            if matches!(r.ty, SHT_RELA | SHT_REL) && r.info as usize == index {
-                for r in unit.relocations(k)? {
-                    let Some(mask) = reloc::field_mask(r.ty, r.offset % 16) else {
-                        continue 'functions;
-                    };
-                    *sites.entry(r.offset / 16 * 16).or_default() |= mask;
+        match in_place(unit, fin, index, f, lines)? {
+            Some((code, moved)) => {
+                if code != unit.bytes(s) {
+                    let data = out.get_or_insert_with(|| unit.data.to_vec());
+                    data[s.offset as usize..(s.offset + s.size) as usize].copy_from_slice(&code);
+                    count.functions += 1;
+                    count.instructions += moved as usize;
                 }
             }
-        }
-        let word = |d: &[u8], off: usize| {
-            u128::from_le_bytes(d[off..off + 16].try_into().expect("16 bytes"))
-        };
-        let mut code = ours.to_vec();
-        let (mut moved, mut left, mut right) = (false, Vec::new(), Vec::new());
-        for off in (0..ours.len()).step_by(16) {
-            let (o, t) = (word(ours, off), word(theirs, off));
-            let new = match sites.get(&(off as u64)) {
-                Some(&m) if (o ^ t) & !(m | ctl) != 0 => continue 'functions,
-                Some(_) => (o & !ctl) | (t & ctl),
-                None => {
-                    moved |= (o ^ t) & !ctl != 0;
-                    left.push(o & !ctl);
-                    right.push(t & !ctl);
-                    t
+            // (a table of resolved relocations would name the old offsets)
+            None if !lines
+                && !unit
+                    .sections
+                    .iter()
+                    .any(|r| r.ty == SHT_CUDA_RESOLVED_RELA && r.info as usize == index) =>
+            {
+                let data = out.get_or_insert_with(|| unit.data.to_vec());
+                if whole::take(unit, fin, index, fsec, data)? {
+                    count.functions += 1;
+                    count.instructions += 1;
                 }
-            };
-            code[off..off + 16].copy_from_slice(&new.to_le_bytes());
-        }
-        if moved {
-            left.sort_unstable();
-            right.sort_unstable();
-            let fname = &s.name[".text.".len()..];
-            if lines || left != right || offset_lists(unit, fname)? != offset_lists(fin, fname)? {
-                continue;
             }
-            count.instructions += 1;
-        }
-        if code != ours {
-            let data = out.get_or_insert_with(|| unit.data.to_vec());
-            data[s.offset as usize..(s.offset + s.size) as usize].copy_from_slice(&code);
-            count.functions += 1;
+            None => {}
         }
     }
     Ok((out, count))
+}
+
+/// Function `index` of `unit` with `fin`'s code taken in place (the same size, the same
+/// capsule, the relocation sites where they were): the code, and whether instructions
+/// moved; `None` where that cannot be done.
+fn in_place(
+    unit: &Cubin,
+    fin: &Cubin,
+    index: usize,
+    f: &Section,
+    lines: bool,
+) -> Result<Option<(Vec<u8>, bool)>> {
+    let s = &unit.sections[index];
+    let (ours, theirs) = (unit.bytes(s), fin.bytes(f));
+    if ours.len() != theirs.len() || ours.len() % 16 != 0 {
+        return Ok(None);
+    }
+    let capsule = format!(".nv.capmerc{}", s.name);
+    let cap = |c: &Cubin| {
+        c.sections
+            .iter()
+            .find(|x| x.name == capsule)
+            .map(|x| c.bytes(x).get(4..).unwrap_or_default().to_vec())
+    };
+    if cap(unit) != cap(fin) {
+        return Ok(None);
+    }
+    // the relocated fields of each patched instruction
+    let mut sites: HashMap<u64, u128> = HashMap::new();
+    for (k, r) in unit.sections.iter().enumerate() {
+        if matches!(r.ty, SHT_RELA | SHT_REL) && r.info as usize == index {
+            for r in unit.relocations(k)? {
+                let Some(mask) = reloc::field_mask(r.ty, r.offset % 16) else {
+                    return Ok(None);
+                };
+                *sites.entry(r.offset / 16 * 16).or_default() |= mask;
+            }
+        }
+    }
+    let ctl = (CONTROL as u128) << 64;
+    let word =
+        |d: &[u8], off: usize| u128::from_le_bytes(d[off..off + 16].try_into().expect("16 bytes"));
+    let mut code = ours.to_vec();
+    let (mut moved, mut left, mut right) = (false, Vec::new(), Vec::new());
+    for off in (0..ours.len()).step_by(16) {
+        let (o, t) = (word(ours, off), word(theirs, off));
+        let new = match sites.get(&(off as u64)) {
+            Some(&m) if (o ^ t) & !(m | ctl) != 0 => return Ok(None),
+            Some(_) => (o & !ctl) | (t & ctl),
+            None => {
+                moved |= (o ^ t) & !ctl != 0;
+                left.push(o & !ctl);
+                right.push(t & !ctl);
+                t
+            }
+        };
+        code[off..off + 16].copy_from_slice(&new.to_le_bytes());
+    }
+    if moved {
+        left.sort_unstable();
+        right.sort_unstable();
+        let fname = &s.name[".text.".len()..];
+        if lines || left != right || offset_lists(unit, fname)? != offset_lists(fin, fname)? {
+            return Ok(None);
+        }
+    }
+    Ok(Some((code, moved)))
 }
 
 /// The instruction-offset records of function `name`'s `.nv.info` section, sorted.
