@@ -9,12 +9,12 @@
 //! the symbol's sizes. Anything that cannot be matched one to one leaves the function as
 //! ptxas wrote it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::{CONTROL, OFFSET_LISTS};
 use crate::bytes::Le;
 use crate::diag::Result;
-use crate::elf::cubin::{Cubin, SHT_REL, SHT_RELA, SHT_SYMTAB};
+use crate::elf::cubin::{Cubin, SHT_MERC_RELA, SHT_REL, SHT_RELA, SHT_SYMTAB};
 use crate::elf::{info, reloc};
 
 /// Takes `fin`'s function `name` (section `fsec` there) into `data`, the bytes of `unit`
@@ -33,26 +33,37 @@ pub fn take(
     if ours.len() % 16 != 0 || theirs.len() % 16 != 0 || theirs.is_empty() {
         return Ok(false);
     }
-    let ctl = (CONTROL as u128) << 64;
     let word = |d: &[u8], off: usize| u128::from_le_bytes(d[off..off + 16].try_into().unwrap());
-    // the capsule, the same length
+    // the capsule
     let capsule = format!(".nv.capmerc{}", s.name);
     let (Some(c0), Some(c1)) = (section(unit, &capsule), section(fin, &capsule)) else {
         return Ok(false);
     };
     let (b0, b1) = (unit.bytes(&unit.sections[c0]), fin.bytes(&fin.sections[c1]));
-    if b0.len() != b1.len() || b0.len() < 4 {
+    if b0.len() < 4 || b1.len() < 4 {
         return Ok(false);
+    }
+    // (the Mercury relocations address the expanded Mercury code, not the capsule's
+    // bytes: a changed capsule is taken where every Mercury relocation the finalized
+    // image kept is at an offset of one of ours; the link drops those it resolves)
+    if b0[4..] != b1[4..] {
+        let ours = mercury_relocations(unit, c0)?;
+        if !mercury_relocations(fin, c1)?
+            .iter()
+            .all(|o| ours.binary_search(o).is_ok())
+        {
+            return Ok(false);
+        }
     }
     if b0[4..] != b1[4..] {
         let mut cap = b0[..4].to_vec();
         cap.extend_from_slice(&b1[4..]);
         edits.push(Edit::Section(c0, cap));
     }
-    // the relocation sites, found again in order among the finalized instructions alike
+    // the relocation sites, found again among the finalized instructions alike
     let mut code = theirs.to_vec();
-    let mut by_key: HashMap<u128, Vec<usize>> = HashMap::new();
-    let mut sites = Vec::new();
+    let mut relocs = Vec::new();
+    let mut masks: HashMap<usize, u128> = HashMap::new();
     for (k, r) in unit.sections.iter().enumerate() {
         if !matches!(r.ty, SHT_RELA | SHT_REL) || r.info as usize != index {
             continue;
@@ -66,35 +77,23 @@ pub fn take(
             if at + 16 > ours.len() {
                 return Ok(false);
             }
-            let key = word(ours, at) & !(m | ctl);
-            sites.push((r.offset as usize + j * entry, rel.offset, m, key, at));
+            *masks.entry(at).or_default() |= m;
+            relocs.push((r.offset as usize + j * entry, rel.offset, at));
         }
     }
-    let mut used: HashMap<u128, usize> = HashMap::new();
-    for &(_, _, m, key, _) in &sites {
-        by_key.entry(key).or_insert_with(|| {
-            (0..theirs.len())
-                .step_by(16)
-                .filter(|&p| word(theirs, p) & !(m | ctl) == key)
-                .collect()
-        });
-    }
-    for &(entry_at, offset, m, key, at) in &sites {
-        let n = used.entry(key).or_default();
-        let found = &by_key[&key];
-        // as many alike instructions in both, matched in order
-        let alike = sites.iter().filter(|x| x.3 == key).count();
-        if found.len() != alike {
-            return Ok(false);
+    match moved_sites(ours, theirs, &masks) {
+        Some(to) => {
+            for (&at, &p) in &to {
+                let m = masks[&at];
+                let new = (word(theirs, p) & !m) | (word(ours, at) & m);
+                code[p..p + 16].copy_from_slice(&new.to_le_bytes());
+            }
+            for &(entry_at, offset, at) in &relocs {
+                let moved = to[&at] as u64 + offset % 16;
+                edits.push(Edit::Bytes(entry_at, moved.to_le_bytes().to_vec()));
+            }
         }
-        let p = found[*n];
-        *n += 1;
-        let new = (word(theirs, p) & !m) | (word(ours, at) & m);
-        code[p..p + 16].copy_from_slice(&new.to_le_bytes());
-        edits.push(Edit::Bytes(
-            entry_at,
-            (p as u64 + offset % 16).to_le_bytes().to_vec(),
-        ));
+        None => return Ok(false),
     }
     // the function's instruction-offset lists
     let info_name = format!(".nv.info.{name}");
@@ -192,6 +191,62 @@ pub fn take(
     Ok(true)
 }
 
+/// Where each relocated instruction of `ours` (at the offsets of `masks`, its relocated
+/// fields) is in `theirs`: among the instructions alike but for those fields and the
+/// control bits, those that are also alike in the fields are the unrelocated ones of
+/// `ours` (matched by value), the others its relocated ones, in order; `None` where the
+/// counts do not agree or a relocated value equals an unrelocated one.
+fn moved_sites(
+    ours: &[u8],
+    theirs: &[u8],
+    masks: &HashMap<usize, u128>,
+) -> Option<HashMap<usize, usize>> {
+    let ctl = (CONTROL as u128) << 64;
+    let word = |d: &[u8], off: usize| u128::from_le_bytes(d[off..off + 16].try_into().unwrap());
+    let mut groups: HashMap<(u128, u128), Vec<usize>> = HashMap::new();
+    for (&at, &m) in masks {
+        groups
+            .entry((word(ours, at) & !(m | ctl), m))
+            .or_default()
+            .push(at);
+    }
+    let mut to = HashMap::new();
+    let (mut claimed, mut unrelocated) = (HashSet::new(), HashSet::new());
+    for ((key, m), mut sites) in groups {
+        sites.sort_unstable();
+        let alike = |d: &[u8], q: usize| word(d, q) & !(m | ctl) == key;
+        let mut plain: Vec<u128> = (0..ours.len())
+            .step_by(16)
+            .filter(|q| !masks.contains_key(q) && alike(ours, *q))
+            .map(|q| word(ours, q) & !ctl)
+            .collect();
+        let all = plain.clone();
+        let mut found = Vec::new();
+        for p in (0..theirs.len()).step_by(16).filter(|&p| alike(theirs, p)) {
+            let e = word(theirs, p) & !ctl;
+            match plain.iter().position(|&x| x == e) {
+                Some(i) => {
+                    plain.swap_remove(i);
+                    unrelocated.insert(p);
+                }
+                None if all.contains(&e) => return None,
+                None => found.push(p),
+            }
+        }
+        if !plain.is_empty() || found.len() != sites.len() {
+            return None;
+        }
+        for (at, p) in sites.into_iter().zip(found) {
+            if !claimed.insert(p) {
+                return None;
+            }
+            to.insert(at, p);
+        }
+    }
+    // (an instruction taken as relocated under one mask and unrelocated under another)
+    claimed.is_disjoint(&unrelocated).then_some(to)
+}
+
 enum Edit {
     /// Bytes at a file offset.
     Bytes(usize, Vec<u8>),
@@ -227,6 +282,18 @@ fn put(unit: &Cubin, i: usize, bytes: &[u8], data: &mut Vec<u8>) {
     let header = shoff + i * 64;
     data[header + 0x18..header + 0x20].copy_from_slice(&at.to_le_bytes());
     data[header + 0x20..header + 0x28].copy_from_slice(&(bytes.len() as u64).to_le_bytes());
+}
+
+/// The offsets of the Mercury relocations against capsule `cap`, sorted.
+fn mercury_relocations(c: &Cubin, cap: usize) -> Result<Vec<u64>> {
+    let mut v = Vec::new();
+    for (k, r) in c.sections.iter().enumerate() {
+        if r.ty == SHT_MERC_RELA && r.info as usize == cap {
+            v.extend(c.relocations(k)?.iter().map(|r| r.offset));
+        }
+    }
+    v.sort();
+    Ok(v)
 }
 
 /// Whether two FDEs' call-frame instructions are the same but for the offsets of their
