@@ -225,7 +225,7 @@ fn finalizer_control_bits_sm_100() {
             names.iter().map(|n| format!("section .text.{n}")).collect()
         };
         assert_eq!(
-            differing(&[]),
+            differing(&[("NVLINKRS_FINALIZER", "off")]),
             text(&[
                 "_Z1kPfi",
                 "_Z2tkIfEvPT_S0_i",
@@ -235,8 +235,9 @@ fn finalizer_control_bits_sm_100() {
             ]),
             "{arch}: without the finalizer"
         );
+        // (the default: on where the toolkit has libnvJitLink)
         assert_eq!(
-            differing(&[("NVLINKRS_FINALIZER", "nvjitlink")]),
+            differing(&[]),
             Vec::<String>::new(),
             "{arch}: with libnvJitLink's control bits"
         );
@@ -311,7 +312,12 @@ fn finalizer_whole_functions_sm_100() {
             if identical {
                 assert!(want == got, "{set:?} sm_{sm}: not byte-identical");
             }
-            let plain = run_with(&nvlinkrs(), &a, dir.path(), &[]);
+            let plain = run_with(
+                &nvlinkrs(),
+                &a,
+                dir.path(),
+                &[("NVLINKRS_FINALIZER", "off")],
+            );
             let r = equiv::compare(&want, &plain.output.unwrap()).unwrap();
             let n = if sm == "100" { 9 } else { 11 };
             assert_eq!(
@@ -1482,7 +1488,12 @@ fn finalizer_crash_falls_back() {
         dir.path(),
         &[("NVLINKRS_FINALIZER", "nvjitlink")],
     );
-    let plain = run_with(&nvlinkrs(), &a, dir.path(), &[]);
+    let plain = run_with(
+        &nvlinkrs(),
+        &a,
+        dir.path(),
+        &[("NVLINKRS_FINALIZER", "off")],
+    );
     assert_eq!(
         (got.code, got.messages),
         (

@@ -1,17 +1,18 @@
-//! sm_100+ scheduling taken from NVIDIA's finalizer, one input unit at a time: an opt-in
-//! prototype (`NVLINKRS_FINALIZER=nvjitlink`, off by default).
+//! sm_100+ code taken from NVIDIA's finalizer (libnvJitLink, in a child process): on by
+//! default at sm_100+ where the toolkit has libnvJitLink (`NVLINKRS_FINALIZER=off` turns
+//! it off, `=nvjitlink` makes a missing library an error).
 //!
 //! nvlink 13.5 regenerates every sm_100+ function's SASS from its capsule Mercury, as an
 //! executable, while ptxas `-c` wrote relocatable code; for some functions (kernels that
 //! make no call, among others) the two differ in the scheduling control bits only, for
 //! others in their instructions too (DESIGN.md, "sm_100+: the finalizer"). The code a
 //! function gets does not depend on the other units, and libnvJitLink, given a unit that
-//! links alone (or with libcudadevrt), produces nvlink's code for it. This module asks a
-//! [`Finalizer`] for each unit's image and takes from it, per function, the control bits
-//! only, and only where every instruction is otherwise the one ptxas wrote (so offsets,
-//! relocations, `.nv.info` records and line tables stay as they are). Everything else is
-//! left alone: a unit that calls or refers to another unit, `-G` code, and functions
-//! whose instructions or sizes the finalizer changed.
+//! links alone (or with libcudadevrt), or the whole program, produces nvlink's code. This
+//! module asks a [`Finalizer`] for those images and takes from them, per function, the
+//! control bits, the instructions where they were only reordered, or the whole function
+//! with what names offsets in it ([`whole`]), each only where it stays consistent (so
+//! relocations, `.nv.info` records and line tables match the code). `-G` code is left
+//! alone.
 
 pub mod isolated;
 pub mod nvjitlink;
@@ -52,27 +53,45 @@ pub struct Stats {
     pub instructions: usize,
 }
 
-/// The value of [`VAR`] when the prototype is asked for, `None` when it is not set;
-/// an error for a value other than `nvjitlink`.
-pub fn requested() -> Result<Option<String>> {
+/// What [`VAR`] asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Setting {
+    /// Unset: the finalizer runs where libnvJitLink is found.
+    Default,
+    /// `off` (or `0`, or empty): never.
+    Off,
+    /// `nvjitlink`: always at sm_100+; a toolkit without libnvJitLink is an error.
+    On,
+}
+
+/// The setting of [`VAR`]; an error for a value nvlinkrs does not know.
+pub fn setting() -> Result<Setting> {
     match std::env::var(VAR) {
-        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotPresent) => Ok(Setting::Default),
         Err(std::env::VarError::NotUnicode(v)) => Err(Error::fatal(format!(
             "{VAR}='{}': the only finalizer nvlinkrs knows is 'nvjitlink'",
             v.to_string_lossy()
         ))),
-        Ok(v) if v.is_empty() || v == "0" || v == "off" => Ok(None),
-        Ok(v) if v == "nvjitlink" => Ok(Some(v)),
+        Ok(v) if v.is_empty() || v == "0" || v == "off" => Ok(Setting::Off),
+        Ok(v) if v == "nvjitlink" => Ok(Setting::On),
         Ok(v) => Err(Error::fatal(format!(
             "{VAR}='{v}': the only finalizer nvlinkrs knows is 'nvjitlink'"
         ))),
     }
 }
 
-/// Whether this link runs the finalizer: asked for, an sm_100+ target, not `-r`.
+/// Whether this link runs the finalizer: an sm_100+ executable link (not `-r`), the
+/// setting not `off`, libnvJitLink in the toolkit (or asked for by name), and this
+/// process nvlinkrs' own executable, which the finalizer's child is started from (not
+/// the drop-in libnvJitLink inside someone else's program).
 pub fn wanted(plan: &Plan) -> Result<bool> {
     let req = plan.req;
-    Ok(requested()?.is_some() && req.target.sm >= 100 && !req.relocatable)
+    let s = setting()?;
+    let here = crate::toolkit::own_image() == std::env::current_exe().ok();
+    if s == Setting::Off || req.target.sm < 100 || req.relocatable || !here {
+        return Ok(false);
+    }
+    Ok(s == Setting::On || plan.toolkit().ok().and_then(|k| k.libnvjitlink()).is_some())
 }
 
 /// The phase: the toolkit's libnvJitLink, in a child process, as the finalizer of
