@@ -120,8 +120,10 @@ pub fn key(req: &LinkRequest, cache: &Cache, kit: Option<&Toolkit>) -> Option<Ke
     }
     tools.extend(crate::lto::llvm_helper_path());
     // the finalizer changes sm_100+ code: its setting and library are part of the key
+    // (of sm_100+ links: the others never run it)
     match crate::finalize::setting().ok()? {
         crate::finalize::Setting::Off => {}
+        _ if req.target.sm < 100 => {}
         s => {
             k = k.text(&format!("{}={s:?}", crate::finalize::VAR));
             tools.extend(kit.and_then(|kit| kit.libnvjitlink()));
