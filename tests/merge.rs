@@ -17,6 +17,8 @@ mod buildsys;
 mod bytes;
 #[path = "merge/generated.rs"]
 mod generated;
+#[path = "merge/launched.rs"]
+mod launched;
 
 fn cuda() -> PathBuf {
     PathBuf::from(std::env::var_os("CUDA_HOME").expect("CUDA_HOME (set by scripts/test.sh)"))

@@ -178,6 +178,14 @@ pub fn resolvable(ty: u32) -> bool {
     })
 }
 
+/// Whether the type writes the target's function descriptor (a kernel launched from the
+/// device: `FUNC_DESC*`).
+pub fn is_func_desc(ty: u32) -> bool {
+    TABLE
+        .get(ty as usize)
+        .is_some_and(|(n, _)| n.starts_with("FUNC_DESC"))
+}
+
 /// Whether the type asks for the target's global (load) address (`G32`, `G64`).
 pub fn is_global_address(ty: u32) -> bool {
     TABLE
