@@ -24,10 +24,13 @@ fn functions(image: &[u8]) -> BTreeSet<String> {
 
 /// The links: `dp.cu`'s unit (its host code launches nothing; `dpmain.cu` would) beside
 /// another host object, as in a program whose launching unit's host side is elsewhere,
-/// and `devlaunch.cu` alone; at sm_90 and sm_100.
+/// and `devlaunch.cu` alone; at sm_90 and sm_100; plain and whole-program LTO (libNVVM
+/// keeps the kernels external beside libcudadevrt, and the merge narrows the link).
 fn links() -> Vec<(&'static str, Vec<String>)> {
     let lib = format!("-L{}", cuda().join("lib").display());
+    let nvvm = format!("-nvvmpath={}", cuda().join("nvvm").display());
     let l = |a: &[&str]| args(&[a, &[lib.as_str(), "-lcudadevrt"][..]].concat());
+    let lto = |a: &[&str]| l(&[&["-dlto", nvvm.as_str()][..], a].concat());
     vec![
         (
             "dp unit beside a host object sm_90",
@@ -44,6 +47,18 @@ fn links() -> Vec<(&'static str, Vec<String>)> {
         (
             "device launches sm_100",
             l(&["-arch=sm_100", "devlaunch_dc100.o"]),
+        ),
+        (
+            "dp unit beside a host object, whole LTO sm_90",
+            lto(&["-arch=sm_90", "dp_lto90.o", "launch1_lto.o"]),
+        ),
+        (
+            "device launches, whole LTO sm_90",
+            lto(&["-arch=sm_90", "devlaunch_lto90.o"]),
+        ),
+        (
+            "device launches, whole LTO sm_100",
+            lto(&["-arch=sm_100", "devlaunch_lto100.o"]),
         ),
     ]
 }
