@@ -100,7 +100,7 @@ impl Engine for IsolatedNvvm {
 
 /// Feeds the child its request and collects its output; stops it when it makes no
 /// progress for [`STALL`] (status `None`).
-fn supervise(
+pub(crate) fn supervise(
     mut child: std::process::Child,
     body: &[u8],
 ) -> Result<(Option<std::process::ExitStatus>, Vec<u8>, Vec<u8>)> {
