@@ -237,7 +237,8 @@ pub struct LinkArgs {
     #[arg(long = "daemon")]
     pub daemon: bool,
     /// With -lto -r: link the inputs' IR into one LTO IR module (LLVM) and write it as a
-    /// .ltoir that a later -lto link takes with -nvvm-latest up to sm_90 (nvlinkrs adds it;
+    /// .ltoir (as a host object holding it when the output is named *.o) that a later -lto
+    /// link takes with -nvvm-latest up to sm_90 (nvlinkrs adds it;
     /// nvlink needs it given).
     #[arg(long = "emit-ltoir")]
     pub emit_ltoir: bool,

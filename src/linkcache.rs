@@ -92,6 +92,11 @@ pub fn key(req: &LinkRequest, cache: &Cache, kit: Option<&Toolkit>) -> Option<Ke
                 .file_name()
                 .map(PathBuf::from)
                 .unwrap_or_default(),
+            // (an `--emit-ltoir` output named `*.o` is a host object: the name's
+            // extension decides the bytes)
+            false if req.emit_ltoir && crate::lto::prelink::as_host_object(&req.output) => {
+                PathBuf::from("x.o")
+            }
             false => PathBuf::new(),
         },
         register_link_binaries: match files_noted {

@@ -156,7 +156,8 @@ fn strs(v: &[String]) -> Vec<&str> {
 }
 
 /// The one-step link by nvlink, and the final link against the prelinked library by
-/// nvlink and by nvlinkrs: all three images the same bytes. Returns the image.
+/// nvlink and by nvlinkrs, the library as a `.ltoir`, as a host object (`-o lib.o`) and
+/// as that object after `ld -r`: all seven images the same bytes. Returns the image.
 fn staged_matches_one_step(d: &Path, lib: &[&str], app: &[&str]) -> Vec<u8> {
     let emit = [
         &["-lto", "-r", "--emit-ltoir", "-arch=sm_90"],
@@ -174,8 +175,31 @@ fn staged_matches_one_step(d: &Path, lib: &[&str], app: &[&str]) -> Vec<u8> {
     assert_eq!(rc, 0, "nvlink against lib.ltoir: {err}");
     let (rc, err) = nvlinkrs(&strs(&final_link(&staged, "rs.cubin")), d);
     assert_eq!(rc, 0, "nvlinkrs against lib.ltoir: {err}");
+    // the same library as a host object (`-o lib.o`), and that object after `ld -r`
+    let emit_o = [&emit[..emit.len() - 1], &["lib.o"]].concat();
+    let (rc, err) = nvlinkrs(&emit_o, d);
+    assert_eq!(rc, 0, "--emit-ltoir -o lib.o: {err}");
+    let (rc, err) = tool(Path::new("ld"), &["-r", "lib.o", "-o", "lib_r.o"], d);
+    assert_eq!(rc, 0, "ld -r lib.o: {err}");
+    for (lib_o, nv, rs) in [
+        ("lib.o", "nv_o.cubin", "rs_o.cubin"),
+        ("lib_r.o", "nv_r.cubin", "rs_r.cubin"),
+    ] {
+        let staged = [app, &[lib_o]].concat();
+        let (rc, err) = nvlink(&strs(&final_link(&staged, nv)), d);
+        assert_eq!(rc, 0, "nvlink against {lib_o}: {err}");
+        let (rc, err) = nvlinkrs(&strs(&final_link(&staged, rs)), d);
+        assert_eq!(rc, 0, "nvlinkrs against {lib_o}: {err}");
+    }
     let one = std::fs::read(d.join("one.cubin")).unwrap();
-    for f in ["nv.cubin", "rs.cubin"] {
+    for f in [
+        "nv.cubin",
+        "rs.cubin",
+        "nv_o.cubin",
+        "rs_o.cubin",
+        "nv_r.cubin",
+        "rs_r.cubin",
+    ] {
         let img = std::fs::read(d.join(f)).unwrap();
         if img != one {
             let r = nvlinkrs::elf::equiv::compare(&one, &img).unwrap();
@@ -442,6 +466,25 @@ fn emit_ltoir_refuses_bad_input_cleanly() {
             "{args:?}"
         );
     }
+    // a host-object output that cannot be written: exit 1 naming it, nothing left
+    let (rc, err) = nvlinkrs(
+        &[
+            "-lto",
+            "-r",
+            "--emit-ltoir",
+            "-arch=sm_90",
+            "saxpy_dlto.o",
+            "-o",
+            "nodir/lib.o",
+        ],
+        &d,
+    );
+    assert_eq!(rc, 1, "{err}");
+    assert!(
+        err.contains("nodir/lib.o") && !err.contains("panicked"),
+        "{err}"
+    );
+    assert!(!d.join("nodir").exists());
     // the output one of the inputs: read before it is replaced
     let (rc, err) = nvlinkrs(
         &[
@@ -560,6 +603,36 @@ fn prelinked_library_keeps_what_its_host_code_launches() {
         !has("nv.cubin"),
         "nvlink now keeps the kernel: update README's limit"
     );
+    // as a host object (`-o lib.o`) the tables are its `.nvHR*` sections, which nvlink
+    // reads: its staged link keeps the kernel too, the one-step image byte for byte, and
+    // inspect shows the object's one member and table
+    let emit_o = [&emit[..emit.len() - 1], &["lib.o"]].concat();
+    let (rc, err) = nvlinkrs(&emit_o, &d);
+    assert_eq!(rc, 0, "{err}");
+    let (rc, shown) = nvlinkrs(&["inspect", "lib.o"], &d);
+    assert_eq!(rc, 0);
+    for line in [
+        "lib.o: host object, fatbin wrapper v1, .nvHRKE \"_Z9lib_scale*\"\n",
+        "  fatbin container in __nv_relfatbin at 0x40, version 1, ",
+        " bytes, 1 members\n    ltoir sm_90 code version [1,67], flags 0x11, ",
+        " bytes stored (none), options \"-ftz=0 -prec_div=1 -prec_sqrt=1 -fmad=1 \" -> ",
+        "host references .nvHRKE (nvlinkrs tag 0x4e48): _Z9lib_scale*\n",
+    ] {
+        assert!(shown.contains(line), "want {line:?} in {shown}");
+    }
+    let staged = ["app.o", "lib.o"];
+    for f in ["nv_o.cubin", "rs_o.cubin"] {
+        let link = final_link(&staged, f);
+        let (rc, err) = match f.starts_with("nv") {
+            true => nvlink(&strs(&link), &d),
+            false => nvlinkrs(&strs(&link), &d),
+        };
+        assert_eq!(rc, 0, "{f}: {err}");
+        assert!(
+            std::fs::read(d.join(f)).unwrap() == std::fs::read(d.join("one.cubin")).unwrap(),
+            "{f} is not the one-step image"
+        );
+    }
 }
 
 /// A mixed program: a CUDA C++ kernel (nvcc -dc -dlto) calling a device function that
@@ -713,7 +786,8 @@ fn help_says_what_nvvm_latest_and_emit_ltoir_do() {
         "{out}"
     );
     assert!(
-        line("-emit-ltoir").ends_with("a later -lto link takes with -nvvm-latest up to sm_90 (nvlinkrs adds it; nvlink needs it given)"),
+        line("-emit-ltoir").contains("(as a host object holding it when the output is named *.o)")
+            && line("-emit-ltoir").ends_with("a later -lto link takes with -nvvm-latest up to sm_90 (nvlinkrs adds it; nvlink needs it given)"),
         "{out}"
     );
 }

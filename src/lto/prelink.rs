@@ -273,7 +273,8 @@ pub fn consensus_string(c: &Consensus) -> String {
 
 /// `--emit-ltoir`: the pool's modules (IR only: an input without IR for the target is
 /// refused by name), their consensus checked as for a link, linked by the helper and
-/// written as one `.ltoir` to the output (atomically: nothing on failure).
+/// written as one `.ltoir` to the output, or as a host object holding it when the output
+/// is named `*.o` (atomically: nothing on failure).
 pub fn emit(
     plan: &Plan,
     ctx: &LinkContext,
@@ -337,13 +338,23 @@ pub fn emit(
         (CONSENSUS_TAG, consensus_string(&consensus)),
         (HOST_REFS_TAG, host_refs_string(&tables)),
     ];
-    let bytes = container(req.target, linked, &stored);
+    let mut bytes = container(req.target, linked, &stored);
+    if as_host_object(&req.output) {
+        let fatbin = crate::fatbin::object::ltoir_fatbin(req.target, &bytes, &stored[0].1);
+        bytes = crate::fatbin::object::host_object(&fatbin, &tables);
+    }
     crate::output::write_atomic(&req.output, &bytes)?;
     timings.written.out = timings.written.keep.then_some(bytes);
     if req.verbose {
         verbose_emit(plan, &pool, &consensus, &tables, diag);
     }
     Ok(())
+}
+
+/// An `--emit-ltoir` output named `*.o` is written as a host object (the container as
+/// the one member of its `__nv_relfatbin` fatbin), for build systems that want a `.o`.
+pub fn as_host_object(output: &std::path::Path) -> bool {
+    output.extension().is_some_and(|e| e == "o")
 }
 
 /// `-v` of `--emit-ltoir`: what was linked, what the library stores, and what a later
