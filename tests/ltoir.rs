@@ -532,6 +532,57 @@ fn emit_ltoir_refuses_bad_input_cleanly() {
     );
 }
 
+/// The fatbin of a host-object `--emit-ltoir` output is laid out as fatbinary 13.5 lays
+/// out an uncompressed NVVM member of the same container (which stores no option string
+/// for it: byte for byte with ours given none), and the object holds it with the
+/// option string nvcc's `-dc -dlto` members carry.
+#[test]
+fn host_object_fatbin_is_fatbinarys_layout() {
+    let d = scratch("fatbinary");
+    let fx = fixtures();
+    for f in ["saxpy_dlto.o", "scale_dlto.o"] {
+        std::fs::copy(fx.join(f), d.join(f)).unwrap();
+    }
+    let emit = |out: &str| {
+        let args = [
+            "-lto",
+            "-r",
+            "--emit-ltoir",
+            "-arch=sm_90",
+            "saxpy_dlto.o",
+            "scale_dlto.o",
+            "-o",
+            out,
+        ];
+        let (rc, err) = nvlinkrs(&args, &d);
+        assert_eq!(rc, 0, "{err}");
+    };
+    emit("lib.ltoir");
+    emit("lib.o");
+    let (rc, err) = tool(
+        &cuda().join("bin/fatbinary"),
+        &[
+            "-64",
+            "--compress=false",
+            "--image3=kind=nvvm,sm=90,file=lib.ltoir",
+            "--create=fb.fatbin",
+        ],
+        &d,
+    );
+    assert_eq!(rc, 0, "{err}");
+    let ltoir = std::fs::read(d.join("lib.ltoir")).unwrap();
+    let arch = nvlinkrs::arch::Arch::new(90, nvlinkrs::arch::Variant::Plain);
+    let theirs = std::fs::read(d.join("fb.fatbin")).unwrap();
+    assert!(nvlinkrs::fatbin::object::ltoir_fatbin(arch, &ltoir, "") == theirs);
+    let ours = nvlinkrs::fatbin::object::ltoir_fatbin(
+        arch,
+        &ltoir,
+        "-ftz=0 -prec_div=1 -prec_sqrt=1 -fmad=1 ",
+    );
+    let obj = std::fs::read(d.join("lib.o")).unwrap();
+    assert!(obj.windows(ours.len()).any(|w| w == ours));
+}
+
 /// A library kernel that only the library's own host code launches: its host object's
 /// table names it, and the prelinked `.ltoir` carries that table (tag 0x4E48), so the
 /// staged link by nvlinkrs keeps it and is nvlink's one-step image byte for byte.
