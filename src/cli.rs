@@ -116,7 +116,7 @@ pub struct LinkArgs {
     /// With LTO: at most this many registers per function.
     #[arg(long = "maxrregcount", value_name = "N")]
     pub maxrregcount: Option<String>,
-    /// With LTO: the newest libNVVM (not done yet: refused).
+    /// With LTO: libNVVM's newer NVVM for every target (added for IR nvlinkrs wrote).
     #[arg(long = "nvvm-latest")]
     pub nvvm_latest: bool,
     /// With LTO: the libNVVM folder (default: the toolkit's nvvm/).
@@ -236,6 +236,12 @@ pub struct LinkArgs {
     /// Link through the per-user daemon (also NVLINKRS_DAEMON=1).
     #[arg(long = "daemon")]
     pub daemon: bool,
+    /// With -lto -r: link the inputs' IR into one LTO IR module (LLVM) and write it as a
+    /// .ltoir (as a host object holding it when the output is named *.o) that a later -lto
+    /// link takes with -nvvm-latest up to sm_90 (nvlinkrs adds it;
+    /// nvlink needs it given).
+    #[arg(long = "emit-ltoir")]
+    pub emit_ltoir: bool,
     #[arg(value_name = "FILE")]
     pub inputs: Vec<PathBuf>,
 }
@@ -310,6 +316,8 @@ const IMPLEMENTED: &[&str] = &[
     "suppress-stack-size-warning",
     "progress",
     "daemon",
+    "nvvm-latest",
+    "emit-ltoir",
 ];
 
 /// nvlinkrs' own options: not nvlink's, taken with one dash or two.
@@ -321,6 +329,7 @@ const OWN: &[&str] = &[
     "verbose-keep",
     "progress",
     "daemon",
+    "emit-ltoir",
 ];
 
 struct OptSpec {
@@ -625,6 +634,10 @@ pub struct LinkRequest {
     pub time: Option<PathBuf>,
     /// `-r`
     pub relocatable: bool,
+    /// `--emit-ltoir` (with `-lto -r`): the linked IR as one `.ltoir`, not an image.
+    pub emit_ltoir: bool,
+    /// `-nvvm-latest`: libNVVM's newer NVVM for every target (`-nvvm-version=nvvm-latest`).
+    pub nvvm_latest: bool,
     /// `-dump-callgraph` (true) / `-dump-callgraph-no-demangle` (false)
     pub dump_callgraph: Option<bool>,
     pub disable_smem_reservation: bool,
@@ -774,6 +787,8 @@ impl LinkArgs {
             register_link_binaries: self.register_link_binaries.clone(),
             time: self.time.clone(),
             relocatable: self.relocatable_link,
+            emit_ltoir: self.emit_ltoir,
+            nvvm_latest: self.nvvm_latest,
             dump_callgraph: if self.dump_callgraph {
                 Some(true)
             } else if self.dump_callgraph_no_demangle {

@@ -144,6 +144,36 @@ pub fn detail(origin: &str, code: &Code) -> Result<Detail> {
                 }
             )];
             l.extend(warnings.into_iter().map(|w| format!("warning: {w}")));
+            // what `--emit-ltoir` stored for a later link (nothing in cicc's containers)
+            let mut j = j;
+            // (a damaged one shown as the warning a link's error would be)
+            let stored_warning = |e: crate::diag::Error, l: &mut Vec<String>| {
+                l.push(format!("warning: {}; a link refuses it", e.message()));
+            };
+            match lto::prelink::stored_consensus(&bytes, origin) {
+                Ok(Some(c)) => {
+                    l.push(format!(
+                        "option consensus (nvlinkrs tag 0x4e4c): {}",
+                        c.trim_end()
+                    ));
+                    j["ltoir"]["consensus"] = json!(c);
+                }
+                Ok(None) => {}
+                Err(e) => stored_warning(e, &mut l),
+            }
+            let refs = lto::prelink::stored_host_refs(&bytes, origin).unwrap_or_else(|e| {
+                stored_warning(e, &mut l);
+                Vec::new()
+            });
+            for (section, entries) in &refs {
+                l.push(format!(
+                    "host references {section} (nvlinkrs tag 0x4e48): {}",
+                    entries.join(" ")
+                ));
+            }
+            if !refs.is_empty() {
+                j["ltoir"]["host_refs"] = json!(refs);
+            }
             (j, l)
         }
         CodeKind::Bitcode => bitcode_detail(origin, &bytes)?,

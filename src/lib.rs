@@ -116,12 +116,16 @@ fn link_phases(plan: &Plan, ctx: &LinkContext, keep: bool) -> Result<Timings> {
     })?;
     // no input with code for the target (each reported by a warning): nvlink writes an
     // image without code, and so does the merge
-    let described = lto_cubins.is_empty() && units.iter().all(|u| u.system || u.host);
+    // (libNVVM's output in a whole-program LTO beside libcudadevrt counts as described:
+    // every module came from a host object, and nvlink narrows that merge too)
+    let whole_lto = req.lto && timings.partial_lto.is_empty() && !req.force_partial_lto;
+    let described =
+        (lto_cubins.is_empty() || whole_lto) && units.iter().all(|u| u.system || u.host);
     let mut inputs = timings.phase("assemble", || {
         assemble::objects(plan, ctx, units, lto_cubins)
     })?;
     if finalize::wanted(plan)? {
-        timings.phase("finalize", || finalize::phase(plan, &mut inputs))?;
+        timings.phase("finalize", || finalize::phase(plan, diag, &mut inputs))?;
     }
     let mut options = plan.merge_options();
     options.kernels = plan.kernel_filter(&hosts, described);

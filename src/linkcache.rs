@@ -92,6 +92,11 @@ pub fn key(req: &LinkRequest, cache: &Cache, kit: Option<&Toolkit>) -> Option<Ke
                 .file_name()
                 .map(PathBuf::from)
                 .unwrap_or_default(),
+            // (an `--emit-ltoir` output named `*.o` is a host object: the name's
+            // extension decides the bytes)
+            false if req.emit_ltoir && crate::lto::prelink::as_host_object(&req.output) => {
+                PathBuf::from("x.o")
+            }
             false => PathBuf::new(),
         },
         register_link_binaries: match files_noted {
@@ -119,10 +124,15 @@ pub fn key(req: &LinkRequest, cache: &Cache, kit: Option<&Toolkit>) -> Option<Ke
         tools.push(p.join("lib64").join("libnvvm.so"));
     }
     tools.extend(crate::lto::llvm_helper_path());
-    // the opt-in finalizer changes sm_100+ code: its setting and library are part of the key
-    if let Some(f) = crate::finalize::requested().ok()? {
-        k = k.text(&format!("{}={f}", crate::finalize::VAR));
-        tools.extend(kit.and_then(|kit| kit.libnvjitlink()));
+    // the finalizer changes sm_100+ code: its setting and library are part of the key
+    // (of sm_100+ links: the others never run it)
+    match crate::finalize::setting().ok()? {
+        crate::finalize::Setting::Off => {}
+        _ if req.target.sm < 100 => {}
+        s => {
+            k = k.text(&format!("{}={s:?}", crate::finalize::VAR));
+            tools.extend(kit.and_then(|kit| kit.libnvjitlink()));
+        }
     }
     for t in tools.iter().filter(|t| t.is_file()) {
         k = k

@@ -138,6 +138,9 @@ fn main() -> ExitCode {
     if args.first().map(String::as_str) == Some(nvlinkrs::lto::isolated::SUBCOMMAND) {
         return ExitCode::from(nvlinkrs::lto::isolated::child_main(&args[1..]) as u8);
     }
+    if args.first().map(String::as_str) == Some(nvlinkrs::finalize::isolated::SUBCOMMAND) {
+        return ExitCode::from(nvlinkrs::finalize::isolated::child_main(&args[1..]) as u8);
+    }
     // through the daemon, when asked (it answers with the link's own output and exit
     // code; when it cannot be reached, the link runs here)
     let mut args = args;

@@ -81,8 +81,10 @@ impl<'r> Plan<'r> {
     /// The kernels a link keeps: `-kernels-used` when given; else the kernels named in
     /// the host-reference tables when they apply (nvlink then drops every other kernel)
     /// and speak for all the code merged (`described`: every unit but libcudadevrt's
-    /// comes from a host object). A cubin, PTX or fatbin file, or libNVVM's output in a
-    /// partial-LTO link, has no tables, and nvlink then keeps every kernel, in every unit.
+    /// comes from a host object, or is libNVVM's output of a whole-program LTO that needs
+    /// libcudadevrt). A cubin, PTX or fatbin file, or libNVVM's output in a partial-LTO
+    /// link, has no tables, and nvlink then keeps every kernel, in every unit. The merge
+    /// keeps with them the kernels device code launches (`merge::functions`).
     pub fn kernel_filter(
         &self,
         hosts: &[HostInfo],

@@ -905,7 +905,6 @@ const REFUSED_BY_NAME: &[&str] = &[
     "force-rela",
     "gen-host-linker-script",
     "keep-system-libraries",
-    "nvvm-latest",
     "suppress-debug-info",
     "syscall-const-offset",
     "uidx-file",

@@ -4,12 +4,14 @@
 //!     nvlinkrs-llvm summarize ORIGIN < module.bc     → the module's summary as JSON
 //!     nvlinkrs-llvm lto [--libdevice=PATH] [--cache-dir=DIR] -- OPTIONS... < request  → PTX (see
 //!         `nvlinkrs::lto::llvm_engine`)
+//!     nvlinkrs-llvm link-ir [--nvidia=I,J] < modules   → the modules linked into one, as bitcode (see
+//!         `nvlinkrs::lto::prelink`)
 
 use std::io::{Read, Write};
 use std::process::ExitCode;
 
 use nvlinkrs::diag::{Error, Result};
-use nvlinkrs::lto::{bitcode, llvm_engine};
+use nvlinkrs::lto::{bitcode, llvm_engine, prelink};
 
 fn run(args: &[String], pool: &nvlinkrs::jobs::Jobs) -> Result<Vec<u8>> {
     let mut input = Vec::new();
@@ -21,6 +23,7 @@ fn run(args: &[String], pool: &nvlinkrs::jobs::Jobs) -> Result<Vec<u8>> {
             let s = bitcode::summarize_in_process(&input, origin)?;
             serde_json::to_vec(&s).map_err(|e| Error::fatal(e.to_string()))
         }
+        [cmd, rest @ ..] if cmd == "link-ir" => prelink::link_in_process(&input, rest),
         [cmd, rest @ ..] if cmd == "lto" => {
             let split = rest.iter().position(|a| a == "--").unwrap_or(rest.len());
             let libdevice = rest[..split]

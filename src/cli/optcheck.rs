@@ -75,6 +75,52 @@ pub fn check_conflicts(a: &LinkArgs) -> Result<()> {
     if let Some(v) = &a.cuda_api_version {
         cuda_api_version(v)?;
     }
+    // nvlinkrs' own: a prelinked IR library comes out of a relocatable LTO link only
+    if a.emit_ltoir && !(lto && a.relocatable_link) {
+        return Err(Error::fatal(
+            "option '--emit-ltoir' needs -lto (or -dlto) and -r: it writes the linked LTO IR of a relocatable link",
+        ));
+    }
+    if a.emit_ltoir && (a.emit_ptx || a.debug || a.gen_host_linker_script.is_some()) {
+        return Err(Error::fatal(
+            "option '--emit-ltoir' writes LTO IR: -emit-ptx and -g cannot go with it",
+        ));
+    }
+    if a.emit_ltoir {
+        refuse_with_emit_ltoir(a)?;
+    }
+    Ok(())
+}
+
+/// `--emit-ltoir` links IR and compiles nothing: the options of libNVVM's and ptxas's
+/// compile, of the kernels kept and of the partial link have nothing to act on, and a
+/// stored option a later link would take from the library is one nvlink ignores (the
+/// consensus, as measured), so each is refused by name rather than ignored; the link
+/// that compiles the library takes them.
+fn refuse_with_emit_ltoir(a: &LinkArgs) -> Result<()> {
+    for (given, name) in [
+        (!a.kernels_used.is_empty(), "-kernels-used"),
+        (!a.variables_used.is_empty(), "-variables-used"),
+        (a.ignore_host_info, "-ignore-host-info"),
+        (!a.xnvvm.is_empty(), "-Xnvvm"),
+        (!a.xptxas.is_empty(), "-Xptxas"),
+        (a.maxrregcount.is_some(), "-maxrregcount"),
+        (a.ofast_compile.is_some(), "-Ofast-compile"),
+        (a.split_compile.is_some(), "-split-compile"),
+        (
+            a.split_compile_extended.is_some(),
+            "-split-compile-extended",
+        ),
+        (a.dump_callgraph, "-dump-callgraph"),
+        (a.dump_callgraph_no_demangle, "-dump-callgraph-no-demangle"),
+        (a.force_partial_lto, "-force-partial-lto"),
+    ] {
+        if given {
+            return Err(Error::fatal(format!(
+                "option '{name}' is not carried out by '--emit-ltoir', which links IR and compiles nothing (give it to the link that compiles the library); refusing rather than ignoring it"
+            )));
+        }
+    }
     Ok(())
 }
 

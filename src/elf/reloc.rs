@@ -178,6 +178,14 @@ pub fn resolvable(ty: u32) -> bool {
     })
 }
 
+/// Whether the type writes the target's function descriptor (a kernel launched from the
+/// device: `FUNC_DESC*`).
+pub fn is_func_desc(ty: u32) -> bool {
+    TABLE
+        .get(ty as usize)
+        .is_some_and(|(n, _)| n.starts_with("FUNC_DESC"))
+}
+
 /// Whether the type asks for the target's global (load) address (`G32`, `G64`).
 pub fn is_global_address(ty: u32) -> bool {
     TABLE
@@ -196,6 +204,20 @@ pub fn extent(ty: u32) -> u64 {
                 .unwrap_or(0)
         })
         .unwrap_or(0) as u64
+}
+
+/// The bits the fields of `ty` cover in a 16-byte instruction, for a relocation at byte
+/// `at` of it (bits past the instruction's end left out); `None` for a type not in the
+/// table.
+pub fn field_mask(ty: u32, at: u64) -> Option<u128> {
+    let (_, slots) = TABLE.get(ty as usize)?;
+    let mut mask = 0u128;
+    for &(bit, width, _, _) in slots.iter() {
+        for b in (at as u32 * 8 + bit)..(at as u32 * 8 + bit + width).min(128) {
+            mask |= 1u128 << b;
+        }
+    }
+    Some(mask)
 }
 
 /// Patches `value` (S + A) and `bank` into `code` at `offset` as type `ty` says.

@@ -5,6 +5,7 @@
 //! is checked against the bytes that are really there.
 
 pub mod host;
+pub mod object;
 
 use crate::arch::{Arch, Variant};
 use crate::bytes::{Bytes, Le};

@@ -5,7 +5,6 @@
 
 use std::ffi::{CString, c_char, c_int, c_void};
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 
 use super::Finalizer;
 use crate::arch::Arch;
@@ -97,7 +96,17 @@ impl Drop for Link<'_> {
 }
 
 impl Finalizer for NvJitLink {
-    fn finalize(&self, units: &[&[u8]], arch: Arch) -> Result<Option<Vec<u8>>> {
+    fn finalize(&self, jobs: &[Vec<&[u8]>], arch: Arch) -> Result<Vec<Option<Vec<u8>>>> {
+        use rayon::prelude::*;
+        jobs.par_iter()
+            .map(|units| self.link(units, arch))
+            .collect()
+    }
+}
+
+impl NvJitLink {
+    /// `units` linked for `arch`: the image, or `None` where libnvJitLink refuses them.
+    fn link(&self, units: &[&[u8]], arch: Arch) -> Result<Option<Vec<u8>>> {
         let option = CString::new(format!("-arch={arch}")).expect("no NUL in an arch name");
         let options = [option.as_ptr()];
         let mut raw: Handle = std::ptr::null_mut();
@@ -141,29 +150,5 @@ impl Finalizer for NvJitLink {
             return Err(failed("nvJitLinkGetLinkedCubin", rc));
         }
         Ok(Some(image))
-    }
-}
-
-/// libnvJitLink loaded when the first unit is offered (a link with none loads nothing).
-pub struct OnDemand {
-    path: PathBuf,
-    lib: OnceLock<Result<NvJitLink>>,
-}
-
-impl OnDemand {
-    pub fn new(path: PathBuf) -> OnDemand {
-        OnDemand {
-            path,
-            lib: OnceLock::new(),
-        }
-    }
-}
-
-impl Finalizer for OnDemand {
-    fn finalize(&self, units: &[&[u8]], arch: Arch) -> Result<Option<Vec<u8>>> {
-        match self.lib.get_or_init(|| NvJitLink::load(&self.path)) {
-            Ok(lib) => lib.finalize(units, arch),
-            Err(e) => Err(e.clone()),
-        }
     }
 }

@@ -1,13 +1,15 @@
 //! Device IR as it is stored in inputs: NVIDIA's IR containers (`.ltoir`, NVVM), their
 //! byte scrambling, the check of a container's bitcode payload, and the recognition of
-//! plain LLVM bitcode. Reading files only: `input` and `fatbin` use it to tell what a
-//! file or member holds, `lto` to hand the modules to an engine. Compiling IR is `lto`'s.
+//! plain LLVM bitcode, and the writer of LTO IR containers (`write`). `input` and
+//! `fatbin` use it to tell what a file or member holds, `lto` to hand the modules to an
+//! engine and to write a prelinked `.ltoir`. Compiling IR is `lto`'s.
 
 pub mod container;
 pub mod nvvm_container;
 pub mod nvvm_tags;
 pub mod obfuscation;
 pub mod payload;
+pub mod write;
 
 pub use obfuscation::unscramble;
 

@@ -43,7 +43,7 @@ pub(crate) fn annotated_kernels(
 
 /// The summary of a module, read by the `nvlinkrs-llvm` helper.
 pub fn summarize(data: &[u8], origin: &str) -> Result<BitcodeSummary> {
-    let out = super::llvm_helper::run(&["summarize", origin], data, origin)?;
+    let out = super::llvm_helper::run(&["summarize", origin], data.to_vec(), origin)?;
     serde_json::from_slice(&out).map_err(|e| {
         Error::fatal(format!(
             "'{origin}': the nvlinkrs-llvm helper answered with something that is not a summary: {e}"

@@ -100,7 +100,7 @@ impl Engine for IsolatedNvvm {
 
 /// Feeds the child its request and collects its output; stops it when it makes no
 /// progress for [`STALL`] (status `None`).
-fn supervise(
+pub(crate) fn supervise(
     mut child: std::process::Child,
     body: &[u8],
 ) -> Result<(Option<std::process::ExitStatus>, Vec<u8>, Vec<u8>)> {
@@ -157,7 +157,7 @@ fn supervise(
 
 /// The CPU time a process has used so far, in clock ticks (Linux `/proc`; `None` where
 /// that cannot be read, and then no stall is ever declared).
-fn cpu_ticks(pid: u32) -> Option<u64> {
+pub(crate) fn cpu_ticks(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // fields after the parenthesised command name; utime and stime are the 12th and 13th
     let rest = &stat[stat.rfind(')')? + 2..];

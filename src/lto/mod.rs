@@ -3,19 +3,24 @@
 //! or LLVM for bitcode, `llvm_engine`, `llvm_split`, run in the `llvm_helper` process).
 //! `phase` is the LTO phase of a link and chooses the engine; `crash` gives a last word
 //! when libNVVM crashes in process, `isolated` runs its split compile in a child process,
-//! `split_data` gives each variable a split compile copies one home. The IR containers
-//! themselves are read by `ir`.
+//! `split_data` gives each variable a split compile copies one home, `prelink` links IR
+//! into one `.ltoir` (`--emit-ltoir`) or a mixed link's one module, the helper's part of
+//! which beyond the link is `link_ir`'s. The IR containers themselves are read and written
+//! by `ir`.
 
 pub mod bitcode;
 pub mod crash;
 pub mod isolated;
 pub mod libnvvm;
+#[cfg(feature = "llvm")]
+pub mod link_ir;
 pub mod llvm_engine;
 pub mod llvm_helper;
 #[cfg(feature = "llvm")]
 pub mod llvm_split;
 pub mod phase;
 pub mod pool;
+pub mod prelink;
 pub mod split_data;
 
 use crate::arch::Arch;
@@ -250,6 +255,9 @@ pub struct LtoSettings {
     /// `-has-global-host-info` (off with `-ignore-host-info`).
     pub host_info: bool,
     pub xnvvm: Vec<String>,
+    /// `-nvvm-latest`: libNVVM's newer NVVM whatever the target (it reads the bitcode
+    /// LLVM 22 writes, which NVVM 7, libNVVM's choice up to sm_90, refuses).
+    pub nvvm_latest: bool,
     pub host_refs: HostRefs,
 }
 
@@ -317,6 +325,11 @@ pub fn nvvm_options(s: &LtoSettings, consensus: &Consensus) -> Vec<String> {
                 ));
             }
         }
+    }
+    // (after the math options, before the host references: read off nvlink 13.5
+    // through a logging libNVVM)
+    if s.nvvm_latest {
+        o.push("-nvvm-version=nvvm-latest".into());
     }
     o.extend(host_ref_options(&s.host_refs));
     o

@@ -30,7 +30,11 @@ pub fn run(
     timings: &mut Timings,
 ) -> Result<LtoOutcome> {
     let (req, diag) = (plan.req, ctx.diag);
-    let pool = timings.phase("pool", || lto::pool::collect(trees, req.target, diag))?;
+    if req.emit_ltoir {
+        lto::prelink::emit(plan, ctx, trees, timings)?;
+        return Ok(LtoOutcome::Written);
+    }
+    let mut pool = timings.phase("pool", || lto::pool::collect(trees, req.target, diag))?;
     if pool.modules.is_empty() {
         diag.warning("Ignoring -dlto option because no LTO objects found");
         return Ok(LtoOutcome::NoIr);
@@ -58,7 +62,38 @@ pub fn run(
         }
     }
     let from_host = pool.modules.iter().any(|m| m.from_host_object);
+    // nvcc's IR beside LLVM bitcode: one module, linked by LLVM, for libNVVM's newer NVVM
+    let mixed = lto::prelink::is_mixed(&pool);
+    // clang's kernels: no host object of the link says whether its host code launches
+    // them (clang writes no host-reference table), so they are kept as launched
+    let mut clang_kernels = Vec::new();
+    if mixed {
+        clang_kernels = lto::prelink::clang_kernels(&pool)?;
+        timings.phase("link-ir", || {
+            lto::prelink::join_mixed(&mut pool, req.target)
+        })?;
+    }
     let mut settings = lto_settings(plan, &pool, from_host);
+    settings.nvvm_latest |= mixed;
+    // IR nvlinkrs wrote (LLVM 22) is read by libNVVM's newer NVVM only: up to sm_90 that
+    // takes -nvvm-latest, which nvlink needs given (it fails without); sm_100 and later
+    // always use the newer NVVM, and their options are left as nvlink's
+    let ours = (!mixed && req.target.sm < 100)
+        .then(|| pool.modules.iter().find(|m| written_by_nvlinkrs(&m.module)))
+        .flatten();
+    if let (Some(m), false) = (ours, settings.nvvm_latest) {
+        settings.nvvm_latest = true;
+        if req.verbose {
+            diag.info(&format!(
+                "'{}' holds IR written by nvlinkrs (LLVM 22): linking with -nvvm-latest, which libNVVM needs to read it for {} (nvlink needs it given)",
+                m.module.name, req.target
+            ));
+        }
+    }
+    let used = !req.kernels_used.is_empty() || !req.variables_used.is_empty();
+    if settings.host_info && !used {
+        settings.host_refs.ek.extend(clang_kernels);
+    }
     if partial {
         // nvlink's partial LTO: relocatable output, without host information (read
         // off nvlink 13.5 through a logging libNVVM)
@@ -85,7 +120,8 @@ pub fn run(
         .phase("cicc", || {
             jobs::phase(engine.1, || engine.0.compile(&modules, &options, diag))
         })
-        .map_err(|e| explain_newer_ir(e, &modules, req.target))?;
+        .map_err(|e| explain_newer_ir(e, &modules, req.target))
+        .map_err(|e| explain_ours(e, &modules, mixed))?;
     // (checked after ptxas, as nvlink does: an unresolved extern function is ptxas's error)
     let no_cudadevrt = from_host && !pool.cudadevrt && !partial;
     if req.emit_ptx {
@@ -255,6 +291,29 @@ fn explain_newer_ir(mut e: Error, modules: &[lto::IrModule], target: arch::Arch)
     e
 }
 
+/// Whether `m` is a container nvlinkrs wrote (`--emit-ltoir`, or a mixed link's one
+/// module): LLVM 22's version in its header, which cicc never writes.
+fn written_by_nvlinkrs(m: &lto::IrModule) -> bool {
+    crate::ir::container::parse_header(&m.data, &m.name)
+        .is_ok_and(|(h, _)| h.llvm_version == lto::prelink::LLVM_VERSION)
+}
+
+/// A failed compile of IR nvlinkrs wrote: which module that is and what compiled it
+/// (libNVVM's newer NVVM, `-nvvm-version=nvvm-latest`, always given for it).
+fn explain_ours(e: Error, modules: &[lto::IrModule], mixed: bool) -> Error {
+    match modules.iter().find(|m| written_by_nvlinkrs(m)) {
+        Some(m) if mixed => e.context(format!(
+            "'{}' is the one module LLVM 22 linked from the mixed link's inputs, compiled by libNVVM's newer NVVM (-nvvm-version=nvvm-latest)",
+            m.name
+        )),
+        Some(m) => e.context(format!(
+            "'{}' holds IR written by LLVM 22 (nvlinkrs --emit-ltoir), compiled by libNVVM's newer NVVM, the one that reads it",
+            m.name
+        )),
+        None => e,
+    }
+}
+
 /// libNVVM's settings for the module pool (before partial LTO changes them).
 fn lto_settings(plan: &Plan, pool: &Pool, from_host: bool) -> lto::LtoSettings {
     let req = plan.req;
@@ -269,10 +328,14 @@ fn lto_settings(plan: &Plan, pool: &Pool, from_host: bool) -> lto::LtoSettings {
     } else if ignore_host_info || !crate::plan::host_tables_apply(req, &pool.hosts) {
         crate::input::HostRefs::default()
     } else {
+        // (a prelinked library's tables after the host objects', as if its host objects
+        // came last; they apply where the link's own host objects' tables do)
         crate::input::HostRefs::from_tables(
             pool.hosts
                 .iter()
-                .flat_map(|h| h.host_refs.iter().map(|(s, e)| (*s, e.as_slice()))),
+                .flat_map(|h| h.host_refs.iter())
+                .chain(pool.stored_host_refs.iter())
+                .map(|(s, e)| (*s, e.as_slice())),
         )
     };
     lto::LtoSettings {
@@ -289,6 +352,7 @@ fn lto_settings(plan: &Plan, pool: &Pool, from_host: bool) -> lto::LtoSettings {
         debug: req.debug,
         host_info: !ignore_host_info,
         xnvvm: req.xnvvm.clone(),
+        nvvm_latest: req.nvvm_latest,
         host_refs,
     }
 }

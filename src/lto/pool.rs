@@ -28,6 +28,8 @@ pub struct Pool {
     pub non_ir: Vec<String>,
     pub hosts: Vec<HostInfo>,
     pub cudadevrt: bool,
+    /// The host-reference tables prelinked `.ltoir` files carry (see `prelink`).
+    pub stored_host_refs: Vec<(&'static str, Vec<String>)>,
 }
 
 struct Walk<'a> {
@@ -71,8 +73,18 @@ impl Walk<'_> {
             .max_by_key(|(_, c)| c.arch.map(|a| (a == self.target, a.sm)));
         if let Some((_, code)) = ir {
             let module = self.module(&n.origin, code)?;
+            // (a prelinked `.ltoir` carries its modules' consensus, see `prelink`)
+            let options = match &code.member {
+                Some(m) => m.option_text(),
+                None if module.form == IrForm::Container => {
+                    let refs = super::prelink::stored_host_refs(&module.data, &n.origin)?;
+                    self.pool.stored_host_refs.extend(refs);
+                    super::prelink::stored_consensus(&module.data, &n.origin)?
+                }
+                None => None,
+            };
             self.pool.modules.push(PoolModule {
-                options: code.member.as_ref().and_then(|m| m.option_text()),
+                options,
                 from_host_object: host,
                 module,
             });

@@ -179,7 +179,12 @@ impl<'a> Merger<'a> {
         let mut stack: Vec<FuncId> = FuncId::all(n)
             .filter(|&f| self.funcs[f].entry && self.kernel_kept(f))
             .collect();
-        // functions whose address is stored in data
+        // functions whose address is stored in data; in a narrowed link, also the kernels
+        // whose descriptor code takes (`FUNC_DESC*`: launches from the device), whatever
+        // that code: nvlink 13.5 keeps them even where it goes (a kernel the host never
+        // launches, a function nothing calls) or is the kernel itself (a recursive launch).
+        // (A launching kernel's references to its own code, for the return, do not count.)
+        let narrowed = self.opts.kernels.is_some();
         for i in 0..self.inputs.len() {
             let c = &self.inputs[i].cubin;
             for (ri, rs) in c.sections.iter().enumerate() {
@@ -189,11 +194,17 @@ impl<'a> Merger<'a> {
                 let Some(t) = c.sections.get(rs.info as usize) else {
                     continue;
                 };
-                if t.flags & SHF_ALLOC == 0 || t.flags & SHF_EXECINSTR != 0 {
+                let code = t.flags & SHF_EXECINSTR != 0;
+                if t.flags & SHF_ALLOC == 0 || (code && !narrowed) {
                     continue;
                 }
                 for r in self.relocs(i, ri).unwrap_or_default() {
-                    if let Some(f) = self.func_of(SymKey::new(i, r.sym as usize)) {
+                    if code && !reloc::is_func_desc(r.ty) {
+                        continue;
+                    }
+                    if let Some(f) = self.func_of(SymKey::new(i, r.sym as usize))
+                        && (!code || self.funcs[f].entry)
+                    {
                         stack.push(f);
                     }
                 }

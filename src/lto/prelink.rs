@@ -1,0 +1,627 @@
+//! Staged LTO: `-lto -r --emit-ltoir` links the inputs' IR into one LTO IR module and
+//! writes it as a `.ltoir` that a later `-lto` link takes as it takes cicc's. libNVVM
+//! cannot hand IR back, so the link is LLVM 22's, in the `nvlinkrs-llvm` helper
+//! (request `link-ir`: [`link_in_process`]); nothing is internalized or optimized, so
+//! every externally visible function and variable stays for the later link, which then
+//! optimizes (and inlines) across the library's boundary. The container is
+//! [`crate::ir::write::LtoIr`]'s (key 0, plain bitcode), with LLVM 22's version in its
+//! header and the modules' option consensus in the option data (tag [`CONSENSUS_TAG`]),
+//! read back by the module pool as the option string a fatbin member carries.
+//!
+//! What a later link takes from the two tags is no more than the library's objects
+//! would have given it: nvlink passes libNVVM nothing from cicc's own tags (libNVVM reads
+//! them itself) and, of a fatbin member's option string, only the options it agrees on
+//! across modules (`-maxreg`, `-generate-line-info`, `-inline-info`, the math options);
+//! so the consensus read back may hold only those, each with a number, and anything else
+//! (`-g`, an unknown option, a path) is refused with its offset rather than ignored, as is
+//! a damaged host-reference table (which decides which kernels are kept).
+//!
+//! libNVVM 13.5 reads this bitcode only with its newer NVVM: for sm_100 and later always,
+//! up to sm_90 with `-nvvm-latest` (nvlink's option, which nvlinkrs passes on); its NVVM 7
+//! refuses it with `parse Invalid value (Producer: 'LLVM22.1.8' Reader: 'LLVM 7.0.1')`.
+
+use crate::consensus::{Consensus, Opt};
+use crate::context::LinkContext;
+use crate::diag::{Error, Result, malformed};
+use crate::fatbin::host::HOST_REF_SECTIONS;
+use crate::ir::write::{LtoIr, Pair};
+use crate::ir::{container, obfuscation};
+use crate::lto::pool::{Pool, PoolModule};
+use crate::lto::{IrForm, IrModule};
+use crate::plan::Plan;
+use crate::report::Timings;
+
+/// The option tag whose value is the offset, in the option data, of the consensus: the
+/// agreed options as a NUL-terminated option string in a fatbin member's spelling
+/// (`-ftz=0 -prec_div=1 -prec_sqrt=1 -fmad=1 -maxreg 32 `). Not one of cicc's tags;
+/// libNVVM skips tags it does not know (checked with nvlink 13.5).
+pub const CONSENSUS_TAG: u16 = 0x4E4C;
+
+/// The option tag whose value is the offset, in the option data, of the host-reference
+/// tables of the host objects linked (one line per table: `.nvHRKE name name`), which a
+/// later nvlinkrs link adds to its own; nvlink does not read them.
+pub const HOST_REFS_TAG: u16 = 0x4E48;
+
+/// The LLVM version the helper's bitcode carries (LLVM 22.1), for the container header.
+pub const LLVM_VERSION: (u8, u8) = (22, 1);
+
+/// The plain bitcode of a pool module: a container's IR unscrambled where cicc
+/// scrambled it, bitcode as it is.
+pub fn plain_bitcode(m: &IrModule) -> Result<Vec<u8>> {
+    if m.form == IrForm::Bitcode {
+        return Ok(m.data.to_vec());
+    }
+    let (h, _) = container::parse(&m.data, &m.name)?;
+    if h.format != container::IrFormat::LtoIr {
+        return Err(Error::fatal(format!(
+            "'{}': {} cannot be linked into LTO IR",
+            m.name,
+            h.format.name()
+        )));
+    }
+    // cicc 13.5's IR for sm_100 and later is its newer NVVM's, LLVM 23 bitcode
+    if h.llvm_version.0 > LLVM_VERSION.0 {
+        return Err(Error::fatal(format!(
+            "'{}': LLVM 22 cannot read this IR: it is LLVM {}.{} bitcode (cicc's IR for {}); LLVM 22 links cicc's IR up to sm_90 only (--emit-ltoir, mixed links)",
+            m.name,
+            h.llvm_version.0,
+            h.llvm_version.1,
+            h.arch().map(|a| a.to_string()).unwrap_or_default()
+        )));
+    }
+    let mut ir = m.data[h.ir_offset as usize..].to_vec();
+    if let (false, Some(key)) = (h.plain_bitcode, h.key) {
+        obfuscation::unscramble(&mut ir, key);
+    }
+    Ok(ir)
+}
+
+/// The string an earlier `--emit-ltoir` stored under `tag` in a container, with its
+/// file offset; `None` without the tag (cicc's containers) or where the header is not
+/// read (its errors are the link's). A tag that points outside the option data, a string
+/// without its NUL inside it, or one that is not UTF-8 is refused with the offset: a
+/// table read wrongly would drop a kernel the library's host code launches, silently.
+fn stored(data: &[u8], tag: u16, origin: &str) -> Result<Option<(u64, String)>> {
+    let Ok((h, _)) = container::parse_header(data, origin) else {
+        return Ok(None);
+    };
+    let Some(value) = h.tag(tag) else {
+        return Ok(None);
+    };
+    let (start, end) = (h.options_end as u64, h.ir_offset as u64);
+    let at = start + value as u64;
+    let what = tag_name(tag);
+    if at >= end {
+        return Err(malformed(
+            origin,
+            start,
+            format!(
+                "{what}: the tag's value {value} is past the option data ({} bytes)",
+                end - start
+            ),
+        ));
+    }
+    let region = &data[at as usize..end as usize];
+    let Some(len) = region.iter().position(|&b| b == 0) else {
+        return Err(malformed(
+            origin,
+            at,
+            format!("{what} has no NUL before the IR"),
+        ));
+    };
+    match std::str::from_utf8(&region[..len]) {
+        Ok(text) => Ok(Some((at, text.to_string()))),
+        Err(e) => Err(malformed(
+            origin,
+            at + e.valid_up_to() as u64,
+            format!("{what} is not UTF-8"),
+        )),
+    }
+}
+
+/// How messages name a stored tag.
+fn tag_name(tag: u16) -> String {
+    let what = match tag {
+        CONSENSUS_TAG => "option consensus",
+        HOST_REFS_TAG => "host-reference tables",
+        _ => "string",
+    };
+    format!("the {what} (nvlinkrs tag {tag:#06x})")
+}
+
+/// The consensus an earlier `--emit-ltoir` stored in a container, if any: only what
+/// [`consensus_string`] writes (the options nvlink agrees on across modules, each with a
+/// number), so that a `.ltoir` passes libNVVM nothing its objects' option strings could
+/// not; any other word (`-g`, `-Xnvvm`, a path) is refused with its offset.
+pub fn stored_consensus(data: &[u8], origin: &str) -> Result<Option<String>> {
+    let Some((at, text)) = stored(data, CONSENSUS_TAG, origin)? else {
+        return Ok(None);
+    };
+    let mut words = text.split(' ').peekable();
+    let mut offset = at;
+    let number = |w: Option<&str>| w.is_some_and(|v| v.parse::<u32>().is_ok());
+    while let Some(w) = words.next() {
+        let word_at = offset;
+        offset += w.len() as u64 + 1;
+        let ok = match w {
+            "" => words.peek().is_none(),
+            "-generate-line-info" | "-inline-info" => true,
+            "-maxreg" | "-split-compile" => {
+                let v = words.next();
+                offset += v.map_or(0, |v| v.len() as u64 + 1);
+                number(v)
+            }
+            _ => match w.split_once('=') {
+                Some(("-ftz" | "-prec_div" | "-prec_sqrt" | "-fmad", v)) => number(Some(v)),
+                _ => false,
+            },
+        };
+        if !ok {
+            return Err(malformed(
+                origin,
+                word_at,
+                format!(
+                    "{} holds '{w}', which is not an option a consensus carries (-maxreg N, -split-compile N, -generate-line-info, -inline-info, -ftz=N, -prec_div=N, -prec_sqrt=N, -fmad=N)",
+                    tag_name(CONSENSUS_TAG)
+                ),
+            ));
+        }
+    }
+    Ok(Some(text))
+}
+
+/// The host-reference tables an earlier `--emit-ltoir` stored (those of the host
+/// objects it linked), as `(section, entries)`: each line a table's section and its
+/// entries, one space between; another section, an empty table or an empty entry is
+/// refused with its offset.
+pub fn stored_host_refs(data: &[u8], origin: &str) -> Result<Vec<(&'static str, Vec<String>)>> {
+    let Some((at, text)) = stored(data, HOST_REFS_TAG, origin)? else {
+        return Ok(Vec::new());
+    };
+    let mut tables = Vec::new();
+    let mut offset = at;
+    for line in text.split_inclusive('\n') {
+        let line_at = offset;
+        offset += line.len() as u64;
+        let Some(line) = line.strip_suffix('\n') else {
+            return Err(malformed(
+                origin,
+                line_at,
+                format!("{}: the last line has no newline", tag_name(HOST_REFS_TAG)),
+            ));
+        };
+        let mut words = line.split(' ');
+        let name = words.next().unwrap_or_default();
+        let section = HOST_REF_SECTIONS.iter().find(|s| **s == name);
+        let entries: Vec<String> = words.map(str::to_string).collect();
+        match section {
+            Some(section) if !entries.is_empty() && entries.iter().all(|e| !e.is_empty()) => {
+                tables.push((*section, entries))
+            }
+            _ => {
+                return Err(malformed(
+                    origin,
+                    line_at,
+                    format!(
+                        "{}: '{line}' is not a table (a section of {} and its entries, one space between)",
+                        tag_name(HOST_REFS_TAG),
+                        HOST_REF_SECTIONS.join(", ")
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(tables)
+}
+
+/// The host-reference tables as stored: one line per table, its section then its entries.
+pub fn host_refs_string(tables: &[(&'static str, Vec<String>)]) -> String {
+    tables
+        .iter()
+        .filter(|(_, e)| !e.is_empty())
+        .map(|(s, e)| format!("{s} {}\n", e.join(" ")))
+        .collect()
+}
+
+/// The container of the linked bitcode for `target`, with each non-empty string of
+/// `stored` in the option data under its tag.
+pub fn container(target: crate::arch::Arch, bitcode: Vec<u8>, stored: &[(u16, String)]) -> Vec<u8> {
+    let mut c = LtoIr::new(target, bitcode);
+    c.llvm_version = LLVM_VERSION;
+    for (tag, text) in stored.iter().filter(|(_, t)| !t.is_empty()) {
+        // after the key, before the terminator (tag 99 stays where cicc has it)
+        let at = c.option_data.len() as u32;
+        c.pairs.push(Pair::new(*tag, at));
+        c.option_data.extend_from_slice(text.as_bytes());
+        c.option_data.push(0);
+        // (the IR starts 4-aligned, as in cicc's files)
+        while !c.option_data.len().is_multiple_of(4) {
+            c.option_data.push(0);
+        }
+    }
+    c.write()
+}
+
+/// The agreed options as a fatbin member's option string (what [`stored_consensus`]
+/// gives back to the pool), empty when no module had an option string.
+pub fn consensus_string(c: &Consensus) -> String {
+    let mut s = String::new();
+    if let Some(n) = c.value(Opt::MaxReg) {
+        s.push_str(&format!("-maxreg {n} "));
+    }
+    if c.value(Opt::LineInfo).is_some() {
+        s.push_str("-generate-line-info ");
+    }
+    if c.value(Opt::InlineInfo).is_some() {
+        s.push_str("-inline-info ");
+    }
+    if let Some(n) = c.value(Opt::SplitCompile) {
+        s.push_str(&format!("-split-compile {n} "));
+    }
+    for (opt, name) in [
+        (Opt::Ftz, "-ftz"),
+        (Opt::PrecDiv, "-prec_div"),
+        (Opt::PrecSqrt, "-prec_sqrt"),
+        (Opt::Fmad, "-fmad"),
+    ] {
+        if let Some(v) = c.value(opt) {
+            s.push_str(&format!("{name}={v} "));
+        }
+    }
+    s
+}
+
+/// `--emit-ltoir`: the pool's modules (IR only: an input without IR for the target is
+/// refused by name), their consensus checked as for a link, linked by the helper and
+/// written as one `.ltoir` to the output, or as a host object holding it when the output
+/// is named `*.o` (atomically: nothing on failure).
+pub fn emit(
+    plan: &Plan,
+    ctx: &LinkContext,
+    trees: &[crate::input::Node],
+    timings: &mut Timings,
+) -> Result<()> {
+    let (req, diag) = (plan.req, ctx.diag);
+    let pool = timings.phase("pool", || super::pool::collect(trees, req.target, diag))?;
+    if let Some(o) = pool.non_ir.first() {
+        return Err(Error::fatal(format!(
+            "'{o}' holds no LTO IR for {}: --emit-ltoir links IR only (compile it with -dlto or -dc -dlto)",
+            req.target
+        )));
+    }
+    if pool.modules.is_empty() {
+        return Err(Error::fatal(format!(
+            "--emit-ltoir: no LTO IR for {} in the inputs",
+            req.target
+        )));
+    }
+    let mut consensus = Consensus::default();
+    for m in &pool.modules {
+        consensus.add(&m.module.name, m.options.as_deref());
+    }
+    consensus.check(&mut |n| diag.info(&n.0))?;
+    let (modules, nvidia) = plain_modules(&pool)?;
+    let linked = timings.phase("link-ir", || link(&modules, &nvidia))?;
+    // (a name with a space or a line break would be read back as other names or tables)
+    for h in pool.hosts.iter().filter(|h| !h.cudadevrt) {
+        for (section, entries) in &h.host_refs {
+            if let Some(e) = entries
+                .iter()
+                .find(|e| e.chars().any(|c| c.is_whitespace() || c.is_control()))
+            {
+                return Err(Error::fatal(format!(
+                    "'{}': its {section} table names {e:?}, which a .ltoir cannot store (a space or control character in a name)",
+                    h.origin
+                )));
+            }
+        }
+    }
+    // (clang's kernels as if its host code launched them: it writes no table)
+    let clang = clang_kernels(&pool)?;
+    if let Some(k) = clang
+        .iter()
+        .find(|k| k.chars().any(|c| c.is_whitespace() || c.is_control()))
+    {
+        return Err(Error::fatal(format!(
+            "kernel {k:?} of the LLVM bitcode: a .ltoir cannot store its name (a space or control character)"
+        )));
+    }
+    let tables: Vec<_> = pool
+        .hosts
+        .iter()
+        .filter(|h| !h.cudadevrt)
+        .flat_map(|h| h.host_refs.iter().cloned())
+        .chain(pool.stored_host_refs.iter().cloned())
+        .chain((!clang.is_empty()).then_some((".nvHRKE", clang)))
+        .collect();
+    let stored = [
+        (CONSENSUS_TAG, consensus_string(&consensus)),
+        (HOST_REFS_TAG, host_refs_string(&tables)),
+    ];
+    let mut bytes = container(req.target, linked, &stored);
+    if as_host_object(&req.output) {
+        let fatbin = crate::fatbin::object::ltoir_fatbin(req.target, &bytes, &stored[0].1);
+        bytes = crate::fatbin::object::host_object(&fatbin, &tables);
+    }
+    crate::output::write_atomic(&req.output, &bytes)?;
+    timings.written.out = timings.written.keep.then_some(bytes);
+    if req.verbose {
+        verbose_emit(plan, &pool, &consensus, &tables, diag);
+    }
+    Ok(())
+}
+
+/// An `--emit-ltoir` output named `*.o` is written as a host object (the container as
+/// the one member of its `__nv_relfatbin` fatbin), for build systems that want a `.o`.
+pub fn as_host_object(output: &std::path::Path) -> bool {
+    output.extension().is_some_and(|e| e == "o")
+}
+
+/// `-v` of `--emit-ltoir`: what was linked, what the library stores, and what a later
+/// link by nvlink needs.
+fn verbose_emit(
+    plan: &Plan,
+    pool: &Pool,
+    consensus: &Consensus,
+    tables: &[(&'static str, Vec<String>)],
+    diag: &crate::diag::Diagnostics,
+) {
+    let req = plan.req;
+    for line in consensus.explain() {
+        diag.info(&line);
+    }
+    let names: Vec<&str> = pool
+        .modules
+        .iter()
+        .map(|m| m.module.name.as_str())
+        .collect();
+    diag.info(&format!(
+        "--emit-ltoir: linked '{}' into '{}' (LLVM 22 bitcode for {}; stored: the option consensus '{}', {} host-reference table(s))",
+        names.join("', '"),
+        req.output.display(),
+        req.target,
+        consensus_string(consensus).trim_end(),
+        tables.iter().filter(|(_, e)| !e.is_empty()).count()
+    ));
+    if req.target.sm < 100 {
+        diag.info(&format!(
+            "a later link of '{}' by nvlink needs -nvvm-latest: libNVVM reads LLVM 22's bitcode for {} only with its newer NVVM (nvlinkrs adds it)",
+            req.output.display(),
+            req.target
+        ));
+    }
+}
+
+/// The pool's modules as plain bitcode, named, and the indices of those from NVIDIA's
+/// containers.
+#[allow(clippy::type_complexity)]
+fn plain_modules(pool: &Pool) -> Result<(Vec<(String, Vec<u8>)>, Vec<usize>)> {
+    let mut modules = Vec::with_capacity(pool.modules.len());
+    for m in &pool.modules {
+        modules.push((m.module.name.clone(), plain_bitcode(&m.module)?));
+    }
+    let nvidia = (pool.modules.iter().enumerate())
+        .filter(|(_, m)| m.module.form == IrForm::Container)
+        .map(|(i, _)| i)
+        .collect();
+    Ok((modules, nvidia))
+}
+
+/// The kernels the pool's LLVM bitcode modules define (clang's), read by the helper:
+/// clang writes no host-reference table, so no host object says whether its host code
+/// launches them, and they are kept as launched.
+pub fn clang_kernels(pool: &Pool) -> Result<Vec<String>> {
+    let mut kernels = Vec::new();
+    for m in pool
+        .modules
+        .iter()
+        .filter(|m| m.module.form == IrForm::Bitcode)
+    {
+        kernels.extend(super::bitcode::summarize(&m.module.data, &m.module.name)?.kernels);
+    }
+    Ok(kernels)
+}
+
+/// Whether the pool holds both NVIDIA's LTO IR and LLVM bitcode (a mixed link).
+pub fn is_mixed(pool: &Pool) -> bool {
+    let has = |f| pool.modules.iter().any(|m| m.module.form == f);
+    has(IrForm::Bitcode) && has(IrForm::Container)
+}
+
+/// A mixed link's modules replaced by one: their plain bitcode linked by the helper, in
+/// a container (named after the modules) that libNVVM compiles with its newer NVVM, the
+/// one that reads LLVM 22's bitcode. Option strings were agreed on before.
+pub fn join_mixed(pool: &mut Pool, target: crate::arch::Arch) -> Result<()> {
+    let (modules, nvidia) = plain_modules(pool)?;
+    let linked = link(&modules, &nvidia)?;
+    let name = pool
+        .modules
+        .iter()
+        .map(|m| m.module.name.as_str())
+        .collect::<Vec<_>>()
+        .join("+");
+    let from_host_object = pool.modules.iter().any(|m| m.from_host_object);
+    pool.modules = vec![PoolModule {
+        module: IrModule {
+            name,
+            data: crate::bytes::Bytes::from_vec(container(target, linked, &[])),
+            form: IrForm::Container,
+        },
+        options: None,
+        from_host_object,
+    }];
+    Ok(())
+}
+
+/// The linker's side: the modules' plain bitcode to the helper, one module back;
+/// `nvidia`: the indices of those from NVIDIA's containers (whose data layout and triple
+/// the linked module carries, whatever the order). The
+/// answer is checked as a container's payload is before it is written or compiled: a
+/// helper that exits 0 with something else (a wrong `NVLINKRS_LLVM_HELPER`, a helper
+/// killed after writing part of its answer) fails the link instead of leaving a
+/// `.ltoir` no link can read.
+pub fn link(modules: &[(String, Vec<u8>)], nvidia: &[usize]) -> Result<Vec<u8>> {
+    let body = crate::frames::encode(modules.iter().map(|(n, b)| (n.as_str(), b.as_slice())));
+    let what = modules.first().map(|m| m.0.as_str()).unwrap_or("LTO IR");
+    let nvidia = format!(
+        "--nvidia={}",
+        nvidia
+            .iter()
+            .map(usize::to_string)
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    let linked = super::llvm_helper::run(&["link-ir", &nvidia], body, what)?;
+    let helper = super::llvm_helper::NAME;
+    crate::ir::payload::check(&linked, None, 0, helper).map_err(|e| {
+        Error::fatal(format!(
+            "'{what}': {helper} answered the link of {} module(s) with no valid LLVM bitcode ({} bytes)",
+            modules.len(),
+            linked.len()
+        ))
+        .context(e.message().to_string())
+    })?;
+    Ok(linked)
+}
+
+/// The helper's side: reads each module, links them in order into a module that
+/// carries libNVVM's data layout and triple (those of the first of the `nvidia` modules,
+/// else cicc's, [`super::link_ir::NVVM_DATA_LAYOUT`]), whatever the order (no
+/// internalizing, no optimization); the kernels of the other modules (clang's) kept in
+/// `@llvm.used` as cicc's are (and, with no module of NVIDIA's, cicc's NVVM IR version);
+/// checks the result and writes its bitcode. `args`:
+/// `--nvidia=I,J`, the indices of the modules from NVIDIA's containers.
+#[cfg(feature = "llvm")]
+pub fn link_in_process(body: &[u8], args: &[String]) -> Result<Vec<u8>> {
+    use super::link_ir;
+    use inkwell::context::Context;
+    use inkwell::memory_buffer::MemoryBuffer;
+    use inkwell::module::Module;
+
+    let nvidia: Vec<usize> = args
+        .iter()
+        .filter_map(|a| a.strip_prefix("--nvidia="))
+        .flat_map(|l| l.split(',').filter_map(|i| i.parse().ok()))
+        .collect();
+    let modules = crate::frames::decode(body)?;
+    let ctx = Context::create();
+    let mut parsed = Vec::with_capacity(modules.len());
+    for (name, data) in &modules {
+        let buf = MemoryBuffer::create_from_memory_range_copy(data, name);
+        let m = Module::parse_bitcode_from_buffer(&buf, &ctx).map_err(|e| {
+            Error::fatal(format!(
+                "'{name}': LLVM 22 cannot read this IR: {}",
+                e.to_string().trim()
+            ))
+        })?;
+        let t = m.get_triple();
+        let t = t.as_str().to_string_lossy();
+        if !t.starts_with("nvptx64-") {
+            return Err(Error::fatal(format!(
+                "'{name}': LLVM bitcode for target '{t}'; only nvptx64 device code can be linked"
+            )));
+        }
+        parsed.push((name, m));
+    }
+    let layout_of = |m: &Module| m.get_data_layout().as_str().to_string_lossy().into_owned();
+    let (layout, triple) = match nvidia.first().and_then(|&i| parsed.get(i)) {
+        Some((_, m)) => (layout_of(m), m.get_triple()),
+        None => (
+            link_ir::NVVM_DATA_LAYOUT.to_string(),
+            inkwell::targets::TargetTriple::create(link_ir::NVVM_TRIPLE),
+        ),
+    };
+    let target_layout = inkwell::targets::TargetData::create(&layout).get_data_layout();
+    let mut linked: Option<Module> = None;
+    let mut kernels = Vec::new();
+    for (i, (name, m)) in parsed.into_iter().enumerate() {
+        if !nvidia.contains(&i) {
+            if let Some(why) = link_ir::layout_difference(&ctx, &layout_of(&m), &layout) {
+                return Err(Error::fatal(format!(
+                    "'{name}': its data layout '{}' cannot be made libNVVM's ('{layout}'): {why}",
+                    layout_of(&m)
+                )));
+            }
+            kernels.extend(link_ir::defined_kernels(&m));
+            // (the linked module keeps the first's layout and triple: libNVVM's, always)
+            m.set_triple(&triple);
+            m.set_data_layout(&target_layout);
+        }
+        match &linked {
+            None => linked = Some(m),
+            Some(l) => l.link_in_module(m).map_err(|e| {
+                Error::fatal(format!(
+                    "'{name}': cannot be linked with the modules before it: {}",
+                    e.to_string().trim()
+                ))
+            })?,
+        }
+    }
+    let linked = linked.ok_or_else(|| Error::fatal("nvlinkrs-llvm: no modules to link"))?;
+    link_ir::keep_kernels(&linked, &kernels)?;
+    if nvidia.is_empty() {
+        link_ir::add_nvvm_ir_version(&linked)?;
+    }
+    linked.verify().map_err(|e| {
+        Error::fatal(format!(
+            "the linked module is not valid IR: {}",
+            e.to_string().trim()
+        ))
+    })?;
+    Ok(linked.write_bitcode_to_memory().as_slice().to_vec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arch::{Arch, Variant};
+
+    #[test]
+    fn consensus_is_stored_and_read_back() {
+        let bc = crate::ir::payload::tests::bitcode(1);
+        let s = "-ftz=0 -prec_div=1 -prec_sqrt=1 -fmad=1 -maxreg 32 ";
+        let refs = vec![(".nvHRKE", vec!["_Z5saxpy*".to_string(), "k2".into()])];
+        let stored = [
+            (CONSENSUS_TAG, s.to_string()),
+            (HOST_REFS_TAG, host_refs_string(&refs)),
+        ];
+        let d = container(Arch::new(90, Variant::Plain), bc.clone(), &stored);
+        assert_eq!(stored_consensus(&d, "c").unwrap().as_deref(), Some(s));
+        assert_eq!(stored_host_refs(&d, "c").unwrap(), refs);
+        let (h, _) = container::parse(&d, "c.ltoir").unwrap();
+        assert_eq!((h.key, h.plain_bitcode), (Some(0), true));
+        assert_eq!(h.llvm_version, LLVM_VERSION);
+        assert_eq!(h.ir_offset % 4, 0);
+        // without a consensus: cicc's layout, nothing stored
+        let d = container(
+            Arch::new(90, Variant::Plain),
+            bc,
+            &[(CONSENSUS_TAG, String::new())],
+        );
+        assert_eq!(stored_consensus(&d, "c").unwrap(), None);
+        assert!(stored_host_refs(&d, "c").unwrap().is_empty());
+        assert_eq!(d.len(), 44 + crate::ir::payload::tests::bitcode(1).len());
+    }
+
+    #[test]
+    fn damaged_stored_tags_never_panic() {
+        // every byte of a container with both tags set to a few values: read or refused
+        let bc = crate::ir::payload::tests::bitcode(1);
+        let refs = vec![(".nvHRKE", vec!["k".to_string()])];
+        let stored = [
+            (CONSENSUS_TAG, "-ftz=0 -maxreg 32 ".to_string()),
+            (HOST_REFS_TAG, host_refs_string(&refs)),
+        ];
+        let d = container(Arch::new(90, Variant::Plain), bc, &stored);
+        let mut read = 0;
+        for i in 0..d.len().min(120) {
+            for v in [0x00, 0x0A, 0x20, 0x2D, 0x80, 0xFF] {
+                let mut m = d.clone();
+                m[i] = v;
+                read += stored_consensus(&m, "m").is_ok_and(|c| c.is_some()) as usize;
+                let _ = stored_host_refs(&m, "m");
+            }
+        }
+        assert!(read > 100, "{read}");
+    }
+}
