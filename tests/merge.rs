@@ -1186,6 +1186,27 @@ fn links_equivalent_to_nvlink() {
             "-G inputs, an inline function in two units",
             args(&["-arch=sm_90", "dbgweak1_90_G.cubin", "dbgweak2_90_G.cubin"]),
         ),
+        // inline functions two units define, each copy calling its unit's local
+        // __popcll and __assert_fail (CCCL's cuda::std::popcount in Thrust and CUB
+        // units): only the kept copy's call-graph entries stay, so the other unit's
+        // __popcll and __assert_fail are dead; the replaced copy's .debug_loc
+        // relocations stay, against the kept copy
+        (
+            "-G inputs, inline functions calling each unit's __popcll sm_80",
+            args(&["-arch=sm_80", "dbgpopc1_80_G.cubin", "dbgpopc2_80_G.cubin"]),
+        ),
+        (
+            "-G inputs, inline functions calling each unit's __popcll sm_90",
+            args(&["-arch=sm_90", "dbgpopc1_90_G.cubin", "dbgpopc2_90_G.cubin"]),
+        ),
+        (
+            "-G inputs, inline functions calling each unit's __popcll sm_100",
+            args(&[
+                "-arch=sm_100",
+                "dbgpopc1_100_G.cubin",
+                "dbgpopc2_100_G.cubin",
+            ]),
+        ),
         // a function no kernel calls: sm_100 drops its line-table sequence (a unit left
         // with none keeps a lone end_sequence), sm_90 keeps it
         (

@@ -97,7 +97,10 @@ impl<'a> Merger<'a> {
                 if let (2 | 3, Some(s), false) = (group, string(b), self.mercury_layout) {
                     intern(s, &mut strings);
                 }
-                if self.symbol_is_dead(ka) {
+                // (a weak function another input's copy replaced: nvlink keeps the
+                // kept copy's calls only, read off nvlink 13.5 with an inline function
+                // two `-G` units define, each calling its own local `__popcll`)
+                if self.symbol_is_dead(ka) || self.is_replaced(ka) {
                     continue;
                 }
                 let Some(oa) = self.out_index(ka) else {

@@ -39,7 +39,13 @@ impl<'a> Merger<'a> {
         for i in 0..self.inputs.len() {
             let c = &self.inputs[i].cubin;
             for (a, b, group) in c.callgraph_entries()? {
-                let Some(fa) = self.func_of(SymKey::new(i, a as usize)) else {
+                // (a replaced definition's entries go with it: its calls are not the
+                // kept copy's, and a local function only it calls is dead in nvlink 13.5)
+                let ka = SymKey::new(i, a as usize);
+                if self.is_replaced(ka) {
+                    continue;
+                }
+                let Some(fa) = self.func_of(ka) else {
                     continue;
                 };
                 match group {

@@ -519,11 +519,14 @@ impl Merger<'_> {
                     };
                     let dead = self.symbol_is_dead(k);
                     // (in debug sections, entries about a replaced definition go with it,
-                    // but for `.debug_info`'s, as on the SASS side)
+                    // but for `.debug_info`'s and `.debug_loc`'s, as on the SASS side)
                     let loser = in_bytes
                         && target.flags & SHF_ALLOC == 0
                         && self.is_replaced(k)
-                        && target.name != ".nv.merc.debug_info";
+                        && !matches!(
+                            target.name.as_str(),
+                            ".nv.merc.debug_info" | ".nv.merc.debug_loc"
+                        );
                     // (never kept: nvlink's -r output drops them too)
                     if r.ty == R_MERCURY_UNUSED_CLEAR64 {
                         if dead && in_bytes {

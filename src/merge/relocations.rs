@@ -186,8 +186,11 @@ impl<'a> Merger<'a> {
                 }
                 // In debug sections, entries about a definition another input's
                 // replaced go with it, but for `.debug_info`'s (a replaced inline
-                // function's address range: nvlink keeps them, against the kept copy).
-                let loser = target_nonalloc && f.replaced && target.name != ".debug_info";
+                // function's address range) and `.debug_loc`'s (its variables'
+                // location lists): nvlink keeps them, against the kept copy.
+                let loser = target_nonalloc
+                    && f.replaced
+                    && !matches!(target.name.as_str(), ".debug_info" | ".debug_loc");
                 // (never kept: nvlink's -r output drops them too)
                 if r.ty == reloc::R_CUDA_UNUSED_CLEAR32 || r.ty == reloc::R_CUDA_UNUSED_CLEAR64 {
                     if f.dead {

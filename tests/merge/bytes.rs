@@ -10,6 +10,9 @@ pub const BYTE_IDENTICAL: &[&str] = &[
     "-G inputs, -g link",
     "-G inputs, an inline function in two units",
     "-G inputs, an inline function in two units sm_100",
+    "-G inputs, inline functions calling each unit's __popcll sm_100",
+    "-G inputs, inline functions calling each unit's __popcll sm_80",
+    "-G inputs, inline functions calling each unit's __popcll sm_90",
     "-G inputs, the only kernel's EXTERNS grown",
     "-G inputs, two units sm_100",
     "-G inputs, unplaced .debug_loc labels sm_75",
@@ -265,6 +268,14 @@ pub const RELOCATABLE_NOT_IDENTICAL: &[(&str, &[&str])] = &[
             "sm_80",
             "sm_80 code for sm_86",
             "whole-program object beside -rdc ones",
+        ],
+    ),
+    (
+        "local functions of one name in two units (each -G unit's own `__popcll` and `__assert_fail`): nvlink's -r output places each unit's sections in input order, nvlinkrs places the second unit's beside the first's",
+        &[
+            "-G inputs, inline functions calling each unit's __popcll sm_80",
+            "-G inputs, inline functions calling each unit's __popcll sm_90",
+            "-G inputs, inline functions calling each unit's __popcll sm_100",
         ],
     ),
     (
