@@ -169,8 +169,14 @@ fn on_path(tool: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// The wheels' toolkit, asked of `python3` on `PATH`. Python puts the directory it runs
+/// in first on its import path, so it runs in `/` and without that entry
+/// (`PYTHONSAFEPATH`): an `nvidia.py` in the build directory would run with the user's
+/// rights.
 fn pypi_root() -> Option<PathBuf> {
     let out = Command::new("python3")
+        .current_dir("/")
+        .env("PYTHONSAFEPATH", "1")
         .args(["-c", "import nvidia, os\nfor p in nvidia.__path__:\n  q = os.path.join(p, 'cu13')\n  if os.path.isdir(q): print(q); break"])
         .output()
         .ok()?;

@@ -608,6 +608,30 @@ fn version_names_the_toolkit_it_found() {
     assert!(s.contains("found via CUDA_HOME"), "{s}");
 }
 
+/// Looking for the toolkit among Python's wheels (no `CUDA_HOME`, no `nvcc` on `PATH`)
+/// imports nothing from the directory the link runs in: an `nvidia.py` there ran (a
+/// default sm_100+ link looks for libnvJitLink this way).
+#[test]
+fn toolkit_search_runs_no_python_from_the_working_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("nvidia.py"), "open('ran', 'w').write('ran')\n").unwrap();
+    let out = Command::new(bin())
+        .arg("--version")
+        .env_remove("CUDA_HOME")
+        .env_remove("CUDA_PATH")
+        .env("PATH", "/usr/bin:/bin")
+        .env("XDG_CACHE_HOME", d.join("cache"))
+        .current_dir(d)
+        .output()
+        .unwrap();
+    assert!(
+        !d.join("ran").exists(),
+        "the working directory's nvidia.py ran: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// Truncations and corruptions of real fixtures: `inspect` fails with exit code 1, a
 /// message naming the file and an offset, and never panics.
 #[test]

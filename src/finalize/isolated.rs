@@ -34,13 +34,15 @@ impl Finalizer for Isolated {
         let exe = std::env::current_exe().map_err(|e| {
             Error::fatal(format!("cannot find this program to run libnvJitLink: {e}"))
         })?;
-        let child = Command::new(&exe)
-            .arg(SUBCOMMAND)
+        let mut cmd = Command::new(&exe);
+        cmd.arg(SUBCOMMAND)
             .arg(&self.lib)
             .arg(arch.to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
+            .stderr(Stdio::piped());
+        crate::lto::isolated::dies_with_the_link(&mut cmd);
+        let child = cmd
             .spawn()
             .map_err(|e| Error::fatal(format!("cannot start '{}': {e}", exe.display())))?;
         let (status, stdout, stderr) = crate::lto::isolated::supervise(child, &body)?;

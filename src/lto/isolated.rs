@@ -63,14 +63,16 @@ impl Engine for IsolatedNvvm {
             .map_err(|e| Error::fatal(format!("cannot find this program to run libNVVM: {e}")))?;
         let mut crashes = Vec::new();
         for _ in 0..ATTEMPTS {
-            let child = Command::new(&exe)
-                .arg(SUBCOMMAND)
+            let mut cmd = Command::new(&exe);
+            cmd.arg(SUBCOMMAND)
                 .arg(&self.lib)
                 .arg("--")
                 .args(options)
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
+                .stderr(Stdio::piped());
+            dies_with_the_link(&mut cmd);
+            let child = cmd
                 .spawn()
                 .map_err(|e| Error::fatal(format!("cannot start '{}': {e}", exe.display())))?;
             let (status, stdout, stderr) = supervise(child, &body)?;
@@ -266,4 +268,17 @@ fn compile_here(
         lib: super::libnvvm::LibNvvm::load(lib)?,
     };
     engine.compile(&modules, options, diag)
+}
+
+/// A child started for the link ends with the thread that started it (which waits for
+/// it): a link killed by the user or the daemon leaves none running.
+pub(crate) fn dies_with_the_link(cmd: &mut Command) {
+    #[cfg(target_os = "linux")]
+    // SAFETY: the closure only calls prctl, which is async-signal-safe.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(cmd, || {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
 }
