@@ -1180,7 +1180,7 @@ fn altered_stored_tags_are_refused_with_the_offset() {
         (
             CONSENSUS_TAG,
             4,
-            format!("{math}-maxreg /tmp/x\0").into_bytes(),
+            format!("{math}-maxreg lib/x\0").into_bytes(),
             "holds '-maxreg'",
         ),
         (

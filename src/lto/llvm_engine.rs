@@ -292,15 +292,7 @@ pub fn compile_in_process(
                 "'{name}': data layout '{dl}' is not NVPTX64's '{want_layout}'"
             )));
         }
-        match &linked {
-            None => linked = Some(m),
-            Some(l) => l.link_in_module(m).map_err(|e| {
-                Error::fatal(format!(
-                    "'{name}': cannot be linked with the modules before it: {}",
-                    e.to_string().trim()
-                ))
-            })?,
-        }
+        link_into(&mut linked, m, name)?;
     }
     let module = linked.expect("at least one module");
 
@@ -514,6 +506,25 @@ pub fn compile_in_process(
 }
 
 #[cfg(feature = "llvm")]
+/// Module `m` (from input `name`) linked into what the modules before it made (it is
+/// the first when there is none yet).
+pub(crate) fn link_into<'c>(
+    linked: &mut Option<inkwell::module::Module<'c>>,
+    m: inkwell::module::Module<'c>,
+    name: &str,
+) -> Result<()> {
+    match linked {
+        None => *linked = Some(m),
+        Some(l) => l.link_in_module(m).map_err(|e| {
+            Error::fatal(format!(
+                "'{name}': cannot be linked with the modules before it: {}",
+                e.to_string().trim()
+            ))
+        })?,
+    }
+    Ok(())
+}
+
 fn read_in<'c>(
     ctx: &'c inkwell::context::Context,
     name: &str,

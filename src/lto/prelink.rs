@@ -547,15 +547,7 @@ pub fn link_in_process(body: &[u8], args: &[String]) -> Result<Vec<u8>> {
             m.set_triple(&triple);
             m.set_data_layout(&target_layout);
         }
-        match &linked {
-            None => linked = Some(m),
-            Some(l) => l.link_in_module(m).map_err(|e| {
-                Error::fatal(format!(
-                    "'{name}': cannot be linked with the modules before it: {}",
-                    e.to_string().trim()
-                ))
-            })?,
-        }
+        super::llvm_engine::link_into(&mut linked, m, name)?;
     }
     let linked = linked.ok_or_else(|| Error::fatal("nvlinkrs-llvm: no modules to link"))?;
     link_ir::keep_kernels(&linked, &kernels)?;
