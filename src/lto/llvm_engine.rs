@@ -525,6 +525,7 @@ pub(crate) fn link_into<'c>(
     Ok(())
 }
 
+#[cfg(feature = "llvm")]
 fn read_in<'c>(
     ctx: &'c inkwell::context::Context,
     name: &str,
