@@ -124,7 +124,10 @@ fn link_phases(plan: &Plan, ctx: &LinkContext, keep: bool) -> Result<Timings> {
     let mut inputs = timings.phase("assemble", || {
         assemble::objects(plan, ctx, units, lto_cubins)
     })?;
-    if finalize::wanted(plan)? {
+    // an sm_100+ debug link's image is the finalizer's; another link's functions are
+    // finalized one by one before the merge
+    let debug_image = finalize::debug::wanted(plan, &inputs)?;
+    if !debug_image && finalize::wanted(plan)? {
         timings.phase("finalize", || finalize::phase(plan, diag, &mut inputs))?;
     }
     let mut options = plan.merge_options();
@@ -134,9 +137,20 @@ fn link_phases(plan: &Plan, ctx: &LinkContext, keep: bool) -> Result<Timings> {
         timings.phase("merge", || merge::link_with_steps(&inputs, &options, ctx))?;
     timings.merge_steps = steps;
     diag.check()?;
+    // (the merge's bytes, written once: the writer takes the Mercury symbols)
+    let finalized = match debug_image {
+        true => Some(timings.phase("finalize", || {
+            let merged = output::image_bytes(&mut image)?;
+            let image = finalize::debug::phase(plan, diag, &inputs, &merged)?;
+            Ok(image.unwrap_or(merged))
+        })?),
+        false => None,
+    };
     let (found, keep) = (target.take(), timings.written.keep);
-    timings.written.out =
-        timings.phase("write", || output::write_image(found, &mut image, keep))?;
+    timings.written.out = timings.phase("write", || match finalized {
+        Some(bytes) => output::write_bytes(found, bytes, keep),
+        None => output::write_image(found, &mut image, keep),
+    })?;
     ctx.dispose(image);
     if req.verbose {
         report::resources(

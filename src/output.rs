@@ -54,6 +54,20 @@ pub fn write_image(
     Ok(Some(bytes))
 }
 
+/// The image's bytes, as [`write_image`] would write them.
+pub fn image_bytes(image: &mut crate::elf::write::Image) -> Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    crate::elf::write::write_to(image, &mut bytes).map_err(|e| Error::fatal(e.to_string()))?;
+    Ok(bytes)
+}
+
+/// An image made elsewhere (`finalize::debug`) written as [`write_image`] writes one;
+/// the bytes when `keep`.
+pub fn write_bytes(found: Found, bytes: Vec<u8>, keep: bool) -> Result<Option<Vec<u8>>> {
+    write_output(found, |w| w.write_all(&bytes))?;
+    Ok(keep.then_some(bytes))
+}
+
 /// As [`write_atomic`], with `fill` writing the content (through a buffer that large
 /// writes pass by) as it produces it.
 pub fn write_atomic_with(

@@ -265,10 +265,23 @@ fn finalizer_control_bits_sm_100() {
     assert_eq!(
         bad.messages,
         [
-            "nvlink fatal   : NVLINKRS_FINALIZER='ptxas': the only finalizer nvlinkrs knows is 'nvjitlink'"
+            "nvlink fatal   : NVLINKRS_FINALIZER='ptxas': the values nvlinkrs knows are 'off' (or 0, false, no, none) and 'nvjitlink' (the only finalizer it knows)"
         ]
     );
     assert!(bad.output.is_none());
+    // `off` in any case and its synonyms: the link without the finalizer (was: `OFF`
+    // and `false` refused)
+    let leaf = dir.path().join("leaf_sm_120.cubin").display().to_string();
+    let link = |v: &str| {
+        let a = ["-arch=sm_120".to_string(), leaf.clone()];
+        let o = run_with(&nvlinkrs(), &a, dir.path(), &[("NVLINKRS_FINALIZER", v)]);
+        (o.code, o.messages, o.output)
+    };
+    let off = link("off");
+    assert!(off.2.is_some());
+    for v in ["OFF", "false", "No", "0"] {
+        assert_eq!(link(v), off, "NVLINKRS_FINALIZER={v}");
+    }
 }
 
 /// Functions whose instructions or size nvlink's finalizer changes (`coop.cu`: k_cluster
@@ -1179,6 +1192,47 @@ fn links_equivalent_to_nvlink() {
                 "dbgassert_100_G.cubin",
             ]),
         ),
+        // sm_100+ debug links (-g, or -G code among the inputs): nvlink's finalizer
+        // regenerates every function at the debug level (ptxas's optimized code comes
+        // out as debug code; beside -G code libcudadevrt's functions get other code
+        // and capsules), and the image is libnvJitLink's link of the same units with
+        // nvlink's tool note (finalize::debug)
+        (
+            "-g link sm_100, dynamic parallelism",
+            args(&["-g", "-arch=sm_100", "dp_100.cubin", &lib, "-lcudadevrt"]),
+        ),
+        (
+            "-g link sm_100, two units",
+            args(&["-g", "-arch=sm_100", "a_100.cubin", "b_100.cubin"]),
+        ),
+        (
+            "-g link sm_100, cooperative groups",
+            args(&["-g", "-arch=sm_100", "coop_100.cubin"]),
+        ),
+        (
+            "-g link sm_120, two units",
+            args(&["-g", "-arch=sm_120", "a_120.cubin", "b_120.cubin"]),
+        ),
+        (
+            "-G inputs beside libcudadevrt sm_100",
+            args(&["-arch=sm_100", "dp_100_G.cubin", &lib, "-lcudadevrt"]),
+        ),
+        (
+            "-G inputs beside libcudadevrt, -g link sm_100",
+            args(&["-g", "-arch=sm_100", "dp_100_G.cubin", &lib, "-lcudadevrt"]),
+        ),
+        (
+            "-G inputs with __constant__ data sm_100",
+            args(&["-arch=sm_100", "dbgconst_100_G.cubin"]),
+        ),
+        (
+            "-G inputs with __constant__ data sm_120",
+            args(&["-arch=sm_120", "dbgconst_120_G.cubin"]),
+        ),
+        (
+            "-G and plain inputs, -g link sm_120",
+            args(&["-g", "-arch=sm_120", "dbgconst_120_G.cubin", "a_120.cubin", "b_120.cubin"]),
+        ),
         // an inline function defined in two units: the second's .debug_info
         // relocations (its address range) stay, against the kept copy; its
         // .debug_line and .debug_frame ones go
@@ -1557,6 +1611,22 @@ fn finalizer_crash_falls_back() {
         )
     );
     assert_eq!((plain.code, &plain.messages), (0, &Vec::new()));
+    assert!(got.output.is_some() && got.output == plain.output);
+    // a debug link, whose image is the finalizer's (finalize::debug): the merge's image
+    let mut g = a.clone();
+    g.push("-g".into());
+    let got = run_with(&nvlinkrs(), &g, dir.path(), &[("NVLINKRS_FINALIZER", "nvjitlink")]);
+    let plain = run_with(&nvlinkrs(), &g, dir.path(), &[("NVLINKRS_FINALIZER", "off")]);
+    assert_eq!(
+        (got.code, got.messages),
+        (
+            0,
+            vec![format!(
+                "nvlink warning : NVLINKRS_FINALIZER: libnvJitLink '{}' crashed (SIGBUS); the debug image is the merge's, not finalized",
+                cut.display()
+            )]
+        )
+    );
     assert!(got.output.is_some() && got.output == plain.output);
 }
 

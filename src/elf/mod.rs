@@ -7,6 +7,7 @@ pub mod cubin;
 pub mod equiv;
 pub mod info;
 pub mod reloc;
+pub mod relayout;
 pub mod resources;
 pub mod segments;
 pub mod tkinfo;

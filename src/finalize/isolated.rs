@@ -7,12 +7,13 @@
 //! Request (child's stdin): the jobs, framed by [`crate::frames`], each a `job` frame
 //! followed by its units' `unit` frames; the library path and the architecture are the
 //! arguments. Answer (stdout): per job an `image` frame, or `refused` where libnvJitLink
-//! would not link the job's units alone. Exit 0; any other ending is a crash.
+//! would not link the job's units alone. Exit 0; any other ending is a crash. The
+//! arguments: the library, the architecture, and `-g` or `-` (the [`Mode`]).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use super::Finalizer;
+use super::{Finalizer, Mode};
 use super::nvjitlink::NvJitLink;
 use crate::arch::Arch;
 use crate::diag::{Error, Result};
@@ -27,7 +28,7 @@ pub struct Isolated {
 }
 
 impl Finalizer for Isolated {
-    fn finalize(&self, jobs: &[Vec<&[u8]>], arch: Arch) -> Result<Vec<Option<Vec<u8>>>> {
+    fn finalize(&self, jobs: &[Vec<&[u8]>], mode: Mode) -> Result<Vec<Option<Vec<u8>>>> {
         let body = encode(jobs.iter().flat_map(|units| {
             std::iter::once(("job", &[][..])).chain(units.iter().map(|u| ("unit", *u)))
         }));
@@ -37,7 +38,8 @@ impl Finalizer for Isolated {
         let mut cmd = Command::new(&exe);
         cmd.arg(SUBCOMMAND)
             .arg(&self.lib)
-            .arg(arch.to_string())
+            .arg(mode.arch.to_string())
+            .arg(if mode.debug { "-g" } else { "-" })
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -102,7 +104,7 @@ pub fn child_main(args: &[String]) -> i32 {
     if std::io::Read::read_to_end(&mut std::io::stdin(), &mut input).is_err() {
         return 2;
     }
-    let [lib, arch] = args else { return 2 };
+    let [lib, arch, debug] = args else { return 2 };
     let run = || -> Result<Vec<u8>> {
         let Some((_, arch)) = Arch::parse_target(arch) else {
             return Err(Error::fatal(format!("not an architecture: {arch}")));
@@ -115,7 +117,8 @@ pub fn child_main(args: &[String]) -> i32 {
                 _ => return Err(Error::fatal("malformed finalizer request")),
             }
         }
-        let images = NvJitLink::load(Path::new(lib))?.finalize(&jobs, arch)?;
+        let mode = Mode { arch, debug: debug == "-g" };
+        let images = NvJitLink::load(Path::new(lib))?.finalize(&jobs, mode)?;
         Ok(encode(images.iter().map(|i| match i {
             Some(d) => ("image", &d[..]),
             None => ("refused", &[][..]),

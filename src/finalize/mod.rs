@@ -14,6 +14,7 @@
 //! relocations, `.nv.info` records and line tables match the code). `-G` code is left
 //! alone.
 
+pub mod debug;
 pub mod isolated;
 pub mod nvjitlink;
 mod whole;
@@ -39,7 +40,26 @@ pub trait Finalizer: Sync {
     /// Each job (a set of units: a unit, with libcudadevrt's members where it calls into
     /// them, or the whole program) linked into an executable image for `arch`; `None`
     /// for a job the finalizer refuses to link (it needs another unit's definitions).
-    fn finalize(&self, jobs: &[Vec<&[u8]>], arch: Arch) -> Result<Vec<Option<Vec<u8>>>>;
+    fn finalize(&self, jobs: &[Vec<&[u8]>], mode: Mode) -> Result<Vec<Option<Vec<u8>>>>;
+}
+
+/// How the finalizer links: for which target, and whether as nvlink's `-g` link (every
+/// function's code regenerated for debugging).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mode {
+    pub arch: Arch,
+    pub debug: bool,
+}
+
+impl Mode {
+    /// libnvJitLink's options for this mode.
+    pub fn options(&self) -> Vec<String> {
+        let mut o = vec![format!("-arch={}", self.arch)];
+        if self.debug {
+            o.push("-g".into());
+        }
+        o
+    }
 }
 
 /// What the finalizer changed in a link.
@@ -58,7 +78,7 @@ pub struct Stats {
 pub enum Setting {
     /// Unset: the finalizer runs where libnvJitLink is found.
     Default,
-    /// `off` (or `0`, or empty): never.
+    /// `off` (or `0`, `false`, `no`, `none`, empty; any case): never.
     Off,
     /// `nvjitlink`: always at sm_100+; a toolkit without libnvJitLink is an error.
     On,
@@ -68,16 +88,20 @@ pub enum Setting {
 pub fn setting() -> Result<Setting> {
     match std::env::var(VAR) {
         Err(std::env::VarError::NotPresent) => Ok(Setting::Default),
-        Err(std::env::VarError::NotUnicode(v)) => Err(Error::fatal(format!(
-            "{VAR}='{}': the only finalizer nvlinkrs knows is 'nvjitlink'",
-            v.to_string_lossy()
-        ))),
-        Ok(v) if v.is_empty() || v == "0" || v == "off" => Ok(Setting::Off),
-        Ok(v) if v == "nvjitlink" => Ok(Setting::On),
-        Ok(v) => Err(Error::fatal(format!(
-            "{VAR}='{v}': the only finalizer nvlinkrs knows is 'nvjitlink'"
-        ))),
+        Err(std::env::VarError::NotUnicode(v)) => Err(unknown(&v.to_string_lossy())),
+        Ok(v) if OFF.contains(&v.to_ascii_lowercase().as_str()) => Ok(Setting::Off),
+        Ok(v) if v.eq_ignore_ascii_case("nvjitlink") => Ok(Setting::On),
+        Ok(v) => Err(unknown(&v)),
     }
+}
+
+/// The values of [`VAR`] that turn the finalizer off (any case).
+const OFF: &[&str] = &["", "0", "off", "false", "no", "none"];
+
+fn unknown(v: &str) -> Error {
+    Error::fatal(format!(
+        "{VAR}='{v}': the values nvlinkrs knows are 'off' (or 0, false, no, none) and 'nvjitlink' (the only finalizer it knows)"
+    ))
 }
 
 /// Whether this link runs the finalizer: an sm_100+ executable link (not `-r`), the
@@ -202,7 +226,7 @@ pub fn apply(fin: &dyn Finalizer, arch: Arch, inputs: &mut [Input]) -> Result<St
     if jobs.is_empty() {
         return Ok(Stats::default());
     }
-    let images = fin.finalize(&jobs, arch)?;
+    let images = fin.finalize(&jobs, Mode { arch, debug: false })?;
     let images: Vec<Option<Cubin>> = images
         .into_par_iter()
         .enumerate()

@@ -7,7 +7,7 @@ use std::ffi::{CString, c_char, c_int, c_void};
 use std::path::{Path, PathBuf};
 
 use super::Finalizer;
-use crate::arch::Arch;
+use super::Mode;
 use crate::diag::{Error, Result};
 
 type Handle = *mut c_void;
@@ -96,22 +96,24 @@ impl Drop for Link<'_> {
 }
 
 impl Finalizer for NvJitLink {
-    fn finalize(&self, jobs: &[Vec<&[u8]>], arch: Arch) -> Result<Vec<Option<Vec<u8>>>> {
+    fn finalize(&self, jobs: &[Vec<&[u8]>], mode: Mode) -> Result<Vec<Option<Vec<u8>>>> {
         use rayon::prelude::*;
         jobs.par_iter()
-            .map(|units| self.link(units, arch))
+            .map(|units| self.link(units, mode))
             .collect()
     }
 }
 
 impl NvJitLink {
-    /// `units` linked for `arch`: the image, or `None` where libnvJitLink refuses them.
-    fn link(&self, units: &[&[u8]], arch: Arch) -> Result<Option<Vec<u8>>> {
-        let option = CString::new(format!("-arch={arch}")).expect("no NUL in an arch name");
-        let options = [option.as_ptr()];
+    /// `units` linked in `mode`: the image, or `None` where libnvJitLink refuses them.
+    fn link(&self, units: &[&[u8]], mode: Mode) -> Result<Option<Vec<u8>>> {
+        let owned: Vec<CString> = (mode.options().into_iter())
+            .map(|o| CString::new(o).expect("no NUL in an option"))
+            .collect();
+        let options: Vec<*const std::ffi::c_char> = owned.iter().map(|o| o.as_ptr()).collect();
         let mut raw: Handle = std::ptr::null_mut();
-        // SAFETY: a valid out-pointer and one NUL-terminated option.
-        let rc = unsafe { (self.api.create)(&mut raw, 1, options.as_ptr()) };
+        // SAFETY: a valid out-pointer and NUL-terminated options that outlive the call.
+        let rc = unsafe { (self.api.create)(&mut raw, options.len() as u32, options.as_ptr()) };
         if rc != 0 || raw.is_null() {
             return Err(failed("nvJitLinkCreate", rc));
         }

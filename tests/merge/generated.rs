@@ -44,7 +44,7 @@ const REGRESSIONS: &[(&str, &[u64])] = &[("sm_90", &[26, 29]), ("sm_100", &[21])
 
 /// Equivalent programs whose links are not byte-identical to nvlink's, with the reason
 /// (DESIGN.md, byte identity); every other equivalent program's plain, partial-LTO and
-/// (below sm_100) `-g` links must be (measured: sm_90 1 to 12, sm_100 1 to 6).
+/// `-g` links must be (measured: sm_90 1 to 12, sm_100 1 to 6).
 const BYTES_DIFFER: &[(&str, u64)] = &[];
 
 /// The seeds whose programs show nvlink's defect, per architecture, among the first 60
@@ -161,16 +161,13 @@ fn generated(arch: &str, default_count: u64) {
         let dir = tempfile::tempdir().unwrap();
         let a = program(arch, seed, dir.path());
         let expected = known(arch, seed);
-        let (mut outcome, mut problems, identical) = judge(arch, seed, &a, dir.path(), &nvlink);
+        let (mut outcome, mut problems, identical) = judge(seed, &a, dir.path(), &nvlink);
         // an equivalent program's links are nvlink's byte for byte (but those listed)
         if outcome == Known::Equivalent
             && problems.is_empty()
             && !BYTES_DIFFER.contains(&(arch, seed))
         {
-            let mut kinds = vec!["plain", "partial LTO"];
-            if !arch.starts_with("sm_1") {
-                kinds.push("-g");
-            }
+            let mut kinds = vec!["plain", "partial LTO", "-g"];
             kinds.retain(|k| !identical.contains(k));
             if !kinds.is_empty() {
                 problems.push(format!(
@@ -215,11 +212,10 @@ fn generated(arch: &str, default_count: u64) {
         .count();
     let different = tally.iter().filter(|t| t.contains(": Differs(")).count();
     let summary = format!(
-        "{arch} generated programs {first}..{} and {:?}: {equivalent} of {} equivalent in every link (plain, -dump-callgraph, -r against nvlink's -r and relinked, partial LTO{}), {defective} with nvlink's defect, {different} with a known difference of ours, {} not as known; byte-identical: {}\n{}\n",
+        "{arch} generated programs {first}..{} and {:?}: {equivalent} of {} equivalent in every link (plain, -dump-callgraph, -r against nvlink's -r and relinked, partial LTO, -g), {defective} with nvlink's defect, {different} with a known difference of ours, {} not as known; byte-identical: {}\n{}\n",
         first + count - 1,
         &seeds[count as usize..],
         seeds.len(),
-        if arch.starts_with("sm_1") { "" } else { ", -g" },
         unexpected.len(),
         ["plain", "-g", "partial LTO", "-r"]
             .iter()
@@ -238,7 +234,6 @@ fn generated(arch: &str, default_count: u64) {
 /// lost of what nvlink keeps).
 /// Also the links whose image is nvlink's byte for byte (`plain`, `-g`, `partial LTO`).
 fn judge(
-    arch: &str,
     seed: u64,
     a: &[String],
     dir: &Path,
@@ -294,16 +289,14 @@ fn judge(
         Err(d) => problems.push(format!("plain link: {d}")),
     }
     // the same program as a debug link (nothing removed, shared variables' symbols kept
-    // with their offsets); not for sm_100+, where nvlink's -g output has other code
-    // (DESIGN.md)
-    if !arch.starts_with("sm_1") {
-        let mut g = a.to_vec();
-        g.push("-g".into());
-        match differential(&g) {
-            Ok(true) => identical.push("-g"),
-            Ok(false) => {}
-            Err(d) => problems.push(format!("-g link: {d}")),
-        }
+    // with their offsets; at sm_100+ every function's code regenerated at the debug
+    // level, which nvlinkrs takes from the finalizer: DESIGN.md, debug links)
+    let mut g = a.to_vec();
+    g.push("-g".into());
+    match differential(&g) {
+        Ok(true) => identical.push("-g"),
+        Ok(false) => {}
+        Err(d) => problems.push(format!("-g link: {d}")),
     }
     problems.extend(relocatable(seed, a, dir, nvlink, &mut identical));
     problems.extend(partial_lto(seed, a, dir, nvlink, &mut identical));

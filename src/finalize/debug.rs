@@ -1,0 +1,116 @@
+//! sm_100+ debug links: a link with `-g`, or with `-G` code among its inputs. nvlink's
+//! finalizer then regenerates every function at the debug level (with `-g`, code ptxas
+//! optimized comes out as debug code, 1,194 differences in a dynamic-parallelism
+//! program; beside `-G` code, libcudadevrt's functions get other code and capsules), and
+//! the line tables, frames and `.nv.info` offsets follow that code. The whole image is
+//! then the finalizer's link of the program: libnvJitLink given the same units (with
+//! `-g` where the link has it) writes nvlink's image but for the tool note (DESIGN.md,
+//! "sm_100+: debug links"). This phase takes that image, checked against the merge's
+//! (the same kernels and global symbols), with the merge's tool note; where the
+//! finalizer fails or the two disagree, the merge's image stays, with a warning.
+
+use std::collections::BTreeSet;
+
+use super::isolated::Isolated;
+use super::{Finalizer, Mode, VAR};
+use crate::bytes::Bytes;
+use crate::diag::{Diagnostics, Error, Result};
+use crate::elf::cubin::{Cubin, STB_LOCAL};
+use crate::merge::Input;
+use crate::plan::Plan;
+
+/// The tool note, which the image takes from the merge.
+const NOTE: &str = ".note.nv.tkinfo";
+
+/// Whether this link's image is the finalizer's debug link: the finalizer runs
+/// ([`super::wanted`]), the link has `-g` or a unit with `-G` debug information, and
+/// none of the options nvlinkrs does not hand libnvJitLink (`--preserve-relocs`,
+/// `-kernels-used`, `-variables-used`, `-maxrregcount`, `-disable-smem-reservation`,
+/// `-allow-undefined-globals`) is given.
+pub fn wanted(plan: &Plan, inputs: &[Input]) -> Result<bool> {
+    let req = plan.req;
+    let debug = req.debug
+        || inputs
+            .iter()
+            .any(|i| i.cubin.sections.iter().any(|s| s.name == ".debug_info"));
+    let plain = !req.preserve_relocs
+        && req.kernels_used.is_empty()
+        && req.variables_used.is_empty()
+        && req.maxrregcount.is_none()
+        && !req.disable_smem_reservation
+        && !req.allow_undefined_globals;
+    Ok(debug && plain && super::wanted(plan)?)
+}
+
+/// The finalizer's image of `inputs` (the units the merge linked, in its order), with
+/// `merged`'s tool note; `None`, with a warning, where the finalizer fails, refuses
+/// the units, or its image has other kernels or global symbols than `merged`.
+pub fn phase(
+    plan: &Plan,
+    diag: &Diagnostics,
+    inputs: &[Input],
+    merged: &[u8],
+) -> Result<Option<Vec<u8>>> {
+    let kit = plan.toolkit()?;
+    let lib = kit.libnvjitlink().ok_or_else(|| {
+        Error::fatal(format!(
+            "{VAR}: no libnvJitLink.so.13 in the toolkit at '{}'",
+            kit.root.display()
+        ))
+    })?;
+    let mode = Mode {
+        arch: plan.req.target,
+        debug: plan.req.debug,
+    };
+    match image(&Isolated { lib }, mode, inputs, merged) {
+        Ok(image) => Ok(Some(image)),
+        Err(e) => {
+            let mut line = e.message().to_string();
+            for c in e.context_chain() {
+                line += &format!("; {c}");
+            }
+            diag.warning_never_error(&format!(
+                "{VAR}: {line}; the debug image is the merge's, not finalized"
+            ));
+            Ok(None)
+        }
+    }
+}
+
+/// `fin`'s image of `inputs` with `merged`'s tool note, or why not.
+pub fn image(fin: &dyn Finalizer, mode: Mode, inputs: &[Input], merged: &[u8]) -> Result<Vec<u8>> {
+    let job: Vec<&[u8]> = inputs.iter().map(|i| &i.cubin.data[..]).collect();
+    let mut images = fin.finalize(&[job], mode)?;
+    let Some(Some(image)) = images.pop() else {
+        return Err(Error::fatal("libnvJitLink refused to link the program"));
+    };
+    let origin = "libnvJitLink's debug image (finalized)";
+    let fin_image = Cubin::parse(Bytes::from_vec(image), origin)?;
+    let ours = Cubin::parse(Bytes::from_vec(merged.to_vec()), "the merged image")?;
+    let (a, b) = (globals(&ours), globals(&fin_image));
+    if a != b {
+        let only = |x: &BTreeSet<(bool, String)>, y: &BTreeSet<(bool, String)>| {
+            x.difference(y).map(|s| s.1.clone()).take(3).collect::<Vec<_>>().join(", ")
+        };
+        return Err(Error::fatal(format!(
+            "libnvJitLink's image has other symbols than the merge's (only in the merge's: [{}]; only in libnvJitLink's: [{}])",
+            only(&a, &b),
+            only(&b, &a)
+        )));
+    }
+    let note = ours
+        .sections
+        .iter()
+        .find(|s| s.name == NOTE)
+        .map(|s| ours.bytes(s).to_vec())
+        .ok_or_else(|| Error::fatal("the merged image has no tool note"))?;
+    crate::elf::relayout::replace_section(&fin_image.data, origin, NOTE, &note)
+}
+
+/// The image's defined global and weak symbols: (is a kernel, name).
+fn globals(c: &Cubin) -> BTreeSet<(bool, String)> {
+    (c.symbols.iter())
+        .filter(|s| s.defined() && s.bind != STB_LOCAL && !s.name.is_empty())
+        .map(|s| (s.is_entry(), s.name.to_string()))
+        .collect()
+}
