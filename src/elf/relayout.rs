@@ -42,9 +42,14 @@ fn put(d: &mut [u8], at: usize, n: usize, v: u64) {
 /// nvlink's writer would place them. The section must not be loaded (no program header
 /// covers it) and must be the only one of its name.
 pub fn replace_section(image: &[u8], origin: &str, name: &str, bytes: &[u8]) -> Result<Vec<u8>> {
-    let bad = |what: String| Error::fatal(format!("{origin}: cannot lay the image out again: {what}"));
+    let bad =
+        |what: String| Error::fatal(format!("{origin}: cannot lay the image out again: {what}"));
     let view = ElfView::parse(image, origin)?;
-    let mut named = view.sections.iter().enumerate().filter(|(_, s)| s.name == name);
+    let mut named = view
+        .sections
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.name == name);
     let (Some((target, old)), None) = (named.next(), named.next()) else {
         return Err(bad(format!("not one section named '{name}'")));
     };
@@ -56,7 +61,12 @@ pub fn replace_section(image: &[u8], origin: &str, name: &str, bytes: &[u8]) -> 
     let (phoff, shoff) = (field(image, 0x20, 8), field(image, 0x28, 8));
     let (phentsize, phnum) = (field(image, 0x36, 2), field(image, 0x38, 2));
     let (shentsize, shnum) = (field(image, 0x3A, 2), field(image, 0x3C, 2));
-    if phnum > 0 && (phentsize != 56 || phoff.checked_add(phnum * 56).is_none_or(|e| e > image.len() as u64)) {
+    if phnum > 0
+        && (phentsize != 56
+            || phoff
+                .checked_add(phnum * 56)
+                .is_none_or(|e| e > image.len() as u64))
+    {
         return Err(bad("program headers outside the file".into()));
     }
     for k in 0..phnum {
@@ -86,12 +96,54 @@ pub fn replace_section(image: &[u8], origin: &str, name: &str, bytes: &[u8]) -> 
         let inside = |s: &&crate::elf::cubin::Section| {
             s.has_bytes() && s.offset >= off && s.offset < off + filesz
         };
-        let align = view.sections.iter().filter(inside).map(|s| s.align).max().unwrap_or(1);
-        pieces.push(Piece { offset: off, size: filesz, align: align.max(1), what: What::Segment });
+        let align = view
+            .sections
+            .iter()
+            .filter(inside)
+            .map(|s| s.align)
+            .max()
+            .unwrap_or(1);
+        pieces.push(Piece {
+            offset: off,
+            size: filesz,
+            align: align.max(1),
+            what: What::Segment,
+        });
     }
-    pieces.push(Piece { offset: shoff, size: shnum * shentsize, align: 1, what: What::SectionHeaders });
+    pieces.push(Piece {
+        offset: shoff,
+        size: shnum * shentsize,
+        align: 1,
+        what: What::SectionHeaders,
+    });
     if phnum > 0 {
-        pieces.push(Piece { offset: phoff, size: phnum * 56, align: 1, what: What::ProgramHeaders });
+        pieces.push(Piece {
+            offset: phoff,
+            size: phnum * 56,
+            align: 1,
+            what: What::ProgramHeaders,
+        });
+    }
+    // (a length or offset read from the file is not trusted)
+    if let Some(p) = pieces.iter().find(|p| {
+        p.offset
+            .checked_add(p.size)
+            .is_none_or(|e| e > image.len() as u64)
+            || p.offset < 64
+    }) {
+        return Err(bad(format!(
+            "a piece at {:#x} of {:#x} bytes reaches past the file or into its header",
+            p.offset, p.size
+        )));
+    }
+    if !old.align.max(1).is_power_of_two()
+        || pieces
+            .iter()
+            .any(|p| !p.align.is_power_of_two() || p.align > 1 << 20)
+    {
+        return Err(bad(
+            "an alignment that is not a power of two up to 1 MiB".into()
+        ));
     }
     // larger pieces first at one offset: a view starting where its section starts
     pieces.sort_by_key(|p| (p.offset, std::cmp::Reverse(p.size)));
@@ -108,7 +160,11 @@ pub fn replace_section(image: &[u8], origin: &str, name: &str, bytes: &[u8]) -> 
         if p.offset < old_end {
             return Err(bad(format!("pieces at {:#x} and before overlap", p.offset)));
         }
-        let at = if old_end == 0 { p.offset } else { new_end.div_ceil(p.align) * p.align };
+        let at = if old_end == 0 {
+            p.offset
+        } else {
+            new_end.div_ceil(p.align) * p.align
+        };
         shift = at as i128 - p.offset as i128;
         let size = match p.what == What::Section(target) {
             true => (p.size as i128 + growth) as u64,
@@ -222,6 +278,26 @@ mod tests {
             assert_eq!(back, d);
         }
         let e = replace_section(&d, "t", ".nv.nothing", &[]).unwrap_err();
-        assert!(e.message().contains("not one section named '.nv.nothing'"), "{}", e.message());
+        assert!(
+            e.message().contains("not one section named '.nv.nothing'"),
+            "{}",
+            e.message()
+        );
+        // damaged copies (the fuzz target's property, run here: cargo-fuzz is not
+        // installed everywhere): an error or an image that parses, never a panic
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        for _ in 0..3000 {
+            let mut bad = d.clone();
+            for _ in 0..4 {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                let at = (seed % bad.len() as u64) as usize;
+                bad[at] = (seed >> 32) as u8;
+            }
+            if let Ok(out) = replace_section(&bad, "t", ".note.nv.tkinfo", &[5; 40]) {
+                crate::elf::ElfView::parse(&out, "t").expect("a re-laid image parses");
+            }
+        }
     }
 }

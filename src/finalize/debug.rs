@@ -90,7 +90,11 @@ pub fn image(fin: &dyn Finalizer, mode: Mode, inputs: &[Input], merged: &[u8]) -
     let (a, b) = (globals(&ours), globals(&fin_image));
     if a != b {
         let only = |x: &BTreeSet<(bool, String)>, y: &BTreeSet<(bool, String)>| {
-            x.difference(y).map(|s| s.1.clone()).take(3).collect::<Vec<_>>().join(", ")
+            x.difference(y)
+                .map(|s| s.1.clone())
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(", ")
         };
         return Err(Error::fatal(format!(
             "libnvJitLink's image has other symbols than the merge's (only in the merge's: [{}]; only in libnvJitLink's: [{}])",
