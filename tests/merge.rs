@@ -1231,7 +1231,58 @@ fn links_equivalent_to_nvlink() {
         ),
         (
             "-G and plain inputs, -g link sm_120",
-            args(&["-g", "-arch=sm_120", "dbgconst_120_G.cubin", "a_120.cubin", "b_120.cubin"]),
+            args(&[
+                "-g",
+                "-arch=sm_120",
+                "dbgconst_120_G.cubin",
+                "a_120.cubin",
+                "b_120.cubin",
+            ]),
+        ),
+        // ptxas -g run by the link (LTO's code, PTX inputs): its note names no files,
+        // as nvlink's ptxas, run inside nvlink, writes it (output `elf.o`)
+        (
+            "-dlto -g, whole program sm_90",
+            args(&[
+                "-g",
+                "-arch=sm_90",
+                "-dlto",
+                &nvvm,
+                "dp_lto90.o",
+                "dpmain_lto90.o",
+                &lib,
+                "-lcudadevrt",
+            ]),
+        ),
+        (
+            "-dlto -g, whole program sm_100",
+            args(&[
+                "-g",
+                "-arch=sm_100",
+                "-dlto",
+                &nvvm,
+                "dp_lto100.o",
+                "dpmain_lto100.o",
+                &lib,
+                "-lcudadevrt",
+            ]),
+        ),
+        (
+            "-dlto -g, a host object sm_100",
+            args(&[
+                "-g",
+                "-arch=sm_100",
+                "-dlto",
+                &nvvm,
+                "dp_lto100.o",
+                "dpmain_dc100.o",
+                &lib,
+                "-lcudadevrt",
+            ]),
+        ),
+        (
+            "PTX input, -g link sm_100",
+            args(&["-g", "-arch=sm_100", "b.ptx", "a_100.cubin"]),
         ),
         // an inline function defined in two units: the second's .debug_info
         // relocations (its address range) stay, against the kept copy; its
@@ -1615,8 +1666,18 @@ fn finalizer_crash_falls_back() {
     // a debug link, whose image is the finalizer's (finalize::debug): the merge's image
     let mut g = a.clone();
     g.push("-g".into());
-    let got = run_with(&nvlinkrs(), &g, dir.path(), &[("NVLINKRS_FINALIZER", "nvjitlink")]);
-    let plain = run_with(&nvlinkrs(), &g, dir.path(), &[("NVLINKRS_FINALIZER", "off")]);
+    let got = run_with(
+        &nvlinkrs(),
+        &g,
+        dir.path(),
+        &[("NVLINKRS_FINALIZER", "nvjitlink")],
+    );
+    let plain = run_with(
+        &nvlinkrs(),
+        &g,
+        dir.path(),
+        &[("NVLINKRS_FINALIZER", "off")],
+    );
     assert_eq!(
         (got.code, got.messages),
         (

@@ -111,6 +111,35 @@ pub fn build(output: &str, tool: &str, version: &str, branch: &str, command_line
     n
 }
 
+/// The note with its ptxas entries' files taken out: an output named `output` (or
+/// ending in `/output`) renamed `renamed`, and the command line without the input
+/// (`input` first, or a path ending in `/input`) and `-o` with the output; `None` when
+/// nothing changes.
+pub fn ptxas_without_files(d: &[u8], input: &str, output: &str, renamed: &str) -> Option<Vec<u8>> {
+    let named = |w: &str, name: &str| w == name || w.ends_with(&format!("/{name}"));
+    let mut out = Vec::with_capacity(d.len());
+    let mut changed = false;
+    for (span, [out_name, tool, version, branch, cmd]) in walk(d)? {
+        if tool != "ptxas" || !named(&out_name, output) {
+            out.extend_from_slice(&d[span]);
+            continue;
+        }
+        // words are separated by single spaces, options ptxas pads with two
+        let mut kept: Vec<&str> = Vec::new();
+        let mut words = cmd.split(' ').peekable();
+        while let Some(w) = words.next() {
+            if w == "-o" && words.peek().is_some_and(|o| named(o, output)) {
+                words.next();
+            } else if !(kept.is_empty() && named(w, input)) {
+                kept.push(w);
+            }
+        }
+        out.extend(build(renamed, &tool, &version, &branch, &kept.join(" ")));
+        changed = true;
+    }
+    changed.then_some(out)
+}
+
 /// ptxas's entries as libnvJitLink's own ptxas writes them (its branch, and `-arch sm_NN`
 /// without the `-m 64` the ptxas command adds), when the note keeps its size (so that
 /// an image's layout stays as it is); `None` when nothing changes or the size would.
@@ -181,6 +210,26 @@ mod tests {
             d.push(0);
         }
         d
+    }
+
+    /// ptxas `-g`'s files out of its entry, as nvlink's in-process ptxas writes it (read
+    /// off nvlink's `-dlto -g` image); nvlink's entry and a ptxas entry of other files
+    /// stay.
+    #[test]
+    fn ptxas_files_taken_out() {
+        let ptxas = |out: &str, cmd: &str| build(out, "ptxas", "V13.5", "Build x", cmd);
+        let mut d = build("out.cubin", "nvlink", "V13.5", "Build x", "a.o -o out.cubin -g ");
+        d.extend(ptxas(
+            "lto.cubin",
+            "/tmp/j/lto.ptx -no-bb-merge  -ret-end  -g  -o /tmp/j/lto.cubin -arch sm_90 -m 64 -c  ",
+        ));
+        d.extend(ptxas("", "-maxrregcount 32 -arch sm_90 -m 64 -c  "));
+        let got = ptxas_without_files(&d, "lto.ptx", "lto.cubin", "elf.o").unwrap();
+        let mut want = build("out.cubin", "nvlink", "V13.5", "Build x", "a.o -o out.cubin -g ");
+        want.extend(ptxas("elf.o", "-no-bb-merge  -ret-end  -g  -arch sm_90 -m 64 -c  "));
+        want.extend(ptxas("", "-maxrregcount 32 -arch sm_90 -m 64 -c  "));
+        assert_eq!(got, want);
+        assert_eq!(ptxas_without_files(&want, "lto.ptx", "lto.cubin", "elf.o"), None);
     }
 
     #[test]

@@ -393,8 +393,35 @@ pub fn assemble_all(
         jobs,
         threads,
         |j| j.ptx.len(),
-        |j| assembler.assemble(j),
+        |j| {
+            let mut a = assembler.assemble(j)?;
+            if j.options.debug {
+                a.cubin = without_file_names(a.cubin);
+            }
+            Ok(a)
+        },
     ))
+}
+
+/// ptxas `-g` records its files in its note (output `lto.cubin`, command line
+/// `lto.ptx ... -o lto.cubin ...`); nvlink's ptxas, run inside nvlink, names none (output
+/// `elf.o`): the cubin with its note so (the same cubin where its note is otherwise).
+fn without_file_names(cubin: Vec<u8>) -> Vec<u8> {
+    const NOTE: &str = ".note.nv.tkinfo";
+    let Ok(view) = crate::elf::ElfView::parse(&cubin, "lto.cubin") else {
+        return cubin;
+    };
+    let Some(note) = view.sections.iter().find(|s| s.name == NOTE) else {
+        return cubin;
+    };
+    let Some(bytes) = cubin.get(note.offset as usize..(note.offset + note.size) as usize) else {
+        return cubin;
+    };
+    let Some(new) = crate::elf::tkinfo::ptxas_without_files(bytes, "lto.ptx", "lto.cubin", "elf.o")
+    else {
+        return cubin;
+    };
+    crate::elf::relayout::replace_section(&cubin, "lto.cubin", NOTE, &new).unwrap_or(cubin)
 }
 
 #[cfg(test)]

@@ -24,6 +24,9 @@ pub const BYTE_IDENTICAL: &[&str] = &[
     "-G inputs, unplaced .debug_loc labels sm_75",
     "-G inputs, unplaced .debug_loc labels sm_90",
     "-G inputs, unplaced .debug_loc labels, -g link",
+    "-dlto -g, a host object sm_100",
+    "-dlto -g, whole program sm_100",
+    "-dlto -g, whole program sm_90",
     "-g link sm_100, cooperative groups",
     "-g link sm_100, dynamic parallelism",
     "-g link sm_100, two units",
@@ -47,6 +50,7 @@ pub const BYTE_IDENTICAL: &[&str] = &[
     "EXTERNS grown beside a new barrier count",
     "LTO IR and PTX without -dlto (the PTX is used)",
     "PTX input",
+    "PTX input, -g link sm_100",
     "a template kernel in two units sm_80",
     "archive",
     "compute_100 code beside compute_120",
@@ -141,37 +145,36 @@ pub const BYTE_IDENTICAL: &[&str] = &[
 
 /// The other links of `links_equivalent_to_nvlink`, by the reason their bytes differ
 /// (DESIGN.md, byte identity).
-pub const NOT_BYTE_IDENTICAL: &[(&str, &[&str])] = &[
-    (
-        "no image: the link fails, as nvlink's does",
-        &[
-            "managed and plain references to one variable",
-            "plain and managed references to one variable",
-            "register limit, callee in a cubin",
-            "register limit, callees in input order",
-            "register limit, callee assembled from PTX",
-            "duplicate definitions",
-            "undefined reference",
-            "an unknown device runtime name",
-            "sm_90 cubins for sm_100",
-            "an sm_80 cubin among sm_90 ones",
-            "sm_100 cubin for sm_120",
-            "only LTO IR without -dlto",
-            "LTO IR beside SASS without -dlto",
-        ],
-    ),
-];
+pub const NOT_BYTE_IDENTICAL: &[(&str, &[&str])] = &[(
+    "no image: the link fails, as nvlink's does",
+    &[
+        "managed and plain references to one variable",
+        "plain and managed references to one variable",
+        "register limit, callee in a cubin",
+        "register limit, callees in input order",
+        "register limit, callee assembled from PTX",
+        "duplicate definitions",
+        "undefined reference",
+        "an unknown device runtime name",
+        "sm_90 cubins for sm_100",
+        "an sm_80 cubin among sm_90 ones",
+        "sm_100 cubin for sm_120",
+        "only LTO IR without -dlto",
+        "LTO IR beside SASS without -dlto",
+    ],
+)];
 
 /// The links of `links_equivalent_to_nvlink` made with `-r` whose relocatable output is
 /// nvlink's own `-r` output byte for byte.
 pub const RELOCATABLE_IDENTICAL: &[&str] = &[
-    "-G inputs, an inline function in two units",
     "-G inputs, an inline function in two units sm_100",
+    "-G inputs, an inline function in two units",
     "-G inputs, the only kernel's EXTERNS grown",
     "-G inputs, two units sm_100",
     "-G inputs, unplaced .debug_loc labels sm_75",
     "-G inputs, unplaced .debug_loc labels sm_90",
     "-G inputs, unplaced .debug_loc labels, -g link",
+    "-dlto -g, whole program sm_90",
     "-g link, sm_75, global shared variables",
     "-lineinfo, a removed function's line table sm_90",
     "-lineinfo, inlined functions in two units sm_100",
@@ -186,11 +189,11 @@ pub const RELOCATABLE_IDENTICAL: &[&str] = &[
     "driver functions and managed variables sm_120",
     "driver functions and managed variables sm_75",
     "driver functions and managed variables sm_90",
-    "internal constants",
     "internal constants --preserve-relocs",
     "internal constants -g",
-    "kernel launched from another unit",
+    "internal constants",
     "kernel launched from another unit sm_75",
+    "kernel launched from another unit",
     "launched kernel with shared memory sm_75",
     "launched kernel with shared memory sm_90",
     "memory-only sections, padding for a later window",
@@ -211,12 +214,12 @@ pub const RELOCATABLE_IDENTICAL: &[&str] = &[
     "sm_75 heavy",
     "undefined reference",
     "unlaunched kernels, a host object and PTX",
-    "unlaunched kernels, a host object and a cubin",
     "unlaunched kernels, a host object and a cubin sm_100",
+    "unlaunched kernels, a host object and a cubin",
     "unlaunched kernels, a host object and a fatbin",
     "unlaunched kernels, host objects",
-    "unlaunched kernels, partial LTO",
     "unlaunched kernels, partial LTO with a cubin",
+    "unlaunched kernels, partial LTO",
     "unlaunched kernels, partial LTO, IR second",
     "unlaunched kernels, whole LTO",
     "whole-program object sm_100",
@@ -288,6 +291,8 @@ pub const RELOCATABLE_NOT_IDENTICAL: &[(&str, &[&str])] = &[
         "sm_100+ debug links (-g, or -G code beside other code): nvlink's finalizer regenerates every function at the debug level, relocatable under -r; libnvJitLink, which gives nvlinkrs that code for executables (finalize::debug), links no relocatable output, so the -r output keeps ptxas's code (its relink is nvlink's image)",
         &[
             "-G and plain inputs, -g link sm_120",
+            "-dlto -g, whole program sm_100",
+            "PTX input, -g link sm_100",
             "-G inputs beside libcudadevrt sm_100",
             "-G inputs beside libcudadevrt, -g link sm_100",
             "-G inputs with __constant__ data sm_100",
@@ -302,6 +307,7 @@ pub const RELOCATABLE_NOT_IDENTICAL: &[(&str, &[&str])] = &[
     (
         "nvlink refuses the link (and so does nvlinkrs): no output",
         &[
+            "-dlto -g, a host object sm_100",
             "managed and plain references to one variable",
             "plain and managed references to one variable",
             "duplicate definitions",
