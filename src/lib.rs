@@ -128,7 +128,8 @@ fn link_phases(plan: &Plan, ctx: &LinkContext, keep: bool) -> Result<Timings> {
     // finalized one by one before the merge
     let debug_image = finalize::debug::wanted(plan, &inputs)?;
     if !debug_image && finalize::wanted(plan)? {
-        timings.phase("finalize", || finalize::phase(plan, diag, &mut inputs))?;
+        let stats = timings.phase("finalize", || finalize::phase(plan, diag, &mut inputs))?;
+        timings.fell_back |= stats.fell_back;
     }
     let mut options = plan.merge_options();
     options.kernels = plan.kernel_filter(&hosts, described);
@@ -139,11 +140,18 @@ fn link_phases(plan: &Plan, ctx: &LinkContext, keep: bool) -> Result<Timings> {
     diag.check()?;
     // (the merge's bytes, written once: the writer takes the Mercury symbols)
     let finalized = match debug_image {
-        true => Some(timings.phase("finalize", || {
-            let merged = output::image_bytes(&mut image)?;
-            let image = finalize::debug::phase(plan, diag, &inputs, &merged)?;
-            Ok(image.unwrap_or(merged))
-        })?),
+        true => {
+            let (bytes, fell_back) = timings.phase("finalize", || {
+                let merged = output::image_bytes(&mut image)?;
+                let image = finalize::debug::phase(plan, diag, &inputs, &merged)?;
+                Ok(match image {
+                    Some(image) => (image, false),
+                    None => (merged, true),
+                })
+            })?;
+            timings.fell_back |= fell_back;
+            Some(bytes)
+        }
         false => None,
     };
     let (found, keep) = (target.take(), timings.written.keep);

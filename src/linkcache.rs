@@ -53,6 +53,7 @@ pub fn around(
     let timings = phases(key.is_some()).inspect_err(|_| shared_failure())?;
     if let Some(key) = &key
         && diag.error_count() == 0
+        && !timings.fell_back
     {
         store(req, diag, earlier, cache, key, &timings.written);
     }

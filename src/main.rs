@@ -135,10 +135,11 @@ fn main() -> ExitCode {
     // before any file is opened: the descriptors of make's jobserver, if it shares one
     let jobserver = nvlinkrs::jobs::connect_jobserver();
     let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.first().map(String::as_str) == Some(nvlinkrs::lto::isolated::SUBCOMMAND) {
+    use nvlinkrs::lto::isolated::started_as;
+    if started_as(&args, nvlinkrs::lto::isolated::SUBCOMMAND) {
         return ExitCode::from(nvlinkrs::lto::isolated::child_main(&args[1..]) as u8);
     }
-    if args.first().map(String::as_str) == Some(nvlinkrs::finalize::isolated::SUBCOMMAND) {
+    if started_as(&args, nvlinkrs::finalize::isolated::SUBCOMMAND) {
         return ExitCode::from(nvlinkrs::finalize::isolated::child_main(&args[1..]) as u8);
     }
     // through the daemon, when asked (it answers with the link's own output and exit

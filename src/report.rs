@@ -28,6 +28,9 @@ pub struct Timings {
     pub merge_steps: Vec<merge::Step>,
     /// The bytes written, kept for the whole-link cache.
     pub(crate) written: output::Written,
+    /// A phase fell back (the finalizer crashed or stalled): the image is not what the
+    /// same link gives when nothing fails, so the whole-link cache does not keep it.
+    pub(crate) fell_back: bool,
 }
 
 impl Timings {

@@ -1689,6 +1689,22 @@ fn finalizer_crash_falls_back() {
         )
     );
     assert!(got.output.is_some() && got.output == plain.output);
+    // a link that fell back is not kept by the whole-link cache: the next one runs the
+    // finalizer again (was: the fallback image served from the cache)
+    let cache = tempfile::tempdir().unwrap();
+    let report = dir.path().join("report.json");
+    let mut r = g.clone();
+    r.push(format!("--report-json={}", report.display()));
+    let env = [
+        ("NVLINKRS_FINALIZER", "nvjitlink"),
+        ("XDG_CACHE_HOME", cache.path().to_str().unwrap()),
+    ];
+    for _ in 0..2 {
+        let again = run_with(&nvlinkrs(), &r, dir.path(), &env);
+        assert_eq!(again.code, 0);
+        let json = std::fs::read_to_string(&report).unwrap();
+        assert!(json.contains("\"whole_link\": \"miss\""), "{json}");
+    }
 }
 
 /// `-r` then relink: the relocatable output of nvlinkrs (and that of nvlink) linked again
@@ -1723,6 +1739,38 @@ fn relocatable_round_trip() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// An input file named as a hidden subcommand of nvlinkrs' child processes
+/// (`__finalize`, `__nvvm-compile`) is an input, as for nvlink: the same image (was: the
+/// link ran as a child, exit 2, no output).
+#[test]
+fn inputs_named_like_child_subcommands() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["__finalize", "__nvvm-compile"] {
+        std::fs::copy(fixtures().join("b_90.cubin"), dir.path().join(name)).unwrap();
+        let link = |tool: &Path, out: &str| {
+            let r = Command::new(tool)
+                .args([name, "-arch=sm_90", "-o", out])
+                .current_dir(dir.path())
+                .env("XDG_CACHE_HOME", dir.path())
+                .output()
+                .unwrap();
+            let image = std::fs::read(dir.path().join(out)).ok();
+            (
+                r.status.code(),
+                String::from_utf8_lossy(&r.stderr).into_owned(),
+                image,
+            )
+        };
+        let (want, got) = (
+            link(&cuda().join("bin/nvlink"), "out.cubin"),
+            link(&nvlinkrs(), "out.cubin"),
+        );
+        assert_eq!((want.0, want.1.as_str()), (Some(0), ""), "{name}");
+        assert_eq!((got.0, got.1.as_str()), (Some(0), ""), "{name}");
+        assert!(got.2.is_some() && got.2 == want.2, "{name}");
+    }
 }
 
 #[test]

@@ -25,20 +25,16 @@ const NOTE: &str = ".note.nv.tkinfo";
 /// Whether this link's image is the finalizer's debug link: the finalizer runs
 /// ([`super::wanted`]), the link has `-g` or a unit with `-G` debug information, and
 /// none of the options nvlinkrs does not hand libnvJitLink (`--preserve-relocs`,
-/// `-kernels-used`, `-variables-used`, `-maxrregcount`, `-disable-smem-reservation`,
-/// `-allow-undefined-globals`) is given.
+/// `-disable-smem-reservation`, `-allow-undefined-globals`) is given
+/// (`-maxrregcount`, `-kernels-used` and `-variables-used` it hands on).
 pub fn wanted(plan: &Plan, inputs: &[Input]) -> Result<bool> {
     let req = plan.req;
     let debug = req.debug
         || inputs
             .iter()
             .any(|i| i.cubin.sections.iter().any(|s| s.name == ".debug_info"));
-    let plain = !req.preserve_relocs
-        && req.kernels_used.is_empty()
-        && req.variables_used.is_empty()
-        && req.maxrregcount.is_none()
-        && !req.disable_smem_reservation
-        && !req.allow_undefined_globals;
+    let plain =
+        !req.preserve_relocs && !req.disable_smem_reservation && !req.allow_undefined_globals;
     Ok(debug && plain && super::wanted(plan)?)
 }
 
@@ -58,11 +54,28 @@ pub fn phase(
             kit.root.display()
         ))
     })?;
+    let req = plan.req;
+    let mut extra: Vec<String> = req
+        .maxrregcount
+        .map(|n| format!("-maxrregcount={n}"))
+        .into_iter()
+        .collect();
+    extra.extend(
+        req.kernels_used
+            .iter()
+            .map(|k| format!("-kernels-used={k}")),
+    );
+    extra.extend(
+        req.variables_used
+            .iter()
+            .map(|v| format!("-variables-used={v}")),
+    );
     let mode = Mode {
-        arch: plan.req.target,
-        debug: plan.req.debug,
+        arch: req.target,
+        debug: req.debug,
+        extra,
     };
-    match image(&Isolated { lib }, mode, inputs, merged) {
+    match image(&Isolated { lib }, &mode, inputs, merged) {
         Ok(image) => Ok(Some(image)),
         Err(e) => {
             let mut line = e.message().to_string();
@@ -78,7 +91,7 @@ pub fn phase(
 }
 
 /// `fin`'s image of `inputs` with `merged`'s tool note, or why not.
-pub fn image(fin: &dyn Finalizer, mode: Mode, inputs: &[Input], merged: &[u8]) -> Result<Vec<u8>> {
+pub fn image(fin: &dyn Finalizer, mode: &Mode, inputs: &[Input], merged: &[u8]) -> Result<Vec<u8>> {
     let job: Vec<&[u8]> = inputs.iter().map(|i| &i.cubin.data[..]).collect();
     let mut images = fin.finalize(&[job], mode)?;
     let Some(Some(image)) = images.pop() else {
@@ -87,6 +100,14 @@ pub fn image(fin: &dyn Finalizer, mode: Mode, inputs: &[Input], merged: &[u8]) -
     let origin = "libnvJitLink's debug image (finalized)";
     let fin_image = Cubin::parse(Bytes::from_vec(image), origin)?;
     let ours = Cubin::parse(Bytes::from_vec(merged.to_vec()), "the merged image")?;
+    // the same kind of file for the same target: an executable of the merge's flags
+    let header = |c: &Cubin| (c.e_type, c.e_flags, c.osabi, c.abi_version);
+    if header(&fin_image) != header(&ours) {
+        return Err(Error::fatal(format!(
+            "libnvJitLink's image is of another kind or target (type {}, flags {:#x}; the merge's type {}, flags {:#x})",
+            fin_image.e_type, fin_image.e_flags, ours.e_type, ours.e_flags
+        )));
+    }
     let (a, b) = (globals(&ours), globals(&fin_image));
     if a != b {
         let only = |x: &BTreeSet<(bool, String)>, y: &BTreeSet<(bool, String)>| {

@@ -8,13 +8,14 @@
 //! followed by its units' `unit` frames; the library path and the architecture are the
 //! arguments. Answer (stdout): per job an `image` frame, or `refused` where libnvJitLink
 //! would not link the job's units alone. Exit 0; any other ending is a crash. The
-//! arguments: the library, the architecture, and `-g` or `-` (the [`Mode`]).
+//! arguments: the library, the architecture, `-g` or `-`, then libnvJitLink's further
+//! options (the [`Mode`]).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use super::{Finalizer, Mode};
 use super::nvjitlink::NvJitLink;
+use super::{Finalizer, Mode};
 use crate::arch::Arch;
 use crate::diag::{Error, Result};
 use crate::frames::{decode, encode};
@@ -28,7 +29,7 @@ pub struct Isolated {
 }
 
 impl Finalizer for Isolated {
-    fn finalize(&self, jobs: &[Vec<&[u8]>], mode: Mode) -> Result<Vec<Option<Vec<u8>>>> {
+    fn finalize(&self, jobs: &[Vec<&[u8]>], mode: &Mode) -> Result<Vec<Option<Vec<u8>>>> {
         let body = encode(jobs.iter().flat_map(|units| {
             std::iter::once(("job", &[][..])).chain(units.iter().map(|u| ("unit", *u)))
         }));
@@ -36,10 +37,12 @@ impl Finalizer for Isolated {
             Error::fatal(format!("cannot find this program to run libnvJitLink: {e}"))
         })?;
         let mut cmd = Command::new(&exe);
-        cmd.arg(SUBCOMMAND)
+        cmd.env(crate::lto::isolated::CHILD_VAR, SUBCOMMAND)
+            .arg(SUBCOMMAND)
             .arg(&self.lib)
             .arg(mode.arch.to_string())
             .arg(if mode.debug { "-g" } else { "-" })
+            .args(&mode.extra)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -104,7 +107,9 @@ pub fn child_main(args: &[String]) -> i32 {
     if std::io::Read::read_to_end(&mut std::io::stdin(), &mut input).is_err() {
         return 2;
     }
-    let [lib, arch, debug] = args else { return 2 };
+    let [lib, arch, debug, extra @ ..] = args else {
+        return 2;
+    };
     let run = || -> Result<Vec<u8>> {
         let Some((_, arch)) = Arch::parse_target(arch) else {
             return Err(Error::fatal(format!("not an architecture: {arch}")));
@@ -117,8 +122,12 @@ pub fn child_main(args: &[String]) -> i32 {
                 _ => return Err(Error::fatal("malformed finalizer request")),
             }
         }
-        let mode = Mode { arch, debug: debug == "-g" };
-        let images = NvJitLink::load(Path::new(lib))?.finalize(&jobs, mode)?;
+        let mode = Mode {
+            arch,
+            debug: debug == "-g",
+            extra: extra.to_vec(),
+        };
+        let images = NvJitLink::load(Path::new(lib))?.finalize(&jobs, &mode)?;
         Ok(encode(images.iter().map(|i| match i {
             Some(d) => ("image", &d[..]),
             None => ("refused", &[][..]),

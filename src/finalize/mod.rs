@@ -40,15 +40,17 @@ pub trait Finalizer: Sync {
     /// Each job (a set of units: a unit, with libcudadevrt's members where it calls into
     /// them, or the whole program) linked into an executable image for `arch`; `None`
     /// for a job the finalizer refuses to link (it needs another unit's definitions).
-    fn finalize(&self, jobs: &[Vec<&[u8]>], mode: Mode) -> Result<Vec<Option<Vec<u8>>>>;
+    fn finalize(&self, jobs: &[Vec<&[u8]>], mode: &Mode) -> Result<Vec<Option<Vec<u8>>>>;
 }
 
-/// How the finalizer links: for which target, and whether as nvlink's `-g` link (every
-/// function's code regenerated for debugging).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// How the finalizer links: for which target, whether as nvlink's `-g` link (every
+/// function's code regenerated for debugging), and the link's options that libnvJitLink
+/// carries out as nvlink does (`-maxrregcount=N`, `-kernels-used=K`, `-variables-used=V`).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Mode {
     pub arch: Arch,
     pub debug: bool,
+    pub extra: Vec<String>,
 }
 
 impl Mode {
@@ -58,6 +60,7 @@ impl Mode {
         if self.debug {
             o.push("-g".into());
         }
+        o.extend(self.extra.iter().cloned());
         o
     }
 }
@@ -71,6 +74,8 @@ pub struct Stats {
     pub functions: usize,
     /// Of those, functions whose instructions were taken, not only their control bits.
     pub instructions: usize,
+    /// The finalizer failed (crashed, stalled, answered wrongly): nothing was taken.
+    pub fell_back: bool,
 }
 
 /// What [`VAR`] asks for.
@@ -137,7 +142,10 @@ pub fn phase(plan: &Plan, diag: &Diagnostics, inputs: &mut [Input]) -> Result<St
                 line += &format!("; {c}");
             }
             diag.warning_never_error(&format!("{VAR}: {line}; linked without the finalizer"));
-            Ok(Stats::default())
+            Ok(Stats {
+                fell_back: true,
+                ..Stats::default()
+            })
         }
     }
 }
@@ -226,7 +234,12 @@ pub fn apply(fin: &dyn Finalizer, arch: Arch, inputs: &mut [Input]) -> Result<St
     if jobs.is_empty() {
         return Ok(Stats::default());
     }
-    let images = fin.finalize(&jobs, Mode { arch, debug: false })?;
+    let mode = Mode {
+        arch,
+        debug: false,
+        extra: Vec::new(),
+    };
+    let images = fin.finalize(&jobs, &mode)?;
     let images: Vec<Option<Cubin>> = images
         .into_par_iter()
         .enumerate()

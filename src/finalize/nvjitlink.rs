@@ -96,7 +96,7 @@ impl Drop for Link<'_> {
 }
 
 impl Finalizer for NvJitLink {
-    fn finalize(&self, jobs: &[Vec<&[u8]>], mode: Mode) -> Result<Vec<Option<Vec<u8>>>> {
+    fn finalize(&self, jobs: &[Vec<&[u8]>], mode: &Mode) -> Result<Vec<Option<Vec<u8>>>> {
         use rayon::prelude::*;
         jobs.par_iter()
             .map(|units| self.link(units, mode))
@@ -106,7 +106,7 @@ impl Finalizer for NvJitLink {
 
 impl NvJitLink {
     /// `units` linked in `mode`: the image, or `None` where libnvJitLink refuses them.
-    fn link(&self, units: &[&[u8]], mode: Mode) -> Result<Option<Vec<u8>>> {
+    fn link(&self, units: &[&[u8]], mode: &Mode) -> Result<Option<Vec<u8>>> {
         let owned: Vec<CString> = (mode.options().into_iter())
             .map(|o| CString::new(o).expect("no NUL in an option"))
             .collect();

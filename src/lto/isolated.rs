@@ -34,6 +34,17 @@ pub const STALL: std::time::Duration = std::time::Duration::from_secs(10);
 /// The hidden subcommand the child runs.
 pub const SUBCOMMAND: &str = "__nvvm-compile";
 
+/// Set (to the subcommand) in a child's environment: a first argument that names a
+/// hidden subcommand is one only with it (else it is an input file of that name).
+pub const CHILD_VAR: &str = "NVLINKRS_CHILD";
+
+/// Whether this process was started as the hidden subcommand `name` (its first argument,
+/// and [`CHILD_VAR`] naming it).
+pub fn started_as(args: &[String], name: &str) -> bool {
+    args.first().is_some_and(|a| a == name)
+        && std::env::var_os(CHILD_VAR).is_some_and(|v| v == name)
+}
+
 /// libNVVM at `lib`, run in a child process.
 pub struct IsolatedNvvm {
     pub lib: PathBuf,
@@ -64,7 +75,8 @@ impl Engine for IsolatedNvvm {
         let mut crashes = Vec::new();
         for _ in 0..ATTEMPTS {
             let mut cmd = Command::new(&exe);
-            cmd.arg(SUBCOMMAND)
+            cmd.env(CHILD_VAR, SUBCOMMAND)
+                .arg(SUBCOMMAND)
                 .arg(&self.lib)
                 .arg("--")
                 .args(options)
@@ -112,25 +124,40 @@ pub(crate) fn supervise(
     let mut stderr = child.stderr.take();
     let pid = child.id();
     std::thread::scope(|s| {
-        s.spawn(move || {
+        // (a thread that cannot be made, under a memory or process limit, is an error
+        // of this step, which the caller falls back from; never a panic)
+        let thread = || std::thread::Builder::new();
+        let feeder = thread().spawn_scoped(s, move || {
             if let Some(mut p) = stdin {
                 let _ = p.write_all(body);
             }
         });
-        let out = s.spawn(move || {
+        let out = thread().spawn_scoped(s, move || {
             let mut v = Vec::new();
             if let Some(p) = stdout.as_mut() {
                 let _ = p.read_to_end(&mut v);
             }
             v
         });
-        let err = s.spawn(move || {
+        let err = thread().spawn_scoped(s, move || {
             let mut v = Vec::new();
             if let Some(p) = stderr.as_mut() {
                 let _ = p.read_to_end(&mut v);
             }
             v
         });
+        let (out, err) = match (feeder, out, err) {
+            (Ok(_), Ok(out), Ok(err)) => (out, err),
+            (f, o, e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                let why = [f.err(), o.err(), e.err()].into_iter().flatten().next();
+                return Err(Error::fatal(format!(
+                    "cannot start a thread to talk to the child process: {}",
+                    why.map_or_else(String::new, |e| e.to_string())
+                )));
+            }
+        };
         let watch = cpu_ticks(pid).is_some();
         let mut last = (cpu_ticks(pid), std::time::Instant::now());
         let status = loop {
