@@ -25,17 +25,21 @@ pub fn command_line(req: &LinkRequest) -> String {
     // a debug link (and -verbose-tkinfo=true) records its files too (names only)
     let r = &req.recorded;
     let files = req.debug || r.verbose_tkinfo;
+    // (the inputs, the two warning switches, then the output: read off nvlink's notes)
     if files {
         let inputs: Vec<String> = req.inputs.iter().map(|p| file_name(p)).collect();
-        s += &format!("{} -o {} ", inputs.join(","), file_name(&req.output));
+        s += &format!("{} ", inputs.join(","));
     }
-    flag(req.debug, "g", &mut s);
     flag(
         r.suppress_stack_size_warning,
         "suppress-stack-size-warning",
         &mut s,
     );
     flag(r.suppress_arch_warning, "suppress-arch-warning", &mut s);
+    if files {
+        s += &format!("-o {} ", file_name(&req.output));
+    }
+    flag(req.debug, "g", &mut s);
     s += &format!("-arch {} ", req.target);
     if let Some(m) = &req.machine {
         s += &format!("-m {m} ");

@@ -1239,6 +1239,20 @@ fn links_equivalent_to_nvlink() {
                 "b_120.cubin",
             ]),
         ),
+        (
+            "-g link sm_110",
+            args(&["-g", "-arch=sm_110", "a_110.cubin", "b_110.cubin"]),
+        ),
+        // line tables follow the code too (-lineinfo, -G -dopt=on): coop's cluster
+        // kernel, which the finalizer shortens
+        (
+            "-lineinfo code the finalizer changes sm_100",
+            args(&["-arch=sm_100", "coop_100_li.cubin"]),
+        ),
+        (
+            "-G -dopt=on code sm_100",
+            args(&["-arch=sm_100", "coop_100_Gdopt.cubin"]),
+        ),
         // ptxas -g run by the link (LTO's code, PTX inputs): its note names no files,
         // as nvlink's ptxas, run inside nvlink, writes it (output `elf.o`)
         (
@@ -1489,6 +1503,8 @@ fn links_equivalent_to_nvlink() {
                 "-v",
                 "-report-arch",
                 "-dump-callgraph-no-demangle",
+                "-suppress-stack-size-warning",
+                "-suppress-arch-warning",
                 "a_90.cubin",
                 "b_90.cubin",
             ]),

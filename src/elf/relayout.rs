@@ -76,11 +76,14 @@ pub fn replace_section(image: &[u8], origin: &str, name: &str, bytes: &[u8]) -> 
             return Err(bad(format!("section '{name}' is loaded")));
         }
     }
+    // (a memory-only section is a piece of no bytes: nvlink's writer still moves to its
+    // alignment, so what follows starts there: the section header table after sm_110's
+    // `.nv.merc.nv.shared.reserved.0`)
     let mut pieces: Vec<Piece> = (view.sections.iter().enumerate())
-        .filter(|(k, s)| *k > 0 && s.has_bytes())
+        .filter(|(k, s)| *k > 0 && (s.has_bytes() || s.offset >= 64))
         .map(|(k, s)| Piece {
             offset: s.offset,
-            size: s.size,
+            size: if s.has_bytes() { s.size } else { 0 },
             align: s.align.max(1),
             what: What::Section(k),
         })
@@ -129,7 +132,7 @@ pub fn replace_section(image: &[u8], origin: &str, name: &str, bytes: &[u8]) -> 
         p.offset
             .checked_add(p.size)
             .is_none_or(|e| e > image.len() as u64)
-            || p.offset < 64
+            || (p.offset < 64 && p.size > 0)
     }) {
         return Err(bad(format!(
             "a piece at {:#x} of {:#x} bytes reaches past the file or into its header",
@@ -145,8 +148,9 @@ pub fn replace_section(image: &[u8], origin: &str, name: &str, bytes: &[u8]) -> 
             "an alignment that is not a power of two up to 1 MiB".into()
         ));
     }
-    // larger pieces first at one offset: a view starting where its section starts
-    pieces.sort_by_key(|p| (p.offset, std::cmp::Reverse(p.size)));
+    // at one offset: pieces of no bytes first (placed before what follows them), then
+    // larger ones (a view starting where its section starts comes after it)
+    pieces.sort_by_key(|p| (p.offset, p.size != 0, std::cmp::Reverse(p.size)));
     let growth = bytes.len() as i128 - old.size as i128;
     // each piece's new offset; a piece inside the one before moves with it
     let (mut old_end, mut new_end, mut shift) = (0u64, 0u64, 0i128);
@@ -174,9 +178,9 @@ pub fn replace_section(image: &[u8], origin: &str, name: &str, bytes: &[u8]) -> 
         new_end = at + size;
         moved.push((*p, at));
     }
-    let first = pieces.first().map_or(0, |p| p.offset) as usize;
-    let mut out = vec![0u8; new_end as usize];
-    out[..first].copy_from_slice(&image[..first]);
+    // (the ELF header; every piece starts after it)
+    let mut out = vec![0u8; (new_end as usize).max(64)];
+    out[..64].copy_from_slice(&image[..64]);
     for (p, at) in &moved {
         let at = *at as usize;
         match p.what {
@@ -192,8 +196,7 @@ pub fn replace_section(image: &[u8], origin: &str, name: &str, bytes: &[u8]) -> 
     if let Some(ph) = new_ph {
         put(&mut out, 0x20, 8, ph);
     }
-    // section headers: offsets (NOBITS ones keep theirs: nothing moves them in nvlink's
-    // images either, which give them the offset of the piece after them) and the size
+    // section headers: offsets and the replaced section's size
     for (k, s) in view.sections.iter().enumerate().skip(1) {
         let at = (new_sh + k as u64 * shentsize) as usize;
         if let Some(off) = new_of(What::Section(k)) {

@@ -1,4 +1,5 @@
-//! sm_100+ debug links: a link with `-g`, or with `-G` code among its inputs. nvlink's
+//! sm_100+ debug links: a link with `-g`, or with `-G` code (or line tables: `-lineinfo`,
+//! `-G -dopt=on`) among its inputs. nvlink's
 //! finalizer then regenerates every function at the debug level (with `-g`, code ptxas
 //! optimized comes out as debug code, 1,194 differences in a dynamic-parallelism
 //! program; beside `-G` code, libcudadevrt's functions get other code and capsules), and
@@ -23,16 +24,23 @@ use crate::plan::Plan;
 const NOTE: &str = ".note.nv.tkinfo";
 
 /// Whether this link's image is the finalizer's debug link: the finalizer runs
-/// ([`super::wanted`]), the link has `-g` or a unit with `-G` debug information, and
+/// ([`super::wanted`]), the link has `-g` or a unit with debug information (`-G`) or
+/// line tables (`-lineinfo`), and
 /// none of the options nvlinkrs does not hand libnvJitLink (`--preserve-relocs`,
 /// `-disable-smem-reservation`, `-allow-undefined-globals`) is given
 /// (`-maxrregcount`, `-kernels-used` and `-variables-used` it hands on).
 pub fn wanted(plan: &Plan, inputs: &[Input]) -> Result<bool> {
     let req = plan.req;
+    // (`-G` code has `.debug_info`; `-lineinfo` code and `-G -dopt=on` code line tables,
+    // which follow the code the finalizer regenerates)
+    let names = [".debug_info", ".debug_line", ".nv_debug_line_sass"];
     let debug = req.debug
-        || inputs
-            .iter()
-            .any(|i| i.cubin.sections.iter().any(|s| s.name == ".debug_info"));
+        || (inputs.iter()).any(|i| {
+            i.cubin
+                .sections
+                .iter()
+                .any(|s| names.contains(&s.name.as_str()))
+        });
     let plain =
         !req.preserve_relocs && !req.disable_smem_reservation && !req.allow_undefined_globals;
     Ok(debug && plain && super::wanted(plan)?)
