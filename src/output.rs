@@ -241,7 +241,8 @@ fn write_beside(
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
-    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let full = path.file_name().unwrap_or_default().to_string_lossy();
+    let name = temp_stem(&full);
     let refused =
         |e: &std::io::Error| old.is_some() && e.kind() == std::io::ErrorKind::PermissionDenied;
     // (created 0600: nobody else reads it half written)
@@ -363,7 +364,7 @@ fn reclaim_leftovers(path: &Path, age: Duration) {
     } else {
         dir
     };
-    let prefix = format!(".{}.", name.to_string_lossy());
+    let prefix = format!(".{}.", temp_stem(&name.to_string_lossy()));
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
@@ -383,6 +384,17 @@ fn reclaim_leftovers(path: &Path, age: Duration) {
             std::fs::remove_file(e.path()).ok();
         }
     }
+}
+
+/// The part of an output's name its temporary file's name starts with: the name, cut to
+/// its first 100 bytes (a name of up to 255 bytes is an output nvlink writes; with the
+/// process id and the suffixes the whole name must still fit in 255).
+fn temp_stem(name: &str) -> &str {
+    let mut end = name.len().min(100);
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    &name[..end]
 }
 
 /// Whether a temporary file or directory of process `pid` (named in it), described by
@@ -509,6 +521,22 @@ pub fn append_times(path: &Path, rows: &[TimeRow]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An output name of 255 bytes (the most a file system takes, and nvlink writes) is
+    /// written, twice (replacing), and leaves no temporary file (was: `File name too
+    /// long`, the temporary name being the output's with more after it); a multibyte
+    /// name is cut at a character boundary.
+    #[test]
+    fn the_longest_output_names_are_written() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["x".repeat(249) + ".cubin", "é".repeat(124) + ".o"] {
+            let out = dir.path().join(&name);
+            write_atomic(&out, b"one").unwrap();
+            write_atomic(&out, b"two").unwrap();
+            assert_eq!(std::fs::read(&out).unwrap(), b"two");
+        }
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+    }
 
     #[test]
     fn a_fifo_output_is_written_into_not_replaced() {
