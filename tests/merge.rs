@@ -1253,6 +1253,12 @@ fn links_equivalent_to_nvlink() {
             "-G -dopt=on code sm_100",
             args(&["-arch=sm_100", "coop_100_Gdopt.cubin"]),
         ),
+        // -G virtual functions: the stack follows nvlink's call list, not the compiler's
+        // lists of indirect targets (group 4), where two destructors name each other
+        (
+            "-G virtual functions sm_90",
+            args(&["-arch=sm_90", "virt_90_G.cubin", "managed_90.cubin"]),
+        ),
         // ptxas -g run by the link (LTO's code, PTX inputs): its note names no files,
         // as nvlink's ptxas, run inside nvlink, writes it (output `elf.o`)
         (

@@ -36,6 +36,12 @@ impl<'a> Merger<'a> {
         // address is taken anywhere in the program.
         let mut taken: Vec<(String, FuncId)> = Vec::new();
         let mut callers: Vec<(String, FuncId)> = Vec::new();
+        // (the calls the code's relocations and the groups 1 and 3 make, and the group 4
+        // names: what only group 4 names is `listed_only`)
+        let mut called: Vec<(FuncId, FuncId)> = (FuncId::all(self.funcs.len()))
+            .flat_map(|f| self.funcs[f].callees.iter().map(move |&g| (f, g)))
+            .collect();
+        let mut listed: Vec<(FuncId, FuncId)> = Vec::new();
         for i in 0..self.inputs.len() {
             let c = &self.inputs[i].cubin;
             for (a, b, group) in c.callgraph_entries()? {
@@ -57,6 +63,11 @@ impl<'a> Merger<'a> {
                         match fb {
                             Some(fb) if fb != fa => {
                                 self.funcs[fa].callees.insert(fb);
+                                if group == 4 {
+                                    listed.push((fa, fb));
+                                } else {
+                                    called.push((fa, fb));
+                                }
                             }
                             Some(_) if group == 1 => self.funcs[fa].self_call = true,
                             _ => {}
@@ -79,9 +90,16 @@ impl<'a> Merger<'a> {
             for f in taken_of.get(p.as_str()).into_iter().flatten() {
                 if caller != f {
                     self.funcs[*caller].callees.insert(*f);
+                    called.push((*caller, *f));
                 } else {
                     self.funcs[*caller].self_call = true;
                 }
+            }
+        }
+        let called: HashSet<(FuncId, FuncId)> = called.into_iter().collect();
+        for (f, g) in listed {
+            if !called.contains(&(f, g)) {
+                self.funcs[f].listed_only.insert(g);
             }
         }
         self.address_taken = taken.iter().map(|(_, f)| *f).collect();
@@ -134,6 +152,7 @@ impl<'a> Merger<'a> {
                 frame: self.sym_value(SymKey::new(i, s), info::FRAME_SIZE),
                 barriers,
                 callees: BTreeSet::new(),
+                listed_only: BTreeSet::new(),
                 self_call: false,
                 shared: BTreeSet::new(),
             });

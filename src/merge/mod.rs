@@ -277,6 +277,10 @@ struct Func {
     frame: u32,
     barriers: u32,
     callees: BTreeSet<FuncId>,
+    /// Of `callees`, those only the compiler's list of indirect targets (`.nv.callgraph`
+    /// group 4) names: nvlink's call list, and its stack sizes, do not follow them (a
+    /// `-G` deleting destructor's and its complete destructor's lists name each other).
+    listed_only: BTreeSet<FuncId>,
     /// Calls itself (a callgraph edge to itself).
     self_call: bool,
     shared: BTreeSet<SymKey>,

@@ -263,10 +263,10 @@ impl<'a> Merger<'a> {
         }
         path.push(f);
         let mut deepest = Some(0u32);
-        for &g in self.funcs[f]
-            .callees
-            .iter()
-            .filter(|&&g| !self.funcs[g].entry)
+        // (not the functions only the compiler's list of indirect targets names, which
+        // nvlink's stack sizes do not follow)
+        for &g in (self.funcs[f].callees.iter())
+            .filter(|&&g| !self.funcs[g].entry && !self.funcs[f].listed_only.contains(&g))
         {
             deepest = match (deepest, self.stack_depth(g, path, memo)) {
                 (Some(a), Some(b)) => Some(a.max(b)),
