@@ -1259,6 +1259,40 @@ fn links_equivalent_to_nvlink() {
             "-G virtual functions sm_90",
             args(&["-arch=sm_90", "virt_90_G.cubin", "managed_90.cubin"]),
         ),
+        // -lineinfo code beside -G code: callers in the call graph in the order nvlink
+        // made their symbols (input by input), and the debug byte of e_flags one more
+        // where -lineinfo code that names inlined functions (0x0A) meets -G code
+        (
+            "-lineinfo beside -G code sm_90",
+            args(&[
+                "-arch=sm_90",
+                "heavy_90_li.cubin",
+                "caller_90_li.cubin",
+                "dbgext_90_G.cubin",
+                "dbghelp_90_G.cubin",
+            ]),
+        ),
+        (
+            "-lineinfo with inlined names beside -G code sm_90",
+            args(&[
+                "-arch=sm_90",
+                "dbginl1_90_li.cubin",
+                "dbginl2_90_li.cubin",
+                "dbgext_90_G.cubin",
+                "dbghelp_90_G.cubin",
+            ]),
+        ),
+        (
+            "-lineinfo with inlined names beside -G code, -g link sm_100",
+            args(&[
+                "-g",
+                "-arch=sm_100",
+                "dbginl1_100_li.cubin",
+                "dbginl2_100_li.cubin",
+                "dbgext_100_G.cubin",
+                "dbghelp_100_G.cubin",
+            ]),
+        ),
         // ptxas -g run by the link (LTO's code, PTX inputs): its note names no files,
         // as nvlink's ptxas, run inside nvlink, writes it (output `elf.o`)
         (

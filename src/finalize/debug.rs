@@ -109,7 +109,9 @@ pub fn image(fin: &dyn Finalizer, mode: &Mode, inputs: &[Input], merged: &[u8]) 
     let fin_image = Cubin::parse(Bytes::from_vec(image), origin)?;
     let ours = Cubin::parse(Bytes::from_vec(merged.to_vec()), "the merged image")?;
     // the same kind of file for the same target: an executable of the merge's flags
-    let header = |c: &Cubin| (c.e_type, c.e_flags, c.osabi, c.abi_version);
+    // (but the debug byte, the top one, which the finalizer's image has as nvlink
+    // makes it)
+    let header = |c: &Cubin| (c.e_type, c.e_flags & 0x00FF_FFFF, c.osabi, c.abi_version);
     if header(&fin_image) != header(&ours) {
         return Err(Error::fatal(format!(
             "libnvJitLink's image is of another kind or target (type {}, flags {:#x}; the merge's type {}, flags {:#x})",

@@ -84,6 +84,7 @@ impl<'a> Merger<'a> {
         // their group; its callers of the call group keep their place)
         let mut system_callers: HashSet<u32> = HashSet::default();
         let mut pending_proto: Vec<(u32, usize)> = Vec::new();
+        let mut made: HashMap<u32, (usize, usize)> = HashMap::default();
         let inputs: &'a [Input] = self.inputs;
         for (i, inp) in inputs.iter().enumerate() {
             let c = &inp.cubin;
@@ -109,6 +110,15 @@ impl<'a> Merger<'a> {
                 if group == 2 && self.inputs[i].system {
                     system_callers.insert(oa as u32 + 1);
                 }
+                // (nvlink lists callers in the order it made their symbols: input by
+                // input, each in its symbol table's order, a global name where it first
+                // appears, defined or not)
+                let first = match self.global_id(ka) {
+                    Some(g) => self.globals[g].first,
+                    None => ka,
+                };
+                made.entry(oa as u32 + 1)
+                    .or_insert((first.input, first.sym));
                 match group {
                     1 | 4 => {
                         let Some(kb) = usize::try_from(b).ok().map(|b| SymKey::new(i, b)) else {
@@ -176,7 +186,7 @@ impl<'a> Merger<'a> {
         for (g, group) in groups.iter().enumerate().skip(1) {
             data.extend_from_slice(&0u32.to_le_bytes());
             data.extend_from_slice(&(-(g as i32)).to_le_bytes());
-            for (a, b) in nvlink_entry_order(group, &system_callers) {
+            for (a, b) in nvlink_entry_order(group, &system_callers, &made) {
                 data.extend_from_slice(&a.to_le_bytes());
                 if is_string.contains(&(g, a, b)) {
                     let n = index[&(b as u32)];
@@ -306,7 +316,11 @@ impl<'a> Merger<'a> {
 /// after the program's kernels), each
 /// caller's entries last seen first (inputs in order, each input's table in order) (read off nvlink 13.5: a kernel calling `d1`, `d2`, `d3`, `u1` in its input's
 /// table lists `u1`, `d3`, `d2`, `d1`).
-fn nvlink_entry_order(entries: &[(u32, i64)], system: &HashSet<u32>) -> Vec<(u32, i64)> {
+fn nvlink_entry_order(
+    entries: &[(u32, i64)],
+    system: &HashSet<u32>,
+    made: &HashMap<u32, (usize, usize)>,
+) -> Vec<(u32, i64)> {
     let mut callers: Vec<u32> = Vec::new();
     let mut of: HashMap<u32, Vec<i64>> = HashMap::default();
     for &(a, b) in entries {
@@ -317,9 +331,10 @@ fn nvlink_entry_order(entries: &[(u32, i64)], system: &HashSet<u32>) -> Vec<(u32
             })
             .push(b);
     }
+    let key = |a: &u32| made.get(a).copied().unwrap_or((usize::MAX, *a as usize));
     match system.is_empty() {
-        true => callers.sort_unstable(),
-        false => callers.sort_unstable_by_key(|a| (system.contains(a), *a)),
+        true => callers.sort_unstable_by_key(key),
+        false => callers.sort_unstable_by_key(|a| (system.contains(a), key(a))),
     }
     callers
         .iter()

@@ -235,9 +235,13 @@ impl<'a> Merger<'a> {
             });
         // the debug byte: the highest among the inputs, plus one for each input with
         // debug information (above 0x06: -lineinfo 0x09, -G 0x0E, ...) past the first
+        // (one more where -G code, 0x0E, meets -lineinfo code that names inlined
+        // functions, 0x0A: 16 sm_90 links of 0x09, 0x0A and 0x0E units, nvlink 13.5)
         let levels = self.inputs.iter().map(|i| i.cubin.e_flags >> 24);
         let with_debug = levels.clone().filter(|&l| l > 6).count() as u32;
-        let debug = levels.max().unwrap_or(first_flags >> 24) + with_debug.saturating_sub(1);
+        let highest = levels.clone().max().unwrap_or(first_flags >> 24);
+        let inlined_beside_g = highest >= 0x0E && levels.clone().any(|l| l == 0x0A);
+        let debug = highest + with_debug.saturating_sub(1) + inlined_beside_g as u32;
         Image {
             e_type: if exec { 2 } else { 1 },
             e_flags: (first_flags & 0x00FF_00FF)
