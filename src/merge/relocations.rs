@@ -252,9 +252,14 @@ impl<'a> Merger<'a> {
                         clear: false,
                     });
                     // (--preserve-relocs lists it as the next link would see it; under
-                    // -r not the unified table's offset)
+                    // -r not the unified table's offset; without -g none against a
+                    // dynamic shared array, as it has no symbol; nvlink's sm_100+ image
+                    // only the code's, and none against a constant bank)
                     if self.opts.preserve_relocs
                         && (exec || !is_table_symbol(&sym.name))
+                        && (self.dynamic_shared_symbols() || !is_dynamic_shared(sym))
+                        && !(self.mercury_layout
+                            && (target.flags & SHF_EXECINSTR == 0 || self.in_constant_bank(k)))
                         && let Some(sym_index) = f.out_index
                     {
                         resolved.push((at, sym_index as u32 + 1, r.ty, addend));

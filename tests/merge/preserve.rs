@@ -1,0 +1,334 @@
+//! `--preserve-relocs` at sm_100 and newer (issue 27, item 5b), against nvlink 13.5:
+//! besides the `.nv.resolvedrela.*` lists of the SASS relocations the link applied,
+//! nvlink writes their capsule-Mercury counterparts (`.nv.merc.nv.resolvedrela.*`), lists
+//! none against a constant bank nor in a debug section, gives the kept shared variables'
+//! Mercury symbols `STV_INTERNAL` and their offsets without the reservation, and lays
+//! dynamic shared arrays out as a plain link does (DESIGN.md). nvlinkrs refused the
+//! option there before; the fixture links are now nvlink's image, byte for byte but for
+//! the links with libcudadevrt, which are equivalent as their plain links are. Links
+//! below sm_100 that differed until the same work follow.
+
+use super::{args, cuda, differential};
+
+/// The links (each run with `--preserve-relocs`), and whether the image must be nvlink's
+/// byte for byte (`cmp`); the others must be equivalent (`nvlinkrs compare`).
+fn links() -> Vec<(&'static str, Vec<String>, bool)> {
+    let lib = format!("-L{}", cuda().join("lib").display());
+    let l = |a: &[&str]| args(&[a, &[lib.as_str(), "-lcudadevrt"][..]].concat());
+    let p = |a: &[&str]| args(a);
+    vec![
+        (
+            "cubins sm_100",
+            p(&["-arch=sm_100", "a_100.cubin", "b_100.cubin"]),
+            true,
+        ),
+        (
+            "input order reversed sm_100",
+            p(&["-arch=sm_100", "b_100.cubin", "a_100.cubin"]),
+            true,
+        ),
+        (
+            "cubins sm_120",
+            p(&["-arch=sm_120", "a_120.cubin", "b_120.cubin"]),
+            true,
+        ),
+        (
+            "sm_100 code for sm_103",
+            p(&["-arch=sm_103", "a_100.cubin", "b_100.cubin"]),
+            true,
+        ),
+        (
+            "sm_100a code",
+            p(&["-arch=sm_100a", "a_100a.cubin", "b_100a.cubin"]),
+            true,
+        ),
+        (
+            "sm_110 code",
+            p(&["-arch=sm_110", "a_110.cubin", "b_110.cubin"]),
+            true,
+        ),
+        (
+            "compute_100 code beside compute_120",
+            p(&["-arch=sm_120", "b_120.cubin", "a_v100_120.cubin"]),
+            true,
+        ),
+        (
+            "register and stack propagation sm_100",
+            p(&["-arch=sm_100", "heavy_100.cubin", "caller_100.cubin"]),
+            true,
+        ),
+        (
+            "register and stack propagation sm_120",
+            p(&["-arch=sm_120", "heavy_120.cubin", "caller_120.cubin"]),
+            true,
+        ),
+        (
+            "cooperative groups sm_100",
+            p(&["-arch=sm_100", "coop_100.cubin"]),
+            true,
+        ),
+        (
+            "cooperative groups sm_120",
+            p(&["-arch=sm_120", "coop_120.cubin"]),
+            true,
+        ),
+        // (the finalizer's code taken as whole functions, relocation sites moved)
+        (
+            "whole functions finalized sm_100",
+            p(&[
+                "-arch=sm_100",
+                "virt_100.cubin",
+                "coop_100.cubin",
+                "managed_100.cubin",
+            ]),
+            true,
+        ),
+        (
+            "whole functions finalized sm_120",
+            p(&[
+                "-arch=sm_120",
+                "virt_120.cubin",
+                "coop_120.cubin",
+                "managed_120.cubin",
+            ]),
+            true,
+        ),
+        (
+            "driver functions and managed variables sm_100",
+            p(&["-arch=sm_100", "managed_100.cubin", "virt_100.cubin"]),
+            true,
+        ),
+        (
+            "driver functions and managed variables sm_120",
+            p(&["-arch=sm_120", "virt_120.cubin", "managed_120.cubin"]),
+            true,
+        ),
+        (
+            "shared memory sm_100",
+            p(&["-arch=sm_100", "smem_100.cubin", "smem2_100.cubin"]),
+            true,
+        ),
+        (
+            "shared memory sm_120",
+            p(&["-arch=sm_120", "smem_120.cubin", "smem2_120.cubin"]),
+            true,
+        ),
+        (
+            "shared memory slots sm_100",
+            p(&["-arch=sm_100", "smem3_100.cubin"]),
+            true,
+        ),
+        (
+            "shared memory slots sm_120",
+            p(&["-arch=sm_120", "smem3_120.cubin"]),
+            true,
+        ),
+        (
+            "shared memory slot alignment sm_100",
+            p(&["-arch=sm_100", "smem4_100.cubin"]),
+            true,
+        ),
+        (
+            "shared window alignment sm_100",
+            p(&["-arch=sm_100", "smem5_100.cubin"]),
+            true,
+        ),
+        (
+            "dynamic shared, one kernel sm_100",
+            p(&["-arch=sm_100", "dyn1_100.cubin"]),
+            true,
+        ),
+        (
+            "dynamic shared, windows grown sm_100",
+            p(&["-arch=sm_100", "dyn2_100.cubin", "dyn3_100.cubin"]),
+            true,
+        ),
+        (
+            "dynamic shared, windows grown sm_120",
+            p(&["-arch=sm_120", "dyn2_120.cubin", "dyn3_120.cubin"]),
+            true,
+        ),
+        (
+            "dynamic shared, only in a function no kernel reaches sm_100",
+            p(&["-arch=sm_100", "dyn4_100.cubin"]),
+            true,
+        ),
+        (
+            "dynamic shared, only in a function no kernel reaches sm_120",
+            p(&["-arch=sm_120", "dyn4_120.cubin"]),
+            true,
+        ),
+        (
+            "memory-only sections input by input sm_100",
+            p(&["-arch=sm_100", "memord1_100.cubin", "memord2_100.cubin"]),
+            true,
+        ),
+        (
+            "EXTERNS grown sm_100",
+            p(&["-arch=sm_100", "extgrow1_100.cubin", "extgrow2_100.cubin"]),
+            true,
+        ),
+        (
+            "-kernels-used sm_100",
+            p(&[
+                "-arch=sm_100",
+                "-kernels-used=kern_a",
+                "a_100.cubin",
+                "b_100.cubin",
+            ]),
+            true,
+        ),
+        (
+            "example objects sm_100, a kernel the host never launches",
+            p(&["-arch=sm_100", "main_100.o", "saxpy_100.o", "scale_100.o"]),
+            true,
+        ),
+        (
+            "unlaunched kernels, a host object and a cubin sm_100",
+            p(&["-arch=sm_100", "launch1_dc100.o", "launch2_100.cubin"]),
+            true,
+        ),
+        (
+            "-G inputs, two units sm_100",
+            p(&[
+                "-arch=sm_100",
+                "dbgweak1_100_G.cubin",
+                "dbgweak2_100_G.cubin",
+            ]),
+            true,
+        ),
+        (
+            "-G inputs, unplaced .debug_loc labels sm_100",
+            p(&["-arch=sm_100", "debugloc_100_G.cubin"]),
+            true,
+        ),
+        (
+            "-lineinfo, inlined functions in two units sm_100",
+            p(&[
+                "-arch=sm_100",
+                "dbginl1_100_li.cubin",
+                "dbginl2_100_li.cubin",
+            ]),
+            true,
+        ),
+        // libcudadevrt: equivalent, as the plain links are (DESIGN.md, byte identity)
+        (
+            "device runtime sm_100",
+            l(&["-arch=sm_100", "dp_100.cubin"]),
+            false,
+        ),
+        (
+            "device runtime sm_120",
+            l(&["-arch=sm_120", "dp_120.cubin"]),
+            false,
+        ),
+        (
+            "device runtime, host objects sm_100",
+            l(&["-arch=sm_100", "dp_dc100.o", "dpmain_dc100.o"]),
+            false,
+        ),
+        (
+            "device runtime beside cubins sm_100",
+            l(&["-arch=sm_100", "a_100.cubin", "b_100.cubin", "dp_100.cubin"]),
+            false,
+        ),
+        (
+            "launched kernel with shared memory sm_100",
+            l(&["-arch=sm_100", "cdp_100.cubin"]),
+            false,
+        ),
+        (
+            "kernel launched from another unit sm_100",
+            l(&["-arch=sm_100", "cdp2_100.cubin", "cdp_100.cubin"]),
+            false,
+        ),
+        (
+            "kernels launched from the device only sm_100",
+            l(&["-arch=sm_100", "devlaunch_dc100.o"]),
+            false,
+        ),
+        // below sm_100, the rules found on the way (each differed before): dynamic
+        // shared arrays as in a plain link, `.nv_debug.shared` as aligned as what it
+        // holds, a kernel the filter leaves out laid out as a function
+        (
+            "shared memory sm_90",
+            p(&["-arch=sm_90", "smem_90.cubin", "smem2_90.cubin"]),
+            true,
+        ),
+        (
+            "shared memory sm_75",
+            p(&["-arch=sm_75", "smem_75.cubin", "smem2_75.cubin"]),
+            true,
+        ),
+        (
+            "shared memory slot alignment sm_90",
+            p(&["-arch=sm_90", "smem4_90.cubin"]),
+            true,
+        ),
+        (
+            "shared window alignment sm_80",
+            p(&["-arch=sm_80", "smem5_80.cubin"]),
+            true,
+        ),
+        (
+            "dynamic shared, one kernel sm_90",
+            p(&["-arch=sm_90", "dyn1_90.cubin"]),
+            true,
+        ),
+        (
+            "dynamic shared, only in a function no kernel reaches sm_90",
+            p(&["-arch=sm_90", "dyn4_90.cubin"]),
+            true,
+        ),
+        (
+            "memory-only sections input by input sm_90",
+            p(&["-arch=sm_90", "memord1_90.cubin", "memord2_90.cubin"]),
+            true,
+        ),
+        (
+            "-kernels-used sm_90",
+            p(&[
+                "-arch=sm_90",
+                "-kernels-used=kern_a",
+                "a_90.cubin",
+                "b_90.cubin",
+            ]),
+            true,
+        ),
+        (
+            "kernels launched from the device only sm_90",
+            l(&["-arch=sm_90", "devlaunch_dc90.o"]),
+            true,
+        ),
+        (
+            "unlaunched kernels, host objects sm_90",
+            p(&["-arch=sm_90", "launch1_dc.o", "launch2_dc.o"]),
+            true,
+        ),
+    ]
+}
+
+/// Each link with `--preserve-relocs` through nvlink and nvlinkrs: the same exit code and
+/// messages (nvlink's "not fully implemented" warning), an equivalent image, and nvlink's
+/// bytes where the list says so (nvlinkrs refused every one of them before).
+#[test]
+fn preserve_relocs_sm_100_links_match_nvlink() {
+    let mut failures = Vec::new();
+    let (mut identical, mut equivalent) = (0, 0);
+    let cases = links();
+    for (what, a, bytes) in &cases {
+        let mut a = a.clone();
+        a.insert(1, "--preserve-relocs".into());
+        match differential(&a) {
+            Ok(true) => identical += 1,
+            Ok(false) if !bytes => equivalent += 1,
+            Ok(false) => failures.push(format!("{what}: equivalent, not byte-identical")),
+            Err(d) => failures.push(format!("{what}:\n    {d}")),
+        }
+    }
+    eprintln!(
+        "--preserve-relocs sm_100+: {} links, {identical} byte-identical, {equivalent} equivalent",
+        cases.len()
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
