@@ -8,7 +8,9 @@
 //! the links with libcudadevrt, which are equivalent as their plain links are. Links
 //! below sm_100 that differed until the same work follow.
 
-use super::{args, cuda, differential};
+use nvlinkrs::elf::equiv;
+
+use super::{args, cuda, differential, nvlinkrs, run};
 
 /// The links (each run with `--preserve-relocs`), and whether the image must be nvlink's
 /// byte for byte (`cmp`); the others must be equivalent (`nvlinkrs compare`).
@@ -331,4 +333,36 @@ fn preserve_relocs_sm_100_links_match_nvlink() {
         cases.len()
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The links nvlinkrs does not make nvlink's image of with or without `--preserve-relocs`
+/// at sm_100+: `-g` (nvlink's sm_100 debug image has other code: DESIGN.md, the
+/// finalizer) and `-r` (nvlinkrs keeps the `__constant__` relocations nvlink applies and
+/// drops, and leaves shared memory to the final link: `tests/merge/bytes.rs`). The option
+/// must add no difference of its own: the images differ from nvlink's exactly as the
+/// plain links' do.
+#[test]
+fn preserve_relocs_sm_100_adds_no_difference_to_g_and_r() {
+    let links = [
+        &["-g", "-arch=sm_100", "a_100.cubin", "b_100.cubin"][..],
+        &["-g", "-arch=sm_100", "smem_100.cubin", "smem2_100.cubin"],
+        &["-r", "-arch=sm_100", "a_100.cubin", "b_100.cubin"],
+        &["-r", "-arch=sm_100", "smem_100.cubin", "smem2_100.cubin"],
+        &["-r", "-arch=sm_120", "heavy_120.cubin", "caller_120.cubin"],
+    ];
+    let differences = |a: &[String]| -> Vec<String> {
+        let dir = tempfile::tempdir().unwrap();
+        let want = run(&cuda().join("bin/nvlink"), a, dir.path());
+        let got = run(&nvlinkrs(), a, dir.path());
+        assert_eq!((want.code, got.code), (0, 0), "{a:?}: {:?}", got.messages);
+        assert_eq!(want.messages, got.messages, "{a:?}");
+        let r = equiv::compare(&want.output.unwrap(), &got.output.unwrap()).unwrap();
+        r.differences
+    };
+    for list in links {
+        let plain = args(list);
+        let mut preserved = plain.clone();
+        preserved.insert(1, "--preserve-relocs".into());
+        assert_eq!(differences(&preserved), differences(&plain), "{list:?}");
+    }
 }
