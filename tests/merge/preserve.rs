@@ -366,3 +366,71 @@ fn preserve_relocs_sm_100_adds_no_difference_to_g_and_r() {
         assert_eq!(differences(&preserved), differences(&plain), "{list:?}");
     }
 }
+
+/// A function no kernel reaches that uses a dynamic shared array, where
+/// `.nv_debug.shared` holds a variable two kernels share: sm_90's `--preserve-relocs`
+/// image keeps the array's symbol (0x3ff) and lists that relocation against it; at sm_80
+/// and sm_100 nvlink keeps no symbol and fails ("Internal error: reference to deleted
+/// symbol"), and so does nvlinkrs, with nvlink's words, no output left (it wrote an image
+/// before). Compiled here (nvcc), each SM's link through both linkers.
+#[test]
+fn preserve_relocs_dynamic_array_of_an_unreached_function() {
+    const SOURCE: &str = "extern __shared__ int dyn[];
+__device__ __noinline__ int both(int x) {
+    __shared__ int s[32];
+    s[threadIdx.x % 32] = x;
+    __syncthreads();
+    return s[(threadIdx.x + 1) % 32];
+}
+__global__ void k1(int *o) { o[0] = both(o[1]); }
+__global__ void k2(int *o) { o[0] = both(o[2]); }
+__device__ __noinline__ int unreached(int x) {
+    dyn[threadIdx.x] = x;
+    return dyn[(threadIdx.x + 1) % 32];
+}
+";
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("dd.cu"), SOURCE).unwrap();
+    for (sm, identical) in [
+        ("80", None),
+        ("90", Some(true)),
+        ("100", None),
+        ("120", None),
+    ] {
+        let cubin = dir.path().join(format!("dd_{sm}.cubin"));
+        let ok = std::process::Command::new(cuda().join("bin/nvcc"))
+            .current_dir(dir.path())
+            .args([
+                "-cubin",
+                "-rdc=true",
+                &format!("-arch=sm_{sm}"),
+                "dd.cu",
+                "-o",
+            ])
+            .arg(&cubin)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "nvcc for sm_{sm}");
+        let a = vec![
+            format!("-arch=sm_{sm}"),
+            "--preserve-relocs".to_string(),
+            cubin.display().to_string(),
+        ];
+        let d = differential(&a);
+        match identical {
+            // (both fail alike: no image to compare)
+            None => assert_eq!(d, Ok(false), "sm_{sm}"),
+            Some(i) => assert_eq!(d, Ok(i), "sm_{sm}"),
+        }
+        // nvlink fails where the list says so (the harness checked nvlinkrs does too)
+        let dir2 = tempfile::tempdir().unwrap();
+        let want = run(&cuda().join("bin/nvlink"), &a, dir2.path());
+        assert_eq!(
+            want.code == 0,
+            identical.is_some(),
+            "sm_{sm}: {:?}",
+            want.messages
+        );
+    }
+}
