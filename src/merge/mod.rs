@@ -386,6 +386,10 @@ pub fn link_with_steps(
     m.relocations()?;
     lap("relocations");
     m.info()?;
+    // (a failure nvlink reports after the `.nv.info` step's warnings)
+    if let Some(e) = m.failure.take() {
+        return Err(e);
+    }
     lap("info");
     m.callgraph()?;
     if opts.dump_callgraph {
@@ -481,6 +485,8 @@ struct Merger<'a> {
     shared_reserve: u64,
     /// Debug links: whether `.nv_debug.shared` holds variables other than dynamic arrays.
     debug_shared_holds_variables: bool,
+    /// A failure of nvlink's found early, reported where nvlink reports it.
+    failure: Option<Error>,
     /// `.debug_frame` pieces that lost entries (sm_100+), by (input, section).
     frames: HashMap<SecKey, sections::PrunedFrame>,
 }
@@ -537,6 +543,7 @@ impl<'a> Merger<'a> {
             shared_home: HashMap::default(),
             shared_reserve: 0,
             debug_shared_holds_variables: false,
+            failure: None,
             kernels: Vec::new(),
             trees: Vec::new(),
             props: HashMap::default(),

@@ -39,6 +39,9 @@ struct RelocPlan {
     /// relocations are this input's).
     edits: Vec<(usize, Edits)>,
     kept: Vec<((usize, RelocList), Vec<RelocEntry>)>,
+    /// nvlink's failure this input's relocations cause, reported after the `.nv.info`
+    /// step's warnings, as nvlink's comes (`Merger::failure`).
+    failure: Option<Error>,
 }
 
 /// What the relocations against one input symbol need to know of it.
@@ -70,6 +73,9 @@ impl<'a> Merger<'a> {
         let mut patches: Vec<Vec<Vec<Patch>>> = vec![Vec::new(); self.out.len()];
         for plan in plans {
             let plan = plan?;
+            if self.failure.is_none() {
+                self.failure = plan.failure;
+            }
             for (out, group) in plan.patches {
                 patches[out].push(group);
             }
@@ -254,8 +260,9 @@ impl<'a> Merger<'a> {
                     && self.preserving_only()
                     && self.debug_shared_holds_variables
                     && f.out_index.is_none()
+                    && plan.failure.is_none()
                 {
-                    return Err(Error::fatal("Internal error: reference to deleted symbol").context(format!(
+                    plan.failure = Some(Error::fatal("Internal error: reference to deleted symbol").context(format!(
                         "(nvlink's words; nvlinkrs fails with it) --preserve-relocs: '{}' of '{}', which no kernel reaches, refers to the dynamic shared array '{}', whose symbol nvlink keeps only at sm_90",
                         target.name, c.origin, sym.name
                     )));

@@ -10,7 +10,7 @@
 
 use nvlinkrs::elf::equiv;
 
-use super::{args, cuda, differential, nvlinkrs, run};
+use super::{args, cuda, differential, generated, nvlinkrs, run};
 
 /// The links (each run with `--preserve-relocs`), and whether the image must be nvlink's
 /// byte for byte (`cmp`); the others must be equivalent (`nvlinkrs compare`).
@@ -433,4 +433,23 @@ __device__ __noinline__ int unreached(int x) {
             want.messages
         );
     }
+}
+
+/// Generated program 24 (`genprog.py`) at sm_100: a function no kernel reaches uses the
+/// dynamic array; nvlink warns about the kernels' stack sizes (recursive call trees),
+/// then fails as above; nvlinkrs gives the same lines in the same order (it failed
+/// before the warnings while the failure was raised with the relocations).
+#[test]
+fn preserve_relocs_failure_comes_after_the_stack_warnings() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = generated::program("sm_100", 24, dir.path());
+    a.insert(1, "--preserve-relocs".into());
+    assert_eq!(differential(&a), Ok(false));
+    let want = run(&cuda().join("bin/nvlink"), &a, dir.path());
+    assert_eq!(want.code, 1);
+    assert!(
+        want.messages.iter().any(|m| m.contains("Stack size")),
+        "{:?}",
+        want.messages
+    );
 }
