@@ -7,7 +7,7 @@
 use std::sync::OnceLock;
 
 use crate::cli::LinkRequest;
-use crate::diag::{Diagnostics, Error, Result};
+use crate::diag::{Diagnostics, Result};
 use crate::input::HostInfo;
 use crate::toolkit::Toolkit;
 use crate::{merge, ptxas_driver, toolnote};
@@ -36,16 +36,9 @@ impl<'r> Plan<'r> {
             .map_err(Clone::clone)
     }
 
-    /// What nvlinkrs refuses, or warns about, before reading an input.
+    /// What nvlinkrs warns about before reading an input.
     pub fn check(&self, diag: &Diagnostics) -> Result<()> {
         let req = self.req;
-        if req.preserve_relocs && req.target.sm >= 100 {
-            // (nvlink lists the capsule-Mercury relocations too there; not done yet)
-            return Err(Error::fatal(format!(
-                "option '--preserve-relocs' is not implemented by nvlinkrs for '{}' (sm_100 and newer) yet; refusing rather than writing another image than nvlink's",
-                req.target
-            )));
-        }
         if req.preserve_relocs && req.target.sm >= 90 {
             // (nvlink 13.5's words, its spelling kept)
             diag.warning(&format!(

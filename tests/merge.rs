@@ -19,6 +19,8 @@ mod bytes;
 mod generated;
 #[path = "merge/launched.rs"]
 mod launched;
+#[path = "merge/preserve.rs"]
+mod preserve;
 
 fn cuda() -> PathBuf {
     PathBuf::from(std::env::var_os("CUDA_HOME").expect("CUDA_HOME (set by scripts/test.sh)"))
@@ -1895,28 +1897,6 @@ fn bad_cubins_fail_cleanly() {
         .output()
         .unwrap();
     assert_ne!(r.status.code(), Some(0));
-    // --preserve-relocs for sm_100+ is refused (the Mercury lists are not written)
-    // before anything is read: an old output stays as it was, as with a bad option
-    let out = dir.path().join("kept.cubin");
-    std::fs::write(&out, b"old").unwrap();
-    let r = Command::new(nvlinkrs())
-        .env("NVLINKRS_CACHE", "0")
-        .args([
-            "-arch=sm_100",
-            "--preserve-relocs",
-            &fx.join("a_100.cubin").display().to_string(),
-            "-o",
-            &out.display().to_string(),
-        ])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&r.stderr);
-    assert_eq!(r.status.code(), Some(1), "{err}");
-    assert!(
-        err.contains("nvlinkrs fatal   : option '--preserve-relocs' is not implemented by nvlinkrs for 'sm_100'"),
-        "{err}"
-    );
-    assert_eq!(std::fs::read(&out).unwrap(), b"old");
 }
 
 /// nvlink's dropped-callee defect (DESIGN.md, "nvlink defect"), read off its own

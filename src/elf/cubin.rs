@@ -36,6 +36,9 @@ pub const SHT_CAPMERC_TEXT: u32 = 0x7000_0016;
 pub const SHT_MERC_RELA: u32 = 0x7000_0082;
 pub const SHT_MERC_INFO: u32 = 0x7000_0083;
 pub const SHT_MERC_SYMTAB: u32 = 0x7000_0085;
+/// `--preserve-relocs` at sm_100+: the Mercury relocations the link applied
+/// (`.nv.merc.nv.resolvedrela.*`, RELA entries over `.nv.merc.symtab`).
+pub const SHT_MERC_RESOLVED_RELA: u32 = 0x7000_0088;
 pub const SHT_MERC_CALLGRAPH: u32 = 0x7000_008A;
 pub const SHT_MERC_PROTOTYPE: u32 = 0x7000_008B;
 
@@ -512,7 +515,7 @@ impl Cubin {
     /// The symbols a relocation section's entries name: `.nv.merc.symtab` for the
     /// capsule-Mercury ones, else `.symtab`.
     pub fn symbols_of(&self, s: &Section) -> &[Symbol] {
-        if s.ty == SHT_MERC_RELA {
+        if matches!(s.ty, SHT_MERC_RELA | SHT_MERC_RESOLVED_RELA) {
             &self.merc_symbols
         } else {
             &self.symbols

@@ -75,7 +75,12 @@ fn sym_name(c: &Cubin, i: u32) -> String {
 fn is_merc(s: &Section) -> bool {
     matches!(
         s.ty,
-        SHT_MERC_RELA | SHT_MERC_INFO | SHT_MERC_CALLGRAPH | SHT_MERC_PROTOTYPE | SHT_CAPMERC_TEXT
+        SHT_MERC_RELA
+            | SHT_MERC_RESOLVED_RELA
+            | SHT_MERC_INFO
+            | SHT_MERC_CALLGRAPH
+            | SHT_MERC_PROTOTYPE
+            | SHT_CAPMERC_TEXT
     )
 }
 
@@ -235,6 +240,7 @@ pub fn compare(expected: &[u8], actual: &[u8]) -> Result<Report> {
                 | SHT_CUDA_PROTOTYPE
                 | SHT_MERC_SYMTAB
                 | SHT_MERC_RELA
+                | SHT_MERC_RESOLVED_RELA
                 | SHT_MERC_CALLGRAPH
                 | SHT_MERC_PROTOTYPE => {}
                 // a capsule starts with the section index of its function's SASS
@@ -349,11 +355,15 @@ pub fn compare(expected: &[u8], actual: &[u8]) -> Result<Report> {
         for (i, s) in c.sections.iter().enumerate() {
             if !matches!(
                 s.ty,
-                SHT_RELA | SHT_REL | SHT_CUDA_RESOLVED_RELA | SHT_MERC_RELA
+                SHT_RELA
+                    | SHT_REL
+                    | SHT_CUDA_RESOLVED_RELA
+                    | SHT_MERC_RELA
+                    | SHT_MERC_RESOLVED_RELA
             ) {
                 continue;
             }
-            let merc = s.ty == SHT_MERC_RELA;
+            let merc = matches!(s.ty, SHT_MERC_RELA | SHT_MERC_RESOLVED_RELA);
             let mut v: Vec<String> = c
                 .relocations(i)?
                 .iter()

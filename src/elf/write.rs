@@ -155,7 +155,7 @@ pub fn rank(s: &OutSection, mercury: bool) -> u8 {
             SHT_MERC_INFO => 23,
             SHT_MERC_CALLGRAPH => 24,
             SHT_MERC_PROTOTYPE => 25,
-            SHT_MERC_RELA => 26,
+            SHT_MERC_RELA | SHT_MERC_RESOLVED_RELA => 26,
             SHT_CAPMERC_TEXT => 28,
             _ if s.flags & SHF_ALLOC == 0 => 21,
             _ if s.flags & SHF_WRITE != 0 => 29,

@@ -58,8 +58,14 @@ impl<'a> Merger<'a> {
         }
         // (a parameter bank's `.rel` twin, and `.nv.rel.action`, are not made under -r)
         let twins = !self.opts.relocatable;
-        // (under -r a kernel the filter drops stays, made as a plain function is)
-        let entry = |f: FuncId| self.funcs[f].entry && (twins || self.kernel_kept(f));
+        // (under -r a kernel the filter drops stays, made as a plain function is; so
+        // does one `-kernels-used` drops under --preserve-relocs without -g, not one the
+        // host objects' tables leave out)
+        let tables = self.opts.kernels.as_ref().is_none_or(|k| k.tables);
+        let entry = |f: FuncId| {
+            self.funcs[f].entry
+                && ((twins && (tables || !self.preserving_only())) || self.kernel_kept(f))
+        };
         for (i, inp) in self.inputs.iter().enumerate() {
             let c = &inp.cubin;
             let sections = || {

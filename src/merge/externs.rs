@@ -64,7 +64,9 @@ impl Merger<'_> {
             .map(FuncId)
             .map(|f| {
                 let mut list = own[f].clone();
-                if self.live[f] && self.funcs[f].entry {
+                // (a kernel only --preserve-relocs keeps, one the kernel filter leaves
+                // out, keeps its own list: `devlaunch.cu`'s `top`)
+                if self.live[f] && self.funcs[f].entry && self.reached(f) {
                     let funcs = if every.is_empty() {
                         self.tree(f)
                     } else {

@@ -197,10 +197,7 @@ impl<'a> Merger<'a> {
     pub(super) fn reach(&mut self) {
         let n = self.funcs.len();
         let all = self.opts.relocatable || self.keeps_all();
-        self.live = vec![all; n];
-        if all {
-            return;
-        }
+        self.live = vec![false; n];
         let mut stack: Vec<FuncId> = FuncId::all(n)
             .filter(|&f| self.funcs[f].entry && self.kernel_kept(f))
             .collect();
@@ -241,6 +238,19 @@ impl<'a> Merger<'a> {
             }
             stack.extend(self.funcs[f].callees.iter().copied());
         }
+        // (a --preserve-relocs link without -g, which keeps all, still knows what a
+        // plain one would keep: its roots)
+        if all {
+            let reached = std::mem::replace(&mut self.live, vec![true; n]);
+            if !self.opts.relocatable && self.preserving_only() {
+                self.reached = reached;
+            }
+        }
+    }
+
+    /// Whether function `f` is one a plain link would keep (`reach`).
+    pub(super) fn reached(&self, f: FuncId) -> bool {
+        self.reached.get(f.0).copied().unwrap_or(true)
     }
 
     /// Each live kernel's call tree, once, for the steps that read it (shared memory,
@@ -263,8 +273,10 @@ impl<'a> Merger<'a> {
             next.extend(func.callees.iter().filter(|&&g| !self.funcs[g].entry));
             start.push(next.len());
         }
+        // (a kernel only --preserve-relocs keeps, one the kernel filter leaves out, is
+        // laid out as a function: no window, nothing propagated; `-kernels-used`)
         self.kernels = FuncId::all(n)
-            .filter(|&f| self.live[f] && self.funcs[f].entry)
+            .filter(|&f| self.live[f] && self.funcs[f].entry && self.reached(f))
             .collect();
         let comp = components(&start, &next, &self.kernels);
         self.trees = reaches(&start, &next, &comp, &self.kernels);

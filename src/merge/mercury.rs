@@ -453,6 +453,14 @@ impl Merger<'_> {
                         _ if ms.defined() => s.value,
                         _ => ms.value,
                     };
+                    // (a shared variable's symbol, kept by --preserve-relocs or -g: its
+                    // offset without the reservation; internal as on the SASS side)
+                    if st.exec && ms.other & STO_SHARED != 0 && s.ty != STT_FUNC {
+                        m.other |= s.other & 0x3;
+                        if !is_dynamic_shared(ms) {
+                            m.value = s.value.saturating_sub(self.shared_reserve);
+                        }
+                    }
                 }
                 // (under -r every undefined data object is a CUDA object, as on the
                 // SASS side)
@@ -484,6 +492,8 @@ impl Merger<'_> {
         type Entry = (u64, u32, u32, i64);
         let mut lists: Vec<(usize, Vec<Entry>)> = Vec::new();
         let mut list_of: HashMap<usize, usize> = HashMap::default();
+        // (--preserve-relocs: the applied ones, per capsule, in the order met)
+        let mut resolved: Vec<(usize, Vec<Entry>)> = Vec::new();
         for (i, view) in st.views.iter().enumerate() {
             let c = &self.inputs[i].cubin;
             for (ri, rs) in c.sections.iter().enumerate() {
@@ -582,6 +592,25 @@ impl Merger<'_> {
                             let v = (value as i64).wrapping_add(r.addend) as u64;
                             put(&mut self.out[out].data, v);
                         }
+                        // (--preserve-relocs lists a capsule's, but for those against a
+                        // constant bank, as the SASS side does at sm_100+)
+                        if self.opts.preserve_relocs
+                            && target.ty == SHT_CAPMERC_TEXT
+                            && (st.exec || !is_table_symbol(&ms.name))
+                            && !self.in_constant_bank(k)
+                            && let Some(sym) = st.merc_out(self, i, r.sym as usize)
+                        {
+                            let mut addend = r.addend;
+                            if ms.ty == STT_SECTION
+                                && let Some(&(_, p)) = st.placed.get(&(i, ms.shndx as usize))
+                            {
+                                addend += p as i64;
+                            }
+                            match resolved.iter_mut().find(|l| l.0 == out) {
+                                Some(l) => l.1.push((at, sym, r.ty, addend)),
+                                None => resolved.push((out, vec![(at, sym, r.ty, addend)])),
+                            }
+                        }
                         continue;
                     }
                     let Some(sym) = st.merc_out(self, i, r.sym as usize) else {
@@ -622,6 +651,26 @@ impl Merger<'_> {
                 &format!(".nv.merc.rela{target}"),
                 ".nv.merc.rela",
                 SHT_MERC_RELA,
+            );
+            o.link = Ref::Section(st.symtab);
+            o.info = Ref::Section(out);
+            o.align = 8;
+            o.entsize = 24;
+            for (off, sym, ty, addend) in list {
+                o.data.extend_from_slice(&off.to_le_bytes());
+                o.data
+                    .extend_from_slice(&((sym as u64) << 32 | ty as u64).to_le_bytes());
+                o.data.extend_from_slice(&addend.to_le_bytes());
+            }
+            self.new_section(o, false);
+        }
+        for (out, mut list) in resolved {
+            list.reverse();
+            let target = sass_name(&self.out[out].name).unwrap_or("").to_string();
+            let mut o = st.section(
+                &format!(".nv.merc.nv.resolvedrela{target}"),
+                ".nv.merc.rela",
+                SHT_MERC_RESOLVED_RELA,
             );
             o.link = Ref::Section(st.symtab);
             o.info = Ref::Section(out);
@@ -720,7 +769,9 @@ impl Merger<'_> {
                 recs.push(r);
             }
             recs.reverse();
-            let kernel = (st.exec && self.funcs[f].entry).then(|| self.props[&f]);
+            let kernel = (st.exec && self.funcs[f].entry)
+                .then(|| self.props.get(&f).copied())
+                .flatten();
             self.finish_records(f, &mut recs, kernel, |o| st.remap(o));
             let mut o = st.section(&name, ".nv.merc.nv.info.", SHT_MERC_INFO);
             o.flags |= SHF_INFO_LINK;

@@ -390,6 +390,10 @@ pub fn link_with_steps(
     m.relocations()?;
     lap("relocations");
     m.info()?;
+    // (a failure nvlink reports after the `.nv.info` step's warnings)
+    if let Some(e) = m.failure.take() {
+        return Err(e);
+    }
     lap("info");
     m.callgraph()?;
     if opts.dump_callgraph {
@@ -425,6 +429,11 @@ struct Merger<'a> {
     /// Per input and symbol: the function it defines, if any.
     func_at: Vec<Vec<Option<FuncId>>>,
     live: Vec<bool>,
+    /// The functions a plain link would keep (the kernels the filter keeps, what device
+    /// code launches or takes the address of, and their callees), in a `--preserve-relocs`
+    /// link without `-g` (`preserving_only`), which keeps all; empty in the others (all
+    /// reached).
+    reached: Vec<bool>,
     /// Input section → (output section, offset of its piece).
     placed: HashMap<SecKey, (usize, u64)>,
     out: Vec<OutSection>,
@@ -480,6 +489,8 @@ struct Merger<'a> {
     shared_reserve: u64,
     /// Debug links: whether `.nv_debug.shared` holds variables other than dynamic arrays.
     debug_shared_holds_variables: bool,
+    /// A failure of nvlink's found early, reported where nvlink reports it.
+    failure: Option<Error>,
     /// `.debug_frame` pieces that lost entries (sm_100+), by (input, section).
     frames: HashMap<SecKey, sections::PrunedFrame>,
 }
@@ -510,6 +521,7 @@ impl<'a> Merger<'a> {
                 .map(|i| vec![None; i.cubin.symbols.len()])
                 .collect(),
             live: Vec::new(),
+            reached: Vec::new(),
             placed: HashMap::default(),
             out: Vec::new(),
             by_name: HashMap::default(),
@@ -535,6 +547,7 @@ impl<'a> Merger<'a> {
             shared_home: HashMap::default(),
             shared_reserve: 0,
             debug_shared_holds_variables: false,
+            failure: None,
             kernels: Vec::new(),
             trees: Vec::new(),
             props: HashMap::default(),
@@ -548,6 +561,19 @@ impl<'a> Merger<'a> {
     /// every function kept, shared variables' symbols kept.
     fn keeps_all(&self) -> bool {
         self.opts.debug || self.opts.preserve_relocs
+    }
+
+    /// A `--preserve-relocs` link without `-g`: it keeps all, but its roots are a plain
+    /// link's (`reached`); a debug link's are every kernel.
+    fn preserving_only(&self) -> bool {
+        self.opts.preserve_relocs && !self.opts.debug
+    }
+
+    /// Whether dynamic (`extern`) shared arrays keep a symbol, with one offset for every
+    /// function: a debug link's; a `--preserve-relocs` link without `-g` lays them out
+    /// as a plain link does (an offset per function, no symbol, no listed relocation).
+    fn dynamic_shared_symbols(&self) -> bool {
+        self.opts.debug
     }
 
     fn sym(&self, k: SymKey) -> &'a Symbol {
@@ -632,6 +658,23 @@ impl<'a> Merger<'a> {
             return self.is_dropped_function_section(k.input, s.shndx as usize);
         }
         self.func_of(k).is_some_and(|f| !self.live[f])
+    }
+
+    /// Whether a relocation target lies in a constant bank (a module bank or a kernel's
+    /// parameter bank): nvlink's sm_100+ `--preserve-relocs` image lists none of the
+    /// relocations it applies against one (DESIGN.md).
+    fn in_constant_bank(&self, k: SymKey) -> bool {
+        let s = self.sym(k);
+        let t = if s.ty == STT_SECTION {
+            Some(k)
+        } else {
+            self.target(k)
+        };
+        t.is_some_and(|t| {
+            let ts = self.sym(t);
+            (self.inputs[t.input].cubin.sections.get(ts.shndx as usize))
+                .is_some_and(|sec| constant_bank(sec.ty).is_some())
+        })
     }
 
     /// `(value, constant bank, known at link time)` of a relocation target.

@@ -71,9 +71,9 @@ impl<'a> Merger<'a> {
                     // link propagates)
                     if r.attr == info::REGCOUNT
                         && exec
-                        && let Some(f) = self.func_defined_by(k).filter(|&f| self.funcs[f].entry)
+                        && let Some(p) = self.func_defined_by(k).and_then(|f| props.get(&f))
                     {
-                        v = props[&f].registers;
+                        v = p.registers;
                     }
                     r = Record::sym_pair(r.attr, o as u32 + 1, v);
                 }
@@ -121,8 +121,11 @@ impl<'a> Merger<'a> {
             }
             // (in the order of the kernels' symbols: local ones, such as libcudadevrt's
             // static kernels, before the global ones)
+            // (a --preserve-relocs link without -g keeps the kernels the kernel filter
+            // leaves out without a record: `saxpy.cu`'s `doubler` at sm_100; the ones
+            // device code launches get theirs, `dp.cu`'s `child`)
             let mut stacks: Vec<(usize, u32)> = FuncId::all(self.funcs.len())
-                .filter(|&f| self.live[f] && self.funcs[f].entry)
+                .filter(|&f| self.live[f] && self.funcs[f].entry && self.reached(f))
                 .filter_map(|f| Some((*self.sym_of.get(&self.funcs[f].key)?, props[&f].stack)))
                 .collect();
             stacks.sort_by_key(|&(o, _)| o);
@@ -202,7 +205,9 @@ impl<'a> Merger<'a> {
             tail = rest;
         }
         recs.reverse();
-        let kernel = (exec && self.funcs[f].entry).then(|| props[&f]);
+        let kernel = (exec && self.funcs[f].entry)
+            .then(|| props.get(&f).copied())
+            .flatten();
         self.finish_records(f, &mut recs, kernel, |o| o);
         recs.extend(tail);
         let mut o = OutSection::new(&s.name, SHT_CUDA_INFO, SHF_INFO_LINK);

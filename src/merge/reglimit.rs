@@ -64,7 +64,9 @@ impl Merger<'_> {
         let most = self.funcs.iter().map(|f| f.regs).max().unwrap_or(0);
         // (nearly always none: ptxas' default limit is 255)
         let mut limits: HashMap<FuncId, u32> = HashMap::default();
-        for f in FuncId::all(self.funcs.len()).filter(|&f| self.live[f] && self.funcs[f].entry) {
+        for f in FuncId::all(self.funcs.len())
+            .filter(|&f| self.live[f] && self.funcs[f].entry && self.reached(f))
+        {
             if let Some(m) = self.register_limit(f)?.filter(|&m| m < most) {
                 limits.insert(f, m);
             }

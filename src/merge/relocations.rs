@@ -39,6 +39,9 @@ struct RelocPlan {
     /// relocations are this input's).
     edits: Vec<(usize, Edits)>,
     kept: Vec<((usize, RelocList), Vec<RelocEntry>)>,
+    /// nvlink's failure this input's relocations cause, reported after the `.nv.info`
+    /// step's warnings, as nvlink's comes (`Merger::failure`).
+    failure: Option<Error>,
 }
 
 /// What the relocations against one input symbol need to know of it.
@@ -70,6 +73,9 @@ impl<'a> Merger<'a> {
         let mut patches: Vec<Vec<Vec<Patch>>> = vec![Vec::new(); self.out.len()];
         for plan in plans {
             let plan = plan?;
+            if self.failure.is_none() {
+                self.failure = plan.failure;
+            }
             for (out, group) in plan.patches {
                 patches[out].push(group);
             }
@@ -210,11 +216,14 @@ impl<'a> Merger<'a> {
                 // link-time value: section offset of the target (a dynamic shared
                 // array's as the function holding the relocation sees it)
                 let (mut value, bank, mut resolvable_here) = f.value;
+                // (a dynamic shared array a function no kernel reaches sees at -1)
+                let mut unseen = false;
                 if is_dynamic_shared(sym)
                     && let Some(func) = func
                     && let Some(&o) = self.dynamic_offset.get(&(func, self.representative(k)))
                 {
                     (value, resolvable_here) = (o, true);
+                    unseen = o == u64::MAX;
                 } else if is_dynamic_shared(sym) && target_nonalloc && exec && !self.opts.debug {
                     // (debug information's address of a dynamic shared array outside a
                     // -g link: nvlink gives the array the value -1, its addend added,
@@ -243,6 +252,21 @@ impl<'a> Merger<'a> {
                     && !load_address;
                 // (the addend as the next link sees it: a section symbol's piece added)
                 let addend = r.addend + f.section_piece.unwrap_or(0) as i64;
+                // (nvlink's --preserve-relocs link fails where sm_90 lists such a
+                // relocation against the array's symbol, which the others do not keep)
+                if apply_now
+                    && unseen
+                    && exec
+                    && self.preserving_only()
+                    && self.debug_shared_holds_variables
+                    && f.out_index.is_none()
+                    && plan.failure.is_none()
+                {
+                    plan.failure = Some(Error::fatal("Internal error: reference to deleted symbol").context(format!(
+                        "(nvlink's words; nvlinkrs fails with it) --preserve-relocs: '{}' of '{}', which no kernel reaches, refers to the dynamic shared array '{}', whose symbol nvlink keeps only at sm_90",
+                        target.name, c.origin, sym.name
+                    )));
+                }
                 if apply_now {
                     patches.push(Patch {
                         at,
@@ -252,9 +276,15 @@ impl<'a> Merger<'a> {
                         clear: false,
                     });
                     // (--preserve-relocs lists it as the next link would see it; under
-                    // -r not the unified table's offset)
+                    // -r not the unified table's offset; without -g one against a
+                    // dynamic shared array only where a function no kernel reaches
+                    // sees it, at -1, and the array has a symbol (sm_90); nvlink's
+                    // sm_100+ image only the code's, and none against a constant bank)
                     if self.opts.preserve_relocs
                         && (exec || !is_table_symbol(&sym.name))
+                        && (self.dynamic_shared_symbols() || !is_dynamic_shared(sym) || unseen)
+                        && !(self.mercury_layout
+                            && (target.flags & SHF_EXECINSTR == 0 || self.in_constant_bank(k)))
                         && let Some(sym_index) = f.out_index
                     {
                         resolved.push((at, sym_index as u32 + 1, r.ty, addend));

@@ -284,7 +284,8 @@ impl<'a> Merger<'a> {
         // A kept function no kernel reaches (its address is taken) sees a dynamic array
         // at offset -1; a debug link, which keeps them all, puts an array only they use
         // at 0.
-        if self.keeps_all() {
+        let one_offset = self.dynamic_shared_symbols();
+        if one_offset {
             for (&v, ks) in &l.held {
                 if ks.is_empty() && is_dynamic_shared(self.sym(v)) {
                     l.at.entry(v).or_insert(0);
@@ -352,12 +353,12 @@ impl<'a> Merger<'a> {
             let mut furthest = 0;
             for f in fs {
                 let o = end_of(&l.win, &l.kernels_of[f], a);
-                if !self.keeps_all() {
+                if !one_offset {
                     self.dynamic_offset.insert((f, v), o);
                 }
                 furthest = furthest.max(o);
             }
-            if self.keeps_all() {
+            if one_offset {
                 l.place(self, v, furthest);
             } else {
                 l.at.insert(v, furthest);
@@ -394,27 +395,39 @@ impl<'a> Merger<'a> {
             .filter(|&&v| is_dynamic_shared(self.sym(v)))
             .map(|&v| align_of(self.sym(v)))
             .max();
+        // (--preserve-relocs without -g keeps no dynamic array's symbol: the arrays go
+        // as in a plain link, below)
+        let dynamic_kept = dynamic.filter(|_| self.dynamic_shared_symbols());
         if self.keeps_all() {
             // a debug link keeps the shared variables' symbols: in the window of the one
             // kernel that holds one, else in `.nv_debug.shared` (a dynamic array there,
-            // taking no room)
-            let mut debug_end = dynamic.map(|_| 0);
+            // taking no room), as aligned as the variables it holds (8 for a double
+            // array, 1 for char arrays: `smem4.cu`, `smem5.cu`)
+            let mut debug_end = dynamic_kept.map(|_| 0);
+            let mut held_align = None;
             for (&v, ks) in &l.held {
                 let Some(&o) = l.at.get(&v) else { continue };
                 let dynamic = is_dynamic_shared(self.sym(v));
+                if dynamic && dynamic_kept.is_none() {
+                    continue;
+                }
                 let home = match ks.as_slice() {
                     [k] if !dynamic => window_of[*k],
                     _ => None,
                 };
                 if home.is_none() && !dynamic {
                     debug_end = Some(debug_end.unwrap_or(0).max(o + self.sym(v).size));
+                    held_align = held_align.max(Some(align_of(self.sym(v))));
                     self.debug_shared_holds_variables = true;
                 }
                 self.shared_home.insert(v, home);
             }
             if let Some(end) = debug_end {
                 let mut o = OutSection::new(".nv_debug.shared", SHT_NOBITS, SHF_WRITE | SHF_ALLOC);
-                o.align = dynamic.unwrap_or(4).max(4);
+                o.align = match held_align {
+                    Some(a) => a.max(dynamic.unwrap_or(1)),
+                    None => dynamic.unwrap_or(4).max(4),
+                };
                 o.mem_size = end + reserve;
                 // (no section symbol when it is empty: dynamic arrays alone below sm_90)
                 let symbol = o.mem_size > 0;
@@ -422,18 +435,29 @@ impl<'a> Merger<'a> {
                 for home in self.shared_home.values_mut() {
                     home.get_or_insert(id);
                 }
+            } else if let Some(a) = dynamic.filter(|_| dynamic_kept.is_none()) {
+                self.plain_dynamic_window(a, reserve, sm);
             }
         } else if let Some(a) = dynamic {
-            // (as large as the reservation on sm_100+, empty before)
-            let mut o = OutSection::new(".nv_debug.shared", SHT_NOBITS, SHF_WRITE | SHF_ALLOC);
-            o.align = a;
-            o.mem_size = if sm >= 100 { reserve } else { 0 };
-            self.new_section(o, false);
+            self.plain_dynamic_window(a, reserve, sm);
         }
         // (a live function no kernel reaches — its address is taken — still needs its
         // variables' offsets)
         self.shared_offset = l.at.into_iter().collect();
         self.shared_reserve = reserve;
+    }
+
+    /// A plain link's `.nv_debug.shared` for the dynamic arrays: as large as the
+    /// reservation on sm_100+, empty before.
+    /// (A `--preserve-relocs` link below sm_100 makes it as a debug link does: the
+    /// reservation's size, with a section symbol when not empty: `dyn1.cu` at sm_90.)
+    fn plain_dynamic_window(&mut self, a: u64, reserve: u64, sm: u32) {
+        let mut o = OutSection::new(".nv_debug.shared", SHT_NOBITS, SHF_WRITE | SHF_ALLOC);
+        o.align = a;
+        let debug_like = self.keeps_all() && !self.mercury_layout;
+        o.mem_size = if sm >= 100 || debug_like { reserve } else { 0 };
+        let symbol = debug_like && o.mem_size > 0;
+        self.new_section(o, symbol);
     }
 
     /// A kernel's own local: ptxas puts it in that kernel's `.nv.shared.` section (the

@@ -7,7 +7,7 @@ use super::shared::list_sort;
 use super::*;
 
 /// ELF symbol visibility `STV_INTERNAL` (`st_other` low bits).
-const STV_INTERNAL: u8 = 1;
+pub(super) const STV_INTERNAL: u8 = 1;
 
 impl<'a> Merger<'a> {
     pub(super) fn symbols(&mut self) {
@@ -56,6 +56,7 @@ impl<'a> Merger<'a> {
             }
         }
         self.interleave_locals(); // (creation.rs)
+        let locals_end = self.symbols.len();
         for gi in 0..self.globals.len() {
             let g = &self.globals[gi];
             let (name, k) = (g.name, g.def.unwrap_or(g.first));
@@ -63,6 +64,7 @@ impl<'a> Merger<'a> {
             if exec && s.other & STO_SHARED != 0 && s.ty != STT_FUNC {
                 // (a debug link lists it, as a local, where nvlink does: in global order)
                 self.debug_shared_symbol(k);
+                self.preserved_dynamic_symbol(k);
                 continue;
             }
             if exec && is_table_symbol(name) {
@@ -103,9 +105,74 @@ impl<'a> Merger<'a> {
                 self.symbols.push(o);
             }
         }
+        // (nvlink's sm_100+ layout puts the shared variables listed as locals in global
+        // order after the other locals: `heavy.cu`'s `h_sh`, `caller.cu`'s `c_sh`)
+        if exec && self.mercury_layout {
+            self.locals_first(locals_end);
+        }
         self.section_symbols(&by_creation, true);
         if !exec {
             self.order_shared_for_relink();
+        }
+    }
+
+    /// nvlink's sm_90 `--preserve-relocs` image (not `-g`; not sm_75/sm_80, without a
+    /// reservation) keeps a dynamic shared array's symbol where `.nv_debug.shared` holds
+    /// variables: global, internal, at offset -1 past the reservation (0x3ff: `smem.cu`),
+    /// its relocations applied and not listed, as where it has no symbol.
+    fn preserved_dynamic_symbol(&mut self, k: SymKey) {
+        let sym = self.sym(k);
+        if !self.opts.preserve_relocs
+            || self.opts.debug
+            || self.mercury_layout
+            || !self.debug_shared_holds_variables
+            || self.shared_reserve == 0
+            || !is_dynamic_shared(sym)
+            || self.sym_of.get(&k).is_some()
+        {
+            return;
+        }
+        let Some(home) = self.out.iter().position(|o| o.name == ".nv_debug.shared") else {
+            return;
+        };
+        self.sym_of.insert(k, self.symbols.len());
+        self.symbols.push(OutSymbol {
+            name: sym.name.clone(),
+            value: self.shared_reserve.wrapping_sub(1),
+            size: sym.size,
+            bind: STB_GLOBAL,
+            ty: STT_OBJECT,
+            other: STV_INTERNAL,
+            section: Some(home),
+        });
+    }
+
+    /// The local symbols from `start` on moved before the global ones there, each group
+    /// in its order.
+    fn locals_first(&mut self, start: usize) {
+        let n = self.symbols.len();
+        let mut order: Vec<usize> = (start..n).collect();
+        order.sort_by_key(|&at| self.symbols[at].bind != STB_LOCAL);
+        if order.iter().copied().eq(start..n) {
+            return;
+        }
+        let mut new_at: Vec<usize> = (0..n).collect();
+        for (to, &from) in order.iter().enumerate() {
+            new_at[from] = start + to;
+        }
+        let mut old: Vec<Option<OutSymbol>> = self.symbols.drain(start..).map(Some).collect();
+        self.symbols.extend(
+            order
+                .iter()
+                .map(|&from| old[from - start].take().expect("once")),
+        );
+        for at in self.section_sym_index.values_mut() {
+            *at = new_at[*at];
+        }
+        for at in self.sym_of.values_mut() {
+            if *at < n {
+                *at = new_at[*at];
+            }
         }
     }
 

@@ -102,7 +102,7 @@ fn generated_programs_sm100() {
 
 /// Compiles program `seed` for `arch` into `dir`; the link's arguments (`-arch` and the
 /// cubins).
-fn program(arch: &str, seed: u64, dir: &Path) -> Vec<String> {
+pub(super) fn program(arch: &str, seed: u64, dir: &Path) -> Vec<String> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/differential/genprog.py");
     let ok = Command::new("python3")
         .args([
