@@ -28,10 +28,37 @@ impl Merger<'_> {
             .map(FuncId)
             .map(|f| self.own_externs(f))
             .collect::<Result<_>>()?;
-        self.driver_functions = (self.extern_refs.iter().flatten())
+        let mut driver: HashSet<SymKey> = (self.extern_refs.iter().flatten())
             .filter(|&&k| self.target(k).is_none())
             .map(|&k| self.representative(k))
             .collect();
+        // (and those an earlier input's copy of a live function calls, which a later copy
+        // replaced: nvlink keeps its calls, `calls_kept`, and their symbols and
+        // prototypes, though no list names them)
+        for i in 0..self.inputs.len() {
+            let c = &self.inputs[i].cubin;
+            for (a, b, group) in c.callgraph_entries()? {
+                let ka = SymKey::new(i, a as usize);
+                if group != 1 || !self.is_replaced(ka) || !self.calls_kept(ka) {
+                    continue;
+                }
+                if !self.func_of(ka).is_some_and(|f| self.live[f]) {
+                    continue;
+                }
+                let Some(kb) = usize::try_from(b)
+                    .ok()
+                    .filter(|&b| b < c.symbols.len())
+                    .map(|b| SymKey::new(i, b))
+                else {
+                    continue;
+                };
+                let sb = self.sym(kb);
+                if !sb.defined() && sb.ty == STT_FUNC && self.target(kb).is_none() {
+                    driver.insert(self.representative(kb));
+                }
+            }
+        }
+        self.driver_functions = driver;
         Ok(())
     }
 

@@ -625,6 +625,16 @@ impl<'a> Merger<'a> {
         sym.defined() && sym.bind != STB_LOCAL && sym.ty != STT_SECTION && self.target(k) != Some(k)
     }
 
+    /// Whether input `k.input`'s call-graph entries for function symbol `k` are read: the
+    /// chosen definition's, and those of an earlier input's copy a later one replaced
+    /// (nvlink reads the inputs in order: a weak definition that replaces an earlier
+    /// one takes over its symbol with the calls read so far, and a later copy that
+    /// loses is ignored; a Thrust unit's constructor calling `malloc` beside a `-G`
+    /// unit's copy, which has fewer registers: fixtures `wkfde1.cu`, `wkfde2.cu`).
+    fn calls_kept(&self, k: SymKey) -> bool {
+        !self.is_replaced(k) || self.target(k).is_some_and(|t| t.input > k.input)
+    }
+
     /// Whether the symbol stands for a function (or a section of one) that was removed.
     fn symbol_is_dead(&self, k: SymKey) -> bool {
         let s = self.sym(k);
