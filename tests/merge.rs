@@ -1359,6 +1359,28 @@ fn links_equivalent_to_nvlink() {
             "a called weak function replaced by a later copy",
             args(&["-arch=sm_90", "wklive_90.cubin", "wkfde2_90.cubin"]),
         ),
+        // three copies: one that loses when read is ignored (its calls neither written
+        // nor followed: wkfde1's here), though a -g link keeps the driver functions
+        // it calls as symbols with prototypes
+        (
+            "weak copies in three units, the second losing when read",
+            args(&[
+                "-arch=sm_90",
+                "wklive_90.cubin",
+                "wkfde1_90.cubin",
+                "wkfde2_90.cubin",
+            ]),
+        ),
+        (
+            "-g link, weak copies losing when read",
+            args(&[
+                "-arch=sm_90",
+                "-g",
+                "wkfde2_90.cubin",
+                "wklive_90.cubin",
+                "wkfde1_90.cubin",
+            ]),
+        ),
         // the call graph's callers input by input (a function the first unit calls
         // before the second unit's static one)
         (

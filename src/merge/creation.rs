@@ -13,8 +13,9 @@
 //! other sections named by section symbols, in order (a parameter bank with its `.rel`
 //! twin), then the `.nv.info.<fn>` of the other live functions, then the relocation
 //! sections in section order; the linker's tables last. A live function whose copy in
-//! an earlier input a later input's replaced (fewer registers) has its sections made at
-//! that copy's place (nvlink made them there, then put the kept copy's bytes in them).
+//! an earlier input (the chosen one when read) a later input's replaced (fewer
+//! registers) has its sections made at that copy's place (nvlink made them there, then
+//! put the kept copy's bytes in them).
 
 use super::*;
 use crate::bytes::Name;
@@ -216,8 +217,9 @@ impl<'a> Merger<'a> {
         (names, seen)
     }
 
-    /// Input `i`'s copies of live functions a later input's copy replaced, by their code
-    /// section: the kept function (see `calls_kept`).
+    /// Input `i`'s copies of live functions that were the chosen ones when read and a
+    /// later input's copy replaced, by their code section: the kept function (see
+    /// `calls_kept`).
     fn taken_over(&self, i: usize) -> HashMap<usize, FuncId> {
         let c = &self.inputs[i].cubin;
         (1..c.symbols.len())

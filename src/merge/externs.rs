@@ -32,14 +32,16 @@ impl Merger<'_> {
             .filter(|&&k| self.target(k).is_none())
             .map(|&k| self.representative(k))
             .collect();
-        // (and those an earlier input's copy of a live function calls, which a later copy
-        // replaced: nvlink keeps its calls, `calls_kept`, and their symbols and
-        // prototypes, though no list names them)
+        // (and those a replaced copy of a live function calls: nvlink keeps the calls
+        // of a copy a later one replaced, `calls_kept`, and their symbols and
+        // prototypes, though no list names them; in a link that keeps every function,
+        // -g or -r, those of a copy that lost when read too, though not its calls)
+        let every = self.opts.relocatable || self.keeps_all();
         for i in 0..self.inputs.len() {
             let c = &self.inputs[i].cubin;
             for (a, b, group) in c.callgraph_entries()? {
                 let ka = SymKey::new(i, a as usize);
-                if group != 1 || !self.is_replaced(ka) || !self.calls_kept(ka) {
+                if group != 1 || !self.is_replaced(ka) || !(every || self.calls_kept(ka)) {
                     continue;
                 }
                 if !self.func_of(ka).is_some_and(|f| self.live[f]) {

@@ -467,6 +467,9 @@ struct Merger<'a> {
     extern_refs: Vec<Vec<SymKey>>,
     /// The functions no input defines that those entries name (representatives).
     driver_functions: HashSet<SymKey>,
+    /// The global definitions that were the chosen one when nvlink read them (the
+    /// first, and each that replaced the one before): `calls_kept`.
+    once_chosen: HashSet<SymKey>,
     /// The live kernels, in function order, and each one's call tree (`call_trees`);
     /// the trees are let go after `.nv.info`.
     kernels: Vec<FuncId>,
@@ -541,6 +544,7 @@ impl<'a> Merger<'a> {
             externs: Vec::new(),
             extern_refs: Vec::new(),
             driver_functions: HashSet::default(),
+            once_chosen: HashSet::default(),
         }
     }
 
@@ -626,13 +630,14 @@ impl<'a> Merger<'a> {
     }
 
     /// Whether input `k.input`'s call-graph entries for function symbol `k` are read: the
-    /// chosen definition's, and those of an earlier input's copy a later one replaced
-    /// (nvlink reads the inputs in order: a weak definition that replaces an earlier
-    /// one takes over its symbol with the calls read so far, and a later copy that
-    /// loses is ignored; a Thrust unit's constructor calling `malloc` beside a `-G`
-    /// unit's copy, which has fewer registers: fixtures `wkfde1.cu`, `wkfde2.cu`).
+    /// chosen definition's, and those of a copy that was the chosen one when nvlink read
+    /// it, which a later one replaced (nvlink reads the inputs in order: a weak
+    /// definition that replaces the one before takes over its symbol with the calls
+    /// read so far, and a copy that loses when read is ignored; a Thrust unit's
+    /// constructor calling `malloc` beside a `-G` unit's copy, which has fewer
+    /// registers: fixtures `wkfde1.cu`, `wkfde2.cu`, `wklive.cu`).
     fn calls_kept(&self, k: SymKey) -> bool {
-        !self.is_replaced(k) || self.target(k).is_some_and(|t| t.input > k.input)
+        !self.is_replaced(k) || self.once_chosen.contains(&k)
     }
 
     /// Whether the symbol stands for a function (or a section of one) that was removed.
