@@ -1368,6 +1368,61 @@ fn links_equivalent_to_nvlink() {
                 "dbgpopc2_100_G.cubin",
             ]),
         ),
+        // a weak function no kernel calls, whose second copy (fewer registers) is kept:
+        // the replaced copy's .debug_frame FDE keeps its range, the kept copy's is
+        // cleared (sm_90 .debug_frame, sm_100+ .nv.merc.debug_frame)
+        (
+            "a weak function no kernel calls, replaced by a later copy sm_90",
+            args(&["-arch=sm_90", "wkfde1_90.cubin", "wkfde2_90.cubin"]),
+        ),
+        (
+            "a weak function no kernel calls, replaced by a later copy sm_100",
+            args(&["-arch=sm_100", "wkfde1_100.cubin", "wkfde2_100.cubin"]),
+        ),
+        (
+            "a weak function no kernel calls, replaced by a later copy sm_120",
+            args(&["-arch=sm_120", "wkfde1_120.cubin", "wkfde2_120.cubin"]),
+        ),
+        // a copy a later input replaced keeps its call-graph entries (nvlink reads the
+        // inputs in order), its sections made where nvlink met it: in a -g link beside a
+        // -G copy, and called by a kernel (the function only it calls stays, with its
+        // registers and the kernel's EXTERNS)
+        (
+            "-g link, a weak function replaced by a later -G copy",
+            args(&["-arch=sm_90", "-g", "wkfde1_90.cubin", "wkfde2_90_G.cubin"]),
+        ),
+        (
+            "a called weak function replaced by a later copy",
+            args(&["-arch=sm_90", "wklive_90.cubin", "wkfde2_90.cubin"]),
+        ),
+        // three copies: one that loses when read is ignored (its calls neither written
+        // nor followed: wkfde1's here), though a -g link keeps the driver functions
+        // it calls as symbols with prototypes
+        (
+            "weak copies in three units, the second losing when read",
+            args(&[
+                "-arch=sm_90",
+                "wklive_90.cubin",
+                "wkfde1_90.cubin",
+                "wkfde2_90.cubin",
+            ]),
+        ),
+        (
+            "-g link, weak copies losing when read",
+            args(&[
+                "-arch=sm_90",
+                "-g",
+                "wkfde2_90.cubin",
+                "wklive_90.cubin",
+                "wkfde1_90.cubin",
+            ]),
+        ),
+        // the call graph's callers input by input (a function the first unit calls
+        // before the second unit's static one)
+        (
+            "call graph callers input by input",
+            args(&["-arch=sm_90", "cgord1_90.cubin", "cgord2_90.cubin"]),
+        ),
         // a function no kernel calls: sm_100 drops its line-table sequence (a unit left
         // with none keeps a lone end_sequence), sm_90 keeps it
         (

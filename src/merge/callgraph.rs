@@ -66,7 +66,7 @@ impl<'a> Merger<'a> {
         // once all are known)
         let mut groups: [Vec<(u32, i64)>; 5] = Default::default();
         // (strings by their position in `strings`)
-        let mut seen: HashSet<(usize, u32, i64)> = HashSet::default();
+        let mut seen: HashSet<(usize, usize, u32, i64)> = HashSet::default();
         let mut seen_string: HashSet<(usize, u32, usize)> = HashSet::default();
         let mut protos: BTreeSet<(u32, u32)> = BTreeSet::new();
         let mut strings: Vec<String> = Vec::new();
@@ -83,13 +83,16 @@ impl<'a> Merger<'a> {
         // (the kernels of a system library, libcudadevrt: their entries come last in
         // their group; its callers of the call group keep their place)
         let mut system_callers: HashSet<u32> = HashSet::default();
+        // (the input where each caller's name first comes, a reference included: nvlink
+        // lists them by input)
+        let mut first_input: HashMap<u32, usize> = HashMap::default();
         let mut pending_proto: Vec<(u32, usize)> = Vec::new();
-        let mut made: HashMap<u32, (usize, usize)> = HashMap::default();
         let inputs: &'a [Input] = self.inputs;
         for (i, inp) in inputs.iter().enumerate() {
             let c = &inp.cubin;
             let strtab = c.strtab();
             let string = |off: i64| crate::elf::cubin::string_at(strtab, off);
+            let scope = if self.opts.relocatable { 0 } else { i };
             for (a, b, group) in c.callgraph_entries()? {
                 let ka = SymKey::new(i, a as usize);
                 // (below sm_100 nvlink's .strtab keeps every prototype string of the
@@ -98,10 +101,11 @@ impl<'a> Merger<'a> {
                 if let (2 | 3, Some(s), false) = (group, string(b), self.mercury_layout) {
                     intern(s, &mut strings);
                 }
-                // (a weak function another input's copy replaced: nvlink keeps the
-                // kept copy's calls only, read off nvlink 13.5 with an inline function
-                // two `-G` units define, each calling its own local `__popcll`)
-                if self.symbol_is_dead(ka) || self.is_replaced(ka) {
+                // (a weak function a later input's copy replaced keeps its calls
+                // beside the kept copy's, one a copy before it replaced none: read off
+                // nvlink 13.5 with an inline function two `-G` units define, each
+                // calling its own local `__popcll`; see `calls_kept`)
+                if self.symbol_is_dead(ka) || !self.calls_kept(ka) {
                     continue;
                 }
                 let Some(oa) = self.out_index(ka) else {
@@ -110,15 +114,9 @@ impl<'a> Merger<'a> {
                 if group == 2 && self.inputs[i].system {
                     system_callers.insert(oa as u32 + 1);
                 }
-                // (nvlink lists callers in the order it made their symbols: input by
-                // input, each in its symbol table's order, a global name where it first
-                // appears, defined or not)
-                let first = match self.global_id(ka) {
-                    Some(g) => self.globals[g].first,
-                    None => ka,
-                };
-                made.entry(oa as u32 + 1)
-                    .or_insert((first.input, first.sym));
+                first_input.entry(oa as u32 + 1).or_insert_with(|| {
+                    (self.global_id(ka)).map_or(i, |g| self.globals[g].first.input)
+                });
                 match group {
                     1 | 4 => {
                         let Some(kb) = usize::try_from(b).ok().map(|b| SymKey::new(i, b)) else {
@@ -127,8 +125,10 @@ impl<'a> Merger<'a> {
                         if kb.sym >= c.symbols.len() || self.symbol_is_dead(kb) {
                             continue;
                         }
+                        // (each input's entries once: in an image two copies of a
+                        // function that both call `malloc` list it twice, not under -r)
                         if let Some(ob) = self.out_index(kb)
-                            && seen.insert((group, oa as u32 + 1, ob as i64 + 1))
+                            && seen.insert((group, scope, oa as u32 + 1, ob as i64 + 1))
                         {
                             groups[group].push((oa as u32 + 1, ob as i64 + 1));
                         }
@@ -140,7 +140,7 @@ impl<'a> Merger<'a> {
                                 pending.push((group, groups[group].len(), s));
                                 groups[group].push((oa as u32 + 1, 0));
                             }
-                        } else if seen.insert((group, oa as u32 + 1, b)) {
+                        } else if seen.insert((group, scope, oa as u32 + 1, b)) {
                             groups[group].push((oa as u32 + 1, b));
                         }
                     }
@@ -186,7 +186,8 @@ impl<'a> Merger<'a> {
         for (g, group) in groups.iter().enumerate().skip(1) {
             data.extend_from_slice(&0u32.to_le_bytes());
             data.extend_from_slice(&(-(g as i32)).to_le_bytes());
-            for (a, b) in nvlink_entry_order(group, &system_callers, &made) {
+            let first = |a: u32| first_input.get(&a).copied().unwrap_or(0);
+            for (a, b) in nvlink_entry_order(group, &system_callers, first) {
                 data.extend_from_slice(&a.to_le_bytes());
                 if is_string.contains(&(g, a, b)) {
                     let n = index[&(b as u32)];
@@ -311,15 +312,18 @@ impl<'a> Merger<'a> {
     }
 }
 
-/// A call-graph group's entries as nvlink writes them: callers by symbol index (those
-/// in `system` after the others: libcudadevrt's static kernels, whose indices are low,
-/// after the program's kernels), each
-/// caller's entries last seen first (inputs in order, each input's table in order) (read off nvlink 13.5: a kernel calling `d1`, `d2`, `d3`, `u1` in its input's
+/// A call-graph group's entries as nvlink writes them: callers by the input where their
+/// name first comes (`first`: a definition or a reference), then by symbol index (a
+/// second unit's static function after the first unit's global ones and the functions
+/// it calls, a weak function after its first copy's unit's; those in `system` after the others:
+/// libcudadevrt's static kernels, whose indices are low, after the program's kernels),
+/// each caller's entries last seen first (inputs in order, each input's table in
+/// order) (read off nvlink 13.5: a kernel calling `d1`, `d2`, `d3`, `u1` in its input's
 /// table lists `u1`, `d3`, `d2`, `d1`).
 fn nvlink_entry_order(
     entries: &[(u32, i64)],
     system: &HashSet<u32>,
-    made: &HashMap<u32, (usize, usize)>,
+    first: impl Fn(u32) -> usize,
 ) -> Vec<(u32, i64)> {
     let mut callers: Vec<u32> = Vec::new();
     let mut of: HashMap<u32, Vec<i64>> = HashMap::default();
@@ -331,11 +335,7 @@ fn nvlink_entry_order(
             })
             .push(b);
     }
-    let key = |a: &u32| made.get(a).copied().unwrap_or((usize::MAX, *a as usize));
-    match system.is_empty() {
-        true => callers.sort_unstable_by_key(key),
-        false => callers.sort_unstable_by_key(|a| (system.contains(a), key(a))),
-    }
+    callers.sort_by_cached_key(|a| (system.contains(a), first(*a), *a));
     callers
         .iter()
         .flat_map(|a| of[a].iter().rev().map(move |&b| (*a, b)))

@@ -81,16 +81,18 @@ impl Merger<'_> {
             func_of_node.insert(node[f], f);
         }
         // each input's entries once, each to the live function it defines (a weak copy's
-        // entries stay with that copy); indirect calls are resolved after the direct ones
+        // entries stay with that copy, an earlier input's copy a later one replaced
+        // giving its own to the kept one: `calls_kept`); indirect calls are resolved
+        // after the direct ones
         let mut calls: Vec<Vec<usize>> = vec![Vec::new(); self.funcs.len()];
         let mut indirect: Vec<Vec<String>> = vec![Vec::new(); self.funcs.len()];
         for (i, inp) in self.inputs.iter().enumerate() {
             let c = &inp.cubin;
             for (a, b, group) in c.callgraph_entries()? {
-                let Some(f) = self
-                    .func_of(SymKey::new(i, a as usize))
-                    .filter(|&f| self.live[f] && self.funcs[f].key.input == i)
-                else {
+                let ka = SymKey::new(i, a as usize);
+                let Some(f) = self.func_of(ka).filter(|&f| {
+                    self.live[f] && (self.funcs[f].key.input == i || self.calls_kept(ka))
+                }) else {
                     continue;
                 };
                 match group {

@@ -12,7 +12,10 @@
 //! order (the `_param` marks of sm_7x/sm_8x bring the parameter banks there), then the
 //! other sections named by section symbols, in order (a parameter bank with its `.rel`
 //! twin), then the `.nv.info.<fn>` of the other live functions, then the relocation
-//! sections in section order; the linker's tables last.
+//! sections in section order; the linker's tables last. A live function whose copy in
+//! an earlier input (the chosen one when read) a later input's replaced (fewer
+//! registers) has its sections made at that copy's place (nvlink made them there, then
+//! put the kept copy's bytes in them).
 
 use super::*;
 use crate::bytes::Name;
@@ -81,10 +84,35 @@ impl<'a> Merger<'a> {
                     .filter(|&f| self.live[f])
             };
             let fn_name = |f: FuncId| self.sym(self.funcs[f].key).name.as_str();
+            // (a copy a later input's replaced: nvlink made its sections here, and the
+            // kept copy's bytes went into them; by its code section)
+            let taken_over = self.taken_over(i);
+            // (a section of such a copy's: its constant bank, relocations)
+            let over_of = |si: usize| {
+                c.sections.get(si).is_some_and(|s| {
+                    (s.flags & SHF_INFO_LINK != 0 || matches!(s.ty, SHT_RELA | SHT_REL))
+                        && taken_over.contains_key(&(s.info as usize))
+                })
+            };
+            let dropped = |si: usize| self.is_dropped_function_section(i, si) && !over_of(si);
             // the code of each live function, in function symbol order; a kernel's info
             // and window with it
             let mut any_code = false;
-            for f in self.func_at[i].iter().flatten().copied() {
+            for (s, at) in self.func_at[i].iter().enumerate() {
+                let Some(f) = *at else {
+                    let over = (c.symbols.get(s))
+                        .filter(|sym| sym.ty == STT_FUNC)
+                        .map(|sym| sym.shndx as usize);
+                    if let Some((&f, t)) = over.and_then(|t| Some((taken_over.get(&t)?, t))) {
+                        any_code = true;
+                        add(c.sections[t].name.clone(), &mut names);
+                        if entry(f) {
+                            add(concat(".nv.info.", fn_name(f)), &mut names);
+                            add(concat(".nv.shared.", fn_name(f)), &mut names);
+                        }
+                    }
+                    continue;
+                };
                 if self.dropped_by_host_tables(f) {
                     add(concat(".nv.shared.", fn_name(f)), &mut names);
                 }
@@ -112,12 +140,7 @@ impl<'a> Merger<'a> {
                 }
                 let name: Name = match c.sections.get(sym.shndx as usize) {
                     _ if is_dynamic_shared(sym) => ".nv_debug.shared".into(),
-                    Some(s)
-                        if sym.defined()
-                            && !self.is_dropped_function_section(i, sym.shndx as usize) =>
-                    {
-                        s.name.clone()
-                    }
+                    Some(s) if sym.defined() && !dropped(sym.shndx as usize) => s.name.clone(),
                     _ => {
                         // (libcudadevrt's undefined local `.nv.ptx.const0.size`, which -r
                         // keeps, where it comes among them; under -r a local of a replaced
@@ -161,7 +184,7 @@ impl<'a> Merger<'a> {
                     )
                     || s.name.starts_with(".nv.merc.")
                     || s.name.starts_with(".nv.capmerc.")
-                    || self.is_dropped_function_section(i, si)
+                    || dropped(si)
                     || self.owner(i, si).is_some_and(|f| !self.live[f]);
                 if skip {
                     continue;
@@ -173,7 +196,8 @@ impl<'a> Merger<'a> {
             }
             // the other live functions' info
             for (si, _) in sections() {
-                if let Some(f) = live_code(si).filter(|&f| !entry(f)) {
+                let f = live_code(si).or_else(|| taken_over.get(&si).copied());
+                if let Some(f) = f.filter(|&f| !entry(f)) {
                     add(concat(".nv.info.", fn_name(f)), &mut names);
                 }
             }
@@ -181,7 +205,7 @@ impl<'a> Merger<'a> {
             for (si, s) in c.sections.iter().enumerate() {
                 if matches!(s.ty, SHT_RELA | SHT_REL)
                     && !s.name.starts_with(".nv.merc.")
-                    && !self.is_dropped_function_section(i, si)
+                    && !dropped(si)
                 {
                     add(s.name.clone(), &mut names);
                     if let Some(n) = self.resolved_twin(&s.name) {
@@ -197,6 +221,26 @@ impl<'a> Merger<'a> {
             add(Name::from(n), &mut names);
         }
         (names, seen)
+    }
+
+    /// Input `i`'s copies of live functions that were the chosen ones when read and a
+    /// later input's copy replaced, by their code section: the kept function (see
+    /// `calls_kept`).
+    fn taken_over(&self, i: usize) -> HashMap<usize, FuncId> {
+        let c = &self.inputs[i].cubin;
+        (1..c.symbols.len())
+            .filter(|&s| c.symbols[s].ty == STT_FUNC && c.symbols[s].defined())
+            .filter_map(|s| {
+                let k = SymKey::new(i, s);
+                if !self.is_replaced(k) || !self.calls_kept(k) {
+                    return None;
+                }
+                let f = self.func_of(k).filter(|&f| self.live[f])?;
+                let t = c.symbols[s].shndx as usize;
+                c.sections.get(t)?;
+                Some((t, f))
+            })
+            .collect()
     }
 
     /// Output section `id`'s place in nvlink's creation order ([`creation_rank`]).

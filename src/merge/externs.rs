@@ -28,10 +28,39 @@ impl Merger<'_> {
             .map(FuncId)
             .map(|f| self.own_externs(f))
             .collect::<Result<_>>()?;
-        self.driver_functions = (self.extern_refs.iter().flatten())
+        let mut driver: HashSet<SymKey> = (self.extern_refs.iter().flatten())
             .filter(|&&k| self.target(k).is_none())
             .map(|&k| self.representative(k))
             .collect();
+        // (and those a replaced copy of a live function calls: nvlink keeps the calls
+        // of a copy a later one replaced, `calls_kept`, and their symbols and
+        // prototypes, though no list names them; in a link that keeps every function,
+        // -g or -r, those of a copy that lost when read too, though not its calls)
+        let every = self.opts.relocatable || self.keeps_all();
+        for i in 0..self.inputs.len() {
+            let c = &self.inputs[i].cubin;
+            for (a, b, group) in c.callgraph_entries()? {
+                let ka = SymKey::new(i, a as usize);
+                if group != 1 || !self.is_replaced(ka) || !(every || self.calls_kept(ka)) {
+                    continue;
+                }
+                if !self.func_of(ka).is_some_and(|f| self.live[f]) {
+                    continue;
+                }
+                let Some(kb) = usize::try_from(b)
+                    .ok()
+                    .filter(|&b| b < c.symbols.len())
+                    .map(|b| SymKey::new(i, b))
+                else {
+                    continue;
+                };
+                let sb = self.sym(kb);
+                if !sb.defined() && sb.ty == STT_FUNC && self.target(kb).is_none() {
+                    driver.insert(self.representative(kb));
+                }
+            }
+        }
+        self.driver_functions = driver;
         Ok(())
     }
 

@@ -45,10 +45,11 @@ impl<'a> Merger<'a> {
         for i in 0..self.inputs.len() {
             let c = &self.inputs[i].cubin;
             for (a, b, group) in c.callgraph_entries()? {
-                // (a replaced definition's entries go with it: its calls are not the
-                // kept copy's, and a local function only it calls is dead in nvlink 13.5)
+                // (a later replaced definition's entries go with it: its calls are not
+                // the kept copy's, and a local function only it calls is dead in nvlink
+                // 13.5; an earlier one's stay, see `calls_kept`)
                 let ka = SymKey::new(i, a as usize);
-                if self.is_replaced(ka) {
+                if !self.calls_kept(ka) {
                     continue;
                 }
                 let Some(fa) = self.func_of(ka) else {

@@ -537,9 +537,10 @@ impl Merger<'_> {
                             target.name.as_str(),
                             ".nv.merc.debug_info" | ".nv.merc.debug_loc"
                         );
-                    // (never kept: nvlink's -r output drops them too)
+                    // (never kept: nvlink's -r output drops them too; not for a
+                    // replaced definition, as on the SASS side)
                     if r.ty == R_MERCURY_UNUSED_CLEAR64 {
-                        if dead && in_bytes {
+                        if dead && !loser && in_bytes {
                             put(&mut self.out[out].data, 0);
                         }
                         continue;

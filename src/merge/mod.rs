@@ -476,6 +476,9 @@ struct Merger<'a> {
     extern_refs: Vec<Vec<SymKey>>,
     /// The functions no input defines that those entries name (representatives).
     driver_functions: HashSet<SymKey>,
+    /// The global definitions that were the chosen one when nvlink read them (the
+    /// first, and each that replaced the one before): `calls_kept`.
+    once_chosen: HashSet<SymKey>,
     /// The live kernels, in function order, and each one's call tree (`call_trees`);
     /// the trees are let go after `.nv.info`.
     kernels: Vec<FuncId>,
@@ -554,6 +557,7 @@ impl<'a> Merger<'a> {
             externs: Vec::new(),
             extern_refs: Vec::new(),
             driver_functions: HashSet::default(),
+            once_chosen: HashSet::default(),
         }
     }
 
@@ -649,6 +653,17 @@ impl<'a> Merger<'a> {
     fn is_replaced(&self, k: SymKey) -> bool {
         let sym = self.sym(k);
         sym.defined() && sym.bind != STB_LOCAL && sym.ty != STT_SECTION && self.target(k) != Some(k)
+    }
+
+    /// Whether input `k.input`'s call-graph entries for function symbol `k` are read: the
+    /// chosen definition's, and those of a copy that was the chosen one when nvlink read
+    /// it, which a later one replaced (nvlink reads the inputs in order: a weak
+    /// definition that replaces the one before takes over its symbol with the calls
+    /// read so far, and a copy that loses when read is ignored; a Thrust unit's
+    /// constructor calling `malloc` beside a `-G` unit's copy, which has fewer
+    /// registers: fixtures `wkfde1.cu`, `wkfde2.cu`, `wklive.cu`).
+    fn calls_kept(&self, k: SymKey) -> bool {
+        !self.is_replaced(k) || self.once_chosen.contains(&k)
     }
 
     /// Whether the symbol stands for a function (or a section of one) that was removed.

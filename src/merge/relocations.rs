@@ -197,9 +197,11 @@ impl<'a> Merger<'a> {
                 let loser = target_nonalloc
                     && f.replaced
                     && !matches!(target.name.as_str(), ".debug_info" | ".debug_loc");
-                // (never kept: nvlink's -r output drops them too)
+                // (never kept: nvlink's -r output drops them too; a replaced weak
+                // definition's FDE keeps its range even where the kept copy was
+                // removed: its relocations went with it first)
                 if r.ty == reloc::R_CUDA_UNUSED_CLEAR32 || r.ty == reloc::R_CUDA_UNUSED_CLEAR64 {
-                    if f.dead {
+                    if f.dead && !loser {
                         patches.push(Patch {
                             at,
                             ty: r.ty,

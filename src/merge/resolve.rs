@@ -74,6 +74,9 @@ impl<'a> Merger<'a> {
                     def: s.defined().then_some(k),
                     first: k,
                 });
+                if s.defined() {
+                    self.once_chosen.insert(k);
+                }
                 return;
             }
         };
@@ -107,6 +110,7 @@ impl<'a> Merger<'a> {
         }
         let Some(d) = def else {
             self.globals[id as usize].def = Some(k);
+            self.once_chosen.insert(k);
             return;
         };
         let old = self.sym(d);
@@ -126,6 +130,7 @@ impl<'a> Merger<'a> {
         };
         if replace {
             self.globals[id as usize].def = Some(k);
+            self.once_chosen.insert(k);
         }
     }
 
