@@ -221,7 +221,7 @@ mod tests {
         let mut d = build("out.cubin", "nvlink", "V13.5", "Build x", "a.o -o out.cubin -g ");
         d.extend(ptxas(
             "lto.cubin",
-            "/tmp/j/lto.ptx -no-bb-merge  -ret-end  -g  -o /tmp/j/lto.cubin -arch sm_90 -m 64 -c  ",
+            "job/lto.ptx -no-bb-merge  -ret-end  -g  -o job/lto.cubin -arch sm_90 -m 64 -c  ",
         ));
         d.extend(ptxas("", "-maxrregcount 32 -arch sm_90 -m 64 -c  "));
         let got = ptxas_without_files(&d, "lto.ptx", "lto.cubin", "elf.o").unwrap();

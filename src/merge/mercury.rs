@@ -42,6 +42,31 @@ fn stripped(merc: &str) -> Option<&str> {
 }
 
 /// The SASS section a Mercury section stands for.
+/// A Mercury relocation section (`prefix` + the SASS section's name) for image section
+/// `out` of `image`: `list` (offset, symbol, type, addend), last made first.
+fn rela_section(
+    st: &Capsules,
+    image: &[OutSection],
+    out: usize,
+    mut list: Vec<(u64, u32, u32, i64)>,
+    prefix: &str,
+    ty: u32,
+) -> OutSection {
+    list.reverse();
+    let target = sass_name(&image[out].name).unwrap_or("");
+    let mut o = st.section(&format!("{prefix}{target}"), ".nv.merc.rela", ty);
+    o.link = Ref::Section(st.symtab);
+    o.info = Ref::Section(out);
+    o.align = 8;
+    o.entsize = 24;
+    for (off, sym, ty, addend) in list {
+        o.data.extend_from_slice(&off.to_le_bytes());
+        o.data.extend_from_slice(&((sym as u64) << 32 | ty as u64).to_le_bytes());
+        o.data.extend_from_slice(&addend.to_le_bytes());
+    }
+    o
+}
+
 fn sass_name(merc: &str) -> Option<&str> {
     match stripped(merc)? {
         ".nv.constant.user" => Some(".nv.constant3"),
@@ -635,7 +660,7 @@ impl Merger<'_> {
                 }
             }
         }
-        for (out, mut list) in lists {
+        for (out, list) in lists {
             // a function whose SASS relocations were all applied keeps an empty SASS
             // relocation section when its capsule has some
             if let Some(&t) = st.text_of_capsule.get(&out)
@@ -646,43 +671,12 @@ impl Merger<'_> {
             {
                 self.kept_relocs.push((t, RelocList::Rela, Vec::new()));
             }
-            list.reverse();
-            let target = sass_name(&self.out[out].name).unwrap_or("").to_string();
-            let mut o = st.section(
-                &format!(".nv.merc.rela{target}"),
-                ".nv.merc.rela",
-                SHT_MERC_RELA,
-            );
-            o.link = Ref::Section(st.symtab);
-            o.info = Ref::Section(out);
-            o.align = 8;
-            o.entsize = 24;
-            for (off, sym, ty, addend) in list {
-                o.data.extend_from_slice(&off.to_le_bytes());
-                o.data
-                    .extend_from_slice(&((sym as u64) << 32 | ty as u64).to_le_bytes());
-                o.data.extend_from_slice(&addend.to_le_bytes());
-            }
+            let o = rela_section(st, &self.out, out, list, ".nv.merc.rela", SHT_MERC_RELA);
             self.new_section(o, false);
         }
-        for (out, mut list) in resolved {
-            list.reverse();
-            let target = sass_name(&self.out[out].name).unwrap_or("").to_string();
-            let mut o = st.section(
-                &format!(".nv.merc.nv.resolvedrela{target}"),
-                ".nv.merc.rela",
-                SHT_MERC_RESOLVED_RELA,
-            );
-            o.link = Ref::Section(st.symtab);
-            o.info = Ref::Section(out);
-            o.align = 8;
-            o.entsize = 24;
-            for (off, sym, ty, addend) in list {
-                o.data.extend_from_slice(&off.to_le_bytes());
-                o.data
-                    .extend_from_slice(&((sym as u64) << 32 | ty as u64).to_le_bytes());
-                o.data.extend_from_slice(&addend.to_le_bytes());
-            }
+        for (out, list) in resolved {
+            let (name, ty) = (".nv.merc.nv.resolvedrela", SHT_MERC_RESOLVED_RELA);
+            let o = rela_section(st, &self.out, out, list, name, ty);
             self.new_section(o, false);
         }
         Ok(())
