@@ -7,8 +7,8 @@
 pub mod cubin;
 pub mod equiv;
 pub mod info;
-pub mod reloc;
 pub mod relayout;
+pub mod reloc;
 pub mod resources;
 pub mod segments;
 pub mod tkinfo;

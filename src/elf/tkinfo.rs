@@ -218,18 +218,36 @@ mod tests {
     #[test]
     fn ptxas_files_taken_out() {
         let ptxas = |out: &str, cmd: &str| build(out, "ptxas", "V13.5", "Build x", cmd);
-        let mut d = build("out.cubin", "nvlink", "V13.5", "Build x", "a.o -o out.cubin -g ");
+        let mut d = build(
+            "out.cubin",
+            "nvlink",
+            "V13.5",
+            "Build x",
+            "a.o -o out.cubin -g ",
+        );
         d.extend(ptxas(
             "lto.cubin",
             "job/lto.ptx -no-bb-merge  -ret-end  -g  -o job/lto.cubin -arch sm_90 -m 64 -c  ",
         ));
         d.extend(ptxas("", "-maxrregcount 32 -arch sm_90 -m 64 -c  "));
         let got = ptxas_without_files(&d, "lto.ptx", "lto.cubin", "elf.o").unwrap();
-        let mut want = build("out.cubin", "nvlink", "V13.5", "Build x", "a.o -o out.cubin -g ");
-        want.extend(ptxas("elf.o", "-no-bb-merge  -ret-end  -g  -arch sm_90 -m 64 -c  "));
+        let mut want = build(
+            "out.cubin",
+            "nvlink",
+            "V13.5",
+            "Build x",
+            "a.o -o out.cubin -g ",
+        );
+        want.extend(ptxas(
+            "elf.o",
+            "-no-bb-merge  -ret-end  -g  -arch sm_90 -m 64 -c  ",
+        ));
         want.extend(ptxas("", "-maxrregcount 32 -arch sm_90 -m 64 -c  "));
         assert_eq!(got, want);
-        assert_eq!(ptxas_without_files(&want, "lto.ptx", "lto.cubin", "elf.o"), None);
+        assert_eq!(
+            ptxas_without_files(&want, "lto.ptx", "lto.cubin", "elf.o"),
+            None
+        );
     }
 
     #[test]

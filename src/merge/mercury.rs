@@ -61,7 +61,8 @@ fn rela_section(
     o.entsize = 24;
     for (off, sym, ty, addend) in list {
         o.data.extend_from_slice(&off.to_le_bytes());
-        o.data.extend_from_slice(&((sym as u64) << 32 | ty as u64).to_le_bytes());
+        o.data
+            .extend_from_slice(&((sym as u64) << 32 | ty as u64).to_le_bytes());
         o.data.extend_from_slice(&addend.to_le_bytes());
     }
     o

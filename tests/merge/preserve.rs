@@ -369,7 +369,11 @@ fn preserve_relocs_sm_100_adds_no_difference_to_g_and_r() {
             "-g" => &[("NVLINKRS_FINALIZER", "off")],
             _ => &[],
         };
-        assert_eq!(differences(&preserved, &[]), differences(&plain, off), "{list:?}");
+        assert_eq!(
+            differences(&preserved, &[]),
+            differences(&plain, off),
+            "{list:?}"
+        );
     }
 }
 
