@@ -55,13 +55,7 @@ pub fn phase(
     inputs: &[Input],
     merged: &[u8],
 ) -> Result<Option<Vec<u8>>> {
-    let kit = plan.toolkit()?;
-    let lib = kit.libnvjitlink().ok_or_else(|| {
-        Error::fatal(format!(
-            "{VAR}: no libnvJitLink.so.13 in the toolkit at '{}'",
-            kit.root.display()
-        ))
-    })?;
+    let lib = super::library(plan)?;
     let req = plan.req;
     let mut extra: Vec<String> = req
         .maxrregcount
@@ -86,10 +80,7 @@ pub fn phase(
     match image(&Isolated { lib }, &mode, inputs, merged) {
         Ok(image) => Ok(Some(image)),
         Err(e) => {
-            let mut line = e.message().to_string();
-            for c in e.context_chain() {
-                line += &format!("; {c}");
-            }
+            let line = super::one_line(&e);
             diag.warning_never_error(&format!(
                 "{VAR}: {line}; the debug image is the merge's, not finalized"
             ));

@@ -123,24 +123,35 @@ pub fn wanted(plan: &Plan) -> Result<bool> {
     Ok(s == Setting::On || plan.toolkit().ok().and_then(|k| k.libnvjitlink()).is_some())
 }
 
-/// The phase: the toolkit's libnvJitLink, in a child process, as the finalizer of
-/// `inputs`. A child that crashes or hangs leaves `inputs` as they are: the link goes
-/// on without the finalizer, with a warning.
-pub fn phase(plan: &Plan, diag: &Diagnostics, inputs: &mut [Input]) -> Result<Stats> {
+/// The toolkit's libnvJitLink (an error naming the toolkit where it has none).
+fn library(plan: &Plan) -> Result<std::path::PathBuf> {
     let kit = plan.toolkit()?;
-    let path = kit.libnvjitlink().ok_or_else(|| {
+    kit.libnvjitlink().ok_or_else(|| {
         Error::fatal(format!(
             "{VAR}: no libnvJitLink.so.13 in the toolkit at '{}'",
             kit.root.display()
         ))
-    })?;
-    match apply(&isolated::Isolated { lib: path }, plan.req.target, inputs) {
+    })
+}
+
+/// An error and its context chain on one line, for the fallback warning.
+fn one_line(e: &Error) -> String {
+    let mut line = e.message().to_string();
+    for c in e.context_chain() {
+        line += &format!("; {c}");
+    }
+    line
+}
+
+/// The phase: the toolkit's libnvJitLink, in a child process, as the finalizer of
+/// `inputs`. A child that crashes or hangs leaves `inputs` as they are: the link goes
+/// on without the finalizer, with a warning.
+pub fn phase(plan: &Plan, diag: &Diagnostics, inputs: &mut [Input]) -> Result<Stats> {
+    let lib = library(plan)?;
+    match apply(&isolated::Isolated { lib }, plan.req.target, inputs) {
         Ok(stats) => Ok(stats),
         Err(e) => {
-            let mut line = e.message().to_string();
-            for c in e.context_chain() {
-                line += &format!("; {c}");
-            }
+            let line = one_line(&e);
             diag.warning_never_error(&format!("{VAR}: {line}; linked without the finalizer"));
             Ok(Stats {
                 fell_back: true,
