@@ -30,6 +30,10 @@ REDIS_VERSION="5:7.0.15-1~deb12u10"
 MEMCACHED_VERSION="1.6.18-1+deb12u1"
 BUBBLEWRAP_VERSION="0.8.0-2+deb12u1"
 CUDA_WHEELS="nvidia-cuda-nvcc nvidia-nvvm nvidia-cuda-runtime nvidia-cuda-crt nvidia-nvjitlink nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm"
+# What real CUDA code includes beyond the compiler (CCCL: Thrust, CUB, libcu++ and <nv/target>;
+# the profiler API) and NVSHMEM's device library (libnvshmem_device.a and its bitcode), so that
+# programs nobody here wrote compile against this toolkit; CCCL's newest wheel is 13.3.5.
+EXTRA_WHEELS="nvidia-cuda-cccl==13.3.5.0.6 nvidia-cuda-profiler-api==13.5.25 nvidia-nvshmem-cu13==3.8.0"
 
 say() { echo "setup: $*" >&2; }
 
@@ -66,6 +70,12 @@ if [ ! -f "$stamp" ]; then
   for w in $CUDA_WHEELS; do pins="$pins $w==$CUDA_WHEEL_VERSION"; done
   "$TC/venv/bin/python" -m pip install -q --disable-pip-version-check $pins >&2
   touch "$stamp"
+fi
+extra_stamp="$TC/.installed-$(echo "$EXTRA_WHEELS" | tr ' =' '_-')"
+if [ ! -f "$extra_stamp" ]; then
+  say "installing $EXTRA_WHEELS into $TC/venv"
+  "$TC/venv/bin/python" -m pip install -q --disable-pip-version-check $EXTRA_WHEELS >&2
+  touch "$extra_stamp"
 fi
 tools_stamp="$TC/.installed-$(echo "$BUILD_TOOLS" | tr ' =' '_-')"
 if [ ! -f "$tools_stamp" ]; then
