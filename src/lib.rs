@@ -128,8 +128,9 @@ fn link_phases(plan: &Plan, ctx: &LinkContext, keep: bool) -> Result<Timings> {
     // finalized one by one before the merge
     let debug_image = finalize::debug::wanted(plan, &inputs)?;
     if !debug_image && finalize::wanted(plan)? {
-        let stats = timings.phase("finalize", || finalize::phase(plan, diag, &mut inputs))?;
+        let stats = timings.phase("finalize", || finalize::phase(plan, ctx, &mut inputs))?;
         timings.fell_back |= stats.fell_back;
+        timings.finalize = Some(stats);
     }
     let mut options = plan.merge_options();
     options.kernels = plan.kernel_filter(&hosts, described);

@@ -139,8 +139,8 @@ fn main() -> ExitCode {
     if started_as(&args, nvlinkrs::lto::isolated::SUBCOMMAND) {
         return ExitCode::from(nvlinkrs::lto::isolated::child_main(&args[1..]) as u8);
     }
-    if started_as(&args, nvlinkrs::finalize::isolated::SUBCOMMAND) {
-        return ExitCode::from(nvlinkrs::finalize::isolated::child_main(&args[1..]) as u8);
+    if started_as(&args, nvlinkrs::finalize::worker::SUBCOMMAND) {
+        return ExitCode::from(nvlinkrs::finalize::worker::serve(&args[1..]) as u8);
     }
     // through the daemon, when asked (it answers with the link's own output and exit
     // code; when it cannot be reached, the link runs here)

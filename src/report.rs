@@ -31,6 +31,8 @@ pub struct Timings {
     /// A phase fell back (the finalizer crashed or stalled): the image is not what the
     /// same link gives when nothing fails, so the whole-link cache does not keep it.
     pub(crate) fell_back: bool,
+    /// What the sm_100+ finalizer did, where it ran (`--report-json`'s `finalize`).
+    pub(crate) finalize: Option<crate::finalize::Stats>,
 }
 
 impl Timings {
@@ -144,6 +146,16 @@ pub(crate) fn write(
             .map(|(name, d)| serde_json::json!({"step": name, "ms": d.as_secs_f64() * 1000.0}))
             .collect::<Vec<_>>(),
         "partial_lto_because_of": timings.partial_lto,
+        // the sm_100+ finalizer: units finalized, units the rule left out, jobs run and
+        // jobs answered from the cache, functions whose code it changed
+        "finalize": timings.finalize.as_ref().map(|f| serde_json::json!({
+            "units": f.units,
+            "skipped_units": f.skipped,
+            "jobs_run": f.jobs,
+            "jobs_cached": f.cached,
+            "functions": f.functions,
+            "fell_back": f.fell_back,
+        })),
         "consensus": timings.consensus,
         // the most jobs each pool ran at once (threads of this process, within make's
         // jobserver tokens or the daemon's budget)

@@ -55,7 +55,10 @@ const ENV: &[&str] = &[
 /// Whether the request carries the variable `name`.
 fn forwarded(name: &str) -> bool {
     ENV.contains(&name)
-        || (name.starts_with("NVLINKRS_") && name != "NVLINKRS_DAEMON" && name != IN_DAEMON)
+        || (name.starts_with("NVLINKRS_")
+            && name != "NVLINKRS_DAEMON"
+            && name != IN_DAEMON
+            && name != finalizer::VAR)
         || name.starts_with("AWS_")
         || name.starts_with("SCCACHE_")
 }
@@ -67,6 +70,7 @@ const IN_DAEMON: &str = "NVLINKRS_IN_DAEMON";
 const MAX_MESSAGE: u64 = 1 << 30;
 
 mod child;
+pub mod finalizer;
 mod guard;
 mod local;
 pub mod status;
@@ -334,6 +338,10 @@ struct Server {
     started: Instant,
     /// Links answered to clients (`daemon status`).
     served: std::sync::atomic::AtomicU64,
+    /// The finalizer workers kept for the links, one per libnvJitLink.
+    workers: finalizer::Workers,
+    /// The daemon's private directory (its socket's).
+    dir: PathBuf,
 }
 
 /// `nvlinkrs daemon serve`: runs until stopped or idle.
@@ -376,6 +384,8 @@ pub fn serve() -> Result<()> {
         exe: guard::exe_identity(),
         started: Instant::now(),
         served: Default::default(),
+        workers: Default::default(),
+        dir: dir.clone(),
     });
     listener
         .set_nonblocking(true)
@@ -413,6 +423,7 @@ pub fn serve() -> Result<()> {
     while *server.running.lock().unwrap() > 0 {
         std::thread::sleep(Duration::from_millis(20));
     }
+    server.workers.stop_all();
     Ok(())
 }
 
@@ -455,6 +466,17 @@ fn handle(server: &Server, mut stream: UnixStream) {
         };
         let frames = status::frames(&now);
         let refs: Vec<(&str, &[u8])> = frames.iter().map(|(k, v)| (*k, v.as_slice())).collect();
+        let _ = send(&mut stream, &refs);
+        return;
+    }
+    // a link process asking for the finalizer's worker
+    if let Some((_, lib)) = request.iter().find(|(k, _)| k == "finalizer") {
+        let lib = PathBuf::from(String::from_utf8_lossy(lib).into_owned());
+        let ended = (request.iter())
+            .find(|(k, _)| k == "ended")
+            .and_then(|(_, v)| String::from_utf8_lossy(v).parse().ok());
+        let frames = server.workers.answer(&server.dir, &lib, ended);
+        let refs: Vec<(&str, &[u8])> = frames.iter().map(|(k, v)| (k.as_str(), &v[..])).collect();
         let _ = send(&mut stream, &refs);
         return;
     }
@@ -576,7 +598,8 @@ fn run_link(
     cmd.args(&args)
         .current_dir(&cwd)
         .env_clear()
-        .env(IN_DAEMON, "1");
+        .env(IN_DAEMON, "1")
+        .env(finalizer::VAR, socket_path());
     let mut makeflags = None;
     for (_, v) in request.iter().filter(|(k, _)| k == "env") {
         if let Some((name, value)) = text(v).split_once('=')

@@ -1,0 +1,194 @@
+//! The finalizer workers the daemon keeps: one per libnvJitLink (by path), started when a
+//! link first asks for it and kept for the daemon's life, so that the library is loaded
+//! once for all the daemon's links, not once per link ([`crate::finalize::worker`]). A
+//! link process of the daemon (which names the daemon's socket in [`VAR`]) asks with a
+//! `finalizer` request (the library's path) and is answered the worker's socket and pid;
+//! it then sends its jobs there itself. A worker that crashed is replaced on the next
+//! request; one asked about with `ended` (its pid) is described (`crashed (SIGSEGV)`)
+//! once it has ended. Its socket is in the daemon's private directory.
+
+use std::collections::HashMap;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::finalize::worker::{Owner, SUBCOMMAND, Worker, ended_by};
+
+/// Set by the daemon in its link processes: the daemon's socket, where they ask for a
+/// finalizer worker.
+pub const VAR: &str = "NVLINKRS_DAEMON_FINALIZER";
+
+/// A worker the daemon started.
+struct Kept {
+    child: Child,
+    socket: PathBuf,
+}
+
+/// The daemon's workers, by library.
+#[derive(Default)]
+pub(super) struct Workers {
+    kept: Mutex<HashMap<PathBuf, Kept>>,
+    started: std::sync::atomic::AtomicU64,
+}
+
+impl Workers {
+    /// The answer to a `finalizer` request (`lib`, and `ended`: a worker's pid to
+    /// describe): the worker's `socket` and `pid`, started if none runs; or, for `ended`,
+    /// how that worker ended.
+    pub(super) fn answer(
+        &self,
+        dir: &Path,
+        lib: &Path,
+        ended: Option<u32>,
+    ) -> Vec<(String, Vec<u8>)> {
+        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(pid) = ended {
+            let Some(k) = kept.get_mut(lib).filter(|k| k.child.id() == pid) else {
+                return vec![("ended".into(), b"ended".to_vec())];
+            };
+            let deadline = Instant::now() + Duration::from_secs(2);
+            let how = loop {
+                match k.child.try_wait() {
+                    Ok(None) if Instant::now() < deadline => {
+                        std::thread::sleep(Duration::from_millis(10))
+                    }
+                    Ok(Some(st)) => break ended_by(st),
+                    _ => break "closed the connection".into(),
+                }
+            };
+            return vec![("ended".into(), how.into_bytes())];
+        }
+        if let Some(k) = kept.get_mut(lib)
+            && matches!(k.child.try_wait(), Ok(None))
+        {
+            return answer_for(k);
+        }
+        if let Some(mut old) = kept.remove(lib) {
+            let _ = old.child.kill();
+            let _ = old.child.wait();
+            let _ = std::fs::remove_file(&old.socket);
+        }
+        let n = self
+            .started
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        match start(dir, lib, n) {
+            Ok(k) => {
+                let a = answer_for(&k);
+                kept.insert(lib.to_path_buf(), k);
+                a
+            }
+            Err(e) => vec![("error".into(), e.to_string().into_bytes())],
+        }
+    }
+
+    /// Stops every worker (the daemon is stopping).
+    pub(super) fn stop_all(&self) {
+        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        for (_, mut k) in kept.drain() {
+            let _ = k.child.kill();
+            let _ = k.child.wait();
+            let _ = std::fs::remove_file(&k.socket);
+        }
+    }
+}
+
+fn answer_for(k: &Kept) -> Vec<(String, Vec<u8>)> {
+    vec![
+        (
+            "socket".into(),
+            k.socket.to_string_lossy().as_bytes().to_vec(),
+        ),
+        ("pid".into(), k.child.id().to_string().into_bytes()),
+    ]
+}
+
+/// Starts a worker for `lib`, listening in the daemon's directory.
+fn start(dir: &Path, lib: &Path, n: u64) -> std::io::Result<Kept> {
+    let socket = dir.join(format!("finalizer-{}-{n}.sock", std::process::id()));
+    let _ = std::fs::remove_file(&socket);
+    let listener = UnixListener::bind(&socket)?;
+    let mut cmd = Command::new("/proc/self/exe");
+    cmd.env(crate::lto::isolated::CHILD_VAR, SUBCOMMAND)
+        .arg(SUBCOMMAND)
+        .arg(lib)
+        .stdin(Stdio::from(std::os::fd::OwnedFd::from(listener)))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let child = cmd.spawn()?;
+    Ok(Kept { child, socket })
+}
+
+// ---- a link process's side -----------------------------------------------------------
+
+/// The daemon's socket, where this link process runs under the daemon.
+fn daemon_socket() -> Option<PathBuf> {
+    std::env::var_os(super::IN_DAEMON)?;
+    std::env::var_os(VAR).map(PathBuf::from)
+}
+
+/// Asks the daemon; its answer's frames.
+fn ask(socket: &Path, frames: &[(&str, &[u8])]) -> Option<Vec<(String, Vec<u8>)>> {
+    let mut stream = UnixStream::connect(socket).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .ok()?;
+    super::guard::check_server(&stream, socket).ok()?;
+    super::send(&mut stream, frames).ok()?;
+    super::receive(&mut stream).ok()
+}
+
+/// The daemon's worker for `lib`, where this link runs under the daemon and the daemon
+/// gives one; `None` otherwise (the link starts its own).
+pub fn worker(lib: &Path) -> Option<Worker> {
+    let daemon = daemon_socket()?;
+    let path = lib.to_string_lossy();
+    let answer = ask(&daemon, &[("finalizer", path.as_bytes())])?;
+    let get = |k: &str| {
+        (answer.iter())
+            .find(|(n, _)| n == k)
+            .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
+    };
+    Some(Worker {
+        lib: lib.to_path_buf(),
+        socket: PathBuf::from(get("socket")?),
+        pid: get("pid")?.parse().ok()?,
+        owner: Owner::Daemon { socket: daemon },
+    })
+}
+
+/// How the daemon's worker `pid` for `lib` ended, once it has.
+pub fn ended(daemon: &Path, lib: &Path, pid: u32) -> Option<String> {
+    let path = lib.to_string_lossy();
+    let pid = pid.to_string();
+    let answer = ask(
+        daemon,
+        &[("finalizer", path.as_bytes()), ("ended", pid.as_bytes())],
+    )?;
+    (answer.iter())
+        .find(|(k, _)| k == "ended")
+        .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
+}
+
+/// Whether `pid` is a live worker of this link's daemon (its parent is the daemon, this
+/// process's parent, and it has not ended).
+pub fn is_worker(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let Some(rest) = stat.rfind(')').and_then(|i| stat.get(i + 2..)) else {
+        return false;
+    };
+    let mut f = rest.split(' ');
+    let (state, ppid) = (f.next(), f.next().and_then(|p| p.parse::<u32>().ok()));
+    state != Some("Z") && ppid == Some(std::os::unix::process::parent_id())
+}
+
+/// Stops the daemon's worker `pid` (it made no progress).
+pub fn stop(pid: u32) {
+    if is_worker(pid) {
+        // SAFETY: kill(2) on a process this user owns, checked to be the worker.
+        unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+    }
+}

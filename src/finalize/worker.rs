@@ -1,0 +1,374 @@
+//! The finalizer's worker: a process (nvlinkrs itself, the hidden subcommand
+//! `__finalize LIB`) that loads libnvJitLink once and links jobs for whoever connects to
+//! its socket, which it is handed as its standard input: one connection per job, each
+//! on a thread of its own, so that a link's job pool runs several at once. A one-shot
+//! link starts one for itself ([`super::isolated`]); the daemon keeps one per library for
+//! all its links (`daemon::finalizer`). The worker ends when the process that started it
+//! does.
+//!
+//! Request: a u64 little-endian length, then [`crate::frames`]: `opt` (a libnvJitLink
+//! option) and `in` (an input: a cubin, or PTX). Answer: the same framing, `image` (the
+//! linked cubin), `refused`, or `error` (a message).
+//!
+//! The client side ([`Worker::link`]) watches the worker while it waits: a worker that
+//! ends (a crash: a damaged library the loader maps, SIGBUS; a damaged unit, SIGSEGV or
+//! a heap abort), uses no CPU time for [`STALL`], or runs past [`LIMIT`] fails the job,
+//! and the link goes on without the finalizer.
+
+use std::io::{Read, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use super::Mode;
+use super::nvjitlink::NvJitLink;
+use crate::diag::{Error, Result};
+use crate::frames::{decode, encode};
+
+/// The hidden subcommand the worker runs.
+pub const SUBCOMMAND: &str = "__finalize";
+
+/// A worker that uses no CPU time for this long while a job waits is stuck (the
+/// finalizer does no I/O): it is stopped and the job fails.
+pub const STALL: Duration = crate::lto::isolated::STALL;
+
+/// The most one job may take, whatever CPU time the worker uses (a library that spins).
+pub const LIMIT: Duration = Duration::from_secs(300);
+
+/// Requests and answers larger than this are refused.
+const MAX_MESSAGE: u64 = 1 << 30;
+
+// ---- the worker ------------------------------------------------------------------------
+
+/// The worker's side: `args` is the library; standard input the listening socket.
+pub fn serve(args: &[String]) -> i32 {
+    use std::os::fd::FromRawFd;
+    let [lib] = args else {
+        return 2;
+    };
+    // (the process that started the worker: when it ends, so does the worker)
+    let parent = std::os::unix::process::parent_id();
+    std::thread::spawn(move || {
+        loop {
+            std::thread::sleep(Duration::from_millis(200));
+            if std::os::unix::process::parent_id() != parent {
+                std::process::exit(0);
+            }
+        }
+    });
+    // SAFETY: descriptor 0 is the listening socket the parent handed over; nothing else
+    // in this process owns it.
+    let listener = unsafe { UnixListener::from_raw_fd(0) };
+    let nv: &'static NvJitLink = match NvJitLink::load(Path::new(lib)) {
+        Ok(nv) => Box::leak(Box::new(nv)),
+        Err(e) => {
+            crate::diag::to_stderr(&(super::one_line(&e) + "\n"));
+            return 3;
+        }
+    };
+    loop {
+        let Ok((stream, _)) = listener.accept() else {
+            return 2;
+        };
+        if std::thread::Builder::new()
+            .spawn(move || answer(nv, stream))
+            .is_err()
+        {
+            // (no thread to be had: this connection is dropped, its job fails)
+            continue;
+        }
+    }
+}
+
+/// Reads one job from `stream`, links it, answers.
+fn answer(nv: &NvJitLink, mut stream: UnixStream) {
+    let Ok(request) = receive(&mut stream) else {
+        return;
+    };
+    let reply = match decode(&request) {
+        Ok(frames) => {
+            let options: Vec<String> = (frames.iter())
+                .filter(|(k, _)| k == "opt")
+                .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
+                .collect();
+            let inputs: Vec<&[u8]> = (frames.iter())
+                .filter(|(k, _)| k == "in")
+                .map(|(_, v)| *v)
+                .collect();
+            match nv.run(&inputs, &options) {
+                Ok(Some(image)) => encode([("image", &image[..])].into_iter()),
+                Ok(None) => encode([("refused", &[][..])].into_iter()),
+                Err(e) => encode([("error", super::one_line(&e).as_bytes())].into_iter()),
+            }
+        }
+        Err(e) => encode([("error", e.message().as_bytes())].into_iter()),
+    };
+    let _ = stream.write_all(&(reply.len() as u64).to_le_bytes());
+    let _ = stream.write_all(&reply);
+}
+
+fn receive(stream: &mut UnixStream) -> std::io::Result<Vec<u8>> {
+    let mut len = [0u8; 8];
+    stream.read_exact(&mut len)?;
+    let len = u64::from_le_bytes(len);
+    if len > MAX_MESSAGE {
+        return Err(std::io::Error::other("message too long"));
+    }
+    let mut body = Vec::new();
+    stream.take(len).read_to_end(&mut body)?;
+    if body.len() as u64 != len {
+        return Err(std::io::Error::other("truncated message"));
+    }
+    Ok(body)
+}
+
+// ---- the client ------------------------------------------------------------------------
+
+/// Who owns a worker, which says how its end is learnt.
+pub enum Owner {
+    /// This link started it: its exit status, and its standard error in a file.
+    Link {
+        child: Mutex<std::process::Child>,
+        stderr: PathBuf,
+        /// The private directory of its socket and error file, removed after it.
+        _dir: tempfile::TempDir,
+    },
+    /// The daemon keeps it: the daemon says how it ended.
+    Daemon { socket: PathBuf },
+}
+
+/// A running worker.
+pub struct Worker {
+    pub lib: PathBuf,
+    pub socket: PathBuf,
+    pub pid: u32,
+    pub owner: Owner,
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        if let Owner::Link { child, .. } = &self.owner {
+            let mut child = child.lock().unwrap_or_else(|e| e.into_inner());
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// How a job's wait ended early.
+enum Cut {
+    /// The worker ended (or closed the connection).
+    Ended,
+    /// It made no progress for [`STALL`], or ran past [`LIMIT`]: stopped.
+    Stopped(String),
+    /// Another failure.
+    Io(std::io::Error),
+}
+
+impl Worker {
+    /// One job: its inputs (cubins, PTX) linked as `mode` says, by the worker.
+    pub fn link(&self, job: &[&[u8]], mode: &Mode) -> Result<Option<Vec<u8>>> {
+        let options = mode.options();
+        let frames =
+            (options.iter().map(|o| ("opt", o.as_bytes()))).chain(job.iter().map(|i| ("in", *i)));
+        let body = encode(frames);
+        let reply = match self.exchange(&body) {
+            Ok(reply) => reply,
+            Err(Cut::Ended) => return Err(self.ended()),
+            Err(Cut::Stopped(why)) => return Err(self.error(&why)),
+            Err(Cut::Io(e)) => match self.gone() {
+                true => return Err(self.ended()),
+                false => return Err(self.error(&format!("could not be reached ({e})"))),
+            },
+        };
+        let frames =
+            decode(&reply).map_err(|e| self.error(&format!("answered {}", e.message())))?;
+        match frames.first() {
+            Some((k, image)) if k == "image" => Ok(Some(image.to_vec())),
+            Some((k, _)) if k == "refused" => Ok(None),
+            Some((k, m)) if k == "error" => {
+                Err(Error::fatal(String::from_utf8_lossy(m).into_owned()))
+            }
+            _ => Err(self.error("answered nothing")),
+        }
+    }
+
+    /// Sends a request and reads its answer, watching the worker.
+    fn exchange(&self, body: &[u8]) -> std::result::Result<Vec<u8>, Cut> {
+        let mut stream = UnixStream::connect(&self.socket).map_err(Cut::Io)?;
+        let tick = Some(Duration::from_millis(50));
+        let _ = (
+            stream.set_read_timeout(tick),
+            stream.set_write_timeout(tick),
+        );
+        let mut watch = Watch::new(self.pid);
+        let mut out = (body.len() as u64).to_le_bytes().to_vec();
+        out.extend_from_slice(body);
+        let mut sent = 0;
+        while sent < out.len() {
+            match stream.write(&out[sent..]) {
+                Ok(0) => return Err(Cut::Ended),
+                Ok(n) => sent += n,
+                Err(e) if waiting(&e) => self.check(&mut watch)?,
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Err(Cut::Ended),
+                Err(e) => return Err(Cut::Io(e)),
+            }
+        }
+        let mut reply = Vec::new();
+        let mut buf = vec![0u8; 1 << 16];
+        loop {
+            if let Some(len) = reply.get(..8) {
+                let len = u64::from_le_bytes(len.try_into().expect("8 bytes"));
+                if len > MAX_MESSAGE {
+                    return Err(Cut::Io(std::io::Error::other("an answer too long")));
+                }
+                if reply.len() as u64 >= len + 8 {
+                    reply.drain(..8);
+                    reply.truncate(len as usize);
+                    return Ok(reply);
+                }
+            }
+            match stream.read(&mut buf) {
+                Ok(0) => return Err(Cut::Ended),
+                Ok(n) => reply.extend_from_slice(&buf[..n]),
+                Err(e) if waiting(&e) => self.check(&mut watch)?,
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
+                    return Err(Cut::Ended);
+                }
+                Err(e) => return Err(Cut::Io(e)),
+            }
+        }
+    }
+
+    /// Between reads: whether the worker still runs and makes progress.
+    fn check(&self, watch: &mut Watch) -> std::result::Result<(), Cut> {
+        if self.gone() {
+            return Err(Cut::Ended);
+        }
+        if let Some(why) = watch.stuck() {
+            self.stop();
+            return Err(Cut::Stopped(why));
+        }
+        Ok(())
+    }
+
+    /// Whether the worker has ended.
+    fn gone(&self) -> bool {
+        match &self.owner {
+            Owner::Link { child, .. } => {
+                let mut c = child.lock().unwrap_or_else(|e| e.into_inner());
+                !matches!(c.try_wait(), Ok(None))
+            }
+            Owner::Daemon { .. } => !crate::daemon::finalizer::is_worker(self.pid),
+        }
+    }
+
+    /// Stops a stuck worker.
+    fn stop(&self) {
+        match &self.owner {
+            Owner::Link { child, .. } => {
+                let _ = child.lock().unwrap_or_else(|e| e.into_inner()).kill();
+            }
+            Owner::Daemon { .. } => crate::daemon::finalizer::stop(self.pid),
+        }
+    }
+
+    fn error(&self, what: &str) -> Error {
+        Error::fatal(format!("libnvJitLink '{}' {what}", self.lib.display()))
+    }
+
+    /// The error for a worker that ended: how (`crashed (SIGBUS)`, `failed (exit status
+    /// 3)`) and the first line it wrote on its standard error.
+    fn ended(&self) -> Error {
+        match &self.owner {
+            Owner::Link { child, stderr, .. } => {
+                let mut c = child.lock().unwrap_or_else(|e| e.into_inner());
+                let deadline = Instant::now() + Duration::from_secs(2);
+                let status = loop {
+                    match c.try_wait() {
+                        Ok(None) if Instant::now() < deadline => {
+                            std::thread::sleep(Duration::from_millis(10))
+                        }
+                        Ok(s) => break s,
+                        Err(_) => break None,
+                    }
+                };
+                let mut e = self.error(&match status {
+                    Some(st) => ended_by(st),
+                    None => "closed the connection".into(),
+                });
+                let mut text = Vec::new();
+                if let Ok(f) = std::fs::File::open(stderr) {
+                    let _ = f.take(1 << 16).read_to_end(&mut text);
+                }
+                let text = String::from_utf8_lossy(&text);
+                if let Some(line) = text.lines().find(|l| !l.is_empty()) {
+                    e = e.context(line.to_string());
+                }
+                e
+            }
+            Owner::Daemon { socket } => {
+                let how = crate::daemon::finalizer::ended(socket, &self.lib, self.pid);
+                self.error(&how.unwrap_or_else(|| "ended".into()))
+            }
+        }
+    }
+}
+
+fn waiting(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::WouldBlock
+            | std::io::ErrorKind::TimedOut
+            | std::io::ErrorKind::Interrupted
+    )
+}
+
+/// How a process ended: `crashed (SIGSEGV)`, or `failed (exit status 3)`.
+pub fn ended_by(st: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    let name = match st.signal() {
+        None => return format!("failed ({st})"),
+        Some(libc::SIGSEGV) => "SIGSEGV".to_string(),
+        Some(libc::SIGBUS) => "SIGBUS".to_string(),
+        Some(libc::SIGABRT) => "SIGABRT".to_string(),
+        Some(libc::SIGILL) => "SIGILL".to_string(),
+        Some(libc::SIGFPE) => "SIGFPE".to_string(),
+        Some(libc::SIGKILL) => "SIGKILL".to_string(),
+        Some(n) => format!("signal {n}"),
+    };
+    format!("crashed ({name})")
+}
+
+/// A job's wait: when it began, and the worker's CPU time when it last moved.
+struct Watch {
+    pid: u32,
+    began: Instant,
+    last: (Option<u64>, Instant),
+}
+
+impl Watch {
+    fn new(pid: u32) -> Watch {
+        let now = Instant::now();
+        Watch {
+            pid,
+            began: now,
+            last: (crate::lto::isolated::cpu_ticks(pid), now),
+        }
+    }
+
+    /// Why the job is to be given up, if it is.
+    fn stuck(&mut self) -> Option<String> {
+        if self.began.elapsed() >= LIMIT {
+            return Some(format!("ran past {} s", LIMIT.as_secs()));
+        }
+        let now = crate::lto::isolated::cpu_ticks(self.pid);
+        if now != self.last.0 {
+            self.last = (now, Instant::now());
+        } else if now.is_some() && self.last.1.elapsed() >= STALL {
+            return Some(format!("made no progress for {} s", STALL.as_secs()));
+        }
+        None
+    }
+}
