@@ -155,6 +155,8 @@ pub(crate) fn write(
             "jobs_cached": f.cached,
             "functions": f.functions,
             "fell_back": f.fell_back,
+            "worker": f.worker.map(|w| w.0),
+            "worker_pid": f.worker.map(|w| w.1),
         })),
         "consensus": timings.consensus,
         // the most jobs each pool ran at once (threads of this process, within make's

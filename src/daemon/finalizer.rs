@@ -155,6 +155,7 @@ pub fn worker(lib: &Path) -> Option<Worker> {
         socket: PathBuf::from(get("socket")?),
         pid: get("pid")?.parse().ok()?,
         owner: Owner::Daemon { socket: daemon },
+        stopped: Default::default(),
     })
 }
 

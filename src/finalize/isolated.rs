@@ -28,6 +28,16 @@ impl Isolated {
         }
     }
 
+    /// The worker started, if one was: `daemon` or `link`, and its pid.
+    pub fn started(&self) -> Option<(&'static str, u32)> {
+        let w = self.worker.get()?.as_ref().ok()?;
+        let whose = match w.owner {
+            Owner::Daemon { .. } => "daemon",
+            Owner::Link { .. } => "link",
+        };
+        Some((whose, w.pid))
+    }
+
     /// The worker: the daemon's when this link runs under it, else a child of the link.
     fn worker(&self) -> Result<&Worker> {
         let w = self.worker.get_or_init(|| {
@@ -79,6 +89,7 @@ fn start(lib: &std::path::Path) -> Result<Worker> {
         lib: lib.to_path_buf(),
         pid: child.id(),
         socket,
+        stopped: Default::default(),
         owner: Owner::Link {
             child: std::sync::Mutex::new(child),
             stderr,

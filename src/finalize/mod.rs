@@ -86,6 +86,9 @@ pub struct Stats {
     pub instructions: usize,
     /// The finalizer failed (crashed, stalled, answered wrongly): nothing was taken.
     pub fell_back: bool,
+    /// The worker that ran the jobs, where one was needed: whose (`daemon`: kept by the
+    /// daemon for all its links; `link`: started by this link) and its pid.
+    pub worker: Option<(&'static str, u32)>,
 }
 
 /// What [`VAR`] asks for.
@@ -160,7 +163,10 @@ pub fn phase(plan: &Plan, ctx: &LinkContext, inputs: &mut [Input]) -> Result<Sta
     let lib = library(plan)?;
     let fin = isolated::Isolated::new(lib.clone());
     match units::apply(&fin, &lib, ctx, plan.req.target, inputs) {
-        Ok(stats) => Ok(stats),
+        Ok(stats) => Ok(Stats {
+            worker: fin.started(),
+            ..stats
+        }),
         Err(e) => {
             let line = one_line(&e);
             ctx.diag

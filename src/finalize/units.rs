@@ -55,6 +55,7 @@ struct Runner<'a> {
     ctx: &'a LinkContext<'a>,
     /// The finalizer library's identity, where the link has a cache.
     cached: Option<(&'a Cache, String)>,
+    /// Units' and whole-program jobs run, and answered from the cache.
     ran: std::sync::atomic::AtomicUsize,
     hits: std::sync::atomic::AtomicUsize,
 }
@@ -79,8 +80,10 @@ impl Runner<'_> {
             })
             .collect();
         let missing: Vec<usize> = (0..jobs.len()).filter(|&k| found[k].is_none()).collect();
-        self.hits.fetch_add(jobs.len() - missing.len(), Relaxed);
-        self.ran.fetch_add(missing.len(), Relaxed);
+        if stage == "finalize" {
+            self.hits.fetch_add(jobs.len() - missing.len(), Relaxed);
+            self.ran.fetch_add(missing.len(), Relaxed);
+        }
         if !missing.is_empty() {
             self.fin.prepare()?;
         }

@@ -144,6 +144,8 @@ pub struct Worker {
     pub socket: PathBuf,
     pub pid: u32,
     pub owner: Owner,
+    /// Why a job stopped the worker (every job then fails for that reason).
+    pub stopped: Mutex<Option<String>>,
 }
 
 impl Drop for Worker {
@@ -247,7 +249,7 @@ impl Worker {
             return Err(Cut::Ended);
         }
         if let Some(why) = watch.stuck() {
-            self.stop();
+            self.stop(&why);
             return Err(Cut::Stopped(why));
         }
         Ok(())
@@ -264,8 +266,10 @@ impl Worker {
         }
     }
 
-    /// Stops a stuck worker.
-    fn stop(&self) {
+    /// Stops a stuck worker (`why`).
+    fn stop(&self, why: &str) {
+        let mut stopped = self.stopped.lock().unwrap_or_else(|e| e.into_inner());
+        stopped.get_or_insert_with(|| why.to_string());
         match &self.owner {
             Owner::Link { child, .. } => {
                 let _ = child.lock().unwrap_or_else(|e| e.into_inner()).kill();
@@ -281,6 +285,9 @@ impl Worker {
     /// The error for a worker that ended: how (`crashed (SIGBUS)`, `failed (exit status
     /// 3)`) and the first line it wrote on its standard error.
     fn ended(&self) -> Error {
+        if let Some(why) = &*self.stopped.lock().unwrap_or_else(|e| e.into_inner()) {
+            return self.error(why);
+        }
         match &self.owner {
             Owner::Link { child, stderr, .. } => {
                 let mut c = child.lock().unwrap_or_else(|e| e.into_inner());

@@ -1,0 +1,1 @@
+//! (the proof: written next)
