@@ -129,13 +129,20 @@ fn stage(r: &serde_json::Value, name: &str) -> (u64, u64) {
 /// A one-unit edit, recompiled at the same path: the relink finalizes that unit alone
 /// (the `finalize` stage: 2 hits, 1 miss; one job run), the others from the cache, and
 /// both images are nvlink's, byte for byte, at sm_100 and sm_120 (was: the whole program
-/// finalized again in one job, no per-unit cache).
+/// finalized again in one job, no per-unit cache). The shared tier carries the entries:
+/// another edit linked with an empty local cache takes the two unchanged units' jobs
+/// from it. One job at a time (`NVLINKRS_JOBS=1`) gives the same bytes.
 #[test]
 fn a_one_unit_edit_refinalizes_that_unit_only() {
     for arch in ["sm_100", "sm_120"] {
         let dir = tempfile::tempdir().unwrap();
         let cache = tempfile::tempdir().unwrap();
-        let env = [("XDG_CACHE_HOME", cache.path())];
+        let tier = tempfile::tempdir().unwrap();
+        let url = PathBuf::from(format!("file://{}", tier.path().display()));
+        let env = [
+            ("XDG_CACHE_HOME", cache.path()),
+            ("NVLINKRS_REMOTE_CACHE", url.as_path()),
+        ];
         let mut args = vec![format!("-arch={arch}")];
         args.extend(compile(dir.path(), arch, 1));
         let out = dir.path().join("out.cubin");
@@ -182,6 +189,29 @@ fn a_one_unit_edit_refinalizes_that_unit_only() {
         );
         // (the stand-ins' templates came from the cache too)
         assert_eq!(stage(&edit.report, "finalize-standin").1, 0, "{arch}");
+        // another edit, an empty local cache, the same shared tier
+        args.truncate(1);
+        args.extend(compile(dir.path(), arch, 3));
+        let want = nvlink(&args, &dir.path().join("ref.cubin"));
+        let fresh = tempfile::tempdir().unwrap();
+        let env = [
+            ("XDG_CACHE_HOME", fresh.path()),
+            ("NVLINKRS_REMOTE_CACHE", url.as_path()),
+        ];
+        let shared = link(&args, &out, &env, &[]);
+        assert_eq!((shared.code, shared.stderr.as_str()), (0, ""), "{arch}");
+        assert!(shared.output.as_ref() == Some(&want), "{arch}: not nvlink's image");
+        assert_eq!(stage(&shared.report, "finalize"), (2, 1), "{arch}");
+        let counts = &shared.report["cache"]["shared"]["counts"];
+        assert!(counts["hits"].as_u64() >= Some(2), "{arch}: {counts}");
+        // one job at a time, no cache: the same bytes
+        let one = link(
+            &[args.clone(), vec!["--no-cache".into()]].concat(),
+            &out,
+            &[],
+            &[("NVLINKRS_JOBS", "1")],
+        );
+        assert!(one.output == shared.output, "{arch}: another image with one job at a time");
     }
 }
 

@@ -81,14 +81,13 @@ pub fn splice(
             continue;
         };
         match in_place(unit, fin, index, f, lines)? {
-            Some((code, moved)) => {
-                if code != unit.bytes(s) {
-                    let data = out.get_or_insert_with(|| unit.data.to_vec());
-                    data[s.offset as usize..(s.offset + s.size) as usize].copy_from_slice(&code);
-                    count.functions += 1;
-                    count.instructions += moved as usize;
-                }
+            Some((code, moved)) if code != unit.bytes(s) => {
+                let data = out.get_or_insert_with(|| unit.data.to_vec());
+                data[s.offset as usize..(s.offset + s.size) as usize].copy_from_slice(&code);
+                count.functions += 1;
+                count.instructions += moved as usize;
             }
+            Some(_) => {}
             // (a table of resolved relocations would name the old offsets)
             None if !lines
                 && !unit

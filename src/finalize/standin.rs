@@ -104,10 +104,11 @@ fn prototypes(unit: &Cubin) -> Result<HashMap<u32, String>> {
         }
     }
     for (a, b, group) in unit.callgraph_entries()? {
-        if group == 2 && b > 0 {
-            if let Some(p) = unit.strtab_string(b) {
-                out.entry(a).or_insert(p);
-            }
+        if group == 2
+            && b > 0
+            && let Some(p) = unit.strtab_string(b)
+        {
+            out.entry(a).or_insert(p);
         }
     }
     Ok(out)

@@ -161,11 +161,7 @@ pub fn apply(
     if takes.iter().all(Option::is_none) {
         return Ok(stats);
     }
-    let defined: HashSet<&str> = (inputs.iter())
-        .flat_map(|i| i.cubin.symbols.iter())
-        .filter(|s| s.defined() && s.bind != STB_LOCAL)
-        .map(|s| s.name.as_str())
-        .collect();
+    let defined = defined(inputs);
     let mut offers: Vec<Offer> = Vec::with_capacity(inputs.len());
     for (i, take) in inputs.iter().zip(&takes) {
         offers.push(match take {
@@ -198,11 +194,7 @@ pub fn apply(
     let mut alone = Vec::new();
     for (k, (i, offer)) in inputs.iter().zip(&offers).enumerate() {
         if let Offer::Alone(refs) = offer {
-            let mut parts = vec![Cow::Borrowed(&i.cubin.data[..])];
-            for r in refs {
-                parts.push(Cow::Owned(standin::renamed(&templates[&r.kind], &r.name)?));
-            }
-            jobs.push(Job { parts });
+            jobs.push(unit_job(&i.cubin, refs, &templates)?);
             alone.push(k);
         }
     }
@@ -230,6 +222,69 @@ pub fn apply(
     (stats.jobs, stats.cached) = (runner.ran.load(Relaxed), runner.hits.load(Relaxed));
     take_from(inputs, images, &takes, &mut stats)?;
     Ok(stats)
+}
+
+/// The names the inputs define (global or weak): a unit's references to them get
+/// stand-ins.
+fn defined(inputs: &[Input]) -> HashSet<&str> {
+    (inputs.iter())
+        .flat_map(|i| i.cubin.symbols.iter())
+        .filter(|s| s.defined() && s.bind != STB_LOCAL)
+        .map(|s| s.name.as_str())
+        .collect()
+}
+
+/// A unit's job alone: the unit, then its references' stand-ins (by name).
+fn unit_job<'a>(
+    unit: &'a Cubin,
+    refs: &[Reference],
+    templates: &BTreeMap<Kind, Vec<u8>>,
+) -> Result<Job<'a>> {
+    let mut parts = vec![Cow::Borrowed(&unit.data[..])];
+    for r in refs {
+        parts.push(Cow::Owned(standin::renamed(&templates[&r.kind], &r.name)?));
+    }
+    Ok(Job { parts })
+}
+
+/// Unit `k`'s job alone, as [`apply`] makes it, linked by `fin`: its image, or `None`
+/// where a stand-in cannot be written or the finalizer refuses the job. The templates
+/// are made by `fin` and kept in `templates`. (For the proof of the per-unit jobs
+/// against whole-program jobs, `tests/finalize/proof.rs`.)
+pub fn alone(
+    fin: &dyn Finalizer,
+    arch: Arch,
+    inputs: &[Input],
+    k: usize,
+    templates: &mut BTreeMap<Kind, Vec<u8>>,
+) -> Result<Option<Vec<u8>>> {
+    let defined = defined(inputs);
+    let Some(refs) = standin::references(&inputs[k].cubin, &|n| defined.contains(n))? else {
+        return Ok(None);
+    };
+    let relocatable = Mode {
+        arch,
+        debug: false,
+        extra: vec!["-r".into()],
+    };
+    for r in &refs {
+        if !templates.contains_key(&r.kind) {
+            let Some(ptx) = standin::template_ptx(&r.kind, arch) else {
+                return Ok(None);
+            };
+            let Some(t) = fin.link(&[ptx.as_bytes()], &relocatable)? else {
+                return Ok(None);
+            };
+            templates.insert(r.kind.clone(), t);
+        }
+    }
+    let job = unit_job(&inputs[k].cubin, &refs, templates)?;
+    let mode = Mode {
+        arch,
+        debug: false,
+        extra: Vec::new(),
+    };
+    fin.link(&job.refs(), &mode)
 }
 
 /// The template of every kind of stand-in the `Alone` offers need, compiled by the
