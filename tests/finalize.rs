@@ -200,7 +200,10 @@ fn a_one_unit_edit_refinalizes_that_unit_only() {
         ];
         let shared = link(&args, &out, &env, &[]);
         assert_eq!((shared.code, shared.stderr.as_str()), (0, ""), "{arch}");
-        assert!(shared.output.as_ref() == Some(&want), "{arch}: not nvlink's image");
+        assert!(
+            shared.output.as_ref() == Some(&want),
+            "{arch}: not nvlink's image"
+        );
         assert_eq!(stage(&shared.report, "finalize"), (2, 1), "{arch}");
         let counts = &shared.report["cache"]["shared"]["counts"];
         assert!(counts["hits"].as_u64() >= Some(2), "{arch}: {counts}");
@@ -211,7 +214,10 @@ fn a_one_unit_edit_refinalizes_that_unit_only() {
             &[],
             &[("NVLINKRS_JOBS", "1")],
         );
-        assert!(one.output == shared.output, "{arch}: another image with one job at a time");
+        assert!(
+            one.output == shared.output,
+            "{arch}: another image with one job at a time"
+        );
     }
 }
 
