@@ -5,7 +5,8 @@
 //! `finalizer` request (the library's path) and is answered the worker's socket and pid;
 //! it then sends its jobs there itself. A worker that crashed is replaced on the next
 //! request; one asked about with `ended` (its pid) is described (`crashed (SIGSEGV)`)
-//! once it has ended. Its socket is in the daemon's private directory.
+//! once it has ended. A library replaced at its path gets a new worker. Its socket is in
+//! the daemon's private directory.
 
 use std::collections::HashMap;
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -24,6 +25,16 @@ pub const VAR: &str = "NVLINKRS_DAEMON_FINALIZER";
 struct Kept {
     child: Child,
     socket: PathBuf,
+    /// The library file it loaded (size, modification time, inode): a library replaced
+    /// at the same path gets a worker of its own (the cache keys the new file's bytes).
+    file: Option<(u64, std::time::SystemTime, u64)>,
+}
+
+/// What tells a library file from another at the same path.
+fn file_of(lib: &Path) -> Option<(u64, std::time::SystemTime, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(lib).ok()?;
+    Some((m.len(), m.modified().ok()?, m.ino()))
 }
 
 /// The daemon's workers, by library.
@@ -62,6 +73,8 @@ impl Workers {
         }
         if let Some(k) = kept.get_mut(lib)
             && matches!(k.child.try_wait(), Ok(None))
+            && k.file.is_some()
+            && k.file == file_of(lib)
         {
             return answer_for(k);
         }
@@ -106,6 +119,7 @@ fn answer_for(k: &Kept) -> Vec<(String, Vec<u8>)> {
 
 /// Starts a worker for `lib`, listening in the daemon's directory.
 fn start(dir: &Path, lib: &Path, n: u64) -> std::io::Result<Kept> {
+    let file = file_of(lib);
     let socket = dir.join(format!("finalizer-{}-{n}.sock", std::process::id()));
     let _ = std::fs::remove_file(&socket);
     let listener = UnixListener::bind(&socket)?;
@@ -117,7 +131,11 @@ fn start(dir: &Path, lib: &Path, n: u64) -> std::io::Result<Kept> {
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     let child = cmd.spawn()?;
-    Ok(Kept { child, socket })
+    Ok(Kept {
+        child,
+        socket,
+        file,
+    })
 }
 
 // ---- a link process's side -----------------------------------------------------------
