@@ -15,6 +15,9 @@
 # machine. Usage: scripts/bench_finalize.sh [UNIT COUNTS...]   (default 8 32 128)
 source "$(dirname "$0")/bench_env.sh"
 unset NVLINKRS_CACHE
+# (the toolkit, where libnvJitLink is: without one found, nvlinkrs links without the
+# finalizer; nvcc, which runs nvlink, is in it)
+export CUDA_HOME="$CU"
 sizes=("$@"); [ ${#sizes[@]} -gt 0 ] || sizes=(8 32 128)
 runs=${BENCH_RUNS:-7}
 out=benches/results/finalize.md
