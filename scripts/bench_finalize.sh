@@ -4,7 +4,8 @@
 # for generated programs of 8, 32 and 128 units (benches/gen/deepprog.py seed 7: 22
 # kernels and 10 device functions a unit, call chains across units) and a Thrust/CUB
 # program (tests/fixtures/finalize/cccl*.cu), each
-#   cold:   nvlinkrs with its default cache on, emptied before every run;
+#   cold:   nvlinkrs with its default cache on, its entries removed before every run (the
+#           tools' identities it remembers kept: a first link ever also hashes the tools);
 #   edit:   one unit edited and recompiled with nvcc at the same path (cicc's module id
 #           hashes the path), the cache holding the links before (a new edit every run);
 #   daemon: the same edits through the daemon (NVLINKRS_DAEMON=only), started and warm.
@@ -64,7 +65,8 @@ table=$W/table.md
   echo "-rdc cubins linked at sm_100 and sm_120: generated programs (benches/gen/deepprog.py seed 7:"
   echo "22 kernels and 10 device functions a unit, call chains across units) and a Thrust/CUB"
   echo "program (tests/fixtures/finalize/cccl1.cu, cccl2.cu). *cold*: nvlinkrs' default cache on,"
-  echo "emptied before each run; *edit*: one unit edited and recompiled with nvcc at its path, the"
+  echo "its entries removed before each run (the tools' identities kept); *edit*: one unit edited"
+  echo "and recompiled with nvcc at its path, the"
   echo "cache holding the links before (a new edit each run); *daemon*: the same through the daemon."
   echo "Wall seconds: the median of $runs runs paired with nvlink's (A B A B), fastest and slowest"
   echo "in brackets; ratio: the median of the per-pair nvlinkrs/nvlink ratios (fastest, slowest);"
@@ -94,7 +96,7 @@ for a in sm_100 sm_120; do
     for how in cold edit daemon; do
       c=$d/cache-$how
       case $how in
-        cold) setup="rm -rf $c"; cmd="env XDG_CACHE_HOME=$c $rs" ;;
+        cold) setup="rm -rf $c/nvlinkrs/links/objects"; cmd="env XDG_CACHE_HOME=$c $rs" ;;
         edit) setup="cp $d/v/{n}.cubin $d/p/$unit.cubin"; cmd="env XDG_CACHE_HOME=$c $rs" ;;
         daemon) setup="cp $d/v/{n}.cubin $d/p/$unit.cubin"; cmd="env NVLINKRS_DAEMON=only XDG_CACHE_HOME=$c $rs" ;;
       esac
