@@ -130,7 +130,7 @@ fn link_phases(plan: &Plan, ctx: &LinkContext, keep: bool) -> Result<Timings> {
     if !debug_image && finalize::wanted(plan)? {
         let stats = timings.phase("finalize", || finalize::phase(plan, ctx, &mut inputs))?;
         timings.fell_back |= stats.fell_back;
-        timings.finalize = Some(stats);
+        timings.finalize = Some(stats.to_json());
     }
     let mut options = plan.merge_options();
     options.kernels = plan.kernel_filter(&hosts, described);

@@ -31,8 +31,9 @@ pub struct Timings {
     /// A phase fell back (the finalizer crashed or stalled): the image is not what the
     /// same link gives when nothing fails, so the whole-link cache does not keep it.
     pub(crate) fell_back: bool,
-    /// What the sm_100+ finalizer did, where it ran (`--report-json`'s `finalize`).
-    pub(crate) finalize: Option<crate::finalize::Stats>,
+    /// What the sm_100+ finalizer did, where it ran (`--report-json`'s `finalize`, as
+    /// the phase describes it).
+    pub(crate) finalize: Option<serde_json::Value>,
 }
 
 impl Timings {
@@ -147,17 +148,8 @@ pub(crate) fn write(
             .collect::<Vec<_>>(),
         "partial_lto_because_of": timings.partial_lto,
         // the sm_100+ finalizer: units finalized, units the rule left out, jobs run and
-        // jobs answered from the cache, functions whose code it changed
-        "finalize": timings.finalize.as_ref().map(|f| serde_json::json!({
-            "units": f.units,
-            "skipped_units": f.skipped,
-            "jobs_run": f.jobs,
-            "jobs_cached": f.cached,
-            "functions": f.functions,
-            "fell_back": f.fell_back,
-            "worker": f.worker.map(|w| w.0),
-            "worker_pid": f.worker.map(|w| w.1),
-        })),
+        // jobs answered from the cache, functions whose code it changed, its worker
+        "finalize": timings.finalize,
         "consensus": timings.consensus,
         // the most jobs each pool ran at once (threads of this process, within make's
         // jobserver tokens or the daemon's budget)

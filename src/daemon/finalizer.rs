@@ -15,14 +15,14 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::finalize::worker::{Owner, SUBCOMMAND, Worker, ended_by};
+use crate::lto::isolated::{FINALIZER_SUBCOMMAND as SUBCOMMAND, ended_by};
 
 /// Set by the daemon in its link processes: the daemon's socket, where they ask for a
 /// finalizer worker.
 pub const VAR: &str = "NVLINKRS_DAEMON_FINALIZER";
 
 /// A worker the daemon started.
-struct Kept {
+struct Started {
     child: Child,
     socket: PathBuf,
     /// The library file it loaded (size, modification time, inode): a library replaced
@@ -40,7 +40,7 @@ fn file_of(lib: &Path) -> Option<(u64, std::time::SystemTime, u64)> {
 /// The daemon's workers, by library.
 #[derive(Default)]
 pub(super) struct Workers {
-    kept: Mutex<HashMap<PathBuf, Kept>>,
+    kept: Mutex<HashMap<PathBuf, Started>>,
     started: std::sync::atomic::AtomicU64,
 }
 
@@ -107,7 +107,7 @@ impl Workers {
     }
 }
 
-fn answer_for(k: &Kept) -> Vec<(String, Vec<u8>)> {
+fn answer_for(k: &Started) -> Vec<(String, Vec<u8>)> {
     vec![
         (
             "socket".into(),
@@ -118,7 +118,7 @@ fn answer_for(k: &Kept) -> Vec<(String, Vec<u8>)> {
 }
 
 /// Starts a worker for `lib`, listening in the daemon's directory.
-fn start(dir: &Path, lib: &Path, n: u64) -> std::io::Result<Kept> {
+fn start(dir: &Path, lib: &Path, n: u64) -> std::io::Result<Started> {
     let file = file_of(lib);
     let socket = dir.join(format!("finalizer-{}-{n}.sock", std::process::id()));
     let _ = std::fs::remove_file(&socket);
@@ -131,7 +131,7 @@ fn start(dir: &Path, lib: &Path, n: u64) -> std::io::Result<Kept> {
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     let child = cmd.spawn()?;
-    Ok(Kept {
+    Ok(Started {
         child,
         socket,
         file,
@@ -157,9 +157,16 @@ fn ask(socket: &Path, frames: &[(&str, &[u8])]) -> Option<Vec<(String, Vec<u8>)>
     super::receive(&mut stream).ok()
 }
 
-/// The daemon's worker for `lib`, where this link runs under the daemon and the daemon
-/// gives one; `None` otherwise (the link starts its own).
-pub fn worker(lib: &Path) -> Option<Worker> {
+/// The daemon's worker for `lib` (where this link runs under the daemon and the daemon
+/// gives one; `None` otherwise, and the link starts its own): its socket and pid, and
+/// the daemon's socket (where to ask how it [`ended`]).
+pub struct Kept {
+    pub socket: PathBuf,
+    pub pid: u32,
+    pub daemon: PathBuf,
+}
+
+pub fn worker(lib: &Path) -> Option<Kept> {
     let daemon = daemon_socket()?;
     let path = lib.to_string_lossy();
     let answer = ask(&daemon, &[("finalizer", path.as_bytes())])?;
@@ -168,12 +175,10 @@ pub fn worker(lib: &Path) -> Option<Worker> {
             .find(|(n, _)| n == k)
             .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
     };
-    Some(Worker {
-        lib: lib.to_path_buf(),
+    Some(Kept {
         socket: PathBuf::from(get("socket")?),
         pid: get("pid")?.parse().ok()?,
-        owner: Owner::Daemon { socket: daemon },
-        stopped: Default::default(),
+        daemon,
     })
 }
 

@@ -40,9 +40,18 @@ impl Isolated {
 
     /// The worker: the daemon's when this link runs under it, else a child of the link.
     fn worker(&self) -> Result<&Worker> {
-        let w = self.worker.get_or_init(|| {
-            crate::daemon::finalizer::worker(&self.lib).map_or_else(|| start(&self.lib), Ok)
-        });
+        let w = self
+            .worker
+            .get_or_init(|| match crate::daemon::finalizer::worker(&self.lib) {
+                Some(k) => Ok(Worker {
+                    lib: self.lib.clone(),
+                    socket: k.socket,
+                    pid: k.pid,
+                    owner: Owner::Daemon { socket: k.daemon },
+                    stopped: Default::default(),
+                }),
+                None => start(&self.lib),
+            });
         w.as_ref().map_err(Clone::clone)
     }
 }

@@ -91,6 +91,22 @@ pub struct Stats {
     pub worker: Option<(&'static str, u32)>,
 }
 
+impl Stats {
+    /// The report's `finalize` section (`--report-json`).
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "units": self.units,
+            "skipped_units": self.skipped,
+            "jobs_run": self.jobs,
+            "jobs_cached": self.cached,
+            "functions": self.functions,
+            "fell_back": self.fell_back,
+            "worker": self.worker.map(|w| w.0),
+            "worker_pid": self.worker.map(|w| w.1),
+        })
+    }
+}
+
 /// What [`VAR`] asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Setting {

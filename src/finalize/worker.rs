@@ -27,7 +27,7 @@ use crate::diag::{Error, Result};
 use crate::frames::{decode, encode};
 
 /// The hidden subcommand the worker runs.
-pub const SUBCOMMAND: &str = "__finalize";
+pub const SUBCOMMAND: &str = crate::lto::isolated::FINALIZER_SUBCOMMAND;
 
 /// A worker that uses no CPU time for this long while a job waits is stuck (the
 /// finalizer does no I/O): it is stopped and the job fails.
@@ -302,7 +302,7 @@ impl Worker {
                     }
                 };
                 let mut e = self.error(&match status {
-                    Some(st) => ended_by(st),
+                    Some(st) => crate::lto::isolated::ended_by(st),
                     None => "closed the connection".into(),
                 });
                 let mut text = Vec::new();
@@ -330,22 +330,6 @@ fn waiting(e: &std::io::Error) -> bool {
             | std::io::ErrorKind::TimedOut
             | std::io::ErrorKind::Interrupted
     )
-}
-
-/// How a process ended: `crashed (SIGSEGV)`, or `failed (exit status 3)`.
-pub fn ended_by(st: std::process::ExitStatus) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    let name = match st.signal() {
-        None => return format!("failed ({st})"),
-        Some(libc::SIGSEGV) => "SIGSEGV".to_string(),
-        Some(libc::SIGBUS) => "SIGBUS".to_string(),
-        Some(libc::SIGABRT) => "SIGABRT".to_string(),
-        Some(libc::SIGILL) => "SIGILL".to_string(),
-        Some(libc::SIGFPE) => "SIGFPE".to_string(),
-        Some(libc::SIGKILL) => "SIGKILL".to_string(),
-        Some(n) => format!("signal {n}"),
-    };
-    format!("crashed ({name})")
 }
 
 /// A job's wait: when it began, and the worker's CPU time when it last moved.

@@ -34,6 +34,10 @@ pub const STALL: std::time::Duration = std::time::Duration::from_secs(10);
 /// The hidden subcommand the child runs.
 pub const SUBCOMMAND: &str = "__nvvm-compile";
 
+/// The hidden subcommand of the sm_100+ finalizer's worker (`finalize::worker`), which the
+/// daemon starts too.
+pub const FINALIZER_SUBCOMMAND: &str = "__finalize";
+
 /// Set (to the subcommand) in a child's environment: a first argument that names a
 /// hidden subcommand is one only with it (else it is an input file of that name).
 pub const CHILD_VAR: &str = "NVLINKRS_CHILD";
@@ -308,4 +312,20 @@ pub(crate) fn dies_with_the_link(cmd: &mut Command) {
             Ok(())
         });
     }
+}
+
+/// How a child process ended: `crashed (SIGSEGV)`, or `failed (exit status 3)`.
+pub fn ended_by(st: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    let name = match st.signal() {
+        None => return format!("failed ({st})"),
+        Some(libc::SIGSEGV) => "SIGSEGV".to_string(),
+        Some(libc::SIGBUS) => "SIGBUS".to_string(),
+        Some(libc::SIGABRT) => "SIGABRT".to_string(),
+        Some(libc::SIGILL) => "SIGILL".to_string(),
+        Some(libc::SIGFPE) => "SIGFPE".to_string(),
+        Some(libc::SIGKILL) => "SIGKILL".to_string(),
+        Some(n) => format!("signal {n}"),
+    };
+    format!("crashed ({name})")
 }
