@@ -11,6 +11,7 @@ pub mod arch;
 pub mod assemble;
 pub mod bytes;
 pub mod cache;
+pub mod child;
 pub mod cli;
 pub mod commands;
 pub mod consensus;
