@@ -37,6 +37,7 @@ pub mod output;
 pub mod plan;
 pub mod ptxas_driver;
 mod report;
+pub mod scratch;
 pub mod shim;
 pub mod target;
 pub mod toolkit;
