@@ -207,6 +207,7 @@ impl Engine for CachedEngine<'_> {
         }
         if let Some(parts) = self.cache.get(&key).and_then(|e| crate::cache::unpack(&e))
             && parts.len() >= 2
+            && crate::cache::plain_text(&parts[1])
         {
             for line in String::from_utf8_lossy(&parts[1]).lines() {
                 diag.info(line);

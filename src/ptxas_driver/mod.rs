@@ -295,6 +295,7 @@ impl Assembler for Cached<'_> {
             .bytes(&job.ptx);
         if let Some(parts) = self.cache.get(&key).and_then(|e| crate::cache::unpack(&e))
             && let [cubin, messages] = &parts[..]
+            && crate::cache::plain_text(messages)
         {
             return Ok(Assembled {
                 cubin: cubin.clone(),
