@@ -586,16 +586,15 @@ fn drop_in(world: &World, vic: &User, att: &User) {
                 && m.uid() == vic.uid
                 && !before.contains(&p)
                 && p.join("in0.ltoir").exists()
+                && !staged.contains(&p)
             {
-                if !staged.contains(&p) {
-                    let o = world.sh(att, &format!("cat '{}'/in0.ltoir > /dev/null", p.display()));
-                    assert!(
-                        !o.status.success(),
-                        "the attacker read the victim's staged input"
-                    );
-                    assert_eq!(m.mode() & 0o777, 0o700, "{}", p.display());
-                    staged.push(p);
-                }
+                let o = world.sh(att, &format!("cat '{}'/in0.ltoir > /dev/null", p.display()));
+                assert!(
+                    !o.status.success(),
+                    "the attacker read the victim's staged input"
+                );
+                assert_eq!(m.mode() & 0o777, 0o700, "{}", p.display());
+                staged.push(p);
             }
         }
         std::thread::sleep(Duration::from_millis(100));

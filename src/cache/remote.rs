@@ -264,11 +264,8 @@ impl Remote {
     /// the tier goes off (the operation's own result stands; a failure is its own reason).
     fn timed<T>(&self, op: impl FnOnce() -> Result<T>) -> Result<T> {
         let start = Instant::now();
-        let out = op();
+        let out = op()?;
         let took = start.elapsed();
-        if out.is_err() {
-            return out;
-        }
         let total = {
             let mut spent = self.spent.lock().unwrap_or_else(|e| e.into_inner());
             *spent += took;
@@ -287,7 +284,7 @@ impl Remote {
                 BUDGET.as_secs()
             ));
         }
-        out
+        Ok(out)
     }
 
     fn live(&self) -> Option<&super::store::Store> {

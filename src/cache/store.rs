@@ -30,7 +30,7 @@ pub type Want<'a> = dyn Fn(&[u8]) -> Option<u64> + 'a;
 /// through OpenDAL.
 pub enum Store {
     Dir(super::dirstore::DirStore),
-    Dal(DalStore),
+    Dal(Box<DalStore>),
 }
 
 impl Store {
@@ -38,7 +38,7 @@ impl Store {
     pub fn open(backend: &Backend) -> Result<Store> {
         match backend {
             Backend::Fs { root } => super::dirstore::DirStore::open(root).map(Store::Dir),
-            other => DalStore::open(other).map(Store::Dal),
+            other => DalStore::open(other).map(|d| Store::Dal(Box::new(d))),
         }
     }
 
