@@ -6,6 +6,7 @@
 #   CPU=1    the seconds are CPU seconds: each target runs until it has used that many
 #   JOBS=N   targets at once (default: all of them)
 #   NICE=N   the fuzzers' niceness (19: idle CPU only, beside other work)
+#   BUILD=0  the fuzzers built last, not rebuilt (the record says when they were built)
 # Installs what it needs: cargo-fuzz (the version pinned below) and the nightly toolchain
 # (where rustup cannot fetch it, the stable one runs with RUSTC_BOOTSTRAP=1). A crash's
 # input is left in fuzz/artifacts/TARGET/: fix the defect and copy the input to
@@ -46,7 +47,9 @@ printf '\000NVLRSC\000\002' > fuzz/corpus/cache_entry/header; printf '\001out\00
 for n in _Z5saxpyfPKfPfi _Z2twILi1EEii _ZNK2ns1S1gEv _Z1fPFiiiE _Z1fN2ns1SES0_; do printf %s "$n" > "fuzz/corpus/demangle/$n"; done
 # the inputs that found defects seed their targets too
 for d in fuzz/regressions/*/; do [ -d "$d" ] && cp "$d"* "fuzz/corpus/$(basename "$d")/" 2>/dev/null || true; done
-(cd fuzz && cargo "${toolchain[@]}" fuzz build -O)
+# (BUILD=0: the fuzzers built last, as they are: an ASan build of the crate takes long on
+# a loaded machine)
+[ "${BUILD:-1}" = 0 ] || (cd fuzz && cargo "${toolchain[@]}" fuzz build -O)
 mkdir -p target benches/results
 # One target: its fuzzer (built above) run until `secs` of wall time, or with CPU=1 until
 # it has used `secs` seconds of CPU time (user + system, read from /proc; on a shared
@@ -54,7 +57,8 @@ mkdir -p target benches/results
 # (link: the link's threads register glibc's thread-exit destructors, 32 bytes
 # LeakSanitizer reports as leaked when such a thread ends; nothing of ours)
 bin="fuzz/target/$(rustc -vV | sed -n 's/^host: //p')/release"
-run() { local t=$1 extra=() log="target/fuzz-$t.log" rc=0
+run() { local t=$1
+  local extra=() log="target/fuzz-$t.log" rc=0
   [ "$t" = link ] && extra=(-detect_leaks=0)
   found() { ls "fuzz/artifacts/$t" 2>/dev/null | grep -c '^crash-\|^oom-\|^timeout-\|^leak-' || true; }
   local before; before=$(found); mkdir -p "fuzz/artifacts/$t"
@@ -92,6 +96,7 @@ kit=$(ls -d "$HOME"/.cache/nvlinkrs/cuda-*/ 2>/dev/null | tail -1 | xargs -r bas
   echo "## $(date -u +%Y-%m-%d) \`scripts/fuzz.sh $secs ${*:-}\` (JOBS=$jobs, NICE=${NICE:-0}, CPU=${CPU:-0})"
   echo
   echo "Commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src fuzz || echo ' (with uncommitted changes)'),"
+  [ "${BUILD:-1}" = 0 ] && echo "fuzzers as built at $(date -u -r "$bin/${targets[0]}" '+%Y-%m-%d %H:%M UTC') (BUILD=0),"
   echo "toolkit ${kit:-none}, machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)),"
   echo "load average before the run's end $(cut -d' ' -f1-3 /proc/loadavg); toolchain $(rustc "${toolchain[@]}" --version | cut -d' ' -f2-3)."
   echo
