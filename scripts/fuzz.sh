@@ -7,6 +7,8 @@
 #   JOBS=N   targets at once (default: all of them)
 #   NICE=N   the fuzzers' niceness (19: idle CPU only, beside other work)
 #   BUILD=0  the fuzzers built last, not rebuilt (the record says when they were built)
+#   DEADLINE=EPOCH_SECONDS  every fuzzer stopped then (as with Ctrl-C, its run recorded),
+#            and no target started after it
 # Installs what it needs: cargo-fuzz (the version pinned below) and the nightly toolchain
 # (where rustup cannot fetch it, the stable one runs with RUSTC_BOOTSTRAP=1). A crash's
 # input is left in fuzz/artifacts/TARGET/: fix the defect and copy the input to
@@ -70,6 +72,7 @@ run() { local t=$1
   while kill -0 "$pid" 2>/dev/null; do
     used=$(awk -v hz="$(getconf CLK_TCK)" '{ print int(($14 + $15) / hz) }' "/proc/$pid/stat" 2>/dev/null || echo "$used")
     if [ "${CPU:-0}" = 1 ] && [ "$used" -ge "$secs" ]; then kill -INT "$pid"; fi
+    if [ -n "${DEADLINE:-}" ] && [ "$(date +%s)" -ge "$DEADLINE" ]; then kill -INT "$pid"; fi
     sleep 5
   done
   wait "$pid" || rc=$?
@@ -86,6 +89,7 @@ rc=0
 jobs=${JOBS:-${#targets[@]}}
 for ((i = 0; i < ${#targets[@]}; i += jobs)); do
   pids=()
+  [ -z "${DEADLINE:-}" ] || [ "$(date +%s)" -lt "$DEADLINE" ] || break
   for ((j = i; j < i + jobs && j < ${#targets[@]}; j++)); do run "${targets[j]}" & pids+=($!); done
   for p in "${pids[@]}"; do wait "$p" || rc=1; done
 done
@@ -93,7 +97,7 @@ done
 kit=$(ls -d "$HOME"/.cache/nvlinkrs/cuda-*/ 2>/dev/null | tail -1 | xargs -r basename)
 {
   echo
-  echo "## $(date -u +%Y-%m-%d) \`scripts/fuzz.sh $secs ${*:-}\` (JOBS=$jobs, NICE=${NICE:-0}, CPU=${CPU:-0})"
+  echo "## $(date -u +%Y-%m-%d) \`scripts/fuzz.sh $secs ${*:-}\` (JOBS=$jobs, NICE=${NICE:-0}, CPU=${CPU:-0}${DEADLINE:+, stopped at $(date -u -d "@$DEADLINE" +%H:%M) UTC})"
   echo
   echo "Commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src fuzz || echo ' (with uncommitted changes)'),"
   [ "${BUILD:-1}" = 0 ] && echo "fuzzers as built at $(date -u -r "$bin/${targets[0]}" '+%Y-%m-%d %H:%M UTC') (BUILD=0),"
