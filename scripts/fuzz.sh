@@ -102,7 +102,7 @@ kit=$(ls -d "$HOME"/.cache/nvlinkrs/cuda-*/ 2>/dev/null | tail -1 | xargs -r bas
   echo "Commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src fuzz || echo ' (with uncommitted changes)'),"
   [ "${BUILD:-1}" = 0 ] && echo "fuzzers as built at $(date -u -r "$bin/${targets[0]}" '+%Y-%m-%d %H:%M UTC') (BUILD=0),"
   echo "toolkit ${kit:-none}, machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)),"
-  echo "load average before the run's end $(cut -d' ' -f1-3 /proc/loadavg); toolchain $(rustc "${toolchain[@]}" --version | cut -d' ' -f2-3)."
+  echo "load average before the run's end $(cut -d' ' -f1-3 /proc/loadavg); toolchain $(rustc "${toolchain[@]}" --version | cut -d' ' -f2-)."
   echo
   echo "| target | wall s | runs | CPU s | crashes |"
   echo "|---|---|---|---|---|"
