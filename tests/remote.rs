@@ -690,6 +690,7 @@ fn entries_larger_than_memcached_holds_are_skipped() {
     let l = link(&args, Some(c.path()), &env);
     assert!(l.out.as_ref() == Some(&plain));
     assert_eq!(l.shared("skipped"), 0, "{:#}", l.report);
+    assert!(l.shared_warnings().is_empty(), "{}", l.stderr);
     assert!(l.shared("bytes_written") > 1 << 20, "{:#}", l.report);
     // another machine: the whole link from memcached
     let c = tempfile::tempdir().unwrap();
