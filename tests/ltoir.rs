@@ -1059,7 +1059,8 @@ fn nvlinkrs_with_helper(args: &[&str], dir: &Path, helper: &Path) -> (i32, Strin
 
 /// The helper that links the IR misbehaves: it answers something that is not bitcode
 /// and exits 0 (a wrong `NVLINKRS_LLVM_HELPER`, a cut answer), it is killed, it answers
-/// without end, it does nothing, or it leaves a process holding its output. Each fails
+/// without end, it does nothing, or it leaves a process holding its output (killed with
+/// the helper's process group, or, outside it, not waited for). Each fails
 /// the `--emit-ltoir` link with exit 1 and a message naming the input, and the output
 /// is left as it was (nvlinkrs wrote the helper's garbage as a `.ltoir` before, and
 /// waited for ever on the last three).
@@ -1092,9 +1093,16 @@ fn emit_ltoir_refuses_a_misbehaving_helper() {
             "exec sleep 1000",
             "nvlinkrs-llvm used no CPU time for 10 s and was stopped",
         ),
+        // (a process it leaves in its group goes with it: its answer is what it wrote)
+        (
+            "left-behind",
+            "cat >/dev/null; sleep 1000 &\nexit 0",
+            "no valid LLVM bitcode",
+        ),
+        // (one that left the group holds the output: not waited for)
         (
             "left-open",
-            "sleep 1000 &\nexit 0",
+            "cat >/dev/null; setsid sleep 5 &\nexit 0",
             "nvlinkrs-llvm ended but its output stayed open",
         ),
     ];
