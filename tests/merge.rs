@@ -11,6 +11,8 @@ use std::process::Command;
 
 use nvlinkrs::elf::equiv;
 
+#[path = "merge/bank2.rs"]
+mod bank2;
 #[path = "merge/buildsys.rs"]
 mod buildsys;
 #[path = "merge/bytes.rs"]
