@@ -21,6 +21,8 @@ mod bytes;
 mod generated;
 #[path = "merge/launched.rs"]
 mod launched;
+#[path = "merge/nvshmem.rs"]
+mod nvshmem;
 #[path = "merge/preserve.rs"]
 mod preserve;
 

@@ -15,8 +15,8 @@
 //! - `externs.rs` (`read_externs`): each live function's `EXTERNS` list read (written
 //!   with `.nv.info`, `finish_records`).
 //! - `resolve.rs` (`undefined`): the undefined references, once the live code is known.
-//! - `notes.rs` (`notes`): the notes and `.nv.compat`, made before the sections because
-//!   they come first in the output.
+//! - `notes.rs` (`notes`): the notes and `.nv.compat` (`compat.rs`: its records), made
+//!   before the sections because they come first in the output.
 //! - `sections.rs`: input sections placed (function sections one to one, shared names as
 //!   pieces), sm_100+ `.debug_frame` pieces pruned.
 //! - `bank2.rs`: the device functions' constant bank 2 merged into their kernels' banks.
@@ -39,6 +39,7 @@
 mod bank2;
 mod callgraph;
 mod calllists;
+mod compat;
 mod creation;
 mod devrt;
 mod externs;

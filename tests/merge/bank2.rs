@@ -92,7 +92,7 @@ fn switch_table_loads_read_the_kernels_banks() {
             let mut lines: Vec<String> = text
                 .lines()
                 .filter(|l| l.contains("Function :") || l.contains("c[0x2]"))
-                .map(|l| l.split("/*").nth(2).unwrap_or(l).trim().to_string())
+                .map(|l| l.split("/*").nth(1).unwrap_or(l).trim().to_string())
                 .collect();
             lines.retain(|l| !l.is_empty());
             lines
