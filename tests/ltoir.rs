@@ -1291,3 +1291,52 @@ fn emit_ltoir_refuses_a_host_reference_it_cannot_store() {
     );
     assert!(!d.join("lib.ltoir").exists());
 }
+
+/// NVSHMEM's bitcode library (`libnvshmem_device_sm_90.bc`, 53 MB, the 3.8 wheel's) in a
+/// mixed link (issue 35 item 4): a device library that defines no kernel is linked
+/// lazily, only what the program names and what that reaches. Linked whole, libNVVM ran
+/// for half an hour on it and the link was killed. The ring kernel calls the library's
+/// device API as externs; the image has the kernel with the library's code inlined and
+/// leaves undefined only what the driver provides. nvlink refuses bitcode, as before.
+#[test]
+fn nvshmem_bitcode_library_links_lazily() {
+    let d = scratch("nvshmem-bc");
+    let fx = fixtures().join("nvshmem");
+    let (ring, bc) = (
+        fx.join("ringext_lto90.o"),
+        fx.join("lib/libnvshmem_device_sm_90.bc"),
+    );
+    let lib = format!("-L{}", cuda().join("lib").display());
+    let args = [
+        "-arch=sm_90",
+        "-dlto",
+        &lib,
+        ring.to_str().unwrap(),
+        bc.to_str().unwrap(),
+        "-lcudadevrt",
+        "-o",
+        "ring.cubin",
+    ];
+    let (rc, err) = nvlinkrs(&args, &d);
+    assert_eq!(rc, 0, "{err}");
+    assert_eq!(kernels_of(&d, "ring.cubin"), vec!["_Z4ringPi".to_string()]);
+    let c = nvlinkrs::elf::cubin::Cubin::parse(
+        nvlinkrs::bytes::Bytes::from_vec(std::fs::read(d.join("ring.cubin")).unwrap()),
+        "ring.cubin",
+    )
+    .unwrap();
+    let mut undefined: Vec<&str> = (c.symbols.iter())
+        .filter(|s| !s.defined() && s.ty == nvlinkrs::elf::cubin::STT_FUNC)
+        .map(|s| s.name.as_str())
+        .collect();
+    undefined.sort_unstable();
+    assert_eq!(undefined, ["__assertfail", "vprintf"]);
+    // nvlink: no bitcode
+    let nvvm = format!("-nvvmpath={}", cuda().join("nvvm").display());
+    let mut nv_args = args.to_vec();
+    nv_args.insert(0, &nvvm);
+    *nv_args.last_mut().unwrap() = "nv.cubin";
+    let (rc, err) = nvlink(&nv_args, &d);
+    assert_ne!(rc, 0);
+    assert!(err.contains("should never see bc files"), "{err}");
+}

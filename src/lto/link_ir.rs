@@ -189,3 +189,84 @@ pub fn add_nvvm_ir_version(module: &Module) -> Result<()> {
         .add_global_metadata("nvvmir.version", &node)
         .map_err(|e| Error::fatal(format!("nvlinkrs-llvm: !nvvmir.version: {e}")))
 }
+
+/// Whether `module` is a library of device code (LLVM bitcode from elsewhere that
+/// defines no kernel, NVSHMEM's `libnvshmem_device_sm_XX.bc`): it is linked lazily.
+pub fn is_library(module: &Module) -> bool {
+    defined_kernels(module).is_empty()
+}
+
+/// The functions and variables `module` declares without defining them: what it needs
+/// from the other modules.
+pub fn declared(module: &Module) -> Vec<String> {
+    let functions = (module.get_functions())
+        .filter(|f| f.as_global_value().is_declaration())
+        .map(|f| f.get_name().to_string_lossy().into_owned());
+    let globals = (module.get_globals())
+        .filter(|g| g.is_declaration())
+        .map(|g| g.get_name().to_string_lossy().into_owned());
+    functions.chain(globals).collect()
+}
+
+/// A library module cut to what the program needs, as a linker takes members of an
+/// archive (LLVM's `-only-needed`, libNVVM's lazy modules): every definition no other
+/// module names (`needed`) becomes internal, and LLVM's global dead-code elimination
+/// removes those nothing left reaches, transitively. `@llvm.used` entries stay. A 53 MB
+/// NVSHMEM library linked whole kept libNVVM busy for half an hour; what a ring kernel
+/// reaches of it is a few functions. Returns how many definitions were left.
+pub fn keep_only_needed(
+    module: &Module,
+    needed: &std::collections::HashSet<String>,
+) -> Result<usize> {
+    use inkwell::module::Linkage;
+    let local = |l: Linkage| matches!(l, Linkage::Internal | Linkage::Private);
+    for f in module.get_functions() {
+        let g = f.as_global_value();
+        let name = f.get_name().to_string_lossy();
+        if !g.is_declaration() && !local(f.get_linkage()) && !needed.contains(name.as_ref()) {
+            f.set_linkage(Linkage::Internal);
+        }
+    }
+    for g in module.get_globals() {
+        let name = g.get_name().to_string_lossy();
+        if !g.is_declaration()
+            && !local(g.get_linkage())
+            && !name.starts_with("llvm.")
+            && !needed.contains(name.as_ref())
+        {
+            g.set_linkage(Linkage::Internal);
+        }
+    }
+    // SAFETY: the module is alive and owned by this thread; no target machine is needed
+    // for a pass that only removes unreferenced internal definitions.
+    let err = unsafe {
+        use llvm_sys::transforms::pass_builder::*;
+        let options = LLVMCreatePassBuilderOptions();
+        let e = LLVMRunPasses(
+            module.as_mut_ptr(),
+            c"globaldce".as_ptr(),
+            std::ptr::null_mut(),
+            options,
+        );
+        LLVMDisposePassBuilderOptions(options);
+        e
+    };
+    if !err.is_null() {
+        // SAFETY: an error LLVMRunPasses returned, consumed once
+        let msg = unsafe {
+            let m = llvm_sys::error::LLVMGetErrorMessage(err);
+            let s = std::ffi::CStr::from_ptr(m).to_string_lossy().into_owned();
+            llvm_sys::error::LLVMDisposeErrorMessage(m);
+            s
+        };
+        return Err(Error::fatal(format!(
+            "LLVM's global dead-code elimination failed: {msg}"
+        )));
+    }
+    let left = module
+        .get_functions()
+        .filter(|f| !f.as_global_value().is_declaration())
+        .count()
+        + module.get_globals().filter(|g| !g.is_declaration()).count();
+    Ok(left)
+}

@@ -532,6 +532,21 @@ pub fn link_in_process(body: &[u8], args: &[String]) -> Result<Vec<u8>> {
         ),
     };
     let target_layout = inkwell::targets::TargetData::create(&layout).get_data_layout();
+    // a library of device code (bitcode from elsewhere defining no kernel) is linked
+    // lazily: only what the other modules name, and what that reaches
+    let needed_by_others = |at: usize| -> std::collections::HashSet<String> {
+        (parsed.iter().enumerate())
+            .filter(|&(j, _)| j != at)
+            .flat_map(|(_, (_, m))| link_ir::declared(m))
+            .collect()
+    };
+    let libraries: Vec<usize> = (0..parsed.len())
+        .filter(|i| !nvidia.contains(i) && link_ir::is_library(&parsed[*i].1))
+        .collect();
+    for &i in &libraries {
+        let needed = needed_by_others(i);
+        link_ir::keep_only_needed(&parsed[i].1, &needed)?;
+    }
     let mut linked: Option<Module> = None;
     let mut kernels = Vec::new();
     for (i, (name, m)) in parsed.into_iter().enumerate() {
