@@ -29,12 +29,15 @@ pub(super) struct Bank2 {
     /// The kernels' banks this step made (kernels without data of their own), in
     /// nvlink's creation order: their output section ids.
     pub made: Vec<usize>,
-    /// Every kernel bank: (output section, kernel, its pieces: input section and
-    /// offset, the kernel's own first).
-    pub banks: Vec<(usize, FuncId, Vec<(SecKey, u64)>)>,
+    /// Every kernel bank, in nvlink's order of them.
+    pub banks: Vec<KernelBank>,
     /// The input sections in some kernel bank.
     held: HashSet<SecKey>,
 }
+
+/// A kernel's bank 2: (output section, kernel, its pieces: input section and offset, the
+/// kernel's own first).
+pub(super) type KernelBank = (usize, FuncId, Vec<(SecKey, u64)>);
 
 impl Bank2 {
     /// Whether input section `k` is bank-2 data laid out in kernel banks (a kernel's own

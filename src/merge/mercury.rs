@@ -564,7 +564,7 @@ impl Merger<'_> {
                     self.bank2_relocation_order(i, rs.info as usize, &mut entries);
                 }
                 for ((out, piece), r) in
-                    (places.into_iter()).flat_map(|p| entries.iter().map(move |r| (p, r.clone())))
+                    (places.into_iter()).flat_map(|p| entries.iter().map(move |r| (p, *r)))
                 {
                     let ms = &c.merc_symbols[r.sym as usize];
                     let at = piece + r.offset;
