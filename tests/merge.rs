@@ -11,6 +11,8 @@ use std::process::Command;
 
 use nvlinkrs::elf::equiv;
 
+#[path = "merge/bank2.rs"]
+mod bank2;
 #[path = "merge/buildsys.rs"]
 mod buildsys;
 #[path = "merge/bytes.rs"]
@@ -19,6 +21,8 @@ mod bytes;
 mod generated;
 #[path = "merge/launched.rs"]
 mod launched;
+#[path = "merge/nvshmem.rs"]
+mod nvshmem;
 #[path = "merge/preserve.rs"]
 mod preserve;
 

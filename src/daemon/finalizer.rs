@@ -15,7 +15,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::lto::isolated::{FINALIZER_SUBCOMMAND as SUBCOMMAND, ended_by};
+use crate::child::FINALIZER as SUBCOMMAND;
 
 /// Set by the daemon in its link processes: the daemon's socket, where they ask for a
 /// finalizer worker.
@@ -79,6 +79,7 @@ impl Workers {
             return answer_for(k);
         }
         if let Some(mut old) = kept.remove(lib) {
+            crate::child::kill_group(old.child.id());
             let _ = old.child.kill();
             let _ = old.child.wait();
             let _ = std::fs::remove_file(&old.socket);
@@ -100,10 +101,20 @@ impl Workers {
     pub(super) fn stop_all(&self) {
         let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
         for (_, mut k) in kept.drain() {
+            crate::child::kill_group(k.child.id());
             let _ = k.child.kill();
             let _ = k.child.wait();
             let _ = std::fs::remove_file(&k.socket);
         }
+    }
+}
+
+/// How a worker ended: `crashed (SIGSEGV)`, or `failed (exit status: 3)`.
+fn ended_by(st: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match st.signal() {
+        None => format!("failed ({st})"),
+        Some(_) => crate::child::Ending::Exited(st).describe(),
     }
 }
 
@@ -123,8 +134,11 @@ fn start(dir: &Path, lib: &Path, n: u64) -> std::io::Result<Started> {
     let socket = dir.join(format!("finalizer-{}-{n}.sock", std::process::id()));
     let _ = std::fs::remove_file(&socket);
     let listener = UnixListener::bind(&socket)?;
+    // (not `child::command`: it would die with the thread that starts it, and this is a
+    // request's thread; the worker ends when the daemon does, as its parent)
     let mut cmd = Command::new("/proc/self/exe");
-    cmd.env(crate::lto::isolated::CHILD_VAR, SUBCOMMAND)
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    cmd.env(crate::child::CHILD_VAR, SUBCOMMAND)
         .arg(SUBCOMMAND)
         .arg(lib)
         .stdin(Stdio::from(std::os::fd::OwnedFd::from(listener)))
@@ -212,7 +226,6 @@ pub fn is_worker(pid: u32) -> bool {
 /// Stops the daemon's worker `pid` (it made no progress).
 pub fn stop(pid: u32) {
     if is_worker(pid) {
-        // SAFETY: kill(2) on a process this user owns, checked to be the worker.
-        unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+        crate::child::kill_group(pid);
     }
 }

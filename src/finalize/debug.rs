@@ -77,7 +77,8 @@ pub fn phase(
         debug: req.debug,
         extra,
     };
-    match image(&Isolated::new(lib), &mode, inputs, merged) {
+    let size = inputs.iter().map(|i| i.cubin.data.len()).sum();
+    match image(&Isolated::new(lib, size), &mode, inputs, merged) {
         Ok(image) => Ok(Some(image)),
         Err(e) => {
             let line = super::one_line(&e);

@@ -177,7 +177,8 @@ fn one_line(e: &Error) -> String {
 /// on without the finalizer, with a warning.
 pub fn phase(plan: &Plan, ctx: &LinkContext, inputs: &mut [Input]) -> Result<Stats> {
     let lib = library(plan)?;
-    let fin = isolated::Isolated::new(lib.clone());
+    let size = inputs.iter().map(|i| i.cubin.data.len()).sum();
+    let fin = isolated::Isolated::new(lib.clone(), size);
     match units::apply(&fin, &lib, ctx, plan.req.target, inputs) {
         Ok(stats) => Ok(Stats {
             worker: fin.started(),

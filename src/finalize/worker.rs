@@ -10,10 +10,13 @@
 //! option) and `in` (an input: a cubin, or PTX). Answer: the same framing, `image` (the
 //! linked cubin), `refused`, or `error` (a message).
 //!
-//! The client side ([`Worker::link`]) watches the worker while it waits: a worker that
-//! ends (a crash: a damaged library the loader maps, SIGBUS; a damaged unit, SIGSEGV or
-//! a heap abort), uses no CPU time for [`STALL`], or runs past [`LIMIT`] fails the job,
-//! and the link goes on without the finalizer.
+//! The client side ([`Worker::link`]) holds each job to `crate::child`'s limits: a worker
+//! that ends (a crash: a damaged library the loader maps, SIGBUS; a damaged unit, SIGSEGV
+//! or a heap abort), uses no CPU time for `child::STALL`, runs past the job's wall-clock
+//! limit (two minutes plus ten seconds per MiB of inputs; `NVLINKRS_CHILD_TIMEOUT`) or
+//! answers more than four times the inputs plus 64 MiB is stopped with its process group
+//! and fails the job (the worker a link started fails the same way when it writes that
+//! much on its standard output), and the link goes on without the finalizer.
 
 use std::io::{Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -27,17 +30,23 @@ use crate::diag::{Error, Result};
 use crate::frames::{decode, encode};
 
 /// The hidden subcommand the worker runs.
-pub const SUBCOMMAND: &str = crate::lto::isolated::FINALIZER_SUBCOMMAND;
+pub const SUBCOMMAND: &str = crate::child::FINALIZER;
 
-/// A worker that uses no CPU time for this long while a job waits is stuck (the
-/// finalizer does no I/O): it is stopped and the job fails.
-pub const STALL: Duration = crate::lto::isolated::STALL;
-
-/// The most one job may take, whatever CPU time the worker uses (a library that spins).
-pub const LIMIT: Duration = Duration::from_secs(300);
-
-/// Requests and answers larger than this are refused.
+/// Requests larger than this are refused by the worker.
 const MAX_MESSAGE: u64 = 1 << 30;
+
+/// What one job may take (`crate::child`): no CPU time for `child::STALL`; two minutes
+/// plus ten seconds per MiB of its inputs on the wall clock; an answer of at most four
+/// times the inputs plus 64 MiB.
+pub fn limits(request: usize) -> crate::child::Limits {
+    use crate::child::{Limits, STALL};
+    let s = Duration::from_secs;
+    Limits {
+        wall: Limits::wall_for(request, s(120), s(10)),
+        stall: Some(STALL),
+        stdout: 4 * request as u64 + (64 << 20),
+    }
+}
 
 // ---- the worker ------------------------------------------------------------------------
 
@@ -144,14 +153,15 @@ pub struct Worker {
     pub socket: PathBuf,
     pub pid: u32,
     pub owner: Owner,
-    /// Why a job stopped the worker (every job then fails for that reason).
-    pub stopped: Mutex<Option<String>>,
+    /// Why the worker was stopped (every job then fails for that reason).
+    pub stopped: std::sync::Arc<Mutex<Option<String>>>,
 }
 
 impl Drop for Worker {
     fn drop(&mut self) {
         if let Owner::Link { child, .. } = &self.owner {
             let mut child = child.lock().unwrap_or_else(|e| e.into_inner());
+            crate::child::kill_group(self.pid);
             let _ = child.kill();
             let _ = child.wait();
         }
@@ -175,7 +185,8 @@ impl Worker {
         let frames =
             (options.iter().map(|o| ("opt", o.as_bytes()))).chain(job.iter().map(|i| ("in", *i)));
         let body = encode(frames);
-        let reply = match self.exchange(&body) {
+        let limits = limits(job.iter().map(|i| i.len()).sum());
+        let reply = match self.exchange(&body, limits) {
             Ok(reply) => reply,
             Err(Cut::Ended) => return Err(self.ended()),
             Err(Cut::Stopped(why)) => return Err(self.error(&why)),
@@ -197,14 +208,18 @@ impl Worker {
     }
 
     /// Sends a request and reads its answer, watching the worker.
-    fn exchange(&self, body: &[u8]) -> std::result::Result<Vec<u8>, Cut> {
+    fn exchange(
+        &self,
+        body: &[u8],
+        limits: crate::child::Limits,
+    ) -> std::result::Result<Vec<u8>, Cut> {
         let mut stream = UnixStream::connect(&self.socket).map_err(Cut::Io)?;
         let tick = Some(Duration::from_millis(50));
         let _ = (
             stream.set_read_timeout(tick),
             stream.set_write_timeout(tick),
         );
-        let mut watch = Watch::new(self.pid);
+        let mut watch = Watch::new(self.pid, limits);
         let mut out = (body.len() as u64).to_le_bytes().to_vec();
         out.extend_from_slice(body);
         let mut sent = 0;
@@ -222,8 +237,10 @@ impl Worker {
         loop {
             if let Some(len) = reply.get(..8) {
                 let len = u64::from_le_bytes(len.try_into().expect("8 bytes"));
-                if len > MAX_MESSAGE {
-                    return Err(Cut::Io(std::io::Error::other("an answer too long")));
+                if len > limits.stdout {
+                    let why = format!("wrote more than {} bytes and was stopped", limits.stdout);
+                    self.stop(&why);
+                    return Err(Cut::Stopped(why));
                 }
                 if reply.len() as u64 >= len + 8 {
                     reply.drain(..8);
@@ -266,12 +283,13 @@ impl Worker {
         }
     }
 
-    /// Stops a stuck worker (`why`).
+    /// Stops the worker (`why`), with its process group.
     fn stop(&self, why: &str) {
         let mut stopped = self.stopped.lock().unwrap_or_else(|e| e.into_inner());
         stopped.get_or_insert_with(|| why.to_string());
         match &self.owner {
             Owner::Link { child, .. } => {
+                crate::child::kill_group(self.pid);
                 let _ = child.lock().unwrap_or_else(|e| e.into_inner()).kill();
             }
             Owner::Daemon { .. } => crate::daemon::finalizer::stop(self.pid),
@@ -302,7 +320,7 @@ impl Worker {
                     }
                 };
                 let mut e = self.error(&match status {
-                    Some(st) => crate::lto::isolated::ended_by(st),
+                    Some(st) => ended_by(st),
                     None => "closed the connection".into(),
                 });
                 let mut text = Vec::new();
@@ -332,33 +350,48 @@ fn waiting(e: &std::io::Error) -> bool {
     )
 }
 
-/// A job's wait: when it began, and the worker's CPU time when it last moved.
+/// How a worker's process ended: `crashed (SIGSEGV)`, or `failed (exit status: 3)`.
+pub fn ended_by(st: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match st.signal() {
+        None => format!("failed ({st})"),
+        Some(_) => crate::child::Ending::Exited(st).describe(),
+    }
+}
+
+/// A job's wait: when it began, the worker's CPU time when it last moved, its limits.
 struct Watch {
     pid: u32,
     began: Instant,
     last: (Option<u64>, Instant),
+    limits: crate::child::Limits,
 }
 
 impl Watch {
-    fn new(pid: u32) -> Watch {
+    fn new(pid: u32, limits: crate::child::Limits) -> Watch {
         let now = Instant::now();
         Watch {
             pid,
             began: now,
-            last: (crate::lto::isolated::cpu_ticks(pid), now),
+            last: (crate::child::cpu_ticks(pid), now),
+            limits,
         }
     }
 
     /// Why the job is to be given up, if it is.
     fn stuck(&mut self) -> Option<String> {
-        if self.began.elapsed() >= LIMIT {
-            return Some(format!("ran past {} s", LIMIT.as_secs()));
+        use crate::child::Ending;
+        if self.began.elapsed() >= self.limits.wall {
+            return Some(Ending::TimedOut(self.limits.wall).describe());
         }
-        let now = crate::lto::isolated::cpu_ticks(self.pid);
+        let now = crate::child::cpu_ticks(self.pid);
         if now != self.last.0 {
             self.last = (now, Instant::now());
-        } else if now.is_some() && self.last.1.elapsed() >= STALL {
-            return Some(format!("made no progress for {} s", STALL.as_secs()));
+        } else if let Some(stall) = self.limits.stall
+            && now.is_some()
+            && self.last.1.elapsed() >= stall
+        {
+            return Some(Ending::Stalled(stall).describe());
         }
         None
     }

@@ -137,7 +137,10 @@ impl Engine for NvvmEngine {
         // (a crash in libNVVM from here on ends the process with a message naming the
         // modules, not silently)
         let names: Vec<String> = modules.iter().map(|m| format!("'{}'", m.name)).collect();
-        let _guard = crash::Guard::new(&format!("libNVVM crashed compiling {}", names.join(", ")));
+        let _guard = crash::Guard::new(
+            &format!("libNVVM crashed compiling {}", names.join(", ")),
+            Some(self.lib.code_address()),
+        );
         let mut prog = self.lib.program()?;
         for m in modules {
             match m.form {
@@ -204,6 +207,7 @@ impl Engine for CachedEngine<'_> {
         }
         if let Some(parts) = self.cache.get(&key).and_then(|e| crate::cache::unpack(&e))
             && parts.len() >= 2
+            && crate::cache::plain_text(&parts[1])
         {
             for line in String::from_utf8_lossy(&parts[1]).lines() {
                 diag.info(line);

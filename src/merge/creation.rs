@@ -94,7 +94,12 @@ impl<'a> Merger<'a> {
                         && taken_over.contains_key(&(s.info as usize))
                 })
             };
-            let dropped = |si: usize| self.is_dropped_function_section(i, si) && !over_of(si);
+            // (a device function's bank 2 and its relocations: nvlink makes no section
+            // of their names, `bank2.rs`)
+            let dropped = |si: usize| {
+                self.is_dropped_function_section(i, si) && !over_of(si)
+                    || self.is_function_bank2(i, si)
+            };
             // the code of each live function, in function symbol order; a kernel's info
             // and window with it
             let mut any_code = false;
@@ -201,11 +206,20 @@ impl<'a> Merger<'a> {
                     add(concat(".nv.info.", fn_name(f)), &mut names);
                 }
             }
-            // relocation sections, in section order
+            // relocation sections, in section order (not those of bank-2 data, a
+            // kernel's own included, in an executable link below sm_100: nvlink does not
+            // make them; at sm_100+ a kernel's stays, empty, beside its Mercury twin's)
+            let of_bank2 = |s: &Section| {
+                twins
+                    && !self.mercury_layout
+                    && (c.sections.get(s.info as usize))
+                        .is_some_and(|t| constant_bank(t.ty) == Some(2))
+            };
             for (si, s) in c.sections.iter().enumerate() {
                 if matches!(s.ty, SHT_RELA | SHT_REL)
                     && !s.name.starts_with(".nv.merc.")
                     && !dropped(si)
+                    && !of_bank2(s)
                 {
                     add(s.name.clone(), &mut names);
                     if let Some(n) = self.resolved_twin(&s.name) {
@@ -215,8 +229,14 @@ impl<'a> Merger<'a> {
             }
         }
         for n in LAST {
-            if n == ".nv.rel.action" && !twins {
-                continue;
+            if n == ".nv.rel.action" {
+                // (the kernels' banks `bank2` made, where nvlink makes them)
+                for &id in &self.bank2.made {
+                    add(self.out[id].name.clone(), &mut names);
+                }
+                if !twins {
+                    continue;
+                }
             }
             add(Name::from(n), &mut names);
         }
@@ -354,6 +374,19 @@ pub(super) fn creation_rank(created: &HashMap<Name, usize>, name: &str) -> usize
         .strip_prefix(".nv.merc")
         .or_else(|| name.strip_prefix(".nv.capmerc"))
         .unwrap_or(name);
+    // (the Mercury module bank takes `.nv.constant3`'s place; a kernel's Mercury bank 2,
+    // and its relocations, take its SASS bank's)
+    if base == ".nv.constant.user" {
+        return created.get(".nv.constant3").copied().unwrap_or(usize::MAX);
+    }
+    for (merc, sass) in [
+        (".nv.constant.optimizer.", ".nv.constant2."),
+        (".rela.nv.constant.optimizer.", ".rela.nv.constant2."),
+    ] {
+        if let Some(k) = base.strip_prefix(merc) {
+            return joined(sass, k, |n| created.get(n).copied()).unwrap_or(usize::MAX);
+        }
+    }
     created.get(base).copied().unwrap_or(usize::MAX)
 }
 

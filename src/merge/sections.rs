@@ -74,7 +74,9 @@ impl<'a> Merger<'a> {
                     || (exec && s.ty == SHT_CUDA_SHARED)
                     || s.name.starts_with(".nv.merc.")
                     || s.name.starts_with(".nv.capmerc.");
-                if skip || self.is_dropped_function_section(i, si) {
+                // (a device function's bank 2 goes into its kernels' banks: `bank2`)
+                if skip || self.is_dropped_function_section(i, si) || self.is_function_bank2(i, si)
+                {
                     continue;
                 }
                 let (ty, flags) = out_type(s, exec);

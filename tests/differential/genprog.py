@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Random CUDA programs for the differential harness.
 
-    genprog.py SEED OUTDIR [--tus N] [--funcs N]
+    genprog.py SEED OUTDIR [--tus N] [--funcs N] [--switches 1]
 
 writes OUTDIR/t0.cu .. t{N-1}.cu: a random call graph across the translation units
 (direct calls, calls through function-pointer tables, self and mutual recursion),
@@ -62,6 +62,12 @@ def main():
     managed = {t: r3.random() < 0.3 for t in range(ntu)}
     driver = {f: r3.choice(["printf", "assert", "malloc"]) for f in funcs if r3.random() < 0.15}
     r4 = random.Random(seed * 3_000_017 + 11)  # the host's launches
+    # `--switches 1`: dense `switch`es (jump tables in constant bank 2) in device functions
+    # and kernels, from a generator of their own (without it a seed's program is as before)
+    r5 = random.Random(seed * 4_000_037 + 23)
+    switches = opts.get("--switches") == "1"
+    switched = {f: r5.randint(5, 16) for f in funcs if switches and r5.random() < 0.5}
+    kswitched = {(t, k): r5.randint(5, 12) for t in range(ntu) for k in range(2) if switches and r5.random() < 0.3}
 
     def fname(f):
         return f"f{f[0]}_{f[1]}"
@@ -135,6 +141,8 @@ def main():
                 for (n, size) in cvars[u]:
                     if r.random() < 0.3:
                         body.append(f"    acc += {n}[(unsigned)x % {size}];")
+            if f in switched:
+                body.append(dense_switch(r5, switched[f], "acc"))
             for g in calls[f]:
                 body.append(f"    acc += {fname(g)}(acc, d);")
             if templates and r.random() < 0.4:
@@ -153,6 +161,8 @@ def main():
             L.append(f"__global__ void k{t}_{k}(int *out, int n) {{")
             L.append("    int i = blockIdx.x * blockDim.x + threadIdx.x;")
             L.append("    int acc = i;")
+            if (t, k) in kswitched:
+                L.append(dense_switch(r5, kswitched[(t, k)], "acc"))
             for g in roots:
                 L.append(f"    acc += {fname(g)}(acc, n & 3);")
             if fp_tables[t]:
@@ -181,6 +191,14 @@ def main():
         L.append("}")
         with open(os.path.join(out, f"t{t}.cu"), "w") as fh:
             fh.write("\n".join(L) + "\n")
+
+
+def dense_switch(r, cases, var):
+    """A `switch` over `cases` consecutive values, which ptxas compiles to a jump table."""
+    arms = " ".join(
+        f"case {c}: {var} = {var} {r.choice('*+^-')} {r.randint(3, 999)}; break;" for c in range(cases)
+    )
+    return f"    switch ((unsigned){var} % {cases + 2}u) {{ {arms} default: {var} ^= 1; }}"
 
 
 if __name__ == "__main__":

@@ -232,6 +232,14 @@ def cases(fx):
         ("truncated_library", ["-arch=sm_90"], [(LIBRARY, head(f("libsaxpy.a"), 0.5))]),
         ("truncated_ltoir", ["-arch=sm_90", "-lto"], [(LTOIR, head(f("saxpy.ltoir"), 16)),
                                                       (LTOIR, f("scale.ltoir"))]),
+        # dense switches in device functions another unit's kernels call: their jump tables
+        # go into the kernels' constant bank 2 (issue 35)
+        ("switch_cubins", ["-arch=sm_90"], [(CUBIN, f("merge/swk_90.cubin")),
+                                            (CUBIN, f("merge/swfn_90.cubin"))]),
+        ("switch_objects_sm_100", ["-arch=sm_100"], [(OBJECT, f("merge/swk_dc100.o")),
+                                                     (OBJECT, f("merge/swfn_dc100.o"))]),
+        ("switch_partial_lto", ["-arch=sm_90", "-lto"], [(OBJECT, f("merge/swk_lto90.o")),
+                                                         (OBJECT, f("merge/swfn_dc90.o"))]),
     ]
     # an input file rewritten after AddFile: nvJitLink links what it read at AddFile (a
     # link of ours, one handed over), and a later link of the file as rewritten gets
