@@ -16,9 +16,9 @@
 use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// What a child may take before it is stopped.
@@ -72,6 +72,18 @@ pub enum Ending {
 }
 
 impl Ending {
+    /// How a child that is to run until it is told (a worker) ended, as [`describe`]
+    /// says, but `"failed (exit status: 3)"` for one that exited by itself.
+    ///
+    /// [`describe`]: Ending::describe
+    pub fn failure(&self) -> String {
+        use std::os::unix::process::ExitStatusExt;
+        match self {
+            Ending::Exited(st) if st.signal().is_none() => format!("failed ({st})"),
+            other => other.describe(),
+        }
+    }
+
     /// Why a child that did not exit by itself was stopped, as the end of a sentence
     /// whose subject is the child (`"ran for 60 s, its limit, and was stopped"`); for
     /// [`Ending::Exited`] its status (`"ended by exit status: 3"`, `"crashed (SIGSEGV)"`).
@@ -174,8 +186,19 @@ pub fn program(cmd: &Command) -> String {
 /// within `limits`. An error only where it cannot be started or watched (no process, no
 /// thread); every ending of a started child is an [`Ending`].
 pub fn run(cmd: &mut Command, stdin: Vec<u8>, limits: Limits) -> std::io::Result<Finished> {
+    run_told(cmd, stdin, limits, |_| {})
+}
+
+/// [`run`], telling `started` the child's pid as soon as it runs.
+fn run_told(
+    cmd: &mut Command,
+    stdin: Vec<u8>,
+    limits: Limits,
+    started: impl FnOnce(u32),
+) -> std::io::Result<Finished> {
     let start = Instant::now();
     let mut child = cmd.spawn()?;
+    started(child.id());
     let pipes = match Pipes::serve(&mut child, stdin, limits.stdout) {
         Ok(p) => p,
         Err(e) => {
@@ -207,6 +230,91 @@ pub fn run(cmd: &mut Command, stdin: Vec<u8>, limits: Limits) -> std::io::Result
         stdout: stdout.unwrap_or_default(),
         stderr,
     })
+}
+
+/// A child that serves requests for a while rather than answer one (the finalizer's
+/// worker, which takes its jobs on a socket): [`run`] on a thread of its own, which waits
+/// for it (so the child lives as long as it needs, not as long as the thread that asked
+/// for it), with the same limits (a child that waits for work between requests has no
+/// stall limit: its clients watch each request) and the same endings.
+pub struct Background {
+    pub pid: u32,
+    /// How it ended, once it has (`Err`: it could no longer be watched, and was stopped).
+    done: Arc<(Mutex<Option<Result<Finished, String>>>, Condvar)>,
+}
+
+/// Starts `cmd` (made by [`command`]) as a [`Background`] child; `stdin` is written to it
+/// where its standard input is piped.
+pub fn run_in_background(
+    mut cmd: Command,
+    stdin: Vec<u8>,
+    limits: Limits,
+) -> std::io::Result<Background> {
+    let done: Arc<(Mutex<Option<Result<Finished, String>>>, Condvar)> = Arc::default();
+    let (slot, (tx, rx)) = (done.clone(), channel());
+    let told = tx.clone();
+    std::thread::Builder::new()
+        .name("nvlinkrs-child".into())
+        .spawn(move || {
+            let r = run_told(&mut cmd, stdin, limits, |pid| {
+                let _ = told.send(Ok(pid));
+            });
+            let r = match r {
+                Ok(f) => Ok(f),
+                Err(e) => {
+                    let text = e.to_string();
+                    let _ = tx.send(Err(e));
+                    Err(text)
+                }
+            };
+            *slot.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+            slot.1.notify_all();
+        })?;
+    let pid = rx
+        .recv()
+        .map_err(|_| std::io::Error::other("the child's thread ended"))??;
+    Ok(Background { pid, done })
+}
+
+impl Background {
+    /// How it ended (`None` while it runs, or while it is not yet reaped), waiting at most
+    /// `wait` for that.
+    pub fn ending(&self, wait: Duration) -> Option<Result<Ending, String>> {
+        let (slot, cv) = &*self.done;
+        let guard = slot.lock().unwrap_or_else(|e| e.into_inner());
+        let (guard, _) = cv
+            .wait_timeout_while(guard, wait, |g| g.is_none())
+            .unwrap_or_else(|e| e.into_inner());
+        guard
+            .as_ref()
+            .map(|r| r.as_ref().map(|f| f.ending).map_err(Clone::clone))
+    }
+
+    /// What it wrote on its standard error (at most [`STDERR_KEPT`]), once it has ended.
+    pub fn stderr(&self) -> Vec<u8> {
+        let slot = self.done.0.lock().unwrap_or_else(|e| e.into_inner());
+        match &*slot {
+            Some(Ok(f)) => f.stderr.clone(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Stops it with its process group, and waits until it is reaped.
+    pub fn stop(&self) {
+        let (slot, cv) = &*self.done;
+        let guard = slot.lock().unwrap_or_else(|e| e.into_inner());
+        if guard.is_none() {
+            // (not reaped yet: the pid is still the child's)
+            kill_group(self.pid);
+            let _ = cv.wait_timeout_while(guard, Duration::from_secs(5), |g| g.is_none());
+        }
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        self.stop();
+    }
 }
 
 /// The threads that serve a child's pipes. They own what they need, so that they can be

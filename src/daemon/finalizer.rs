@@ -11,9 +11,9 @@
 use std::collections::HashMap;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::child::FINALIZER as SUBCOMMAND;
 
@@ -23,7 +23,7 @@ pub const VAR: &str = "NVLINKRS_DAEMON_FINALIZER";
 
 /// A worker the daemon started.
 struct Started {
-    child: Child,
+    child: crate::child::Background,
     socket: PathBuf,
     /// The library file it loaded (size, modification time, inode): a library replaced
     /// at the same path gets a worker of its own (the cache keys the new file's bytes).
@@ -56,32 +56,25 @@ impl Workers {
     ) -> Vec<(String, Vec<u8>)> {
         let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(pid) = ended {
-            let Some(k) = kept.get_mut(lib).filter(|k| k.child.id() == pid) else {
+            let Some(k) = kept.get_mut(lib).filter(|k| k.child.pid == pid) else {
                 return vec![("ended".into(), b"ended".to_vec())];
             };
-            let deadline = Instant::now() + Duration::from_secs(2);
-            let how = loop {
-                match k.child.try_wait() {
-                    Ok(None) if Instant::now() < deadline => {
-                        std::thread::sleep(Duration::from_millis(10))
-                    }
-                    Ok(Some(st)) => break ended_by(st),
-                    _ => break "closed the connection".into(),
-                }
+            let how = match k.child.ending(Duration::from_secs(2)) {
+                Some(Ok(ending)) => ending.failure(),
+                Some(Err(e)) => format!("could not be watched ({e})"),
+                None => "closed the connection".into(),
             };
             return vec![("ended".into(), how.into_bytes())];
         }
         if let Some(k) = kept.get_mut(lib)
-            && matches!(k.child.try_wait(), Ok(None))
+            && k.child.ending(Duration::ZERO).is_none()
             && k.file.is_some()
             && k.file == file_of(lib)
         {
             return answer_for(k);
         }
-        if let Some(mut old) = kept.remove(lib) {
-            crate::child::kill_group(old.child.id());
-            let _ = old.child.kill();
-            let _ = old.child.wait();
+        if let Some(old) = kept.remove(lib) {
+            old.child.stop();
             let _ = std::fs::remove_file(&old.socket);
         }
         let n = self
@@ -100,21 +93,10 @@ impl Workers {
     /// Stops every worker (the daemon is stopping).
     pub(super) fn stop_all(&self) {
         let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
-        for (_, mut k) in kept.drain() {
-            crate::child::kill_group(k.child.id());
-            let _ = k.child.kill();
-            let _ = k.child.wait();
+        for (_, k) in kept.drain() {
+            k.child.stop();
             let _ = std::fs::remove_file(&k.socket);
         }
-    }
-}
-
-/// How a worker ended: `crashed (SIGSEGV)`, or `failed (exit status: 3)`.
-fn ended_by(st: std::process::ExitStatus) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    match st.signal() {
-        None => format!("failed ({st})"),
-        Some(_) => crate::child::Ending::Exited(st).describe(),
     }
 }
 
@@ -124,7 +106,7 @@ fn answer_for(k: &Started) -> Vec<(String, Vec<u8>)> {
             "socket".into(),
             k.socket.to_string_lossy().as_bytes().to_vec(),
         ),
-        ("pid".into(), k.child.id().to_string().into_bytes()),
+        ("pid".into(), k.child.pid.to_string().into_bytes()),
     ]
 }
 
@@ -134,17 +116,20 @@ fn start(dir: &Path, lib: &Path, n: u64) -> std::io::Result<Started> {
     let socket = dir.join(format!("finalizer-{}-{n}.sock", std::process::id()));
     let _ = std::fs::remove_file(&socket);
     let listener = UnixListener::bind(&socket)?;
-    // (not `child::command`: it would die with the thread that starts it, and this is a
-    // request's thread; the worker ends when the daemon does, as its parent)
-    let mut cmd = Command::new("/proc/self/exe");
-    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    // (run by `crate::child` on a thread of its own, which the worker outlives no more
+    // than the daemon: its own process group, a flood of output stops it; no wall-clock
+    // or stall limit, as it waits for the daemon's links: each job is watched by its link)
+    let mut cmd = crate::child::command("/proc/self/exe");
     cmd.env(crate::child::CHILD_VAR, SUBCOMMAND)
         .arg(SUBCOMMAND)
         .arg(lib)
-        .stdin(Stdio::from(std::os::fd::OwnedFd::from(listener)))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    let child = cmd.spawn()?;
+        .stdin(Stdio::from(std::os::fd::OwnedFd::from(listener)));
+    let limits = crate::child::Limits {
+        wall: Duration::MAX,
+        stall: None,
+        stdout: 64 << 20,
+    };
+    let child = crate::child::run_in_background(cmd, Vec::new(), limits)?;
     Ok(Started {
         child,
         socket,

@@ -8,7 +8,7 @@
 
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use super::worker::{Owner, SUBCOMMAND, Worker};
 use super::{Finalizer, Mode};
@@ -18,9 +18,10 @@ use crate::diag::{Error, Result};
 /// libnvJitLink at `lib`, in a worker started when first needed.
 pub struct Isolated {
     pub lib: PathBuf,
-    /// The most the worker this link starts may write on its standard output: four times
-    /// the link's inputs plus 64 MiB (as a job's answer, `worker::limits`).
-    cap: u64,
+    /// The link's inputs, in bytes: the worker this link starts may write four times
+    /// that plus 64 MiB on its standard output (as a job's answer, `worker::limits`), and
+    /// run for ten minutes plus one per MiB of them.
+    inputs: usize,
     worker: OnceLock<std::result::Result<Worker, Error>>,
 }
 
@@ -29,7 +30,7 @@ impl Isolated {
     pub fn new(lib: PathBuf, inputs: usize) -> Isolated {
         Isolated {
             lib,
-            cap: super::worker::limits(inputs).stdout,
+            inputs,
             worker: OnceLock::new(),
         }
     }
@@ -56,7 +57,11 @@ impl Isolated {
                     owner: Owner::Daemon { socket: k.daemon },
                     stopped: Default::default(),
                 }),
-                None => start(&self.lib, self.cap),
+                None => start(
+                    &self.lib,
+                    super::worker::limits(self.inputs).stdout,
+                    self.inputs,
+                ),
             });
         w.as_ref().map_err(Clone::clone)
     }
@@ -72,17 +77,17 @@ impl Finalizer for Isolated {
     }
 }
 
-/// A worker for this link: nvlinkrs itself as a supervised child (`crate::child`: its
-/// own process group, ended with the link), its standard input a socket listening in a
-/// private temporary directory, its standard error a file there, its standard output
-/// drained: more than `cap` bytes there (a library that floods it) stops it.
-fn start(lib: &std::path::Path, cap: u64) -> Result<Worker> {
+/// A worker for this link: nvlinkrs itself as a supervised child, run by `crate::child`
+/// (its own process group, ended with the link; the link's whole wall-clock limit, no
+/// stall limit, as it waits for jobs between them: each job is watched by its client),
+/// its standard input a socket listening in a private temporary directory; more than
+/// `cap` bytes on its standard output (a library that floods it) stops it.
+fn start(lib: &std::path::Path, cap: u64, inputs: usize) -> Result<Worker> {
     let io = |what: &str, e: std::io::Error| {
         Error::fatal(format!("cannot start libnvJitLink's process: {what}: {e}"))
     };
-    let mut cmd = child::self_command(SUBCOMMAND).map_err(|e| {
-        Error::fatal(format!("cannot find this program to run libnvJitLink: {e}"))
-    })?;
+    let mut cmd = child::self_command(SUBCOMMAND)
+        .map_err(|e| Error::fatal(format!("cannot find this program to run libnvJitLink: {e}")))?;
     let dir = tempfile::Builder::new()
         .prefix("nvlinkrs-finalizer")
         .tempdir()
@@ -90,44 +95,24 @@ fn start(lib: &std::path::Path, cap: u64) -> Result<Worker> {
     let socket = dir.path().join("s");
     let listener =
         std::os::unix::net::UnixListener::bind(&socket).map_err(|e| io("its socket", e))?;
-    let stderr = dir.path().join("stderr");
-    let err_file = std::fs::File::create(&stderr).map_err(|e| io("its error file", e))?;
     cmd.arg(lib)
-        .stdin(Stdio::from(std::os::fd::OwnedFd::from(listener)))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::from(err_file));
-    let mut c = cmd
-        .spawn()
-        .map_err(|e| Error::fatal(format!("cannot start '{}': {e}", child::program(&cmd))))?;
-    let pid = c.id();
-    let stopped: Arc<Mutex<Option<String>>> = Arc::default();
-    if let Some(out) = c.stdout.take() {
-        let why = stopped.clone();
-        let drain = move || {
-            let mut out = std::io::Read::take(out, cap + 1);
-            let n = std::io::copy(&mut out, &mut std::io::sink()).unwrap_or(0);
-            if n > cap {
-                let mut w = why.lock().unwrap_or_else(|e| e.into_inner());
-                w.get_or_insert_with(|| child::Ending::TooLong(cap).describe());
-                child::kill_group(pid);
-            }
-        };
-        if std::thread::Builder::new().spawn(drain).is_err() {
-            child::kill_group(pid);
-            let _ = c.wait();
-            return Err(Error::fatal(
-                "cannot start a thread to watch libnvJitLink's process",
-            ));
-        }
-    }
+        .stdin(Stdio::from(std::os::fd::OwnedFd::from(listener)));
+    let s = std::time::Duration::from_secs;
+    let limits = child::Limits {
+        wall: child::Limits::wall_for(inputs, s(600), s(60)),
+        stall: None,
+        stdout: cap,
+    };
+    let program = child::program(&cmd);
+    let bg = child::run_in_background(cmd, Vec::new(), limits)
+        .map_err(|e| Error::fatal(format!("cannot start '{program}': {e}")))?;
     Ok(Worker {
         lib: lib.to_path_buf(),
-        pid,
+        pid: bg.pid,
         socket,
-        stopped,
+        stopped: Arc::default(),
         owner: Owner::Link {
-            child: Mutex::new(c),
-            stderr,
+            child: bg,
             _dir: dir,
         },
     })

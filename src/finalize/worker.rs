@@ -136,11 +136,10 @@ fn receive(stream: &mut UnixStream) -> std::io::Result<Vec<u8>> {
 
 /// Who owns a worker, which says how its end is learnt.
 pub enum Owner {
-    /// This link started it: its exit status, and its standard error in a file.
+    /// This link started it (`crate::child` runs it, and says how it ended).
     Link {
-        child: Mutex<std::process::Child>,
-        stderr: PathBuf,
-        /// The private directory of its socket and error file, removed after it.
+        child: crate::child::Background,
+        /// The private directory of its socket, removed after it.
         _dir: tempfile::TempDir,
     },
     /// The daemon keeps it: the daemon says how it ended.
@@ -155,17 +154,6 @@ pub struct Worker {
     pub owner: Owner,
     /// Why the worker was stopped (every job then fails for that reason).
     pub stopped: std::sync::Arc<Mutex<Option<String>>>,
-}
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        if let Owner::Link { child, .. } = &self.owner {
-            let mut child = child.lock().unwrap_or_else(|e| e.into_inner());
-            crate::child::kill_group(self.pid);
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
 }
 
 /// How a job's wait ended early.
@@ -275,10 +263,7 @@ impl Worker {
     /// Whether the worker has ended.
     fn gone(&self) -> bool {
         match &self.owner {
-            Owner::Link { child, .. } => {
-                let mut c = child.lock().unwrap_or_else(|e| e.into_inner());
-                !matches!(c.try_wait(), Ok(None))
-            }
+            Owner::Link { child, .. } => child.ending(Duration::ZERO).is_some(),
             Owner::Daemon { .. } => !crate::daemon::finalizer::is_worker(self.pid),
         }
     }
@@ -288,10 +273,7 @@ impl Worker {
         let mut stopped = self.stopped.lock().unwrap_or_else(|e| e.into_inner());
         stopped.get_or_insert_with(|| why.to_string());
         match &self.owner {
-            Owner::Link { child, .. } => {
-                crate::child::kill_group(self.pid);
-                let _ = child.lock().unwrap_or_else(|e| e.into_inner()).kill();
-            }
+            Owner::Link { child, .. } => child.stop(),
             Owner::Daemon { .. } => crate::daemon::finalizer::stop(self.pid),
         }
     }
@@ -307,26 +289,13 @@ impl Worker {
             return self.error(why);
         }
         match &self.owner {
-            Owner::Link { child, stderr, .. } => {
-                let mut c = child.lock().unwrap_or_else(|e| e.into_inner());
-                let deadline = Instant::now() + Duration::from_secs(2);
-                let status = loop {
-                    match c.try_wait() {
-                        Ok(None) if Instant::now() < deadline => {
-                            std::thread::sleep(Duration::from_millis(10))
-                        }
-                        Ok(s) => break s,
-                        Err(_) => break None,
-                    }
-                };
-                let mut e = self.error(&match status {
-                    Some(st) => ended_by(st),
+            Owner::Link { child, .. } => {
+                let mut e = self.error(&match child.ending(Duration::from_secs(2)) {
+                    Some(Ok(ending)) => ending.failure(),
+                    Some(Err(e)) => format!("could not be watched ({e})"),
                     None => "closed the connection".into(),
                 });
-                let mut text = Vec::new();
-                if let Ok(f) = std::fs::File::open(stderr) {
-                    let _ = f.take(1 << 16).read_to_end(&mut text);
-                }
+                let text = child.stderr();
                 let text = String::from_utf8_lossy(&text);
                 if let Some(line) = text.lines().find(|l| !l.is_empty()) {
                     e = e.context(line.to_string());
@@ -348,15 +317,6 @@ fn waiting(e: &std::io::Error) -> bool {
             | std::io::ErrorKind::TimedOut
             | std::io::ErrorKind::Interrupted
     )
-}
-
-/// How a worker's process ended: `crashed (SIGSEGV)`, or `failed (exit status: 3)`.
-pub fn ended_by(st: std::process::ExitStatus) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    match st.signal() {
-        None => format!("failed ({st})"),
-        Some(_) => crate::child::Ending::Exited(st).describe(),
-    }
 }
 
 /// A job's wait: when it began, the worker's CPU time when it last moved, its limits.
