@@ -278,9 +278,10 @@ int __nvJitLinkGetLinkedCubin_13_0(void *h, void *b) {
 
 /// A finalizer that aborts, or hangs (no CPU time for 10 s), in a unit's job (the
 /// stand-ins' templates made): the link goes on without the finalizer, with the warning
-/// it gave before per-unit jobs (`crashed (SIGABRT)`, `made no progress for 10 s`),
-/// exit 0, the image of the link without the finalizer, and the whole link is not kept
-/// by the cache (the next link runs the finalizer again).
+/// of every child of a link (`crashed (SIGABRT)`, `used no CPU time for 10 s and was
+/// stopped`: `crate::child`'s words), exit 0, the image of the link without the
+/// finalizer, and the whole link is not kept by the cache (the next link runs the
+/// finalizer again).
 #[test]
 fn a_crash_or_hang_in_a_unit_job_falls_back() {
     let kit = tempfile::tempdir().unwrap();
@@ -307,7 +308,7 @@ fn a_crash_or_hang_in_a_unit_job_falls_back() {
     );
     for (fault, how) in [
         ("abort", "crashed (SIGABRT)"),
-        ("hang", "made no progress for 10 s"),
+        ("hang", "used no CPU time for 10 s and was stopped"),
     ] {
         // (a cache of its own: the good link's jobs are in the other)
         let cache = tempfile::tempdir().unwrap();
