@@ -15,6 +15,8 @@ use nvlinkrs::elf::equiv;
 mod buildsys;
 #[path = "merge/bytes.rs"]
 mod bytes;
+#[path = "merge/driver.rs"]
+mod driver;
 #[path = "merge/generated.rs"]
 mod generated;
 #[path = "merge/launched.rs"]
