@@ -139,9 +139,16 @@ impl<'a> Merger<'a> {
                 if kind(sym) != Kind::Data {
                     continue;
                 }
+                // (a removed kernel of libNVVM's output the host tables leave out: nvlink
+                // makes the `.nv.shared.<k>` its own shared arrays lie in here,
+                // generated program 11)
+                let unlisted = |si: usize| {
+                    (self.owner(i, si)).is_some_and(|f| !self.live[f] && self.lto_unlisted(f))
+                };
                 let name: Name = match c.sections.get(sym.shndx as usize) {
                     _ if is_dynamic_shared(sym) => ".nv_debug.shared".into(),
                     Some(s) if sym.defined() && !dropped(sym.shndx as usize) => s.name.clone(),
+                    Some(s) if sym.defined() && unlisted(sym.shndx as usize) => s.name.clone(),
                     _ => {
                         // (libcudadevrt's undefined local `.nv.ptx.const0.size`, which -r
                         // keeps, where it comes among them; under -r a local of a replaced
@@ -156,6 +163,7 @@ impl<'a> Merger<'a> {
                 if self
                     .owner(i, sym.shndx as usize)
                     .is_some_and(|f| !self.live[f])
+                    && !unlisted(sym.shndx as usize)
                 {
                     continue;
                 }
@@ -300,11 +308,12 @@ impl<'a> Merger<'a> {
     /// do not name, in a link other than a debug one (`-g` makes it a kernel's; under
     /// `--preserve-relocs` too it is a plain function's): nvlink makes its sections as a
     /// plain function's, its `.nv.info.<k>`
-    /// among the other functions' and no `.nv.shared.<k>`, whether device code launches
+    /// among the other functions' and no `.nv.shared.<k>` (nor an empty window: see
+    /// `shared::shared_sections`), whether device code launches
     /// it (kept) or not (dropped). Read off nvlink 13.5: a unit whose host code launches
     /// `parent`, which launches `child` (`.nv.info._Z5childPi` after the constant banks,
     /// no `.nv.shared._Z5childPi`), and `devlaunch.cu`.
-    fn lto_unlisted(&self, f: FuncId) -> bool {
+    pub(super) fn lto_unlisted(&self, f: FuncId) -> bool {
         let input = self.funcs[f].key.input;
         self.origin(input) == "lto.cubin"
             && !self.opts.debug
