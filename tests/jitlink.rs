@@ -73,6 +73,7 @@ fn drive(python: &Path, backend: &str, preload: Option<&Path>, out: &Path, cases
         cmd.arg(cases.join(","));
     }
     cmd.env("NVLINKRS_JITLINK_LOG", &log);
+    cmd.env("DRIVE_CUDADEVRT", cuda().join("lib/libcudadevrt.a"));
     if let Some(p) = preload {
         cmd.env("LD_PRELOAD", p);
         if backend == "bindings" {

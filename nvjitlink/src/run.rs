@@ -161,8 +161,11 @@ fn extension(kind: i32) -> &'static str {
 
 /// nvlink's command line for the link.
 fn command_line(o: &Options, inputs: &[PathBuf], output: &Path) -> Vec<String> {
+    // (nvJitLink keeps every kernel: host objects' reference tables narrow nothing, in
+    // a plain link or an LTO one, as with nvlink's -ignore-host-info)
     let mut args = vec![
         format!("-arch={}", o.arch),
+        "-ignore-host-info".into(),
         "-o".into(),
         output.display().to_string(),
     ];
@@ -267,9 +270,6 @@ pub fn link(ours: &Ours, messages: &mut String) -> Option<Done> {
         image.push(0);
         done.ptx = Some(image);
     } else {
-        if ours.options.lto {
-            nvlinkrs::elf::tkinfo::jit_ptxas_in_place(&mut image);
-        }
         done.cubin = Some(image);
     }
     Some(done)

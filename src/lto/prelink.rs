@@ -326,11 +326,13 @@ pub fn emit(
             "kernel {k:?} of the LLVM bitcode: a .ltoir cannot store its name (a space or control character)"
         )));
     }
+    // (a damaged table's empty entries match nothing and cannot be stored: left out)
     let tables: Vec<_> = pool
         .hosts
         .iter()
         .filter(|h| !h.cudadevrt)
-        .flat_map(|h| h.host_refs.iter().cloned())
+        .flat_map(|h| h.host_refs.iter())
+        .map(|(s, e)| (*s, e.iter().filter(|e| !e.is_empty()).cloned().collect()))
         .chain(pool.stored_host_refs.iter().cloned())
         .chain((!clang.is_empty()).then_some((".nvHRKE", clang)))
         .collect();

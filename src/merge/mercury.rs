@@ -417,7 +417,7 @@ impl Merger<'_> {
                     o.data.extend_from_slice(c.bytes(s));
                     at
                 } else if s.ty == SHT_CUDA_SHARED_RESERVED {
-                    sections::reserved_piece(o, &c.merc_symbols, s, st.exec)
+                    sections::reserved_piece(o, &c.merc_symbols, (si, s), st.exec)
                 } else {
                     let at = o.mem_size.next_multiple_of(a);
                     o.mem_size = at + s.size;
@@ -488,9 +488,9 @@ impl Merger<'_> {
                 // the input's own Mercury symbol: CUDA type, st_other, Mercury size
                 let ms = key_of[o].and_then(|SymKey { input: i, sym: k }| {
                     let mk = *st.views[i].merc_sym_of.get(&k)?;
-                    Some((i, &self.inputs[i].cubin.merc_symbols[mk]))
+                    Some((i, mk, &self.inputs[i].cubin.merc_symbols[mk]))
                 });
-                if let Some((i, ms)) = ms {
+                if let Some((i, mk, ms)) = ms {
                     m.ty = ms.ty;
                     m.other = ms.other;
                     m.size = ms.size;
@@ -498,7 +498,7 @@ impl Merger<'_> {
                         Some(&(_, at))
                             if st.exec && sections::reserved(&self.inputs[i].cubin, ms) =>
                         {
-                            at
+                            at + sections::reserved_offset(&self.inputs[i].cubin.merc_symbols, mk)
                         }
                         Some(&(_, at)) if ms.defined() => ms.value + at,
                         _ if ms.defined() => s.value,
@@ -521,7 +521,7 @@ impl Merger<'_> {
                 if s.name.starts_with(".nv.reservedSmem") {
                     m.ty = STT_CUDA_OBJECT;
                     if s.section.is_none() {
-                        m.value = ms.map_or(0, |x| x.1.value);
+                        m.value = ms.map_or(0, |x| x.2.value);
                     }
                 }
             }

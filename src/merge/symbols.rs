@@ -315,7 +315,9 @@ impl<'a> Merger<'a> {
             Some(&(id, _)) if common => (Some(id), s.value),
             // (a reserved shared variable's value is its alignment too)
             Some(&(id, at)) if sections::reserved(&self.inputs[k.input].cubin, s) => {
-                (Some(id), if exec { at } else { s.value })
+                let c = &self.inputs[k.input].cubin;
+                let placed = at + sections::reserved_offset(&c.symbols, k.sym);
+                (Some(id), if exec { placed } else { s.value })
             }
             Some(&(id, at)) => (Some(id), s.value + at),
             None if s.other & STO_SHARED != 0 && !exec => (None, s.value),

@@ -254,6 +254,33 @@ def cases(fx):
         c.append((name, opts, [(CUBIN, f("saxpy.cubin")), (CUBIN, "file:" + swap)],
                   {"setup": [("write", swap, before)],
                    "before": [("write", swap, after)] if after else []}))
+    # libcudadevrt beside a -dc object whose kernels launch others (dp.cu's `parent`):
+    # nvJitLink keeps every kernel, the drop-in too though its inputs become in0.o and
+    # in1.a (it dropped `parent` while libcudadevrt was known by its file name)
+    m = lambda n: f(os.path.join("merge", n))  # noqa: E731
+    devrt = os.environ.get("DRIVE_CUDADEVRT")
+    if devrt:
+        dp = m("dp_dc90.o")
+        c += [
+            ("cdp_devrt_data", ["-arch=sm_90"], [(OBJECT, dp), (LIBRARY, devrt)]),
+            ("cdp_devrt_file", ["-arch=sm_90"], [(OBJECT, "file:" + dp), (LIBRARY, "file:" + devrt)]),
+            ("cdp_devrt_any", ["-arch=sm_90"], [(ANY, dp), (ANY, devrt)]),
+            # LTO beside libcudadevrt: nvJitLink lays libNVVM's output after the other
+            # inputs (the device runtime's frames, records and call-graph kernels first);
+            # host code launching `parent`, which launches `child`
+            ("lto_devrt_hostparent", ["-arch=sm_90", "-lto"],
+             [(OBJECT, m("hostpar_lto90.o")), (LIBRARY, devrt)]),
+            ("lto_devrt_dp", ["-arch=sm_90", "-lto"],
+             [(OBJECT, m("dp_lto90.o")), (OBJECT, m("dpmain_lto90.o")), (LIBRARY, devrt)]),
+        ]
+    # kernels no host code launches (launch1.cu, launch2.cu): nvJitLink keeps them, where
+    # nvlink's host-reference tables narrow the link
+    c += [
+        ("host_tables_narrow_nothing", ["-arch=sm_90"],
+         [(OBJECT, m("launch1_dc.o")), (OBJECT, m("launch2_dc.o"))]),
+        ("host_tables_narrow_nothing_lto", ["-arch=sm_90", "-lto"],
+         [(OBJECT, m("launch1_lto.o")), (OBJECT, m("launch2_lto.o"))]),
+    ]
     for arch, ver in ARCHS:
         ptx = PTX_KERNEL.format(ver=ver, arch=arch).encode()
         c.append((f"ptx_{arch}", [f"-arch={arch}"], [(PTX, ptx)]))
