@@ -13,7 +13,12 @@
 # median of the per-pair ratios. Every image is compared with nvlink's of the same
 # inputs (`nvlinkrs compare`); one that is not equivalent stops the benchmark (exit 1,
 # no results file). Writes benches/results/finalize.md with the commit, toolkit and
-# machine. Usage: scripts/bench_finalize.sh [UNIT COUNTS...]   (default 8 32 128)
+# machine, and the load at the start and the end. Usage:
+#   scripts/bench_finalize.sh [UNIT COUNTS...]   (default 8 32 128)
+# BENCH_RUNS (pairs, default 7), BENCH_ARCHS (default "sm_100 sm_120"), BENCH_CCCL=0 (no
+# Thrust/CUB program), BENCH_OUT (the results file, default benches/results/finalize.md);
+# a quick check that it runs end to end, not for the record:
+#   BENCH_RUNS=1 BENCH_ARCHS=sm_100 BENCH_OUT=/tmp/finalize.md scripts/bench_finalize.sh 8
 source "$(dirname "$0")/bench_env.sh"
 unset NVLINKRS_CACHE
 # (the toolkit, where libnvJitLink is: without one found, nvlinkrs links without the
@@ -21,7 +26,8 @@ unset NVLINKRS_CACHE
 export CUDA_HOME="$CU"
 sizes=("$@"); [ ${#sizes[@]} -gt 0 ] || sizes=(8 32 128)
 runs=${BENCH_RUNS:-7}
-out=benches/results/finalize.md
+read -r -a archs <<< "${BENCH_ARCHS:-sm_100 sm_120}"
+out=${BENCH_OUT:-benches/results/finalize.md}
 export XDG_RUNTIME_DIR="$W/run"; mkdir -p "$XDG_RUNTIME_DIR"
 export NVLINKRS_DAEMON_IDLE=3600
 nvcc_all() {  # DIR ARCH: every DIR/*.cu to DIR/*.cubin, -rdc, in parallel
@@ -85,8 +91,9 @@ finalizer() {
 }
 "$N" daemon start >/dev/null
 trap '"$N" daemon stop >/dev/null 2>&1; rm -rf "$W"' EXIT
-for a in sm_100 sm_120; do
-  names=(); for n in "${sizes[@]}"; do names+=("deep$n"); done; names+=(cccl)
+for a in "${archs[@]}"; do
+  names=(); for n in "${sizes[@]}"; do names+=("deep$n"); done
+  [ "${BENCH_CCCL:-1}" = 0 ] || names+=(cccl)
   for name in "${names[@]}"; do
     program "$a" "$name"
     d=$W/$a/$name; unit=$(cat "$d/unit")
@@ -111,5 +118,6 @@ for a in sm_100 sm_120; do
     done
   done
 done
+{ echo; echo "Load average $(cut -d' ' -f1-3 /proc/loadavg) at the end."; } >> "$table"
 cp "$table" "$out"
 cat "$out"

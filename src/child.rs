@@ -581,6 +581,33 @@ mod tests {
         assert_eq!(f.ending, Ending::OutputLeftOpen);
     }
 
+    /// A child run in the background: its pid at once, its ending and stderr once it
+    /// ends by itself, its output cap kept, and `stop` ends it with its group.
+    #[test]
+    fn background() {
+        let mut c = sh("echo oops >&2; exit 3");
+        c.stdin(Stdio::null());
+        let b = run_in_background(c, Vec::new(), limits(60, None, 64)).unwrap();
+        let ending = b.ending(Duration::from_secs(10)).unwrap().unwrap();
+        assert_eq!(ending.failure(), "failed (exit status: 3)");
+        assert_eq!(b.stderr(), b"oops\n");
+        let b = run_in_background(
+            sh("head -c 1000000 /dev/zero; sleep 30"),
+            Vec::new(),
+            limits(60, None, 1000),
+        )
+        .unwrap();
+        let ending = b.ending(Duration::from_secs(10)).unwrap().unwrap();
+        assert_eq!(ending, Ending::TooLong(1000));
+        let t = Instant::now();
+        let b = run_in_background(sh("sleep 30"), Vec::new(), limits(60, None, 64)).unwrap();
+        assert_eq!(b.ending(Duration::from_millis(100)), None);
+        b.stop();
+        let ending = b.ending(Duration::ZERO).unwrap().unwrap();
+        assert_eq!(ending.describe(), "crashed (SIGKILL)");
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    }
+
     #[test]
     fn wall_limit_scales_with_the_request() {
         if std::env::var_os(TIMEOUT_VAR).is_some() {
