@@ -239,9 +239,12 @@ fn run_told(
 /// stall limit: its clients watch each request) and the same endings.
 pub struct Background {
     pub pid: u32,
-    /// How it ended, once it has (`Err`: it could no longer be watched, and was stopped).
-    done: Arc<(Mutex<Option<Result<Finished, String>>>, Condvar)>,
+    done: Arc<(Mutex<Done>, Condvar)>,
 }
+
+/// How a [`Background`] child ended, once it has (`Err`: it could no longer be watched,
+/// and was stopped).
+type Done = Option<Result<Finished, String>>;
 
 /// Starts `cmd` (made by [`command`]) as a [`Background`] child; `stdin` is written to it
 /// where its standard input is piped.
@@ -250,7 +253,7 @@ pub fn run_in_background(
     stdin: Vec<u8>,
     limits: Limits,
 ) -> std::io::Result<Background> {
-    let done: Arc<(Mutex<Option<Result<Finished, String>>>, Condvar)> = Arc::default();
+    let done: Arc<(Mutex<Done>, Condvar)> = Arc::default();
     let (slot, (tx, rx)) = (done.clone(), channel());
     let told = tx.clone();
     std::thread::Builder::new()
