@@ -179,7 +179,12 @@ pub fn phase(plan: &Plan, ctx: &LinkContext, inputs: &mut [Input]) -> Result<Sta
     let lib = library(plan)?;
     let size = inputs.iter().map(|i| i.cubin.data.len()).sum();
     let fin = isolated::Isolated::new(lib.clone(), size);
-    match units::apply(&fin, &lib, ctx, plan.req.target, inputs) {
+    let ptxas = plan.toolkit()?.ptxas();
+    let version = match ctx.cache() {
+        Some(c) => c.ptxas_version(&ptxas),
+        None => crate::toolkit::ptxas_version_of(&ptxas),
+    };
+    match units::apply(&fin, &lib, ctx, plan.req.target, version.as_deref(), inputs) {
         Ok(stats) => Ok(Stats {
             worker: fin.started(),
             ..stats

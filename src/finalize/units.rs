@@ -136,22 +136,26 @@ fn read_entry(e: &[u8]) -> Option<Option<Vec<u8>>> {
 }
 
 /// Each offered unit's undecided functions finalized by `fin` (libnvJitLink at `lib`):
-/// alone with stand-ins where it can be, else inside the whole program; the units have
-/// those functions' code replaced where [`splice`] allows.
+/// alone with stand-ins where it can be, else inside the whole program (every unit,
+/// where the rule does not apply to the link: a unit the toolkit's ptxas, whose version
+/// line is `ptxas`, did not make); the units have those functions' code replaced where
+/// [`splice`] allows.
 pub fn apply(
     fin: &dyn Finalizer,
     lib: &Path,
     ctx: &LinkContext,
     arch: Arch,
+    ptxas: Option<&str>,
     inputs: &mut [Input],
 ) -> Result<Stats> {
     let mut stats = Stats::default();
+    let cubins: Vec<&Cubin> = inputs.iter().map(|i| &i.cubin).collect();
+    let applies = rule::applies(&cubins, ptxas);
     let mut takes: Vec<Option<BTreeSet<String>>> = Vec::with_capacity(inputs.len());
-    for i in inputs.iter() {
-        let c = &i.cubin;
+    for c in cubins {
         let offered = c.has_mercury() && !c.sections.iter().any(|s| s.name == ".debug_info");
         let undecided = if offered {
-            rule::undecided(c)?
+            rule::undecided(c, applies)?
         } else {
             BTreeSet::new()
         };
@@ -166,6 +170,7 @@ pub fn apply(
     for (i, take) in inputs.iter().zip(&takes) {
         offers.push(match take {
             None => Offer::No,
+            Some(_) if !applies => Offer::Program,
             Some(_) => match standin::references(&i.cubin, &|n| defined.contains(n))? {
                 Some(refs) => Offer::Alone(refs),
                 None => Offer::Program,
