@@ -1,0 +1,160 @@
+//! The whole-link stage of the cache: a link whose tools, options, settings and input
+//! contents were all seen before is answered from the cache (its output, its
+//! `--register-link-binaries` file and its messages, repeated in order) without reading an
+//! input as device code. What the key holds is in [`key`]. Links whose effects go beyond
+//! those (`-time`, `-dump-callgraph`, the verbose modes) and links with thin archives
+//! (whose members live in other files) or inputs that are not regular files (a FIFO is read
+//! once) always run. What is stored is the bytes the link wrote
+//! ([`Written`](crate::output::Written)), never what is read back from its files, and only
+//! when the output and the registration file are regular files (not `/dev/null`, a pipe or
+//! a FIFO) and no file the key holds changed while the link ran.
+
+pub mod key;
+#[cfg(test)]
+mod tests;
+
+use crate::cache::{Cache, Key, pack, unpack};
+use crate::cli::LinkRequest;
+use crate::context::LinkContext;
+use crate::diag::{Diagnostics, Level, Result};
+use crate::input::Opened;
+use crate::plan::Plan;
+use crate::report::Timings;
+use crate::output;
+
+/// Runs the link's phases (`phases`, told whether to keep what they write) through the
+/// whole-link cache: answered from it when the same link was stored, else run and stored.
+/// The inputs are read through `opened`, which the phases read them through too. Also says
+/// what the cache did, for the report: `off` (no cache), `hit`, `miss`, `changed` (a miss
+/// not stored: a file the key holds changed while the link ran), or `not cached` (a link
+/// the cache does not take).
+pub fn around(
+    plan: &Plan,
+    ctx: &LinkContext,
+    opened: &Opened,
+    phases: impl FnOnce(bool) -> Result<Timings>,
+) -> Result<(Timings, &'static str)> {
+    let (req, diag) = (plan.req, ctx.diag);
+    let Some(cache) = ctx.cache() else {
+        return Ok((phases(false)?, "off"));
+    };
+    let key = key::key(plan, cache, opened);
+    let earlier = diag.printed().len(); // messages from before the link are not its own
+    // the shared tier's first failure, once per link (after the store: never replayed)
+    let shared_failure = || {
+        if let Some(warning) = cache.remote_failure() {
+            diag.warning_never_error(&warning);
+        }
+    };
+    if let Some(key) = &key
+        && let Some(entry) = cache.get(&key.key)
+        && replay(req, diag, &entry)?
+    {
+        let t = Timings {
+            phases: vec![("cache", std::time::Duration::ZERO)],
+            ..Default::default()
+        };
+        shared_failure();
+        return Ok((t, "hit"));
+    }
+    let timings = phases(key.is_some()).inspect_err(|_| shared_failure())?;
+    let mut whole = if key.is_some() { "miss" } else { "not cached" };
+    if let Some(key) = &key
+        && diag.error_count() == 0
+        && !timings.fell_back
+    {
+        match key.unchanged() {
+            true => store(req, diag, earlier, cache, &key.key, &timings.written),
+            false => whole = "changed",
+        }
+    }
+    if let Some(failure) = cache.store_failure() {
+        ctx.cache_problem(req, &format!("{failure}; the output is not cached"));
+    }
+    shared_failure();
+    Ok((timings, whole))
+}
+
+/// Whether `path` names a regular file (after symlinks), asked without opening it.
+fn regular(path: &std::path::Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| m.is_file())
+}
+
+/// Stores the finished link: the output and register file bytes it wrote, and the
+/// messages it printed (those after the first `earlier`).
+pub fn store(
+    req: &LinkRequest,
+    diag: &Diagnostics,
+    earlier: usize,
+    cache: &Cache,
+    key: &Key,
+    written: &crate::output::Written,
+) {
+    let Some(out) = written.out.as_deref().filter(|_| regular(&req.output)) else {
+        return;
+    };
+    let register = match &req.register_link_binaries {
+        Some(p) if !regular(p) => return,
+        Some(_) => match &written.register {
+            Some(r) => Some(r.as_slice()),
+            None => return,
+        },
+        None => None,
+    };
+    let mut messages = String::new();
+    for (level, m) in diag.printed().into_iter().skip(earlier) {
+        let tag = match level {
+            Level::Info => 'I',
+            Level::Warning => 'W',
+            // another tool's text, whole lines, one entry line each
+            Level::Tool if m.ends_with('\n') => {
+                for line in m.lines() {
+                    messages.push('T');
+                    messages.push_str(line);
+                    messages.push('\n');
+                }
+                continue;
+            }
+            // errors are not cached (the link is not stored)
+            Level::Error | Level::Fatal | Level::Tool => return,
+        };
+        if m.contains('\n') {
+            return;
+        }
+        messages.push(tag);
+        messages.push_str(&m);
+        messages.push('\n');
+    }
+    let has_register: &[u8] = if register.is_some() { b"1" } else { b"0" };
+    let entry = pack(&[
+        out,
+        has_register,
+        register.unwrap_or_default(),
+        messages.as_bytes(),
+    ]);
+    cache.put(key, &entry);
+}
+
+/// Writes a cached link's files and repeats its messages; false when the entry does not
+/// have the expected shape (then the link runs).
+pub fn replay(req: &LinkRequest, diag: &Diagnostics, entry: &[u8]) -> Result<bool> {
+    let Some(parts) = unpack(entry) else {
+        return Ok(false);
+    };
+    let [out, has_register, register, messages] = &parts[..] else {
+        return Ok(false);
+    };
+    for line in String::from_utf8_lossy(messages).lines() {
+        match line.split_at_checked(1) {
+            Some(("I", m)) => diag.info(m),
+            Some(("W", m)) => diag.warning(m),
+            Some(("T", m)) => diag.tool_output(&format!("{m}\n")),
+            _ => {}
+        }
+    }
+    output::write_atomic(&req.output, out)?;
+    if let (Some(path), b"1") = (&req.register_link_binaries, has_register.as_slice()) {
+        output::write_atomic(path, register)?;
+    }
+    Ok(true)
+}
