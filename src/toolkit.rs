@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::diag::{Error, Result};
+use crate::linkenv::LinkEnv;
 
 #[derive(Clone, Debug)]
 pub struct Toolkit {
@@ -23,16 +24,17 @@ fn is_root(p: &Path) -> bool {
 /// else `cuda-<version>` under `$XDG_CACHE_HOME/nvlinkrs` or `~/.cache/nvlinkrs`, newest
 /// name first), each as its `cuda` link to the toolkit root: a user who ran the README's
 /// commands has a toolkit there without setting `CUDA_HOME`.
-fn setup_roots() -> Vec<PathBuf> {
+fn setup_roots(env: &LinkEnv) -> Vec<PathBuf> {
     let mut roots = Vec::new();
-    if let Some(d) = std::env::var_os("NVLINKRS_TOOLCHAIN_DIR").filter(|v| !v.is_empty()) {
+    if let Some(d) = env.non_empty("NVLINKRS_TOOLCHAIN_DIR") {
         roots.push(PathBuf::from(d).join("cuda"));
     }
-    let base = std::env::var_os("XDG_CACHE_HOME")
+    let base = env
+        .get("XDG_CACHE_HOME")
         .map(PathBuf::from)
         .filter(|p| p.is_absolute())
         .or_else(|| {
-            std::env::var_os("HOME")
+            env.get("HOME")
                 .map(PathBuf::from)
                 .filter(|p| p.is_absolute())
                 .map(|h| h.join(".cache"))
@@ -53,7 +55,17 @@ fn setup_roots() -> Vec<PathBuf> {
 }
 
 impl Toolkit {
+    /// The toolkit this process's environment finds ([`Toolkit::discover_in`]).
     pub fn discover(cuda_path: Option<&Path>, nvvmpath: Option<&Path>) -> Result<Toolkit> {
+        Toolkit::discover_in(cuda_path, nvvmpath, &LinkEnv::current())
+    }
+
+    /// The toolkit `--cuda-path`, `-nvvmpath` and the environment `env` find.
+    pub fn discover_in(
+        cuda_path: Option<&Path>,
+        nvvmpath: Option<&Path>,
+        env: &LinkEnv,
+    ) -> Result<Toolkit> {
         let mut tried = Vec::new();
         let mut candidates: Vec<(PathBuf, String)> = Vec::new();
         if let Some(p) = cuda_path {
@@ -66,13 +78,13 @@ impl Toolkit {
             tried.push("--cuda-path (not given)".to_string());
         }
         for var in ["CUDA_HOME", "CUDA_PATH"] {
-            match std::env::var_os(var).filter(|v| !v.is_empty()) {
+            match env.non_empty(var) {
                 Some(v) => candidates.push((PathBuf::from(v), var.into())),
                 None => tried.push(format!("{var} (not set)")),
             }
         }
         for tool in ["nvcc", "ptxas"] {
-            let root = on_path(tool).and_then(|p| {
+            let root = env.on_path(tool).filter(|p| p.is_file()).and_then(|p| {
                 let bin = std::fs::canonicalize(&p).ok()?;
                 bin.parent()?.parent().map(Path::to_path_buf)
             });
@@ -94,14 +106,14 @@ impl Toolkit {
             }
             tried.push(format!("{} ({via})", root.display()));
         }
-        if let Some(root) = pypi_root() {
+        if let Some(root) = pypi_root(env) {
             return Ok(Toolkit {
                 root,
                 found_via: "the nvidia-cuda-nvcc wheel of python3".into(),
             });
         }
         tried.push("the PyPI wheels (python3's site-packages/nvidia/cu13)".into());
-        for root in setup_roots() {
+        for root in setup_roots(env) {
             if is_root(&root) {
                 let root = std::fs::canonicalize(&root).unwrap_or(root);
                 return Ok(Toolkit {
@@ -162,19 +174,12 @@ impl Toolkit {
     }
 }
 
-fn on_path(tool: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(tool))
-        .find(|p| p.is_file())
-}
-
 /// The wheels' toolkit, asked of `python3` on `PATH`. Python puts the directory it runs
 /// in first on its import path, so it runs in `/` and without that entry
 /// (`PYTHONSAFEPATH`): an `nvidia.py` in the build directory would run with the user's
 /// rights.
-fn pypi_root() -> Option<PathBuf> {
-    let out = Command::new("python3")
+fn pypi_root(env: &LinkEnv) -> Option<PathBuf> {
+    let out = Command::new(env.on_path("python3")?)
         .current_dir("/")
         .env("PYTHONSAFEPATH", "1")
         .args(["-c", "import nvidia, os\nfor p in nvidia.__path__:\n  q = os.path.join(p, 'cu13')\n  if os.path.isdir(q): print(q); break"])

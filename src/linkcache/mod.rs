@@ -18,9 +18,9 @@ use crate::cli::LinkRequest;
 use crate::context::LinkContext;
 use crate::diag::{Diagnostics, Level, Result};
 use crate::input::Opened;
+use crate::output;
 use crate::plan::Plan;
 use crate::report::Timings;
-use crate::output;
 
 /// Runs the link's phases (`phases`, told whether to keep what they write) through the
 /// whole-link cache: answered from it when the same link was stored, else run and stored.
@@ -73,6 +73,22 @@ pub fn around(
     }
     shared_failure();
     Ok((timings, whole))
+}
+
+/// The whole-link key (its hex digest) of the link `args` asks for, made as that link
+/// would make it in the environment `env` (its cache's tool memos included); `None` when
+/// the link would have none (no cache, a link the cache does not take, a command line it
+/// refuses). The daemon merges requests in flight only when their keys agree.
+pub fn request_key(args: &[String], env: &crate::linkenv::LinkEnv) -> Option<String> {
+    let (parsed, _, given) = crate::cli::parse(args).ok()?;
+    if parsed.help || parsed.version {
+        return None;
+    }
+    crate::cli::refuse_unimplemented(&given).ok()?;
+    let req = parsed.request().ok()?;
+    let cache = Cache::open(req.cache.dir.as_ref()?, crate::cache::DEFAULT_CAP).ok()?;
+    let plan = Plan::with_env(&req, env.clone());
+    key::key(&plan, &cache, &Opened::default()).map(|k| k.key.finish())
 }
 
 /// Whether `path` names a regular file (after symlinks), asked without opening it.
