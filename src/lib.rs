@@ -77,7 +77,9 @@ fn link_unchecked(plan: &Plan, mut ctx: LinkContext) -> Result<Timings> {
     let (timings, whole) = linkcache::around(plan, &ctx, &opened, |keep| {
         link_phases(plan, &ctx, &opened, keep)
     })?;
-    ctx.dispose(opened);
+    // (dropped, not left to the exit: it holds the cache, whose drop keeps its counters
+    // and trims it)
+    drop(opened);
     report::write(plan, &ctx, &timings, whole, started)?;
     Ok(timings)
 }

@@ -770,7 +770,11 @@ fn ptxas_jobs_go_through_a_launcher_with_the_same_bytes() {
     assert_eq!(link(&split(), Some(c.path()), &env).code, 0);
     let l = link(&split(), Some(c.path()), &[]);
     assert_eq!(l.report["cache"]["whole_link"], "miss", "{:#}", l.report);
-    assert_eq!(l.report["cache"]["stages"]["ptxas"]["hits"], 0, "{:#}", l.report);
+    assert_eq!(
+        l.report["cache"]["stages"]["ptxas"]["hits"], 0,
+        "{:#}",
+        l.report
+    );
     let l = link(&split(), Some(c.path()), &env);
     assert_eq!(l.report["cache"]["whole_link"], "hit", "{:#}", l.report);
     assert!(l.out.as_ref() == Some(&plain));
