@@ -21,6 +21,8 @@ mod generated;
 mod launched;
 #[path = "merge/preserve.rs"]
 mod preserve;
+#[path = "merge/taken.rs"]
+mod taken;
 
 fn cuda() -> PathBuf {
     PathBuf::from(std::env::var_os("CUDA_HOME").expect("CUDA_HOME (set by scripts/test.sh)"))

@@ -133,8 +133,10 @@ impl<'a> Merger<'a> {
                 global.push(Record::sym_pair(info::MIN_STACK_SIZE, o as u32 + 1, stack));
             }
         }
-        // (an image without inputs has no global records and, as nvlink's, no section)
-        if !(global.is_empty() && self.inputs.is_empty()) {
+        // (an image without global records has, as nvlink's, no section: one without
+        // inputs, or one whose every function the kernel filter dropped,
+        // `-kernels-used=nosuchkernel`; a link of variables only has a record)
+        if !global.is_empty() {
             let mut o = OutSection::new(".nv.info", SHT_CUDA_INFO, 0);
             o.align = 4;
             o.link = Ref::Symtab;
