@@ -13,6 +13,7 @@
 //!
 //! [`LinkEnv`]: crate::linkenv::LinkEnv
 
+use std::collections::hash_map::Entry;
 use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
@@ -201,15 +202,14 @@ fn inputs(plan: &Plan, mut k: Key, opened: &Opened) -> Option<(Key, Vec<(PathBuf
         maps.push((opened.id_of(path), data));
     }
     // the same file named again: the input it is the same as (by device and inode)
-    let mut seen = std::collections::HashMap::new();
-    let again: Vec<Option<usize>> = (0..maps.len())
-        .map(|i| {
-            maps[i].0.and_then(|id| {
-                seen.get(&id).copied().or_else(|| {
-                    seen.insert(id, i);
-                    None
-                })
-            })
+    let mut first_of = std::collections::HashMap::new();
+    let again: Vec<Option<usize>> = (maps.iter().enumerate())
+        .map(|(i, (id, _))| match first_of.entry((*id)?) {
+            Entry::Occupied(first) => Some(*first.get()),
+            Entry::Vacant(v) => {
+                v.insert(i);
+                None
+            }
         })
         .collect();
     // the content of each file once, on the pool
