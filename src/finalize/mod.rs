@@ -96,7 +96,7 @@ pub fn setting(env: &crate::linkenv::LinkEnv) -> Result<Setting> {
         Err(Some(v)) => Err(unknown(&v)),
         Ok(v) if OFF.contains(&v.to_ascii_lowercase().as_str()) => Ok(Setting::Off),
         Ok(v) if v.eq_ignore_ascii_case("nvjitlink") => Ok(Setting::On),
-        Ok(v) => Err(unknown(&v)),
+        Ok(v) => Err(unknown(v)),
     }
 }
 
