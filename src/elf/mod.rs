@@ -1,9 +1,10 @@
 //! ELF for the linker: the one reader ([`cubin`]: any ELF64 file's sections, the
 //! linkable cubin), what a device ELF says about itself (architecture, kernels, notes),
 //! and the image writer (and its re-layout of an image, [`relayout`]), `.nv.info`
-//! records, relocation types, image comparison and the
+//! records, relocation types, capsule-Mercury records ([`capsule`]), image comparison and the
 //! resources `-v` reports read back from a written image ([`resources`]).
 
+pub mod capsule;
 pub mod cubin;
 pub mod equiv;
 pub mod info;
