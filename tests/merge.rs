@@ -29,10 +29,10 @@ mod launched;
 mod nvshmem;
 #[path = "merge/preserve.rs"]
 mod preserve;
-#[path = "merge/taken.rs"]
-mod taken;
 #[path = "merge/ptxfile.rs"]
 mod ptxfile;
+#[path = "merge/taken.rs"]
+mod taken;
 
 fn cuda() -> PathBuf {
     PathBuf::from(std::env::var_os("CUDA_HOME").expect("CUDA_HOME (set by scripts/test.sh)"))

@@ -217,6 +217,62 @@ const MUST_MISS: &[(&str, Step, Step)] = &[
         },
         |w| w.set("HOME", Some("{D}/h2")),
     ),
+    // the CUDA wheels of a Python environment (no python3 run: `toolkit::pypi_root`)
+    (
+        "VIRTUAL_ENV",
+        |w| {
+            w.set("CUDA_HOME", None);
+            w.link("{D}/kit1", "v1/lib/python3.12/site-packages/nvidia/cu13");
+            w.link("{D}/kit2", "v2/lib/python3.12/site-packages/nvidia/cu13");
+            w.set("VIRTUAL_ENV", Some("{D}/v1"));
+        },
+        |w| w.set("VIRTUAL_ENV", Some("{D}/v2")),
+    ),
+    (
+        "CONDA_PREFIX",
+        |w| {
+            w.set("CUDA_HOME", None);
+            w.link("{D}/kit1", "c1/lib/python3.11/site-packages/nvidia/cu13");
+            w.link("{D}/kit2", "c2/lib/python3.11/site-packages/nvidia/cu13");
+            w.set("CONDA_PREFIX", Some("{D}/c1"));
+        },
+        |w| w.set("CONDA_PREFIX", Some("{D}/c2")),
+    ),
+    (
+        "PYENV_VERSION",
+        |w| {
+            w.set("CUDA_HOME", None);
+            w.link(
+                "{D}/kit1",
+                "pe/versions/3.12.1/lib/python3.12/site-packages/nvidia/cu13",
+            );
+            w.link(
+                "{D}/kit2",
+                "pe/versions/3.13.0/lib/python3.13/site-packages/nvidia/cu13",
+            );
+            w.set("PYENV_ROOT", Some("{D}/pe"));
+            w.set("PYENV_VERSION", Some("3.12.1"));
+        },
+        |w| w.set("PYENV_VERSION", Some("3.13.0")),
+    ),
+    (
+        "PYENV_ROOT",
+        |w| {
+            w.set("CUDA_HOME", None);
+            w.link(
+                "{D}/kit1",
+                "pe1/versions/3.12.1/lib/python3.12/site-packages/nvidia/cu13",
+            );
+            w.link(
+                "{D}/kit2",
+                "pe2/versions/3.12.1/lib/python3.12/site-packages/nvidia/cu13",
+            );
+            w.write("pe2/version", "3.12.1\n");
+            w.write("pe1/version", "3.12.1\n");
+            w.set("PYENV_ROOT", Some("{D}/pe1"));
+        },
+        |w| w.set("PYENV_ROOT", Some("{D}/pe2")),
+    ),
     (
         "NVLINKRS_LLVM_HELPER",
         |w| w.set("NVLINKRS_LLVM_HELPER", Some("{D}/helper")),

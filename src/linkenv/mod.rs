@@ -39,6 +39,12 @@ pub const VARS: &[(&str, Effect)] = &[
     ("NVLINKRS_TOOLCHAIN_DIR", Effect::FindsTools),
     ("XDG_CACHE_HOME", Effect::FindsTools),
     ("HOME", Effect::FindsTools),
+    // the Python environments whose CUDA wheels are a toolkit (`toolkit::pypi_root`; the
+    // drop-in's choice is handed to the link as `--cuda-path`)
+    ("VIRTUAL_ENV", Effect::FindsTools),
+    ("CONDA_PREFIX", Effect::FindsTools),
+    ("PYENV_ROOT", Effect::FindsTools),
+    ("PYENV_VERSION", Effect::FindsTools),
     ("NVLINKRS_LLVM_HELPER", Effect::FindsTools),
     // `-l` libraries (`input::find_library`)
     ("LIBRARY_PATH", Effect::FindsInputs),
@@ -70,10 +76,6 @@ pub const VARS: &[(&str, Effect)] = &[
     ("NVLINKRS_CHILD", Effect::Around),
     ("NVLINKRS_JITLINK_LOG", Effect::Around),
     ("NVLINKRS_REAL_NVJITLINK", Effect::Around),
-    // the drop-in's choice of a toolkit (a Python program's wheels), which it hands the
-    // link as `--cuda-path` (the request, and so the key, holds that)
-    ("VIRTUAL_ENV", Effect::Around),
-    ("CONDA_PREFIX", Effect::Around),
 ];
 
 /// The effect of variable `name`, if a link reads it.
