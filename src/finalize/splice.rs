@@ -7,7 +7,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use crate::bytes::Bytes;
 use crate::diag::Result;
-use crate::elf::capsule::without_bank2_operands;
+use crate::elf::capsule::without_bank_operands;
 use crate::elf::cubin::{Cubin, SHT_CUDA_RESOLVED_RELA, SHT_PROGBITS, SHT_REL, SHT_RELA, Section};
 use crate::elf::{info, reloc};
 
@@ -128,9 +128,9 @@ fn in_place(
         c.sections
             .iter()
             .find(|x| x.name == capsule)
-            .map(|x| without_bank2_operands(c.bytes(x).get(4..).unwrap_or_default()))
+            .map(|x| without_bank_operands(c.bytes(x).get(4..).unwrap_or_default()))
     };
-    // (but for the bank-2 offsets, which the merge writes: the finalizer's image has its
+    // (but for the constant banks' offsets (2 and 3), which the merge writes: the finalizer's image has its
     // own link's there)
     if cap(unit) != cap(fin) {
         return Ok(None);
