@@ -150,7 +150,9 @@ fn main() -> ExitCode {
     args.retain(|a| a != "--daemon");
     let subcommand = args.first().is_some_and(|a| commands::is_subcommand(a));
     if via_daemon && !subcommand && !nvlinkrs::daemon::stays_in_process(&args) {
-        if let Some(code) = nvlinkrs::daemon::client_link(&args, &tool_name()) {
+        if let Some(code) =
+            nvlinkrs::daemon::client_link(&args, &tool_name(), nvlinkrs::linkcache::request_key)
+        {
             return ExitCode::from(code as u8);
         }
         // NVLINKRS_DAEMON=only: no link in process (for tests and for checking a setup)

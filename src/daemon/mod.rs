@@ -131,10 +131,17 @@ pub fn stays_in_process(args: &[String]) -> bool {
     std::env::current_dir().map_or(true, |cwd| local::must_link_in_process(args, &cwd))
 }
 
+/// The whole-link key of the link `args` asks for in an environment
+/// (`linkcache::request_key`), which the client forwards. The binary hands it in: the
+/// link cache's key depends on the finalizer, whose link processes ask the daemon for
+/// its worker, so the daemon does not import the link cache.
+pub type KeyOf = fn(&[String], &crate::linkenv::LinkEnv) -> Option<String>;
+
 /// Links through the daemon (starting it if needed): `Some(exit code)` when the daemon
 /// answered, `None` when the link should run in process instead (with a warning, under
-/// `tool`'s name, when the daemon's directory or server is not to be trusted).
-pub fn client_link(args: &[String], tool: &str) -> Option<i32> {
+/// `tool`'s name, when the daemon's directory or server is not to be trusted); `key`
+/// makes the link's key.
+pub fn client_link(args: &[String], tool: &str, key: KeyOf) -> Option<i32> {
     if std::env::var_os(IN_DAEMON).is_some() {
         return None;
     }
@@ -151,7 +158,7 @@ pub fn client_link(args: &[String], tool: &str) -> Option<i32> {
     // one snapshot of what the link reads: forwarded, and the link's key made from it
     let env = crate::linkenv::LinkEnv::current();
     frames.extend(env.forwarded().map(|kv| ("env", kv.into_bytes())));
-    if let Some(key) = crate::linkcache::request_key(args, &env) {
+    if let Some(key) = key(args, &env) {
         frames.push(("key", key.into_bytes()));
     }
     frames.push(("exe", guard::exe_identity().into_bytes()));
