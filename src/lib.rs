@@ -49,6 +49,8 @@ use std::time::Instant;
 use cli::LinkRequest;
 pub use context::{LinkContext, Process};
 use diag::{Diagnostics, Result};
+/// (the key the daemon's client forwards, handed to `daemon::client_link` by the binary)
+pub use linkcache::request_key;
 use lto::phase::LtoOutcome;
 use plan::Plan;
 pub use report::Timings;

@@ -151,7 +151,7 @@ fn main() -> ExitCode {
     let subcommand = args.first().is_some_and(|a| commands::is_subcommand(a));
     if via_daemon && !subcommand && !nvlinkrs::daemon::stays_in_process(&args) {
         if let Some(code) =
-            nvlinkrs::daemon::client_link(&args, &tool_name(), nvlinkrs::linkcache::request_key)
+            nvlinkrs::daemon::client_link(&args, &tool_name(), nvlinkrs::request_key)
         {
             return ExitCode::from(code as u8);
         }
