@@ -13,7 +13,8 @@
 //!   whole image has, and what is taken from it is, byte for byte, what is taken from
 //!   the whole image.
 //!
-//! The tally goes to standard error.
+//! The tally goes to standard error. And the rule is shown wrong for code another ptxas
+//! made (NVSHMEM's device library, ptxas 13.0), to which it does not apply.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::io::Write;
@@ -292,4 +293,63 @@ fn the_rule_and_the_per_unit_jobs_hold_against_whole_program_jobs() {
         assert!(t.alone > 0 && t.decided > 0 && t.programs > 10, "{line}");
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// NVSHMEM's device library (`libnvshmem_device.a`, which ptxas 13.0 made) linked with a
+/// ring kernel (the toolkit's ptxas's) at sm_100, finalized whole: the rule does not
+/// apply to that link, and it would be wrong there: the finalizer changes functions it
+/// would decide, in the library's units and in the ring kernel's (which calls them).
+#[test]
+fn the_rule_does_not_apply_to_code_another_ptxas_made() {
+    let cuda = PathBuf::from(std::env::var_os("CUDA_HOME").expect("CUDA_HOME"));
+    let fx = PathBuf::from(std::env::var_os("NVLINKRS_FIXTURES").expect("NVLINKRS_FIXTURES"));
+    let shmem = fx.join("nvshmem");
+    let dir = tempfile::tempdir().unwrap();
+    let status = std::process::Command::new(cuda.join("bin/cuobjdump"))
+        .args(["-xelf", "all"])
+        .arg(shmem.join("lib/libnvshmem_device.a"))
+        .current_dir(dir.path())
+        .output()
+        .unwrap()
+        .status;
+    assert!(status.success());
+    let mut paths = vec![shmem.join("ring_100.cubin")];
+    let mut members: Vec<PathBuf> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(".sm_100.cubin"))
+        .collect();
+    members.sort();
+    paths.extend(members);
+    paths.push(corpus().join("sm_100/devrt.cubin"));
+    let units: Vec<Cubin> = paths.iter().map(|p| read(p)).collect();
+    let refs: Vec<&Cubin> = units.iter().collect();
+    let ptxas = nvlinkrs::toolkit::ptxas_version_of(&cuda.join("bin/ptxas"));
+    assert!(!rule::applies(&refs, ptxas.as_deref()));
+    assert!(rule::applies(&refs[..1], ptxas.as_deref()));
+    let fin = NvJitLink::load(&cuda.join("lib/libnvJitLink.so.13")).unwrap();
+    let (_, arch) = Arch::parse_target("sm_100").unwrap();
+    let mode = Mode {
+        arch,
+        debug: false,
+        extra: Vec::new(),
+    };
+    let job: Vec<&[u8]> = units.iter().map(|u| &u.data[..]).collect();
+    let image = fin
+        .link(&job, &mode)
+        .unwrap()
+        .expect("libnvJitLink links it");
+    let whole = Cubin::parse(Bytes::from_vec(image), "whole").unwrap();
+    let mut wrong = Vec::new();
+    for (unit, path) in units.iter().zip(&paths) {
+        let all = taken(unit, &whole, None);
+        let undecided = rule::undecided(unit, true).unwrap();
+        if all != taken(unit, &whole, Some(&undecided)) {
+            wrong.push(path.file_name().unwrap().to_string_lossy().into_owned());
+        }
+    }
+    assert_eq!(
+        wrong,
+        ["ring_100.cubin", "libnvshmem_device.17.sm_100.cubin"]
+    );
 }
