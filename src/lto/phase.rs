@@ -102,6 +102,15 @@ pub fn run(
         settings.host_info = false;
         settings.host_refs = Default::default();
     }
+    if req.incremental != lto::incremental::mode::Mode::Off
+        && let Some(p) =
+            lto::incremental::link(plan, ctx, &pool, &settings, &consensus, partial, timings)?
+    {
+        if from_host && !pool.cudadevrt {
+            return Err(Error::fatal("expected libcudadevrt object"));
+        }
+        return relocatable_outcome(p.cubins, &pool);
+    }
     let options = lto::nvvm_options(&settings, &consensus);
     let engine = engine_for(plan, ctx, &pool)?;
     if req.verbose_keep {
@@ -173,24 +182,29 @@ pub fn run(
         return Err(Error::fatal("expected libcudadevrt object"));
     }
     if relocatable {
-        let inputs = cubins
-            .into_iter()
-            .map(|c| {
-                let cubin = elf::cubin::Cubin::parse(bytes::Bytes::from_vec(c), "lto.cubin")?;
-                Ok(merge::Input {
-                    cubin,
-                    system: false,
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let from = pool.modules.iter().map(|m| m.module.name.clone()).collect();
-        return Ok(LtoOutcome::Relocatable(inputs, from));
+        return relocatable_outcome(cubins, &pool);
     }
     timings.phase("write", || output::write_atomic(&req.output, &cubins[0]))?;
     if timings.written.keep {
         timings.written.out = cubins.into_iter().next();
     }
     Ok(LtoOutcome::Written)
+}
+
+/// LTO's relocatable cubins, for the merge, and the modules whose IR they hold.
+fn relocatable_outcome(cubins: Vec<Vec<u8>>, pool: &Pool) -> Result<LtoOutcome> {
+    let inputs = cubins
+        .into_iter()
+        .map(|c| {
+            let cubin = elf::cubin::Cubin::parse(bytes::Bytes::from_vec(c), "lto.cubin")?;
+            Ok(merge::Input {
+                cubin,
+                system: false,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let from = pool.modules.iter().map(|m| m.module.name.clone()).collect();
+    Ok(LtoOutcome::Relocatable(inputs, from))
 }
 
 /// The LTO engine for the module set: LLVM for LLVM bitcode (which nvlink refuses),
@@ -252,17 +266,7 @@ fn engine_uncached(
             ))
         }
         _ => {
-            // nvlink loads `<nvvmpath>/lib64/libnvvm.so` and nothing else; without
-            // `-nvvmpath` (which nvlink requires) the toolkit's libNVVM
-            let path = match req.nvvmpath.as_deref() {
-                Some(nvvmpath) => nvvmpath.join("lib64").join("libnvvm.so"),
-                // (the toolkit as found with -nvvmpath absent, as here)
-                None => plan.toolkit()?.libnvvm(None).ok_or_else(|| {
-                    Error::fatal("-nvvmpath should be specified with -lto").context(
-                        "no libNVVM in the CUDA toolkit found either (nvvm/lib64/libnvvm.so)",
-                    )
-                })?,
-            };
+            let path = libnvvm_path(plan)?;
             let lib = lto::libnvvm::LibNvvm::load(&path)?;
             if req.split_compile_extended.is_some_and(|n| n != 1) {
                 // libNVVM's own threads are not reliable: see lto::isolated
@@ -271,6 +275,19 @@ fn engine_uncached(
             }
             Ok((Box::new(lto::NvvmEngine { lib }), "libNVVM", vec![path]))
         }
+    }
+}
+
+/// The libNVVM a link loads: nvlink loads `<nvvmpath>/lib64/libnvvm.so` and nothing
+/// else; without `-nvvmpath` (which nvlink requires) the toolkit's libNVVM.
+pub fn libnvvm_path(plan: &Plan) -> Result<std::path::PathBuf> {
+    match plan.req.nvvmpath.as_deref() {
+        Some(nvvmpath) => Ok(nvvmpath.join("lib64").join("libnvvm.so")),
+        // (the toolkit as found with -nvvmpath absent, as here)
+        None => plan.toolkit()?.libnvvm(None).ok_or_else(|| {
+            Error::fatal("-nvvmpath should be specified with -lto")
+                .context("no libNVVM in the CUDA toolkit found either (nvvm/lib64/libnvvm.so)")
+        }),
     }
 }
 

@@ -19,6 +19,22 @@ pub struct Body {
     pub refs: Vec<u32>,
     /// Globals referred to other than as a direct callee.
     pub address_taken: Vec<u32>,
+    /// Globals whose address (or an address within them) is used other than to load
+    /// from: stored to, stored, passed on, merged: they may be written.
+    pub written: Vec<u32>,
+}
+
+/// How an instruction uses an operand.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Use {
+    /// The function called.
+    Callee,
+    /// The address loaded from.
+    Load,
+    /// An address computed from (`getelementptr`, a cast): its result stands for it.
+    Derive,
+    /// Anything else.
+    Escape,
 }
 
 /// The module-level context a body is read in.
@@ -46,6 +62,14 @@ struct Reader<'a, 'b> {
     inst: u64,
     refs: Vec<u32>,
     taken: Vec<u32>,
+    /// How the current instruction uses its value operands.
+    role: Use,
+    /// The operands the current instruction derives its result from.
+    derive: Vec<u64>,
+    /// Each derived value and what it was derived from.
+    edges: std::collections::HashMap<u64, Vec<u64>>,
+    /// Values used as [`Use::Escape`].
+    escapes: Vec<u64>,
 }
 
 /// Reads the body of a function of type `fn_type` (`block`), `md` holding the module's
@@ -87,9 +111,13 @@ pub fn read(cx: &Context, md: &mut Metadata, fn_type: u64, block: &Block) -> Res
             inst: first_const + consts.len(),
             refs: Vec::new(),
             taken: Vec::new(),
+            role: Use::Escape,
+            derive: Vec::new(),
+            edges: Default::default(),
+            escapes: Vec::new(),
         };
         r.h.u64(nargs).u64(consts.len());
-        r.walk(block).map(|()| r.finish())
+        r.walk(block).and_then(|()| r.finish())
     };
     md.end_function();
     result
@@ -107,25 +135,44 @@ impl Reader<'_, '_> {
         Ok(())
     }
 
-    fn finish(mut self) -> Body {
-        for v in [&mut self.refs, &mut self.taken] {
+    fn finish(mut self) -> Result<Body, Why> {
+        let mut written = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        let mut stack = std::mem::take(&mut self.escapes);
+        while let Some(id) = stack.pop() {
+            if !seen.insert(id) {
+                continue;
+            }
+            match self.edges.get(&id) {
+                Some(from) => stack.extend(from.iter().copied()),
+                None => written.extend(self.space.value(id)?.refs),
+            }
+        }
+        for v in [&mut self.refs, &mut self.taken, &mut written] {
             v.sort_unstable();
             v.dedup();
         }
-        Body {
+        Ok(Body {
             hash: self.h.done(),
             refs: self.refs,
             address_taken: self.taken,
-        }
+            written,
+        })
     }
 
     fn meaning(&mut self, id: u64, callee: bool) -> Result<(), Why> {
+        let role = if callee { Use::Callee } else { self.role };
         let m: Meaning = self.space.value(id)?;
         self.h.hash(&m.hash);
-        if !callee {
+        if role != Use::Callee {
             self.taken.extend(m.refs.iter().copied());
         }
         self.refs.extend(m.refs);
+        match role {
+            Use::Callee | Use::Load => {}
+            Use::Derive => self.derive.push(id),
+            Use::Escape => self.escapes.push(id),
+        }
         Ok(())
     }
 
@@ -146,6 +193,12 @@ impl Reader<'_, '_> {
             return Ok(());
         }
         self.h.str("inst").u64(r.code as u64).u64(ops.len() as u64);
+        self.role = match r.code {
+            3 | 4 | 43 => Use::Derive,
+            20 | 41 => Use::Load,
+            _ => Use::Escape,
+        };
+        self.derive.clear();
         match r.code {
             1 => {
                 self.raw_rest(&mut c);
@@ -204,6 +257,7 @@ impl Reader<'_, '_> {
             }
             20 => {
                 self.vt(&mut c)?;
+                self.role = Use::Escape;
                 if ops.len() - c.i == 3 {
                     self.ty(&mut c)?;
                 }
@@ -211,6 +265,7 @@ impl Reader<'_, '_> {
             }
             41 => {
                 self.vt(&mut c)?;
+                self.role = Use::Escape;
                 if ops.len() - c.i == 5 {
                     self.ty(&mut c)?;
                 }
@@ -286,6 +341,10 @@ impl Reader<'_, '_> {
             code => return Err(format!("instruction record {code}")),
         }
         if defines_value(r.code) {
+            if !self.derive.is_empty() {
+                self.edges
+                    .insert(self.inst, std::mem::take(&mut self.derive));
+            }
             self.inst += 1;
         }
         Ok(())

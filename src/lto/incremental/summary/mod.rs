@@ -24,7 +24,7 @@ mod metadata;
 mod module;
 mod tables;
 
-pub use hash::Hash;
+pub use hash::{Hash, Hasher};
 
 use crate::diag::Result;
 use crate::lto::IrModule;
@@ -85,6 +85,9 @@ pub struct Global {
     pub refs: Vec<u32>,
     /// Referred to other than as the callee of a call (its address is used).
     pub address_taken: bool,
+    /// A variable some function of the module may write (its address is used other
+    /// than to load from), or whose address an initializer holds.
+    pub written: bool,
 }
 
 /// A module's summary.
@@ -95,6 +98,8 @@ pub struct Summary {
     pub opaque: Option<String>,
     /// The hash of the module's bitcode (what an opaque module counts as).
     pub whole: Hash,
+    /// The module's inline assembly (outside functions; every partition emits it).
+    pub asm: String,
 }
 
 impl Summary {
@@ -136,6 +141,7 @@ pub fn summarize(m: &IrModule, lines: bool) -> Summary {
                 globals: Vec::new(),
                 opaque: Some(e.to_string()),
                 whole: Hash::of(&m.data),
+                asm: String::new(),
             };
         }
     };
@@ -145,17 +151,16 @@ pub fn summarize(m: &IrModule, lines: bool) -> Summary {
 /// [`summarize`] for plain bitcode (the fuzz target's entry).
 pub fn summarize_bitcode(bitcode: &[u8], origin: &str, lines: bool) -> Summary {
     let whole = Hash::of(bitcode);
-    match module::read(bitcode, origin, lines) {
-        Ok(globals) => Summary {
-            globals,
-            opaque: None,
-            whole,
-        },
-        Err((globals, why)) => Summary {
-            globals,
-            opaque: Some(why),
-            whole,
-        },
+    let mut asm = String::new();
+    let (globals, opaque) = match module::read(bitcode, origin, lines, &mut asm) {
+        Ok(globals) => (globals, None),
+        Err((globals, why)) => (globals, Some(why)),
+    };
+    Summary {
+        globals,
+        opaque,
+        whole,
+        asm,
     }
 }
 

@@ -25,8 +25,14 @@ const CC_PTX_KERNEL: u64 = 71;
 
 type Failed = (Vec<Global>, String);
 
-/// Reads a module; `Err` holds what could be listed and why it is opaque.
-pub fn read(bitcode: &[u8], origin: &str, lines: bool) -> Result<Vec<Global>, Failed> {
+/// Reads a module; `Err` holds what could be listed and why it is opaque. Also gives
+/// the module's inline assembly (`asm` outside functions), which every partition emits.
+pub fn read(
+    bitcode: &[u8],
+    origin: &str,
+    lines: bool,
+    asm: &mut String,
+) -> Result<Vec<Global>, Failed> {
     let top = bitstream::parse(bitcode, origin).map_err(|e| (Vec::new(), e.to_string()))?;
     let fail = |why: Why| (Vec::new(), format!("'{origin}': {why}"));
     let module = top
@@ -40,6 +46,10 @@ pub fn read(bitcode: &[u8], origin: &str, lines: bool) -> Result<Vec<Global>, Fa
         .find_map(|r| r.blob.clone())
         .map(|b| &bitcode[b])
         .unwrap_or_default();
+    for r in module.records().filter(|r| r.code == 4) {
+        asm.push_str(&text(&r.ops));
+        asm.push('\n');
+    }
     let m = Module::read(module, strtab, bitcode, lines).map_err(fail)?;
     let mut globals = m.heads_as_globals().map_err(fail)?;
     match m.complete(&mut globals) {
@@ -52,6 +62,7 @@ pub fn read(bitcode: &[u8], origin: &str, lines: bool) -> Result<Vec<Global>, Fa
                 g.hash = whole;
                 g.refs = all.clone();
                 g.address_taken = g.kind == Kind::Function;
+                g.written = g.kind == Kind::Variable;
             }
             Err((globals, format!("'{origin}': {why}")))
         }
@@ -195,6 +206,7 @@ impl<'a> Module<'a> {
                 hash: Hash::default(),
                 refs: Vec::new(),
                 address_taken: false,
+                written: false,
             });
         }
         let space = self.space();
@@ -219,6 +231,7 @@ impl<'a> Module<'a> {
         let annotations = self.md.annotations(globals.len() as u64);
         let mut bodies = self.bodies.clone().into_iter();
         let mut taken: Vec<u32> = Vec::new();
+        let mut written: Vec<u32> = Vec::new();
         for (i, h) in self.heads.iter().enumerate() {
             let mut hasher = Hasher::new("global");
             hasher.hash(&self.context).u64(h.code as u64).str(&h.name);
@@ -241,9 +254,11 @@ impl<'a> Module<'a> {
                 hasher.hash(&b.hash);
                 refs.extend(b.refs);
                 taken.extend(b.address_taken);
+                written.extend(b.written);
             } else if !is_llvm_used(&h.name) {
-                // (an initializer or aliasee names its functions by address)
+                // (an initializer or aliasee holds the addresses it names)
                 taken.extend(refs.iter().copied());
+                written.extend(refs.iter().copied());
             }
             for a in annotations.iter().filter(|a| a.global == i as u64) {
                 for (key, value) in &a.pairs {
@@ -261,6 +276,11 @@ impl<'a> Module<'a> {
         for t in taken {
             if let Some(g) = globals.get_mut(t as usize) {
                 g.address_taken = true;
+            }
+        }
+        for w in written {
+            if let Some(g) = globals.get_mut(w as usize) {
+                g.written = true;
             }
         }
         Ok(())
