@@ -1,12 +1,15 @@
 //! ELF for the linker: the one reader ([`cubin`]: any ELF64 file's sections, the
 //! linkable cubin), what a device ELF says about itself (architecture, kernels, notes),
 //! and the image writer (and its re-layout of an image, [`relayout`]), `.nv.info`
-//! records, relocation types, image comparison and the
+//! records, relocation types, image comparison (whole, [`equiv`]; all but the code,
+//! [`interface`]; the code kernel by kernel, [`codestats`]) and the
 //! resources `-v` reports read back from a written image ([`resources`]).
 
+pub mod codestats;
 pub mod cubin;
 pub mod equiv;
 pub mod info;
+pub mod interface;
 pub mod relayout;
 pub mod reloc;
 pub mod resources;
