@@ -1,5 +1,6 @@
 //! Two images compared on everything but their code (`nvlinkrs compare --except-code`):
-//! what the host and the driver see of them. The same ELF type and flags; the same
+//! what the host and the driver see of them. The same ELF type and flags (the flags'
+//! debug byte, which counts the inputs with line information the merge met, a note); the same
 //! kernels, each with the same parameter layout (`.nv.info` parameter records), launch
 //! bounds and cluster records, register limit, parameter bank and static shared memory;
 //! the same variables, each with its size, section, `st_other` (managed and the like) and
@@ -127,13 +128,21 @@ pub fn compare(expected: &[u8], actual: &[u8]) -> Result<Report> {
         identical: expected == actual,
         ..Default::default()
     };
-    if (e.e_type, e.e_flags, e.osabi, e.abi_version)
-        != (a.e_type, a.e_flags, a.osabi, a.abi_version)
+    // (the flags' top byte counts the debug information the merge met: a note)
+    let flags = |c: &Cubin| c.e_flags & 0x00FF_FFFF;
+    if (e.e_type, flags(&e), e.osabi, e.abi_version)
+        != (a.e_type, flags(&a), a.osabi, a.abi_version)
     {
         r.differences.push(format!(
             "header: type/flags/osabi/abi {:?} vs {:?}",
             (e.e_type, e.e_flags, e.osabi, e.abi_version),
             (a.e_type, a.e_flags, a.osabi, a.abi_version)
+        ));
+    } else if e.e_flags != a.e_flags {
+        r.notes.push(format!(
+            "header: debug byte of the flags {:#x} vs {:#x}",
+            e.e_flags >> 24,
+            a.e_flags >> 24
         ));
     }
     let (ek, ak) = (kernels(&e)?, kernels(&a)?);

@@ -336,9 +336,15 @@ fn assemble(
         crate::ptxas_driver::assemble_all(&ctx.jobs, assembler.as_ref(), &jobs, 0)
     })?;
     let mut cubins = Vec::with_capacity(done.len());
+    // (a line an earlier partition's ptxas printed, a warning about the options, once)
+    let mut seen = BTreeSet::new();
     for a in done {
         let a = a?;
-        ctx.diag.tool_output(&a.messages);
+        let fresh: Vec<&str> = a.messages.lines().filter(|l| !seen.contains(*l)).collect();
+        if !fresh.is_empty() {
+            ctx.diag.tool_output(&(fresh.join("\n") + "\n"));
+        }
+        seen.extend(a.messages.lines().map(str::to_string));
         cubins.push(a.cubin);
     }
     Ok(cubins)

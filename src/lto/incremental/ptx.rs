@@ -6,8 +6,10 @@
 //!   the IR linker met them, which depends on units the partition does not reach, and
 //!   numbers labels and local depots by that order. So every function gets a prototype
 //!   up front, definitions are sorted by name, variables by name (each after those its
-//!   initializer names), and the function-scoped numbers are made 0. Then a partition's
-//!   PTX depends on what it reaches alone, and a cached one is what a cold compile gives.
+//!   initializer names), and the function-scoped numbers are made 0; with line
+//!   information, files and the strings naming inlined functions are numbered again
+//!   (`lines`). Then a partition's PTX depends on what it reaches alone, and a cached one
+//!   is what a cold compile gives.
 //! * linking ([`rewrite`]): a pinned variable is defined by its owner and declared
 //!   `.extern` by the others (an internal owner's definition becomes `.visible`); a kernel
 //!   that is not the partition's own (one it launches) becomes an `.extern .entry`; a
@@ -17,6 +19,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::diag::{Error, Result};
+
+mod lines;
 
 /// What a top-level statement is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -332,15 +336,21 @@ pub fn normalize(ptx: &str) -> Result<String> {
     let items = parse(ptx)?;
     let mut out = String::with_capacity(ptx.len() + 4096);
     let pick = |w: What| items.iter().filter(move |i| i.what == w);
-    for i in pick(What::Header).chain(pick(What::File)) {
-        i.render(&mut out);
-    }
-    out.push('\n');
-    let defined: BTreeSet<&str> = items
+    let mut functions: Vec<&Item> = items
         .iter()
         .filter(|i| matches!(i.what, What::Function | What::Kernel))
-        .map(|i| i.name.as_str())
         .collect();
+    functions.sort_by(|a, b| a.name.cmp(&b.name));
+    let lines = lines::Lines::new(&items, &functions)?;
+    for i in pick(What::Header) {
+        i.render(&mut out);
+    }
+    for f in &lines.file_directives {
+        out.push_str(f);
+        out.push('\n');
+    }
+    out.push('\n');
+    let defined: BTreeSet<&str> = functions.iter().map(|i| i.name.as_str()).collect();
     // declarations of what is defined elsewhere, then prototypes of everything defined
     let mut decls: BTreeMap<&str, &Item> = BTreeMap::new();
     for i in pick(What::Declaration).filter(|i| !defined.contains(i.name.as_str())) {
@@ -350,11 +360,6 @@ pub fn normalize(ptx: &str) -> Result<String> {
         out.push_str(&i.text);
         out.push('\n');
     }
-    let mut functions: Vec<&Item> = items
-        .iter()
-        .filter(|i| matches!(i.what, What::Function | What::Kernel))
-        .collect();
-    functions.sort_by(|a, b| a.name.cmp(&b.name));
     for f in &functions {
         let p = prototype(f)
             .ok_or_else(|| bad(&format!("function '{}' has no parameter list", f.name)))?;
@@ -367,11 +372,24 @@ pub fn normalize(ptx: &str) -> Result<String> {
     }
     out.push('\n');
     for f in functions {
-        out.push_str(&unnumbered(&f.text));
+        let text = unnumbered(&f.text);
+        out.push_str(&match lines.any() {
+            true => lines.renumber(&text),
+            false => text,
+        });
         out.push_str("\n\n");
     }
     for i in pick(What::Other) {
-        i.render(&mut out);
+        let debug_str = i.text.starts_with(".section")
+            && i.text.split_whitespace().nth(1) == Some(".debug_str");
+        match (debug_str, lines.debug_str()) {
+            (true, Some(s)) => {
+                out.push_str(&i.comments);
+                out.push_str(&s);
+                out.push('\n');
+            }
+            _ => i.render(&mut out),
+        }
     }
     Ok(out)
 }
