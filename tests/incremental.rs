@@ -387,3 +387,67 @@ fn an_edit_compiles_only_the_partitions_whose_code_changed_and_gives_the_cold_im
         }
     }
 }
+
+#[test]
+fn the_first_link_is_whole_program_while_the_daemon_builds_the_partitions() {
+    let runtime = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let env = [
+        ("XDG_RUNTIME_DIR", runtime.path().to_str().unwrap()),
+        ("NVLINKRS_DAEMON_IDLE", "120"),
+    ];
+    let daemon = |what: &str| {
+        let o = Command::new(nvlinkrs())
+            .args(["daemon", what])
+            .envs(env)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    assert!(daemon("status").ends_with("background idle\n"));
+    let st = program(&["st_a_90.o", "st_b_90.o", "st_main_90.o"]);
+    let mut a = args(90, &st, &["-v"]);
+    a.push("--incremental".into());
+    let first = link(&a, None, Some(cache.path()), &env);
+    assert_eq!(
+        first.image,
+        link(&args(90, &st, &[]), None, None, &[]).image,
+        "nvlink's bytes first"
+    );
+    assert!(first.messages.contains(
+        "incremental LTO: linking whole-program: no partition of this program is built yet"
+    ));
+    assert!(
+        first
+            .messages
+            .contains("incremental LTO: the partitions are being built in the background")
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    while !daemon("status").ends_with("background idle\n") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the background build did not end"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    // the next link, after an edit of st_a.cu's kernel, compiles that partition alone
+    let edited = program(&["st_a_k_90.o", "st_b_90.o", "st_main_90.o"]);
+    let mut a = args(90, &edited, &["-v"]);
+    a.push("--incremental".into());
+    let next = link(&a, None, Some(cache.path()), &env);
+    assert!(
+        compiled(&next).ends_with("2 partitions and the data partition, 1 to compile"),
+        "{}",
+        compiled(&next)
+    );
+    // (the same options: the image's tool note records -v)
+    let cold = tempfile::tempdir().unwrap();
+    let again = link(
+        &args(90, &edited, &["-v"]),
+        Some("partitions"),
+        Some(cold.path()),
+        &[],
+    );
+    assert!(next.image == again.image);
+    daemon("stop");
+}

@@ -1,9 +1,61 @@
 //! The partitions of a program built in the background, so that the first link in
-//! incremental mode is the whole-program link (no slower than nvlink's) and the next
-//! one, after an edit, is incremental.
+//! incremental mode is the whole-program link (nvlink's bytes, no slower than nvlink's)
+//! and the next one, after an edit, is incremental. The link that found nothing cached
+//! asks this user's daemon (starting it) to run the same link again at the lowest
+//! priority as partitions (`daemon::background`); that link writes its image to a
+//! temporary file of its own ([`adjust`]) and leaves the partitions in the cache.
+//! `nvlinkrs daemon status` says `background idle` once nothing is queued.
 
 use crate::cli::LinkRequest;
+use crate::daemon::background::MARK;
 use crate::diag::Diagnostics;
 
+/// Whether this process is a background build.
+pub fn is_background() -> bool {
+    std::env::var_os(MARK).is_some()
+}
+
 /// Asks for the partitions of this link to be built in the background.
-pub fn request(_req: &LinkRequest, _diag: &Diagnostics) {}
+pub fn request(req: &LinkRequest, diag: &Diagnostics) {
+    if is_background() || req.nvjitlink {
+        return;
+    }
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let queued = crate::daemon::queue_background(&args);
+    if req.verbose {
+        diag.info(match queued {
+            true => "incremental LTO: the partitions are being built in the background (nvlinkrs daemon status)",
+            false => "incremental LTO: no daemon could take the background build; NVLINKRS_INCREMENTAL=partitions builds the partitions in a link",
+        });
+    }
+}
+
+/// The temporary image of a background build, removed when dropped.
+pub struct Scratch(Option<std::path::PathBuf>);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if let Some(p) = &self.0 {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// A background build's request: its image to a temporary file, no file beside it
+/// (registration, times, report), nothing printed but errors.
+pub fn adjust(req: &mut LinkRequest) -> Scratch {
+    if !is_background() {
+        return Scratch(None);
+    }
+    let path =
+        std::env::temp_dir().join(format!("nvlinkrs-background-{}.cubin", std::process::id()));
+    req.output = path.clone();
+    req.register_link_binaries = None;
+    req.time = None;
+    req.report_json = None;
+    req.dump_callgraph = None;
+    req.verbose = false;
+    req.verbose2 = false;
+    req.verbose_keep = false;
+    Scratch(Some(path))
+}

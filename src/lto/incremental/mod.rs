@@ -145,17 +145,17 @@ pub fn link(
         .iter()
         .filter(|c| c.is_none())
         .count();
+    if req.incremental == Mode::Auto && code_misses == jobs.len() - 1 {
+        say("no partition of this program is built yet");
+        background::request(req, diag);
+        return Ok(None);
+    }
     if req.verbose {
         diag.info(&format!(
             "incremental LTO: {} partitions and the data partition, {} to compile",
             jobs.len() - 1,
             cached.iter().filter(|c| c.is_none()).count()
         ));
-    }
-    if req.incremental == Mode::Auto && code_misses == jobs.len() - 1 {
-        say("no partition of this program is built yet (they are built in the background)");
-        background::request(req, diag);
-        return Ok(None);
     }
     let lib = lto::libnvvm::LibNvvm::load(&libnvvm)?;
     let engine = lto::NvvmEngine { lib };

@@ -1,0 +1,134 @@
+//! Background work of the daemon: the partitions of an incremental link's program built
+//! after its first (whole-program) link answered. A request carries the link's arguments,
+//! working directory and environment, like a link's; the daemon queues it (once: the
+//! same request queued twice is one job), answers at once, and runs the jobs one at a
+//! time on a thread of its own as child links at the lowest priority (nice 19, one job
+//! of the budget) with `NVLINKRS_INCREMENTAL=partitions` and the background mark, which
+//! makes the child write its image to a temporary file it removes (the user's output is
+//! not touched). `daemon status` reports the queue (`idle` when empty).
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::{Condvar, Mutex};
+
+/// The environment mark of a background link (see `lto::incremental::background`).
+pub const MARK: &str = "NVLINKRS_INCREMENTAL_BACKGROUND";
+
+/// One queued build: the request's frames.
+type Job = Vec<(String, Vec<u8>)>;
+
+#[derive(Default)]
+pub struct Queue {
+    state: Mutex<State>,
+    wake: Condvar,
+}
+
+#[derive(Default)]
+struct State {
+    jobs: VecDeque<Job>,
+    /// The child running now, by pid.
+    running: Option<u32>,
+    stopping: bool,
+}
+
+impl Queue {
+    /// Queues a request's build unless the same one is queued already.
+    pub fn push(&self, job: Job) {
+        let mut s = self.state.lock().unwrap();
+        if !s.jobs.contains(&job) {
+            s.jobs.push_back(job);
+            self.wake.notify_all();
+        }
+    }
+
+    /// (queued, running) for `daemon status`.
+    pub fn counts(&self) -> (u64, u64) {
+        let s = self.state.lock().unwrap();
+        (s.jobs.len() as u64, s.running.is_some() as u64)
+    }
+
+    pub fn busy(&self) -> bool {
+        let (q, r) = self.counts();
+        q + r > 0
+    }
+
+    /// Ends the worker: the queue is dropped, a running build is killed.
+    pub fn stop(&self) {
+        let mut s = self.state.lock().unwrap();
+        s.stopping = true;
+        s.jobs.clear();
+        if let Some(pid) = s.running {
+            // SAFETY: kill(2) on a child this daemon started and has not reaped yet.
+            unsafe {
+                libc::kill(pid as libc::pid_t, libc::SIGKILL);
+            }
+        }
+        self.wake.notify_all();
+    }
+
+    /// The worker: runs the jobs one by one until stopped.
+    pub fn work(&self, forwarded: impl Fn(&str) -> bool) {
+        loop {
+            let job = {
+                let mut s = self.state.lock().unwrap();
+                loop {
+                    if s.stopping {
+                        return;
+                    }
+                    if let Some(j) = s.jobs.pop_front() {
+                        break j;
+                    }
+                    s = self.wake.wait(s).unwrap();
+                }
+            };
+            let Some(mut cmd) = command(&job, &forwarded) else {
+                continue;
+            };
+            let Ok(mut child) = cmd.spawn() else {
+                continue;
+            };
+            self.state.lock().unwrap().running = Some(child.id());
+            let _ = child.wait();
+            self.state.lock().unwrap().running = None;
+        }
+    }
+}
+
+/// The child link of a job: the daemon's own binary, in the request's directory with
+/// the request's environment, at the lowest priority, its output thrown away.
+fn command(job: &Job, forwarded: &impl Fn(&str) -> bool) -> Option<std::process::Command> {
+    let text = |v: &[u8]| String::from_utf8_lossy(v).into_owned();
+    let cwd = job
+        .iter()
+        .find(|(k, _)| k == "cwd")
+        .map(|(_, v)| PathBuf::from(text(v)))
+        .filter(|c| c.is_absolute() && c.is_dir())?;
+    let mut cmd = std::process::Command::new("/proc/self/exe");
+    cmd.args(job.iter().filter(|(k, _)| k == "arg").map(|(_, v)| text(v)))
+        .current_dir(cwd)
+        .env_clear()
+        .env(super::IN_DAEMON, "1")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    for (_, v) in job.iter().filter(|(k, _)| k == "env") {
+        if let Some((name, value)) = text(v).split_once('=')
+            && forwarded(name)
+            && name != "MAKEFLAGS"
+        {
+            cmd.env(name, value);
+        }
+    }
+    cmd.env(crate::lto::incremental::mode::VAR, "partitions")
+        .env(MARK, "1")
+        .env("NVLINKRS_JOBS", "1");
+    // SAFETY: setpriority(2) is async-signal-safe.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+            libc::setpriority(libc::PRIO_PROCESS, 0, 19);
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    Some(cmd)
+}
