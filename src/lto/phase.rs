@@ -102,15 +102,20 @@ pub fn run(
         settings.host_info = false;
         settings.host_refs = Default::default();
     }
-    if req.incremental != lto::incremental::mode::Mode::Off
-        && let Some(p) =
-            lto::incremental::link(plan, ctx, &pool, &settings, &consensus, partial, timings)?
-    {
-        if from_host && !pool.cudadevrt {
-            return Err(Error::fatal("expected libcudadevrt object"));
+    let mut whole_timer = None;
+    if req.incremental != lto::incremental::mode::Mode::Off {
+        use lto::incremental::Outcome;
+        match lto::incremental::link(plan, ctx, &pool, &settings, &consensus, partial, timings)? {
+            Outcome::Partitioned(cubins) => {
+                if from_host && !pool.cudadevrt {
+                    return Err(Error::fatal("expected libcudadevrt object"));
+                }
+                return relocatable_outcome(cubins, &pool);
+            }
+            Outcome::Whole(timer) => whole_timer = timer,
         }
-        return relocatable_outcome(p.cubins, &pool);
     }
+
     let options = lto::nvvm_options(&settings, &consensus);
     let engine = engine_for(plan, ctx, &pool)?;
     if req.verbose_keep {
@@ -172,6 +177,16 @@ pub fn run(
     let assembled = timings.phase("ptxas", || {
         ptxas_driver::assemble_all(&ctx.jobs, assembler.as_ref(), &jobs, threads)
     })?;
+    // (an incremental link's whole-program link: its time, for later links to weigh)
+    if let (Some(t), Some(cache)) = (whole_timer, ctx.cache()) {
+        let ms: u128 = timings
+            .phases
+            .iter()
+            .filter(|(p, _)| matches!(*p, "cicc" | "ptxas"))
+            .map(|(_, d)| d.as_millis())
+            .sum();
+        t.record(cache, ms as u64);
+    }
     let mut cubins = Vec::with_capacity(assembled.len());
     for a in assembled {
         let a = a?;
