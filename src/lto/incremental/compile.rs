@@ -1,7 +1,7 @@
 //! The stages of a partitioned link: each partition's option list and cache key, its
 //! compile by libNVVM (PTX in canonical form, stored with its log and its time), the
-//! rewrite of every partition's PTX to link with the others, and ptxas (cached by the
-//! rewritten PTX, through `NVLINKRS_PTXAS_LAUNCHER` when set, each job timed).
+//! rewrite of every partition's PTX to link with the others, and ptxas `-ewp` (cached
+//! by the rewritten PTX, through `NVLINKRS_PTXAS_LAUNCHER` when set, each job timed).
 
 use std::collections::BTreeSet;
 use std::sync::Mutex;
@@ -21,10 +21,14 @@ use crate::report::Timings;
 /// the rewrite changes).
 const FORMAT: &str = "incremental-1";
 
-/// The ptxas option that lets ptxas clone a called function for each kernel even in a
-/// relocatable compile (what a whole-program compile does), so partitions get the
-/// whole-program code.
-pub const CLONE_OPTION: &str = "-enable-func-clone-sc=true";
+/// How ptxas compiles a partition: as a whole program that other objects may extend
+/// (e_type 0xff00; its references to other partitions' variables and kernels and to
+/// libcudadevrt stay relocations). ptxas `-c` gives other code: on Thrust's radix-sort
+/// histogram kernel 95 registers where the whole-program compile gives 40 (CCCL 13.3,
+/// sm_90), since a relocatable compile cannot know the kernel's whole shared memory;
+/// `-ewp` gives the whole-program link's registers and instructions on every kernel of
+/// the benchmark programs.
+pub const EWP_OPTION: &str = "--extensible-whole-program";
 
 /// One partition's libNVVM compile.
 pub struct Job {
@@ -221,12 +225,12 @@ pub fn assemble(
     timings: &mut Timings,
 ) -> Result<(Vec<Vec<u8>>, Vec<u64>)> {
     let req = plan.req;
-    let mut options = plan.ptxas_options(true);
+    let mut options = plan.ptxas_options(false);
     options.maxrregcount = req
         .maxrregcount
         .or(consensus.value(Opt::MaxReg))
         .filter(|&n| n > 0);
-    options.extra.push(CLONE_OPTION.into());
+    options.extra.push(EWP_OPTION.into());
     let jobs: Vec<crate::ptxas_driver::Job> = ptx
         .into_iter()
         .map(|p| crate::ptxas_driver::Job {

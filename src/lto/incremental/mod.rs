@@ -1,6 +1,7 @@
 //! Incremental device LTO (`--incremental`, `NVLINKRS_INCREMENTAL=1`): a `-dlto` link as
 //! partitions, each one libNVVM program over every module with nvlink's options and the
-//! kernels of one unit as its roots, assembled by ptxas `-c` and merged with the rest.
+//! kernels of one unit as its roots, assembled by ptxas as an extensible whole program
+//! (`-ewp`) and merged with the rest.
 //! After an edit only the partitions whose reachable code changed are compiled again:
 //! a partition's PTX is cached under its manifest (the hashes of exactly the functions
 //! and variables it reaches, [`plan`]), its option list, the names the IR linker may
@@ -26,7 +27,7 @@ use crate::diag::Result;
 use crate::lto::{self, IrForm, IrModule, LtoSettings, pool::Pool};
 use crate::plan::Plan as LinkPlan;
 use crate::report::Timings;
-pub use compile::CLONE_OPTION;
+pub use compile::EWP_OPTION;
 use mode::Mode;
 
 /// Why this link is not partitioned, if it is not (said under `-v`).
