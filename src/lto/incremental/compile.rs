@@ -23,11 +23,9 @@ const FORMAT: &str = "incremental-1";
 
 /// How ptxas compiles a partition: as a whole program that other objects may extend
 /// (e_type 0xff00; its references to other partitions' variables and kernels and to
-/// libcudadevrt stay relocations). ptxas `-c` gives other code: on Thrust's radix-sort
-/// histogram kernel 95 registers where the whole-program compile gives 40 (CCCL 13.3,
-/// sm_90), since a relocatable compile cannot know the kernel's whole shared memory;
-/// `-ewp` gives the whole-program link's registers and instructions on every kernel of
-/// the benchmark programs.
+/// libcudadevrt stay relocations). ptxas `-c` gives other code: some of Thrust's
+/// radix-sort kernels (CCCL 13.3, sm_90) got more than twice the whole-program compile's
+/// registers; `-ewp` gives the whole-program link's registers and instructions.
 pub const EWP_OPTION: &str = "--extensible-whole-program";
 
 /// One partition's libNVVM compile.

@@ -122,6 +122,13 @@ pub fn link(
             return Ok(Outcome::Whole(None));
         }
     };
+    if req.verbose && !parts.copied_addresses.is_empty() {
+        diag.info(&format!(
+            "incremental LTO: {} function(s) whose address is taken are copied into several partitions (pointers to them taken in different partitions compare unequal): {}",
+            parts.copied_addresses.len(),
+            parts.copied_addresses.join(", ")
+        ));
+    }
     let libnvvm = lto::phase::libnvvm_path(plan)?;
     let jobs = compile::jobs(
         &parts,

@@ -106,6 +106,10 @@ pub struct Plan {
     pub pinned: BTreeSet<String>,
     /// The kernels the image will hold.
     pub kernels: BTreeSet<String>,
+    /// Functions whose address is taken that more than one partition holds a copy of:
+    /// calls through a pointer work, but pointers to them taken in different partitions
+    /// compare unequal (said under `-v`).
+    pub copied_addresses: Vec<String>,
 }
 
 /// Why the link cannot be partitioned (it is then linked whole-program).
@@ -346,6 +350,18 @@ pub fn make(
         lists: data,
     });
     check_local_names(&p, &pinned_nodes)?;
+    for &n in &data_closure {
+        *reached_by.entry(n).or_default() += 1;
+    }
+    let mut copied_addresses: Vec<String> = reached_by
+        .iter()
+        .filter(|&(&n, &count)| {
+            let g = p.global(n);
+            count >= 2 && g.kind == Kind::Function && g.defined && g.address_taken && !g.kernel
+        })
+        .map(|(&n, _)| p.global(n).name.clone())
+        .collect();
+    copied_addresses.sort();
     Ok(Plan {
         partitions,
         pinned: pinned_nodes
@@ -353,6 +369,7 @@ pub fn make(
             .map(|&n| p.global(n).name.clone())
             .collect(),
         kernels: kept.iter().map(|&n| p.global(n).name.clone()).collect(),
+        copied_addresses,
     })
 }
 
