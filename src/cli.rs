@@ -11,6 +11,7 @@ use clap::{ArgAction, CommandFactory, FromArgMatches, Parser, parser::ValueSourc
 
 use crate::arch::{Arch, TargetKind};
 use crate::diag::{Error, Result};
+pub mod incremental;
 mod optcheck;
 
 use optcheck::{CPU_ARCHS, check_conflicts, one_of, target};
@@ -659,7 +660,7 @@ pub struct LinkRequest {
     /// `-tool-name NAME`: what messages and the image's note call the linker.
     pub tool_name: Option<String>,
     /// Incremental LTO (`--incremental`, `NVLINKRS_INCREMENTAL`).
-    pub incremental: crate::lto::incremental::mode::Mode,
+    pub incremental: incremental::Mode,
     /// A link for the drop-in libnvJitLink (`nvjitlink/`): the inputs are private copies
     /// of what its caller handed over in memory, in a folder of their own (the cache keys
     /// them by file name and content, not by the folder, so that the same link is found
@@ -796,7 +797,7 @@ impl LinkArgs {
             time: self.time.clone(),
             relocatable: self.relocatable_link,
             emit_ltoir: self.emit_ltoir,
-            incremental: crate::lto::incremental::mode::choose(self.incremental)?,
+            incremental: incremental::choose(self.incremental)?,
             nvvm_latest: self.nvvm_latest,
             dump_callgraph: if self.dump_callgraph {
                 Some(true)

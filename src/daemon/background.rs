@@ -119,7 +119,7 @@ fn command(job: &Job, forwarded: &impl Fn(&str) -> bool) -> Option<std::process:
             cmd.env(name, value);
         }
     }
-    cmd.env(crate::lto::incremental::mode::VAR, "partitions")
+    cmd.env(crate::cli::incremental::VAR, "partitions")
         .env(MARK, "1")
         .env("NVLINKRS_JOBS", "1");
     // SAFETY: setpriority(2) is async-signal-safe.

@@ -8,7 +8,7 @@
 //! rename, and libNVVM's identity; its cubin under its rewritten PTX ([`ptx`]) and
 //! ptxas's identity. `bitstream` and `summary` read each module without LLVM, at every
 //! target. What cannot be partitioned is linked whole-program, as without the option
-//! (with `-v`, the reason). The first link of a program in [`mode::Mode::Auto`] is the
+//! (with `-v`, the reason). The first link of a program in [`Mode::Auto`] is the
 //! whole-program link while the partitions are built in the background
 //! ([`background`]).
 
@@ -16,7 +16,6 @@ pub mod background;
 pub mod bitstream;
 mod compile;
 pub mod history;
-pub mod mode;
 pub mod plan;
 pub mod ptx;
 pub mod summary;
@@ -28,7 +27,7 @@ use crate::lto::{self, IrForm, IrModule, LtoSettings, pool::Pool};
 use crate::plan::Plan as LinkPlan;
 use crate::report::Timings;
 pub use compile::EWP_OPTION;
-use mode::Mode;
+use crate::cli::incremental::Mode;
 
 /// Why this link is not partitioned, if it is not (said under `-v`).
 fn refusal(plan: &LinkPlan, pool: &Pool, settings: &LtoSettings, partial: bool) -> Option<String> {

@@ -1,4 +1,4 @@
-//! Whether a link is incremental: `--incremental`, or `NVLINKRS_INCREMENTAL` for builds
+//! Whether a link is incremental (`lto::incremental`): `--incremental`, or `NVLINKRS_INCREMENTAL` for builds
 //! whose command line cannot change (`1`, `on`, `true`, `yes`; `0`, `off`, `false`,
 //! `no`, empty: off), and `NVLINKRS_INCREMENTAL=partitions`, which links as partitions
 //! even with nothing cached (what the background build, the tests and the benchmark run
