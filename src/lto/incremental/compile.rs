@@ -1,38 +1,28 @@
-//! The stages of a partitioned link: each partition's option list and cache key, its
-//! compile by libNVVM (PTX in canonical form, stored with its log and its time), the
-//! rewrite of every partition's PTX to link with the others, and ptxas `-ewp` (cached
-//! by the rewritten PTX, through `NVLINKRS_PTXAS_LAUNCHER` when set, each job timed).
+//! A partition through libNVVM: its option list and cache key, its compile (the PTX in
+//! canonical form, stored with libNVVM's log, its time, and what the rewrite needs to
+//! know of it without reading it again: the variables it defines, the kernels it holds
+//! that are other partitions').
 
 use std::collections::BTreeSet;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::summary::{self, Hash, Hasher};
 use super::{plan, ptx};
-use crate::consensus::{Consensus, Opt};
-use crate::context::LinkContext;
+use crate::consensus::Consensus;
 use crate::diag::{Error, Result};
 use crate::lto::{self, IrModule, LtoSettings};
-use crate::plan::Plan as LinkPlan;
-use crate::ptxas_driver::{Assembled, Assembler};
-use crate::report::Timings;
 
 /// The version of what partition entries hold (bumped when the PTX's canonical form or
 /// the rewrite changes).
-const FORMAT: &str = "incremental-1";
-
-/// How ptxas compiles a partition: as a whole program that other objects may extend
-/// (e_type 0xff00; its references to other partitions' variables and kernels and to
-/// libcudadevrt stay relocations). ptxas `-c` gives other code: some of Thrust's
-/// radix-sort kernels (CCCL 13.3, sm_90) got more than twice the whole-program compile's
-/// registers; `-ewp` gives the whole-program link's registers and instructions.
-pub const EWP_OPTION: &str = "--extensible-whole-program";
+pub const FORMAT: &str = "incremental-2";
 
 /// One partition's libNVVM compile.
 pub struct Job {
     pub options: Vec<String>,
     pub key: crate::cache::Key,
     pub reach: usize,
+    /// The partition's own kernels.
+    pub roots: BTreeSet<String>,
 }
 
 /// The jobs of a plan: nvlink's options with each partition's lists, and the key of its
@@ -62,6 +52,7 @@ pub fn jobs(
                 options,
                 key,
                 reach: p.reach,
+                roots: p.lists.ek.iter().chain(&p.lists.ik).cloned().collect(),
             }
         })
         .collect()
@@ -92,9 +83,51 @@ fn program_context(sums: &[summary::Summary]) -> Hash {
     h.done()
 }
 
-/// A partition's cache entry: its PTX in canonical form, libNVVM's log, and how long
-/// libNVVM took (milliseconds, as text).
-pub type Entry = Vec<Vec<u8>>;
+/// A partition's PTX in canonical form and what is known of it.
+pub struct Entry {
+    pub ptx: String,
+    /// libNVVM's messages.
+    pub log: String,
+    /// How long libNVVM took, in milliseconds.
+    pub ms: u64,
+    /// The variables its PTX defines (not `.extern`).
+    pub defined: BTreeSet<String>,
+    /// The kernels its PTX holds that are not its own (those it launches).
+    pub foreign: BTreeSet<String>,
+}
+
+impl Entry {
+    fn pack(&self) -> Vec<u8> {
+        let set = |s: &BTreeSet<String>| s.iter().cloned().collect::<Vec<_>>().join("\n");
+        let (defined, foreign, ms) = (set(&self.defined), set(&self.foreign), self.ms.to_string());
+        crate::cache::pack(&[
+            self.ptx.as_bytes(),
+            self.log.as_bytes(),
+            ms.as_bytes(),
+            defined.as_bytes(),
+            foreign.as_bytes(),
+        ])
+    }
+
+    /// An entry as the cache holds it (`None`: another form, a miss).
+    pub fn unpack(data: &[u8]) -> Option<Entry> {
+        let parts = crate::cache::unpack(data)?;
+        let [ptx, log, ms, defined, foreign] = &parts[..] else {
+            return None;
+        };
+        let text = |b: &[u8]| String::from_utf8(b.to_vec()).ok();
+        let set = |b: &[u8]| -> Option<BTreeSet<String>> {
+            Some(text(b)?.lines().map(str::to_string).collect())
+        };
+        Some(Entry {
+            ptx: text(ptx)?,
+            log: text(log)?,
+            ms: text(ms)?.parse().ok()?,
+            defined: set(defined)?,
+            foreign: set(foreign)?,
+        })
+    }
+}
 
 /// One partition through libNVVM, its PTX in canonical form, stored.
 pub fn compile(
@@ -110,164 +143,13 @@ pub fn compile(
         Error::fatal("elfLink nvvm error").context("incremental LTO: libNVVM's PTX is not text")
     })?;
     let normal = ptx::normalize(&text)?;
-    let log = collected.infos().join("\n");
-    let ms = started.elapsed().as_millis().to_string();
-    let entry = vec![normal.into_bytes(), log.into_bytes(), ms.into_bytes()];
-    let parts: Vec<&[u8]> = entry.iter().map(Vec::as_slice).collect();
-    cache.put(&job.key, &crate::cache::pack(&parts));
+    let entry = Entry {
+        defined: ptx::defined_variables(&normal)?,
+        foreign: ptx::foreign_kernels(&normal, &job.roots)?,
+        ptx: normal,
+        log: collected.infos().join("\n"),
+        ms: started.elapsed().as_millis() as u64,
+    };
+    cache.put(&job.key, &entry.pack());
     Ok(entry)
-}
-
-/// An entry's PTX, log and time.
-pub fn entry_parts(e: &Entry) -> Result<(String, String, u64)> {
-    let [text, log, ms] = &e[..] else {
-        return Err(Error::fatal("elfLink nvvm error")
-            .context("incremental LTO: a partition entry of the wrong form"));
-    };
-    let ms = String::from_utf8_lossy(ms).parse().unwrap_or(0);
-    Ok((
-        String::from_utf8_lossy(text).into_owned(),
-        String::from_utf8_lossy(log).into_owned(),
-        ms,
-    ))
-}
-
-/// `NVLINKRS_INCREMENTAL_DUMP=DIR`: each partition's PTX as libNVVM gave it (in canonical
-/// form, `pN.ptx`) and as ptxas gets it (`pN.linked.ptx`), the data partition last; for
-/// looking into a partitioned link, as `-keep` is for nvcc.
-pub fn dump(ptx: &[String], rewritten: &[String]) {
-    let Some(dir) = std::env::var_os("NVLINKRS_INCREMENTAL_DUMP") else {
-        return;
-    };
-    let dir = std::path::PathBuf::from(dir);
-    let _ = std::fs::create_dir_all(&dir);
-    for (i, (a, b)) in ptx.iter().zip(rewritten).enumerate() {
-        let _ = std::fs::write(dir.join(format!("p{i}.ptx")), a);
-        let _ = std::fs::write(dir.join(format!("p{i}.linked.ptx")), b);
-    }
-}
-
-/// Every partition's PTX rewritten to link with the others: each pinned variable's
-/// owner is the data partition when it defines it, else the first partition that does.
-pub fn link_partitions(parts: &plan::Plan, ptx: &[String]) -> Result<Vec<String>> {
-    let data = parts.partitions.len() - 1;
-    let roots: Vec<BTreeSet<String>> = parts
-        .partitions
-        .iter()
-        .map(|p| p.lists.ek.iter().chain(&p.lists.ik).cloned().collect())
-        .collect();
-    let defined: Vec<BTreeSet<String>> = ptx
-        .iter()
-        .map(|p| ptx::defined_variables(p))
-        .collect::<Result<_>>()?;
-    let mut launched = BTreeSet::new();
-    for (p, r) in ptx.iter().zip(&roots) {
-        launched.extend(ptx::foreign_kernels(p, r)?);
-    }
-    let mut owns: Vec<BTreeSet<String>> = vec![BTreeSet::new(); ptx.len()];
-    for v in &parts.pinned {
-        let owner = std::iter::once(data)
-            .chain(0..data)
-            .find(|&i| defined[i].contains(v));
-        if let Some(o) = owner {
-            owns[o].insert(v.clone());
-        }
-    }
-    ptx.iter()
-        .enumerate()
-        .map(|(i, p)| {
-            ptx::rewrite(
-                p,
-                &ptx::Role {
-                    data: i == data,
-                    roots: &roots[i],
-                    owns: &owns[i],
-                    pinned: &parts.pinned,
-                    launched: &launched,
-                },
-            )
-        })
-        .collect()
-}
-
-/// ptxas timed job by job (by the PTX each job holds).
-struct Timed<'a> {
-    inner: &'a dyn Assembler,
-    times: Mutex<Vec<(usize, Duration)>>,
-}
-
-impl Assembler for Timed<'_> {
-    fn assemble(&self, job: &crate::ptxas_driver::Job) -> Result<Assembled> {
-        let started = Instant::now();
-        let r = self.inner.assemble(job);
-        self.times
-            .lock()
-            .unwrap()
-            .push((job.ptx.as_ptr() as usize, started.elapsed()));
-        r
-    }
-
-    fn launched(&self) -> bool {
-        self.inner.launched()
-    }
-}
-
-/// The rewritten PTX through ptxas `-c` (cached by content), on the link's job pool and
-/// through `NVLINKRS_PTXAS_LAUNCHER` when one is set: the cubins, and each job's time in
-/// milliseconds.
-pub fn assemble(
-    plan: &LinkPlan,
-    ctx: &LinkContext,
-    consensus: &Consensus,
-    ptx: Vec<String>,
-    timings: &mut Timings,
-) -> Result<(Vec<Vec<u8>>, Vec<u64>)> {
-    let req = plan.req;
-    let mut options = plan.ptxas_options(false);
-    options.maxrregcount = req
-        .maxrregcount
-        .or(consensus.value(Opt::MaxReg))
-        .filter(|&n| n > 0);
-    options.extra.push(EWP_OPTION.into());
-    let jobs: Vec<crate::ptxas_driver::Job> = ptx
-        .into_iter()
-        .map(|p| crate::ptxas_driver::Job {
-            name: "<lto ptx>".into(),
-            ptx: p.into_bytes(),
-            options: options.clone(),
-        })
-        .collect();
-    let assembler =
-        crate::ptxas_driver::for_link(plan.toolkit()?, ctx.cache(), &ctx.ptxas_launcher)?;
-    let timed = Timed {
-        inner: assembler.as_ref(),
-        times: Mutex::default(),
-    };
-    let done = timings.phase("ptxas", || {
-        crate::ptxas_driver::assemble_all(&ctx.jobs, &timed, &jobs, 0)
-    })?;
-    let times = timed.times.into_inner().unwrap();
-    let ms: Vec<u64> = jobs
-        .iter()
-        .map(|j| {
-            let at = j.ptx.as_ptr() as usize;
-            times
-                .iter()
-                .find(|t| t.0 == at)
-                .map_or(0, |t| t.1.as_millis() as u64)
-        })
-        .collect();
-    let mut cubins = Vec::with_capacity(done.len());
-    // (a line an earlier partition's ptxas printed, a warning about the options, once)
-    let mut seen = BTreeSet::new();
-    for a in done {
-        let a = a?;
-        let fresh: Vec<&str> = a.messages.lines().filter(|l| !seen.contains(*l)).collect();
-        if !fresh.is_empty() {
-            ctx.diag.tool_output(&(fresh.join("\n") + "\n"));
-        }
-        seen.extend(a.messages.lines().map(str::to_string));
-        cubins.push(a.cubin);
-    }
-    Ok((cubins, ms))
 }

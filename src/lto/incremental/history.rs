@@ -93,7 +93,7 @@ mod tests {
         assert!(!whole_is_faster(&h, &[a.clone(), b.clone()]));
         h.whole_ms = Some(800);
         assert!(whole_is_faster(&h, &[a.clone(), b.clone()]));
-        assert!(!whole_is_faster(&h, &[a.clone()]));
+        assert!(!whole_is_faster(&h, std::slice::from_ref(&a)));
         // a partition never measured (a new unit): partitions
         assert!(!whole_is_faster(&h, &[a, b, "c.o:k3".into()]));
     }

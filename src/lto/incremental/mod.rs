@@ -16,18 +16,19 @@ pub mod background;
 pub mod bitstream;
 mod compile;
 pub mod history;
+mod link;
 pub mod plan;
 pub mod ptx;
 pub mod summary;
 
+use crate::cli::incremental::Mode;
 use crate::consensus::{Consensus, Opt};
 use crate::context::LinkContext;
 use crate::diag::Result;
 use crate::lto::{self, IrForm, IrModule, LtoSettings, pool::Pool};
 use crate::plan::Plan as LinkPlan;
 use crate::report::Timings;
-pub use compile::EWP_OPTION;
-use crate::cli::incremental::Mode;
+pub use link::EWP_OPTION;
 
 /// Why this link is not partitioned, if it is not (said under `-v`).
 fn refusal(plan: &LinkPlan, pool: &Pool, settings: &LtoSettings, partial: bool) -> Option<String> {
@@ -60,7 +61,7 @@ pub enum Outcome {
     Partitioned(Vec<Vec<u8>>),
     /// The link is to be whole-program; with a recorder when its time is worth keeping
     /// (the program could be partitioned: later links weigh partitions against it).
-    Whole(Option<WholeTimer>),
+    Whole(Option<Box<WholeTimer>>),
 }
 
 /// Records the whole-program link's time in the program's history.
@@ -138,7 +139,7 @@ pub fn link(
     );
     let cached: Vec<Option<compile::Entry>> = jobs
         .iter()
-        .map(|j| cache.get(&j.key).and_then(|e| crate::cache::unpack(&e)))
+        .map(|j| cache.get(&j.key).and_then(|e| compile::Entry::unpack(&e)))
         .collect();
     let identities: Vec<String> = parts
         .partitions
@@ -151,7 +152,7 @@ pub fn link(
     let todo: Vec<usize> = (0..jobs.len()).filter(|&i| cached[i].is_none()).collect();
     let mut hist = history::load(cache, req);
     if req.incremental == Mode::Auto {
-        let timer = || Outcome::Whole(Some(WholeTimer { req: req.clone() }));
+        let timer = || Outcome::Whole(Some(Box::new(WholeTimer { req: req.clone() })));
         let code_misses = todo.iter().filter(|&&i| i + 1 < jobs.len()).count();
         if code_misses == jobs.len() - 1 {
             say("no partition of this program is built yet");
@@ -188,8 +189,7 @@ pub fn link(
         ))
     })?;
     let mut compiled = todo.iter().copied().zip(compiled);
-    let mut ptx: Vec<String> = Vec::with_capacity(jobs.len());
-    let mut nvvm_ms = vec![0u64; jobs.len()];
+    let mut entries: Vec<compile::Entry> = Vec::with_capacity(jobs.len());
     for (i, c) in cached.into_iter().enumerate() {
         let entry = match c {
             Some(e) => e,
@@ -199,20 +199,20 @@ pub fn link(
                 r?
             }
         };
-        let (text, log, ms) = compile::entry_parts(&entry)?;
-        for line in log.lines() {
+        for line in entry.log.lines() {
             diag.info(line);
         }
-        nvvm_ms[i] = ms;
-        ptx.push(text);
+        entries.push(entry);
     }
-    let rewritten = timings.phase("rewrite", || compile::link_partitions(&parts, &ptx))?;
-    compile::dump(&ptx, &rewritten);
-    let (cubins, ptxas_ms) = compile::assemble(plan, ctx, consensus, rewritten, timings)?;
+    let keys: Vec<crate::cache::Key> = jobs.iter().map(|j| j.key.clone()).collect();
+    let roots: Vec<_> = jobs.iter().map(|j| j.roots.clone()).collect();
+    let (cubins, ptxas_ms) = link::cubins(
+        plan, ctx, cache, consensus, &parts, &keys, &roots, &entries, timings,
+    )?;
     // what the partitions compiled now cost, for later links to weigh
     for &i in &todo {
         hist.partitions
-            .insert(identities[i].clone(), nvvm_ms[i] + ptxas_ms[i]);
+            .insert(identities[i].clone(), entries[i].ms + ptxas_ms[i]);
     }
     if !todo.is_empty() {
         history::store(cache, req, &hist);
