@@ -185,7 +185,7 @@ pub fn run(
             .filter(|(p, _)| matches!(*p, "cicc" | "ptxas"))
             .map(|(_, d)| d.as_millis())
             .sum();
-        t.record(cache, ms as u64);
+        t.record(cache, ms as u64, diag);
     }
     let mut cubins = Vec::with_capacity(assembled.len());
     for a in assembled {

@@ -64,17 +64,20 @@ pub enum Outcome {
     Whole(Option<Box<WholeTimer>>),
 }
 
-/// Records the whole-program link's time in the program's history.
+/// What the whole-program link of an incremental link does once its libNVVM and ptxas
+/// are done: its time recorded in the program's history, and the partitions asked for in
+/// the background (not sooner: the background build would take CPU from this link).
 pub struct WholeTimer {
     req: crate::cli::LinkRequest,
 }
 
 impl WholeTimer {
     /// The whole link's libNVVM and ptxas took `ms` milliseconds.
-    pub fn record(self, cache: &crate::cache::Cache, ms: u64) {
+    pub fn record(self, cache: &crate::cache::Cache, ms: u64, diag: &crate::diag::Diagnostics) {
         let mut h = history::load(cache, &self.req);
         h.whole_ms = Some(ms);
         history::store(cache, &self.req, &h);
+        background::request(&self.req, diag);
     }
 }
 
@@ -156,7 +159,6 @@ pub fn link(
         let code_misses = todo.iter().filter(|&&i| i + 1 < jobs.len()).count();
         if code_misses == jobs.len() - 1 {
             say("no partition of this program is built yet");
-            background::request(req, diag);
             return Ok(timer());
         }
         let misses: Vec<String> = todo.iter().map(|&i| identities[i].clone()).collect();
@@ -165,7 +167,6 @@ pub fn link(
                 "compiling its {} changed partitions took longer than a whole-program link",
                 misses.len()
             ));
-            background::request(req, diag);
             return Ok(timer());
         }
     }
