@@ -34,7 +34,8 @@ pub fn check_object(plan: &Plan, c: &elf::cubin::Cubin) -> Result<()> {
 }
 
 /// The cubins of the merge, in input order: SASS as found, PTX
-/// through ptxas `-c` (in parallel), the LTO result first.
+/// through ptxas `-c` (in parallel), the LTO result first (last for the drop-in
+/// libnvJitLink).
 pub fn objects(
     plan: &Plan,
     ctx: &LinkContext,
@@ -88,10 +89,13 @@ pub fn objects(
             Ok(merge::Input { cubin, system })
         })
         .collect();
-    let mut out = lto_cubins;
-    for p in parsed {
-        out.push(p?);
-    }
+    let parsed = parsed.into_iter().collect::<Result<Vec<_>>>()?;
+    // (libnvJitLink puts libNVVM's output after the other inputs: its image of an LTO
+    // link beside libcudadevrt has the device runtime's frames and records first)
+    let out = match plan.req.nvjitlink {
+        true => parsed.into_iter().chain(lto_cubins).collect(),
+        false => lto_cubins.into_iter().chain(parsed).collect(),
+    };
     Ok(drop_unused_system(out))
 }
 

@@ -16,7 +16,9 @@ pub fn demangle(name: &str) -> String {
     // nvcc's name for a file-scope static kernel or function under -rdc:
     // `__nv_static_<n>__` and n characters (the file's tag and a `_`), then its own name
     if let Some(own) = static_name(name) {
-        return demangle(own);
+        // (an own name it cannot read: the whole name comes back as given)
+        let d = demangle(own);
+        return if d == own { name.to_string() } else { d };
     }
     let Some(rest) = name.strip_prefix("_Z") else {
         return name.to_string();

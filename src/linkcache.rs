@@ -35,7 +35,7 @@ pub fn around(
     let earlier = diag.printed().len(); // messages from before the link are not its own
     // the shared tier's first failure, once per link (after the store: never replayed)
     let shared_failure = || {
-        if let Some(warning) = cache.remote_failure() {
+        for warning in cache.remote_warnings() {
             diag.warning_never_error(&warning);
         }
     };
@@ -223,6 +223,16 @@ pub fn replay(req: &LinkRequest, diag: &Diagnostics, entry: &[u8]) -> Result<boo
     let [out, has_register, register, messages] = &parts[..] else {
         return Ok(false);
     };
+    // (what a store's writer could slip in: a registration file that is more than nvlink
+    // writes, which nvcc compiles into the host program, and terminal escapes)
+    let register_ok = match has_register.as_slice() {
+        b"1" => registration_file(register),
+        b"0" => register.is_empty(),
+        _ => false,
+    };
+    if !register_ok || !crate::cache::plain_text(messages) {
+        return Ok(false);
+    }
     for line in String::from_utf8_lossy(messages).lines() {
         match line.split_at_checked(1) {
             Some(("I", m)) => diag.info(m),
@@ -236,4 +246,67 @@ pub fn replay(req: &LinkRequest, diag: &Diagnostics, entry: &[u8]) -> Result<boo
         output::write_atomic(path, register)?;
     }
     Ok(true)
+}
+
+/// Whether `text` is a registration file as nvlink writes one
+/// ([`output::register_link_binaries`]): `#define NUM_PRELINKED_OBJECTS N`, then exactly N
+/// lines `DEFINE_REGISTER_FUNC(id)` whose ids are C identifiers.
+fn registration_file(text: &[u8]) -> bool {
+    let Ok(text) = std::str::from_utf8(text) else {
+        return false;
+    };
+    let Some(body) = text.strip_suffix('\n') else {
+        return false;
+    };
+    let mut lines = body.split('\n');
+    let count = lines
+        .next()
+        .and_then(|l| l.strip_prefix("#define NUM_PRELINKED_OBJECTS "))
+        .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        .and_then(|n| n.parse::<usize>().ok());
+    let identifier = |id: &str| {
+        id.bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+            && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    };
+    let mut ids = 0;
+    for line in lines {
+        match line
+            .strip_prefix("DEFINE_REGISTER_FUNC(")
+            .and_then(|l| l.strip_suffix(')'))
+        {
+            Some(id) if identifier(id) => ids += 1,
+            _ => return false,
+        }
+    }
+    count == Some(ids)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::registration_file;
+
+    #[test]
+    fn registration_files_as_nvlink_writes_them() {
+        let ids = ["_b_cu".to_string(), "__nv_module_id_7a_cu_1f".to_string()];
+        assert!(registration_file(
+            crate::output::register_link_binaries(&ids).as_bytes()
+        ));
+        assert!(registration_file(
+            crate::output::register_link_binaries(&[]).as_bytes()
+        ));
+        for bad in [
+            "#error \"injected by the shared cache\"\n",
+            "#define NUM_PRELINKED_OBJECTS 1\nDEFINE_REGISTER_FUNC(a)\nint x;\n",
+            "#define NUM_PRELINKED_OBJECTS 2\nDEFINE_REGISTER_FUNC(a)\n",
+            "#define NUM_PRELINKED_OBJECTS 1\nDEFINE_REGISTER_FUNC(a) system(\"x\")\n",
+            "#define NUM_PRELINKED_OBJECTS 1\nDEFINE_REGISTER_FUNC(a);b()\n",
+            "#define NUM_PRELINKED_OBJECTS 1\nDEFINE_REGISTER_FUNC(1a)\n",
+            "#define NUM_PRELINKED_OBJECTS 0",
+            "#define NUM_PRELINKED_OBJECTS +0\n",
+        ] {
+            assert!(!registration_file(bad.as_bytes()), "{bad:?}");
+        }
+    }
 }

@@ -137,7 +137,7 @@ fn main() -> ExitCode {
     // before any file is opened: the descriptors of make's jobserver, if it shares one
     let jobserver = nvlinkrs::jobs::connect_jobserver();
     let args: Vec<String> = std::env::args().skip(1).collect();
-    use nvlinkrs::lto::isolated::started_as;
+    use nvlinkrs::child::started_as;
     if started_as(&args, nvlinkrs::lto::isolated::SUBCOMMAND) {
         return ExitCode::from(nvlinkrs::lto::isolated::child_main(&args[1..]) as u8);
     }

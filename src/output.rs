@@ -3,14 +3,16 @@
 //! complete (a reader never sees half a file, a failed or killed link leaves the old one,
 //! as nvlink does), through a symlink to its target, keeping an existing file's mode; a
 //! device, FIFO or `/proc/self/fd/N` is written into directly, and so is a file whose
-//! directory refuses the new one. Temporary names carry the process id, and a link
-//! reclaims those of processes that no longer run.
+//! directory refuses the new one. Another user's symlink in a sticky world-writable folder
+//! is not followed (the kernel's `fs.protected_symlinks` rule). Temporary names carry the
+//! process id, and a link reclaims those of processes that no longer run.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::diag::{Error, Result};
+use crate::scratch::{LEFTOVER_AGE, abandoned};
 
 /// The bytes a link wrote to its output and registration file, kept when `keep` is set
 /// (a link the cache will store).
@@ -171,6 +173,9 @@ fn resolve(path: &Path) -> std::io::Result<Target> {
         };
         let kind = meta.file_type();
         if kind.is_symlink() {
+            if !may_follow(&p, &meta) {
+                return Err(std::io::Error::from_raw_os_error(libc::EACCES));
+            }
             let to = std::fs::read_link(&p)?;
             let next = match p.parent() {
                 Some(d) if to.is_relative() => d.join(to),
@@ -200,6 +205,27 @@ fn resolve(path: &Path) -> std::io::Result<Target> {
         }
     }
     Err(std::io::Error::from_raw_os_error(libc::ELOOP))
+}
+
+/// Whether the symlink at `p` (described by `link`) may be followed to write through it:
+/// not when it lies in a sticky world-writable folder (`/tmp`) and belongs to another
+/// user than this one and the folder's owner. The kernel's `fs.protected_symlinks` rule,
+/// kept whatever that setting is: a link is never opened here (its target is written
+/// beside and renamed over), so the kernel would not stop another user's link to one of
+/// this user's files, as it stops nvlink's open ("Could not open output file").
+fn may_follow(p: &Path, link: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let dir = match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let Ok(d) = std::fs::metadata(dir) else {
+        return true; // (nothing to follow into then: the write fails on its own)
+    };
+    let shared = d.mode() & 0o1002 == 0o1002;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    !shared || link.uid() == me || link.uid() == d.uid()
 }
 
 fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
@@ -348,10 +374,6 @@ fn write_into(
     bytes(&mut f)
 }
 
-/// How long a temporary file of a process that no longer runs here is left alone (a
-/// directory shared over the network may hold another machine's link in progress).
-pub(crate) const LEFTOVER_AGE: Duration = Duration::from_secs(60);
-
 /// Removes the temporary files beside `path` that links to it killed before they
 /// finished left (`.NAME.PID.*.nvlinkrs-old` / `-tmp` of a process that no longer runs,
 /// unchanged for `age`).
@@ -395,43 +417,6 @@ fn temp_stem(name: &str) -> &str {
         end -= 1;
     }
     &name[..end]
-}
-
-/// Whether a temporary file or directory of process `pid` (named in it), described by
-/// `m`, was left behind: that process no longer runs, and the file has not changed for
-/// `age` ([`LEFTOVER_AGE`] outside tests). The output's temporaries and ptxas's job
-/// directories are reclaimed by this one rule.
-pub(crate) fn abandoned(pid: Option<i32>, m: &std::fs::Metadata, age: Duration) -> bool {
-    pid.is_some_and(|pid| pid > 0 && !process_runs(pid)) && changed_before(m, age)
-}
-
-/// Whether `m`'s file was last changed (written, renamed) longer than `age` ago.
-fn changed_before(m: &std::fs::Metadata, age: Duration) -> bool {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        let changed = std::time::UNIX_EPOCH + Duration::from_secs(m.ctime().max(0) as u64);
-        changed.elapsed().is_ok_and(|e| e >= age)
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = (m, age);
-        false
-    }
-}
-
-/// Whether a process with this id runs (one of another user's counts).
-fn process_runs(pid: i32) -> bool {
-    #[cfg(unix)]
-    {
-        let sent = unsafe { libc::kill(pid, 0) };
-        sent == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = pid;
-        true
-    }
 }
 
 /// nvlink's message for an output it cannot write, with the system's reason.

@@ -114,12 +114,18 @@ impl<'r> Plan<'r> {
 }
 
 /// Whether the host objects' reference tables narrow the link: unless
-/// `--ignore-host-info`, when a program object (not libcudadevrt) has one that is not
-/// empty. libcudadevrt's own tables count only beside a program's (observed: with no
-/// program table, nvlink passes no lists and every kernel stays).
+/// `--ignore-host-info`, when a program object (not libcudadevrt) has a kernel table
+/// (`.nvHRKE`, `.nvHRKI`) with an entry. A host object that refers to device variables
+/// only (`cudaMemcpyToSymbol`, its kernels fetched by name through the driver API) does
+/// not: nvlink then keeps every kernel, and hands libNVVM no lists at all (read off
+/// nvlink 13.5 with host objects of each kind and a logging libNVVM). libcudadevrt's own
+/// tables count only beside a program's.
 pub(crate) fn host_tables_apply(req: &LinkRequest, hosts: &[HostInfo]) -> bool {
     !req.ignore_host_info
-        && hosts
-            .iter()
-            .any(|h| !h.cudadevrt && !h.host_refs.is_empty())
+        && hosts.iter().any(|h| {
+            !h.cudadevrt
+                && h.host_refs
+                    .iter()
+                    .any(|(s, e)| matches!(*s, ".nvHRKE" | ".nvHRKI") && !e.is_empty())
+        })
 }

@@ -73,6 +73,7 @@ fn drive(python: &Path, backend: &str, preload: Option<&Path>, out: &Path, cases
         cmd.arg(cases.join(","));
     }
     cmd.env("NVLINKRS_JITLINK_LOG", &log);
+    cmd.env("DRIVE_CUDADEVRT", cuda().join("lib/libcudadevrt.a"));
     if let Some(p) = preload {
         cmd.env("LD_PRELOAD", p);
         if backend == "bindings" {
@@ -503,4 +504,60 @@ fn without_the_real_library_a_handed_over_link_says_why() {
         assert_eq!(r["destroy"], 0, "{case}: {r}");
     }
     assert_eq!(results["cubins"]["complete"], 0);
+}
+
+/// A host that handles SIGSEGV itself (`tests/jitlink/sigtest.c`: a thread faults on a
+/// PROT_NONE page about every millisecond and recovers in its own handler, as a JVM's null
+/// checks do) while its main thread runs five `-lto` links: with NVIDIA's library and with
+/// the drop-in preloaded (no cache, so that libNVVM runs in each), every link succeeds and
+/// every fault reaches the host's handler (was: the drop-in's crash guard took the host's
+/// first fault during a link for libNVVM's, "sigtest fatal   : libNVVM crashed compiling
+/// ...", exit 1).
+#[test]
+fn a_host_that_handles_its_own_sigsegv_keeps_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("sigtest");
+    let cc = Command::new("cc")
+        .arg("-O1")
+        .arg("-I")
+        .arg(cuda().join("include"))
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/jitlink/sigtest.c"))
+        .arg("-o")
+        .arg(&exe)
+        .arg(real())
+        .arg("-lpthread")
+        .output()
+        .expect("cc");
+    assert!(
+        cc.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cc.stderr)
+    );
+    for preload in [None, Some(drop_in())] {
+        let mut cmd = Command::new(&exe);
+        cmd.args(["sm_90", "5"])
+            .arg(fixtures().join("saxpy.ltoir"))
+            .arg(fixtures().join("scale.ltoir"))
+            .current_dir(dir.path())
+            .env("LD_LIBRARY_PATH", cuda().join("lib"))
+            .env("NVLINKRS_CACHE", "0")
+            .env("XDG_CACHE_HOME", dir.path().join("cache"));
+        if let Some(p) = &preload {
+            cmd.env("LD_PRELOAD", p);
+        }
+        let o = cmd.output().unwrap();
+        assert_eq!(
+            (
+                o.status.code(),
+                String::from_utf8_lossy(&o.stdout).into_owned(),
+                String::from_utf8_lossy(&o.stderr).into_owned()
+            ),
+            (
+                Some(0),
+                "links 5 ok\nfaults recovered\n".into(),
+                String::new()
+            ),
+            "preloaded: {preload:?}"
+        );
+    }
 }

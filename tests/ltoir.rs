@@ -1059,7 +1059,8 @@ fn nvlinkrs_with_helper(args: &[&str], dir: &Path, helper: &Path) -> (i32, Strin
 
 /// The helper that links the IR misbehaves: it answers something that is not bitcode
 /// and exits 0 (a wrong `NVLINKRS_LLVM_HELPER`, a cut answer), it is killed, it answers
-/// without end, it does nothing, or it leaves a process holding its output. Each fails
+/// without end, it does nothing, or it leaves a process holding its output (killed with
+/// the helper's process group, or, outside it, not waited for). Each fails
 /// the `--emit-ltoir` link with exit 1 and a message naming the input, and the output
 /// is left as it was (nvlinkrs wrote the helper's garbage as a `.ltoir` before, and
 /// waited for ever on the last three).
@@ -1092,9 +1093,16 @@ fn emit_ltoir_refuses_a_misbehaving_helper() {
             "exec sleep 1000",
             "nvlinkrs-llvm used no CPU time for 10 s and was stopped",
         ),
+        // (a process it leaves in its group goes with it: its answer is what it wrote)
+        (
+            "left-behind",
+            "cat >/dev/null; sleep 1000 &\nexit 0",
+            "no valid LLVM bitcode",
+        ),
+        // (one that left the group holds the output: not waited for)
         (
             "left-open",
-            "sleep 1000 &\nexit 0",
+            "cat >/dev/null; setsid sleep 5 &\nexit 0",
             "nvlinkrs-llvm ended but its output stayed open",
         ),
     ];
@@ -1282,4 +1290,53 @@ fn emit_ltoir_refuses_a_host_reference_it_cannot_store() {
         "{err}"
     );
     assert!(!d.join("lib.ltoir").exists());
+}
+
+/// NVSHMEM's bitcode library (`libnvshmem_device_sm_90.bc`, 53 MB, the 3.8 wheel's) in a
+/// mixed link (issue 35 item 4): a device library that defines no kernel is linked
+/// lazily, only what the program names and what that reaches. Linked whole, libNVVM ran
+/// for half an hour on it and the link was killed. The ring kernel calls the library's
+/// device API as externs; the image has the kernel with the library's code inlined and
+/// leaves undefined only what the driver provides. nvlink refuses bitcode, as before.
+#[test]
+fn nvshmem_bitcode_library_links_lazily() {
+    let d = scratch("nvshmem-bc");
+    let fx = fixtures().join("nvshmem");
+    let (ring, bc) = (
+        fx.join("ringext_lto90.o"),
+        fx.join("lib/libnvshmem_device_sm_90.bc"),
+    );
+    let lib = format!("-L{}", cuda().join("lib").display());
+    let args = [
+        "-arch=sm_90",
+        "-dlto",
+        &lib,
+        ring.to_str().unwrap(),
+        bc.to_str().unwrap(),
+        "-lcudadevrt",
+        "-o",
+        "ring.cubin",
+    ];
+    let (rc, err) = nvlinkrs(&args, &d);
+    assert_eq!(rc, 0, "{err}");
+    assert_eq!(kernels_of(&d, "ring.cubin"), vec!["_Z4ringPi".to_string()]);
+    let c = nvlinkrs::elf::cubin::Cubin::parse(
+        nvlinkrs::bytes::Bytes::from_vec(std::fs::read(d.join("ring.cubin")).unwrap()),
+        "ring.cubin",
+    )
+    .unwrap();
+    let mut undefined: Vec<&str> = (c.symbols.iter())
+        .filter(|s| !s.defined() && s.ty == nvlinkrs::elf::cubin::STT_FUNC)
+        .map(|s| s.name.as_str())
+        .collect();
+    undefined.sort_unstable();
+    assert_eq!(undefined, ["__assertfail", "vprintf"]);
+    // nvlink: no bitcode
+    let nvvm = format!("-nvvmpath={}", cuda().join("nvvm").display());
+    let mut nv_args = args.to_vec();
+    nv_args.insert(0, &nvvm);
+    *nv_args.last_mut().unwrap() = "nv.cubin";
+    let (rc, err) = nvlink(&nv_args, &d);
+    assert_ne!(rc, 0);
+    assert!(err.contains("should never see bc files"), "{err}");
 }

@@ -11,16 +11,26 @@ use std::process::Command;
 
 use nvlinkrs::elf::equiv;
 
+#[path = "merge/bank2.rs"]
+mod bank2;
 #[path = "merge/buildsys.rs"]
 mod buildsys;
 #[path = "merge/bytes.rs"]
 mod bytes;
+#[path = "merge/driver.rs"]
+mod driver;
 #[path = "merge/generated.rs"]
 mod generated;
+#[path = "merge/hostrefs.rs"]
+mod hostrefs;
 #[path = "merge/launched.rs"]
 mod launched;
+#[path = "merge/nvshmem.rs"]
+mod nvshmem;
 #[path = "merge/preserve.rs"]
 mod preserve;
+#[path = "merge/ptxfile.rs"]
+mod ptxfile;
 
 fn cuda() -> PathBuf {
     PathBuf::from(std::env::var_os("CUDA_HOME").expect("CUDA_HOME (set by scripts/test.sh)"))
@@ -1604,6 +1614,184 @@ fn links_equivalent_to_nvlink() {
                 "-suppress-arch-warning",
                 "a_90.cubin",
                 "b_90.cubin",
+            ]),
+        ),
+        // issue 35: device-graph calls the driver provides (graphcond.cu), at each target
+        // and in whole LTO; every device runtime API (devapi.cu), the per-thread default
+        // stream's too, with libcudadevrt and without (undefined references)
+        (
+            "device-graph calls sm_80",
+            args(&["-arch=sm_80", "graphcond_dc80.o", &lib, "-lcudadevrt"]),
+        ),
+        (
+            "device-graph calls sm_90",
+            args(&["-arch=sm_90", "graphcond_dc90.o", &lib, "-lcudadevrt"]),
+        ),
+        (
+            "device-graph calls sm_100",
+            args(&["-arch=sm_100", "graphcond_dc100.o", &lib, "-lcudadevrt"]),
+        ),
+        (
+            "device-graph calls sm_120",
+            args(&["-arch=sm_120", "graphcond_dc120.o", &lib, "-lcudadevrt"]),
+        ),
+        (
+            "device-graph calls, whole LTO",
+            args(&[
+                "-arch=sm_90",
+                "-dlto",
+                &nvvm,
+                "graphcond_lto90.o",
+                &lib,
+                "-lcudadevrt",
+            ]),
+        ),
+        (
+            "device runtime API calls",
+            args(&["-arch=sm_90", "devapi_dc90.o", &lib, "-lcudadevrt"]),
+        ),
+        (
+            "device runtime API calls, per-thread default stream",
+            args(&["-arch=sm_90", "devapi_ptsz_dc90.o", &lib, "-lcudadevrt"]),
+        ),
+        (
+            "device runtime API calls without libcudadevrt",
+            args(&["-arch=sm_90", "devapi_dc90.o"]),
+        ),
+        // a host object whose host code refers only to device variables (hrvar.cu): its
+        // kernel tables are empty, and no kernel table narrows the link
+        (
+            "variable-only host object",
+            args(&["-arch=sm_90", "hrvar_dc90.o"]),
+        ),
+        (
+            "variable-only host object beside ones without tables",
+            args(&[
+                "-arch=sm_90",
+                "hrvar_dc90.o",
+                "a.o",
+                "b.o",
+                &lib,
+                "-lcudadevrt",
+            ]),
+        ),
+        (
+            "variable-only host object beside launching ones",
+            args(&[
+                "-arch=sm_90",
+                "hrvar_dc90.o",
+                "launch1_dc.o",
+                "launch2_dc.o",
+            ]),
+        ),
+        (
+            "variable-only host object, whole LTO",
+            args(&[
+                "-arch=sm_90",
+                "-dlto",
+                &nvvm,
+                "hrvar_lto90.o",
+                &lib,
+                "-lcudadevrt",
+            ]),
+        ),
+        (
+            "variable-only host object, whole LTO sm_100",
+            args(&[
+                "-arch=sm_100",
+                "-dlto",
+                &nvvm,
+                "hrvar_lto100.o",
+                &lib,
+                "-lcudadevrt",
+            ]),
+        ),
+        (
+            "variable-only host object beside launching ones, whole LTO",
+            args(&[
+                "-arch=sm_90",
+                "-dlto",
+                &nvvm,
+                "hrvar_lto90.o",
+                "launch1_lto.o",
+                "launch2_lto.o",
+                &lib,
+                "-lcudadevrt",
+            ]),
+        ),
+        // a kernel the link drops that takes functions' addresses (`a.cu`'s `kern_fp`
+        // stores `bar` and `local_helper` in a table): nvlink keeps those functions
+        (
+            "functions a dropped kernel takes the address of, host objects",
+            args(&["-arch=sm_90", "launch1_dc.o", "a.o", "b.o"]),
+        ),
+        (
+            "functions a dropped kernel takes the address of, -kernels-used",
+            args(&["-arch=sm_90", "a.o", "b.o", "-kernels-used=nothing"]),
+        ),
+        // host code launching `parent`, which alone launches `child` (hostpar.cu), and
+        // other kernels only device code launches: in whole LTO nvlink makes such a
+        // kernel's sections as a plain function's
+        (
+            "host-launched parent of a device-launched child, whole LTO",
+            args(&[
+                "-arch=sm_90",
+                "-dlto",
+                &nvvm,
+                "hostpar_lto90.o",
+                &lib,
+                "-lcudadevrt",
+            ]),
+        ),
+        (
+            "host-launched parent of a device-launched child, whole LTO sm_100",
+            args(&[
+                "-arch=sm_100",
+                "-dlto",
+                &nvvm,
+                "hostpar_lto100.o",
+                &lib,
+                "-lcudadevrt",
+            ]),
+        ),
+        (
+            "host-launched parent of a device-launched child sm_80",
+            args(&["-arch=sm_80", "hostpar_dc80.o", &lib, "-lcudadevrt"]),
+        ),
+        (
+            "host-launched parent of a device-launched child sm_120",
+            args(&["-arch=sm_120", "hostpar_dc120.o", &lib, "-lcudadevrt"]),
+        ),
+        (
+            "device launches beside a host object, whole LTO",
+            args(&[
+                "-arch=sm_90",
+                "-dlto",
+                &nvvm,
+                "dp_lto90.o",
+                "launch1_lto.o",
+                &lib,
+                "-lcudadevrt",
+            ]),
+        ),
+        // dynamic parallelism from sm_100: libcudadevrt's parameter banks in the order
+        // of its functions, and with them its symbols and `EIATTR_PARAM_CBANK` indices
+        (
+            "dynamic parallelism sm_100",
+            args(&["-arch=sm_100", "cdp_100.cubin", &lib, "-lcudadevrt"]),
+        ),
+        (
+            "dynamic parallelism sm_120",
+            args(&["-arch=sm_120", "cdp_120.cubin", &lib, "-lcudadevrt"]),
+        ),
+        (
+            "dynamic parallelism, host objects sm_100",
+            args(&[
+                "-arch=sm_100",
+                "dp_dc100.o",
+                "dpmain_dc100.o",
+                &lib,
+                "-lcudadevrt",
             ]),
         ),
         // whole-program objects (nvcc without -rdc, an executable cubin in .nv_fatbin):

@@ -12,6 +12,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+#[path = "remote/trust.rs"]
+mod trust;
+
 fn cuda() -> PathBuf {
     PathBuf::from(std::env::var_os("CUDA_HOME").expect("CUDA_HOME (set by scripts/test.sh)"))
 }
@@ -279,10 +282,27 @@ impl Linked {
 
 /// Links `args` (`{OUT}` the output) with `env`, the cache `cache` (none: `--no-cache`).
 fn link(args: &[String], cache: Option<&Path>, env: &[(String, String)]) -> Linked {
+    link_via(&[], args, cache, env)
+}
+
+/// As [`link`], nvlinkrs run by the command `wrapper` (none: run itself).
+fn link_via(
+    wrapper: &[String],
+    args: &[String],
+    cache: Option<&Path>,
+    env: &[(String, String)],
+) -> Linked {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out.cubin");
     let report = dir.path().join("report.json");
-    let mut cmd = Command::new(nvlinkrs());
+    let mut cmd = match wrapper.split_first() {
+        Some((program, rest)) => {
+            let mut c = Command::new(program);
+            c.args(rest).arg(nvlinkrs());
+            c
+        }
+        None => Command::new(nvlinkrs()),
+    };
     for a in args {
         cmd.arg(a.replace("{OUT}", out.to_str().unwrap()));
     }
@@ -294,6 +314,7 @@ fn link(args: &[String], cache: Option<&Path>, env: &[(String, String)]) -> Link
         .env("XDG_CACHE_HOME", dir.path())
         .env_remove("NVLINKRS_REMOTE_CACHE")
         .env_remove("NVLINKRS_REMOTE_CACHE_MODE")
+        .env_remove("NVLINKRS_REMOTE_CACHE_KEY")
         .env_remove("NVLINKRS_PTXAS_LAUNCHER");
     for (k, v) in env {
         cmd.env(k, v);
@@ -669,6 +690,7 @@ fn entries_larger_than_memcached_holds_are_skipped() {
     let l = link(&args, Some(c.path()), &env);
     assert!(l.out.as_ref() == Some(&plain));
     assert_eq!(l.shared("skipped"), 0, "{:#}", l.report);
+    assert!(l.shared_warnings().is_empty(), "{}", l.stderr);
     assert!(l.shared("bytes_written") > 1 << 20, "{:#}", l.report);
     // another machine: the whole link from memcached
     let c = tempfile::tempdir().unwrap();

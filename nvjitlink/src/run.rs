@@ -1,10 +1,10 @@
-//! A recorded link run by nvlinkrs: the inputs written into a private folder under the
-//! names nvlink's input reader knows them by (`in<N>.cubin`, `.ptx`, `.ltoir`, `.fatbin`,
-//! `.o`, `.a`), nvJitLink's options spelled as nvlink's, and `nvlinkrs::link` run on them
-//! (through its cache: the key holds the inputs' contents and those names, not the
-//! folder, so another process's same link is a hit). Messages are collected, not
-//! printed, into the info log. A link that fails is not answered here: the caller hands
-//! it to the real library, whose result code and error log are nvJitLink's.
+//! A recorded link run by nvlinkrs: the inputs written into a private folder (0700,
+//! `nvlinkrs::scratch`) under the names nvlink's input reader knows them by (`in<N>.cubin`,
+//! `.ptx`, `.ltoir`, `.fatbin`, `.o`, `.a`), nvJitLink's options spelled as nvlink's, and
+//! `nvlinkrs::link` run on them (through its cache: the key holds the inputs' contents and
+//! those names, not the folder, so another process's same link is a hit). Messages are
+//! collected, not printed, into the info log. A link that fails is not answered here: the
+//! caller hands it to the real library, whose result code and error log are nvJitLink's.
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -161,8 +161,11 @@ fn extension(kind: i32) -> &'static str {
 
 /// nvlink's command line for the link.
 fn command_line(o: &Options, inputs: &[PathBuf], output: &Path) -> Vec<String> {
+    // (nvJitLink keeps every kernel: host objects' reference tables narrow nothing, in
+    // a plain link or an LTO one, as with nvlink's -ignore-host-info)
     let mut args = vec![
         format!("-arch={}", o.arch),
+        "-ignore-host-info".into(),
         "-o".into(),
         output.display().to_string(),
     ];
@@ -186,10 +189,9 @@ fn command_line(o: &Options, inputs: &[PathBuf], output: &Path) -> Vec<String> {
 /// `messages` gets a failed link's messages.
 pub fn link(ours: &Ours, messages: &mut String) -> Option<Done> {
     let kit = toolkit()?;
-    let dir = tempfile::Builder::new()
-        .prefix("nvjitlink-")
-        .tempdir()
-        .ok()?;
+    // (0700: no other user reads the program's device code; a folder a killed process
+    // left is reclaimed by the next process's first link)
+    let dir = nvlinkrs::scratch::private_dir("nvjitlink").ok()?;
     let (mut inputs, mut host) = (Vec::new(), false);
     for (i, call) in ours.calls.iter().enumerate() {
         let (kind, data) = match call {
@@ -268,9 +270,6 @@ pub fn link(ours: &Ours, messages: &mut String) -> Option<Done> {
         image.push(0);
         done.ptx = Some(image);
     } else {
-        if ours.options.lto {
-            nvlinkrs::elf::tkinfo::jit_ptxas_in_place(&mut image);
-        }
         done.cubin = Some(image);
     }
     Some(done)

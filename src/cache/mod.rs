@@ -27,6 +27,8 @@ use std::path::{Path, PathBuf};
 
 use crate::diag::{Error, Result};
 
+mod backend;
+mod dirstore;
 pub(crate) mod guard;
 pub mod place;
 pub mod remote;
@@ -47,9 +49,10 @@ const MAGIC: &[u8; 8] = b"NVLRSC\x00\x02";
 const HEADER: usize = 8 + 8 + 32 + 32;
 
 /// A cache key under construction: every part is length-prefixed, so that no two
-/// different sequences of parts hash alike.
+/// different sequences of parts hash alike. It counts the bytes of its parts (the inputs'
+/// contents, mostly), which bound how large a shared entry of its stage is read.
 #[derive(Clone)]
-pub struct Key(blake3::Hasher, String);
+pub struct Key(blake3::Hasher, String, u64);
 
 impl Key {
     /// A key for `stage`, starting with the cache version.
@@ -58,7 +61,7 @@ impl Key {
     }
 
     fn versioned(version: u32, stage: &str) -> Key {
-        Key(blake3::Hasher::new(), stage.to_string())
+        Key(blake3::Hasher::new(), stage.to_string(), 0)
             .bytes(&version.to_le_bytes())
             .text(stage)
     }
@@ -66,6 +69,7 @@ impl Key {
     pub fn bytes(mut self, part: &[u8]) -> Key {
         self.0.update(&(part.len() as u64).to_le_bytes());
         self.0.update(part);
+        self.2 = self.2.saturating_add(part.len() as u64);
         self
     }
 
@@ -145,7 +149,7 @@ impl Cache {
     }
 
     /// The cache with the shared tier `spec` names behind it (one that cannot be used is
-    /// off, its reason kept for [`Cache::remote_failure`]).
+    /// off, its reason kept for [`Cache::remote_warnings`]).
     pub fn with_remote(mut self, spec: Option<&remote::Spec>) -> Cache {
         self.remote = spec.map(remote::Remote::open);
         self
@@ -156,9 +160,13 @@ impl Cache {
         self.remote.as_ref()
     }
 
-    /// The warning for the shared tier's first failure in this link, if it failed.
-    pub fn remote_failure(&self) -> Option<String> {
-        self.remote.as_ref().and_then(remote::Remote::failure)
+    /// The shared tier's warnings for this link: its first failure, and that its entries
+    /// are not authenticated (a read-only tier without the team's key that was used).
+    pub fn remote_warnings(&self) -> Vec<String> {
+        let Some(r) = &self.remote else {
+            return Vec::new();
+        };
+        [r.failure(), r.notice()].into_iter().flatten().collect()
     }
 
     pub fn dir(&self) -> &Path {
@@ -186,6 +194,18 @@ impl Cache {
             .then_some(total)
     }
 
+    /// The largest shared entry read for `key`: 64 times the bytes its key was made of (256
+    /// for an extracted member, which decompression enlarges), plus 64 MiB, and no more
+    /// than a local entry. A forged header declaring 2 GiB costs nothing: it is refused
+    /// before its body is read. (A real entry larger than that is only a local hit.)
+    fn shared_cap(&self, key: &Key) -> u64 {
+        let factor = if key.1 == "member" { 256 } else { 64 };
+        key.2
+            .saturating_mul(factor)
+            .saturating_add(64 << 20)
+            .min(self.max_entry())
+    }
+
     /// The entry for `key`, if present and intact (a corrupt one is removed).
     pub fn get(&self, key: &Key) -> Option<Vec<u8>> {
         let hex = key.finish();
@@ -205,9 +225,12 @@ impl Cache {
         // the shared tier: its entry checked as a local one, then copied in
         if found.is_none()
             && let Some(r) = &self.remote
-            && let Some(entry) = r.get(&hex, &|head| self.entry_len(head, key))
+            && let Some(entry) = r.get(&hex, &|head| {
+                self.entry_len(head, key)
+                    .filter(|&n| n <= self.shared_cap(key))
+            })
         {
-            let intact = entry.len() as u64 <= self.max_entry() && check(&entry, &key.digest());
+            let intact = entry.len() as u64 <= self.shared_cap(key) && check(&entry, &key.digest());
             r.checked(intact);
             if intact {
                 if let Err(e) = self.write_entry(&path, &entry) {
@@ -464,6 +487,14 @@ fn check(data: &[u8], key: &[u8; 32]) -> bool {
 /// entries.
 pub fn check_entry(data: &[u8], key: &Key) -> Option<Vec<u8>> {
     check(data, &key.digest()).then(|| data[HEADER..].to_vec())
+}
+
+/// Whether `text`, messages an entry holds to be printed again, is plain text: UTF-8
+/// without control characters but newlines and tabs (no terminal escapes, no carriage
+/// returns rewriting a line). An entry with other text is no hit.
+pub fn plain_text(text: &[u8]) -> bool {
+    std::str::from_utf8(text)
+        .is_ok_and(|t| !t.chars().any(|c| c.is_control() && c != '\n' && c != '\t'))
 }
 
 /// Several byte strings in one entry (and back), each length-prefixed; lengths are

@@ -4,34 +4,52 @@
 //! is `read-write` (the default: what a link computes is stored there too) or
 //! `read-only` (developers read what CI wrote).
 //!
-//! It holds the local cache's entry files as they are (the same header: length, key
-//! digest, BLAKE3 of the content) under `nvlinkrs/xx/rest`, and every entry read from it
-//! is checked against its key exactly as a local one is before it is used and copied into
-//! the local cache: a shared store is trusted no more than a local directory. Entries
-//! larger than the store takes (memcached's item limit) are not written. Every operation
-//! has a short time limit; the first failure (a server that does not answer, refuses,
-//! or errs) turns the tier off for the rest of the link and becomes one warning at its
-//! end; the link goes on with the local cache. This link's hits, misses, errors and bytes
-//! are added to a small file in the local cache's root ([`STATS`]) that
-//! `nvlinkrs cache stats` prints. The stores themselves are in [`super::store`] (OpenDAL,
-//! built with the `remote-cache` feature).
+//! It holds the local cache's entry files (the same header: length, key digest, BLAKE3 of
+//! the content) under `nvlinkrs/xx/rest`, and every entry read from it is checked against
+//! its key exactly as a local one is before it is used and copied into the local cache.
+//! That check alone stops damage, not a forger: whoever can write the store can write an
+//! entry that passes it. So entries are authenticated with the team's key
+//! (`NVLINKRS_REMOTE_CACHE_KEY`, [`KEY_VAR`]): each is stored behind a keyed BLAKE3 MAC of
+//! its header, which holds the key digest and the content's hash (and so commits to both),
+//! and one whose MAC fails is rejected after its first 120 bytes. Without a key, a
+//! read-only tier (developers reading what CI wrote) warns at every link that used one of
+//! its entries: such a hit is as sound as every writer of the store. Entries larger than their stage's
+//! share ([`super::Cache`]'s `shared_cap`) are not read, nor larger than the store takes
+//! (memcached's item limit) written.
+//!
+//! Every operation has a short time limit, and a read answered slower than [`SLOW`], or more
+//! than [`BUDGET`] spent on the tier in all, turns the tier off for the rest of the link
+//! as a failure does (a server that does not answer, refuses, or errs); the first becomes
+//! one warning at the link's end, and the link goes on with the local cache. This link's
+//! hits, misses, errors and bytes are added to a small file in the local cache's root
+//! ([`STATS`]) that `nvlinkrs cache stats` prints. The stores themselves are in
+//! [`super::store`].
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use crate::diag::{Error, Result};
+
+pub use super::backend::{Backend, redacted};
 
 /// The setting naming the shared tier.
 pub const URL_VAR: &str = "NVLINKRS_REMOTE_CACHE";
 /// The setting of its mode: `read-write` (default) or `read-only`.
 pub const MODE_VAR: &str = "NVLINKRS_REMOTE_CACHE_MODE";
+/// The setting holding the team's key (any text; the MAC key is derived from it).
+pub const KEY_VAR: &str = "NVLINKRS_REMOTE_CACHE_KEY";
+/// A read answered slower than this turns the tier off for the rest of the link.
+pub const SLOW: Duration = Duration::from_secs(2);
+/// The most time one link (one process) spends on the tier, all operations together.
+pub const BUDGET: Duration = Duration::from_secs(10);
+/// What an authenticated entry is stored behind: this magic and the MAC.
+const MAC_MAGIC: &[u8; 8] = b"NVLRSMAC";
+const MAC_LEN: usize = 8 + 32;
 /// The file in the local cache's root holding the shared tier's counters.
 pub const STATS: &str = "shared-stats.json";
-/// memcached's default item limit (1 MiB) less room for its item header and key; a
-/// server started with another (`-I 16m`) says so when first reached.
-const MEMCACHED_MAX: u64 = (1 << 20) - 1024;
 /// What a memcached item holds besides the value (its header, key and flags), at most.
 const MEMCACHED_ITEM_OVERHEAD: u64 = 1024;
 
@@ -59,219 +77,6 @@ impl Spec {
             mode: std::env::var(MODE_VAR).ok(),
             from_flag: flag.is_some(),
         })
-    }
-}
-
-/// A store the tier can use, from its URL.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Backend {
-    /// `redis://[user:password@]host[:port][/db]`, `rediss://…`, `redis+unix:///path`.
-    Redis {
-        endpoint: String,
-        username: Option<String>,
-        password: Option<String>,
-        db: i64,
-    },
-    /// `memcached://host[:port]`, `memcached+unix:///path`.
-    Memcached { endpoint: String },
-    /// `s3://bucket[/prefix]`, the rest from the usual `AWS_*` settings
-    /// (`AWS_ENDPOINT_URL` for an S3-compatible server).
-    S3 { bucket: String, root: String },
-    /// `webdav+http://[user:password@]host[:port][/path]` (or `webdav+https`).
-    Webdav {
-        endpoint: String,
-        root: String,
-        username: Option<String>,
-        password: Option<String>,
-    },
-    /// `file:///dir`: a directory (an NFS mount, say).
-    Fs { root: String },
-}
-
-/// The parts of `scheme://[user[:password]@]host[/path]`.
-struct Url<'a> {
-    scheme: &'a str,
-    user: Option<String>,
-    password: Option<String>,
-    host: &'a str,
-    path: &'a str,
-}
-
-fn split_url(url: &str) -> Option<Url<'_>> {
-    let (scheme, rest) = url.split_once("://")?;
-    let (authority, path) = match rest.find('/') {
-        Some(i) => (&rest[..i], &rest[i..]),
-        None => (rest, ""),
-    };
-    let (userinfo, host) = match authority.rsplit_once('@') {
-        Some((u, h)) => (Some(u), h),
-        None => (None, authority),
-    };
-    let (user, password) = match userinfo.map(|u| u.split_once(':').unwrap_or((u, ""))) {
-        Some((u, p)) => (
-            Some(percent_decoded(u)).filter(|u| !u.is_empty()),
-            Some(percent_decoded(p)).filter(|p| !p.is_empty()),
-        ),
-        None => (None, None),
-    };
-    Some(Url {
-        scheme,
-        user,
-        password,
-        host,
-        path,
-    })
-}
-
-/// `%XX` escapes decoded (a password or user name holding `/`, `@` or `:`); a `%` that
-/// starts no escape stays as it is.
-fn percent_decoded(text: &str) -> String {
-    let b = text.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let hex = |c: u8| (c as char).to_digit(16);
-        match (
-            b[i],
-            b.get(i + 1).and_then(|&c| hex(c)),
-            b.get(i + 2).and_then(|&c| hex(c)),
-        ) {
-            (b'%', Some(h), Some(l)) => {
-                out.push((h * 16 + l) as u8);
-                i += 3;
-            }
-            (c, _, _) => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// The URL as messages and `cache stats` show it: a password replaced by `***`. A `/` left
-/// unescaped in a password ends the authority, so the URL names no store; it is hidden
-/// too (whatever comes before an `@` and after a `:` of the authority's first part).
-pub fn redacted(url: &str) -> String {
-    if let Some((scheme, rest)) = url.split_once("://")
-        && let Some((userinfo, after)) = rest.rsplit_once('@')
-        && userinfo.contains('/')
-        && let Some((user, _)) = userinfo.split_once(':')
-        && !user.contains('/')
-    {
-        return format!("{scheme}://{user}:***@{after}");
-    }
-    match split_url(url) {
-        Some(u) if u.password.is_some() => format!(
-            "{}://{}:***@{}{}",
-            u.scheme,
-            u.user.unwrap_or_default(),
-            u.host,
-            u.path
-        ),
-        _ => url.to_string(),
-    }
-}
-
-impl Backend {
-    /// The store `url` names (see the variants), or why it names none.
-    pub fn parse(url: &str) -> Result<Backend> {
-        let bad = |why: &str| Error::fatal(format!("'{}' {why}", redacted(url)));
-        let u = split_url(url).ok_or_else(|| {
-            bad("is not a URL (redis://, rediss://, redis+unix://, s3://, webdav+http://, webdav+https://, memcached://, memcached+unix://, file://)")
-        })?;
-        let need_host = || {
-            if u.host.is_empty() {
-                Err(bad("names no host"))
-            } else {
-                Ok(())
-            }
-        };
-        let need_path = |what: &str| {
-            if u.path.len() > 1 {
-                Ok(u.path.to_string())
-            } else {
-                Err(bad(&format!("names no {what}")))
-            }
-        };
-        Ok(match u.scheme {
-            "redis" | "rediss" => {
-                need_host()?;
-                let db = match u.path.trim_matches('/') {
-                    "" => 0,
-                    d => d
-                        .parse()
-                        .map_err(|_| bad("has a path that is no database number"))?,
-                };
-                let scheme = if u.scheme == "rediss" {
-                    "rediss"
-                } else {
-                    "tcp"
-                };
-                Backend::Redis {
-                    endpoint: format!("{scheme}://{}", with_port(u.host, 6379)),
-                    username: u.user,
-                    password: u.password,
-                    db,
-                }
-            }
-            // (the client reads an endpoint with an authority: `unix://localhost/PATH`)
-            "redis+unix" | "unix" => Backend::Redis {
-                endpoint: format!("unix://localhost{}", need_path("socket")?),
-                username: u.user,
-                password: u.password,
-                db: 0,
-            },
-            "memcached" => {
-                need_host()?;
-                Backend::Memcached {
-                    endpoint: format!("tcp://{}", with_port(u.host, 11211)),
-                }
-            }
-            "memcached+unix" => Backend::Memcached {
-                endpoint: format!("unix://{}", need_path("socket")?),
-            },
-            "s3" => {
-                need_host()?;
-                Backend::S3 {
-                    bucket: u.host.to_string(),
-                    root: format!("/{}", u.path.trim_matches('/')),
-                }
-            }
-            "webdav+http" | "webdav+https" => {
-                need_host()?;
-                Backend::Webdav {
-                    endpoint: format!("{}://{}", &u.scheme["webdav+".len()..], u.host),
-                    root: format!("/{}", u.path.trim_matches('/')),
-                    username: u.user,
-                    password: u.password,
-                }
-            }
-            "file" => Backend::Fs {
-                root: need_path("directory")?,
-            },
-            other => return Err(bad(&format!("has an unknown scheme '{other}'"))),
-        })
-    }
-
-    /// The largest entry file the store holds.
-    pub fn max_entry(&self) -> u64 {
-        match self {
-            Backend::Memcached { .. } => MEMCACHED_MAX,
-            _ => u64::MAX,
-        }
-    }
-}
-
-/// `host` with `port` when it names none.
-fn with_port(host: &str, port: u16) -> String {
-    if host
-        .rsplit_once(':')
-        .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
-    {
-        host.to_string()
-    } else {
-        format!("{host}:{port}")
     }
 }
 
@@ -328,6 +133,12 @@ pub struct Remote {
     off: AtomicBool,
     failure: Mutex<Option<String>>,
     counts: Mutex<Counters>,
+    /// The MAC key derived from [`KEY_VAR`], when it is set.
+    mac: Option<[u8; 32]>,
+    /// Time spent on the store so far, against [`BUDGET`].
+    spent: Mutex<Duration>,
+    /// An entry of the tier was used (for the unauthenticated tier's warning).
+    used: AtomicBool,
 }
 
 impl std::fmt::Debug for Remote {
@@ -367,6 +178,9 @@ impl Remote {
                 off: AtomicBool::new(false),
                 failure: Mutex::new(None),
                 counts: Mutex::default(),
+                mac: mac_key(),
+                spent: Mutex::default(),
+                used: AtomicBool::new(false),
             },
             Err(e) => Remote {
                 spec: spec.clone(),
@@ -377,6 +191,9 @@ impl Remote {
                 read_only: true,
                 max_entry: 0,
                 counts: Mutex::default(),
+                mac: None,
+                spent: Mutex::default(),
+                used: AtomicBool::new(false),
             },
         }
     }
@@ -432,21 +249,75 @@ impl Remote {
         })
     }
 
+    /// The warning of a read-only tier without a key whose entries this link used (a hit):
+    /// they are not authenticated.
+    pub fn notice(&self) -> Option<String> {
+        (self.read_only && self.mac.is_none() && self.used.load(Ordering::SeqCst)).then(|| {
+            format!(
+                "shared cache '{}': its entries are not authenticated ({KEY_VAR} is not set): a hit is as sound as every writer of the store",
+                self.shown
+            )
+        })
+    }
+
+    /// Runs one operation on the store, timed against [`BUDGET`] and, for a read (`answer`),
+    /// [`SLOW`]: past either the tier goes off (the operation's own result stands; a
+    /// failure is its own reason). A write is bounded by its time limit, which grows with
+    /// its size.
+    fn timed<T>(&self, answer: bool, op: impl FnOnce() -> Result<T>) -> Result<T> {
+        let start = Instant::now();
+        let out = op()?;
+        let took = start.elapsed();
+        let total = {
+            let mut spent = self.spent.lock().unwrap_or_else(|e| e.into_inner());
+            *spent += took;
+            *spent
+        };
+        if answer && took > SLOW {
+            self.fail(format!(
+                "answered in {:.1} s, more than {} s: too slow",
+                took.as_secs_f64(),
+                SLOW.as_secs()
+            ));
+        } else if total > BUDGET {
+            self.fail(format!(
+                "took {:.1} s in this link, more than its {} s",
+                total.as_secs_f64(),
+                BUDGET.as_secs()
+            ));
+        }
+        Ok(out)
+    }
+
     fn live(&self) -> Option<&super::store::Store> {
         self.store
             .as_ref()
             .filter(|_| !self.off.load(Ordering::SeqCst))
     }
 
-    /// The entry file stored for the key `hex`, unchecked (the caller checks it). `None`
-    /// for a miss or a failure (noted). `want` gives the entry's length from its header
-    /// (`None`: not an entry of this key): reading stops there, or at the header.
+    /// The entry file stored for the key `hex`, unchecked but for its MAC (the caller checks
+    /// the rest). `None` for a miss or a failure (noted); an entry whose MAC fails is
+    /// returned empty (the caller's check rejects it). `want` gives the entry's length from
+    /// its header (`None`: not an entry of this key, or larger than its stage's share):
+    /// reading stops there, or at the header.
     pub fn get(&self, hex: &str, want: &super::store::Want<'_>) -> Option<Vec<u8>> {
         let store = self.live()?;
-        match store.read(&entry_path(hex), super::HEADER, want) {
+        let skip = if self.mac.is_some() { MAC_LEN } else { 0 };
+        let head = skip + super::HEADER;
+        let wrapped = |h: &[u8]| {
+            if self.mac.is_some() && !self.authentic(h) {
+                return None;
+            }
+            want(&h[skip..]).map(|total| total + skip as u64)
+        };
+        match self.timed(true, || store.read(&entry_path(hex), head, &wrapped)) {
             Ok(Some(data)) => {
                 self.count(|c| c.bytes_read += data.len() as u64);
-                Some(data)
+                Some(match self.mac {
+                    Some(_) if self.authentic(&data) => data[skip..].to_vec(),
+                    Some(_) => Vec::new(),
+                    None => data,
+                })
             }
             Ok(None) => {
                 self.count(|c| c.misses += 1);
@@ -459,9 +330,24 @@ impl Remote {
         }
     }
 
+    /// Whether `object` starts with the MAC of the entry header that follows it.
+    fn authentic(&self, object: &[u8]) -> bool {
+        match (self.mac, object.get(..MAC_LEN + super::HEADER)) {
+            (Some(key), Some(h)) => {
+                let tag = blake3::keyed_hash(&key, &h[MAC_LEN..]);
+                &h[..8] == MAC_MAGIC
+                    && blake3::Hash::from_bytes(h[8..MAC_LEN].try_into().expect("32 bytes")) == tag
+            }
+            _ => false,
+        }
+    }
+
     /// Counts what became of an entry [`Remote::get`] returned: a hit, or one that failed
     /// its check (a miss).
     pub fn checked(&self, intact: bool) {
+        if intact {
+            self.used.store(true, Ordering::SeqCst);
+        }
         self.count(|c| {
             if intact {
                 c.hits += 1
@@ -481,17 +367,27 @@ impl Remote {
         let Some(store) = self.live() else {
             return;
         };
+        // (with the team's key: behind the MAC of its header)
+        let sealed;
+        let object = match (self.mac, entry.get(..super::HEADER)) {
+            (Some(key), Some(header)) => {
+                let tag = blake3::keyed_hash(&key, header);
+                sealed = [&MAC_MAGIC[..], tag.as_bytes(), entry].concat();
+                &sealed[..]
+            }
+            _ => entry,
+        };
         let max = store.item_limit().map_or(self.max_entry, |l| {
             l.saturating_sub(MEMCACHED_ITEM_OVERHEAD)
         });
-        if entry.len() as u64 > max {
+        if object.len() as u64 > max {
             self.count(|c| c.skipped += 1);
             return;
         }
-        match store.write(&entry_path(hex), entry) {
+        match self.timed(false, || store.write(&entry_path(hex), object)) {
             Ok(()) => self.count(|c| {
                 c.writes += 1;
-                c.bytes_written += entry.len() as u64
+                c.bytes_written += object.len() as u64
             }),
             Err(e) => self.fail(format!("cannot write: {}", e.message())),
         }
@@ -506,6 +402,16 @@ impl Remote {
         }
         let _ = add_counters(cache_dir, &self.shown, &mine);
     }
+}
+
+/// The MAC key derived from [`KEY_VAR`]'s text, when it is set (and not empty).
+fn mac_key() -> Option<[u8; 32]> {
+    let text = std::env::var_os(KEY_VAR).filter(|k| !k.is_empty())?;
+    use std::os::unix::ffi::OsStrExt;
+    Some(blake3::derive_key(
+        "nvlinkrs shared cache entry authentication, 2026-12",
+        text.as_bytes(),
+    ))
 }
 
 /// Adds `mine` to the counters of `url` in `dir`'s [`STATS`] file.
@@ -549,123 +455,6 @@ pub fn saved_counters(dir: &Path) -> BTreeMap<String, Counters> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn urls_name_their_stores() {
-        let p = |u: &str| Backend::parse(u).unwrap();
-        assert_eq!(
-            p("redis://127.0.0.1:6379"),
-            Backend::Redis {
-                endpoint: "tcp://127.0.0.1:6379".into(),
-                username: None,
-                password: None,
-                db: 0
-            }
-        );
-        assert_eq!(
-            p("redis://u:pw@h:1/3"),
-            Backend::Redis {
-                endpoint: "tcp://h:1".into(),
-                username: Some("u".into()),
-                password: Some("pw".into()),
-                db: 3
-            }
-        );
-        assert_eq!(
-            p("redis+unix:///run/redis.sock"),
-            Backend::Redis {
-                endpoint: "unix://localhost/run/redis.sock".into(),
-                username: None,
-                password: None,
-                db: 0
-            }
-        );
-        assert_eq!(
-            p("s3://bucket/some/prefix/"),
-            Backend::S3 {
-                bucket: "bucket".into(),
-                root: "/some/prefix".into()
-            }
-        );
-        assert_eq!(
-            p("webdav+http://127.0.0.1:8080/dav"),
-            Backend::Webdav {
-                endpoint: "http://127.0.0.1:8080".into(),
-                root: "/dav".into(),
-                username: None,
-                password: None
-            }
-        );
-        assert_eq!(
-            p("memcached://127.0.0.1:11211"),
-            Backend::Memcached {
-                endpoint: "tcp://127.0.0.1:11211".into()
-            }
-        );
-        assert_eq!(
-            p("file:///srv/cache"),
-            Backend::Fs {
-                root: "/srv/cache".into()
-            }
-        );
-        assert_eq!(p("memcached://h:1").max_entry(), MEMCACHED_MAX);
-        assert_eq!(
-            p("memcached://h"),
-            Backend::Memcached {
-                endpoint: "tcp://h:11211".into()
-            }
-        );
-        assert_eq!(
-            p("redis://[::1]"),
-            Backend::Redis {
-                endpoint: "tcp://[::1]:6379".into(),
-                username: None,
-                password: None,
-                db: 0
-            }
-        );
-        for (bad, why) in [
-            ("ftp://h/x", "unknown scheme 'ftp'"),
-            ("redis://", "names no host"),
-            ("redis://h/x", "no database number"),
-            ("file://", "names no directory"),
-            ("127.0.0.1:6379", "is not a URL"),
-        ] {
-            let e = Backend::parse(bad).unwrap_err();
-            assert!(e.message().contains(why), "{bad}: {}", e.message());
-        }
-    }
-
-    #[test]
-    fn passwords_are_not_shown() {
-        assert_eq!(redacted("redis://u:secret@h:1/2"), "redis://u:***@h:1/2");
-        assert_eq!(redacted("redis://h:1"), "redis://h:1");
-        // a password with an unescaped '/' names no store, and is not shown either
-        assert_eq!(redacted("redis://:pa/ss@h:1"), "redis://:***@h:1");
-        assert_eq!(
-            redacted("webdav+http://alice:se/cr@et@h/x"),
-            "webdav+http://alice:***@h/x"
-        );
-        let r = Remote::open(&Spec {
-            url: "webdav+http://alice:se/cret@h/x".into(),
-            mode: None,
-            from_flag: false,
-        });
-        assert_eq!(r.shown(), "webdav+http://alice:***@h/x");
-        // escaped, it is the password
-        assert_eq!(
-            Backend::parse("redis://u%3Ax:p%2Fa%40ss%3A@h:1").unwrap(),
-            Backend::Redis {
-                endpoint: "tcp://h:1".into(),
-                username: Some("u:x".into()),
-                password: Some("p/a@ss:".into()),
-                db: 0
-            }
-        );
-        assert_eq!(redacted("redis://u:p%2Fa@h:1"), "redis://u:***@h:1");
-        let e = Backend::parse("ftp://u:secret@h").unwrap_err();
-        assert!(!e.message().contains("secret"));
-    }
 
     #[test]
     fn a_bad_mode_or_url_is_a_tier_that_is_off_with_one_reason() {

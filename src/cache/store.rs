@@ -1,8 +1,9 @@
-//! The shared tier's stores through OpenDAL (built with the `remote-cache` feature; the
-//! storage layer sccache uses): a Redis, S3, WebDAV, memcached or directory operator, and
-//! a small tokio runtime of its own that the link's threads block on, each operation
-//! bounded by a short time limit. Without the feature, opening one is an error that
-//! says so (the link then goes on without the tier).
+//! The shared tier's stores: a folder (`file://`, [`super::dirstore`], always built), or a
+//! server through OpenDAL (built with the `remote-cache` feature; the storage layer
+//! sccache uses): a Redis, S3, WebDAV or memcached operator, and a small tokio runtime of
+//! its own that the link's threads block on, each operation bounded by a short time limit.
+//! Without the feature, opening a server's store is an error that says so (the link then
+//! goes on without the tier).
 
 #[cfg(feature = "remote-cache")]
 use std::io::{Read, Write};
@@ -25,8 +26,53 @@ pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(
 /// should have, or `None` to stop reading there.
 pub type Want<'a> = dyn Fn(&[u8]) -> Option<u64> + 'a;
 
+/// A shared tier's store: a folder (`file://`, [`super::dirstore`]) or a server reached
+/// through OpenDAL.
+pub enum Store {
+    Dir(super::dirstore::DirStore),
+    Dal(Box<DalStore>),
+}
+
+impl Store {
+    /// The store for `backend` (nothing is contacted yet).
+    pub fn open(backend: &Backend) -> Result<Store> {
+        match backend {
+            Backend::Fs { root } => super::dirstore::DirStore::open(root).map(Store::Dir),
+            other => DalStore::open(other).map(|d| Store::Dal(Box::new(d))),
+        }
+    }
+
+    /// The object at `path`: `None` when there is none. Once `head` bytes are in, `want`
+    /// says how long the whole object should be, and reading stops at that length and one
+    /// byte more (a longer object fails the caller's check), or right there when it says
+    /// `None`: a store sending without end costs no memory.
+    pub fn read(&self, path: &str, head: usize, want: &Want<'_>) -> Result<Option<Vec<u8>>> {
+        match self {
+            Store::Dir(d) => d.read(path, head, want),
+            Store::Dal(d) => d.read(path, head, want),
+        }
+    }
+
+    /// Writes `data` at `path` (replacing what was there).
+    pub fn write(&self, path: &str, data: &[u8]) -> Result<()> {
+        match self {
+            Store::Dir(d) => d.write(path, data),
+            Store::Dal(d) => d.write(path, data),
+        }
+    }
+
+    /// The largest value the server said it takes (memcached's `item_size_max`).
+    pub fn item_limit(&self) -> Option<u64> {
+        match self {
+            Store::Dir(_) => None,
+            Store::Dal(d) => d.item_limit(),
+        }
+    }
+}
+
+/// A store reached through OpenDAL.
 #[cfg(feature = "remote-cache")]
-pub struct Store {
+pub struct DalStore {
     op: opendal::Operator,
     rt: tokio::runtime::Runtime,
     /// The socket to try once before the first operation (Redis, memcached).
@@ -43,6 +89,9 @@ struct Probe {
     /// `host:port`, or a unix socket's path (starting with `/`).
     addr: String,
     memcached: bool,
+    /// A plain Redis connection (not TLS): asked to `AUTH` with these (user, password),
+    /// or to `PING` without, so that a refusal is the server's own word (`WRONGPASS`).
+    redis: Option<(Option<String>, Option<String>)>,
 }
 
 #[cfg(feature = "remote-cache")]
@@ -55,7 +104,11 @@ impl Probe {
             "unix" => rest.trim_start_matches("localhost").to_string(),
             _ => rest.to_string(),
         };
-        Some(Probe { addr, memcached })
+        Some(Probe {
+            addr,
+            memcached,
+            redis: None,
+        })
     }
 
     /// Connects once, within [`CONNECT_TIMEOUT`]; memcached says its item limit
@@ -86,6 +139,9 @@ impl Probe {
             }
             Box::new(last?)
         };
+        if let Some((user, password)) = &self.redis {
+            redis_hello(&mut stream, user.as_deref(), password.as_deref())?;
+        }
         if !self.memcached {
             return Ok(None);
         }
@@ -106,20 +162,77 @@ impl Probe {
     }
 }
 
+/// Redis's answer to `AUTH` (with a password) or `PING` (without): an error reply is the
+/// tier's failure in the server's words (`WRONGPASS invalid username-password pair...`,
+/// `NOAUTH Authentication required.`), not a time-out of the client's reconnecting.
+#[cfg(feature = "remote-cache")]
+fn redis_hello(
+    stream: &mut Box<dyn ReadWrite>,
+    user: Option<&str>,
+    password: Option<&str>,
+) -> std::result::Result<(), String> {
+    let words: Vec<&str> = match (user, password) {
+        (Some(u), Some(p)) => vec!["AUTH", u, p],
+        (None, Some(p)) => vec!["AUTH", p],
+        _ => vec!["PING"],
+    };
+    let mut request = format!("*{}\r\n", words.len());
+    for w in &words {
+        request += &format!("${}\r\n{w}\r\n", w.len());
+    }
+    // (a server that says nothing in time is left to the client's own time limit)
+    if stream.write_all(request.as_bytes()).is_err() {
+        return Ok(());
+    }
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    while line.len() < 512 && !line.ends_with(b"\r\n") {
+        match stream.read(&mut byte) {
+            Ok(1) => line.push(byte[0]),
+            _ => return Ok(()),
+        }
+    }
+    match line.strip_prefix(b"-") {
+        Some(err) => {
+            let text: String = String::from_utf8_lossy(err)
+                .chars()
+                .filter(|c| !c.is_control())
+                .collect();
+            let asked = if password.is_some() {
+                "refused the credentials"
+            } else {
+                "refused the connection"
+            };
+            Err(format!("the server {asked}: {}", text.trim()))
+        }
+        None => Ok(()),
+    }
+}
+
 #[cfg(feature = "remote-cache")]
 trait ReadWrite: std::io::Read + std::io::Write {}
 #[cfg(feature = "remote-cache")]
 impl<T: std::io::Read + std::io::Write> ReadWrite for T {}
 
 #[cfg(feature = "remote-cache")]
-impl Store {
+impl DalStore {
     /// The operator for `backend` (nothing is contacted yet).
-    pub fn open(backend: &Backend) -> Result<Store> {
+    pub fn open(backend: &Backend) -> Result<DalStore> {
         use opendal::services;
         // (the HTTP transport for S3 and WebDAV, and the services, registered once)
         opendal::install_default();
         let probe = match backend {
-            Backend::Redis { endpoint, .. } => Probe::of(endpoint, false),
+            Backend::Redis {
+                endpoint,
+                username,
+                password,
+                ..
+            } => Probe::of(endpoint, false).map(|mut p| {
+                if !endpoint.starts_with("rediss://") {
+                    p.redis = Some((username.clone(), password.clone()));
+                }
+                p
+            }),
             Backend::Memcached { endpoint } => Probe::of(endpoint, true),
             _ => None,
         };
@@ -168,6 +281,7 @@ impl Store {
                 }
                 opendal::Operator::new(b)
             }
+            // (file:// is the folder store's: `Store::open` never comes here with it)
             Backend::Fs { root } => opendal::Operator::new(services::Fs::default().root(&root)),
         };
         let op = built.map_err(|e| Error::fatal(format!("cannot be set up: {e}")))?;
@@ -182,7 +296,7 @@ impl Store {
             .enable_all()
             .build()
             .map_err(|e| Error::fatal(format!("cannot start its client: {e}")))?;
-        Ok(Store {
+        Ok(DalStore {
             op,
             rt,
             probe,
@@ -287,11 +401,11 @@ fn one_line(e: &opendal::Error) -> String {
 }
 
 #[cfg(not(feature = "remote-cache"))]
-pub struct Store;
+pub struct DalStore;
 
 #[cfg(not(feature = "remote-cache"))]
-impl Store {
-    pub fn open(_: &Backend) -> Result<Store> {
+impl DalStore {
+    pub fn open(_: &Backend) -> Result<DalStore> {
         Err(Error::fatal(
             "this nvlinkrs was built without the remote-cache feature",
         ))

@@ -186,6 +186,14 @@ pub fn is_func_desc(ty: u32) -> bool {
         .is_some_and(|(n, _)| n.starts_with("FUNC_DESC"))
 }
 
+/// Whether the type writes the target's unified address (`UNIFIED`, `UNIFIED32_LO_32`,
+/// `UNIFIED32_HI_32`: a function pointer taken in code or data).
+pub fn is_unified(ty: u32) -> bool {
+    TABLE
+        .get(ty as usize)
+        .is_some_and(|(n, _)| n.starts_with("UNIFIED"))
+}
+
 /// Whether the type asks for the target's global (load) address (`G32`, `G64`).
 pub fn is_global_address(ty: u32) -> bool {
     TABLE

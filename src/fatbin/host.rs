@@ -5,6 +5,7 @@
 use crate::bytes::{Bytes, Le};
 use crate::diag::Result;
 use crate::elf::ElfView;
+use crate::elf::cubin::SHT_NOBITS;
 
 /// The sections that hold fatbin containers, in the order nvlink prefers them: relocatable
 /// device code first (what a device link consumes), then executable device code.
@@ -32,8 +33,8 @@ pub struct HostObject {
     /// The module ids an `nvcc -dlink` object already linked: its `__nv_module_id` lists
     /// them as `def <id>` entries (empty for other objects).
     pub prelinked: Vec<String>,
-    /// `(section, entries)` of the non-empty host-reference tables: symbol names or
-    /// patterns (`_Z5saxpy*`), in section order.
+    /// `(section, entries)` of the host-reference tables with entries (see
+    /// `table_entries`): symbol names or patterns (`_Z5saxpy*`), in section order.
     pub host_refs: Vec<(&'static str, Vec<String>)>,
 }
 
@@ -49,12 +50,35 @@ fn cstr(d: &[u8]) -> String {
     String::from_utf8_lossy(&d[..end]).into_owned()
 }
 
-/// The NUL-separated entries of a host-reference table.
+/// The NUL-separated entries of a list (`__nv_module_id`'s).
 fn entries(d: &[u8]) -> Vec<String> {
     d.split(|&b| b == 0)
         .filter(|e| !e.is_empty())
         .map(|e| String::from_utf8_lossy(e).into_owned())
         .collect()
+}
+
+/// The entries of a host-reference table of `size` bytes at `offset` in `file`, as
+/// nvlink 13.5 reads them: a string at the table's start, then one after each string's
+/// NUL, as long as it starts before the table's last byte, each read up to its NUL even
+/// past the table's end (up to the end of the file). So a one-byte table has no entry
+/// whatever its byte, a table of NULs has empty entries (which match no kernel: nvlink
+/// then keeps none), and the last string of a damaged table runs on into the next
+/// section's bytes (read off nvlink with tables rewritten byte by byte).
+fn table_entries(file: &[u8], offset: u64, size: u64) -> Vec<String> {
+    let Some(table) = usize::try_from(offset).ok().and_then(|o| file.get(o..)) else {
+        return Vec::new();
+    };
+    let size = usize::try_from(size).unwrap_or(usize::MAX).min(table.len());
+    let mut out = Vec::new();
+    let mut at = 0usize;
+    while at + 1 < size {
+        let rest = &table[at..];
+        let len = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
+        out.push(String::from_utf8_lossy(&rest[..len]).into_owned());
+        at += len + 1;
+    }
+    out
 }
 
 /// Finds the device-code sections of a host ELF object.
@@ -91,7 +115,8 @@ pub fn read(file: &Bytes, origin: &str) -> Result<HostObject> {
     let host_refs = HOST_REF_SECTIONS
         .iter()
         .filter_map(|&n| {
-            let entries = entries(view.section_data(view.section(n)?));
+            let s = view.section(n).filter(|s| s.ty != SHT_NOBITS)?;
+            let entries = table_entries(file, s.offset, s.size);
             (!entries.is_empty()).then_some((n, entries))
         })
         .collect();
@@ -102,4 +127,33 @@ pub fn read(file: &Bytes, origin: &str) -> Result<HostObject> {
         prelinked,
         host_refs,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::table_entries;
+
+    /// Tables of 10 bytes at offset 1 of a file, as nvlink reads them.
+    #[test]
+    fn tables_read_as_nvlink_reads_them() {
+        let read = |t: &[u8]| {
+            let mut f = vec![b'x'];
+            f.extend_from_slice(t);
+            table_entries(&f, 1, 10)
+        };
+        assert_eq!(read(b"klaunched\0"), ["klaunched"]);
+        assert_eq!(read(b"\0\0\0\0\0\0\0\0\0\0"), vec![String::new(); 9]);
+        assert_eq!(read(b"ab\0\0cd\0\0\0\0"), ["ab", "", "cd", "", ""]);
+        // the last byte starts no entry; an entry runs past the table (to the file's end)
+        assert_eq!(read(b"\0\0\0\0\0\0\0\0\0*"), vec![String::new(); 9]);
+        assert_eq!(read(b"\0kern_unla*\0"), ["", "kern_unla*"]);
+        assert_eq!(
+            read(b"\0\0\0\0\0\0\0\0kl*"),
+            [&[""; 8][..], &["kl*"]].concat()
+        );
+        // a one-byte table has none, whatever its byte; a table past the file's end none
+        assert!(table_entries(b"A", 0, 1).is_empty());
+        assert!(table_entries(b"ab\0", 7, 10).is_empty());
+        assert_eq!(table_entries(b"ab", 0, 1 << 40), ["ab"]);
+    }
 }

@@ -1,7 +1,7 @@
 //! libnvJitLink's finalizer in a child process (nvlinkrs itself, started with the hidden
-//! `__finalize` subcommand), as libNVVM's split compile is run (`lto::isolated`): a crash
+//! `__finalize` subcommand), as libNVVM's split compile is run (`lto::isolated`), under `crate::child`'s limits: a crash
 //! in the library (a damaged library the loader maps, SIGBUS; a damaged unit it
-//! finalizes, SIGSEGV or a heap abort) or a hang costs the child, and the link goes on
+//! finalizes, SIGSEGV or a heap abort), a hang, a spin or a flood of output costs the child, and the link goes on
 //! without the finalizer, with a warning.
 //!
 //! Request (child's stdin): the jobs, framed by [`crate::frames`], each a `job` frame
@@ -11,12 +11,13 @@
 //! arguments: the library, the architecture, `-g` or `-`, then libnvJitLink's further
 //! options (the [`Mode`]).
 
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use super::nvjitlink::NvJitLink;
 use super::{Finalizer, Mode};
 use crate::arch::Arch;
+use crate::child;
 use crate::diag::{Error, Result};
 use crate::frames::{decode, encode};
 
@@ -33,32 +34,22 @@ impl Finalizer for Isolated {
         let body = encode(jobs.iter().flat_map(|units| {
             std::iter::once(("job", &[][..])).chain(units.iter().map(|u| ("unit", *u)))
         }));
-        let exe = std::env::current_exe().map_err(|e| {
+        let mut cmd = child::self_command(SUBCOMMAND).map_err(|e| {
             Error::fatal(format!("cannot find this program to run libnvJitLink: {e}"))
         })?;
-        let mut cmd = Command::new(&exe);
-        cmd.env(crate::lto::isolated::CHILD_VAR, SUBCOMMAND)
-            .arg(SUBCOMMAND)
-            .arg(&self.lib)
+        cmd.arg(&self.lib)
             .arg(mode.arch.to_string())
             .arg(if mode.debug { "-g" } else { "-" })
-            .args(&mode.extra)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        crate::lto::isolated::dies_with_the_link(&mut cmd);
-        let child = cmd
-            .spawn()
-            .map_err(|e| Error::fatal(format!("cannot start '{}': {e}", exe.display())))?;
-        let (status, stdout, stderr) = crate::lto::isolated::supervise(child, &body)?;
-        let ended = match status {
-            Some(st) if st.success() => return answer(&stdout, jobs.len()),
-            Some(st) => ended_by(st),
-            None => format!(
-                "made no progress for {} s",
-                crate::lto::isolated::STALL.as_secs()
-            ),
+            .args(&mode.extra);
+        let limits = limits(body.len());
+        let done = child::run(&mut cmd, body, limits)
+            .map_err(|e| Error::fatal(format!("cannot start '{}': {e}", child::program(&cmd))))?;
+        let ended = match done.ending {
+            child::Ending::Exited(st) if st.success() => return answer(&done.stdout, jobs.len()),
+            child::Ending::Exited(st) if st.signal().is_none() => format!("failed ({st})"),
+            other => other.describe(),
         };
+        let stderr = done.stderr;
         let mut e = Error::fatal(format!("libnvJitLink '{}' {ended}", self.lib.display()));
         if let Some(line) = String::from_utf8_lossy(&stderr)
             .lines()
@@ -70,20 +61,16 @@ impl Finalizer for Isolated {
     }
 }
 
-/// How the child ended: `crashed (SIGSEGV)`, or `failed (exit status 3)`.
-fn ended_by(st: std::process::ExitStatus) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    let name = match st.signal() {
-        None => return format!("failed ({st})"),
-        Some(libc::SIGSEGV) => "SIGSEGV".to_string(),
-        Some(libc::SIGBUS) => "SIGBUS".to_string(),
-        Some(libc::SIGABRT) => "SIGABRT".to_string(),
-        Some(libc::SIGILL) => "SIGILL".to_string(),
-        Some(libc::SIGFPE) => "SIGFPE".to_string(),
-        Some(libc::SIGKILL) => "SIGKILL".to_string(),
-        Some(n) => format!("signal {n}"),
-    };
-    format!("crashed ({name})")
+/// What the child may take (`crate::child`): no CPU time for [`child::STALL`]; two
+/// minutes plus ten seconds per MiB of units on the wall clock; images of at most four
+/// times the units plus 64 MiB.
+pub fn limits(request: usize) -> child::Limits {
+    let s = std::time::Duration::from_secs;
+    child::Limits {
+        wall: child::Limits::wall_for(request, s(120), s(10)),
+        stall: Some(child::STALL),
+        stdout: 4 * request as u64 + (64 << 20),
+    }
 }
 
 /// The child's answer: an image (or a refusal) per job.

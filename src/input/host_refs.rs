@@ -20,7 +20,9 @@ pub struct HostRefs {
 
 impl HostRefs {
     /// From the `.nvHR*` tables of the host objects, in input order. nvlink pushes every
-    /// entry onto the front of its lists, so the option lists come out reversed.
+    /// entry onto the front of its lists, so the option lists come out reversed, each
+    /// name once, where it last appears in the tables (read off nvlink 13.5: a kernel
+    /// two host objects launch is listed once).
     pub fn from_tables<'a>(tables: impl IntoIterator<Item = (&'a str, &'a [String])>) -> HostRefs {
         let mut r = HostRefs::default();
         for (section, entries) in tables {
@@ -39,6 +41,8 @@ impl HostRefs {
             &mut r.ek, &mut r.ik, &mut r.ec, &mut r.ic, &mut r.eg, &mut r.ig,
         ] {
             l.reverse();
+            let mut seen = std::collections::HashSet::new();
+            l.retain(|e| seen.insert(e.clone()));
         }
         r.tables = true;
         r

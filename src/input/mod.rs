@@ -93,6 +93,27 @@ impl Code {
     }
 }
 
+/// What nvlink 13.5 looks for in a module id to know the device runtime's object.
+const DEVICE_RUNTIME_MODULE: &str = "_cuda_device_runtime_";
+
+/// Whether an archive's members are libcudadevrt, by what they are: a host object
+/// compiled from the device runtime's source, whose module id names
+/// `cuda_device_runtime.cu` (`_0afad4c0_22_cuda_device_runtime_cu_…`), the one place
+/// the command line and the drop-in libnvJitLink (whose inputs reach the link as
+/// `in0.o`, `in1.a`) both decide it. Not by the archive's name: nvlink goes by that, so
+/// a copy of libcudadevrt under another name counts as program code there (its kernel
+/// tables narrow the link to its own kernels); here it is the device runtime wherever
+/// it comes from, as nvJitLink treats it.
+pub fn is_device_runtime(members: &[Node]) -> bool {
+    members.iter().any(|m| match &m.item {
+        Item::HostObject { module_id, .. } => module_id
+            .as_deref()
+            .is_some_and(|id| id.contains(DEVICE_RUNTIME_MODULE)),
+        Item::Archive { cudadevrt, .. } => *cudadevrt,
+        _ => false,
+    })
+}
+
 #[derive(Clone, Debug)]
 pub enum Item {
     Archive {
@@ -345,7 +366,6 @@ fn walk_with(
         }
         Role::Archive => {
             let ar = archive::parse(&data, origin)?;
-            let cudadevrt = origin.contains("cudadevrt");
             let children = ar
                 .members
                 .par_iter()
@@ -369,7 +389,7 @@ fn walk_with(
                 size,
                 item: Item::Archive {
                     thin: ar.thin,
-                    cudadevrt,
+                    cudadevrt: is_device_runtime(&children),
                 },
                 children,
             }

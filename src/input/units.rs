@@ -1,7 +1,7 @@
 //! The one walk over the input trees that every link phase shares: the units of device
 //! code (a top-level input, or an archive member at any depth) in input order, each with
-//! whether it came out of libcudadevrt (an archive named `*cudadevrt*`, whose members
-//! inherit it), and the rules for what a host object gives: its module id and
+//! whether it came out of libcudadevrt (an archive holding the device runtime's object,
+//! `super::is_device_runtime`, whose members inherit it), and the rules for what a host object gives: its module id and
 //! host-reference tables, whether it holds relocatable device code (`__nv_relfatbin`),
 //! and which of its device code a link reads (not the whole-program `.nv_fatbin`).
 
@@ -236,5 +236,25 @@ mod tests {
         assert_eq!(hosts[0].host_refs[0].1, ["k_m1"]);
         // a unit that is not a host object reads all its code
         assert_eq!(units(&[cubin("c", 75)])[0].linked_codes().len(), 1);
+    }
+
+    #[test]
+    fn libcudadevrt_is_known_by_its_module_id_not_its_name() {
+        let devrt = "_0afad4c0_22_cuda_device_runtime_cu_f78b5b52_735892";
+        let member = |id: &str| host("cuda_device_runtime.o", id, vec![]);
+        // nvJitLink's inputs reach the drop-in as in<N>.a
+        assert!(super::super::is_device_runtime(&[member(devrt)]));
+        assert!(super::super::is_device_runtime(&[archive(
+            "in1.a:inner.a",
+            true,
+            vec![]
+        )]));
+        assert!(!super::super::is_device_runtime(&[member(
+            "_0afad4c0_5_a_cu_1"
+        )]));
+        assert!(!super::super::is_device_runtime(&[cubin(
+            "libcudadevrt.a:x.cubin",
+            90
+        )]));
     }
 }

@@ -55,16 +55,11 @@ pub fn summarize(data: &[u8], origin: &str) -> Result<BitcodeSummary> {
 #[cfg(feature = "llvm")]
 pub fn summarize_in_process(data: &[u8], origin: &str) -> Result<BitcodeSummary> {
     use inkwell::context::Context;
-    use inkwell::memory_buffer::MemoryBuffer;
-    use inkwell::module::Module;
     let ctx = Context::create();
-    let buf = MemoryBuffer::create_from_memory_range_copy(data, origin);
-    let module = Module::parse_bitcode_from_buffer(&buf, &ctx).map_err(|e| {
-        Error::fatal(format!(
-            "'{origin}': LLVM cannot read this bitcode: {}",
-            e.to_string().trim()
-        ))
-    })?;
+    // (read lazily: the summary needs no function's body, and a 53 MB device library
+    // read whole took 13 s)
+    let module = super::link_ir::parse_lazily(&ctx, origin, data)
+        .map_err(|_| Error::fatal(format!("'{origin}': LLVM cannot read this bitcode")))?;
     let annotated = annotated_kernels(&module);
     let mut s = BitcodeSummary {
         triple: module.get_triple().as_str().to_string_lossy().into_owned(),
@@ -77,7 +72,7 @@ pub fn summarize_in_process(data: &[u8], origin: &str) -> Result<BitcodeSummary>
     };
     for f in module.get_functions() {
         let name = f.get_name().to_string_lossy().into_owned();
-        if f.count_basic_blocks() == 0 {
+        if f.as_global_value().is_declaration() {
             s.declarations += 1;
         } else if f.get_call_conventions() == CC_PTX_KERNEL || annotated.contains(&name) {
             s.kernels.push(name);

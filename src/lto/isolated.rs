@@ -16,33 +16,31 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use super::{Engine, IrForm, IrModule, LtoOutput, NvvmEngine};
 use crate::bytes::Bytes;
+use crate::child;
 use crate::diag::{Diagnostics, Error, Result};
 use crate::frames::{decode, encode};
 
 /// How many times a crashed compile is run.
 pub const ATTEMPTS: usize = 3;
 
-/// A child that uses no CPU time for this long is stuck (libNVVM does no I/O while it
-/// compiles): it is stopped and the compile run again. nvlink's hangs under
-/// `-split-compile-extended` are of this kind (all threads waiting on futexes, 0% CPU).
-pub const STALL: std::time::Duration = std::time::Duration::from_secs(10);
-
 /// The hidden subcommand the child runs.
 pub const SUBCOMMAND: &str = "__nvvm-compile";
 
-/// Set (to the subcommand) in a child's environment: a first argument that names a
-/// hidden subcommand is one only with it (else it is an input file of that name).
-pub const CHILD_VAR: &str = "NVLINKRS_CHILD";
-
-/// Whether this process was started as the hidden subcommand `name` (its first argument,
-/// and [`CHILD_VAR`] naming it).
-pub fn started_as(args: &[String], name: &str) -> bool {
-    args.first().is_some_and(|a| a == name)
-        && std::env::var_os(CHILD_VAR).is_some_and(|v| v == name)
+/// What one attempt may take (`crate::child`): no CPU time for [`child::STALL`] is a
+/// stuck child (libNVVM does no I/O while it compiles; nvlink's hangs under
+/// `-split-compile-extended` are of this kind, all threads waiting on futexes, 0% CPU);
+/// 10 minutes plus one per MiB of IR on the wall clock (a child that spins); PTX of at
+/// most 64 times the IR plus 256 MiB.
+pub fn limits(request: usize) -> child::Limits {
+    let s = std::time::Duration::from_secs;
+    child::Limits {
+        wall: child::Limits::wall_for(request, s(600), s(60)),
+        stall: Some(child::STALL),
+        stdout: 64 * request as u64 + (256 << 20),
+    }
 }
 
 /// libNVVM at `lib`, run in a child process.
@@ -70,36 +68,26 @@ impl Engine for IsolatedNvvm {
                 .map(String::as_str)
                 .zip(modules.iter().map(|m| &m.data[..])),
         );
-        let exe = std::env::current_exe()
-            .map_err(|e| Error::fatal(format!("cannot find this program to run libNVVM: {e}")))?;
         let mut crashes = Vec::new();
         for _ in 0..ATTEMPTS {
-            let mut cmd = Command::new(&exe);
-            cmd.env(CHILD_VAR, SUBCOMMAND)
-                .arg(SUBCOMMAND)
-                .arg(&self.lib)
-                .arg("--")
-                .args(options)
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped());
-            dies_with_the_link(&mut cmd);
-            let child = cmd
-                .spawn()
-                .map_err(|e| Error::fatal(format!("cannot start '{}': {e}", exe.display())))?;
-            let (status, stdout, stderr) = supervise(child, &body)?;
-            if status.as_ref().is_some_and(|s| s.success()) {
-                return answer(&stdout, diag);
-            }
-            crashes.push(match status {
-                Some(st) => match String::from_utf8_lossy(&stderr).trim() {
-                    "" => format!("attempt ended by {st}"),
-                    msg => format!("attempt ended by {st}: {msg}"),
-                },
-                None => format!(
-                    "attempt stopped after {} s without progress",
-                    STALL.as_secs()
-                ),
+            let mut cmd = child::self_command(SUBCOMMAND).map_err(|e| {
+                Error::fatal(format!("cannot find this program to run libNVVM: {e}"))
+            })?;
+            cmd.arg(&self.lib).arg("--").args(options);
+            let done = child::run(&mut cmd, body.clone(), limits(body.len())).map_err(|e| {
+                Error::fatal(format!("cannot start '{}': {e}", child::program(&cmd)))
+            })?;
+            let st = match done.ending {
+                child::Ending::Exited(st) if st.success() => return answer(&done.stdout, diag),
+                child::Ending::Exited(st) => st,
+                other => {
+                    crashes.push(format!("attempt {}", other.describe()));
+                    continue;
+                }
+            };
+            crashes.push(match String::from_utf8_lossy(&done.stderr).trim() {
+                "" => format!("attempt ended by {st}"),
+                msg => format!("attempt ended by {st}: {msg}"),
             });
         }
         let mut e = Error::fatal("elfLink nvvm error").context(format!(
@@ -110,88 +98,6 @@ impl Engine for IsolatedNvvm {
         }
         Err(e)
     }
-}
-
-/// Feeds the child its request and collects its output; stops it when it makes no
-/// progress for [`STALL`] (status `None`).
-pub(crate) fn supervise(
-    mut child: std::process::Child,
-    body: &[u8],
-) -> Result<(Option<std::process::ExitStatus>, Vec<u8>, Vec<u8>)> {
-    use std::io::Read;
-    let stdin = child.stdin.take();
-    let mut stdout = child.stdout.take();
-    let mut stderr = child.stderr.take();
-    let pid = child.id();
-    std::thread::scope(|s| {
-        // (a thread that cannot be made, under a memory or process limit, is an error
-        // of this step, which the caller falls back from; never a panic)
-        let thread = || std::thread::Builder::new();
-        let feeder = thread().spawn_scoped(s, move || {
-            if let Some(mut p) = stdin {
-                let _ = p.write_all(body);
-            }
-        });
-        let out = thread().spawn_scoped(s, move || {
-            let mut v = Vec::new();
-            if let Some(p) = stdout.as_mut() {
-                let _ = p.read_to_end(&mut v);
-            }
-            v
-        });
-        let err = thread().spawn_scoped(s, move || {
-            let mut v = Vec::new();
-            if let Some(p) = stderr.as_mut() {
-                let _ = p.read_to_end(&mut v);
-            }
-            v
-        });
-        let (out, err) = match (feeder, out, err) {
-            (Ok(_), Ok(out), Ok(err)) => (out, err),
-            (f, o, e) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                let why = [f.err(), o.err(), e.err()].into_iter().flatten().next();
-                return Err(Error::fatal(format!(
-                    "cannot start a thread to talk to the child process: {}",
-                    why.map_or_else(String::new, |e| e.to_string())
-                )));
-            }
-        };
-        let watch = cpu_ticks(pid).is_some();
-        let mut last = (cpu_ticks(pid), std::time::Instant::now());
-        let status = loop {
-            match child.try_wait() {
-                Ok(Some(st)) => break Some(st),
-                Ok(None) => {}
-                Err(e) => return Err(Error::fatal(format!("waiting for libNVVM's process: {e}"))),
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-            let now = cpu_ticks(pid);
-            if now != last.0 {
-                last = (now, std::time::Instant::now());
-            } else if watch && last.1.elapsed() >= STALL {
-                let _ = child.kill();
-                let _ = child.wait();
-                break None;
-            }
-        };
-        Ok((
-            status,
-            out.join().unwrap_or_default(),
-            err.join().unwrap_or_default(),
-        ))
-    })
-}
-
-/// The CPU time a process has used so far, in clock ticks (Linux `/proc`; `None` where
-/// that cannot be read, and then no stall is ever declared).
-pub(crate) fn cpu_ticks(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // fields after the parenthesised command name; utime and stime are the 12th and 13th
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let f: Vec<&str> = rest.split(' ').collect();
-    Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
 }
 
 /// Reads the child's answer.
@@ -295,17 +201,4 @@ fn compile_here(
         lib: super::libnvvm::LibNvvm::load(lib)?,
     };
     engine.compile(&modules, options, diag)
-}
-
-/// A child started for the link ends with the thread that started it (which waits for
-/// it): a link killed by the user or the daemon leaves none running.
-pub(crate) fn dies_with_the_link(cmd: &mut Command) {
-    #[cfg(target_os = "linux")]
-    // SAFETY: the closure only calls prctl, which is async-signal-safe.
-    unsafe {
-        std::os::unix::process::CommandExt::pre_exec(cmd, || {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            Ok(())
-        });
-    }
 }

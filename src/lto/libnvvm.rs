@@ -132,6 +132,12 @@ impl LibNvvm {
         }
     }
 
+    /// An address in libNVVM's code (its compile entry), for the crash guard to find the
+    /// library's segments by.
+    pub fn code_address(&self) -> usize {
+        self.api.compile as usize
+    }
+
     /// A new, empty program.
     pub fn program(&self) -> Result<Program<'_>> {
         let mut raw: Handle = std::ptr::null_mut();

@@ -189,3 +189,72 @@ pub fn add_nvvm_ir_version(module: &Module) -> Result<()> {
         .add_global_metadata("nvvmir.version", &node)
         .map_err(|e| Error::fatal(format!("nvlinkrs-llvm: !nvvmir.version: {e}")))
 }
+
+/// Reads `data` as a module lazily: the functions' bodies stay in the bitcode until a
+/// link needs them (LLVM's lazy bitcode loading), so a 53 MB device library costs what the
+/// program takes from it.
+pub fn parse_lazily<'c>(
+    ctx: &'c inkwell::context::Context,
+    name: &str,
+    data: &[u8],
+) -> Result<Module<'c>> {
+    use inkwell::memory_buffer::MemoryBuffer;
+    let buf = MemoryBuffer::create_from_memory_range_copy(data, name);
+    let mut module = std::ptr::null_mut();
+    // SAFETY: the context outlives the module (its lifetime); the buffer is handed to
+    // the module, which owns it from then on (hence `forget`), whether or not the read
+    // succeeds (LLVM disposes of it on failure too).
+    let failed = unsafe {
+        llvm_sys::bit_reader::LLVMGetBitcodeModuleInContext2(
+            ctx.raw(),
+            buf.as_mut_ptr(),
+            &mut module,
+        )
+    };
+    std::mem::forget(buf);
+    if failed != 0 || module.is_null() {
+        return Err(Error::fatal(format!(
+            "'{name}': LLVM 22 cannot read this IR"
+        )));
+    }
+    // SAFETY: a module LLVM just made in `ctx`, owned by nobody else
+    Ok(unsafe { Module::new(module) })
+}
+
+/// Whether `module` (read lazily or not) defines a kernel: a definition with the
+/// `ptx_kernel` convention or one `nvvm.annotations` marks. A module that defines none,
+/// from elsewhere than NVIDIA's containers, is a library of device code (NVSHMEM's
+/// `libnvshmem_device_sm_XX.bc`), linked only as far as the program needs it.
+pub fn defines_kernel(module: &Module) -> bool {
+    let annotated = super::bitcode::annotated_kernels(module);
+    module.get_functions().any(|f| {
+        !f.as_global_value().is_declaration()
+            && (f.get_call_conventions() == super::bitcode::CC_PTX_KERNEL
+                || annotated.contains(f.get_name().to_string_lossy().as_ref()))
+    })
+}
+
+unsafe extern "C" {
+    /// `src/lto/only_needed.cpp`: LLVM's linker in "only needed" mode.
+    fn nvlinkrs_link_only_needed(
+        dst: llvm_sys::prelude::LLVMModuleRef,
+        src: llvm_sys::prelude::LLVMModuleRef,
+    ) -> std::ffi::c_int;
+}
+
+/// Links library `lib` into `dst`, only what `dst` names and what that reaches (LLVM's
+/// `-only-needed`; libNVVM's lazy modules do the same). Linked whole, NVSHMEM's 53 MB
+/// bitcode library kept libNVVM busy for half an hour: a ring kernel needs a few
+/// functions of it.
+pub fn link_only_needed(dst: &Module, lib: Module, name: &str) -> Result<()> {
+    // SAFETY: both modules are alive and of one context; the callee takes ownership of
+    // `lib` (hence `forget`).
+    let failed = unsafe { nvlinkrs_link_only_needed(dst.as_mut_ptr(), lib.as_mut_ptr()) };
+    std::mem::forget(lib);
+    match failed {
+        0 => Ok(()),
+        _ => Err(Error::fatal(format!(
+            "'{name}': cannot be linked with the modules before it"
+        ))),
+    }
+}

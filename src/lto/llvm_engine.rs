@@ -75,7 +75,7 @@ impl Engine for LlvmEngine {
         let request = encode(modules.iter().map(|m| (m.name.as_str(), &m.data[..])));
         let what = modules.first().map_or("<lto>", |m| m.name.as_str());
         let answer =
-            super::llvm_helper::run_with_jobs(&argv, &request, what, self.jobserver.as_ref())?;
+            super::llvm_helper::run_with_jobs(&argv, request, what, self.jobserver.as_ref())?;
         let mut ptx: Vec<Vec<u8>> = Vec::new();
         for (name, p) in decode(&answer)? {
             match name.as_str() {

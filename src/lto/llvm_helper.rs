@@ -6,10 +6,10 @@
 //! arguments; bulk input comes on stdin, the answer on stdout, a failure as exit status 1
 //! with the message on stderr.
 
-use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
+use crate::child;
 use crate::diag::{Error, Result};
 
 /// The helper's file name.
@@ -30,142 +30,29 @@ pub fn locate() -> Option<PathBuf> {
 
 /// Runs one request that needs no job tokens and does no I/O but its pipes (`link-ir`,
 /// `summarize`); `what` names the input in messages. Such a helper is never idle: one
-/// that uses no CPU time for [`super::isolated::STALL`] is stuck (or not the helper) and
-/// is stopped, as is one whose answer outgrows [`answer_limit`] of its request (its
-/// stderr is kept to [`STDERR_LIMIT`]), so that a wrong `NVLINKRS_LLVM_HELPER` fails the
-/// link rather than hanging it or filling memory.
+/// that uses no CPU time for [`child::STALL`] is stuck (or not the helper) and is
+/// stopped, as is one that runs past two minutes plus ten seconds per MiB of request, or
+/// whose answer outgrows [`answer_limit`] of its request (`crate::child` supervises it),
+/// so that a wrong `NVLINKRS_LLVM_HELPER` fails the link rather than hanging it or
+/// filling memory.
 pub fn run(args: &[&str], stdin: Vec<u8>, what: &str) -> Result<Vec<u8>> {
     let mut cmd = command(what)?;
     cmd.args(args);
-    let child = spawn(&mut cmd, what)?;
-    let (request, limit) = (stdin.len(), answer_limit(stdin.len()));
-    let (status, out, err) = supervise(child, stdin, limit)?;
-    match status {
-        Ending::Exited(status) => finish(status, out, &err, what),
-        Ending::Stalled => Err(Error::fatal(format!(
-            "'{what}': {NAME} used no CPU time for {} s and was stopped",
-            super::isolated::STALL.as_secs()
-        ))),
-        Ending::TooLong => Err(Error::fatal(format!(
-            "'{what}': {NAME} answered more than {limit} bytes to a {}-byte request and was stopped",
-            request
-        ))),
-        Ending::OutputLeftOpen => Err(Error::fatal(format!(
-            "'{what}': {NAME} ended but its output stayed open (a process it started holds it)"
-        ))),
-    }
+    let s = std::time::Duration::from_secs;
+    let limits = child::Limits {
+        wall: child::Limits::wall_for(stdin.len(), s(120), s(10)),
+        stall: Some(child::STALL),
+        stdout: answer_limit(stdin.len()),
+    };
+    let request = stdin.len();
+    let done = child::run(&mut cmd, stdin, limits).map_err(|e| start_error(&cmd, what, e))?;
+    finish(done, what, request)
 }
 
 /// The most a `link-ir` or `summarize` answer may take: a linked module is about as
 /// large as its modules together, a summary smaller than its module.
 pub fn answer_limit(request: usize) -> u64 {
     4 * request as u64 + (64 << 20)
-}
-
-/// The most of a helper's stderr kept for its message.
-pub const STDERR_LIMIT: u64 = 1 << 20;
-
-/// How a supervised helper ended.
-enum Ending {
-    Exited(std::process::ExitStatus),
-    Stalled,
-    TooLong,
-    /// It ended, but its stdout stayed open (a process it started holds it).
-    OutputLeftOpen,
-}
-
-/// Feeds the helper its request and reads its answer (at most `limit` bytes) and stderr,
-/// watching its CPU time. The pipes are served by threads of their own that are left
-/// behind where a process the helper started keeps them open after it ended (a script
-/// as `NVLINKRS_LLVM_HELPER`): the link does not wait for them.
-fn supervise(
-    mut child: std::process::Child,
-    body: Vec<u8>,
-    limit: u64,
-) -> Result<(Ending, Vec<u8>, Vec<u8>)> {
-    use std::io::Read;
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::mpsc::{RecvTimeoutError, channel};
-    let stdin = child.stdin.take();
-    let stdout = child.stdout.take();
-    let stderr = child.stderr.take();
-    let pid = child.id();
-    let too_long = Arc::new(AtomicBool::new(false));
-    std::thread::spawn(move || {
-        if let Some(mut p) = stdin {
-            let _ = p.write_all(&body);
-        }
-    });
-    let (out_tx, out_rx) = channel();
-    let flag = too_long.clone();
-    std::thread::spawn(move || {
-        let mut v = Vec::new();
-        if let Some(p) = stdout {
-            let _ = p.take(limit + 1).read_to_end(&mut v);
-        }
-        if v.len() as u64 > limit {
-            flag.store(true, Ordering::SeqCst);
-        }
-        let _ = out_tx.send(v);
-    });
-    let (err_tx, err_rx) = channel();
-    std::thread::spawn(move || {
-        let mut v = Vec::new();
-        if let Some(mut p) = stderr {
-            let _ = (&mut p).take(STDERR_LIMIT).read_to_end(&mut v);
-            let _ = err_tx.send(v);
-            // the rest drained, so that the helper is not blocked on it
-            let _ = std::io::copy(&mut p, &mut std::io::sink());
-        } else {
-            let _ = err_tx.send(v);
-        }
-    });
-    let cpu = super::isolated::cpu_ticks;
-    let mut last = (cpu(pid), std::time::Instant::now());
-    // (woken by the end of the answer, which comes as the helper ends: no added wait)
-    let mut out = None;
-    let ending = loop {
-        match child.try_wait() {
-            Ok(Some(st)) => break Ending::Exited(st),
-            Ok(None) => {}
-            Err(e) => return Err(Error::fatal(format!("waiting for {NAME}: {e}"))),
-        }
-        if too_long.load(Ordering::SeqCst) {
-            break Ending::TooLong;
-        }
-        match out {
-            None => match out_rx.recv_timeout(std::time::Duration::from_millis(50)) {
-                Ok(v) => out = Some(v),
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => out = Some(Vec::new()),
-            },
-            Some(_) => std::thread::sleep(std::time::Duration::from_millis(2)),
-        }
-        let now = cpu(pid);
-        if now != last.0 {
-            last = (now, std::time::Instant::now());
-        } else if now.is_some() && last.1.elapsed() >= super::isolated::STALL {
-            break Ending::Stalled;
-        }
-    };
-    if !matches!(ending, Ending::Exited(_)) {
-        let _ = child.kill();
-        let _ = child.wait();
-    }
-    // (the helper's own ends close as it ends; a little grace for the last bytes)
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(2);
-    let left = || until.saturating_duration_since(std::time::Instant::now());
-    let out = out
-        .ok_or(())
-        .or_else(|_| out_rx.recv_timeout(left()).map_err(|_| ()));
-    let err = err_rx.recv_timeout(left()).unwrap_or_default();
-    let ending = match (ending, out.is_ok()) {
-        (_, _) if too_long.load(Ordering::SeqCst) => Ending::TooLong,
-        (Ending::Exited(_), false) => Ending::OutputLeftOpen,
-        (e, _) => e,
-    };
-    Ok((ending, out.unwrap_or_default(), err))
 }
 
 /// The helper's command for a request, its pipes set; an error where there is none.
@@ -181,32 +68,35 @@ fn command(what: &str) -> Result<Command> {
             )
         }));
     };
-    let mut cmd = Command::new(&helper);
-    cmd.stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    Ok(cmd)
+    Ok(child::command(&helper))
 }
 
-/// Starts the helper, naming it where it cannot be started.
-fn spawn(cmd: &mut Command, what: &str) -> Result<std::process::Child> {
-    cmd.spawn().map_err(|e| {
-        let helper = cmd.get_program().to_string_lossy().into_owned();
-        Error::fatal(format!("'{what}': cannot start {helper}: {e}"))
-    })
+/// The message for a helper that cannot be started (or watched).
+fn start_error(cmd: &Command, what: &str, e: std::io::Error) -> Error {
+    Error::fatal(format!(
+        "'{what}': cannot start {}: {e}",
+        child::program(cmd)
+    ))
 }
 
-/// The answer of a helper that ended with `status`, or its message.
-fn finish(
-    status: std::process::ExitStatus,
-    stdout: Vec<u8>,
-    stderr: &[u8],
-    what: &str,
-) -> Result<Vec<u8>> {
-    if status.success() {
-        return Ok(stdout);
-    }
-    let msg = String::from_utf8_lossy(stderr).trim().to_string();
+/// The answer of a helper that ended as `done` says, or its message.
+fn finish(done: child::Finished, what: &str, request: usize) -> Result<Vec<u8>> {
+    let status = match done.ending {
+        child::Ending::Exited(st) if st.success() => return Ok(done.stdout),
+        child::Ending::Exited(st) => st,
+        child::Ending::TooLong(limit) => {
+            return Err(Error::fatal(format!(
+                "'{what}': {NAME} answered more than {limit} bytes to a {request}-byte request and was stopped"
+            )));
+        }
+        other => {
+            return Err(Error::fatal(format!(
+                "'{what}': {NAME} {}",
+                other.describe()
+            )));
+        }
+    };
+    let msg = String::from_utf8_lossy(&done.stderr).trim().to_string();
     Err(Error::fatal(if msg.is_empty() {
         format!("'{what}': {NAME} failed ({status})")
     } else {
@@ -217,7 +107,7 @@ fn finish(
 /// As [`run`], the helper's pool taking its tokens from `jobserver` (make's).
 pub fn run_with_jobs(
     args: &[&str],
-    stdin: &[u8],
+    stdin: Vec<u8>,
     what: &str,
     jobserver: Option<&jobserver::Client>,
 ) -> Result<Vec<u8>> {
@@ -225,18 +115,15 @@ pub fn run_with_jobs(
     cmd.args(args);
     // the helper's pool takes make's tokens as this process's does
     crate::jobs::pass_jobserver(jobserver, &mut cmd);
-    let mut child = spawn(&mut cmd, what)?;
-    // feed stdin from a thread while `wait_with_output` drains stdout and stderr, so
-    // no pipe can fill up and stall either side
-    let pipe = child.stdin.take();
-    let out = std::thread::scope(|s| {
-        s.spawn(move || {
-            if let Some(mut p) = pipe {
-                let _ = p.write_all(stdin);
-            }
-        });
-        child.wait_with_output()
-    })
-    .map_err(|e| Error::fatal(format!("'{what}': waiting for {NAME}: {e}")))?;
-    finish(out.status, out.stdout, &out.stderr, what)
+    // (it may wait for job tokens: no stall limit; the LLVM engine's PTX is kept to 64
+    // times its bitcode plus 256 MiB)
+    let s = std::time::Duration::from_secs;
+    let limits = child::Limits {
+        wall: child::Limits::wall_for(stdin.len(), s(600), s(60)),
+        stall: None,
+        stdout: 64 * stdin.len() as u64 + (256 << 20),
+    };
+    let request = stdin.len();
+    let done = child::run(&mut cmd, stdin, limits).map_err(|e| start_error(&cmd, what, e))?;
+    finish(done, what, request)
 }

@@ -138,7 +138,10 @@ impl Engine for NvvmEngine {
         // (a crash in libNVVM from here on ends the process with a message naming the
         // modules, not silently)
         let names: Vec<String> = modules.iter().map(|m| format!("'{}'", m.name)).collect();
-        let _guard = crash::Guard::new(&format!("libNVVM crashed compiling {}", names.join(", ")));
+        let _guard = crash::Guard::new(
+            &format!("libNVVM crashed compiling {}", names.join(", ")),
+            Some(self.lib.code_address()),
+        );
         let mut prog = self.lib.program()?;
         for m in modules {
             match m.form {
@@ -205,6 +208,7 @@ impl Engine for CachedEngine<'_> {
         }
         if let Some(parts) = self.cache.get(&key).and_then(|e| crate::cache::unpack(&e))
             && parts.len() >= 2
+            && crate::cache::plain_text(&parts[1])
         {
             for line in String::from_utf8_lossy(&parts[1]).lines() {
                 diag.info(line);
@@ -358,8 +362,18 @@ fn nvlink_drops(u: &str, own: &[String]) -> bool {
         || u.starts_with(OFC) && own.iter().any(|o| o.starts_with(OFC))
 }
 
-/// The host-reference lists as libNVVM options (`-host-ref-ek=a,b`), empty lists left out.
+/// The host-reference lists as libNVVM options (`-host-ref-ek=a,b`), empty lists left
+/// out. As nvlink joins them: a comma before an entry only once the text has something,
+/// so an empty entry (a damaged table's) leaves no comma at the start, one at the end.
 fn host_ref_options(r: &HostRefs) -> Vec<String> {
+    let join = |l: &Vec<String>| {
+        l.iter().fold(String::new(), |mut t, e| {
+            if !t.is_empty() {
+                t.push(',');
+            }
+            t + e
+        })
+    };
     [
         ("ek", &r.ek),
         ("ik", &r.ik),
@@ -370,7 +384,7 @@ fn host_ref_options(r: &HostRefs) -> Vec<String> {
     ]
     .into_iter()
     .filter(|(_, l)| !l.is_empty())
-    .map(|(k, l)| format!("-host-ref-{k}={}", l.join(",")))
+    .map(|(k, l)| format!("-host-ref-{k}={}", join(l)))
     .collect()
 }
 
@@ -510,6 +524,38 @@ mod tests {
                 "-host-ref-eg=*calls*",
                 "-host-ref-ig=*calls*"
             ]
+        );
+    }
+
+    /// nvlink 13.5's lists from damaged tables (read off a logging libNVVM): each name
+    /// once, where it last appears; a comma only once the text has something.
+    #[test]
+    fn host_tables_listed_once_and_joined_as_nvlink_joins_them() {
+        let t = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let one = |tables: &[(&'static str, Vec<String>)]| {
+            let r = HostRefs::from_tables(tables.iter().map(|(s, e)| (*s, e.as_slice())));
+            host_ref_options(&r)
+        };
+        // `\0\0kl*\0\0\0\0\0`, `\0\0kl*\0\0\0kk`, `\0kern_unla*` (past its end)
+        assert_eq!(
+            one(&[(".nvHRKE", t(&["", "", "kl*", "", "", ""]))]),
+            ["-host-ref-ek=kl*"]
+        );
+        assert_eq!(
+            one(&[(".nvHRKE", t(&["", "", "kl*", "", "", "kk"]))]),
+            ["-host-ref-ek=kk,,kl*"]
+        );
+        assert_eq!(
+            one(&[(".nvHRKE", t(&["", "kern_unla*"]))]),
+            ["-host-ref-ek=kern_unla*,"]
+        );
+        // two host objects launching one kernel
+        assert_eq!(
+            one(&[
+                (".nvHRKE", t(&["klaunched"])),
+                (".nvHRKE", t(&["kern_unlaunched", "klaunched"]))
+            ]),
+            ["-host-ref-ek=klaunched,kern_unlaunched"]
         );
     }
 }

@@ -189,8 +189,13 @@ pub fn run(
     }
     let mut cubins = Vec::with_capacity(assembled.len());
     for a in assembled {
-        let a = a?;
+        let mut a = a?;
         diag.tool_output(&a.messages);
+        if req.nvjitlink {
+            // (as libnvJitLink's own ptxas notes itself; the notes of the other inputs,
+            // libcudadevrt's, stay as they are)
+            elf::tkinfo::jit_ptxas_in_place(&mut a.cubin);
+        }
         cubins.push(a.cubin);
     }
     if no_cudadevrt {

@@ -326,11 +326,13 @@ pub fn emit(
             "kernel {k:?} of the LLVM bitcode: a .ltoir cannot store its name (a space or control character)"
         )));
     }
+    // (a damaged table's empty entries match nothing and cannot be stored: left out)
     let tables: Vec<_> = pool
         .hosts
         .iter()
         .filter(|h| !h.cudadevrt)
-        .flat_map(|h| h.host_refs.iter().cloned())
+        .flat_map(|h| h.host_refs.iter())
+        .map(|(s, e)| (*s, e.iter().filter(|e| !e.is_empty()).cloned().collect()))
         .chain(pool.stored_host_refs.iter().cloned())
         .chain((!clang.is_empty()).then_some((".nvHRKE", clang)))
         .collect();
@@ -505,8 +507,19 @@ pub fn link_in_process(body: &[u8], args: &[String]) -> Result<Vec<u8>> {
         .collect();
     let modules = crate::frames::decode(body)?;
     let ctx = Context::create();
+    // (a library of device code, bitcode from elsewhere that defines no kernel, is read
+    // lazily and linked last, only what the program needs of it)
     let mut parsed = Vec::with_capacity(modules.len());
-    for (name, data) in &modules {
+    let mut libraries = Vec::new();
+    for (i, (name, data)) in modules.iter().enumerate() {
+        if !nvidia.contains(&i) {
+            let m = link_ir::parse_lazily(&ctx, name, data)?;
+            if !link_ir::defines_kernel(&m) {
+                check_triple(name, &m)?;
+                libraries.push((name, m));
+                continue;
+            }
+        }
         let buf = MemoryBuffer::create_from_memory_range_copy(data, name);
         let m = Module::parse_bitcode_from_buffer(&buf, &ctx).map_err(|e| {
             Error::fatal(format!(
@@ -514,18 +527,13 @@ pub fn link_in_process(body: &[u8], args: &[String]) -> Result<Vec<u8>> {
                 e.to_string().trim()
             ))
         })?;
-        let t = m.get_triple();
-        let t = t.as_str().to_string_lossy();
-        if !t.starts_with("nvptx64-") {
-            return Err(Error::fatal(format!(
-                "'{name}': LLVM bitcode for target '{t}'; only nvptx64 device code can be linked"
-            )));
-        }
-        parsed.push((name, m));
+        check_triple(name, &m)?;
+        parsed.push((i, name, m));
     }
     let layout_of = |m: &Module| m.get_data_layout().as_str().to_string_lossy().into_owned();
-    let (layout, triple) = match nvidia.first().and_then(|&i| parsed.get(i)) {
-        Some((_, m)) => (layout_of(m), m.get_triple()),
+    let first_nvidia = parsed.iter().find(|(i, _, _)| nvidia.contains(i));
+    let (layout, triple) = match first_nvidia {
+        Some((_, _, m)) => (layout_of(m), m.get_triple()),
         None => (
             link_ir::NVVM_DATA_LAYOUT.to_string(),
             inkwell::targets::TargetTriple::create(link_ir::NVVM_TRIPLE),
@@ -534,22 +542,30 @@ pub fn link_in_process(body: &[u8], args: &[String]) -> Result<Vec<u8>> {
     let target_layout = inkwell::targets::TargetData::create(&layout).get_data_layout();
     let mut linked: Option<Module> = None;
     let mut kernels = Vec::new();
-    for (i, (name, m)) in parsed.into_iter().enumerate() {
+    let give_layout = |name: &str, m: &Module| -> Result<()> {
+        if let Some(why) = link_ir::layout_difference(&ctx, &layout_of(m), &layout) {
+            return Err(Error::fatal(format!(
+                "'{name}': its data layout '{}' cannot be made libNVVM's ('{layout}'): {why}",
+                layout_of(m)
+            )));
+        }
+        // (the linked module keeps the first's layout and triple: libNVVM's, always)
+        m.set_triple(&triple);
+        m.set_data_layout(&target_layout);
+        Ok(())
+    };
+    for (i, name, m) in parsed {
         if !nvidia.contains(&i) {
-            if let Some(why) = link_ir::layout_difference(&ctx, &layout_of(&m), &layout) {
-                return Err(Error::fatal(format!(
-                    "'{name}': its data layout '{}' cannot be made libNVVM's ('{layout}'): {why}",
-                    layout_of(&m)
-                )));
-            }
+            give_layout(name, &m)?;
             kernels.extend(link_ir::defined_kernels(&m));
-            // (the linked module keeps the first's layout and triple: libNVVM's, always)
-            m.set_triple(&triple);
-            m.set_data_layout(&target_layout);
         }
         super::llvm_engine::link_into(&mut linked, m, name)?;
     }
     let linked = linked.ok_or_else(|| Error::fatal("nvlinkrs-llvm: no modules to link"))?;
+    for (name, lib) in libraries {
+        give_layout(name, &lib)?;
+        link_ir::link_only_needed(&linked, lib, name)?;
+    }
     link_ir::keep_kernels(&linked, &kernels)?;
     if nvidia.is_empty() {
         link_ir::add_nvvm_ir_version(&linked)?;
@@ -616,4 +632,17 @@ mod tests {
         }
         assert!(read > 100, "{read}");
     }
+}
+
+/// Refuses LLVM bitcode for another target than NVPTX64, naming the module.
+#[cfg(feature = "llvm")]
+fn check_triple(name: &str, m: &inkwell::module::Module) -> Result<()> {
+    let t = m.get_triple();
+    let t = t.as_str().to_string_lossy();
+    if !t.starts_with("nvptx64-") {
+        return Err(Error::fatal(format!(
+            "'{name}': LLVM bitcode for target '{t}'; only nvptx64 device code can be linked"
+        )));
+    }
+    Ok(())
 }

@@ -111,7 +111,9 @@ impl<'a> Merger<'a> {
                 let Some(oa) = self.out_index(ka) else {
                     continue;
                 };
-                if group == 2 && self.inputs[i].system {
+                // (libnvJitLink lists them by input, libNVVM's output after the other
+                // inputs: libcudadevrt's kernels before an LTO program's)
+                if group == 2 && self.inputs[i].system && !self.opts.jit_note {
                     system_callers.insert(oa as u32 + 1);
                 }
                 first_input.entry(oa as u32 + 1).or_insert_with(|| {

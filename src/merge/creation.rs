@@ -67,7 +67,8 @@ impl<'a> Merger<'a> {
         let tables = self.opts.kernels.as_ref().is_none_or(|k| k.tables);
         let entry = |f: FuncId| {
             self.funcs[f].entry
-                && ((twins && (tables || !self.preserving_only())) || self.kernel_kept(f))
+                && ((twins && (tables || !self.preserving_only()) && !self.lto_unlisted(f))
+                    || self.kernel_kept(f))
         };
         for (i, inp) in self.inputs.iter().enumerate() {
             let c = &inp.cubin;
@@ -94,7 +95,12 @@ impl<'a> Merger<'a> {
                         && taken_over.contains_key(&(s.info as usize))
                 })
             };
-            let dropped = |si: usize| self.is_dropped_function_section(i, si) && !over_of(si);
+            // (a device function's bank 2 and its relocations: nvlink makes no section
+            // of their names, `bank2.rs`)
+            let dropped = |si: usize| {
+                self.is_dropped_function_section(i, si) && !over_of(si)
+                    || self.is_function_bank2(i, si)
+            };
             // the code of each live function, in function symbol order; a kernel's info
             // and window with it
             let mut any_code = false;
@@ -138,9 +144,16 @@ impl<'a> Merger<'a> {
                 if kind(sym) != Kind::Data {
                     continue;
                 }
+                // (a removed kernel of libNVVM's output the host tables leave out: nvlink
+                // makes the `.nv.shared.<k>` its own shared arrays lie in here,
+                // generated program 11)
+                let unlisted = |si: usize| {
+                    (self.owner(i, si)).is_some_and(|f| !self.live[f] && self.lto_unlisted(f))
+                };
                 let name: Name = match c.sections.get(sym.shndx as usize) {
                     _ if is_dynamic_shared(sym) => ".nv_debug.shared".into(),
                     Some(s) if sym.defined() && !dropped(sym.shndx as usize) => s.name.clone(),
+                    Some(s) if sym.defined() && unlisted(sym.shndx as usize) => s.name.clone(),
                     _ => {
                         // (libcudadevrt's undefined local `.nv.ptx.const0.size`, which -r
                         // keeps, where it comes among them; under -r a local of a replaced
@@ -155,6 +168,7 @@ impl<'a> Merger<'a> {
                 if self
                     .owner(i, sym.shndx as usize)
                     .is_some_and(|f| !self.live[f])
+                    && !unlisted(sym.shndx as usize)
                 {
                     continue;
                 }
@@ -176,7 +190,7 @@ impl<'a> Merger<'a> {
                 add(Name::from(s), &mut names);
             }
             // the other sections named by section symbols
-            for (si, s) in sections() {
+            for (si, s) in self.by_section_symbols(i) {
                 let skip = s.flags & SHF_EXECINSTR != 0
                     || matches!(
                         s.ty,
@@ -201,11 +215,20 @@ impl<'a> Merger<'a> {
                     add(concat(".nv.info.", fn_name(f)), &mut names);
                 }
             }
-            // relocation sections, in section order
+            // relocation sections, in section order (not those of bank-2 data, a
+            // kernel's own included, in an executable link below sm_100: nvlink does not
+            // make them; at sm_100+ a kernel's stays, empty, beside its Mercury twin's)
+            let of_bank2 = |s: &Section| {
+                twins
+                    && !self.mercury_layout
+                    && (c.sections.get(s.info as usize))
+                        .is_some_and(|t| constant_bank(t.ty) == Some(2))
+            };
             for (si, s) in c.sections.iter().enumerate() {
                 if matches!(s.ty, SHT_RELA | SHT_REL)
                     && !s.name.starts_with(".nv.merc.")
                     && !dropped(si)
+                    && !of_bank2(s)
                 {
                     add(s.name.clone(), &mut names);
                     if let Some(n) = self.resolved_twin(&s.name) {
@@ -215,8 +238,14 @@ impl<'a> Merger<'a> {
             }
         }
         for n in LAST {
-            if n == ".nv.rel.action" && !twins {
-                continue;
+            if n == ".nv.rel.action" {
+                // (the kernels' banks `bank2` made, where nvlink makes them)
+                for &id in &self.bank2.made {
+                    add(self.out[id].name.clone(), &mut names);
+                }
+                if !twins {
+                    continue;
+                }
             }
             add(Name::from(n), &mut names);
         }
@@ -251,10 +280,65 @@ impl<'a> Merger<'a> {
         }
     }
 
+    /// Input `i`'s sections named by its section symbols, in their order; from sm_100 the
+    /// functions' parameter banks (`.nv.constant0.<fn>`) among them come in the order of
+    /// their functions' symbols, whatever the order of the banks' section symbols (read
+    /// off nvlink 13.5: libcudadevrt's banks have section symbols in the reverse of its
+    /// functions' order; nvlink's sm_100 and sm_120 images follow the functions, its sm_90
+    /// images the section symbols).
+    fn by_section_symbols(&self, i: usize) -> Vec<(usize, &'a Section)> {
+        let c = &self.inputs[i].cubin;
+        let mut out: Vec<(usize, &'a Section)> = c
+            .symbols
+            .iter()
+            .filter(|s| s.ty == STT_SECTION)
+            .filter_map(|s| Some((s.shndx as usize, c.sections.get(s.shndx as usize)?)))
+            .collect();
+        if self.opts.target.is_some_and(|t| t.sm >= 100) {
+            let bank_of = |si: usize, s: &Section| {
+                s.name
+                    .starts_with(".nv.constant0.")
+                    .then(|| self.owner(i, si))
+                    .flatten()
+                    .map(|f| self.funcs[f].key.sym)
+            };
+            let slots: Vec<usize> = (0..out.len())
+                .filter(|&k| bank_of(out[k].0, out[k].1).is_some())
+                .collect();
+            let mut banks: Vec<(usize, &'a Section)> = slots.iter().map(|&k| out[k]).collect();
+            banks.sort_by_key(|&(si, s)| bank_of(si, s));
+            for (k, b) in slots.into_iter().zip(banks) {
+                out[k] = b;
+            }
+        }
+        out
+    }
+
     /// A kernel the host objects' tables leave out: nvlink still makes its
-    /// `.nv.shared.<k>` where its code would come (not for one `-kernels-used` drops).
+    /// `.nv.shared.<k>` where its code would come (not for one `-kernels-used` drops, nor
+    /// for one of libNVVM's output, `lto_unlisted`).
     fn dropped_by_host_tables(&self, f: FuncId) -> bool {
-        self.funcs[f].entry && !self.live[f] && self.opts.kernels.as_ref().is_some_and(|k| k.tables)
+        self.funcs[f].entry
+            && !self.live[f]
+            && self.opts.kernels.as_ref().is_some_and(|k| k.tables)
+            && !self.lto_unlisted(f)
+    }
+
+    /// A kernel of libNVVM's output (a whole-program LTO) that the host objects' tables
+    /// do not name, in a link other than a debug one (`-g` makes it a kernel's; under
+    /// `--preserve-relocs` too it is a plain function's): nvlink makes its sections as a
+    /// plain function's, its `.nv.info.<k>`
+    /// among the other functions' and no `.nv.shared.<k>` (nor an empty window: see
+    /// `shared::shared_sections`), whether device code launches
+    /// it (kept) or not (dropped). Read off nvlink 13.5: a unit whose host code launches
+    /// `parent`, which launches `child` (`.nv.info._Z5childPi` after the constant banks,
+    /// no `.nv.shared._Z5childPi`), and `devlaunch.cu`.
+    pub(super) fn lto_unlisted(&self, f: FuncId) -> bool {
+        let input = self.funcs[f].key.input;
+        self.origin(input) == "lto.cubin"
+            && !self.opts.debug
+            && self.opts.kernels.as_ref().is_some_and(|k| k.tables)
+            && !self.kernel_kept(f)
     }
 
     /// Under `--preserve-relocs`, the `.nv.resolvedrela` section nvlink makes right after
@@ -354,6 +438,19 @@ pub(super) fn creation_rank(created: &HashMap<Name, usize>, name: &str) -> usize
         .strip_prefix(".nv.merc")
         .or_else(|| name.strip_prefix(".nv.capmerc"))
         .unwrap_or(name);
+    // (the Mercury module bank takes `.nv.constant3`'s place; a kernel's Mercury bank 2,
+    // and its relocations, take its SASS bank's)
+    if base == ".nv.constant.user" {
+        return created.get(".nv.constant3").copied().unwrap_or(usize::MAX);
+    }
+    for (merc, sass) in [
+        (".nv.constant.optimizer.", ".nv.constant2."),
+        (".rela.nv.constant.optimizer.", ".rela.nv.constant2."),
+    ] {
+        if let Some(k) = base.strip_prefix(merc) {
+            return joined(sass, k, |n| created.get(n).copied()).unwrap_or(usize::MAX);
+        }
+    }
     created.get(base).copied().unwrap_or(usize::MAX)
 }
 

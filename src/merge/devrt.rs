@@ -1,10 +1,9 @@
 //! What the merge knows of the device runtime's own code (libcudadevrt) beyond ordinary
-//! linking: symbols ptxas leaves for the linker to fill in there, and the compatibility
-//! record its newer code raises in the image.
+//! linking: symbols ptxas leaves for the linker to fill in there (its `.nv.compat`
+//! record is merged as every input's, `compat.rs`).
 
 use super::Merger;
 use crate::elf::cubin::{STB_LOCAL, STT_CUDA_OBJECT, Symbol};
-use crate::elf::info::{self, Record};
 use crate::elf::write::OutSymbol;
 
 /// `.nv.ptx.const0.size`: the size of PTX's constant bank 0, the user's `__constant__`
@@ -46,24 +45,5 @@ impl Merger<'_> {
             other: s.other,
             section: None,
         })
-    }
-}
-
-/// `.nv.compat` attribute 0x02 of nvlink's image is the largest any merged input has,
-/// not the first input's: libcudadevrt's sm_120 code has 2 where ptxas 13.5 writes 1
-/// (read off nvlink 13.5 with `dp.cu` and cuda-samples' cdpAdvancedQuicksort at
-/// sm_120; at sm_100 both have 1).
-pub(super) fn compat_max(recs: &mut [Record], inputs: &[Vec<Record>]) {
-    let largest = inputs
-        .iter()
-        .flatten()
-        .filter(|r| r.attr == 0x02 && r.format == info::FMT_BVAL)
-        .map(|r| r.value)
-        .max();
-    for r in recs
-        .iter_mut()
-        .filter(|r| r.attr == 0x02 && r.format == info::FMT_BVAL)
-    {
-        r.value = r.value.max(largest.unwrap_or(0));
     }
 }

@@ -203,9 +203,12 @@ impl<'a> Merger<'a> {
             .filter(|&f| self.funcs[f].entry && self.kernel_kept(f))
             .collect();
         // functions whose address is stored in data; in a narrowed link, also the kernels
-        // whose descriptor code takes (`FUNC_DESC*`: launches from the device), whatever
+        // whose descriptor code takes (`FUNC_DESC*`: launches from the device) and the
+        // functions whose address code takes (`UNIFIED*`: a function pointer), whatever
         // that code: nvlink 13.5 keeps them even where it goes (a kernel the host never
-        // launches, a function nothing calls) or is the kernel itself (a recursive launch).
+        // launches, a function nothing calls) or is the kernel itself (a recursive launch;
+        // `a.cu`'s `kern_fp`, which stores `bar` and `local_helper` in a table, dropped
+        // beside `launch1.cu`: both functions stay).
         // (A launching kernel's references to its own code, for the return, do not count.)
         let narrowed = self.opts.kernels.is_some();
         for i in 0..self.inputs.len() {
@@ -222,11 +225,12 @@ impl<'a> Merger<'a> {
                     continue;
                 }
                 for r in self.relocs(i, ri).unwrap_or_default() {
-                    if code && !reloc::is_func_desc(r.ty) {
+                    let pointer = reloc::is_unified(r.ty);
+                    if code && !reloc::is_func_desc(r.ty) && !pointer {
                         continue;
                     }
                     if let Some(f) = self.func_of(SymKey::new(i, r.sym as usize))
-                        && (!code || self.funcs[f].entry)
+                        && (!code || pointer || self.funcs[f].entry)
                     {
                         stack.push(f);
                     }

@@ -75,6 +75,16 @@ fn sass_name(merc: &str) -> Option<&str> {
     }
 }
 
+/// The SASS section of input `c` a Mercury section stands for (a function's bank 2,
+/// `.nv.merc.nv.constant.optimizer.<fn>`, stands for `.nv.constant2.<fn>`).
+fn sass_twin(c: &Cubin, merc: &str) -> Option<usize> {
+    let name = sass_name(merc)?;
+    match name.strip_prefix(".nv.constant.optimizer.") {
+        Some(f) => c.section_index(&creation::concat(".nv.constant2.", f)),
+        None => c.section_index(name),
+    }
+}
+
 pub(super) fn is_mercury(s: &Section) -> bool {
     s.name.starts_with(".nv.merc.") || s.name.starts_with(".nv.capmerc.")
 }
@@ -99,12 +109,12 @@ const R_MERCURY_UNIFIED32_LO: u32 = 0x1_003E;
 const R_MERCURY_UNIFIED32_HI: u32 = 0x1_003F;
 
 /// How one input's Mercury view maps onto its SASS one.
-struct View {
+pub(super) struct View {
     /// Mercury section → SASS section of the same input.
     sass_of: HashMap<usize, usize>,
-    merc_of: HashMap<usize, usize>,
+    pub(super) merc_of: HashMap<usize, usize>,
     /// Mercury symbol → SASS symbol of the same input.
-    normal_of: Vec<Option<usize>>,
+    pub(super) normal_of: Vec<Option<usize>>,
     /// SASS symbol → Mercury symbol.
     merc_sym_of: HashMap<usize, usize>,
 }
@@ -117,7 +127,7 @@ impl View {
             if !is_mercury(s) {
                 continue;
             }
-            if let Some(n) = sass_name(&s.name).and_then(|n| c.section_index(n)) {
+            if let Some(n) = sass_twin(c, &s.name) {
                 sass_of.insert(i, n);
                 merc_of.insert(n, i);
             }
@@ -161,35 +171,41 @@ impl View {
 }
 
 /// What `mercury`'s sub-steps share while they build the Mercury half.
-struct Capsules {
+pub(super) struct Capsules {
     exec: bool,
     /// An image without inputs (it still has the Mercury symbol table and call graph).
     empty: bool,
-    views: Vec<View>,
+    pub(super) views: Vec<View>,
     /// Flags, alignment and type of each Mercury section kind, from the first input
     /// that has it.
-    proto: HashMap<String, Section>,
+    pub(super) proto: HashMap<String, Section>,
     /// `.nv.merc.symtab`.
-    symtab: usize,
+    pub(super) symtab: usize,
     /// Mercury sections placed from the inputs: (input, section) → (output, offset).
-    placed: HashMap<(usize, usize), (usize, u64)>,
+    pub(super) placed: HashMap<(usize, usize), (usize, u64)>,
     /// SASS output section → its Mercury view.
-    view_of: HashMap<usize, usize>,
+    pub(super) view_of: HashMap<usize, usize>,
     /// SASS code section → (input, input section).
     code_of: HashMap<usize, (usize, usize)>,
     /// (capsule, its function's symbol).
     capsule_fn: Vec<(usize, SymKey)>,
     /// Capsule → its SASS code section.
-    text_of_capsule: HashMap<usize, usize>,
+    pub(super) text_of_capsule: HashMap<usize, usize>,
     /// (SASS table, Mercury table).
     tables: Vec<(usize, usize)>,
     /// Output symbol → its Mercury symbol's index (+1).
     merc_index: Vec<Option<u32>>,
+    /// A device function's Mercury bank 2 → its places, one per kernel bank holding it
+    /// (`bank2.rs`; `placed` has the first).
+    pub(super) copies: HashMap<(usize, usize), Vec<(usize, u64)>>,
+    /// A kernel's Mercury bank → its SASS bank, the size of the kernel's own data at its
+    /// start (0 without), and its place in nvlink's order of the banks.
+    pub(super) sass_bank: HashMap<usize, (usize, u64, usize)>,
 }
 
 impl Capsules {
     /// A new Mercury section, with the flags, alignment and entry size of its kind.
-    fn section(&self, name: &str, key: &str, ty: u32) -> OutSection {
+    pub(super) fn section(&self, name: &str, key: &str, ty: u32) -> OutSection {
         let mut o = OutSection::new(name, ty, 0x1000_0000);
         if let Some(p) = self.proto.get(key) {
             o.flags = p.flags;
@@ -254,6 +270,8 @@ impl Merger<'_> {
             text_of_capsule: HashMap::default(),
             tables: Vec::new(),
             merc_index: Vec::new(),
+            copies: HashMap::default(),
+            sass_bank: HashMap::default(),
         };
         let mut sym = st.section(".nv.merc.symtab", ".nv.merc.symtab", SHT_MERC_SYMTAB);
         sym.link = Ref::Raw(2);
@@ -262,6 +280,7 @@ impl Merger<'_> {
         st.symtab = self.new_section(sym, false);
         self.merc_capsules(&mut st);
         self.merc_sections(&mut st);
+        self.merc_banks(&mut st); // (bank2.rs)
         self.merc_tables(&mut st);
         let msyms = self.merc_symbol_table(&mut st);
         self.merc_relocations(&st)?;
@@ -297,6 +316,7 @@ impl Merger<'_> {
             o.align = s.align;
             o.link = Ref::Section(st.symtab);
             o.data = c.bytes(s).to_vec();
+            self.patch_bank2_fields(i, m, &mut o.data, &st.views[i]); // (bank2.rs)
             if o.data.len() >= 4 {
                 o.patches.push((0, Ref::Section(t)));
             }
@@ -350,6 +370,11 @@ impl Merger<'_> {
                     continue;
                 }
                 let sass = view.sass_of.get(&si).copied();
+                // (bank 2 goes into the kernels' banks, `merc_banks`, or with a
+                // function no kernel reaches)
+                if st.exec && sass.is_some_and(|n| constant_bank(c.sections[n].ty) == Some(2)) {
+                    continue;
+                }
                 // (views: the loaded data, constant bank and initialised data, and the
                 // debug sections nvlink keeps as views, `.nv.merc.debug_info`,
                 // `.debug_abbrev`, `.debug_str`: they hold what the SASS side's
@@ -392,7 +417,7 @@ impl Merger<'_> {
                     o.data.extend_from_slice(c.bytes(s));
                     at
                 } else if s.ty == SHT_CUDA_SHARED_RESERVED {
-                    sections::reserved_piece(o, &c.merc_symbols, s, st.exec)
+                    sections::reserved_piece(o, &c.merc_symbols, (si, s), st.exec)
                 } else {
                     let at = o.mem_size.next_multiple_of(a);
                     o.mem_size = at + s.size;
@@ -463,9 +488,9 @@ impl Merger<'_> {
                 // the input's own Mercury symbol: CUDA type, st_other, Mercury size
                 let ms = key_of[o].and_then(|SymKey { input: i, sym: k }| {
                     let mk = *st.views[i].merc_sym_of.get(&k)?;
-                    Some((i, &self.inputs[i].cubin.merc_symbols[mk]))
+                    Some((i, mk, &self.inputs[i].cubin.merc_symbols[mk]))
                 });
-                if let Some((i, ms)) = ms {
+                if let Some((i, mk, ms)) = ms {
                     m.ty = ms.ty;
                     m.other = ms.other;
                     m.size = ms.size;
@@ -473,7 +498,7 @@ impl Merger<'_> {
                         Some(&(_, at))
                             if st.exec && sections::reserved(&self.inputs[i].cubin, ms) =>
                         {
-                            at
+                            at + sections::reserved_offset(&self.inputs[i].cubin.merc_symbols, mk)
                         }
                         Some(&(_, at)) if ms.defined() => ms.value + at,
                         _ if ms.defined() => s.value,
@@ -496,7 +521,7 @@ impl Merger<'_> {
                 if s.name.starts_with(".nv.reservedSmem") {
                     m.ty = STT_CUDA_OBJECT;
                     if s.section.is_none() {
-                        m.value = ms.map_or(0, |x| x.1.value);
+                        m.value = ms.map_or(0, |x| x.2.value);
                     }
                 }
             }
@@ -526,11 +551,21 @@ impl Merger<'_> {
                 if rs.ty != SHT_MERC_RELA {
                     continue;
                 }
-                let Some(&(out, piece)) = st.placed.get(&(i, rs.info as usize)) else {
-                    continue;
+                let places = match st.copies.get(&(i, rs.info as usize)) {
+                    Some(p) => p.clone(),
+                    None => match st.placed.get(&(i, rs.info as usize)) {
+                        Some(&p) => vec![p],
+                        None => continue,
+                    },
                 };
                 let target = &c.sections[rs.info as usize];
-                for r in c.relocations(ri)? {
+                let mut entries = c.relocations(ri)?;
+                if st.copies.contains_key(&(i, rs.info as usize)) {
+                    self.bank2_relocation_order(i, rs.info as usize, &mut entries);
+                }
+                for ((out, piece), r) in
+                    (places.into_iter()).flat_map(|p| entries.iter().map(move |r| (p, *r)))
+                {
                     let ms = &c.merc_symbols[r.sym as usize];
                     let at = piece + r.offset;
                     let Some(n) = view.normal_of[r.sym as usize] else {
@@ -661,10 +696,19 @@ impl Merger<'_> {
                 }
             }
         }
-        for (out, list) in lists {
+        // (the kernels' banks' lists last, in the order the banks were made)
+        lists.sort_by_key(|l| st.sass_bank.get(&l.0).map(|b| b.2));
+        for (out, mut list) in lists {
+            // (a kernel's bank: its own data's relocations after the device functions',
+            // which nvlink copied in first; as the list is written last made first)
+            if let Some(&(_, own, _)) = st.sass_bank.get(&out) {
+                list.sort_by_key(|e| e.0 < own);
+            }
             // a function whose SASS relocations were all applied keeps an empty SASS
-            // relocation section when its capsule has some
-            if let Some(&t) = st.text_of_capsule.get(&out)
+            // relocation section when its capsule has some (and a kernel's bank 2 when
+            // its Mercury twin has some)
+            if let Some(&t) =
+                (st.text_of_capsule.get(&out)).or_else(|| st.sass_bank.get(&out).map(|b| &b.0))
                 && !self
                     .kept_relocs
                     .iter()

@@ -15,10 +15,11 @@
 //! - `externs.rs` (`read_externs`): each live function's `EXTERNS` list read (written
 //!   with `.nv.info`, `finish_records`).
 //! - `resolve.rs` (`undefined`): the undefined references, once the live code is known.
-//! - `notes.rs` (`notes`): the notes and `.nv.compat`, made before the sections because
-//!   they come first in the output.
+//! - `notes.rs` (`notes`): the notes and `.nv.compat` (`compat.rs`: its records), made
+//!   before the sections because they come first in the output.
 //! - `sections.rs`: input sections placed (function sections one to one, shared names as
 //!   pieces), sm_100+ `.debug_frame` pieces pruned.
+//! - `bank2.rs`: the device functions' constant bank 2 merged into their kernels' banks.
 //! - `shared.rs`: shared memory laid out per kernel.
 //! - `callgraph.rs` (`tables`): `.nv.callgraph`, `.nv.prototype`, `.nv.rel.action` made
 //!   before the symbols, whose section symbols they get (filled in later).
@@ -35,8 +36,10 @@
 //! reglimit, nvinfo and callgraph), and `devrt.rs`, the symbols of libcudadevrt the
 //! linker fills in.
 
+mod bank2;
 mod callgraph;
 mod calllists;
+mod compat;
 mod creation;
 mod devrt;
 mod externs;
@@ -381,6 +384,7 @@ pub fn link_with_steps(
     lap("undefined");
     m.notes(); // (notes.rs: the notes come first in the output)
     m.sections()?;
+    m.bank2();
     lap("sections");
     m.shared();
     lap("shared");
@@ -496,6 +500,8 @@ struct Merger<'a> {
     failure: Option<Error>,
     /// `.debug_frame` pieces that lost entries (sm_100+), by (input, section).
     frames: HashMap<SecKey, sections::PrunedFrame>,
+    /// Where the device functions' bank-2 data went (`bank2.rs`).
+    bank2: bank2::Bank2,
 }
 
 impl<'a> Merger<'a> {
@@ -558,6 +564,7 @@ impl<'a> Merger<'a> {
             extern_refs: Vec::new(),
             driver_functions: HashSet::default(),
             once_chosen: HashSet::default(),
+            bank2: Default::default(),
         }
     }
 

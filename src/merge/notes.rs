@@ -72,7 +72,7 @@ impl<'a> Merger<'a> {
             self.new_section(c, true)
         });
         if let (None, Some(target)) = (self.inputs.first(), self.opts.target)
-            && let Some(data) = empty_compat(target)
+            && let Some(data) = compat::empty(target)
         {
             // no input: nvlink's own `.nv.compat` for the target, named by the note
             let mut o = OutSection::new(".nv.compat", SHT_CUDA_COMPAT, 0);
@@ -91,7 +91,7 @@ impl<'a> Merger<'a> {
                 o.align = 4;
                 o.data = c.bytes(s).to_vec();
                 if let Some(target) = self.opts.target
-                    && let Ok(mut recs) = info::parse(&o.data, &c.origin, &s.name, s.offset)
+                    && info::parse(&o.data, &c.origin, &s.name, s.offset).is_ok()
                 {
                     // every merged input's records
                     let all: Vec<Vec<Record>> = self
@@ -108,8 +108,7 @@ impl<'a> Merger<'a> {
                                 .unwrap_or_default()
                         })
                         .collect();
-                    devrt::compat_max(&mut recs, &all);
-                    compat_for_target(&mut recs, &all, (c.e_flags >> 8) & 0xFF, target);
+                    let recs = compat::merged(&all, (c.e_flags >> 8) & 0xFF, target);
                     o.data = info::encode_all(&recs);
                 }
                 let compat = self.new_section(o, false);
@@ -266,72 +265,6 @@ impl<'a> Merger<'a> {
             program_headers: exec,
             mercury_layout: self.mercury_layout,
             merc_symbols,
-        }
-    }
-}
-
-/// The `.nv.compat` records nvlink 13.5 writes when no input has code for the target
-/// (read off its output for every `-arch` it takes): none below sm_90; whether the
-/// target is an `a` one; from sm_100 also `CAN_FASTPATH_FINALIZE` (9 for sm_100, 0x50
-/// for sm_120, else 0) and `FINALIZER_VERSION` 0x0440.
-fn empty_compat(target: Arch) -> Option<Vec<u8>> {
-    use crate::arch::Variant;
-    if target.sm < 90 {
-        return None;
-    }
-    let accelerated = (target.variant == Variant::Accelerated) as u8;
-    let mut d = vec![info::FMT_BVAL, 0x09, accelerated, 0];
-    if target.sm >= 100 {
-        let fastpath: u64 = match target.sm {
-            100 => 9,
-            120 => 0x50,
-            _ => 0,
-        };
-        d.extend_from_slice(&[0x04, 0x0B, 8, 0]);
-        d.extend_from_slice(&fastpath.to_le_bytes());
-        d.extend_from_slice(&[0x03, 0x0E, 0x40, 0x04]);
-    }
-    Some(d)
-}
-
-/// `.nv.compat` as nvlink writes it for the target (read off nvlink 13.5 with sm_100,
-/// sm_103, sm_110, sm_120 and sm_121 code, plain, `a` and `f`, linked for every target
-/// of its family that takes it): `ACCELERATOR_TARGET` (0x09) says whether the target is
-/// an `a` one; `CAN_FASTPATH_FINALIZE` (0x0B) becomes 0 for another SM of the family
-/// (sm_100 code for sm_103, sm_120 for sm_121), and for an `a` target keeps only its
-/// lowest bit (9 → 1, 0x50 → 0x10) unless every input is `a` code already (ptxas
-/// writes 9 for sm_100a); `INST_TCGEN05_MMA` (0x05, which ptxas writes for sm_100a
-/// code) stays only when every input has it (sm_100a code beside sm_100 or sm_100f
-/// code, or beside libcudadevrt's, loses it).
-fn compat_for_target(recs: &mut Vec<Record>, all: &[Vec<Record>], code_sm: u32, target: Arch) {
-    use crate::arch::Variant;
-    let every = |attr: u8, value: Option<u16>| {
-        all.iter().all(|rs| {
-            rs.iter()
-                .any(|r| r.attr == attr && value.is_none_or(|v| r.value == v))
-        })
-    };
-    let accelerated_code = every(0x09, Some(1));
-    if !every(0x05, None) {
-        recs.retain(|r| r.attr != 0x05);
-    }
-    for r in recs.iter_mut() {
-        match r.attr {
-            0x09 if r.format == info::FMT_BVAL => {
-                r.value = (target.variant == Variant::Accelerated) as u16;
-            }
-            0x0B if r.payload.len() == 8 => {
-                let v = r.payload.u64_at(0).unwrap_or(0);
-                let v = if target.sm != code_sm {
-                    0
-                } else if target.variant == Variant::Accelerated && !accelerated_code {
-                    v & v.wrapping_neg()
-                } else {
-                    v
-                };
-                r.payload = info::Payload::from_slice(&v.to_le_bytes());
-            }
-            _ => {}
         }
     }
 }

@@ -133,8 +133,10 @@ impl<'a> Merger<'a> {
                 global.push(Record::sym_pair(info::MIN_STACK_SIZE, o as u32 + 1, stack));
             }
         }
-        // (an image without inputs has no global records and, as nvlink's, no section)
-        if !(global.is_empty() && self.inputs.is_empty()) {
+        // (an image without global records has, as nvlink's, no section: one without
+        // inputs, or whose kernels the host-reference tables or -kernels-used all
+        // leave out)
+        if !global.is_empty() {
             let mut o = OutSection::new(".nv.info", SHT_CUDA_INFO, 0);
             o.align = 4;
             o.link = Ref::Symtab;
@@ -210,6 +212,17 @@ impl<'a> Merger<'a> {
             .flatten();
         self.finish_records(f, &mut recs, kernel, |o| o);
         recs.extend(tail);
+        // (sm_100+: attribute 0x6D, 0 in every function ptxas 13.5 writes, is added where
+        // an older ptxas's code has none: NVSHMEM 3.8's device library, built by 13.0)
+        if exec && self.mercury_layout && c.has_mercury() && !recs.iter().any(|r| r.attr == ATTR_6D)
+        {
+            recs.push(Record {
+                format: info::FMT_BVAL,
+                attr: ATTR_6D,
+                value: 0,
+                payload: info::Payload::from_slice(&[]),
+            });
+        }
         let mut o = OutSection::new(&s.name, SHT_CUDA_INFO, SHF_INFO_LINK);
         o.align = 4;
         o.link = Ref::Symtab;
@@ -310,3 +323,6 @@ fn cycle_below(edges: &[Vec<FuncId>]) -> Vec<bool> {
     }
     cyclic
 }
+
+/// A per-function `.nv.info` attribute of sm_100+ code (unnamed; 0 wherever seen).
+const ATTR_6D: u8 = 0x6D;

@@ -5,32 +5,65 @@
 
 use super::*;
 
-/// The device runtime's entry points the driver provides: libcudadevrt's functions call
-/// them (a `-g` link, which keeps every function, leaves them undefined). The names
-/// nvlink 13.5 accepts, no others (`cnpFoo` is an undefined reference).
-const CNP_FUNCTIONS: [&str; 22] = [
-    "CtxSynchronize",
-    "DeviceGetAttribute",
-    "DeviceGetName",
-    "DeviceGetTotalMem",
-    "EventCreate",
-    "EventDestroy",
-    "EventRecord",
-    "FuncGetAttribute",
-    "GetCacheConfig",
-    "GetDevice",
-    "GetDeviceCount",
-    "GetLastError",
-    "GetLimit",
-    "GetParameterBuffer",
-    "GetParameterBufferV2",
-    "GetSharedMemConfig",
-    "LaunchDevice",
-    "LaunchDeviceV2",
-    "SetLastError",
-    "StreamCreate",
-    "StreamDestroy",
-    "StreamWaitEvent",
+/// The functions the driver provides, which a link leaves undefined: nvlink 13.5's own
+/// table of them, in its order (read out of the nvlink binary, a table of 50 names that
+/// is checked before a name is reported undefined; `tests/merge/driver.rs` links a call
+/// to every `cuda*`/`cnp*` name that binary holds and every device API of the headers
+/// through both linkers). libcudadevrt's functions call the `cnp*` ones (a `-g` link,
+/// which keeps every function, leaves them undefined); device code calls the
+/// device-graph, subgrid, fabric and memcpy ones directly. `cnpFoo` or `cudaGraphFoo`
+/// is an undefined reference.
+const DRIVER_FUNCTIONS: [&str; 50] = [
+    "vprintf",
+    "malloc",
+    "free",
+    "vfprintf",
+    "__assertfail",
+    "__profile",
+    "cnpGetParameterBuffer",
+    "cnpLaunchDevice",
+    "cnpCtxSynchronize",
+    "cnpFuncGetAttribute",
+    "cnpStreamCreate",
+    "cnpStreamDestroy",
+    "cnpStreamWaitEvent",
+    "cnpEventCreate",
+    "cnpEventRecord",
+    "cnpEventDestroy",
+    "cnpDeviceGetName",
+    "cnpDeviceGetAttribute",
+    "cnpGetDeviceCount",
+    "cnpGetDevice",
+    "cnpGetLastError",
+    "cnpSetLastError",
+    "cnpGetCacheConfig",
+    "cnpGetSharedMemConfig",
+    "cnpGetLimit",
+    "cnpDeviceGetTotalMem",
+    "cnpGetParameterBufferV2",
+    "cnpLaunchDeviceV2",
+    "cudaGraphLaunch",
+    "cudaGraphSetConditional",
+    "cudaGraphKernelNodeSetParam",
+    "cudaGraphKernelNodeSetGridDim",
+    "cudaGraphKernelNodeSetEnabled",
+    "cudaGraphKernelNodeUpdatesApply",
+    "cudaSubgridSynchronousWorkspaceInitialize",
+    "cudaSubgridSynchronousWorkspaceCompleteAndFetchWorkItem",
+    "cudaSubgridSynchronousWorkspaceAdvanceWorkset",
+    "cudaSubgridSynchronousWorkspaceGetWorksetUserData",
+    "cudaSubgridWarpSpecializedWorkspaceInitialize",
+    "cudaSubgridWarpSpecializedWorkspaceAdvanceWorkset",
+    "cudaSubgridWarpSpecializedWorkspaceGetWorksetUserData",
+    "cudaSubgridWarpSpecializedWorkspaceFetchWorkItem",
+    "cudaSubgridWarpSpecializedWorkspaceWaitOnWorkItemDependencies",
+    "cudaSubgridWarpSpecializedWorkspaceCompleteWorkItem",
+    "cudaSubgridScheduleManageWarpSpecializedWorkspaceAndDependencies",
+    "cudaFabricOpErrorStatusCount",
+    "cudaFabricOpErrorStatusGet",
+    "cudaResizeSharedMemory",
+    "cudaDeviceMemcpyAsync",
+    "cudaDeviceMemcpyBatchAsync",
 ];
 
 impl<'a> Merger<'a> {
@@ -248,16 +281,11 @@ impl<'a> Merger<'a> {
     }
 }
 
-/// Functions the driver provides (calls to them stay undefined in the output).
+/// Names the driver provides (calls to them stay undefined in the output): nvlink's
+/// table, any `__cuda_syscall*` name, and the reserved shared-memory symbols.
 fn is_syscall(name: &str) -> bool {
-    name == "vprintf"
-        || name == "malloc"
-        || name == "free"
-        || name == "__assertfail"
+    DRIVER_FUNCTIONS.contains(&name)
         || name.starts_with("__cuda_syscall")
-        || name
-            .strip_prefix("cnp")
-            .is_some_and(|n| CNP_FUNCTIONS.contains(&n))
         || name.starts_with("__nv_reservedSMEM")
         || matches!(
             name.strip_prefix(".nv.reservedSmem."),

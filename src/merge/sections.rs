@@ -74,7 +74,9 @@ impl<'a> Merger<'a> {
                     || (exec && s.ty == SHT_CUDA_SHARED)
                     || s.name.starts_with(".nv.merc.")
                     || s.name.starts_with(".nv.capmerc.");
-                if skip || self.is_dropped_function_section(i, si) {
+                // (a device function's bank 2 goes into its kernels' banks: `bank2`)
+                if skip || self.is_dropped_function_section(i, si) || self.is_function_bank2(i, si)
+                {
                     continue;
                 }
                 let (ty, flags) = out_type(s, exec);
@@ -140,7 +142,7 @@ impl<'a> Merger<'a> {
                     o.mem_size = o.data.len() as u64;
                     at
                 } else if s.ty == SHT_CUDA_SHARED_RESERVED {
-                    reserved_piece(o, &c.symbols, s, exec)
+                    reserved_piece(o, &c.symbols, (si, s), exec)
                 } else {
                     let at = o.mem_size.next_multiple_of(a);
                     o.mem_size = at + s.size;
@@ -261,16 +263,21 @@ pub(super) fn reserved(c: &Cubin, s: &Symbol) -> bool {
 }
 
 /// Where an input's piece of a reserved shared section goes (sm_110's
-/// `.nv.shared.reserved.0`, which holds the weak `__nv_reservedSMEM_gb10b_war_var`):
-/// every input holds the same variables, so the pieces overlap, starting at the
-/// input's `.nv.reservedSmem.offset0` (0x40 in the SASS table, 0 in the Mercury one)
-/// in an image, at 0 in a relocatable file; the section ends with them (read off nvlink
-/// 13.5: size 0xc0, the variable at 0x40, its Mercury copy 0x80 at 0, whatever the
-/// number of inputs; under `-r` 0x80).
+/// `.nv.shared.reserved.0`, which holds the weak `__nv_reservedSMEM_gb10b_war_var`; a
+/// call to `cudaDeviceMemcpyAsync` from sm_90 on gives one with
+/// `__nv_reservedSMEM_devtool_atexit_pc`, to `cudaResizeSharedMemory` at sm_100 one with
+/// `__nv_reservedSMEM_resize_smem_partition`): every input holds the same variables, so
+/// the pieces overlap, starting at the input's `.nv.reservedSmem.offset0` (0x40 in the
+/// SASS table at sm_100+, else 0; 0 in the Mercury one) in an image, at 0 in a
+/// relocatable file. In an image the section ends with its variables as
+/// [`reserved_layout`] places them, whatever the input section's size; under `-r` with
+/// the input section (read off nvlink 13.5: sm_110's is 0xc0, the variable at 0x40, its
+/// Mercury copy 0x80 at 0, whatever the number of inputs, under `-r` 0x80; ptxas gives
+/// the 8-byte devtool variable a 0x10 section, nvlink's image 8 at sm_90, 0x48 at sm_100).
 pub(super) fn reserved_piece(
     o: &mut OutSection,
     symbols: &[Symbol],
-    s: &Section,
+    (si, s): (usize, &Section),
     exec: bool,
 ) -> u64 {
     let base = symbols
@@ -278,8 +285,39 @@ pub(super) fn reserved_piece(
         .find(|x| exec && x.name == ".nv.reservedSmem.offset0" && !x.defined())
         .map_or(0, |x| x.value);
     let at = base.next_multiple_of(s.align.max(1));
-    o.mem_size = o.mem_size.max(at + s.size);
+    let size = match reserved_layout(symbols, si) {
+        (vars, end) if exec && !vars.is_empty() => end,
+        _ => s.size,
+    };
+    o.mem_size = o.mem_size.max(at + size);
     at
+}
+
+/// The variables of the reserved shared section `si` in an image, each with its offset
+/// from the input's piece: one after another in symbol order, each aligned as its input
+/// value says (a common symbol's alignment); and where the last ends (nvlink 13.5's
+/// sm_100 image of the devtool and resize variables: 0x40 and 0x48, the section 0x70).
+pub(super) fn reserved_layout(symbols: &[Symbol], si: usize) -> (Vec<(usize, u64)>, u64) {
+    let mut end = 0u64;
+    let mut vars = Vec::new();
+    for (i, x) in symbols.iter().enumerate() {
+        if x.defined() && x.shndx as usize == si && x.ty != STT_SECTION {
+            let at = end.next_multiple_of(x.value.clamp(1, 1 << 12));
+            vars.push((i, at));
+            end = at.saturating_add(x.size);
+        }
+    }
+    (vars, end)
+}
+
+/// A reserved shared variable's offset from its input's piece in an image.
+pub(super) fn reserved_offset(symbols: &[Symbol], sym: usize) -> u64 {
+    let si = symbols[sym].shndx as usize;
+    reserved_layout(symbols, si)
+        .0
+        .into_iter()
+        .find_map(|(i, at)| (i == sym).then_some(at))
+        .unwrap_or(0)
 }
 
 /// The section type and flags a merged section gets: executable output turns the

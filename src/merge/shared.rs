@@ -398,6 +398,12 @@ impl<'a> Merger<'a> {
             let (Some(window), max_align) = l.win[ki] else {
                 continue;
             };
+            // (a kernel nvlink makes as a plain function, libNVVM's that the host tables
+            // leave out, gets no empty window: generated program 4 at sm_100, whose
+            // dynamic arrays give every other kernel one)
+            if window == 0 && self.lto_unlisted(f) {
+                continue;
+            }
             let SymKey { input: i, sym: s } = self.funcs[f].key;
             let name = format!(".nv.shared.{}", self.inputs[i].cubin.symbols[s].name);
             let mut o = OutSection::new(name, SHT_NOBITS, SHF_WRITE | SHF_ALLOC | SHF_INFO_LINK);

@@ -36,9 +36,12 @@ impl<'a> Merger<'a> {
                 let bank_mark =
                     sym.name == "_param" || sym.name == "_SREG" || sym.other & 0x3 == STV_INTERNAL;
                 if exec && (sym.other & STO_SHARED != 0 || bank_mark) {
-                    // (a --preserve-relocs link keeps the marks, as internal objects)
+                    // (a --preserve-relocs link keeps the marks, as internal objects,
+                    // but not those of a device function's bank 2, which went into its
+                    // kernels' banks)
                     if bank_mark
                         && self.opts.preserve_relocs
+                        && !self.is_function_bank2(i, sym.shndx as usize)
                         && let Some(mut o) = self.out_symbol(SymKey::new(i, s))
                     {
                         (o.ty, o.other) = (STT_OBJECT, STV_INTERNAL);
@@ -231,8 +234,16 @@ impl<'a> Merger<'a> {
             let bank = self.mercury_layout && self.out[id].name.starts_with(".nv.constant0");
             if self.section_symbol[id] && bank == banks {
                 self.section_sym_index.insert(id, self.symbols.len());
+                // (sm_100+: a bank 2's is named after its Mercury twin, as ptxas names
+                // it, `.nv.constant.optimizer.<fn>`)
+                let name = match self.out[id].name.strip_prefix(".nv.constant2.") {
+                    Some(f) if self.mercury_layout => {
+                        creation::concat(".nv.constant.optimizer.", f)
+                    }
+                    _ => self.out[id].name.clone(),
+                };
                 self.symbols.push(OutSymbol {
-                    name: self.out[id].name.clone(),
+                    name,
                     value: 0,
                     size: 0,
                     bind: STB_LOCAL,
@@ -304,7 +315,9 @@ impl<'a> Merger<'a> {
             Some(&(id, _)) if common => (Some(id), s.value),
             // (a reserved shared variable's value is its alignment too)
             Some(&(id, at)) if sections::reserved(&self.inputs[k.input].cubin, s) => {
-                (Some(id), if exec { at } else { s.value })
+                let c = &self.inputs[k.input].cubin;
+                let placed = at + sections::reserved_offset(&c.symbols, k.sym);
+                (Some(id), if exec { placed } else { s.value })
             }
             Some(&(id, at)) => (Some(id), s.value + at),
             None if s.other & STO_SHARED != 0 && !exec => (None, s.value),

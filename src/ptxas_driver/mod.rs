@@ -17,7 +17,6 @@ use std::process::Command;
 
 use crate::arch::Arch;
 use crate::diag::{Error, Result};
-use crate::output::{LEFTOVER_AGE, abandoned};
 
 /// The setting naming a command that runs each ptxas job (sccache, a farm's client).
 pub const LAUNCHER_VAR: &str = "NVLINKRS_PTXAS_LAUNCHER";
@@ -222,46 +221,9 @@ fn check_launched(ptx: &[u8], cubin: &[u8], name: &str) -> Result<()> {
     Ok(())
 }
 
-/// A private directory (0700) for one ptxas job, named with this process's id: the first
-/// job of a process removes those of processes killed before they removed theirs.
+/// A private directory (0700) for one ptxas job (`crate::scratch`).
 fn job_dir() -> std::io::Result<tempfile::TempDir> {
-    static RECLAIMED: std::sync::Once = std::sync::Once::new();
-    let tmp = std::env::temp_dir();
-    RECLAIMED.call_once(|| reclaim_job_dirs(&tmp, LEFTOVER_AGE));
-    let mut b = tempfile::Builder::new();
-    let prefix = format!("nvlinkrs-ptxas-{}-", std::process::id());
-    b.prefix(&prefix);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        b.permissions(std::fs::Permissions::from_mode(0o700));
-    }
-    b.tempdir_in(tmp)
-}
-
-/// Removes the job directories in `tmp` of this user's processes that no longer run,
-/// unchanged for `age`.
-fn reclaim_job_dirs(tmp: &Path, age: std::time::Duration) {
-    let Ok(entries) = std::fs::read_dir(tmp) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let name = e.file_name();
-        let Some(rest) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix("nvlinkrs-ptxas-"))
-        else {
-            continue;
-        };
-        let pid = rest.split('-').next().and_then(|p| p.parse::<i32>().ok());
-        let left = e.metadata().is_ok_and(|m| {
-            use std::os::unix::fs::MetadataExt;
-            m.is_dir() && m.uid() == unsafe { libc::geteuid() } && abandoned(pid, &m, age)
-        });
-        if left {
-            std::fs::remove_dir_all(e.path()).ok();
-        }
-    }
+    crate::scratch::private_dir("ptxas")
 }
 
 /// nvlink's embedded ptxas reads PTX from memory and calls it `application ptx input` in
@@ -333,6 +295,7 @@ impl Assembler for Cached<'_> {
             .bytes(&job.ptx);
         if let Some(parts) = self.cache.get(&key).and_then(|e| crate::cache::unpack(&e))
             && let [cubin, messages] = &parts[..]
+            && crate::cache::plain_text(messages)
         {
             return Ok(Assembled {
                 cubin: cubin.clone(),
@@ -517,43 +480,5 @@ mod tests {
                 Err(e) => assert_eq!(e.message(), format!("empty 'slice{i}'")),
             }
         }
-    }
-
-    #[test]
-    fn job_directories_are_private_and_reclaimed() {
-        use std::os::unix::fs::PermissionsExt;
-        let d = job_dir().unwrap();
-        let mode = std::fs::metadata(d.path()).unwrap().permissions().mode();
-        assert_eq!(mode & 0o777, 0o700);
-        let name = d.path().file_name().unwrap().to_string_lossy().into_owned();
-        assert!(name.starts_with(&format!("nvlinkrs-ptxas-{}-", std::process::id())));
-        // a killed link's directory goes, a running one's and others stay
-        let tmp = tempfile::tempdir().unwrap();
-        let mut child = Command::new("true").spawn().unwrap();
-        let dead = child.id();
-        child.wait().unwrap();
-        for n in [
-            format!("nvlinkrs-ptxas-{dead}-abc"),
-            format!("nvlinkrs-ptxas-{}-abc", std::process::id()),
-            format!("other-{dead}-abc"),
-        ] {
-            std::fs::create_dir(tmp.path().join(&n)).unwrap();
-            std::fs::write(tmp.path().join(n).join("lto.ptx"), b"x").unwrap();
-        }
-        reclaim_job_dirs(tmp.path(), LEFTOVER_AGE);
-        assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 3);
-        reclaim_job_dirs(tmp.path(), std::time::Duration::ZERO);
-        let mut left: Vec<String> = std::fs::read_dir(tmp.path())
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        left.sort();
-        assert_eq!(
-            left,
-            [
-                format!("nvlinkrs-ptxas-{}-abc", std::process::id()),
-                format!("other-{dead}-abc")
-            ]
-        );
     }
 }

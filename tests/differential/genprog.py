@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Random CUDA programs for the differential harness.
 
-    genprog.py SEED OUTDIR [--tus N] [--funcs N]
+    genprog.py SEED OUTDIR [--tus N] [--funcs N] [--switches 1]
 
 writes OUTDIR/t0.cu .. t{N-1}.cu: a random call graph across the translation units
 (direct calls, calls through function-pointer tables, self and mutual recursion),
@@ -16,7 +16,11 @@ never launches, which matters where a link sees host objects, e.g. partial LTO).
 The same seed always gives the same program; the kernels' arrays and the dynamic ones
 are drawn from a second generator, the managed variables and the driver's functions
 from a third, the host launches from a fourth, so adding them left every other choice
-of a seed as it was.
+of a seed as it was. A fifth draws what issue 35 added (`issue35_plan`): kernels calling
+the driver's device-graph functions, a parent kernel the host launches that alone
+launches a child kernel (dynamic parallelism: the file `needs_cudadevrt` says to link
+libcudadevrt), and units whose host code refers only to device variables (their kernel
+tables empty: no kernel launched, `cudaMemcpyToSymbol` on a variable).
 """
 import os
 import random
@@ -62,6 +66,14 @@ def main():
     managed = {t: r3.random() < 0.3 for t in range(ntu)}
     driver = {f: r3.choice(["printf", "assert", "malloc"]) for f in funcs if r3.random() < 0.15}
     r4 = random.Random(seed * 3_000_017 + 11)  # the host's launches
+    # `--switches 1`: dense `switch`es (jump tables in constant bank 2) in device functions
+    # and kernels, from a generator of their own (without it a seed's program is as before)
+    r5 = random.Random(seed * 4_000_037 + 23)
+    switches = opts.get("--switches") == "1"
+    switched = {f: r5.randint(5, 16) for f in funcs if switches and r5.random() < 0.5}
+    kswitched = {(t, k): r5.randint(5, 12) for t in range(ntu) for k in range(2) if switches and r5.random() < 0.3}
+
+    extra = issue35_plan(seed, ntu, gvars, cvars)
 
     def fname(f):
         return f"f{f[0]}_{f[1]}"
@@ -135,6 +147,8 @@ def main():
                 for (n, size) in cvars[u]:
                     if r.random() < 0.3:
                         body.append(f"    acc += {n}[(unsigned)x % {size}];")
+            if f in switched:
+                body.append(dense_switch(r5, switched[f], "acc"))
             for g in calls[f]:
                 body.append(f"    acc += {fname(g)}(acc, d);")
             if templates and r.random() < 0.4:
@@ -153,6 +167,8 @@ def main():
             L.append(f"__global__ void k{t}_{k}(int *out, int n) {{")
             L.append("    int i = blockIdx.x * blockDim.x + threadIdx.x;")
             L.append("    int acc = i;")
+            if (t, k) in kswitched:
+                L.append(dense_switch(r5, kswitched[(t, k)], "acc"))
             for g in roots:
                 L.append(f"    acc += {fname(g)}(acc, n & 3);")
             if fp_tables[t]:
@@ -175,12 +191,73 @@ def main():
             L.append("}")
         # host code launching some of the unit's kernels (none for some units)
         launched = [k for k in range(kernels[t]) if r4.random() < 0.6]
+        L.extend(issue35_device(t, extra))
         L.append(f"void launch_t{t}(int *out, int n) {{")
-        for k in launched:
+        for k in launched if not extra["varonly"][t] else []:
             L.append(f"    k{t}_{k}<<<1, 32>>>(out, n);")
+        L.extend(issue35_host(t, extra))
         L.append("}")
         with open(os.path.join(out, f"t{t}.cu"), "w") as fh:
             fh.write("\n".join(L) + "\n")
+    if any(extra["dp"].values()):
+        open(os.path.join(out, "needs_cudadevrt"), "w").close()
+
+
+def issue35_plan(seed, ntu, gvars, cvars):
+    """What issue 35 added to a unit, from a generator of its own: `graph` (a kernel
+    calling device-graph functions the driver provides, by which ones), `dp` (a parent
+    kernel the host launches, which alone launches a child kernel), `varonly` (the host
+    code launches none of the unit's kernels and sets one of its device variables)."""
+    r5 = random.Random(seed * 4_000_037 + 23)
+    calls = ["cudaGraphSetConditional(h, (unsigned)p[0])",
+             "cudaGraphKernelNodeSetEnabled(nd, p[1] != 0)",
+             "cudaGraphKernelNodeSetParam(nd, 0, p, sizeof(int))",
+             "cudaGraphKernelNodeSetGridDim(nd, dim3(p[2] & 7, 1, 1))",
+             "cudaGraphKernelNodeUpdatesApply(up, (size_t)p[3])",
+             "cudaGraphLaunch(g, cudaStreamGraphTailLaunch)"]
+    plan = {"graph": {}, "dp": {}, "varonly": {}, "var": {}}
+    for t in range(ntu):
+        graph = r5.random() < 0.3
+        plan["graph"][t] = r5.sample(calls, r5.randint(1, 3)) if graph else []
+        plan["dp"][t] = r5.random() < 0.2
+        own = [("g", n) for (n, _, _) in gvars[t]] + [("c", n) for (n, _) in cvars[t]]
+        plan["varonly"][t] = bool(own) and r5.random() < 0.3
+        plan["var"][t] = r5.choice(own) if own else None
+    return plan
+
+
+def issue35_device(t, plan):
+    """The unit's device code for issue 35's features."""
+    L = []
+    if plan["graph"][t]:
+        L.append(f"__global__ void kg{t}(cudaGraphConditionalHandle h, cudaGraphDeviceNode_t nd,")
+        L.append("                     cudaGraphExec_t g, const cudaGraphKernelNodeUpdate *up, int *p) {")
+        for c in plan["graph"][t]:
+            L.append(f"    if (threadIdx.x == 0) {c};")
+        L.append("}")
+    if plan["dp"][t]:
+        L.append(f"__global__ void kchild{t}(int *p) {{ p[threadIdx.x] += {t + 1}; }}")
+        L.append(f"__global__ void kparent{t}(int *p) {{ if (threadIdx.x == 0) kchild{t}<<<1, 32>>>(p); }}")
+    return L
+
+
+def issue35_host(t, plan):
+    """The unit's host code for issue 35's features (inside `launch_t<unit>`)."""
+    L = []
+    if plan["dp"][t] and not plan["varonly"][t]:
+        L.append(f"    kparent{t}<<<1, 1>>>(out);")
+    if plan["varonly"][t]:
+        _, n = plan["var"][t]
+        L.append(f"    cudaMemcpyToSymbol({n}, out, sizeof(int));")
+    return L
+
+
+def dense_switch(r, cases, var):
+    """A `switch` over `cases` consecutive values, which ptxas compiles to a jump table."""
+    arms = " ".join(
+        f"case {c}: {var} = {var} {r.choice('*+^-')} {r.randint(3, 999)}; break;" for c in range(cases)
+    )
+    return f"    switch ((unsigned){var} % {cases + 2}u) {{ {arms} default: {var} ^= 1; }}"
 
 
 if __name__ == "__main__":

@@ -232,6 +232,14 @@ def cases(fx):
         ("truncated_library", ["-arch=sm_90"], [(LIBRARY, head(f("libsaxpy.a"), 0.5))]),
         ("truncated_ltoir", ["-arch=sm_90", "-lto"], [(LTOIR, head(f("saxpy.ltoir"), 16)),
                                                       (LTOIR, f("scale.ltoir"))]),
+        # dense switches in device functions another unit's kernels call: their jump tables
+        # go into the kernels' constant bank 2 (issue 35)
+        ("switch_cubins", ["-arch=sm_90"], [(CUBIN, f("merge/swk_90.cubin")),
+                                            (CUBIN, f("merge/swfn_90.cubin"))]),
+        ("switch_objects_sm_100", ["-arch=sm_100"], [(OBJECT, f("merge/swk_dc100.o")),
+                                                     (OBJECT, f("merge/swfn_dc100.o"))]),
+        ("switch_partial_lto", ["-arch=sm_90", "-lto"], [(OBJECT, f("merge/swk_lto90.o")),
+                                                         (OBJECT, f("merge/swfn_dc90.o"))]),
     ]
     # an input file rewritten after AddFile: nvJitLink links what it read at AddFile (a
     # link of ours, one handed over), and a later link of the file as rewritten gets
@@ -246,6 +254,33 @@ def cases(fx):
         c.append((name, opts, [(CUBIN, f("saxpy.cubin")), (CUBIN, "file:" + swap)],
                   {"setup": [("write", swap, before)],
                    "before": [("write", swap, after)] if after else []}))
+    # libcudadevrt beside a -dc object whose kernels launch others (dp.cu's `parent`):
+    # nvJitLink keeps every kernel, the drop-in too though its inputs become in0.o and
+    # in1.a (it dropped `parent` while libcudadevrt was known by its file name)
+    m = lambda n: f(os.path.join("merge", n))  # noqa: E731
+    devrt = os.environ.get("DRIVE_CUDADEVRT")
+    if devrt:
+        dp = m("dp_dc90.o")
+        c += [
+            ("cdp_devrt_data", ["-arch=sm_90"], [(OBJECT, dp), (LIBRARY, devrt)]),
+            ("cdp_devrt_file", ["-arch=sm_90"], [(OBJECT, "file:" + dp), (LIBRARY, "file:" + devrt)]),
+            ("cdp_devrt_any", ["-arch=sm_90"], [(ANY, dp), (ANY, devrt)]),
+            # LTO beside libcudadevrt: nvJitLink lays libNVVM's output after the other
+            # inputs (the device runtime's frames, records and call-graph kernels first);
+            # host code launching `parent`, which launches `child`
+            ("lto_devrt_hostparent", ["-arch=sm_90", "-lto"],
+             [(OBJECT, m("hostpar_lto90.o")), (LIBRARY, devrt)]),
+            ("lto_devrt_dp", ["-arch=sm_90", "-lto"],
+             [(OBJECT, m("dp_lto90.o")), (OBJECT, m("dpmain_lto90.o")), (LIBRARY, devrt)]),
+        ]
+    # kernels no host code launches (launch1.cu, launch2.cu): nvJitLink keeps them, where
+    # nvlink's host-reference tables narrow the link
+    c += [
+        ("host_tables_narrow_nothing", ["-arch=sm_90"],
+         [(OBJECT, m("launch1_dc.o")), (OBJECT, m("launch2_dc.o"))]),
+        ("host_tables_narrow_nothing_lto", ["-arch=sm_90", "-lto"],
+         [(OBJECT, m("launch1_lto.o")), (OBJECT, m("launch2_lto.o"))]),
+    ]
     for arch, ver in ARCHS:
         ptx = PTX_KERNEL.format(ver=ver, arch=arch).encode()
         c.append((f"ptx_{arch}", [f"-arch={arch}"], [(PTX, ptx)]))

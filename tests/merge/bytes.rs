@@ -156,6 +156,30 @@ pub const BYTE_IDENTICAL: &[&str] = &[
     "whole-program object sm_75",
     "whole-program object sm_90",
     "whole-program object sm_90a",
+    // issue 35
+    "device-graph calls sm_80",
+    "device-graph calls sm_90",
+    "device-graph calls sm_100",
+    "device-graph calls sm_120",
+    "device-graph calls, whole LTO",
+    "device runtime API calls",
+    "device runtime API calls, per-thread default stream",
+    "variable-only host object",
+    "variable-only host object beside ones without tables",
+    "variable-only host object beside launching ones",
+    "variable-only host object, whole LTO",
+    "variable-only host object, whole LTO sm_100",
+    "variable-only host object beside launching ones, whole LTO",
+    "host-launched parent of a device-launched child, whole LTO",
+    "host-launched parent of a device-launched child, whole LTO sm_100",
+    "host-launched parent of a device-launched child sm_80",
+    "host-launched parent of a device-launched child sm_120",
+    "device launches beside a host object, whole LTO",
+    "dynamic parallelism sm_100",
+    "dynamic parallelism sm_120",
+    "dynamic parallelism, host objects sm_100",
+    "functions a dropped kernel takes the address of, host objects",
+    "functions a dropped kernel takes the address of, -kernels-used",
 ];
 
 /// The other links of `links_equivalent_to_nvlink`, by the reason their bytes differ
@@ -176,6 +200,7 @@ pub const NOT_BYTE_IDENTICAL: &[(&str, &[&str])] = &[(
         "sm_100 cubin for sm_120",
         "only LTO IR without -dlto",
         "LTO IR beside SASS without -dlto",
+        "device runtime API calls without libcudadevrt",
     ],
 )];
 
@@ -257,6 +282,18 @@ pub const RELOCATABLE_IDENTICAL: &[&str] = &[
     "whole-program object sm_75",
     "whole-program object sm_90",
     "whole-program object sm_90a",
+    // issue 35
+    "device-graph calls sm_80",
+    "device-graph calls sm_90",
+    "device-graph calls sm_100",
+    "device-graph calls sm_120",
+    "device-graph calls, whole LTO",
+    "device runtime API calls",
+    "device runtime API calls, per-thread default stream",
+    "device runtime API calls without libcudadevrt",
+    "host-launched parent of a device-launched child, whole LTO",
+    "host-launched parent of a device-launched child sm_80",
+    "device launches beside a host object, whole LTO",
 ];
 
 /// The other links with `-r`, by the reason their outputs differ.
@@ -305,6 +342,24 @@ pub const RELOCATABLE_NOT_IDENTICAL: &[(&str, &[&str])] = &[
             "sm_80",
             "sm_80 code for sm_86",
             "whole-program object beside -rdc ones",
+            "variable-only host object",
+            "variable-only host object beside ones without tables",
+            "variable-only host object beside launching ones",
+            "variable-only host object, whole LTO",
+            "variable-only host object, whole LTO sm_100",
+            "variable-only host object beside launching ones, whole LTO",
+            "functions a dropped kernel takes the address of, host objects",
+            "functions a dropped kernel takes the address of, -kernels-used",
+        ],
+    ),
+    (
+        "libcudadevrt at sm_100+: nvlink's -r output gives the Mercury copy of libcudadevrt's undefined local `.nv.ptx.const0.size` the value -1 (0 in the input and in the SASS table), nvlinkrs keeps 0",
+        &[
+            "dynamic parallelism sm_100",
+            "dynamic parallelism sm_120",
+            "dynamic parallelism, host objects sm_100",
+            "host-launched parent of a device-launched child sm_120",
+            "host-launched parent of a device-launched child, whole LTO sm_100",
         ],
     ),
     (

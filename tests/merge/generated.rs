@@ -100,9 +100,42 @@ fn generated_programs_sm100() {
     generated("sm_100", 6);
 }
 
+/// Programs with dense `switch`es in device functions and kernels (`genprog.py
+/// --switches 1`; issue 35: the jump tables in constant bank 2 were wrong code): nvlink's
+/// image byte for byte at sm_80, sm_90, sm_100 and sm_120.
+#[test]
+fn generated_programs_with_switches() {
+    let mut failures = Vec::new();
+    for arch in ["sm_80", "sm_90", "sm_100", "sm_120"] {
+        for seed in 1..=3 {
+            let dir = tempfile::tempdir().unwrap();
+            let a = program_with(arch, seed, dir.path(), &["--switches", "1"]);
+            match super::differential(&a) {
+                Ok(true) => {}
+                Ok(false) => failures.push(format!("{arch} program {seed}: not byte-identical")),
+                Err(d) => failures.push(format!("{arch} program {seed}:\n    {d}")),
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// A few at sm_80 and sm_120 (issue 35: the generator's device-graph calls, dynamic
+/// parallelism and variable-only host objects at every target the issue names).
+#[test]
+fn generated_programs_sm80_sm120() {
+    generated("sm_80", 3);
+    generated("sm_120", 3);
+}
+
 /// Compiles program `seed` for `arch` into `dir`; the link's arguments (`-arch` and the
 /// cubins).
 pub(super) fn program(arch: &str, seed: u64, dir: &Path) -> Vec<String> {
+    program_with(arch, seed, dir, &[])
+}
+
+/// `program`, with `genprog.py` options.
+fn program_with(arch: &str, seed: u64, dir: &Path, options: &[&str]) -> Vec<String> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/differential/genprog.py");
     let ok = Command::new("python3")
         .args([
@@ -110,6 +143,7 @@ pub(super) fn program(arch: &str, seed: u64, dir: &Path) -> Vec<String> {
             &seed.to_string(),
             dir.to_str().unwrap(),
         ])
+        .args(options)
         .status()
         .unwrap()
         .success();
@@ -133,7 +167,108 @@ pub(super) fn program(arch: &str, seed: u64, dir: &Path) -> Vec<String> {
         tus.iter()
             .map(|t| dir.join(t.replace(".cu", ".cubin")).display().to_string()),
     );
+    // (kernels launching kernels: the device runtime)
+    if dir.join("needs_cudadevrt").exists() {
+        a.extend(devrt());
+    }
     a
+}
+
+/// The link arguments for libcudadevrt.
+fn devrt() -> [String; 2] {
+    [
+        format!("-L{}", cuda().join("lib").display()),
+        "-lcudadevrt".into(),
+    ]
+}
+
+/// Issue 35's links of a program: its units as host objects (`-dc`, whose host code's
+/// reference tables narrow the link: a unit that only sets a device variable narrows
+/// nothing) and as whole-program LTO (`-dc -dlto`, where a kernel only device code
+/// launches is made as a plain function), both beside libcudadevrt: the same messages,
+/// an equivalent image with the same kernels. `host objects` and `whole LTO` join
+/// `identical` when the bytes are nvlink's, `defect_in` when nvlink's defect shows there.
+fn host_object_links(
+    seed: u64,
+    a: &[String],
+    dir: &Path,
+    nvlink: &Path,
+    identical: &mut Vec<&'static str>,
+    defect_in: &mut Vec<&'static str>,
+) -> Vec<String> {
+    let arch = a[0].trim_start_matches("-arch=");
+    let units: Vec<String> = (0..)
+        .map(|t| format!("t{t}"))
+        .take_while(|t| dir.join(format!("{t}.cu")).exists())
+        .collect();
+    let mut problems = Vec::new();
+    for (kind, flags, suffix) in [
+        ("host objects", &["-dc"][..], "_dc.o"),
+        ("whole LTO", &["-dc", "-dlto"][..], "_wl.o"),
+    ] {
+        let mut l = vec![a[0].clone()];
+        if kind == "whole LTO" {
+            l.push("-dlto".into());
+            l.push(format!("-nvvmpath={}", cuda().join("nvvm").display()));
+        }
+        for u in &units {
+            let out = format!("{u}{suffix}");
+            let ok = Command::new(cuda().join("bin/nvcc"))
+                .current_dir(dir)
+                .args(flags)
+                .arg(format!("-arch={arch}"))
+                .arg(format!("{u}.cu"))
+                .args(["-o", &out])
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok, "nvcc {flags:?} on {u} of program {seed}");
+            l.push(dir.join(out).display().to_string());
+        }
+        l.extend(devrt());
+        let theirs = run(nvlink, &l, dir).output.unwrap_or_default();
+        let ours = run(&nvlinkrs(), &l, dir).output.unwrap_or_default();
+        if kernels(&theirs) != kernels(&ours) {
+            problems.push(format!(
+                "{kind} kernels {:?} vs {:?}",
+                kernels(&theirs),
+                kernels(&ours)
+            ));
+        }
+        // nvlink's defect can show in this link alone (the host tables drop kernels, so
+        // a function kept for its address loses a callee): ours keeps what it keeps
+        let mut d = l.clone();
+        d.push("-dump-callgraph".into());
+        let dropped = dropped_callees(&run(nvlink, &d, dir).messages);
+        if !dropped.is_empty() {
+            problems.extend(defect_kept(&theirs, &ours, &dropped, kind));
+            defect_in.push(kind);
+            continue;
+        }
+        match differential(&l) {
+            Ok(true) => identical.push(kind),
+            Ok(false) => {}
+            Err(d) => problems.push(format!("{kind} link: {d}")),
+        }
+    }
+    problems
+}
+
+/// Where nvlink's defect shows (`dropped`: its kept callers of removed callees), what
+/// nvlinkrs must still do: keep every function and variable nvlink keeps, and only
+/// functions more (the callees nvlink drops).
+fn defect_kept(theirs: &[u8], ours: &[u8], dropped: &[String], link: &str) -> Option<String> {
+    let (t, o) = (symbols(theirs, false), symbols(ours, false));
+    let lost: Vec<&String> = t.difference(&o).collect();
+    let more: Vec<&String> = o.difference(&t).collect();
+    (!lost.is_empty() || more.is_empty() || more.iter().any(|m| !m.starts_with("function "))).then(
+        || {
+            format!(
+                "{link}: nvlink's defect ({}): nvlinkrs lacks {lost:?} and has more {more:?}",
+                dropped.join(", ")
+            )
+        },
+    )
 }
 
 /// Random programs compiled with nvcc for `arch` and linked both ways, each against what
@@ -142,7 +277,8 @@ fn generated(arch: &str, default_count: u64) {
     let env = |name: &str| -> Option<u64> { std::env::var(name).ok()?.parse().ok() };
     let count = env("NVLINKRS_GENERATED").map_or(default_count, |n| match default_count {
         12 => n,
-        _ => n.div_ceil(2),
+        6 => n.div_ceil(2),
+        _ => n.div_ceil(4),
     });
     let first = env("NVLINKRS_GENERATED_FIRST").unwrap_or(1);
     let mut seeds: Vec<u64> = (first..first + count).collect();
@@ -161,14 +297,15 @@ fn generated(arch: &str, default_count: u64) {
         let dir = tempfile::tempdir().unwrap();
         let a = program(arch, seed, dir.path());
         let expected = known(arch, seed);
-        let (mut outcome, mut problems, identical) = judge(seed, &a, dir.path(), &nvlink);
+        let (mut outcome, mut problems, identical, defect_in) =
+            judge(seed, &a, dir.path(), &nvlink);
         // an equivalent program's links are nvlink's byte for byte (but those listed)
         if outcome == Known::Equivalent
             && problems.is_empty()
             && !BYTES_DIFFER.contains(&(arch, seed))
         {
-            let mut kinds = vec!["plain", "partial LTO", "-g"];
-            kinds.retain(|k| !identical.contains(k));
+            let mut kinds = vec!["plain", "partial LTO", "-g", "host objects", "whole LTO"];
+            kinds.retain(|k| !identical.contains(k) && !defect_in.contains(k));
             if !kinds.is_empty() {
                 problems.push(format!(
                     "not byte-identical to nvlink's: {}",
@@ -212,16 +349,23 @@ fn generated(arch: &str, default_count: u64) {
         .count();
     let different = tally.iter().filter(|t| t.contains(": Differs(")).count();
     let summary = format!(
-        "{arch} generated programs {first}..{} and {:?}: {equivalent} of {} equivalent in every link (plain, -dump-callgraph, -r against nvlink's -r and relinked, partial LTO, -g), {defective} with nvlink's defect, {different} with a known difference of ours, {} not as known; byte-identical: {}\n{}\n",
+        "{arch} generated programs {first}..{} and {:?}: {equivalent} of {} equivalent in every link (plain, -dump-callgraph, -r against nvlink's -r and relinked, partial LTO, -g, host objects, whole LTO), {defective} with nvlink's defect, {different} with a known difference of ours, {} not as known; byte-identical: {}\n{}\n",
         first + count - 1,
         &seeds[count as usize..],
         seeds.len(),
         unexpected.len(),
-        ["plain", "-g", "partial LTO", "-r"]
-            .iter()
-            .map(|k| format!("{} {k}", bytes.get(k).copied().unwrap_or(0)))
-            .collect::<Vec<_>>()
-            .join(", "),
+        [
+            "plain",
+            "-g",
+            "partial LTO",
+            "-r",
+            "host objects",
+            "whole LTO"
+        ]
+        .iter()
+        .map(|k| format!("{} {k}", bytes.get(k).copied().unwrap_or(0)))
+        .collect::<Vec<_>>()
+        .join(", "),
         tally.join("\n")
     );
     // straight to standard error: the harness captures only print! and eprint!
@@ -232,13 +376,14 @@ fn generated(arch: &str, default_count: u64) {
 /// One program's links: its outcome and what went wrong beside it (every difference
 /// from nvlink for a program that shows no defect; for one that does, what nvlinkrs
 /// lost of what nvlink keeps).
-/// Also the links whose image is nvlink's byte for byte (`plain`, `-g`, `partial LTO`).
+/// Also the links whose image is nvlink's byte for byte (`plain`, `-g`, `partial LTO`,
+/// `host objects`, `whole LTO`), and those where nvlink's defect shows alone.
 fn judge(
     seed: u64,
     a: &[String],
     dir: &Path,
     nvlink: &Path,
-) -> (Known, Vec<String>, Vec<&'static str>) {
+) -> (Known, Vec<String>, Vec<&'static str>, Vec<&'static str>) {
     let mut problems = Vec::new();
     // -dump-callgraph: the same graph and register propagation lines as nvlink
     // (both print demangled names; warnings are compared by `differential`)
@@ -267,16 +412,8 @@ fn judge(
     if !dropped.is_empty() {
         // nvlink's defect: nvlinkrs keeps the callees it drops, so neither the dump nor
         // the image can match; ours keeps all nvlink keeps and only functions more
-        let (t, o) = (symbols(&theirs, false), symbols(&ours, false));
-        let lost: Vec<&String> = t.difference(&o).collect();
-        let more: Vec<&String> = o.difference(&t).collect();
-        if !lost.is_empty() || more.is_empty() || more.iter().any(|m| !m.starts_with("function ")) {
-            problems.push(format!(
-                "nvlink's defect ({}): nvlinkrs lacks {lost:?} and has more {more:?}",
-                dropped.join(", ")
-            ));
-        }
-        return (Known::NvlinkDefect, problems, Vec::new());
+        problems.extend(defect_kept(&theirs, &ours, &dropped, "plain link"));
+        return (Known::NvlinkDefect, problems, Vec::new(), Vec::new());
     }
     let got = dump(&nvlinkrs());
     if got != want {
@@ -300,7 +437,16 @@ fn judge(
     }
     problems.extend(relocatable(seed, a, dir, nvlink, &mut identical));
     problems.extend(partial_lto(seed, a, dir, nvlink, &mut identical));
-    (Known::Equivalent, problems, identical)
+    let mut defect_in = Vec::new();
+    problems.extend(host_object_links(
+        seed,
+        a,
+        dir,
+        nvlink,
+        &mut identical,
+        &mut defect_in,
+    ));
+    (Known::Equivalent, problems, identical, defect_in)
 }
 
 /// Partial LTO: the first unit compiled with `-dc -dlto` (a host object holding its IR
@@ -476,8 +622,13 @@ fn delta_lists(d: &str) -> Option<(Vec<String>, Vec<String>)> {
 ///   `externsharedinstance` of its own, ours leaves both to the final link;
 /// - `symbol table`: the table's size and first global follow from the two above, and at
 ///   sm_100 nvlink gives undefined data symbols type 13 (ours 1);
-/// - `debug frames` (sm_100): nvlink's `.debug_frame` drops replaced functions' entries.
+/// - `debug frames` (sm_100): nvlink's `.debug_frame` drops replaced functions' entries;
+/// - `device runtime size` (sm_100): nvlink gives the Mercury copy of libcudadevrt's
+///   undefined `.nv.ptx.const0.size` the value -1, ours keeps the input's 0.
 fn relocatable_kind(d: &str, mercury: bool) -> Option<&'static str> {
+    if mercury && d.starts_with("symbol (mercury) .nv.ptx.const0.size: ") {
+        return Some("device runtime size");
+    }
     let shared = |x: &String| x.starts_with(".nv.shared.") || x.contains("externsharedinstance");
     let relocation_section = |x: &String| {
         [".rela.", ".rel.", ".nv.merc.rela."]

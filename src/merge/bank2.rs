@@ -1,0 +1,369 @@
+//! Constant bank 2 of device functions merged into the banks of the kernels that call
+//! them. ptxas puts a function's compiler constants (a dense `switch`'s jump table, a
+//! 64-bit immediate moved out of the code: its `<fn>.const_opt.N.M` objects) in
+//! `.nv.constant2.<fn>`, and the driver loads only a kernel's own `.nv.constant2.<k>`.
+//! So, as nvlink 13.5 does (read off its images, `tests/fixtures/merge/sw*.cu`): every
+//! function with bank-2 data gets one offset, the same in the bank of every kernel whose
+//! call tree holds it, and each kernel's bank holds the data of its whole tree:
+//! 1. a kernel's own data at 0;
+//! 2. the other functions in reverse order of their code's section symbols (inputs last
+//!    to first, each input's last to first), each at the end of the furthest bank among those of the
+//!    kernels that reach it, aligned as the piece and those banks so far ask (which
+//!    they all are from then on); nothing goes into a gap;
+//! 3. a kernel without data of its own gets its `.nv.constant2.<k>` section when the first
+//!    function it reaches is placed, after `.nv.prototype` in nvlink's creation order
+//!    (the kernels of one function last to first).
+//!
+//! The gaps a kernel's bank spans but does not use are zeros, and it ends aligned as its
+//! strictest piece. A function no live kernel
+//! reaches keeps no bank-2 data. Relocations against a function's bank (its `.const_opt`
+//! objects) resolve to the function's offset plus theirs (`Merger::link_value` through
+//! `placed`). `-r` links keep each function's section as it is.
+
+use super::mercury::{Capsules, View};
+use super::*;
+
+/// The step's product: where each function's bank-2 data went.
+#[derive(Default)]
+pub(super) struct Bank2 {
+    /// The kernels' banks this step made (kernels without data of their own), in
+    /// nvlink's creation order: their output section ids.
+    pub made: Vec<usize>,
+    /// Every kernel bank, in nvlink's order of them.
+    pub banks: Vec<KernelBank>,
+    /// The input sections in some kernel bank.
+    held: HashSet<SecKey>,
+}
+
+/// A kernel's bank 2: (output section, kernel, its pieces: input section and offset, the
+/// kernel's own first).
+pub(super) type KernelBank = (usize, FuncId, Vec<(SecKey, u64)>);
+
+impl Bank2 {
+    /// Whether input section `k` is bank-2 data laid out in kernel banks (a kernel's own
+    /// or a device function's).
+    pub(super) fn holds(&self, k: SecKey) -> bool {
+        self.held.contains(&k)
+    }
+}
+
+impl<'a> Merger<'a> {
+    /// Function `f`'s bank-2 input section, if it has one with bytes.
+    fn bank2_of(&self, f: FuncId) -> Option<usize> {
+        let (i, text) = (self.funcs[f].key.input, self.funcs[f].text);
+        let c = &self.inputs[i].cubin;
+        c.sections.iter().position(|s| {
+            constant_bank(s.ty) == Some(2)
+                && s.flags & SHF_INFO_LINK != 0
+                && s.info as usize == text
+                && s.size > 0
+        })
+    }
+
+    /// Whether input section `sec` of input `i` is a device function's bank 2 that an
+    /// executable link merges into kernel banks (`bank2`), or a relocation section of one.
+    pub(super) fn is_function_bank2(&self, i: usize, sec: usize) -> bool {
+        if self.opts.relocatable {
+            return false;
+        }
+        let c = &self.inputs[i].cubin;
+        let Some(s) = c.sections.get(sec) else {
+            return false;
+        };
+        let bank = if matches!(s.ty, SHT_RELA | SHT_REL) {
+            match c.sections.get(s.info as usize) {
+                Some(t) => t,
+                None => return false,
+            }
+        } else {
+            s
+        };
+        constant_bank(bank.ty) == Some(2)
+            && bank.flags & SHF_INFO_LINK != 0
+            && self
+                .func_of_text
+                .get(&SecKey::new(i, bank.info as usize))
+                .is_some_and(|&f| !self.funcs[f].entry)
+    }
+
+    /// Lays out bank 2 (after `sections`, which placed each kernel's own bank one to one
+    /// and left the device functions' out): see the module's comment.
+    pub(super) fn bank2(&mut self) {
+        if self.opts.relocatable {
+            return;
+        }
+        // the kernels (positions in `kernels`) that reach each function
+        let mut kernels_of: Vec<Vec<usize>> = vec![Vec::new(); self.funcs.len()];
+        for (k, tree) in self.trees.iter().enumerate() {
+            for &f in tree {
+                kernels_of[f].push(k);
+            }
+        }
+        // 1. each kernel's own data at 0: its bank's end
+        let mut end: Vec<u64> = (self.kernels.iter())
+            .map(|&k| self.bank2_of(k).map_or(0, |s| self.section_size(k, s)))
+            .collect();
+        // each kernel's bank's alignment so far
+        let mut aligned: Vec<u64> = (self.kernels.iter())
+            .map(|&k| self.bank2_of(k).map_or(1, |s| self.section_align(k, s)))
+            .collect();
+        // the output bank of each kernel, once it has one
+        let mut bank: Vec<Option<usize>> = (self.kernels.iter())
+            .map(|&k| {
+                let s = self.bank2_of(k)?;
+                Some(self.placed.get(&SecKey::new(self.funcs[k].key.input, s))?.0)
+            })
+            .collect();
+        // 2. the device functions, last to first
+        let mut writes: Vec<(usize, SecKey, u64)> = Vec::new();
+        for f in self.section_symbol_order().into_iter().rev() {
+            if self.funcs[f].entry || !self.live[f] || kernels_of[f].is_empty() {
+                continue;
+            }
+            let Some(si) = self.bank2_of(f) else {
+                continue;
+            };
+            let i = self.funcs[f].key.input;
+            let s = &self.inputs[i].cubin.sections[si];
+            // (aligned as the piece and every bank it goes into ask, and those banks
+            // aligned so from then on: an sm_80 kernel's own 8-aligned constants put a
+            // 4-aligned piece after them at 8, and the other kernels that hold the
+            // piece get 8-aligned banks)
+            let align = (kernels_of[f].iter()).fold(s.align.max(1), |a, &k| a.max(aligned[k]));
+            let base = (kernels_of[f].iter())
+                .map(|&k| end[k].next_multiple_of(align))
+                .max()
+                .unwrap_or(0);
+            for &k in kernels_of[f].iter().rev() {
+                end[k] = base + s.size;
+                aligned[k] = align;
+                let id = match bank[k] {
+                    Some(id) => id,
+                    None => {
+                        let id = self.new_kernel_bank(self.kernels[k]);
+                        bank[k] = Some(id);
+                        id
+                    }
+                };
+                let o = &mut self.out[id];
+                o.align = o.align.max(align);
+                writes.push((id, SecKey::new(i, si), base));
+            }
+            // (a relocation against the piece resolves through its place: any bank
+            // holding it gives the same offset)
+            let first = bank[kernels_of[f][0]].expect("made above");
+            self.placed.insert(SecKey::new(i, si), (first, base));
+        }
+        // the banks' bytes: each kernel's own data, zeros, the pieces; the banks in the
+        // order nvlink makes them (the kernels' own, then those made here), which its
+        // sm_100+ relocation sections for them follow
+        let made = |id: usize| self.bank2.made.iter().position(|&m| m == id);
+        let mut order: Vec<usize> = (0..bank.len()).filter(|&k| bank[k].is_some()).collect();
+        order.sort_by_key(|&k| bank[k].and_then(made));
+        for k in order {
+            let Some(id) = bank[k] else { continue };
+            let kernel = self.kernels[k];
+            let own =
+                (self.bank2_of(kernel)).map(|s| (SecKey::new(self.funcs[kernel].key.input, s), 0));
+            let pieces: Vec<(SecKey, u64)> = (own.into_iter())
+                .chain(writes.iter().filter(|w| w.0 == id).map(|w| (w.1, w.2)))
+                .collect();
+            self.bank2.held.extend(pieces.iter().map(|p| p.0));
+            self.bank2.banks.push((id, kernel, pieces));
+            let o = &mut self.out[id];
+            if let Some(own) = o.source.take() {
+                o.data = own.to_vec();
+            }
+            // (the bank ends aligned as its strictest piece: an sm_80 kernel's 8-aligned
+            // 64-bit constants before a 4-aligned jump table)
+            let size = end[k].next_multiple_of(o.align.max(1));
+            o.data.resize(size as usize, 0);
+            o.mem_size = size;
+        }
+        for (id, SecKey { input: i, sec: si }, base) in writes {
+            let c = &self.inputs[i].cubin;
+            let d = c.bytes(&c.sections[si]);
+            self.out[id].data[base as usize..base as usize + d.len()].copy_from_slice(d);
+        }
+    }
+
+    /// The functions in the order their code's section symbols come, input by input
+    /// (the order nvlink makes their `.nv.info.<fn>` in, `creation.rs`; a local clone
+    /// `f$1` comes there after the globals whose code comes first).
+    fn section_symbol_order(&self) -> Vec<FuncId> {
+        let mut order = Vec::with_capacity(self.funcs.len());
+        for (i, inp) in self.inputs.iter().enumerate() {
+            for s in inp.cubin.symbols.iter().filter(|s| s.ty == STT_SECTION) {
+                if let Some(&f) = self.func_of_text.get(&SecKey::new(i, s.shndx as usize)) {
+                    order.push(f);
+                }
+            }
+        }
+        order
+    }
+
+    /// The alignment of function `f`'s section `s` (at least 1).
+    fn section_align(&self, f: FuncId, s: usize) -> u64 {
+        self.inputs[self.funcs[f].key.input].cubin.sections[s]
+            .align
+            .max(1)
+    }
+
+    /// The size of function `f`'s section `s`.
+    fn section_size(&self, f: FuncId, s: usize) -> u64 {
+        self.inputs[self.funcs[f].key.input].cubin.sections[s].size
+    }
+
+    /// A bank for kernel `k`, which has no bank-2 data of its own.
+    fn new_kernel_bank(&mut self, k: FuncId) -> usize {
+        let name = creation::concat(".nv.constant2.", &self.sym(self.funcs[k].key).name);
+        let mut o = OutSection::new(name, SHT_PROGBITS, SHF_ALLOC | SHF_INFO_LINK);
+        o.align = 4;
+        let text = SecKey::new(self.funcs[k].key.input, self.funcs[k].text);
+        if let Some(&(t, _)) = self.placed.get(&text) {
+            o.info = Ref::Section(t);
+        }
+        let id = self.new_section(o, true);
+        self.bank2.made.push(id);
+        id
+    }
+}
+
+impl Merger<'_> {
+    /// sm_100+: each kernel bank's capsule-Mercury twin, `.nv.merc.nv.constant.optimizer.<k>`,
+    /// with the Mercury bytes of the same pieces at the same offsets, its `sh_info` the
+    /// kernel's capsule. A device function's piece is in every bank of a kernel that
+    /// reaches it, so its Mercury relocations (the jump table's code offsets) are copied
+    /// into each (`Capsules::copies`, read by `merc_relocations`).
+    pub(super) fn merc_banks(&mut self, st: &mut Capsules) {
+        for (place, (sass, kernel, pieces)) in self.bank2.banks.iter().enumerate() {
+            let twins: Vec<(usize, usize, u64)> = (pieces.iter())
+                .filter_map(|&(SecKey { input: i, sec }, base)| {
+                    Some((i, *st.views[i].merc_of.get(&sec)?, base))
+                })
+                .collect();
+            let Some(&(i0, m0, _)) = twins.first() else {
+                continue;
+            };
+            let proto = &self.inputs[i0].cubin.sections[m0];
+            let name = creation::concat(
+                ".nv.merc.nv.constant.optimizer.",
+                &self.sym(self.funcs[*kernel].key).name,
+            );
+            let mut o = OutSection::new(name, proto.ty, proto.flags);
+            o.entsize = proto.entsize;
+            let text = SecKey::new(self.funcs[*kernel].key.input, self.funcs[*kernel].text);
+            if let Some(&cap) = (self.placed.get(&text)).and_then(|t| st.view_of.get(&t.0)) {
+                o.info = Ref::Section(cap);
+            }
+            o.data = vec![0; self.out[*sass].data.len()];
+            for &(i, m, base) in &twins {
+                let c = &self.inputs[i].cubin;
+                let s = &c.sections[m];
+                o.align = o.align.max(s.align);
+                let d = c.bytes(s);
+                let end = base as usize + d.len();
+                if o.data.len() < end {
+                    o.data.resize(end, 0);
+                }
+                o.data[base as usize..end].copy_from_slice(d);
+            }
+            o.mem_size = o.data.len() as u64;
+            self.out.push(o);
+            self.section_symbol.push(false);
+            let id = self.out.len() - 1;
+            st.view_of.insert(*sass, id);
+            let own = match self.bank2_of(*kernel) {
+                Some(s) => self.section_size(*kernel, s),
+                None => 0,
+            };
+            st.sass_bank.insert(id, (*sass, own, place));
+            for (n, &(i, m, base)) in twins.iter().enumerate() {
+                st.placed.entry((i, m)).or_insert((id, base));
+                // (the kernel's own data, first, is in this bank only)
+                let own = n == 0 && pieces[0].1 == 0 && self.bank2_of(*kernel).is_some();
+                if !own {
+                    st.copies.entry((i, m)).or_default().push((id, base));
+                }
+            }
+        }
+    }
+
+    /// The order nvlink copies a device function's Mercury bank-2 relocations in: by
+    /// the `.const_opt` object each falls in, lowest first, in their order within one.
+    pub(super) fn bank2_relocation_order(&self, i: usize, merc: usize, entries: &mut [Reloc]) {
+        let c = &self.inputs[i].cubin;
+        let objects: Vec<(u64, u64)> = (c.merc_symbols.iter())
+            .filter(|s| s.shndx as usize == merc && s.ty != STT_SECTION && s.size > 0)
+            .map(|s| (s.value, s.value + s.size))
+            .collect();
+        entries.sort_by_key(|r| {
+            (objects.iter())
+                .find(|&&(a, b)| (a..b).contains(&r.offset))
+                .map_or(r.offset, |o| o.0)
+        });
+    }
+}
+
+/// R_MERCURY_ABS16: a 16-bit field of a Mercury instruction (the constant-bank offset of
+/// an `LDC`).
+const R_MERCURY_ABS16: u32 = 0x1_0004;
+
+impl Merger<'_> {
+    /// Writes into capsule `data` (input `i`'s Mercury section `capsule`) the bank-2
+    /// offsets its function's Mercury relocations resolve to, as nvlink does: ptxas leaves
+    /// them unset, and a driver that finalizes the capsule for another GPU reads them
+    /// there. The k-th such relocation, by offset, patches the k-th bank-2 record
+    /// (`elf::capsule`; the 16-bit field, zero-extended). Where the records
+    /// do not match the relocations one to one, the capsule stays as ptxas wrote it and
+    /// the link says so.
+    pub(super) fn patch_bank2_fields(
+        &self,
+        i: usize,
+        capsule: usize,
+        data: &mut [u8],
+        view: &View,
+    ) {
+        let c = &self.inputs[i].cubin;
+        let Some(ri) =
+            (c.sections.iter()).position(|s| s.ty == SHT_MERC_RELA && s.info as usize == capsule)
+        else {
+            return;
+        };
+        let Ok(relocs) = c.relocations(ri) else {
+            return;
+        };
+        let mut fields: Vec<(u64, u32)> = Vec::new();
+        for r in relocs.iter().filter(|r| r.ty == R_MERCURY_ABS16) {
+            let Some(n) = view.normal_of.get(r.sym as usize).copied().flatten() else {
+                continue;
+            };
+            let k = SymKey::new(i, n);
+            let sec = self.sym(k).shndx as usize;
+            if !self.bank2.holds(SecKey::new(i, sec)) {
+                continue;
+            }
+            let (value, _, _) = self.link_value(k);
+            let field = (value as i64).wrapping_add(r.addend) as u64 & 0xffff;
+            fields.push((r.offset, field as u32));
+        }
+        if fields.is_empty() {
+            return;
+        }
+        fields.sort_unstable();
+        let records = crate::elf::capsule::bank2_operands(data);
+        if records.len() != fields.len() {
+            let name = &c.sections[capsule].name;
+            self.diag.warning_never_error(&format!(
+                "'{}': the bank-2 offsets of capsule '{name}' are left as ptxas wrote them ({} relocations, {} records found): a driver that finalizes it for another GPU may read the wrong constants",
+                c.origin,
+                fields.len(),
+                records.len()
+            ));
+            return;
+        }
+        for (&at, &(_, v)) in records.iter().zip(&fields) {
+            data[at..at + 4].copy_from_slice(&v.to_le_bytes());
+        }
+    }
+}

@@ -1,0 +1,135 @@
+//! Temporary files and folders a link leaves while it runs, and the one rule that
+//! reclaims those a killed process left: named with the process id, they go once that
+//! process no longer runs and they have not changed for [`LEFTOVER_AGE`]. The private
+//! scratch folders ([`private_dir`]: ptxas's jobs, the drop-in libnvJitLink's staged
+//! inputs) are made 0700 in the system's temporary folder, so that no other user reads
+//! what a link stages there; the first one a process makes reclaims this user's folders of
+//! the same kind that dead processes left. The output's temporaries are reclaimed by
+//! `output` with [`abandoned`].
+
+use std::path::Path;
+use std::time::Duration;
+
+/// How long a temporary file of a process that no longer runs here is left alone (a
+/// directory shared over the network may hold another machine's link in progress).
+pub(crate) const LEFTOVER_AGE: Duration = Duration::from_secs(60);
+
+/// A private folder (0700) in the system's temporary folder for one piece of work of
+/// the kind `tag` (`ptxas`, `nvjitlink`), named `nvlinkrs-TAG-PID-XXXXXX`: the first one
+/// of its kind this process makes removes those of this user's processes that were killed
+/// before they removed theirs. Removed when dropped.
+pub fn private_dir(tag: &str) -> std::io::Result<tempfile::TempDir> {
+    use std::collections::BTreeSet;
+    use std::sync::Mutex;
+    static RECLAIMED: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+    let tmp = std::env::temp_dir();
+    let first = RECLAIMED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(tag.to_string());
+    if first {
+        reclaim(&tmp, tag, LEFTOVER_AGE);
+    }
+    let mut b = tempfile::Builder::new();
+    let prefix = format!("nvlinkrs-{tag}-{}-", std::process::id());
+    b.prefix(&prefix);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        b.permissions(std::fs::Permissions::from_mode(0o700));
+    }
+    b.tempdir_in(tmp)
+}
+
+/// Removes the `tag` folders in `tmp` of this user's processes that no longer run,
+/// unchanged for `age`.
+fn reclaim(tmp: &Path, tag: &str, age: Duration) {
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return;
+    };
+    let prefix = format!("nvlinkrs-{tag}-");
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(&prefix)) else {
+            continue;
+        };
+        let pid = rest.split('-').next().and_then(|p| p.parse::<i32>().ok());
+        // (symlink_metadata: a link planted under such a name is no folder of ours)
+        let left = e.metadata().is_ok_and(|m| {
+            use std::os::unix::fs::MetadataExt;
+            m.is_dir() && m.uid() == unsafe { libc::geteuid() } && abandoned(pid, &m, age)
+        });
+        if left {
+            std::fs::remove_dir_all(e.path()).ok();
+        }
+    }
+}
+
+/// Whether a temporary file or folder of process `pid` (named in it), described by `m`,
+/// was left behind: that process no longer runs, and it has not changed for `age`
+/// ([`LEFTOVER_AGE`] outside tests).
+pub(crate) fn abandoned(pid: Option<i32>, m: &std::fs::Metadata, age: Duration) -> bool {
+    pid.is_some_and(|pid| pid > 0 && !process_runs(pid)) && changed_before(m, age)
+}
+
+/// Whether `m`'s file was last changed (written, renamed) longer than `age` ago.
+fn changed_before(m: &std::fs::Metadata, age: Duration) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let changed = std::time::UNIX_EPOCH + Duration::from_secs(m.ctime().max(0) as u64);
+    changed.elapsed().is_ok_and(|e| e >= age)
+}
+
+/// Whether a process with this id runs (one of another user's counts).
+fn process_runs(pid: i32) -> bool {
+    // SAFETY: signal 0 only asks whether the process exists.
+    let sent = unsafe { libc::kill(pid, 0) };
+    sent == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    #[test]
+    fn private_dirs_are_private_and_reclaimed() {
+        use std::os::unix::fs::PermissionsExt;
+        for tag in ["ptxas", "nvjitlink"] {
+            let d = private_dir(tag).unwrap();
+            let mode = std::fs::metadata(d.path()).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o700);
+            let name = d.path().file_name().unwrap().to_string_lossy().into_owned();
+            assert!(name.starts_with(&format!("nvlinkrs-{tag}-{}-", std::process::id())));
+        }
+        // a killed link's folder goes, a running one's, another kind's and others stay
+        let tmp = tempfile::tempdir().unwrap();
+        let mut child = Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        for n in [
+            format!("nvlinkrs-nvjitlink-{dead}-abc"),
+            format!("nvlinkrs-nvjitlink-{}-abc", std::process::id()),
+            format!("nvlinkrs-ptxas-{dead}-abc"),
+            format!("other-{dead}-abc"),
+        ] {
+            std::fs::create_dir(tmp.path().join(&n)).unwrap();
+            std::fs::write(tmp.path().join(n).join("in0.ltoir"), b"x").unwrap();
+        }
+        reclaim(tmp.path(), "nvjitlink", LEFTOVER_AGE);
+        assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 4);
+        reclaim(tmp.path(), "nvjitlink", Duration::ZERO);
+        let mut left: Vec<String> = std::fs::read_dir(tmp.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            [
+                format!("nvlinkrs-nvjitlink-{}-abc", std::process::id()),
+                format!("nvlinkrs-ptxas-{dead}-abc"),
+                format!("other-{dead}-abc"),
+            ]
+        );
+    }
+}

@@ -1,0 +1,107 @@
+//! Dense `switch`es in `-rdc` device functions (issue 35, item 1): ptxas puts each
+//! function's jump table in its own constant bank 2, which the driver does not load; nvlink
+//! gives every such function one offset in the bank 2 of each kernel whose call tree holds
+//! it, and patches the functions' `LDC c[0x2][…]` (and, at sm_100+, the capsule records
+//! and the Mercury twin of each bank). nvlinkrs kept the functions' sections, wrote no bank
+//! for the kernels and relocated each table as if at offset 0: wrong code, exit 0.
+//! Fixtures `swfn.cu` (three switch functions, one with a 64-bit constant, one calling
+//! another), `swk.cu` (kernels in another unit: two callees; an own switch and a callee
+//! that calls another; one callee) and `swone.cu` (one unit, ptxas's per-caller clones).
+
+use std::process::Command;
+
+use super::{args, cuda, differential, nvlinkrs, run};
+
+/// The links: two units at every target family, reversed, one unit, host objects, a
+/// partial LTO link (the kernels' unit as IR), `-g` and `--preserve-relocs`.
+fn links() -> Vec<(String, Vec<String>)> {
+    let nvvm = format!("-nvvmpath={}", cuda().join("nvvm").display());
+    let mut v = Vec::new();
+    for sm in ["75", "80", "90", "100", "120"] {
+        let arch = format!("-arch=sm_{sm}");
+        v.push((
+            format!("two units sm_{sm}"),
+            args(&[
+                &arch,
+                &format!("swk_{sm}.cubin"),
+                &format!("swfn_{sm}.cubin"),
+            ]),
+        ));
+        v.push((
+            format!("one unit sm_{sm}"),
+            args(&[&arch, &format!("swone_{sm}.cubin")]),
+        ));
+    }
+    for sm in ["90", "100"] {
+        let arch = format!("-arch=sm_{sm}");
+        let (k, f) = (format!("swk_{sm}.cubin"), format!("swfn_{sm}.cubin"));
+        v.push((format!("reversed sm_{sm}"), args(&[&arch, &f, &k])));
+        v.push((format!("-g sm_{sm}"), args(&["-g", &arch, &k, &f])));
+        v.push((
+            format!("--preserve-relocs sm_{sm}"),
+            args(&["--preserve-relocs", &arch, &k, &f]),
+        ));
+        let (kd, fd) = (format!("swk_dc{sm}.o"), format!("swfn_dc{sm}.o"));
+        v.push((format!("host objects sm_{sm}"), args(&[&arch, &kd, &fd])));
+        let kl = format!("swk_lto{sm}.o");
+        v.push((
+            format!("partial LTO sm_{sm}"),
+            args(&[&arch, "-dlto", &nvvm, &kl, &fd]),
+        ));
+    }
+    v
+}
+
+/// Every link is nvlink's image byte for byte (`-g` links record the output's name, the
+/// same here), with nvlink's messages and exit code.
+#[test]
+fn switch_tables_in_device_functions_are_nvlinks() {
+    let mut failures = Vec::new();
+    for (what, a) in links() {
+        match differential(&a) {
+            Ok(true) => {}
+            Ok(false) => failures.push(format!("{what}: equivalent, not byte-identical")),
+            Err(d) => failures.push(format!("{what}:\n    {d}")),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The bank-2 loads themselves, as the GPU runs them: each function's `LDC c[0x2][…]`
+/// offsets in nvlinkrs' image are nvlink's (cuobjdump), and the kernels' banks hold the
+/// tables (before: every callee read its table at offset 0 of a bank no kernel had).
+#[test]
+fn switch_table_loads_read_the_kernels_banks() {
+    for sm in ["80", "90", "100"] {
+        let a = args(&[
+            &format!("-arch=sm_{sm}"),
+            &format!("swk_{sm}.cubin"),
+            &format!("swfn_{sm}.cubin"),
+        ]);
+        let dir = tempfile::tempdir().unwrap();
+        let loads = |tool: &std::path::Path| {
+            let out = run(tool, &a, dir.path()).output.expect("an image");
+            let image = dir.path().join("image.cubin");
+            std::fs::write(&image, out).unwrap();
+            let sass = Command::new(cuda().join("bin/cuobjdump"))
+                .arg("-sass")
+                .arg(&image)
+                .output()
+                .unwrap();
+            let text = String::from_utf8_lossy(&sass.stdout).into_owned();
+            let mut lines: Vec<String> = text
+                .lines()
+                .filter(|l| l.contains("Function :") || l.contains("c[0x2]"))
+                .map(|l| l.split("/*").nth(1).unwrap_or(l).trim().to_string())
+                .collect();
+            lines.retain(|l| !l.is_empty());
+            lines
+        };
+        let (want, got) = (loads(&cuda().join("bin/nvlink")), loads(&nvlinkrs()));
+        assert!(
+            want.iter().any(|l| l.contains("c[0x2]")),
+            "sm_{sm}: no bank-2 load in nvlink's image"
+        );
+        assert_eq!(want, got, "sm_{sm}");
+    }
+}
