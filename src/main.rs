@@ -87,7 +87,7 @@ fn link_main(
     let mut req = parsed.request()?;
     cli::refuse_unimplemented(&given)?;
     // (a background build of incremental LTO's partitions writes a scratch image)
-    let _scratch = nvlinkrs::lto::incremental::background::adjust(&mut req);
+    let _scratch = nvlinkrs::lto::incremental::background::adjust(&mut req)?;
     nvlinkrs::link(&req, diag, process).map(|_| ())
 }
 

@@ -4,7 +4,7 @@
 //! same request queued twice is one job), answers at once, and runs the jobs one at a
 //! time on a thread of its own as child links at the lowest priority (nice 19, one job
 //! of the budget) with `NVLINKRS_INCREMENTAL=partitions` and the background mark, which
-//! makes the child write its image to a temporary file it removes (the user's output is
+//! makes the child write its image to a private scratch folder it removes (the user's output is
 //! not touched). `daemon status` reports the queue (`idle` when empty).
 
 use std::collections::VecDeque;
@@ -58,9 +58,10 @@ impl Queue {
         s.stopping = true;
         s.jobs.clear();
         if let Some(pid) = s.running {
-            // SAFETY: kill(2) on a child this daemon started and has not reaped yet.
+            // SAFETY: kill(2) on the process group of a child this daemon started (the
+            // build and its ptxas jobs); child::run reaps it.
             unsafe {
-                libc::kill(pid as libc::pid_t, libc::SIGKILL);
+                libc::kill(-(pid as libc::pid_t), libc::SIGKILL);
             }
         }
         self.wake.notify_all();
@@ -84,13 +85,24 @@ impl Queue {
             let Some(mut cmd) = command(&job, &forwarded) else {
                 continue;
             };
-            let Ok(mut child) = cmd.spawn() else {
-                continue;
-            };
-            self.state.lock().unwrap().running = Some(child.id());
-            let _ = child.wait();
+            // (the pid recorded before the child can run long: stop() kills its group)
+            let _ = crate::child::run_started(&mut cmd, Vec::new(), limits(), |pid| {
+                self.state.lock().unwrap().running = Some(pid)
+            });
             self.state.lock().unwrap().running = None;
         }
+    }
+}
+
+/// What a background build may take (`child::Limits`): an hour of wall time (or
+/// `NVLINKRS_CHILD_TIMEOUT`'s seconds), no stall limit (it may wait for the cache's
+/// lock), and a MiB of output (it prints nothing but errors).
+fn limits() -> crate::child::Limits {
+    let hour = std::time::Duration::from_secs(3600);
+    crate::child::Limits {
+        wall: crate::child::Limits::wall_for(0, hour, std::time::Duration::ZERO),
+        stall: None,
+        stdout: 1 << 20,
     }
 }
 
@@ -103,14 +115,12 @@ fn command(job: &Job, forwarded: &impl Fn(&str) -> bool) -> Option<std::process:
         .find(|(k, _)| k == "cwd")
         .map(|(_, v)| PathBuf::from(text(v)))
         .filter(|c| c.is_absolute() && c.is_dir())?;
-    let mut cmd = std::process::Command::new("/proc/self/exe");
+    // (child::command: its own process group, killed with the daemon's worker thread)
+    let mut cmd = crate::child::command("/proc/self/exe");
     cmd.args(job.iter().filter(|(k, _)| k == "arg").map(|(_, v)| text(v)))
         .current_dir(cwd)
         .env_clear()
-        .env(super::IN_DAEMON, "1")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
+        .env(super::IN_DAEMON, "1");
     for (_, v) in job.iter().filter(|(k, _)| k == "env") {
         if let Some((name, value)) = text(v).split_once('=')
             && forwarded(name)
@@ -126,7 +136,6 @@ fn command(job: &Job, forwarded: &impl Fn(&str) -> bool) -> Option<std::process:
     unsafe {
         std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
             libc::setpriority(libc::PRIO_PROCESS, 0, 19);
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
             Ok(())
         });
     }

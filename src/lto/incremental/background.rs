@@ -3,7 +3,7 @@
 //! and the next one, after an edit, is incremental. The link that found nothing cached
 //! asks this user's daemon (starting it) to run the same link again at the lowest
 //! priority as partitions (`daemon::background`); that link writes its image to a
-//! temporary file of its own ([`adjust`]) and leaves the partitions in the cache.
+//! private scratch folder of its own ([`adjust`]) and leaves the partitions in the cache.
 //! `nvlinkrs daemon status` says `background idle` once nothing is queued.
 
 use crate::cli::LinkRequest;
@@ -30,26 +30,22 @@ pub fn request(req: &LinkRequest, diag: &Diagnostics) {
     }
 }
 
-/// The temporary image of a background build, removed when dropped.
-pub struct Scratch(Option<std::path::PathBuf>);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        if let Some(p) = &self.0 {
-            let _ = std::fs::remove_file(p);
-        }
-    }
+/// The private scratch folder (`scratch::private_dir`) holding a background build's
+/// image, removed when dropped.
+pub struct Scratch {
+    _dir: Option<tempfile::TempDir>,
 }
 
-/// A background build's request: its image to a temporary file, no file beside it
-/// (registration, times, report), nothing printed but errors.
-pub fn adjust(req: &mut LinkRequest) -> Scratch {
+/// A background build's request: its image to a private scratch folder of its own, no
+/// file beside it (registration, times, report), nothing printed but errors.
+pub fn adjust(req: &mut LinkRequest) -> crate::diag::Result<Scratch> {
     if !is_background() {
-        return Scratch(None);
+        return Ok(Scratch { _dir: None });
     }
-    let path =
-        std::env::temp_dir().join(format!("nvlinkrs-background-{}.cubin", std::process::id()));
-    req.output = path.clone();
+    let dir = crate::scratch::private_dir("background").map_err(|e| {
+        crate::diag::Error::fatal(format!("background build: no scratch folder: {e}"))
+    })?;
+    req.output = dir.path().join("image.cubin");
     req.register_link_binaries = None;
     req.time = None;
     req.report_json = None;
@@ -57,5 +53,5 @@ pub fn adjust(req: &mut LinkRequest) -> Scratch {
     req.verbose = false;
     req.verbose2 = false;
     req.verbose_keep = false;
-    Scratch(Some(path))
+    Ok(Scratch { _dir: Some(dir) })
 }
