@@ -11,17 +11,26 @@
 # `nvlinkrs compare --code` of the incremental image against the whole-program one. Every
 # incremental image must be equivalent to the whole-program one but for the code and equal
 # to a cold partitioned link, else the benchmark stops (exit 1, no results file).
-# Writes benches/results/incremental.md. Timing for the record needs a quiet machine.
-# Usage: scripts/bench_incremental.sh [--quick]
-#   --quick: an 8-unit program at sm_90 only, one run, results on stdout (a check of the script)
+# Writes benches/results/incremental.md (or BENCH_OUT). Timing for the record needs a quiet
+# machine.
+# Usage: scripts/bench_incremental.sh [--quick [UNITS]]
+#   --quick: a check of the script: one generated program of UNITS units (6 or more; default 8) at
+#            sm_90, one run (BENCH_RUNS), the results to target/bench/incremental-quick.md
+#   BENCH_RUNS=N             paired runs of each measurement (default 3; --quick: 1)
+#   BENCH_PROGRAMS="P..."    the programs, NAME:UNITS each (cccl:0 the Thrust/CUB one)
+#   BENCH_ARCHS="SM..."      the targets (default 90 100; --quick: 90)
+#   BENCH_OUT=FILE           where the results file goes
 source "$(dirname "$0")/bench_env.sh"
-quick=0; [ "${1:-}" = --quick ] && quick=1
-runs=${BENCH_RUNS:-3}
-if [ $quick = 1 ]; then
-  programs=("gen8:8"); archs=(90); runs=1
+if [ "${1:-}" = --quick ]; then
+  units=${2:-8}
+  programs=("gen$units:$units"); archs=(90); runs=${BENCH_RUNS:-1}
+  out=${BENCH_OUT:-target/bench/incremental-quick.md}
 else
-  programs=("gen32:32" "gen128:128" "cccl:0"); archs=(90 100)
+  programs=("gen32:32" "gen128:128" "cccl:0"); archs=(90 100); runs=${BENCH_RUNS:-3}
+  out=${BENCH_OUT:-benches/results/incremental.md}
 fi
+[ -n "${BENCH_PROGRAMS:-}" ] && read -r -a programs <<< "$BENCH_PROGRAMS"
+[ -n "${BENCH_ARCHS:-}" ] && read -r -a archs <<< "$BENCH_ARCHS"
 export NVCC="$CU/bin/nvcc"
 # compile DIR SM FILE... : -dc -dlto each FILE (in DIR) for sm_SM, in parallel
 compile() {
@@ -67,7 +76,7 @@ tables=$(python3 scripts/bench_incremental.py "$runs" "$N" "$CU" "$W" "${specs[@
   echo "# Incremental LTO: the relink after an edit"
   echo
   echo "Programs: benches/gen/ltoprog.py --helper (32 and 128 units, 10 kernels each) and"
-  echo "benches/gen/cccl (Thrust/CUB, 6 units), -dc -dlto; edits recompiled with nvcc at the unit's"
+  echo "benches/gen/cccl (Thrust/CUB, 6 units), -dc -dlto, as chosen below; edits recompiled with nvcc at the unit's"
   echo "own path. $runs paired runs of each measurement; nvlinkrs with the cache on for the"
   echo "incremental links (\`NVLINKRS_INCREMENTAL=partitions\`), off for its whole-program link."
   echo "Measured by \`scripts/bench_incremental.sh\`."
@@ -76,4 +85,7 @@ tables=$(python3 scripts/bench_incremental.py "$runs" "$N" "$CU" "$W" "${specs[@
   echo
   echo "$tables"
 } > "$W/incremental.md"
-if [ $quick = 1 ]; then cat "$W/incremental.md"; else cp "$W/incremental.md" benches/results/incremental.md; cat benches/results/incremental.md; fi
+mkdir -p "$(dirname "$out")"
+cp "$W/incremental.md" "$out"
+cat "$out"
+echo "results: $out" >&2
