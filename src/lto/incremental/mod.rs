@@ -33,7 +33,11 @@ pub use link::EWP_OPTION;
 /// Why this link is not partitioned, if it is not (said under `-v`).
 fn refusal(plan: &LinkPlan, pool: &Pool, settings: &LtoSettings, partial: bool) -> Option<String> {
     let req = plan.req;
-    let why = if partial {
+    let why = if req.nvjitlink {
+        // (the drop-in answers with nvJitLink's image; a background build would take the
+        // host program's command line for a link's)
+        "the drop-in libnvJitLink links as nvJitLink does"
+    } else if partial {
         "partial LTO (an input without IR, -force-partial-lto or -r)"
     } else if req.emit_ptx {
         "-emit-ptx"
