@@ -60,7 +60,8 @@ pub fn objects(
     let mut assembled = if jobs.is_empty() {
         Vec::new()
     } else {
-        let ptxas = ptxas_driver::for_link(plan.toolkit()?, ctx.cache(), &ctx.ptxas_launcher)?;
+        let ptxas =
+            ptxas_driver::for_link(plan.toolkit()?, ctx.cache(), &ctx.ptxas_launcher, &plan.env)?;
         ptxas_driver::assemble_all(&ctx.jobs, ptxas.as_ref(), &jobs, 0)?
     }
     .into_iter();

@@ -390,6 +390,26 @@ fn option_table() -> HashMap<String, OptSpec> {
     t
 }
 
+/// The options, among those `--help` shows without a short name, that nvlink takes only
+/// after two dashes (`--register-link-binaries`): `--help` spells them so.
+pub fn two_dashes_only() -> Vec<String> {
+    let shown = |a: &clap::Arg| a.get_visible_aliases().is_none_or(|v| v.is_empty());
+    let named: Vec<String> = LinkArgs::command()
+        .get_arguments()
+        .filter(|a| shown(a))
+        .filter_map(|a| a.get_long().map(String::from))
+        .collect();
+    let table = option_table();
+    named
+        .into_iter()
+        .filter(|n| {
+            table
+                .get(n)
+                .is_some_and(|s| s.spelling == Spelling::TwoDashes)
+        })
+        .collect()
+}
+
 /// nvlink accepts `-L<dir>`, `-l<lib>` and `-m<bits>` with the value attached.
 const ATTACHED: [(char, &str); 3] = [('L', "library-path"), ('l', "library"), ('m', "machine")];
 

@@ -99,6 +99,7 @@ pub fn parse(args: &[String]) -> Result<Command, clap::Error> {
 /// subcommands.
 pub fn help_text() -> String {
     let link = LinkArgs::command();
+    let two_dashes = crate::cli::two_dashes_only();
     let mut rows: Vec<(String, String)> = Vec::new();
     for a in link.get_arguments() {
         let Some(long) = a.get_long() else { continue };
@@ -117,6 +118,7 @@ pub fn help_text() -> String {
         };
         let spelling = match a.get_visible_aliases().and_then(|v| v.first().copied()) {
             Some(short) => format!("-{short}, --{long}{value}"),
+            None if two_dashes.iter().any(|t| t == long) => format!("--{long}{value}"),
             None => format!("-{long}{value}"),
         };
         let help = a.get_help().map(|h| h.to_string()).unwrap_or_default();
@@ -224,6 +226,21 @@ mod tests {
             let words: Vec<&str> = l.split("  ").filter(|w| !w.trim().is_empty()).collect();
             assert!(words.len() >= 2, "no description: {l}");
         }
+        // each option as the text spells it is one the command line takes (it listed
+        // `-register-link-binaries`, which is refused: nvlink takes two dashes only)
+        for l in &options {
+            let spelled = l.trim_start().split([',', ' ']).next().unwrap();
+            let mut args = vec![spelled.to_string()];
+            if l.contains(" <") {
+                args.push("x".into());
+            }
+            if let Err(e) = crate::cli::normalize(&args) {
+                // (a value may be refused: `-optf x` names no file)
+                let refused = e.message().starts_with("Unknown option");
+                assert!(!refused, "{spelled}, as --help spells it: {}", e.message());
+            }
+        }
+        assert!(h.contains("\n  --register-link-binaries <FILE>  "), "{h}");
         for c in ["inspect", "compare", "cache", "daemon", "shim"] {
             assert!(h.contains(&format!("\n  {c} ")), "{c}:\n{h}");
             assert!(is_subcommand(c));

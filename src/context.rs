@@ -35,19 +35,20 @@ pub struct LinkContext<'a> {
     pub cache: Option<Arc<Cache>>,
     pub jobs: Jobs,
     /// `NVLINKRS_PTXAS_LAUNCHER`'s words: what runs each ptxas job (empty: ptxas itself).
-    /// It changes where jobs run, never their bytes, so no cache key holds it.
+    /// What it hands back may differ from ptxas' cubin (a wrapper adding options, another
+    /// ptxas): the cache keys hold its words and its file (`ptxas_driver::launcher_id`).
     pub ptxas_launcher: Vec<String>,
     one_shot: bool,
 }
 
 impl<'a> LinkContext<'a> {
-    /// A context without a cache.
-    pub fn new(diag: &'a Diagnostics, process: &Process) -> LinkContext<'a> {
+    /// A context without a cache, its ptxas jobs run through `launcher` (empty: none).
+    pub fn new(diag: &'a Diagnostics, process: &Process, launcher: Vec<String>) -> LinkContext<'a> {
         LinkContext {
             diag,
             cache: None,
             jobs: Jobs::new(process.jobserver.clone()),
-            ptxas_launcher: crate::ptxas_driver::launcher_from_env(),
+            ptxas_launcher: launcher,
             one_shot: process.one_shot,
         }
     }

@@ -31,6 +31,7 @@ pub mod jobs;
 #[cfg(test)]
 mod layering;
 mod linkcache;
+pub mod linkenv;
 pub mod lto;
 pub mod merge;
 pub mod output;
@@ -55,7 +56,9 @@ pub use report::Timings;
 /// Runs a device link: from the cache when the same link (tools, options, input
 /// contents) was done before, else phase by phase, caching what it can.
 pub fn link(req: &LinkRequest, diag: &Diagnostics, process: &Process) -> Result<Timings> {
-    let linked = link_unchecked(&Plan::new(req), LinkContext::new(diag, process));
+    let plan = Plan::new(req);
+    let launcher = ptxas_driver::launcher(&plan.env);
+    let linked = link_unchecked(&plan, LinkContext::new(diag, process, launcher));
     if let (Err(_), Some(path)) = (&linked, &req.time) {
         // nvlink writes the `-time` file's header even when the link fails
         output::append_times(path, &[]).ok();
@@ -68,26 +71,38 @@ fn link_unchecked(plan: &Plan, mut ctx: LinkContext) -> Result<Timings> {
     plan.check(ctx.diag)?;
     if req.target_kind == arch::TargetKind::Virtual {
         // no image, so no cache and no report (the phases end after the read)
-        return link_phases(plan, &ctx, false);
+        return link_phases(plan, &ctx, &input::Opened::default(), false);
     }
     ctx.open_cache(req);
-    let (timings, whole) = linkcache::around(plan, &ctx, |keep| link_phases(plan, &ctx, keep))?;
+    // each input mapped once, for the cache key and the link alike
+    let opened = input::Opened::with_cache(ctx.cache.clone());
+    let (timings, whole) = linkcache::around(plan, &ctx, &opened, |keep| {
+        link_phases(plan, &ctx, &opened, keep)
+    })?;
+    // (dropped, not left to the exit: it holds the cache, whose drop keeps its counters
+    // and trims it)
+    drop(opened);
     report::write(plan, &ctx, &timings, whole, started)?;
     Ok(timings)
 }
 
-/// The phases of a link, in order; `keep`: the bytes written are kept for the cache.
-fn link_phases(plan: &Plan, ctx: &LinkContext, keep: bool) -> Result<Timings> {
+/// The phases of a link, in order, reading the inputs through `opened`; `keep`: the
+/// bytes written are kept for the cache.
+fn link_phases(
+    plan: &Plan,
+    ctx: &LinkContext,
+    opened: &input::Opened,
+    keep: bool,
+) -> Result<Timings> {
     let (req, diag) = (plan.req, ctx.diag);
     let mut timings = Timings {
         written: output::Written::new(keep || req.verbose),
         ..Default::default()
     };
-    let paths = input::input_list(&req.inputs, &req.libraries, &req.library_paths);
-    let opened = input::Opened::with_cache(ctx.cache.clone());
+    let paths = plan.inputs();
     let trees = timings.phase("read", || {
-        input::load_with(&paths, input::Mode::Link { lto: req.lto }, &opened)
-            .map(|t| input::once_per_archive(t, &paths, &opened))
+        input::load_with(&paths, input::Mode::Link { lto: req.lto }, opened)
+            .map(|t| input::once_per_archive(t, &paths, opened))
     })?;
     diag.check()?;
     // what an earlier -dlink object among the inputs covers is linked no more (the LTO

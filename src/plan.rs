@@ -1,27 +1,39 @@
-//! The link's plan: what the request ([`LinkRequest`]) means for each phase. The toolkit
-//! (found at most once per link, when a phase first needs it), the checks made before an
-//! input is read, the merge's options and the kernels it keeps, and ptxas's settings.
+//! The link's plan: what the request ([`LinkRequest`]) means for each phase, in the
+//! environment the link was started in (one [`LinkEnv`] snapshot, which the cache key
+//! reads too). The toolkit and the libNVVM it loads (found at most once per link, when a
+//! phase first needs them), the inputs in order, the checks made before an input is read,
+//! the merge's options and the kernels it keeps, and ptxas's settings.
 //! (libNVVM's are made in `lto::phase`, which uses this plan: here they would make `plan`
 //! and `lto` import each other.)
 
+use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use crate::cli::LinkRequest;
 use crate::diag::{Diagnostics, Result};
 use crate::input::HostInfo;
+use crate::linkenv::LinkEnv;
 use crate::toolkit::Toolkit;
 use crate::{merge, ptxas_driver, toolnote};
 
-/// The request, and what is found from it once.
+/// The request, the environment it runs in, and what is found from them once.
 pub struct Plan<'r> {
     pub req: &'r LinkRequest,
+    /// The variables the link reads, taken once ([`LinkEnv`]).
+    pub env: LinkEnv,
     kit: OnceLock<Result<Toolkit>>,
 }
 
 impl<'r> Plan<'r> {
+    /// The plan of `req` in this process's environment.
     pub fn new(req: &'r LinkRequest) -> Plan<'r> {
+        Plan::with_env(req, LinkEnv::current())
+    }
+
+    pub fn with_env(req: &'r LinkRequest, env: LinkEnv) -> Plan<'r> {
         Plan {
             req,
+            env,
             kit: OnceLock::new(),
         }
     }
@@ -31,9 +43,28 @@ impl<'r> Plan<'r> {
     pub fn toolkit(&self) -> Result<&Toolkit> {
         let req = self.req;
         self.kit
-            .get_or_init(|| Toolkit::discover(req.cuda_path.as_deref(), req.nvvmpath.as_deref()))
+            .get_or_init(|| {
+                Toolkit::discover_in(req.cuda_path.as_deref(), req.nvvmpath.as_deref(), &self.env)
+            })
             .as_ref()
             .map_err(Clone::clone)
+    }
+
+    /// The libNVVM an LTO link loads: `<nvvmpath>/lib64/libnvvm.so`, as nvlink looks for
+    /// it, else (without `-nvvmpath`, which nvlink requires) the toolkit's; `None` when
+    /// neither names one.
+    pub fn libnvvm(&self) -> Option<PathBuf> {
+        match self.req.nvvmpath.as_deref() {
+            Some(nvvmpath) => Some(nvvmpath.join("lib64").join("libnvvm.so")),
+            None => self.toolkit().ok()?.libnvvm(None),
+        }
+    }
+
+    /// The link's inputs in nvlink's order: the files as given, then the `-l` libraries
+    /// found.
+    pub fn inputs(&self) -> Vec<PathBuf> {
+        let req = self.req;
+        crate::input::input_list(&req.inputs, &req.libraries, &req.library_paths, &self.env)
     }
 
     /// What nvlinkrs warns about before reading an input.

@@ -108,21 +108,21 @@ pub(crate) fn write(
             tools.insert("ptxas".into(), k.ptxas().display().to_string().into());
         }
         if ran("cicc") {
-            let nvvm = k.libnvvm(req.nvvmpath.as_deref());
+            let nvvm = plan.libnvvm();
             tools.insert(
                 "libnvvm".into(),
                 nvvm.map(|p| p.display().to_string()).into(),
             );
         }
     }
-    let inputs: Vec<serde_json::Value> =
-        input::input_list(&req.inputs, &req.libraries, &req.library_paths)
-            .iter()
-            .map(|p| {
-                let bytes = std::fs::metadata(p).map(|m| m.len()).ok();
-                serde_json::json!({"path": p.display().to_string(), "bytes": bytes})
-            })
-            .collect();
+    let inputs: Vec<serde_json::Value> = plan
+        .inputs()
+        .iter()
+        .map(|p| {
+            let bytes = std::fs::metadata(p).map(|m| m.len()).ok();
+            serde_json::json!({"path": p.display().to_string(), "bytes": bytes})
+        })
+        .collect();
     let doc = serde_json::json!({
         "nvlinkrs": env!("CARGO_PKG_VERSION"),
         "toolkit": kit.map(|k| serde_json::json!({

@@ -18,7 +18,8 @@ pub fn infer(
     library_paths: &[PathBuf],
     lto: bool,
 ) -> Result<Arch> {
-    let paths = input::input_list(inputs, libraries, library_paths);
+    let env = crate::linkenv::LinkEnv::current();
+    let paths = input::input_list(inputs, libraries, library_paths, &env);
     let trees = input::load(&paths, Mode::Link { lto })?;
     let mut units: Vec<(String, BTreeSet<Arch>)> = input::units(&trees)
         .into_iter()

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::diag::{Error, Result};
+use crate::linkenv::LinkEnv;
 
 #[derive(Clone, Debug)]
 pub struct Toolkit {
@@ -23,16 +24,17 @@ fn is_root(p: &Path) -> bool {
 /// else `cuda-<version>` under `$XDG_CACHE_HOME/nvlinkrs` or `~/.cache/nvlinkrs`, newest
 /// name first), each as its `cuda` link to the toolkit root: a user who ran the README's
 /// commands has a toolkit there without setting `CUDA_HOME`.
-fn setup_roots() -> Vec<PathBuf> {
+fn setup_roots(env: &LinkEnv) -> Vec<PathBuf> {
     let mut roots = Vec::new();
-    if let Some(d) = std::env::var_os("NVLINKRS_TOOLCHAIN_DIR").filter(|v| !v.is_empty()) {
+    if let Some(d) = env.non_empty("NVLINKRS_TOOLCHAIN_DIR") {
         roots.push(PathBuf::from(d).join("cuda"));
     }
-    let base = std::env::var_os("XDG_CACHE_HOME")
+    let base = env
+        .get("XDG_CACHE_HOME")
         .map(PathBuf::from)
         .filter(|p| p.is_absolute())
         .or_else(|| {
-            std::env::var_os("HOME")
+            env.get("HOME")
                 .map(PathBuf::from)
                 .filter(|p| p.is_absolute())
                 .map(|h| h.join(".cache"))
@@ -53,7 +55,17 @@ fn setup_roots() -> Vec<PathBuf> {
 }
 
 impl Toolkit {
+    /// The toolkit this process's environment finds ([`Toolkit::discover_in`]).
     pub fn discover(cuda_path: Option<&Path>, nvvmpath: Option<&Path>) -> Result<Toolkit> {
+        Toolkit::discover_in(cuda_path, nvvmpath, &LinkEnv::current())
+    }
+
+    /// The toolkit `--cuda-path`, `-nvvmpath` and the environment `env` find.
+    pub fn discover_in(
+        cuda_path: Option<&Path>,
+        nvvmpath: Option<&Path>,
+        env: &LinkEnv,
+    ) -> Result<Toolkit> {
         let mut tried = Vec::new();
         let mut candidates: Vec<(PathBuf, String)> = Vec::new();
         if let Some(p) = cuda_path {
@@ -66,13 +78,13 @@ impl Toolkit {
             tried.push("--cuda-path (not given)".to_string());
         }
         for var in ["CUDA_HOME", "CUDA_PATH"] {
-            match std::env::var_os(var).filter(|v| !v.is_empty()) {
+            match env.non_empty(var) {
                 Some(v) => candidates.push((PathBuf::from(v), var.into())),
                 None => tried.push(format!("{var} (not set)")),
             }
         }
         for tool in ["nvcc", "ptxas"] {
-            let root = on_path(tool).and_then(|p| {
+            let root = env.on_path(tool).filter(|p| p.is_file()).and_then(|p| {
                 let bin = std::fs::canonicalize(&p).ok()?;
                 bin.parent()?.parent().map(Path::to_path_buf)
             });
@@ -94,14 +106,14 @@ impl Toolkit {
             }
             tried.push(format!("{} ({via})", root.display()));
         }
-        if let Some(root) = pypi_root() {
+        if let Some(root) = pypi_root(env) {
             return Ok(Toolkit {
                 root,
-                found_via: "the nvidia-cuda-nvcc wheel of python3".into(),
+                found_via: "the CUDA wheels of a Python environment".into(),
             });
         }
-        tried.push("the PyPI wheels (python3's site-packages/nvidia/cu13)".into());
-        for root in setup_roots() {
+        tried.push("the PyPI wheels (site-packages/nvidia/cu13 of the Python environments)".into());
+        for root in setup_roots(env) {
             if is_root(&root) {
                 let root = std::fs::canonicalize(&root).unwrap_or(root);
                 return Ok(Toolkit {
@@ -162,26 +174,106 @@ impl Toolkit {
     }
 }
 
-fn on_path(tool: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(tool))
-        .find(|p| p.is_file())
+/// The CUDA wheels' toolkit (`site-packages/nvidia/cu13` holding ptxas or libNVVM), found
+/// without running Python (asking `python3` cost 0.47 s a process under pyenv, ten times
+/// NVIDIA's whole link): the site folders of, in order, the active environment
+/// (`VIRTUAL_ENV`, `CONDA_PREFIX`), the one this program is installed in (`nvlinkrs` in a
+/// venv's `bin`, the drop-in under `site-packages`), the `python3` on `PATH` (as named: a
+/// venv's link, then the interpreter it resolves to), the version pyenv selects
+/// (`PYENV_VERSION`, else `$PYENV_ROOT/version`) and the user's own site (`~/.local`).
+/// Python's import path can hold other folders (`PYTHONPATH`, `.pth` files): a toolkit
+/// there is found through `CUDA_HOME`.
+fn pypi_root(env: &LinkEnv) -> Option<PathBuf> {
+    site_folders(env)
+        .into_iter()
+        .map(|s| s.join("nvidia").join("cu13"))
+        .find(|r| is_root(r))
 }
 
-/// The wheels' toolkit, asked of `python3` on `PATH`. Python puts the directory it runs
-/// in first on its import path, so it runs in `/` and without that entry
-/// (`PYTHONSAFEPATH`): an `nvidia.py` in the build directory would run with the user's
-/// rights.
-fn pypi_root() -> Option<PathBuf> {
-    let out = Command::new("python3")
-        .current_dir("/")
-        .env("PYTHONSAFEPATH", "1")
-        .args(["-c", "import nvidia, os\nfor p in nvidia.__path__:\n  q = os.path.join(p, 'cu13')\n  if os.path.isdir(q): print(q); break"])
-        .output()
-        .ok()?;
-    let p = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-    (out.status.success() && is_root(&p)).then_some(p)
+/// A file of NVIDIA's CUDA wheels (`rel` under `site-packages/nvidia/cu13`, e.g.
+/// `lib/libnvJitLink.so.13` of the nvidia-nvjitlink wheel, which a runtime-only
+/// environment has without a toolkit) in the first site folder that holds it.
+pub fn wheel_file(rel: &Path) -> Option<PathBuf> {
+    site_folders(&LinkEnv::current())
+        .into_iter()
+        .map(|s| s.join("nvidia").join("cu13").join(rel))
+        .find(|f| f.is_file())
+}
+
+/// The `site-packages` (and Debian's `dist-packages`) folders [`pypi_root`] looks in.
+fn site_folders(env: &LinkEnv) -> Vec<PathBuf> {
+    let mut prefixes: Vec<PathBuf> = ["VIRTUAL_ENV", "CONDA_PREFIX"]
+        .iter()
+        .filter_map(|v| env.non_empty(v).map(PathBuf::from))
+        .collect();
+    let mut sites = Vec::new();
+    let me = own_image();
+    if let Some(me) = &me {
+        prefixes.extend(me.parent().and_then(Path::parent).map(Path::to_path_buf));
+    }
+    if let Some(py) = env.on_path("python3") {
+        prefixes.extend(py.parent().and_then(Path::parent).map(Path::to_path_buf));
+        if let Ok(real) = std::fs::canonicalize(&py) {
+            prefixes.extend(real.parent().and_then(Path::parent).map(Path::to_path_buf));
+        }
+    }
+    let home = env
+        .get("HOME")
+        .map(PathBuf::from)
+        .filter(|h| h.is_absolute());
+    let pyenv = env
+        .non_empty("PYENV_ROOT")
+        .map(PathBuf::from)
+        .or_else(|| home.as_ref().map(|h| h.join(".pyenv")));
+    if let Some(root) = pyenv {
+        let chosen = env
+            .non_empty("PYENV_VERSION")
+            .map(|v| v.to_string_lossy().into_owned())
+            .or_else(|| std::fs::read_to_string(root.join("version")).ok())
+            .unwrap_or_default();
+        for v in chosen.split([':', '\n']).map(str::trim) {
+            if !v.is_empty() && !v.contains('/') && v != "system" {
+                prefixes.push(root.join("versions").join(v));
+            }
+        }
+    }
+    prefixes.extend(home.map(|h| h.join(".local")));
+    for prefix in prefixes {
+        let Ok(dir) = std::fs::read_dir(prefix.join("lib")) else {
+            continue;
+        };
+        let mut pythons: Vec<PathBuf> = dir
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("python3"))
+            .map(|e| e.path())
+            .collect();
+        pythons.sort();
+        for p in pythons {
+            sites.push(p.join("site-packages"));
+            sites.push(p.join("dist-packages"));
+        }
+    }
+    // (the drop-in installed under a site folder)
+    if let Some(me) = &me {
+        let site = me.ancestors().find(|a| {
+            a.file_name()
+                .is_some_and(|n| n == "site-packages" || n == "dist-packages")
+        });
+        sites.extend(site.map(Path::to_path_buf));
+    }
+    // (the one a Python program runs in, unactivated: where its extension modules were
+    // loaded from, e.g. cuda.bindings', for the drop-in inside that program)
+    if let Ok(maps) = std::fs::read_to_string("/proc/self/maps") {
+        for p in maps.lines().filter_map(|l| l.find('/').map(|at| &l[at..])) {
+            if let Some(at) = p.find("/site-packages/") {
+                let site = PathBuf::from(&p[..at + 14]);
+                if !sites.contains(&site) {
+                    sites.push(site);
+                }
+            }
+        }
+    }
+    sites
 }
 
 /// The file nvlinkrs' code was loaded from: the executable, or the shared library it is

@@ -541,6 +541,69 @@ fn without_the_real_library_a_handed_over_link_says_why() {
     assert_eq!(results["cubins"]["complete"], 0);
 }
 
+/// A runtime-only Python environment (issue 38: the nvidia-nvjitlink wheel, no nvcc or
+/// nvvm wheels, no `CUDA_HOME`, no toolkit anywhere): nvlinkrs cannot link, and hands
+/// every link to NVIDIA's library in the environment's `site-packages/nvidia/cu13/lib`,
+/// found without running Python; the answers are that library's own (every link
+/// returned `NVJITLINK_ERROR_INTERNAL` before).
+#[test]
+fn a_runtime_only_environment_hands_links_to_the_wheels_library() {
+    let dir = tempfile::tempdir().unwrap();
+    let (venv, home, empty) = (
+        dir.path().join("venv"),
+        dir.path().join("home"),
+        dir.path().join("empty"),
+    );
+    let lib = venv.join("lib/python3.12/site-packages/nvidia/cu13/lib");
+    for d in [&lib, &home, &empty] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    std::os::unix::fs::symlink(real(), lib.join("libnvJitLink.so.13")).unwrap();
+    let cases = ["cubins", "ltoir", "lineinfo", "bad_option"];
+    let py = std::fs::canonicalize(venv_python()).unwrap();
+    let real_run = drive(
+        &py,
+        &format!("ctypes:{}", real().display()),
+        None,
+        &dir.path().join("real"),
+        &cases,
+    );
+    let out = dir.path().join("ours");
+    std::fs::create_dir_all(&out).unwrap();
+    let log = out.join("who.log");
+    let o = Command::new(&py)
+        .env_clear()
+        .arg(driver())
+        .arg(format!("ctypes:{}", drop_in().display()))
+        .arg(fixtures())
+        .arg(&out)
+        .arg(cases.join(","))
+        .env("PATH", &empty)
+        .env("HOME", &home)
+        .env("VIRTUAL_ENV", &venv)
+        .env("XDG_CACHE_HOME", dir.path().join("cache"))
+        .env("NVLINKRS_JITLINK_LOG", &log)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(out.join("results.json")).unwrap();
+    let results: BTreeMap<String, Value> = serde_json::from_str(&text).unwrap();
+    let ours = Run {
+        results,
+        dir: out.clone(),
+        who: BTreeMap::new(),
+    };
+    let diffs = differences(&real_run, &ours);
+    assert!(diffs.is_empty(), "{}", diffs.join("\n"));
+    assert_eq!(ours.results["cubins"]["complete"], 0);
+    assert_eq!(ours.results["ltoir"]["complete"], 0);
+    let who = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        !who.contains("nvlinkrs: linked") && who.contains("nvJitLink"),
+        "every link handed over:\n{who}"
+    );
+}
+
 /// A host that handles SIGSEGV itself (`tests/jitlink/sigtest.c`: a thread faults on a
 /// PROT_NONE page about every millisecond and recovers in its own handler, as a JVM's null
 /// checks do) while its main thread runs five `-lto` links: with NVIDIA's library and with

@@ -967,6 +967,14 @@ fn split_compile_extended_is_equivalent_to_nvlink_and_deterministic() {
         err.contains("libNVVM crashed in each of 3 attempts"),
         "{err}"
     );
+    // the child's message once, without its own "nvlinkrs fatal   :" (it was printed
+    // three times, each with the child's prefix inside)
+    assert_eq!(err.matches("libNVVM crashed compiling").count(), 1, "{err}");
+    assert_eq!(err.matches("fatal   :").count(), 1, "{err}");
+    assert!(
+        err.contains("\n  each attempt ended by exit status: 1: libNVVM crashed compiling '"),
+        "{err}"
+    );
     assert!(!out.exists(), "a failed link left its output");
 
     // With the real libNVVM (pieces in a different order each run): the same bytes every

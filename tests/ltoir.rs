@@ -1189,7 +1189,7 @@ fn altered_stored_tags_are_refused_with_the_offset() {
             CONSENSUS_TAG,
             4,
             format!("{math}-maxreg lib/x\0").into_bytes(),
-            "holds '-maxreg'",
+            "gives '-maxreg' the value 'lib/x', which is not a number",
         ),
         (
             CONSENSUS_TAG,

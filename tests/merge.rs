@@ -31,6 +31,8 @@ mod nvshmem;
 mod preserve;
 #[path = "merge/ptxfile.rs"]
 mod ptxfile;
+#[path = "merge/taken.rs"]
+mod taken;
 
 fn cuda() -> PathBuf {
     PathBuf::from(std::env::var_os("CUDA_HOME").expect("CUDA_HOME (set by scripts/test.sh)"))

@@ -786,11 +786,20 @@ fn ptxas_jobs_go_through_a_launcher_with_the_same_bytes() {
     let l = link(&split(), None, &capped);
     assert!(l.out.as_ref() == Some(&plain));
     assert_eq!(l.report["peak_jobs"]["ptxas"], 1, "{:#}", l.report);
-    // the launcher is in no key: a link without it is a hit on what one with it stored
+    // the launcher is in the keys (what it hands back may be other code than ptxas'): a
+    // link without it is a miss on what one with it stored, a link with it a hit
     let c = tempfile::tempdir().unwrap();
     assert_eq!(link(&split(), Some(c.path()), &env).code, 0);
     let l = link(&split(), Some(c.path()), &[]);
+    assert_eq!(l.report["cache"]["whole_link"], "miss", "{:#}", l.report);
+    assert_eq!(
+        l.report["cache"]["stages"]["ptxas"]["hits"], 0,
+        "{:#}",
+        l.report
+    );
+    let l = link(&split(), Some(c.path()), &env);
     assert_eq!(l.report["cache"]["whole_link"], "hit", "{:#}", l.report);
+    assert!(l.out.as_ref() == Some(&plain));
     let l = link(&saxpy(), Some(c.path()), &env);
     let again = link(&saxpy(), Some(tempfile::tempdir().unwrap().path()), &[]);
     assert!(l.out == again.out);

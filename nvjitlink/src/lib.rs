@@ -22,15 +22,22 @@ mod run;
 /// (`nvlinkrs: linked`, `nvlinkrs: cache hit`, `nvJitLink: <why>`), for tests and for
 /// checking a setup.
 pub(crate) fn trace(line: &str) {
-    use std::io::Write;
     if let Some(path) = std::env::var_os("NVLINKRS_JITLINK_LOG") {
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path);
-        if let Ok(mut f) = file {
-            let _ = writeln!(f, "{line}");
-        }
+        trace_to(std::path::Path::new(&path), line);
+    }
+}
+
+/// Appends `line` to the log at `path` in one write: the lines of links finishing at once
+/// on other threads, or in other processes, never run into each other (`writeln!` on a
+/// file is a write for the text and another for the newline).
+fn trace_to(path: &std::path::Path, line: &str) {
+    use std::io::Write;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path);
+    if let Ok(mut f) = file {
+        let _ = f.write_all(format!("{line}\n").as_bytes());
     }
 }
 
@@ -56,6 +63,33 @@ pub(crate) fn read_input(path: &std::ffi::CStr) -> Option<Vec<u8>> {
 
 #[cfg(test)]
 mod tests {
+    /// Lines from many threads at once, each whole on its own line (they ran into each
+    /// other: "nvlinkrs: cache hitnvlinkrs: cache hit", then an empty line).
+    #[test]
+    fn log_lines_of_concurrent_links_stay_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("log");
+        std::thread::scope(|s| {
+            for t in 0..8 {
+                let log = &log;
+                s.spawn(move || {
+                    for _ in 0..400 {
+                        super::trace_to(log, &format!("nvlinkrs: cache hit {t}"));
+                    }
+                });
+            }
+        });
+        let text = std::fs::read_to_string(&log).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 8 * 400);
+        for l in lines {
+            assert!(
+                l.len() == "nvlinkrs: cache hit 0".len() && l.starts_with("nvlinkrs: cache hit "),
+                "{l:?}"
+            );
+        }
+    }
+
     #[test]
     fn input_files_are_read_only_when_regular() {
         assert_eq!(super::read_input(c"/dev/zero"), None);

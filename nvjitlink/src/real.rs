@@ -1,7 +1,8 @@
 //! NVIDIA's own libnvJitLink, for the links nvlinkrs hands over. Found through
 //! `NVLINKRS_REAL_NVJITLINK` (a path), else in the CUDA toolkit nvlinkrs finds
 //! (`lib/libnvJitLink.so.13`: the toolkit, or the nvidia-nvjitlink wheel's `cu13`
-//! folder), never this library itself; loaded by its path with `RTLD_LOCAL |
+//! folder, else the nvidia-nvjitlink wheel of a Python environment without a toolkit),
+//! never this library itself; loaded by its path with `RTLD_LOCAL |
 //! RTLD_DEEPBIND`, so that its own calls stay inside it (not back into the drop-in, which
 //! defines the same names and may be preloaded).
 
@@ -43,7 +44,13 @@ unsafe impl Sync for Api {}
 pub fn location() -> Option<PathBuf> {
     let chosen = match std::env::var_os("NVLINKRS_REAL_NVJITLINK").filter(|v| !v.is_empty()) {
         Some(p) => Some(PathBuf::from(p)),
-        None => crate::run::toolkit().and_then(|kit| kit.libnvjitlink()),
+        None => crate::run::toolkit()
+            .and_then(|kit| kit.libnvjitlink())
+            // (a runtime-only Python environment: the nvidia-nvjitlink wheel without a
+            // toolkit beside it, where nvlinkrs cannot link but NVIDIA's library can)
+            .or_else(|| {
+                nvlinkrs::toolkit::wheel_file(std::path::Path::new("lib/libnvJitLink.so.13"))
+            }),
     }?;
     // (never the drop-in itself: the file nvlinkrs' code was loaded from)
     let own = nvlinkrs::toolkit::own_image().and_then(|p| std::fs::canonicalize(p).ok());

@@ -20,8 +20,7 @@ use crate::rc;
 /// `EM_CUDA`
 const EM_CUDA: u16 = 190;
 
-/// The toolkit nvlinkrs links with, found once per process (finding it may ask python3
-/// where the CUDA wheels are) and kept, like the real library. Without `CUDA_HOME` or
+/// The toolkit nvlinkrs links with, found once per process and kept, like the real library. Without `CUDA_HOME` or
 /// `CUDA_PATH`, the CUDA wheels of the Python environment the process runs in
 /// (`VIRTUAL_ENV`, `CONDA_PREFIX`) come first: a Python program's own.
 pub fn toolkit() -> Option<&'static Toolkit> {
@@ -36,30 +35,14 @@ pub fn toolkit() -> Option<&'static Toolkit> {
     .as_ref()
 }
 
-/// `site-packages/nvidia/cu13` of the Python environment the process runs in, when it
-/// holds ptxas (the nvidia-cuda-nvcc wheel): the active environment's (`VIRTUAL_ENV`,
-/// `CONDA_PREFIX`), else the one the process loaded extension modules from (cuda.bindings'
-/// own, in `/proc/self/maps`), for a venv's python run without activating it.
+/// `site-packages/nvidia/cu13` of the Python environments the process can see, when it
+/// holds ptxas (the nvidia-cuda-nvcc wheel): the active one (`VIRTUAL_ENV`,
+/// `CONDA_PREFIX`) first, the one the process loaded extension modules from (cuda.bindings',
+/// for a venv's python run without activating it) among the others
+/// (`nvlinkrs::toolkit::wheel_file`; no Python is run).
 fn python_env_wheels() -> Option<PathBuf> {
-    let wheels =
-        |site: PathBuf| Some(site.join("nvidia/cu13")).filter(|r| r.join("bin/ptxas").is_file());
-    let active = ["VIRTUAL_ENV", "CONDA_PREFIX"]
-        .iter()
-        .filter_map(|v| std::env::var_os(v).filter(|p| !p.is_empty()))
-        .filter_map(|prefix| std::fs::read_dir(Path::new(&prefix).join("lib")).ok())
-        .flat_map(|dir| dir.flatten())
-        .filter(|e| e.file_name().to_string_lossy().starts_with("python3"))
-        .find_map(|e| wheels(e.path().join("site-packages")));
-    active.or_else(|| {
-        let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
-        maps.lines()
-            .filter_map(|l| l.find('/').map(|at| &l[at..]))
-            .filter_map(|p| {
-                p.find("/site-packages/")
-                    .map(|at| PathBuf::from(&p[..at + 14]))
-            })
-            .find_map(wheels)
-    })
+    let ptxas = nvlinkrs::toolkit::wheel_file(Path::new("bin/ptxas"))?;
+    ptxas.parent()?.parent().map(Path::to_path_buf)
 }
 
 /// The input type an input of type `ANY` is, by its content.
@@ -284,11 +267,18 @@ fn fail(why: &str) -> Option<Done> {
     None
 }
 
-/// The link's messages as nvJitLink's info log has them (`warning : ...`, `info    : ...`).
+/// The link's messages as nvJitLink's info log has them (`warning : ...`, `info    : ...`),
+/// but for nvlink's note of a partial LTO link (`requested LTO but 'in1.o' not built for
+/// LTO so doing partial LTO`), which nvJitLink 13.5 does not write (`switch_partial_lto`).
 fn info_log(diag: &Diagnostics) -> String {
     let mut log = String::new();
+    let partial_note = |m: &str| {
+        m.starts_with("requested LTO but '")
+            && m.ends_with("' not built for LTO so doing partial LTO")
+    };
     for (level, m) in diag.printed() {
         match level {
+            Level::Info if partial_note(&m) => {}
             Level::Tool => log.push_str(&m),
             _ => log.push_str(&format!("{:<8}: {m}\n", level.word())),
         }

@@ -39,7 +39,7 @@ pub use guard::MARKER;
 pub(crate) use guard::unsafe_dir;
 
 /// The version of the key derivation and entry format. Every key includes it.
-pub const CACHE_VERSION: u32 = 2;
+pub const CACHE_VERSION: u32 = 3;
 
 /// The default size cap: 2 GiB.
 pub const DEFAULT_CAP: u64 = 2 << 30;
@@ -433,7 +433,10 @@ impl Cache {
     }
 
     /// The identity of a tool file: the hash of its content, remembered per file version
-    /// (path, size, modification time, inode) so that a 40 MB libNVVM is hashed once.
+    /// (path, size, modification and change times, device and inode) so that a 40 MB
+    /// libNVVM is hashed once. The change time is the kernel's (no call sets it), so a
+    /// tool rewritten in place with its size and modification time restored is another
+    /// version.
     pub fn tool_id(&self, path: &Path) -> Result<String> {
         let meta = fs::metadata(path).map_err(|e| io_error("read", path, e))?;
         let mut version = Key::new("tool-version")
@@ -447,7 +450,11 @@ impl Cache {
         #[cfg(unix)]
         {
             use std::os::unix::fs::MetadataExt;
-            version = version.bytes(&meta.ino().to_le_bytes());
+            version = version
+                .bytes(&meta.ino().to_le_bytes())
+                .bytes(&meta.dev().to_le_bytes())
+                .bytes(&meta.ctime().to_le_bytes())
+                .bytes(&meta.ctime_nsec().to_le_bytes());
         }
         let memo = self.dir.join("tools").join(version.finish());
         if let Ok(Some(id)) = guard::read_regular(&memo, 64)

@@ -50,6 +50,30 @@ fn a_tool_identity_changes_the_key() {
     assert_ne!(cache.tool_id(&tool).unwrap(), first);
 }
 
+/// A tool rewritten in place, its size, inode and modification time restored (`touch
+/// -d`), is another version: the change time, which no call sets, tells (it was
+/// remembered by path, size, modification time and inode, and kept its old identity).
+#[test]
+fn a_tool_rewritten_in_place_with_its_times_restored_is_hashed_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = Cache::open(dir.path(), DEFAULT_CAP).unwrap();
+    let tool = dir.path().join("ptxas");
+    std::fs::write(&tool, b"version 1").unwrap();
+    let mtime = std::fs::metadata(&tool).unwrap().modified().unwrap();
+    let first = cache.tool_id(&tool).unwrap();
+    // (the change time's clock ticks coarsely on some file systems)
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let f = std::fs::OpenOptions::new().write(true).open(&tool).unwrap();
+    std::io::Write::write_all(&mut &f, b"version 2").unwrap();
+    f.set_modified(mtime).unwrap();
+    drop(f);
+    assert_eq!(std::fs::metadata(&tool).unwrap().modified().unwrap(), mtime);
+    assert_eq!(std::fs::metadata(&tool).unwrap().len(), 9);
+    let second = cache.tool_id(&tool).unwrap();
+    assert_ne!(second, first);
+    assert_eq!(second, blake3::hash(b"version 2").to_hex().to_string());
+}
+
 #[test]
 fn the_options_change_the_key() {
     assert_ne!(key(BASE.0, BASE.1, BASE.2, "-arch sm_80", BASE.4), base());

@@ -17,6 +17,8 @@
 //! client's own job, so links stuck on their inputs hold up nobody), so that links and
 //! their worker threads together stay within it (a client run by make passes make's
 //! jobserver instead, see [`forward_jobserver`]); identical requests in flight done once;
+//! (merged only when the client made the link's cache key, the same for both: the inputs'
+//! and tools' contents, so a link asked for after an input changed is linked again);
 //! incremental LTO's partitions built in the background, at the lowest priority
 //! ([`background`]);
 //! the shared cache; an idle timeout (`NVLINKRS_DAEMON_IDLE` seconds, default 600). A
@@ -25,8 +27,12 @@
 //!
 //! Wire format: a u64 little-endian length, then frames as in
 //! [`crate::frames`]: request `arg`, `arg0` (the client's program name), `cwd`, `env`
-//! (`K=V`), `exe` (the client's binary), `umask` (octal, applied to the link process), or `stop`, or `status` (answered `pid`, `uptime_ms`, `served`, `running`, `bg_queued`, `bg_running`), or `background` before a link's frames (queued, answered `exit` 0: [`background`]); answer `err`, `out` (text, in order) and `exit` (the code), or `stale` (the
-//! daemon runs another binary than the client's, and stops).
+//! (`K=V`), `exe` (the client's binary), `umask` (octal, applied to the link process),
+//! `key` (the link's cache key, when it has one), or `stop`, or `status` (answered `pid`,
+//! `uptime_ms`, `served`, `running`, `bg_queued`, `bg_running`), or `background` before a
+//! link's frames (queued, answered `exit` 0: [`background`]); answer `err`, `out` (text,
+//! in order) and `exit` (the code), or `stale` (the daemon runs another binary than the
+//! client's, and stops).
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -38,28 +44,11 @@ use std::time::{Duration, Instant};
 use crate::diag::{Error, Result};
 use crate::frames::{decode, encode};
 
-/// Environment variables a request carries: the ones the link reads (`env::var` in the
-/// link path: the toolkit, `LIBRARY_PATH`, the temporary directory, the cache's default
-/// place), besides every `NVLINKRS_*` but the daemon's own switch, the `AWS_*` settings
-/// of an S3 shared tier and the `SCCACHE_*` ones of an sccache ptxas launcher.
-const ENV: &[&str] = &[
-    "CUDA_HOME",
-    "CUDA_PATH",
-    "PATH",
-    "LIBRARY_PATH",
-    "LD_LIBRARY_PATH",
-    "TMPDIR",
-    "XDG_CACHE_HOME",
-    "HOME",
-    "MAKEFLAGS",
-];
-
-/// Whether the request carries the variable `name`.
+/// Whether the request carries the variable `name`: every variable the link reads but
+/// the daemon's own ([`crate::linkenv::forwarded`]), the `AWS_*` settings of an S3 shared
+/// tier and the `SCCACHE_*` ones of an sccache ptxas launcher among them.
 fn forwarded(name: &str) -> bool {
-    ENV.contains(&name)
-        || (name.starts_with("NVLINKRS_") && name != "NVLINKRS_DAEMON" && name != IN_DAEMON)
-        || name.starts_with("AWS_")
-        || name.starts_with("SCCACHE_")
+    crate::linkenv::forwarded(name)
 }
 
 /// Set in the daemon's link processes, so that they never go back to the daemon.
@@ -163,12 +152,11 @@ pub fn client_link(args: &[String], tool: &str) -> Option<i32> {
         .map(|a| ("arg", a.clone().into_bytes()))
         .collect();
     frames.push(("cwd", cwd.to_string_lossy().into_owned().into_bytes()));
-    for (k, v) in std::env::vars_os() {
-        if let (Some(k), Some(v)) = (k.to_str(), v.to_str())
-            && forwarded(k)
-        {
-            frames.push(("env", format!("{k}={v}").into_bytes()));
-        }
+    // one snapshot of what the link reads: forwarded, and the link's key made from it
+    let env = crate::linkenv::LinkEnv::current();
+    frames.extend(env.forwarded().map(|kv| ("env", kv.into_bytes())));
+    if let Some(key) = crate::linkcache::request_key(args, &env) {
+        frames.push(("key", key.into_bytes()));
     }
     frames.push(("exe", guard::exe_identity().into_bytes()));
     // the files the link creates get the client's permissions
@@ -513,8 +501,15 @@ fn handle(server: &Server, mut stream: UnixStream) {
         let _ = send(&mut stream, &[("exit", b"0")]);
         return;
     }
-    // identical requests in flight are done once
-    let key = encode(request.iter().map(|(k, v)| (k.as_str(), v.as_slice())));
+    // identical requests in flight are done once, when the client made the link's key
+    // (the content of its inputs and tools: a request made after an input changed is
+    // another link); a request without one is never merged
+    static UNMERGED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut key = encode(request.iter().map(|(k, v)| (k.as_str(), v.as_slice())));
+    if !request.iter().any(|(k, _)| k == "key") {
+        let n = UNMERGED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        key.extend_from_slice(format!("\0unmerged {n}").as_bytes());
+    }
     let (answer, first) = {
         let mut in_flight = server.in_flight.lock().unwrap();
         let (a, first) = match in_flight.get(&key) {

@@ -27,6 +27,8 @@ use crate::bytes::Le;
 use crate::diag::{Result, malformed};
 
 pub const EM_CUDA: u16 = 190;
+/// `EI_OSABI` of the device ELFs ptxas and nvlink write (0x41).
+pub const ELFOSABI_CUDA: u8 = 0x41;
 /// `e_type` of a relocatable object.
 pub const ET_REL: u16 = 1;
 pub const ELF_MAGIC: &[u8; 4] = b"\x7fELF";

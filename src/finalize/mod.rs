@@ -90,14 +90,14 @@ pub enum Setting {
     On,
 }
 
-/// The setting of [`VAR`]; an error for a value nvlinkrs does not know.
-pub fn setting() -> Result<Setting> {
-    match std::env::var(VAR) {
-        Err(std::env::VarError::NotPresent) => Ok(Setting::Default),
-        Err(std::env::VarError::NotUnicode(v)) => Err(unknown(&v.to_string_lossy())),
+/// The setting of [`VAR`] in `env`; an error for a value nvlinkrs does not know.
+pub fn setting(env: &crate::linkenv::LinkEnv) -> Result<Setting> {
+    match env.text(VAR) {
+        Err(None) => Ok(Setting::Default),
+        Err(Some(v)) => Err(unknown(&v)),
         Ok(v) if OFF.contains(&v.to_ascii_lowercase().as_str()) => Ok(Setting::Off),
         Ok(v) if v.eq_ignore_ascii_case("nvjitlink") => Ok(Setting::On),
-        Ok(v) => Err(unknown(&v)),
+        Ok(v) => Err(unknown(v)),
     }
 }
 
@@ -116,7 +116,7 @@ fn unknown(v: &str) -> Error {
 /// the drop-in libnvJitLink inside someone else's program).
 pub fn wanted(plan: &Plan) -> Result<bool> {
     let req = plan.req;
-    let s = setting()?;
+    let s = setting(&plan.env)?;
     let here = crate::toolkit::own_image() == std::env::current_exe().ok();
     if s == Setting::Off || req.target.sm < 100 || req.relocatable || !here {
         return Ok(false);

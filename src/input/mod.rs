@@ -22,6 +22,7 @@ use crate::cache::Cache;
 use crate::diag::{Context, Error, Result};
 use crate::fatbin::{self, Member, MemberKind, host};
 use crate::ir::container::{self, IrFormat};
+use crate::linkenv::LinkEnv;
 pub use host_refs::{HostRefs, glob};
 use kind::{Content, Ext, Role};
 pub use opened::{FileId, Opened, file_id};
@@ -178,13 +179,11 @@ pub fn open(path: &Path, shown: &str) -> Result<Bytes> {
     Opened::default().open(path, shown)
 }
 
-/// `-l<name>` → `lib<name>.a` in the `-L` folders, then `LIBRARY_PATH`. nvlink 13.5
-/// skips a library it cannot find without a message, and so do we (`None`).
-pub fn find_library(name: &str, dirs: &[PathBuf]) -> Option<PathBuf> {
+/// `-l<name>` → `lib<name>.a` in the `-L` folders, then `LIBRARY_PATH` (of `env`).
+/// nvlink 13.5 skips a library it cannot find without a message, and so do we (`None`).
+pub fn find_library(name: &str, dirs: &[PathBuf], env: &LinkEnv) -> Option<PathBuf> {
     let file = format!("lib{name}.a");
-    let env_dirs: Vec<PathBuf> = std::env::var_os("LIBRARY_PATH")
-        .map(|p| std::env::split_paths(&p).collect())
-        .unwrap_or_default();
+    let env_dirs = env.paths("LIBRARY_PATH");
     dirs.iter()
         .chain(&env_dirs)
         .map(|d| d.join(&file))
@@ -192,9 +191,14 @@ pub fn find_library(name: &str, dirs: &[PathBuf]) -> Option<PathBuf> {
 }
 
 /// The inputs of a link in nvlink's order: files as given, then the resolved libraries.
-pub fn input_list(inputs: &[PathBuf], libraries: &[String], dirs: &[PathBuf]) -> Vec<PathBuf> {
+pub fn input_list(
+    inputs: &[PathBuf],
+    libraries: &[String],
+    dirs: &[PathBuf],
+    env: &LinkEnv,
+) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = inputs.to_vec();
-    out.extend(libraries.iter().filter_map(|l| find_library(l, dirs)));
+    out.extend(libraries.iter().filter_map(|l| find_library(l, dirs, env)));
     out
 }
 

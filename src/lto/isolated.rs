@@ -85,7 +85,7 @@ impl Engine for IsolatedNvvm {
                     continue;
                 }
             };
-            crashes.push(match String::from_utf8_lossy(&done.stderr).trim() {
+            crashes.push(match child_message(&done.stderr).as_str() {
                 "" => format!("attempt ended by {st}"),
                 msg => format!("attempt ended by {st}: {msg}"),
             });
@@ -93,11 +93,32 @@ impl Engine for IsolatedNvvm {
         let mut e = Error::fatal("elfLink nvvm error").context(format!(
             "libNVVM crashed in each of {ATTEMPTS} attempts at the split compile"
         ));
+        // (a crash libNVVM repeats: said once)
+        if crashes.iter().all(|c| *c == crashes[0]) {
+            return Err(e.context(format!("each {}", crashes[0])));
+        }
         for c in crashes {
             e = e.context(c);
         }
         Err(e)
     }
+}
+
+/// What a child said on stderr, as one line: its messages without the `<tool> fatal   :`
+/// they start with (the link's own message says it), lines joined with `; `.
+fn child_message(stderr: &[u8]) -> String {
+    let text = String::from_utf8_lossy(stderr);
+    text.lines()
+        .map(|l| {
+            let l = l.trim();
+            l.split_once(" fatal   : ")
+                .or_else(|| l.split_once(" error   : "))
+                .filter(|(tool, _)| !tool.contains(' '))
+                .map_or(l, |(_, m)| m)
+        })
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// Reads the child's answer.

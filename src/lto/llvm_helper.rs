@@ -15,10 +15,15 @@ use crate::diag::{Error, Result};
 /// The helper's file name.
 pub const NAME: &str = "nvlinkrs-llvm";
 
-/// `NVLINKRS_LLVM_HELPER`, else `nvlinkrs-llvm` in the directory of the running program
-/// (or its parent, for test binaries under `target/*/deps`).
+/// The helper this process's environment names ([`locate_in`]).
 pub fn locate() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("NVLINKRS_LLVM_HELPER") {
+    locate_in(&crate::linkenv::LinkEnv::current())
+}
+
+/// `NVLINKRS_LLVM_HELPER` (of `env`), else `nvlinkrs-llvm` in the directory of the
+/// running program (or its parent, for test binaries under `target/*/deps`).
+pub fn locate_in(env: &crate::linkenv::LinkEnv) -> Option<PathBuf> {
+    if let Some(p) = env.get("NVLINKRS_LLVM_HELPER") {
         return Some(PathBuf::from(p));
     }
     let exe = std::env::current_exe().ok()?;

@@ -171,7 +171,8 @@ pub fn run(
             options: options.clone(),
         })
         .collect();
-    let assembler = ptxas_driver::for_link(plan.toolkit()?, ctx.cache(), &ctx.ptxas_launcher)?;
+    let assembler =
+        ptxas_driver::for_link(plan.toolkit()?, ctx.cache(), &ctx.ptxas_launcher, &plan.env)?;
     // The pool nvlink sizes from -split-compile-extended (0: one thread per core).
     let threads = req.split_compile_extended.unwrap_or(0) as usize;
     let assembled = timings.phase("ptxas", || {
@@ -274,7 +275,7 @@ fn engine_uncached(
             let kit = plan.toolkit()?;
             let libdevice = Some(kit.libdevice()).filter(|p| p.is_file());
             let mut files: Vec<std::path::PathBuf> = libdevice.iter().cloned().collect();
-            files.extend(lto::llvm_helper::locate());
+            files.extend(lto::llvm_helper::locate_in(&plan.env));
             Ok((
                 Box::new(lto::llvm_engine::LlvmEngine {
                     libdevice,
@@ -299,15 +300,16 @@ fn engine_uncached(
 }
 
 /// The libNVVM a link loads: nvlink loads `<nvvmpath>/lib64/libnvvm.so` and nothing
-/// else; without `-nvvmpath` (which nvlink requires) the toolkit's libNVVM.
+/// else; without `-nvvmpath` (which nvlink requires) the toolkit's libNVVM (the one the
+/// cache key holds: `Plan::libnvvm`).
 pub fn libnvvm_path(plan: &Plan) -> Result<std::path::PathBuf> {
-    match plan.req.nvvmpath.as_deref() {
-        Some(nvvmpath) => Ok(nvvmpath.join("lib64").join("libnvvm.so")),
-        // (the toolkit as found with -nvvmpath absent, as here)
-        None => plan.toolkit()?.libnvvm(None).ok_or_else(|| {
-            Error::fatal("-nvvmpath should be specified with -lto")
-                .context("no libNVVM in the CUDA toolkit found either (nvvm/lib64/libnvvm.so)")
-        }),
+    match plan.libnvvm() {
+        Some(path) => Ok(path),
+        None => {
+            plan.toolkit()?;
+            Err(Error::fatal("-nvvmpath should be specified with -lto")
+                .context("no libNVVM in the CUDA toolkit found either (nvvm/lib64/libnvvm.so)"))
+        }
     }
 }
 

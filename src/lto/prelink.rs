@@ -139,7 +139,24 @@ pub fn stored_consensus(data: &[u8], origin: &str) -> Result<Option<String>> {
     };
     let mut words = text.split(' ').peekable();
     let mut offset = at;
-    let number = |w: Option<&str>| w.is_some_and(|v| v.parse::<u32>().is_ok());
+    // a known option's value that is not a number is refused by name, at its offset
+    let number = |opt: &str, v: Option<&str>, v_at: u64| match v {
+        Some(v) if v.parse::<u32>().is_ok() => Ok(true),
+        Some(v) => Err(malformed(
+            origin,
+            v_at,
+            format!(
+                "{} gives '{opt}' the value '{v}', which is not a number from 0 to {}",
+                tag_name(CONSENSUS_TAG),
+                u32::MAX
+            ),
+        )),
+        None => Err(malformed(
+            origin,
+            v_at,
+            format!("{} gives '{opt}' no value", tag_name(CONSENSUS_TAG)),
+        )),
+    };
     while let Some(w) = words.next() {
         let word_at = offset;
         offset += w.len() as u64 + 1;
@@ -148,11 +165,14 @@ pub fn stored_consensus(data: &[u8], origin: &str) -> Result<Option<String>> {
             "-generate-line-info" | "-inline-info" => true,
             "-maxreg" | "-split-compile" => {
                 let v = words.next();
+                let v_at = offset;
                 offset += v.map_or(0, |v| v.len() as u64 + 1);
-                number(v)
+                number(w, v, v_at)?
             }
             _ => match w.split_once('=') {
-                Some(("-ftz" | "-prec_div" | "-prec_sqrt" | "-fmad", v)) => number(Some(v)),
+                Some((opt @ ("-ftz" | "-prec_div" | "-prec_sqrt" | "-fmad"), v)) => {
+                    number(opt, Some(v), word_at + opt.len() as u64 + 1)?
+                }
                 _ => false,
             },
         };
@@ -609,6 +629,43 @@ mod tests {
         assert_eq!(stored_consensus(&d, "c").unwrap(), None);
         assert!(stored_host_refs(&d, "c").unwrap().is_empty());
         assert_eq!(d.len(), 44 + crate::ir::payload::tests::bitcode(1).len());
+    }
+
+    /// A known option whose value is not a number is refused naming the value, at its
+    /// offset (it blamed the option: "holds '-maxreg', which is not an option a
+    /// consensus carries").
+    #[test]
+    fn a_stored_value_that_is_no_number_is_named() {
+        let bc = crate::ir::payload::tests::bitcode(1);
+        let cases = [
+            ("-ftz=0 -maxreg 99999999999 ", "-maxreg", "99999999999", 15),
+            ("-split-compile x ", "-split-compile", "x", 15),
+            ("-ftz=0 -fmad=yes ", "-fmad", "yes", 13),
+        ];
+        for (text, opt, value, at) in cases {
+            let stored = [(CONSENSUS_TAG, text.to_string())];
+            let d = container(Arch::new(90, Variant::Plain), bc.clone(), &stored);
+            let base = d
+                .windows(text.len())
+                .position(|w| w == text.as_bytes())
+                .unwrap();
+            let e = stored_consensus(&d, "c.ltoir").unwrap_err();
+            assert_eq!(
+                e.message(),
+                format!(
+                    "'c.ltoir' at offset {:#x}: the option consensus (nvlinkrs tag 0x{CONSENSUS_TAG:04x}) gives '{opt}' the value '{value}', which is not a number from 0 to 4294967295",
+                    base + at
+                ),
+            );
+        }
+        let stored = [(CONSENSUS_TAG, "-maxreg".to_string())];
+        let d = container(Arch::new(90, Variant::Plain), bc, &stored);
+        let e = stored_consensus(&d, "c.ltoir").unwrap_err();
+        assert!(
+            e.message().ends_with("gives '-maxreg' no value"),
+            "{}",
+            e.message()
+        );
     }
 
     #[test]

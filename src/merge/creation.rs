@@ -145,10 +145,14 @@ impl<'a> Merger<'a> {
                     continue;
                 }
                 // (a removed kernel of libNVVM's output the host tables leave out: nvlink
-                // makes the `.nv.shared.<k>` its own shared arrays lie in here,
-                // generated program 11)
+                // makes the `.nv.shared.<k>` its own shared arrays lie in here, generated
+                // program 11; not its parameter bank, program 2 at sm_80)
                 let unlisted = |si: usize| {
-                    (self.owner(i, si)).is_some_and(|f| !self.live[f] && self.lto_unlisted(f))
+                    c.sections
+                        .get(si)
+                        .is_some_and(|s| s.name.starts_with(".nv.shared."))
+                        && (self.owner(i, si))
+                            .is_some_and(|f| !self.live[f] && self.lto_unlisted(f))
                 };
                 let name: Name = match c.sections.get(sym.shndx as usize) {
                     _ if is_dynamic_shared(sym) => ".nv_debug.shared".into(),

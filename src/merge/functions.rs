@@ -202,6 +202,10 @@ impl<'a> Merger<'a> {
         let mut stack: Vec<FuncId> = FuncId::all(n)
             .filter(|&f| self.funcs[f].entry && self.kernel_kept(f))
             .collect();
+        // functions whose address some code takes (`.nv.callgraph` group 2), whether or
+        // not that code stays: nvlink 13.5 keeps them (one taken only by a dropped kernel,
+        // or by a function nothing calls)
+        stack.extend(self.address_taken.iter().copied());
         // functions whose address is stored in data; in a narrowed link, also the kernels
         // whose descriptor code takes (`FUNC_DESC*`: launches from the device) and the
         // functions whose address code takes (`UNIFIED*`: a function pointer), whatever

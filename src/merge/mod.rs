@@ -338,7 +338,7 @@ impl Parsed {
 }
 
 pub fn link(inputs: &[Input], opts: &MergeOptions, diag: &Diagnostics) -> Result<Image> {
-    let ctx = crate::context::LinkContext::new(diag, &Default::default());
+    let ctx = crate::context::LinkContext::new(diag, &Default::default(), Vec::new());
     link_with_steps(inputs, opts, &ctx).map(|(image, _)| image)
 }
 

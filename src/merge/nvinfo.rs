@@ -134,8 +134,8 @@ impl<'a> Merger<'a> {
             }
         }
         // (an image without global records has, as nvlink's, no section: one without
-        // inputs, or whose kernels the host-reference tables or -kernels-used all
-        // leave out)
+        // inputs, or one whose kernels the host-reference tables or -kernels-used all
+        // leave out, `-kernels-used=nosuchkernel`; a link of variables only has a record)
         if !global.is_empty() {
             let mut o = OutSection::new(".nv.info", SHT_CUDA_INFO, 0);
             o.align = 4;

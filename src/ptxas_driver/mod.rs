@@ -7,10 +7,13 @@
 //! whitespace) runs each job as `<command> <ptxas> -arch=sm_XX -m64 [flags] lto.ptx -o
 //! lto.cubin` in the job's directory: the form sccache recognises (the input by
 //! position, the output after `-o`), with the same command line for the same job on any
-//! machine. ptxas gives the same bytes for both spellings; the launcher is in no cache
-//! key (ptxas's identity, the arguments and the PTX are), and with one set a pool runs
-//! [`LAUNCHED_JOBS_PER_CORE`] jobs per core (a farm does the work; `NVLINKRS_JOBS`
-//! still caps).
+//! machine. ptxas gives the same bytes for both spellings, but a launcher may hand back
+//! other code (a wrapper that adds `-O0`, another ptxas, a farm's answer): what it hands
+//! back must be a device ELF of the job's type, architecture and debug level defining the
+//! PTX's kernels ([`check_launched`]), and the launcher is part of every cache key that
+//! holds its results (its words and the identity of its file, [`launcher_id`]), so a link
+//! without it never gets them. With one set a pool runs [`LAUNCHED_JOBS_PER_CORE`] jobs
+//! per core (a farm does the work; `NVLINKRS_JOBS` still caps).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -24,11 +27,12 @@ pub const LAUNCHER_VAR: &str = "NVLINKRS_PTXAS_LAUNCHER";
 /// Jobs per core a pool runs when ptxas jobs go through a launcher.
 pub const LAUNCHED_JOBS_PER_CORE: usize = 8;
 
-/// The launcher command of `NVLINKRS_PTXAS_LAUNCHER`, split at whitespace (empty: none).
-/// A first word naming a file by a relative path is made absolute, as jobs run in their
-/// own directories.
-pub fn launcher_from_env() -> Vec<String> {
-    let mut words: Vec<String> = std::env::var(LAUNCHER_VAR)
+/// The launcher command of `NVLINKRS_PTXAS_LAUNCHER` (in `env`), split at whitespace
+/// (empty: none). A first word naming a file by a relative path is made absolute, as jobs
+/// run in their own directories.
+pub fn launcher(env: &crate::linkenv::LinkEnv) -> Vec<String> {
+    let mut words: Vec<String> = env
+        .text(LAUNCHER_VAR)
         .unwrap_or_default()
         .split_whitespace()
         .map(str::to_string)
@@ -41,6 +45,29 @@ pub fn launcher_from_env() -> Vec<String> {
         *first = abs.display().to_string();
     }
     words
+}
+
+/// The file the launcher runs: its first word, found on `PATH` (of `env`) when it names
+/// no folder; `None` without a launcher, or when `PATH` does not find it.
+pub fn launcher_file(words: &[String], env: &crate::linkenv::LinkEnv) -> Option<PathBuf> {
+    env.on_path(words.first()?).filter(|p| p.is_file())
+}
+
+/// What a cache key holds of the launcher: its words and the identity of its file
+/// (empty without a launcher).
+pub fn launcher_id(
+    words: &[String],
+    env: &crate::linkenv::LinkEnv,
+    cache: &crate::cache::Cache,
+) -> Result<String> {
+    if words.is_empty() {
+        return Ok(String::new());
+    }
+    let file = match launcher_file(words, env) {
+        Some(f) => cache.tool_id(&f)?,
+        None => String::new(),
+    };
+    Ok(format!("{}\0{file}", words.join("\0")))
 }
 
 /// How a PTX text becomes a cubin.
@@ -163,7 +190,7 @@ impl Assembler for Ptxas {
                 .args(["lto.ptx", "-o", "lto.cubin"])
                 .current_dir(dir.path());
             return run(cmd, Path::new(launcher), &job.name, &input, &output)
-                .and_then(|a| check_launched(&job.ptx, &a.cubin, &job.name).map(|()| a))
+                .and_then(|a| check_launched(job, &a.cubin, &job.name).map(|()| a))
                 .map(|mut a| {
                     a.messages = a.messages.replace("lto.ptx", "application ptx input");
                     a
@@ -188,18 +215,61 @@ impl Assembler for Ptxas {
     }
 }
 
-/// What a launcher handed back is a device ELF defining every kernel of the PTX (a farm or
-/// a wrapper that fails, cuts the file short or answers with another job's cubin must not
-/// become the image, and the cache, where the launcher is no part of the key, with it).
-fn check_launched(ptx: &[u8], cubin: &[u8], name: &str) -> Result<()> {
+/// What a launcher handed back is ptxas' answer to the job, as far as it can say without
+/// running ptxas: a 64-bit device ELF of the CUDA OS/ABI, relocatable when the job asked
+/// `-c` (else an executable), for the job's architecture, with debug information exactly
+/// when the job asked for it (`-g`, `-lineinfo`: the flags' top byte above 6), defining
+/// every kernel of the PTX. A farm or a wrapper that fails, cuts the file short, answers
+/// with another job's cubin or compiles for another architecture must not become the
+/// image (code it changed within those bounds, `-O0` or zeroed instructions, is the
+/// launcher's: it is in the keys of what it produced, `launcher_id`).
+fn check_launched(job: &Job, cubin: &[u8], name: &str) -> Result<()> {
     let bad = |why: String| {
         Error::fatal("elfLink JIT compile failed")
             .context(format!("ptxas gave no usable output for '{name}': {why}"))
     };
     let elf = crate::elf::ElfView::parse(cubin, name).map_err(|e| bad(e.message().into()))?;
-    if elf.e_machine != crate::elf::EM_CUDA {
+    if elf.e_machine != crate::elf::EM_CUDA || elf.osabi != crate::elf::ELFOSABI_CUDA {
         return Err(bad("not a device ELF".into()));
     }
+    let options = &job.options;
+    let want_type = if options.relocatable { 1 } else { 2 };
+    if elf.e_type != want_type {
+        return Err(bad(format!(
+            "ELF type {} where the job asked for {want_type} ({})",
+            elf.e_type,
+            if options.relocatable {
+                "-c"
+            } else {
+                "an executable"
+            }
+        )));
+    }
+    let arch = crate::elf::arch(cubin);
+    if arch != Some(options.target) {
+        return Err(bad(format!(
+            "code for {}, not {}",
+            arch.map_or_else(|| "no architecture".into(), |a| a.to_string()),
+            options.target
+        )));
+    }
+    let args = options.args();
+    let debug_asked = args.iter().any(|a| {
+        matches!(
+            a.as_str(),
+            "-g" | "--device-debug" | "-lineinfo" | "--generate-line-info"
+        )
+    });
+    let debug_level = elf.e_flags >> 24;
+    if (debug_level > 6) != debug_asked {
+        return Err(bad(format!(
+            "ELF flags {:#x} {} debug information, the job asked for {}",
+            elf.e_flags,
+            if debug_level > 6 { "with" } else { "without" },
+            if debug_asked { "it" } else { "none" }
+        )));
+    }
+    let ptx = &job.ptx;
     let symbols = elf.symbols(name).map_err(|e| bad(e.message().into()))?;
     let text = String::from_utf8_lossy(ptx);
     // (a kernel declared `.extern .entry`, another split piece's, is not defined here)
@@ -279,18 +349,22 @@ fn run(
 }
 
 /// An assembler whose results are kept in the cache, keyed by ptxas's identity, the
-/// argument list and the PTX text: a relink re-runs ptxas only for PTX that changed.
+/// launcher's, the argument list and the PTX text: a relink re-runs ptxas only for PTX
+/// that changed.
 pub struct Cached<'a> {
     pub inner: Box<dyn Assembler + 'a>,
     pub cache: &'a crate::cache::Cache,
     /// The identity of the ptxas binary ([`crate::cache::Cache::tool_id`]).
     pub tool: String,
+    /// The launcher's words and file ([`launcher_id`]; empty without one).
+    pub launcher: String,
 }
 
 impl Assembler for Cached<'_> {
     fn assemble(&self, job: &Job) -> Result<Assembled> {
         let key = crate::cache::Key::new("ptxas")
             .text(&self.tool)
+            .text(&self.launcher)
             .text(&job.options.args().join("\0"))
             .bytes(&job.ptx);
         if let Some(parts) = self.cache.get(&key).and_then(|e| crate::cache::unpack(&e))
@@ -315,12 +389,14 @@ impl Assembler for Cached<'_> {
     }
 }
 
-/// The toolkit's ptxas, run through `launcher` when one is given, its results cached
-/// when the link has a cache (the launcher is not part of the key).
+/// The toolkit's ptxas, run through `launcher` when one is given (found on `env`'s
+/// `PATH`), its results cached when the link has a cache (the launcher is part of the
+/// key).
 pub fn for_link<'a>(
     kit: &crate::toolkit::Toolkit,
     cache: Option<&'a crate::cache::Cache>,
     launcher: &[String],
+    env: &crate::linkenv::LinkEnv,
 ) -> Result<Box<dyn Assembler + 'a>> {
     let ptxas = Ptxas {
         path: kit.ptxas(),
@@ -329,6 +405,7 @@ pub fn for_link<'a>(
     Ok(match cache {
         Some(cache) => Box::new(Cached {
             tool: cache.tool_id(&ptxas.path)?,
+            launcher: launcher_id(launcher, env, cache)?,
             inner: Box::new(ptxas),
             cache,
         }),

@@ -168,7 +168,8 @@ pub fn cubins(
             options: options.clone(),
         })
         .collect();
-    let assembler = crate::ptxas_driver::for_link(kit, Some(cache), &ctx.ptxas_launcher)?;
+    let assembler =
+        crate::ptxas_driver::for_link(kit, Some(cache), &ctx.ptxas_launcher, &plan.env)?;
     let timed = Timed {
         inner: assembler.as_ref(),
         times: Mutex::default(),

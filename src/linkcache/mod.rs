@@ -1,37 +1,44 @@
-//! The whole-link stage of the cache: a link whose tools, options and input contents were
-//! all seen before is answered from the cache (its output, its `--register-link-binaries`
-//! file and its messages, repeated in order) without reading an input as device code.
-//! Links whose effects go beyond those (`-time`, `-dump-callgraph`, the verbose modes) and
-//! links with thin archives (whose members live in other files) or inputs that are not
-//! regular files (a FIFO is read once) always run. What is stored is the bytes the link
-//! wrote ([`Written`](crate::output::Written)), never what is read back from its files, and only when the output
-//! and the registration file are regular files (not `/dev/null`, a pipe or a FIFO).
+//! The whole-link stage of the cache: a link whose tools, options, settings and input
+//! contents were all seen before is answered from the cache (its output, its
+//! `--register-link-binaries` file and its messages, repeated in order) without reading an
+//! input as device code. What the key holds is in [`key`]. Links whose effects go beyond
+//! those (`-time`, `-dump-callgraph`, the verbose modes) and links with thin archives
+//! (whose members live in other files) or inputs that are not regular files (a FIFO is read
+//! once) always run. What is stored is the bytes the link wrote
+//! ([`Written`](crate::output::Written)), never what is read back from its files, and only
+//! when the output and the registration file are regular files (not `/dev/null`, a pipe or
+//! a FIFO) and no file the key holds changed while the link ran.
 
-use std::path::PathBuf;
+pub mod key;
+#[cfg(test)]
+mod tests;
 
 use crate::cache::{Cache, Key, pack, unpack};
 use crate::cli::LinkRequest;
 use crate::context::LinkContext;
 use crate::diag::{Diagnostics, Level, Result};
+use crate::input::Opened;
+use crate::output;
 use crate::plan::Plan;
 use crate::report::Timings;
-use crate::toolkit::Toolkit;
-use crate::{input, output};
 
 /// Runs the link's phases (`phases`, told whether to keep what they write) through the
 /// whole-link cache: answered from it when the same link was stored, else run and stored.
-/// Also says what the cache did, for the report: `off` (no cache), `hit`, `miss`, or `not
-/// cached` (a link the cache does not take).
+/// The inputs are read through `opened`, which the phases read them through too. Also says
+/// what the cache did, for the report: `off` (no cache), `hit`, `miss`, `changed` (a miss
+/// not stored: a file the key holds changed while the link ran), or `not cached` (a link
+/// the cache does not take).
 pub fn around(
     plan: &Plan,
     ctx: &LinkContext,
+    opened: &Opened,
     phases: impl FnOnce(bool) -> Result<Timings>,
 ) -> Result<(Timings, &'static str)> {
     let (req, diag) = (plan.req, ctx.diag);
     let Some(cache) = ctx.cache() else {
         return Ok((phases(false)?, "off"));
     };
-    let key = key(req, cache, plan.toolkit().ok());
+    let key = key::key(plan, cache, opened);
     let earlier = diag.printed().len(); // messages from before the link are not its own
     // the shared tier's first failure, once per link (after the store: never replayed)
     let shared_failure = || {
@@ -40,7 +47,7 @@ pub fn around(
         }
     };
     if let Some(key) = &key
-        && let Some(entry) = cache.get(key)
+        && let Some(entry) = cache.get(&key.key)
         && replay(req, diag, &entry)?
     {
         let t = Timings {
@@ -51,107 +58,37 @@ pub fn around(
         return Ok((t, "hit"));
     }
     let timings = phases(key.is_some()).inspect_err(|_| shared_failure())?;
+    let mut whole = if key.is_some() { "miss" } else { "not cached" };
     if let Some(key) = &key
         && diag.error_count() == 0
         && !timings.fell_back
     {
-        store(req, diag, earlier, cache, key, &timings.written);
+        match key.unchanged() {
+            true => store(req, diag, earlier, cache, &key.key, &timings.written),
+            false => whole = "changed",
+        }
     }
     if let Some(failure) = cache.store_failure() {
         ctx.cache_problem(req, &format!("{failure}; the output is not cached"));
     }
     shared_failure();
-    let whole = if key.is_some() { "miss" } else { "not cached" };
     Ok((timings, whole))
 }
 
-/// The key of this link, or `None` when it is not cached (see the module comment) or an
-/// input cannot be read (the link then reports it).
-pub fn key(req: &LinkRequest, cache: &Cache, kit: Option<&Toolkit>) -> Option<Key> {
-    if req.time.is_some()
-        || req.dump_callgraph.is_some()
-        || req.verbose
-        || req.verbose2
-        || req.verbose_keep
-    {
+/// The whole-link key (its hex digest) of the link `args` asks for, made as that link
+/// would make it in the environment `env` (its cache's tool memos included); `None` when
+/// the link would have none (no cache, a link the cache does not take, a command line it
+/// refuses). The daemon merges requests in flight only when their keys agree.
+pub fn request_key(args: &[String], env: &crate::linkenv::LinkEnv) -> Option<String> {
+    let (parsed, _, given) = crate::cli::parse(args).ok()?;
+    if parsed.help || parsed.version {
         return None;
     }
-    // the request without what does not change the result's bytes (a debug link's note,
-    // and one with -verbose-tkinfo=true, records the output's name and the registration
-    // file as given)
-    let files_noted = req.debug || req.recorded.verbose_tkinfo;
-    // (staged inputs: their folder is another on every call, their names are not)
-    let named = |p: &PathBuf| match req.nvjitlink {
-        true => p.file_name().map(PathBuf::from).unwrap_or_default(),
-        false => p.clone(),
-    };
-    let normalized = LinkRequest {
-        inputs: req.inputs.iter().map(named).collect(),
-        output: match files_noted {
-            true => req
-                .output
-                .file_name()
-                .map(PathBuf::from)
-                .unwrap_or_default(),
-            // (an `--emit-ltoir` output named `*.o` is a host object: the name's
-            // extension decides the bytes)
-            false if req.emit_ltoir && crate::lto::prelink::as_host_object(&req.output) => {
-                PathBuf::from("x.o")
-            }
-            false => PathBuf::new(),
-        },
-        register_link_binaries: match files_noted {
-            true => req.register_link_binaries.clone(),
-            false => req.register_link_binaries.as_ref().map(|_| PathBuf::new()),
-        },
-        // (where the cache is, the shared tier included, changes no result)
-        cache: crate::cache::place::Place {
-            dir: None,
-            default: false,
-            remote: None,
-        },
-        report_json: None,
-        ..req.clone()
-    };
-    let mut k = Key::new("link").text(&format!("{normalized:?}"));
-    // the tools: nvlinkrs itself, and the toolkit's ptxas, libNVVM and libdevice, and
-    // the LLVM helper, where they exist
-    let mut tools: Vec<PathBuf> = crate::toolkit::own_image().into_iter().collect();
-    if let Some(kit) = kit {
-        tools.push(kit.ptxas());
-        tools.push(kit.libdevice());
-    }
-    if let Some(p) = &req.nvvmpath {
-        tools.push(p.join("lib64").join("libnvvm.so"));
-    }
-    tools.extend(crate::lto::llvm_helper_path());
-    // the finalizer changes sm_100+ code: its setting and library are part of the key
-    // (of sm_100+ links: the others never run it)
-    match crate::finalize::setting().ok()? {
-        crate::finalize::Setting::Off => {}
-        _ if req.target.sm < 100 => {}
-        s => {
-            k = k.text(&format!("{}={s:?}", crate::finalize::VAR));
-            tools.extend(kit.and_then(|kit| kit.libnvjitlink()));
-        }
-    }
-    for t in tools.iter().filter(|t| t.is_file()) {
-        k = k
-            .text(&t.display().to_string())
-            .text(&cache.tool_id(t).ok()?);
-    }
-    for path in input::input_list(&req.inputs, &req.libraries, &req.library_paths) {
-        // (stat only: reading a FIFO here would take its bytes from the link, or block)
-        if !std::fs::metadata(&path).is_ok_and(|m| m.is_file()) {
-            return None;
-        }
-        let data = std::fs::read(&path).ok()?;
-        if data.starts_with(b"!<thin>") {
-            return None;
-        }
-        k = k.text(&named(&path).display().to_string()).bytes(&data);
-    }
-    Some(k)
+    crate::cli::refuse_unimplemented(&given).ok()?;
+    let req = parsed.request().ok()?;
+    let cache = Cache::open(req.cache.dir.as_ref()?, crate::cache::DEFAULT_CAP).ok()?;
+    let plan = Plan::with_env(&req, env.clone());
+    key::key(&plan, &cache, &Opened::default()).map(|k| k.key.finish())
 }
 
 /// Whether `path` names a regular file (after symlinks), asked without opening it.
@@ -284,7 +221,7 @@ fn registration_file(text: &[u8]) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+mod registration_tests {
     use super::registration_file;
 
     #[test]
