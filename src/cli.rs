@@ -679,8 +679,9 @@ pub struct LinkRequest {
     pub recorded: Recorded,
     /// `-tool-name NAME`: what messages and the image's note call the linker.
     pub tool_name: Option<String>,
-    /// Incremental LTO (`--incremental`, `NVLINKRS_INCREMENTAL`).
-    pub incremental: incremental::Mode,
+    /// `--incremental`: incremental LTO (with `NVLINKRS_INCREMENTAL`, read from the link's
+    /// environment snapshot: `Plan::incremental`).
+    pub incremental: bool,
     /// A link for the drop-in libnvJitLink (`nvjitlink/`): the inputs are private copies
     /// of what its caller handed over in memory, in a folder of their own (the cache keys
     /// them by file name and content, not by the folder, so that the same link is found
@@ -817,7 +818,7 @@ impl LinkArgs {
             time: self.time.clone(),
             relocatable: self.relocatable_link,
             emit_ltoir: self.emit_ltoir,
-            incremental: incremental::choose(self.incremental)?,
+            incremental: self.incremental,
             nvvm_latest: self.nvvm_latest,
             dump_callgraph: if self.dump_callgraph {
                 Some(true)

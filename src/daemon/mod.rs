@@ -210,20 +210,19 @@ pub fn client_link(args: &[String], tool: &str) -> Option<i32> {
 }
 
 /// Asks this user's daemon (started when none runs) to build the partitions of the link
-/// of `args` in the background; false when no daemon could take it.
-pub fn queue_background(args: &[String]) -> bool {
+/// of `args` in the background; false when no daemon could take it. As a link's request,
+/// it carries the link's environment snapshot `env` and the cache key of the build
+/// (`key`, when it has one: the daemon merges queued builds only when their keys agree).
+pub fn queue_background(args: &[String], env: &crate::linkenv::LinkEnv, key: Option<&str>) -> bool {
     let Ok(cwd) = std::env::current_dir() else {
         return false;
     };
     let mut frames: Vec<(&str, Vec<u8>)> = vec![("background", Vec::new())];
     frames.extend(args.iter().map(|a| ("arg", a.clone().into_bytes())));
     frames.push(("cwd", cwd.to_string_lossy().into_owned().into_bytes()));
-    for (k, v) in std::env::vars_os() {
-        if let (Some(k), Some(v)) = (k.to_str(), v.to_str())
-            && forwarded(k)
-        {
-            frames.push(("env", format!("{k}={v}").into_bytes()));
-        }
+    frames.extend(env.forwarded().map(|kv| ("env", kv.into_bytes())));
+    if let Some(key) = key {
+        frames.push(("key", key.as_bytes().to_vec()));
     }
     frames.push(("exe", guard::exe_identity().into_bytes()));
     let refs: Vec<(&str, &[u8])> = frames.iter().map(|(k, v)| (*k, v.as_slice())).collect();

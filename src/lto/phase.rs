@@ -103,7 +103,7 @@ pub fn run(
         settings.host_refs = Default::default();
     }
     let mut whole_timer = None;
-    if req.incremental != crate::cli::incremental::Mode::Off {
+    if plan.incremental()? != crate::cli::incremental::Mode::Off {
         use lto::incremental::Outcome;
         match lto::incremental::link(plan, ctx, &pool, &settings, &consensus, partial, timings)? {
             Outcome::Partitioned(cubins) => {

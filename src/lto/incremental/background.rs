@@ -6,22 +6,27 @@
 //! private scratch folder of its own ([`adjust`]) and leaves the partitions in the cache.
 //! `nvlinkrs daemon status` says `background idle` once nothing is queued.
 
+use std::path::PathBuf;
+
 use crate::cli::LinkRequest;
 use crate::daemon::background::MARK;
 use crate::diag::Diagnostics;
+use crate::linkenv::LinkEnv;
 
-/// Whether this process is a background build.
-pub fn is_background() -> bool {
-    std::env::var_os(MARK).is_some()
+/// Whether a link in the environment `env` is a background build.
+pub fn is_background(env: &LinkEnv) -> bool {
+    env.get(MARK).is_some()
 }
 
-/// Asks for the partitions of this link to be built in the background.
-pub fn request(req: &LinkRequest, diag: &Diagnostics) {
-    if is_background() || req.nvjitlink {
+/// Asks for the partitions of this link (`req`, in the environment `env`: its snapshot)
+/// to be built in the background. The request carries the snapshot and the cache key of
+/// the link the background build runs ([`key`]), as a link's request to the daemon does.
+pub fn request(req: &LinkRequest, env: &LinkEnv, diag: &Diagnostics) {
+    if is_background(env) || req.nvjitlink {
         return;
     }
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let queued = crate::daemon::queue_background(&args);
+    let queued = crate::daemon::queue_background(&args, env, key(req, env).as_deref());
     if req.verbose {
         diag.info(match queued {
             true => "incremental LTO: the partitions are being built in the background (nvlinkrs daemon status)",
@@ -36,16 +41,37 @@ pub struct Scratch {
     _dir: Option<tempfile::TempDir>,
 }
 
+/// The whole-link cache key of the background build of `req` (in partitions mode, its
+/// request adjusted as [`adjust`] does), from the link's snapshot `env`: what the daemon
+/// merges queued builds by (`None`: the link is not cached, and its build is never merged).
+fn key(req: &LinkRequest, env: &LinkEnv) -> Option<String> {
+    let mut req = req.clone();
+    as_background(&mut req, PathBuf::from(IMAGE));
+    let mut env = env.clone();
+    env.set(crate::cli::incremental::VAR, Some("partitions"));
+    env.set(MARK, Some("1"));
+    crate::linkcache::key_of(&req, &env)
+}
+
+/// The name of a background build's image in its scratch folder.
+const IMAGE: &str = "image.cubin";
+
 /// A background build's request: its image to a private scratch folder of its own, no
 /// file beside it (registration, times, report), nothing printed but errors.
 pub fn adjust(req: &mut LinkRequest) -> crate::diag::Result<Scratch> {
-    if !is_background() {
+    if !is_background(&LinkEnv::current()) {
         return Ok(Scratch { _dir: None });
     }
     let dir = crate::scratch::private_dir("background").map_err(|e| {
         crate::diag::Error::fatal(format!("background build: no scratch folder: {e}"))
     })?;
-    req.output = dir.path().join("image.cubin");
+    as_background(req, dir.path().join(IMAGE));
+    Ok(Scratch { _dir: Some(dir) })
+}
+
+/// `req` as a background build runs it: its image to `output`, no file beside it, quiet.
+fn as_background(req: &mut LinkRequest, output: PathBuf) {
+    req.output = output;
     req.register_link_binaries = None;
     req.time = None;
     req.report_json = None;
@@ -53,5 +79,4 @@ pub fn adjust(req: &mut LinkRequest) -> crate::diag::Result<Scratch> {
     req.verbose = false;
     req.verbose2 = false;
     req.verbose_keep = false;
-    Ok(Scratch { _dir: Some(dir) })
 }

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 
 use crate::cache::{Cache, Key};
 use crate::cli::LinkRequest;
+use crate::cli::incremental::Mode;
 
 #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct History {
@@ -26,7 +27,9 @@ pub fn identity(module: Option<&str>, kernels: &[String]) -> String {
     format!("{}:{}", module.unwrap_or("<data>"), k.join(","))
 }
 
-fn key(req: &LinkRequest) -> Key {
+/// The history's key: the program (`req`, less what changes no byte) in incremental mode
+/// `mode`.
+fn key(req: &LinkRequest, mode: Mode) -> Key {
     let normalized = LinkRequest {
         output: Default::default(),
         register_link_binaries: None,
@@ -39,23 +42,26 @@ fn key(req: &LinkRequest) -> Key {
         },
         verbose: false,
         verbose2: false,
+        incremental: false,
         ..req.clone()
     };
-    Key::new("inc-history").text(&format!("{normalized:?}"))
+    Key::new("inc-history")
+        .text(&format!("{mode:?}"))
+        .text(&format!("{normalized:?}"))
 }
 
 /// The program's history (empty when there is none).
-pub fn load(cache: &Cache, req: &LinkRequest) -> History {
+pub fn load(cache: &Cache, req: &LinkRequest, mode: Mode) -> History {
     cache
-        .get(&key(req))
+        .get(&key(req, mode))
         .and_then(|e| serde_json::from_slice(&e).ok())
         .unwrap_or_default()
 }
 
 /// Stores the program's history (a store that fails is only a lost estimate).
-pub fn store(cache: &Cache, req: &LinkRequest, h: &History) {
+pub fn store(cache: &Cache, req: &LinkRequest, mode: Mode, h: &History) {
     if let Ok(bytes) = serde_json::to_vec(h) {
-        cache.put(&key(req), &bytes);
+        cache.put(&key(req, mode), &bytes);
     }
 }
 

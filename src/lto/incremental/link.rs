@@ -159,7 +159,7 @@ pub fn cubins(
             })
             .collect()
     })?;
-    dump(&misses, entries, &rewritten);
+    dump(&plan.env, &misses, entries, &rewritten);
     let jobs: Vec<crate::ptxas_driver::Job> = rewritten
         .into_iter()
         .map(|p| crate::ptxas_driver::Job {
@@ -210,12 +210,20 @@ pub fn cubins(
     Ok((cubins, ms))
 }
 
+/// The variable naming [`dump`]'s folder.
+pub const DUMP_VAR: &str = "NVLINKRS_INCREMENTAL_DUMP";
+
 /// `NVLINKRS_INCREMENTAL_DUMP=DIR`: each partition's PTX as libNVVM gave it (in canonical
 /// form, `pN.ptx`) and as ptxas got it in this link (`pN.linked.ptx`, for the partitions
 /// assembled now), the data partition last; for looking into a partitioned link, as
 /// `-keep` is for nvcc.
-fn dump(assembled: &[usize], entries: &[Entry], rewritten: &[String]) {
-    let Some(dir) = std::env::var_os("NVLINKRS_INCREMENTAL_DUMP") else {
+fn dump(
+    env: &crate::linkenv::LinkEnv,
+    assembled: &[usize],
+    entries: &[Entry],
+    rewritten: &[String],
+) {
+    let Some(dir) = env.get(DUMP_VAR) else {
         return;
     };
     let dir = std::path::PathBuf::from(dir);

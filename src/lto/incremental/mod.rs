@@ -28,7 +28,7 @@ use crate::diag::Result;
 use crate::lto::{self, IrForm, IrModule, LtoSettings, pool::Pool};
 use crate::plan::Plan as LinkPlan;
 use crate::report::Timings;
-pub use link::EWP_OPTION;
+pub use link::{DUMP_VAR, EWP_OPTION};
 
 /// Why this link is not partitioned, if it is not (said under `-v`).
 fn refusal(plan: &LinkPlan, pool: &Pool, settings: &LtoSettings, partial: bool) -> Option<String> {
@@ -73,15 +73,17 @@ pub enum Outcome {
 /// the background (not sooner: the background build would take CPU from this link).
 pub struct WholeTimer {
     req: crate::cli::LinkRequest,
+    /// The link's environment snapshot, forwarded to the background build.
+    env: crate::linkenv::LinkEnv,
 }
 
 impl WholeTimer {
     /// The whole link's libNVVM and ptxas took `ms` milliseconds.
     pub fn record(self, cache: &crate::cache::Cache, ms: u64, diag: &crate::diag::Diagnostics) {
-        let mut h = history::load(cache, &self.req);
+        let mut h = history::load(cache, &self.req, Mode::Auto);
         h.whole_ms = Some(ms);
-        history::store(cache, &self.req, &h);
-        background::request(&self.req, diag);
+        history::store(cache, &self.req, Mode::Auto, &h);
+        background::request(&self.req, &self.env, diag);
     }
 }
 
@@ -157,9 +159,15 @@ pub fn link(
         })
         .collect();
     let todo: Vec<usize> = (0..jobs.len()).filter(|&i| cached[i].is_none()).collect();
-    let mut hist = history::load(cache, req);
-    if req.incremental == Mode::Auto {
-        let timer = || Outcome::Whole(Some(Box::new(WholeTimer { req: req.clone() })));
+    let mode = plan.incremental()?;
+    let mut hist = history::load(cache, req, mode);
+    if mode == Mode::Auto {
+        let timer = || {
+            Outcome::Whole(Some(Box::new(WholeTimer {
+                req: req.clone(),
+                env: plan.env.clone(),
+            })))
+        };
         let code_misses = todo.iter().filter(|&&i| i + 1 < jobs.len()).count();
         if code_misses == jobs.len() - 1 {
             say("no partition of this program is built yet");
@@ -220,7 +228,7 @@ pub fn link(
             .insert(identities[i].clone(), entries[i].ms + ptxas_ms[i]);
     }
     if !todo.is_empty() {
-        history::store(cache, req, &hist);
+        history::store(cache, req, mode, &hist);
     }
     Ok(Outcome::Partitioned(cubins))
 }
