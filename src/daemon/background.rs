@@ -1,11 +1,12 @@
 //! Background work of the daemon: the partitions of an incremental link's program built
 //! after its first (whole-program) link answered. A request carries the link's arguments,
-//! working directory and environment, like a link's; the daemon queues it (once: the
-//! same request queued twice is one job), answers at once, and runs the jobs one at a
-//! time on a thread of its own as child links at the lowest priority (nice 19, one job
-//! of the budget) with `NVLINKRS_INCREMENTAL=partitions` and the background mark, which
-//! makes the child write its image to a private scratch folder it removes (the user's output is
-//! not touched). `daemon status` reports the queue (`idle` when empty).
+//! working directory, environment snapshot and cache key, like a link's; the daemon
+//! queues it (once: the same request with the same key queued twice is one job), answers
+//! at once, and runs the jobs one at a time on a thread of its own as child links at the
+//! lowest priority (nice 19, one job of the budget) with `NVLINKRS_INCREMENTAL=partitions`
+//! and the background mark, which makes the child write its image to a private scratch
+//! folder it removes (the user's output is not touched). `daemon status` reports the
+//! queue (`idle` when empty).
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -32,10 +33,13 @@ struct State {
 }
 
 impl Queue {
-    /// Queues a request's build unless the same one is queued already.
+    /// Queues a request's build unless the same one is queued already: the same frames,
+    /// the build's cache key among them (a request without a key is never merged, as a
+    /// link's request in flight).
     pub fn push(&self, job: Job) {
         let mut s = self.state.lock().unwrap();
-        if !s.jobs.contains(&job) {
+        let keyed = job.iter().any(|(k, _)| k == "key");
+        if !(keyed && s.jobs.contains(&job)) {
             s.jobs.push_back(job);
             self.wake.notify_all();
         }
@@ -140,4 +144,36 @@ fn command(job: &Job, forwarded: &impl Fn(&str) -> bool) -> Option<std::process:
         });
     }
     Some(cmd)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(key: Option<&str>) -> Job {
+        let mut j: Job = vec![
+            ("background".into(), Vec::new()),
+            ("arg".into(), b"-dlto".to_vec()),
+            ("cwd".into(), b"/".to_vec()),
+        ];
+        j.extend(key.map(|k| ("key".to_string(), k.as_bytes().to_vec())));
+        j
+    }
+
+    /// Queued builds are merged only when their keys agree, as links in flight are: a
+    /// request without a key (a link the cache does not take) is queued every time.
+    #[test]
+    fn queued_builds_are_merged_only_on_the_same_key() {
+        let q = Queue::default();
+        q.push(job(Some("k1")));
+        q.push(job(Some("k1")));
+        assert_eq!(q.counts(), (1, 0));
+        q.push(job(Some("k2")));
+        assert_eq!(q.counts(), (2, 0));
+        q.push(job(None));
+        q.push(job(None));
+        assert_eq!(q.counts(), (4, 0));
+        q.stop();
+        assert_eq!(q.counts(), (0, 0));
+    }
 }
