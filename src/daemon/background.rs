@@ -6,14 +6,17 @@
 //! lowest priority (nice 19, one job of the budget) with `NVLINKRS_INCREMENTAL=partitions`
 //! and the background mark, which makes the child write its image to a private scratch
 //! folder it removes (the user's output is not touched). `daemon status` reports the
-//! queue (`idle` when empty).
+//! queue (`idle` when empty). The link asking for it does so through [`request`], once it
+//! is done.
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::{Condvar, Mutex};
 
-/// The environment mark of a background link (see `lto::incremental::background`).
-pub const MARK: &str = "NVLINKRS_INCREMENTAL_BACKGROUND";
+use crate::cli::LinkRequest;
+use crate::diag::Diagnostics;
+use crate::linkenv::LinkEnv;
+use crate::lto::incremental::background::{IMAGE, MARK, as_background, is_background};
 
 /// One queued build: the request's frames.
 type Job = Vec<(String, Vec<u8>)>;
@@ -96,6 +99,37 @@ impl Queue {
             self.state.lock().unwrap().running = None;
         }
     }
+}
+
+/// Asks this user's daemon (started when none runs) for the partitions of the link `req`,
+/// in the environment `env` (its snapshot), to be built in the background; under `-v`
+/// says whether it took them. The request carries the snapshot and the cache key of the
+/// link the background build runs ([`key`]), as a link's request to the daemon does.
+pub fn request(req: &LinkRequest, env: &LinkEnv, diag: &Diagnostics) {
+    if is_background(env) || req.nvjitlink {
+        return;
+    }
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let queued = super::queue_background(&args, env, key(req, env).as_deref());
+    if req.verbose {
+        diag.info(match queued {
+            true => "incremental LTO: the partitions are being built in the background (nvlinkrs daemon status)",
+            false => "incremental LTO: no daemon could take the background build; NVLINKRS_INCREMENTAL=partitions builds the partitions in a link",
+        });
+    }
+}
+
+/// The whole-link cache key of the background build of `req` (in partitions mode, marked,
+/// its request as `lto::incremental::background::adjust` makes it), from the link's
+/// snapshot `env`: what queued builds are merged by (`None`: the link is not cached, and
+/// its build is never merged).
+fn key(req: &LinkRequest, env: &LinkEnv) -> Option<String> {
+    let mut req = req.clone();
+    as_background(&mut req, PathBuf::from(IMAGE));
+    let mut env = env.clone();
+    env.set(crate::cli::incremental::VAR, Some("partitions"));
+    env.set(MARK, Some("1"));
+    crate::linkcache::key_of(&req, &env)
 }
 
 /// What a background build may take (`child::Limits`): an hour of wall time (or

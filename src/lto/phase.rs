@@ -186,7 +186,7 @@ pub fn run(
             .filter(|(p, _)| matches!(*p, "cicc" | "ptxas"))
             .map(|(_, d)| d.as_millis())
             .sum();
-        t.record(cache, ms as u64, diag);
+        t.record(cache, ms as u64, timings);
     }
     let mut cubins = Vec::with_capacity(assembled.len());
     for a in assembled {

@@ -73,17 +73,16 @@ pub enum Outcome {
 /// the background (not sooner: the background build would take CPU from this link).
 pub struct WholeTimer {
     req: crate::cli::LinkRequest,
-    /// The link's environment snapshot, forwarded to the background build.
-    env: crate::linkenv::LinkEnv,
 }
 
 impl WholeTimer {
-    /// The whole link's libNVVM and ptxas took `ms` milliseconds.
-    pub fn record(self, cache: &crate::cache::Cache, ms: u64, diag: &crate::diag::Diagnostics) {
+    /// The whole link's libNVVM and ptxas took `ms` milliseconds: recorded, and the
+    /// background build asked for once the link is done (`timings.background`).
+    pub fn record(self, cache: &crate::cache::Cache, ms: u64, timings: &mut Timings) {
         let mut h = history::load(cache, &self.req, Mode::Auto);
         h.whole_ms = Some(ms);
         history::store(cache, &self.req, Mode::Auto, &h);
-        background::request(&self.req, &self.env, diag);
+        timings.background = true;
     }
 }
 
@@ -162,12 +161,7 @@ pub fn link(
     let mode = plan.incremental()?;
     let mut hist = history::load(cache, req, mode);
     if mode == Mode::Auto {
-        let timer = || {
-            Outcome::Whole(Some(Box::new(WholeTimer {
-                req: req.clone(),
-                env: plan.env.clone(),
-            })))
-        };
+        let timer = || Outcome::Whole(Some(Box::new(WholeTimer { req: req.clone() })));
         let code_misses = todo.iter().filter(|&&i| i + 1 < jobs.len()).count();
         if code_misses == jobs.len() - 1 {
             say("no partition of this program is built yet");
