@@ -64,6 +64,12 @@ impl Bytes {
         Bytes::whole(Owner::Static(s))
     }
 
+    /// Whether the bytes are this process's own (not a file's mapping, which another
+    /// process's writes to the file show through).
+    pub fn is_in_memory(&self) -> bool {
+        !matches!(*self.owner, Owner::Map(_))
+    }
+
     /// A window of this buffer. Panics if `r` is out of bounds: callers check bounds
     /// against `len()` first (parsers return errors, never rely on this panic).
     pub fn slice(&self, r: Range<usize>) -> Bytes {

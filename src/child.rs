@@ -470,11 +470,12 @@ mod tests {
     }
 
     /// A process that left the child's group and holds its stdout: the child's ending
-    /// says so after a short grace, rather than the link waiting for it.
+    /// says so after a short grace, rather than the link waiting for it. (It sleeps well
+    /// past the grace: under load a 3 s sleep ended within it, and the pipe closed.)
     #[test]
     fn output_left_open() {
         let f = run(
-            &mut sh("setsid sleep 3 & echo hi"),
+            &mut sh("setsid sleep 20 & echo hi"),
             Vec::new(),
             limits(60, Some(10), 64),
         )

@@ -1,29 +1,51 @@
 //! What is known of a capsule-Mercury function (`.nv.capmerc.text.<fn>`, sm_100+) beyond
-//! its first word: the records of instructions that read constant bank 2 at an offset
-//! the link fixes (an `LDC c[0x2][R+off]`, a jump table's entry). ptxas leaves their
-//! operand unset; nvlink writes the offset there (`merge::bank2`), and a finalizer's
-//! image has it written (`finalize`, which compares capsules without those operands).
+//! its first word: the records of instructions that read a constant bank at an offset
+//! the link fixes: bank 2 (an `LDC c[0x2][R+off]`, a jump table's entry) and bank 3 (an
+//! `LDC` of a `__constant__` variable, whose offset in the image's `.nv.constant3` follows
+//! the variables of the inputs before its own). ptxas leaves their operand unset; nvlink
+//! writes the offset there (`merge::bank2`), and a finalizer's image has it written
+//! (`finalize`, which compares capsules without those operands).
 //! Read off ptxas 13.5 and nvlink 13.5 at sm_100 and sm_120 (97 capsules of generated
-//! switch programs): such a record is 32 bytes, its first 7 bytes below, byte 12 0x41,
-//! its operand the last 4 (the 16-bit bank offset, zero-extended).
+//! switch programs for bank 2; a unit whose `__constant__` variable comes after another
+//! unit's, for bank 3): such a record is 32 bytes, its first 7 bytes below, byte 12 the
+//! bank's mark, its operand the last 4 (the bank offset, zero-extended).
 
-/// The first bytes of a bank-2 record.
-const BANK2_RECORD: [u8; 7] = [0x02, 0x22, 0x0c, 0x06, 0xf8, 0x00, 0x42];
+/// The constant banks whose records a link patches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bank {
+    /// Device functions' data merged into their kernels' banks (`merge::bank2`).
+    Two,
+    /// The module's `__constant__` variables (`.nv.constant3`).
+    Three,
+}
 
-/// The offsets of the 32-bit operands of capsule `data`'s bank-2 records, in order.
-pub fn bank2_operands(data: &[u8]) -> Vec<usize> {
+impl Bank {
+    /// The record's first 7 bytes and its byte 12.
+    fn signature(self) -> ([u8; 7], u8) {
+        match self {
+            Bank::Two => ([0x02, 0x22, 0x0c, 0x06, 0xf8, 0x00, 0x42], 0x41),
+            Bank::Three => ([0x02, 0x22, 0x08, 0x06, 0xfa, 0x00, 0x42], 0x42),
+        }
+    }
+}
+
+/// The offsets of the 32-bit operands of capsule `data`'s records of `bank`, in order.
+pub fn operands(data: &[u8], bank: Bank) -> Vec<usize> {
+    let (head, mark) = bank.signature();
     (0..data.len().saturating_sub(31))
-        .filter(|&p| data[p..p + 7] == BANK2_RECORD && data[p + 12] == 0x41)
+        .filter(|&p| data[p..p + 7] == head && data[p + 12] == mark)
         .map(|p| p + 28)
         .collect()
 }
 
-/// Capsule `data` with its bank-2 operands zeroed (two capsules that differ only there
-/// are the same code at other bank offsets).
-pub fn without_bank2_operands(data: &[u8]) -> Vec<u8> {
+/// Capsule `data` with its constant-bank operands zeroed (two capsules that differ only
+/// there are the same code at other bank offsets).
+pub fn without_bank_operands(data: &[u8]) -> Vec<u8> {
     let mut d = data.to_vec();
-    for at in bank2_operands(data) {
-        d[at..at + 4].fill(0);
+    for bank in [Bank::Two, Bank::Three] {
+        for at in operands(data, bank) {
+            d[at..at + 4].fill(0);
+        }
     }
     d
 }
@@ -33,11 +55,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn bank2_records_are_found_and_only_their_operands_cleared() {
+    fn bank_records_are_found_and_only_their_operands_cleared() {
         let mut cap = vec![0x18, 0, 0, 0];
         let record = |operand: u32| {
             let mut r = vec![0u8; 32];
-            r[..7].copy_from_slice(&BANK2_RECORD);
+            r[..7].copy_from_slice(&Bank::Two.signature().0);
             r[10] = 1;
             r[12] = 0x41;
             r[28..].copy_from_slice(&operand.to_le_bytes());
@@ -46,11 +68,21 @@ mod tests {
         cap.extend(record(0x8040));
         cap.extend([0x02, 0x22, 0x32, 0x32, 0xf8, 0, 0x14, 8]); // another record's start
         cap.extend(record(0x8050));
-        assert_eq!(bank2_operands(&cap), vec![4 + 28, 4 + 32 + 8 + 28]);
-        let cleared = without_bank2_operands(&cap);
+        assert_eq!(operands(&cap, Bank::Two), vec![4 + 28, 4 + 32 + 8 + 28]);
+        // a bank-3 record (a `__constant__` variable's `LDC`) is found as such
+        let mut three = vec![0u8; 32];
+        three[..7].copy_from_slice(&Bank::Three.signature().0);
+        three[12] = 0x42;
+        three[28..].copy_from_slice(&0x124u32.to_le_bytes());
+        let at = cap.len();
+        cap.extend(three);
+        assert_eq!(operands(&cap, Bank::Three), vec![at + 28]);
+        assert_eq!(operands(&cap, Bank::Two).len(), 2);
+        let cleared = without_bank_operands(&cap);
         assert_eq!(cleared.len(), cap.len());
         assert_eq!(&cleared[..4], &cap[..4]);
         assert_eq!(&cleared[32..36], &[0, 0, 0, 0]);
         assert_eq!(&cleared[36..44], &cap[36..44]);
+        assert_eq!(&cleared[at + 28..], &[0, 0, 0, 0]);
     }
 }

@@ -25,7 +25,7 @@ use std::collections::{HashMap, HashSet};
 use crate::arch::Arch;
 use crate::bytes::Bytes;
 use crate::diag::{Diagnostics, Error, Result};
-use crate::elf::capsule::without_bank2_operands;
+use crate::elf::capsule::without_bank_operands;
 use crate::elf::cubin::{
     Cubin, SHT_CUDA_RESOLVED_RELA, SHT_PROGBITS, SHT_REL, SHT_RELA, STB_GLOBAL, STB_LOCAL, Section,
 };
@@ -387,7 +387,7 @@ fn in_place(
         c.sections
             .iter()
             .find(|x| x.name == capsule)
-            .map(|x| without_bank2_operands(c.bytes(x).get(4..).unwrap_or_default()))
+            .map(|x| without_bank_operands(c.bytes(x).get(4..).unwrap_or_default()))
     };
     // (but for the bank-2 offsets, which the merge writes: the finalizer's image has its
     // own link's there)

@@ -93,6 +93,33 @@ impl Opened {
         Ok(bytes)
     }
 
+    /// `path`'s bytes as [`Opened::open`] gives them, but held in memory: the content the
+    /// whole-link key hashes is then the content the link parses. (A mapping, even a
+    /// private one, shows another process's writes through its own shared mapping of the
+    /// file, which change neither its size nor its times: an input changed so while the
+    /// link ran was stored under the key of its first content, and a later link of that
+    /// content got the other image, exit 0.) Every later `open` of the file, by any of
+    /// its names, hands out the copy.
+    pub fn open_in_memory(&self, path: &Path, shown: &str) -> Result<Bytes> {
+        let mapped = self.open(path, shown)?;
+        if mapped.is_in_memory() {
+            return Ok(mapped);
+        }
+        let copy = Bytes::from_vec(mapped.to_vec());
+        let mut m = self.lock();
+        let id = m.by_path.get(path).and_then(|(id, _)| *id);
+        if let Some(id) = id {
+            m.by_id.insert(id, copy.clone());
+            for (i, b) in m.by_path.values_mut() {
+                if *i == Some(id) {
+                    *b = copy.clone();
+                }
+            }
+        }
+        m.by_path.insert(path.to_path_buf(), (id, copy.clone()));
+        Ok(copy)
+    }
+
     /// The identity of the file opened as `path`.
     pub fn id_of(&self, path: &Path) -> Option<FileId> {
         self.lock().by_path.get(path).and_then(|(id, _)| *id)
@@ -146,6 +173,39 @@ mod tests {
         assert_eq!(o.ids(), [file_id(&std::fs::metadata(&p).unwrap())].into());
         let e = o.open(&d.path().join("none"), "none").unwrap_err();
         assert!(e.message().contains("Could not open input file 'none'"));
+    }
+
+    /// The attacker's poisoned cache entry (issue 36 review): another process writes the
+    /// input through a shared mapping while the link runs (no size or time changes). A
+    /// mapping shows the write; the bytes held in memory, which the key hashed and every
+    /// later open hands out by either name, do not.
+    #[test]
+    fn an_input_held_in_memory_does_not_see_writes_through_a_shared_mapping() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("a.cubin");
+        std::fs::write(&p, b"add 4").unwrap();
+        let other = d.path().join("b.cubin");
+        std::fs::hard_link(&p, &other).unwrap();
+        let o = Opened::default();
+        let mapped = o.open(&other, "b.cubin").unwrap();
+        let held = o.open_in_memory(&p, "a.cubin").unwrap();
+        assert!(held.is_in_memory() && !mapped.is_in_memory());
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&p)
+            .unwrap();
+        // SAFETY: a mapping of a file only this test uses
+        let mut writer = unsafe { memmap2::MmapMut::map_mut(&f) }.unwrap();
+        writer[4] = b'5';
+        assert_eq!(
+            &*mapped, b"add 5",
+            "a mapping sees the other process's write"
+        );
+        assert_eq!(&*held, b"add 4");
+        for (path, shown) in [(&p, "a.cubin"), (&other, "b.cubin")] {
+            assert_eq!(&*o.open(path, shown).unwrap(), b"add 4", "{shown}");
+        }
     }
 
     #[test]

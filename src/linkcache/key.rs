@@ -204,7 +204,11 @@ fn inputs(plan: &Plan, mut k: Key, opened: &Opened) -> Option<(Key, Vec<(PathBuf
     for path in &paths {
         // (stat only: opening a FIFO here would block, or take its bytes from the link)
         let stamp = Stamp::now(path)?;
-        let data = opened.open(path, &path.display().to_string()).ok()?;
+        // (held in memory: the bytes hashed are the bytes the link parses, whatever
+        // another process writes through a mapping of its own meanwhile)
+        let data = opened
+            .open_in_memory(path, &path.display().to_string())
+            .ok()?;
         if data.starts_with(b"!<thin>") {
             return None;
         }

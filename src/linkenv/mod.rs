@@ -70,6 +70,8 @@ pub const VARS: &[(&str, Effect)] = &[
     ("MAKEFLAGS", Effect::Runs),
     ("NVLINKRS_PROGRESS", Effect::Runs),
     ("TMPDIR", Effect::Runs),
+    // the wall-clock limit of a child process (`child::limits`; tests make it short)
+    ("NVLINKRS_CHILD_TIMEOUT", Effect::Runs),
     ("LD_LIBRARY_PATH", Effect::Runs),
     ("SCCACHE_*", Effect::Runs),
     // the daemon's switch, its idle time and its socket's place; the mark of its link

@@ -22,6 +22,7 @@
 
 use super::mercury::{Capsules, View};
 use super::*;
+use crate::elf::capsule::Bank;
 
 /// The step's product: where each function's bank-2 data went.
 #[derive(Default)]
@@ -306,24 +307,22 @@ impl Merger<'_> {
 }
 
 /// R_MERCURY_ABS16: a 16-bit field of a Mercury instruction (the constant-bank offset of
-/// an `LDC`).
+/// an `LDC` of bank 2).
 const R_MERCURY_ABS16: u32 = 0x1_0004;
+/// The 32-bit field of an `LDC` of a `__constant__` variable (bank 3).
+const R_MERCURY_ABS32: u32 = 0x1_0003;
 
 impl Merger<'_> {
-    /// Writes into capsule `data` (input `i`'s Mercury section `capsule`) the bank-2
-    /// offsets its function's Mercury relocations resolve to, as nvlink does: ptxas leaves
-    /// them unset, and a driver that finalizes the capsule for another GPU reads them
-    /// there. The k-th such relocation, by offset, patches the k-th bank-2 record
-    /// (`elf::capsule`; the 16-bit field, zero-extended). Where the records
-    /// do not match the relocations one to one, the capsule stays as ptxas wrote it and
-    /// the link says so.
-    pub(super) fn patch_bank2_fields(
-        &self,
-        i: usize,
-        capsule: usize,
-        data: &mut [u8],
-        view: &View,
-    ) {
+    /// Writes into capsule `data` (input `i`'s Mercury section `capsule`) the constant
+    /// bank offsets its function's Mercury relocations resolve to, as nvlink does: ptxas
+    /// leaves them unset, and a driver that finalizes the capsule for another GPU reads
+    /// them there. Bank 2: the function's data where its kernels' banks hold it; bank 3:
+    /// a `__constant__` variable where the image's `.nv.constant3` has it (another unit's
+    /// variables may come first: `ybias` at 0x120, not 0). For each bank the k-th such
+    /// relocation, by offset, patches the k-th record of that bank (`elf::capsule`; the
+    /// field zero-extended). Where the records do not match the relocations one to one,
+    /// the capsule stays as ptxas wrote it and the link says so.
+    pub(super) fn patch_bank_fields(&self, i: usize, capsule: usize, data: &mut [u8], view: &View) {
         let c = &self.inputs[i].cubin;
         let Some(ri) =
             (c.sections.iter()).position(|s| s.ty == SHT_MERC_RELA && s.info as usize == capsule)
@@ -333,37 +332,49 @@ impl Merger<'_> {
         let Ok(relocs) = c.relocations(ri) else {
             return;
         };
-        let mut fields: Vec<(u64, u32)> = Vec::new();
-        for r in relocs.iter().filter(|r| r.ty == R_MERCURY_ABS16) {
-            let Some(n) = view.normal_of.get(r.sym as usize).copied().flatten() else {
-                continue;
-            };
-            let k = SymKey::new(i, n);
-            let sec = self.sym(k).shndx as usize;
-            if !self.bank2.holds(SecKey::new(i, sec)) {
+        for (bank, ty, mask) in [
+            (Bank::Two, R_MERCURY_ABS16, 0xffff),
+            (Bank::Three, R_MERCURY_ABS32, 0xffff_ffff),
+        ] {
+            let mut fields: Vec<(u64, u32)> = Vec::new();
+            for r in relocs.iter().filter(|r| r.ty == ty) {
+                let Some(n) = view.normal_of.get(r.sym as usize).copied().flatten() else {
+                    continue;
+                };
+                let k = SymKey::new(i, n);
+                let sec = self.sym(k).shndx as usize;
+                let ours = match bank {
+                    Bank::Two => self.bank2.holds(SecKey::new(i, sec)),
+                    Bank::Three => {
+                        (c.sections.get(sec)).is_some_and(|s| constant_bank(s.ty) == Some(3))
+                    }
+                };
+                if !ours {
+                    continue;
+                }
+                let (value, _, _) = self.link_value(k);
+                let field = (value as i64).wrapping_add(r.addend) as u64 & mask;
+                fields.push((r.offset, field as u32));
+            }
+            if fields.is_empty() {
                 continue;
             }
-            let (value, _, _) = self.link_value(k);
-            let field = (value as i64).wrapping_add(r.addend) as u64 & 0xffff;
-            fields.push((r.offset, field as u32));
-        }
-        if fields.is_empty() {
-            return;
-        }
-        fields.sort_unstable();
-        let records = crate::elf::capsule::bank2_operands(data);
-        if records.len() != fields.len() {
-            let name = &c.sections[capsule].name;
-            self.diag.warning_never_error(&format!(
-                "'{}': the bank-2 offsets of capsule '{name}' are left as ptxas wrote them ({} relocations, {} records found): a driver that finalizes it for another GPU may read the wrong constants",
-                c.origin,
-                fields.len(),
-                records.len()
-            ));
-            return;
-        }
-        for (&at, &(_, v)) in records.iter().zip(&fields) {
-            data[at..at + 4].copy_from_slice(&v.to_le_bytes());
+            fields.sort_unstable();
+            let records = crate::elf::capsule::operands(data, bank);
+            if records.len() != fields.len() {
+                let name = &c.sections[capsule].name;
+                self.diag.warning_never_error(&format!(
+                    "'{}': the constant bank {} offsets of capsule '{name}' are left as ptxas wrote them ({} relocations, {} records found): a driver that finalizes it for another GPU may read the wrong constants",
+                    c.origin,
+                    if bank == Bank::Two { 2 } else { 3 },
+                    fields.len(),
+                    records.len()
+                ));
+                continue;
+            }
+            for (&at, &(_, v)) in records.iter().zip(&fields) {
+                data[at..at + 4].copy_from_slice(&v.to_le_bytes());
+            }
         }
     }
 }
