@@ -31,6 +31,9 @@ pub struct Timings {
     /// A phase fell back (the finalizer crashed or stalled): the image is not what the
     /// same link gives when nothing fails, so the whole-link cache does not keep it.
     pub(crate) fell_back: bool,
+    /// An incremental link linked whole-program whose partitions are to be built in the
+    /// background once it is done (`daemon::background::request`).
+    pub(crate) background: bool,
 }
 
 impl Timings {
