@@ -17,7 +17,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 CARGO_FUZZ_VERSION=0.13.1
 secs=${1:-600}; shift || true
-targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=(fatbin elf_view ltoir ltoir_write nvvm_container archive consensus merge lto_requests demangle cache_entry link relayout)
+targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=(fatbin elf_view ltoir ltoir_write nvvm_container archive consensus merge lto_requests demangle cache_entry link relayout bitcode_summary)
 fx=${NVLINKRS_FIXTURES:-target/fixtures}
 if ! cargo fuzz --version 2>/dev/null | grep -q " $CARGO_FUZZ_VERSION"; then
   cargo install cargo-fuzz --version "$CARGO_FUZZ_VERSION" --locked --force
@@ -28,12 +28,13 @@ if ! rustup run nightly rustc --version >/dev/null 2>&1 &&
   echo "fuzz: no nightly toolchain to be had; the stable one with RUSTC_BOOTSTRAP=1" >&2
   toolchain=(); export RUSTC_BOOTSTRAP=1
 fi
-mkdir -p fuzz/corpus/{fatbin,elf_view,ltoir,ltoir_write,nvvm_container,archive,consensus,merge,lto_requests,demangle,cache_entry,link,relayout}
+mkdir -p fuzz/corpus/{fatbin,elf_view,ltoir,ltoir_write,nvvm_container,archive,consensus,merge,lto_requests,demangle,cache_entry,link,relayout,bitcode_summary}
 printf -- "-ftz=0 -prec_div=1 -prec_sqrt=1 -fmad=1 \n-maxreg 32 -generate-line-info -ftz=1 -prec_div=0 -prec_sqrt=0 -fmad=1 " > fuzz/corpus/consensus/seed
 cp "$fx"/*.fatbin fuzz/corpus/fatbin/ 2>/dev/null || true
 cp "$fx"/*.cubin "$fx"/*_dc.o "$fx"/dlink.o fuzz/corpus/elf_view/ 2>/dev/null || true
 cp "$fx"/*.ltoir fuzz/corpus/ltoir/ 2>/dev/null || true
 cp "$fx"/*.ltoir fuzz/corpus/ltoir_write/ 2>/dev/null || true
+cp "$fx"/*.ltoir fuzz/corpus/bitcode_summary/ 2>/dev/null || true
 # nvvm_container: seed 000's sm_89 example (header, four pairs, terminator) before a bitcode magic
 printf '\x7d\x5c\x4e\x7f\x01\x41\x02\x62\x03\x02\x14\x00\x00\x00\x18\x00\x2c\x00\x00\x00\x2c\x00\x00\x00\x01\x00\x08\x00\x02\x00\x09\x00\x0d\x00\x01\x00\x0f\x00\x01\x00\x00\x00\x00\x00BC\xc0\xde' > fuzz/corpus/nvvm_container/seed_example
 cp "$fx"/libsaxpy.a fuzz/corpus/archive/ 2>/dev/null || true

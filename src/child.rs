@@ -1,6 +1,6 @@
 //! The one supervisor of the child processes a link starts: libNVVM's split compile
-//! (`lto::isolated`), the LLVM helper (`lto::llvm_helper`) and libnvJitLink's finalizer
-//! (`finalize::isolated`). Such a child runs code the link cannot trust in its own process,
+//! (`lto::isolated`), the LLVM helper (`lto::llvm_helper`), libnvJitLink's finalizer
+//! (`finalize::isolated`) and the daemon's background builds (`daemon::background`). Such a child runs code the link cannot trust in its own process,
 //! so it is held to [`Limits`]: a wall-clock limit, optionally a stall limit (no CPU time
 //! for so long), and a cap on its answer (stdout; its stderr is kept to [`STDERR_KEPT`] and
 //! the rest drained). A child past a limit is killed with its whole process group; so is
@@ -8,7 +8,7 @@
 //!
 //! The interface is two calls: [`command`] makes the child's `Command` (its three ends
 //! piped, a process group of its own, killed when the thread that starts it ends, as a
-//! link killed by the user or the daemon ends), [`run`] starts it, feeds it its request
+//! link killed by the user or the daemon ends), [`run`] (or [`run_started`]) starts it, feeds it its request
 //! and returns how it ended with what it wrote. Nothing else is shared between callers;
 //! each phrases its own messages from the [`Ending`]. The hidden subcommands by which
 //! nvlinkrs runs itself as such a child are here too ([`self_command`], [`started_as`]).
@@ -186,11 +186,13 @@ pub fn program(cmd: &Command) -> String {
 /// within `limits`. An error only where it cannot be started or watched (no process, no
 /// thread); every ending of a started child is an [`Ending`].
 pub fn run(cmd: &mut Command, stdin: Vec<u8>, limits: Limits) -> std::io::Result<Finished> {
-    run_told(cmd, stdin, limits, |_| {})
+    run_started(cmd, stdin, limits, |_| {})
 }
 
-/// [`run`], telling `started` the child's pid as soon as it runs.
-fn run_told(
+/// [`run`], telling `started` the child's pid (its process group's number) once it runs:
+/// for a caller that may have to stop it from another thread (the daemon's background
+/// builds, stopped with the daemon).
+pub fn run_started(
     cmd: &mut Command,
     stdin: Vec<u8>,
     limits: Limits,
@@ -259,7 +261,7 @@ pub fn run_in_background(
     std::thread::Builder::new()
         .name("nvlinkrs-child".into())
         .spawn(move || {
-            let r = run_told(&mut cmd, stdin, limits, |pid| {
+            let r = run_started(&mut cmd, stdin, limits, |pid| {
                 let _ = told.send(Ok(pid));
             });
             let r = match r {

@@ -11,6 +11,7 @@ use clap::{ArgAction, CommandFactory, FromArgMatches, Parser, parser::ValueSourc
 
 use crate::arch::{Arch, TargetKind};
 use crate::diag::{Error, Result};
+pub mod incremental;
 mod optcheck;
 
 use optcheck::{CPU_ARCHS, check_conflicts, one_of, target};
@@ -236,6 +237,10 @@ pub struct LinkArgs {
     /// Link through the per-user daemon (also NVLINKRS_DAEMON=1).
     #[arg(long = "daemon")]
     pub daemon: bool,
+    /// -lto/-dlto as partitions: after an edit only those whose code changed are compiled
+    /// again (development builds; also NVLINKRS_INCREMENTAL=1).
+    #[arg(long = "incremental")]
+    pub incremental: bool,
     /// With -lto -r: link the inputs' IR into one LTO IR module (LLVM) and write it as a
     /// .ltoir (as a host object holding it when the output is named *.o) that a later -lto
     /// link takes with -nvvm-latest up to sm_90 (nvlinkrs adds it;
@@ -318,6 +323,7 @@ const IMPLEMENTED: &[&str] = &[
     "daemon",
     "nvvm-latest",
     "emit-ltoir",
+    "incremental",
 ];
 
 /// nvlinkrs' own options: not nvlink's, taken with one dash or two.
@@ -330,6 +336,7 @@ const OWN: &[&str] = &[
     "progress",
     "daemon",
     "emit-ltoir",
+    "incremental",
 ];
 
 struct OptSpec {
@@ -672,6 +679,9 @@ pub struct LinkRequest {
     pub recorded: Recorded,
     /// `-tool-name NAME`: what messages and the image's note call the linker.
     pub tool_name: Option<String>,
+    /// `--incremental`: incremental LTO (with `NVLINKRS_INCREMENTAL`, read from the link's
+    /// environment snapshot: `Plan::incremental`).
+    pub incremental: bool,
     /// A link for the drop-in libnvJitLink (`nvjitlink/`): the inputs are private copies
     /// of what its caller handed over in memory, in a folder of their own (the cache keys
     /// them by file name and content, not by the folder, so that the same link is found
@@ -808,6 +818,7 @@ impl LinkArgs {
             time: self.time.clone(),
             relocatable: self.relocatable_link,
             emit_ltoir: self.emit_ltoir,
+            incremental: self.incremental,
             nvvm_latest: self.nvvm_latest,
             dump_callgraph: if self.dump_callgraph {
                 Some(true)

@@ -35,6 +35,13 @@ pub enum Command {
         /// How many differences to list before counting the rest by kind.
         #[arg(long, value_name = "N", default_value_t = 20)]
         limit: usize,
+        /// Compare everything but the code: kernels, their parameters and launch bounds,
+        /// variables and their initial bytes (an incremental link against whole-program).
+        #[arg(long = "except-code", conflicts_with = "code")]
+        except_code: bool,
+        /// List each kernel's registers, instructions, stack and calls in both images.
+        #[arg(long)]
+        code: bool,
     },
     /// The cache of link results: its size, emptying it, checking every entry.
     Cache {

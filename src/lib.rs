@@ -84,6 +84,10 @@ fn link_unchecked(plan: &Plan, mut ctx: LinkContext) -> Result<Timings> {
     // (dropped, not left to the exit: it holds the cache, whose drop keeps its counters
     // and trims it)
     drop(opened);
+    if timings.background {
+        // (incremental LTO's partitions, asked for once this link no longer needs the CPU)
+        daemon::background::request(req, &plan.env, ctx.diag);
+    }
     report::write(plan, &ctx, &timings, whole, started)?;
     Ok(timings)
 }

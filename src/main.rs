@@ -84,8 +84,10 @@ fn link_main(
         return Ok(());
     }
     // nvlink's own command-line errors first, then what nvlinkrs does not carry out
-    let req = parsed.request()?;
+    let mut req = parsed.request()?;
     cli::refuse_unimplemented(&given)?;
+    // (a background build of incremental LTO's partitions writes a scratch image)
+    let _scratch = nvlinkrs::lto::incremental::background::adjust(&mut req)?;
     nvlinkrs::link(&req, diag, process).map(|_| ())
 }
 

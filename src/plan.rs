@@ -60,6 +60,16 @@ impl<'r> Plan<'r> {
         }
     }
 
+    /// Incremental LTO's mode (`--incremental`, `NVLINKRS_INCREMENTAL` in the link's
+    /// snapshot); always off for the drop-in libnvJitLink, which links as nvJitLink does
+    /// whatever the host program's environment says. A value it does not know is an error.
+    pub fn incremental(&self) -> Result<crate::cli::incremental::Mode> {
+        match self.req.nvjitlink {
+            true => Ok(crate::cli::incremental::Mode::Off),
+            false => crate::cli::incremental::choose(self.req.incremental, &self.env),
+        }
+    }
+
     /// The link's inputs in nvlink's order: the files as given, then the `-l` libraries
     /// found.
     pub fn inputs(&self) -> Vec<PathBuf> {
@@ -67,9 +77,11 @@ impl<'r> Plan<'r> {
         crate::input::input_list(&req.inputs, &req.libraries, &req.library_paths, &self.env)
     }
 
-    /// What nvlinkrs warns about before reading an input.
+    /// What nvlinkrs warns about, or refuses (an incremental mode it does not know),
+    /// before reading an input.
     pub fn check(&self, diag: &Diagnostics) -> Result<()> {
         let req = self.req;
+        self.incremental()?;
         if req.preserve_relocs && req.target.sm >= 90 {
             // (nvlink 13.5's words, its spelling kept)
             diag.warning(&format!(

@@ -34,6 +34,9 @@ pub struct Timings {
     /// What the sm_100+ finalizer did, where it ran (`--report-json`'s `finalize`, as
     /// the phase describes it).
     pub(crate) finalize: Option<serde_json::Value>,
+    /// An incremental link linked whole-program whose partitions are to be built in the
+    /// background once it is done (`daemon::background::request`).
+    pub(crate) background: bool,
 }
 
 impl Timings {

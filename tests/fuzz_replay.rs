@@ -13,8 +13,9 @@ use std::path::Path;
 
 type Body = fn(&[u8]);
 
-const TARGETS: [(&str, Body); 13] = [
+const TARGETS: [(&str, Body); 14] = [
     ("archive", targets::archive),
+    ("bitcode_summary", targets::bitcode_summary),
     ("cache_entry", targets::cache_entry),
     ("consensus", targets::consensus),
     ("demangle", targets::demangle),

@@ -379,6 +379,41 @@ fn a_second_process_gets_the_link_from_the_cache() {
     }
 }
 
+/// The drop-in links as nvJitLink does whatever `NVLINKRS_INCREMENTAL` says in the host
+/// program's environment: incremental LTO's partitions are not nvJitLink's image (and its
+/// background build would take the host program's command line for a link's).
+#[test]
+fn the_drop_in_links_whole_program_under_nvlinkrs_incremental() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |name: &str, mode: &str| {
+        let out = dir.path().join(name);
+        std::fs::create_dir_all(&out).unwrap();
+        let o = Command::new("python3")
+            .arg(driver())
+            .arg(format!("ctypes:{}", drop_in().display()))
+            .arg(fixtures())
+            .arg(&out)
+            .arg("ltoir,ltoir_maxrreg")
+            .env("XDG_CACHE_HOME", dir.path().join(format!("cache-{name}")))
+            .env("NVLINKRS_INCREMENTAL", mode)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        out
+    };
+    let whole = run("whole", "0");
+    for mode in ["partitions", "1"] {
+        let inc = run(mode, mode);
+        for image in ["ltoir.cubin", "ltoir_maxrreg.cubin"] {
+            assert!(
+                std::fs::read(whole.join(image)).unwrap()
+                    == std::fs::read(inc.join(image)).unwrap(),
+                "{image} with NVLINKRS_INCREMENTAL={mode}"
+            );
+        }
+    }
+}
+
 /// The dynamic symbols: every name NVIDIA's library exports, under the same version.
 fn exports(lib: &Path) -> BTreeSet<String> {
     let o = Command::new("nm")

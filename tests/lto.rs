@@ -1874,7 +1874,10 @@ fn the_daemon_links_like_a_process_concurrently_and_survives_bad_clients() {
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         String::from_utf8_lossy(&o.stdout).into_owned()
     };
-    let not_running = format!("not running\nsocket {}\n", socket.display());
+    let not_running = format!(
+        "not running\nsocket {}\nbackground idle\n",
+        socket.display()
+    );
     assert_eq!(status(), not_running);
     let o = daemon(&["daemon", "start"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -1894,7 +1897,11 @@ fn the_daemon_links_like_a_process_concurrently_and_survives_bad_clients() {
         );
         assert_eq!(
             lines[4..],
-            [format!("links served {served}"), "links running 0".into()],
+            [
+                format!("links served {served}"),
+                "links running 0".into(),
+                "background idle".into()
+            ],
             "{s}"
         );
     };

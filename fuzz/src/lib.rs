@@ -313,6 +313,25 @@ pub fn nvvm_container(data: &[u8]) {
     }
 }
 
+/// Fuzzes the bitstream reader and the per-module summaries of incremental LTO
+/// (`lto::incremental::summary`): an LTO IR container (seeded with the fixtures' `.ltoir`
+/// files) and the same bytes as bitcode behind the magic give a summary or an opaque one,
+/// never a panic, a hang or an allocation the input cannot pay for.
+pub fn bitcode_summary(data: &[u8]) {
+    use nvlinkrs::lto::incremental::summary;
+    let module = nvlinkrs::lto::IrModule {
+        name: "fuzz.ltoir".into(),
+        data: Bytes::from_vec(data.to_vec()),
+        form: nvlinkrs::lto::IrForm::Container,
+    };
+    let mut bc = b"BC\xc0\xde".to_vec();
+    bc.extend_from_slice(data);
+    for lines in [false, true] {
+        let _ = summary::summarize(&module, lines);
+        let _ = summary::summarize_bitcode(&bc, "fuzz.bc", lines);
+    }
+}
+
 /// Fuzzes the image re-layout (`elf::relayout`): any bytes, any section name among the
 /// file's, replaced by bytes of any length: an error or an image, never a panic; an
 /// image it writes parses.

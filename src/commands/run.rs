@@ -18,16 +18,59 @@ fn inspect_main(files: &[PathBuf], json: bool) -> Result<()> {
         .map_err(|e| Error::fatal(format!("cannot write to stdout: {e}")))
 }
 
+/// What `compare` compares.
+enum Compare {
+    Whole,
+    ExceptCode,
+    Code,
+}
+
 /// `nvlinkrs compare EXPECTED ACTUAL`: the differential harness's judgement of two
 /// linked cubins (exit 0 when equivalent, 2 when not).
-fn compare_main(expected: &PathBuf, actual: &PathBuf, limit: usize) -> Result<()> {
+fn compare_main(expected: &PathBuf, actual: &PathBuf, limit: usize, how: Compare) -> Result<()> {
     let read = |p: &PathBuf| {
         std::fs::read(p)
             .map_err(|e| Error::fatal(format!("Could not read file '{}': {e}", p.display())))
     };
-    let report = crate::elf::equiv::compare(&read(expected)?, &read(actual)?)?;
-    // a closed stdout (`| head`) ends the listing, not the process
+    let (e, a) = (read(expected)?, read(actual)?);
     let mut out = std::io::stdout().lock();
+    match how {
+        Compare::Whole => {}
+        Compare::Code => {
+            let (ek, ak) = (
+                crate::elf::codestats::kernels(&e, &expected.display().to_string())?,
+                crate::elf::codestats::kernels(&a, &actual.display().to_string())?,
+            );
+            for line in crate::elf::codestats::report(&ek, &ak) {
+                if writeln!(out, "{line}").is_err() {
+                    break;
+                }
+            }
+            return Ok(());
+        }
+        Compare::ExceptCode => {
+            let report = crate::elf::interface::compare(&e, &a)?;
+            for d in report.summary(limit) {
+                let _ = writeln!(out, "{d}");
+            }
+            for n in &report.notes {
+                let _ = writeln!(out, "note: {n}");
+            }
+            if report.equivalent() {
+                let _ = writeln!(out, "equivalent but for the code");
+                return Ok(());
+            }
+            let _ = writeln!(
+                out,
+                "not equivalent: {} differences",
+                report.differences.len()
+            );
+            let _ = out.flush();
+            std::process::exit(2);
+        }
+    }
+    let report = crate::elf::equiv::compare(&e, &a)?;
+    // a closed stdout (`| head`) ends the listing, not the process
     for d in report.summary(limit) {
         if writeln!(out, "{d}").is_err() {
             break;
@@ -176,7 +219,16 @@ pub fn run(command: Command) -> Result<()> {
             expected,
             actual,
             limit,
-        } => compare_main(&expected, &actual, limit),
+            except_code,
+            code,
+        } => {
+            let how = match (except_code, code) {
+                (true, _) => Compare::ExceptCode,
+                (_, true) => Compare::Code,
+                _ => Compare::Whole,
+            };
+            compare_main(&expected, &actual, limit, how)
+        }
         Command::Cache { action, cache_dir } => cache_main(action, cache_dir),
         Command::Daemon { action } => daemon_main(action),
         Command::Shim {

@@ -19,6 +19,8 @@
 //! jobserver instead, see [`forward_jobserver`]); identical requests in flight done once;
 //! (merged only when the client made the link's cache key, the same for both: the inputs'
 //! and tools' contents, so a link asked for after an input changed is linked again);
+//! incremental LTO's partitions built in the background, at the lowest priority
+//! ([`background`]);
 //! the shared cache; an idle timeout (`NVLINKRS_DAEMON_IDLE` seconds, default 600). A
 //! client that cannot reach the daemon, does not trust it, or loses it mid-link, links in
 //! process; so does a link naming the client's own descriptors ([`local`]).
@@ -27,8 +29,10 @@
 //! [`crate::frames`]: request `arg`, `arg0` (the client's program name), `cwd`, `env`
 //! (`K=V`), `exe` (the client's binary), `umask` (octal, applied to the link process),
 //! `key` (the link's cache key, when it has one), or `stop`, or `status` (answered `pid`,
-//! `uptime_ms`, `served`, `running`); answer `err`, `out` (text, in order) and `exit` (the
-//! code), or `stale` (the daemon runs another binary than the client's, and stops).
+//! `uptime_ms`, `served`, `running`, `bg_queued`, `bg_running`), or `background` before a
+//! link's frames (queued, answered `exit` 0: [`background`]); answer `err`, `out` (text,
+//! in order) and `exit` (the code), or `stale` (the daemon runs another binary than the
+//! client's, and stops).
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -53,6 +57,7 @@ const IN_DAEMON: &str = "NVLINKRS_IN_DAEMON";
 /// Requests and answers larger than this are refused (a malformed length).
 const MAX_MESSAGE: u64 = 1 << 30;
 
+pub mod background;
 mod child;
 pub mod finalizer;
 mod guard;
@@ -212,6 +217,30 @@ pub fn client_link(args: &[String], tool: &str, key: KeyOf) -> Option<i32> {
     None
 }
 
+/// Asks this user's daemon (started when none runs) to build the partitions of the link
+/// of `args` in the background; false when no daemon could take it. As a link's request,
+/// it carries the link's environment snapshot `env` and the cache key of the build
+/// (`key`, when it has one: the daemon merges queued builds only when their keys agree).
+pub fn queue_background(args: &[String], env: &crate::linkenv::LinkEnv, key: Option<&str>) -> bool {
+    let Ok(cwd) = std::env::current_dir() else {
+        return false;
+    };
+    let mut frames: Vec<(&str, Vec<u8>)> = vec![("background", Vec::new())];
+    frames.extend(args.iter().map(|a| ("arg", a.clone().into_bytes())));
+    frames.push(("cwd", cwd.to_string_lossy().into_owned().into_bytes()));
+    frames.extend(env.forwarded().map(|kv| ("env", kv.into_bytes())));
+    if let Some(key) = key {
+        frames.push(("key", key.as_bytes().to_vec()));
+    }
+    frames.push(("exe", guard::exe_identity().into_bytes()));
+    let refs: Vec<(&str, &[u8])> = frames.iter().map(|(k, v)| (*k, v.as_slice())).collect();
+    let Ok(Some(mut stream)) = connect_trusted(&socket_path()) else {
+        return false;
+    };
+    send(&mut stream, &refs).is_ok()
+        && receive(&mut stream).is_ok_and(|a| a.iter().any(|(k, v)| k == "exit" && v == b"0"))
+}
+
 /// This process's umask, read without changing it (`/proc/self/status`).
 fn umask() -> Option<u32> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
@@ -332,6 +361,8 @@ struct Server {
     workers: finalizer::Workers,
     /// The daemon's private directory (its socket's).
     dir: PathBuf,
+    /// Partitions of incremental links built in the background.
+    background: background::Queue,
 }
 
 /// `nvlinkrs daemon serve`: runs until stopped or idle.
@@ -376,7 +407,12 @@ pub fn serve() -> Result<()> {
         served: Default::default(),
         workers: Default::default(),
         dir: dir.clone(),
+        background: Default::default(),
     });
+    {
+        let server = Arc::clone(&server);
+        std::thread::spawn(move || server.background.work(forwarded));
+    }
     listener
         .set_nonblocking(true)
         .map_err(|e| Error::fatal(format!("daemon: {e}")))?;
@@ -396,7 +432,7 @@ pub fn serve() -> Result<()> {
                 });
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                let busy = *server.running.lock().unwrap() > 0;
+                let busy = *server.running.lock().unwrap() > 0 || server.background.busy();
                 if !busy && server.last_seen.lock().unwrap().elapsed() >= idle {
                     break;
                 }
@@ -405,6 +441,7 @@ pub fn serve() -> Result<()> {
             Err(_) => std::thread::sleep(Duration::from_millis(20)),
         }
     }
+    server.background.stop();
     // the pid file first: a daemon started once the socket is gone writes its own
     let _ = std::fs::remove_file(pid_path(&socket));
     let _ = std::fs::remove_file(&socket);
@@ -448,11 +485,14 @@ fn handle(server: &Server, mut stream: UnixStream) {
         return;
     }
     if request.iter().any(|(k, _)| k == "status") {
+        let (queued, building) = server.background.counts();
         let now = status::Status {
             pid: std::process::id(),
             uptime: server.started.elapsed(),
             served: server.served.load(std::sync::atomic::Ordering::SeqCst),
             running: *server.running.lock().unwrap() as u64,
+            background_queued: queued,
+            background_running: building,
         };
         let frames = status::frames(&now);
         let refs: Vec<(&str, &[u8])> = frames.iter().map(|(k, v)| (*k, v.as_slice())).collect();
@@ -478,6 +518,12 @@ fn handle(server: &Server, mut stream: UnixStream) {
             .stopping
             .store(true, std::sync::atomic::Ordering::SeqCst);
         let _ = send(&mut stream, &[("stale", b"")]);
+        return;
+    }
+    if request.iter().any(|(k, _)| k == "background") {
+        server.background.push(request);
+        *server.last_seen.lock().unwrap() = Instant::now();
+        let _ = send(&mut stream, &[("exit", b"0")]);
         return;
     }
     // identical requests in flight are done once, when the client made the link's key

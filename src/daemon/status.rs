@@ -1,5 +1,5 @@
 //! `nvlinkrs daemon status`: whether this user's daemon runs, on which socket, for how
-//! long and how many links it has served. No daemon is an answer, not an error; a socket
+//! long, how many links it has served, and its background work (`idle` when none). No daemon is an answer, not an error; a socket
 //! directory or server that is not to be trusted is (nothing is sent to it).
 
 use std::os::unix::net::UnixStream;
@@ -18,6 +18,9 @@ pub struct Status {
     pub served: u64,
     /// Links running now.
     pub running: u64,
+    /// Background builds (incremental LTO's partitions) queued and running.
+    pub background_queued: u64,
+    pub background_running: u64,
 }
 
 /// The status frames a daemon answers with.
@@ -27,6 +30,8 @@ pub fn frames(s: &Status) -> Vec<(&'static str, Vec<u8>)> {
         ("uptime_ms", s.uptime.as_millis().to_string().into_bytes()),
         ("served", s.served.to_string().into_bytes()),
         ("running", s.running.to_string().into_bytes()),
+        ("bg_queued", s.background_queued.to_string().into_bytes()),
+        ("bg_running", s.background_running.to_string().into_bytes()),
     ]
 }
 
@@ -61,21 +66,31 @@ pub fn query(socket: &Path) -> Result<Option<Status>> {
         uptime: Duration::from_millis(number("uptime_ms").unwrap_or(0)),
         served: number("served").unwrap_or(0),
         running: number("running").unwrap_or(0),
+        background_queued: number("bg_queued").unwrap_or(0),
+        background_running: number("bg_running").unwrap_or(0),
     })
     .filter(|s| s.pid != 0))
 }
 
-/// What `daemon status` prints.
+/// What `daemon status` prints: the last line says whether background work is queued
+/// (`background idle` when none, as with no daemon: nothing can be queued then).
 pub fn text(socket: &Path, status: Option<&Status>) -> String {
     match status {
-        None => format!("not running\nsocket {}\n", socket.display()),
+        None => format!(
+            "not running\nsocket {}\nbackground idle\n",
+            socket.display()
+        ),
         Some(s) => format!(
-            "running\npid {}\nsocket {}\nuptime {} s\nlinks served {}\nlinks running {}\n",
+            "running\npid {}\nsocket {}\nuptime {} s\nlinks served {}\nlinks running {}\n{}\n",
             s.pid,
             socket.display(),
             s.uptime.as_secs(),
             s.served,
-            s.running
+            s.running,
+            match (s.background_queued, s.background_running) {
+                (0, 0) => "background idle".to_string(),
+                (q, r) => format!("background {q} queued, {r} running"),
+            }
         ),
     }
 }

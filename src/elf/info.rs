@@ -18,6 +18,8 @@ pub const CRS_STACK_SIZE: u8 = 0x1E;
 pub const MAX_STACK_SIZE: u8 = 0x23;
 pub const REGCOUNT: u8 = 0x2F;
 pub const NUM_BARRIERS: u8 = 0x4C;
+/// `EIATTR_NUM_MBARRIERS` (a function's memory barriers; 0xffff: not known statically).
+pub const NUM_MBARRIERS: u8 = 0x38;
 
 /// A record's bytes: eight inline (the common symbol-and-value records allocate
 /// nothing; a link parses and rewrites a record per function several times).

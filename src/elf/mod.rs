@@ -1,13 +1,17 @@
 //! ELF for the linker: the one reader ([`cubin`]: any ELF64 file's sections, the
 //! linkable cubin), what a device ELF says about itself (architecture, kernels, notes),
 //! and the image writer (and its re-layout of an image, [`relayout`]), `.nv.info`
-//! records, relocation types, capsule-Mercury records ([`capsule`]), image comparison and the
-//! resources `-v` reports read back from a written image ([`resources`]).
+//! records, relocation types, capsule-Mercury records ([`capsule`]), image comparison
+//! (whole, [`equiv`]; all but the code, [`interface`]; the code kernel by kernel,
+//! [`codestats`]) and the resources `-v` reports read back from a written image
+//! ([`resources`]).
 
 pub mod capsule;
+pub mod codestats;
 pub mod cubin;
 pub mod equiv;
 pub mod info;
+pub mod interface;
 pub mod relayout;
 pub mod reloc;
 pub mod resources;

@@ -3,13 +3,14 @@
 //! identities (nvlinkrs itself, ptxas, the libNVVM the link loads — `-nvvmpath`'s or the
 //! toolkit's —, libdevice, the LLVM helper, the finalizer's libnvJitLink, the ptxas
 //! launcher's file), the environment's settings that change the image by value (the
-//! finalizer's, the launcher's words), all from the link's one [`LinkEnv`] snapshot; and
-//! the inputs, read through the link's own [`Opened`] maps, so that the bytes hashed are
-//! the bytes linked (one read: a file replaced after the key was made is not what the link
-//! reads either). A file named twice is keyed as "the same file as input N" (nvlink reads
-//! an archive once per file, so a link and a copy are different links). Every file the key
-//! holds is stamped (device, inode, size, modification and change times) when read, and a
-//! link is stored only when none changed while it ran ([`LinkKey::unchanged`]).
+//! finalizer's, the launcher's words, incremental LTO's mode), all from the link's one
+//! [`LinkEnv`] snapshot; and the inputs, read through the link's own [`Opened`] maps, so
+//! that the bytes hashed are the bytes linked (one read: a file replaced after the key was
+//! made is not what the link reads either). A file named twice is keyed as "the same file
+//! as input N" (nvlink reads an archive once per file, so a link and a copy are different
+//! links). Every file the key holds is stamped (device, inode, size, modification and
+//! change times) when read, and a link is stored only when none changed while it ran
+//! ([`LinkKey::unchanged`]).
 //!
 //! [`LinkEnv`]: crate::linkenv::LinkEnv
 
@@ -75,6 +76,7 @@ pub fn key(plan: &Plan, cache: &Cache, opened: &Opened) -> Option<LinkKey> {
         || req.verbose
         || req.verbose2
         || req.verbose_keep
+        || plan.env.get(crate::lto::incremental::DUMP_VAR).is_some()
     {
         return None;
     }
@@ -126,6 +128,8 @@ fn normalized(req: &LinkRequest) -> LinkRequest {
             remote: None,
         },
         report_json: None,
+        // (`--incremental` as the mode it makes: `settings`)
+        incremental: false,
         ..req.clone()
     }
 }
@@ -170,9 +174,15 @@ fn finalizer(plan: &Plan) -> Option<Option<crate::finalize::Setting>> {
 }
 
 /// The settings of the environment that change the image by their value: the
-/// finalizer's, and the launcher's words (what runs ptxas, and how).
+/// finalizer's, the launcher's words (what runs ptxas, and how), and incremental LTO's
+/// mode in an LTO link (`--incremental` or `NVLINKRS_INCREMENTAL`: partitions are
+/// another image than the whole program's). `None` for a mode the link refuses.
 fn settings(plan: &Plan) -> Option<String> {
     let mut s = String::new();
+    let mode = plan.incremental().ok()?;
+    if plan.req.lto && mode != crate::cli::incremental::Mode::Off {
+        s += &format!("{}={mode:?}\n", crate::cli::incremental::VAR);
+    }
     if let Some(f) = finalizer(plan)? {
         s += &format!("{}={f:?}\n", crate::finalize::VAR);
     }

@@ -2,7 +2,7 @@
 //! contents were all seen before is answered from the cache (its output, its
 //! `--register-link-binaries` file and its messages, repeated in order) without reading an
 //! input as device code. What the key holds is in [`key`]. Links whose effects go beyond
-//! those (`-time`, `-dump-callgraph`, the verbose modes) and links with thin archives
+//! those (`-time`, `-dump-callgraph`, the verbose modes, incremental LTO's PTX dump) and links with thin archives
 //! (whose members live in other files) or inputs that are not regular files (a FIFO is read
 //! once) always run. What is stored is the bytes the link wrote
 //! ([`Written`](crate::output::Written)), never what is read back from its files, and only
@@ -85,9 +85,14 @@ pub fn request_key(args: &[String], env: &crate::linkenv::LinkEnv) -> Option<Str
         return None;
     }
     crate::cli::refuse_unimplemented(&given).ok()?;
-    let req = parsed.request().ok()?;
+    key_of(&parsed.request().ok()?, env)
+}
+
+/// The whole-link key (its hex digest) of the link `req` in the environment `env`, as
+/// [`request_key`] makes it (incremental LTO's background build asks for its own link so).
+pub fn key_of(req: &LinkRequest, env: &crate::linkenv::LinkEnv) -> Option<String> {
     let cache = Cache::open(req.cache.dir.as_ref()?, crate::cache::DEFAULT_CAP).ok()?;
-    let plan = Plan::with_env(&req, env.clone());
+    let plan = Plan::with_env(req, env.clone());
     key::key(&plan, &cache, &Opened::default()).map(|k| k.key.finish())
 }
 

@@ -298,6 +298,19 @@ const MUST_MISS: &[(&str, Step, Step)] = &[
         |w| w.set("NVLINKRS_PTXAS_LAUNCHER", Some("{D}/launch.sh")),
         |w| w.set("NVLINKRS_PTXAS_LAUNCHER", Some("{D}/launch.sh --fast")),
     ),
+    (
+        "NVLINKRS_INCREMENTAL",
+        |w| w.args("-arch", "-lto -arch"),
+        |w| w.set("NVLINKRS_INCREMENTAL", Some("1")),
+    ),
+    (
+        "NVLINKRS_INCREMENTAL's mode",
+        |w| {
+            w.args("-arch", "-lto -arch");
+            w.set("NVLINKRS_INCREMENTAL", Some("1"));
+        },
+        |w| w.set("NVLINKRS_INCREMENTAL", Some("partitions")),
+    ),
     // the inputs
     (
         "an input rewritten in place, its size and modification time kept",
@@ -347,6 +360,11 @@ const MUST_MISS: &[(&str, Step, Step)] = &[
         |_| {},
         |w| w.args("-lx", "-lx -kernels-used=k"),
     ),
+    (
+        "--incremental",
+        |w| w.args("-arch", "-lto -arch"),
+        |w| w.args("-lx", "-lx --incremental"),
+    ),
 ];
 
 /// (what the row changes, how the world is before, the change): no byte of the image.
@@ -382,6 +400,27 @@ const MUST_HIT: &[(&str, Step, Step)] = &[
         "a variable no link reads",
         |_| {},
         |w| w.set("EDITOR", Some("vi")),
+    ),
+    (
+        "--incremental and NVLINKRS_INCREMENTAL=1 (the same mode)",
+        |w| {
+            w.args("-arch", "-lto -arch");
+            w.args("-lx", "-lx --incremental");
+        },
+        |w| {
+            w.args(" --incremental", "");
+            w.set("NVLINKRS_INCREMENTAL", Some("1"));
+        },
+    ),
+    (
+        "NVLINKRS_INCREMENTAL=0 (off, as unset)",
+        |w| w.args("-arch", "-lto -arch"),
+        |w| w.set("NVLINKRS_INCREMENTAL", Some("0")),
+    ),
+    (
+        "NVLINKRS_INCREMENTAL in a link without LTO",
+        |_| {},
+        |w| w.set("NVLINKRS_INCREMENTAL", Some("partitions")),
     ),
     (
         "another folder for the cache",

@@ -52,6 +52,11 @@ pub const VARS: &[(&str, Effect)] = &[
     // job (whose words and file are in the key, as the launcher may change the cubin)
     ("NVLINKRS_FINALIZER", Effect::Image),
     ("NVLINKRS_PTXAS_LAUNCHER", Effect::Image),
+    // incremental LTO (`cli::incremental`): partitions are another image than the whole
+    // program's; its dump of each partition's PTX (`lto::incremental`: a link with it is
+    // not cached, as `-keep`'s is not)
+    ("NVLINKRS_INCREMENTAL", Effect::Image),
+    ("NVLINKRS_INCREMENTAL_DUMP", Effect::Runs),
     // the cache and the shared tier (where results are kept, never which)
     ("NVLINKRS_CACHE", Effect::Runs),
     ("NVLINKRS_CACHE_DIR", Effect::Runs),
@@ -71,12 +76,14 @@ pub const VARS: &[(&str, Effect)] = &[
     ("SCCACHE_*", Effect::Runs),
     // the daemon's switch, its idle time and its socket's place; the mark of its link
     // processes, the socket where they ask it for its finalizer worker
-    // (`daemon::finalizer`), and the mark of nvlinkrs' own children; the drop-in's log
-    // and real library
+    // (`daemon::finalizer`), the mark of its background builds of incremental LTO's
+    // partitions (set by the daemon, never forwarded) and of nvlinkrs' own children; the
+    // drop-in's log and real library
     ("NVLINKRS_DAEMON", Effect::Around),
     ("NVLINKRS_DAEMON_IDLE", Effect::Around),
     ("NVLINKRS_IN_DAEMON", Effect::Around),
     ("NVLINKRS_DAEMON_FINALIZER", Effect::Around),
+    ("NVLINKRS_INCREMENTAL_BACKGROUND", Effect::Around),
     ("XDG_RUNTIME_DIR", Effect::Around),
     ("NVLINKRS_CHILD", Effect::Around),
     ("NVLINKRS_JITLINK_LOG", Effect::Around),

@@ -10,6 +10,7 @@
 
 pub mod bitcode;
 pub mod crash;
+pub mod incremental;
 pub mod isolated;
 pub mod libnvvm;
 #[cfg(feature = "llvm")]

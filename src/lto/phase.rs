@@ -102,6 +102,20 @@ pub fn run(
         settings.host_info = false;
         settings.host_refs = Default::default();
     }
+    let mut whole_timer = None;
+    if plan.incremental()? != crate::cli::incremental::Mode::Off {
+        use lto::incremental::Outcome;
+        match lto::incremental::link(plan, ctx, &pool, &settings, &consensus, partial, timings)? {
+            Outcome::Partitioned(cubins) => {
+                if from_host && !pool.cudadevrt {
+                    return Err(Error::fatal("expected libcudadevrt object"));
+                }
+                return relocatable_outcome(cubins, &pool);
+            }
+            Outcome::Whole(timer) => whole_timer = timer,
+        }
+    }
+
     let options = lto::nvvm_options(&settings, &consensus);
     let engine = engine_for(plan, ctx, &pool)?;
     if req.verbose_keep {
@@ -164,6 +178,16 @@ pub fn run(
     let assembled = timings.phase("ptxas", || {
         ptxas_driver::assemble_all(&ctx.jobs, assembler.as_ref(), &jobs, threads)
     })?;
+    // (an incremental link's whole-program link: its time, for later links to weigh)
+    if let (Some(t), Some(cache)) = (whole_timer, ctx.cache()) {
+        let ms: u128 = timings
+            .phases
+            .iter()
+            .filter(|(p, _)| matches!(*p, "cicc" | "ptxas"))
+            .map(|(_, d)| d.as_millis())
+            .sum();
+        t.record(cache, ms as u64, timings);
+    }
     let mut cubins = Vec::with_capacity(assembled.len());
     for a in assembled {
         let mut a = a?;
@@ -179,24 +203,29 @@ pub fn run(
         return Err(Error::fatal("expected libcudadevrt object"));
     }
     if relocatable {
-        let inputs = cubins
-            .into_iter()
-            .map(|c| {
-                let cubin = elf::cubin::Cubin::parse(bytes::Bytes::from_vec(c), "lto.cubin")?;
-                Ok(merge::Input {
-                    cubin,
-                    system: false,
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let from = pool.modules.iter().map(|m| m.module.name.clone()).collect();
-        return Ok(LtoOutcome::Relocatable(inputs, from));
+        return relocatable_outcome(cubins, &pool);
     }
     timings.phase("write", || output::write_atomic(&req.output, &cubins[0]))?;
     if timings.written.keep {
         timings.written.out = cubins.into_iter().next();
     }
     Ok(LtoOutcome::Written)
+}
+
+/// LTO's relocatable cubins, for the merge, and the modules whose IR they hold.
+fn relocatable_outcome(cubins: Vec<Vec<u8>>, pool: &Pool) -> Result<LtoOutcome> {
+    let inputs = cubins
+        .into_iter()
+        .map(|c| {
+            let cubin = elf::cubin::Cubin::parse(bytes::Bytes::from_vec(c), "lto.cubin")?;
+            Ok(merge::Input {
+                cubin,
+                system: false,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let from = pool.modules.iter().map(|m| m.module.name.clone()).collect();
+    Ok(LtoOutcome::Relocatable(inputs, from))
 }
 
 /// The LTO engine for the module set: LLVM for LLVM bitcode (which nvlink refuses),
@@ -258,19 +287,7 @@ fn engine_uncached(
             ))
         }
         _ => {
-            // nvlink loads `<nvvmpath>/lib64/libnvvm.so` and nothing else; without
-            // `-nvvmpath` (which nvlink requires) the toolkit's libNVVM
-            // (the one the cache key holds: `Plan::libnvvm`)
-            let path =
-                match plan.libnvvm() {
-                    Some(path) => path,
-                    None => {
-                        plan.toolkit()?;
-                        return Err(Error::fatal("-nvvmpath should be specified with -lto").context(
-                        "no libNVVM in the CUDA toolkit found either (nvvm/lib64/libnvvm.so)",
-                    ));
-                    }
-                };
+            let path = libnvvm_path(plan)?;
             let lib = lto::libnvvm::LibNvvm::load(&path)?;
             if req.split_compile_extended.is_some_and(|n| n != 1) {
                 // libNVVM's own threads are not reliable: see lto::isolated
@@ -278,6 +295,20 @@ fn engine_uncached(
                 return Ok((Box::new(engine), "libNVVM", vec![path]));
             }
             Ok((Box::new(lto::NvvmEngine { lib }), "libNVVM", vec![path]))
+        }
+    }
+}
+
+/// The libNVVM a link loads: nvlink loads `<nvvmpath>/lib64/libnvvm.so` and nothing
+/// else; without `-nvvmpath` (which nvlink requires) the toolkit's libNVVM (the one the
+/// cache key holds: `Plan::libnvvm`).
+pub fn libnvvm_path(plan: &Plan) -> Result<std::path::PathBuf> {
+    match plan.libnvvm() {
+        Some(path) => Ok(path),
+        None => {
+            plan.toolkit()?;
+            Err(Error::fatal("-nvvmpath should be specified with -lto")
+                .context("no libNVVM in the CUDA toolkit found either (nvvm/lib64/libnvvm.so)"))
         }
     }
 }

@@ -229,10 +229,15 @@ fn place_externs(recs: &mut Vec<Record>, list: &[u32], in_place: bool, index: im
 }
 
 /// A kernel's records once its call tree is known: `CRS_STACK_SIZE` unknown when the
-/// tree recurses, the barrier count raised to the tree's (added when missing).
+/// tree recurses, the barrier count raised to the tree's (added when missing), and so
+/// the memory-barrier count (`NUM_MBARRIERS`: NVSHMEM's reductions give 0xffff, which
+/// nvlink 13.5 adds at the end of a calling kernel's records).
 fn kernel_records(recs: &mut Vec<Record>, props: KernelProps) {
     let KernelProps {
-        stack, barriers, ..
+        stack,
+        barriers,
+        mbarriers,
+        ..
     } = props;
     if stack == UNKNOWN_STACK {
         let mut found = false;
@@ -255,6 +260,17 @@ fn kernel_records(recs: &mut Vec<Record>, props: KernelProps) {
                 format: info::FMT_BVAL,
                 attr: info::NUM_BARRIERS,
                 value: barriers as u16,
+                payload: info::Payload::new(),
+            }),
+        }
+    }
+    if mbarriers > 0 {
+        match recs.iter_mut().find(|r| r.attr == info::NUM_MBARRIERS) {
+            Some(r) => r.value = r.value.max(mbarriers),
+            None => recs.push(Record {
+                format: info::FMT_HVAL,
+                attr: info::NUM_MBARRIERS,
+                value: mbarriers,
                 payload: info::Payload::new(),
             }),
         }

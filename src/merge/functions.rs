@@ -134,6 +134,9 @@ impl<'a> Merger<'a> {
                 .iter()
                 .find(|r| r.attr == info::NUM_BARRIERS)
                 .map_or(0, |r| (r.value & 0xFF) as u32);
+            let mbarriers = (records.iter())
+                .find(|r| r.attr == info::NUM_MBARRIERS && r.format == info::FMT_HVAL)
+                .map_or(0, |r| r.value);
             let max_regs = (records.iter())
                 .find(|r| r.attr == reglimit::MAXREG_COUNT && r.format == info::FMT_HVAL)
                 .map(|r| r.value as u32);
@@ -152,6 +155,7 @@ impl<'a> Merger<'a> {
                 regs: self.sym_value(SymKey::new(i, s), info::REGCOUNT),
                 frame: self.sym_value(SymKey::new(i, s), info::FRAME_SIZE),
                 barriers,
+                mbarriers,
                 callees: BTreeSet::new(),
                 listed_only: BTreeSet::new(),
                 self_call: false,

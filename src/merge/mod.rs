@@ -198,6 +198,8 @@ struct KernelProps {
     /// The stack (nvlink's value for one it cannot bound when the tree recurses).
     stack: u32,
     barriers: u32,
+    /// The largest `NUM_MBARRIERS` over the call tree (0: none has one).
+    mbarriers: u16,
     /// A new `EXTERNS` record comes before a new barrier count (`externs.rs`).
     externs_first: bool,
 }
@@ -279,6 +281,8 @@ struct Func {
     regs: u32,
     frame: u32,
     barriers: u32,
+    /// Its `NUM_MBARRIERS` value (0: no record).
+    mbarriers: u16,
     callees: BTreeSet<FuncId>,
     /// Of `callees`, those only the compiler's list of indirect targets (`.nv.callgraph`
     /// group 4) names: nvlink's call list, and its stack sizes, do not follow them (a

@@ -255,10 +255,12 @@ impl<'a> Merger<'a> {
             .map(|&g| self.funcs[g].barriers)
             .max()
             .unwrap_or(0);
+        let mbarriers = reach.iter().map(|&g| self.funcs[g].mbarriers).max();
         KernelProps {
             registers: regs,
             stack,
             barriers: bars,
+            mbarriers: mbarriers.unwrap_or(0),
             externs_first: self.externs_before_barriers(f),
         }
     }

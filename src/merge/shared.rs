@@ -1,9 +1,13 @@
 //! Shared memory: one offset per shared variable, laid out per kernel window as nvlink
 //! 13.5 does (slots for variables several kernels hold, each kernel's own after them,
-//! dynamic `extern` arrays last), the `.nv.shared.<kernel>` windows and
+//! dynamic `extern` arrays last; an extensible-whole-program object's kernels with the
+//! room ptxas laid out), the `.nv.shared.<kernel>` windows and
 //! `.nv_debug.shared`; nvlink's list sort (also read by symbols.rs, for `-r`).
 
 use super::*;
+
+/// `e_type` of an extensible-whole-program object (ptxas `-ewp`).
+pub(crate) const EWP: u16 = 0xFF00;
 
 /// Shared memory as `shared` lays it out, step by step.
 struct Layout {
@@ -76,6 +80,7 @@ impl<'a> Merger<'a> {
             0x400
         };
         let mut l = self.shared_users();
+        self.laid_out_shared(&mut l);
         // 0. the order steps 1 and 2 take the variables in: every shared variable of
         //    the inputs (those no code refers to included, a global once: where it is
         //    defined, else its first reference) but kernels' own locals
@@ -156,6 +161,24 @@ impl<'a> Merger<'a> {
             kernels_of,
             reached,
             at: BTreeMap::new(),
+        }
+    }
+
+    /// An extensible-whole-program object (ptxas `-ewp`, e_type 0xff00: incremental LTO's
+    /// partitions) comes with each kernel's shared memory laid out, in its
+    /// `.nv.shared.<kernel>` section and without the variables: the kernel's window
+    /// holds at least that section.
+    fn laid_out_shared(&self, l: &mut Layout) {
+        for (ki, &f) in self.kernels.iter().enumerate() {
+            let SymKey { input: i, sym: s } = self.funcs[f].key;
+            let c = &self.inputs[i].cubin;
+            if c.e_type != EWP {
+                continue;
+            }
+            let name = format!(".nv.shared.{}", c.symbols[s].name);
+            if let Some(sec) = c.sections.iter().find(|x| *x.name == *name) {
+                hold(&mut l.win[ki], sec.size, sec.align.max(1));
+            }
         }
     }
 

@@ -60,3 +60,48 @@ fn nvshmem_device_library_links_as_nvlink() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// A kernel calling NVSHMEM's team reduction (the new user's review program): the
+/// library's reduction records `NUM_MBARRIERS` 0xffff, which nvlink copies into the
+/// calling kernel's `.nv.info` (nvlinkrs did not: not equivalent). Compiled here with
+/// nvcc through NVSHMEM's headers; `-rdc` at sm_90, equivalent to nvlink's image (the
+/// library's functions come in another order).
+#[test]
+fn a_kernel_calling_a_reduction_gets_its_memory_barriers() {
+    let d = nvshmem();
+    // (the wheel's headers: beside the toolkit's `cu13` folder, as tests/fixtures/build.sh
+    // finds them)
+    let kit = std::fs::canonicalize(cuda()).unwrap();
+    let headers = kit.parent().unwrap().join("nvshmem").join("include");
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("red.cu");
+    std::fs::write(
+        &src,
+        "#include <nvshmem.h>\n#include <nvshmemx.h>\n\
+         __global__ void reduce(int *src, int *dst, int cnt) {\n\
+         nvshmem_int_sum_reduce(NVSHMEM_TEAM_WORLD, dst, src, cnt);\n  nvshmem_quiet();\n}\n",
+    )
+    .unwrap();
+    let obj = dir.path().join("red.o");
+    let ok = std::process::Command::new(cuda().join("bin/nvcc"))
+        .args(["-dc", "-arch=sm_90"])
+        .arg(format!("-I{}", headers.display()))
+        .arg(&src)
+        .arg("-o")
+        .arg(&obj)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "nvcc red.cu");
+    let a = vec![
+        "-arch=sm_90".to_string(),
+        obj.display().to_string(),
+        format!("-L{}", d.join("lib").display()),
+        format!("-L{}", cuda().join("lib").display()),
+        "-lnvshmem_device".to_string(),
+        "-lcudadevrt".to_string(),
+    ];
+    if let Err(e) = differential(&a) {
+        panic!("{e}");
+    }
+}

@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""The incremental LTO benchmark's runs (scripts/bench_incremental.sh prepares the programs and
+the environment, then runs this). For each program directory: the original objects and, per
+edit, the edited unit's object (recompiled at the unit's own path). Each run, back to back:
+nvlink's relink of the edited program, nvlinkrs' whole-program relink, the incremental relink
+cold (partitions, an empty cache) and warm (partitions, a cache that holds the original
+program's partitions). Also, once per run, the first link of the original program with
+--incremental and an empty cache (the whole-program link; the daemon then builds the
+partitions in the background, waited for before the next link) against nvlink's link.
+Writes the markdown tables on stdout.
+Usage: bench_incremental.py RUNS NVLINKRS CUDA WORKDIR PROGRAM...
+  where PROGRAM is NAME:SM:DIR, DIR holding base.list (the objects, in link order) and
+  EDIT.swap (the original object and the edited one, for edits K and F)."""
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+runs, nvlinkrs, cuda, work = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+programs = [p.split(":", 2) for p in sys.argv[5:]]
+runtime = os.path.join(work, "runtime")
+os.makedirs(runtime, mode=0o700, exist_ok=True)
+ENV = dict(os.environ, XDG_RUNTIME_DIR=runtime, NVLINKRS_DAEMON_IDLE="600")
+ENV.pop("NVLINKRS_INCREMENTAL", None)
+
+
+def link(cmd, env=None, ok=True):
+    """Runs a link: its wall seconds and its stderr."""
+    t = time.perf_counter()
+    p = subprocess.run(cmd, env=env or ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    took = time.perf_counter() - t
+    if ok and p.returncode != 0:
+        sys.exit("failed: " + " ".join(cmd) + "\n" + p.stderr)
+    return took, p.stderr
+
+
+def daemon_idle():
+    while True:
+        out = subprocess.run([nvlinkrs, "daemon", "status"], env=ENV, capture_output=True, text=True).stdout
+        if out.rstrip().endswith("background idle"):
+            return
+        time.sleep(0.5)
+
+
+def fresh(name):
+    d = os.path.join(work, name)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    return d
+
+
+def args(sm, objs):
+    return [f"-arch=sm_{sm}", "-dlto", f"-nvvmpath={cuda}/nvvm", f"-L{cuda}/lib", "-lcudadevrt", *objs]
+
+
+def ours(sm, objs, out, cache, mode, extra=()):
+    env = dict(ENV)
+    if mode:
+        env["NVLINKRS_INCREMENTAL"] = mode
+    cache_args = ["--cache-dir", cache] if cache else ["--no-cache"]
+    return [nvlinkrs, *args(sm, objs), *cache_args, *extra, "-o", out], env
+
+
+def med(xs):
+    return statistics.median(xs), min(xs), max(xs)
+
+
+def fmt(xs):
+    m, lo, hi = med(xs)
+    return f"{m:.2f} [{lo:.2f}-{hi:.2f}]"
+
+
+def compare(kind, a, b):
+    p = subprocess.run([nvlinkrs, "compare", kind, a, b], capture_output=True, text=True)
+    return p.returncode, p.stdout.strip().splitlines()
+
+
+rows, first_rows, quality = [], [], []
+for name, sm, d in programs:
+    base = open(os.path.join(d, "base.list")).read().split()
+    edits = sorted(f[:-5] for f in os.listdir(d) if f.endswith(".swap"))
+    firsts = []
+    for edit in edits:
+        orig, edited = open(os.path.join(d, edit + ".swap")).read().split()
+        objs = [edited if o == orig else o for o in base]
+        t = {k: [] for k in ("nvlink", "whole", "cold", "warm", "first", "nvlink_first")}
+        compiled = None
+        for r in range(runs):
+            out = fresh("out")
+            t["nvlink"].append(link([f"{cuda}/bin/nvlink", *args(sm, objs), "-o", f"{out}/nvlink.cubin"])[0])
+            cmd, env = ours(sm, objs, f"{out}/whole.cubin", None, None)
+            t["whole"].append(link(cmd, env)[0])
+            cmd, env = ours(sm, objs, f"{out}/cold.cubin", fresh("cold-cache"), "partitions")
+            t["cold"].append(link(cmd, env)[0])
+            # the cache of the original program: its first link with --incremental (the
+            # whole-program link, timed against nvlink's) and its background build
+            cache = fresh("warm-cache")
+            if edit == edits[0]:
+                t["nvlink_first"].append(link([f"{cuda}/bin/nvlink", *args(sm, base), "-o", f"{out}/n0.cubin"])[0])
+                cmd, env = ours(sm, base, f"{out}/first.cubin", cache, None, ["--incremental"])
+                t["first"].append(link(cmd, env)[0])
+                daemon_idle()
+            else:
+                cmd, env = ours(sm, base, f"{out}/first.cubin", cache, "partitions")
+                link(cmd, env)
+            cmd, env = ours(sm, objs, f"{out}/warm.cubin", cache, "partitions", ["-v"])
+            took, err = link(cmd, env)
+            t["warm"].append(took)
+            compiled = next((l.split("incremental LTO: ", 1)[1] for l in err.splitlines() if "to compile" in l), "?")
+            # the warm image is the cold one's, byte for byte (-v aside: a run without it)
+            cmd, env = ours(sm, objs, f"{out}/warm2.cubin", cache, "partitions")
+            link(cmd, env)
+            same = open(f"{out}/warm2.cubin", "rb").read() == open(f"{out}/cold.cubin", "rb").read()
+            if not same:
+                sys.exit(f"{name} sm_{sm} {edit}: the incremental image is not the cold partitioned one")
+        rc, interface = compare("--except-code", f"{out}/whole.cubin", f"{out}/cold.cubin")
+        if rc != 0:
+            sys.exit(f"{name} sm_{sm} {edit}: not equivalent but for the code:\n" + "\n".join(interface))
+        _, code = compare("--code", f"{out}/whole.cubin", f"{out}/cold.cubin")
+        ratio = lambda a, b: [x / y for x, y in zip(t[a], t[b])]
+        rows.append(
+            f"| {name} | sm_{sm} | {edit} | {compiled} | {fmt(t['nvlink'])} | {fmt(t['whole'])} | "
+            f"{fmt(t['cold'])} | {fmt(t['warm'])} | {fmt(ratio('nvlink', 'warm'))} | {fmt(ratio('nvlink', 'cold'))} |"
+        )
+        if t["first"]:
+            first_rows.append(
+                f"| {name} | sm_{sm} | {fmt(t['nvlink_first'])} | {fmt(t['first'])} | {fmt(ratio('nvlink_first', 'first'))} |"
+            )
+        summary = [l for l in code if ":" in l and not l.startswith("_")]
+        quality.append(f"| {name} | sm_{sm} | {edit} | " + "; ".join(s.split(":", 1)[1].strip() for s in summary) + " |")
+
+print("## Relinks after an edit\n")
+print("Wall seconds, median [fastest-slowest] of the paired runs; speed-up: nvlink's relink over the")
+print("incremental relink, run by run (median [range]). K: an edit inside one unit's kernel; F: an edit")
+print("of a function kernels of several units call. Compiled: what the warm incremental relink compiled.\n")
+print("| program | arch | edit | compiled | nvlink relink | nvlinkrs whole-program | incremental cold | incremental warm | speed-up warm | speed-up cold |")
+print("|---|---|---|---|---|---|---|---|---|---|")
+print("\n".join(rows))
+print("\n## First link in incremental mode\n")
+print("The original program linked with `--incremental` and an empty cache (the whole-program link;")
+print("the partitions are then built by the daemon in the background) against nvlink's link.\n")
+print("| program | arch | nvlink | nvlinkrs --incremental, first | nvlink / first |")
+print("|---|---|---|---|---|")
+print("\n".join(first_rows))
+print("\n## Code of the incremental image against the whole-program image\n")
+print("`nvlinkrs compare --code` of the whole-program image and the incremental one (the same kernels;")
+print("registers; SASS instructions of the kernels, cloned callees included; kernels with more CALLs;")
+print("kernels with another stack size). Every incremental image was also found equivalent to the")
+print("whole-program one but for the code (`compare --except-code`) and equal, byte for byte, to a cold")
+print("partitioned link of the same inputs.\n")
+print("| program | arch | edit | kernels; registers; instructions; calls; stack |")
+print("|---|---|---|---|")
+print("\n".join(quality))

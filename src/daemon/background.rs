@@ -1,0 +1,213 @@
+//! Background work of the daemon: the partitions of an incremental link's program built
+//! after its first (whole-program) link answered. A request carries the link's arguments,
+//! working directory, environment snapshot and cache key, like a link's; the daemon
+//! queues it (once: the same request with the same key queued twice is one job), answers
+//! at once, and runs the jobs one at a time on a thread of its own as child links at the
+//! lowest priority (nice 19, one job of the budget) with `NVLINKRS_INCREMENTAL=partitions`
+//! and the background mark, which makes the child write its image to a private scratch
+//! folder it removes (the user's output is not touched). `daemon status` reports the
+//! queue (`idle` when empty). The link asking for it does so through [`request`], once it
+//! is done.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::{Condvar, Mutex};
+
+use crate::cli::LinkRequest;
+use crate::diag::Diagnostics;
+use crate::linkenv::LinkEnv;
+use crate::lto::incremental::background::{IMAGE, MARK, as_background, is_background};
+
+/// One queued build: the request's frames.
+type Job = Vec<(String, Vec<u8>)>;
+
+#[derive(Default)]
+pub struct Queue {
+    state: Mutex<State>,
+    wake: Condvar,
+}
+
+#[derive(Default)]
+struct State {
+    jobs: VecDeque<Job>,
+    /// The child running now, by pid.
+    running: Option<u32>,
+    stopping: bool,
+}
+
+impl Queue {
+    /// Queues a request's build unless the same one is queued already: the same frames,
+    /// the build's cache key among them (a request without a key is never merged, as a
+    /// link's request in flight).
+    pub fn push(&self, job: Job) {
+        let mut s = self.state.lock().unwrap();
+        let keyed = job.iter().any(|(k, _)| k == "key");
+        if !(keyed && s.jobs.contains(&job)) {
+            s.jobs.push_back(job);
+            self.wake.notify_all();
+        }
+    }
+
+    /// (queued, running) for `daemon status`.
+    pub fn counts(&self) -> (u64, u64) {
+        let s = self.state.lock().unwrap();
+        (s.jobs.len() as u64, s.running.is_some() as u64)
+    }
+
+    pub fn busy(&self) -> bool {
+        let (q, r) = self.counts();
+        q + r > 0
+    }
+
+    /// Ends the worker: the queue is dropped, a running build is killed.
+    pub fn stop(&self) {
+        let mut s = self.state.lock().unwrap();
+        s.stopping = true;
+        s.jobs.clear();
+        if let Some(pid) = s.running {
+            // SAFETY: kill(2) on the process group of a child this daemon started (the
+            // build and its ptxas jobs); child::run reaps it.
+            unsafe {
+                libc::kill(-(pid as libc::pid_t), libc::SIGKILL);
+            }
+        }
+        self.wake.notify_all();
+    }
+
+    /// The worker: runs the jobs one by one until stopped.
+    pub fn work(&self, forwarded: impl Fn(&str) -> bool) {
+        loop {
+            let job = {
+                let mut s = self.state.lock().unwrap();
+                loop {
+                    if s.stopping {
+                        return;
+                    }
+                    if let Some(j) = s.jobs.pop_front() {
+                        break j;
+                    }
+                    s = self.wake.wait(s).unwrap();
+                }
+            };
+            let Some(mut cmd) = command(&job, &forwarded) else {
+                continue;
+            };
+            // (the pid recorded before the child can run long: stop() kills its group)
+            let _ = crate::child::run_started(&mut cmd, Vec::new(), limits(), |pid| {
+                self.state.lock().unwrap().running = Some(pid)
+            });
+            self.state.lock().unwrap().running = None;
+        }
+    }
+}
+
+/// Asks this user's daemon (started when none runs) for the partitions of the link `req`,
+/// in the environment `env` (its snapshot), to be built in the background; under `-v`
+/// says whether it took them. The request carries the snapshot and the cache key of the
+/// link the background build runs ([`key`]), as a link's request to the daemon does.
+pub fn request(req: &LinkRequest, env: &LinkEnv, diag: &Diagnostics) {
+    if is_background(env) || req.nvjitlink {
+        return;
+    }
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let queued = super::queue_background(&args, env, key(req, env).as_deref());
+    if req.verbose {
+        diag.info(match queued {
+            true => "incremental LTO: the partitions are being built in the background (nvlinkrs daemon status)",
+            false => "incremental LTO: no daemon could take the background build; NVLINKRS_INCREMENTAL=partitions builds the partitions in a link",
+        });
+    }
+}
+
+/// The whole-link cache key of the background build of `req` (in partitions mode, marked,
+/// its request as `lto::incremental::background::adjust` makes it), from the link's
+/// snapshot `env`: what queued builds are merged by (`None`: the link is not cached, and
+/// its build is never merged).
+fn key(req: &LinkRequest, env: &LinkEnv) -> Option<String> {
+    let mut req = req.clone();
+    as_background(&mut req, PathBuf::from(IMAGE));
+    let mut env = env.clone();
+    env.set(crate::cli::incremental::VAR, Some("partitions"));
+    env.set(MARK, Some("1"));
+    crate::linkcache::key_of(&req, &env)
+}
+
+/// What a background build may take (`child::Limits`): an hour of wall time (or
+/// `NVLINKRS_CHILD_TIMEOUT`'s seconds), no stall limit (it may wait for the cache's
+/// lock), and a MiB of output (it prints nothing but errors).
+fn limits() -> crate::child::Limits {
+    let hour = std::time::Duration::from_secs(3600);
+    crate::child::Limits {
+        wall: crate::child::Limits::wall_for(0, hour, std::time::Duration::ZERO),
+        stall: None,
+        stdout: 1 << 20,
+    }
+}
+
+/// The child link of a job: the daemon's own binary, in the request's directory with
+/// the request's environment, at the lowest priority, its output thrown away.
+fn command(job: &Job, forwarded: &impl Fn(&str) -> bool) -> Option<std::process::Command> {
+    let text = |v: &[u8]| String::from_utf8_lossy(v).into_owned();
+    let cwd = job
+        .iter()
+        .find(|(k, _)| k == "cwd")
+        .map(|(_, v)| PathBuf::from(text(v)))
+        .filter(|c| c.is_absolute() && c.is_dir())?;
+    // (child::command: its own process group, killed with the daemon's worker thread)
+    let mut cmd = crate::child::command("/proc/self/exe");
+    cmd.args(job.iter().filter(|(k, _)| k == "arg").map(|(_, v)| text(v)))
+        .current_dir(cwd)
+        .env_clear()
+        .env(super::IN_DAEMON, "1");
+    for (_, v) in job.iter().filter(|(k, _)| k == "env") {
+        if let Some((name, value)) = text(v).split_once('=')
+            && forwarded(name)
+            && name != "MAKEFLAGS"
+        {
+            cmd.env(name, value);
+        }
+    }
+    cmd.env(crate::cli::incremental::VAR, "partitions")
+        .env(MARK, "1")
+        .env("NVLINKRS_JOBS", "1");
+    // SAFETY: setpriority(2) is async-signal-safe.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+            libc::setpriority(libc::PRIO_PROCESS, 0, 19);
+            Ok(())
+        });
+    }
+    Some(cmd)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(key: Option<&str>) -> Job {
+        let mut j: Job = vec![
+            ("background".into(), Vec::new()),
+            ("arg".into(), b"-dlto".to_vec()),
+            ("cwd".into(), b"/".to_vec()),
+        ];
+        j.extend(key.map(|k| ("key".to_string(), k.as_bytes().to_vec())));
+        j
+    }
+
+    /// Queued builds are merged only when their keys agree, as links in flight are: a
+    /// request without a key (a link the cache does not take) is queued every time.
+    #[test]
+    fn queued_builds_are_merged_only_on_the_same_key() {
+        let q = Queue::default();
+        q.push(job(Some("k1")));
+        q.push(job(Some("k1")));
+        assert_eq!(q.counts(), (1, 0));
+        q.push(job(Some("k2")));
+        assert_eq!(q.counts(), (2, 0));
+        q.push(job(None));
+        q.push(job(None));
+        assert_eq!(q.counts(), (4, 0));
+        q.stop();
+        assert_eq!(q.counts(), (0, 0));
+    }
+}

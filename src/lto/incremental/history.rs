@@ -1,0 +1,106 @@
+//! What earlier links of a program cost, kept in the cache so that an incremental link
+//! can tell whether compiling its changed partitions would take longer than the
+//! whole-program link: the whole link's libNVVM and ptxas time, and each partition's
+//! (by its unit and kernels, which outlive an edit; its manifest does not). A program is
+//! its input paths, target and options, not their contents. A history that cannot be
+//! read is no history: estimates are only ever a choice of the faster way to the same
+//! kind of result, never a result.
+
+use std::collections::BTreeMap;
+
+use crate::cache::{Cache, Key};
+use crate::cli::LinkRequest;
+use crate::cli::incremental::Mode;
+
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+pub struct History {
+    /// The whole-program link's libNVVM and ptxas time, in milliseconds.
+    pub whole_ms: Option<u64>,
+    /// Each partition's libNVVM and ptxas time, by [`identity`].
+    pub partitions: BTreeMap<String, u64>,
+}
+
+/// A partition as later links know it: its unit and its kernels.
+pub fn identity(module: Option<&str>, kernels: &[String]) -> String {
+    let mut k = kernels.to_vec();
+    k.sort();
+    format!("{}:{}", module.unwrap_or("<data>"), k.join(","))
+}
+
+/// The history's key: the program (`req`, less what changes no byte) in incremental mode
+/// `mode`.
+fn key(req: &LinkRequest, mode: Mode) -> Key {
+    let normalized = LinkRequest {
+        output: Default::default(),
+        register_link_binaries: None,
+        report_json: None,
+        time: None,
+        cache: crate::cache::place::Place {
+            dir: None,
+            default: false,
+            remote: None,
+        },
+        verbose: false,
+        verbose2: false,
+        incremental: false,
+        ..req.clone()
+    };
+    Key::new("inc-history")
+        .text(&format!("{mode:?}"))
+        .text(&format!("{normalized:?}"))
+}
+
+/// The program's history (empty when there is none).
+pub fn load(cache: &Cache, req: &LinkRequest, mode: Mode) -> History {
+    cache
+        .get(&key(req, mode))
+        .and_then(|e| serde_json::from_slice(&e).ok())
+        .unwrap_or_default()
+}
+
+/// Stores the program's history (a store that fails is only a lost estimate).
+pub fn store(cache: &Cache, req: &LinkRequest, mode: Mode, h: &History) {
+    if let Ok(bytes) = serde_json::to_vec(h) {
+        cache.put(&key(req, mode), &bytes);
+    }
+}
+
+/// Whether compiling `misses` (partition identities) is expected to take longer than a
+/// whole-program link: only when every one of them and the whole link were measured.
+pub fn whole_is_faster(h: &History, misses: &[String]) -> bool {
+    let Some(whole) = h.whole_ms else {
+        return false;
+    };
+    let mut sum = 0u64;
+    for m in misses {
+        match h.partitions.get(m) {
+            Some(ms) => sum += ms,
+            None => return false,
+        }
+    }
+    sum > whole
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partitions_are_weighed_against_the_whole_link_only_when_all_were_measured() {
+        let mut h = History::default();
+        let (a, b) = (
+            identity(Some("a.o"), &["k2".into(), "k1".into()]),
+            identity(None, &[]),
+        );
+        assert_eq!((a.as_str(), b.as_str()), ("a.o:k1,k2", "<data>:"));
+        h.partitions.insert(a.clone(), 600);
+        h.partitions.insert(b.clone(), 300);
+        // no whole link measured: partitions
+        assert!(!whole_is_faster(&h, &[a.clone(), b.clone()]));
+        h.whole_ms = Some(800);
+        assert!(whole_is_faster(&h, &[a.clone(), b.clone()]));
+        assert!(!whole_is_faster(&h, std::slice::from_ref(&a)));
+        // a partition never measured (a new unit): partitions
+        assert!(!whole_is_faster(&h, &[a, b, "c.o:k3".into()]));
+    }
+}

@@ -1,0 +1,228 @@
+//! Incremental device LTO (`--incremental`, `NVLINKRS_INCREMENTAL=1`): a `-dlto` link as
+//! partitions, each one libNVVM program over every module with nvlink's options and the
+//! kernels of one unit as its roots, assembled by ptxas as an extensible whole program
+//! (`-ewp`) and merged with the rest.
+//! After an edit only the partitions whose reachable code changed are compiled again:
+//! a partition's PTX is cached under its manifest (the hashes of exactly the functions
+//! and variables it reaches, [`plan`]), its option list, the names the IR linker may
+//! rename, and libNVVM's identity; its cubin under its rewritten PTX ([`ptx`]) and
+//! ptxas's identity. `bitstream` and `summary` read each module without LLVM, at every
+//! target. What cannot be partitioned is linked whole-program, as without the option
+//! (with `-v`, the reason). The first link of a program in [`Mode::Auto`] is the
+//! whole-program link while the partitions are built in the background
+//! ([`background`]).
+
+pub mod background;
+pub mod bitstream;
+mod compile;
+pub mod history;
+mod link;
+pub mod plan;
+pub mod ptx;
+pub mod summary;
+
+use crate::cli::incremental::Mode;
+use crate::consensus::{Consensus, Opt};
+use crate::context::LinkContext;
+use crate::diag::Result;
+use crate::lto::{self, IrForm, IrModule, LtoSettings, pool::Pool};
+use crate::plan::Plan as LinkPlan;
+use crate::report::Timings;
+pub use link::{DUMP_VAR, EWP_OPTION};
+
+/// Why this link is not partitioned, if it is not (said under `-v`).
+fn refusal(plan: &LinkPlan, pool: &Pool, settings: &LtoSettings, partial: bool) -> Option<String> {
+    let req = plan.req;
+    let why = if req.nvjitlink {
+        // (the drop-in answers with nvJitLink's image; a background build would take the
+        // host program's command line for a link's)
+        "the drop-in libnvJitLink links as nvJitLink does"
+    } else if partial {
+        "partial LTO (an input without IR, -force-partial-lto or -r)"
+    } else if req.emit_ptx {
+        "-emit-ptx"
+    } else if req.debug {
+        "-g (debug links are linked whole-program)"
+    } else if req.split_compile.is_some() || req.split_compile_extended.is_some() {
+        "-split-compile"
+    } else if pool
+        .modules
+        .iter()
+        .any(|m| m.module.form == IrForm::Bitcode)
+    {
+        "LLVM bitcode inputs"
+    } else if settings.force_device_c {
+        "relocatable LTO output"
+    } else {
+        return None;
+    };
+    Some(why.into())
+}
+
+/// What an incremental link did.
+pub enum Outcome {
+    /// The cubins to merge: code partitions in input order, then the data partition.
+    Partitioned(Vec<Vec<u8>>),
+    /// The link is to be whole-program; with a recorder when its time is worth keeping
+    /// (the program could be partitioned: later links weigh partitions against it).
+    Whole(Option<Box<WholeTimer>>),
+}
+
+/// What the whole-program link of an incremental link does once its libNVVM and ptxas
+/// are done: its time recorded in the program's history, and the partitions asked for in
+/// the background (not sooner: the background build would take CPU from this link).
+pub struct WholeTimer {
+    req: crate::cli::LinkRequest,
+}
+
+impl WholeTimer {
+    /// The whole link's libNVVM and ptxas took `ms` milliseconds: recorded, and the
+    /// background build asked for once the link is done (`timings.background`).
+    pub fn record(self, cache: &crate::cache::Cache, ms: u64, timings: &mut Timings) {
+        let mut h = history::load(cache, &self.req, Mode::Auto);
+        h.whole_ms = Some(ms);
+        history::store(cache, &self.req, Mode::Auto, &h);
+        timings.background = true;
+    }
+}
+
+/// Links the pool as partitions, or says to link it whole-program (under `-v`, why).
+pub fn link(
+    plan: &LinkPlan,
+    ctx: &LinkContext,
+    pool: &Pool,
+    settings: &LtoSettings,
+    consensus: &Consensus,
+    partial: bool,
+    timings: &mut Timings,
+) -> Result<Outcome> {
+    let (req, diag) = (plan.req, ctx.diag);
+    let say = |why: &str| {
+        if req.verbose {
+            diag.info(&format!("incremental LTO: linking whole-program: {why}"));
+        }
+    };
+    if let Some(why) = refusal(plan, pool, settings, partial) {
+        say(&why);
+        return Ok(Outcome::Whole(None));
+    }
+    let Some(cache) = ctx.cache() else {
+        say("it needs the cache, which is off");
+        return Ok(Outcome::Whole(None));
+    };
+    let modules: Vec<IrModule> = pool.modules.iter().map(|m| m.module.clone()).collect();
+    let lines = consensus.value(Opt::LineInfo).is_some();
+    let sums = timings.phase("summaries", || {
+        Ok(ctx.jobs.run_all(
+            "summaries",
+            &modules,
+            0,
+            |m| m.data.len(),
+            |m| summary::summarize(m, lines),
+        ))
+    })?;
+    let names: Vec<String> = modules.iter().map(|m| m.name.clone()).collect();
+    let refs = settings.host_info.then_some(&settings.host_refs);
+    let parts = match plan::make(&sums, &names, refs) {
+        Ok(p) => p,
+        Err(why) => {
+            say(&why);
+            return Ok(Outcome::Whole(None));
+        }
+    };
+    if req.verbose && !parts.copied_addresses.is_empty() {
+        diag.info(&format!(
+            "incremental LTO: {} function(s) whose address is taken are copied into several partitions (pointers to them taken in different partitions compare unequal): {}",
+            parts.copied_addresses.len(),
+            parts.copied_addresses.join(", ")
+        ));
+    }
+    let libnvvm = lto::phase::libnvvm_path(plan)?;
+    let jobs = compile::jobs(
+        &parts,
+        settings,
+        consensus,
+        &sums,
+        &cache.tool_id(&libnvvm)?,
+    );
+    let cached: Vec<Option<compile::Entry>> = jobs
+        .iter()
+        .map(|j| cache.get(&j.key).and_then(|e| compile::Entry::unpack(&e)))
+        .collect();
+    let identities: Vec<String> = parts
+        .partitions
+        .iter()
+        .map(|p| {
+            let kernels: Vec<String> = p.lists.ek.iter().chain(&p.lists.ik).cloned().collect();
+            history::identity(p.module.map(|m| names[m].as_str()), &kernels)
+        })
+        .collect();
+    let todo: Vec<usize> = (0..jobs.len()).filter(|&i| cached[i].is_none()).collect();
+    let mode = plan.incremental()?;
+    let mut hist = history::load(cache, req, mode);
+    if mode == Mode::Auto {
+        let timer = || Outcome::Whole(Some(Box::new(WholeTimer { req: req.clone() })));
+        let code_misses = todo.iter().filter(|&&i| i + 1 < jobs.len()).count();
+        if code_misses == jobs.len() - 1 {
+            say("no partition of this program is built yet");
+            return Ok(timer());
+        }
+        let misses: Vec<String> = todo.iter().map(|&i| identities[i].clone()).collect();
+        if history::whole_is_faster(&hist, &misses) {
+            say(&format!(
+                "compiling its {} changed partitions took longer than a whole-program link",
+                misses.len()
+            ));
+            return Ok(timer());
+        }
+    }
+    if req.verbose {
+        diag.info(&format!(
+            "incremental LTO: {} partitions and the data partition, {} to compile",
+            jobs.len() - 1,
+            todo.len()
+        ));
+    }
+    let engine = lto::NvvmEngine {
+        lib: lto::libnvvm::LibNvvm::load(&libnvvm)?,
+    };
+    let compiled = timings.phase("cicc", || {
+        Ok(ctx.jobs.run_all(
+            "partitions",
+            &todo,
+            0,
+            |&i| jobs[i].reach,
+            |&i| compile::compile(&engine, &modules, &jobs[i], cache),
+        ))
+    })?;
+    let mut compiled = todo.iter().copied().zip(compiled);
+    let mut entries: Vec<compile::Entry> = Vec::with_capacity(jobs.len());
+    for (i, c) in cached.into_iter().enumerate() {
+        let entry = match c {
+            Some(e) => e,
+            None => {
+                let (k, r) = compiled.next().expect("one result per compiled partition");
+                debug_assert_eq!(k, i);
+                r?
+            }
+        };
+        for line in entry.log.lines() {
+            diag.info(line);
+        }
+        entries.push(entry);
+    }
+    let keys: Vec<crate::cache::Key> = jobs.iter().map(|j| j.key.clone()).collect();
+    let roots: Vec<_> = jobs.iter().map(|j| j.roots.clone()).collect();
+    let (cubins, ptxas_ms) = link::cubins(
+        plan, ctx, cache, consensus, &parts, &keys, &roots, &entries, timings,
+    )?;
+    // what the partitions compiled now cost, for later links to weigh
+    for &i in &todo {
+        hist.partitions
+            .insert(identities[i].clone(), entries[i].ms + ptxas_ms[i]);
+    }
+    if !todo.is_empty() {
+        history::store(cache, req, mode, &hist);
+    }
+    Ok(Outcome::Partitioned(cubins))
+}

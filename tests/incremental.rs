@@ -1,0 +1,453 @@
+//! Incremental LTO (`--incremental`, `NVLINKRS_INCREMENTAL`): each rule a partitioned link
+//! keeps, checked on a program made for it (`tests/fixtures/incremental`, built by this
+//! test with the pinned nvcc) or on the shared fixtures: the partitioned image against
+//! the whole-program image of the same inputs by `nvlinkrs compare --except-code` (all
+//! but the code), and what the rule is about read off the image. Then what makes it
+//! incremental: after an edit only the partitions whose code changed are compiled again,
+//! and the image is the one a cold partitioned link of the edited inputs writes, whatever
+//! the thread count.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use nvlinkrs::bytes::Bytes;
+use nvlinkrs::elf::cubin::Cubin;
+
+fn cuda() -> PathBuf {
+    PathBuf::from(std::env::var_os("CUDA_HOME").expect("CUDA_HOME (set by scripts/test.sh)"))
+}
+
+fn fixtures() -> PathBuf {
+    PathBuf::from(
+        std::env::var_os("NVLINKRS_FIXTURES").expect("NVLINKRS_FIXTURES (set by scripts/test.sh)"),
+    )
+}
+
+fn nvlinkrs() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_nvlinkrs"))
+}
+
+/// The programs of `tests/fixtures/incremental`, built once (a lock keeps two test
+/// processes from building them at once).
+fn programs() -> PathBuf {
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("incremental-fixtures");
+            std::fs::create_dir_all(&out).unwrap();
+            let script =
+                Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/incremental/build.sh");
+            let status = Command::new("flock")
+                .arg(out.join(".lock"))
+                .arg("bash")
+                .arg(script)
+                .arg(cuda())
+                .arg(&out)
+                .status()
+                .unwrap();
+            assert!(status.success(), "building the incremental fixtures");
+            out
+        })
+        .clone()
+}
+
+struct Linked {
+    image: Vec<u8>,
+    messages: String,
+}
+
+/// One link: `mode` is `NVLINKRS_INCREMENTAL` (none: whole-program), `cache` the cache
+/// folder (none: the cache off), `env` more settings.
+fn link(args: &[String], mode: Option<&str>, cache: Option<&Path>, env: &[(&str, &str)]) -> Linked {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.cubin");
+    let mut cmd = Command::new(nvlinkrs());
+    cmd.args(args)
+        .arg("-o")
+        .arg(&out)
+        .env_remove("NVLINKRS_INCREMENTAL");
+    match cache {
+        Some(c) => cmd.arg("--cache-dir").arg(c),
+        None => cmd.arg("--no-cache"),
+    };
+    if let Some(m) = mode {
+        cmd.env("NVLINKRS_INCREMENTAL", m);
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let r = cmd.output().unwrap();
+    let messages =
+        String::from_utf8_lossy(&r.stderr).into_owned() + &String::from_utf8_lossy(&r.stdout);
+    assert!(r.status.success(), "{args:?}: {messages}");
+    Linked {
+        image: std::fs::read(&out).unwrap(),
+        messages,
+    }
+}
+
+/// `-arch=sm_N -dlto` with libcudadevrt and `objects`, then `extra`.
+fn args(sm: u32, objects: &[PathBuf], extra: &[&str]) -> Vec<String> {
+    let mut a = vec![
+        format!("-arch=sm_{sm}"),
+        "-dlto".into(),
+        format!("-L{}", cuda().join("lib").display()),
+        "-lcudadevrt".into(),
+    ];
+    a.extend(objects.iter().map(|o| o.display().to_string()));
+    a.extend(extra.iter().map(|s| s.to_string()));
+    a
+}
+
+fn program(names: &[&str]) -> Vec<PathBuf> {
+    names.iter().map(|n| programs().join(n)).collect()
+}
+
+/// `compare --except-code`'s lines (it must find the images equivalent).
+fn except_code(whole: &[u8], partitioned: &[u8]) -> Vec<String> {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("whole.cubin"), dir.path().join("inc.cubin"));
+    std::fs::write(&a, whole).unwrap();
+    std::fs::write(&b, partitioned).unwrap();
+    let r = Command::new(nvlinkrs())
+        .args(["compare", "--except-code"])
+        .arg(&a)
+        .arg(&b)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&r.stdout).into_owned();
+    assert_eq!(r.status.code(), Some(0), "{text}");
+    text.lines().map(str::to_string).collect()
+}
+
+/// The whole-program image and the partitioned one (a cold cache) of one link, found
+/// equivalent but for the code; `compare`'s notes are returned.
+fn both(args: &[String]) -> (Linked, Linked, Vec<String>) {
+    let cache = tempfile::tempdir().unwrap();
+    let whole = link(args, None, None, &[]);
+    let verbose: Vec<String> = args.iter().cloned().chain(["-v".to_string()]).collect();
+    let inc = link(&verbose, Some("partitions"), Some(cache.path()), &[]);
+    let lines = except_code(&whole.image, &inc.image);
+    assert_eq!(
+        lines.last().map(String::as_str),
+        Some("equivalent but for the code")
+    );
+    (whole, inc, lines)
+}
+
+/// Each defined symbol's name, and how many times the image defines it.
+fn definitions(image: &[u8]) -> BTreeMap<String, usize> {
+    let c = Cubin::parse(Bytes::from_vec(image.to_vec()), "image").unwrap();
+    let mut out = BTreeMap::new();
+    for s in c
+        .symbols
+        .iter()
+        .filter(|s| s.defined() && !s.name.is_empty() && s.ty != 3)
+    {
+        *out.entry(s.name.to_string()).or_default() += 1;
+    }
+    out
+}
+
+fn kernels(image: &[u8]) -> std::collections::BTreeSet<String> {
+    let c = Cubin::parse(Bytes::from_vec(image.to_vec()), "image").unwrap();
+    c.symbols
+        .iter()
+        .filter(|s| s.is_kernel())
+        .map(|s| s.name.to_string())
+        .collect()
+}
+
+/// The one defined symbol whose name ends with `suffix`, and how often it is defined.
+fn defined_once(defs: &BTreeMap<String, usize>, suffix: &str) {
+    let found: Vec<(&String, &usize)> = defs.iter().filter(|(n, _)| n.ends_with(suffix)).collect();
+    assert_eq!(found.len(), 1, "{suffix}: {found:?}");
+    assert_eq!(*found[0].1, 1, "{suffix} defined {} times", found[0].1);
+}
+
+#[test]
+fn a_static_two_partitions_reach_is_defined_once_and_the_host_sees_its_variables_once() {
+    // st_a.cu's static `hits` and bump()'s function-local static `calls` are written by
+    // code both kernels inline (two partitions); `total` and `scale_c` are the host's
+    let (whole, inc, notes) = both(&args(
+        90,
+        &program(&["st_a_90.o", "st_b_90.o", "st_main_90.o"]),
+        &[],
+    ));
+    let defs = definitions(&inc.image);
+    for v in [
+        "_st_a_cu_scale_c_hits",
+        "_ZZ4bumpiE5calls",
+        "total",
+        "scale_c",
+    ] {
+        defined_once(&defs, v);
+    }
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.starts_with("note: variable __nv_static_")
+                && n.ends_with("_st_a_cu_scale_c_hits: made visible"))
+    );
+    assert!(notes.contains(&"note: variable _ZZ4bumpiE5calls: made visible".to_string()));
+    // the kernel the host never launches is dropped in both
+    assert_eq!(kernels(&whole.image), kernels(&inc.image));
+    assert!(!kernels(&inc.image).iter().any(|k| k.contains("kunused")));
+    assert!(
+        inc.messages
+            .contains("incremental LTO: 2 partitions and the data partition, 3 to compile"),
+        "{}",
+        inc.messages
+    );
+}
+
+#[test]
+fn a_weak_template_two_units_instantiate_is_one_kernel() {
+    // tk<int> and twice<int> are instantiated (weak) in both units; tk<float> in one
+    let (whole, inc, _) = both(&args(90, &program(&["tp_a_90.o", "tp_b_90.o"]), &[]));
+    assert_eq!(kernels(&inc.image), kernels(&whole.image));
+    assert_eq!(
+        kernels(&inc.image),
+        ["_Z2tkIfEvPT_".to_string(), "_Z2tkIiEvPT_".to_string()].into()
+    );
+    defined_once(&definitions(&inc.image), "_Z2tkIiEvPT_");
+}
+
+#[test]
+fn a_kernel_launched_from_another_units_kernel_is_kept_with_libcudadevrt() {
+    // dl_a.cu's parent launches dl_b.cu's child from the device; the host only parent
+    for sm in [90, 100] {
+        let objs = program(&[&format!("dl_a_{sm}.o"), &format!("dl_b_{sm}.o")]);
+        let (whole, inc, _) = both(&args(sm, &objs, &[]));
+        let k = kernels(&inc.image);
+        assert_eq!(k, kernels(&whole.image), "sm_{sm}");
+        assert!(
+            k.contains("_Z5childPii") && k.contains("_Z6parentPii"),
+            "sm_{sm}: {k:?}"
+        );
+        let defs = definitions(&inc.image);
+        defined_once(&defs, "launches");
+        // libcudadevrt's code is linked where the launch needs it
+        assert!(
+            defs.keys().any(|n| n.contains("cuda_device_runtime")),
+            "sm_{sm}"
+        );
+    }
+}
+
+#[test]
+fn a_managed_variable_two_units_update_is_defined_once() {
+    let (_, inc, _) = both(&args(90, &program(&["mg_a_90.o", "mg_b_90.o"]), &[]));
+    defined_once(&definitions(&inc.image), "mcount");
+}
+
+#[test]
+fn host_reference_lists_decide_the_kernels_of_each_partition() {
+    // examples/saxpy: the host launches saxpy, not doubler; it reads `calls`
+    let f = fixtures();
+    let objs = [
+        f.join("main_dlto.o"),
+        f.join("saxpy_dlto.o"),
+        f.join("scale_dlto.o"),
+    ];
+    let (whole, inc, _) = both(&args(90, &objs, &[]));
+    assert_eq!(kernels(&inc.image), kernels(&whole.image));
+    assert_eq!(kernels(&inc.image), ["_Z5saxpyfPKfPfi".to_string()].into());
+    let defs = definitions(&inc.image);
+    for v in ["calls", "bias", "weights", "offsets"] {
+        assert_eq!(defs.get(v), definitions(&whole.image).get(v), "{v}");
+    }
+    // -kernels-used replaces the lists: kb alone
+    let st = program(&["st_a_90.o", "st_b_90.o", "st_main_90.o"]);
+    let (whole, inc, _) = both(&args(90, &st, &["-kernels-used=kb"]));
+    assert_eq!(kernels(&inc.image), ["_Z2kbPi".to_string()].into());
+    assert_eq!(kernels(&whole.image), kernels(&inc.image));
+}
+
+#[test]
+fn maxrregcount_and_the_option_consensus_apply_to_every_partition() {
+    let st = program(&["st_a_90.o", "st_b_90.o", "st_main_90.o"]);
+    let (_, inc, _) = both(&args(90, &st, &["-maxrregcount=12"]));
+    // ptxas's warning about the limit once, not once per partition
+    let warning = "ptxas warning : For profile sm_90 adjusting per thread register count of 12 to lower bound of 24";
+    assert_eq!(inc.messages.matches(warning).count(), 1, "{}", inc.messages);
+    // units compiled with -ftz=true, with -maxrregcount=32 (libNVVM's -maxreg from the
+    // modules), with -lineinfo
+    let c = fixtures().join("consensus");
+    for (a, b) in [
+        ("a_ftz.o", "b_ftz.o"),
+        ("a_mr32.o", "b_mr32.o"),
+        ("a_line.o", "b_line.o"),
+    ] {
+        both(&args(90, &[c.join(a), c.join(b)], &[]));
+    }
+}
+
+#[test]
+fn line_information_is_kept_and_numbered_by_what_a_partition_holds() {
+    let st = program(&["st_a_li_90.o", "st_b_li_90.o", "st_main_li_90.o"]);
+    let (_, inc, notes) = both(&args(90, &st, &[]));
+    assert!(
+        notes.contains(&"note: header: debug byte of the flags 0xa vs 0xb".to_string()),
+        "{notes:?}"
+    );
+    let c = Cubin::parse(Bytes::from_vec(inc.image.clone()), "inc").unwrap();
+    assert!(
+        c.sections
+            .iter()
+            .any(|s| &*s.name == ".debug_line" && s.size > 0)
+    );
+}
+
+#[test]
+fn debug_links_and_other_refused_links_are_whole_program() {
+    let st = program(&["st_a_90.o", "st_b_90.o", "st_main_90.o"]);
+    let cache = tempfile::tempdir().unwrap();
+    for extra in [&["-g"][..], &["-split-compile-extended=2"]] {
+        let a = args(90, &st, extra);
+        let whole = link(&a, None, None, &[]);
+        let verbose: Vec<String> = a.iter().cloned().chain(["-v".into()]).collect();
+        let inc = link(&verbose, Some("partitions"), Some(cache.path()), &[]);
+        assert_eq!(inc.image, whole.image, "{extra:?}");
+        assert!(
+            inc.messages
+                .contains("incremental LTO: linking whole-program: "),
+            "{}",
+            inc.messages
+        );
+    }
+    // a bad setting is an error naming it
+    let r = Command::new(nvlinkrs())
+        .args(args(90, &st, &["-o", "/dev/null"]))
+        .env("NVLINKRS_INCREMENTAL", "maybe")
+        .output()
+        .unwrap();
+    assert_eq!(r.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&r.stderr)
+            .contains("NVLINKRS_INCREMENTAL='maybe': expected 1 or 0 (or 'partitions')")
+    );
+}
+
+#[test]
+fn every_target_links_as_partitions() {
+    // examples/saxpy's units with LTO IR for every target (no host table: every kernel)
+    let f = fixtures();
+    let objs = [f.join("saxpy_allarch_lto.o"), f.join("scale_allarch_lto.o")];
+    for sm in [75, 80, 90, 100, 120] {
+        let (whole, inc, _) = both(&args(sm, &objs, &[]));
+        assert_eq!(kernels(&inc.image), kernels(&whole.image), "sm_{sm}");
+        assert_eq!(kernels(&inc.image).len(), 2, "sm_{sm}");
+    }
+}
+
+/// The line `-v` gives on what an incremental link compiled.
+fn compiled(l: &Linked) -> &str {
+    l.messages
+        .lines()
+        .find(|l| l.contains("incremental LTO: ") && l.contains(" to compile"))
+        .unwrap_or_else(|| panic!("{}", l.messages))
+}
+
+#[test]
+fn an_edit_compiles_only_the_partitions_whose_code_changed_and_gives_the_cold_image() {
+    let base = program(&["st_a_90.o", "st_b_90.o", "st_main_90.o"]);
+    let edited = |a: &str| program(&[a, "st_b_90.o", "st_main_90.o"]);
+    let cache = tempfile::tempdir().unwrap();
+    let v = |objs: &[PathBuf]| args(90, objs, &["-v"]);
+    let first = link(&v(&base), Some("partitions"), Some(cache.path()), &[]);
+    assert!(compiled(&first).ends_with("2 partitions and the data partition, 3 to compile"));
+    let again = link(&v(&base), Some("partitions"), Some(cache.path()), &[]);
+    assert!(compiled(&again).ends_with(", 0 to compile"));
+    // st_a.cu's kernel edited: its partition alone; bump() edited: both kernels inline it
+    for (object, count) in [("st_a_k_90.o", 1), ("st_a_f_90.o", 2)] {
+        let inc = link(
+            &v(&edited(object)),
+            Some("partitions"),
+            Some(cache.path()),
+            &[],
+        );
+        assert!(
+            compiled(&inc).ends_with(&format!(", {count} to compile")),
+            "{object}: {}",
+            compiled(&inc)
+        );
+        // the same bytes as a cold partitioned link of the edited program, on one thread
+        // or two
+        for jobs in ["1", "2"] {
+            let cold = tempfile::tempdir().unwrap();
+            let fresh = link(
+                &v(&edited(object)),
+                Some("partitions"),
+                Some(cold.path()),
+                &[("NVLINKRS_JOBS", jobs)],
+            );
+            assert!(fresh.image == inc.image, "{object}, {jobs} jobs");
+        }
+    }
+}
+
+#[test]
+fn the_first_link_is_whole_program_while_the_daemon_builds_the_partitions() {
+    let runtime = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let env = [
+        ("XDG_RUNTIME_DIR", runtime.path().to_str().unwrap()),
+        ("NVLINKRS_DAEMON_IDLE", "120"),
+    ];
+    let daemon = |what: &str| {
+        let o = Command::new(nvlinkrs())
+            .args(["daemon", what])
+            .envs(env)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    assert!(daemon("status").ends_with("background idle\n"));
+    let st = program(&["st_a_90.o", "st_b_90.o", "st_main_90.o"]);
+    let mut a = args(90, &st, &["-v"]);
+    a.push("--incremental".into());
+    let first = link(&a, None, Some(cache.path()), &env);
+    assert_eq!(
+        first.image,
+        link(&args(90, &st, &[]), None, None, &[]).image,
+        "nvlink's bytes first"
+    );
+    assert!(first.messages.contains(
+        "incremental LTO: linking whole-program: no partition of this program is built yet"
+    ));
+    assert!(
+        first
+            .messages
+            .contains("incremental LTO: the partitions are being built in the background")
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    while !daemon("status").ends_with("background idle\n") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the background build did not end"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    // the next link, after an edit of st_a.cu's kernel, compiles that partition alone
+    let edited = program(&["st_a_k_90.o", "st_b_90.o", "st_main_90.o"]);
+    let mut a = args(90, &edited, &["-v"]);
+    a.push("--incremental".into());
+    let next = link(&a, None, Some(cache.path()), &env);
+    assert!(
+        compiled(&next).ends_with("2 partitions and the data partition, 1 to compile"),
+        "{}",
+        compiled(&next)
+    );
+    // (the same options: the image's tool note records -v)
+    let cold = tempfile::tempdir().unwrap();
+    let again = link(
+        &args(90, &edited, &["-v"]),
+        Some("partitions"),
+        Some(cold.path()),
+        &[],
+    );
+    assert!(next.image == again.image);
+    daemon("stop");
+}
