@@ -86,7 +86,7 @@ fn link_unchecked(plan: &Plan, mut ctx: LinkContext) -> Result<Timings> {
     drop(opened);
     if timings.background {
         // (incremental LTO's partitions, asked for once this link no longer needs the CPU)
-        daemon::background::request(req, &plan.env, ctx.diag);
+        daemon::background::request(req, &plan.env, ctx.diag, linkcache::key_of);
     }
     report::write(plan, &ctx, &timings, whole, started)?;
     Ok(timings)
