@@ -7,6 +7,9 @@ CU=$(bash scripts/setup.sh | tail -n 1)
 export CUDA_HOME="$CU"
 export NVLINKRS_FIXTURES="$PWD/target/fixtures"
 bash tests/fixtures/build.sh "$CU" "$NVLINKRS_FIXTURES"
+# the sm_100+ corpus the finalizer's rule and per-unit jobs are proved on (tests/finalize)
+export NVLINKRS_FINALIZE_CORPUS="$PWD/target/fixtures-finalize"
+bash tests/fixtures/build_finalize.sh "$CU" "$NVLINKRS_FINALIZE_CORPUS"
 # the tests' links never use the user's cache (it is on by default): a fresh one per run
 export XDG_CACHE_HOME="$PWD/target/test-cache"
 rm -rf "$XDG_CACHE_HOME"

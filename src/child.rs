@@ -16,9 +16,9 @@
 use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// What a child may take before it is stopped.
@@ -72,6 +72,18 @@ pub enum Ending {
 }
 
 impl Ending {
+    /// How a child that is to run until it is told (a worker) ended, as [`describe`]
+    /// says, but `"failed (exit status: 3)"` for one that exited by itself.
+    ///
+    /// [`describe`]: Ending::describe
+    pub fn failure(&self) -> String {
+        use std::os::unix::process::ExitStatusExt;
+        match self {
+            Ending::Exited(st) if st.signal().is_none() => format!("failed ({st})"),
+            other => other.describe(),
+        }
+    }
+
     /// Why a child that did not exit by itself was stopped, as the end of a sentence
     /// whose subject is the child (`"ran for 60 s, its limit, and was stopped"`); for
     /// [`Ending::Exited`] its status (`"ended by exit status: 3"`, `"crashed (SIGSEGV)"`).
@@ -140,6 +152,10 @@ pub fn command(program: impl AsRef<std::ffi::OsStr>) -> Command {
     }
     cmd
 }
+
+/// The hidden subcommand of the sm_100+ finalizer's worker (`finalize::worker`), which
+/// the daemon starts too.
+pub const FINALIZER: &str = "__finalize";
 
 /// Set (to the subcommand) in the environment of nvlinkrs run as its own child: a first
 /// argument that names a hidden subcommand is one only with it (else it is an input file
@@ -216,6 +232,94 @@ pub fn run_started(
         stdout: stdout.unwrap_or_default(),
         stderr,
     })
+}
+
+/// A child that serves requests for a while rather than answer one (the finalizer's
+/// worker, which takes its jobs on a socket): [`run`] on a thread of its own, which waits
+/// for it (so the child lives as long as it needs, not as long as the thread that asked
+/// for it), with the same limits (a child that waits for work between requests has no
+/// stall limit: its clients watch each request) and the same endings.
+pub struct Background {
+    pub pid: u32,
+    done: Arc<(Mutex<Done>, Condvar)>,
+}
+
+/// How a [`Background`] child ended, once it has (`Err`: it could no longer be watched,
+/// and was stopped).
+type Done = Option<Result<Finished, String>>;
+
+/// Starts `cmd` (made by [`command`]) as a [`Background`] child; `stdin` is written to it
+/// where its standard input is piped.
+pub fn run_in_background(
+    mut cmd: Command,
+    stdin: Vec<u8>,
+    limits: Limits,
+) -> std::io::Result<Background> {
+    let done: Arc<(Mutex<Done>, Condvar)> = Arc::default();
+    let (slot, (tx, rx)) = (done.clone(), channel());
+    let told = tx.clone();
+    std::thread::Builder::new()
+        .name("nvlinkrs-child".into())
+        .spawn(move || {
+            let r = run_started(&mut cmd, stdin, limits, |pid| {
+                let _ = told.send(Ok(pid));
+            });
+            let r = match r {
+                Ok(f) => Ok(f),
+                Err(e) => {
+                    let text = e.to_string();
+                    let _ = tx.send(Err(e));
+                    Err(text)
+                }
+            };
+            *slot.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+            slot.1.notify_all();
+        })?;
+    let pid = rx
+        .recv()
+        .map_err(|_| std::io::Error::other("the child's thread ended"))??;
+    Ok(Background { pid, done })
+}
+
+impl Background {
+    /// How it ended (`None` while it runs, or while it is not yet reaped), waiting at most
+    /// `wait` for that.
+    pub fn ending(&self, wait: Duration) -> Option<Result<Ending, String>> {
+        let (slot, cv) = &*self.done;
+        let guard = slot.lock().unwrap_or_else(|e| e.into_inner());
+        let (guard, _) = cv
+            .wait_timeout_while(guard, wait, |g| g.is_none())
+            .unwrap_or_else(|e| e.into_inner());
+        guard
+            .as_ref()
+            .map(|r| r.as_ref().map(|f| f.ending).map_err(Clone::clone))
+    }
+
+    /// What it wrote on its standard error (at most [`STDERR_KEPT`]), once it has ended.
+    pub fn stderr(&self) -> Vec<u8> {
+        let slot = self.done.0.lock().unwrap_or_else(|e| e.into_inner());
+        match &*slot {
+            Some(Ok(f)) => f.stderr.clone(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Stops it with its process group, and waits until it is reaped.
+    pub fn stop(&self) {
+        let (slot, cv) = &*self.done;
+        let guard = slot.lock().unwrap_or_else(|e| e.into_inner());
+        if guard.is_none() {
+            // (not reaped yet: the pid is still the child's)
+            kill_group(self.pid);
+            let _ = cv.wait_timeout_while(guard, Duration::from_secs(5), |g| g.is_none());
+        }
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        self.stop();
+    }
 }
 
 /// The threads that serve a child's pipes. They own what they need, so that they can be
@@ -330,7 +434,7 @@ fn exited(pid: u32) -> std::io::Result<bool> {
 }
 
 /// Kills the child's process group (the child, and what it started that stayed there).
-fn kill_group(pid: u32) {
+pub fn kill_group(pid: u32) {
     // SAFETY: kill has no memory effects; a group that is gone gives ESRCH.
     unsafe {
         libc::kill(-(pid as i32), libc::SIGKILL);
@@ -481,6 +585,33 @@ mod tests {
         )
         .unwrap();
         assert_eq!(f.ending, Ending::OutputLeftOpen);
+    }
+
+    /// A child run in the background: its pid at once, its ending and stderr once it
+    /// ends by itself, its output cap kept, and `stop` ends it with its group.
+    #[test]
+    fn background() {
+        let mut c = sh("echo oops >&2; exit 3");
+        c.stdin(Stdio::null());
+        let b = run_in_background(c, Vec::new(), limits(60, None, 64)).unwrap();
+        let ending = b.ending(Duration::from_secs(10)).unwrap().unwrap();
+        assert_eq!(ending.failure(), "failed (exit status: 3)");
+        assert_eq!(b.stderr(), b"oops\n");
+        let b = run_in_background(
+            sh("head -c 1000000 /dev/zero; sleep 30"),
+            Vec::new(),
+            limits(60, None, 1000),
+        )
+        .unwrap();
+        let ending = b.ending(Duration::from_secs(10)).unwrap().unwrap();
+        assert_eq!(ending, Ending::TooLong(1000));
+        let t = Instant::now();
+        let b = run_in_background(sh("sleep 30"), Vec::new(), limits(60, None, 64)).unwrap();
+        assert_eq!(b.ending(Duration::from_millis(100)), None);
+        b.stop();
+        let ending = b.ending(Duration::ZERO).unwrap().unwrap();
+        assert_eq!(ending.describe(), "crashed (SIGKILL)");
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
     }
 
     #[test]

@@ -49,6 +49,8 @@ use std::time::Instant;
 use cli::LinkRequest;
 pub use context::{LinkContext, Process};
 use diag::{Diagnostics, Result};
+/// (the key the daemon's client forwards, handed to `daemon::client_link` by the binary)
+pub use linkcache::request_key;
 use lto::phase::LtoOutcome;
 use plan::Plan;
 pub use report::Timings;
@@ -84,7 +86,7 @@ fn link_unchecked(plan: &Plan, mut ctx: LinkContext) -> Result<Timings> {
     drop(opened);
     if timings.background {
         // (incremental LTO's partitions, asked for once this link no longer needs the CPU)
-        daemon::background::request(req, &plan.env, ctx.diag);
+        daemon::background::request(req, &plan.env, ctx.diag, linkcache::key_of);
     }
     report::write(plan, &ctx, &timings, whole, started)?;
     Ok(timings)
@@ -149,8 +151,9 @@ fn link_phases(
     // finalized one by one before the merge
     let debug_image = finalize::debug::wanted(plan, &inputs)?;
     if !debug_image && finalize::wanted(plan)? {
-        let stats = timings.phase("finalize", || finalize::phase(plan, diag, &mut inputs))?;
+        let stats = timings.phase("finalize", || finalize::phase(plan, ctx, &mut inputs))?;
         timings.fell_back |= stats.fell_back;
+        timings.finalize = Some(stats.to_json());
     }
     let mut options = plan.merge_options();
     options.kernels = plan.kernel_filter(&hosts, described);

@@ -141,8 +141,8 @@ fn main() -> ExitCode {
     if started_as(&args, nvlinkrs::lto::isolated::SUBCOMMAND) {
         return ExitCode::from(nvlinkrs::lto::isolated::child_main(&args[1..]) as u8);
     }
-    if started_as(&args, nvlinkrs::finalize::isolated::SUBCOMMAND) {
-        return ExitCode::from(nvlinkrs::finalize::isolated::child_main(&args[1..]) as u8);
+    if started_as(&args, nvlinkrs::finalize::worker::SUBCOMMAND) {
+        return ExitCode::from(nvlinkrs::finalize::worker::serve(&args[1..]) as u8);
     }
     // through the daemon, when asked (it answers with the link's own output and exit
     // code; when it cannot be reached, the link runs here)
@@ -152,7 +152,9 @@ fn main() -> ExitCode {
     args.retain(|a| a != "--daemon");
     let subcommand = args.first().is_some_and(|a| commands::is_subcommand(a));
     if via_daemon && !subcommand && !nvlinkrs::daemon::stays_in_process(&args) {
-        if let Some(code) = nvlinkrs::daemon::client_link(&args, &tool_name()) {
+        if let Some(code) =
+            nvlinkrs::daemon::client_link(&args, &tool_name(), nvlinkrs::request_key)
+        {
             return ExitCode::from(code as u8);
         }
         // NVLINKRS_DAEMON=only: no link in process (for tests and for checking a setup)

@@ -31,6 +31,9 @@ pub struct Timings {
     /// A phase fell back (the finalizer crashed or stalled): the image is not what the
     /// same link gives when nothing fails, so the whole-link cache does not keep it.
     pub(crate) fell_back: bool,
+    /// What the sm_100+ finalizer did, where it ran (`--report-json`'s `finalize`, as
+    /// the phase describes it).
+    pub(crate) finalize: Option<serde_json::Value>,
     /// An incremental link linked whole-program whose partitions are to be built in the
     /// background once it is done (`daemon::background::request`).
     pub(crate) background: bool,
@@ -147,6 +150,9 @@ pub(crate) fn write(
             .map(|(name, d)| serde_json::json!({"step": name, "ms": d.as_secs_f64() * 1000.0}))
             .collect::<Vec<_>>(),
         "partial_lto_because_of": timings.partial_lto,
+        // the sm_100+ finalizer: units finalized, units the rule left out, jobs run and
+        // jobs answered from the cache, functions whose code it changed, its worker
+        "finalize": timings.finalize,
         "consensus": timings.consensus,
         // the most jobs each pool ran at once (threads of this process, within make's
         // jobserver tokens or the daemon's budget)

@@ -166,12 +166,17 @@ impl Toolkit {
 
     /// The last line of `ptxas --version` ("Cuda compilation tools, release 13.5, V13.5.37").
     pub fn ptxas_version(&self) -> Option<String> {
-        let out = Command::new(self.ptxas()).arg("--version").output().ok()?;
-        let text = String::from_utf8_lossy(&out.stdout);
-        text.lines()
-            .find(|l| l.starts_with("Cuda compilation tools"))
-            .map(str::to_string)
+        ptxas_version_of(&self.ptxas())
     }
+}
+
+/// The last line of `ptxas --version` of the ptxas at `path`.
+pub fn ptxas_version_of(path: &Path) -> Option<String> {
+    let out = Command::new(path).arg("--version").output().ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find(|l| l.starts_with("Cuda compilation tools"))
+        .map(str::to_string)
 }
 
 /// The CUDA wheels' toolkit (`site-packages/nvidia/cu13` holding ptxas or libNVVM), found

@@ -438,8 +438,37 @@ impl Cache {
     /// tool rewritten in place with its size and modification time restored is another
     /// version.
     pub fn tool_id(&self, path: &Path) -> Result<String> {
+        self.per_tool_version("tool-version", path, guard::is_tool_name, || {
+            let data = fs::read(path).map_err(|e| io_error("read", path, e))?;
+            Ok(blake3::hash(&data).to_hex().to_string())
+        })
+    }
+
+    /// The version line ptxas at `path` prints (`ptxas --version`'s "Cuda compilation
+    /// tools, ..."), remembered per file version as [`Cache::tool_id`] is; `None` where it
+    /// prints none.
+    pub fn ptxas_version(&self, path: &Path) -> Option<String> {
+        let valid = |v: &str| v.starts_with("Cuda compilation tools") && v.len() <= 200;
+        let ask = || {
+            crate::toolkit::ptxas_version_of(path)
+                .ok_or_else(|| crate::diag::Error::fatal("no version".to_string()))
+        };
+        self.per_tool_version("ptxas-version-line", path, valid, ask)
+            .ok()
+    }
+
+    /// `compute`'s answer for the file at `path`, remembered (under `tools/`, as `what`)
+    /// per file version: path, size, modification time, inode. A remembered answer that
+    /// is not `valid` is computed again.
+    fn per_tool_version(
+        &self,
+        what: &str,
+        path: &Path,
+        valid: impl Fn(&str) -> bool,
+        compute: impl FnOnce() -> Result<String>,
+    ) -> Result<String> {
         let meta = fs::metadata(path).map_err(|e| io_error("read", path, e))?;
-        let mut version = Key::new("tool-version")
+        let mut version = Key::new(what)
             .text(&path.display().to_string())
             .bytes(&meta.len().to_le_bytes());
         if let Ok(t) = meta.modified()
@@ -457,14 +486,13 @@ impl Cache {
                 .bytes(&meta.ctime_nsec().to_le_bytes());
         }
         let memo = self.dir.join("tools").join(version.finish());
-        if let Ok(Some(id)) = guard::read_regular(&memo, 64)
+        if let Ok(Some(id)) = guard::read_regular(&memo, 256)
             && let Ok(id) = String::from_utf8(id)
-            && guard::is_tool_name(&id)
+            && valid(&id)
         {
             return Ok(id);
         }
-        let data = fs::read(path).map_err(|e| io_error("read", path, e))?;
-        let id = blake3::hash(&data).to_hex().to_string();
+        let id = compute()?;
         if let Ok(mut tmp) = tempfile::Builder::new()
             .prefix(guard::TMP_PREFIX)
             .tempfile_in(self.dir.join("tools"))

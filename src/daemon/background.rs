@@ -104,13 +104,15 @@ impl Queue {
 /// Asks this user's daemon (started when none runs) for the partitions of the link `req`,
 /// in the environment `env` (its snapshot), to be built in the background; under `-v`
 /// says whether it took them. The request carries the snapshot and the cache key of the
-/// link the background build runs ([`key`]), as a link's request to the daemon does.
-pub fn request(req: &LinkRequest, env: &LinkEnv, diag: &Diagnostics) {
+/// link the background build runs ([`key`], made by `key_of`: `linkcache::key_of`, which
+/// the spine hands in, as the daemon does not import the link cache), as a link's
+/// request to the daemon does.
+pub fn request(req: &LinkRequest, env: &LinkEnv, diag: &Diagnostics, key_of: KeyOfRequest) {
     if is_background(env) || req.nvjitlink {
         return;
     }
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let queued = super::queue_background(&args, env, key(req, env).as_deref());
+    let queued = super::queue_background(&args, env, key(req, env, key_of).as_deref());
     if req.verbose {
         diag.info(match queued {
             true => "incremental LTO: the partitions are being built in the background (nvlinkrs daemon status)",
@@ -123,14 +125,17 @@ pub fn request(req: &LinkRequest, env: &LinkEnv, diag: &Diagnostics) {
 /// its request as `lto::incremental::background::adjust` makes it), from the link's
 /// snapshot `env`: what queued builds are merged by (`None`: the link is not cached, and
 /// its build is never merged).
-fn key(req: &LinkRequest, env: &LinkEnv) -> Option<String> {
+fn key(req: &LinkRequest, env: &LinkEnv, key_of: KeyOfRequest) -> Option<String> {
     let mut req = req.clone();
     as_background(&mut req, PathBuf::from(IMAGE));
     let mut env = env.clone();
     env.set(crate::cli::incremental::VAR, Some("partitions"));
     env.set(MARK, Some("1"));
-    crate::linkcache::key_of(&req, &env)
+    key_of(&req, &env)
 }
+
+/// The whole-link cache key of a request in an environment (`linkcache::key_of`).
+pub type KeyOfRequest = fn(&LinkRequest, &LinkEnv) -> Option<String>;
 
 /// What a background build may take (`child::Limits`): an hour of wall time (or
 /// `NVLINKRS_CHILD_TIMEOUT`'s seconds), no stall limit (it may wait for the cache's

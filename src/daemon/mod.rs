@@ -48,7 +48,7 @@ use crate::frames::{decode, encode};
 /// the daemon's own ([`crate::linkenv::forwarded`]), the `AWS_*` settings of an S3 shared
 /// tier and the `SCCACHE_*` ones of an sccache ptxas launcher among them.
 fn forwarded(name: &str) -> bool {
-    crate::linkenv::forwarded(name)
+    crate::linkenv::forwarded(name) && name != finalizer::VAR
 }
 
 /// Set in the daemon's link processes, so that they never go back to the daemon.
@@ -59,6 +59,7 @@ const MAX_MESSAGE: u64 = 1 << 30;
 
 pub mod background;
 mod child;
+pub mod finalizer;
 mod guard;
 mod local;
 pub mod status;
@@ -135,10 +136,17 @@ pub fn stays_in_process(args: &[String]) -> bool {
     std::env::current_dir().map_or(true, |cwd| local::must_link_in_process(args, &cwd))
 }
 
+/// The whole-link key of the link `args` asks for in an environment
+/// (`linkcache::request_key`), which the client forwards. The binary hands it in: the
+/// link cache's key depends on the finalizer, whose link processes ask the daemon for
+/// its worker, so the daemon does not import the link cache.
+pub type KeyOf = fn(&[String], &crate::linkenv::LinkEnv) -> Option<String>;
+
 /// Links through the daemon (starting it if needed): `Some(exit code)` when the daemon
 /// answered, `None` when the link should run in process instead (with a warning, under
-/// `tool`'s name, when the daemon's directory or server is not to be trusted).
-pub fn client_link(args: &[String], tool: &str) -> Option<i32> {
+/// `tool`'s name, when the daemon's directory or server is not to be trusted); `key`
+/// makes the link's key.
+pub fn client_link(args: &[String], tool: &str, key: KeyOf) -> Option<i32> {
     if std::env::var_os(IN_DAEMON).is_some() {
         return None;
     }
@@ -155,7 +163,7 @@ pub fn client_link(args: &[String], tool: &str) -> Option<i32> {
     // one snapshot of what the link reads: forwarded, and the link's key made from it
     let env = crate::linkenv::LinkEnv::current();
     frames.extend(env.forwarded().map(|kv| ("env", kv.into_bytes())));
-    if let Some(key) = crate::linkcache::request_key(args, &env) {
+    if let Some(key) = key(args, &env) {
         frames.push(("key", key.into_bytes()));
     }
     frames.push(("exe", guard::exe_identity().into_bytes()));
@@ -349,6 +357,10 @@ struct Server {
     started: Instant,
     /// Links answered to clients (`daemon status`).
     served: std::sync::atomic::AtomicU64,
+    /// The finalizer workers kept for the links, one per libnvJitLink.
+    workers: finalizer::Workers,
+    /// The daemon's private directory (its socket's).
+    dir: PathBuf,
     /// Partitions of incremental links built in the background.
     background: background::Queue,
 }
@@ -393,6 +405,8 @@ pub fn serve() -> Result<()> {
         exe: guard::exe_identity(),
         started: Instant::now(),
         served: Default::default(),
+        workers: Default::default(),
+        dir: dir.clone(),
         background: Default::default(),
     });
     {
@@ -436,6 +450,7 @@ pub fn serve() -> Result<()> {
     while *server.running.lock().unwrap() > 0 {
         std::thread::sleep(Duration::from_millis(20));
     }
+    server.workers.stop_all();
     Ok(())
 }
 
@@ -481,6 +496,17 @@ fn handle(server: &Server, mut stream: UnixStream) {
         };
         let frames = status::frames(&now);
         let refs: Vec<(&str, &[u8])> = frames.iter().map(|(k, v)| (*k, v.as_slice())).collect();
+        let _ = send(&mut stream, &refs);
+        return;
+    }
+    // a link process asking for the finalizer's worker
+    if let Some((_, lib)) = request.iter().find(|(k, _)| k == "finalizer") {
+        let lib = PathBuf::from(String::from_utf8_lossy(lib).into_owned());
+        let ended = (request.iter())
+            .find(|(k, _)| k == "ended")
+            .and_then(|(_, v)| String::from_utf8_lossy(v).parse().ok());
+        let frames = server.workers.answer(&server.dir, &lib, ended);
+        let refs: Vec<(&str, &[u8])> = frames.iter().map(|(k, v)| (k.as_str(), &v[..])).collect();
         let _ = send(&mut stream, &refs);
         return;
     }
@@ -615,7 +641,8 @@ fn run_link(
     cmd.args(&args)
         .current_dir(&cwd)
         .env_clear()
-        .env(IN_DAEMON, "1");
+        .env(IN_DAEMON, "1")
+        .env(finalizer::VAR, socket_path());
     let mut makeflags = None;
     for (_, v) in request.iter().filter(|(k, _)| k == "env") {
         if let Some((name, value)) = text(v).split_once('=')

@@ -77,7 +77,8 @@ pub fn phase(
         debug: req.debug,
         extra,
     };
-    match image(&Isolated { lib }, &mode, inputs, merged) {
+    let size = inputs.iter().map(|i| i.cubin.data.len()).sum();
+    match image(&Isolated::new(lib, size), &mode, inputs, merged) {
         Ok(image) => Ok(Some(image)),
         Err(e) => {
             let line = super::one_line(&e);
@@ -92,8 +93,8 @@ pub fn phase(
 /// `fin`'s image of `inputs` with `merged`'s tool note, or why not.
 pub fn image(fin: &dyn Finalizer, mode: &Mode, inputs: &[Input], merged: &[u8]) -> Result<Vec<u8>> {
     let job: Vec<&[u8]> = inputs.iter().map(|i| &i.cubin.data[..]).collect();
-    let mut images = fin.finalize(&[job], mode)?;
-    let Some(Some(image)) = images.pop() else {
+    fin.prepare()?;
+    let Some(image) = fin.link(&job, mode)? else {
         return Err(Error::fatal("libnvJitLink refused to link the program"));
     };
     let origin = "libnvJitLink's debug image (finalized)";

@@ -1,141 +1,119 @@
-//! libnvJitLink's finalizer in a child process (nvlinkrs itself, started with the hidden
-//! `__finalize` subcommand), as libNVVM's split compile is run (`lto::isolated`), under `crate::child`'s limits: a crash
-//! in the library (a damaged library the loader maps, SIGBUS; a damaged unit it
-//! finalizes, SIGSEGV or a heap abort), a hang, a spin or a flood of output costs the child, and the link goes on
-//! without the finalizer, with a warning.
-//!
-//! Request (child's stdin): the jobs, framed by [`crate::frames`], each a `job` frame
-//! followed by its units' `unit` frames; the library path and the architecture are the
-//! arguments. Answer (stdout): per job an `image` frame, or `refused` where libnvJitLink
-//! would not link the job's units alone. Exit 0; any other ending is a crash. The
-//! arguments: the library, the architecture, `-g` or `-`, then libnvJitLink's further
-//! options (the [`Mode`]).
+//! libnvJitLink's finalizer out of the linker's process, as libNVVM's split compile is
+//! run (`lto::isolated`): a [`worker`](super::worker) with the library loaded, which a
+//! crash in the library (a damaged library the loader maps, SIGBUS; a damaged unit,
+//! SIGSEGV or a heap abort) or a hang costs, never the link, which goes on without the
+//! finalizer, with a warning. Under the daemon, the daemon's worker for the library
+//! (loaded once for all links); else one the link starts when its first job misses the
+//! cache (loaded once for the link, whatever its number of jobs).
 
-use std::os::unix::process::ExitStatusExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, OnceLock};
 
-use super::nvjitlink::NvJitLink;
+use super::worker::{Owner, SUBCOMMAND, Worker};
 use super::{Finalizer, Mode};
-use crate::arch::Arch;
 use crate::child;
 use crate::diag::{Error, Result};
-use crate::frames::{decode, encode};
 
-/// The hidden subcommand the child runs.
-pub const SUBCOMMAND: &str = "__finalize";
-
-/// libnvJitLink at `lib`, run in a child process.
+/// libnvJitLink at `lib`, in a worker started when first needed.
 pub struct Isolated {
     pub lib: PathBuf,
+    /// The link's inputs, in bytes: the worker this link starts may write four times
+    /// that plus 64 MiB on its standard output (as a job's answer, `worker::limits`), and
+    /// run for ten minutes plus one per MiB of them.
+    inputs: usize,
+    worker: OnceLock<std::result::Result<Worker, Error>>,
+}
+
+impl Isolated {
+    /// `lib` as the finalizer of a link whose inputs are `inputs` bytes in all.
+    pub fn new(lib: PathBuf, inputs: usize) -> Isolated {
+        Isolated {
+            lib,
+            inputs,
+            worker: OnceLock::new(),
+        }
+    }
+
+    /// The worker started, if one was: `daemon` or `link`, and its pid.
+    pub fn started(&self) -> Option<(&'static str, u32)> {
+        let w = self.worker.get()?.as_ref().ok()?;
+        let whose = match w.owner {
+            Owner::Daemon { .. } => "daemon",
+            Owner::Link { .. } => "link",
+        };
+        Some((whose, w.pid))
+    }
+
+    /// The worker: the daemon's when this link runs under it, else a child of the link.
+    fn worker(&self) -> Result<&Worker> {
+        let w = self
+            .worker
+            .get_or_init(|| match crate::daemon::finalizer::worker(&self.lib) {
+                Some(k) => Ok(Worker {
+                    lib: self.lib.clone(),
+                    socket: k.socket,
+                    pid: k.pid,
+                    owner: Owner::Daemon { socket: k.daemon },
+                    stopped: Default::default(),
+                }),
+                None => start(
+                    &self.lib,
+                    super::worker::limits(self.inputs).stdout,
+                    self.inputs,
+                ),
+            });
+        w.as_ref().map_err(Clone::clone)
+    }
 }
 
 impl Finalizer for Isolated {
-    fn finalize(&self, jobs: &[Vec<&[u8]>], mode: &Mode) -> Result<Vec<Option<Vec<u8>>>> {
-        let body = encode(jobs.iter().flat_map(|units| {
-            std::iter::once(("job", &[][..])).chain(units.iter().map(|u| ("unit", *u)))
-        }));
-        let mut cmd = child::self_command(SUBCOMMAND).map_err(|e| {
-            Error::fatal(format!("cannot find this program to run libnvJitLink: {e}"))
-        })?;
-        cmd.arg(&self.lib)
-            .arg(mode.arch.to_string())
-            .arg(if mode.debug { "-g" } else { "-" })
-            .args(&mode.extra);
-        let limits = limits(body.len());
-        let done = child::run(&mut cmd, body, limits)
-            .map_err(|e| Error::fatal(format!("cannot start '{}': {e}", child::program(&cmd))))?;
-        let ended = match done.ending {
-            child::Ending::Exited(st) if st.success() => return answer(&done.stdout, jobs.len()),
-            child::Ending::Exited(st) if st.signal().is_none() => format!("failed ({st})"),
-            other => other.describe(),
-        };
-        let stderr = done.stderr;
-        let mut e = Error::fatal(format!("libnvJitLink '{}' {ended}", self.lib.display()));
-        if let Some(line) = String::from_utf8_lossy(&stderr)
-            .lines()
-            .find(|l| !l.is_empty())
-        {
-            e = e.context(line.to_string());
-        }
-        Err(e)
+    fn prepare(&self) -> Result<()> {
+        self.worker().map(|_| ())
+    }
+
+    fn link(&self, job: &[&[u8]], mode: &Mode) -> Result<Option<Vec<u8>>> {
+        self.worker()?.link(job, mode)
     }
 }
 
-/// What the child may take (`crate::child`): no CPU time for [`child::STALL`]; two
-/// minutes plus ten seconds per MiB of units on the wall clock; images of at most four
-/// times the units plus 64 MiB.
-pub fn limits(request: usize) -> child::Limits {
+/// A worker for this link: nvlinkrs itself as a supervised child, run by `crate::child`
+/// (its own process group, ended with the link; the link's whole wall-clock limit, no
+/// stall limit, as it waits for jobs between them: each job is watched by its client),
+/// its standard input a socket listening in a private temporary directory; more than
+/// `cap` bytes on its standard output (a library that floods it) stops it.
+fn start(lib: &std::path::Path, cap: u64, inputs: usize) -> Result<Worker> {
+    let io = |what: &str, e: std::io::Error| {
+        Error::fatal(format!("cannot start libnvJitLink's process: {what}: {e}"))
+    };
+    let mut cmd = child::self_command(SUBCOMMAND)
+        .map_err(|e| Error::fatal(format!("cannot find this program to run libnvJitLink: {e}")))?;
+    let dir = tempfile::Builder::new()
+        .prefix("nvlinkrs-finalizer")
+        .tempdir()
+        .map_err(|e| io("a private directory", e))?;
+    let socket = dir.path().join("s");
+    let listener =
+        std::os::unix::net::UnixListener::bind(&socket).map_err(|e| io("its socket", e))?;
+    cmd.arg(lib)
+        .stdin(Stdio::from(std::os::fd::OwnedFd::from(listener)));
     let s = std::time::Duration::from_secs;
-    child::Limits {
-        wall: child::Limits::wall_for(request, s(120), s(10)),
-        stall: Some(child::STALL),
-        stdout: 4 * request as u64 + (64 << 20),
-    }
-}
-
-/// The child's answer: an image (or a refusal) per job.
-fn answer(stdout: &[u8], jobs: usize) -> Result<Vec<Option<Vec<u8>>>> {
-    let images: Vec<Option<Vec<u8>>> = decode(stdout)?
-        .into_iter()
-        .map(|(kind, data)| (kind == "image").then(|| data.to_vec()))
-        .collect();
-    if images.len() != jobs {
-        return Err(Error::fatal(format!(
-            "libnvJitLink's process answered {} of {jobs} jobs",
-            images.len()
-        )));
-    }
-    Ok(images)
-}
-
-/// The child's side: links each job with libnvJitLink and writes the answer.
-pub fn child_main(args: &[String]) -> i32 {
-    let mut input = Vec::new();
-    if std::io::Read::read_to_end(&mut std::io::stdin(), &mut input).is_err() {
-        return 2;
-    }
-    let [lib, arch, debug, extra @ ..] = args else {
-        return 2;
+    let limits = child::Limits {
+        wall: child::Limits::wall_for(inputs, s(600), s(60)),
+        stall: None,
+        stdout: cap,
     };
-    let run = || -> Result<Vec<u8>> {
-        let Some((_, arch)) = Arch::parse_target(arch) else {
-            return Err(Error::fatal(format!("not an architecture: {arch}")));
-        };
-        let mut jobs: Vec<Vec<&[u8]>> = Vec::new();
-        for (kind, data) in decode(&input)? {
-            match (kind.as_str(), jobs.last_mut()) {
-                ("job", _) => jobs.push(Vec::new()),
-                ("unit", Some(job)) => job.push(data),
-                _ => return Err(Error::fatal("malformed finalizer request")),
-            }
-        }
-        let mode = Mode {
-            arch,
-            debug: debug == "-g",
-            extra: extra.to_vec(),
-        };
-        let images = NvJitLink::load(Path::new(lib))?.finalize(&jobs, &mode)?;
-        Ok(encode(images.iter().map(|i| match i {
-            Some(d) => ("image", &d[..]),
-            None => ("refused", &[][..]),
-        })))
-    };
-    match run() {
-        Ok(body) => {
-            use std::io::Write;
-            let mut out = std::io::stdout().lock();
-            if out.write_all(&body).and_then(|_| out.flush()).is_err() {
-                return 2;
-            }
-            0
-        }
-        Err(e) => {
-            let mut line = e.message().to_string();
-            for c in e.context_chain() {
-                line += &format!("; {c}");
-            }
-            crate::diag::to_stderr(&(line + "\n"));
-            3
-        }
-    }
+    let program = child::program(&cmd);
+    let bg = child::run_in_background(cmd, Vec::new(), limits)
+        .map_err(|e| Error::fatal(format!("cannot start '{program}': {e}")))?;
+    Ok(Worker {
+        lib: lib.to_path_buf(),
+        pid: bg.pid,
+        socket,
+        stopped: Arc::default(),
+        owner: Owner::Link {
+            child: bg,
+            _dir: dir,
+        },
+    })
 }

@@ -1,5 +1,6 @@
 //! libnvJitLink (the toolkit's `lib/libnvJitLink.so.13`), loaded at run time, as a
-//! [`Finalizer`]: the units added as cubins and linked for `-arch=sm_XX`. All of
+//! [`Finalizer`]: a job's inputs added (cubins, and PTX: what is not ELF) and linked
+//! with the mode's options (`-arch=sm_XX`, `-g`, `-r`, ...). All of
 //! libnvJitLink's FFI lives here: the public C API of `nvJitLink.h` under its
 //! versioned names (`__nvJitLink*_13_0`, which every 13.x library exports).
 
@@ -18,8 +19,9 @@ type CompleteFn = unsafe extern "C" fn(Handle) -> c_int;
 type SizeFn = unsafe extern "C" fn(Handle, *mut usize) -> c_int;
 type CopyFn = unsafe extern "C" fn(Handle, *mut c_void) -> c_int;
 
-/// `NVJITLINK_INPUT_CUBIN`.
+/// `NVJITLINK_INPUT_CUBIN`, `NVJITLINK_INPUT_PTX`.
 const INPUT_CUBIN: c_int = 1;
+const INPUT_PTX: c_int = 2;
 
 struct Api {
     create: CreateFn,
@@ -96,20 +98,21 @@ impl Drop for Link<'_> {
 }
 
 impl Finalizer for NvJitLink {
-    fn finalize(&self, jobs: &[Vec<&[u8]>], mode: &Mode) -> Result<Vec<Option<Vec<u8>>>> {
-        use rayon::prelude::*;
-        jobs.par_iter()
-            .map(|units| self.link(units, mode))
-            .collect()
+    fn link(&self, job: &[&[u8]], mode: &Mode) -> Result<Option<Vec<u8>>> {
+        self.run(job, &mode.options())
     }
 }
 
 impl NvJitLink {
-    /// `units` linked in `mode`: the image, or `None` where libnvJitLink refuses them.
-    fn link(&self, units: &[&[u8]], mode: &Mode) -> Result<Option<Vec<u8>>> {
-        let owned: Vec<CString> = (mode.options().into_iter())
-            .map(|o| CString::new(o).expect("no NUL in an option"))
-            .collect();
+    /// `units` (cubins, or PTX) linked with `options`: the image, or `None` where
+    /// libnvJitLink refuses them.
+    pub fn run(&self, units: &[&[u8]], options: &[String]) -> Result<Option<Vec<u8>>> {
+        let mut owned = Vec::with_capacity(options.len());
+        for o in options {
+            owned.push(CString::new(o.as_str()).map_err(|_| {
+                Error::fatal(format!("a finalizer option holds a NUL byte: {o:?}"))
+            })?);
+        }
         let options: Vec<*const std::ffi::c_char> = owned.iter().map(|o| o.as_ptr()).collect();
         let mut raw: Handle = std::ptr::null_mut();
         // SAFETY: a valid out-pointer and NUL-terminated options that outlive the call.
@@ -118,15 +121,24 @@ impl NvJitLink {
             return Err(failed("nvJitLinkCreate", rc));
         }
         let link = Link(&self.api, raw);
-        let name = c"unit.cubin";
         for unit in units {
-            // SAFETY: the unit's bytes and length, and a NUL-terminated name.
+            let (kind, name, text);
+            let data: &[u8] = if unit.starts_with(b"\x7fELF") {
+                (kind, name) = (INPUT_CUBIN, c"unit.cubin");
+                unit
+            } else {
+                // (PTX is a NUL-terminated text)
+                (kind, name) = (INPUT_PTX, c"standin.ptx");
+                text = [*unit, b"\0"].concat();
+                &text
+            };
+            // SAFETY: the input's bytes and length, and a NUL-terminated name.
             let rc = unsafe {
                 (self.api.add_data)(
                     link.1,
-                    INPUT_CUBIN,
-                    unit.as_ptr().cast(),
-                    unit.len(),
+                    kind,
+                    data.as_ptr().cast(),
+                    data.len(),
                     name.as_ptr(),
                 )
             };

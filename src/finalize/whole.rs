@@ -11,7 +11,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::{CONTROL, OFFSET_LISTS};
+use super::splice::{CONTROL, OFFSET_LISTS};
 use crate::bytes::Le;
 use crate::diag::Result;
 use crate::elf::cubin::{Cubin, SHT_MERC_RELA, SHT_REL, SHT_RELA, SHT_SYMTAB};

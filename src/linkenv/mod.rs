@@ -75,12 +75,14 @@ pub const VARS: &[(&str, Effect)] = &[
     ("LD_LIBRARY_PATH", Effect::Runs),
     ("SCCACHE_*", Effect::Runs),
     // the daemon's switch, its idle time and its socket's place; the mark of its link
-    // processes, of its background builds of incremental LTO's partitions (set by the
-    // daemon, never forwarded) and of nvlinkrs' own children; the drop-in's log and real
-    // library
+    // processes, the socket where they ask it for its finalizer worker
+    // (`daemon::finalizer`), the mark of its background builds of incremental LTO's
+    // partitions (set by the daemon, never forwarded) and of nvlinkrs' own children; the
+    // drop-in's log and real library
     ("NVLINKRS_DAEMON", Effect::Around),
     ("NVLINKRS_DAEMON_IDLE", Effect::Around),
     ("NVLINKRS_IN_DAEMON", Effect::Around),
+    ("NVLINKRS_DAEMON_FINALIZER", Effect::Around),
     ("NVLINKRS_INCREMENTAL_BACKGROUND", Effect::Around),
     ("XDG_RUNTIME_DIR", Effect::Around),
     ("NVLINKRS_CHILD", Effect::Around),

@@ -1,0 +1,216 @@
+//! The finalizer workers the daemon keeps: one per libnvJitLink (by path), started when a
+//! link first asks for it and kept for the daemon's life, so that the library is loaded
+//! once for all the daemon's links, not once per link ([`crate::finalize::worker`]). A
+//! link process of the daemon (which names the daemon's socket in [`VAR`]) asks with a
+//! `finalizer` request (the library's path) and is answered the worker's socket and pid;
+//! it then sends its jobs there itself. A worker that crashed is replaced on the next
+//! request; one asked about with `ended` (its pid) is described (`crashed (SIGSEGV)`)
+//! once it has ended. A library replaced at its path gets a new worker. Its socket is in
+//! the daemon's private directory.
+
+use std::collections::HashMap;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use crate::child::FINALIZER as SUBCOMMAND;
+
+/// Set by the daemon in its link processes: the daemon's socket, where they ask for a
+/// finalizer worker.
+pub const VAR: &str = "NVLINKRS_DAEMON_FINALIZER";
+
+/// A worker the daemon started.
+struct Started {
+    child: crate::child::Background,
+    socket: PathBuf,
+    /// The library file it loaded (size, modification time, inode): a library replaced
+    /// at the same path gets a worker of its own (the cache keys the new file's bytes).
+    file: Option<(u64, std::time::SystemTime, u64)>,
+}
+
+/// What tells a library file from another at the same path.
+fn file_of(lib: &Path) -> Option<(u64, std::time::SystemTime, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(lib).ok()?;
+    Some((m.len(), m.modified().ok()?, m.ino()))
+}
+
+/// The daemon's workers, by library.
+#[derive(Default)]
+pub(super) struct Workers {
+    kept: Mutex<HashMap<PathBuf, Started>>,
+    started: std::sync::atomic::AtomicU64,
+}
+
+impl Workers {
+    /// The answer to a `finalizer` request (`lib`, and `ended`: a worker's pid to
+    /// describe): the worker's `socket` and `pid`, started if none runs; or, for `ended`,
+    /// how that worker ended.
+    pub(super) fn answer(
+        &self,
+        dir: &Path,
+        lib: &Path,
+        ended: Option<u32>,
+    ) -> Vec<(String, Vec<u8>)> {
+        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(pid) = ended {
+            let Some(k) = kept.get_mut(lib).filter(|k| k.child.pid == pid) else {
+                return vec![("ended".into(), b"ended".to_vec())];
+            };
+            let how = match k.child.ending(Duration::from_secs(2)) {
+                Some(Ok(ending)) => ending.failure(),
+                Some(Err(e)) => format!("could not be watched ({e})"),
+                None => "closed the connection".into(),
+            };
+            return vec![("ended".into(), how.into_bytes())];
+        }
+        if let Some(k) = kept.get_mut(lib)
+            && k.child.ending(Duration::ZERO).is_none()
+            && k.file.is_some()
+            && k.file == file_of(lib)
+        {
+            return answer_for(k);
+        }
+        if let Some(old) = kept.remove(lib) {
+            old.child.stop();
+            let _ = std::fs::remove_file(&old.socket);
+        }
+        let n = self
+            .started
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        match start(dir, lib, n) {
+            Ok(k) => {
+                let a = answer_for(&k);
+                kept.insert(lib.to_path_buf(), k);
+                a
+            }
+            Err(e) => vec![("error".into(), e.to_string().into_bytes())],
+        }
+    }
+
+    /// Stops every worker (the daemon is stopping).
+    pub(super) fn stop_all(&self) {
+        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        for (_, k) in kept.drain() {
+            k.child.stop();
+            let _ = std::fs::remove_file(&k.socket);
+        }
+    }
+}
+
+fn answer_for(k: &Started) -> Vec<(String, Vec<u8>)> {
+    vec![
+        (
+            "socket".into(),
+            k.socket.to_string_lossy().as_bytes().to_vec(),
+        ),
+        ("pid".into(), k.child.pid.to_string().into_bytes()),
+    ]
+}
+
+/// Starts a worker for `lib`, listening in the daemon's directory.
+fn start(dir: &Path, lib: &Path, n: u64) -> std::io::Result<Started> {
+    let file = file_of(lib);
+    let socket = dir.join(format!("finalizer-{}-{n}.sock", std::process::id()));
+    let _ = std::fs::remove_file(&socket);
+    let listener = UnixListener::bind(&socket)?;
+    // (run by `crate::child` on a thread of its own, which the worker outlives no more
+    // than the daemon: its own process group, a flood of output stops it; no wall-clock
+    // or stall limit, as it waits for the daemon's links: each job is watched by its link)
+    let mut cmd = crate::child::command("/proc/self/exe");
+    cmd.env(crate::child::CHILD_VAR, SUBCOMMAND)
+        .arg(SUBCOMMAND)
+        .arg(lib)
+        .stdin(Stdio::from(std::os::fd::OwnedFd::from(listener)));
+    let limits = crate::child::Limits {
+        wall: Duration::MAX,
+        stall: None,
+        stdout: 64 << 20,
+    };
+    let child = crate::child::run_in_background(cmd, Vec::new(), limits)?;
+    Ok(Started {
+        child,
+        socket,
+        file,
+    })
+}
+
+// ---- a link process's side -----------------------------------------------------------
+
+/// The daemon's socket, where this link process runs under the daemon.
+fn daemon_socket() -> Option<PathBuf> {
+    std::env::var_os(super::IN_DAEMON)?;
+    std::env::var_os(VAR).map(PathBuf::from)
+}
+
+/// Asks the daemon; its answer's frames.
+fn ask(socket: &Path, frames: &[(&str, &[u8])]) -> Option<Vec<(String, Vec<u8>)>> {
+    let mut stream = UnixStream::connect(socket).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .ok()?;
+    super::guard::check_server(&stream, socket).ok()?;
+    super::send(&mut stream, frames).ok()?;
+    super::receive(&mut stream).ok()
+}
+
+/// The daemon's worker for `lib` (where this link runs under the daemon and the daemon
+/// gives one; `None` otherwise, and the link starts its own): its socket and pid, and
+/// the daemon's socket (where to ask how it [`ended`]).
+pub struct Kept {
+    pub socket: PathBuf,
+    pub pid: u32,
+    pub daemon: PathBuf,
+}
+
+pub fn worker(lib: &Path) -> Option<Kept> {
+    let daemon = daemon_socket()?;
+    let path = lib.to_string_lossy();
+    let answer = ask(&daemon, &[("finalizer", path.as_bytes())])?;
+    let get = |k: &str| {
+        (answer.iter())
+            .find(|(n, _)| n == k)
+            .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
+    };
+    Some(Kept {
+        socket: PathBuf::from(get("socket")?),
+        pid: get("pid")?.parse().ok()?,
+        daemon,
+    })
+}
+
+/// How the daemon's worker `pid` for `lib` ended, once it has.
+pub fn ended(daemon: &Path, lib: &Path, pid: u32) -> Option<String> {
+    let path = lib.to_string_lossy();
+    let pid = pid.to_string();
+    let answer = ask(
+        daemon,
+        &[("finalizer", path.as_bytes()), ("ended", pid.as_bytes())],
+    )?;
+    (answer.iter())
+        .find(|(k, _)| k == "ended")
+        .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
+}
+
+/// Whether `pid` is a live worker of this link's daemon (its parent is the daemon, this
+/// process's parent, and it has not ended).
+pub fn is_worker(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let Some(rest) = stat.rfind(')').and_then(|i| stat.get(i + 2..)) else {
+        return false;
+    };
+    let mut f = rest.split(' ');
+    let (state, ppid) = (f.next(), f.next().and_then(|p| p.parse::<u32>().ok()));
+    state != Some("Z") && ppid == Some(std::os::unix::process::parent_id())
+}
+
+/// Stops the daemon's worker `pid` (it made no progress).
+pub fn stop(pid: u32) {
+    if is_worker(pid) {
+        crate::child::kill_group(pid);
+    }
+}

@@ -1,0 +1,365 @@
+//! The finalizer's work in a link, per unit: which units are offered (those with a
+//! function [`rule`](super::rule) does not decide, capsule Mercury and no `-G` code),
+//! each one's job (the unit, and stand-ins for the globals it refers to in other inputs,
+//! [`standin`](super::standin)), run in parallel on the link's job pool and cached per
+//! job (stage `finalize`: the finalizer library's identity, its options, which name the
+//! target and mode, and the bytes of every input of the job), and the undecided
+//! functions taken from each image ([`splice`](super::splice)). A unit a stand-in cannot
+//! be written for, or whose job the finalizer refuses, goes into one job of the whole
+//! program (every input of the link, as nvlink finalizes it). The templates the
+//! stand-ins are made from are compiled by the finalizer (`-r`) and cached too
+//! (`finalize-standin`). The images, and so the output, are the same whatever the
+//! number of threads.
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::path::Path;
+
+use rayon::prelude::*;
+
+use super::standin::{self, Kind, Reference};
+use super::{Finalizer, Mode, Stats, rule, splice};
+use crate::arch::Arch;
+use crate::bytes::Bytes;
+use crate::cache::{Cache, Key, pack, unpack};
+use crate::context::LinkContext;
+use crate::diag::Result;
+use crate::elf::cubin::{Cubin, STB_LOCAL};
+use crate::merge::Input;
+
+/// How a unit is offered to the finalizer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Offer {
+    /// Not at all: no capsule Mercury, `-G` code, or nothing the rule leaves undecided.
+    No,
+    /// Alone, with stand-ins for these references.
+    Alone(Vec<Reference>),
+    /// Inside the whole program.
+    Program,
+}
+
+/// One job: its inputs, in order.
+struct Job<'a> {
+    parts: Vec<Cow<'a, [u8]>>,
+}
+
+impl Job<'_> {
+    fn refs(&self) -> Vec<&[u8]> {
+        self.parts.iter().map(|p| &p[..]).collect()
+    }
+}
+
+/// The finalizer and the cache a link's jobs go through.
+struct Runner<'a> {
+    fin: &'a dyn Finalizer,
+    ctx: &'a LinkContext<'a>,
+    /// The finalizer library's identity, where the link has a cache.
+    cached: Option<(&'a Cache, String)>,
+    /// Units' and whole-program jobs run, and answered from the cache.
+    ran: std::sync::atomic::AtomicUsize,
+    hits: std::sync::atomic::AtomicUsize,
+}
+
+impl Runner<'_> {
+    /// Each job's image (`None`: refused), from the cache (`stage`) or the finalizer,
+    /// in job order; the misses run on the link's job pool.
+    fn run(&self, stage: &str, jobs: &[Job], mode: &Mode) -> Result<Vec<Option<Vec<u8>>>> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let keys: Vec<Option<Key>> = jobs
+            .iter()
+            .map(|j| {
+                self.cached
+                    .as_ref()
+                    .map(|(_, id)| key(stage, id, mode, &j.refs()))
+            })
+            .collect();
+        let found: Vec<Option<Option<Vec<u8>>>> = (keys.par_iter())
+            .map(|k| {
+                let (cache, k) = (self.cached.as_ref()?.0, k.as_ref()?);
+                read_entry(&cache.get(k)?)
+            })
+            .collect();
+        let missing: Vec<usize> = (0..jobs.len()).filter(|&k| found[k].is_none()).collect();
+        if stage == "finalize" {
+            self.hits.fetch_add(jobs.len() - missing.len(), Relaxed);
+            self.ran.fetch_add(missing.len(), Relaxed);
+        }
+        if !missing.is_empty() {
+            self.fin.prepare()?;
+        }
+        let done = self.ctx.jobs.run_all(
+            stage,
+            &missing,
+            0,
+            |&k| jobs[k].parts.iter().map(|p| p.len()).sum(),
+            |&k| self.fin.link(&jobs[k].refs(), mode),
+        );
+        let mut out: Vec<Option<Option<Vec<u8>>>> = found;
+        for (k, image) in missing.into_iter().zip(done) {
+            let image = image?;
+            if let (Some((cache, _)), Some(key)) = (&self.cached, &keys[k]) {
+                cache.put(key, &entry(image.as_deref()));
+            }
+            out[k] = Some(image);
+        }
+        Ok(out
+            .into_iter()
+            .map(|i| i.expect("every job answered"))
+            .collect())
+    }
+}
+
+/// The cache key of a job: the stage, the finalizer library's identity, its options and
+/// every input's bytes.
+fn key(stage: &str, lib: &str, mode: &Mode, parts: &[&[u8]]) -> Key {
+    let mut k = Key::new(stage).text(lib).text(&mode.options().join("\0"));
+    for p in parts {
+        k = k.bytes(p);
+    }
+    k
+}
+
+/// A job's entry: the image, or the refusal.
+fn entry(image: Option<&[u8]>) -> Vec<u8> {
+    match image {
+        Some(i) => pack(&[b"image", i]),
+        None => pack(&[b"refused"]),
+    }
+}
+
+fn read_entry(e: &[u8]) -> Option<Option<Vec<u8>>> {
+    match &unpack(e)?[..] {
+        [kind, image] if kind == b"image" => Some(Some(image.clone())),
+        [kind] if kind == b"refused" => Some(None),
+        _ => None,
+    }
+}
+
+/// Each offered unit's undecided functions finalized by `fin` (libnvJitLink at `lib`):
+/// alone with stand-ins where it can be, else inside the whole program (every unit,
+/// where the rule does not apply to the link: a unit the toolkit's ptxas, whose version
+/// line is `ptxas`, did not make); the units have those functions' code replaced where
+/// [`splice`] allows.
+pub fn apply(
+    fin: &dyn Finalizer,
+    lib: &Path,
+    ctx: &LinkContext,
+    arch: Arch,
+    ptxas: Option<&str>,
+    inputs: &mut [Input],
+) -> Result<Stats> {
+    let mut stats = Stats::default();
+    let cubins: Vec<&Cubin> = inputs.iter().map(|i| &i.cubin).collect();
+    let applies = rule::applies(&cubins, ptxas);
+    let mut takes: Vec<Option<BTreeSet<String>>> = Vec::with_capacity(inputs.len());
+    for c in cubins {
+        let offered = c.has_mercury() && !c.sections.iter().any(|s| s.name == ".debug_info");
+        let undecided = if offered {
+            rule::undecided(c, applies)?
+        } else {
+            BTreeSet::new()
+        };
+        stats.skipped += (offered && undecided.is_empty()) as usize;
+        takes.push((!undecided.is_empty()).then_some(undecided));
+    }
+    if takes.iter().all(Option::is_none) {
+        return Ok(stats);
+    }
+    let defined = defined(inputs);
+    let mut offers: Vec<Offer> = Vec::with_capacity(inputs.len());
+    for (i, take) in inputs.iter().zip(&takes) {
+        offers.push(match take {
+            None => Offer::No,
+            Some(_) if !applies => Offer::Program,
+            Some(_) => match standin::references(&i.cubin, &|n| defined.contains(n))? {
+                Some(refs) => Offer::Alone(refs),
+                None => Offer::Program,
+            },
+        });
+    }
+    let runner = Runner {
+        fin,
+        ctx,
+        cached: match ctx.cache() {
+            Some(c) => Some((c, c.tool_id(lib)?)),
+            None => None,
+        },
+        ran: Default::default(),
+        hits: Default::default(),
+    };
+    let templates = templates(&runner, arch, &mut offers)?;
+    let mode = Mode {
+        arch,
+        debug: false,
+        extra: Vec::new(),
+    };
+    let mut images: Vec<Option<Vec<u8>>> = vec![None; inputs.len()];
+    // the units alone, then (for those that did not link so) the whole program
+    let mut jobs = Vec::new();
+    let mut alone = Vec::new();
+    for (k, (i, offer)) in inputs.iter().zip(&offers).enumerate() {
+        if let Offer::Alone(refs) = offer {
+            jobs.push(unit_job(&i.cubin, refs, &templates)?);
+            alone.push(k);
+        }
+    }
+    for (k, image) in alone.into_iter().zip(runner.run("finalize", &jobs, &mode)?) {
+        match image {
+            Some(image) => images[k] = Some(image),
+            None => offers[k] = Offer::Program,
+        }
+    }
+    drop(jobs);
+    if offers.contains(&Offer::Program) {
+        let whole = Job {
+            parts: (inputs.iter())
+                .map(|i| Cow::Borrowed(&i.cubin.data[..]))
+                .collect(),
+        };
+        let image = runner.run("finalize", &[whole], &mode)?.pop().flatten();
+        for (k, offer) in offers.iter().enumerate() {
+            if *offer == Offer::Program {
+                images[k] = image.clone();
+            }
+        }
+    }
+    use std::sync::atomic::Ordering::Relaxed;
+    (stats.jobs, stats.cached) = (runner.ran.load(Relaxed), runner.hits.load(Relaxed));
+    take_from(inputs, images, &takes, &mut stats)?;
+    Ok(stats)
+}
+
+/// The names the inputs define (global or weak): a unit's references to them get
+/// stand-ins.
+fn defined(inputs: &[Input]) -> HashSet<&str> {
+    (inputs.iter())
+        .flat_map(|i| i.cubin.symbols.iter())
+        .filter(|s| s.defined() && s.bind != STB_LOCAL)
+        .map(|s| s.name.as_str())
+        .collect()
+}
+
+/// A unit's job alone: the unit, then its references' stand-ins (by name).
+fn unit_job<'a>(
+    unit: &'a Cubin,
+    refs: &[Reference],
+    templates: &BTreeMap<Kind, Vec<u8>>,
+) -> Result<Job<'a>> {
+    let mut parts = vec![Cow::Borrowed(&unit.data[..])];
+    for r in refs {
+        parts.push(Cow::Owned(standin::renamed(&templates[&r.kind], &r.name)?));
+    }
+    Ok(Job { parts })
+}
+
+/// Unit `k`'s job alone, as [`apply`] makes it, linked by `fin`: its image, or `None`
+/// where a stand-in cannot be written or the finalizer refuses the job. The templates
+/// are made by `fin` and kept in `templates`. (For the proof of the per-unit jobs
+/// against whole-program jobs, `tests/finalize/proof.rs`.)
+pub fn alone(
+    fin: &dyn Finalizer,
+    arch: Arch,
+    inputs: &[Input],
+    k: usize,
+    templates: &mut BTreeMap<Kind, Vec<u8>>,
+) -> Result<Option<Vec<u8>>> {
+    let defined = defined(inputs);
+    let Some(refs) = standin::references(&inputs[k].cubin, &|n| defined.contains(n))? else {
+        return Ok(None);
+    };
+    let relocatable = Mode {
+        arch,
+        debug: false,
+        extra: vec!["-r".into()],
+    };
+    for r in &refs {
+        if !templates.contains_key(&r.kind) {
+            let Some(ptx) = standin::template_ptx(&r.kind, arch) else {
+                return Ok(None);
+            };
+            let Some(t) = fin.link(&[ptx.as_bytes()], &relocatable)? else {
+                return Ok(None);
+            };
+            templates.insert(r.kind.clone(), t);
+        }
+    }
+    let job = unit_job(&inputs[k].cubin, &refs, templates)?;
+    let mode = Mode {
+        arch,
+        debug: false,
+        extra: Vec::new(),
+    };
+    fin.link(&job.refs(), &mode)
+}
+
+/// The template of every kind of stand-in the `Alone` offers need, compiled by the
+/// finalizer (`-r`, cached in stage `finalize-standin`); a unit that needs one the
+/// finalizer refuses is offered inside the whole program instead.
+fn templates(runner: &Runner, arch: Arch, offers: &mut [Offer]) -> Result<BTreeMap<Kind, Vec<u8>>> {
+    let kinds: BTreeSet<&Kind> = (offers.iter())
+        .flat_map(|o| match o {
+            Offer::Alone(refs) => &refs[..],
+            _ => &[],
+        })
+        .map(|r| &r.kind)
+        .collect();
+    let texts: Vec<(Kind, String)> = (kinds.into_iter())
+        .filter_map(|k| Some((k.clone(), standin::template_ptx(k, arch)?)))
+        .collect();
+    let jobs: Vec<Job> = (texts.iter())
+        .map(|(_, t)| Job {
+            parts: vec![Cow::Borrowed(t.as_bytes())],
+        })
+        .collect();
+    let mode = Mode {
+        arch,
+        debug: false,
+        extra: vec!["-r".into()],
+    };
+    let made = runner.run("finalize-standin", &jobs, &mode)?;
+    let out: BTreeMap<Kind, Vec<u8>> = (texts.into_iter().map(|(k, _)| k))
+        .zip(made)
+        .filter_map(|(k, t)| Some((k, t?)))
+        .collect();
+    for o in offers.iter_mut() {
+        if let Offer::Alone(refs) = o
+            && refs.iter().any(|r| !out.contains_key(&r.kind))
+        {
+            *o = Offer::Program;
+        }
+    }
+    Ok(out)
+}
+
+/// Each unit's undecided functions (`takes`) taken from its job's image.
+fn take_from(
+    inputs: &mut [Input],
+    images: Vec<Option<Vec<u8>>>,
+    takes: &[Option<BTreeSet<String>>],
+    stats: &mut Stats,
+) -> Result<()> {
+    let parsed: Vec<Option<Cubin>> = (images.into_par_iter().enumerate())
+        .map(|(k, image)| {
+            let origin = format!("libnvJitLink's image of input {k} (finalized)");
+            image
+                .map(|d| Cubin::parse(Bytes::from_vec(d), &origin))
+                .transpose()
+        })
+        .collect::<Result<_>>()?;
+    let done: Vec<Result<Option<(Cubin, splice::Count)>>> = (inputs.par_iter())
+        .zip(parsed.par_iter().zip(takes))
+        .map(|(i, (image, take))| match (image, take) {
+            (Some(image), Some(take)) => splice::spliced(&i.cubin, image, Some(take)),
+            _ => Ok(None),
+        })
+        .collect();
+    for (input, r) in inputs.iter_mut().zip(done) {
+        if let Some((cubin, n)) = r? {
+            stats.units += 1;
+            stats.functions += n.functions;
+            stats.instructions += n.instructions;
+            input.cubin = cubin;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,391 @@
+//! The sm_100+ finalizer per unit (issue 37): a one-unit edit refinalizes that unit only
+//! (the report's cache counters), a finalizer that crashes or hangs inside a per-unit job
+//! leaves the link as it is without the finalizer, the daemon keeps one worker for its
+//! links, and the rule and the per-unit jobs are proved against whole-program jobs
+//! (`proof`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+#[path = "finalize/proof.rs"]
+mod proof;
+
+fn cuda() -> PathBuf {
+    PathBuf::from(std::env::var_os("CUDA_HOME").expect("CUDA_HOME (set by scripts/test.sh)"))
+}
+
+fn nvlinkrs() -> PathBuf {
+    std::env::var_os("NVLINKRS_TEST_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_nvlinkrs")))
+}
+
+/// Three units at `arch` that call into each other and read each other's variables,
+/// each with a kernel that makes no call (which the finalizer changes) beside one that
+/// does; `k1`'s body holds `step` (the edit).
+fn sources(step: i32) -> [(&'static str, String); 3] {
+    [
+        (
+            "u0",
+            "extern __device__ int g1(int);\n__device__ int v0 = 5;\n\
+             __device__ __noinline__ int g0(int x) { return x * 3 + v0; }\n\
+             __global__ void k0(float* p, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) p[i] = p[i] * 2.f + 1.f; }\n\
+             __global__ void c0(int* p) { p[threadIdx.x] = g1(p[threadIdx.x]); }\n"
+                .to_string(),
+        ),
+        (
+            "u1",
+            format!(
+                "extern __device__ int g2(int);\n\
+                 __device__ __noinline__ int g1(int x) {{ return g2(x) + 7; }}\n\
+                 __global__ void k1(int* p, int n) {{ int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) p[i] += {step}; }}\n"
+            ),
+        ),
+        (
+            "u2",
+            "extern __device__ int v0;\nextern __device__ int g0(int);\n\
+             __device__ __noinline__ int g2(int x) { return x ^ v0; }\n\
+             __global__ void k2(const float* a, float* b, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) b[i] = a[i] * a[i]; }\n\
+             __global__ void c2(int* p) { p[0] = g0(p[1]); }\n"
+                .to_string(),
+        ),
+    ]
+}
+
+/// Writes and compiles the units (nvcc, `-rdc`) in `dir`; the cubins.
+fn compile(dir: &Path, arch: &str, step: i32) -> Vec<String> {
+    let mut out = Vec::new();
+    for (name, text) in sources(step) {
+        let cu = dir.join(format!("{name}.cu"));
+        let cubin = dir.join(format!("{name}.cubin"));
+        if std::fs::read_to_string(&cu).ok().as_deref() != Some(&text) || !cubin.exists() {
+            std::fs::write(&cu, &text).unwrap();
+            let ok = Command::new(cuda().join("bin/nvcc"))
+                .args(["-cubin", "-rdc=true", &format!("-arch={arch}")])
+                .arg(&cu)
+                .arg("-o")
+                .arg(&cubin)
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok, "nvcc {name}.cu");
+        }
+        out.push(cubin.display().to_string());
+    }
+    out
+}
+
+struct Linked {
+    code: i32,
+    stderr: String,
+    output: Option<Vec<u8>>,
+    report: serde_json::Value,
+}
+
+fn link(args: &[String], out: &Path, env: &[(&str, &Path)], extra_env: &[(&str, &str)]) -> Linked {
+    let report = out.with_extension("json");
+    let _ = std::fs::remove_file(out);
+    let r = Command::new(nvlinkrs())
+        .args(args)
+        .arg("-o")
+        .arg(out)
+        .arg(format!("--report-json={}", report.display()))
+        .envs(env.iter().map(|(k, v)| (*k, v.as_os_str())))
+        .envs(extra_env.iter().copied())
+        .output()
+        .unwrap();
+    Linked {
+        code: r.status.code().unwrap_or(-1),
+        stderr: String::from_utf8_lossy(&r.stderr).into_owned(),
+        output: std::fs::read(out).ok(),
+        report: std::fs::read_to_string(&report)
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or_default(),
+    }
+}
+
+fn nvlink(args: &[String], out: &Path) -> Vec<u8> {
+    let ok = Command::new(cuda().join("bin/nvlink"))
+        .args(args)
+        .arg("-o")
+        .arg(out)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "nvlink {args:?}");
+    std::fs::read(out).unwrap()
+}
+
+/// (hits, misses) of a cache stage in a report.
+fn stage(r: &serde_json::Value, name: &str) -> (u64, u64) {
+    let s = &r["cache"]["stages"][name];
+    (
+        s["hits"].as_u64().unwrap_or(0),
+        s["misses"].as_u64().unwrap_or(0),
+    )
+}
+
+/// A one-unit edit, recompiled at the same path: the relink finalizes that unit alone
+/// (the `finalize` stage: 2 hits, 1 miss; one job run), the others from the cache, and
+/// both images are nvlink's, byte for byte, at sm_100 and sm_120 (was: the whole program
+/// finalized again in one job, no per-unit cache). The shared tier carries the entries:
+/// another edit linked with an empty local cache takes the two unchanged units' jobs
+/// from it. One job at a time (`NVLINKRS_JOBS=1`) gives the same bytes.
+#[test]
+fn a_one_unit_edit_refinalizes_that_unit_only() {
+    for arch in ["sm_100", "sm_120"] {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = tempfile::tempdir().unwrap();
+        let tier = tempfile::tempdir().unwrap();
+        let url = PathBuf::from(format!("file://{}", tier.path().display()));
+        let env = [
+            ("XDG_CACHE_HOME", cache.path()),
+            ("NVLINKRS_REMOTE_CACHE", url.as_path()),
+        ];
+        let mut args = vec![format!("-arch={arch}")];
+        args.extend(compile(dir.path(), arch, 1));
+        let out = dir.path().join("out.cubin");
+        let want = nvlink(&args, &dir.path().join("ref.cubin"));
+        let cold = link(&args, &out, &env, &[]);
+        assert_eq!((cold.code, cold.stderr.as_str()), (0, ""), "{arch}");
+        assert!(
+            cold.output.as_ref() == Some(&want),
+            "{arch}: cold link not nvlink's image"
+        );
+        let f = &cold.report["finalize"];
+        assert_eq!(
+            (
+                f["units"].as_u64(),
+                f["jobs_run"].as_u64(),
+                f["jobs_cached"].as_u64()
+            ),
+            (Some(3), Some(3), Some(0)),
+            "{arch}: {f}"
+        );
+        assert_eq!(stage(&cold.report, "finalize"), (0, 3), "{arch}");
+        assert_eq!(cold.report["cache"]["whole_link"], "miss");
+        // u1 edited and recompiled where it was
+        args.truncate(1);
+        args.extend(compile(dir.path(), arch, 2));
+        let want = nvlink(&args, &dir.path().join("ref.cubin"));
+        let edit = link(&args, &out, &env, &[]);
+        assert_eq!((edit.code, edit.stderr.as_str()), (0, ""), "{arch}");
+        assert!(
+            edit.output.as_ref() == Some(&want),
+            "{arch}: relink not nvlink's image"
+        );
+        assert_eq!(edit.report["cache"]["whole_link"], "miss");
+        assert_eq!(stage(&edit.report, "finalize"), (2, 1), "{arch}");
+        let f = &edit.report["finalize"];
+        assert_eq!(
+            (
+                f["units"].as_u64(),
+                f["jobs_run"].as_u64(),
+                f["jobs_cached"].as_u64()
+            ),
+            (Some(3), Some(1), Some(2)),
+            "{arch}: {f}"
+        );
+        // (the stand-ins' templates came from the cache too)
+        assert_eq!(stage(&edit.report, "finalize-standin").1, 0, "{arch}");
+        // another edit, an empty local cache, the same shared tier
+        args.truncate(1);
+        args.extend(compile(dir.path(), arch, 3));
+        let want = nvlink(&args, &dir.path().join("ref.cubin"));
+        let fresh = tempfile::tempdir().unwrap();
+        let env = [
+            ("XDG_CACHE_HOME", fresh.path()),
+            ("NVLINKRS_REMOTE_CACHE", url.as_path()),
+        ];
+        let shared = link(&args, &out, &env, &[]);
+        assert_eq!((shared.code, shared.stderr.as_str()), (0, ""), "{arch}");
+        assert!(
+            shared.output.as_ref() == Some(&want),
+            "{arch}: not nvlink's image"
+        );
+        assert_eq!(stage(&shared.report, "finalize"), (2, 1), "{arch}");
+        let counts = &shared.report["cache"]["shared"]["counts"];
+        assert!(counts["hits"].as_u64() >= Some(2), "{arch}: {counts}");
+        // one job at a time, no cache: the same bytes
+        let one = link(
+            &[args.clone(), vec!["--no-cache".into()]].concat(),
+            &out,
+            &[],
+            &[("NVLINKRS_JOBS", "1")],
+        );
+        assert!(
+            one.output == shared.output,
+            "{arch}: another image with one job at a time"
+        );
+    }
+}
+
+/// A toolkit whose libnvJitLink forwards to the real one but, in `nvJitLinkComplete` of
+/// a job that is not `-r` (a unit's job, not a stand-in's template), aborts or waits for
+/// ever as `NVLINKRS_TEST_FINALIZER_FAULT` says: a crash and a hang inside a per-unit job,
+/// which no real input produces (a stand-in library, for that fault only).
+fn faulty_toolkit(dir: &Path) {
+    for d in ["bin", "include", "nvvm"] {
+        std::os::unix::fs::symlink(cuda().join(d), dir.join(d)).unwrap();
+    }
+    std::fs::create_dir(dir.join("lib")).unwrap();
+    let c = dir.join("wrap.c");
+    std::fs::write(&c, WRAPPER).unwrap();
+    let ok = Command::new("cc")
+        .args(["-shared", "-fPIC", "-O1", "-o"])
+        .arg(dir.join("lib/libnvJitLink.so.13"))
+        .arg(&c)
+        .arg("-ldl")
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "cc wrap.c");
+}
+
+const WRAPPER: &str = r#"#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+static void *real(const char *name) {
+  static void *h;
+  if (!h) h = dlopen(getenv("NVLINKRS_TEST_REAL_NVJITLINK"), RTLD_NOW);
+  return h ? dlsym(h, name) : 0;
+}
+static __thread int relocatable;
+int __nvJitLinkCreate_13_0(void **h, unsigned n, const char **o) {
+  relocatable = 0;
+  for (unsigned i = 0; i < n; i++) if (!strcmp(o[i], "-r")) relocatable = 1;
+  return ((int (*)(void **, unsigned, const char **))real("__nvJitLinkCreate_13_0"))(h, n, o);
+}
+int __nvJitLinkDestroy_13_0(void **h) { return ((int (*)(void **))real("__nvJitLinkDestroy_13_0"))(h); }
+int __nvJitLinkAddData_13_0(void *h, int k, const void *d, size_t n, const char *name) {
+  return ((int (*)(void *, int, const void *, size_t, const char *))real("__nvJitLinkAddData_13_0"))(h, k, d, n, name);
+}
+int __nvJitLinkComplete_13_0(void *h) {
+  const char *m = getenv("NVLINKRS_TEST_FINALIZER_FAULT");
+  if (!relocatable && m && !strcmp(m, "abort")) abort();
+  if (!relocatable && m && !strcmp(m, "hang")) for (;;) pause();
+  return ((int (*)(void *))real("__nvJitLinkComplete_13_0"))(h);
+}
+int __nvJitLinkGetLinkedCubinSize_13_0(void *h, size_t *n) {
+  return ((int (*)(void *, size_t *))real("__nvJitLinkGetLinkedCubinSize_13_0"))(h, n);
+}
+int __nvJitLinkGetLinkedCubin_13_0(void *h, void *b) {
+  return ((int (*)(void *, void *))real("__nvJitLinkGetLinkedCubin_13_0"))(h, b);
+}
+"#;
+
+/// A finalizer that aborts, or hangs (no CPU time for 10 s), in a unit's job (the
+/// stand-ins' templates made): the link goes on without the finalizer, with the warning
+/// of every child of a link (`crashed (SIGABRT)`, `used no CPU time for 10 s and was
+/// stopped`: `crate::child`'s words), exit 0, the image of the link without the
+/// finalizer, and the whole link is not kept by the cache (the next link runs the
+/// finalizer again).
+#[test]
+fn a_crash_or_hang_in_a_unit_job_falls_back() {
+    let kit = tempfile::tempdir().unwrap();
+    faulty_toolkit(kit.path());
+    let lib = kit.path().join("lib/libnvJitLink.so.13");
+    let real = cuda().join("lib/libnvJitLink.so.13");
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = vec!["-arch=sm_100".to_string()];
+    args.extend(compile(dir.path(), "sm_100", 1));
+    args.push(format!("--cuda-path={}", kit.path().display()));
+    let out = dir.path().join("out.cubin");
+    let cache = tempfile::tempdir().unwrap();
+    let env = [
+        ("XDG_CACHE_HOME", cache.path()),
+        ("NVLINKRS_TEST_REAL_NVJITLINK", real.as_path()),
+    ];
+    let plain = link(&args, &out, &env, &[("NVLINKRS_FINALIZER", "off")]);
+    assert_eq!((plain.code, plain.stderr.as_str()), (0, ""));
+    let fine = link(&args, &out, &env, &[]);
+    assert_eq!((fine.code, fine.stderr.as_str()), (0, ""));
+    assert!(
+        fine.output != plain.output,
+        "the finalizer changes these units"
+    );
+    for (fault, how) in [
+        ("abort", "crashed (SIGABRT)"),
+        ("hang", "used no CPU time for 10 s and was stopped"),
+    ] {
+        // (a cache of its own: the good link's jobs are in the other)
+        let cache = tempfile::tempdir().unwrap();
+        let env = [
+            ("XDG_CACHE_HOME", cache.path()),
+            ("NVLINKRS_TEST_REAL_NVJITLINK", real.as_path()),
+        ];
+        for _ in 0..2 {
+            let got = link(
+                &args,
+                &out,
+                &env,
+                &[("NVLINKRS_TEST_FINALIZER_FAULT", fault)],
+            );
+            assert_eq!(
+                (got.code, got.stderr.as_str()),
+                (
+                    0,
+                    format!(
+                        "nvlinkrs warning : NVLINKRS_FINALIZER: libnvJitLink '{}' {how}; linked without the finalizer\n",
+                        lib.display()
+                    )
+                    .as_str()
+                ),
+                "{fault}"
+            );
+            assert!(
+                got.output == plain.output,
+                "{fault}: not the image without the finalizer"
+            );
+            assert_eq!(got.report["cache"]["whole_link"], "miss", "{fault}");
+            assert_eq!(got.report["finalize"]["fell_back"], true, "{fault}");
+        }
+    }
+}
+
+/// Through the daemon, the finalizer's worker is the daemon's, the same process for
+/// every link (the library loaded once): two links of the program without the cache,
+/// both with the worker `daemon` of one pid, both nvlink's image.
+#[test]
+fn the_daemon_keeps_one_finalizer_worker() {
+    let runtime = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = vec!["-arch=sm_100".to_string()];
+    args.extend(compile(dir.path(), "sm_100", 1));
+    let want = nvlink(&args, &dir.path().join("ref.cubin"));
+    args.push("--no-cache".into());
+    let env = [("XDG_RUNTIME_DIR", runtime.path())];
+    let daemon = [("NVLINKRS_DAEMON", "only"), ("NVLINKRS_DAEMON_IDLE", "60")];
+    let mut pids = Vec::new();
+    for n in 0..2 {
+        let out = dir.path().join(format!("out{n}.cubin"));
+        let got = link(&args, &out, &env, &daemon);
+        assert_eq!((got.code, got.stderr.as_str()), (0, ""));
+        assert!(
+            got.output.as_ref() == Some(&want),
+            "link {n}: not nvlink's image"
+        );
+        assert_eq!(got.report["daemon"], true);
+        let f = &got.report["finalize"];
+        assert_eq!(
+            (f["worker"].as_str(), f["jobs_run"].as_u64()),
+            (Some("daemon"), Some(3))
+        );
+        pids.push(f["worker_pid"].as_u64().unwrap());
+    }
+    assert_eq!(pids[0], pids[1], "one worker for both links");
+    let stop = Command::new(nvlinkrs())
+        .args(["daemon", "stop"])
+        .env("XDG_RUNTIME_DIR", runtime.path())
+        .status()
+        .unwrap();
+    assert!(stop.success());
+    // (the worker goes with the daemon)
+    let gone = (0..100).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        !Path::new(&format!("/proc/{}", pids[0])).exists()
+    });
+    assert!(gone, "the worker outlived the daemon");
+}
