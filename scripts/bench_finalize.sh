@@ -18,7 +18,7 @@
 # BENCH_RUNS (pairs, default 7), BENCH_ARCHS (default "sm_100 sm_120"), BENCH_CCCL=0 (no
 # Thrust/CUB program), BENCH_OUT (the results file, default benches/results/finalize.md);
 # a quick check that it runs end to end, not for the record:
-#   BENCH_RUNS=1 BENCH_ARCHS=sm_100 BENCH_OUT=/tmp/finalize.md scripts/bench_finalize.sh 8
+#   BENCH_RUNS=1 BENCH_ARCHS=sm_100 BENCH_OUT=target/bench/finalize-quick.md scripts/bench_finalize.sh 8
 source "$(dirname "$0")/bench_env.sh"
 unset NVLINKRS_CACHE
 # (the toolkit, where libnvJitLink is: without one found, nvlinkrs links without the
