@@ -28,6 +28,7 @@ sizes=("$@"); [ ${#sizes[@]} -gt 0 ] || sizes=(8 32 128)
 runs=${BENCH_RUNS:-7}
 read -r -a archs <<< "${BENCH_ARCHS:-sm_100 sm_120}"
 out=${BENCH_OUT:-benches/results/finalize.md}
+mkdir -p "$(dirname "$out")"
 export XDG_RUNTIME_DIR="$W/run"; mkdir -p "$XDG_RUNTIME_DIR"
 export NVLINKRS_DAEMON_IDLE=3600
 nvcc_all() {  # DIR ARCH: every DIR/*.cu to DIR/*.cubin, -rdc, in parallel
