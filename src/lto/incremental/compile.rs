@@ -41,7 +41,7 @@ pub fn jobs(
         .iter()
         .map(|p| {
             let mut options = base.clone();
-            options.extend(p.lists.options());
+            options.extend(p.lists.partition_options());
             let key = crate::cache::Key::new("inc-ptx")
                 .text(FORMAT)
                 .text(tool)

@@ -32,18 +32,12 @@ use crate::input::host_refs::glob;
 /// A global of the program: (module, index in its summary).
 pub type Node = (usize, u32);
 
-/// A partition's host-reference lists: its roots and its pins.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Lists {
-    pub ek: Vec<String>,
-    pub ik: Vec<String>,
-    pub ec: Vec<String>,
-    pub ic: Vec<String>,
-    pub eg: Vec<String>,
-    pub ig: Vec<String>,
-}
+/// A partition's host-reference lists: its roots and its pins (the six lists the host
+/// objects' tables give a whole-program link; `tables` unused).
+pub type Lists = HostRefs;
 
-impl Lists {
+/// A partition's lists as incremental LTO makes and hands them to libNVVM.
+impl HostRefs {
     fn pin(&mut self, g: &Global) {
         let list = match (g.linkage == Linkage::Local, g.address_space == 4) {
             (false, false) => &mut self.eg,
@@ -57,7 +51,7 @@ impl Lists {
     /// As libNVVM options (`-host-ref-ek=a,b`), every list sorted; an empty kernel list
     /// is given one name no symbol has, so that libNVVM keeps no kernel it was not told
     /// to (with all six lists empty it would keep every kernel and variable).
-    pub fn options(&self) -> Vec<String> {
+    pub fn partition_options(&self) -> Vec<String> {
         let mut out = Vec::new();
         for (k, l) in [
             ("ek", &self.ek),
