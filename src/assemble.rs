@@ -97,14 +97,17 @@ pub fn objects(
         true => parsed.into_iter().chain(lto_cubins).collect(),
         false => lto_cubins.into_iter().chain(parsed).collect(),
     };
-    Ok(drop_unused_system(out))
+    Ok(drop_unused_system(out, plan.req.nvjitlink_cudadevrt))
 }
 
 /// libcudadevrt objects nothing refers to are left out (nvlink drops them, debug
 /// frames and notes included), and so is a second copy of one already kept: a library
 /// named twice (CMake's device link line has `-lcudadevrt` and nvcc adds its own) gives
 /// its members once, as an archive member is only taken for a symbol still undefined.
-fn drop_unused_system(inputs: Vec<merge::Input>) -> Vec<merge::Input> {
+/// libnvJitLink takes every member of a libcudadevrt its caller gave (`jit`), as it
+/// takes every member of any archive, and with them its memcpy and memset kernels; a
+/// second copy adds nothing, as in nvlink.
+fn drop_unused_system(inputs: Vec<merge::Input>, jit: bool) -> Vec<merge::Input> {
     use rustc_hash::FxHashSet as HashSet;
     // (without libcudadevrt there is nothing to leave out: no sets of every name built)
     if !inputs.iter().any(|i| i.system) {
@@ -131,7 +134,7 @@ fn drop_unused_system(inputs: Vec<merge::Input>) -> Vec<merge::Input> {
             || i.cubin.symbols.iter().any(|s| {
                 s.defined()
                     && global(&s)
-                    && wanted.contains(s.name.as_str())
+                    && (jit || wanted.contains(s.name.as_str()))
                     && !defined.contains(s.name.as_str())
             });
         if k && i.system {

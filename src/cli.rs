@@ -687,6 +687,9 @@ pub struct LinkRequest {
     /// them by file name and content, not by the folder, so that the same link is found
     /// again), and the image's own note is nvJitLink's.
     pub nvjitlink: bool,
+    /// The drop-in's caller gave libcudadevrt itself (not the `-lcudadevrt` the drop-in
+    /// adds to an LTO link of host objects): nvJitLink takes every member of it.
+    pub nvjitlink_cudadevrt: bool,
 }
 
 /// Options that change messages, not the image; nvlink records them in its tool note.
@@ -851,6 +854,7 @@ impl LinkArgs {
             },
             tool_name: self.tool_name.clone(),
             nvjitlink: false,
+            nvjitlink_cudadevrt: false,
         })
     }
 }

@@ -26,6 +26,10 @@ pub struct Process {
     /// inputs) are then left to the process exit instead of being freed piece by piece,
     /// as mold and wild do; freeing them took a tenth of a 128-unit link.
     pub one_shot: bool,
+    /// The sm_100+ finalizer this process gives its links, where it cannot start a
+    /// worker from its own executable: the drop-in libnvJitLink's, NVIDIA's library
+    /// loaded in the program ([`crate::finalize::Given`]). `None`: the worker.
+    pub finalizer: Option<std::sync::Arc<crate::finalize::Given>>,
 }
 
 /// One link's context.
@@ -39,6 +43,8 @@ pub struct LinkContext<'a> {
     /// ptxas): the cache keys hold its words and its file (`ptxas_driver::launcher_id`).
     pub ptxas_launcher: Vec<String>,
     one_shot: bool,
+    /// The process's finalizer, where it gave one ([`Process::finalizer`]).
+    pub finalizer: Option<std::sync::Arc<crate::finalize::Given>>,
 }
 
 impl<'a> LinkContext<'a> {
@@ -50,6 +56,7 @@ impl<'a> LinkContext<'a> {
             jobs: Jobs::new(process.jobserver.clone()),
             ptxas_launcher: launcher,
             one_shot: process.one_shot,
+            finalizer: process.finalizer.clone(),
         }
     }
 

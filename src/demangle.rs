@@ -29,8 +29,11 @@ pub fn demangle(name: &str) -> String {
         subs: Vec::new(),
         template_args: Vec::new(),
         depth: 0,
+        deleting: false,
     };
     match p.encoding() {
+        // (a deleting destructor, `D0`, as NVIDIA's demangler marks it)
+        Some(text) if p.at == p.s.len() && p.deleting => format!("{text} [deleting]"),
         Some(text) if p.at == p.s.len() => text,
         _ => name.to_string(),
     }
@@ -104,6 +107,8 @@ struct Parser<'a> {
     /// The innermost template arguments, for `T_`.
     template_args: Vec<Ty>,
     depth: u32,
+    /// A deleting destructor's name (`D0`) was read.
+    deleting: bool,
 }
 
 /// A parsed name: its text, whether it ends in template arguments (a template function's
@@ -282,6 +287,7 @@ impl Parser<'_> {
                 Some(last_component(enclosing).to_string())
             }
             b'D' if matches!(self.s.get(self.at + 1), Some(b'0'..=b'2')) => {
+                self.deleting |= self.s[self.at + 1] == b'0';
                 self.at += 2;
                 Some(format!("~{}", last_component(enclosing)))
             }
@@ -552,6 +558,10 @@ mod tests {
                 "_ZN35_INTERNAL_a7d7f646_5_st_cu_4536d6f137_GLOBAL__N__a7d7f646_5_st_cu_4536d6f14anonEi",
                 "<unnamed>::anon(int)",
             ),
+            // virtual destructors (a program nobody here wrote: shapes with vtables)
+            ("_ZN4RectD0Ev", "Rect::~Rect() [deleting]"),
+            ("_ZN4RectD1Ev", "Rect::~Rect()"),
+            ("_ZNK6Circle5perimEv", "Circle::perim() const"),
         ] {
             assert_eq!(demangle(mangled), want, "{mangled}");
         }

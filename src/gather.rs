@@ -117,6 +117,24 @@ fn member_ptxas_options(c: &crate::input::Code) -> Vec<String> {
         .collect()
 }
 
+/// Whether the input `trees` (a host object or fatbin, as read) hold code a link for
+/// `target` takes: SASS that runs there, PTX that compiles for it, or (`lto`) IR for
+/// it. What libnvJitLink asks of such an input at `AddData` (it refuses one of
+/// cooperative-groups code built for sm_90, sm_100 and sm_120 at sm_80 or sm_110, where
+/// nvlink warns and links without it).
+pub fn has_code_for(trees: &[Node], target: Arch, lto: bool) -> bool {
+    (input::units(trees).iter()).any(|u| {
+        (u.linked_codes().iter()).any(|(_, c)| match c.kind {
+            CodeKind::Cubin => c.arch.is_none_or(|a| sass_compatible(a, target)),
+            CodeKind::Ptx => c.arch.is_none_or(|a| ptx_compatible(a, target)),
+            CodeKind::Nvvm(_) | CodeKind::Bitcode => {
+                lto && c.arch.is_none_or(|a| ir_compatible(a, target))
+            }
+            CodeKind::Other(_) => false,
+        })
+    })
+}
+
 fn unit<'n>(u: input::Unit<'n>, target: Arch, lto: bool, out: &mut Vec<Planned<'n>>) -> Result<()> {
     let (n, system) = (u.node, u.cudadevrt);
     let codes = u.linked_codes();

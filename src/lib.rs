@@ -149,8 +149,8 @@ fn link_phases(
     })?;
     // an sm_100+ debug link's image is the finalizer's; another link's functions are
     // finalized one by one before the merge
-    let debug_image = finalize::debug::wanted(plan, &inputs)?;
-    if !debug_image && finalize::wanted(plan)? {
+    let debug_image = finalize::debug::wanted(plan, ctx, &inputs)?;
+    if !debug_image && finalize::wanted(plan, ctx)? {
         let stats = timings.phase("finalize", || finalize::phase(plan, ctx, &mut inputs))?;
         timings.fell_back |= stats.fell_back;
         timings.finalize = Some(stats.to_json());
@@ -167,7 +167,7 @@ fn link_phases(
         true => {
             let (bytes, fell_back) = timings.phase("finalize", || {
                 let merged = output::image_bytes(&mut image)?;
-                let image = finalize::debug::phase(plan, diag, &inputs, &merged)?;
+                let image = finalize::debug::phase(plan, ctx, &inputs, &merged)?;
                 Ok(match image {
                     Some(image) => (image, false),
                     None => (merged, true),

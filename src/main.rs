@@ -181,6 +181,7 @@ fn main() -> ExitCode {
         let process = nvlinkrs::Process {
             jobserver,
             one_shot: true,
+            finalizer: None,
         };
         in_worker(|| link_main(&args, &mut diag, &process, started))
     };

@@ -8,7 +8,10 @@
 
 use std::ffi::{CStr, CString, c_char, c_void};
 use std::path::PathBuf;
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock, mpsc};
+
+use nvlinkrs::finalize::nvjitlink::NvJitLink;
+use nvlinkrs::finalize::{Finalizer, Given, Mode};
 
 use crate::handle::{Call, Handle, What};
 use crate::rc;
@@ -103,6 +106,80 @@ fn api() -> Option<&'static Api> {
         }
     })
     .as_ref()
+}
+
+/// NVIDIA's library as the sm_100+ finalizer of the links the drop-in runs itself (as
+/// NVIDIA's library regenerates the code of `-dc` objects), and its path: loaded once,
+/// bound to its own definitions as `api` loads it.
+fn finalizer_library() -> Option<&'static (NvJitLink, PathBuf)> {
+    static LIB: OnceLock<Option<(NvJitLink, PathBuf)>> = OnceLock::new();
+    LIB.get_or_init(|| {
+        let path = location()?;
+        let lib = NvJitLink::load_beside_the_drop_in(&path).ok()?;
+        Some((lib, path))
+    })
+    .as_ref()
+}
+
+/// A finalizer job sent to the thread that called `Complete`, and where its answer goes.
+struct Job {
+    inputs: Vec<Vec<u8>>,
+    mode: Mode,
+    back: mpsc::Sender<nvlinkrs::diag::Result<Option<Vec<u8>>>>,
+}
+
+/// The finalizer given to a link: each job sent to the calling thread (`with_finalizer`).
+struct OnCaller(Mutex<mpsc::Sender<Option<Job>>>);
+
+impl Finalizer for OnCaller {
+    fn link(&self, job: &[&[u8]], mode: &Mode) -> nvlinkrs::diag::Result<Option<Vec<u8>>> {
+        let gone = || nvlinkrs::diag::Error::fatal("the drop-in's finalizer thread is gone");
+        let (back, answer) = mpsc::channel();
+        let job = Job {
+            inputs: job.iter().map(|j| j.to_vec()).collect(),
+            mode: mode.clone(),
+            back,
+        };
+        let sent = self.0.lock().map_err(|_| gone())?.send(Some(job));
+        sent.map_err(|_| gone())?;
+        answer.recv().map_err(|_| gone())?
+    }
+}
+
+/// `link` run on a thread of its own, given the finalizer (where `wanted` and NVIDIA's
+/// library is there), while this thread, the one that called the drop-in, runs the
+/// finalizer's jobs it sends: NVIDIA's library is called from the program's own thread,
+/// as without the drop-in. (A link it refused, `archive member size exceeds library
+/// bounds`, left a lock of its held by the thread that called it: a later call from
+/// any other thread waited for ever.)
+pub fn with_finalizer<T: Send>(
+    wanted: bool,
+    link: impl FnOnce(Option<Arc<Given>>) -> T + Send,
+) -> T {
+    let Some((lib, path)) = wanted.then(finalizer_library).flatten() else {
+        return link(None);
+    };
+    let (tx, rx) = mpsc::channel::<Option<Job>>();
+    let done = tx.clone();
+    let given = Arc::new(Given {
+        finalizer: Box::new(OnCaller(Mutex::new(tx))),
+        library: path.clone(),
+    });
+    std::thread::scope(|s| {
+        let t = s.spawn(move || {
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| link(Some(given))));
+            let _ = done.send(None);
+            r
+        });
+        while let Ok(Some(job)) = rx.recv() {
+            let inputs: Vec<&[u8]> = job.inputs.iter().map(Vec::as_slice).collect();
+            let _ = job.back.send(lib.link(&inputs, &job.mode));
+        }
+        match t.join() {
+            Ok(Ok(r)) => r,
+            Ok(Err(p)) | Err(p) => std::panic::resume_unwind(p),
+        }
+    })
 }
 
 /// Whether there is a real library to hand links to.

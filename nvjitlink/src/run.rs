@@ -88,10 +88,30 @@ pub fn acceptable(o: &Options, kind: i32, data: &[u8]) -> bool {
         input::PTX => ptx_target_fits(o, data),
         // (a host ELF of another type, an executable or a damaged header: nvlink passes
         // over its device code, nvJitLink links it)
-        input::OBJECT => nvlinkrs::elf::elf_type(data) == Some(1),
+        input::OBJECT => nvlinkrs::elf::elf_type(data) == Some(1) && has_code(o, found, data),
+        input::FATBIN => has_code(o, found, data),
         input::LTOIR => o.lto,
         _ => true,
     }
+}
+
+/// Whether a host object or fatbin holds code the link can take (`gather::has_code_for`,
+/// read from a private copy of its bytes): nvJitLink refuses the others at `AddData`.
+fn has_code(o: &Options, kind: i32, data: &[u8]) -> bool {
+    use nvlinkrs::arch::{Arch, TargetKind};
+    let Some((TargetKind::Sass, target)) = Arch::parse_target(&o.arch) else {
+        return false;
+    };
+    let Ok(dir) = nvlinkrs::scratch::private_dir("nvjitlink") else {
+        return false;
+    };
+    let path = dir.path().join(format!("in.{}", extension(kind)));
+    if std::fs::write(&path, data).is_err() {
+        return false;
+    }
+    let mode = nvlinkrs::input::Mode::Link { lto: o.lto };
+    nvlinkrs::input::load(&[path], mode)
+        .is_ok_and(|trees| nvlinkrs::gather::has_code_for(&trees, target, o.lto))
 }
 
 /// Whether an input is whole by its own headers, as nvJitLink checks it at `AddData`
@@ -175,7 +195,7 @@ pub fn link(ours: &Ours, messages: &mut String) -> Option<Done> {
     // (0700: no other user reads the program's device code; a folder a killed process
     // left is reclaimed by the next process's first link)
     let dir = nvlinkrs::scratch::private_dir("nvjitlink").ok()?;
-    let (mut inputs, mut host) = (Vec::new(), false);
+    let (mut inputs, mut host, mut devrt) = (Vec::new(), false, false);
     for (i, call) in ours.calls.iter().enumerate() {
         let (kind, data) = match call {
             Call::Data { kind, data, .. } => (*kind, data[..data.len() - 1].to_vec()),
@@ -189,6 +209,7 @@ pub fn link(ours: &Ours, messages: &mut String) -> Option<Done> {
         host |= kind == input::OBJECT || kind == input::LIBRARY;
         let path = dir.path().join(format!("in{i}.{}", extension(kind)));
         std::fs::write(&path, &data).ok()?;
+        devrt |= kind == input::LIBRARY && is_cudadevrt(&path);
         inputs.push(path);
     }
     let output = dir.path().join(if ours.options.ptx {
@@ -208,18 +229,23 @@ pub fn link(ours: &Ours, messages: &mut String) -> Option<Done> {
     let mut req = parsed.request().ok()?;
     nvlinkrs::cli::refuse_unimplemented(&given).ok()?;
     req.nvjitlink = true;
+    req.nvjitlink_cudadevrt = devrt;
     // (the host program's terminal is not the linker's to draw on)
     nvlinkrs::jobs::no_status_line();
     let diag = Diagnostics::collector();
-    let process = nvlinkrs::Process {
-        jobserver: None,
-        one_shot: false,
-    };
-    // on threads with the stack depth the nvlinkrs command gives libNVVM
-    let linked = match rayon::ThreadPoolBuilder::new().stack_size(32 << 20).build() {
-        Ok(pool) => pool.install(|| nvlinkrs::link(&req, &diag, &process)),
-        Err(_) => nvlinkrs::link(&req, &diag, &process),
-    };
+    // (NVIDIA's library as the finalizer, loaded only for the targets it finalizes)
+    let linked = crate::real::with_finalizer(req.target.sm >= 100, |finalizer| {
+        let process = nvlinkrs::Process {
+            jobserver: None,
+            one_shot: false,
+            finalizer,
+        };
+        // on threads with the stack depth the nvlinkrs command gives libNVVM
+        match rayon::ThreadPoolBuilder::new().stack_size(32 << 20).build() {
+            Ok(pool) => pool.install(|| nvlinkrs::link(&req, &diag, &process)),
+            Err(_) => nvlinkrs::link(&req, &diag, &process),
+        }
+    });
     let first_error = || {
         let printed = diag.printed().into_iter();
         let mut errors = printed.filter(|(l, _)| *l == Level::Error);
@@ -256,6 +282,23 @@ pub fn link(ours: &Ours, messages: &mut String) -> Option<Done> {
         done.cubin = Some(image);
     }
     Some(done)
+}
+
+/// Whether an archive the caller gave is libcudadevrt (by its members, as the link
+/// knows it: [`nvlinkrs::input::is_device_runtime`]).
+fn is_cudadevrt(path: &Path) -> bool {
+    let mode = nvlinkrs::input::Mode::Inspect;
+    nvlinkrs::input::load(&[path.to_path_buf()], mode).is_ok_and(|trees| {
+        (trees.iter()).any(|t| {
+            matches!(
+                t.item,
+                nvlinkrs::input::Item::Archive {
+                    cudadevrt: true,
+                    ..
+                }
+            )
+        })
+    })
 }
 
 /// A link nvlinkrs did not finish (the real library's then), its reason traced.

@@ -12,10 +12,10 @@
 
 use std::collections::BTreeSet;
 
-use super::isolated::Isolated;
 use super::{Finalizer, Mode, VAR};
 use crate::bytes::Bytes;
-use crate::diag::{Diagnostics, Error, Result};
+use crate::context::LinkContext;
+use crate::diag::{Error, Result};
 use crate::elf::cubin::{Cubin, STB_LOCAL};
 use crate::merge::Input;
 use crate::plan::Plan;
@@ -29,7 +29,7 @@ const NOTE: &str = ".note.nv.tkinfo";
 /// none of the options nvlinkrs does not hand libnvJitLink (`--preserve-relocs`,
 /// `-disable-smem-reservation`, `-allow-undefined-globals`) is given
 /// (`-maxrregcount`, `-kernels-used` and `-variables-used` it hands on).
-pub fn wanted(plan: &Plan, inputs: &[Input]) -> Result<bool> {
+pub fn wanted(plan: &Plan, ctx: &LinkContext<'_>, inputs: &[Input]) -> Result<bool> {
     let req = plan.req;
     // (`-G` code has `.debug_info`; `-lineinfo` code and `-G -dopt=on` code line tables,
     // which follow the code the finalizer regenerates)
@@ -43,7 +43,7 @@ pub fn wanted(plan: &Plan, inputs: &[Input]) -> Result<bool> {
         });
     let plain =
         !req.preserve_relocs && !req.disable_smem_reservation && !req.allow_undefined_globals;
-    Ok(debug && plain && super::wanted(plan)?)
+    Ok(debug && plain && super::wanted(plan, ctx)?)
 }
 
 /// The finalizer's image of `inputs` (the units the merge linked, in its order), with
@@ -51,11 +51,12 @@ pub fn wanted(plan: &Plan, inputs: &[Input]) -> Result<bool> {
 /// the units, or its image has other kernels or global symbols than `merged`.
 pub fn phase(
     plan: &Plan,
-    diag: &Diagnostics,
+    ctx: &LinkContext<'_>,
     inputs: &[Input],
     merged: &[u8],
 ) -> Result<Option<Vec<u8>>> {
-    let lib = super::library(plan)?;
+    let diag = ctx.diag;
+    let (fin, _) = super::Chosen::get(plan, ctx, inputs)?;
     let req = plan.req;
     let mut extra: Vec<String> = req
         .maxrregcount
@@ -77,8 +78,7 @@ pub fn phase(
         debug: req.debug,
         extra,
     };
-    let size = inputs.iter().map(|i| i.cubin.data.len()).sum();
-    match image(&Isolated::new(lib, size), &mode, inputs, merged) {
+    match image(fin.finalizer(), &mode, inputs, merged) {
         Ok(image) => Ok(Some(image)),
         Err(e) => {
             let line = super::one_line(&e);

@@ -34,6 +34,53 @@ pub use splice::{Count, splice};
 /// The environment variable that turns the prototype on (`nvjitlink`).
 pub const VAR: &str = "NVLINKRS_FINALIZER";
 
+/// A finalizer a process hands its links (the drop-in's: NVIDIA's library, loaded
+/// where the program loaded the drop-in), and the library it is, for the per-unit
+/// cache's key.
+pub struct Given {
+    pub finalizer: Box<dyn Finalizer + Send>,
+    pub library: std::path::PathBuf,
+}
+
+/// The finalizer a link runs: the one its process gave, else the toolkit's library in
+/// a worker process started from this executable.
+enum Chosen<'c> {
+    Given(&'c Given),
+    Worker(isolated::Isolated),
+}
+
+impl Chosen<'_> {
+    fn get<'c>(
+        plan: &Plan,
+        ctx: &'c LinkContext<'_>,
+        inputs: &[Input],
+    ) -> Result<(Chosen<'c>, std::path::PathBuf)> {
+        if let Some(g) = &ctx.finalizer {
+            return Ok((Chosen::Given(g), g.library.clone()));
+        }
+        let lib = library(plan)?;
+        let size = inputs.iter().map(|i| i.cubin.data.len()).sum();
+        Ok((
+            Chosen::Worker(isolated::Isolated::new(lib.clone(), size)),
+            lib,
+        ))
+    }
+
+    fn finalizer(&self) -> &dyn Finalizer {
+        match self {
+            Chosen::Given(g) => &*g.finalizer,
+            Chosen::Worker(w) => w,
+        }
+    }
+
+    fn worker(&self) -> Option<(&'static str, u32)> {
+        match self {
+            Chosen::Given(_) => None,
+            Chosen::Worker(w) => w.started(),
+        }
+    }
+}
+
 /// A real finalizer of capsule Mercury.
 pub trait Finalizer: Sync {
     /// One job's inputs (cubins, and PTX: a text that is not ELF) linked as `mode` says:
@@ -139,17 +186,21 @@ fn unknown(v: &str) -> Error {
 }
 
 /// Whether this link runs the finalizer: an sm_100+ executable link (not `-r`), the
-/// setting not `off`, libnvJitLink in the toolkit (or asked for by name), and this
-/// process nvlinkrs' own executable, which the finalizer's child is started from (not
-/// the drop-in libnvJitLink inside someone else's program).
-pub fn wanted(plan: &Plan) -> Result<bool> {
+/// setting not `off`, and a finalizer to run: the one the process gave (the drop-in
+/// libnvJitLink inside someone else's program hands over NVIDIA's library), or, in
+/// nvlinkrs' own executable, which the worker is started from, libnvJitLink in the
+/// toolkit (or asked for by name).
+pub fn wanted(plan: &Plan, ctx: &LinkContext<'_>) -> Result<bool> {
     let req = plan.req;
     let s = setting(&plan.env)?;
-    let here = crate::toolkit::own_image() == std::env::current_exe().ok();
-    if s == Setting::Off || req.target.sm < 100 || req.relocatable || !here {
+    if s == Setting::Off || req.target.sm < 100 || req.relocatable {
         return Ok(false);
     }
-    Ok(s == Setting::On || plan.toolkit().ok().and_then(|k| k.libnvjitlink()).is_some())
+    if ctx.finalizer.is_some() {
+        return Ok(true);
+    }
+    let here = crate::toolkit::own_image() == std::env::current_exe().ok();
+    Ok(here && (s == Setting::On || plan.toolkit().ok().and_then(|k| k.libnvjitlink()).is_some()))
 }
 
 /// The toolkit's libnvJitLink (an error naming the toolkit where it has none).
@@ -176,17 +227,22 @@ fn one_line(e: &Error) -> String {
 /// `inputs`. A worker that crashes or hangs leaves `inputs` as they are: the link goes
 /// on without the finalizer, with a warning.
 pub fn phase(plan: &Plan, ctx: &LinkContext, inputs: &mut [Input]) -> Result<Stats> {
-    let lib = library(plan)?;
-    let size = inputs.iter().map(|i| i.cubin.data.len()).sum();
-    let fin = isolated::Isolated::new(lib.clone(), size);
+    let (fin, lib) = Chosen::get(plan, ctx, inputs)?;
     let ptxas = plan.toolkit()?.ptxas();
     let version = match ctx.cache() {
         Some(c) => c.ptxas_version(&ptxas),
         None => crate::toolkit::ptxas_version_of(&ptxas),
     };
-    match units::apply(&fin, &lib, ctx, plan.req.target, version.as_deref(), inputs) {
+    match units::apply(
+        fin.finalizer(),
+        &lib,
+        ctx,
+        plan.req.target,
+        version.as_deref(),
+        inputs,
+    ) {
         Ok(stats) => Ok(Stats {
-            worker: fin.started(),
+            worker: fin.worker(),
             ..stats
         }),
         Err(e) => {

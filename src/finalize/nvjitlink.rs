@@ -54,13 +54,31 @@ fn failed(what: &str, rc: c_int) -> Error {
 
 impl NvJitLink {
     pub fn load(path: &Path) -> Result<NvJitLink> {
+        // SAFETY: loading runs the library's initialisers, NVIDIA's own for this use.
+        let lib = unsafe { libloading::Library::new(path) };
+        NvJitLink::from(lib, path)
+    }
+
+    /// The library loaded inside a program that has the drop-in libnvJitLink, which
+    /// exports the same names: bound to its own definitions first (`RTLD_DEEPBIND`), so
+    /// that its calls of its own entry points never reach the drop-in.
+    pub fn load_beside_the_drop_in(path: &Path) -> Result<NvJitLink> {
+        use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
+        let flags = RTLD_NOW | RTLD_LOCAL | libc::RTLD_DEEPBIND;
+        // SAFETY: as in `load`
+        let lib = unsafe { Library::open(Some(path), flags) }.map(libloading::Library::from);
+        NvJitLink::from(lib, path)
+    }
+
+    fn from(
+        lib: std::result::Result<libloading::Library, libloading::Error>,
+        path: &Path,
+    ) -> Result<NvJitLink> {
         let load_error = |e: &dyn std::fmt::Display| {
             Error::fatal("elfLink linker library load error")
                 .context(format!("libnvJitLink '{}': {e}", path.display()))
         };
-        // SAFETY: loading runs the library's initialisers, NVIDIA's own for this use.
-        let lib = unsafe { libloading::Library::new(path) }
-            .map_err(|e| load_error(&crate::diag::with_sources(&e)))?;
+        let lib = lib.map_err(|e| load_error(&crate::diag::with_sources(&e)))?;
         // SAFETY: each symbol gets the C signature nvJitLink.h declares for it; the
         // pointers are used only while `lib` lives (it is moved into the result).
         let api = unsafe {

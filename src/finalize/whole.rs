@@ -142,7 +142,7 @@ pub fn take(
             return Ok(false);
         };
         let f1 = fin.bytes(&fin.sections[d1]);
-        let candidates: Vec<usize> = fdes(f1)
+        let mut candidates: Vec<usize> = fdes(f1)
             .into_iter()
             .filter(|&q| {
                 f1.u64_at(q + 4) == Some(len as u64)
@@ -152,6 +152,16 @@ pub fn take(
                         .is_some_and(|(a, b)| alike(a, b))
             })
             .collect();
+        // (FDEs that give the same bytes are one candidate: two instances of a template,
+        // NVSHMEM's `nvshmemi_transfer_submit_active_region_slow<t0>` and `<t3>`, have
+        // the same code and the same frame)
+        let mut seen = Vec::new();
+        candidates.retain(|&q| {
+            let bytes = f1.get(q + 28..q + 12 + len);
+            let new = !seen.contains(&bytes);
+            seen.push(bytes);
+            new
+        });
         let ([q], Some(end)) = (&candidates[..], (at + 12).checked_add(len)) else {
             return Ok(false);
         };

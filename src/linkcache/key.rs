@@ -69,7 +69,9 @@ impl LinkKey {
 
 /// The key of this link, or `None` when it is not cached (see the module comment of
 /// `linkcache`) or an input cannot be read (the link then reports it).
-pub fn key(plan: &Plan, cache: &Cache, opened: &Opened) -> Option<LinkKey> {
+/// (`given`: the finalizer the process gave the link, [`crate::finalize::Given`]: its
+/// library is keyed in place of the toolkit's.)
+pub fn key(plan: &Plan, cache: &Cache, opened: &Opened, given: Option<&Path>) -> Option<LinkKey> {
     let req = plan.req;
     if req.time.is_some()
         || req.dump_callgraph.is_some()
@@ -82,7 +84,7 @@ pub fn key(plan: &Plan, cache: &Cache, opened: &Opened) -> Option<LinkKey> {
     }
     let mut k = Key::new("link").text(&format!("{:?}", normalized(req)));
     let mut stamps = Vec::new();
-    for t in tools(plan)? {
+    for t in tools(plan, given)? {
         let Some(stamp) = Stamp::now(&t) else {
             continue;
         };
@@ -144,9 +146,9 @@ fn named(req: &LinkRequest, p: &Path) -> PathBuf {
 
 /// The files whose identities the key holds (those that exist are keyed): nvlinkrs
 /// itself, ptxas, libdevice, the libNVVM an LTO link loads, the LLVM helper, the
-/// launcher's file, and libnvJitLink where the finalizer may run. `None` for a finalizer
-/// setting the link refuses.
-fn tools(plan: &Plan) -> Option<Vec<PathBuf>> {
+/// launcher's file, and libnvJitLink where the finalizer may run (the one `given`, else
+/// the toolkit's). `None` for a finalizer setting the link refuses.
+fn tools(plan: &Plan, given: Option<&Path>) -> Option<Vec<PathBuf>> {
     let mut tools: Vec<PathBuf> = crate::toolkit::own_image().into_iter().collect();
     let kit = plan.toolkit().ok();
     if let Some(kit) = kit {
@@ -158,7 +160,10 @@ fn tools(plan: &Plan) -> Option<Vec<PathBuf>> {
     let launcher = crate::ptxas_driver::launcher(&plan.env);
     tools.extend(crate::ptxas_driver::launcher_file(&launcher, &plan.env));
     if finalizer(plan)?.is_some() {
-        tools.extend(kit.and_then(|k| k.libnvjitlink()));
+        match given {
+            Some(lib) => tools.push(lib.to_path_buf()),
+            None => tools.extend(kit.and_then(|k| k.libnvjitlink())),
+        }
     }
     Some(tools)
 }

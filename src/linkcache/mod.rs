@@ -38,7 +38,8 @@ pub fn around(
     let Some(cache) = ctx.cache() else {
         return Ok((phases(false)?, "off"));
     };
-    let key = key::key(plan, cache, opened);
+    let given = ctx.finalizer.as_ref().map(|g| g.library.as_path());
+    let key = key::key(plan, cache, opened, given);
     let earlier = diag.printed().len(); // messages from before the link are not its own
     // the shared tier's first failure, once per link (after the store: never replayed)
     let shared_failure = || {
@@ -93,7 +94,7 @@ pub fn request_key(args: &[String], env: &crate::linkenv::LinkEnv) -> Option<Str
 pub fn key_of(req: &LinkRequest, env: &crate::linkenv::LinkEnv) -> Option<String> {
     let cache = Cache::open(req.cache.dir.as_ref()?, crate::cache::DEFAULT_CAP).ok()?;
     let plan = Plan::with_env(req, env.clone());
-    key::key(&plan, &cache, &Opened::default()).map(|k| k.key.finish())
+    key::key(&plan, &cache, &Opened::default(), None).map(|k| k.key.finish())
 }
 
 /// Whether `path` names a regular file (after symlinks), asked without opening it.

@@ -8,7 +8,7 @@
 //! stand for them) and inputs of arbitrary bytes (the key does not parse them). nvlinkrs
 //! itself is keyed too (`toolkit::own_image`); a test cannot replace its own binary.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::key;
@@ -108,6 +108,11 @@ impl World {
 
     /// The key a link of this world makes (its tool memos in `cache`).
     fn key(&self, cache: &Cache) -> String {
+        self.key_given(cache, None)
+    }
+
+    /// The key where the process gave the link a finalizer of library `given`.
+    fn key_given(&self, cache: &Cache, given: Option<&Path>) -> String {
         let args: Vec<String> = self
             .expand(&self.args)
             .split_whitespace()
@@ -117,7 +122,8 @@ impl World {
         let req = parsed.request().unwrap();
         let plan = Plan::with_env(&req, self.env.clone());
         let opened = Opened::default();
-        let k = key::key(&plan, cache, &opened).unwrap_or_else(|| panic!("no key: {args:?}"));
+        let k =
+            key::key(&plan, cache, &opened, given).unwrap_or_else(|| panic!("no key: {args:?}"));
         k.key.finish()
     }
 }
@@ -441,6 +447,28 @@ fn keys(cache: &Cache, setup: Step, change: Step) -> (String, String) {
     (before, w.key(cache))
 }
 
+/// The finalizer a process gives its links (the drop-in's: NVIDIA's library, loaded in
+/// the program) is keyed by its own file, in place of the toolkit's: another library, or
+/// the same one rewritten, is a miss; below sm_100, where it does not run, it is not keyed.
+#[test]
+fn the_given_finalizers_library_is_keyed() {
+    let mut w = World::new();
+    let cache = Cache::open(&w.p("cache"), DEFAULT_CAP).unwrap();
+    w.write("nvj/one.so", "nvjitlink 1");
+    w.write("nvj/two.so", "nvjitlink 2");
+    let (one, two) = (w.p("nvj/one.so"), w.p("nvj/two.so"));
+    assert_eq!(
+        w.key_given(&cache, Some(&one)),
+        w.key_given(&cache, Some(&two))
+    );
+    w.args = w.args.replace("sm_90", "sm_100");
+    let before = w.key_given(&cache, Some(&one));
+    assert_ne!(before, w.key_given(&cache, Some(&two)));
+    assert_ne!(before, w.key_given(&cache, None));
+    w.write("nvj/one.so", "nvjitlink 1, rebuilt");
+    assert_ne!(before, w.key_given(&cache, Some(&one)));
+}
+
 #[test]
 fn every_tool_input_setting_and_option_the_image_depends_on_changes_the_key() {
     let mut failures = Vec::new();
@@ -493,7 +521,7 @@ fn a_file_changed_after_the_key_was_made_is_told() {
         ("kit1/bin/ptxas", "ptxas 8"),
         ("helper", "llvm helper 8"),
     ] {
-        let k = key::key(&plan, &cache, &Opened::default()).unwrap();
+        let k = key::key(&plan, &cache, &Opened::default(), None).unwrap();
         assert!(k.unchanged(), "{file}");
         std::thread::sleep(Duration::from_millis(20));
         w.write(file, text);

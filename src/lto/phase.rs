@@ -148,7 +148,10 @@ pub fn run(
         return Ok(LtoOutcome::Written);
     }
     let split = lto_out.ptx.len() > 1;
-    let relocatable = partial || !lto_out.whole_program || split;
+    // (libnvJitLink links the kernels of a libcudadevrt its caller gave beside a whole
+    // program too: its output is merged with them, see `assemble::drop_unused_system`)
+    let relocatable =
+        partial || !lto_out.whole_program || split || (req.nvjitlink_cudadevrt && pool.cudadevrt);
     if req.verbose2 {
         diag::to_stderr(" Running nvlink ptxas-lto\n");
     }

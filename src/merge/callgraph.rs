@@ -67,7 +67,10 @@ impl<'a> Merger<'a> {
         let mut groups: [Vec<(u32, i64)>; 5] = Default::default();
         // (strings by their position in `strings`)
         let mut seen: HashSet<(usize, usize, u32, i64)> = HashSet::default();
-        let mut seen_string: HashSet<(usize, u32, usize)> = HashSet::default();
+        // (a string entry's first input: one input's table may list a caller's prototype
+        // once per call site, and nvlink keeps each; a later input's copy of a weak
+        // caller adds none)
+        let mut seen_string: HashMap<(usize, u32, usize), usize> = HashMap::default();
         let mut protos: BTreeSet<(u32, u32)> = BTreeSet::new();
         let mut strings: Vec<String> = Vec::new();
         let mut string_at: HashMap<Cow<'a, str>, usize> = HashMap::default();
@@ -138,7 +141,7 @@ impl<'a> Merger<'a> {
                     2 | 3 => {
                         if let Some(s) = string(b) {
                             let s = intern(s, &mut strings);
-                            if seen_string.insert((group, oa as u32 + 1, s)) {
+                            if *seen_string.entry((group, oa as u32 + 1, s)).or_insert(i) == i {
                                 pending.push((group, groups[group].len(), s));
                                 groups[group].push((oa as u32 + 1, 0));
                             }

@@ -81,13 +81,23 @@ impl Merger<'_> {
             return own;
         }
         // (the image's only kernel takes the lists of every kept function, those it does
-        // not reach included, as it takes their barrier counts: a -g link keeps them all)
+        // not reach included, as it takes their barrier counts: a -g link keeps them all;
+        // in the image's order of code, its own among them: `malloc vprintf free` for a
+        // kernel calling printf and free whose callee's code, placed first, calls malloc)
         let every: Vec<FuncId> = match self.only_kernel() {
-            true => FuncId::all(self.funcs.len())
-                .filter(|&g| self.live[g])
-                .collect(),
+            true => {
+                let mut every: Vec<FuncId> = FuncId::all(self.funcs.len())
+                    .filter(|&g| self.live[g])
+                    .collect();
+                every.sort_by_key(|&g| {
+                    let text = SecKey::new(self.funcs[g].key.input, self.funcs[g].text);
+                    self.placed.get(&text).map(|&(o, _)| o)
+                });
+                every
+            }
             false => Vec::new(),
         };
+        let any_listed_only = self.funcs.iter().any(|g| !g.listed_only.is_empty());
         (0..self.funcs.len())
             .into_par_iter()
             .map(FuncId)
@@ -96,11 +106,18 @@ impl Merger<'_> {
                 // (a kernel only --preserve-relocs keeps, one the kernel filter leaves
                 // out, keeps its own list: `devlaunch.cu`'s `top`)
                 if self.live[f] && self.funcs[f].entry && self.reached(f) {
-                    let funcs = if every.is_empty() {
-                        self.tree(f)
-                    } else {
+                    let called;
+                    let funcs = if !every.is_empty() {
                         &every
+                    } else if any_listed_only {
+                        called = self.called_tree(f);
+                        &called
+                    } else {
+                        self.tree(f)
                     };
+                    if !every.is_empty() {
+                        list.clear();
+                    }
                     for &g in funcs {
                         for &o in &own[g] {
                             if !list.contains(&o) {
@@ -111,6 +128,29 @@ impl Merger<'_> {
                 }
                 list
             })
+            .collect()
+    }
+
+    /// Kernel `f`'s call tree without what only the compiler's lists of functions whose
+    /// address a function takes (`.nv.callgraph` group 4, `listed_only`) add: what a
+    /// kernel's `EXTERNS` list takes in (read off nvlink 13.5: a kernel calling a
+    /// function that makes an object with virtual functions does not get the
+    /// `free` its deleting destructor calls). In the tree's order.
+    pub(super) fn called_tree(&self, f: FuncId) -> Vec<FuncId> {
+        let mut seen: HashSet<FuncId> = HashSet::default();
+        let mut stack = vec![f];
+        while let Some(g) = stack.pop() {
+            if seen.insert(g) {
+                let callees = self.funcs[g].callees.iter();
+                stack.extend(
+                    callees.filter(|&&h| {
+                        !self.funcs[h].entry && !self.funcs[g].listed_only.contains(&h)
+                    }),
+                );
+            }
+        }
+        (self.tree(f).iter().copied())
+            .filter(|g| seen.contains(g))
             .collect()
     }
 

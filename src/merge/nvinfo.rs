@@ -249,7 +249,18 @@ impl<'a> Merger<'a> {
     /// over its call tree, and `stack`, its deepest frame chain.
     fn propagated(&self, f: FuncId, stack: u32) -> KernelProps {
         let reach = self.tree(f);
-        let regs = reach.iter().map(|&g| self.funcs[g].regs).max().unwrap_or(0);
+        // (registers as nvlink's call graph propagates them: not into what only the
+        // compiler's lists of taken addresses reach, a virtual destructor's 36 into the
+        // kernel that makes the object, 24, in the drop-in's LTO link beside libcudadevrt)
+        let called;
+        let calls = match self.funcs.iter().any(|g| !g.listed_only.is_empty()) {
+            true => {
+                called = self.called_tree(f);
+                &called[..]
+            }
+            false => reach,
+        };
+        let regs = calls.iter().map(|&g| self.funcs[g].regs).max().unwrap_or(0);
         let bars = reach
             .iter()
             .map(|&g| self.funcs[g].barriers)

@@ -72,6 +72,8 @@ impl<'a> Merger<'a> {
         //    first), then size (smallest first), ties to the first list, and follow
         //    the end of everything the kernel holds from step 1.
         // 3. The size-0 `extern` arrays follow everything their kernels hold.
+        // 4. Once step 1 placed anything, every window is as aligned as the strictest
+        //    variable of 0.
         // sm_90 and newer reserve 1 KiB at the end of every kernel's window.
         let sm = self.opts.target.map_or(0, |t| t.sm);
         let reserve = if self.opts.disable_smem_reservation || sm < 90 {
@@ -97,6 +99,17 @@ impl<'a> Merger<'a> {
         let slotted = self.shared_slots(&mut l, &shared);
         self.kernels_own_shared(&mut l, &shared);
         self.dynamic_shared(&mut l, slotted);
+        // 4. When step 1 placed anything, every window is as aligned as the strictest
+        //    variable of step 0's list, whichever kernel holds it or none (read off
+        //    nvlink 13.5: a template kernel's 32-aligned array, a weak global, of one
+        //    kernel or of a removed one, aligns every other kernel's window once two
+        //    kernels share a variable; kernels' own locals do not: smem5.cu's `short`)
+        if slotted {
+            let strictest = shared.iter().map(|&v| align_of(self.sym(v))).max();
+            for w in l.win.iter_mut().filter(|w| w.0.is_some()) {
+                w.1 = w.1.max(strictest.unwrap_or(1));
+            }
+        }
         self.shared_sections(l, reserve, sm);
     }
 

@@ -272,6 +272,27 @@ def cases(fx):
              [(OBJECT, m("hostpar_lto90.o")), (LIBRARY, devrt)]),
             ("lto_devrt_dp", ["-arch=sm_90", "-lto"],
              [(OBJECT, m("dp_lto90.o")), (OBJECT, m("dpmain_lto90.o")), (LIBRARY, devrt)]),
+            # libcudadevrt beside code that launches nothing: nvJitLink takes its members
+            # all the same, and with them its memcpy/memset kernels (whole-program LTO
+            # too, its output merged with them); the drop-in left them out
+            ("devrt_nothing_launches", ["-arch=sm_90"],
+             [(OBJECT, f("saxpy_dc.o")), (OBJECT, f("scale_dc.o")), (LIBRARY, devrt)]),
+            ("lto_devrt_nothing_launches", ["-arch=sm_90", "-lto"],
+             [(OBJECT, f("saxpy_dlto.o")), (OBJECT, f("scale_dlto.o")), (LIBRARY, devrt)]),
+            # sm_100: nvJitLink regenerates every function's code (libcudadevrt's kernels,
+            # a unit that calls no other); the drop-in, which ran no finalizer, kept ptxas'
+            ("devrt_sm_100", ["-arch=sm_100"],
+             [(OBJECT, m("swk_dc100.o")), (OBJECT, m("swfn_dc100.o")), (LIBRARY, devrt)]),
+            ("alone_sm_100", ["-arch=sm_100"], [(OBJECT, m("hrvar_dc100.o"))]),
+            # virtual functions beside libcudadevrt, LTO (libNVVM's output merged with the
+            # device runtime's kernels): the kernel making the objects keeps its own
+            # register count, not a destructor's it only takes the address of
+            ("lto_devrt_virtual", ["-arch=sm_90", "-lto"],
+             [(OBJECT, m("vshapes_lto90.o")), (OBJECT, m("vmain_lto90.o")), (LIBRARY, devrt)]),
+            # a host object with no code the target can take (sm_100 SASS and PTX, at
+            # sm_80): nvJitLink refuses it at AddData, the drop-in took it and linked an
+            # image without its kernels
+            ("object_for_other_archs", ["-arch=sm_80"], [(OBJECT, m("hrvar_dc100.o"))]),
         ]
     # kernels no host code launches (launch1.cu, launch2.cu): nvJitLink keeps them, where
     # nvlink's host-reference tables narrow the link

@@ -105,3 +105,52 @@ fn a_kernel_calling_a_reduction_gets_its_memory_barriers() {
         panic!("{e}");
     }
 }
+
+/// The new user's NVSHMEM program (a ring, a team reduction, a block put with a fence and
+/// an atomic) at sm_100, `-rdc`: two instances of the library's
+/// `nvshmemi_transfer_submit_active_region_slow`, whose code the finalizer changes, have
+/// the same frame, and nvlinkrs took neither (it looked for one FDE): their control bits
+/// were ptxas 13.0's, not equivalent to nvlink's image.
+#[test]
+fn template_twins_take_the_finalizers_code_sm_100() {
+    let d = nvshmem();
+    let kit = std::fs::canonicalize(cuda()).unwrap();
+    let headers = kit.parent().unwrap().join("nvshmem").join("include");
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("shm.cu");
+    std::fs::write(
+        &src,
+        "#include <nvshmem.h>\n#include <nvshmemx.h>\n\
+         __global__ void ring(int *dst, int iter) {\n\
+           int me = nvshmem_my_pe(), n = nvshmem_n_pes();\n\
+           for (int i = 0; i < iter; ++i) { nvshmem_int_p(dst, me * 100 + i, (me + 1) % n); nvshmem_barrier_all(); }\n}\n\
+         __global__ void reduce(int *src, int *dst, int cnt) {\n\
+           nvshmem_int_sum_reduce(NVSHMEM_TEAM_WORLD, dst, src, cnt);\n  nvshmem_quiet();\n}\n\
+         __global__ void putblock(float *dst, const float *src, size_t n, int pe) {\n\
+           nvshmemx_float_put_block(dst, src, n, pe);\n  nvshmem_fence();\n\
+           if (threadIdx.x == 0) nvshmem_int_atomic_inc((int *)dst, pe);\n}\n",
+    )
+    .unwrap();
+    let obj = dir.path().join("shm.o");
+    let ok = std::process::Command::new(cuda().join("bin/nvcc"))
+        .args(["-dc", "-arch=sm_100"])
+        .arg(format!("-I{}", headers.display()))
+        .arg(&src)
+        .arg("-o")
+        .arg(&obj)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "nvcc shm.cu");
+    let a = vec![
+        "-arch=sm_100".to_string(),
+        obj.display().to_string(),
+        format!("-L{}", d.join("lib").display()),
+        format!("-L{}", cuda().join("lib").display()),
+        "-lnvshmem_device".to_string(),
+        "-lcudadevrt".to_string(),
+    ];
+    if let Err(e) = differential(&a) {
+        panic!("{e}");
+    }
+}
