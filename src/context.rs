@@ -8,6 +8,9 @@
 //! with its reason: the crash handler's state (`lto::crash`, read from a signal handler),
 //! the descriptors closed at start (`output`, noted before `main` runs) and where plain
 //! progress lines count from (`jobs`, a display setting of the process's stderr).
+//! Also what a process may give its links: the sm_100+ finalizer back end (the
+//! [`Finalizer`] trait, which `finalize` runs and re-exports; the drop-in gives NVIDIA's
+//! library, [`Given`]).
 
 use std::sync::Arc;
 
@@ -28,8 +31,8 @@ pub struct Process {
     pub one_shot: bool,
     /// The sm_100+ finalizer this process gives its links, where it cannot start a
     /// worker from its own executable: the drop-in libnvJitLink's, NVIDIA's library
-    /// loaded in the program ([`crate::finalize::Given`]). `None`: the worker.
-    pub finalizer: Option<std::sync::Arc<crate::finalize::Given>>,
+    /// loaded in the program ([`Given`]). `None`: the worker.
+    pub finalizer: Option<std::sync::Arc<Given>>,
 }
 
 /// One link's context.
@@ -44,7 +47,7 @@ pub struct LinkContext<'a> {
     pub ptxas_launcher: Vec<String>,
     one_shot: bool,
     /// The process's finalizer, where it gave one ([`Process::finalizer`]).
-    pub finalizer: Option<std::sync::Arc<crate::finalize::Given>>,
+    pub finalizer: Option<std::sync::Arc<Given>>,
 }
 
 impl<'a> LinkContext<'a> {
@@ -107,4 +110,48 @@ impl<'a> LinkContext<'a> {
             std::mem::forget(x);
         }
     }
+}
+
+/// A real finalizer of capsule Mercury.
+pub trait Finalizer: Sync {
+    /// One job's inputs (cubins, and PTX: a text that is not ELF) linked as `mode` says:
+    /// the image, or `None` where the finalizer refuses to link them (an undefined
+    /// reference, a prototype that does not match). Called from several threads at once.
+    fn link(&self, job: &[&[u8]], mode: &Mode) -> crate::diag::Result<Option<Vec<u8>>>;
+
+    /// Gets ready to link (starts what runs the jobs), on the link's own thread, before
+    /// the jobs go to the job pool.
+    fn prepare(&self) -> crate::diag::Result<()> {
+        Ok(())
+    }
+}
+
+/// How the finalizer links: for which target, whether as nvlink's `-g` link (every
+/// function's code regenerated for debugging), and the link's options that libnvJitLink
+/// carries out as nvlink does (`-maxrregcount=N`, `-kernels-used=K`, `-variables-used=V`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mode {
+    pub arch: crate::arch::Arch,
+    pub debug: bool,
+    pub extra: Vec<String>,
+}
+
+impl Mode {
+    /// libnvJitLink's options for this mode.
+    pub fn options(&self) -> Vec<String> {
+        let mut o = vec![format!("-arch={}", self.arch)];
+        if self.debug {
+            o.push("-g".into());
+        }
+        o.extend(self.extra.iter().cloned());
+        o
+    }
+}
+
+/// A finalizer a process hands its links (the drop-in's: NVIDIA's library, loaded
+/// where the program loaded the drop-in), and the library it is, for the per-unit
+/// cache's key.
+pub struct Given {
+    pub finalizer: Box<dyn Finalizer + Send>,
+    pub library: std::path::PathBuf,
 }

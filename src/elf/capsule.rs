@@ -8,23 +8,30 @@
 //! Read off ptxas 13.5 and nvlink 13.5 at sm_100 and sm_120 (97 capsules of generated
 //! switch programs for bank 2; a unit whose `__constant__` variable comes after another
 //! unit's, for bank 3): such a record is 32 bytes, its first 7 bytes below, byte 12 the
-//! bank's mark, its operand the last 4 (the bank offset, zero-extended).
+//! bank's mark, its operand the last 4 (the bank offset, zero-extended) ([`operands`]).
 
-/// The constant banks whose records a link patches.
+/// The records a link patches, by the constant bank they read and their form.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Bank {
     /// Device functions' data merged into their kernels' banks (`merge::bank2`).
     Two,
     /// The module's `__constant__` variables (`.nv.constant3`).
     Three,
+    /// A `__constant__` variable read through a 16-bit field: a load in libNVVM's
+    /// whole-program output compiled relocatable (`ybias[3]`, R_MERCURY_ABS16).
+    Three16,
 }
 
 impl Bank {
+    /// Every kind of record, for what compares capsules without their operands.
+    pub const ALL: [Bank; 3] = [Bank::Two, Bank::Three, Bank::Three16];
+
     /// The record's first 7 bytes and its byte 12.
     fn signature(self) -> ([u8; 7], u8) {
         match self {
             Bank::Two => ([0x02, 0x22, 0x0c, 0x06, 0xf8, 0x00, 0x42], 0x41),
             Bank::Three => ([0x02, 0x22, 0x08, 0x06, 0xfa, 0x00, 0x42], 0x42),
+            Bank::Three16 => ([0x02, 0x22, 0x0e, 0x06, 0x01, 0x00, 0x42], 0x42),
         }
     }
 }
@@ -42,7 +49,7 @@ pub fn operands(data: &[u8], bank: Bank) -> Vec<usize> {
 /// there are the same code at other bank offsets).
 pub fn without_bank_operands(data: &[u8]) -> Vec<u8> {
     let mut d = data.to_vec();
-    for bank in [Bank::Two, Bank::Three] {
+    for bank in Bank::ALL {
         for at in operands(data, bank) {
             d[at..at + 4].fill(0);
         }
@@ -59,7 +66,7 @@ mod tests {
         let mut cap = vec![0x18, 0, 0, 0];
         let record = |operand: u32| {
             let mut r = vec![0u8; 32];
-            r[..7].copy_from_slice(&Bank::Two.signature().0);
+            r[..7].copy_from_slice(&[0x02, 0x22, 0x0c, 0x06, 0xf8, 0x00, 0x42]);
             r[10] = 1;
             r[12] = 0x41;
             r[28..].copy_from_slice(&operand.to_le_bytes());
@@ -71,13 +78,20 @@ mod tests {
         assert_eq!(operands(&cap, Bank::Two), vec![4 + 28, 4 + 32 + 8 + 28]);
         // a bank-3 record (a `__constant__` variable's `LDC`) is found as such
         let mut three = vec![0u8; 32];
-        three[..7].copy_from_slice(&Bank::Three.signature().0);
+        three[..7].copy_from_slice(&[0x02, 0x22, 0x08, 0x06, 0xfa, 0x00, 0x42]);
         three[12] = 0x42;
         three[28..].copy_from_slice(&0x124u32.to_le_bytes());
         let at = cap.len();
         cap.extend(three);
         assert_eq!(operands(&cap, Bank::Three), vec![at + 28]);
         assert_eq!(operands(&cap, Bank::Two).len(), 2);
+        // and one of libNVVM's relocatable output (`ybias[3]`, another form)
+        let mut nvvm = vec![0u8; 32];
+        nvvm[..7].copy_from_slice(&[0x02, 0x22, 0x0e, 0x06, 0x01, 0x00, 0x42]);
+        nvvm[12] = 0x42;
+        let at2 = cap.len();
+        cap.extend(nvvm);
+        assert_eq!(operands(&cap, Bank::Three), vec![at + 28, at2 + 28]);
         let cleared = without_bank_operands(&cap);
         assert_eq!(cleared.len(), cap.len());
         assert_eq!(&cleared[..4], &cap[..4]);

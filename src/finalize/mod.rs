@@ -24,8 +24,8 @@ pub mod units;
 mod whole;
 pub mod worker;
 
-use crate::arch::Arch;
 use crate::context::LinkContext;
+pub use crate::context::{Finalizer, Given, Mode};
 use crate::diag::{Error, Result};
 use crate::merge::Input;
 use crate::plan::Plan;
@@ -33,14 +33,6 @@ pub use splice::{Count, splice};
 
 /// The environment variable that turns the prototype on (`nvjitlink`).
 pub const VAR: &str = "NVLINKRS_FINALIZER";
-
-/// A finalizer a process hands its links (the drop-in's: NVIDIA's library, loaded
-/// where the program loaded the drop-in), and the library it is, for the per-unit
-/// cache's key.
-pub struct Given {
-    pub finalizer: Box<dyn Finalizer + Send>,
-    pub library: std::path::PathBuf,
-}
 
 /// The finalizer a link runs: the one its process gave, else the toolkit's library in
 /// a worker process started from this executable.
@@ -78,42 +70,6 @@ impl Chosen<'_> {
             Chosen::Given(_) => None,
             Chosen::Worker(w) => w.started(),
         }
-    }
-}
-
-/// A real finalizer of capsule Mercury.
-pub trait Finalizer: Sync {
-    /// One job's inputs (cubins, and PTX: a text that is not ELF) linked as `mode` says:
-    /// the image, or `None` where the finalizer refuses to link them (an undefined
-    /// reference, a prototype that does not match). Called from several threads at once.
-    fn link(&self, job: &[&[u8]], mode: &Mode) -> Result<Option<Vec<u8>>>;
-
-    /// Gets ready to link (starts what runs the jobs), on the link's own thread, before
-    /// the jobs go to the job pool.
-    fn prepare(&self) -> Result<()> {
-        Ok(())
-    }
-}
-
-/// How the finalizer links: for which target, whether as nvlink's `-g` link (every
-/// function's code regenerated for debugging), and the link's options that libnvJitLink
-/// carries out as nvlink does (`-maxrregcount=N`, `-kernels-used=K`, `-variables-used=V`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Mode {
-    pub arch: Arch,
-    pub debug: bool,
-    pub extra: Vec<String>,
-}
-
-impl Mode {
-    /// libnvJitLink's options for this mode.
-    pub fn options(&self) -> Vec<String> {
-        let mut o = vec![format!("-arch={}", self.arch)];
-        if self.debug {
-            o.push("-g".into());
-        }
-        o.extend(self.extra.iter().cloned());
-        o
     }
 }
 

@@ -307,7 +307,7 @@ impl Merger<'_> {
 }
 
 /// R_MERCURY_ABS16: a 16-bit field of a Mercury instruction (the constant-bank offset of
-/// an `LDC` of bank 2).
+/// an `LDC` of bank 2; of bank 3 too in libNVVM's output).
 const R_MERCURY_ABS16: u32 = 0x1_0004;
 /// The 32-bit field of an `LDC` of a `__constant__` variable (bank 3).
 const R_MERCURY_ABS32: u32 = 0x1_0003;
@@ -332,27 +332,39 @@ impl Merger<'_> {
         let Ok(relocs) = c.relocations(ri) else {
             return;
         };
+        // (each kind of record with the relocations of its type to its bank's symbols:
+        // in libNVVM's whole-program output compiled relocatable a load of `ybias[3]` is
+        // an R_MERCURY_ABS16 with a record of its own; an indexed one of `-rdc` code,
+        // `lut[i]`, has no record the link writes)
+        let bank_of = |n: usize| {
+            let sec = self.sym(SymKey::new(i, n)).shndx as usize;
+            if self.bank2.holds(SecKey::new(i, sec)) {
+                Some(Bank::Two)
+            } else if (c.sections.get(sec)).is_some_and(|s| constant_bank(s.ty) == Some(3)) {
+                Some(Bank::Three)
+            } else {
+                None
+            }
+        };
         for (bank, ty, mask) in [
             (Bank::Two, R_MERCURY_ABS16, 0xffff),
             (Bank::Three, R_MERCURY_ABS32, 0xffff_ffff),
+            (Bank::Three16, R_MERCURY_ABS16, 0xffff),
         ] {
+            let of = if bank == Bank::Three16 {
+                Bank::Three
+            } else {
+                bank
+            };
             let mut fields: Vec<(u64, u32)> = Vec::new();
             for r in relocs.iter().filter(|r| r.ty == ty) {
                 let Some(n) = view.normal_of.get(r.sym as usize).copied().flatten() else {
                     continue;
                 };
-                let k = SymKey::new(i, n);
-                let sec = self.sym(k).shndx as usize;
-                let ours = match bank {
-                    Bank::Two => self.bank2.holds(SecKey::new(i, sec)),
-                    Bank::Three => {
-                        (c.sections.get(sec)).is_some_and(|s| constant_bank(s.ty) == Some(3))
-                    }
-                };
-                if !ours {
+                if bank_of(n) != Some(of) {
                     continue;
                 }
-                let (value, _, _) = self.link_value(k);
+                let (value, _, _) = self.link_value(SymKey::new(i, n));
                 let field = (value as i64).wrapping_add(r.addend) as u64 & mask;
                 fields.push((r.offset, field as u32));
             }
@@ -361,6 +373,11 @@ impl Merger<'_> {
             }
             fields.sort_unstable();
             let records = crate::elf::capsule::operands(data, bank);
+            // (no record at all: the capsule has no operand to write, as in libNVVM's
+            // output, whose switch tables are loaded through `.const_opt` symbols)
+            if records.is_empty() {
+                continue;
+            }
             if records.len() != fields.len() {
                 let name = &c.sections[capsule].name;
                 self.diag.warning_never_error(&format!(

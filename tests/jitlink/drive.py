@@ -287,6 +287,11 @@ def cases(fx):
             # virtual functions beside libcudadevrt, LTO (libNVVM's output merged with the
             # device runtime's kernels): the kernel making the objects keeps its own
             # register count, not a destructor's it only takes the address of
+            # sm_100 LTO beside libcudadevrt (libNVVM's output compiled relocatable and
+            # merged): a load of `ybias[3]` has a capsule record of its own form, whose
+            # operand the drop-in left 0 where nvJitLink writes 0xc
+            ("lto_devrt_constants_sm_100", ["-arch=sm_100", "-lto"],
+             [(OBJECT, m("cvx_lto100.o")), (OBJECT, m("cvy_lto100.o")), (LIBRARY, devrt)]),
             ("lto_devrt_virtual", ["-arch=sm_90", "-lto"],
              [(OBJECT, m("vshapes_lto90.o")), (OBJECT, m("vmain_lto90.o")), (LIBRARY, devrt)]),
             # a host object with no code the target can take (sm_100 SASS and PTX, at

@@ -112,32 +112,16 @@ fn switch_table_loads_read_the_kernels_banks() {
 /// sm_100+ the capsule records of those loads hold the variable's offset in the image's
 /// `.nv.constant3` (0x120: after the first unit's 0x120 bytes), which nvlink writes and
 /// ptxas leaves 0; nvlinkrs wrote the unit's own offsets (the finalizer's unit job's 0, 4,
-/// 8), not equivalent. Compiled here with nvcc, at sm_100 and sm_120, both orders.
+/// 8), not equivalent. `cvx.cu` and `cvy.cu` compiled here with nvcc, at sm_100 and
+/// sm_120, both orders. (The same as LTO IR beside libcudadevrt through the drop-in:
+/// tests/jitlink.rs' `lto_devrt_constants_sm_100`.)
 #[test]
 fn constant_variable_loads_in_capsules_are_nvlinks() {
-    const X: &str = "__constant__ int lut[64];
-__constant__ float w[8] = {1, 2, 3, 4, 5, 6, 7, 8};
-extern __device__ int decode(int op, int v);
-__device__ __noinline__ int local_sw(int k) { switch (k) { case 0: return lut[1];
-  case 1: return lut[3]; case 2: return lut[5]; case 3: return lut[7]; case 4: return 11;
-  case 5: return 13; case 6: return lut[9]; case 7: return 17; case 8: return 19;
-  case 9: return lut[2]; default: return 0; } }
-__global__ void vm(const int *code, int n, float *out) {
-  int acc = 0; float f = 0;
-  for (int i = 0; i < n; ++i) { acc = decode(code[i], acc) + local_sw(code[i] & 15); f += w[i & 7] * acc; }
-  out[threadIdx.x] = f + lut[threadIdx.x & 63];
-}
-";
-    const Y: &str = "__constant__ int ybias[3] = {5, 6, 7};
-__device__ __noinline__ int decode(int op, int v) { switch (op & 15) { case 0: return v + ybias[0];
-  case 1: return v - 3; case 2: return v * ybias[1]; case 3: return v ^ 0x55; case 4: return v << 1;
-  case 5: return v >> 2; case 6: return v + ybias[2]; case 7: return v - 9; case 8: return v | 7;
-  case 9: return ~v; case 10: return v * 5; default: return v; } }
-__global__ void yk(int *p) { p[threadIdx.x] = decode(p[threadIdx.x], ybias[threadIdx.x % 3]); }
-";
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("x.cu"), X).unwrap();
-    std::fs::write(dir.path().join("y.cu"), Y).unwrap();
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/merge");
+    for (u, f) in [("x", "cvx.cu"), ("y", "cvy.cu")] {
+        std::fs::copy(src.join(f), dir.path().join(format!("{u}.cu"))).unwrap();
+    }
     let mut failures = Vec::new();
     for sm in ["sm_100", "sm_120"] {
         let mut objs = Vec::new();
