@@ -2105,11 +2105,35 @@ fn bad_cubins_fail_cleanly() {
     bad_off[at..at + 8].copy_from_slice(&0xFFFF_FFF0u64.to_le_bytes());
     let bad_off_path = dir.path().join("badoff.cubin");
     std::fs::write(&bad_off_path, &bad_off).unwrap();
+    // a shared variable whose value, its alignment, is 4 GiB (the merge fuzz target's
+    // input: the windows laid out by it asked for 4 GiB of padding)
+    let b_bytes = std::fs::read(fx.join("b_90.cubin")).unwrap();
+    let bc =
+        nvlinkrs::elf::cubin::Cubin::parse(nvlinkrs::bytes::Bytes::from_vec(b_bytes.clone()), "b")
+            .unwrap();
+    let k = (bc.symbols.iter())
+        .position(|s| {
+            s.other & nvlinkrs::elf::cubin::STO_SHARED != 0
+                && s.ty != nvlinkrs::elf::cubin::STT_FUNC
+        })
+        .expect("b.cu's shared array");
+    let tab = (bc.sections.iter())
+        .find(|s| s.ty == nvlinkrs::elf::cubin::SHT_SYMTAB)
+        .unwrap();
+    let mut bad_align = b_bytes.clone();
+    let at = tab.offset as usize + k * 24 + 8;
+    bad_align[at..at + 8].copy_from_slice(&(1u64 << 32).to_le_bytes());
+    let bad_align_path = dir.path().join("badalign.cubin");
+    std::fs::write(&bad_align_path, &bad_align).unwrap();
     let b = fx.join("b_90.cubin").display().to_string();
     for (path, expect) in [
         (&truncated, "truncated.cubin"),
         (&bad_sym_path, "names symbol 65535"),
         (&bad_off_path, "past the end of the section"),
+        (
+            &bad_align_path,
+            "has alignment 0x100000000, not a power of two up to 64 KiB",
+        ),
     ] {
         let out = dir.path().join("out.cubin");
         let r = Command::new(nvlinkrs())

@@ -476,6 +476,28 @@ impl Cubin {
             }
         }
         let symbols = read_symbols(d, Some(&data), &sections, SHT_SYMTAB, origin)?;
+        // (a relocatable cubin's shared variable holds its alignment in its value, which
+        // the link lays the kernels' windows out by: a damaged one asked for 4 GiB of
+        // padding, found by the merge fuzz target)
+        if h.e_type == super::ET_REL {
+            let at = |k: usize| {
+                let tab = sections.iter().find(|s| s.ty == SHT_SYMTAB);
+                tab.map_or(0, |t| t.offset + (k * 24) as u64 + 8)
+            };
+            for (k, s) in symbols.iter().enumerate() {
+                let shared = s.other & STO_SHARED != 0 && s.ty != STT_FUNC;
+                if shared && s.value > 1 && (!s.value.is_power_of_two() || s.value > 1 << 16) {
+                    return Err(malformed(
+                        origin,
+                        at(k),
+                        format!(
+                            "shared variable '{}' has alignment {:#x}, not a power of two up to 64 KiB",
+                            s.name, s.value
+                        ),
+                    ));
+                }
+            }
+        }
         let merc_symbols = if sections.iter().any(|s| s.ty == SHT_MERC_SYMTAB) {
             read_symbols(d, Some(&data), &sections, SHT_MERC_SYMTAB, origin)?
         } else {
