@@ -66,6 +66,10 @@ const DRIVER_FUNCTIONS: [&str; 50] = [
     "cudaDeviceMemcpyBatchAsync",
 ];
 
+/// `st_other`'s memory-space bits of a variable: global (0x20), shared (0x40, `STO_SHARED`),
+/// constant (0x80).
+const MEMORY_SPACE: u8 = 0xE0;
+
 impl<'a> Merger<'a> {
     /// The register count ptxas recorded for a function (global REGCOUNT record).
     fn regcount(&self, k: SymKey) -> u32 {
@@ -121,6 +125,19 @@ impl<'a> Merger<'a> {
         if kind(s) == Kind::Data {
             let prev = def.unwrap_or(first);
             let p = self.sym(prev);
+            // (the memory space, `st_other`'s global, shared and constant bits: a
+            // `__device__` variable named `extern __constant__` elsewhere is nvlink's
+            // error; nvlinkrs linked it, and the kernel read bank 3 at the variable's
+            // address)
+            let space = |o: u8| o & MEMORY_SPACE;
+            if space(p.other) != 0 && space(s.other) != 0 && space(p.other) != space(s.other) {
+                self.diag.error(&format!(
+                    "Memory space doesn't match for '{}' in '{}', first specified in '{}'",
+                    s.name,
+                    here,
+                    self.origin(prev.input)
+                ));
+            }
             if p.size != 0 && s.size != 0 && p.size != s.size && !is_table_symbol(&s.name) {
                 self.diag.error(&format!(
                     "Size doesn't match for '{}' in '{}', first specified in '{}'",

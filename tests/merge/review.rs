@@ -195,3 +195,45 @@ int main() { k0<<<1, 1>>>(nullptr); return 0; }
     );
     assert!(ours.iter().any(|n| n == slowpath) && our_call, "{ours:?}");
 }
+
+/// A `__device__` variable that another unit names `extern __constant__` (or defines as
+/// `__constant__`): nvlink's error, `Memory space doesn't match for 'gv' in 'c.o', first
+/// specified in 'a.o'`, exit 1, no image. nvlinkrs linked it with exit 0, and the kernel
+/// read constant bank 3 at the global variable's address.
+#[test]
+fn a_variables_memory_space_must_agree() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let a = compiled(
+        d,
+        "gva",
+        "__device__ int gv = 1;\n__global__ void k1(int *o) { o[0] = gv; }\n",
+        "sm_90",
+        &[],
+    );
+    let b = compiled(
+        d,
+        "gvb",
+        "__constant__ int gv;\n__global__ void k2(int *o) { o[0] = gv; }\n",
+        "sm_90",
+        &[],
+    );
+    let c = compiled(
+        d,
+        "gvc",
+        "extern __constant__ int gv;\n__global__ void k3(int *o) { o[0] = gv; }\n",
+        "sm_90",
+        &[],
+    );
+    let mut failures = Vec::new();
+    for objs in [[&a, &c], [&c, &a], [&a, &b]] {
+        let mut args = vec!["-arch=sm_90".to_string()];
+        args.extend(objs.iter().map(|o| o.display().to_string()));
+        let nvlink = run(&cuda().join("bin/nvlink"), &args, d);
+        assert_eq!(nvlink.code, 1, "nvlink links {args:?}");
+        if let Err(e) = differential(&args) {
+            failures.push(format!("{args:?}:\n    {e}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
