@@ -99,13 +99,15 @@ pub fn ir_compatible(ir: Arch, target: Arch) -> bool {
 }
 
 /// Whether SASS built for `code` runs on `target`: plain SASS of the same SM, or of an
-/// older SM of the same major; `a` and `f` SASS only for itself.
+/// older SM of the same major; `f` SASS as plain within its family (nvlink 13.5 links
+/// `sm_100f` code for sm_100, sm_103 and sm_103f, `sm_120f` for sm_121); `a` SASS only
+/// for itself.
 pub fn sass_compatible(code: Arch, target: Arch) -> bool {
     match code.variant {
-        Variant::Plain => {
+        Variant::Plain | Variant::Family => {
             code.sm == target.sm || (code.sm / 10 == target.sm / 10 && code.sm <= target.sm)
         }
-        _ => code == target,
+        Variant::Accelerated => code == target,
     }
 }
 

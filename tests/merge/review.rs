@@ -237,3 +237,53 @@ fn a_variables_memory_space_must_agree() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// Family-specific SASS (`-gencode arch=compute_100f,code=sm_100f`, no PTX) for a target
+/// of its family: nvlink links `sm_100f` code for sm_100, sm_103 and sm_103f, `sm_120f`
+/// for sm_121. nvlinkrs took it only for the very target, and wrote an image without
+/// the kernel (exit 0, a warning), or refused an archive of it (`Undefined reference`).
+#[test]
+fn family_sass_links_across_its_family() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("fam.cu"),
+        "__device__ int twice(int x) { return 2 * x; }\n__global__ void k(int *o) { o[0] = twice(o[1]); }\n",
+    )
+    .unwrap();
+    let nvcc = |fam: &str, out: &str| {
+        let o = std::process::Command::new(cuda().join("bin/nvcc"))
+            .args([
+                "-dc",
+                "-gencode",
+                &format!("arch=compute_{fam},code=sm_{fam}"),
+            ])
+            .args(["fam.cu", "-o", out])
+            .current_dir(d)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        d.join(out)
+    };
+    let (f100, f120) = (nvcc("100f", "f100.o"), nvcc("120f", "f120.o"));
+    let lib = d.join("libfam.a");
+    let ar = std::process::Command::new(cuda().join("bin/nvcc"))
+        .args(["-lib", "-o"])
+        .arg(&lib)
+        .arg(&f100)
+        .status()
+        .unwrap();
+    assert!(ar.success());
+    let mut links: Vec<(String, &str, Vec<PathBuf>)> = ["sm_100", "sm_103", "sm_103f"]
+        .into_iter()
+        .map(|sm| ("sm_100f code".to_string(), sm, vec![f100.clone()]))
+        .collect();
+    links.push(("sm_120f code".into(), "sm_121", vec![f120.clone()]));
+    links.push((
+        "an archive of sm_100f code".into(),
+        "sm_103",
+        vec![lib.clone()],
+    ));
+    let failures = identical_links(&links);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
