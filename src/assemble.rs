@@ -97,7 +97,9 @@ pub fn objects(
         true => parsed.into_iter().chain(lto_cubins).collect(),
         false => lto_cubins.into_iter().chain(parsed).collect(),
     };
-    Ok(drop_unused_system(out, plan.req.nvjitlink_cudadevrt))
+    // (-keep-system-libraries: every member, as nvJitLink takes them)
+    let keep = plan.req.nvjitlink_cudadevrt || plan.req.recorded.keep_system_libraries;
+    Ok(drop_unused_system(out, keep))
 }
 
 /// libcudadevrt objects nothing refers to are left out (nvlink drops them, debug

@@ -255,6 +255,7 @@ pub struct LinkArgs {
 /// than ignored (see `refuse_unimplemented`).
 const IMPLEMENTED: &[&str] = &[
     "arch",
+    "extra-warnings",
     "preserve-relocs",
     "cpu-arch",
     "machine",

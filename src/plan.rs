@@ -111,6 +111,7 @@ impl<'r> Plan<'r> {
             suppress_stack_size_warning: req.recorded.suppress_stack_size_warning,
             tool_name: req.tool_name.clone(),
             jit_note: req.nvjitlink,
+            extra_warnings: req.recorded.extra_warnings,
         }
     }
 

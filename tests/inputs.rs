@@ -925,10 +925,8 @@ const NVLINK_OPTIONS: &[(&str, Option<&str>, Option<&str>)] = &[
 /// fails on these inputs for its own reason: -astoolspatch, -nv-host, -uidx).
 const REFUSED_BY_NAME: &[&str] = &[
     "link-as-tools-patch",
-    "extra-warnings",
     "force-rela",
     "gen-host-linker-script",
-    "keep-system-libraries",
     "suppress-debug-info",
     "syscall-const-offset",
     "uidx-file",

@@ -190,6 +190,33 @@ impl<'a> Merger<'a> {
         Ok((callees.into_iter().collect(), shared.into_iter().collect()))
     }
 
+    /// `-extrawarn`: nvlink's warning for each function whose address is taken and that no
+    /// kept function calls, directly or by an indirect call of its prototype (read off
+    /// nvlink 13.5: a function-pointer table's functions are warned of when the host
+    /// code does not launch the kernel that calls through it, not when it does), in the
+    /// call graph's node order.
+    pub(super) fn address_taken_warnings(&self) -> Result<()> {
+        if !self.opts.extra_warnings || self.address_taken.is_empty() {
+            return Ok(());
+        }
+        let cl = self.call_lists()?;
+        let called: HashSet<FuncId> = FuncId::all(self.funcs.len())
+            .filter(|&g| self.live[g])
+            .flat_map(|g| cl.callees(g))
+            .collect();
+        let mut warned: Vec<FuncId> = (self.address_taken.iter().copied())
+            .filter(|f| !called.contains(f))
+            .collect();
+        warned.sort_by_key(|&f| (cl.node[f], f));
+        for f in warned {
+            self.diag.warning(&format!(
+                "Function '{}' has address taken but no calls to it found",
+                self.sym(self.funcs[f].key).name
+            ));
+        }
+        Ok(())
+    }
+
     /// Whether the kernel filter (`-kernels-used`, the host objects' tables) keeps
     /// function `f` if it is a kernel (a system library's always).
     pub(super) fn kernel_kept(&self, f: FuncId) -> bool {

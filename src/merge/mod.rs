@@ -104,6 +104,9 @@ pub struct MergeOptions {
     pub tool_name: Option<String>,
     /// The image's own note is libnvJitLink's (the drop-in, `nvjitlink/`), not nvlink's.
     pub jit_note: bool,
+    /// `-extrawarn`: nvlink's extra warnings (functions whose address is taken and that
+    /// nothing calls directly).
+    pub extra_warnings: bool,
 }
 
 /// One input cubin and where it came from.
@@ -382,6 +385,7 @@ pub fn link_with_steps(
     m.reach();
     m.call_trees();
     m.check_register_limits()?;
+    m.address_taken_warnings()?;
     m.read_externs()?;
     lap("functions");
     m.undefined()?; // (resolve.rs: it needs the live code)

@@ -120,10 +120,11 @@ fn fixture_source(name: &str) -> String {
     std::fs::read_to_string(dir.join(name)).unwrap()
 }
 
-/// Virtual functions across two units (`vshapes.cu`, `vmain.cu`): `build` (which makes the objects) gets only
-/// `malloc`, not the `free` of the destructors whose addresses its callees store;
-/// `measure`'s two virtual calls of one prototype are two `.nv.callgraph` entries; and
-/// `-dump-callgraph` names the deleting destructors as nvlink does.
+/// Virtual functions across two units (`vshapes.cu`, `vmain.cu`): `build` (which makes
+/// the objects) gets only `malloc`, not the `free` of the destructors whose addresses
+/// its callees store; `measure`'s two virtual calls of one prototype are two
+/// `.nv.callgraph` entries; `-dump-callgraph` names the deleting destructors as nvlink
+/// does.
 #[test]
 fn virtual_functions_link_as_nvlink() {
     let dir = tempfile::tempdir().unwrap();
@@ -285,5 +286,80 @@ fn family_sass_links_across_its_family() {
         vec![lib.clone()],
     ));
     let failures = identical_links(&links);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// `-extrawarn` (nvlinkrs refused it, nvlink takes it): nvlink's warning for each
+/// function whose address is taken and that no kept function calls, directly or
+/// through a pointer of its prototype: a table's functions when the host code launches
+/// only the kernel that does not call through it, none when every kernel is kept.
+#[test]
+fn extra_warnings_name_functions_only_a_pointer_reaches() {
+    const SRC: &str = "typedef float (*unop_t)(float);
+__device__ float f_id(float x) { return x; }
+__device__ float f_neg(float x) { return -x; }
+__device__ unop_t table[2] = { f_id, f_neg };
+__global__ void k0(float *o) { o[threadIdx.x] = threadIdx.x; }
+__global__ void k1(float *o, int i) { o[threadIdx.x] = table[i & 1](o[threadIdx.x]); }
+#ifdef MAIN
+int main() { k0<<<1, 1>>>(nullptr); return 0; }
+#endif
+";
+    let dir = tempfile::tempdir().unwrap();
+    let mut failures = Vec::new();
+    for (extra, warnings) in [(&["-DMAIN"][..], 2), (&[][..], 0)] {
+        let o = compiled(dir.path(), "tab", SRC, "sm_90", extra);
+        let a = vec![
+            "-arch=sm_90".to_string(),
+            "-extrawarn".to_string(),
+            o.display().to_string(),
+        ];
+        let said = run(&cuda().join("bin/nvlink"), &a, dir.path()).messages;
+        let n = said
+            .iter()
+            .filter(|l| l.contains("has address taken but no calls"))
+            .count();
+        assert_eq!(n, warnings, "{extra:?}: {said:?}");
+        match differential(&a) {
+            Ok(true) => {}
+            other => failures.push(format!("{extra:?}: {other:?}")),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// `-keep-system-libraries`: nvlink keeps every member of libcudadevrt, its memcpy and
+/// memset kernels among them, though nothing launches from the device; nvlinkrs took the
+/// option and dropped them (1 function in the image where nvlink's has 33).
+#[test]
+fn keep_system_libraries_keeps_libcudadevrt() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = "__global__ void k(int *o) { o[threadIdx.x] = threadIdx.x; }\n";
+    let lib = format!("-L{}", cuda().join("lib").display());
+    let mut failures = Vec::new();
+    for sm in ["sm_90", "sm_100"] {
+        let o = compiled(dir.path(), "ksl", src, sm, &[]);
+        let a: Vec<String> = [&format!("-arch={sm}"), "-keep-system-libraries"]
+            .into_iter()
+            .map(String::from)
+            .chain([o.display().to_string(), lib.clone(), "-lcudadevrt".into()])
+            .collect();
+        let image = run(&cuda().join("bin/nvlink"), &a, dir.path())
+            .output
+            .unwrap();
+        let c = nvlinkrs::elf::cubin::Cubin::parse(nvlinkrs::bytes::Bytes::from_vec(image), "x")
+            .unwrap();
+        let functions = (c.symbols.iter())
+            .filter(|s| s.defined() && s.ty == nvlinkrs::elf::cubin::STT_FUNC)
+            .count();
+        assert!(
+            functions > 30,
+            "{sm}: nvlink's image has {functions} functions"
+        );
+        match differential(&a) {
+            Ok(true) => {}
+            other => failures.push(format!("{sm}: {other:?}")),
+        }
+    }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
