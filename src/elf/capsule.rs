@@ -91,7 +91,8 @@ mod tests {
         nvvm[12] = 0x42;
         let at2 = cap.len();
         cap.extend(nvvm);
-        assert_eq!(operands(&cap, Bank::Three), vec![at + 28, at2 + 28]);
+        assert_eq!(operands(&cap, Bank::Three16), vec![at2 + 28]);
+        assert_eq!(operands(&cap, Bank::Three), vec![at + 28]);
         let cleared = without_bank_operands(&cap);
         assert_eq!(cleared.len(), cap.len());
         assert_eq!(&cleared[..4], &cap[..4]);
