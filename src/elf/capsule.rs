@@ -98,6 +98,7 @@ mod tests {
         assert_eq!(&cleared[..4], &cap[..4]);
         assert_eq!(&cleared[32..36], &[0, 0, 0, 0]);
         assert_eq!(&cleared[36..44], &cap[36..44]);
-        assert_eq!(&cleared[at + 28..], &[0, 0, 0, 0]);
+        assert_eq!(&cleared[at + 28..at + 32], &[0, 0, 0, 0]);
+        assert_eq!(&cleared[at2 + 28..], &[0, 0, 0, 0]);
     }
 }
