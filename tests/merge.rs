@@ -2132,7 +2132,7 @@ fn bad_cubins_fail_cleanly() {
         (&bad_off_path, "past the end of the section"),
         (
             &bad_align_path,
-            "has alignment 0x100000000, not a power of two up to 64 KiB",
+            "has value 0x100000000 (its alignment or offset), more than shared memory holds",
         ),
     ] {
         let out = dir.path().join("out.cubin");

@@ -56,6 +56,9 @@ pub const STT_FUNC: u8 = 2;
 pub const STT_SECTION: u8 = 3;
 pub use super::{STO_CUDA_ENTRY as STO_ENTRY, STT_CUDA_OBJECT};
 pub const STO_SHARED: u8 = 0x40;
+/// The most a shared variable's value (its alignment, or in an `-r` output an offset)
+/// can be: 1 MiB, more shared memory than any GPU has.
+const MAX_SHARED: u64 = 1 << 20;
 /// `st_other` bit of `__managed__` variables (kept in executables, where the memory-space
 /// bits above it are dropped; the driver maps such a variable as managed memory).
 pub const STO_MANAGED: u8 = 0x04;
@@ -476,9 +479,10 @@ impl Cubin {
             }
         }
         let symbols = read_symbols(d, Some(&data), &sections, SHT_SYMTAB, origin)?;
-        // (a relocatable cubin's shared variable holds its alignment in its value, which
-        // the link lays the kernels' windows out by: a damaged one asked for 4 GiB of
-        // padding, found by the merge fuzz target)
+        // (a relocatable cubin's shared variable holds its alignment in its value (an
+        // `-r` output's `externsharedinstance` an offset), which the link lays the
+        // kernels' windows out by: a damaged one asked for 4 GiB of padding, found by
+        // the merge fuzz target; no GPU has 1 MiB of shared memory)
         if h.e_type == super::ET_REL {
             let at = |k: usize| {
                 let tab = sections.iter().find(|s| s.ty == SHT_SYMTAB);
@@ -486,12 +490,12 @@ impl Cubin {
             };
             for (k, s) in symbols.iter().enumerate() {
                 let shared = s.other & STO_SHARED != 0 && s.ty != STT_FUNC;
-                if shared && s.value > 1 && (!s.value.is_power_of_two() || s.value > 1 << 16) {
+                if shared && s.value > MAX_SHARED {
                     return Err(malformed(
                         origin,
                         at(k),
                         format!(
-                            "shared variable '{}' has alignment {:#x}, not a power of two up to 64 KiB",
+                            "shared variable '{}' has value {:#x} (its alignment or offset), more than shared memory holds",
                             s.name, s.value
                         ),
                     ));
