@@ -173,7 +173,8 @@ impl Parser<'_> {
     }
 
     fn source_name(&mut self) -> Option<String> {
-        let n = self.number()?;
+        // (a name of no characters is none: `_Z0` came back empty)
+        let n = self.number().filter(|&n| n > 0)?;
         let end = self.at.checked_add(n).filter(|&e| e <= self.s.len())?;
         let text = std::str::from_utf8(&self.s[self.at..end]).ok()?.to_string();
         self.at = end;
@@ -599,6 +600,8 @@ mod tests {
             "_Z1fS9_",
             "$__internal",
             "_Z1fA9999999999999999999999_i",
+            "_Z0",
+            "__nv_static_000___Z0",
             "__nv_static_",
             "__nv_static_99__x_Z1fv",
             "__nv_static_1__xfoo",
