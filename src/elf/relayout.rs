@@ -216,6 +216,14 @@ pub fn replace_section(image: &[u8], origin: &str, name: &str, bytes: &[u8]) -> 
             put(&mut out, at + 8, 8, moved_offset(&moved, off));
         }
     }
+    // (what the file's own offsets made of it is checked as any input is: a section
+    // laid over the header made an image that was no ELF, found by the relayout fuzz
+    // target)
+    if let Err(e) = ElfView::parse(&out, origin) {
+        return Err(bad(format!(
+            "the image laid out again does not read back: {e}"
+        )));
+    }
     Ok(out)
 }
 
