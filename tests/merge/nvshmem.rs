@@ -61,30 +61,19 @@ fn nvshmem_device_library_links_as_nvlink() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// A kernel calling NVSHMEM's team reduction (the new user's review program): the
-/// library's reduction records `NUM_MBARRIERS` 0xffff, which nvlink copies into the
-/// calling kernel's `.nv.info` (nvlinkrs did not: not equivalent). Compiled here with
-/// nvcc through NVSHMEM's headers; `-rdc` at sm_90, equivalent to nvlink's image (the
-/// library's functions come in another order).
-#[test]
-fn a_kernel_calling_a_reduction_gets_its_memory_barriers() {
+/// `source` compiled `-dc` at `sm` through the wheel's NVSHMEM headers (beside the
+/// toolkit's `cu13` folder, as tests/fixtures/build.sh finds them) and linked by both
+/// linkers with the device library and libcudadevrt: equivalent, or the differences.
+fn linked_with_the_library(source: &str, sm: &str) -> Result<bool, String> {
     let d = nvshmem();
-    // (the wheel's headers: beside the toolkit's `cu13` folder, as tests/fixtures/build.sh
-    // finds them)
     let kit = std::fs::canonicalize(cuda()).unwrap();
     let headers = kit.parent().unwrap().join("nvshmem").join("include");
     let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("red.cu");
-    std::fs::write(
-        &src,
-        "#include <nvshmem.h>\n#include <nvshmemx.h>\n\
-         __global__ void reduce(int *src, int *dst, int cnt) {\n\
-         nvshmem_int_sum_reduce(NVSHMEM_TEAM_WORLD, dst, src, cnt);\n  nvshmem_quiet();\n}\n",
-    )
-    .unwrap();
-    let obj = dir.path().join("red.o");
+    let src = dir.path().join("k.cu");
+    std::fs::write(&src, source).unwrap();
+    let obj = dir.path().join("k.o");
     let ok = std::process::Command::new(cuda().join("bin/nvcc"))
-        .args(["-dc", "-arch=sm_90"])
+        .args(["-dc", &format!("-arch={sm}")])
         .arg(format!("-I{}", headers.display()))
         .arg(&src)
         .arg("-o")
@@ -92,16 +81,28 @@ fn a_kernel_calling_a_reduction_gets_its_memory_barriers() {
         .status()
         .unwrap()
         .success();
-    assert!(ok, "nvcc red.cu");
-    let a = vec![
-        "-arch=sm_90".to_string(),
+    assert!(ok, "nvcc at {sm}");
+    differential(&[
+        format!("-arch={sm}"),
         obj.display().to_string(),
         format!("-L{}", d.join("lib").display()),
         format!("-L{}", cuda().join("lib").display()),
         "-lnvshmem_device".to_string(),
         "-lcudadevrt".to_string(),
-    ];
-    if let Err(e) = differential(&a) {
+    ])
+}
+
+/// A kernel calling NVSHMEM's team reduction (the new user's review program): the
+/// library's reduction records `NUM_MBARRIERS` 0xffff, which nvlink copies into the
+/// calling kernel's `.nv.info` (nvlinkrs did not: not equivalent). Compiled here with
+/// nvcc through NVSHMEM's headers; `-rdc` at sm_90, equivalent to nvlink's image (the
+/// library's functions come in another order).
+#[test]
+fn a_kernel_calling_a_reduction_gets_its_memory_barriers() {
+    let src = "#include <nvshmem.h>\n#include <nvshmemx.h>\n\
+         __global__ void reduce(int *src, int *dst, int cnt) {\n\
+         nvshmem_int_sum_reduce(NVSHMEM_TEAM_WORLD, dst, src, cnt);\n  nvshmem_quiet();\n}\n";
+    if let Err(e) = linked_with_the_library(src, "sm_90") {
         panic!("{e}");
     }
 }
@@ -113,14 +114,7 @@ fn a_kernel_calling_a_reduction_gets_its_memory_barriers() {
 /// were ptxas 13.0's, not equivalent to nvlink's image.
 #[test]
 fn template_twins_take_the_finalizers_code_sm_100() {
-    let d = nvshmem();
-    let kit = std::fs::canonicalize(cuda()).unwrap();
-    let headers = kit.parent().unwrap().join("nvshmem").join("include");
-    let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("shm.cu");
-    std::fs::write(
-        &src,
-        "#include <nvshmem.h>\n#include <nvshmemx.h>\n\
+    let src = "#include <nvshmem.h>\n#include <nvshmemx.h>\n\
          __global__ void ring(int *dst, int iter) {\n\
            int me = nvshmem_my_pe(), n = nvshmem_n_pes();\n\
            for (int i = 0; i < iter; ++i) { nvshmem_int_p(dst, me * 100 + i, (me + 1) % n); nvshmem_barrier_all(); }\n}\n\
@@ -128,29 +122,8 @@ fn template_twins_take_the_finalizers_code_sm_100() {
            nvshmem_int_sum_reduce(NVSHMEM_TEAM_WORLD, dst, src, cnt);\n  nvshmem_quiet();\n}\n\
          __global__ void putblock(float *dst, const float *src, size_t n, int pe) {\n\
            nvshmemx_float_put_block(dst, src, n, pe);\n  nvshmem_fence();\n\
-           if (threadIdx.x == 0) nvshmem_int_atomic_inc((int *)dst, pe);\n}\n",
-    )
-    .unwrap();
-    let obj = dir.path().join("shm.o");
-    let ok = std::process::Command::new(cuda().join("bin/nvcc"))
-        .args(["-dc", "-arch=sm_100"])
-        .arg(format!("-I{}", headers.display()))
-        .arg(&src)
-        .arg("-o")
-        .arg(&obj)
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "nvcc shm.cu");
-    let a = vec![
-        "-arch=sm_100".to_string(),
-        obj.display().to_string(),
-        format!("-L{}", d.join("lib").display()),
-        format!("-L{}", cuda().join("lib").display()),
-        "-lnvshmem_device".to_string(),
-        "-lcudadevrt".to_string(),
-    ];
-    if let Err(e) = differential(&a) {
+           if (threadIdx.x == 0) nvshmem_int_atomic_inc((int *)dst, pe);\n}\n";
+    if let Err(e) = linked_with_the_library(src, "sm_100") {
         panic!("{e}");
     }
 }
