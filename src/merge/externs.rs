@@ -97,7 +97,6 @@ impl Merger<'_> {
             }
             false => Vec::new(),
         };
-        let any_listed_only = self.funcs.iter().any(|g| !g.listed_only.is_empty());
         (0..self.funcs.len())
             .into_par_iter()
             .map(FuncId)
@@ -109,7 +108,7 @@ impl Merger<'_> {
                     let called;
                     let funcs = if !every.is_empty() {
                         &every
-                    } else if any_listed_only {
+                    } else if self.any_listed_only {
                         called = self.called_tree(f);
                         &called
                     } else {

@@ -104,6 +104,7 @@ impl<'a> Merger<'a> {
             }
         }
         self.address_taken = taken.iter().map(|(_, f)| *f).collect();
+        self.any_listed_only = self.funcs.iter().any(|g| !g.listed_only.is_empty());
         let mut seen = HashSet::default();
         taken.retain(|t| seen.insert(t.clone()));
         self.taken_by_prototype = taken;

@@ -475,6 +475,9 @@ struct Merger<'a> {
     callgraph_id: usize,
     prototype_id: Option<usize>,
     address_taken: HashSet<FuncId>,
+    /// Some function has a callee only group 4 names (`Func::listed_only`): the call
+    /// trees `EXTERNS` and register counts read then leave those out (`called_tree`).
+    any_listed_only: bool,
     /// (prototype, function) of every address-taken function, each once (the dump's
     /// indirect callees).
     taken_by_prototype: Vec<(String, FuncId)>,
@@ -557,6 +560,7 @@ impl<'a> Merger<'a> {
             callgraph_id: 0,
             prototype_id: None,
             address_taken: HashSet::default(),
+            any_listed_only: false,
             taken_by_prototype: Vec::new(),
             mercury_layout: opts.target.is_some_and(|t| t.sm >= 100),
             merc_symbols: None,

@@ -253,7 +253,7 @@ impl<'a> Merger<'a> {
         // compiler's lists of taken addresses reach, a virtual destructor's 36 into the
         // kernel that makes the object, 24, in the drop-in's LTO link beside libcudadevrt)
         let called;
-        let calls = match self.funcs.iter().any(|g| !g.listed_only.is_empty()) {
+        let calls = match self.any_listed_only {
             true => {
                 called = self.called_tree(f);
                 &called[..]
