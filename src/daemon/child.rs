@@ -18,7 +18,8 @@ pub enum Ended {
     Abandoned,
 }
 
-/// Runs `cmd` to its end, or until `abandoned` says no client waits (asked every 50 ms).
+/// Runs `cmd` to its end (seen as it happens), or until `abandoned` says no client waits
+/// (asked every 50 ms).
 pub fn run(mut cmd: Command, mut abandoned: impl FnMut() -> bool) -> std::io::Result<Ended> {
     // SAFETY: getpid before the fork; the closure calls only async-signal-safe functions.
     let daemon = unsafe { libc::getpid() };
@@ -62,20 +63,34 @@ pub fn run(mut cmd: Command, mut abandoned: impl FnMut() -> bool) -> std::io::Re
             .map(|r| Box::new(r) as Box<dyn Read + Send>),
     );
     let group = child.id() as i32;
+    // a waiter reaps the child the moment it ends; this thread asks every 50 ms whether
+    // anyone still waits (a poll of the child would add up to 50 ms to every link)
+    let (tx, rx) = std::sync::mpsc::channel();
+    let waiter = std::thread::spawn(move || {
+        let _ = tx.send(child.wait());
+    });
     loop {
-        if let Some(status) = child.try_wait()? {
-            return Ok(Ended::Done {
-                status,
-                stderr: err.join().unwrap_or_default(),
-                stdout: out.join().unwrap_or_default(),
-            });
+        match rx.recv_timeout(Duration::from_millis(50)) {
+            Ok(status) => {
+                let _ = waiter.join();
+                return Ok(Ended::Done {
+                    status: status?,
+                    stderr: err.join().unwrap_or_default(),
+                    stdout: out.join().unwrap_or_default(),
+                });
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(std::io::Error::other("the link's waiter ended without it"));
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
         }
         if abandoned() {
-            // SAFETY: kill(2) on the child's own process group (the link and its ptxas).
+            // SAFETY: kill(2) on the child's own process group (the link and its ptxas);
+            // the group's leader is not reaped until the waiter has seen it end, so the
+            // id cannot have been reused.
             unsafe { libc::kill(-group, libc::SIGKILL) };
-            let _ = child.wait();
+            let _ = waiter.join();
             return Ok(Ended::Abandoned);
         }
-        std::thread::sleep(Duration::from_millis(50));
     }
 }

@@ -112,3 +112,15 @@ pub fn hung_up(stream: &UnixStream) -> bool {
     let n = unsafe { libc::poll(&mut p, 1, 0) };
     n > 0 && p.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0
 }
+
+/// Waits up to `ms` milliseconds for `fd` to have something to read (a listener: a
+/// connection to accept); returns at once when it has.
+pub fn wait_readable(fd: &impl std::os::fd::AsRawFd, ms: i32) {
+    let mut p = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd; an interrupted or failed poll only ends the wait early.
+    unsafe { libc::poll(&mut p, 1, ms) };
+}

@@ -436,7 +436,8 @@ pub fn serve() -> Result<()> {
                 if !busy && server.last_seen.lock().unwrap().elapsed() >= idle {
                     break;
                 }
-                std::thread::sleep(Duration::from_millis(20));
+                // back at once when a client connects (a sleep here delayed every link)
+                guard::wait_readable(&listener, 100);
             }
             Err(_) => std::thread::sleep(Duration::from_millis(20)),
         }
