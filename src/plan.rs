@@ -150,7 +150,11 @@ impl<'r> Plan<'r> {
             relocatable,
             maxrregcount: req.maxrregcount.filter(|&n| n > 0),
             debug: req.debug,
-            extra: req.xptxas.clone(),
+            // (nvlink hands its -Ofc level on to ptxas, before the -Xptxas options)
+            extra: (req.ofast_compile.iter())
+                .flat_map(|l| ["-Ofc".to_string(), l.clone()])
+                .chain(req.xptxas.iter().cloned())
+                .collect(),
             split_compile: req.split_compile.filter(|&n| n != 1),
             member: Vec::new(),
         }

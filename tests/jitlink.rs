@@ -142,7 +142,7 @@ fn without_ir_container_line(log: &Value) -> Value {
 const EQUIVALENT_ONLY: [&str; 2] = ["ptx_sm_75", "ptx_sm_80"];
 
 /// Links the drop-in hands to the real library, and at which call.
-const HANDED_OVER: [(&str, &str); 28] = [
+const HANDED_OVER: [(&str, &str); 30] = [
     ("object_for_other_archs", "nvJitLink: input"),
     ("ltoir_kernels_used", "nvJitLink: options"),
     ("bad_option", "nvJitLink: options"),
@@ -155,6 +155,8 @@ const HANDED_OVER: [(&str, &str); 28] = [
     ("cubin_other_arch", "nvJitLink: input"),
     ("not_a_cubin", "nvJitLink: input"),
     ("unresolved", "nvJitLink: link"),
+    ("ptx_with_a_cubin", "nvJitLink: input"),
+    ("lto_ptx_beside_devrt", "nvJitLink: link"),
     ("lto_with_ptx_only", "nvJitLink: input"),
     ("explicit_O3", "nvJitLink: options"),
     ("maxrreg_plus", "nvJitLink: options"),

@@ -304,6 +304,15 @@ fn whole_program_links_are_byte_identical_to_nvlink() {
             "-split-compile".into(),
             lto_args("sm_90", &["-split-compile=2"], &PROGRAM),
         ),
+        // (nvlink hands its -Ofc level on to ptxas: other code, and ptxas' tool note)
+        (
+            "-Ofc max".into(),
+            lto_args("sm_90", &["-Ofc=max"], &PROGRAM),
+        ),
+        (
+            "-Ofc mid".into(),
+            lto_args("sm_90", &["-Ofc=mid"], &PROGRAM),
+        ),
         (
             "-inline-info".into(),
             lto_args(

@@ -262,6 +262,11 @@ pub fn link(ours: &Ours, messages: &mut String) -> Option<Done> {
             return fail(&first_error());
         }
     };
+    // (nvJitLink writes PTX of IR alone: with code already compiled among the inputs it
+    // refuses the link, INCORRECT_INPUT_TYPE, where nvlink writes the IR's PTX)
+    if ours.options.ptx && (devrt || !timings.partial_lto.is_empty()) {
+        return fail("-ptx with inputs that are not LTO IR");
+    }
     let hit = timings.phases.iter().any(|(name, _)| *name == "cache");
     crate::trace(if hit {
         "nvlinkrs: cache hit"

@@ -73,6 +73,18 @@ pub fn phase(
             .iter()
             .map(|v| format!("-variables-used={v}")),
     );
+    // (libnvJitLink keeps every kernel: where the host objects' tables narrowed the
+    // merge's, it is told the kernels the merge kept)
+    if req.kernels_used.is_empty() {
+        let kept = kernels(&Cubin::parse(
+            Bytes::from_vec(merged.to_vec()),
+            "the merged image",
+        )?);
+        let given: BTreeSet<String> = inputs.iter().flat_map(|i| kernels(&i.cubin)).collect();
+        if kept != given {
+            extra.extend(kept.iter().map(|k| format!("-kernels-used={k}")));
+        }
+    }
     let mode = Mode {
         arch: req.target,
         debug: req.debug,
@@ -139,5 +151,13 @@ fn globals(c: &Cubin) -> BTreeSet<(bool, String)> {
     (c.symbols.iter())
         .filter(|s| s.defined() && s.bind != STB_LOCAL && !s.name.is_empty())
         .map(|s| (s.is_entry(), s.name.to_string()))
+        .collect()
+}
+
+/// The kernels `c` defines.
+fn kernels(c: &Cubin) -> BTreeSet<String> {
+    (c.symbols.iter())
+        .filter(|s| s.defined() && s.is_entry() && !s.name.is_empty())
+        .map(|s| s.name.to_string())
         .collect()
 }

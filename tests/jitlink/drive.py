@@ -172,6 +172,10 @@ def cases(fx):
         ("ltoir", ["-arch=sm_90", "-lto"], [(LTOIR, f("saxpy.ltoir")), (LTOIR, f("scale.ltoir"))]),
         ("ltoir_ptx", ["-arch=sm_90", "-lto", "-ptx"],
          [(LTOIR, f("saxpy.ltoir")), (LTOIR, f("scale.ltoir"))]),
+        # -ptx with code already compiled among the inputs: nvJitLink refuses it at
+        # Complete (INCORRECT_INPUT_TYPE), as the drop-in must (nvlink writes the IR's PTX)
+        ("ptx_with_a_cubin", ["-arch=sm_90", "-lto", "-ptx"],
+         [(LTOIR, f("saxpy.ltoir")), (CUBIN, f("scale.cubin"))]),
         ("ltoir_no_cache", ["-arch=sm_90", "-lto", "-no-cache"],
          [(LTOIR, f("saxpy.ltoir")), (LTOIR, f("scale.ltoir"))]),
         ("ltoir_maxrreg", ["-arch=sm_90", "-lto", "-maxrregcount=16"],
@@ -277,6 +281,10 @@ def cases(fx):
             # too, its output merged with them); the drop-in left them out
             ("devrt_nothing_launches", ["-arch=sm_90"],
              [(OBJECT, f("saxpy_dc.o")), (OBJECT, f("scale_dc.o")), (LIBRARY, devrt)]),
+            # -ptx beside the libcudadevrt the caller gave: INCORRECT_INPUT_TYPE too (the
+            # drop-in wrote the IR's PTX)
+            ("lto_ptx_beside_devrt", ["-arch=sm_90", "-lto", "-ptx"],
+             [(OBJECT, f("saxpy_dlto.o")), (OBJECT, f("scale_dlto.o")), (LIBRARY, devrt)]),
             ("lto_devrt_nothing_launches", ["-arch=sm_90", "-lto"],
              [(OBJECT, f("saxpy_dlto.o")), (OBJECT, f("scale_dlto.o")), (LIBRARY, devrt)]),
             # sm_100: nvJitLink regenerates every function's code (libcudadevrt's kernels,

@@ -363,3 +363,26 @@ fn keep_system_libraries_keeps_libcudadevrt() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// A `-G` link at sm_100+ whose host code launches one kernel of two: the image is
+/// libnvJitLink's debug link, which keeps every kernel unless told; it was given every
+/// kernel, its image had one more than the merge's, and the link fell back to the
+/// unfinalized image with a warning. It is told the kernels the merge kept.
+#[test]
+fn a_debug_link_is_finalized_with_the_kernels_the_host_launches() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = "static __global__ void kst(int *o) { o[0] = 1; }
+void launch(int *o) { kst<<<1, 1>>>(o); }
+__global__ void kpub(int *o) { o[0] = 2; }
+";
+    let mut links = Vec::new();
+    for sm in ["sm_100", "sm_120"] {
+        links.push((
+            "-G".to_string(),
+            sm,
+            vec![compiled(dir.path(), "dbg", src, sm, &["-G"])],
+        ));
+    }
+    let failures = identical_links(&links);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
