@@ -11,8 +11,10 @@ use clap::{ArgAction, CommandFactory, FromArgMatches, Parser, parser::ValueSourc
 
 use crate::arch::{Arch, TargetKind};
 use crate::diag::{Error, Result};
+mod observe;
 mod optcheck;
 
+pub use observe::{Observe, ObserveArgs, TRACE_VAR, TraceTo};
 use optcheck::{CPU_ARCHS, check_conflicts, one_of, target};
 pub use optcheck::{bool_value, int_value, number_value};
 
@@ -242,6 +244,8 @@ pub struct LinkArgs {
     /// nvlink needs it given).
     #[arg(long = "emit-ltoir")]
     pub emit_ltoir: bool,
+    #[command(flatten)]
+    pub observe: ObserveArgs,
     #[arg(value_name = "FILE")]
     pub inputs: Vec<PathBuf>,
 }
@@ -318,6 +322,9 @@ const IMPLEMENTED: &[&str] = &[
     "daemon",
     "nvvm-latest",
     "emit-ltoir",
+    "time-trace",
+    "time-trace-granularity",
+    "explain",
 ];
 
 /// nvlinkrs' own options: not nvlink's, taken with one dash or two.
@@ -330,6 +337,9 @@ const OWN: &[&str] = &[
     "progress",
     "daemon",
     "emit-ltoir",
+    "time-trace",
+    "time-trace-granularity",
+    "explain",
 ];
 
 struct OptSpec {
@@ -627,6 +637,8 @@ pub struct LinkRequest {
     pub cache: crate::cache::place::Place,
     /// `--report-json FILE`
     pub report_json: Option<PathBuf>,
+    /// `--time-trace`, `--explain`: what the link shows of itself.
+    pub observe: Observe,
     pub ofast_compile: Option<String>,
     pub xnvvm: Vec<String>,
     pub xptxas: Vec<String>,
@@ -767,6 +779,9 @@ impl LinkArgs {
                 .flatten(),
             lto_spelled_dlto: self.dlto && !self.link_time_opt,
             report_json: self.report_json.clone(),
+            observe: self
+                .observe
+                .observe(std::env::var(TRACE_VAR).ok().as_deref())?,
             cache: crate::cache::place::choose(
                 self.no_cache,
                 self.cache_dir.clone(),

@@ -20,6 +20,7 @@ pub mod daemon;
 pub mod demangle;
 pub mod diag;
 pub mod elf;
+pub mod explain;
 pub mod fatbin;
 pub mod finalize;
 pub mod frames;
@@ -33,6 +34,7 @@ mod layering;
 mod linkcache;
 pub mod lto;
 pub mod merge;
+mod observe;
 pub mod output;
 pub mod plan;
 pub mod ptxas_driver;
@@ -42,6 +44,7 @@ pub mod shim;
 pub mod target;
 pub mod toolkit;
 mod toolnote;
+pub mod trace;
 
 use std::time::Instant;
 
@@ -53,17 +56,31 @@ use plan::Plan;
 pub use report::Timings;
 
 /// Runs a device link: from the cache when the same link (tools, options, input
-/// contents) was done before, else phase by phase, caching what it can.
+/// contents) was done before, else phase by phase, caching what it can; traced when
+/// asked (`--time-trace`), the trace written whatever the link's result.
 pub fn link(req: &LinkRequest, diag: &Diagnostics, process: &Process) -> Result<Timings> {
-    let linked = link_unchecked(&Plan::new(req), LinkContext::new(diag, process));
+    let tracing = observe::start(req);
+    let mut outcome = observe::Outcome::default();
+    let linked = link_unchecked(
+        &Plan::new(req),
+        LinkContext::new(diag, process),
+        &mut outcome,
+    );
     if let (Err(_), Some(path)) = (&linked, &req.time) {
         // nvlink writes the `-time` file's header even when the link fails
         output::append_times(path, &[]).ok();
     }
+    if let Some(t) = tracing {
+        observe::finish(t, req, diag, &linked, &outcome);
+    }
     linked
 }
 
-fn link_unchecked(plan: &Plan, mut ctx: LinkContext) -> Result<Timings> {
+fn link_unchecked(
+    plan: &Plan,
+    mut ctx: LinkContext,
+    outcome: &mut observe::Outcome,
+) -> Result<Timings> {
     let (started, req) = (Instant::now(), plan.req);
     plan.check(ctx.diag)?;
     if req.target_kind == arch::TargetKind::Virtual {
@@ -71,9 +88,14 @@ fn link_unchecked(plan: &Plan, mut ctx: LinkContext) -> Result<Timings> {
         return link_phases(plan, &ctx, false);
     }
     ctx.open_cache(req);
-    let (timings, whole) = linkcache::around(plan, &ctx, |keep| link_phases(plan, &ctx, keep))?;
-    report::write(plan, &ctx, &timings, whole, started)?;
-    Ok(timings)
+    let linked = linkcache::around(plan, &ctx, |keep| link_phases(plan, &ctx, keep));
+    outcome.whole_link = linked.as_ref().map_or("failed", |(_, whole)| *whole);
+    outcome.counts = ctx.cache().map(|c| c.counts()).unwrap_or_default();
+    let result = linked.and_then(|(timings, whole)| {
+        report::write(plan, &ctx, &timings, whole, started).map(|_| timings)
+    });
+    observe::count(&ctx, &result, outcome, started);
+    result
 }
 
 /// The phases of a link, in order; `keep`: the bytes written are kept for the cache.

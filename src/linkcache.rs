@@ -13,6 +13,7 @@ use crate::cache::{Cache, Key, pack, unpack};
 use crate::cli::LinkRequest;
 use crate::context::LinkContext;
 use crate::diag::{Diagnostics, Level, Result};
+use crate::explain::{self, Kind, Parts};
 use crate::plan::Plan;
 use crate::report::Timings;
 use crate::toolkit::Toolkit;
@@ -21,7 +22,8 @@ use crate::{input, output};
 /// Runs the link's phases (`phases`, told whether to keep what they write) through the
 /// whole-link cache: answered from it when the same link was stored, else run and stored.
 /// Also says what the cache did, for the report: `off` (no cache), `hit`, `miss`, or `not
-/// cached` (a link the cache does not take).
+/// cached` (a link the cache does not take). With `--explain`, a link that is no hit says
+/// why ([`crate::explain`]); every cached link leaves its record for the next one.
 pub fn around(
     plan: &Plan,
     ctx: &LinkContext,
@@ -29,9 +31,18 @@ pub fn around(
 ) -> Result<(Timings, &'static str)> {
     let (req, diag) = (plan.req, ctx.diag);
     let Some(cache) = ctx.cache() else {
+        if req.observe.explain {
+            diag.explain("the link has no cache, so nothing to compare it with");
+        }
         return Ok((phases(false)?, "off"));
     };
-    let key = key(req, cache, plan.toolkit().ok());
+    let started = std::time::Instant::now();
+    let parts = {
+        let _span = crate::trace::span("cache", "whole-link key");
+        key_parts(req, cache, plan.toolkit().ok())
+    };
+    let key = parts.as_ref().ok().map(Parts::key);
+    let last = explain::Last::of(req, cache, key.is_some());
     let earlier = diag.printed().len(); // messages from before the link are not its own
     // the shared tier's first failure, once per link (after the store: never replayed)
     let shared_failure = || {
@@ -47,15 +58,36 @@ pub fn around(
             phases: vec![("cache", std::time::Duration::ZERO)],
             ..Default::default()
         };
+        if let Ok(parts) = &parts {
+            last.remember(cache, parts, key, None);
+        }
         shared_failure();
         return Ok((t, "hit"));
     }
-    let timings = phases(key.is_some()).inspect_err(|_| shared_failure())?;
+    if req.observe.explain {
+        last.say_why(diag, parts.as_ref().map(|p| p.0.as_slice()).map_err(|e| *e));
+    }
+    let ran = phases(key.is_some());
+    if req.observe.explain {
+        last.say_stages(diag, cache);
+    }
+    let timings = ran.inspect_err(|_| shared_failure())?;
     if let Some(key) = &key
         && diag.error_count() == 0
         && !timings.fell_back
     {
-        store(req, diag, earlier, cache, key, &timings.written);
+        store(
+            req,
+            diag,
+            earlier,
+            cache,
+            key,
+            &timings.written,
+            started.elapsed(),
+        );
+        if let Ok(parts) = &parts {
+            last.remember(cache, parts, key, Some(cache.seen_and_missed().0));
+        }
     }
     if let Some(failure) = cache.store_failure() {
         ctx.cache_problem(req, &format!("{failure}; the output is not cached"));
@@ -65,28 +97,93 @@ pub fn around(
     Ok((timings, whole))
 }
 
-/// The key of this link, or `None` when it is not cached (see the module comment) or an
-/// input cannot be read (the link then reports it).
-pub fn key(req: &LinkRequest, cache: &Cache, kit: Option<&Toolkit>) -> Option<Key> {
-    if req.time.is_some()
-        || req.dump_callgraph.is_some()
-        || req.verbose
-        || req.verbose2
-        || req.verbose_keep
-    {
-        return None;
+/// What this link's whole-link key is made of ([`Parts`]: the normalized request's
+/// options, the tools, the settings, the inputs), or why the link is not cached (see the
+/// module comment; an input that cannot be read is reported by the link).
+pub fn key_parts(
+    req: &LinkRequest,
+    cache: &Cache,
+    kit: Option<&Toolkit>,
+) -> std::result::Result<Parts, &'static str> {
+    if req.time.is_some() {
+        return Err("-time writes a file of its own on every link");
     }
-    // the request without what does not change the result's bytes (a debug link's note,
-    // and one with -verbose-tkinfo=true, records the output's name and the registration
-    // file as given)
-    let files_noted = req.debug || req.recorded.verbose_tkinfo;
-    // (staged inputs: their folder is another on every call, their names are not)
-    let named = |p: &PathBuf| match req.nvjitlink {
+    if req.dump_callgraph.is_some() {
+        return Err("-dump-callgraph prints the call graph on every link");
+    }
+    if req.verbose || req.verbose2 || req.verbose_keep {
+        return Err("a verbose link prints what it does on every link");
+    }
+    let mut parts = Parts::default();
+    for (name, value) in explain::fields(&format!("{:?}", normalized(req))) {
+        // (the inputs are parts of their own, with their contents)
+        if name != "inputs" {
+            parts.push(Kind::Option, name, value);
+        }
+    }
+    // the tools: nvlinkrs itself, and the toolkit's ptxas, libNVVM and libdevice, and
+    // the LLVM helper, where they exist
+    let mut tools: Vec<(&str, PathBuf)> = crate::toolkit::own_image()
+        .into_iter()
+        .map(|p| ("nvlinkrs", p))
+        .collect();
+    if let Some(kit) = kit {
+        tools.push(("ptxas", kit.ptxas()));
+        tools.push(("libdevice", kit.libdevice()));
+    }
+    if let Some(p) = &req.nvvmpath {
+        tools.push(("libNVVM", p.join("lib64").join("libnvvm.so")));
+    }
+    tools.extend(crate::lto::llvm_helper_path().map(|p| ("LLVM helper", p)));
+    // the finalizer changes sm_100+ code: its setting and library are part of the key
+    // (of sm_100+ links: the others never run it)
+    let refused = "the finalizer's setting is refused";
+    match crate::finalize::setting().map_err(|_| refused)? {
+        crate::finalize::Setting::Off => {}
+        _ if req.target.sm < 100 => {}
+        s => {
+            parts.push(Kind::Setting, crate::finalize::VAR, format!("{s:?}"));
+            tools.extend(
+                kit.and_then(|kit| kit.libnvjitlink())
+                    .map(|p| ("libnvJitLink", p)),
+            );
+        }
+    }
+    for (role, t) in tools.iter().filter(|(_, t)| t.is_file()) {
+        let id = cache.tool_id(t).map_err(|_| "a tool cannot be read")?;
+        parts.push(Kind::Tool, *role, format!("{}\t{id}", t.display()));
+    }
+    for path in input::input_list(&req.inputs, &req.libraries, &req.library_paths) {
+        // (stat only: reading a FIFO here would take its bytes from the link, or block)
+        if !std::fs::metadata(&path).is_ok_and(|m| m.is_file()) {
+            return Err("an input is not a regular file (a FIFO is read once)");
+        }
+        let data = std::fs::read(&path).map_err(|_| "an input cannot be read")?;
+        if data.starts_with(b"!<thin>") {
+            return Err("a thin archive's members live in other files");
+        }
+        let name = named(req, &path).display().to_string();
+        parts.push(Kind::Input, name, blake3::hash(&data).to_hex().to_string());
+    }
+    Ok(parts)
+}
+
+/// How the key names an input: as given, or the drop-in's by file name (staged inputs:
+/// their folder is another on every call, their names are not).
+fn named(req: &LinkRequest, p: &std::path::Path) -> PathBuf {
+    match req.nvjitlink {
         true => p.file_name().map(PathBuf::from).unwrap_or_default(),
-        false => p.clone(),
-    };
-    let normalized = LinkRequest {
-        inputs: req.inputs.iter().map(named).collect(),
+        false => p.to_path_buf(),
+    }
+}
+
+/// The request without what does not change the result's bytes (a debug link's note,
+/// and one with -verbose-tkinfo=true, records the output's name and the registration
+/// file as given).
+fn normalized(req: &LinkRequest) -> LinkRequest {
+    let files_noted = req.debug || req.recorded.verbose_tkinfo;
+    LinkRequest {
+        inputs: req.inputs.iter().map(|p| named(req, p)).collect(),
         output: match files_noted {
             true => req
                 .output
@@ -111,47 +208,10 @@ pub fn key(req: &LinkRequest, cache: &Cache, kit: Option<&Toolkit>) -> Option<Ke
             remote: None,
         },
         report_json: None,
+        // (the trace and --explain show the link, they change nothing in it)
+        observe: Default::default(),
         ..req.clone()
-    };
-    let mut k = Key::new("link").text(&format!("{normalized:?}"));
-    // the tools: nvlinkrs itself, and the toolkit's ptxas, libNVVM and libdevice, and
-    // the LLVM helper, where they exist
-    let mut tools: Vec<PathBuf> = crate::toolkit::own_image().into_iter().collect();
-    if let Some(kit) = kit {
-        tools.push(kit.ptxas());
-        tools.push(kit.libdevice());
     }
-    if let Some(p) = &req.nvvmpath {
-        tools.push(p.join("lib64").join("libnvvm.so"));
-    }
-    tools.extend(crate::lto::llvm_helper_path());
-    // the finalizer changes sm_100+ code: its setting and library are part of the key
-    // (of sm_100+ links: the others never run it)
-    match crate::finalize::setting().ok()? {
-        crate::finalize::Setting::Off => {}
-        _ if req.target.sm < 100 => {}
-        s => {
-            k = k.text(&format!("{}={s:?}", crate::finalize::VAR));
-            tools.extend(kit.and_then(|kit| kit.libnvjitlink()));
-        }
-    }
-    for t in tools.iter().filter(|t| t.is_file()) {
-        k = k
-            .text(&t.display().to_string())
-            .text(&cache.tool_id(t).ok()?);
-    }
-    for path in input::input_list(&req.inputs, &req.libraries, &req.library_paths) {
-        // (stat only: reading a FIFO here would take its bytes from the link, or block)
-        if !std::fs::metadata(&path).is_ok_and(|m| m.is_file()) {
-            return None;
-        }
-        let data = std::fs::read(&path).ok()?;
-        if data.starts_with(b"!<thin>") {
-            return None;
-        }
-        k = k.text(&named(&path).display().to_string()).bytes(&data);
-    }
-    Some(k)
 }
 
 /// Whether `path` names a regular file (after symlinks), asked without opening it.
@@ -168,6 +228,7 @@ pub fn store(
     cache: &Cache,
     key: &Key,
     written: &crate::output::Written,
+    cold: std::time::Duration,
 ) {
     let Some(out) = written.out.as_deref().filter(|_| regular(&req.output)) else {
         return;
@@ -211,7 +272,7 @@ pub fn store(
         register.unwrap_or_default(),
         messages.as_bytes(),
     ]);
-    cache.put(key, &entry);
+    cache.put(key, &entry, cold);
 }
 
 /// Writes a cached link's files and repeats its messages; false when the entry does not

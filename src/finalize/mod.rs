@@ -250,7 +250,20 @@ pub fn apply(fin: &dyn Finalizer, arch: Arch, inputs: &mut [Input]) -> Result<St
         debug: false,
         extra: Vec::new(),
     };
-    let images = fin.finalize(&jobs, &mode)?;
+    let images = {
+        let _span = crate::trace::span("finalize", "libnvJitLink jobs (child process)");
+        crate::trace::arg("units_per_job", || {
+            jobs.iter().map(Vec::len).collect::<Vec<_>>().into()
+        });
+        let images = fin.finalize(&jobs, &mode);
+        if let Ok(images) = &images {
+            crate::trace::arg("image_bytes", || {
+                let sizes = images.iter().map(|i| i.as_ref().map(Vec::len));
+                sizes.collect::<Vec<_>>().into()
+            });
+        }
+        images?
+    };
     let images: Vec<Option<Cubin>> = images
         .into_par_iter()
         .enumerate()
