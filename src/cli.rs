@@ -12,8 +12,10 @@ use clap::{ArgAction, CommandFactory, FromArgMatches, Parser, parser::ValueSourc
 use crate::arch::{Arch, TargetKind};
 use crate::diag::{Error, Result};
 pub mod incremental;
+mod observe;
 mod optcheck;
 
+pub use observe::{Observe, ObserveArgs, TRACE_VAR, TraceTo};
 use optcheck::{CPU_ARCHS, check_conflicts, one_of, target};
 pub use optcheck::{bool_value, int_value, number_value};
 
@@ -247,6 +249,8 @@ pub struct LinkArgs {
     /// nvlink needs it given).
     #[arg(long = "emit-ltoir")]
     pub emit_ltoir: bool,
+    #[command(flatten)]
+    pub observe: ObserveArgs,
     #[arg(value_name = "FILE")]
     pub inputs: Vec<PathBuf>,
 }
@@ -325,6 +329,9 @@ const IMPLEMENTED: &[&str] = &[
     "nvvm-latest",
     "emit-ltoir",
     "incremental",
+    "time-trace",
+    "time-trace-granularity",
+    "explain",
 ];
 
 /// nvlinkrs' own options: not nvlink's, taken with one dash or two.
@@ -338,6 +345,9 @@ const OWN: &[&str] = &[
     "daemon",
     "emit-ltoir",
     "incremental",
+    "time-trace",
+    "time-trace-granularity",
+    "explain",
 ];
 
 struct OptSpec {
@@ -655,6 +665,8 @@ pub struct LinkRequest {
     pub cache: crate::cache::place::Place,
     /// `--report-json FILE`
     pub report_json: Option<PathBuf>,
+    /// `--time-trace`, `--explain`: what the link shows of itself.
+    pub observe: Observe,
     pub ofast_compile: Option<String>,
     pub xnvvm: Vec<String>,
     pub xptxas: Vec<String>,
@@ -801,6 +813,9 @@ impl LinkArgs {
                 .flatten(),
             lto_spelled_dlto: self.dlto && !self.link_time_opt,
             report_json: self.report_json.clone(),
+            observe: self
+                .observe
+                .observe(std::env::var(TRACE_VAR).ok().as_deref())?,
             cache: crate::cache::place::choose(
                 self.no_cache,
                 self.cache_dir.clone(),

@@ -1,5 +1,5 @@
 //! The command line above the link: nvlinkrs' own subcommands (`inspect`, `compare`,
-//! `cache`, `daemon`, `shim`, parsed with clap; what each does in `commands/run.rs`) and
+//! `cache`, `stats`, `daemon`, `shim`, parsed with clap; what each does in `commands/run.rs`) and
 //! the `--help` text, one line per nvlink option in our words and then the subcommands.
 //! Anything else is a link.
 
@@ -10,6 +10,7 @@ use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use crate::cli::LinkArgs;
 
 mod run;
+mod stats;
 pub use run::run;
 
 #[derive(Parser, Debug)]
@@ -47,6 +48,18 @@ pub enum Command {
     Cache {
         action: CacheAction,
         /// The cache folder (else NVLINKRS_CACHE_DIR).
+        #[arg(long, value_name = "DIR")]
+        cache_dir: Option<PathBuf>,
+    },
+    /// The cache's counters across links: hits, misses, bytes, time spent and saved.
+    Stats {
+        /// As JSON.
+        #[arg(long)]
+        json: bool,
+        /// Start the counters again from zero (after printing them).
+        #[arg(long)]
+        zero: bool,
+        /// The cache folder (else NVLINKRS_CACHE_DIR, else the default one).
         #[arg(long, value_name = "DIR")]
         cache_dir: Option<PathBuf>,
     },

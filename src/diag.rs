@@ -286,6 +286,14 @@ impl Diagnostics {
         self.emit(Level::Error, message);
     }
 
+    /// A line of `--explain` (`<tool> explain : ...`): printed whatever silences
+    /// messages, and not recorded (a cached link never repeats it).
+    pub fn explain(&self, message: &str) {
+        if self.print {
+            to_stderr(&format!("{} {:<8}: {message}\n", self.tool, "explain"));
+        }
+    }
+
     /// Another tool's messages, printed as they are and recorded (so that a cached link
     /// repeats them).
     pub fn tool_output(&self, text: &str) {

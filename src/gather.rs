@@ -49,10 +49,15 @@ pub fn collect(trees: &[Node], target: Arch, lto: bool, diag: &Diagnostics) -> R
             unit(u, target, lto, &mut plan)
         })
         .err();
+    // (a member's extraction may be a cache lookup: recorded on the worker's lane)
+    let trace = crate::trace::current();
     let read: Vec<Option<Result<Bytes>>> = plan
         .par_iter()
         .map(|p| match p {
-            Planned::Read { origin, code, .. } => Some(code.bytes(origin)),
+            Planned::Read { origin, code, .. } => {
+                let _lane = crate::trace::lane(&trace);
+                Some(code.bytes(origin))
+            }
             Planned::Warn(_) => None,
         })
         .collect();

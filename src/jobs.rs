@@ -174,7 +174,10 @@ fn run_with<T: Sync, R: Send>(
         })
     });
     let tokens_in = Mutex::new(tokens_in);
+    // (each worker thread records on a lane of the link's trace of its own)
+    let trace = crate::trace::current();
     let worker = |own_token: bool| {
+        let _lane = crate::trace::lane(&trace);
         loop {
             // The first worker runs on the token every make child has; the others take
             // one from make per job (when make shares its jobserver), and give it back.
@@ -184,6 +187,7 @@ fn run_with<T: Sync, R: Send>(
                     None => {}
                     Some(Err(_)) => return, // no helper thread: the first worker goes on
                     Some(Ok(h)) => {
+                        let _wait = crate::trace::span("jobserver", "waiting for a make token");
                         h.request_token();
                         loop {
                             if next.load(Ordering::SeqCst) >= n {

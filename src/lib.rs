@@ -20,6 +20,7 @@ pub mod daemon;
 pub mod demangle;
 pub mod diag;
 pub mod elf;
+pub mod explain;
 pub mod fatbin;
 pub mod finalize;
 pub mod frames;
@@ -34,6 +35,7 @@ mod linkcache;
 pub mod linkenv;
 pub mod lto;
 pub mod merge;
+mod observe;
 pub mod output;
 pub mod plan;
 pub mod ptxas_driver;
@@ -43,6 +45,7 @@ pub mod shim;
 pub mod target;
 pub mod toolkit;
 mod toolnote;
+pub mod trace;
 
 use std::time::Instant;
 
@@ -56,19 +59,33 @@ use plan::Plan;
 pub use report::Timings;
 
 /// Runs a device link: from the cache when the same link (tools, options, input
-/// contents) was done before, else phase by phase, caching what it can.
+/// contents) was done before, else phase by phase, caching what it can; traced when
+/// asked (`--time-trace`), the trace written whatever the link's result.
 pub fn link(req: &LinkRequest, diag: &Diagnostics, process: &Process) -> Result<Timings> {
     let plan = Plan::new(req);
     let launcher = ptxas_driver::launcher(&plan.env);
-    let linked = link_unchecked(&plan, LinkContext::new(diag, process, launcher));
+    let tracing = observe::start(req);
+    let mut outcome = observe::Outcome::default();
+    let linked = link_unchecked(
+        &plan,
+        LinkContext::new(diag, process, launcher),
+        &mut outcome,
+    );
     if let (Err(_), Some(path)) = (&linked, &req.time) {
         // nvlink writes the `-time` file's header even when the link fails
         output::append_times(path, &[]).ok();
     }
+    if let Some(t) = tracing {
+        observe::finish(t, req, diag, &linked, &outcome);
+    }
     linked
 }
 
-fn link_unchecked(plan: &Plan, mut ctx: LinkContext) -> Result<Timings> {
+fn link_unchecked(
+    plan: &Plan,
+    mut ctx: LinkContext,
+    outcome: &mut observe::Outcome,
+) -> Result<Timings> {
     let (started, req) = (Instant::now(), plan.req);
     plan.check(ctx.diag)?;
     if req.target_kind == arch::TargetKind::Virtual {
@@ -78,18 +95,25 @@ fn link_unchecked(plan: &Plan, mut ctx: LinkContext) -> Result<Timings> {
     ctx.open_cache(req);
     // each input mapped once, for the cache key and the link alike
     let opened = input::Opened::with_cache(ctx.cache.clone());
-    let (timings, whole) = linkcache::around(plan, &ctx, &opened, |keep| {
+    let linked = linkcache::around(plan, &ctx, &opened, |keep| {
         link_phases(plan, &ctx, &opened, keep)
-    })?;
+    });
+    outcome.whole_link = linked.as_ref().map_or("failed", |(_, whole)| *whole);
+    outcome.counts = ctx.cache().map(|c| c.counts()).unwrap_or_default();
     // (dropped, not left to the exit: it holds the cache, whose drop keeps its counters
     // and trims it)
     drop(opened);
-    if timings.background {
+    if let Ok((timings, _)) = &linked
+        && timings.background
+    {
         // (incremental LTO's partitions, asked for once this link no longer needs the CPU)
         daemon::background::request(req, &plan.env, ctx.diag, linkcache::key_of);
     }
-    report::write(plan, &ctx, &timings, whole, started)?;
-    Ok(timings)
+    let result = linked.and_then(|(timings, whole)| {
+        report::write(plan, &ctx, &timings, whole, started).map(|_| timings)
+    });
+    observe::count(&ctx, &result, outcome, started);
+    result
 }
 
 /// The phases of a link, in order, reading the inputs through `opened`; `keep`: the

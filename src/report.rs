@@ -48,7 +48,12 @@ impl Timings {
     ) -> Result<T> {
         let t = Instant::now();
         jobs::progress_line(name, None);
+        let span = crate::trace::span("phase", name);
         let r = f();
+        if let Err(e) = &r {
+            crate::trace::arg("error", || e.message().into());
+        }
+        drop(span);
         self.phases.push((name, t.elapsed()));
         jobs::progress_line(name, Some(t.elapsed()));
         r

@@ -85,7 +85,7 @@ pub fn cache_entry(data: &[u8]) {
         }
     } else {
         // a stored entry, one byte changed (or none, when the position is past the end)
-        cache.put(&key, payload);
+        cache.put(&key, payload, std::time::Duration::ZERO);
         let mut on_disk = std::fs::read(&path).unwrap();
         let at = usize::from(mode) * 7 % (on_disk.len() + 1);
         if let Some(b) = on_disk.get_mut(at) {

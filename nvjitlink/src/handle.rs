@@ -371,9 +371,10 @@ fn complete_real(link: &mut Link) -> i32 {
         *link = Link::Cached(answers);
         return code;
     }
+    let started = std::time::Instant::now();
     let code = r.complete();
     if let (rc::SUCCESS, Some((cache, key))) = (code, &memo) {
-        crate::memo::store(cache, key, &r.answers(code));
+        crate::memo::store(cache, key, &r.answers(code), started.elapsed());
         crate::trace("nvJitLink: linked, cached");
     }
     code

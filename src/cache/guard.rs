@@ -117,7 +117,8 @@ pub fn claim_root(dir: &Path) -> Result<()> {
         let ours = match name.to_str() {
             Some("objects") => only_names(&e.path(), is_fan_name),
             Some("tools") => only_names(&e.path(), is_tool_name),
-            Some(super::trim::STAMP | super::remote::STATS) => {
+            Some("explain") => only_names(&e.path(), super::records::is_record_name),
+            Some(super::trim::STAMP | super::remote::STATS | super::stats::FILE) => {
                 e.file_type().is_ok_and(|t| t.is_file())
             }
             _ => false,

@@ -31,28 +31,42 @@ mod backend;
 mod dirstore;
 pub(crate) mod guard;
 pub mod place;
+mod records;
 pub mod remote;
+pub mod stats;
 mod store;
+pub mod tally;
 mod trim;
 pub use guard::MARKER;
 /// Why a directory is not to be trusted (the daemon checks its socket's directory so too).
 pub(crate) use guard::unsafe_dir;
 
 /// The version of the key derivation and entry format. Every key includes it.
-pub const CACHE_VERSION: u32 = 3;
+pub const CACHE_VERSION: u32 = 4;
 
 /// The default size cap: 2 GiB.
 pub const DEFAULT_CAP: u64 = 2 << 30;
 
-const MAGIC: &[u8; 8] = b"NVLRSC\x00\x02";
-/// Magic, content length, key digest, content hash.
-const HEADER: usize = 8 + 8 + 32 + 32;
+const MAGIC: &[u8; 8] = b"NVLRSC\x00\x03";
+/// Magic, content length, key digest, content hash, and the microseconds the entry took
+/// to make (what a hit saves: `nvlinkrs stats`).
+const HEADER: usize = 8 + 8 + 32 + 32 + 8;
 
 /// A cache key under construction: every part is length-prefixed, so that no two
 /// different sequences of parts hash alike. It counts the bytes of its parts (the inputs'
-/// contents, mostly), which bound how large a shared entry of its stage is read.
+/// contents, mostly), which bound how large a shared entry of its stage is read. Named
+/// parts ([`Key::part`]) are hashed on their own first and their digests kept, so that
+/// `--explain` can say which of a missed lookup's inputs was new.
 #[derive(Clone)]
-pub struct Key(blake3::Hasher, String, u64);
+pub struct Key {
+    hasher: blake3::Hasher,
+    stage: String,
+    bytes: u64,
+    /// The named parts: label and the first 8 bytes of the part's digest.
+    parts: Vec<(String, u64)>,
+    /// What the lookup is for (`ptxas 'b.o'`), for the trace and `--explain`.
+    about: String,
+}
 
 impl Key {
     /// A key for `stage`, starting with the cache version.
@@ -61,15 +75,21 @@ impl Key {
     }
 
     fn versioned(version: u32, stage: &str) -> Key {
-        Key(blake3::Hasher::new(), stage.to_string(), 0)
-            .bytes(&version.to_le_bytes())
-            .text(stage)
+        Key {
+            hasher: blake3::Hasher::new(),
+            stage: stage.to_string(),
+            bytes: 0,
+            parts: Vec::new(),
+            about: String::new(),
+        }
+        .bytes(&version.to_le_bytes())
+        .text(stage)
     }
 
     pub fn bytes(mut self, part: &[u8]) -> Key {
-        self.0.update(&(part.len() as u64).to_le_bytes());
-        self.0.update(part);
-        self.2 = self.2.saturating_add(part.len() as u64);
+        self.hasher.update(&(part.len() as u64).to_le_bytes());
+        self.hasher.update(part);
+        self.bytes = self.bytes.saturating_add(part.len() as u64);
         self
     }
 
@@ -77,14 +97,40 @@ impl Key {
         self.bytes(part.as_bytes())
     }
 
+    /// A part named `label` (`PTX`, `options`, `module 'b.o'`): its digest goes into
+    /// the key, and is kept for `--explain`.
+    pub fn part(mut self, label: impl Into<String>, part: &[u8]) -> Key {
+        let digest = blake3::hash(part);
+        let d = digest.as_bytes();
+        self.parts.push((
+            label.into(),
+            u64::from_le_bytes(d[..8].try_into().expect("8 bytes")),
+        ));
+        self.hasher.update(&(d.len() as u64).to_le_bytes());
+        self.hasher.update(d);
+        self.bytes = self.bytes.saturating_add(part.len() as u64);
+        self
+    }
+
+    /// Says what the lookup is for (the trace's and `--explain`'s name for it).
+    pub fn about(mut self, what: impl Into<String>) -> Key {
+        self.about = what.into();
+        self
+    }
+
+    /// The stage the key is of.
+    pub fn stage(&self) -> &str {
+        &self.stage
+    }
+
     /// The hex digest that names the entry.
     pub fn finish(&self) -> String {
-        self.0.finalize().to_hex().to_string()
+        self.hasher.finalize().to_hex().to_string()
     }
 
     /// The digest's bytes, which an entry's header repeats.
     fn digest(&self) -> [u8; 32] {
-        *self.0.finalize().as_bytes()
+        *self.hasher.finalize().as_bytes()
     }
 }
 
@@ -92,8 +138,11 @@ impl Key {
 pub struct Cache {
     dir: PathBuf,
     cap: u64,
-    /// Hits and misses per stage, for the report.
-    by_stage: std::sync::Mutex<std::collections::BTreeMap<String, (u64, u64)>>,
+    /// What this process's lookups and stores did, for the report, `nvlinkrs stats` and
+    /// `--explain`.
+    tally: std::sync::Mutex<tally::Tally>,
+    /// The tally went to the stats file ([`Cache::record_link`]); else a drop sends it.
+    recorded: std::sync::atomic::AtomicBool,
     /// The first store that failed (the link goes on; it warns once at its end).
     store_failure: std::sync::Mutex<Option<String>>,
     /// Something was stored: the cache is brought within its cap when dropped.
@@ -112,6 +161,13 @@ impl Drop for Cache {
     fn drop(&mut self) {
         if let Some(r) = &self.remote {
             r.save_counters(&self.dir);
+        }
+        // (a process that is no link, the LLVM helper: its stages' counts only)
+        if !*self.recorded.get_mut() {
+            let t = self.tally.get_mut().unwrap_or_else(|e| e.into_inner());
+            if !t.by_stage.is_empty() {
+                let _ = stats::add(&self.dir, &stats::Totals::of_stages(t.by_stage.clone()));
+            }
         }
         if *self.stored.get_mut() && trim::due(&self.dir) {
             self.evict();
@@ -141,7 +197,8 @@ impl Cache {
         Ok(Cache {
             dir: dir.to_path_buf(),
             cap,
-            by_stage: Default::default(),
+            tally: Default::default(),
+            recorded: Default::default(),
             store_failure: Default::default(),
             stored: Default::default(),
             remote: None,
@@ -199,8 +256,8 @@ impl Cache {
     /// than a local entry. A forged header declaring 2 GiB costs nothing: it is refused
     /// before its body is read. (A real entry larger than that is only a local hit.)
     fn shared_cap(&self, key: &Key) -> u64 {
-        let factor = if key.1 == "member" { 256 } else { 64 };
-        key.2
+        let factor = if key.stage == "member" { 256 } else { 64 };
+        key.bytes
             .saturating_mul(factor)
             .saturating_add(64 << 20)
             .min(self.max_entry())
@@ -208,13 +265,15 @@ impl Cache {
 
     /// The entry for `key`, if present and intact (a corrupt one is removed).
     pub fn get(&self, key: &Key) -> Option<Vec<u8>> {
+        let started = std::time::Instant::now();
+        let _span = crate::trace::span_with("cache", || format!("cache lookup {}", key.stage));
         let hex = key.finish();
         let path = self.path(&hex);
         let mut found = match guard::open_regular(&path, self.max_entry()) {
             Ok((file, data)) if check(&data, &key.digest()) => {
                 // recently used: the eviction order
                 let _ = file.set_modified(std::time::SystemTime::now());
-                Some(data[HEADER..].to_vec())
+                Some((tally::Found::Local, data))
             }
             Ok(_) | Err(guard::Unreadable::Bad) => {
                 let _ = fs::remove_file(&path);
@@ -237,23 +296,41 @@ impl Cache {
                     let mut first = self.store_failure.lock().unwrap_or_else(|e| e.into_inner());
                     first.get_or_insert_with(|| e.to_string());
                 }
-                found = Some(entry[HEADER..].to_vec());
+                found = Some((tally::Found::Shared, entry));
             }
         }
-        let mut by = self.by_stage.lock().unwrap_or_else(|e| e.into_inner());
-        let e = by.entry(key.1.clone()).or_default();
-        if found.is_some() {
-            e.0 += 1;
-        } else {
-            e.1 += 1;
+        let counted = found
+            .as_ref()
+            .map(|(from, data)| (*from, data.len() as u64, cold_time(data)));
+        self.tally().lookup(key, counted, started.elapsed());
+        crate::trace::arg("stage", || key.stage.clone().into());
+        if !key.about.is_empty() {
+            crate::trace::arg("for", || key.about.clone().into());
         }
-        found
+        crate::trace::arg("key", || hex[..16].into());
+        crate::trace::arg("result", || match &found {
+            Some((tally::Found::Local, _)) => "hit (local)".into(),
+            Some((tally::Found::Shared, _)) => "hit (shared)".into(),
+            None => "miss".into(),
+        });
+        if let Some((_, data)) = &found {
+            crate::trace::arg("bytes", || data.len().into());
+            crate::trace::arg("cold_ms", || {
+                (cold_time(data).as_secs_f64() * 1000.0).into()
+            });
+        }
+        found.map(|(_, data)| data[HEADER..].to_vec())
+    }
+
+    fn tally(&self) -> std::sync::MutexGuard<'_, tally::Tally> {
+        self.tally.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Stores `data` under `key`, best effort: a failure (a full disk, something else at
     /// the entry's place) is remembered for [`Cache::store_failure`] and the link goes on.
-    pub fn put(&self, key: &Key, data: &[u8]) {
-        if let Err(e) = self.try_put(key, data) {
+    /// `cold`: what making `data` took (what a hit on it saves).
+    pub fn put(&self, key: &Key, data: &[u8], cold: std::time::Duration) {
+        if let Err(e) = self.try_put(key, data, cold) {
             let mut first = self.store_failure.lock().unwrap_or_else(|e| e.into_inner());
             first.get_or_insert_with(|| e.to_string());
         }
@@ -269,14 +346,20 @@ impl Cache {
 
     /// Stores `data` under `key`: written beside its place and renamed into it, and
     /// handed to the shared tier (in read-write mode) even when the local store fails.
-    pub fn try_put(&self, key: &Key, data: &[u8]) -> Result<()> {
+    pub fn try_put(&self, key: &Key, data: &[u8], cold: std::time::Duration) -> Result<()> {
+        let _span = crate::trace::span_with("cache", || format!("cache store {}", key.stage));
         let hex = key.finish();
         let mut entry = Vec::with_capacity(HEADER + data.len());
         entry.extend_from_slice(MAGIC);
         entry.extend_from_slice(&(data.len() as u64).to_le_bytes());
         entry.extend_from_slice(&key.digest());
         entry.extend_from_slice(blake3::hash(data).as_bytes());
+        entry.extend_from_slice(&(cold.as_micros() as u64).to_le_bytes());
         entry.extend_from_slice(data);
+        crate::trace::arg("stage", || key.stage.clone().into());
+        crate::trace::arg("key", || hex[..16].into());
+        crate::trace::arg("bytes", || entry.len().into());
+        self.tally().store(&key.stage, entry.len() as u64);
         let local = self.write_entry(&self.path(&hex), &entry);
         if let Some(r) = &self.remote {
             r.put(&hex, &entry);
@@ -361,8 +444,37 @@ impl Cache {
 
     /// (stage, hits, misses) for every stage looked up so far.
     pub fn counts(&self) -> Vec<(String, u64, u64)> {
-        let by = self.by_stage.lock().unwrap_or_else(|e| e.into_inner());
-        by.iter().map(|(k, (h, m))| (k.clone(), *h, *m)).collect()
+        let t = self.tally();
+        t.by_stage
+            .iter()
+            .filter(|(_, c)| c.hits() + c.misses > 0)
+            .map(|(k, c)| (k.clone(), c.hits(), c.misses))
+            .collect()
+    }
+
+    /// Every stage's counts so far (lookups and stores).
+    pub fn stage_counts(&self) -> std::collections::BTreeMap<String, tally::StageCounts> {
+        self.tally().by_stage.clone()
+    }
+
+    /// The digests of the named parts looked up so far, and the lookups that missed (for
+    /// `--explain`).
+    pub fn seen_and_missed(&self) -> (tally::Seen, Vec<tally::Missed>) {
+        let t = self.tally();
+        (t.seen.clone(), t.missed.clone())
+    }
+
+    /// Adds this link (`link`: what it was) and its stages' counts to the cache's
+    /// counters ([`stats`]), once; best effort.
+    pub fn record_link(&self, link: stats::LinkFacts) {
+        if self
+            .recorded
+            .swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            return;
+        }
+        let stages = self.stage_counts();
+        let _ = stats::add(&self.dir, &stats::Totals::of_link(&link, stages));
     }
 
     pub fn stats(&self) -> Stats {
@@ -398,9 +510,9 @@ impl Cache {
             .collect()
     }
 
-    /// Removes every entry, remembered tool identity and the shared tier's counters: the
-    /// files the cache names itself (and its temporary files), and the fan-out directories
-    /// left empty. Anything else
+    /// Removes every entry, remembered tool identity, the counters (the links' and the
+    /// shared tier's) and the links' `--explain` records: the files the cache names itself
+    /// (and its temporary files), and the fan-out directories left empty. Anything else
     /// in the directory stays.
     pub fn clear(&self) -> Result<()> {
         let own = |dir: &Path, is_own: fn(&str) -> bool| -> Result<()> {
@@ -423,13 +535,17 @@ impl Cache {
             let _ = fs::remove_dir(&d); // only when empty
         }
         own(&self.dir.join("tools"), guard::is_tool_name)?;
-        // the shared tier's counters start again from nothing
-        match fs::remove_file(self.dir.join(remote::STATS)) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                Err(io_error("clear", &self.dir.join(remote::STATS), e))
+        own(&self.records_dir(), records::is_record_name)?;
+        // the counters (the links' and the shared tier's) start again from nothing
+        for f in [remote::STATS, stats::FILE] {
+            match fs::remove_file(self.dir.join(f)) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(io_error("clear", &self.dir.join(f), e));
+                }
+                _ => {}
             }
-            _ => Ok(()),
         }
+        Ok(())
     }
 
     /// The identity of a tool file: the hash of its content, remembered per file version
@@ -502,6 +618,14 @@ impl Cache {
         }
         Ok(id)
     }
+}
+
+/// What the entry `data` (header and content) took to make, as its header says.
+fn cold_time(data: &[u8]) -> std::time::Duration {
+    let us = data
+        .get(80..88)
+        .map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
+    std::time::Duration::from_micros(us)
 }
 
 /// Checks an entry's header against its key and its content.

@@ -416,31 +416,11 @@ fn mac_key() -> Option<[u8; 32]> {
 
 /// Adds `mine` to the counters of `url` in `dir`'s [`STATS`] file.
 fn add_counters(dir: &Path, url: &str, mine: &Counters) -> std::io::Result<()> {
-    use std::io::{Read, Seek, Write};
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(dir.join(STATS))?;
-    if !f.metadata()?.is_file() {
-        return Ok(());
-    }
-    // SAFETY: flock on a descriptor this function owns; released when `f` is closed.
-    if unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&f), libc::LOCK_EX) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    let mut text = String::new();
-    (&mut f).take(1 << 20).read_to_string(&mut text)?;
-    let mut all: BTreeMap<String, Counters> = serde_json::from_str(&text).unwrap_or_default();
-    all.entry(url.to_string()).or_default().add(mine);
-    let out = serde_json::to_vec_pretty(&all).map_err(std::io::Error::other)?;
-    f.set_len(0)?;
-    f.rewind()?;
-    f.write_all(&out)
+    super::stats::update_locked(&dir.join(STATS), |text| {
+        let mut all: BTreeMap<String, Counters> = serde_json::from_str(text).unwrap_or_default();
+        all.entry(url.to_string()).or_default().add(mine);
+        serde_json::to_vec_pretty(&all).map_err(std::io::Error::other)
+    })
 }
 
 /// The shared tiers' counters kept in the local cache `dir` (by URL).

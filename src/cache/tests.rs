@@ -98,7 +98,7 @@ fn entries_round_trip_and_corruption_is_a_miss_that_removes_the_entry() {
     let cache = Cache::open(dir.path(), DEFAULT_CAP).unwrap();
     let k = Key::new("t").text("x");
     assert_eq!(cache.get(&k), None);
-    cache.put(&k, b"cubin bytes");
+    cache.put(&k, b"cubin bytes", std::time::Duration::ZERO);
     assert_eq!(cache.get(&k).as_deref(), Some(&b"cubin bytes"[..]));
     assert!(cache.verify().is_empty());
     // flip one content byte on disk
@@ -111,7 +111,7 @@ fn entries_round_trip_and_corruption_is_a_miss_that_removes_the_entry() {
     assert_eq!(cache.get(&k), None);
     assert!(!path.exists(), "the corrupt entry is evicted");
     // a truncated entry too
-    cache.put(&k, b"cubin bytes");
+    cache.put(&k, b"cubin bytes", std::time::Duration::ZERO);
     std::fs::write(&path, &std::fs::read(&path).unwrap()[..20]).unwrap();
     assert_eq!(cache.get(&k), None);
     assert_eq!(cache.totals(), (1, 3));
@@ -124,8 +124,8 @@ fn the_least_recently_used_entries_go_first() {
     let cache = Cache::open(dir.path(), 2 * (100 + HEADER as u64)).unwrap();
     let keys: Vec<Key> = (0..3).map(|i| Key::new("t").text(&i.to_string())).collect();
     let old = std::time::SystemTime::now() - std::time::Duration::from_secs(100);
-    cache.put(&keys[0], &[0; 100]);
-    cache.put(&keys[1], &[1; 100]);
+    cache.put(&keys[0], &[0; 100], std::time::Duration::ZERO);
+    cache.put(&keys[1], &[1; 100], std::time::Duration::ZERO);
     for (i, k) in keys[..2].iter().enumerate() {
         let f = std::fs::File::options()
             .append(true)
@@ -136,7 +136,7 @@ fn the_least_recently_used_entries_go_first() {
     }
     // using entry 0 makes entry 1 the least recently used
     assert!(cache.get(&keys[0]).is_some());
-    cache.put(&keys[2], &[2; 100]);
+    cache.put(&keys[2], &[2; 100], std::time::Duration::ZERO);
     // counted when the link is done with the cache, not after each store
     assert_eq!(cache.stats().entries, 3);
     drop(cache);
@@ -157,12 +157,12 @@ fn the_cache_is_counted_when_dropped_after_a_store_at_most_every_interval() {
     let keys: Vec<Key> = (0..4).map(|i| Key::new("t").text(&i.to_string())).collect();
     let entries = || Cache::open(dir.path(), cap).unwrap().stats().entries;
     let cache = Cache::open(dir.path(), cap).unwrap();
-    cache.put(&keys[0], &[0; 100]);
-    cache.put(&keys[1], &[1; 100]);
+    cache.put(&keys[0], &[0; 100], std::time::Duration::ZERO);
+    cache.put(&keys[1], &[1; 100], std::time::Duration::ZERO);
     drop(cache);
     assert_eq!(entries(), 1, "counted when dropped");
     let cache = Cache::open(dir.path(), cap).unwrap();
-    cache.put(&keys[2], &[2; 100]);
+    cache.put(&keys[2], &[2; 100], std::time::Duration::ZERO);
     drop(cache);
     assert_eq!(entries(), 2, "not counted again within the interval");
     // the last count long ago: a cache that stores nothing still counts nothing
@@ -172,7 +172,7 @@ fn the_cache_is_counted_when_dropped_after_a_store_at_most_every_interval() {
         .unwrap();
     assert_eq!(entries(), 2);
     let cache = Cache::open(dir.path(), cap).unwrap();
-    cache.put(&keys[3], &[3; 100]);
+    cache.put(&keys[3], &[3; 100], std::time::Duration::ZERO);
     drop(cache);
     assert_eq!(entries(), 1, "counted after the interval");
     // the stamp is the cache's own: a directory holding it and no marker is still a cache
@@ -261,7 +261,7 @@ fn clear_deletes_only_the_caches_own_files() {
     let dir = tempfile::tempdir().unwrap();
     let cache = Cache::open(dir.path(), DEFAULT_CAP).unwrap();
     let k = Key::new("t").text("x");
-    cache.put(&k, b"entry");
+    cache.put(&k, b"entry", std::time::Duration::ZERO);
     let tool = dir.path().join("ptxas");
     std::fs::write(&tool, b"tool").unwrap();
     cache.tool_id(&tool).unwrap();
@@ -296,7 +296,7 @@ fn an_entry_of_another_key_is_no_hit_and_fails_verify() {
     let dir = tempfile::tempdir().unwrap();
     let cache = Cache::open(dir.path(), DEFAULT_CAP).unwrap();
     let (a, b) = (Key::new("link").text("a"), Key::new("link").text("b"));
-    cache.put(&a, b"the output of a");
+    cache.put(&a, b"the output of a", std::time::Duration::ZERO);
     let (pa, pb) = (cache.path(&a.finish()), cache.path(&b.finish()));
     std::fs::create_dir_all(pb.parent().unwrap()).unwrap();
     std::fs::copy(&pa, &pb).unwrap();
@@ -314,7 +314,7 @@ fn entries_that_are_no_regular_files_are_misses_without_blocking() {
     let dir = tempfile::tempdir().unwrap();
     let cache = Cache::open(dir.path(), DEFAULT_CAP).unwrap();
     let k = Key::new("t").text("x");
-    cache.put(&k, b"entry");
+    cache.put(&k, b"entry", std::time::Duration::ZERO);
     let path = cache.path(&k.finish());
     let good = dir.path().join("good");
     std::fs::rename(&path, &good).unwrap();
@@ -362,7 +362,7 @@ fn a_store_that_fails_is_noted_not_an_error() {
     let path = cache.path(&k.finish());
     // a non-empty directory where the entry goes: the rename cannot replace it
     std::fs::create_dir_all(path.join("sub")).unwrap();
-    cache.put(&k, b"entry");
+    cache.put(&k, b"entry", std::time::Duration::ZERO);
     let failure = cache.store_failure().expect("the failure is noted");
     assert!(failure.contains(&path.display().to_string()), "{failure}");
     assert_eq!(cache.get(&k), None);

@@ -1,5 +1,6 @@
 //! What nvlinkrs' own subcommands do once parsed: `inspect` and `compare` print to
-//! stdout, `cache` reports on or empties a cache directory, `daemon` starts, stops or
+//! stdout, `cache` reports on or empties a cache directory (`stats`: its counters, in
+//! `super::stats`), `daemon` starts, stops or
 //! asks the link daemon, `shim` makes or removes an overlay toolkit.
 
 use std::io::Write;
@@ -97,19 +98,23 @@ fn compare_main(expected: &PathBuf, actual: &PathBuf, limit: usize, how: Compare
     Ok(())
 }
 
-/// `nvlinkrs cache stats|clear|verify [--cache-dir DIR]` (else `NVLINKRS_CACHE_DIR`, else
-/// the default directory links use).
+/// The cache folder a command names (`--cache-dir`), else `NVLINKRS_CACHE_DIR`, else the
+/// default directory links use.
+pub(super) fn cache_dir(dir: Option<PathBuf>) -> Result<PathBuf> {
+    dir.or_else(|| {
+        std::env::var_os("NVLINKRS_CACHE_DIR")
+            .map(PathBuf::from)
+            .filter(|d| !d.as_os_str().is_empty())
+    })
+    .or_else(crate::cache::place::default_dir)
+    .ok_or_else(|| {
+        Error::fatal("cache: no --cache-dir, no NVLINKRS_CACHE_DIR, and neither XDG_CACHE_HOME nor HOME to find the default cache")
+    })
+}
+
+/// `nvlinkrs cache stats|clear|verify [--cache-dir DIR]`.
 fn cache_main(action: CacheAction, dir: Option<PathBuf>) -> Result<()> {
-    let dir = dir
-        .or_else(|| {
-            std::env::var_os("NVLINKRS_CACHE_DIR")
-                .map(PathBuf::from)
-                .filter(|d| !d.as_os_str().is_empty())
-        })
-        .or_else(crate::cache::place::default_dir)
-        .ok_or_else(|| {
-            Error::fatal("cache: no --cache-dir, no NVLINKRS_CACHE_DIR, and neither XDG_CACHE_HOME nor HOME to find the default cache")
-        })?;
+    let dir = cache_dir(dir)?;
     // (opening makes the directory: a command about a cache never does)
     if std::fs::symlink_metadata(&dir).is_err() {
         crate::diag::to_stdout(&format!("no cache at {}\n", dir.display()));
@@ -118,27 +123,7 @@ fn cache_main(action: CacheAction, dir: Option<PathBuf>) -> Result<()> {
     let cache = crate::cache::Cache::open(&dir, crate::cache::DEFAULT_CAP)?;
     match action {
         CacheAction::Stats => {
-            let s = cache.stats();
-            println!(
-                "cache {}\nentries {}\nbytes {}",
-                dir.display(),
-                s.entries,
-                s.bytes
-            );
-            // the shared tiers this cache's links used, summed since the last clear
-            for (url, c) in crate::cache::remote::saved_counters(&dir) {
-                println!(
-                    "shared {url}\n  hits {}\n  misses {}\n  errors {}\n  rejected {}\n  skipped {}\n  writes {}\n  bytes read {}\n  bytes written {}",
-                    c.hits,
-                    c.misses,
-                    c.errors,
-                    c.rejected,
-                    c.skipped,
-                    c.writes,
-                    c.bytes_read,
-                    c.bytes_written
-                );
-            }
+            crate::diag::to_stdout(&super::stats::text(&dir, &cache));
             Ok(())
         }
         CacheAction::Clear => cache.clear(),
@@ -230,6 +215,11 @@ pub fn run(command: Command) -> Result<()> {
             compare_main(&expected, &actual, limit, how)
         }
         Command::Cache { action, cache_dir } => cache_main(action, cache_dir),
+        Command::Stats {
+            json,
+            zero,
+            cache_dir,
+        } => super::stats::main(cache_dir, json, zero),
         Command::Daemon { action } => daemon_main(action),
         Command::Shim {
             cuda_path,

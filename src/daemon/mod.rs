@@ -28,7 +28,8 @@
 //! Wire format: a u64 little-endian length, then frames as in
 //! [`crate::frames`]: request `arg`, `arg0` (the client's program name), `cwd`, `env`
 //! (`K=V`), `exe` (the client's binary), `umask` (octal, applied to the link process),
-//! `key` (the link's cache key, when it has one), or `stop`, or `status` (answered `pid`,
+//! `key` (the link's cache key, when it has one), `sent` (when, in microseconds since the
+//! epoch: the link's time trace shows the wait), or `stop`, or `status` (answered `pid`,
 //! `uptime_ms`, `served`, `running`, `bg_queued`, `bg_running`), or `background` before a
 //! link's frames (queued, answered `exit` 0: [`background`]); answer `err`, `out` (text,
 //! in order) and `exit` (the code), or `stale` (the daemon runs another binary than the
@@ -175,6 +176,8 @@ pub fn client_link(args: &[String], tool: &str, key: KeyOf) -> Option<i32> {
     if let Some(arg0) = std::env::args_os().next() {
         frames.push(("arg0", arg0.to_string_lossy().into_owned().into_bytes()));
     }
+    // when the request leaves, for the link's time trace (the daemon's queueing)
+    frames.push(("sent", unix_micros().to_string().into_bytes()));
     let refs: Vec<(&str, &[u8])> = frames.iter().map(|(k, v)| (*k, v.as_slice())).collect();
     // a second try after a daemon of another binary stopped
     for _ in 0..2 {
@@ -239,6 +242,13 @@ pub fn queue_background(args: &[String], env: &crate::linkenv::LinkEnv, key: Opt
     };
     send(&mut stream, &refs).is_ok()
         && receive(&mut stream).is_ok_and(|a| a.iter().any(|(k, v)| k == "exit" && v == b"0"))
+}
+
+/// Now, in microseconds since the epoch.
+fn unix_micros() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
 }
 
 /// This process's umask, read without changing it (`/proc/self/status`).
@@ -529,9 +539,15 @@ fn handle(server: &Server, mut stream: UnixStream) {
     }
     // identical requests in flight are done once, when the client made the link's key
     // (the content of its inputs and tools: a request made after an input changed is
-    // another link); a request without one is never merged
+    // another link); a request without one is never merged; when each was sent is no
+    // part of it
+    let read = unix_micros();
     static UNMERGED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let mut key = encode(request.iter().map(|(k, v)| (k.as_str(), v.as_slice())));
+    let mut key = encode(
+        (request.iter())
+            .filter(|(k, _)| k != "sent")
+            .map(|(k, v)| (k.as_str(), v.as_slice())),
+    );
     if !request.iter().any(|(k, _)| k == "key") {
         let n = UNMERGED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         key.extend_from_slice(format!("\0unmerged {n}").as_bytes());
@@ -564,7 +580,7 @@ fn handle(server: &Server, mut stream: UnixStream) {
             }
             nobody
         };
-        let result = run_link(server, &request, peer_pid, abandoned);
+        let result = run_link(server, &request, (peer_pid, read), abandoned);
         {
             let mut in_flight = server.in_flight.lock().unwrap();
             if in_flight.get(&key).is_some_and(|a| Arc::ptr_eq(a, &answer)) {
@@ -610,7 +626,7 @@ fn handle(server: &Server, mut stream: UnixStream) {
 fn run_link(
     server: &Server,
     request: &[(String, Vec<u8>)],
-    client_pid: u32,
+    (client_pid, read): (u32, u64),
     abandoned: impl FnMut() -> bool,
 ) -> Option<Vec<(String, Vec<u8>)>> {
     let text = |v: &[u8]| String::from_utf8_lossy(v).into_owned();
@@ -686,6 +702,15 @@ fn run_link(
                 Ok(())
             });
         }
+    }
+    // the request's times, for the link's trace: sent, read, the link process started
+    if let Some(sent) = request
+        .iter()
+        .find(|(k, _)| k == "sent")
+        .and_then(|(_, v)| text(v).parse::<u64>().ok())
+    {
+        let times = format!("{sent},{read},{}", unix_micros());
+        cmd.env(crate::observe::DAEMON_TIMES_VAR, times);
     }
     *server.running.lock().unwrap() += 1;
     let ended = child::run(cmd, abandoned);

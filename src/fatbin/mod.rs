@@ -175,13 +175,15 @@ impl Member {
                         .text(c.name())
                         .bytes(&self.lto_key.to_le_bytes())
                         .bytes(&want.to_le_bytes())
-                        .bytes(&self.payload)
+                        .part("compressed member", &self.payload)
+                        .about(format!("member of '{origin}'"))
                 };
                 let hit = cache
                     .as_ref()
                     .and_then(|cache| cache.get(&key()))
                     .filter(|d| d.len() as u64 == want);
                 let from_cache = hit.is_some();
+                let decompressing = std::time::Instant::now();
                 let out = match hit {
                     Some(d) => Ok(d),
                     None if c == Compression::Obfuscated => {
@@ -200,7 +202,8 @@ impl Member {
                     )
                 })?;
                 if let (Some(cache), false) = (&cache, from_cache) {
-                    cache.put(&key(), &out); // a cache that cannot store: no loss
+                    // (a cache that cannot store: no loss)
+                    cache.put(&key(), &out, decompressing.elapsed());
                 }
                 Bytes::from_vec(out)
             }

@@ -92,13 +92,22 @@ impl Runner<'_> {
             &missing,
             0,
             |&k| jobs[k].parts.iter().map(|p| p.len()).sum(),
-            |&k| self.fin.link(&jobs[k].refs(), mode),
+            |&k| {
+                let _span = crate::trace::span_with("finalize", || {
+                    format!(
+                        "libnvJitLink {stage} job {k} ({} parts)",
+                        jobs[k].parts.len()
+                    )
+                });
+                let started = std::time::Instant::now();
+                (self.fin.link(&jobs[k].refs(), mode)).map(|image| (image, started.elapsed()))
+            },
         );
         let mut out: Vec<Option<Option<Vec<u8>>>> = found;
         for (k, image) in missing.into_iter().zip(done) {
-            let image = image?;
+            let (image, cold) = image?;
             if let (Some((cache, _)), Some(key)) = (&self.cached, &keys[k]) {
-                cache.put(key, &entry(image.as_deref()));
+                cache.put(key, &entry(image.as_deref()), cold);
             }
             out[k] = Some(image);
         }
@@ -112,7 +121,8 @@ impl Runner<'_> {
 /// The cache key of a job: the stage, the finalizer library's identity, its options and
 /// every input's bytes.
 fn key(stage: &str, lib: &str, mode: &Mode, parts: &[&[u8]]) -> Key {
-    let mut k = Key::new(stage).text(lib).text(&mode.options().join("\0"));
+    let mut k = (Key::new(stage).text(lib).text(&mode.options().join("\0")))
+        .about(format!("{stage} job of {} parts", parts.len()));
     for p in parts {
         k = k.bytes(p);
     }

@@ -210,9 +210,11 @@ pub fn load(paths: &[PathBuf], mode: Mode) -> Result<Vec<Node>> {
 /// As [`load`], mapping each file once through `opened` (which then knows every file
 /// the trees borrow from).
 pub fn load_with(paths: &[PathBuf], mode: Mode, opened: &Opened) -> Result<Vec<Node>> {
+    let trace = crate::trace::current();
     paths
         .par_iter()
         .map(|p| {
+            let _lane = crate::trace::lane(&trace);
             let shown = p.display().to_string();
             let data = opened.open(p, &shown)?;
             walk_with(opened, &shown, Ext::of(p), data, mode, p.parent(), 0)

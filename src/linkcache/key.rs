@@ -21,6 +21,7 @@ use rayon::prelude::*;
 
 use crate::cache::{Cache, Key};
 use crate::cli::LinkRequest;
+use crate::explain::{self, Kind, Parts};
 use crate::input::Opened;
 use crate::plan::Plan;
 
@@ -50,9 +51,11 @@ impl Stamp {
     }
 }
 
-/// A link's key, with the files it holds as they were read.
+/// A link's key, with the parts it is made of (for `--explain`) and the files it holds
+/// as they were read.
 pub struct LinkKey {
     pub key: Key,
+    pub parts: Parts,
     stamps: Vec<(PathBuf, Stamp)>,
 }
 
@@ -72,31 +75,58 @@ impl LinkKey {
 /// (`given`: the finalizer the process gave the link, [`crate::finalize::Given`]: its
 /// library is keyed in place of the toolkit's.)
 pub fn key(plan: &Plan, cache: &Cache, opened: &Opened, given: Option<&Path>) -> Option<LinkKey> {
+    key_or_why(plan, cache, opened, given).ok()
+}
+
+/// As [`key`], with why a link has no key. The key is made from a list of [`Parts`]
+/// (each option of the normalized request, each tool's role, path and identity, each
+/// setting, each input's name and content), which `--explain` compares with the last
+/// link's.
+pub fn key_or_why(
+    plan: &Plan,
+    cache: &Cache,
+    opened: &Opened,
+    given: Option<&Path>,
+) -> Result<LinkKey, &'static str> {
     let req = plan.req;
-    if req.time.is_some()
-        || req.dump_callgraph.is_some()
-        || req.verbose
-        || req.verbose2
-        || req.verbose_keep
-        || plan.env.get(crate::lto::incremental::DUMP_VAR).is_some()
-    {
-        return None;
+    if req.time.is_some() {
+        return Err("-time writes a file of its own on every link");
     }
-    let mut k = Key::new("link").text(&format!("{:?}", normalized(req)));
+    if req.dump_callgraph.is_some() {
+        return Err("-dump-callgraph prints the call graph on every link");
+    }
+    if req.verbose || req.verbose2 || req.verbose_keep {
+        return Err("a verbose link prints what it does on every link");
+    }
+    if plan.env.get(crate::lto::incremental::DUMP_VAR).is_some() {
+        return Err("incremental LTO's PTX dump writes files on every link");
+    }
+    let mut parts = Parts::default();
+    for (name, value) in explain::fields(&format!("{:?}", normalized(req))) {
+        // (the inputs are parts of their own, with their contents)
+        if name != "inputs" {
+            parts.push(Kind::Option, name, value);
+        }
+    }
     let mut stamps = Vec::new();
-    for t in tools(plan, given)? {
+    let refused = "the finalizer's setting is refused";
+    for (role, t) in tools(plan, given).ok_or(refused)? {
         let Some(stamp) = Stamp::now(&t) else {
             continue;
         };
-        k = k
-            .text(&t.display().to_string())
-            .text(&cache.tool_id(&t).ok()?);
+        let id = cache.tool_id(&t).map_err(|_| "a tool cannot be read")?;
+        parts.push(Kind::Tool, role, format!("{}\t{id}", t.display()));
         stamps.push((t, stamp));
     }
-    k = k.text(&settings(plan)?);
-    let (k, inputs) = inputs(plan, k, opened)?;
-    stamps.extend(inputs);
-    Some(LinkKey { key: k, stamps })
+    for (name, value) in settings(plan).ok_or("a setting of the environment is refused")? {
+        parts.push(Kind::Setting, name, value);
+    }
+    stamps.extend(inputs(plan, &mut parts, opened)?);
+    Ok(LinkKey {
+        key: parts.key(),
+        parts,
+        stamps,
+    })
 }
 
 /// The request without what does not change the result's bytes: where the cache is, the
@@ -144,25 +174,32 @@ fn named(req: &LinkRequest, p: &Path) -> PathBuf {
     }
 }
 
-/// The files whose identities the key holds (those that exist are keyed): nvlinkrs
-/// itself, ptxas, libdevice, the libNVVM an LTO link loads, the LLVM helper, the
+/// The files whose identities the key holds (those that exist are keyed), by role:
+/// nvlinkrs itself, ptxas, libdevice, the libNVVM an LTO link loads, the LLVM helper, the
 /// launcher's file, and libnvJitLink where the finalizer may run (the one `given`, else
 /// the toolkit's). `None` for a finalizer setting the link refuses.
-fn tools(plan: &Plan, given: Option<&Path>) -> Option<Vec<PathBuf>> {
-    let mut tools: Vec<PathBuf> = crate::toolkit::own_image().into_iter().collect();
+fn tools(plan: &Plan, given: Option<&Path>) -> Option<Vec<(&'static str, PathBuf)>> {
+    let mut tools: Vec<(&str, PathBuf)> = (crate::toolkit::own_image().into_iter())
+        .map(|p| ("nvlinkrs", p))
+        .collect();
     let kit = plan.toolkit().ok();
     if let Some(kit) = kit {
-        tools.push(kit.ptxas());
-        tools.push(kit.libdevice());
+        tools.push(("ptxas", kit.ptxas()));
+        tools.push(("libdevice", kit.libdevice()));
     }
-    tools.extend(plan.libnvvm());
-    tools.extend(crate::lto::llvm_helper::locate_in(&plan.env));
+    tools.extend(plan.libnvvm().map(|p| ("libNVVM", p)));
+    tools.extend(crate::lto::llvm_helper::locate_in(&plan.env).map(|p| ("LLVM helper", p)));
     let launcher = crate::ptxas_driver::launcher(&plan.env);
-    tools.extend(crate::ptxas_driver::launcher_file(&launcher, &plan.env));
+    tools.extend(
+        crate::ptxas_driver::launcher_file(&launcher, &plan.env).map(|p| ("ptxas launcher", p)),
+    );
     if finalizer(plan)?.is_some() {
         match given {
-            Some(lib) => tools.push(lib.to_path_buf()),
-            None => tools.extend(kit.and_then(|k| k.libnvjitlink())),
+            Some(lib) => tools.push(("libnvJitLink", lib.to_path_buf())),
+            None => tools.extend(
+                kit.and_then(|k| k.libnvjitlink())
+                    .map(|p| ("libnvJitLink", p)),
+            ),
         }
     }
     Some(tools)
@@ -178,44 +215,56 @@ fn finalizer(plan: &Plan) -> Option<Option<crate::finalize::Setting>> {
     })
 }
 
-/// The settings of the environment that change the image by their value: the
-/// finalizer's, the launcher's words (what runs ptxas, and how), and incremental LTO's
-/// mode in an LTO link (`--incremental` or `NVLINKRS_INCREMENTAL`: partitions are
-/// another image than the whole program's). `None` for a mode the link refuses.
-fn settings(plan: &Plan) -> Option<String> {
-    let mut s = String::new();
+/// The settings of the environment that change the image by their value, each a
+/// variable's name and value: the finalizer's, the launcher's words (what runs ptxas,
+/// and how), and incremental LTO's mode in an LTO link (`--incremental` or
+/// `NVLINKRS_INCREMENTAL`: partitions are another image than the whole program's).
+/// `None` for a mode the link refuses.
+fn settings(plan: &Plan) -> Option<Vec<(String, String)>> {
+    let mut s = Vec::new();
     let mode = plan.incremental().ok()?;
     if plan.req.lto && mode != crate::cli::incremental::Mode::Off {
-        s += &format!("{}={mode:?}\n", crate::cli::incremental::VAR);
+        s.push((
+            crate::cli::incremental::VAR.to_string(),
+            format!("{mode:?}"),
+        ));
     }
     if let Some(f) = finalizer(plan)? {
-        s += &format!("{}={f:?}\n", crate::finalize::VAR);
+        s.push((crate::finalize::VAR.to_string(), format!("{f:?}")));
     }
     let launcher = crate::ptxas_driver::launcher(&plan.env);
     if !launcher.is_empty() {
-        s += &format!("{}={launcher:?}\n", crate::ptxas_driver::LAUNCHER_VAR);
+        s.push((
+            crate::ptxas_driver::LAUNCHER_VAR.to_string(),
+            format!("{launcher:?}"),
+        ));
     }
     Some(s)
 }
 
-/// Adds the inputs to `k`, in order: each file's name and content, or the earlier input
-/// it is the same file as; read through `opened` (the maps the link reads). `None` when
-/// an input is not a regular file (a FIFO is read once: by the link), cannot be read, or
-/// is a thin archive (its members live in other files).
-fn inputs(plan: &Plan, mut k: Key, opened: &Opened) -> Option<(Key, Vec<(PathBuf, Stamp)>)> {
+/// Adds the inputs to `parts`, in order: each file's name and content digest, or the
+/// earlier input it is the same file as; read through `opened` (the maps the link reads).
+/// Why not when an input is not a regular file (a FIFO is read once: by the link), cannot
+/// be read, or is a thin archive (its members live in other files).
+fn inputs(
+    plan: &Plan,
+    parts: &mut Parts,
+    opened: &Opened,
+) -> Result<Vec<(PathBuf, Stamp)>, &'static str> {
     let paths = plan.inputs();
     let mut stamps = Vec::with_capacity(paths.len());
     let mut maps = Vec::with_capacity(paths.len());
     for path in &paths {
         // (stat only: opening a FIFO here would block, or take its bytes from the link)
-        let stamp = Stamp::now(path)?;
+        let stamp =
+            Stamp::now(path).ok_or("an input is not a regular file (a FIFO is read once)")?;
         // (held in memory: the bytes hashed are the bytes the link parses, whatever
         // another process writes through a mapping of its own meanwhile)
         let data = opened
             .open_in_memory(path, &path.display().to_string())
-            .ok()?;
+            .map_err(|_| "an input cannot be read")?;
         if data.starts_with(b"!<thin>") {
-            return None;
+            return Err("a thin archive's members live in other files");
         }
         stamps.push((path.clone(), stamp));
         maps.push((opened.id_of(path), data));
@@ -237,13 +286,15 @@ fn inputs(plan: &Plan, mut k: Key, opened: &Opened) -> Option<(Key, Vec<(PathBuf
         .map(|i| again[i].is_none().then(|| blake3::hash(&maps[i].1)))
         .collect();
     for ((path, again), digest) in paths.iter().zip(again).zip(digests) {
-        k = k.text(&named(plan.req, path).display().to_string());
-        k = match (again, digest) {
-            (Some(earlier), _) => k.text("again").text(&earlier.to_string()),
-            (None, d) => k
-                .text("content")
-                .bytes(d.as_ref().map_or(&[][..], |d| d.as_bytes())),
+        let value = match (again, digest) {
+            (Some(earlier), _) => format!("the same file as input {}", earlier + 1),
+            (None, d) => d.map_or_else(String::new, |d| d.to_hex().to_string()),
         };
+        parts.push(
+            Kind::Input,
+            named(plan.req, path).display().to_string(),
+            value,
+        );
     }
-    Some((k, stamps))
+    Ok(stamps)
 }

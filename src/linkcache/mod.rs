@@ -17,6 +17,7 @@ use crate::cache::{Cache, Key, pack, unpack};
 use crate::cli::LinkRequest;
 use crate::context::LinkContext;
 use crate::diag::{Diagnostics, Level, Result};
+use crate::explain;
 use crate::input::Opened;
 use crate::output;
 use crate::plan::Plan;
@@ -27,7 +28,8 @@ use crate::report::Timings;
 /// The inputs are read through `opened`, which the phases read them through too. Also says
 /// what the cache did, for the report: `off` (no cache), `hit`, `miss`, `changed` (a miss
 /// not stored: a file the key holds changed while the link ran), or `not cached` (a link
-/// the cache does not take).
+/// the cache does not take). With `--explain`, a link that is no hit says why
+/// ([`crate::explain`]); every cached link leaves its record for the next one.
 pub fn around(
     plan: &Plan,
     ctx: &LinkContext,
@@ -36,10 +38,22 @@ pub fn around(
 ) -> Result<(Timings, &'static str)> {
     let (req, diag) = (plan.req, ctx.diag);
     let Some(cache) = ctx.cache() else {
+        if req.observe.explain {
+            diag.explain("the link has no cache, so nothing to compare it with");
+        }
         return Ok((phases(false)?, "off"));
     };
+    let started = std::time::Instant::now();
     let given = ctx.finalizer.as_ref().map(|g| g.library.as_path());
-    let key = key::key(plan, cache, opened, given);
+    let made = {
+        let _span = crate::trace::span("cache", "whole-link key");
+        key::key_or_why(plan, cache, opened, given)
+    };
+    let last = explain::Last::of(req, cache, made.is_ok());
+    let (key, why) = match made {
+        Ok(k) => (Some(k), None),
+        Err(why) => (None, Some(why)),
+    };
     let earlier = diag.printed().len(); // messages from before the link are not its own
     // the shared tier's first failure, once per link (after the store: never replayed)
     let shared_failure = || {
@@ -55,17 +69,40 @@ pub fn around(
             phases: vec![("cache", std::time::Duration::ZERO)],
             ..Default::default()
         };
+        last.remember(cache, &key.parts, &key.key, None);
         shared_failure();
         return Ok((t, "hit"));
     }
-    let timings = phases(key.is_some()).inspect_err(|_| shared_failure())?;
+    if req.observe.explain {
+        match (&key, why) {
+            (Some(k), _) => last.say_why(diag, Ok(k.parts.0.as_slice())),
+            (None, why) => last.say_why(diag, Err(why.unwrap_or("no key"))),
+        }
+    }
+    let ran = phases(key.is_some());
+    if req.observe.explain {
+        last.say_stages(diag, cache);
+    }
+    let timings = ran.inspect_err(|_| shared_failure())?;
     let mut whole = if key.is_some() { "miss" } else { "not cached" };
     if let Some(key) = &key
         && diag.error_count() == 0
         && !timings.fell_back
     {
         match key.unchanged() {
-            true => store(req, diag, earlier, cache, &key.key, &timings.written),
+            true => {
+                store(
+                    req,
+                    diag,
+                    earlier,
+                    cache,
+                    &key.key,
+                    &timings.written,
+                    started.elapsed(),
+                );
+                let seen = cache.seen_and_missed().0;
+                last.remember(cache, &key.parts, &key.key, Some(seen));
+            }
             false => whole = "changed",
         }
     }
@@ -111,6 +148,7 @@ pub fn store(
     cache: &Cache,
     key: &Key,
     written: &crate::output::Written,
+    cold: std::time::Duration,
 ) {
     let Some(out) = written.out.as_deref().filter(|_| regular(&req.output)) else {
         return;
@@ -154,7 +192,7 @@ pub fn store(
         register.unwrap_or_default(),
         messages.as_bytes(),
     ]);
-    cache.put(key, &entry);
+    cache.put(key, &entry, cold);
 }
 
 /// Writes a cached link's files and repeats its messages; false when the entry does not

@@ -456,9 +456,9 @@ pub fn compile_in_process(
         );
         let key = |bitcode: &[u8]| {
             crate::cache::Key::new("llvm-part")
-                .text(&helper)
-                .text(&settings)
-                .bytes(bitcode)
+                .part("LLVM helper", helper.as_bytes())
+                .part("settings", settings.as_bytes())
+                .part("bitcode", bitcode)
         };
         let pieces = pool.run_all(
             "optimize+codegen",
@@ -472,6 +472,7 @@ pub fn compile_in_process(
                     return Ok(ptx);
                 }
                 // a context and target machine per thread: LLVM contexts are not shared
+                let started = std::time::Instant::now();
                 let ctx = Context::create();
                 let part = read_in(&ctx, "<split part>", bitcode)?;
                 let target = Target::from_triple(&triple)
@@ -495,7 +496,7 @@ pub fn compile_in_process(
                     })?;
                 let ptx = emit_ptx(&tm, &part)?;
                 if let Some(c) = cache {
-                    c.put(&key(bitcode), &ptx);
+                    c.put(&key(bitcode), &ptx, started.elapsed());
                 }
                 Ok(ptx)
             },

@@ -180,6 +180,43 @@ impl Engine for NvvmEngine {
     }
 }
 
+/// An engine whose compiles are spans of the link's trace: the engine, the modules and
+/// options, and what came out (a whole program, or the pieces of a split compile, which
+/// the engine cuts and compiles inside the one call: their sizes, as their times are not
+/// seen from outside; each piece's ptxas job is a span of its own).
+pub struct Traced<'a> {
+    pub inner: Box<dyn Engine + 'a>,
+    pub name: &'static str,
+}
+
+impl Engine for Traced<'_> {
+    fn compile(
+        &self,
+        modules: &[IrModule],
+        options: &[String],
+        diag: &Diagnostics,
+    ) -> Result<LtoOutput> {
+        let _span = crate::trace::span_with("lto", || format!("{} compile", self.name));
+        crate::trace::arg("modules", || {
+            modules
+                .iter()
+                .map(|m| m.name.clone())
+                .collect::<Vec<_>>()
+                .into()
+        });
+        crate::trace::arg("options", || options.join(" ").into());
+        let out = self.inner.compile(modules, options, diag);
+        if let Ok(o) = &out {
+            crate::trace::arg("whole_program", || o.whole_program.into());
+            crate::trace::arg("pieces", || o.ptx.len().into());
+            crate::trace::arg("piece_bytes", || {
+                o.ptx.iter().map(Vec::len).collect::<Vec<_>>().into()
+            });
+        }
+        out
+    }
+}
+
 /// An engine whose results are kept in the cache, keyed by the engine's identity, the
 /// option list and every module (name, form, bytes). The engine's messages are kept with
 /// the PTX and repeated on a hit.
@@ -198,13 +235,14 @@ impl Engine for CachedEngine<'_> {
         diag: &Diagnostics,
     ) -> Result<LtoOutput> {
         let mut key = crate::cache::Key::new("lto")
-            .text(&self.identity)
-            .text(&options.join("\0"));
+            .part("engine", self.identity.as_bytes())
+            .part("options", options.join("\0").as_bytes())
+            .about(format!("LTO of {} modules", modules.len()));
         for m in modules {
             key = key
                 .text(&m.name)
                 .text(if m.form == IrForm::Bitcode { "B" } else { "C" })
-                .bytes(&m.data);
+                .part(format!("module '{}'", m.name), &m.data);
         }
         if let Some(parts) = self.cache.get(&key).and_then(|e| crate::cache::unpack(&e))
             && parts.len() >= 2
@@ -219,6 +257,7 @@ impl Engine for CachedEngine<'_> {
             });
         }
         let collected = Diagnostics::collector();
+        let started = std::time::Instant::now();
         let result = self.inner.compile(modules, options, &collected);
         let infos = collected.infos();
         for m in &infos {
@@ -235,7 +274,8 @@ impl Engine for CachedEngine<'_> {
             let joined = infos.join("\n");
             let mut parts: Vec<&[u8]> = vec![kind, joined.as_bytes()];
             parts.extend(out.ptx.iter().map(Vec::as_slice));
-            self.cache.put(&key, &crate::cache::pack(&parts));
+            self.cache
+                .put(&key, &crate::cache::pack(&parts), started.elapsed());
         }
         Ok(out)
     }

@@ -166,10 +166,15 @@ pub fn run(
     } else {
         lto_out.ptx
     };
+    let n = pieces.len();
     let jobs: Vec<ptxas_driver::Job> = pieces
         .into_iter()
-        .map(|ptx| ptxas_driver::Job {
-            name: "<lto ptx>".into(),
+        .enumerate()
+        .map(|(i, ptx)| ptxas_driver::Job {
+            name: match n {
+                1 => "<lto ptx>".into(),
+                _ => format!("<lto ptx piece {} of {n}>", i + 1),
+            },
             ptx,
             options: options.clone(),
         })
@@ -239,7 +244,12 @@ fn engine_for<'a>(
     pool: &lto::pool::Pool,
 ) -> Result<(Box<dyn Engine + 'a>, &'static str)> {
     let cache = ctx.cache();
+    let _span = crate::trace::span("lto", "LTO engine loaded");
     let (engine, name, files) = engine_uncached(plan, ctx, pool)?;
+    let engine: Box<dyn Engine + 'a> = Box::new(lto::Traced {
+        inner: engine,
+        name,
+    });
     let Some(cache) = cache else {
         return Ok((engine, name));
     };

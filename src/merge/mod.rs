@@ -363,8 +363,10 @@ pub fn link_with_steps(
     let mut steps = Vec::new();
     let mut t = std::time::Instant::now();
     let mut lap = |name: &'static str| {
-        steps.push((name, t.elapsed()));
-        t = std::time::Instant::now();
+        let now = std::time::Instant::now();
+        crate::trace::event("merge", name, t, now, Vec::new);
+        steps.push((name, now - t));
+        t = now;
     };
     let parsed: Vec<Parsed> = inputs.par_iter().map(|i| Parsed::of(&i.cubin)).collect();
     // a relocation section that cannot be read (or that nvlink refuses) ends the link,

@@ -363,23 +363,28 @@ pub struct Cached<'a> {
 impl Assembler for Cached<'_> {
     fn assemble(&self, job: &Job) -> Result<Assembled> {
         let key = crate::cache::Key::new("ptxas")
-            .text(&self.tool)
-            .text(&self.launcher)
-            .text(&job.options.args().join("\0"))
-            .bytes(&job.ptx);
+            .part("ptxas", self.tool.as_bytes())
+            .part("launcher", self.launcher.as_bytes())
+            .part("options", job.options.args().join("\0").as_bytes())
+            .part("PTX", &job.ptx)
+            .about(format!("ptxas '{}'", job.name));
         if let Some(parts) = self.cache.get(&key).and_then(|e| crate::cache::unpack(&e))
             && let [cubin, messages] = &parts[..]
             && crate::cache::plain_text(messages)
         {
+            crate::trace::arg("cache", || "hit".into());
             return Ok(Assembled {
                 cubin: cubin.clone(),
                 messages: String::from_utf8_lossy(messages).into_owned(),
             });
         }
+        crate::trace::arg("cache", || "miss".into());
+        let started = std::time::Instant::now();
         let a = self.inner.assemble(job)?;
         self.cache.put(
             &key,
             &crate::cache::pack(&[&a.cubin, a.messages.as_bytes()]),
+            started.elapsed(),
         );
         Ok(a)
     }
@@ -434,7 +439,15 @@ pub fn assemble_all(
         threads,
         |j| j.ptx.len(),
         |j| {
-            let mut a = assembler.assemble(j)?;
+            let _span = crate::trace::span_with("ptxas", || format!("ptxas {}", j.name));
+            crate::trace::arg("input", || j.name.clone().into());
+            crate::trace::arg("args", || j.options.args().join(" ").into());
+            crate::trace::arg("ptx_bytes", || j.ptx.len().into());
+            let assembled = assembler.assemble(j);
+            if let Err(e) = &assembled {
+                crate::trace::arg("error", || e.message().into());
+            }
+            let mut a = assembled?;
             if j.options.debug {
                 a.cubin = without_file_names(a.cubin);
             }

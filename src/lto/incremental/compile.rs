@@ -150,6 +150,6 @@ pub fn compile(
         log: collected.infos().join("\n"),
         ms: started.elapsed().as_millis() as u64,
     };
-    cache.put(&job.key, &entry.pack());
+    cache.put(&job.key, &entry.pack(), started.elapsed());
     Ok(entry)
 }

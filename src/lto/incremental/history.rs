@@ -61,7 +61,8 @@ pub fn load(cache: &Cache, req: &LinkRequest, mode: Mode) -> History {
 /// Stores the program's history (a store that fails is only a lost estimate).
 pub fn store(cache: &Cache, req: &LinkRequest, mode: Mode, h: &History) {
     if let Ok(bytes) = serde_json::to_vec(h) {
-        cache.put(&key(req, mode), &bytes);
+        // (an estimate, not the product of any work: no cold time)
+        cache.put(&key(req, mode), &bytes, std::time::Duration::ZERO);
     }
 }
 

@@ -190,6 +190,7 @@ pub fn cubins(
         cache.put(
             &role_keys[i],
             &crate::cache::pack(&[&a.cubin, a.messages.as_bytes()]),
+            std::time::Duration::from_millis(ms[i]),
         );
         found[i] = Some(vec![a.cubin, a.messages.into_bytes()]);
     }

@@ -1,0 +1,248 @@
+//! The cache's counters across links, kept in its directory ([`FILE`]) as sccache's
+//! server keeps its own: links run (through the daemon or not, failed or not), the
+//! whole-link cache's hits and misses, every stage's hits (local and from the shared tier),
+//! misses, stores and bytes, the time the links took and the time hits saved (what each
+//! entry found had taken to make, less the lookup), and the fallbacks (a finalizer that
+//! failed, a shared tier that failed). Each process adds what it did under an exclusive
+//! lock on the file (`flock`), read, added to and written back in place, so that links
+//! ending together all count; `nvlinkrs stats` reads it, `--zero` empties it. The shared
+//! tier's own counters by URL stay in their file ([`super::remote::STATS`]), which is
+//! updated the same way ([`update_locked`]).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::tally::StageCounts;
+
+/// The counters' file in the cache's root.
+pub const FILE: &str = "stats.json";
+
+/// The most of a counters file read.
+const MAX: u64 = 1 << 20;
+
+/// What one link was, for the counters.
+#[derive(Clone, Debug, Default)]
+pub struct LinkFacts {
+    /// The whole-link cache's answer: `hit`, `miss`, `not cached` (or `off`, `changed`).
+    pub whole_link: String,
+    pub failed: bool,
+    pub took: Duration,
+    /// It ran in a link process of the daemon.
+    pub daemon: bool,
+    /// The finalizer failed and the link went on without it.
+    pub finalizer_fell_back: bool,
+    /// The shared tier failed during the link (and was left alone after).
+    pub shared_tier_failed: bool,
+}
+
+/// The whole-link cache's answers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct WholeLink {
+    pub hits: u64,
+    pub misses: u64,
+    /// Links the cache does not take (`-v`, `-time`, a FIFO input, ...).
+    pub not_cached: u64,
+}
+
+/// Fallbacks: links that went on without something that failed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Fallbacks {
+    pub finalizer: u64,
+    pub shared_tier: u64,
+}
+
+/// The counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Totals {
+    /// When counting started (seconds since the epoch): the first link, or the last
+    /// `--zero`.
+    pub since_unix: u64,
+    pub links: u64,
+    pub failed_links: u64,
+    pub daemon_requests: u64,
+    pub whole_link: WholeLink,
+    pub stages: BTreeMap<String, StageCounts>,
+    /// The links' wall time, in microseconds.
+    pub time_spent_us: u64,
+    pub fallbacks: Fallbacks,
+}
+
+impl Totals {
+    /// One link's counts.
+    pub fn of_link(link: &LinkFacts, stages: BTreeMap<String, StageCounts>) -> Totals {
+        let mut t = Totals::of_stages(stages);
+        t.links = 1;
+        t.failed_links = link.failed as u64;
+        t.daemon_requests = link.daemon as u64;
+        match link.whole_link.as_str() {
+            "hit" => t.whole_link.hits = 1,
+            "miss" | "changed" => t.whole_link.misses = 1,
+            "not cached" => t.whole_link.not_cached = 1,
+            _ => {}
+        }
+        t.time_spent_us = link.took.as_micros() as u64;
+        t.fallbacks = Fallbacks {
+            finalizer: link.finalizer_fell_back as u64,
+            shared_tier: link.shared_tier_failed as u64,
+        };
+        t
+    }
+
+    /// The counts of a process's stages alone (a helper process, not a link).
+    pub fn of_stages(stages: BTreeMap<String, StageCounts>) -> Totals {
+        Totals {
+            stages,
+            ..Default::default()
+        }
+    }
+
+    fn add(&mut self, o: &Totals) {
+        if self.since_unix == 0 {
+            self.since_unix = now_unix();
+        }
+        self.links += o.links;
+        self.failed_links += o.failed_links;
+        self.daemon_requests += o.daemon_requests;
+        self.whole_link.hits += o.whole_link.hits;
+        self.whole_link.misses += o.whole_link.misses;
+        self.whole_link.not_cached += o.whole_link.not_cached;
+        for (stage, c) in &o.stages {
+            self.stages.entry(stage.clone()).or_default().add(c);
+        }
+        self.time_spent_us += o.time_spent_us;
+        self.fallbacks.finalizer += o.fallbacks.finalizer;
+        self.fallbacks.shared_tier += o.fallbacks.shared_tier;
+    }
+
+    /// The time hits saved, all stages together, in microseconds.
+    pub fn time_saved_us(&self) -> u64 {
+        self.stages.values().map(|c| c.saved_us).sum()
+    }
+}
+
+fn now_unix() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// Adds `mine` to the counters of the cache at `dir`.
+pub fn add(dir: &Path, mine: &Totals) -> std::io::Result<()> {
+    update_locked(&dir.join(FILE), |text| {
+        let mut all: Totals = serde_json::from_str(text).unwrap_or_default();
+        all.add(mine);
+        serde_json::to_vec_pretty(&all).map_err(std::io::Error::other)
+    })
+}
+
+/// The counters of the cache at `dir` (nothing counted: all zero).
+pub fn read(dir: &Path) -> Totals {
+    super::guard::read_regular(&dir.join(FILE), MAX)
+        .ok()
+        .flatten()
+        .and_then(|t| serde_json::from_slice(&t).ok())
+        .unwrap_or_default()
+}
+
+/// Sets the counters of the cache at `dir` to zero, the shared tiers' too, counting
+/// from now.
+pub fn zero(dir: &Path) -> std::io::Result<()> {
+    update_locked(&dir.join(FILE), |_| {
+        let fresh = Totals {
+            since_unix: now_unix(),
+            ..Default::default()
+        };
+        serde_json::to_vec_pretty(&fresh).map_err(std::io::Error::other)
+    })?;
+    update_locked(&dir.join(super::remote::STATS), |_| Ok(b"{}".to_vec()))
+}
+
+/// Rewrites the file at `path` (made 0600 when missing; left alone when it is not a
+/// regular file) with what `f` makes of its text, under an exclusive lock on it, so that
+/// processes updating it together all count.
+pub fn update_locked(
+    path: &Path,
+    f: impl FnOnce(&str) -> std::io::Result<Vec<u8>>,
+) -> std::io::Result<()> {
+    use std::io::{Read, Seek, Write};
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Ok(());
+    }
+    // SAFETY: flock on a descriptor this function owns; released when `file` is closed.
+    if unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&file), libc::LOCK_EX) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let mut text = String::new();
+    (&mut file).take(MAX).read_to_string(&mut text)?;
+    let out = f(&text)?;
+    file.set_len(0)?;
+    file.rewind()?;
+    file.write_all(&out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one_link(whole: &str) -> Totals {
+        let mut stages = BTreeMap::new();
+        stages.insert(
+            "ptxas".to_string(),
+            StageCounts {
+                local_hits: 2,
+                misses: 1,
+                saved_us: 10,
+                ..Default::default()
+            },
+        );
+        Totals::of_link(
+            &LinkFacts {
+                whole_link: whole.into(),
+                took: Duration::from_micros(7),
+                ..Default::default()
+            },
+            stages,
+        )
+    }
+
+    /// Threads adding at once, each through its own open file (as processes do): no
+    /// count is lost.
+    #[test]
+    fn counters_added_at_once_all_count() {
+        let d = tempfile::tempdir().unwrap();
+        std::thread::scope(|s| {
+            for _ in 0..8 {
+                s.spawn(|| {
+                    for _ in 0..25 {
+                        add(d.path(), &one_link("miss")).unwrap();
+                    }
+                });
+            }
+        });
+        let t = read(d.path());
+        assert_eq!(t.links, 200);
+        assert_eq!(t.whole_link.misses, 200);
+        assert_eq!(t.stages["ptxas"].local_hits, 400);
+        assert_eq!(t.time_saved_us(), 2000);
+        assert_eq!(t.time_spent_us, 1400);
+        assert!(t.since_unix > 0);
+        zero(d.path()).unwrap();
+        let z = read(d.path());
+        assert_eq!((z.links, z.stages.len()), (0, 0));
+    }
+}

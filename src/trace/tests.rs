@@ -1,0 +1,132 @@
+//! The recorder: nothing without a trace, lanes per worker (taken back and reused),
+//! spans nested as calls are, the granularity, and Chrome's event fields.
+
+use super::*;
+
+fn events(doc: &Value) -> Vec<Value> {
+    doc["traceEvents"].as_array().unwrap().clone()
+}
+
+fn spans<'a>(doc: &'a [Value], name: &str) -> Vec<&'a Value> {
+    doc.iter().filter(|e| e["name"] == name).collect()
+}
+
+fn inside(child: &Value, parent: &Value) -> bool {
+    let (c0, p0) = (
+        child["ts"].as_u64().unwrap(),
+        parent["ts"].as_u64().unwrap(),
+    );
+    let c1 = c0 + child["dur"].as_u64().unwrap();
+    let p1 = p0 + parent["dur"].as_u64().unwrap();
+    p0 <= c0 && c1 <= p1
+}
+
+#[test]
+fn without_a_trace_nothing_is_recorded_or_made() {
+    assert!(!on() && current().is_none());
+    let _s = span_with("x", || panic!("a name made without a trace"));
+    arg("k", || panic!("an argument made without a trace"));
+    event("x", "e", Instant::now(), Instant::now(), || {
+        panic!("arguments made without a trace")
+    });
+    let _l = lane(&None);
+    assert!(!on());
+}
+
+#[test]
+fn workers_record_on_lanes_of_their_own_nested_in_the_phase() {
+    let t = Trace::new(Duration::ZERO);
+    {
+        let _i = install(t.clone());
+        let pool = crate::jobs::Jobs::default();
+        for phase in ["one", "two"] {
+            let _p = span("phase", phase);
+            pool.run_all(
+                phase,
+                &[1u64, 2, 3, 4, 5, 6],
+                3,
+                |_| 1,
+                |&i| {
+                    let _j = span_with("job", || format!("job {i}"));
+                    arg("i", || i.into());
+                    std::thread::sleep(Duration::from_millis(3));
+                },
+            );
+        }
+    }
+    assert!(
+        !on(),
+        "the trace stays on the link's thread only while installed"
+    );
+    let doc = to_json(&t, 7, "p", Value::Null);
+    let ev = events(&doc);
+    for e in &ev {
+        for k in ["ph", "ts", "dur", "pid", "tid"] {
+            assert!(!e[k].is_null(), "{k} missing in {e}");
+        }
+    }
+    for phase in ["one", "two"] {
+        let p = spans(&ev, phase)[0];
+        assert_eq!(p["tid"], 0);
+        let jobs: Vec<&Value> = ev
+            .iter()
+            .filter(|e| e["cat"] == "job" && inside(e, p))
+            .collect();
+        assert_eq!(jobs.len(), 6, "{doc:#}");
+        let lanes: BTreeSet<u64> = jobs.iter().map(|j| j["tid"].as_u64().unwrap()).collect();
+        // the caller's thread is the first worker; the others took lanes 1 and 2, and
+        // gave them back for the second pool
+        assert_eq!(lanes, BTreeSet::from([0, 1, 2]), "{doc:#}");
+    }
+    assert_eq!(spans(&ev, "job 3")[0]["args"]["i"], 3);
+    // one name per lane used
+    let names: Vec<&Value> = ev.iter().filter(|e| e["name"] == "thread_name").collect();
+    assert_eq!(names.len(), 3);
+    // spans on one lane never overlap but by nesting
+    for a in ev.iter().filter(|e| e["ph"] == "X") {
+        for b in ev.iter().filter(|e| e["ph"] == "X" && e["tid"] == a["tid"]) {
+            let (a0, b0) = (a["ts"].as_u64().unwrap(), b["ts"].as_u64().unwrap());
+            let (a1, b1) = (
+                a0 + a["dur"].as_u64().unwrap(),
+                b0 + b["dur"].as_u64().unwrap(),
+            );
+            assert!(
+                a1 <= b0 || b1 <= a0 || inside(a, b) || inside(b, a),
+                "{a} {b}"
+            );
+        }
+    }
+}
+
+#[test]
+fn spans_shorter_than_the_granularity_are_left_out() {
+    let t = Trace::new(Duration::from_millis(5));
+    {
+        let _i = install(t.clone());
+        let _long = span("x", "long");
+        std::thread::sleep(Duration::from_millis(6));
+        drop(span("x", "short"));
+    }
+    let ev = events(&to_json(&t, 1, "p", Value::Null));
+    assert_eq!(spans(&ev, "long").len(), 1);
+    assert!(spans(&ev, "short").is_empty());
+}
+
+#[test]
+fn a_trace_can_start_at_an_earlier_time() {
+    let now = micros_since_epoch(SystemTime::now());
+    let t = Trace::starting_at(Duration::ZERO, now - 20_000);
+    {
+        let _i = install(t.clone());
+        let at = t.instant_of(now - 10_000);
+        event("daemon", "queued", at, Instant::now(), Vec::new);
+    }
+    let ev = events(&to_json(&t, 1, "p", Value::Null));
+    let q = spans(&ev, "queued")[0];
+    let ts = q["ts"].as_u64().unwrap();
+    assert!((9_000..=11_000).contains(&ts), "{q}");
+    assert!(q["dur"].as_u64().unwrap() >= 9_000, "{q}");
+    // a time beyond belief (the future, or a day ago) starts the trace now
+    let t = Trace::starting_at(Duration::ZERO, now + 10_000_000);
+    assert!(origin_unix_us(&t) >= now);
+}

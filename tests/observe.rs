@@ -1,0 +1,309 @@
+//! What a link shows of itself (issue 39), on real links of programs compiled here with
+//! the pinned nvcc: the time trace of a split LTO link (cold, then after one unit is
+//! edited) checked against the link's own report, `nvlinkrs stats` under concurrent
+//! links, and `--explain` after an edit, a tool swap and a flag change.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn cuda() -> PathBuf {
+    PathBuf::from(std::env::var_os("CUDA_HOME").expect("CUDA_HOME (set by scripts/test.sh)"))
+}
+
+fn nvlinkrs() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_nvlinkrs"))
+}
+
+/// `text` compiled by nvcc `-dc -dlto` for sm_90 at `dir/name.cu` (its own path, as a
+/// rebuild compiles an edited file): the object's path.
+fn compiled(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let src = dir.join(format!("{name}.cu"));
+    std::fs::write(&src, text).unwrap();
+    let obj = dir.join(format!("{name}.o"));
+    let o = Command::new(cuda().join("bin/nvcc"))
+        .args(["-dc", "-dlto", "-arch=sm_90"])
+        .arg(&src)
+        .arg("-o")
+        .arg(&obj)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    obj
+}
+
+const A: &str = "__device__ __noinline__ float twice(float x) { return 2.f * x; }
+__global__ void ka(float *o) { o[threadIdx.x] = twice(o[threadIdx.x]); }
+__global__ void ka2(float *o) { o[threadIdx.x] += twice(o[threadIdx.x + 1]); }
+";
+const B: &str = "__global__ void kb(float *o) { o[threadIdx.x] = o[threadIdx.x] * 3.f + 1.f; }
+__global__ void kb2(int *o) { o[threadIdx.x] ^= 0x55; }
+";
+
+/// nvlinkrs with `args` in `dir`, its default cache in `dir/xdg` and the environment's
+/// cache switch left out.
+fn link(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(nvlinkrs());
+    c.args(args)
+        .current_dir(dir)
+        .env("XDG_CACHE_HOME", dir.join("xdg"))
+        .env_remove("NVLINKRS_CACHE")
+        .env_remove("NVLINKRS_TIME_TRACE")
+        .env_remove("NVLINKRS_DAEMON");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let o = c.output().unwrap();
+    assert!(
+        o.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    o
+}
+
+fn json(path: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+/// The trace's events, checked for the Chrome trace format on the way: an array, or an
+/// object with `traceEvents`; every event has `ph`, `pid` and `tid`, and every complete
+/// event (`X`) `ts` and `dur`.
+fn events(doc: &Value) -> Vec<Value> {
+    let list = match doc {
+        Value::Array(a) => a.clone(),
+        Value::Object(o) => o["traceEvents"].as_array().expect("traceEvents").clone(),
+        _ => panic!("a trace is an array or an object: {doc}"),
+    };
+    for e in &list {
+        for field in ["ph", "pid", "tid"] {
+            assert!(e.get(field).is_some(), "no {field}: {e}");
+        }
+        if e["ph"] == "X" {
+            assert!(e["ts"].is_number() && e["dur"].is_number(), "{e}");
+        }
+    }
+    list
+}
+
+fn named<'a>(events: &'a [Value], prefix: &str) -> Vec<&'a Value> {
+    let complete = events.iter().filter(|e| e["ph"] == "X");
+    complete
+        .filter(|e| e["name"].as_str().is_some_and(|n| n.starts_with(prefix)))
+        .collect()
+}
+
+fn inside(child: &Value, parent: &Value) -> bool {
+    let (c0, p0) = (
+        child["ts"].as_f64().unwrap(),
+        parent["ts"].as_f64().unwrap(),
+    );
+    let (c1, p1) = (
+        c0 + child["dur"].as_f64().unwrap(),
+        p0 + parent["dur"].as_f64().unwrap(),
+    );
+    c0 >= p0 && c1 <= p1
+}
+
+/// The ptxas stage's (hits, misses) in the link's report.
+fn reported(report: &Value) -> (u64, u64) {
+    let s = &report["cache"]["stages"]["ptxas"];
+    (
+        s["hits"].as_u64().unwrap_or(0),
+        s["misses"].as_u64().unwrap_or(0),
+    )
+}
+
+/// A split LTO link traced cold and after one unit's edit: a ptxas span for every piece
+/// libNVVM wrote, each inside the ptxas phase and on a worker's lane, and the trace's
+/// ptxas cache lookups hit and missed as the link's report counts them.
+#[test]
+fn a_split_lto_links_trace_shows_its_jobs_and_lookups_as_the_link_did() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    compiled(d, "a", A);
+    compiled(d, "b", B);
+    let args = |trace: &str, report: &str| -> Vec<String> {
+        [
+            "-arch=sm_90",
+            "-dlto",
+            "-split-compile-extended=2",
+            "a.o",
+            "b.o",
+            "-o",
+            "app.cubin",
+        ]
+        .into_iter()
+        .map(String::from)
+        .chain([
+            format!("--time-trace={trace}"),
+            format!("-report-json={report}"),
+        ])
+        .collect()
+    };
+    let mut edited = false;
+    for (trace, report) in [("cold.json", "cold.report"), ("edit.json", "edit.report")] {
+        let a = args(trace, report);
+        link(d, &a.iter().map(String::as_str).collect::<Vec<_>>(), &[]);
+        let (doc, rep) = (json(&d.join(trace)), json(&d.join(report)));
+        let ev = events(&doc);
+        let compile = named(&ev, "libNVVM compile");
+        let pieces = (compile.iter())
+            .map(|e| e["args"]["pieces"].as_u64().unwrap())
+            .sum::<u64>();
+        let jobs = named(&ev, "ptxas ");
+        let phase: Vec<_> = named(&ev, "ptxas")
+            .into_iter()
+            .filter(|e| e["cat"] == "phase")
+            .collect();
+        assert_eq!(phase.len(), 1, "{trace}: one ptxas phase");
+        let (hits, misses) = reported(&rep);
+        // (a piece found in the cache runs no ptxas)
+        assert_eq!(jobs.len() as u64, misses, "{trace}: ptxas jobs");
+        assert_eq!(hits + misses, pieces, "{trace}: pieces {pieces}");
+        assert!(pieces >= 2, "{trace}: a split link");
+        for j in &jobs {
+            assert!(inside(j, phase[0]), "{trace}: {j} outside {}", phase[0]);
+            assert!(j["args"]["args"].as_str().unwrap().contains("-arch sm_90"));
+        }
+        let lookups: Vec<_> = named(&ev, "cache lookup ptxas");
+        let result = |r: &str| lookups.iter().filter(|e| e["args"]["result"] == r).count();
+        assert_eq!(
+            (result("hit") as u64, result("miss") as u64),
+            (hits, misses),
+            "{trace}"
+        );
+        if edited {
+            // kb2's piece changed, ka's did not
+            assert!(
+                hits >= 1 && misses >= 1,
+                "{trace}: {hits} hits, {misses} misses"
+            );
+        }
+        if !edited {
+            compiled(d, "b", &B.replace("0x55", "0x33"));
+            edited = true;
+        }
+    }
+}
+
+/// Links run at once each count in `nvlinkrs stats`: none is lost.
+#[test]
+fn concurrent_links_lose_no_count_in_the_stats() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    compiled(d, "a", A);
+    compiled(d, "b", B);
+    let n = 8;
+    let threads: Vec<_> = (0..n)
+        .map(|i| {
+            let d = d.to_path_buf();
+            std::thread::spawn(move || {
+                let out = format!("o{i}.cubin");
+                let a = ["-arch=sm_90", "-dlto", "a.o", "b.o", "-o", &out];
+                link(&d, &a, &[]);
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let o = Command::new(nvlinkrs())
+        .args(["stats", "--json"])
+        .env("XDG_CACHE_HOME", d.join("xdg"))
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let s: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let c = &s["counters"];
+    assert_eq!(c["links"], n, "{s:#}");
+    let w = &c["whole_link"];
+    assert_eq!(
+        w["hits"].as_u64().unwrap() + w["misses"].as_u64().unwrap(),
+        n as u64,
+        "{s:#}"
+    );
+}
+
+/// The `explain` lines of a link's messages.
+fn explained(o: &Output) -> Vec<String> {
+    (String::from_utf8_lossy(&o.stderr).lines())
+        .filter(|l| l.contains("explain"))
+        .map(String::from)
+        .collect()
+}
+
+/// `--explain` names what changed since the last link to the same output: the input
+/// after a one-unit edit, the tool after a swap of ptxas, the option after a flag change.
+#[test]
+fn explain_names_the_changed_input_tool_and_option() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    compiled(d, "a", A);
+    compiled(d, "b", B);
+    // a toolkit of its own whose ptxas can be swapped: links to the real one's files
+    let kit = d.join("kit");
+    std::fs::create_dir_all(kit.join("bin")).unwrap();
+    for entry in std::fs::read_dir(cuda()).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_name() != "bin" {
+            std::os::unix::fs::symlink(entry.path(), kit.join(entry.file_name())).unwrap();
+        }
+    }
+    for tool in std::fs::read_dir(cuda().join("bin")).unwrap() {
+        let tool = tool.unwrap();
+        let to = kit.join("bin").join(tool.file_name());
+        std::os::unix::fs::symlink(tool.path(), &to).unwrap();
+    }
+    let ptxas = kit.join("bin/ptxas");
+    let real_ptxas = std::fs::canonicalize(&ptxas).unwrap();
+    let kit_s = kit.display().to_string();
+    let env = [("CUDA_HOME", kit_s.as_str())];
+    let base = [
+        "-arch=sm_90",
+        "-dlto",
+        "a.o",
+        "b.o",
+        "-o",
+        "app.cubin",
+        "--explain",
+    ];
+    link(d, &base, &env);
+    // the same link again: a hit, nothing to explain
+    let again = link(d, &base, &env);
+    assert!(explained(&again).is_empty(), "{:?}", explained(&again));
+    // one unit edited
+    compiled(d, "b", &B.replace("0x55", "0x33"));
+    let lines = explained(&link(d, &base, &env));
+    assert!(
+        lines.iter().any(|l| l.contains("input 2 'b.o' changed")),
+        "{lines:?}"
+    );
+    // ptxas swapped for a copy of another content (the same program, a byte appended)
+    std::fs::remove_file(&ptxas).unwrap();
+    let mut bytes = std::fs::read(&real_ptxas).unwrap();
+    bytes.push(0);
+    std::fs::write(&ptxas, bytes).unwrap();
+    std::fs::set_permissions(&ptxas, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let lines = explained(&link(d, &base, &env));
+    assert!(
+        lines.iter().any(|l| l.contains("tool ptxas changed")),
+        "{lines:?}"
+    );
+    // a flag
+    let mut flagged = base.to_vec();
+    flagged.insert(0, "-maxrregcount=32");
+    let lines = explained(&link(d, &flagged, &env));
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("option") && l.contains("maxrregcount")),
+        "{lines:?}"
+    );
+    assert!(
+        !lines.iter().any(|l| l.contains("input")),
+        "only the option changed: {lines:?}"
+    );
+}
