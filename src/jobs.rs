@@ -374,4 +374,95 @@ mod tests {
         let busy = jobserver::Client::new(0).unwrap();
         assert_eq!(peak(Some(&busy), 4, 6), 1);
     }
+
+    /// The trace recorder on the pool's workers: each job on a lane of its own (the
+    /// caller's thread the first), nested in its phase, lanes given back between pools.
+    mod traced {
+        use std::collections::BTreeSet;
+        use std::time::Duration;
+
+        use serde_json::Value;
+
+        use crate::trace::{Trace, arg, install, on, span, span_with, to_json};
+
+        fn spans<'a>(doc: &'a [Value], name: &str) -> Vec<&'a Value> {
+            doc.iter().filter(|e| e["name"] == name).collect()
+        }
+
+        fn inside(child: &Value, parent: &Value) -> bool {
+            let (c0, p0) = (
+                child["ts"].as_u64().unwrap(),
+                parent["ts"].as_u64().unwrap(),
+            );
+            let c1 = c0 + child["dur"].as_u64().unwrap();
+            let p1 = p0 + parent["dur"].as_u64().unwrap();
+            p0 <= c0 && c1 <= p1
+        }
+
+        #[test]
+        fn workers_record_on_lanes_of_their_own_nested_in_the_phase() {
+            let t = Trace::new(Duration::ZERO);
+            {
+                let _i = install(t.clone());
+                let pool = super::super::Jobs::default();
+                for phase in ["one", "two"] {
+                    let _p = span("phase", phase);
+                    pool.run_all(
+                        phase,
+                        &[1u64, 2, 3, 4, 5, 6],
+                        3,
+                        |_| 1,
+                        |&i| {
+                            let _j = span_with("job", || format!("job {i}"));
+                            arg("i", || i.into());
+                            std::thread::sleep(Duration::from_millis(3));
+                        },
+                    );
+                }
+            }
+            assert!(
+                !on(),
+                "the trace stays on the link's thread only while installed"
+            );
+            let doc = to_json(&t, 7, "p", Value::Null);
+            let ev = doc["traceEvents"].as_array().unwrap().clone();
+            for e in &ev {
+                for k in ["ph", "ts", "dur", "pid", "tid"] {
+                    assert!(!e[k].is_null(), "{k} missing in {e}");
+                }
+            }
+            for phase in ["one", "two"] {
+                let p = spans(&ev, phase)[0];
+                assert_eq!(p["tid"], 0);
+                let jobs: Vec<&Value> = ev
+                    .iter()
+                    .filter(|e| e["cat"] == "job" && inside(e, p))
+                    .collect();
+                assert_eq!(jobs.len(), 6, "{doc:#}");
+                let lanes: BTreeSet<u64> =
+                    jobs.iter().map(|j| j["tid"].as_u64().unwrap()).collect();
+                // the caller's thread is the first worker; the others took lanes 1 and 2, and
+                // gave them back for the second pool
+                assert_eq!(lanes, BTreeSet::from([0, 1, 2]), "{doc:#}");
+            }
+            assert_eq!(spans(&ev, "job 3")[0]["args"]["i"], 3);
+            // one name per lane used
+            let names: Vec<&Value> = ev.iter().filter(|e| e["name"] == "thread_name").collect();
+            assert_eq!(names.len(), 3);
+            // spans on one lane never overlap but by nesting
+            for a in ev.iter().filter(|e| e["ph"] == "X") {
+                for b in ev.iter().filter(|e| e["ph"] == "X" && e["tid"] == a["tid"]) {
+                    let (a0, b0) = (a["ts"].as_u64().unwrap(), b["ts"].as_u64().unwrap());
+                    let (a1, b1) = (
+                        a0 + a["dur"].as_u64().unwrap(),
+                        b0 + b["dur"].as_u64().unwrap(),
+                    );
+                    assert!(
+                        a1 <= b0 || b1 <= a0 || inside(a, b) || inside(b, a),
+                        "{a} {b}"
+                    );
+                }
+            }
+        }
+    }
 }

@@ -120,7 +120,9 @@ pub fn finish(
         },
         "cache": {"whole_link": outcome.whole_link, "stages": stages},
     });
-    if let Err(e) = trace::file::write(&t.trace, &path, nvcc, link) {
+    let written = trace::file::contents(&t.trace, &path, nvcc, link)
+        .and_then(|text| crate::output::write_atomic(&path, &text));
+    if let Err(e) = written {
         diag.warning_never_error(&format!("the time trace was not written: {}", e.message()));
     }
 }

@@ -42,11 +42,14 @@ const B: &str = "__global__ void kb(float *o) { o[threadIdx.x] = o[threadIdx.x] 
 __global__ void kb2(int *o) { o[threadIdx.x] ^= 0x55; }
 ";
 
-/// nvlinkrs with `args` in `dir`, its default cache in `dir/xdg` and the environment's
+/// nvlinkrs with `args` and libcudadevrt (the objects are host objects, as nvcc's
+/// device link has them) in `dir`, its default cache in `dir/xdg` and the environment's
 /// cache switch left out.
 fn link(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut c = Command::new(nvlinkrs());
     c.args(args)
+        .arg(format!("-L{}", cuda().join("lib").display()))
+        .arg("-lcudadevrt")
         .current_dir(dir)
         .env("XDG_CACHE_HOME", dir.join("xdg"))
         .env_remove("NVLINKRS_CACHE")
@@ -116,75 +119,86 @@ fn reported(report: &Value) -> (u64, u64) {
     )
 }
 
-/// A split LTO link traced cold and after one unit's edit: a ptxas span for every piece
-/// libNVVM wrote, each inside the ptxas phase and on a worker's lane, and the trace's
-/// ptxas cache lookups hit and missed as the link's report counts them.
+/// The split-compile fixture's sources (libNVVM cuts the program into several pieces).
+fn split_source(unit: &str) -> String {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/split/{unit}.cu"));
+    std::fs::read_to_string(p).unwrap()
+}
+
+/// A split LTO link traced cold and after one unit's edit (one kernel of one piece): a
+/// ptxas job span for every piece libNVVM wrote (found in the cache or run), each inside
+/// the ptxas phase with its arguments, and the trace's ptxas cache lookups hit and missed as
+/// the link's report counts them (after the edit, some of each).
 #[test]
 fn a_split_lto_links_trace_shows_its_jobs_and_lookups_as_the_link_did() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    compiled(d, "a", A);
-    compiled(d, "b", B);
-    let args = |trace: &str, report: &str| -> Vec<String> {
-        [
+    compiled(d, "s0", &split_source("s0"));
+    compiled(d, "s1", &split_source("s1"));
+    for (trace, report) in [("cold.json", "cold.report"), ("edit.json", "edit.report")] {
+        let (t, r) = (
+            format!("--time-trace={trace}"),
+            format!("-report-json={report}"),
+        );
+        let a = [
             "-arch=sm_90",
             "-dlto",
             "-split-compile-extended=2",
-            "a.o",
-            "b.o",
-            "-o",
-            "app.cubin",
-        ]
-        .into_iter()
-        .map(String::from)
-        .chain([
-            format!("--time-trace={trace}"),
-            format!("-report-json={report}"),
-        ])
-        .collect()
-    };
-    let mut edited = false;
-    for (trace, report) in [("cold.json", "cold.report"), ("edit.json", "edit.report")] {
-        let a = args(trace, report);
-        link(d, &a.iter().map(String::as_str).collect::<Vec<_>>(), &[]);
+            "s0.o",
+            "s1.o",
+        ];
+        let mut a = a.to_vec();
+        a.extend(["-o", "app.cubin", &t, &r]);
+        link(d, &a, &[]);
         let (doc, rep) = (json(&d.join(trace)), json(&d.join(report)));
         let ev = events(&doc);
-        let compile = named(&ev, "libNVVM compile");
-        let pieces = (compile.iter())
+        let pieces = (named(&ev, "libNVVM compile").iter())
             .map(|e| e["args"]["pieces"].as_u64().unwrap())
             .sum::<u64>();
-        let jobs = named(&ev, "ptxas ");
+        assert!(pieces >= 2, "{trace}: a split link, {pieces} pieces");
         let phase: Vec<_> = named(&ev, "ptxas")
             .into_iter()
             .filter(|e| e["cat"] == "phase")
             .collect();
         assert_eq!(phase.len(), 1, "{trace}: one ptxas phase");
         let (hits, misses) = reported(&rep);
-        // (a piece found in the cache runs no ptxas)
-        assert_eq!(jobs.len() as u64, misses, "{trace}: ptxas jobs");
-        assert_eq!(hits + misses, pieces, "{trace}: pieces {pieces}");
-        assert!(pieces >= 2, "{trace}: a split link");
+        assert_eq!(hits + misses, pieces, "{trace}: a lookup per piece");
+        // a job per piece, found in the cache or run
+        let jobs = named(&ev, "ptxas <lto ptx piece ");
+        assert_eq!(jobs.len() as u64, pieces, "{trace}: ptxas jobs");
+        let ran = jobs.iter().filter(|j| j["args"]["cache"] == "miss").count();
+        assert_eq!(ran as u64, misses, "{trace}: ptxas jobs run");
         for j in &jobs {
             assert!(inside(j, phase[0]), "{trace}: {j} outside {}", phase[0]);
             assert!(j["args"]["args"].as_str().unwrap().contains("-arch sm_90"));
         }
-        let lookups: Vec<_> = named(&ev, "cache lookup ptxas");
-        let result = |r: &str| lookups.iter().filter(|e| e["args"]["result"] == r).count();
+        let lookups = named(&ev, "cache lookup ptxas");
+        let result = |r: &str| {
+            let said = |e: &&&Value| {
+                e["args"]["result"]
+                    .as_str()
+                    .is_some_and(|x| x.starts_with(r))
+            };
+            lookups.iter().filter(said).count()
+        };
         assert_eq!(
             (result("hit") as u64, result("miss") as u64),
             (hits, misses),
             "{trace}"
         );
-        if edited {
-            // kb2's piece changed, ka's did not
+        if trace == "cold.json" {
+            assert_eq!(hits, 0, "{trace}: a cold link");
+            // one kernel's callee edited, at the unit's own path
+            compiled(
+                d,
+                "s1",
+                &split_source("s1").replace("ALONE(3, expf)", "ALONE(3, erff)"),
+            );
+        } else {
             assert!(
                 hits >= 1 && misses >= 1,
                 "{trace}: {hits} hits, {misses} misses"
             );
-        }
-        if !edited {
-            compiled(d, "b", &B.replace("0x55", "0x33"));
-            edited = true;
         }
     }
 }

@@ -69,6 +69,8 @@ pub const VARS: &[(&str, Effect)] = &[
     ("NVLINKRS_JOBS", Effect::Runs),
     ("MAKEFLAGS", Effect::Runs),
     ("NVLINKRS_PROGRESS", Effect::Runs),
+    // the time trace (`cli::observe`): a file beside the output, never the image's bytes
+    ("NVLINKRS_TIME_TRACE", Effect::Runs),
     ("TMPDIR", Effect::Runs),
     // the wall-clock limit of a child process (`child::limits`; tests make it short)
     ("NVLINKRS_CHILD_TIMEOUT", Effect::Runs),
@@ -84,6 +86,9 @@ pub const VARS: &[(&str, Effect)] = &[
     ("NVLINKRS_IN_DAEMON", Effect::Around),
     ("NVLINKRS_DAEMON_FINALIZER", Effect::Around),
     ("NVLINKRS_INCREMENTAL_BACKGROUND", Effect::Around),
+    // when the daemon got a request and started its link process (`observe`: the
+    // trace's queueing span), set by the daemon, never forwarded
+    ("NVLINKRS_DAEMON_TIMES", Effect::Around),
     ("XDG_RUNTIME_DIR", Effect::Around),
     ("NVLINKRS_CHILD", Effect::Around),
     ("NVLINKRS_JITLINK_LOG", Effect::Around),

@@ -41,10 +41,11 @@ fn beside(output: &Path) -> PathBuf {
     p
 }
 
-/// Writes `trace` to `path` (as [`super::to_json`] makes it, `link` describing the link in
-/// `otherData.links`), joined to the trace already there when both are links of the nvcc
-/// run `nvcc`.
-pub fn write(trace: &Trace, path: &Path, nvcc: Option<u32>, link: Value) -> Result<()> {
+/// What to write to `path` for `trace` (as [`super::to_json`] makes it, `link`
+/// describing the link in `otherData.links`), joined to the trace already there when both
+/// are links of the nvcc run `nvcc`. (The caller writes it: the trace imports nothing of
+/// the link's files.)
+pub fn contents(trace: &Trace, path: &Path, nvcc: Option<u32>, link: Value) -> Result<Vec<u8>> {
     let origin = super::origin_unix_us(trace);
     let other = serde_json::json!({
         "nvlinkrs": env!("CARGO_PKG_VERSION"),
@@ -58,8 +59,15 @@ pub fn write(trace: &Trace, path: &Path, nvcc: Option<u32>, link: Value) -> Resu
     if let Some(earlier) = nvcc.and_then(|n| earlier_of(path, n)) {
         doc = joined(earlier, doc);
     }
-    let text = serde_json::to_vec(&doc).map_err(|e| Error::fatal(e.to_string()))?;
-    crate::output::write_atomic(path, &text)
+    serde_json::to_vec(&doc).map_err(|e| Error::fatal(e.to_string()))
+}
+
+/// [`contents`] written to `path` (the tests' writer; a link's goes through its atomic
+/// output).
+#[cfg(test)]
+fn write(trace: &Trace, path: &Path, nvcc: Option<u32>, link: Value) -> Result<()> {
+    let text = contents(trace, path, nvcc, link)?;
+    std::fs::write(path, text).map_err(|e| Error::fatal(e.to_string()))
 }
 
 fn link_output(other: &Value) -> String {
