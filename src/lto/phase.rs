@@ -66,9 +66,9 @@ pub fn run(
     let mixed = lto::prelink::is_mixed(&pool);
     // clang's kernels: no host object of the link says whether its host code launches
     // them (clang writes no host-reference table), so they are kept as launched
-    let mut clang_kernels = Vec::new();
+    let mut bitcode = lto::prelink::BitcodeCode::default();
     if mixed {
-        clang_kernels = lto::prelink::clang_kernels(&pool)?;
+        bitcode = lto::prelink::bitcode_code(&pool)?;
         timings.phase("link-ir", || {
             lto::prelink::join_mixed(&mut pool, req.target)
         })?;
@@ -92,7 +92,10 @@ pub fn run(
     }
     let used = !req.kernels_used.is_empty() || !req.variables_used.is_empty();
     if settings.host_info && !used {
-        settings.host_refs.ek.extend(clang_kernels);
+        settings
+            .host_refs
+            .ek
+            .extend(bitcode.kernels.iter().cloned());
     }
     if partial {
         // nvlink's partial LTO: relocatable output, without host information (read
@@ -150,8 +153,16 @@ pub fn run(
     let split = lto_out.ptx.len() > 1;
     // (libnvJitLink links the kernels of a libcudadevrt its caller gave beside a whole
     // program too: its output is merged with them, see `assemble::drop_unused_system`)
-    let relocatable =
-        partial || !lto_out.whole_program || split || (req.nvjitlink_cudadevrt && pool.cudadevrt);
+    // (a function of a bitcode library that libNVVM left a call is compiled as the
+    // library's own archive has it, called: ptxas's whole-program mode inlined NVSHMEM's
+    // transfer functions into the kernel, at 2.3 times ptxas' time; nvlink links no
+    // bitcode library, so no image of its is to match)
+    let library_calls = lto::prelink::defines_any(&lto_out.ptx, &bitcode.library_functions);
+    let relocatable = partial
+        || !lto_out.whole_program
+        || split
+        || library_calls
+        || (req.nvjitlink_cudadevrt && pool.cudadevrt);
     if req.verbose2 {
         diag::to_stderr(" Running nvlink ptxas-lto\n");
     }

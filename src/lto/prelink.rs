@@ -433,15 +433,58 @@ fn plain_modules(pool: &Pool) -> Result<(Vec<(String, Vec<u8>)>, Vec<usize>)> {
 /// clang writes no host-reference table, so no host object says whether its host code
 /// launches them, and they are kept as launched.
 pub fn clang_kernels(pool: &Pool) -> Result<Vec<String>> {
-    let mut kernels = Vec::new();
-    for m in pool
-        .modules
-        .iter()
-        .filter(|m| m.module.form == IrForm::Bitcode)
-    {
-        kernels.extend(super::bitcode::summarize(&m.module.data, &m.module.name)?.kernels);
+    Ok(bitcode_code(pool)?.kernels)
+}
+
+/// What the pool's LLVM bitcode modules define, as the helper reads them.
+#[derive(Debug, Default)]
+pub struct BitcodeCode {
+    /// The kernels (clang's).
+    pub kernels: Vec<String>,
+    /// The functions of the modules that define no kernel: device-code libraries (a
+    /// `.bc` such as NVSHMEM's, linked lazily).
+    pub library_functions: std::collections::HashSet<String>,
+}
+
+/// The kernels and the library functions of the pool's LLVM bitcode modules.
+pub fn bitcode_code(pool: &Pool) -> Result<BitcodeCode> {
+    let mut code = BitcodeCode::default();
+    for m in (pool.modules.iter()).filter(|m| m.module.form == IrForm::Bitcode) {
+        let s = super::bitcode::summarize(&m.module.data, &m.module.name)?;
+        if s.kernels.is_empty() {
+            code.library_functions.extend(s.functions);
+        }
+        code.kernels.extend(s.kernels);
     }
-    Ok(kernels)
+    Ok(code)
+}
+
+/// Whether the PTX texts define (not only declare) a function of `names`: `.func` lines
+/// that are not `.extern`, their name the word before the parameter list.
+pub fn defines_any(ptx: &[Vec<u8>], names: &std::collections::HashSet<String>) -> bool {
+    if names.is_empty() {
+        return false;
+    }
+    ptx.iter().any(|text| {
+        String::from_utf8_lossy(text).lines().any(|l| {
+            let l = l.trim_start();
+            if l.starts_with(".extern") || !l.contains(".func") {
+                return false;
+            }
+            // `.func NAME(`, `.visible .func (.param .b32 r) NAME(`, `.weak .func NAME(`
+            let after = &l[l.find(".func").expect("checked") + 5..];
+            let after = match after.trim_start().strip_prefix('(') {
+                Some(ret) => ret.split_once(')').map_or("", |(_, rest)| rest),
+                None => after,
+            };
+            let name = after
+                .trim_start()
+                .split(['(', ' ', ';'])
+                .next()
+                .unwrap_or("");
+            names.contains(name)
+        })
+    })
 }
 
 /// Whether the pool holds both NVIDIA's LTO IR and LLVM bitcode (a mixed link).

@@ -386,7 +386,7 @@ pub fn link_with_steps(
     m.functions()?;
     m.reach();
     m.call_trees();
-    m.check_register_limits()?;
+    let register_errors = m.check_register_limits()?;
     m.address_taken_warnings()?;
     m.read_externs()?;
     lap("functions");
@@ -404,7 +404,14 @@ pub fn link_with_steps(
     m.relocations()?;
     lap("relocations");
     m.info()?;
-    // (a failure nvlink reports after the `.nv.info` step's warnings)
+    // (failures nvlink reports after the `.nv.info` step's warnings: a stack size that
+    // cannot be determined is said before a register limit a kernel's callee breaks)
+    if !register_errors.is_empty() {
+        for e in &register_errors {
+            diag.error(e);
+        }
+        return Err(Error::error(""));
+    }
     if let Some(e) = m.failure.take() {
         return Err(e);
     }

@@ -386,3 +386,43 @@ __global__ void kpub(int *o) { o[0] = 2; }
     let failures = identical_links(&links);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// A kernel whose callee recurses and another whose callee breaks its register limit:
+/// nvlink warns that the first kernel's stack size cannot be determined, then reports the
+/// limit errors (exit 1, no image); nvlinkrs reported the errors alone (its limit check
+/// came before the step that warns).
+#[test]
+fn stack_size_warnings_come_before_register_limit_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let sources = [
+        (
+            "rfib",
+            "__device__ __noinline__ long fib(int n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); }
+__global__ void k(long *o) { o[threadIdx.x] = fib(threadIdx.x); }
+",
+        ),
+        (
+            "rbig",
+            "__device__ __noinline__ int big(int x) { double d[8]; for (int i = 0; i < 8; i++) d[i] = sin((double)x + i);
+  double s = 0; for (int i = 0; i < 8; i++) s += d[(i * 3) & 7] * d[i]; return (int)s; }
+",
+        ),
+        (
+            "rkr",
+            "extern __device__ int big(int);
+__global__ void __maxnreg__(40) kr(int *o) { o[0] = big(o[0]); }
+",
+        ),
+    ];
+    let mut a = vec!["-arch=sm_90".to_string()];
+    for (name, text) in sources {
+        a.push(
+            compiled(dir.path(), name, text, "sm_90", &[])
+                .display()
+                .to_string(),
+        );
+    }
+    if let Err(e) = differential(&a) {
+        panic!("{e}");
+    }
+}
