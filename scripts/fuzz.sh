@@ -46,7 +46,7 @@ seed() { [ -f "$3" ] && { printf "\\x$1\\x$2"; cat "$3"; } > "fuzz/corpus/link/$
 for f in "$fx"/merge/*_90.cubin; do seed 00 02 "$f"; done
 for f in "$fx"/*_dc.o "$fx"/main_dlto.o; do seed 01 02 "$f"; done
 seed 02 02 "$fx"/saxpy.fatbin; seed 03 02 "$fx"/libsaxpy.a
-printf '\000NVLRSC\000\002' > fuzz/corpus/cache_entry/header; printf '\001out\000\001' > fuzz/corpus/cache_entry/stored
+printf '\000NVLRSC\000\003' > fuzz/corpus/cache_entry/header; printf '\001out\000\001' > fuzz/corpus/cache_entry/stored
 for n in _Z5saxpyfPKfPfi _Z2twILi1EEii _ZNK2ns1S1gEv _Z1fPFiiiE _Z1fN2ns1SES0_; do printf %s "$n" > "fuzz/corpus/demangle/$n"; done
 # the inputs that found defects seed their targets too
 for d in fuzz/regressions/*/; do [ -d "$d" ] && cp "$d"* "fuzz/corpus/$(basename "$d")/" 2>/dev/null || true; done

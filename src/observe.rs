@@ -3,6 +3,7 @@
 //! then), with the daemon's queueing when a daemon's link process runs it; and its counts
 //! added to the cache's counters (`nvlinkrs stats`).
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -98,8 +99,15 @@ pub fn finish(
     result: &Result<Timings>,
     outcome: &Outcome,
 ) {
-    if let Err(e) = result {
-        trace::arg("error", || e.message().into());
+    // (a link that printed its errors fails with an empty message: the first is said)
+    let failure = result.as_ref().err().map(|e| match e.message() {
+        "" => (diag.printed().into_iter())
+            .find(|(l, _)| *l == crate::diag::Level::Error)
+            .map_or_else(String::new, |(_, m)| m),
+        m => m.to_string(),
+    });
+    if let Some(f) = &failure {
+        trace::arg("error", || f.clone().into());
     }
     drop(t.link.take());
     drop(t.installed.take());
@@ -114,17 +122,57 @@ pub fn finish(
     let link = serde_json::json!({
         "output": req.output.display().to_string(),
         "arch": req.target.to_string(),
-        "result": match result {
-            Ok(_) => "linked".to_string(),
-            Err(e) => format!("failed: {}", e.message()),
+        "result": match &failure {
+            None => "linked".to_string(),
+            Some(f) => format!("failed: {f}"),
         },
         "cache": {"whole_link": outcome.whole_link, "stages": stages},
     });
+    if let Err(why) = writable(req, &path, asked.is_some()) {
+        diag.warning_never_error(&format!(
+            "the time trace '{}' was not written: {why}",
+            path.display()
+        ));
+        return;
+    }
     let written = trace::file::contents(&t.trace, &path, nvcc, link)
         .and_then(|text| crate::output::write_atomic(&path, &text));
     if let Err(e) = written {
         diag.warning_never_error(&format!("the time trace was not written: {}", e.message()));
     }
+}
+
+/// Whether the trace may go to `path`: never over the link's output or an input, never
+/// into a file that is not a regular one of this user's (another user's file in a shared
+/// folder, a FIFO, a device), and, when not named (`asked`), never beside an output that
+/// is not a regular file (`/dev/null`).
+fn writable(req: &LinkRequest, path: &Path, asked: bool) -> std::result::Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let same = |a: &Path, b: &Path| match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => a == b,
+    };
+    if same(path, &req.output) {
+        return Err("it is the link's output".into());
+    }
+    if let Some(i) = req.inputs.iter().find(|i| same(path, i)) {
+        return Err(format!("it is the input '{}'", i.display()));
+    }
+    if !asked && !std::fs::metadata(&req.output).is_ok_and(|m| m.is_file()) {
+        return Err("the output is not a regular file (name one with --time-trace=FILE)".into());
+    }
+    // SAFETY: getuid(2) cannot fail.
+    let me = unsafe { libc::getuid() };
+    for meta in [std::fs::symlink_metadata(path), std::fs::metadata(path)] {
+        match meta {
+            Ok(m) if m.uid() != me => return Err("the file there is another user's".into()),
+            Ok(m) if !m.is_file() && !m.file_type().is_symlink() => {
+                return Err("the file there is not a regular file".into());
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// Adds the link to its cache's counters: what it was (`result`, its whole-link answer

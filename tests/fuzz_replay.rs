@@ -40,7 +40,7 @@ fn seeds(target: &str) -> Vec<Vec<u8>> {
         "nvvm_container" => vec![s(
             b"\x7d\x5c\x4e\x7f\x01\x41\x02\x62\x03\x02\x14\x00\x00\x00\x18\x00\x2c\x00\x00\x00\x2c\x00\x00\x00\x01\x00\x08\x00\x02\x00\x09\x00\x0d\x00\x01\x00\x0f\x00\x01\x00\x00\x00\x00\x00BC\xc0\xde",
         )],
-        "cache_entry" => vec![s(b"\x00NVLRSC\x00\x02"), s(b"\x01out\x00\x01")],
+        "cache_entry" => vec![s(b"\x00NVLRSC\x00\x03"), s(b"\x01out\x00\x01")],
         "demangle" => ["_Z5saxpyfPKfPfi", "_Z2twILi1EEii", "_ZNK2ns1S1gEv"]
             .iter()
             .map(|n| s(n.as_bytes()))

@@ -321,3 +321,34 @@ fn explain_names_the_changed_input_tool_and_option() {
         "only the option changed: {lines:?}"
     );
 }
+
+/// The trace named as the link's output or one of its inputs is not written (a warning;
+/// the link's result stands): it replaced the image, or an input, with its JSON.
+#[test]
+fn the_trace_never_overwrites_the_output_or_an_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    compiled(d, "a", A);
+    compiled(d, "b", B);
+    let a_before = std::fs::read(d.join("a.o")).unwrap();
+    for trace in ["--time-trace=app.cubin", "--time-trace=a.o"] {
+        let o = link(
+            d,
+            &[
+                "-arch=sm_90",
+                "-dlto",
+                "a.o",
+                "b.o",
+                "-o",
+                "app.cubin",
+                trace,
+            ],
+            &[],
+        );
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("was not written"), "{trace}: {err}");
+        let image = std::fs::read(d.join("app.cubin")).unwrap();
+        assert!(image.starts_with(b"\x7fELF"), "{trace}: the image is gone");
+        assert_eq!(std::fs::read(d.join("a.o")).unwrap(), a_before, "{trace}");
+    }
+}

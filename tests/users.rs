@@ -475,10 +475,12 @@ fn forge(entry: &str, image: &[u8]) -> Vec<u8> {
         .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap())
         .collect();
     let content = nvlinkrs::cache::pack(&[image, b"0", b"", b""]);
-    let mut out = b"NVLRSC\x00\x02".to_vec();
+    let mut out = b"NVLRSC\x00\x03".to_vec();
     out.extend_from_slice(&(content.len() as u64).to_le_bytes());
     out.extend_from_slice(&digest);
     out.extend_from_slice(blake3::hash(&content).as_bytes());
+    // (the cold time the entry took to make)
+    out.extend_from_slice(&0u64.to_le_bytes());
     out.extend_from_slice(&content);
     out
 }

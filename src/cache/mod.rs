@@ -625,7 +625,8 @@ fn cold_time(data: &[u8]) -> std::time::Duration {
     let us = data
         .get(80..88)
         .map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
-    std::time::Duration::from_micros(us)
+    // (outside the content's digest: a day at most, whatever a damaged header says)
+    std::time::Duration::from_micros(us.min(86_400_000_000))
 }
 
 /// Checks an entry's header against its key and its content.

@@ -106,23 +106,32 @@ impl Totals {
         if self.since_unix == 0 {
             self.since_unix = now_unix();
         }
-        self.links += o.links;
-        self.failed_links += o.failed_links;
-        self.daemon_requests += o.daemon_requests;
-        self.whole_link.hits += o.whole_link.hits;
-        self.whole_link.misses += o.whole_link.misses;
-        self.whole_link.not_cached += o.whole_link.not_cached;
+        self.links = self.links.saturating_add(o.links);
+        self.failed_links = self.failed_links.saturating_add(o.failed_links);
+        self.daemon_requests = self.daemon_requests.saturating_add(o.daemon_requests);
+        self.whole_link.hits = self.whole_link.hits.saturating_add(o.whole_link.hits);
+        self.whole_link.misses = self.whole_link.misses.saturating_add(o.whole_link.misses);
+        self.whole_link.not_cached = self
+            .whole_link
+            .not_cached
+            .saturating_add(o.whole_link.not_cached);
         for (stage, c) in &o.stages {
             self.stages.entry(stage.clone()).or_default().add(c);
         }
-        self.time_spent_us += o.time_spent_us;
-        self.fallbacks.finalizer += o.fallbacks.finalizer;
-        self.fallbacks.shared_tier += o.fallbacks.shared_tier;
+        self.time_spent_us = self.time_spent_us.saturating_add(o.time_spent_us);
+        self.fallbacks.finalizer = self
+            .fallbacks
+            .finalizer
+            .saturating_add(o.fallbacks.finalizer);
+        self.fallbacks.shared_tier = self
+            .fallbacks
+            .shared_tier
+            .saturating_add(o.fallbacks.shared_tier);
     }
 
     /// The time hits saved, all stages together, in microseconds.
     pub fn time_saved_us(&self) -> u64 {
-        self.stages.values().map(|c| c.saved_us).sum()
+        (self.stages.values()).fold(0u64, |t, c| t.saturating_add(c.saved_us))
     }
 }
 
@@ -151,17 +160,25 @@ pub fn read(dir: &Path) -> Totals {
 }
 
 /// Sets the counters of the cache at `dir` to zero, the shared tiers' too, counting
-/// from now.
-pub fn zero(dir: &Path) -> std::io::Result<()> {
-    update_locked(&dir.join(FILE), |_| {
+/// from now: the counters as they were, read under the same lock (a link that ends
+/// meanwhile is counted in one or the other, never lost).
+pub fn zero(dir: &Path) -> std::io::Result<Totals> {
+    let mut before = Totals::default();
+    update_locked(&dir.join(FILE), |text| {
+        before = serde_json::from_str(text).unwrap_or_default();
         let fresh = Totals {
             since_unix: now_unix(),
             ..Default::default()
         };
         serde_json::to_vec_pretty(&fresh).map_err(std::io::Error::other)
     })?;
-    update_locked(&dir.join(super::remote::STATS), |_| Ok(b"{}".to_vec()))
+    update_locked(&dir.join(super::remote::STATS), |_| Ok(b"{}".to_vec()))?;
+    Ok(before)
 }
+
+/// How long a link waits for the counters' lock before it leaves its counts out (a
+/// process stopped while holding it never holds up the links after it).
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Rewrites the file at `path` (made 0600 when missing; left alone when it is not a
 /// regular file) with what `f` makes of its text, under an exclusive lock on it, so that
@@ -183,13 +200,20 @@ pub fn update_locked(
     if !file.metadata()?.is_file() {
         return Ok(());
     }
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&file);
+    let deadline = std::time::Instant::now() + LOCK_WAIT;
     // SAFETY: flock on a descriptor this function owns; released when `file` is closed.
-    if unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&file), libc::LOCK_EX) } != 0 {
-        return Err(std::io::Error::last_os_error());
+    while unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EWOULDBLOCK) || std::time::Instant::now() > deadline {
+            return Err(e);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    let mut text = String::new();
-    (&mut file).take(MAX).read_to_string(&mut text)?;
-    let out = f(&text)?;
+    // (a damaged file, not text, counts as empty: counting starts again)
+    let mut bytes = Vec::new();
+    (&mut file).take(MAX).read_to_end(&mut bytes)?;
+    let out = f(&String::from_utf8_lossy(&bytes))?;
     file.set_len(0)?;
     file.rewind()?;
     file.write_all(&out)

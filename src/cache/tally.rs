@@ -30,13 +30,13 @@ impl StageCounts {
     }
 
     pub fn add(&mut self, o: &StageCounts) {
-        self.local_hits += o.local_hits;
-        self.shared_hits += o.shared_hits;
-        self.misses += o.misses;
-        self.stores += o.stores;
-        self.bytes_read += o.bytes_read;
-        self.bytes_written += o.bytes_written;
-        self.saved_us += o.saved_us;
+        self.local_hits = self.local_hits.saturating_add(o.local_hits);
+        self.shared_hits = self.shared_hits.saturating_add(o.shared_hits);
+        self.misses = self.misses.saturating_add(o.misses);
+        self.stores = self.stores.saturating_add(o.stores);
+        self.bytes_read = self.bytes_read.saturating_add(o.bytes_read);
+        self.bytes_written = self.bytes_written.saturating_add(o.bytes_written);
+        self.saved_us = self.saved_us.saturating_add(o.saved_us);
     }
 }
 

@@ -62,8 +62,8 @@ impl ObserveArgs {
         let time_trace = match (self.time_trace.as_deref(), env.map(str::trim)) {
             (Some(""), _) => Some(TraceTo::BesideOutput),
             (Some(f), _) => Some(TraceTo::File(PathBuf::from(f))),
-            (None, None | Some("" | "0")) => None,
-            (None, Some("1")) => Some(TraceTo::BesideOutput),
+            (None, None | Some("" | "0" | "false" | "off" | "no")) => None,
+            (None, Some("1" | "true" | "on" | "yes")) => Some(TraceTo::BesideOutput),
             (None, Some(f)) => Some(TraceTo::File(PathBuf::from(f))),
         };
         let granularity = match self.time_trace_granularity.as_deref() {

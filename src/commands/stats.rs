@@ -22,26 +22,28 @@ pub fn main(dir: Option<PathBuf>, json: bool, zero: bool) -> Result<()> {
         return Ok(());
     }
     let cache = Cache::open(&dir, crate::cache::DEFAULT_CAP)?;
-    crate::diag::to_stdout(&match json {
-        true => format!("{:#}\n", as_json(&dir, &cache)),
-        false => text(&dir, &cache),
-    });
-    if zero {
-        stats::zero(&dir).map_err(|e| {
+    // (with --zero, the counters printed are those read as they are zeroed, under one
+    // lock: a link that ends meanwhile is in one or the other)
+    let counted = match zero {
+        true => stats::zero(&dir).map_err(|e| {
             Error::fatal(format!(
                 "cache: cannot zero the counters of '{}': {e}",
                 dir.display()
             ))
-        })?;
-    }
+        })?,
+        false => stats::read(&dir),
+    };
+    crate::diag::to_stdout(&match json {
+        true => format!("{:#}\n", as_json(&dir, &cache, &counted)),
+        false => text_of(&dir, &cache, &counted),
+    });
     Ok(())
 }
 
 /// The counters as JSON: the cache, its entries and bytes, the counters as kept, the
 /// time saved, the shared tiers' counters by URL.
-fn as_json(dir: &Path, cache: &Cache) -> serde_json::Value {
+fn as_json(dir: &Path, cache: &Cache, t: &Totals) -> serde_json::Value {
     let size = cache.stats();
-    let t = stats::read(dir);
     serde_json::json!({
         "cache": dir,
         "entries": size.entries,
@@ -60,6 +62,11 @@ fn secs(us: u64) -> String {
 /// links, the whole-link cache, a line per stage, the times and fallbacks, then each
 /// shared tier.
 pub fn text(dir: &Path, cache: &Cache) -> String {
+    text_of(dir, cache, &stats::read(dir))
+}
+
+/// [`text`] of the counters `t`.
+fn text_of(dir: &Path, cache: &Cache, t: &Totals) -> String {
     let size = cache.stats();
     let mut s = format!(
         "cache {}\nentries {}\nbytes {}\n",
@@ -67,7 +74,7 @@ pub fn text(dir: &Path, cache: &Cache) -> String {
         size.entries,
         size.bytes
     );
-    s += &counters(&stats::read(dir));
+    s += &counters(t);
     // the shared tiers this cache's links used, summed since the last clear
     for (url, c) in crate::cache::remote::saved_counters(dir) {
         let _ = writeln!(

@@ -41,19 +41,19 @@ impl Last {
             Err(why) => return diag.explain(&format!("this link is never cached whole: {why}")),
         };
         let Some(before) = &self.record else {
-            return diag.explain(&format!(
+            return diag.explain(&super::printable(&format!(
                 "no earlier link to '{shown}' for {} in this cache",
                 self.target
-            ));
+            )));
         };
         let causes = super::causes(&before.parts, now);
         if causes.is_empty() {
-            diag.explain(&format!(
+            diag.explain(&super::printable(&format!(
                 "the same inputs, tools, options and settings as the last link to '{shown}': its entry is gone (evicted, cleared, or not stored)"
-            ));
+            )));
         }
         for c in causes {
-            diag.explain(&c);
+            diag.explain(&super::printable(&c));
         }
     }
 
@@ -64,7 +64,7 @@ impl Last {
         let (_, missed) = cache.seen_and_missed();
         let missed: Vec<_> = missed.into_iter().filter(|m| m.stage != "link").collect();
         for line in super::stage_causes(&before.stages, &missed) {
-            diag.explain(&line);
+            diag.explain(&super::printable(&line));
         }
     }
 

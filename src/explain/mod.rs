@@ -114,10 +114,29 @@ pub fn record_id(output: &Path, target: &str) -> (String, String) {
 const SHOWN: usize = 120;
 
 fn shown(v: &str) -> String {
+    // (an option's value as the request's `Debug` has it: `None`, `Some(32)`)
+    let v = match v {
+        "None" => "(not given)",
+        _ => v
+            .strip_prefix("Some(")
+            .and_then(|x| x.strip_suffix(')'))
+            .unwrap_or(v),
+    };
     match v.char_indices().nth(SHOWN) {
         Some((at, _)) => format!("{}…", &v[..at]),
         None => v.to_string(),
     }
+}
+
+/// `line` with its control characters written as escapes (`\n`, `\u{1b}`): a name from
+/// a file or a record never moves the terminal's cursor or starts a line of its own.
+pub fn printable(line: &str) -> String {
+    line.chars()
+        .flat_map(|c| match c.is_control() {
+            true => c.escape_default().collect::<Vec<_>>(),
+            false => vec![c],
+        })
+        .collect()
 }
 
 fn of_kind(parts: &[Part], kind: Kind) -> Vec<&Part> {
@@ -195,6 +214,10 @@ fn tool_causes(before: &[&Part], now: &[&Part]) -> Vec<String> {
         let (path, id) = split(&p.value);
         match old.get(p.name.as_str()) {
             Some((op, oi)) if *op == path && *oi == id => {}
+            Some((op, oi)) if *op != path && *oi == id => out.push(format!(
+                "tool {} moved (the same content): '{op}' → '{path}'",
+                p.name
+            )),
             Some((op, _)) if *op != path => {
                 out.push(format!("tool {} changed: '{op}' → '{path}'", p.name))
             }

@@ -77,7 +77,7 @@ fn each_difference_is_one_cause() {
             r#"option -Xptxas changed: [] → ["-O1"]"#,
             "option -kernels-used is new: []",
             "environment variable NVLINKRS_FINALIZER is no longer set (was Auto)",
-            "tool ptxas changed: '/a/bin/ptxas' → '/b/bin/ptxas'",
+            "tool ptxas moved (the same content): '/a/bin/ptxas' → '/b/bin/ptxas'",
             "tool libdevice changed: '/a/nvvm/libdevice.bc' has another content",
             "tool libNVVM is no longer used (was '/a/nvvm/lib64/libnvvm.so')",
             "input 2 'y.o' changed (its content)",

@@ -160,6 +160,8 @@ fn normalized(req: &LinkRequest) -> LinkRequest {
             remote: None,
         },
         report_json: None,
+        // (the trace and --explain show the link, they change nothing in it)
+        observe: Default::default(),
         // (`--incremental` as the mode it makes: `settings`)
         incremental: false,
         ..req.clone()
@@ -229,7 +231,9 @@ fn settings(plan: &Plan) -> Option<Vec<(String, String)>> {
             format!("{mode:?}"),
         ));
     }
-    if let Some(f) = finalizer(plan)? {
+    // (at sm_100+, `off` too: --explain then says the setting changed, not that it went)
+    if plan.req.target.sm >= 100 {
+        let f = crate::finalize::setting(&plan.env).ok()?;
         s.push((crate::finalize::VAR.to_string(), format!("{f:?}")));
     }
     let launcher = crate::ptxas_driver::launcher(&plan.env);

@@ -43,12 +43,14 @@ pub fn around(
         }
         return Ok((phases(false)?, "off"));
     };
-    let started = std::time::Instant::now();
     let given = ctx.finalizer.as_ref().map(|g| g.library.as_path());
     let made = {
-        let _span = crate::trace::span("cache", "whole-link key");
+        let _span = crate::trace::span("cache", "whole-link key (inputs and tools hashed)");
         key::key_or_why(plan, cache, opened, given)
     };
+    // (the entry's cold time is the link's, after the key: a hit makes the key too, and
+    // the first link in a cache hashes the tools for every later one)
+    let started = std::time::Instant::now();
     let last = explain::Last::of(req, cache, made.is_ok());
     let (key, why) = match made {
         Ok(k) => (Some(k), None),

@@ -376,6 +376,21 @@ const MUST_MISS: &[(&str, Step, Step)] = &[
 /// (what the row changes, how the world is before, the change): no byte of the image.
 const MUST_HIT: &[(&str, Step, Step)] = &[
     (
+        "--time-trace and --explain (they show the link, a traced link is the same link)",
+        |_| {},
+        |w| {
+            w.args(
+                "-lx",
+                "-lx --time-trace={D}/t.json --time-trace-granularity=5 --explain",
+            )
+        },
+    ),
+    (
+        "the time trace's file",
+        |w| w.args("-lx", "-lx --time-trace={D}/t.json"),
+        |w| w.args("t.json", "u.json"),
+    ),
+    (
         "NVLINKRS_JOBS",
         |_| {},
         |w| w.set("NVLINKRS_JOBS", Some("1")),

@@ -15,7 +15,7 @@ use super::Trace;
 use crate::diag::{Error, Result};
 
 /// The most of an earlier trace read to join this link's to it.
-const MAX_EARLIER: u64 = 256 << 20;
+const MAX_EARLIER: u64 = 16 << 20;
 
 /// Where the trace of a link to `output` goes (`asked`: the file named), and the pid of
 /// the nvcc whose output it is beside, if it is.

@@ -10,7 +10,17 @@ use std::path::{Path, PathBuf};
 
 /// nvcc's pid and output, for a link whose output is one of nvcc's temporary files.
 pub fn output_of_parent(output: &Path) -> Option<(u32, PathBuf)> {
+    // SAFETY: getppid(2) cannot fail.
+    output_of(output, unsafe { libc::getppid() } as u32)
+}
+
+/// As [`output_of_parent`], the parent being `parent`: the nvcc that runs a link is its
+/// parent, so a name alone never sends the trace beside another process's output.
+fn output_of(output: &Path, parent: u32) -> Option<(u32, PathBuf)> {
     let (pid, stem) = temporary_name(output.file_name()?.to_str()?)?;
+    if pid != parent {
+        return None;
+    }
     let proc = PathBuf::from(format!("/proc/{pid}"));
     let cmdline = std::fs::read(proc.join("cmdline")).ok()?;
     let args: Vec<String> = cmdline
@@ -109,7 +119,7 @@ mod tests {
             std::env::temp_dir().join(format!("tmpxft_{pid:08x}_00000000-5_dlink.sm_90.cubin"));
         let mut found = None;
         for _ in 0..200 {
-            found = output_of_parent(&tmp);
+            found = output_of(&tmp, pid);
             if found.is_some() {
                 break;
             }
@@ -117,11 +127,14 @@ mod tests {
         }
         let other =
             std::env::temp_dir().join(format!("tmpxft_{pid:08x}_00000000-5_other.sm_90.cubin"));
-        let not_its_own = output_of_parent(&other);
+        let not_its_own = output_of(&other, pid);
+        // (nvcc's name in a link that is not its child: nothing)
+        let not_the_parent = output_of_parent(&tmp);
         child.kill().unwrap();
         child.wait().unwrap();
         let real = std::fs::canonicalize(dir.path()).unwrap();
         assert_eq!(found, Some((pid, real.join("sub/dlink.o"))));
         assert_eq!(not_its_own, None);
+        assert_eq!(not_the_parent, None);
     }
 }

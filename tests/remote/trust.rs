@@ -42,7 +42,7 @@ fn whole_link_object(port: u16, image: &[u8]) -> (Vec<u8>, Vec<u8>, usize) {
         let obj = bulk(&redis_cmd(port, &[b"GET", k.as_bytes()])).unwrap();
         let skip = if obj.starts_with(b"NVLRSMAC") { 40 } else { 0 };
         let parts = obj
-            .get(skip + 80..)
+            .get(skip + HEADER..)
             .and_then(nvlinkrs::cache::unpack)
             .unwrap_or_default();
         // (four parts: the image, the registration flag and file, the messages; ptxas's
@@ -62,9 +62,14 @@ fn forged(real: &[u8], parts: &[&[u8]]) -> Vec<u8> {
     out.extend_from_slice(&(content.len() as u64).to_le_bytes());
     out.extend_from_slice(&real[16..48]);
     out.extend_from_slice(blake3::hash(&content).as_bytes());
+    // (the cold time the entry took to make, as a real entry's)
+    out.extend_from_slice(&real[80..88]);
     out.extend_from_slice(&content);
     out
 }
+
+/// The length of an entry's header: magic, length, key, content digest, cold time.
+const HEADER: usize = 88;
 
 fn with_reg() -> Vec<String> {
     let mut a = saxpy();
@@ -273,7 +278,7 @@ fn a_forged_two_gib_entry_costs_no_memory() {
                     .into_iter()
                     .rev()
                     .collect();
-                let mut head = b"NVLRSC\x00\x02".to_vec();
+                let mut head = b"NVLRSC\x00\x03".to_vec();
                 head.extend_from_slice(&(2u64 << 30).to_le_bytes());
                 for i in 0..32 {
                     let byte = hex
@@ -281,10 +286,10 @@ fn a_forged_two_gib_entry_costs_no_memory() {
                         .and_then(|h| u8::from_str_radix(h, 16).ok());
                     head.push(byte.unwrap_or(0));
                 }
-                head.extend_from_slice(&[0; 32]);
+                head.extend_from_slice(&[0; 40]);
                 let http = format!(
                     "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n",
-                    (2u64 << 30) + 80
+                    (2u64 << 30) + HEADER as u64
                 );
                 let chunk = vec![0u8; 1 << 20];
                 if conn.write_all(http.as_bytes()).is_ok() && conn.write_all(&head).is_ok() {
