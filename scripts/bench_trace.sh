@@ -19,7 +19,7 @@ for prog in plain deep; do
     deep) python3 benches/gen/deepprog.py 7 "$d" --tus "$units" >/dev/null ;;
   esac
   (cd "$d" && ls t*.cu | xargs -P "$(nproc)" -n 8 "$CU/bin/nvcc" -cubin -rdc=true -arch=sm_90)
-  link="$N -arch=sm_90 $d/t*.cubin"
+  link="$N -arch=sm_90 $d/t*.cubin -L$CU/lib -lcudadevrt"
   $link -o "$W/traced.cubin" --time-trace="$W/t.json" 2>/dev/null
   $link -o "$W/plain.cubin" 2>/dev/null
   cmp -s "$W/traced.cubin" "$W/plain.cubin" ||
