@@ -2080,6 +2080,21 @@ fn processes_with_arg(arg: &Path) -> usize {
         .count()
 }
 
+/// The pid of the daemon's link process (marked by `NVLINKRS_IN_DAEMON`) whose command
+/// line has `arg`.
+fn daemon_link_process(arg: &Path) -> Option<i32> {
+    let arg = arg.as_os_str().as_encoded_bytes();
+    let procs = std::fs::read_dir("/proc").ok()?.flatten();
+    procs
+        .filter(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .is_ok_and(|c| c.split(|&b| b == 0).any(|a| a == arg))
+                && std::fs::read(e.path().join("environ"))
+                    .is_ok_and(|v| v.split(|&b| b == 0).any(|x| x == b"NVLINKRS_IN_DAEMON=1"))
+        })
+        .find_map(|e| e.file_name().to_str()?.parse().ok())
+}
+
 /// Waits up to `secs` for `f` to hold.
 fn eventually(secs: u64, mut f: impl FnMut() -> bool) -> bool {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
@@ -2381,6 +2396,21 @@ fn the_daemon_kills_links_nobody_waits_for_and_stuck_links_hold_up_no_one() {
         "the daemon still runs the links of interrupted clients"
     );
     assert!(!work.path().join("stuck0.out").exists());
+    // a link process killed by a signal: its client is told so (it said nothing, exit 1)
+    let killed = work.path().join("killed.cubin");
+    mkfifo(&killed);
+    let fourth = client(&[killed.to_str().unwrap()], &work.path().join("k.out"));
+    assert!(eventually(10, || processes_with_arg(&killed) == 2));
+    let link_process = daemon_link_process(&killed).expect("the daemon's link process");
+    // SAFETY: kill(2) on the daemon's link process; no memory is involved.
+    unsafe { libc::kill(link_process, libc::SIGKILL) };
+    let o = fourth.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("the link process was killed by signal 9"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     // a link of a killed daemon dies with it
     let mut third = client(
         &[fifos[2].to_str().unwrap()],

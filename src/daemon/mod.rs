@@ -480,7 +480,12 @@ fn handle(server: &Server, mut stream: UnixStream) {
         );
         return;
     }
-    let request = match receive(&mut stream) {
+    // (a client sends its request at once: a connection that sends nothing holds no
+    // thread of the daemon's for long)
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+    let request = receive(&mut stream);
+    let _ = stream.set_read_timeout(None);
+    let request = match request {
         Ok(r) => r,
         Err(e) => {
             let msg = format!("nvlinkrs daemon: malformed request: {e}\n");
@@ -718,16 +723,25 @@ fn run_link(
     match ended {
         Ok(child::Ended::Done {
             status,
-            stderr,
+            mut stderr,
             stdout,
-        }) => Some(vec![
-            ("err".into(), stderr),
-            ("out".into(), stdout),
-            (
-                "exit".into(),
-                status.code().unwrap_or(1).to_string().into_bytes(),
-            ),
-        ]),
+        }) => {
+            // (a link process killed by a signal says nothing itself)
+            if let Some(sig) = std::os::unix::process::ExitStatusExt::signal(&status) {
+                stderr.extend_from_slice(
+                    format!("nvlinkrs daemon: the link process was killed by signal {sig}\n")
+                        .as_bytes(),
+                );
+            }
+            Some(vec![
+                ("err".into(), stderr),
+                ("out".into(), stdout),
+                (
+                    "exit".into(),
+                    status.code().unwrap_or(1).to_string().into_bytes(),
+                ),
+            ])
+        }
         Ok(child::Ended::Abandoned) => None,
         Err(e) => fail(format!("nvlinkrs daemon: cannot run the link: {e}\n")),
     }
