@@ -32,6 +32,8 @@ pub fn demangle(name: &str) -> String {
         deleting: false,
     };
     match p.encoding() {
+        // (a name that reads as nothing, `_ZC0` alone, comes back as given)
+        Some(text) if text.is_empty() => name.to_string(),
         // (a deleting destructor, `D0`, as NVIDIA's demangler marks it)
         Some(text) if p.at == p.s.len() && p.deleting => format!("{text} [deleting]"),
         Some(text) if p.at == p.s.len() => text,
@@ -605,6 +607,9 @@ mod tests {
             "__nv_static_",
             "__nv_static_99__x_Z1fv",
             "__nv_static_1__xfoo",
+            // (names that read as nothing: a constructor of no class)
+            "_ZC0",
+            "__nv_static_0011___Z\0\0\0\0nstat_ZC0",
         ] {
             assert_eq!(demangle(name), name);
         }
