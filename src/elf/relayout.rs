@@ -183,11 +183,21 @@ pub fn replace_section(image: &[u8], origin: &str, name: &str, bytes: &[u8]) -> 
     out[..64].copy_from_slice(&image[..64]);
     for (p, at) in &moved {
         let at = *at as usize;
-        match p.what {
-            What::Section(k) if k == target => out[at..at + bytes.len()].copy_from_slice(bytes),
-            _ => out[at..at + p.size as usize]
-                .copy_from_slice(&image[p.offset as usize..(p.offset + p.size) as usize]),
-        }
+        let (from, len): (&[u8], usize) = match p.what {
+            What::Section(k) if k == target => (bytes, bytes.len()),
+            _ => (
+                &image[p.offset as usize..(p.offset + p.size) as usize],
+                p.size as usize,
+            ),
+        };
+        // (a piece inside the section replaced, which grew or shrank, has no place)
+        let Some(to) = out.get_mut(at..at + len) else {
+            return Err(bad(format!(
+                "a piece at {:#x} lies inside the section replaced",
+                p.offset
+            )));
+        };
+        to.copy_from_slice(from);
     }
     let new_of = |what: What| moved.iter().find(|m| m.0.what == what).map(|m| m.1);
     let (new_sh, new_ph) = (new_of(What::SectionHeaders), new_of(What::ProgramHeaders));
