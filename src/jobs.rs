@@ -383,21 +383,8 @@ mod tests {
 
         use serde_json::Value;
 
+        use crate::trace::testing::{inside, spans};
         use crate::trace::{Trace, arg, install, on, span, span_with, to_json};
-
-        fn spans<'a>(doc: &'a [Value], name: &str) -> Vec<&'a Value> {
-            doc.iter().filter(|e| e["name"] == name).collect()
-        }
-
-        fn inside(child: &Value, parent: &Value) -> bool {
-            let (c0, p0) = (
-                child["ts"].as_u64().unwrap(),
-                parent["ts"].as_u64().unwrap(),
-            );
-            let c1 = c0 + child["dur"].as_u64().unwrap();
-            let p1 = p0 + parent["dur"].as_u64().unwrap();
-            p0 <= c0 && c1 <= p1
-        }
 
         #[test]
         fn workers_record_on_lanes_of_their_own_nested_in_the_phase() {

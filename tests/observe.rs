@@ -42,6 +42,14 @@ const B: &str = "__global__ void kb(float *o) { o[threadIdx.x] = o[threadIdx.x] 
 __global__ void kb2(int *o) { o[threadIdx.x] ^= 0x55; }
 ";
 
+/// A folder with the two-unit program `A` and `B` compiled in it.
+fn program() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    compiled(dir.path(), "a", A);
+    compiled(dir.path(), "b", B);
+    dir
+}
+
 /// nvlinkrs with `args` and libcudadevrt (the objects are host objects, as nvcc's
 /// device link has them) in `dir`, its default cache in `dir/xdg` and the environment's
 /// cache switch left out.
@@ -206,10 +214,8 @@ fn a_split_lto_links_trace_shows_its_jobs_and_lookups_as_the_link_did() {
 /// Links run at once each count in `nvlinkrs stats`: none is lost.
 #[test]
 fn concurrent_links_lose_no_count_in_the_stats() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = program();
     let d = dir.path();
-    compiled(d, "a", A);
-    compiled(d, "b", B);
     let n = 8;
     let threads: Vec<_> = (0..n)
         .map(|i| {
@@ -253,10 +259,8 @@ fn explained(o: &Output) -> Vec<String> {
 /// after a one-unit edit, the tool after a swap of ptxas, the option after a flag change.
 #[test]
 fn explain_names_the_changed_input_tool_and_option() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = program();
     let d = dir.path();
-    compiled(d, "a", A);
-    compiled(d, "b", B);
     // a toolkit of its own whose ptxas can be swapped: links to the real one's files
     let kit = d.join("kit");
     std::fs::create_dir_all(kit.join("bin")).unwrap();
@@ -326,10 +330,8 @@ fn explain_names_the_changed_input_tool_and_option() {
 /// the link's result stands): it replaced the image, or an input, with its JSON.
 #[test]
 fn the_trace_never_overwrites_the_output_or_an_input() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = program();
     let d = dir.path();
-    compiled(d, "a", A);
-    compiled(d, "b", B);
     let a_before = std::fs::read(d.join("a.o")).unwrap();
     for trace in ["--time-trace=app.cubin", "--time-trace=a.o"] {
         let o = link(

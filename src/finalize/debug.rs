@@ -75,11 +75,9 @@ pub fn phase(
     );
     // (libnvJitLink keeps every kernel: where the host objects' tables narrowed the
     // merge's, it is told the kernels the merge kept)
+    let ours = Cubin::parse(Bytes::from_vec(merged.to_vec()), "the merged image")?;
     if req.kernels_used.is_empty() {
-        let kept = kernels(&Cubin::parse(
-            Bytes::from_vec(merged.to_vec()),
-            "the merged image",
-        )?);
+        let kept = kernels(&ours);
         let given: BTreeSet<String> = inputs.iter().flat_map(|i| kernels(&i.cubin)).collect();
         if kept != given {
             extra.extend(kept.iter().map(|k| format!("-kernels-used={k}")));
@@ -90,7 +88,7 @@ pub fn phase(
         debug: req.debug,
         extra,
     };
-    match image(fin.finalizer(), &mode, inputs, merged) {
+    match image(fin.finalizer(), &mode, inputs, &ours) {
         Ok(image) => Ok(Some(image)),
         Err(e) => {
             let line = super::one_line(&e);
@@ -102,8 +100,8 @@ pub fn phase(
     }
 }
 
-/// `fin`'s image of `inputs` with `merged`'s tool note, or why not.
-pub fn image(fin: &dyn Finalizer, mode: &Mode, inputs: &[Input], merged: &[u8]) -> Result<Vec<u8>> {
+/// `fin`'s image of `inputs` with the merged image's (`ours`) tool note, or why not.
+pub fn image(fin: &dyn Finalizer, mode: &Mode, inputs: &[Input], ours: &Cubin) -> Result<Vec<u8>> {
     let job: Vec<&[u8]> = inputs.iter().map(|i| &i.cubin.data[..]).collect();
     fin.prepare()?;
     let Some(image) = fin.link(&job, mode)? else {
@@ -111,18 +109,17 @@ pub fn image(fin: &dyn Finalizer, mode: &Mode, inputs: &[Input], merged: &[u8]) 
     };
     let origin = "libnvJitLink's debug image (finalized)";
     let fin_image = Cubin::parse(Bytes::from_vec(image), origin)?;
-    let ours = Cubin::parse(Bytes::from_vec(merged.to_vec()), "the merged image")?;
     // the same kind of file for the same target: an executable of the merge's flags
     // (but the debug byte, the top one, which the finalizer's image has as nvlink
     // makes it)
     let header = |c: &Cubin| (c.e_type, c.e_flags & 0x00FF_FFFF, c.osabi, c.abi_version);
-    if header(&fin_image) != header(&ours) {
+    if header(&fin_image) != header(ours) {
         return Err(Error::fatal(format!(
             "libnvJitLink's image is of another kind or target (type {}, flags {:#x}; the merge's type {}, flags {:#x})",
             fin_image.e_type, fin_image.e_flags, ours.e_type, ours.e_flags
         )));
     }
-    let (a, b) = (globals(&ours), globals(&fin_image));
+    let (a, b) = (globals(ours), globals(&fin_image));
     if a != b {
         let only = |x: &BTreeSet<(bool, String)>, y: &BTreeSet<(bool, String)>| {
             x.difference(y)

@@ -375,3 +375,23 @@ pub fn origin_unix_us(trace: &Trace) -> u64 {
 
 #[cfg(test)]
 mod tests;
+
+/// What the trace's tests, and the job pool's, read of a trace's events.
+#[cfg(test)]
+pub(crate) mod testing {
+    use serde_json::Value;
+
+    pub(crate) fn spans<'a>(doc: &'a [Value], name: &str) -> Vec<&'a Value> {
+        doc.iter().filter(|e| e["name"] == name).collect()
+    }
+
+    pub(crate) fn inside(child: &Value, parent: &Value) -> bool {
+        let (c0, p0) = (
+            child["ts"].as_u64().unwrap(),
+            parent["ts"].as_u64().unwrap(),
+        );
+        let c1 = c0 + child["dur"].as_u64().unwrap();
+        let p1 = p0 + parent["dur"].as_u64().unwrap();
+        p0 <= c0 && c1 <= p1
+    }
+}

@@ -1,24 +1,11 @@
 //! The recorder: nothing without a trace, lanes per worker (taken back and reused),
 //! spans nested as calls are, the granularity, and Chrome's event fields.
 
+use super::testing::{inside, spans};
 use super::*;
 
 fn events(doc: &Value) -> Vec<Value> {
     doc["traceEvents"].as_array().unwrap().clone()
-}
-
-fn spans<'a>(doc: &'a [Value], name: &str) -> Vec<&'a Value> {
-    doc.iter().filter(|e| e["name"] == name).collect()
-}
-
-fn inside(child: &Value, parent: &Value) -> bool {
-    let (c0, p0) = (
-        child["ts"].as_u64().unwrap(),
-        parent["ts"].as_u64().unwrap(),
-    );
-    let c1 = c0 + child["dur"].as_u64().unwrap();
-    let p1 = p0 + parent["dur"].as_u64().unwrap();
-    p0 <= c0 && c1 <= p1
 }
 
 #[test]
