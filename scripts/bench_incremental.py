@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """The incremental LTO benchmark's runs (scripts/bench_incremental.sh prepares the programs and
 the environment, then runs this). For each program directory: the original objects and, per
-edit, the edited unit's object (recompiled at the unit's own path). Each run, back to back:
-nvlink's relink of the edited program, nvlinkrs' whole-program relink, the incremental relink
-cold (partitions, an empty cache) and warm (partitions, a cache that holds the original
-program's partitions). Also, once per run, the first link of the original program with
---incremental and an empty cache (the whole-program link; the daemon then builds the
-partitions in the background, waited for before the next link) against nvlink's link.
+edit, the edited unit's object (recompiled at the unit's own path). First, per program, the first link of
+the original program with --incremental and an empty cache (the whole-program link; the daemon
+then builds the partitions in the background) against nvlink's link, BENCH_FIRST_RUNS times
+(default RUNS): the first run's background build is waited for and its cache kept as the warm
+cache of every relink; later runs' background builds are stopped with the daemon. Then per
+edit, RUNS times: nvlink's relink of the edited program and the incremental relink warm
+(partitions, a copy of the warm cache), paired; in the first BENCH_ONCE_RUNS runs (default 1)
+also nvlinkrs' whole-program relink and the incremental relink cold (partitions, an empty
+cache), which the warm image must equal byte for byte.
 Writes the markdown tables on stdout.
 Usage: bench_incremental.py RUNS NVLINKRS CUDA WORKDIR PROGRAM...
   where PROGRAM is NAME:SM:DIR, DIR holding base.list (the objects, in link order) and
@@ -20,6 +23,10 @@ import sys
 import time
 
 runs, nvlinkrs, cuda, work = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+# the runs of what is not judged against nvlink run by run (nvlinkrs' whole-program relink,
+# the cold partitioned one), and of the first link with --incremental (each with nvlink's)
+once_runs = min(int(os.environ.get("BENCH_ONCE_RUNS", "1")), runs)
+first_runs = min(int(os.environ.get("BENCH_FIRST_RUNS", str(runs))), runs)
 programs = [p.split(":", 2) for p in sys.argv[5:]]
 runtime = os.path.join(work, "runtime")
 os.makedirs(runtime, mode=0o700, exist_ok=True)
@@ -78,70 +85,84 @@ def compare(kind, a, b):
     return p.returncode, p.stdout.strip().splitlines()
 
 
+def daemon_stop():
+    """Stops the benchmark's daemon, killing a background build it runs (the partitions
+    of a first link whose cache is not kept)."""
+    subprocess.run([nvlinkrs, "daemon", "stop"], env=ENV, capture_output=True)
+
+
 rows, first_rows, quality = [], [], []
 for name, sm, d in programs:
     base = open(os.path.join(d, "base.list")).read().split()
     edits = sorted(f[:-5] for f in os.listdir(d) if f.endswith(".swap"))
-    firsts = []
+    # the first link with --incremental, paired with nvlink's; the first run's cache, once
+    # its background build is done, holds the original program's partitions: the warm
+    # cache every relink after an edit starts from (a copy each run)
+    t0 = {"nvlink_first": [], "first": []}
+    template = os.path.join(work, "template-cache")
+    shutil.rmtree(template, ignore_errors=True)
+    for r in range(first_runs):
+        out = fresh("out")
+        cache = template if r == 0 else fresh("first-cache")
+        t0["nvlink_first"].append(link([f"{cuda}/bin/nvlink", *args(sm, base), "-o", f"{out}/n0.cubin"])[0])
+        cmd, env = ours(sm, base, f"{out}/first.cubin", cache, None, ["--incremental"])
+        t0["first"].append(link(cmd, env)[0])
+        if r == 0:
+            daemon_idle()
+        else:
+            daemon_stop()
+    ratio0 = [x / y for x, y in zip(t0["nvlink_first"], t0["first"])]
+    first_rows.append(f"| {name} | sm_{sm} | {fmt(t0['nvlink_first'])} | {fmt(t0['first'])} | {fmt(ratio0)} |")
     for edit in edits:
         orig, edited = open(os.path.join(d, edit + ".swap")).read().split()
         objs = [edited if o == orig else o for o in base]
-        t = {k: [] for k in ("nvlink", "whole", "cold", "warm", "first", "nvlink_first")}
+        t = {k: [] for k in ("nvlink", "whole", "cold", "warm")}
         compiled = None
+        out = fresh("out-" + edit)
         for r in range(runs):
-            out = fresh("out")
             t["nvlink"].append(link([f"{cuda}/bin/nvlink", *args(sm, objs), "-o", f"{out}/nvlink.cubin"])[0])
-            cmd, env = ours(sm, objs, f"{out}/whole.cubin", None, None)
-            t["whole"].append(link(cmd, env)[0])
-            cmd, env = ours(sm, objs, f"{out}/cold.cubin", fresh("cold-cache"), "partitions")
-            t["cold"].append(link(cmd, env)[0])
-            # the cache of the original program: its first link with --incremental (the
-            # whole-program link, timed against nvlink's) and its background build
-            cache = fresh("warm-cache")
-            if edit == edits[0]:
-                t["nvlink_first"].append(link([f"{cuda}/bin/nvlink", *args(sm, base), "-o", f"{out}/n0.cubin"])[0])
-                cmd, env = ours(sm, base, f"{out}/first.cubin", cache, None, ["--incremental"])
-                t["first"].append(link(cmd, env)[0])
-                daemon_idle()
-            else:
-                cmd, env = ours(sm, base, f"{out}/first.cubin", cache, "partitions")
-                link(cmd, env)
+            if r < once_runs:
+                cmd, env = ours(sm, objs, f"{out}/whole.cubin", None, None)
+                t["whole"].append(link(cmd, env)[0])
+                cmd, env = ours(sm, objs, f"{out}/cold.cubin", fresh("cold-cache"), "partitions")
+                t["cold"].append(link(cmd, env)[0])
+            cache = os.path.join(work, "warm-cache")
+            shutil.rmtree(cache, ignore_errors=True)
+            shutil.copytree(template, cache, symlinks=True)
             cmd, env = ours(sm, objs, f"{out}/warm.cubin", cache, "partitions", ["-v"])
             took, err = link(cmd, env)
             t["warm"].append(took)
             compiled = next((l.split("incremental LTO: ", 1)[1] for l in err.splitlines() if "to compile" in l), "?")
-            # the warm image is the cold one's, byte for byte (-v aside: a run without it)
-            cmd, env = ours(sm, objs, f"{out}/warm2.cubin", cache, "partitions")
-            link(cmd, env)
-            same = open(f"{out}/warm2.cubin", "rb").read() == open(f"{out}/cold.cubin", "rb").read()
+            # the warm image is the cold one's, byte for byte
+            same = open(f"{out}/warm.cubin", "rb").read() == open(f"{out}/cold.cubin", "rb").read()
             if not same:
                 sys.exit(f"{name} sm_{sm} {edit}: the incremental image is not the cold partitioned one")
         rc, interface = compare("--except-code", f"{out}/whole.cubin", f"{out}/cold.cubin")
         if rc != 0:
             sys.exit(f"{name} sm_{sm} {edit}: not equivalent but for the code:\n" + "\n".join(interface))
         _, code = compare("--code", f"{out}/whole.cubin", f"{out}/cold.cubin")
-        ratio = lambda a, b: [x / y for x, y in zip(t[a], t[b])]
+        ratio = [x / y for x, y in zip(t["nvlink"], t["warm"])]
         rows.append(
             f"| {name} | sm_{sm} | {edit} | {compiled} | {fmt(t['nvlink'])} | {fmt(t['whole'])} | "
-            f"{fmt(t['cold'])} | {fmt(t['warm'])} | {fmt(ratio('nvlink', 'warm'))} | {fmt(ratio('nvlink', 'cold'))} |"
+            f"{fmt(t['cold'])} | {fmt(t['warm'])} | {fmt(ratio)} | {fmt([t['nvlink'][0] / t['cold'][0]])} |"
         )
-        if t["first"]:
-            first_rows.append(
-                f"| {name} | sm_{sm} | {fmt(t['nvlink_first'])} | {fmt(t['first'])} | {fmt(ratio('nvlink_first', 'first'))} |"
-            )
         summary = [l for l in code if ":" in l and not l.startswith("_")]
         quality.append(f"| {name} | sm_{sm} | {edit} | " + "; ".join(s.split(":", 1)[1].strip() for s in summary) + " |")
+    shutil.rmtree(template, ignore_errors=True)
 
 print("## Relinks after an edit\n")
-print("Wall seconds, median [fastest-slowest] of the paired runs; speed-up: nvlink's relink over the")
-print("incremental relink, run by run (median [range]). K: an edit inside one unit's kernel; F: an edit")
-print("of a function kernels of several units call. Compiled: what the warm incremental relink compiled.\n")
+print(f"Wall seconds, median [fastest-slowest]: nvlink's relink and the warm incremental relink {runs} runs,")
+print(f"paired; nvlinkrs' whole-program relink and the cold incremental relink {once_runs} run(s). Speed-up warm:")
+print("nvlink's relink over the warm incremental relink, run by run (median [range]); cold: over the cold one,")
+print("in the first run. K: an edit inside one unit's kernel; F: an edit of a function kernels of several")
+print("units call. Compiled: what the warm incremental relink compiled.\n")
 print("| program | arch | edit | compiled | nvlink relink | nvlinkrs whole-program | incremental cold | incremental warm | speed-up warm | speed-up cold |")
 print("|---|---|---|---|---|---|---|---|---|---|")
 print("\n".join(rows))
 print("\n## First link in incremental mode\n")
 print("The original program linked with `--incremental` and an empty cache (the whole-program link;")
-print("the partitions are then built by the daemon in the background) against nvlink's link.\n")
+print(f"the partitions are then built by the daemon in the background) against nvlink's link, {first_runs}")
+print("paired run(s).\n")
 print("| program | arch | nvlink | nvlinkrs --incremental, first | nvlink / first |")
 print("|---|---|---|---|---|")
 print("\n".join(first_rows))

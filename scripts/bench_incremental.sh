@@ -5,9 +5,10 @@
 # nvcc at the unit's own path: K, inside one unit's kernel (ltoprog: k50's loop count;
 # cccl: the Clamp functor of transform.cu), and F, inside a function kernels of several
 # units call (ltoprog: `helper`, called from eleven units; cccl: `cccl_weight` of ops.cu).
-# Per edit, paired runs (BENCH_RUNS, default 3) of nvlink's relink, nvlinkrs' whole-program
-# relink, and the incremental relink cold and warm, plus the first link with --incremental
-# against nvlink's (scripts/bench_incremental.py); the partitions each warm relink compiled;
+# Per program, the first link with --incremental against nvlink's (BENCH_FIRST_RUNS pairs); per
+# edit, nvlink's relink and the warm incremental relink (BENCH_RUNS pairs, default 3), nvlinkrs'
+# whole-program relink and the cold incremental relink (BENCH_ONCE_RUNS, default 1)
+# (scripts/bench_incremental.py); the partitions each warm relink compiled;
 # `nvlinkrs compare --code` of the incremental image against the whole-program one. Every
 # incremental image must be equivalent to the whole-program one but for the code and equal
 # to a cold partitioned link, else the benchmark stops (exit 1, no results file).
@@ -16,7 +17,9 @@
 # Usage: scripts/bench_incremental.sh [--quick [UNITS]]
 #   --quick: a check of the script: one generated program of UNITS units (6 or more; default 8) at
 #            sm_90, one run (BENCH_RUNS), the results to target/bench/incremental-quick.md
-#   BENCH_RUNS=N             paired runs of each measurement (default 3; --quick: 1)
+#   BENCH_RUNS=N             paired runs of the relinks nvlink's is judged against (default 3; --quick: 1)
+#   BENCH_FIRST_RUNS=N       paired runs of the first link (default BENCH_RUNS)
+#   BENCH_ONCE_RUNS=N        runs of the whole-program and cold incremental relinks (default 1)
 #   BENCH_PROGRAMS="P..."    the programs, NAME:UNITS each (cccl:0 the Thrust/CUB one)
 #   BENCH_ARCHS="SM..."      the targets (default 90 100; --quick: 90)
 #   BENCH_OUT=FILE           where the results file goes
@@ -77,7 +80,7 @@ tables=$(python3 scripts/bench_incremental.py "$runs" "$N" "$CU" "$W" "${specs[@
   echo
   echo "Programs: benches/gen/ltoprog.py --helper (32 and 128 units, 10 kernels each) and"
   echo "benches/gen/cccl (Thrust/CUB, 6 units), -dc -dlto, as chosen below; edits recompiled with nvcc at the unit's"
-  echo "own path. $runs paired runs of each measurement; nvlinkrs with the cache on for the"
+  echo "own path. Runs as said above each table; nvlinkrs with the cache on for the"
   echo "incremental links (\`NVLINKRS_INCREMENTAL=partitions\`), off for its whole-program link."
   echo "Measured by \`scripts/bench_incremental.sh\`."
   echo
