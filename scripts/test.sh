@@ -17,6 +17,13 @@ rm -rf "$XDG_CACHE_HOME"
 # profile the tests use (cargo test builds a cdylib only for its own unit tests)
 profile=(); [[ " $* " == *" --release "* ]] && profile=(--release)
 cargo build --locked -p nvlinkrs-nvjitlink "${profile[@]}"
-cargo test --locked "$@"
+# each suite's time after the run (cargo prints it per suite; here all in one place)
+log=target/test-run.log
+cargo test --locked "$@" 2>&1 | tee "$log"
+echo "suite times (s):"
+awk '/^ +Running /{s = $2; if (s == "unittests") { n = split($4, a, "/"); sub(/-[0-9a-f]+\)$/, "", a[n]); s = $3 " (" a[n] ")" }}
+  /^ +Doc-tests /{s = "doc-tests " $2}
+  /^test result/{sub(/s$/, "", $NF); printf "  %8.2f  %s\n", $NF, s}' "$log"
 # the fuzz targets build against the library as it is now (a changed signature broke one)
 (cd fuzz && cargo check --locked --quiet)
+echo "scripts/test.sh: ${SECONDS} s in all"

@@ -586,7 +586,7 @@ fn host_object_fatbin_is_fatbinarys_layout() {
 /// A library kernel that only the library's own host code launches: its host object's
 /// table names it, and the prelinked `.ltoir` carries that table (tag 0x4E48), so the
 /// staged link by nvlinkrs keeps it and is nvlink's one-step image byte for byte.
-/// nvlink reads no such table from a `.ltoir` and drops the kernel (the limit README
+/// nvlink reads no such table from a `.ltoir` and drops the kernel (the limit docs/features.md
 /// states; pinned here so that a change shows).
 #[test]
 fn prelinked_library_keeps_what_its_host_code_launches() {
@@ -652,7 +652,7 @@ fn prelinked_library_keeps_what_its_host_code_launches() {
     assert!(has("one.cubin") && has("rs.cubin"));
     assert!(
         !has("nv.cubin"),
-        "nvlink now keeps the kernel: update README's limit"
+        "nvlink now keeps the kernel: update the limit in docs/features.md"
     );
     // as a host object (`-o lib.o`) the tables are its `.nvHR*` sections, which nvlink
     // reads: its staged link keeps the kernel too, the one-step image byte for byte, and
