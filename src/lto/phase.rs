@@ -171,7 +171,7 @@ pub fn run(
         .maxrregcount
         .or(consensus.value(consensus::Opt::MaxReg))
         .filter(|&n| n > 0);
-    // (a split compile's copies of each static variable: one definition, DESIGN.md)
+    // (a split compile's copies of each static variable: one definition, docs/rules/lto.md)
     let pieces = if split {
         lto::split_data::single_home(lto_out.ptx)
     } else {
