@@ -17,6 +17,12 @@ rm -rf "$XDG_CACHE_HOME"
 # profile the tests use (cargo test builds a cdylib only for its own unit tests)
 profile=(); [[ " $* " == *" --release "* ]] && profile=(--release)
 cargo build --locked -p nvlinkrs-nvjitlink "${profile[@]}"
+# the wheel, installed by tests/wheel.rs as a user installs it: from the build the tests
+# use (--debug unless --release), its dependencies from NVIDIA's wheel files alone
+wheel=(--debug); [ ${#profile[@]} -gt 0 ] && wheel=()
+NVLINKRS_WHEELHOUSE=$(bash scripts/setup.sh --wheelhouse | tail -n 1)
+NVLINKRS_WHEEL=$(bash scripts/wheel.sh "${wheel[@]}" | tail -n 1)
+export NVLINKRS_WHEELHOUSE NVLINKRS_WHEEL
 # each suite's time after the run (cargo prints it per suite; here all in one place)
 log=target/test-run.log
 cargo test --locked "$@" 2>&1 | tee "$log"
