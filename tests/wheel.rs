@@ -72,26 +72,41 @@ fn the_wheel_installs_and_links_with_nvidia_wheels_alone() {
     assert!(drop_in.ends_with("site-packages/nvlinkrs/lib/libnvJitLink.so.13"), "{drop_in}");
     assert!(Path::new(&drop_in).starts_with(&venv), "{drop_in}");
     let version = ok(&run(user(&program, &venv, &home).arg("--version")), "--version");
-    let cu13 = PathBuf::from(&drop_in).join("../../../nvidia/cu13");
-    let cu13 = std::fs::canonicalize(cu13).unwrap();
+    // (site-packages/nvlinkrs/lib/libnvJitLink.so.13 -> site-packages/nvidia/cu13)
+    let site = Path::new(&drop_in).ancestors().nth(3).unwrap();
+    let cu13 = site.join("nvidia/cu13");
     assert!(
         version.contains(&format!("toolkit:  {} (found via the CUDA wheels", cu13.display())),
         "{version}"
     );
     // stripped: no symbol table left in the program or the drop-in
     for f in [&program, &drop_in] {
-        let sections = Command::new("readelf").args(["-S", "-W", f]).output().unwrap();
+        let sections = Command::new("readelf").args(["-S", "-W", f.as_str()]).output().unwrap();
         assert!(!String::from_utf8_lossy(&sections.stdout).contains(" .symtab "), "{f} is not stripped");
     }
-    // the installed nvlinkrs against the venv's nvlink, the same command lines
     let fx = |n: &str| fixtures.join(n).to_string_lossy().into_owned();
+    // an LTO link as a user of the wheels runs it, nothing made by hand: libNVVM found in
+    // the wheels (nvlink needs -nvvmpath and a nvvm/lib64/libnvvm.so the wheels lack)
+    let dlto = [fx("saxpy_dlto.o"), fx("scale_dlto.o"), fx("main_dlto.o")];
+    let plain = out.join("plain.cubin");
+    let linked = run(user(&program, &venv, &home)
+        .args(["-arch=sm_90", "-dlto"])
+        .args(&dlto)
+        .arg(format!("-L{}", cu13.join("lib").display()))
+        .args(["-lcudadevrt", "-o"])
+        .arg(&plain));
+    ok(&linked, "an LTO link without -nvvmpath");
+    // the installed nvlinkrs against the venv's nvlink, the same command lines (nvlink's
+    // libNVVM link made as scripts/setup.sh makes it for the toolkit)
+    std::fs::create_dir_all(cu13.join("nvvm/lib64")).unwrap();
+    std::os::unix::fs::symlink("../../lib/libnvvm.so.4", cu13.join("nvvm/lib64/libnvvm.so")).unwrap();
     let common = [
         "-arch=sm_90".to_string(),
         format!("-L{}", cu13.join("lib").display()),
         format!("-nvvmpath={}", cu13.join("nvvm").display()),
     ];
     let links: [(&str, Vec<String>); 2] = [
-        ("dlto", [vec!["-dlto".into()], common.to_vec(), vec![fx("saxpy_dlto.o"), fx("scale_dlto.o"), fx("main_dlto.o")]].concat()),
+        ("dlto", [vec!["-dlto".into()], common.to_vec(), dlto.to_vec()].concat()),
         ("rdc", [common.to_vec(), vec![fx("saxpy_dc.o"), fx("scale_dc.o")]].concat()),
     ];
     for (name, args) in links {
@@ -106,6 +121,15 @@ fn the_wheel_installs_and_links_with_nvidia_wheels_alone() {
             "{name}: the installed nvlinkrs' image is not the venv's nvlink's"
         );
     }
+    let compared = run(user(&program, &venv, &home)
+        .arg("compare")
+        .arg(out.join("dlto.nvlink.cubin"))
+        .arg(&plain));
+    let verdict = ok(&compared, "compare");
+    assert!(
+        verdict.ends_with("equivalent but for the tool note's command line"),
+        "{verdict}"
+    );
     // the installed drop-in, in process, against NVIDIA's library of the same venv
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/wheel/jitlink_once.py");
     let log = out.join("jitlink.log");
@@ -113,7 +137,9 @@ fn the_wheel_installs_and_links_with_nvidia_wheels_alone() {
     for (lib, image) in [(drop_in.clone(), "dropin.cubin"), (cu13.join("lib/libnvJitLink.so.13").display().to_string(), "nvidia.cubin")] {
         let linked = run(user(&python, &venv, &home)
             .arg(&script)
-            .args([&lib, &out.join(image).display().to_string(), "sm_90"])
+            .arg(&lib)
+            .arg(out.join(image))
+            .arg("sm_90")
             .args(&inputs)
             .env("NVLINKRS_JITLINK_LOG", &log));
         ok(&linked, image);
