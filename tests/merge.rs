@@ -35,6 +35,8 @@ mod ptxfile;
 mod review;
 #[path = "merge/taken.rs"]
 mod taken;
+#[path = "merge/wrappers.rs"]
+mod wrappers;
 
 fn cuda() -> PathBuf {
     PathBuf::from(std::env::var_os("CUDA_HOME").expect("CUDA_HOME (set by scripts/test.sh)"))
