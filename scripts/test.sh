@@ -24,7 +24,7 @@ NVLINKRS_WHEELHOUSE=$(bash scripts/setup.sh --wheelhouse | tail -n 1)
 NVLINKRS_WHEEL=$(bash scripts/wheel.sh "${wheel[@]}" | tail -n 1)
 export NVLINKRS_WHEELHOUSE NVLINKRS_WHEEL
 # each suite's time after the run (cargo prints it per suite; here all in one place)
-log=target/test-run.log
+log=${CARGO_TARGET_DIR:-target}/test-run.log
 cargo test --locked "$@" 2>&1 | tee "$log"
 echo "suite times (s):"
 awk '/^ +Running /{s = $2; if (s == "unittests") { n = split($4, a, "/"); sub(/-[0-9a-f]+\)$/, "", a[n]); s = $3 " (" a[n] ")" }}

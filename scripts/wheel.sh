@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Builds the nvlinkrs wheel into target/wheels/: the `nvlinkrs` program on the installing
-# environment's PATH, the drop-in libnvJitLink.so.13 inside the package (`python -m nvlinkrs
-# preload` prints its path), depending on NVIDIA's CUDA 13 wheels for ptxas, libNVVM,
+# Builds the nvlinkrs wheel into target/wheels/ (CARGO_TARGET_DIR/wheels when that is set):
+# the `nvlinkrs` program on the installing environment's PATH, the drop-in libnvJitLink.so.13
+# inside the package (`python -m nvlinkrs preload` prints its path), depending on NVIDIA's CUDA 13 wheels for ptxas, libNVVM,
 # libnvJitLink and libcudadevrt (scripts/wheel.py writes it). The binaries are stripped; a
 # release build's debug information is kept beside the wheel (target/wheels/debug/*.debug,
 # named by each binary's .gnu_debuglink).
@@ -25,7 +25,8 @@ cargo build "${flags[@]}" --bin nvlinkrs
 cargo build "${flags[@]}" -p nvlinkrs-nvjitlink
 [ $helper = 1 ] && cargo build "${flags[@]}" --bin nvlinkrs-llvm
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)
-out=target/wheels
+target=${CARGO_TARGET_DIR:-target}
+out=$target/wheels
 stage=$(mktemp -d); trap 'rm -rf "$stage"' EXIT
 mkdir -p "$out/debug"
 # strip SRC NAME: SRC stripped into the stage as NAME (release: its debug information to
@@ -38,11 +39,11 @@ strip_into() {
     objcopy --strip-all "$1" "$stage/$2"
   fi
 }
-strip_into "target/$profile/nvlinkrs" nvlinkrs
-strip_into "target/$profile/libnvJitLink.so" libnvJitLink.so.13
+strip_into "$target/$profile/nvlinkrs" nvlinkrs
+strip_into "$target/$profile/libnvJitLink.so" libnvJitLink.so.13
 args=("$out" "$version" "$stage/nvlinkrs" "$stage/libnvJitLink.so.13")
 if [ $helper = 1 ]; then
-  strip_into "target/$profile/nvlinkrs-llvm" nvlinkrs-llvm
+  strip_into "$target/$profile/nvlinkrs-llvm" nvlinkrs-llvm
   args+=("$stage/nvlinkrs-llvm")
 fi
 rm -f "$out"/nvlinkrs-"$version"-*.whl

@@ -117,10 +117,19 @@ fn figures_are_found_in_the_text() {
                 \n    9.9 s in code\n| a | 2.98x |\n";
     let b = blocks(text);
     assert_eq!(b.len(), 2);
-    let numbers: Vec<String> = figures(&b[0].1, b[0].0).into_iter().map(|f| f.number).collect();
+    let numbers: Vec<String> = figures(&b[0].1, b[0].0)
+        .into_iter()
+        .map(|f| f.number)
+        .collect();
     assert_eq!(numbers, ["0.041", "229"]);
     assert_eq!(results_named(&b[0].1), ["benches/results/remote.md"]);
-    assert_eq!(figures(&b[1].1, b[1].0), [Figure { number: "2.98".into(), line: 4 }]);
+    assert_eq!(
+        figures(&b[1].1, b[1].0),
+        [Figure {
+            number: "2.98".into(),
+            line: 4
+        }]
+    );
     assert!(has_number("| 2.98x |", "2.98") && !has_number("12.985", "2.98"));
     assert!(!has_number("2.981", "2.98") && has_number("2.98.", "2.98"));
 }
@@ -137,7 +146,9 @@ fn readme_figures_come_from_their_results_files() {
         }
         let files = results_named(&block);
         if files.is_empty() {
-            wrong.push(format!("README.md:{line}: figures {found:?} name no results file"));
+            wrong.push(format!(
+                "README.md:{line}: figures {found:?} name no results file"
+            ));
             continue;
         }
         let texts: Vec<String> = files
@@ -146,7 +157,10 @@ fn readme_figures_come_from_their_results_files() {
             .collect();
         for f in found {
             if !texts.iter().any(|t| has_number(t, &f.number)) {
-                wrong.push(format!("README.md:{}: {} is in none of {files:?}", f.line, f.number));
+                wrong.push(format!(
+                    "README.md:{}: {} is in none of {files:?}",
+                    f.line, f.number
+                ));
             }
         }
     }
@@ -161,5 +175,8 @@ fn readme_links_reach_files() {
         .into_iter()
         .filter(|l| !root.join(l).exists())
         .collect();
-    assert!(missing.is_empty(), "README.md links to what is not there: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "README.md links to what is not there: {missing:?}"
+    );
 }

@@ -1345,6 +1345,31 @@ fn nvshmem_bitcode_library_links_lazily() {
     ] {
         assert!(defined.contains(called), "{called} inlined: {defined:?}");
     }
+    // ptxas compiles the program and the library's functions with threads of its own (a
+    // fixed count, which its note records), and the image is the same on one CPU
+    let image = std::fs::read(d.join("ring.cubin")).unwrap();
+    assert!(
+        image.windows(17).any(|w| w == b"-split-compile 4 "),
+        "ptxas was not given its threads"
+    );
+    let one_cpu = Command::new("taskset")
+        .args(["-c", "0"])
+        .arg(env!("CARGO_BIN_EXE_nvlinkrs"))
+        .args(&args[..args.len() - 1])
+        .arg("one.cubin")
+        .current_dir(&d)
+        .env("XDG_CACHE_HOME", d.join("cache-one-cpu"))
+        .output()
+        .unwrap();
+    assert!(
+        one_cpu.status.success(),
+        "{}",
+        String::from_utf8_lossy(&one_cpu.stderr)
+    );
+    assert!(
+        std::fs::read(d.join("one.cubin")).unwrap() == image,
+        "another image on one CPU"
+    );
     // nvlink: no bitcode
     let nvvm = format!("-nvvmpath={}", cuda().join("nvvm").display());
     let mut nv_args = args.to_vec();

@@ -69,20 +69,35 @@ fn the_wheel_installs_and_links_with_nvidia_wheels_alone() {
         &run(user(&python, &venv, &home).args(["-m", "nvlinkrs", "preload"])),
         "python -m nvlinkrs preload",
     );
-    assert!(drop_in.ends_with("site-packages/nvlinkrs/lib/libnvJitLink.so.13"), "{drop_in}");
+    assert!(
+        drop_in.ends_with("site-packages/nvlinkrs/lib/libnvJitLink.so.13"),
+        "{drop_in}"
+    );
     assert!(Path::new(&drop_in).starts_with(&venv), "{drop_in}");
-    let version = ok(&run(user(&program, &venv, &home).arg("--version")), "--version");
+    let version = ok(
+        &run(user(&program, &venv, &home).arg("--version")),
+        "--version",
+    );
     // (site-packages/nvlinkrs/lib/libnvJitLink.so.13 -> site-packages/nvidia/cu13)
     let site = Path::new(&drop_in).ancestors().nth(3).unwrap();
     let cu13 = site.join("nvidia/cu13");
     assert!(
-        version.contains(&format!("toolkit:  {} (found via the CUDA wheels", cu13.display())),
+        version.contains(&format!(
+            "toolkit:  {} (found via the CUDA wheels",
+            cu13.display()
+        )),
         "{version}"
     );
     // stripped: no symbol table left in the program or the drop-in
     for f in [&program, &drop_in] {
-        let sections = Command::new("readelf").args(["-S", "-W", f.as_str()]).output().unwrap();
-        assert!(!String::from_utf8_lossy(&sections.stdout).contains(" .symtab "), "{f} is not stripped");
+        let sections = Command::new("readelf")
+            .args(["-S", "-W", f.as_str()])
+            .output()
+            .unwrap();
+        assert!(
+            !String::from_utf8_lossy(&sections.stdout).contains(" .symtab "),
+            "{f} is not stripped"
+        );
     }
     let fx = |n: &str| fixtures.join(n).to_string_lossy().into_owned();
     // an LTO link as a user of the wheels runs it, nothing made by hand: libNVVM found in
@@ -99,15 +114,22 @@ fn the_wheel_installs_and_links_with_nvidia_wheels_alone() {
     // the installed nvlinkrs against the venv's nvlink, the same command lines (nvlink's
     // libNVVM link made as scripts/setup.sh makes it for the toolkit)
     std::fs::create_dir_all(cu13.join("nvvm/lib64")).unwrap();
-    std::os::unix::fs::symlink("../../lib/libnvvm.so.4", cu13.join("nvvm/lib64/libnvvm.so")).unwrap();
+    std::os::unix::fs::symlink("../../lib/libnvvm.so.4", cu13.join("nvvm/lib64/libnvvm.so"))
+        .unwrap();
     let common = [
         "-arch=sm_90".to_string(),
         format!("-L{}", cu13.join("lib").display()),
         format!("-nvvmpath={}", cu13.join("nvvm").display()),
     ];
     let links: [(&str, Vec<String>); 2] = [
-        ("dlto", [vec!["-dlto".into()], common.to_vec(), dlto.to_vec()].concat()),
-        ("rdc", [common.to_vec(), vec![fx("saxpy_dc.o"), fx("scale_dc.o")]].concat()),
+        (
+            "dlto",
+            [vec!["-dlto".into()], common.to_vec(), dlto.to_vec()].concat(),
+        ),
+        (
+            "rdc",
+            [common.to_vec(), vec![fx("saxpy_dc.o"), fx("scale_dc.o")]].concat(),
+        ),
     ];
     for (name, args) in links {
         let ours = out.join(format!("{name}.nvlinkrs.cubin"));
@@ -115,26 +137,34 @@ fn the_wheel_installs_and_links_with_nvidia_wheels_alone() {
         let mut a = args.clone();
         a.extend(["-lcudadevrt".into(), "-o".into()]);
         ok(&run(user(&program, &venv, &home).args(&a).arg(&ours)), name);
-        ok(&run(user(cu13.join("bin/nvlink"), &venv, &home).args(&a).arg(&theirs)), name);
+        ok(
+            &run(user(cu13.join("bin/nvlink"), &venv, &home)
+                .args(&a)
+                .arg(&theirs)),
+            name,
+        );
         assert!(
             std::fs::read(&ours).unwrap() == std::fs::read(&theirs).unwrap(),
             "{name}: the installed nvlinkrs' image is not the venv's nvlink's"
         );
     }
-    let compared = run(user(&program, &venv, &home)
-        .arg("compare")
-        .arg(out.join("dlto.nvlink.cubin"))
-        .arg(&plain));
-    let verdict = ok(&compared, "compare");
+    // (nvlinkrs fills in the -nvvmpath nvlink must be given, and its note records it as
+    // nvlink's does: the same image)
     assert!(
-        verdict.ends_with("equivalent but for the tool note's command line"),
-        "{verdict}"
+        std::fs::read(&plain).unwrap() == std::fs::read(out.join("dlto.nvlink.cubin")).unwrap(),
+        "the link without -nvvmpath is not nvlink's with it"
     );
     // the installed drop-in, in process, against NVIDIA's library of the same venv
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/wheel/jitlink_once.py");
     let log = out.join("jitlink.log");
     let inputs = [fx("saxpy.ltoir"), fx("scale.ltoir")];
-    for (lib, image) in [(drop_in.clone(), "dropin.cubin"), (cu13.join("lib/libnvJitLink.so.13").display().to_string(), "nvidia.cubin")] {
+    for (lib, image) in [
+        (drop_in.clone(), "dropin.cubin"),
+        (
+            cu13.join("lib/libnvJitLink.so.13").display().to_string(),
+            "nvidia.cubin",
+        ),
+    ] {
         let linked = run(user(&python, &venv, &home)
             .arg(&script)
             .arg(&lib)
@@ -145,10 +175,14 @@ fn the_wheel_installs_and_links_with_nvidia_wheels_alone() {
         ok(&linked, image);
     }
     assert!(
-        std::fs::read(out.join("dropin.cubin")).unwrap() == std::fs::read(out.join("nvidia.cubin")).unwrap(),
+        std::fs::read(out.join("dropin.cubin")).unwrap()
+            == std::fs::read(out.join("nvidia.cubin")).unwrap(),
         "the installed drop-in's image is not NVIDIA's libnvJitLink's"
     );
     let said = std::fs::read_to_string(&log).unwrap();
     assert_eq!(said.lines().count(), 1, "{said}");
-    assert!(said.contains("nvlinkrs: linked"), "the drop-in handed the link over: {said}");
+    assert!(
+        said.contains("nvlinkrs: linked"),
+        "the drop-in handed the link over: {said}"
+    );
 }

@@ -24,7 +24,12 @@ fn run(tool: &Path, args: &[String]) -> (i32, Vec<(String, Vec<u8>)>) {
         .unwrap()
         .flatten()
         .filter(|e| e.path().is_file())
-        .map(|e| (e.file_name().to_string_lossy().into_owned(), std::fs::read(e.path()).unwrap()))
+        .map(|e| {
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                std::fs::read(e.path()).unwrap(),
+            )
+        })
         .collect();
     files.sort();
     (out.status.code().unwrap_or(-1), files)
@@ -43,7 +48,10 @@ fn same_as_nvlink(what: &str, args: &[String]) {
 }
 
 fn objects() -> Vec<String> {
-    ["a.o", "b.o"].iter().map(|o| fixtures().join(o).display().to_string()).collect()
+    ["a.o", "b.o"]
+        .iter()
+        .map(|o| fixtures().join(o).display().to_string())
+        .collect()
 }
 
 /// rules_cuda's `cuda_toolkit(nvlink = ...)` wrapper device link: `--arch=`, the registration
