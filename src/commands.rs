@@ -197,15 +197,23 @@ pub fn version_report(cuda_path: Option<&Path>, nvvmpath: Option<&Path>) -> Stri
         }
         Err(e) => s += &format!("toolkit:  {e}\n"),
     }
-    s += &format!(
-        "LLVM:     {}\n",
-        if cfg!(feature = "llvm") {
-            "built in (LLVM 22)"
-        } else {
-            "not built in"
-        }
-    );
+    s += &format!("LLVM:     {}\n", llvm_line());
     s
+}
+
+/// What `--version` says of LLVM: built in or not, and where its helper process is (a
+/// wheel leaves it out: LLVM bitcode inputs are then refused by name).
+fn llvm_line() -> String {
+    if !cfg!(feature = "llvm") {
+        return "not built in (LLVM bitcode inputs are refused)".into();
+    }
+    match crate::lto::llvm_helper::locate() {
+        Some(helper) => format!("LLVM 22, in {}", helper.display()),
+        None => format!(
+            "LLVM 22, but its helper {} is not beside this program (LLVM bitcode inputs are refused)",
+            crate::lto::llvm_helper::NAME
+        ),
+    }
 }
 
 #[cfg(test)]

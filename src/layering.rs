@@ -2,7 +2,7 @@
 //! other in a cycle: it reads every source file, lists the `crate::X` paths each module
 //! names in another top-level module, and fails naming the files of a cycle's imports.
 //! Items of `lib.rs` itself (the spine, which calls every phase) are not counted. And a
-//! check that README.md's `Layout` section has a line for every folder and top-level file
+//! check that docs/layout.md has a line for every folder and top-level file
 //! of `src/`, and none for one that is gone.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -187,13 +187,9 @@ fn no_top_level_module_imports_one_that_imports_it_back() {
     }
 }
 
-/// The paths README's `## Layout` section gives a line of its own (`    src/...  what`).
-fn layout_lines(readme: &str) -> BTreeSet<String> {
-    let section = readme
-        .split("\n## ")
-        .find(|s| s.starts_with("Layout\n"))
-        .unwrap_or("");
-    section
+/// The paths docs/layout.md gives a line of its own (`    src/...  what`).
+fn layout_lines(layout: &str) -> BTreeSet<String> {
+    layout
         .lines()
         .filter_map(|l| l.strip_prefix("    "))
         .filter_map(|l| l.split_whitespace().next())
@@ -203,20 +199,20 @@ fn layout_lines(readme: &str) -> BTreeSet<String> {
 }
 
 #[test]
-fn layout_lines_are_read_from_the_section() {
-    let readme = "# x\n    src/a.rs  not here\n## Layout\n\n    src/b.rs    b\n                \
-                  more of b\n    src/c/      c\n    tests/      t\n## Next\n    src/d.rs  d\n";
+fn layout_lines_are_the_indented_src_paths() {
+    let layout = "# Layout\n\nsrc/a.rs  not indented\n\n    src/b.rs    b\n                \
+                  more of b\n    src/c/      c\n    tests/      t\n";
     let want = ["src/b.rs", "src/c/"];
     assert_eq!(
-        layout_lines(readme),
+        layout_lines(layout),
         want.iter().map(|s| s.to_string()).collect()
     );
 }
 
 #[test]
-fn readme_layout_names_every_folder_and_file_of_src() {
+fn docs_layout_names_every_folder_and_file_of_src() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let listed = layout_lines(&std::fs::read_to_string(root.join("README.md")).unwrap());
+    let listed = layout_lines(&std::fs::read_to_string(root.join("docs/layout.md")).unwrap());
     let mut present = BTreeSet::new();
     for e in std::fs::read_dir(root.join("src")).unwrap() {
         let p = e.unwrap().path();
@@ -231,6 +227,6 @@ fn readme_layout_names_every_folder_and_file_of_src() {
     let stale: Vec<&String> = listed.difference(&present).collect();
     assert!(
         missing.is_empty() && stale.is_empty(),
-        "README.md's Layout section: no line for {missing:?}; lines for what is not in src/: {stale:?}"
+        "docs/layout.md: no line for {missing:?}; lines for what is not in src/: {stale:?}"
     );
 }

@@ -87,9 +87,10 @@ pub fn command_line(req: &LinkRequest) -> String {
             if req.lto_spelled_dlto { "dlto" } else { "lto" },
             &mut s,
         );
-        if let Some(p) = &req.nvvmpath {
-            s += &format!("-nvvmpath {} ", p.display());
-        }
+    }
+    // (recorded whenever given, in a link without LTO too)
+    if let Some(p) = &req.nvvmpath {
+        s += &format!("-nvvmpath {} ", p.display());
     }
     if let Some(n) = req.split_compile {
         s += &format!("-split-compile {n} ");

@@ -2685,7 +2685,7 @@ fn relocatable_lto_keeps_external_functions_as_nvlink_does() {
         // nvlinkrs' -r output is nvlink's byte for byte (issue 27: the tool note too), but
         // for the saxpy program's constant-bank relocations: nvlink applies them and
         // drops them, and a relink that places other constants first reads the wrong
-        // ones; nvlinkrs keeps them (DESIGN.md, "-r output"), so that program's output
+        // ones; nvlinkrs keeps them (docs/rules/relocatable.md), so that program's output
         // is compared without them
         let c = Command::new(nvlinkrs())
             .arg("compare")

@@ -586,7 +586,7 @@ fn host_object_fatbin_is_fatbinarys_layout() {
 /// A library kernel that only the library's own host code launches: its host object's
 /// table names it, and the prelinked `.ltoir` carries that table (tag 0x4E48), so the
 /// staged link by nvlinkrs keeps it and is nvlink's one-step image byte for byte.
-/// nvlink reads no such table from a `.ltoir` and drops the kernel (the limit README
+/// nvlink reads no such table from a `.ltoir` and drops the kernel (the limit docs/features.md
 /// states; pinned here so that a change shows).
 #[test]
 fn prelinked_library_keeps_what_its_host_code_launches() {
@@ -652,7 +652,7 @@ fn prelinked_library_keeps_what_its_host_code_launches() {
     assert!(has("one.cubin") && has("rs.cubin"));
     assert!(
         !has("nv.cubin"),
-        "nvlink now keeps the kernel: update README's limit"
+        "nvlink now keeps the kernel: update the limit in docs/features.md"
     );
     // as a host object (`-o lib.o`) the tables are its `.nvHR*` sections, which nvlink
     // reads: its staged link keeps the kernel too, the one-step image byte for byte, and
@@ -1345,6 +1345,31 @@ fn nvshmem_bitcode_library_links_lazily() {
     ] {
         assert!(defined.contains(called), "{called} inlined: {defined:?}");
     }
+    // ptxas compiles the program and the library's functions with threads of its own (a
+    // fixed count, which its note records), and the image is the same on one CPU
+    let image = std::fs::read(d.join("ring.cubin")).unwrap();
+    assert!(
+        image.windows(17).any(|w| w == b"-split-compile 4 "),
+        "ptxas was not given its threads"
+    );
+    let one_cpu = Command::new("taskset")
+        .args(["-c", "0"])
+        .arg(env!("CARGO_BIN_EXE_nvlinkrs"))
+        .args(&args[..args.len() - 1])
+        .arg("one.cubin")
+        .current_dir(&d)
+        .env("XDG_CACHE_HOME", d.join("cache-one-cpu"))
+        .output()
+        .unwrap();
+    assert!(
+        one_cpu.status.success(),
+        "{}",
+        String::from_utf8_lossy(&one_cpu.stderr)
+    );
+    assert!(
+        std::fs::read(d.join("one.cubin")).unwrap() == image,
+        "another image on one CPU"
+    );
     // nvlink: no bitcode
     let nvvm = format!("-nvvmpath={}", cuda().join("nvvm").display());
     let mut nv_args = args.to_vec();

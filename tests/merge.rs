@@ -35,6 +35,8 @@ mod ptxfile;
 mod review;
 #[path = "merge/taken.rs"]
 mod taken;
+#[path = "merge/wrappers.rs"]
+mod wrappers;
 
 fn cuda() -> PathBuf {
     PathBuf::from(std::env::var_os("CUDA_HOME").expect("CUDA_HOME (set by scripts/test.sh)"))
@@ -170,7 +172,7 @@ fn launched_kernel_sm_100() {
 }
 
 /// Kernels that make no call, at sm_100 and sm_120: nvlink's finalizer gives them other
-/// scheduling control bits than ptxas `-c` wrote (DESIGN.md, "sm_100+: the finalizer").
+/// scheduling control bits than ptxas `-c` wrote (docs/rules/finalizer.md).
 /// With `NVLINKRS_FINALIZER=nvjitlink` the units that link alone (or with libcudadevrt)
 /// take libnvJitLink's control bits and those kernels are nvlink's; so does the unit with
 /// an undefined reference to another unit (`ext.cu`), finalized inside the whole program
@@ -843,7 +845,7 @@ fn links_equivalent_to_nvlink() {
         // provides, a kernel's list with those of its call tree); warp primitives,
         // scoped atomics, a grid barrier, clusters at sm_90 (not at sm_100+, where
         // nvlink's code for the cluster and system-scope atomics kernels differs from
-        // ptxas', see DESIGN.md)
+        // ptxas', see docs/rules/finalizer.md)
         (
             "driver functions and managed variables sm_75",
             args(&[
@@ -2015,8 +2017,9 @@ fn finalizer_crash_falls_back() {
 /// `-r` then relink: the relocatable output of nvlinkrs (and that of nvlink) linked again
 /// by both linkers gives equivalent images, for sm_75, sm_80, sm_90 and, with their
 /// capsule-Mercury sections, sm_100 and sm_120 (nvlink crashes on an sm_100 relocatable
-/// file without them). The `-r` outputs themselves differ from nvlink's where DESIGN.md
-/// says (notes, prototype table, kept bank relocations, symbol types).
+/// file without them). The `-r` outputs themselves differ from nvlink's where
+/// docs/rules/relocatable.md says (notes, prototype table, kept bank relocations, symbol
+/// types).
 #[test]
 fn relocatable_round_trip() {
     let dir = tempfile::tempdir().unwrap();
@@ -2170,7 +2173,7 @@ fn bad_cubins_fail_cleanly() {
     assert_ne!(r.status.code(), Some(0));
 }
 
-/// nvlink's dropped-callee defect (DESIGN.md, "nvlink defect"), read off its own
+/// nvlink's dropped-callee defect (docs/rules/differences.md), read off its own
 /// `-dump-callgraph`: a function it keeps lists as a callee a node whose function it
 /// removed (a node printed without a function). The kept callers and removed callees.
 fn dropped_callees(dump: &[String]) -> Vec<String> {

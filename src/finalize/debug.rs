@@ -5,10 +5,11 @@
 //! program; beside `-G` code, libcudadevrt's functions get other code and capsules), and
 //! the line tables, frames and `.nv.info` offsets follow that code. The whole image is
 //! then the finalizer's link of the program: libnvJitLink given the same units (with
-//! `-g` where the link has it) writes nvlink's image but for the tool note (DESIGN.md,
-//! "sm_100+: debug links"). This phase takes that image, checked against the merge's
-//! (the same kernels and global symbols), with the merge's tool note; where the
-//! finalizer fails or the two disagree, the merge's image stays, with a warning.
+//! `-g` where the link has it) writes nvlink's image but for the tool note
+//! (docs/rules/finalizer.md, "sm_100+ debug links"). This phase takes that image,
+//! checked against the merge's (the same kernels and global symbols), with the merge's
+//! tool note; where the finalizer fails or the two disagree, the merge's image stays,
+//! with a warning.
 
 use std::collections::BTreeSet;
 

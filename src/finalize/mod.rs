@@ -5,7 +5,7 @@
 //! nvlink 13.5 regenerates every sm_100+ function's SASS from its capsule Mercury, as an
 //! executable, while ptxas `-c` wrote relocatable code; for kernels that make no call the
 //! two differ (scheduling control bits, at times instructions), for every other function
-//! they are the same ([`rule`]; DESIGN.md, "sm_100+: the finalizer"). The code a function
+//! they are the same ([`rule`]; docs/rules/finalizer.md, "The rule"). The code a function
 //! gets does not depend on the other units, so each unit that has such kernels is
 //! finalized alone ([`units`]: a job of the unit and stand-ins for what it refers to in
 //! other inputs, [`standin`]), the jobs in parallel on the link's job pool and cached per

@@ -5,7 +5,7 @@
 //! function of the same encoded prototype (`.nv.prototype`'s `#ii`: int(int); libnvJitLink
 //! refuses another), a kernel, or a variable in the same space and of the same size. Their
 //! bodies are empty: the code the finalizer makes for a function does not depend on what
-//! it calls (DESIGN.md, "sm_100+: the finalizer"), and only the unit's own functions are
+//! it calls (docs/rules/finalizer.md), and only the unit's own functions are
 //! taken from the result.
 //!
 //! A stand-in is made from a template, a PTX definition named [`PLACEHOLDER`] that the

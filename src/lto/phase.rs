@@ -22,6 +22,10 @@ pub enum LtoOutcome {
     NoIr,
 }
 
+/// ptxas' threads (`-split-compile`) for a link's one job that holds a bitcode library's
+/// functions (NVSHMEM's), fixed whatever the machine.
+const LIBRARY_PTXAS_THREADS: u32 = 4;
+
 /// Runs the LTO phase over the input trees.
 pub fn run(
     plan: &Plan,
@@ -167,11 +171,17 @@ pub fn run(
         diag::to_stderr(" Running nvlink ptxas-lto\n");
     }
     let mut options = plan.ptxas_options(relocatable);
+    if library_calls && !split {
+        // (one relocatable ptxas job for the program and a bitcode library's functions:
+        // ptxas' own threads; a fixed count, which its tool note records, so that the
+        // image does not depend on the machine; no nvlink image to match)
+        options.split_compile = options.split_compile.or(Some(LIBRARY_PTXAS_THREADS));
+    }
     options.maxrregcount = req
         .maxrregcount
         .or(consensus.value(consensus::Opt::MaxReg))
         .filter(|&n| n > 0);
-    // (a split compile's copies of each static variable: one definition, DESIGN.md)
+    // (a split compile's copies of each static variable: one definition, docs/rules/lto.md)
     let pieces = if split {
         lto::split_data::single_home(lto_out.ptx)
     } else {

@@ -1,6 +1,7 @@
 //! `.nv.compat`: the records nvlink 13.5 writes in the image, from every merged input's
 //! (and its own, for an image without inputs). Read off nvlink 13.5 with the merge
-//! fixtures and with NVSHMEM 3.8's device library, which ptxas 13.0 built (DESIGN.md):
+//! fixtures and with NVSHMEM 3.8's device library, which ptxas 13.0 built
+//! (docs/rules/targets.md):
 //! * an input's records are taken as 13.5 writes them: one without
 //!   `CUDA_INTERNAL_TARGET` (0x0C) or 0x0D (ptxas 13.0's) counts as 0x0C = 2 and
 //!   0x0D = 0x100, and `ENABLE_OPPORTUNISTIC_FINALIZATION` (0x06) is never kept;

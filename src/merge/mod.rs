@@ -705,7 +705,7 @@ impl<'a> Merger<'a> {
 
     /// Whether a relocation target lies in a constant bank (a module bank or a kernel's
     /// parameter bank): nvlink's sm_100+ `--preserve-relocs` image lists none of the
-    /// relocations it applies against one (DESIGN.md).
+    /// relocations it applies against one (docs/rules/preserve-relocs.md).
     fn in_constant_bank(&self, k: SymKey) -> bool {
         let s = self.sym(k);
         let t = if s.ty == STT_SECTION {

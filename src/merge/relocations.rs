@@ -498,7 +498,7 @@ mod tests {
 /// Under `-r`, what is applied to the code and dropped, as nvlink does: relocations against
 /// the unified function table's offset. nvlink applies and drops those against
 /// `__constant__` variables too, and a later link that places another input's constants
-/// first then reads the wrong ones (DESIGN.md, "-r output"): they are kept, so the bytes
+/// first then reads the wrong ones (docs/rules/relocatable.md): they are kept, so the bytes
 /// differ from nvlink's `-r` output there. (`bank`: the constant bank of the symbol's
 /// section; 0 for a parameter bank or none.)
 pub(super) fn applied_under_r(sym: &Symbol, _bank: u32) -> bool {

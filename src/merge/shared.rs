@@ -56,7 +56,7 @@ impl<'a> Merger<'a> {
         }
         // Every shared variable gets one offset, the same in every kernel window that
         // holds it; variables no kernel holds together may overlap. What nvlink 13.5
-        // does, as observed (DESIGN.md, "Shared memory"):
+        // does, as observed (docs/rules/shared-memory.md):
         // 0. The variables of the inputs other than kernels' own locals (globals, device
         //    functions' locals, `extern` arrays, those no code refers to), in input
         //    order, are list-sorted by size, largest first, ties to the second list

@@ -1,5 +1,5 @@
 //! Which links of `links_equivalent_to_nvlink` come out byte-identical to nvlink 13.5's
-//! image (`cmp`), and why each of the others does not (DESIGN.md, byte identity); the
+//! image (`cmp`), and why each of the others does not (docs/rules/byte-identity.md); the
 //! same for those links made with `-r`, against nvlink's relocatable output.
 
 /// The links of `links_equivalent_to_nvlink` whose image is nvlink's byte for byte.
@@ -183,7 +183,7 @@ pub const BYTE_IDENTICAL: &[&str] = &[
 ];
 
 /// The other links of `links_equivalent_to_nvlink`, by the reason their bytes differ
-/// (DESIGN.md, byte identity).
+/// (docs/rules/byte-identity.md).
 pub const NOT_BYTE_IDENTICAL: &[(&str, &[&str])] = &[(
     "no image: the link fails, as nvlink's does",
     &[
@@ -299,7 +299,7 @@ pub const RELOCATABLE_IDENTICAL: &[&str] = &[
 /// The other links with `-r`, by the reason their outputs differ.
 pub const RELOCATABLE_NOT_IDENTICAL: &[(&str, &[&str])] = &[
     (
-        "__constant__ data: nvlink applies the relocations against `__constant__` variables and drops them, so a final link that places another input's constants first reads the wrong ones (DESIGN.md, \"-r output\"); nvlinkrs keeps them (`relocations::applied_under_r`)",
+        "__constant__ data: nvlink applies the relocations against `__constant__` variables and drops them, so a final link that places another input's constants first reads the wrong ones (docs/rules/relocatable.md); nvlinkrs keeps them (`relocations::applied_under_r`)",
         &[
             "--preserve-relocs sm_75",
             "--preserve-relocs sm_90",

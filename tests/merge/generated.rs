@@ -19,8 +19,8 @@ use nvlinkrs::elf::equiv;
 
 use super::{cuda, differential, dropped_callees, nvlinkrs, run};
 
-/// What a program is known to show: nvlink's defect (DESIGN.md, "nvlink defect not
-/// copied": it removes a function that a function it keeps still calls, so neither its
+/// What a program is known to show: nvlink's defect (docs/rules/differences.md, not
+/// copied: it removes a function that a function it keeps still calls, so neither its
 /// image nor its `-dump-callgraph` can be matched), else equivalence in every link.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Known {
@@ -43,7 +43,7 @@ const DIFFERENT: &[(&str, u64, &str)] = &[];
 const REGRESSIONS: &[(&str, &[u64])] = &[("sm_90", &[26, 29]), ("sm_100", &[21])];
 
 /// Equivalent programs whose links are not byte-identical to nvlink's, with the reason
-/// (DESIGN.md, byte identity); every other equivalent program's plain, partial-LTO and
+/// (docs/rules/byte-identity.md); every other equivalent program's plain, partial-LTO and
 /// `-g` links must be (measured: sm_90 1 to 12, sm_100 1 to 6).
 const BYTES_DIFFER: &[(&str, u64)] = &[];
 
@@ -427,7 +427,7 @@ fn judge(
     }
     // the same program as a debug link (nothing removed, shared variables' symbols kept
     // with their offsets; at sm_100+ every function's code regenerated at the debug
-    // level, which nvlinkrs takes from the finalizer: DESIGN.md, debug links)
+    // level, which nvlinkrs takes from the finalizer: docs/rules/finalizer.md, debug links)
     let mut g = a.to_vec();
     g.push("-g".into());
     match differential(&g) {
@@ -608,7 +608,7 @@ fn delta_lists(d: &str) -> Option<(Vec<String>, Vec<String>)> {
     Some((items(e), items(a)))
 }
 
-/// Why nvlinkrs' `-r` output may differ from nvlink's (DESIGN.md, "-r output"), or
+/// Why nvlinkrs' `-r` output may differ from nvlink's (docs/rules/relocatable.md), or
 /// `None` for a difference that is a finding:
 /// - `note`: nvlink's tool note holds its own entry only, ours the inputs' ptxas ones too;
 /// - `registers`: nvlink writes each kernel's own register count (`.nv.info` 0x2f), ours
@@ -703,8 +703,8 @@ fn relocatable_kind(d: &str, mercury: bool) -> Option<&'static str> {
     None
 }
 
-/// What two relinks of `-r` outputs may differ in (DESIGN.md): the tool notes, and the
-/// `.debug_frame` CIE pointers nvlink relocates from ptxas's addends.
+/// What two relinks of `-r` outputs may differ in (docs/rules/relocatable.md): the tool
+/// notes, and the `.debug_frame` CIE pointers nvlink relocates from ptxas's addends.
 fn outside_relink_comparison(difference: &str) -> bool {
     difference.starts_with("section .note.nv.tkinfo")
         || difference.starts_with("section .debug_frame: bytes differ")

@@ -3,10 +3,10 @@
 //! nvlink writes their capsule-Mercury counterparts (`.nv.merc.nv.resolvedrela.*`), lists
 //! none against a constant bank nor in a debug section, gives the kept shared variables'
 //! Mercury symbols `STV_INTERNAL` and their offsets without the reservation, and lays
-//! dynamic shared arrays out as a plain link does (DESIGN.md). nvlinkrs refused the
-//! option there before; the fixture links are now nvlink's image, byte for byte but for
-//! the links with libcudadevrt, which are equivalent as their plain links are. Links
-//! below sm_100 that differed until the same work follow.
+//! dynamic shared arrays out as a plain link does (docs/rules/preserve-relocs.md).
+//! nvlinkrs refused the option there before; the fixture links are now nvlink's image,
+//! byte for byte but for the links with libcudadevrt, which are equivalent as their plain
+//! links are. Links below sm_100 that differed until the same work follow.
 
 use nvlinkrs::elf::equiv;
 
@@ -213,7 +213,7 @@ fn links() -> Vec<(&'static str, Vec<String>, bool)> {
             ]),
             true,
         ),
-        // libcudadevrt: equivalent, as the plain links are (DESIGN.md, byte identity)
+        // libcudadevrt: equivalent, as the plain links are (docs/rules/byte-identity.md)
         (
             "device runtime sm_100",
             l(&["-arch=sm_100", "dp_100.cubin"]),
@@ -339,10 +339,11 @@ fn preserve_relocs_sm_100_links_match_nvlink() {
 /// sm_100+: `-g` (nvlink's sm_100 debug image has other code, which nvlinkrs takes from
 /// libnvJitLink for a plain `-g` link, but libnvJitLink writes no resolved-relocation
 /// tables: with the option the image keeps ptxas's code, as the `-g` link without the
-/// finalizer does: DESIGN.md, debug links) and `-r` (nvlinkrs keeps the `__constant__`
-/// relocations nvlink applies and drops, and leaves shared memory to the final link:
-/// `tests/merge/bytes.rs`). The option must add no difference of its own: the images
-/// differ from nvlink's exactly as those links without it (`-g`: without the finalizer).
+/// finalizer does: docs/rules/finalizer.md, debug links) and `-r` (nvlinkrs keeps the
+/// `__constant__` relocations nvlink applies and drops, and leaves shared memory to the
+/// final link: `tests/merge/bytes.rs`). The option must add no difference of its own: the
+/// images differ from nvlink's exactly as those links without it (`-g`: without the
+/// finalizer).
 #[test]
 fn preserve_relocs_sm_100_adds_no_difference_to_g_and_r() {
     let links = [

@@ -1,7 +1,7 @@
 //! A PTX file linked for a target below sm_90, where nvlinkrs keeps to the image nvlink
-//! makes of the same PTX in a fatbin rather than to nvlink's own (DESIGN.md, the ptxas
-//! section): nvlink 13.5 compiles such a file as extensible-whole-program code and
-//! leaves it out of the image.
+//! makes of the same PTX in a fatbin rather than to nvlink's own
+//! (docs/rules/differences.md): nvlink 13.5 compiles such a file as
+//! extensible-whole-program code and leaves it out of the image.
 
 use std::process::Command;
 

@@ -156,10 +156,10 @@ fn virtual_functions_link_as_nvlink() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// The difference kept on purpose (DESIGN.md, beside the PTX-file one): a function only a
-/// `__device__` table of function pointers names, whose code calls ptxas's local
-/// `__cuda_sm20_rcp_rn_f32_slowpath`, beside a kernel the host code does not launch.
-/// nvlink 13.5 keeps the function but drops the callee it calls, and leaves the call
+/// The difference kept on purpose (docs/rules/differences.md, beside the PTX-file one): a
+/// function only a `__device__` table of function pointers names, whose code calls
+/// ptxas's local `__cuda_sm20_rcp_rn_f32_slowpath`, beside a kernel the host code does not
+/// launch. nvlink 13.5 keeps the function but drops the callee it calls, and leaves the call
 /// unrelocated (a call to address 0 if the pointer is ever used); nvlinkrs keeps the
 /// callee and relocates the call. This test fails the day nvlink writes it otherwise.
 #[test]

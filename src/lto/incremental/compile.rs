@@ -14,7 +14,7 @@ use crate::lto::{self, IrModule, LtoSettings};
 
 /// The version of what partition entries hold (bumped when the PTX's canonical form or
 /// the rewrite changes).
-pub const FORMAT: &str = "incremental-2";
+pub const FORMAT: &str = "incremental-3";
 
 /// One partition's libNVVM compile.
 pub struct Job {
@@ -23,6 +23,11 @@ pub struct Job {
     pub reach: usize,
     /// The partition's own kernels.
     pub roots: BTreeSet<String>,
+    /// The data partition of a program whose variables no two partitions share and the
+    /// host cannot see: nothing to define, so nothing to compile (libNVVM's newer NVVM,
+    /// at sm_100 and later, refuses the empty module it would make: "wrong initializer
+    /// for intrinsic global variable").
+    pub empty: bool,
 }
 
 /// The jobs of a plan: nvlink's options with each partition's lists, and the key of its
@@ -53,6 +58,7 @@ pub fn jobs(
                 key,
                 reach: p.reach,
                 roots: p.lists.ek.iter().chain(&p.lists.ik).cloned().collect(),
+                empty: p.module.is_none() && p.reach == 0,
             }
         })
         .collect()
@@ -137,6 +143,17 @@ pub fn compile(
     cache: &crate::cache::Cache,
 ) -> Result<Entry> {
     let started = Instant::now();
+    if job.empty {
+        let entry = Entry {
+            ptx: String::new(),
+            log: String::new(),
+            ms: 0,
+            defined: BTreeSet::new(),
+            foreign: BTreeSet::new(),
+        };
+        cache.put(&job.key, &entry.pack(), started.elapsed());
+        return Ok(entry);
+    }
     let collected = crate::diag::Diagnostics::collector();
     let out = lto::Engine::compile(engine, modules, &job.options, &collected)?;
     let text = String::from_utf8(out.ptx.concat()).map_err(|_| {

@@ -102,8 +102,9 @@ impl Assembler for Timed<'_> {
     }
 }
 
-/// The partitions' cubins (code partitions in order, then the data partition) and each
-/// one's ptxas time in milliseconds (0 where the cubin came from the cache).
+/// The partitions' cubins (code partitions in order, then the data partition unless it is
+/// empty) and each one's ptxas time in milliseconds (0 where the cubin came from the
+/// cache or there was nothing to assemble).
 #[allow(clippy::too_many_arguments)]
 pub fn cubins(
     plan: &LinkPlan,
@@ -140,6 +141,13 @@ pub fn cubins(
                 .filter(|p| p.len() == 2)
         })
         .collect();
+    // (an empty partition, the data partition with nothing to define, is not assembled)
+    let mut found = found;
+    for (i, e) in entries.iter().enumerate() {
+        if e.ptx.is_empty() {
+            found[i] = Some(vec![Vec::new(), Vec::new()]);
+        }
+    }
     let misses: Vec<usize> = (0..entries.len()).filter(|&i| found[i].is_none()).collect();
     let rewritten: Vec<String> = timings.phase("rewrite", || {
         misses
@@ -179,7 +187,6 @@ pub fn cubins(
     })?;
     let times = timed.times.into_inner().unwrap();
     let mut ms = vec![0u64; entries.len()];
-    let mut found = found;
     for ((&i, job), a) in misses.iter().zip(&jobs).zip(done) {
         let a = a?;
         let at = job.ptx.as_ptr() as usize;
@@ -206,7 +213,9 @@ pub fn cubins(
             ctx.diag.tool_output(&(fresh.join("\n") + "\n"));
         }
         seen.extend(messages.lines().map(str::to_string));
-        cubins.push(cubin);
+        if !cubin.is_empty() {
+            cubins.push(cubin);
+        }
     }
     Ok((cubins, ms))
 }

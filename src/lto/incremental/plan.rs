@@ -5,7 +5,7 @@
 //! hashes of exactly the functions and variables its roots reach, which with its option
 //! list and the tools make its cache key.
 //!
-//! The rules, each what the whole-program link does (DESIGN.md, "Incremental LTO"):
+//! The rules, each what the whole-program link does (docs/design/incremental-lto.md):
 //! * a name resolves as the IR linker resolves it: the first strong definition, else
 //!   the first weak or linkonce one (a template instantiated in several units), else an
 //!   `available_externally` body; an internal symbol is its own module's;
