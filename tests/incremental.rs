@@ -415,7 +415,12 @@ fn the_first_link_is_whole_program_while_the_daemon_builds_the_partitions() {
     let st = program(&["st_a_90.o", "st_b_90.o", "st_main_90.o"]);
     let mut a = args(90, &st, &["-v"]);
     a.push("--incremental".into());
+    // (traced: the background build, which runs the same command line, writes no trace
+    // over the one this link wrote)
+    let trace = runtime.path().join("first.json");
+    a.push(format!("--time-trace={}", trace.display()));
     let first = link(&a, None, Some(cache.path()), &env);
+    let traced = std::fs::read_to_string(&trace).unwrap();
     assert_eq!(
         first.image,
         link(&args(90, &st, &[]), None, None, &[]).image,
@@ -437,6 +442,12 @@ fn the_first_link_is_whole_program_while_the_daemon_builds_the_partitions() {
         );
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
+    assert_eq!(
+        std::fs::read_to_string(&trace).unwrap(),
+        traced,
+        "the background build wrote over the first link's trace"
+    );
+    assert!(!traced.contains("nvlinkrs-background"), "{traced}");
     // the next link, after an edit of st_a.cu's kernel, compiles that partition alone
     let edited = program(&["st_a_k_90.o", "st_b_90.o", "st_main_90.o"]);
     let mut a = args(90, &edited, &["-v"]);

@@ -43,7 +43,8 @@ pub fn adjust(req: &mut LinkRequest) -> crate::diag::Result<Scratch> {
     Ok(Scratch { _dir: Some(dir) })
 }
 
-/// `req` as a background build runs it: its image to `output`, no file beside it, quiet.
+/// `req` as a background build runs it: its image to `output`, no file beside it (no
+/// trace either), quiet.
 pub fn as_background(req: &mut LinkRequest, output: PathBuf) {
     req.output = output;
     req.register_link_binaries = None;
@@ -53,4 +54,7 @@ pub fn as_background(req: &mut LinkRequest, output: PathBuf) {
     req.verbose = false;
     req.verbose2 = false;
     req.verbose_keep = false;
+    // (the link that asked keeps its trace: the build writes none over it)
+    req.observe.time_trace = None;
+    req.observe.explain = false;
 }
