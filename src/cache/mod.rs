@@ -555,8 +555,12 @@ impl Cache {
     /// version.
     pub fn tool_id(&self, path: &Path) -> Result<String> {
         self.per_tool_version("tool-version", path, guard::is_tool_name, || {
-            let data = fs::read(path).map_err(|e| io_error("read", path, e))?;
-            Ok(blake3::hash(&data).to_hex().to_string())
+            // (mapped and hashed on every core: a link's tools are 300-400 MB, nvlinkrs,
+            // ptxas, libNVVM and libnvJitLink, hashed once per cache)
+            let mut h = blake3::Hasher::new();
+            h.update_mmap_rayon(path)
+                .map_err(|e| io_error("read", path, e))?;
+            Ok(h.finalize().to_hex().to_string())
         })
     }
 
