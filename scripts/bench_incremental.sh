@@ -10,8 +10,9 @@
 # whole-program relink and the cold incremental relink (BENCH_ONCE_RUNS, default 1)
 # (scripts/bench_incremental.py); the partitions each warm relink compiled;
 # `nvlinkrs compare --code` of the incremental image against the whole-program one. Every
-# incremental image must be equivalent to the whole-program one but for the code and equal
-# to a cold partitioned link, else the benchmark stops (exit 1, no results file).
+# incremental image must be equivalent to the whole-program one but for the code (kernels'
+# shared memory sizes aside, which are listed) and equal to a cold partitioned link, else the
+# benchmark stops (exit 1, no results file).
 # Writes benches/results/incremental.md (or BENCH_OUT). Timing for the record needs a quiet
 # machine.
 # Usage: scripts/bench_incremental.sh [--quick [UNITS]]
