@@ -216,6 +216,10 @@ fn site_folders(env: &LinkEnv) -> Vec<PathBuf> {
     if let Some(me) = &me {
         prefixes.extend(me.parent().and_then(Path::parent).map(Path::to_path_buf));
     }
+    // (where this program's own site folder comes: after the active environment and the
+    // prefix it runs from, before any other Python's, so that the drop-in installed in a
+    // venv takes that venv's wheels over ~/.local's or another Python's)
+    let own_site_at = prefixes.len();
     if let Some(py) = env.on_path("python3") {
         prefixes.extend(py.parent().and_then(Path::parent).map(Path::to_path_buf));
         if let Ok(real) = std::fs::canonicalize(&py) {
@@ -243,7 +247,19 @@ fn site_folders(env: &LinkEnv) -> Vec<PathBuf> {
         }
     }
     prefixes.extend(home.map(|h| h.join(".local")));
-    for prefix in prefixes {
+    let own_site = me.as_ref().and_then(|me| {
+        me.ancestors()
+            .find(|a| {
+                a.file_name()
+                    .is_some_and(|n| n == "site-packages" || n == "dist-packages")
+            })
+            .map(Path::to_path_buf)
+    });
+    for (i, prefix) in prefixes.into_iter().enumerate() {
+        if i == own_site_at {
+            // (the drop-in installed under a site folder)
+            sites.extend(own_site.clone());
+        }
         let Ok(dir) = std::fs::read_dir(prefix.join("lib")) else {
             continue;
         };
@@ -258,13 +274,10 @@ fn site_folders(env: &LinkEnv) -> Vec<PathBuf> {
             sites.push(p.join("dist-packages"));
         }
     }
-    // (the drop-in installed under a site folder)
-    if let Some(me) = &me {
-        let site = me.ancestors().find(|a| {
-            a.file_name()
-                .is_some_and(|n| n == "site-packages" || n == "dist-packages")
-        });
-        sites.extend(site.map(Path::to_path_buf));
+    if let Some(site) = own_site
+        && !sites.contains(&site)
+    {
+        sites.push(site);
     }
     // (the one a Python program runs in, unactivated: where its extension modules were
     // loaded from, e.g. cuda.bindings', for the drop-in inside that program)

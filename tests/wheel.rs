@@ -65,6 +65,24 @@ fn the_wheel_installs_and_links_with_nvidia_wheels_alone() {
         "python -m nvlinkrs program",
     );
     assert_eq!(PathBuf::from(&program), venv.join("bin/nvlinkrs"));
+    // a stray dist-info in the current directory (first on sys.path under `python -m`)
+    // names no other program
+    let stray = out.join("stray");
+    let info = stray.join("nvlinkrs-9.9.dist-info");
+    std::fs::create_dir_all(&info).unwrap();
+    std::fs::write(
+        info.join("METADATA"),
+        "Metadata-Version: 2.1\nName: nvlinkrs\nVersion: 9.9\n",
+    )
+    .unwrap();
+    std::fs::write(info.join("RECORD"), "/bin/true,,\n").unwrap();
+    let named = ok(
+        &run(user(&python, &venv, &home)
+            .current_dir(&stray)
+            .args(["-m", "nvlinkrs", "program"])),
+        "python -m nvlinkrs program, from a folder with a stray dist-info",
+    );
+    assert_eq!(named, program);
     let drop_in = ok(
         &run(user(&python, &venv, &home).args(["-m", "nvlinkrs", "preload"])),
         "python -m nvlinkrs preload",
@@ -154,7 +172,31 @@ fn the_wheel_installs_and_links_with_nvidia_wheels_alone() {
         std::fs::read(&plain).unwrap() == std::fs::read(out.join("dlto.nvlink.cubin")).unwrap(),
         "the link without -nvvmpath is not nvlink's with it"
     );
-    // the installed drop-in, in process, against NVIDIA's library of the same venv
+    // the installed drop-in, in process, against NVIDIA's library of the same venv; a
+    // toolkit under ~/.local (another pip install --user) is not the venv's: its ptxas
+    // must not run for the drop-in
+    let python_dir = std::fs::read_dir(venv.join("lib"))
+        .unwrap()
+        .flatten()
+        .find(|e| e.file_name().to_string_lossy().starts_with("python3"))
+        .unwrap()
+        .file_name();
+    let local = home
+        .join(".local/lib")
+        .join(python_dir)
+        .join("site-packages/nvidia/cu13/bin");
+    std::fs::create_dir_all(&local).unwrap();
+    let marker = out.join("local-ptxas-ran");
+    std::fs::write(
+        local.join("ptxas"),
+        format!("#!/bin/sh\ntouch '{}'\nexit 1\n", marker.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        local.join("ptxas"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/wheel/jitlink_once.py");
     let log = out.join("jitlink.log");
     let inputs = [fx("saxpy.ltoir"), fx("scale.ltoir")];
@@ -184,5 +226,9 @@ fn the_wheel_installs_and_links_with_nvidia_wheels_alone() {
     assert!(
         said.contains("nvlinkrs: linked"),
         "the drop-in handed the link over: {said}"
+    );
+    assert!(
+        !marker.exists(),
+        "the drop-in ran ~/.local's ptxas, not its venv's"
     );
 }

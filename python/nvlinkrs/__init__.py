@@ -5,8 +5,9 @@ wheel's scripts); the drop-in libnvJitLink is inside this package.
     python -m nvlinkrs preload     # the drop-in's path, for LD_PRELOAD
 """
 
+import glob
 import os
-import shutil
+import sys
 
 __all__ = ["drop_in", "program"]
 
@@ -19,16 +20,36 @@ def drop_in():
 
 
 def program():
-    """The nvlinkrs program this wheel installed (its scripts folder: the venv's bin, or
-    ~/.local/bin for a user install), else the one on PATH, else None."""
-    try:
-        from importlib.metadata import files
+    """The nvlinkrs program this wheel installed, else None. Found from this package's
+    own install only: `pip install --target DIR` puts it in DIR/bin; otherwise the RECORD
+    of the dist-info beside this package names it (the venv's bin, ~/.local/bin), taken
+    only inside this Python's prefix or user base. Never from PATH or another folder of
+    sys.path (a stray `nvlinkrs-*.dist-info` in the current directory names nothing)."""
+    site = os.path.dirname(_HERE)
+    target = os.path.join(site, "bin", "nvlinkrs")
+    if os.path.isfile(target):
+        return target
+    roots = [os.path.realpath(r) for r in (sys.prefix, sys.base_prefix, _user_base()) if r]
+    for info in sorted(glob.glob(os.path.join(site, "nvlinkrs-*.dist-info"))):
+        try:
+            lines = open(os.path.join(info, "RECORD"), encoding="utf-8").read().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            name = line.split(",", 1)[0].replace("\\", "/")
+            if not name.endswith("/nvlinkrs") or "/bin/" not in name:
+                continue
+            path = os.path.realpath(os.path.join(site, name))
+            inside = any(path.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
+            if inside and os.path.isfile(path):
+                return path
+    return None
 
-        for f in files("nvlinkrs") or []:
-            if f.name == "nvlinkrs" and f.parent.name in ("bin", "Scripts"):
-                path = str(f.locate())
-                if os.path.isfile(path):
-                    return os.path.abspath(path)
+
+def _user_base():
+    try:
+        import site as site_module
+
+        return site_module.getuserbase()
     except Exception:
-        pass
-    return shutil.which("nvlinkrs")
+        return None
