@@ -1,6 +1,7 @@
-//! The partitions of a program built in the background, so that the first link in
-//! incremental mode is the whole-program link (nvlink's bytes, no slower than nvlink's)
-//! and the next one, after an edit, is incremental. The link that found nothing cached
+//! The partitions of a program built in the background, so that a first link in
+//! incremental mode whose partitions are not expected to be faster is the whole-program
+//! link (nvlink's bytes, no slower than nvlink's) and the next one, after an edit, is
+//! incremental. The link that found nothing cached
 //! says so (`Timings::background`), and once it is done asks this user's daemon (starting
 //! it) to run the same link again at the lowest priority as partitions
 //! (`daemon::background::request`: the daemon imports this module, not the reverse);

@@ -8,9 +8,10 @@
 //! rename, and libNVVM's identity; its cubin under its rewritten PTX ([`ptx`]) and
 //! ptxas's identity. `bitstream` and `summary` read each module without LLVM, at every
 //! target. What cannot be partitioned is linked whole-program, as without the option
-//! (with `-v`, the reason). The first link of a program in [`Mode::Auto`] is the
-//! whole-program link while the partitions are built in the background
-//! ([`background`]).
+//! (with `-v`, the reason). The first link of a program in [`Mode::Auto`] builds the
+//! partitions when side by side they are expected to take well under the whole-program
+//! link's time (`plan::Plan::cold_share`); else it is the whole-program link while the
+//! partitions are built in the background ([`background`]).
 
 pub mod background;
 pub mod bitstream;
@@ -58,6 +59,10 @@ fn refusal(plan: &LinkPlan, pool: &Pool, settings: &LtoSettings, partial: bool) 
     };
     Some(why.into())
 }
+
+/// The first link of a program is partitioned when that is expected to take at most
+/// this share of the whole-program link's time (`plan::Plan::cold_share`).
+const FIRST_LINK_SHARE: f64 = 0.9;
 
 /// What an incremental link did.
 pub enum Outcome {
@@ -164,8 +169,24 @@ pub fn link(
         let timer = || Outcome::Whole(Some(Box::new(WholeTimer { req: req.clone() })));
         let code_misses = todo.iter().filter(|&&i| i + 1 < jobs.len()).count();
         if code_misses == jobs.len() - 1 {
-            say("no partition of this program is built yet");
-            return Ok(timer());
+            // the first link: partitions when side by side they are expected to be done
+            // well before the whole-program link, else that link (and the partitions
+            // in the background)
+            let workers = crate::jobs::workers(0, jobs.len());
+            let share = parts.cold_share(workers);
+            if share > FIRST_LINK_SHARE {
+                say(&format!(
+                    "no partition of this program is built yet, and building them all on {workers} worker(s) would take about {:.0}% of its time",
+                    share * 100.0
+                ));
+                return Ok(timer());
+            }
+            if req.verbose {
+                diag.info(&format!(
+                    "incremental LTO: no partition of this program is built yet: building them, on {workers} worker(s) about {:.0}% of a whole-program link's time",
+                    share * 100.0
+                ));
+            }
         }
         let misses: Vec<String> = todo.iter().map(|&i| identities[i].clone()).collect();
         if history::whole_is_faster(&hist, &misses) {

@@ -88,6 +88,8 @@ pub struct Partition {
     pub manifest: Hash,
     /// How many functions and variables it reaches.
     pub reach: usize,
+    /// What compiling it costs, roughly: the instructions of what it reaches.
+    pub work: u64,
 }
 
 /// The plan of an incremental link.
@@ -100,6 +102,11 @@ pub struct Plan {
     pub pinned: BTreeSet<String>,
     /// The kernels the image will hold.
     pub kernels: BTreeSet<String>,
+    /// The whole-program link's share of [`Partition::work`]: the instructions of what
+    /// all kernels reach, each function once.
+    pub whole_work: u64,
+    /// The instructions of every module, each partition's libNVVM program reads them all.
+    pub read_work: u64,
     /// Functions whose address is taken that more than one partition holds a copy of:
     /// calls through a pointer work, but pointers to them taken in different partitions
     /// compare unequal (said under `-v`).
@@ -328,6 +335,7 @@ pub fn make(
             module: Some(m),
             manifest: manifest(&p, closure),
             reach: closure.len(),
+            work: work(&p, closure.iter()),
             lists,
         });
     }
@@ -341,9 +349,16 @@ pub fn make(
         module: None,
         manifest: manifest(&p, &data_closure),
         reach: data_closure.len(),
+        work: work(&p, data_closure.iter()),
         lists: data,
     });
     check_local_names(&p, &pinned_nodes)?;
+    let whole_work = work(&p, reached_by.keys());
+    let read_work = sums
+        .iter()
+        .flat_map(|s| &s.globals)
+        .map(|g| g.insts + 1)
+        .sum();
     for &n in &data_closure {
         *reached_by.entry(n).or_default() += 1;
     }
@@ -363,8 +378,59 @@ pub fn make(
             .map(|&n| p.global(n).name.clone())
             .collect(),
         kernels: kept.iter().map(|&n| p.global(n).name.clone()).collect(),
+        whole_work,
+        read_work,
         copied_addresses,
     })
+}
+
+/// How a compile's time grows with the instructions it compiles: faster than in
+/// proportion (libNVVM's whole-program passes and ptxas over one large PTX), as the
+/// measured links show (`benches/results/incremental.md`: 32 partitions of a program
+/// whose functions they reach 3.3 times over in all, side by side on 2 cores, took 70% of
+/// the whole link's time).
+const GROWTH: f64 = 1.37;
+
+/// What reading a module's instruction costs against compiling one: libNVVM parses and
+/// links every module into each partition's program, then drops what that partition
+/// does not reach before optimizing.
+const READ_COST: f64 = 0.0;
+
+/// What any compile costs beside its instructions, in the same measure (libNVVM's
+/// program, ptxas' process): the time of compiling about 150 instructions (some 50 ms).
+const FIXED_COST: f64 = 1000.0;
+
+/// What a partitioned link costs beside its compiles (rewriting each partition's PTX,
+/// merging their cubins), in the same measure. With it and [`FIXED_COST`] a small
+/// program, whose links are quick either way, links whole-program first.
+const PARTITIONED_COST: f64 = 2000.0;
+
+impl Plan {
+    /// The time a cold partitioned link is expected to take, as a share of the
+    /// whole-program link's, on `workers` workers: each partition reads every module and
+    /// compiles what it reaches (a function several reach, in each), the partitions side
+    /// by side; the whole link reads every module once and compiles each function once.
+    /// From instruction counts alone: an estimate to choose the faster way to a first
+    /// image, never anything an image depends on.
+    pub fn cold_share(&self, workers: usize) -> f64 {
+        let read = READ_COST * self.read_work as f64;
+        let compile = |work: u64| (work as f64).powf(GROWTH);
+        let costs: Vec<f64> = self
+            .partitions
+            .iter()
+            .filter(|p| p.module.is_some() || p.reach > 0)
+            .map(|p| FIXED_COST + read + compile(p.work))
+            .collect();
+        let total: f64 = costs.iter().sum();
+        let longest = costs.iter().copied().fold(0.0, f64::max);
+        let wall = PARTITIONED_COST + (total / workers.max(1) as f64).max(longest);
+        wall / (FIXED_COST + read + compile(self.whole_work))
+    }
+}
+
+/// The instructions of `nodes`, and one for each (a variable, a declaration).
+fn work<'a>(p: &Program, nodes: impl Iterator<Item = &'a Node>) -> u64 {
+    nodes.map(|&n| p.global(n).insts + 1).sum()
 }
 
 /// A pinned internal variable is named by its name alone: no other unit may have a
@@ -431,4 +497,49 @@ pub fn collisions(sums: &[Summary]) -> Hash {
         }
     }
     h.done()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(works: &[u64], whole: u64) -> Plan {
+        let part = |module, work| Partition {
+            module,
+            lists: Lists::default(),
+            manifest: Hash::default(),
+            reach: 1,
+            work,
+        };
+        let mut partitions: Vec<Partition> =
+            (0..works.len()).map(|m| part(Some(m), works[m])).collect();
+        partitions.push(Partition {
+            reach: 0,
+            ..part(None, 0)
+        });
+        Plan {
+            partitions,
+            pinned: BTreeSet::new(),
+            kernels: BTreeSet::new(),
+            whole_work: whole,
+            read_work: whole,
+            copied_addresses: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn partitions_side_by_side_take_a_share_of_the_whole_link_that_falls_with_workers() {
+        let disjoint = plan(&[20_000, 20_000, 20_000, 20_000], 80_000);
+        let shares: Vec<f64> = (1..=5).map(|w| disjoint.cold_share(w)).collect();
+        // (compiles grow faster than their size: four quarters cost less than the whole)
+        assert!(shares[0] < 1.0 && shares[0] > 0.25, "{shares:?}");
+        assert!(shares.windows(2).all(|s| s[1] <= s[0]), "{shares:?}");
+        // four partitions: a fifth worker has nothing to do
+        assert_eq!(shares[3], shares[4]);
+        // a partition that reaches everything is never faster than the whole link
+        let all = plan(&[80_000, 1_000], 80_000);
+        assert!(all.cold_share(8) >= 1.0);
+        // small programs: the cost of each compile decides, and they link whole first
+        assert!(plan(&[50, 50], 100).cold_share(2) > 0.9);
+    }
 }

@@ -22,6 +22,8 @@ pub struct Body {
     /// Globals whose address (or an address within them) is used other than to load
     /// from: stored to, stored, passed on, merged: they may be written.
     pub written: Vec<u32>,
+    /// Its instructions (debug records aside): what compiling it costs, roughly.
+    pub insts: u64,
 }
 
 /// How an instruction uses an operand.
@@ -60,6 +62,8 @@ struct Reader<'a, 'b> {
     h: Hasher,
     /// The next value id an instruction would define.
     inst: u64,
+    /// The instructions read so far.
+    count: u64,
     refs: Vec<u32>,
     taken: Vec<u32>,
     /// How the current instruction uses its value operands.
@@ -109,6 +113,7 @@ pub fn read(cx: &Context, md: &mut Metadata, fn_type: u64, block: &Block) -> Res
             md,
             h,
             inst: first_const + consts.len(),
+            count: 0,
             refs: Vec::new(),
             taken: Vec::new(),
             role: Use::Escape,
@@ -157,6 +162,7 @@ impl Reader<'_, '_> {
             refs: self.refs,
             address_taken: self.taken,
             written,
+            insts: self.count,
         })
     }
 
@@ -193,6 +199,7 @@ impl Reader<'_, '_> {
             return Ok(());
         }
         self.h.str("inst").u64(r.code as u64).u64(ops.len() as u64);
+        self.count += 1;
         self.role = match r.code {
             3 | 4 | 43 => Use::Derive,
             20 | 41 => Use::Load,

@@ -88,6 +88,9 @@ pub struct Global {
     /// A variable some function of the module may write (its address is used other
     /// than to load from), or whose address an initializer holds.
     pub written: bool,
+    /// A function's instructions (0 for anything else): what compiling it costs,
+    /// roughly; never part of a key.
+    pub insts: u64,
 }
 
 /// A module's summary.

@@ -207,6 +207,7 @@ impl<'a> Module<'a> {
                 refs: Vec::new(),
                 address_taken: false,
                 written: false,
+                insts: 0,
             });
         }
         let space = self.space();
@@ -252,6 +253,7 @@ impl<'a> Module<'a> {
                 };
                 let b: Body = body::read(&cx, &mut self.md, h.fields[0], block)?;
                 hasher.hash(&b.hash);
+                globals[i].insts = b.insts;
                 refs.extend(b.refs);
                 taken.extend(b.address_taken);
                 written.extend(b.written);
