@@ -150,7 +150,7 @@ pub fn detail(origin: &str, code: &Code) -> Result<Detail> {
             let stored_warning = |e: crate::diag::Error, l: &mut Vec<String>| {
                 l.push(format!("warning: {}; a link refuses it", e.message()));
             };
-            match lto::prelink::stored_consensus(&bytes, origin) {
+            match lto::staged::stored_consensus(&bytes, origin) {
                 Ok(Some(c)) => {
                     l.push(format!(
                         "option consensus (nvlinkrs tag 0x4e4c): {}",
@@ -161,7 +161,7 @@ pub fn detail(origin: &str, code: &Code) -> Result<Detail> {
                 Ok(None) => {}
                 Err(e) => stored_warning(e, &mut l),
             }
-            let refs = lto::prelink::stored_host_refs(&bytes, origin).unwrap_or_else(|e| {
+            let refs = lto::staged::stored_host_refs(&bytes, origin).unwrap_or_else(|e| {
                 stored_warning(e, &mut l);
                 Vec::new()
             });

@@ -1,8 +1,11 @@
 //! A check that the crate's top-level modules (`src/X.rs` or `src/X/`) do not import each
 //! other in a cycle: it reads every source file, lists the `crate::X` paths each module
 //! names in another top-level module, and fails naming the files of a cycle's imports.
-//! Items of `lib.rs` itself (the spine, which calls every phase) are not counted. And a
-//! check that docs/layout.md has a line for every folder and top-level file
+//! Items of `lib.rs` itself (the spine, which calls every phase) are not counted. The
+//! same one level down and further: the modules of each folder (`src/cache/guard.rs`,
+//! `src/lto/incremental/`), and every level of the drop-in's crate, through `crate::`,
+//! `super::` and `self::` paths; a folder's `mod.rs` is its spine, as `lib.rs` is the
+//! crate's. And a check that docs/layout.md has a line for every folder and top-level file
 //! of `src/`, and none for one that is gone.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -185,6 +188,206 @@ fn no_top_level_module_imports_one_that_imports_it_back() {
             steps.join("\n")
         );
     }
+}
+
+/// A source file's module path under its crate's `src` (`lto/incremental/plan.rs`: lto,
+/// incremental, plan; `cache/mod.rs`: cache; `lib.rs`: none).
+fn module_path(rel: &Path) -> Vec<String> {
+    let mut m: Vec<String> = rel
+        .iter()
+        .map(|c| c.to_string_lossy().to_string())
+        .collect();
+    let last = m.pop().unwrap_or_default();
+    let stem = last.trim_end_matches(".rs");
+    if !matches!(stem, "mod" | "lib" | "main") {
+        m.push(stem.to_string());
+    }
+    m
+}
+
+/// The paths named in `text` from `crate::`, `super::` and `self::`, resolved for a file
+/// of module path `here` (`root`: the file is its module's `mod.rs` or `lib.rs`), each as
+/// the module path it names plus the names after it (a brace group's first names, each
+/// its own path). Line comments are left out.
+fn named_paths(text: &str, here: &[String], root: bool) -> BTreeSet<Vec<String>> {
+    let mut out = BTreeSet::new();
+    // the module `self` names: the file's own module
+    let own: Vec<String> = here.to_vec();
+    for line in text.lines() {
+        let code = line.split("//").next().unwrap_or("");
+        let bytes = code.as_bytes();
+        let mut i = 0;
+        while i < code.len() {
+            let rest = &code[i..];
+            let starts = ["crate::", "super::", "self::"]
+                .iter()
+                .find(|p| rest.starts_with(**p))
+                .copied();
+            let boundary = i == 0
+                || !(bytes[i - 1].is_ascii_alphanumeric()
+                    || bytes[i - 1] == b'_'
+                    || bytes[i - 1] == b':');
+            let Some(start) = starts.filter(|_| boundary) else {
+                i += rest.chars().next().map_or(1, char::len_utf8);
+                continue;
+            };
+            let mut base: Vec<String> = match start {
+                "crate::" => Vec::new(),
+                // (`super` of a file's module: its parent; a mod.rs's `self` is its module)
+                "super::" => own[..own.len().saturating_sub(1)].to_vec(),
+                _ => own.clone(),
+            };
+            let _ = root;
+            let mut tail = &rest[start.len()..];
+            while let Some(t) = tail.strip_prefix("super::") {
+                base.pop();
+                tail = t;
+            }
+            // segments up to the end of the path or a brace group
+            loop {
+                let id = ident(tail);
+                if id.is_empty() {
+                    break;
+                }
+                tail = &tail[id.len()..];
+                base.push(id);
+                match tail.strip_prefix("::") {
+                    Some(t) => tail = t,
+                    None => break,
+                }
+            }
+            if let Some(group) = tail.strip_prefix('{') {
+                for first in crate_paths(&format!("crate::{{{group}")) {
+                    let mut p = base.clone();
+                    if first != "self" {
+                        p.push(first);
+                    }
+                    out.insert(p);
+                }
+            } else {
+                out.insert(base);
+            }
+            i += start.len();
+        }
+    }
+    out
+}
+
+/// folder → (child module → child module it imports → the files that do), for every
+/// folder of the crate under `src` (the crate itself as the empty path).
+type Folders = BTreeMap<Vec<String>, Graph>;
+
+/// The imports between the child modules of each folder module of the crate under `src`:
+/// an import of `crate::a::b::X` (or through `super::`) by a file of `crate::a::c` is an
+/// edge c -> b in folder `a` when `b` is a module. A folder's own `mod.rs` is its spine,
+/// as `lib.rs` is the crate's: its imports of its children are not counted.
+fn folders(src: &Path) -> Folders {
+    let mut files = Vec::new();
+    sources(src, &mut files);
+    let paths: Vec<(std::path::PathBuf, Vec<String>, bool)> = files
+        .into_iter()
+        .map(|f| {
+            let rel = f.strip_prefix(src).unwrap().to_path_buf();
+            let name = rel.file_name().unwrap().to_string_lossy().to_string();
+            let m = module_path(&rel);
+            (
+                f,
+                m,
+                matches!(name.as_str(), "mod.rs" | "lib.rs" | "main.rs"),
+            )
+        })
+        .collect();
+    let modules: BTreeSet<Vec<String>> = paths.iter().map(|(_, m, _)| m.clone()).collect();
+    let mut out = Folders::new();
+    for (f, here, root) in &paths {
+        let text = std::fs::read_to_string(f).unwrap();
+        let named = named_paths(&text, here, *root);
+        // each folder the file is inside, and the child of it the file belongs to
+        for d in 0..here.len() {
+            if *root && d + 1 == here.len() {
+                continue; // (a folder's spine)
+            }
+            let (folder, from) = (&here[..d], &here[d]);
+            for r in &named {
+                if r.len() > d
+                    && r[..d] == *folder
+                    && r[d] != *from
+                    && modules.contains(&r[..=d].to_vec())
+                {
+                    out.entry(folder.to_vec())
+                        .or_default()
+                        .entry(from.clone())
+                        .or_default()
+                        .entry(r[d].clone())
+                        .or_default()
+                        .insert(f.strip_prefix(src).unwrap().display().to_string());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Each folder's cycle, as the steps of it with the files that import.
+fn folder_cycles(all: &Folders, skip_top: bool) -> Vec<String> {
+    let mut found = Vec::new();
+    for (folder, g) in all {
+        if skip_top && folder.is_empty() {
+            continue;
+        }
+        if let Some(c) = cycle(g) {
+            let steps: Vec<String> = c
+                .windows(2)
+                .map(|w| {
+                    let files: Vec<&String> = g[&w[0]][&w[1]].iter().collect();
+                    format!("{} -> {} ({files:?})", w[0], w[1])
+                })
+                .collect();
+            found.push(format!("in {}/: {}", folder.join("/"), steps.join("; ")));
+        }
+    }
+    found
+}
+
+#[test]
+fn paths_are_resolved_from_crate_super_and_self() {
+    let here: Vec<String> = ["cache", "remote"].iter().map(|s| s.to_string()).collect();
+    let got = named_paths(
+        "use super::store::Store;\n use super::{guard, stats::update};\n\
+         let x = crate::lto::pool::Pool::new(); self::inner::f(); // super::trim\n\
+         super::super::diag::Error",
+        &here,
+        false,
+    );
+    let want: BTreeSet<Vec<String>> = [
+        vec!["cache", "store", "Store"],
+        vec!["cache", "guard"],
+        vec!["cache", "stats"],
+        vec!["lto", "pool", "Pool", "new"],
+        vec!["cache", "remote", "inner", "f"],
+        vec!["diag", "Error"],
+    ]
+    .iter()
+    .map(|p| p.iter().map(|s| s.to_string()).collect())
+    .collect();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn no_module_of_a_folder_imports_one_that_imports_it_back() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let crate_src = folders(&root.join("src"));
+    // (the reading found imports inside folders it should)
+    let lto = &crate_src[&vec!["lto".to_string()]];
+    assert!(lto["phase"].contains_key("pool"), "{lto:?}");
+    // the crate's top level has its own check above; the drop-in's, every level
+    let mut found = folder_cycles(&crate_src, true);
+    found.extend(folder_cycles(&folders(&root.join("nvjitlink/src")), false));
+    assert!(
+        found.is_empty(),
+        "modules of a folder import each other in a cycle:\n{}",
+        found.join("\n")
+    );
 }
 
 /// The paths docs/layout.md gives a line of its own (`    src/...  what`).

@@ -1149,7 +1149,7 @@ fn emit_ltoir_refuses_a_misbehaving_helper() {
 fn altered_stored_tags_are_refused_with_the_offset() {
     use nvlinkrs::arch::{Arch, Variant};
     use nvlinkrs::ir::write::Pair;
-    use nvlinkrs::lto::prelink::{CONSENSUS_TAG, HOST_REFS_TAG};
+    use nvlinkrs::lto::staged::{CONSENSUS_TAG, HOST_REFS_TAG};
     let d = scratch("tags");
     let fx = fixtures();
     for f in ["main_dlto.o", "saxpy_dlto.o", "scale_dlto.o"] {

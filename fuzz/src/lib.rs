@@ -243,8 +243,8 @@ pub fn ltoir(data: &[u8]) {
     if let Ok((h, _)) = nvlinkrs::ir::container::parse(data, "fuzz.ltoir") {
         let _ = h.arch();
     }
-    let _ = nvlinkrs::lto::prelink::stored_consensus(data, "fuzz.ltoir");
-    let _ = nvlinkrs::lto::prelink::stored_host_refs(data, "fuzz.ltoir");
+    let _ = nvlinkrs::lto::staged::stored_consensus(data, "fuzz.ltoir");
+    let _ = nvlinkrs::lto::staged::stored_host_refs(data, "fuzz.ltoir");
 }
 
 /// Fuzzes the LTO IR container writer: every container the reader accepts is taken

@@ -13,63 +13,16 @@ use std::ffi::{CStr, CString, c_char, c_void};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::options::Options;
 use crate::real::RealLink;
 use crate::{options, rc, real, run};
 
-pub type Handle = *mut c_void;
-
-/// One `AddData`/`AddFile` call, kept for the link and for a replay to the real library.
-pub enum Call {
-    Data {
-        kind: i32,
-        /// The bytes, then a NUL they do not count: nvJitLink reads PTX as a C string,
-        /// past the size it was given (a replay without the NUL failed as "bad input").
-        data: Vec<u8>,
-        name: Option<CString>,
-    },
-    File {
-        kind: i32,
-        path: CString,
-        /// The file's bytes when it was added (`None`: not a regular file one could
-        /// read): nvJitLink reads an input file at `AddFile`, so these are what it links
-        /// and what the cache keys, whatever the file holds by `Complete`.
-        data: Option<Vec<u8>>,
-    },
-}
-
-/// What a finished link of ours holds.
-#[derive(Default)]
-pub struct Done {
-    pub result: i32,
-    pub cubin: Option<Vec<u8>>,
-    pub ptx: Option<Vec<u8>>,
-    pub error_log: String,
-    pub info_log: String,
-}
-
-/// A link run by nvlinkrs.
-pub struct Ours {
-    pub given: Vec<CString>,
-    pub options: Options,
-    pub calls: Vec<Call>,
-    pub done: Option<Done>,
-}
+pub use crate::record::{Call, Done, Handle, Ours, What};
 
 pub enum Link {
     Ours(Ours),
     Real(RealLink),
     /// A link of the real library's, answered from the cache (`memo`).
     Cached(crate::memo::Answers),
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum What {
-    Cubin,
-    Ptx,
-    LtoIr,
-    ErrorLog,
-    InfoLog,
 }
 
 fn table() -> &'static Mutex<HashMap<usize, Arc<Mutex<Link>>>> {

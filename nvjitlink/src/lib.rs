@@ -13,9 +13,11 @@
 
 mod exports;
 mod handle;
+mod kit;
 mod memo;
 mod options;
 mod real;
+mod record;
 mod run;
 
 /// `NVLINKRS_JITLINK_LOG=FILE`: one line per finished link, saying who linked it

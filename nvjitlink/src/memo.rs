@@ -9,7 +9,7 @@ use std::ffi::CString;
 
 use nvlinkrs::cache::{Cache, Key, pack, place, unpack};
 
-use crate::handle::{Call, What};
+use crate::record::{Call, What};
 
 /// What a finished link's handle answers: `Complete`'s result, and per [`What`] (in
 /// [`ALL`]'s order) the code of the size call and the bytes.

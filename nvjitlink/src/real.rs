@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex, OnceLock, mpsc};
 use nvlinkrs::finalize::nvjitlink::NvJitLink;
 use nvlinkrs::finalize::{Finalizer, Given, Mode};
 
-use crate::handle::{Call, Handle, What};
 use crate::rc;
+use crate::record::{Call, Handle, What};
 
 type CreateFn = unsafe extern "C" fn(*mut Handle, u32, *const *const c_char) -> i32;
 type DestroyFn = unsafe extern "C" fn(*mut Handle) -> i32;
@@ -47,7 +47,7 @@ unsafe impl Sync for Api {}
 pub fn location() -> Option<PathBuf> {
     let chosen = match std::env::var_os("NVLINKRS_REAL_NVJITLINK").filter(|v| !v.is_empty()) {
         Some(p) => Some(PathBuf::from(p)),
-        None => crate::run::toolkit()
+        None => crate::kit::toolkit()
             .and_then(|kit| kit.libnvjitlink())
             // (a runtime-only Python environment: the nvidia-nvjitlink wheel without a
             // toolkit beside it, where nvlinkrs cannot link but NVIDIA's library can)

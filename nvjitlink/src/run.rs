@@ -7,43 +7,16 @@
 //! caller hands it to the real library, whose result code and error log are nvJitLink's.
 
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 
 use nvlinkrs::diag::{Diagnostics, Level};
-use nvlinkrs::toolkit::Toolkit;
 
-use crate::handle::{Call, Done, Ours};
 use crate::input;
 use crate::options::Options;
 use crate::rc;
+use crate::record::{Call, Done, Ours};
 
 /// `EM_CUDA`
 const EM_CUDA: u16 = 190;
-
-/// The toolkit nvlinkrs links with, found once per process and kept, like the real library. Without `CUDA_HOME` or
-/// `CUDA_PATH`, the CUDA wheels of the Python environment the process runs in
-/// (`VIRTUAL_ENV`, `CONDA_PREFIX`) come first: a Python program's own.
-pub fn toolkit() -> Option<&'static Toolkit> {
-    static KIT: OnceLock<Option<Toolkit>> = OnceLock::new();
-    KIT.get_or_init(|| {
-        let given = ["CUDA_HOME", "CUDA_PATH"]
-            .iter()
-            .any(|v| std::env::var_os(v).is_some_and(|v| !v.is_empty()));
-        let wheels = (!given).then(python_env_wheels).flatten();
-        Toolkit::discover(wheels.as_deref(), None).ok()
-    })
-    .as_ref()
-}
-
-/// `site-packages/nvidia/cu13` of the Python environments the process can see, when it
-/// holds ptxas (the nvidia-cuda-nvcc wheel): the active one (`VIRTUAL_ENV`,
-/// `CONDA_PREFIX`) first, the one the process loaded extension modules from (cuda.bindings',
-/// for a venv's python run without activating it) among the others
-/// (`nvlinkrs::toolkit::wheel_file`; no Python is run).
-fn python_env_wheels() -> Option<PathBuf> {
-    let ptxas = nvlinkrs::toolkit::wheel_file(Path::new("bin/ptxas"))?;
-    ptxas.parent()?.parent().map(Path::to_path_buf)
-}
 
 /// The input type an input of type `ANY` is, by its content.
 fn sniff(data: &[u8]) -> Option<i32> {
@@ -191,7 +164,7 @@ fn command_line(o: &Options, inputs: &[PathBuf], output: &Path) -> Vec<String> {
 /// The link, `None` when nvlinkrs cannot do it or it failed (the real library's then);
 /// `messages` gets a failed link's messages.
 pub fn link(ours: &Ours, messages: &mut String) -> Option<Done> {
-    let kit = toolkit()?;
+    let kit = crate::kit::toolkit()?;
     // (0700: no other user reads the program's device code; a folder a killed process
     // left is reclaimed by the next process's first link)
     let dir = nvlinkrs::scratch::private_dir("nvjitlink").ok()?;

@@ -16,7 +16,9 @@ use std::path::{Path, PathBuf};
 
 use crate::diag::{Error, Result};
 
-use super::store::Want;
+/// What a store's `read` asks of an object's first bytes: the length the whole object
+/// should have, or `None` to stop reading there.
+pub type Want<'a> = dyn Fn(&[u8]) -> Option<u64> + 'a;
 
 /// A `file://` store rooted at a folder.
 pub struct DirStore {

@@ -117,10 +117,8 @@ pub fn claim_root(dir: &Path) -> Result<()> {
         let ours = match name.to_str() {
             Some("objects") => only_names(&e.path(), is_fan_name),
             Some("tools") => only_names(&e.path(), is_tool_name),
-            Some("explain") => only_names(&e.path(), super::records::is_record_name),
-            Some(super::trim::STAMP | super::remote::STATS | super::stats::FILE) => {
-                e.file_type().is_ok_and(|t| t.is_file())
-            }
+            Some("explain") => only_names(&e.path(), is_record_name),
+            Some(STATS | SHARED_STATS | TRIMMED) => e.file_type().is_ok_and(|t| t.is_file()),
             _ => false,
         };
         if !ours {
@@ -215,6 +213,20 @@ pub fn is_fan_name(name: &str) -> bool {
 /// digits).
 pub fn is_entry_name(name: &str) -> bool {
     is_hex(name, 62)
+}
+
+/// The files of the cache's root besides its folders: the counters (`stats`), the shared
+/// tier's counters (`remote`), the stamp of the last trim (`trim`). Named here, where
+/// [`claim_root`] checks a root, and used there.
+pub const STATS: &str = "stats.json";
+pub const SHARED_STATS: &str = "shared-stats.json";
+pub const TRIMMED: &str = "trimmed";
+
+/// True for an explanation record's file name under `explain/`: 64 hex digits and
+/// `.json` (`records`).
+pub fn is_record_name(name: &str) -> bool {
+    name.strip_suffix(".json")
+        .is_some_and(|h| digest_bytes(h).is_some())
 }
 
 /// True for a remembered tool identity's file name under `tools/` (a digest).

@@ -119,3 +119,17 @@ mod tests {
         }
     }
 }
+
+/// The cache folder a command names (`--cache-dir`), else `NVLINKRS_CACHE_DIR`, else the
+/// default directory links use.
+pub fn command_dir(dir: Option<PathBuf>) -> crate::diag::Result<PathBuf> {
+    dir.or_else(|| {
+        std::env::var_os("NVLINKRS_CACHE_DIR")
+            .map(PathBuf::from)
+            .filter(|d| !d.as_os_str().is_empty())
+    })
+    .or_else(default_dir)
+    .ok_or_else(|| {
+        crate::diag::Error::fatal("cache: no --cache-dir, no NVLINKRS_CACHE_DIR, and neither XDG_CACHE_HOME nor HOME to find the default cache")
+    })
+}

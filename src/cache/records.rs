@@ -14,11 +14,7 @@ pub const MAX_RECORDS: usize = 4096;
 const MAX_RECORD: u64 = 16 << 20;
 const DIR: &str = "explain";
 
-/// True for a record's file name: 64 hex digits and `.json`.
-pub fn is_record_name(name: &str) -> bool {
-    name.strip_suffix(".json")
-        .is_some_and(|h| guard::digest_bytes(h).is_some())
-}
+pub use super::guard::is_record_name;
 
 impl Cache {
     /// The record `id` (64 hex digits), if there is one.

@@ -49,7 +49,7 @@ pub const BUDGET: Duration = Duration::from_secs(10);
 const MAC_MAGIC: &[u8; 8] = b"NVLRSMAC";
 const MAC_LEN: usize = 8 + 32;
 /// The file in the local cache's root holding the shared tier's counters.
-pub const STATS: &str = "shared-stats.json";
+pub const STATS: &str = super::guard::SHARED_STATS;
 /// What a memcached item holds besides the value (its header, key and flags), at most.
 const MEMCACHED_ITEM_OVERHEAD: u64 = 1024;
 

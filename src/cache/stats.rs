@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use super::tally::StageCounts;
 
 /// The counters' file in the cache's root.
-pub const FILE: &str = "stats.json";
+pub const FILE: &str = super::guard::STATS;
 
 /// The most of a counters file read.
 const MAX: u64 = 1 << 20;
@@ -172,7 +172,10 @@ pub fn zero(dir: &Path) -> std::io::Result<Totals> {
         };
         serde_json::to_vec_pretty(&fresh).map_err(std::io::Error::other)
     })?;
-    update_locked(&dir.join(super::remote::STATS), |_| Ok(b"{}".to_vec()))?;
+    update_locked(
+        &dir.join(super::guard::SHARED_STATS),
+        |_| Ok(b"{}".to_vec()),
+    )?;
     Ok(before)
 }
 

@@ -10,7 +10,7 @@ use std::io::{Read, Write};
 
 use crate::diag::{Error, Result};
 
-use super::remote::Backend;
+use super::backend::Backend;
 
 /// The longest one read or write may take before the tier counts as failed (a write
 /// gets a second more per 8 MiB).
@@ -22,9 +22,7 @@ pub const OP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
 #[cfg(feature = "remote-cache")]
 pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// What [`Store::read`] asks of an object's first bytes: the length the whole object
-/// should have, or `None` to stop reading there.
-pub type Want<'a> = dyn Fn(&[u8]) -> Option<u64> + 'a;
+pub use super::dirstore::Want;
 
 /// A shared tier's store: a folder (`file://`, [`super::dirstore`]) or a server reached
 /// through OpenDAL.

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 /// The name of the file whose modification time is the last count's.
-pub const STAMP: &str = "trimmed";
+pub const STAMP: &str = super::guard::TRIMMED;
 
 /// The least time between two counts of one cache directory.
 pub const INTERVAL: Duration = Duration::from_secs(600);

@@ -98,23 +98,9 @@ fn compare_main(expected: &PathBuf, actual: &PathBuf, limit: usize, how: Compare
     Ok(())
 }
 
-/// The cache folder a command names (`--cache-dir`), else `NVLINKRS_CACHE_DIR`, else the
-/// default directory links use.
-pub(super) fn cache_dir(dir: Option<PathBuf>) -> Result<PathBuf> {
-    dir.or_else(|| {
-        std::env::var_os("NVLINKRS_CACHE_DIR")
-            .map(PathBuf::from)
-            .filter(|d| !d.as_os_str().is_empty())
-    })
-    .or_else(crate::cache::place::default_dir)
-    .ok_or_else(|| {
-        Error::fatal("cache: no --cache-dir, no NVLINKRS_CACHE_DIR, and neither XDG_CACHE_HOME nor HOME to find the default cache")
-    })
-}
-
 /// `nvlinkrs cache stats|clear|verify [--cache-dir DIR]`.
 fn cache_main(action: CacheAction, dir: Option<PathBuf>) -> Result<()> {
-    let dir = cache_dir(dir)?;
+    let dir = crate::cache::place::command_dir(dir)?;
     // (opening makes the directory: a command about a cache never does)
     if std::fs::symlink_metadata(&dir).is_err() {
         crate::diag::to_stdout(&format!("no cache at {}\n", dir.display()));

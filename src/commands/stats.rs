@@ -12,7 +12,7 @@ use crate::diag::{Error, Result};
 
 /// `nvlinkrs stats`.
 pub fn main(dir: Option<PathBuf>, json: bool, zero: bool) -> Result<()> {
-    let dir = super::run::cache_dir(dir)?;
+    let dir = crate::cache::place::command_dir(dir)?;
     // (opening makes the directory: a command about a cache never does)
     if std::fs::symlink_metadata(&dir).is_err() {
         crate::diag::to_stdout(&match json {

@@ -11,6 +11,8 @@ use crate::elf::capsule::without_bank_operands;
 use crate::elf::cubin::{Cubin, SHT_CUDA_RESOLVED_RELA, SHT_PROGBITS, SHT_REL, SHT_RELA, Section};
 use crate::elf::{info, reloc};
 
+use super::whole::{CONTROL, OFFSET_LISTS};
+
 /// `unit` with its functions' code taken from `fin` where [`splice`] allows.
 pub fn spliced(
     unit: &Cubin,
@@ -24,20 +26,6 @@ pub fn spliced(
     };
     Ok(Some((cubin, n)))
 }
-
-/// Bits 41..63 of an instruction's second word: stall, yield, barriers, wait mask and
-/// reuse flags (the scheduling control), the rest being the instruction.
-pub(crate) const CONTROL: u64 = !((1u64 << 41) - 1);
-
-/// The `.nv.info` attributes that list instruction offsets in their function (EXIT,
-/// S2R CTAID, cache-modifier loads, system atomics, cooperative groups, emulated 16-bit
-/// atomics, warp-wide integer, indirect-branch targets, mbarriers, coroutine resumes,
-/// `MEMBAR.SYS` workarounds, and 0x65, unnamed, which the finalizer rewrites with the
-/// code: increasing offsets in CUB's DeviceScan kernel at sm_100): a function whose
-/// instructions move must keep them.
-pub(crate) const OFFSET_LISTS: &[u8] = &[
-    0x1C, 0x1D, 0x25, 0x27, 0x28, 0x2D, 0x31, 0x34, 0x39, 0x3A, 0x47, 0x65,
-];
 
 /// What [`splice`] took from the finalized image.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]

@@ -17,30 +17,6 @@ pub struct BitcodeSummary {
     pub declarations: usize,
 }
 
-/// LLVM's calling-convention number for `ptx_kernel`.
-#[cfg(feature = "llvm")]
-pub(crate) const CC_PTX_KERNEL: u32 = 71;
-
-/// The functions `nvvm.annotations` marks as kernels (the older spelling of a kernel).
-#[cfg(feature = "llvm")]
-pub(crate) fn annotated_kernels(
-    module: &inkwell::module::Module,
-) -> std::collections::BTreeSet<String> {
-    use inkwell::values::BasicMetadataValueEnum;
-    let mut annotated = std::collections::BTreeSet::new();
-    for node in module.get_global_metadata("nvvm.annotations") {
-        let ops = node.get_node_values().unwrap_or_default();
-        let is_kernel = ops.iter().any(|v| {
-            matches!(v, BasicMetadataValueEnum::MetadataValue(m)
-            if m.get_string_value().is_some_and(|s| s == b"kernel"))
-        });
-        if let (true, Some(BasicMetadataValueEnum::PointerValue(p))) = (is_kernel, ops.first()) {
-            annotated.insert(p.get_name().to_string_lossy().into_owned());
-        }
-    }
-    annotated
-}
-
 /// The summary of a module, read by the `nvlinkrs-llvm` helper.
 pub fn summarize(data: &[u8], origin: &str) -> Result<BitcodeSummary> {
     let out = super::llvm_helper::run(&["summarize", origin], data.to_vec(), origin)?;
@@ -60,7 +36,7 @@ pub fn summarize_in_process(data: &[u8], origin: &str) -> Result<BitcodeSummary>
     // read whole took 13 s)
     let module = super::link_ir::parse_lazily(&ctx, origin, data)
         .map_err(|_| Error::fatal(format!("'{origin}': LLVM cannot read this bitcode")))?;
-    let annotated = annotated_kernels(&module);
+    let annotated = super::link_ir::annotated_kernels(&module);
     let mut s = BitcodeSummary {
         triple: module.get_triple().as_str().to_string_lossy().into_owned(),
         data_layout: module
@@ -74,7 +50,9 @@ pub fn summarize_in_process(data: &[u8], origin: &str) -> Result<BitcodeSummary>
         let name = f.get_name().to_string_lossy().into_owned();
         if f.as_global_value().is_declaration() {
             s.declarations += 1;
-        } else if f.get_call_conventions() == CC_PTX_KERNEL || annotated.contains(&name) {
+        } else if f.get_call_conventions() == super::link_ir::CC_PTX_KERNEL
+            || annotated.contains(&name)
+        {
             s.kernels.push(name);
         } else {
             s.functions.push(name);

@@ -66,7 +66,7 @@ pub fn layout_difference(
 /// marks (LLVM 22 turns the annotations of the bitcode it reads into the calling
 /// convention; both are read in case it does not).
 pub fn defined_kernels(module: &Module) -> Vec<String> {
-    let annotated = super::bitcode::annotated_kernels(module);
+    let annotated = annotated_kernels(module);
     module
         .get_functions()
         .filter(|f| f.count_basic_blocks() > 0)
@@ -76,7 +76,7 @@ pub fn defined_kernels(module: &Module) -> Vec<String> {
                 f.get_name().to_string_lossy().into_owned(),
             )
         })
-        .filter(|(cc, n)| *cc == super::bitcode::CC_PTX_KERNEL || annotated.contains(n))
+        .filter(|(cc, n)| *cc == CC_PTX_KERNEL || annotated.contains(n))
         .map(|(_, n)| n)
         .collect()
 }
@@ -226,10 +226,10 @@ pub fn parse_lazily<'c>(
 /// from elsewhere than NVIDIA's containers, is a library of device code (NVSHMEM's
 /// `libnvshmem_device_sm_XX.bc`), linked only as far as the program needs it.
 pub fn defines_kernel(module: &Module) -> bool {
-    let annotated = super::bitcode::annotated_kernels(module);
+    let annotated = annotated_kernels(module);
     module.get_functions().any(|f| {
         !f.as_global_value().is_declaration()
-            && (f.get_call_conventions() == super::bitcode::CC_PTX_KERNEL
+            && (f.get_call_conventions() == CC_PTX_KERNEL
                 || annotated.contains(f.get_name().to_string_lossy().as_ref()))
     })
 }
@@ -257,4 +257,28 @@ pub fn link_only_needed(dst: &Module, lib: Module, name: &str) -> Result<()> {
             "'{name}': cannot be linked with the modules before it"
         ))),
     }
+}
+
+/// LLVM's calling-convention number for `ptx_kernel`.
+#[cfg(feature = "llvm")]
+pub(crate) const CC_PTX_KERNEL: u32 = 71;
+
+/// The functions `nvvm.annotations` marks as kernels (the older spelling of a kernel).
+#[cfg(feature = "llvm")]
+pub(crate) fn annotated_kernels(
+    module: &inkwell::module::Module,
+) -> std::collections::BTreeSet<String> {
+    use inkwell::values::BasicMetadataValueEnum;
+    let mut annotated = std::collections::BTreeSet::new();
+    for node in module.get_global_metadata("nvvm.annotations") {
+        let ops = node.get_node_values().unwrap_or_default();
+        let is_kernel = ops.iter().any(|v| {
+            matches!(v, BasicMetadataValueEnum::MetadataValue(m)
+            if m.get_string_value().is_some_and(|s| s == b"kernel"))
+        });
+        if let (true, Some(BasicMetadataValueEnum::PointerValue(p))) = (is_kernel, ops.first()) {
+            annotated.insert(p.get_name().to_string_lossy().into_owned());
+        }
+    }
+    annotated
 }

@@ -560,9 +560,9 @@ fn emit_ptx(
 /// Kernels: `ptx_kernel` calling convention (71) or `nvvm.annotations` "kernel".
 #[cfg(feature = "llvm")]
 fn kernel_names(module: &inkwell::module::Module) -> std::collections::BTreeSet<String> {
-    let mut k = super::bitcode::annotated_kernels(module);
+    let mut k = super::link_ir::annotated_kernels(module);
     for f in module.get_functions() {
-        if f.get_call_conventions() == super::bitcode::CC_PTX_KERNEL {
+        if f.get_call_conventions() == super::link_ir::CC_PTX_KERNEL {
             k.insert(f.get_name().to_string_lossy().into_owned());
         }
     }

@@ -23,6 +23,7 @@ pub mod phase;
 pub mod pool;
 pub mod prelink;
 pub mod split_data;
+pub mod staged;
 
 use crate::arch::Arch;
 use crate::bytes::Bytes;

@@ -368,7 +368,7 @@ fn explain_newer_ir(mut e: Error, modules: &[lto::IrModule], target: arch::Arch)
 /// module): LLVM 22's version in its header, which cicc never writes.
 fn written_by_nvlinkrs(m: &lto::IrModule) -> bool {
     crate::ir::container::parse_header(&m.data, &m.name)
-        .is_ok_and(|(h, _)| h.llvm_version == lto::prelink::LLVM_VERSION)
+        .is_ok_and(|(h, _)| h.llvm_version == lto::staged::LLVM_VERSION)
 }
 
 /// A failed compile of IR nvlinkrs wrote: which module that is and what compiled it

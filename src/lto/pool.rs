@@ -77,9 +77,9 @@ impl Walk<'_> {
             let options = match &code.member {
                 Some(m) => m.option_text(),
                 None if module.form == IrForm::Container => {
-                    let refs = super::prelink::stored_host_refs(&module.data, &n.origin)?;
+                    let refs = super::staged::stored_host_refs(&module.data, &n.origin)?;
                     self.pool.stored_host_refs.extend(refs);
-                    super::prelink::stored_consensus(&module.data, &n.origin)?
+                    super::staged::stored_consensus(&module.data, &n.origin)?
                 }
                 None => None,
             };
