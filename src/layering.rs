@@ -5,8 +5,8 @@
 //! same one level down and further: the modules of each folder (`src/cache/guard.rs`,
 //! `src/lto/incremental/`), and every level of the drop-in's crate, through `crate::`,
 //! `super::` and `self::` paths; a folder's `mod.rs` is its spine, as `lib.rs` is the
-//! crate's. And a check that docs/layout.md has a line for every folder and top-level file
-//! of `src/`, and none for one that is gone.
+//! crate's. That no source file is over 800 lines. And a check that docs/layout.md has a
+//! line for every folder and top-level file of `src/`, and none for one that is gone.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -387,6 +387,26 @@ fn no_module_of_a_folder_imports_one_that_imports_it_back() {
         found.is_empty(),
         "modules of a folder import each other in a cycle:\n{}",
         found.join("\n")
+    );
+}
+
+#[test]
+fn no_source_file_is_over_800_lines() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    for dir in ["src", "nvjitlink/src"] {
+        sources(&root.join(dir), &mut files);
+    }
+    let long: Vec<String> = files
+        .iter()
+        .filter_map(|f| {
+            let n = std::fs::read_to_string(f).unwrap().lines().count();
+            (n > 800).then(|| format!("{} ({n} lines)", f.strip_prefix(root).unwrap().display()))
+        })
+        .collect();
+    assert!(
+        long.is_empty(),
+        "files over 800 lines (one concern each): {long:?}"
     );
 }
 

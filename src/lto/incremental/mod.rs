@@ -25,7 +25,7 @@ pub mod summary;
 use crate::cli::incremental::Mode;
 use crate::consensus::{Consensus, Opt};
 use crate::context::LinkContext;
-use crate::diag::Result;
+use crate::diag::{Diagnostics, Result};
 use crate::lto::{self, IrForm, IrModule, LtoSettings, pool::Pool};
 use crate::plan::Plan as LinkPlan;
 use crate::report::Timings;
@@ -63,6 +63,28 @@ fn refusal(plan: &LinkPlan, pool: &Pool, settings: &LtoSettings, partial: bool) 
 /// The first link of a program is partitioned when that is expected to take at most
 /// this share of the whole-program link's time (`plan::Plan::cold_share`).
 const FIRST_LINK_SHARE: f64 = 0.9;
+
+/// The first link of a program (no partition of it built yet): why it is to be the
+/// whole-program link (and the partitions built in the background), or `None` to build
+/// the partitions now, said under `-v` (`diag`), when side by side on the link's
+/// workers they are expected to be done well before the whole-program link.
+fn first_link_whole(parts: &plan::Plan, diag: Option<&Diagnostics>) -> Option<String> {
+    let workers = crate::jobs::workers(0, parts.partitions.len());
+    let share = parts.cold_share(workers);
+    if share > FIRST_LINK_SHARE {
+        return Some(format!(
+            "no partition of this program is built yet, and building them all on {workers} worker(s) would take about {:.0}% of its time",
+            share * 100.0
+        ));
+    }
+    if let Some(diag) = diag {
+        diag.info(&format!(
+            "incremental LTO: no partition of this program is built yet: building them, on {workers} worker(s) about {:.0}% of a whole-program link's time",
+            share * 100.0
+        ));
+    }
+    None
+}
 
 /// What an incremental link did.
 pub enum Outcome {
@@ -166,35 +188,25 @@ pub fn link(
     let mode = plan.incremental()?;
     let mut hist = history::load(cache, req, mode);
     if mode == Mode::Auto {
-        let timer = || Outcome::Whole(Some(Box::new(WholeTimer { req: req.clone() })));
         let code_misses = todo.iter().filter(|&&i| i + 1 < jobs.len()).count();
-        if code_misses == jobs.len() - 1 {
-            // the first link: partitions when side by side they are expected to be done
-            // well before the whole-program link, else that link (and the partitions
-            // in the background)
-            let workers = crate::jobs::workers(0, jobs.len());
-            let share = parts.cold_share(workers);
-            if share > FIRST_LINK_SHARE {
-                say(&format!(
-                    "no partition of this program is built yet, and building them all on {workers} worker(s) would take about {:.0}% of its time",
-                    share * 100.0
-                ));
-                return Ok(timer());
-            }
-            if req.verbose {
-                diag.info(&format!(
-                    "incremental LTO: no partition of this program is built yet: building them, on {workers} worker(s) about {:.0}% of a whole-program link's time",
-                    share * 100.0
-                ));
-            }
-        }
         let misses: Vec<String> = todo.iter().map(|&i| identities[i].clone()).collect();
-        if history::whole_is_faster(&hist, &misses) {
-            say(&format!(
-                "compiling its {} changed partitions took longer than a whole-program link",
-                misses.len()
-            ));
-            return Ok(timer());
+        let first = code_misses == jobs.len() - 1;
+        let why = first
+            .then(|| first_link_whole(&parts, req.verbose.then_some(diag)))
+            .flatten()
+            .or_else(|| {
+                history::whole_is_faster(&hist, &misses).then(|| {
+                    format!(
+                        "compiling its {} changed partitions took longer than a whole-program link",
+                        misses.len()
+                    )
+                })
+            });
+        if let Some(why) = why {
+            say(&why);
+            return Ok(Outcome::Whole(Some(Box::new(WholeTimer {
+                req: req.clone(),
+            }))));
         }
     }
     if req.verbose {

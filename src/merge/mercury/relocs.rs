@@ -1,0 +1,256 @@
+//! The `.nv.merc.rela.*` sections of an sm_100+ image (the Mercury relocations, rules in
+//! the parent's module comment): which input relocations stay, in which order, against
+//! which output symbols, and the unified-address types made plain.
+
+use super::*;
+
+impl Merger<'_> {
+    /// The `.nv.merc.rela.*` sections (see the module comment).
+    pub(super) fn merc_relocations(&mut self, st: &Capsules) -> Result<()> {
+        // relocations
+        // per target section, in the order first met: (offset, symbol, type, addend)
+        type Entry = (u64, u32, u32, i64);
+        let mut lists: Vec<(usize, Vec<Entry>)> = Vec::new();
+        let mut list_of: HashMap<usize, usize> = HashMap::default();
+        // (--preserve-relocs: the applied ones, per capsule, in the order met)
+        let mut resolved: Vec<(usize, Vec<Entry>)> = Vec::new();
+        for (i, view) in st.views.iter().enumerate() {
+            let c = &self.inputs[i].cubin;
+            for (ri, rs) in c.sections.iter().enumerate() {
+                if rs.ty != SHT_MERC_RELA {
+                    continue;
+                }
+                let places = match st.copies.get(&(i, rs.info as usize)) {
+                    Some(p) => p.clone(),
+                    None => match st.placed.get(&(i, rs.info as usize)) {
+                        Some(&p) => vec![p],
+                        None => continue,
+                    },
+                };
+                let target = &c.sections[rs.info as usize];
+                let mut entries = c.relocations(ri)?;
+                if st.copies.contains_key(&(i, rs.info as usize)) {
+                    self.bank2_relocation_order(i, rs.info as usize, &mut entries);
+                }
+                for ((out, piece), r) in
+                    (places.into_iter()).flat_map(|p| entries.iter().map(move |r| (p, *r)))
+                {
+                    let ms = &c.merc_symbols[r.sym as usize];
+                    let at = piece + r.offset;
+                    let Some(n) = view.normal_of[r.sym as usize] else {
+                        if is_table_symbol(&ms.name) {
+                            continue;
+                        }
+                        return Err(Error::fatal(format!(
+                            "'{}': Mercury relocation {:#x} at offset {:#x} of '{}' refers to symbol '{}', which the SASS symbol table does not have",
+                            c.origin, r.ty, r.offset, target.name, ms.name
+                        )));
+                    };
+                    let k = SymKey::new(i, n);
+                    let in_bytes = target.has_bytes() && target.ty != SHT_CAPMERC_TEXT;
+                    // an 8-byte field of the merged section (`.nv.merc.debug_frame`)
+                    let put = |data: &mut Vec<u8>, v: u64| {
+                        if let Some(b) = usize::try_from(at)
+                            .ok()
+                            .and_then(|a| data.get_mut(a..a.checked_add(8)?))
+                        {
+                            b.copy_from_slice(&v.to_le_bytes());
+                        }
+                    };
+                    let dead = self.symbol_is_dead(k);
+                    // (in debug sections, entries about a replaced definition go with it,
+                    // but for `.debug_info`'s and `.debug_loc`'s, as on the SASS side)
+                    let loser = in_bytes
+                        && target.flags & SHF_ALLOC == 0
+                        && self.is_replaced(k)
+                        && !matches!(
+                            target.name.as_str(),
+                            ".nv.merc.debug_info" | ".nv.merc.debug_loc"
+                        );
+                    // (never kept: nvlink's -r output drops them too; not for a
+                    // replaced definition, as on the SASS side)
+                    if r.ty == R_MERCURY_UNUSED_CLEAR64 {
+                        if dead && !loser && in_bytes {
+                            put(&mut self.out[out].data, 0);
+                        }
+                        continue;
+                    }
+                    let unplaced = target.flags & SHF_ALLOC == 0 && is_unplaced_label(self.sym(k));
+                    if dead || loser || unplaced {
+                        continue;
+                    }
+                    let (mut value, bank, mut resolvable) = self.link_value(k);
+                    // (a dynamic shared array has an offset per function, on the SASS
+                    // side: -1 in a function no kernel reaches, which nvlink's image
+                    // leaves without the array's symbol)
+                    if is_dynamic_shared(self.sym(k))
+                        && let Some(f) = view
+                            .sass_of
+                            .get(&(rs.info as usize))
+                            .and_then(|&t| self.func_of_text.get(&SecKey::new(i, t)))
+                    {
+                        resolvable |= self
+                            .dynamic_offset
+                            .contains_key(&(*f, self.representative(k)));
+                    }
+                    if ms.ty == STT_SECTION
+                        && let Some(&(_, p)) = st.placed.get(&(i, ms.shndx as usize))
+                    {
+                        value = p;
+                    }
+                    // (a relocatable output keeps what the final link resolves, but for
+                    // the debug sections' references to themselves)
+                    let self_ref = ms.ty == STT_SECTION
+                        && !st.exec
+                        && in_bytes
+                        && !line_reference(&target.name, c.sections.get(ms.shndx as usize));
+                    // (in a view, an offset into a Mercury section with bytes of its own,
+                    // `.debug_info`'s into `.nv.merc.debug_line`, is not the SASS one the
+                    // view holds: it stays for the driver, as nvlink keeps it)
+                    let own_bytes = |k: usize| {
+                        st.placed
+                            .get(&(i, k))
+                            .is_some_and(|&(o, _)| self.out[o].alias.is_none())
+                    };
+                    let kept = st.exec
+                        && ms.ty == STT_SECTION
+                        && !own_bytes(rs.info as usize)
+                        && own_bytes(ms.shndx as usize);
+                    // (under -r, what nvlink applies on the SASS side goes here too)
+                    let under_r = !st.exec && applied_under_r(self.sym(k), bank);
+                    if resolvable && (st.exec || self_ref || under_r) && !kept {
+                        if r.ty == R_MERCURY_ABS64 && in_bytes {
+                            let v = (value as i64).wrapping_add(r.addend) as u64;
+                            put(&mut self.out[out].data, v);
+                        }
+                        // (--preserve-relocs lists a capsule's, but for those against a
+                        // constant bank, as the SASS side does at sm_100+)
+                        if self.opts.preserve_relocs
+                            && target.ty == SHT_CAPMERC_TEXT
+                            && (st.exec || !is_table_symbol(&ms.name))
+                            && !self.in_constant_bank(k)
+                            && let Some(sym) = st.merc_out(self, i, r.sym as usize)
+                        {
+                            let mut addend = r.addend;
+                            if ms.ty == STT_SECTION
+                                && let Some(&(_, p)) = st.placed.get(&(i, ms.shndx as usize))
+                            {
+                                addend += p as i64;
+                            }
+                            match resolved.iter_mut().find(|l| l.0 == out) {
+                                Some(l) => l.1.push((at, sym, r.ty, addend)),
+                                None => resolved.push((out, vec![(at, sym, r.ty, addend)])),
+                            }
+                        }
+                        continue;
+                    }
+                    let Some(sym) = st.merc_out(self, i, r.sym as usize) else {
+                        return Err(Error::fatal(format!(
+                            "'{}': Mercury relocation {:#x} at offset {:#x} of '{}' refers to symbol '{}', which is not in the output",
+                            c.origin, r.ty, r.offset, target.name, ms.name
+                        )));
+                    };
+                    let mut addend = r.addend;
+                    if ms.ty == STT_SECTION
+                        && let Some(&(_, p)) = st.placed.get(&(i, ms.shndx as usize))
+                    {
+                        addend += p as i64;
+                    }
+                    let li = *list_of.entry(out).or_insert_with(|| {
+                        lists.push((out, Vec::new()));
+                        lists.len() - 1
+                    });
+                    let ty = if st.exec { rewritten(r.ty) } else { r.ty };
+                    lists[li].1.push((at, sym, ty, addend));
+                }
+            }
+        }
+        // (the kernels' banks' lists last, in the order the banks were made)
+        lists.sort_by_key(|l| st.sass_bank.get(&l.0).map(|b| b.2));
+        for (out, mut list) in lists {
+            // (a kernel's bank: its own data's relocations after the device functions',
+            // which nvlink copied in first; as the list is written last made first)
+            if let Some(&(_, own, _)) = st.sass_bank.get(&out) {
+                list.sort_by_key(|e| e.0 < own);
+            }
+            // a function whose SASS relocations were all applied keeps an empty SASS
+            // relocation section when its capsule has some (and a kernel's bank 2 when
+            // its Mercury twin has some)
+            if let Some(&t) =
+                (st.text_of_capsule.get(&out)).or_else(|| st.sass_bank.get(&out).map(|b| &b.0))
+                && !self
+                    .kept_relocs
+                    .iter()
+                    .any(|k| k.0 == t && k.1 != RelocList::Resolved)
+            {
+                self.kept_relocs.push((t, RelocList::Rela, Vec::new()));
+            }
+            let o = rela_section(st, &self.out, out, list, ".nv.merc.rela", SHT_MERC_RELA);
+            self.new_section(o, false);
+        }
+        for (out, list) in resolved {
+            let (name, ty) = (".nv.merc.nv.resolvedrela", SHT_MERC_RESOLVED_RELA);
+            let o = rela_section(st, &self.out, out, list, name, ty);
+            self.new_section(o, false);
+        }
+        Ok(())
+    }
+}
+
+/// A Mercury relocation section (`prefix` + the SASS section's name) for image section
+/// `out` of `image`: `list` (offset, symbol, type, addend), last made first.
+fn rela_section(
+    st: &Capsules,
+    image: &[OutSection],
+    out: usize,
+    mut list: Vec<(u64, u32, u32, i64)>,
+    prefix: &str,
+    ty: u32,
+) -> OutSection {
+    list.reverse();
+    let target = sass_name(&image[out].name).unwrap_or("");
+    let mut o = st.section(&format!("{prefix}{target}"), ".nv.merc.rela", ty);
+    o.link = Ref::Section(st.symtab);
+    o.info = Ref::Section(out);
+    o.align = 8;
+    o.entsize = 24;
+    for (off, sym, ty, addend) in list {
+        o.data.extend_from_slice(&off.to_le_bytes());
+        o.data
+            .extend_from_slice(&((sym as u64) << 32 | ty as u64).to_le_bytes());
+        o.data.extend_from_slice(&addend.to_le_bytes());
+    }
+    o
+}
+
+/// Unified addresses become plain ones (as R_CUDA_UNIFIED* on the SASS side).
+fn rewritten(ty: u32) -> u32 {
+    match ty {
+        R_MERCURY_UNIFIED32_LO => R_MERCURY_ABS32_LO,
+        R_MERCURY_UNIFIED32_HI => R_MERCURY_ABS32_HI,
+        R_MERCURY_UNIFIED => R_MERCURY_ABS64,
+        t => t,
+    }
+}
+
+const R_MERCURY_ABS64: u32 = 0x1_0002;
+const R_MERCURY_ABS32_LO: u32 = 0x1_0005;
+const R_MERCURY_ABS32_HI: u32 = 0x1_0006;
+/// Clears a removed function's `.debug_frame` range.
+const R_MERCURY_UNUSED_CLEAR64: u32 = 0x1_000E;
+const R_MERCURY_UNIFIED: u32 = 0x1_0032;
+const R_MERCURY_UNIFIED32_LO: u32 = 0x1_003E;
+const R_MERCURY_UNIFIED32_HI: u32 = 0x1_003F;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unified_addresses_become_plain_ones() {
+        assert_eq!(rewritten(R_MERCURY_UNIFIED32_HI), R_MERCURY_ABS32_HI);
+        assert_eq!(rewritten(R_MERCURY_UNIFIED32_LO), R_MERCURY_ABS32_LO);
+        assert_eq!(rewritten(R_MERCURY_UNIFIED), R_MERCURY_ABS64);
+        assert_eq!(rewritten(R_MERCURY_ABS64), R_MERCURY_ABS64);
+    }
+}
