@@ -463,7 +463,6 @@ const LONG_FUNCTIONS: &[(&str, &str)] = &[
     ("src/lto/llvm_split.rs", "partition"),
     ("src/ir/container.rs", "header"),
     ("src/merge/nvinfo.rs", "info"),
-    ("src/merge/callgraph.rs", "callgraph"),
 ];
 
 #[test]

@@ -187,15 +187,33 @@ impl<'a> Merger<'a> {
             protos.insert((a, offsets[s]));
         }
         self.leading_strings = strings;
+        let order = Order {
+            system_callers: &system_callers,
+            first_input: &first_input,
+            is_string: &is_string,
+            index: &index,
+        };
+        self.write_callgraph(&groups, &protos, &order);
+        Ok(())
+    }
+
+    /// The call graph's groups and the prototypes as the image holds them: each group
+    /// behind its marker in nvlink's entry order, strings' offsets noted for `finish`.
+    fn write_callgraph(
+        &mut self,
+        groups: &[Vec<(u32, i64)>; 5],
+        protos: &BTreeSet<(u32, u32)>,
+        order: &Order<'_>,
+    ) {
         let mut data = Vec::new();
         for (g, group) in groups.iter().enumerate().skip(1) {
             data.extend_from_slice(&0u32.to_le_bytes());
             data.extend_from_slice(&(-(g as i32)).to_le_bytes());
-            let first = |a: u32| first_input.get(&a).copied().unwrap_or(0);
-            for (a, b) in nvlink_entry_order(group, &system_callers, first) {
+            let first = |a: u32| order.first_input.get(&a).copied().unwrap_or(0);
+            for (a, b) in nvlink_entry_order(group, order.system_callers, first) {
                 data.extend_from_slice(&a.to_le_bytes());
-                if is_string.contains(&(g, a, b)) {
-                    let n = index[&(b as u32)];
+                if order.is_string.contains(&(g, a, b)) {
+                    let n = order.index[&(b as u32)];
                     self.string_patches.push((self.callgraph_id, data.len(), n));
                 }
                 data.extend_from_slice(&(b as i32).to_le_bytes());
@@ -203,14 +221,13 @@ impl<'a> Merger<'a> {
         }
         self.out[self.callgraph_id].data = data;
         if let Some(p) = self.prototype_id {
-            for (a, b) in protos {
+            for &(a, b) in protos {
                 self.out[p].data.extend_from_slice(&a.to_le_bytes());
                 let at = self.out[p].data.len();
-                self.string_patches.push((p, at, index[&b]));
+                self.string_patches.push((p, at, order.index[&b]));
                 self.out[p].data.extend_from_slice(&b.to_le_bytes());
             }
         }
-        Ok(())
     }
 
     /// nvlink's sm_100+ `.strtab` lists the symbols' names, then the Mercury symbols'
@@ -315,6 +332,18 @@ impl<'a> Merger<'a> {
         crate::diag::to_stderr(&text);
         Ok(())
     }
+}
+
+/// What orders the call graph's entries and marks its strings (`callgraph`).
+struct Order<'o> {
+    /// libcudadevrt's callers: last in their group.
+    system_callers: &'o HashSet<u32>,
+    /// The input where each caller's name first comes.
+    first_input: &'o HashMap<u32, usize>,
+    /// (group, caller, value) entries whose value is a string's offset.
+    is_string: &'o HashSet<(usize, u32, i64)>,
+    /// A string's offset to its position among the leading strings.
+    index: &'o HashMap<u32, usize>,
 }
 
 /// A call-graph group's entries as nvlink writes them: callers by the input where their
