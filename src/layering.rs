@@ -459,7 +459,6 @@ const LONG_FUNCTIONS: &[(&str, &str)] = &[
     ("src/merge/mercury/relocs.rs", "merc_relocations"),
     ("src/finalize/whole.rs", "take"),
     ("src/lto/incremental/summary/body.rs", "instruction"),
-    ("src/daemon/mod.rs", "handle"),
     ("src/lto/llvm_split.rs", "partition"),
     ("src/ir/container.rs", "header"),
     ("src/merge/nvinfo.rs", "info"),

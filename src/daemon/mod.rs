@@ -542,6 +542,18 @@ fn handle(server: &Server, mut stream: UnixStream) {
         let _ = send(&mut stream, &[("exit", b"0")]);
         return;
     }
+    serve_link(server, stream, &request, peer_pid);
+}
+
+/// Runs the link `request` asks for and answers with its frames: identical requests in
+/// flight are done once (see below); a client that hung up stops waiting, and the link
+/// is killed once no client waits.
+fn serve_link(
+    server: &Server,
+    mut stream: UnixStream,
+    request: &[(String, Vec<u8>)],
+    peer_pid: u32,
+) {
     // identical requests in flight are done once, when the client made the link's key
     // (the content of its inputs and tools: a request made after an input changed is
     // another link); a request without one is never merged; when each was sent is no
@@ -585,7 +597,7 @@ fn handle(server: &Server, mut stream: UnixStream) {
             }
             nobody
         };
-        let result = run_link(server, &request, (peer_pid, read), abandoned);
+        let result = run_link(server, request, (peer_pid, read), abandoned);
         {
             let mut in_flight = server.in_flight.lock().unwrap();
             if in_flight.get(&key).is_some_and(|a| Arc::ptr_eq(a, &answer)) {
