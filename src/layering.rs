@@ -460,7 +460,6 @@ const LONG_FUNCTIONS: &[(&str, &str)] = &[
     ("src/finalize/whole.rs", "take"),
     ("src/lto/incremental/summary/body.rs", "instruction"),
     ("src/lto/llvm_split.rs", "partition"),
-    ("src/ir/container.rs", "header"),
     ("src/merge/nvinfo.rs", "info"),
 ];
 

@@ -249,17 +249,62 @@ fn header(data: &[u8], origin: &str, strict_ir: bool) -> Result<(IrHeader, Vec<S
         len.min(u32::MAX as u64) as u32
     };
 
+    let versions = [
+        ("container", 4, version, KNOWN_CONTAINER),
+        ("NVVM IR", 6, nvvm_ir_version, KNOWN_NVVM_IR),
+        ("NVVM debug", 8, debug_version, KNOWN_DEBUG),
+    ];
+    let warnings = version_gate(origin, &versions, llvm_version, strict_ir)?;
+
+    let err = |at: u64, what: String| malformed(origin, at, what);
+    let tags =
+        super::nvvm_container::read_pairs(data, header_size as usize, options_end as usize, &err)?
+            .into_iter()
+            .map(|t| (t.tag, t.value))
+            .collect();
+    let mut hdr = IrHeader {
+        format,
+        version,
+        nvvm_ir_version,
+        debug_version,
+        llvm_version,
+        ir_level,
+        header_size,
+        options_end,
+        ir_offset,
+        tags,
+        key: None,
+        ir_size: len - ir_offset as u64,
+        plain_bitcode: data[ir_offset as usize..].starts_with(b"BC\xc0\xde"),
+        nvvm: None,
+    };
+    if let Some(k) = hdr.tag(99) {
+        let at = options_end as u64 + k as u64;
+        let key = (at + 4 <= ir_offset as u64)
+            .then(|| data.u32_at(at as usize))
+            .flatten();
+        hdr.key =
+            Some(key.ok_or_else(|| malformed(origin, at, "tag 99 points past the option data"))?);
+    }
+    Ok((hdr, warnings))
+}
+
+/// libNVVM 13.5's gate on a container's versions (`versions`: what, offset, found,
+/// known): a major version it does not read is refused; a newer minor or an LLVM version
+/// it does not pass is refused by a link (`strict_ir` false) and a warning for `inspect`.
+fn version_gate(
+    origin: &str,
+    versions: &[(&str, u64, (u8, u8), (u8, u8))],
+    llvm_version: (u8, u8),
+    strict_ir: bool,
+) -> Result<Vec<String>> {
     let mut gate_errors = Vec::new();
     let mut warnings = Vec::new();
     // libNVVM 13.5 refuses a newer minor and an LLVM version its gate does not pass
     // (measured through the entry nvlink adds modules with): `inspect` reads such a
     // container with a warning, a link refuses it here with the field
     let mut refused = Vec::new();
-    for (what, at, have, known) in [
-        ("container", 4, version, KNOWN_CONTAINER),
-        ("NVVM IR", 6, nvvm_ir_version, KNOWN_NVVM_IR),
-        ("NVVM debug", 8, debug_version, KNOWN_DEBUG),
-    ] {
+    for &(what, at, have, known) in versions {
         if have.0 != known.0 {
             gate_errors.push(format!(
                 "{what} major version {} not compatible (this nvlinkrs reads {})",
@@ -299,38 +344,7 @@ fn header(data: &[u8], origin: &str, strict_ir: bool) -> Result<(IrHeader, Vec<S
             .into_iter()
             .map(|(_, what)| format!("'{origin}': {what}; a link refuses it")),
     );
-
-    let err = |at: u64, what: String| malformed(origin, at, what);
-    let tags =
-        super::nvvm_container::read_pairs(data, header_size as usize, options_end as usize, &err)?
-            .into_iter()
-            .map(|t| (t.tag, t.value))
-            .collect();
-    let mut hdr = IrHeader {
-        format,
-        version,
-        nvvm_ir_version,
-        debug_version,
-        llvm_version,
-        ir_level,
-        header_size,
-        options_end,
-        ir_offset,
-        tags,
-        key: None,
-        ir_size: len - ir_offset as u64,
-        plain_bitcode: data[ir_offset as usize..].starts_with(b"BC\xc0\xde"),
-        nvvm: None,
-    };
-    if let Some(k) = hdr.tag(99) {
-        let at = options_end as u64 + k as u64;
-        let key = (at + 4 <= ir_offset as u64)
-            .then(|| data.u32_at(at as usize))
-            .flatten();
-        hdr.key =
-            Some(key.ok_or_else(|| malformed(origin, at, "tag 99 points past the option data"))?);
-    }
-    Ok((hdr, warnings))
+    Ok(warnings)
 }
 
 #[cfg(test)]
