@@ -391,10 +391,12 @@ pub fn make(
 /// the whole link's time).
 const GROWTH: f64 = 1.37;
 
-/// What reading a module's instruction costs against compiling one: libNVVM parses and
-/// links every module into each partition's program, then drops what that partition
-/// does not reach before optimizing.
-const READ_COST: f64 = 0.0;
+/// What each partition's libNVVM program costs for every instruction of every module,
+/// in the measure [`GROWTH`] gives a compile: it parses and links all the modules, then
+/// drops what the partition does not reach. Fitted to the 128-unit program
+/// (`benches/results/incremental.md`: 128 partitions side by side on 2 cores took 70-75%
+/// of the whole link's time, where their compiles alone would give 42%).
+const READ_COST: f64 = 0.25;
 
 /// What any compile costs beside its instructions, in the same measure (libNVVM's
 /// program, ptxas' process): the time of compiling about 150 instructions (some 50 ms).
