@@ -177,18 +177,21 @@ fn no_top_level_module_imports_one_that_imports_it_back() {
         );
     }
     if let Some(c) = cycle(&g) {
-        let steps: Vec<String> = c
-            .windows(2)
-            .map(|w| {
-                let files: Vec<&String> = g[&w[0]][&w[1]].iter().collect();
-                format!("{} -> {} ({files:?})", w[0], w[1])
-            })
-            .collect();
         panic!(
             "the modules import each other in a cycle:\n{}",
-            steps.join("\n")
+            steps(&g, &c).join("\n")
         );
     }
+}
+
+/// A cycle's steps, each with the files that import.
+fn steps(g: &Graph, c: &[String]) -> Vec<String> {
+    c.windows(2)
+        .map(|w| {
+            let files: Vec<&String> = g[&w[0]][&w[1]].iter().collect();
+            format!("{} -> {} ({files:?})", w[0], w[1])
+        })
+        .collect()
 }
 
 /// A source file's module path under its crate's `src` (`lto/incremental/plan.rs`: lto,
@@ -337,13 +340,7 @@ fn folder_cycles(all: &Folders, skip_top: bool) -> Vec<String> {
             continue;
         }
         if let Some(c) = cycle(g) {
-            let steps: Vec<String> = c
-                .windows(2)
-                .map(|w| {
-                    let files: Vec<&String> = g[&w[0]][&w[1]].iter().collect();
-                    format!("{} -> {} ({files:?})", w[0], w[1])
-                })
-                .collect();
+            let steps = steps(g, &c);
             found.push(format!("in {}/: {}", folder.join("/"), steps.join("; ")));
         }
     }
