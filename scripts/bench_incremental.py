@@ -2,10 +2,11 @@
 """The incremental LTO benchmark's runs (scripts/bench_incremental.sh prepares the programs and
 the environment, then runs this). For each program directory: the original objects and, per
 edit, the edited unit's object (recompiled at the unit's own path). First, per program, the first link of
-the original program with --incremental and an empty cache (the whole-program link; the daemon
-then builds the partitions in the background) against nvlink's link, BENCH_FIRST_RUNS times
-(default RUNS): the first run's background build is waited for and its cache kept as the warm
-cache of every relink; later runs' background builds are stopped with the daemon. Then per
+the original program with --incremental and an empty cache (the partitions, when they are
+expected faster; else the whole-program link, the daemon then building the partitions in the
+background) against nvlink's link, BENCH_FIRST_RUNS times (default RUNS): the first run's
+cache, once a background build is done, is kept as the warm cache of every relink; later
+runs' background builds are stopped with the daemon. Then per
 edit, RUNS times: nvlink's relink of the edited program and the incremental relink warm
 (partitions, a copy of the warm cache), paired; in the first BENCH_ONCE_RUNS runs (default 1)
 also nvlinkrs' whole-program relink and the incremental relink cold (partitions, an empty
@@ -173,9 +174,9 @@ print("| program | arch | edit | compiled | nvlink relink | nvlinkrs whole-progr
 print("|---|---|---|---|---|---|---|---|---|---|")
 print("\n".join(rows))
 print("\n## First link in incremental mode\n")
-print("The original program linked with `--incremental` and an empty cache (the whole-program link;")
-print(f"the partitions are then built by the daemon in the background) against nvlink's link, {first_runs}")
-print("paired run(s).\n")
+print("The original program linked with `--incremental` and an empty cache (the partitions when")
+print("they are expected faster, else the whole-program link and the partitions built by the daemon")
+print(f"in the background) against nvlink's link, {first_runs} paired run(s).\n")
 print("| program | arch | nvlink | nvlinkrs --incremental, first | nvlink / first |")
 print("|---|---|---|---|---|")
 print("\n".join(first_rows))
