@@ -427,7 +427,7 @@ fn the_first_link_is_whole_program_while_the_daemon_builds_the_partitions() {
         "nvlink's bytes first"
     );
     assert!(first.messages.contains(
-        "incremental LTO: linking whole-program: no partition of this program is built yet"
+        "incremental LTO: linking whole-program: none of this program's code partitions is cached"
     ));
     assert!(
         first
@@ -492,7 +492,7 @@ fn a_first_link_whose_partitions_are_expected_to_be_faster_builds_them() {
     let first = link(&a, None, Some(two.path()), &env);
     assert!(
         first.messages.contains(
-            "incremental LTO: no partition of this program is built yet: building them, on "
+            "incremental LTO: none of this program's code partitions is cached: building them, on "
         ),
         "{}",
         first.messages

@@ -15,7 +15,8 @@ pub enum Mode {
     /// Whole-program LTO, nvlink's bytes.
     #[default]
     Off,
-    /// Partitions when some are cached; else the whole-program link now and the
+    /// Partitions when some are cached or, when none is, when building them all is
+    /// expected faster than the whole-program link; else that link now and the
     /// partitions built in the background.
     Auto,
     /// Partitions always.

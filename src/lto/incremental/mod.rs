@@ -64,22 +64,24 @@ fn refusal(plan: &LinkPlan, pool: &Pool, settings: &LtoSettings, partial: bool) 
 /// this share of the whole-program link's time (`plan::Plan::cold_share`).
 const FIRST_LINK_SHARE: f64 = 0.9;
 
-/// The first link of a program (no partition of it built yet): why it is to be the
-/// whole-program link (and the partitions built in the background), or `None` to build
-/// the partitions now, said under `-v` (`diag`), when side by side on the link's
-/// workers they are expected to be done well before the whole-program link.
+/// A link that finds none of its code partitions cached (its first, or one after an edit
+/// that changed them all): why it is to be the whole-program link (and the partitions
+/// built in the background), or `None` to build the partitions now, said under `-v`
+/// (`diag`), when side by side on the link's workers they are expected to be done well
+/// before the whole-program link.
 fn first_link_whole(parts: &plan::Plan, diag: Option<&Diagnostics>) -> Option<String> {
     let workers = crate::jobs::workers(0, parts.partitions.len());
     let share = parts.cold_share(workers);
     if share > FIRST_LINK_SHARE {
         return Some(format!(
-            "no partition of this program is built yet, and building them all on {workers} worker(s) would take about {:.0}% of its time",
-            share * 100.0
+            "none of this program's code partitions is cached, and building them all on {workers} worker(s) would take about {:.0}% of a whole-program link's time (partitions when at most {:.0}%)",
+            share * 100.0,
+            FIRST_LINK_SHARE * 100.0
         ));
     }
     if let Some(diag) = diag {
         diag.info(&format!(
-            "incremental LTO: no partition of this program is built yet: building them, on {workers} worker(s) about {:.0}% of a whole-program link's time",
+            "incremental LTO: none of this program's code partitions is cached: building them, on {workers} worker(s) about {:.0}% of a whole-program link's time",
             share * 100.0
         ));
     }
