@@ -164,7 +164,7 @@ pub fn link(
             parts.copied_addresses.join(", ")
         ));
     }
-    let libnvvm = lto::phase::libnvvm_path(plan)?;
+    let libnvvm = plan.libnvvm_to_load()?;
     let jobs = compile::jobs(
         &parts,
         settings,
