@@ -25,7 +25,7 @@ pub mod summary;
 use crate::cli::incremental::Mode;
 use crate::consensus::{Consensus, Opt};
 use crate::context::LinkContext;
-use crate::diag::{Diagnostics, Result};
+use crate::diag::Result;
 use crate::lto::{self, IrForm, IrModule, LtoSettings, pool::Pool};
 use crate::plan::Plan as LinkPlan;
 use crate::report::Timings;
@@ -64,26 +64,41 @@ fn refusal(plan: &LinkPlan, pool: &Pool, settings: &LtoSettings, partial: bool) 
 /// this share of the whole-program link's time (`plan::Plan::cold_share`).
 const FIRST_LINK_SHARE: f64 = 0.9;
 
-/// The first link of a program (no partition of it built yet): why it is to be the
-/// whole-program link (and the partitions built in the background), or `None` to build
-/// the partitions now, said under `-v` (`diag`), when side by side on the link's
-/// workers they are expected to be done well before the whole-program link.
-fn first_link_whole(parts: &plan::Plan, diag: Option<&Diagnostics>) -> Option<String> {
-    let workers = crate::jobs::workers(0, parts.partitions.len());
-    let share = parts.cold_share(workers);
-    if share > FIRST_LINK_SHARE {
-        return Some(format!(
-            "no partition of this program is built yet, and building them all on {workers} worker(s) would take about {:.0}% of its time",
-            share * 100.0
-        ));
-    }
-    if let Some(diag) = diag {
-        diag.info(&format!(
+/// How an incremental link in [`Mode::Auto`] goes: `Err` why it is to be the
+/// whole-program link, else `Ok` with what `-v` says of a first link (`first`: no
+/// partition of the program built yet). A first link is the whole-program link unless
+/// side by side on the link's workers its partitions are expected to be done well before
+/// it; then, as any link, unless the history (`hist`) says compiling the partitions that
+/// miss (`misses`) took longer than the whole-program link. The estimate is said only
+/// when the partitions are built.
+fn auto_choice(
+    parts: &plan::Plan,
+    first: bool,
+    hist: &history::History,
+    misses: &[String],
+) -> std::result::Result<Option<String>, String> {
+    let mut said = None;
+    if first {
+        let workers = crate::jobs::workers(0, parts.partitions.len());
+        let share = parts.cold_share(workers);
+        if share > FIRST_LINK_SHARE {
+            return Err(format!(
+                "no partition of this program is built yet, and building them all on {workers} worker(s) would take about {:.0}% of its time",
+                share * 100.0
+            ));
+        }
+        said = Some(format!(
             "incremental LTO: no partition of this program is built yet: building them, on {workers} worker(s) about {:.0}% of a whole-program link's time",
             share * 100.0
         ));
     }
-    None
+    if history::whole_is_faster(hist, misses) {
+        return Err(format!(
+            "compiling its {} changed partitions took longer than a whole-program link",
+            misses.len()
+        ));
+    }
+    Ok(said)
 }
 
 /// What an incremental link did.
@@ -191,22 +206,18 @@ pub fn link(
         let code_misses = todo.iter().filter(|&&i| i + 1 < jobs.len()).count();
         let misses: Vec<String> = todo.iter().map(|&i| identities[i].clone()).collect();
         let first = code_misses == jobs.len() - 1;
-        let why = first
-            .then(|| first_link_whole(&parts, req.verbose.then_some(diag)))
-            .flatten()
-            .or_else(|| {
-                history::whole_is_faster(&hist, &misses).then(|| {
-                    format!(
-                        "compiling its {} changed partitions took longer than a whole-program link",
-                        misses.len()
-                    )
-                })
-            });
-        if let Some(why) = why {
-            say(&why);
-            return Ok(Outcome::Whole(Some(Box::new(WholeTimer {
-                req: req.clone(),
-            }))));
+        match auto_choice(&parts, first, &hist, &misses) {
+            Ok(said) => {
+                if let Some(said) = said.filter(|_| req.verbose) {
+                    diag.info(&said);
+                }
+            }
+            Err(why) => {
+                say(&why);
+                return Ok(Outcome::Whole(Some(Box::new(WholeTimer {
+                    req: req.clone(),
+                }))));
+            }
         }
     }
     if req.verbose {
@@ -258,4 +269,54 @@ pub fn link(
         history::store(cache, req, mode, &hist);
     }
     Ok(Outcome::Partitioned(cubins))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_first_link_expected_faster_as_partitions_says_so_only_when_it_builds_them() {
+        // eight units of long code that share nothing: partitions expected faster on any
+        // number of workers
+        let part = |module| plan::Partition {
+            module,
+            lists: plan::Lists::default(),
+            manifest: summary::Hash::default(),
+            reach: 1,
+            work: 200_000,
+        };
+        let parts = plan::Plan {
+            partitions: (0..8).map(|m| part(Some(m))).chain([part(None)]).collect(),
+            pinned: Default::default(),
+            kernels: Default::default(),
+            whole_work: 1_600_000,
+            read_work: 1_600_000,
+            copied_addresses: Vec::new(),
+        };
+        let mut hist = history::History::default();
+        let misses: Vec<String> = ["a.o:k", "b.o:k"].map(String::from).to_vec();
+        let said = auto_choice(&parts, true, &hist, &misses).unwrap().unwrap();
+        assert!(
+            said.starts_with(
+                "incremental LTO: no partition of this program is built yet: building them, on "
+            ),
+            "{said}"
+        );
+        assert_eq!(auto_choice(&parts, false, &hist, &misses), Ok(None));
+        // the partitions that miss took longer than the whole link: nothing said of building them
+        hist.whole_ms = Some(100);
+        for m in &misses {
+            hist.partitions.insert(m.clone(), 80);
+        }
+        let why = "compiling its 2 changed partitions took longer than a whole-program link";
+        assert_eq!(
+            auto_choice(&parts, true, &hist, &misses),
+            Err(why.to_string())
+        );
+        assert_eq!(
+            auto_choice(&parts, false, &hist, &misses),
+            Err(why.to_string())
+        );
+    }
 }
