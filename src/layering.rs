@@ -346,11 +346,7 @@ fn folders(src: &Path) -> Folders {
         for d in 0..here.len() {
             let (folder, from) = (&here[..d], &here[d]);
             for r in &named {
-                if r.len() > d
-                    && r[..d] == *folder
-                    && r[d] != *from
-                    && modules.contains(&r[..=d].to_vec())
-                {
+                if r.len() > d && r[..d] == *folder && r[d] != *from && modules.contains(&r[..=d]) {
                     out.entry(folder.to_vec())
                         .or_default()
                         .entry(from.clone())
