@@ -1,52 +1,18 @@
 //! A check that the crate's top-level modules (`src/X.rs` or `src/X/`) do not import each
-//! other in a cycle: it reads every source file, lists the `crate::X` paths each module
-//! names in another top-level module, and fails naming the files of a cycle's imports.
-//! Items of `lib.rs` itself (the spine, which calls every phase) are not counted. The
-//! same one level down and further: the modules of each folder (`src/cache/guard.rs`,
-//! `src/lto/incremental/`), and every level of the drop-in's crate, through `crate::`,
-//! `super::` and `self::` paths; a folder's `mod.rs` is its spine, as `lib.rs` is the
-//! crate's. That no source file is over 800 lines, and no function over 150 but those
-//! listed as still to split. And a check that docs/layout.md has a
-//! line for every folder and top-level file of `src/`, and none for one that is gone.
+//! other in a cycle: it reads every source file, lists the paths each module names in
+//! another top-level module, and fails naming the files of a cycle's imports. Items of
+//! `lib.rs` itself (the spine, which calls every phase) are not counted. The same one
+//! level down and further: the modules of each folder (`src/cache/guard.rs`,
+//! `src/lto/incremental/`), and every level of the drop-in's crate. A path is one from
+//! `crate::`, `super::` or `self::`, or from a name a `use` brought in (`use
+//! crate::lto::{self}`, then `lto::phase::f()`); a folder's `mod.rs` is its spine, as
+//! `lib.rs` is the crate's, and its imports of the folder's siblings are its module's.
+//! That no source file is over 800 lines, and no function over 150 but those listed as
+//! still to split. And a check that docs/layout.md has a line for every folder and
+//! top-level file of `src/`, and none for one that is gone.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-
-/// The top-level modules named by `crate::` paths in `text`: `crate::a::b`, and each first
-/// name of a brace group, `crate::{a, b::{c, d}}` giving `a` and `b`. Line comments are
-/// left out.
-fn crate_paths(text: &str) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    for line in text.lines() {
-        let code = line.split("//").next().unwrap_or("");
-        let mut rest = code;
-        while let Some(at) = rest.find("crate::") {
-            rest = &rest[at + "crate::".len()..];
-            if let Some(group) = rest.strip_prefix('{') {
-                // the names at the group's first level, each up to `::`, `,` or `}`
-                let (mut depth, mut start) = (0, true);
-                for (i, ch) in group.char_indices() {
-                    match ch {
-                        '{' => depth += 1,
-                        '}' if depth == 0 => break,
-                        '}' => depth -= 1,
-                        ',' if depth == 0 => start = true,
-                        c if start && depth == 0 && (c.is_alphanumeric() || c == '_') => {
-                            out.insert(ident(&group[i..]));
-                            start = false;
-                        }
-                        c if c.is_whitespace() => {}
-                        _ => start = false,
-                    }
-                }
-            } else {
-                out.insert(ident(rest));
-            }
-        }
-    }
-    out.remove("");
-    out
-}
 
 fn ident(s: &str) -> String {
     s.chars()
@@ -94,11 +60,12 @@ fn graph(src: &Path) -> Graph {
             continue;
         }
         let text = std::fs::read_to_string(&f).unwrap();
-        for to in crate_paths(&text) {
-            if to != from && modules.contains(&to) {
+        let named = named_paths(&text, &module_path(rel));
+        for to in named.iter().filter_map(|p| p.first()) {
+            if *to != from && modules.contains(to) {
                 g.entry(from.clone())
                     .or_default()
-                    .entry(to)
+                    .entry(to.clone())
                     .or_default()
                     .insert(rel.display().to_string());
             }
@@ -140,12 +107,16 @@ fn cycle(g: &Graph) -> Option<Vec<String>> {
 
 #[test]
 fn paths_are_read_from_uses_and_brace_groups() {
-    let got = crate_paths(
+    let got: BTreeSet<String> = named_paths(
         "use crate::arch::{Arch, sass_compatible};\n\
          use crate::{elf, fatbin::{self, Member}, input::archive};\n\
          // crate::merge in a comment\n\
          let x = crate::ir::is_bitcode(d) && crate::diag::Error::fatal(\"\");",
-    );
+        &[],
+    )
+    .into_iter()
+    .map(|p| p[0].clone())
+    .collect();
     let want = ["arch", "diag", "elf", "fatbin", "input", "ir"];
     assert_eq!(got, want.iter().map(|s| s.to_string()).collect());
 }
@@ -210,71 +181,139 @@ fn module_path(rel: &Path) -> Vec<String> {
 }
 
 /// The paths named in `text` from `crate::`, `super::` and `self::`, resolved for a file
-/// of module path `here` (`root`: the file is its module's `mod.rs` or `lib.rs`), each as
-/// the module path it names plus the names after it (a brace group's first names, each
-/// its own path). Line comments are left out.
-fn named_paths(text: &str, here: &[String], root: bool) -> BTreeSet<Vec<String>> {
+/// of module path `here`, each as the module path it names plus the names after it: every
+/// leaf of a `use` tree (`use super::{self as up, guard::{a, b}}`, over several lines or
+/// one), and every other path that starts with one of those three or with a name a `use`
+/// brought in (`use crate::lto::{self}` then `lto::phase::f()`). Line comments are left
+/// out.
+fn named_paths(text: &str, here: &[String]) -> BTreeSet<Vec<String>> {
+    let code: Vec<&str> = text
+        .lines()
+        .map(|l| l.split("//").next().unwrap_or(""))
+        .collect();
+    let code = code.join(" ");
     let mut out = BTreeSet::new();
-    // the module `self` names: the file's own module
-    let own: Vec<String> = here.to_vec();
-    for line in text.lines() {
-        let code = line.split("//").next().unwrap_or("");
-        let bytes = code.as_bytes();
-        let mut i = 0;
-        while i < code.len() {
-            let rest = &code[i..];
-            let starts = ["crate::", "super::", "self::"]
-                .iter()
-                .find(|p| rest.starts_with(**p))
-                .copied();
-            let boundary = i == 0
-                || !(bytes[i - 1].is_ascii_alphanumeric()
-                    || bytes[i - 1] == b'_'
-                    || bytes[i - 1] == b':');
-            let Some(start) = starts.filter(|_| boundary) else {
-                i += rest.chars().next().map_or(1, char::len_utf8);
-                continue;
-            };
-            let mut base: Vec<String> = match start {
-                "crate::" => Vec::new(),
-                // (`super` of a file's module: its parent; a mod.rs's `self` is its module)
-                "super::" => own[..own.len().saturating_sub(1)].to_vec(),
-                _ => own.clone(),
-            };
-            let _ = root;
-            let mut tail = &rest[start.len()..];
-            while let Some(t) = tail.strip_prefix("super::") {
-                base.pop();
-                tail = t;
+    let mut names: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for tree in use_trees(&code) {
+        let mut leaves = Vec::new();
+        use_leaves(tree, &[], &mut leaves);
+        for (path, name) in leaves {
+            if let Some(p) = resolve(&path, here, &names) {
+                names.insert(name, p.clone());
+                out.insert(p);
             }
-            // segments up to the end of the path or a brace group
-            loop {
-                let id = ident(tail);
-                if id.is_empty() {
-                    break;
-                }
-                tail = &tail[id.len()..];
-                base.push(id);
-                match tail.strip_prefix("::") {
-                    Some(t) => tail = t,
-                    None => break,
-                }
+        }
+    }
+    let b = code.as_bytes();
+    let is_id = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    let mut i = 0;
+    while i < b.len() {
+        if !is_id(b[i]) || i > 0 && (is_id(b[i - 1]) || b[i - 1] == b':') {
+            i += 1;
+            continue;
+        }
+        // a path's segments, up to its end or a `use` group (read above)
+        let (mut segs, mut j) = (Vec::new(), i);
+        loop {
+            let id = ident(&code[j..]);
+            j += id.len();
+            segs.push(id);
+            match code[j..].strip_prefix("::") {
+                Some(t) if t.starts_with(|c: char| c.is_alphanumeric() || c == '_') => j += 2,
+                _ => break,
             }
-            if let Some(group) = tail.strip_prefix('{') {
-                for first in crate_paths(&format!("crate::{{{group}")) {
-                    let mut p = base.clone();
-                    if first != "self" {
-                        p.push(first);
-                    }
-                    out.insert(p);
-                }
-            } else {
-                out.insert(base);
-            }
-            i += start.len();
+        }
+        if segs.len() > 1
+            && let Some(p) = resolve(&segs, here, &names)
+        {
+            out.insert(p);
+        }
+        i = j.max(i + 1);
+    }
+    out
+}
+
+/// The trees of the `use` declarations in `code` (`pub(crate) use a::{b, c};`: `a::{b, c}`).
+fn use_trees(code: &str) -> Vec<&str> {
+    let b = code.as_bytes();
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(at) = code[from..].find("use ").map(|k| from + k) {
+        from = at + 4;
+        let boundary = at == 0 || !(b[at - 1].is_ascii_alphanumeric() || b[at - 1] == b'_');
+        if let (true, Some(end)) = (boundary, code[from..].find(';')) {
+            out.push(&code[from..from + end]);
         }
     }
     out
+}
+
+/// The leaves of a `use` tree under `prefix`: each path, and the name it brings in (its
+/// last segment, or its `as` name; `self` names the module before it).
+fn use_leaves(tree: &str, prefix: &[String], out: &mut Vec<(Vec<String>, String)>) {
+    let tree = tree.trim();
+    let segments = |t: &str| -> Vec<String> {
+        let mut p = prefix.to_vec();
+        p.extend(
+            t.split("::")
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty()),
+        );
+        p
+    };
+    if let (Some(open), true) = (tree.find('{'), tree.ends_with('}')) {
+        let p = segments(&tree[..open]);
+        let inner = &tree[open + 1..tree.len() - 1];
+        let (mut depth, mut start) = (0, 0);
+        for (i, ch) in inner.char_indices() {
+            match ch {
+                '{' => depth += 1,
+                '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    use_leaves(&inner[start..i], &p, out);
+                    start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        return use_leaves(&inner[start..], &p, out);
+    }
+    let (path, alias) = match tree.split_once(" as ") {
+        Some((p, a)) => (p, Some(a.trim().to_string())),
+        None => (tree, None),
+    };
+    let mut p = segments(path);
+    if p.last().is_some_and(|s| s == "self") {
+        p.pop();
+    }
+    let name = alias.or_else(|| p.last().cloned()).unwrap_or_default();
+    if !tree.is_empty() && !matches!(name.as_str(), "" | "_" | "*") {
+        out.push((p, name));
+    }
+}
+
+/// The module path `path` names from a file of module path `here`: from `crate`
+/// (`$crate`), `super` or `self`, or from a name a `use` brought in (`names`); `None`
+/// from anything else (another crate, a local name).
+fn resolve(
+    path: &[String],
+    here: &[String],
+    names: &BTreeMap<String, Vec<String>>,
+) -> Option<Vec<String>> {
+    let (head, mut rest) = path.split_first()?;
+    let mut base = match head.trim_start_matches('$') {
+        "crate" => Vec::new(),
+        // (`super` of a file's module: its parent; a mod.rs's `self` is its module)
+        "super" => here[..here.len().saturating_sub(1)].to_vec(),
+        "self" => here.to_vec(),
+        _ => names.get(head)?.clone(),
+    };
+    while let Some(("super", tail)) = rest.split_first().map(|(s, t)| (s.as_str(), t)) {
+        base.pop();
+        rest = tail;
+    }
+    base.extend(rest.iter().cloned());
+    Some(base)
 }
 
 /// folder → (child module → child module it imports → the files that do), for every
@@ -282,42 +321,32 @@ fn named_paths(text: &str, here: &[String], root: bool) -> BTreeSet<Vec<String>>
 type Folders = BTreeMap<Vec<String>, Graph>;
 
 /// The imports between the child modules of each folder module of the crate under `src`:
-/// an import of `crate::a::b::X` (or through `super::`) by a file of `crate::a::c` is an
-/// edge c -> b in folder `a` when `b` is a module. A folder's own `mod.rs` is its spine,
-/// as `lib.rs` is the crate's: its imports of its children are not counted.
+/// an import of `crate::a::b::X` (or through `super::`, or a name a `use` brought in) by
+/// a file of `crate::a::c` is an edge c -> b in folder `a` when `b` is a module. A folder's
+/// own `mod.rs` is its spine, as `lib.rs` is the crate's: its imports of its children are
+/// not counted (its imports of its folder's siblings are its module's).
 fn folders(src: &Path) -> Folders {
     let mut files = Vec::new();
     sources(src, &mut files);
-    let paths: Vec<(std::path::PathBuf, Vec<String>, bool)> = files
+    let paths: Vec<(std::path::PathBuf, Vec<String>)> = files
         .into_iter()
         .map(|f| {
-            let rel = f.strip_prefix(src).unwrap().to_path_buf();
-            let name = rel.file_name().unwrap().to_string_lossy().to_string();
-            let m = module_path(&rel);
-            (
-                f,
-                m,
-                matches!(name.as_str(), "mod.rs" | "lib.rs" | "main.rs"),
-            )
+            let m = module_path(f.strip_prefix(src).unwrap());
+            (f, m)
         })
         .collect();
-    let modules: BTreeSet<Vec<String>> = paths.iter().map(|(_, m, _)| m.clone()).collect();
+    let modules: BTreeSet<Vec<String>> = paths.iter().map(|(_, m)| m.clone()).collect();
     let mut out = Folders::new();
-    for (f, here, root) in &paths {
+    for (f, here) in &paths {
         let text = std::fs::read_to_string(f).unwrap();
-        let named = named_paths(&text, here, *root);
-        // each folder the file is inside, and the child of it the file belongs to
+        let named = named_paths(&text, here);
+        // each folder the file is inside, and the child of it the file belongs to (a
+        // folder's mod.rs belongs to its folder's module: its imports of its own children
+        // name no folder it is inside)
         for d in 0..here.len() {
-            if *root && d + 1 == here.len() {
-                continue; // (a folder's spine)
-            }
             let (folder, from) = (&here[..d], &here[d]);
             for r in &named {
-                if r.len() > d
-                    && r[..d] == *folder
-                    && r[d] != *from
-                    && modules.contains(&r[..=d].to_vec())
-                {
+                if r.len() > d && r[..d] == *folder && r[d] != *from && modules.contains(&r[..=d]) {
                     out.entry(folder.to_vec())
                         .or_default()
                         .entry(from.clone())
@@ -347,6 +376,12 @@ fn folder_cycles(all: &Folders, skip_top: bool) -> Vec<String> {
     found
 }
 
+fn paths(list: &[&[&str]]) -> BTreeSet<Vec<String>> {
+    list.iter()
+        .map(|p| p.iter().map(|s| s.to_string()).collect())
+        .collect()
+}
+
 #[test]
 fn paths_are_resolved_from_crate_super_and_self() {
     let here: Vec<String> = ["cache", "remote"].iter().map(|s| s.to_string()).collect();
@@ -355,20 +390,66 @@ fn paths_are_resolved_from_crate_super_and_self() {
          let x = crate::lto::pool::Pool::new(); self::inner::f(); // super::trim\n\
          super::super::diag::Error",
         &here,
-        false,
     );
-    let want: BTreeSet<Vec<String>> = [
-        vec!["cache", "store", "Store"],
-        vec!["cache", "guard"],
-        vec!["cache", "stats"],
-        vec!["lto", "pool", "Pool", "new"],
-        vec!["cache", "remote", "inner", "f"],
-        vec!["diag", "Error"],
-    ]
-    .iter()
-    .map(|p| p.iter().map(|s| s.to_string()).collect())
-    .collect();
+    let want = paths(&[
+        &["cache", "store", "Store"],
+        &["cache", "guard"],
+        &["cache", "stats", "update"],
+        &["lto", "pool", "Pool", "new"],
+        &["cache", "remote", "inner", "f"],
+        &["diag", "Error"],
+    ]);
     assert_eq!(got, want);
+}
+
+#[test]
+fn paths_are_followed_through_the_names_a_use_brings_in_and_groups_over_lines() {
+    let here: Vec<String> = ["lto", "incremental"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let got = named_paths(
+        "use crate::lto::{self, IrForm};\n\
+         pub(crate) use super::{\n    self as up, // the folder\n    staged::{\n        Tag,\n    },\n};\n\
+         fn f() { lto::phase::run(); up::pool::Pool::new(); IrForm::Bitcode; }\n\
+         use lto::link_ir as ir;\nir::kernels(); std::mem::take(x); \"crate::x\"; $crate::y::z",
+        &here,
+    );
+    let want = paths(&[
+        &["lto"],
+        &["lto", "IrForm"],
+        &["lto", "IrForm", "Bitcode"],
+        &["lto", "staged", "Tag"],
+        &["lto", "phase", "run"],
+        &["lto", "pool", "Pool", "new"],
+        &["lto", "link_ir"],
+        &["lto", "link_ir", "kernels"],
+        &["x"],
+        &["y", "z"],
+    ]);
+    assert_eq!(got, want);
+}
+
+#[test]
+fn a_folder_modules_own_file_imports_for_its_module() {
+    // a/b/mod.rs imports a/c.rs, which imports a/b/d.rs: a cycle b <-> c in a/
+    let dir = tempfile::tempdir().unwrap();
+    let files = [
+        ("a/mod.rs", "pub mod b; pub mod c;"),
+        ("a/b/mod.rs", "use crate::a::{self};\nfn f() { a::c::g() }"),
+        ("a/b/d.rs", "pub fn h() {}"),
+        ("a/c.rs", "pub fn g() { super::b::d::h() }"),
+    ];
+    for (f, text) in files {
+        let p = dir.path().join(f);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    let found = folder_cycles(&folders(dir.path()), true);
+    assert_eq!(
+        found,
+        [r#"in a/: b -> c (["a/b/mod.rs"]); c -> b (["a/c.rs"])"#]
+    );
 }
 
 #[test]
@@ -418,17 +499,7 @@ fn long_functions(text: &str, max: usize) -> Vec<(String, usize)> {
         let l = lines[i];
         let code = l.trim_start();
         let indent = l.len() - code.len();
-        let name = [
-            "fn ",
-            "pub fn ",
-            "pub(crate) fn ",
-            "pub(super) fn ",
-            "unsafe fn ",
-        ]
-        .iter()
-        .find_map(|p| code.strip_prefix(p))
-        .map(ident);
-        match name {
+        match fn_name(code) {
             Some(name) if !code.ends_with(';') => {
                 let close = format!("{}}}", " ".repeat(indent));
                 let end = (i..lines.len()).find(|&j| lines[j] == close).unwrap_or(i);
@@ -441,6 +512,17 @@ fn long_functions(text: &str, max: usize) -> Vec<(String, usize)> {
         }
     }
     out
+}
+
+/// The name of the function a line declares (`pub(crate) const unsafe extern "C" fn f(`).
+fn fn_name(code: &str) -> Option<String> {
+    let (before, after) = code.split_once("fn ")?;
+    let qualified = before.split_whitespace().all(|w| {
+        matches!(w, "pub" | "const" | "async" | "unsafe" | "extern")
+            || w.starts_with("pub(") && w.ends_with(')')
+            || w.len() > 1 && w.starts_with('"') && w.ends_with('"')
+    });
+    Some(ident(after)).filter(|n| qualified && !n.is_empty())
 }
 
 /// Functions over 150 lines that are still to be split (issue 40), each with its file:
@@ -489,10 +571,15 @@ fn no_function_is_over_150_lines_but_those_still_to_split() {
 #[test]
 fn long_functions_are_measured_from_fn_to_its_closing_brace() {
     let text = format!(
-        "fn short() {{\n}}\n    pub fn long() {{\n{}    }}\nfn decl();\n",
-        "        x;\n".repeat(4)
+        "fn short() {{\n}}\n    pub fn long() {{\n{}    }}\nfn decl();\n\
+         pub unsafe extern \"C\" fn exported() {{\n{}}}\ntype F = unsafe extern \"C\" fn();\n",
+        "        x;\n".repeat(4),
+        "    x;\n".repeat(5)
     );
-    assert_eq!(long_functions(&text, 5), [("long".to_string(), 6)]);
+    assert_eq!(
+        long_functions(&text, 5),
+        [("long".to_string(), 6), ("exported".to_string(), 7)]
+    );
 }
 
 /// The paths docs/layout.md gives a line of its own (`    src/...  what`).

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use crate::cli::LinkRequest;
-use crate::diag::{Diagnostics, Result};
+use crate::diag::{Diagnostics, Error, Result};
 use crate::input::HostInfo;
 use crate::linkenv::LinkEnv;
 use crate::toolkit::Toolkit;
@@ -57,6 +57,19 @@ impl<'r> Plan<'r> {
         match self.req.nvvmpath.as_deref() {
             Some(nvvmpath) => Some(nvvmpath.join("lib64").join("libnvvm.so")),
             None => self.toolkit().ok()?.libnvvm(None),
+        }
+    }
+
+    /// The libNVVM an LTO link loads ([`Plan::libnvvm`]), or nvlink's message for a link
+    /// without `-nvvmpath`, saying the toolkit has none either.
+    pub fn libnvvm_to_load(&self) -> Result<PathBuf> {
+        match self.libnvvm() {
+            Some(path) => Ok(path),
+            None => {
+                self.toolkit()?;
+                Err(Error::fatal("-nvvmpath should be specified with -lto")
+                    .context("no libNVVM in the CUDA toolkit found either (nvvm/lib64/libnvvm.so)"))
+            }
         }
     }
 

@@ -84,6 +84,20 @@ pub fn choose(no_cache: bool, cache_dir: Option<PathBuf>, remote: Option<&str>) 
     }
 }
 
+/// The cache folder a command names (`--cache-dir`), else `NVLINKRS_CACHE_DIR`, else the
+/// default directory links use.
+pub fn command_dir(dir: Option<PathBuf>) -> crate::diag::Result<PathBuf> {
+    dir.or_else(|| {
+        std::env::var_os("NVLINKRS_CACHE_DIR")
+            .map(PathBuf::from)
+            .filter(|d| !d.as_os_str().is_empty())
+    })
+    .or_else(default_dir)
+    .ok_or_else(|| {
+        crate::diag::Error::fatal("cache: no --cache-dir, no NVLINKRS_CACHE_DIR, and neither XDG_CACHE_HOME nor HOME to find the default cache")
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -118,18 +132,4 @@ mod tests {
             assert!(!off_value(v), "{v}");
         }
     }
-}
-
-/// The cache folder a command names (`--cache-dir`), else `NVLINKRS_CACHE_DIR`, else the
-/// default directory links use.
-pub fn command_dir(dir: Option<PathBuf>) -> crate::diag::Result<PathBuf> {
-    dir.or_else(|| {
-        std::env::var_os("NVLINKRS_CACHE_DIR")
-            .map(PathBuf::from)
-            .filter(|d| !d.as_os_str().is_empty())
-    })
-    .or_else(default_dir)
-    .ok_or_else(|| {
-        crate::diag::Error::fatal("cache: no --cache-dir, no NVLINKRS_CACHE_DIR, and neither XDG_CACHE_HOME nor HOME to find the default cache")
-    })
 }

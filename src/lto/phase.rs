@@ -321,7 +321,7 @@ fn engine_uncached(
             ))
         }
         _ => {
-            let path = libnvvm_path(plan)?;
+            let path = plan.libnvvm_to_load()?;
             let lib = lto::libnvvm::LibNvvm::load(&path)?;
             if req.split_compile_extended.is_some_and(|n| n != 1) {
                 // libNVVM's own threads are not reliable: see lto::isolated
@@ -329,20 +329,6 @@ fn engine_uncached(
                 return Ok((Box::new(engine), "libNVVM", vec![path]));
             }
             Ok((Box::new(lto::NvvmEngine { lib }), "libNVVM", vec![path]))
-        }
-    }
-}
-
-/// The libNVVM a link loads: nvlink loads `<nvvmpath>/lib64/libnvvm.so` and nothing
-/// else; without `-nvvmpath` (which nvlink requires) the toolkit's libNVVM (the one the
-/// cache key holds: `Plan::libnvvm`).
-pub fn libnvvm_path(plan: &Plan) -> Result<std::path::PathBuf> {
-    match plan.libnvvm() {
-        Some(path) => Ok(path),
-        None => {
-            plan.toolkit()?;
-            Err(Error::fatal("-nvvmpath should be specified with -lto")
-                .context("no libNVVM in the CUDA toolkit found either (nvvm/lib64/libnvvm.so)"))
         }
     }
 }

@@ -25,7 +25,7 @@ pub mod summary;
 use crate::cli::incremental::Mode;
 use crate::consensus::{Consensus, Opt};
 use crate::context::LinkContext;
-use crate::diag::{Diagnostics, Result};
+use crate::diag::Result;
 use crate::lto::{self, IrForm, IrModule, LtoSettings, pool::Pool};
 use crate::plan::Plan as LinkPlan;
 use crate::report::Timings;
@@ -64,28 +64,43 @@ fn refusal(plan: &LinkPlan, pool: &Pool, settings: &LtoSettings, partial: bool) 
 /// this share of the whole-program link's time (`plan::Plan::cold_share`).
 const FIRST_LINK_SHARE: f64 = 0.9;
 
-/// A link that finds none of its code partitions cached (its first, or one after an edit
-/// that changed them all): why it is to be the whole-program link (and the partitions
-/// built in the background), or `None` to build the partitions now, said under `-v`
-/// (`diag`), when side by side on the link's workers they are expected to be done well
-/// before the whole-program link.
-fn first_link_whole(parts: &plan::Plan, diag: Option<&Diagnostics>) -> Option<String> {
-    let workers = crate::jobs::workers(0, parts.partitions.len());
-    let share = parts.cold_share(workers);
-    if share > FIRST_LINK_SHARE {
-        return Some(format!(
-            "none of this program's code partitions is cached, and building them all on {workers} worker(s) would take about {:.0}% of a whole-program link's time (partitions when at most {:.0}%)",
-            share * 100.0,
-            FIRST_LINK_SHARE * 100.0
-        ));
-    }
-    if let Some(diag) = diag {
-        diag.info(&format!(
+/// How an incremental link in [`Mode::Auto`] goes: `Err` why it is to be the
+/// whole-program link, else `Ok` with what `-v` says of a first link (`first`: none of
+/// the program's code partitions cached: its first link, or one after an edit that
+/// changed them all). A first link is the whole-program link unless
+/// side by side on the link's workers its partitions are expected to be done well before
+/// it; then, as any link, unless the history (`hist`) says compiling the partitions that
+/// miss (`misses`) took longer than the whole-program link. The estimate is said only
+/// when the partitions are built.
+fn auto_choice(
+    parts: &plan::Plan,
+    first: bool,
+    hist: &history::History,
+    misses: &[String],
+) -> std::result::Result<Option<String>, String> {
+    let mut said = None;
+    if first {
+        let workers = crate::jobs::workers(0, parts.partitions.len());
+        let share = parts.cold_share(workers);
+        if share > FIRST_LINK_SHARE {
+            return Err(format!(
+                "none of this program's code partitions is cached, and building them all on {workers} worker(s) would take about {:.0}% of a whole-program link's time (partitions when at most {:.0}%)",
+                share * 100.0,
+                FIRST_LINK_SHARE * 100.0
+            ));
+        }
+        said = Some(format!(
             "incremental LTO: none of this program's code partitions is cached: building them, on {workers} worker(s) about {:.0}% of a whole-program link's time",
             share * 100.0
         ));
     }
-    None
+    if history::whole_is_faster(hist, misses) {
+        return Err(format!(
+            "compiling its {} changed partitions took longer than a whole-program link",
+            misses.len()
+        ));
+    }
+    Ok(said)
 }
 
 /// What an incremental link did.
@@ -166,7 +181,7 @@ pub fn link(
             parts.copied_addresses.join(", ")
         ));
     }
-    let libnvvm = lto::phase::libnvvm_path(plan)?;
+    let libnvvm = plan.libnvvm_to_load()?;
     let jobs = compile::jobs(
         &parts,
         settings,
@@ -193,22 +208,18 @@ pub fn link(
         let code_misses = todo.iter().filter(|&&i| i + 1 < jobs.len()).count();
         let misses: Vec<String> = todo.iter().map(|&i| identities[i].clone()).collect();
         let first = code_misses == jobs.len() - 1;
-        let why = first
-            .then(|| first_link_whole(&parts, req.verbose.then_some(diag)))
-            .flatten()
-            .or_else(|| {
-                history::whole_is_faster(&hist, &misses).then(|| {
-                    format!(
-                        "compiling its {} changed partitions took longer than a whole-program link",
-                        misses.len()
-                    )
-                })
-            });
-        if let Some(why) = why {
-            say(&why);
-            return Ok(Outcome::Whole(Some(Box::new(WholeTimer {
-                req: req.clone(),
-            }))));
+        match auto_choice(&parts, first, &hist, &misses) {
+            Ok(said) => {
+                if let Some(said) = said.filter(|_| req.verbose) {
+                    diag.info(&said);
+                }
+            }
+            Err(why) => {
+                say(&why);
+                return Ok(Outcome::Whole(Some(Box::new(WholeTimer {
+                    req: req.clone(),
+                }))));
+            }
         }
     }
     if req.verbose {
@@ -260,4 +271,54 @@ pub fn link(
         history::store(cache, req, mode, &hist);
     }
     Ok(Outcome::Partitioned(cubins))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_first_link_expected_faster_as_partitions_says_so_only_when_it_builds_them() {
+        // eight units of long code that share nothing: partitions expected faster on any
+        // number of workers
+        let part = |module| plan::Partition {
+            module,
+            lists: plan::Lists::default(),
+            manifest: summary::Hash::default(),
+            reach: 1,
+            work: 200_000,
+        };
+        let parts = plan::Plan {
+            partitions: (0..8).map(|m| part(Some(m))).chain([part(None)]).collect(),
+            pinned: Default::default(),
+            kernels: Default::default(),
+            whole_work: 1_600_000,
+            read_work: 1_600_000,
+            copied_addresses: Vec::new(),
+        };
+        let mut hist = history::History::default();
+        let misses: Vec<String> = ["a.o:k", "b.o:k"].map(String::from).to_vec();
+        let said = auto_choice(&parts, true, &hist, &misses).unwrap().unwrap();
+        assert!(
+            said.starts_with(
+                "incremental LTO: none of this program's code partitions is cached: building them, on "
+            ),
+            "{said}"
+        );
+        assert_eq!(auto_choice(&parts, false, &hist, &misses), Ok(None));
+        // the partitions that miss took longer than the whole link: nothing said of building them
+        hist.whole_ms = Some(100);
+        for m in &misses {
+            hist.partitions.insert(m.clone(), 80);
+        }
+        let why = "compiling its 2 changed partitions took longer than a whole-program link";
+        assert_eq!(
+            auto_choice(&parts, true, &hist, &misses),
+            Err(why.to_string())
+        );
+        assert_eq!(
+            auto_choice(&parts, false, &hist, &misses),
+            Err(why.to_string())
+        );
+    }
 }
