@@ -37,6 +37,8 @@ pub struct Timings {
     /// An incremental link linked whole-program whose partitions are to be built in the
     /// background once it is done (`daemon::background::request`).
     pub(crate) background: bool,
+    /// An incremental link wrote the partitioned image (not the whole-program link's).
+    pub(crate) partitioned: bool,
 }
 
 impl Timings {

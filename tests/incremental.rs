@@ -520,3 +520,86 @@ fn a_first_link_whose_partitions_are_expected_to_be_faster_builds_them() {
     assert!(again.image == first.image);
     stop();
 }
+
+/// What the whole-link cache did for a link (`--report-json`'s `cache.whole_link`).
+fn whole_link(
+    args: &[String],
+    mode: Option<&str>,
+    cache: &Path,
+    env: &[(&str, &str)],
+) -> (Linked, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("report.json");
+    let mut a = args.to_vec();
+    a.push(format!("--report-json={}", report.display()));
+    let l = link(&a, mode, Some(cache), env);
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let said = json["cache"]["whole_link"].as_str().unwrap().to_string();
+    (l, said)
+}
+
+#[test]
+fn an_incremental_link_is_cached_as_the_image_of_the_kind_it_wrote() {
+    // `--incremental` writes the whole-program link's image or the partitioned one: each
+    // is stored and found under the key of the mode that writes it cold, so a hit is
+    // always one of those two cold images, whichever link or machine stored it
+    let runtime = tempfile::tempdir().unwrap();
+    let env = [("XDG_RUNTIME_DIR", runtime.path().to_str().unwrap())];
+    let cache = tempfile::tempdir().unwrap();
+    let st = args(
+        90,
+        &program(&["st_a_90.o", "st_b_90.o", "st_main_90.o"]),
+        &[],
+    );
+    let (plain, said) = whole_link(&st, None, cache.path(), &env);
+    assert_eq!(said, "miss");
+    let mut inc = st.clone();
+    inc.push("--incremental".into());
+    let (hit, said) = whole_link(&inc, None, cache.path(), &env);
+    assert_eq!(
+        said, "hit",
+        "nvlink's image, stored by a link without --incremental"
+    );
+    assert!(hit.image == plain.image);
+
+    let bg = args(90, &program(&["bg_a_90.o", "bg_b_90.o"]), &[]);
+    let cache = tempfile::tempdir().unwrap();
+    let (partitioned, said) = whole_link(&bg, Some("partitions"), cache.path(), &env);
+    assert_eq!(said, "miss");
+    let mut inc = bg.clone();
+    inc.push("--incremental".into());
+    let (hit, said) = whole_link(&inc, None, cache.path(), &env);
+    assert_eq!(
+        said, "hit",
+        "the partitioned image, stored in partitions mode"
+    );
+    assert!(hit.image == partitioned.image);
+    // ... which is never the image of a link without --incremental
+    let (whole, said) = whole_link(&bg, None, cache.path(), &env);
+    assert_eq!(said, "miss");
+    assert!(whole.image != partitioned.image);
+    // and a link in --incremental that wrote the whole-program image stored it as a link
+    // without --incremental would (a first link of the small program: whole-program)
+    let cache = tempfile::tempdir().unwrap();
+    let (first, said) = whole_link(
+        &{
+            let mut a = st.clone();
+            a.push("--incremental".into());
+            a
+        },
+        None,
+        cache.path(),
+        &env,
+    );
+    assert_eq!(said, "miss");
+    assert!(first.image == plain.image);
+    let (again, said) = whole_link(&st, None, cache.path(), &env);
+    assert_eq!(said, "hit");
+    assert!(again.image == plain.image);
+    Command::new(nvlinkrs())
+        .args(["daemon", "stop"])
+        .envs(env)
+        .output()
+        .unwrap();
+}

@@ -21,6 +21,7 @@ use rayon::prelude::*;
 
 use crate::cache::{Cache, Key};
 use crate::cli::LinkRequest;
+use crate::cli::incremental::Mode;
 use crate::explain::{self, Kind, Parts};
 use crate::input::Opened;
 use crate::plan::Plan;
@@ -53,6 +54,7 @@ impl Stamp {
 
 /// A link's key, with the parts it is made of (for `--explain`) and the files it holds
 /// as they were read.
+#[derive(Clone)]
 pub struct LinkKey {
     pub key: Key,
     pub parts: Parts,
@@ -67,6 +69,32 @@ impl LinkKey {
         self.stamps
             .par_iter()
             .all(|(p, s)| Stamp::now(p).is_some_and(|now| now == *s))
+    }
+
+    /// The key of the same link in incremental LTO's mode `mode` (`Off`: no
+    /// `--incremental`). A link in `Auto` mode writes one of two images, the whole-program
+    /// link's or the partitioned link's, each what a cold link in that mode writes: it is
+    /// looked up and stored under those modes' keys, never under its own, so a hit is the
+    /// image a cold link of its kind writes, wherever the entry came from.
+    pub fn in_mode(&self, mode: Mode) -> LinkKey {
+        let var = crate::cli::incremental::VAR;
+        let mut parts = self.parts.clone();
+        let at = parts
+            .0
+            .iter()
+            .position(|p| p.kind == Kind::Setting && p.name == var);
+        match (at, mode) {
+            (Some(i), Mode::Off) => {
+                parts.0.remove(i);
+            }
+            (Some(i), m) => parts.0[i].value = format!("{m:?}"),
+            (None, _) => {}
+        }
+        LinkKey {
+            key: parts.key(),
+            parts,
+            stamps: self.stamps.clone(),
+        }
     }
 }
 
@@ -225,7 +253,7 @@ fn finalizer(plan: &Plan) -> Option<Option<crate::finalize::Setting>> {
 fn settings(plan: &Plan) -> Option<Vec<(String, String)>> {
     let mut s = Vec::new();
     let mode = plan.incremental().ok()?;
-    if plan.req.lto && mode != crate::cli::incremental::Mode::Off {
+    if plan.req.lto && mode != Mode::Off {
         s.push((
             crate::cli::incremental::VAR.to_string(),
             format!("{mode:?}"),

@@ -15,6 +15,7 @@ mod tests;
 
 use crate::cache::{Cache, Key, pack, unpack};
 use crate::cli::LinkRequest;
+use crate::cli::incremental::Mode;
 use crate::context::LinkContext;
 use crate::diag::{Diagnostics, Level, Result};
 use crate::explain;
@@ -63,17 +64,22 @@ pub fn around(
             diag.warning_never_error(&warning);
         }
     };
-    if let Some(key) = &key
-        && let Some(entry) = cache.get(&key.key)
-        && replay(req, diag, &entry)?
+    // (`--explain` remembers the link's own key, whatever entry answered it)
+    for (own, looked) in key
+        .iter()
+        .flat_map(|k| lookups(plan, k).into_iter().map(move |l| (k, l)))
     {
-        let t = Timings {
-            phases: vec![("cache", std::time::Duration::ZERO)],
-            ..Default::default()
-        };
-        last.remember(cache, &key.parts, &key.key, None);
-        shared_failure();
-        return Ok((t, "hit"));
+        if let Some(entry) = cache.get(&looked.key)
+            && replay(req, diag, &entry)?
+        {
+            let t = Timings {
+                phases: vec![("cache", std::time::Duration::ZERO)],
+                ..Default::default()
+            };
+            last.remember(cache, &own.parts, &own.key, None);
+            shared_failure();
+            return Ok((t, "hit"));
+        }
     }
     if req.observe.explain {
         match (&key, why) {
@@ -98,7 +104,7 @@ pub fn around(
                     diag,
                     earlier,
                     cache,
-                    &key.key,
+                    &stored_as(plan, key, &timings).key,
                     &timings.written,
                     started.elapsed(),
                 );
@@ -113,6 +119,32 @@ pub fn around(
     }
     shared_failure();
     Ok((timings, whole))
+}
+
+/// Whether the link is incremental LTO's `Auto` mode, whose image is the whole-program
+/// link's or the partitioned link's ([`key::LinkKey::in_mode`]).
+fn auto(plan: &Plan) -> bool {
+    plan.req.lto && plan.incremental().is_ok_and(|m| m == Mode::Auto)
+}
+
+/// The keys a link is looked up under, in order: its own; for an `Auto` link, the
+/// whole-program link's (nvlink's bytes, which a link without `--incremental` stores too),
+/// then the partitioned link's.
+fn lookups(plan: &Plan, key: &key::LinkKey) -> Vec<key::LinkKey> {
+    match auto(plan) {
+        true => vec![key.in_mode(Mode::Off), key.in_mode(Mode::Partitions)],
+        false => vec![key.clone()],
+    }
+}
+
+/// The key a finished link is stored under: its own, or for an `Auto` link the key of
+/// the mode whose image it wrote.
+fn stored_as(plan: &Plan, key: &key::LinkKey, timings: &Timings) -> key::LinkKey {
+    match (auto(plan), timings.partitioned) {
+        (true, true) => key.in_mode(Mode::Partitions),
+        (true, false) => key.in_mode(Mode::Off),
+        (false, _) => key.clone(),
+    }
 }
 
 /// The whole-link key (its hex digest) of the link `args` asks for, made as that link

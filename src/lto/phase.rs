@@ -114,6 +114,7 @@ pub fn run(
         use lto::incremental::Outcome;
         match lto::incremental::link(plan, ctx, &pool, &settings, &consensus, partial, timings)? {
             Outcome::Partitioned(cubins) => {
+                timings.partitioned = true;
                 if from_host && !pool.cudadevrt {
                     return Err(Error::fatal("expected libcudadevrt object"));
                 }

@@ -2,9 +2,10 @@
 //! can tell whether compiling its changed partitions would take longer than the
 //! whole-program link: the whole link's libNVVM and ptxas time, and each partition's
 //! (by its unit and kernels, which outlive an edit; its manifest does not). A program is
-//! its input paths, target and options, not their contents. A history that cannot be
-//! read is no history: estimates are only ever a choice of the faster way to the same
-//! kind of result, never a result.
+//! its input paths (nvcc's temporary files by the name they end with), target and
+//! options, not their contents. A history that cannot be read is no history: it only
+//! chooses which of the two images (whole-program or partitioned) an `Auto` link writes,
+//! never a byte of either.
 
 use std::collections::BTreeMap;
 
@@ -24,7 +25,24 @@ pub struct History {
 pub fn identity(module: Option<&str>, kernels: &[String]) -> String {
     let mut k = kernels.to_vec();
     k.sort();
-    format!("{}:{}", module.unwrap_or("<data>"), k.join(","))
+    let unit = module.map_or("<data>".into(), stable);
+    format!("{unit}:{}", k.join(","))
+}
+
+/// A file's name as it outlives a build: nvcc's temporary files
+/// (`/tmp/tmpxft_<process>_<count>-<n>_a.o`, another name on every build when nvcc
+/// compiles and links in one command) by what follows their prefix, `nvcc:a.o`.
+fn stable(name: &str) -> String {
+    let file = name.rsplit('/').next().unwrap_or(name);
+    let rest = file.strip_prefix("tmpxft_").and_then(|r| {
+        let (_, after) = r.split_once('-')?;
+        let (n, unit) = after.split_once('_')?;
+        n.bytes().all(|b| b.is_ascii_digit()).then_some(unit)
+    });
+    match rest {
+        Some(unit) => format!("nvcc:{unit}"),
+        None => name.to_string(),
+    }
 }
 
 /// The history's key: the program (`req`, less what changes no byte) in incremental mode
@@ -43,6 +61,9 @@ fn key(req: &LinkRequest, mode: Mode) -> Key {
         verbose: false,
         verbose2: false,
         incremental: false,
+        inputs: (req.inputs.iter())
+            .map(|p| stable(&p.to_string_lossy()).into())
+            .collect(),
         ..req.clone()
     };
     Key::new("inc-history")
@@ -85,6 +106,19 @@ pub fn whole_is_faster(h: &History, misses: &[String]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nvccs_temporary_files_are_known_by_the_unit_they_hold() {
+        let a = stable("/tmp/tmpxft_00007008_00000000-14_a.o");
+        assert_eq!(a, "nvcc:a.o");
+        assert_eq!(stable("/tmp/tmpxft_00007189_00000000-14_a.o"), a);
+        assert_eq!(stable("build/a.o"), "build/a.o");
+        assert_eq!(stable("tmpxft_x.o"), "tmpxft_x.o");
+        assert_eq!(
+            identity(Some("/tmp/tmpxft_1_2-3_b.o"), &["k".into()]),
+            "nvcc:b.o:k"
+        );
+    }
 
     #[test]
     fn partitions_are_weighed_against_the_whole_link_only_when_all_were_measured() {
