@@ -153,6 +153,43 @@ pub fn compare(expected: &[u8], actual: &[u8]) -> Result<Report> {
     let a = Cubin::parse(Bytes::from_vec(actual.to_vec()), "actual")?;
     let mut d = Vec::new();
     let mut diff = |what: String| d.push(what);
+    header_differences(&e, &a, &mut diff)?;
+    section_differences(&e, &a, &mut diff)?;
+    symbol_differences(&e, &a, &mut diff);
+    relocation_differences(&e, &a, &mut diff)?;
+    if call_graph(&e) != call_graph(&a) {
+        diff(format!(
+            "callgraph: {}",
+            delta(&call_graph(&e), &call_graph(&a))
+        ));
+    }
+    // a tool note whose command line alone differs is a note
+    let mut notes = Vec::new();
+    let note = |c: &Cubin| {
+        c.section_index(".note.nv.tkinfo")
+            .map(|i| c.bytes(&c.sections[i]).to_vec())
+    };
+    if let (Some(x), Some(y)) = (note(&e), note(&a))
+        && x != y
+        && let Some(lines) = super::tkinfo::command_lines_only(&x, &y)
+    {
+        d.retain(|m| !m.starts_with("section .note.nv.tkinfo:"));
+        for (x, y) in lines {
+            notes.push(format!("tool note command line: {x:?} vs {y:?}"));
+        }
+    }
+    Ok(Report {
+        identical: d.is_empty() && expected == actual,
+        differences: d,
+        notes,
+    })
+}
+
+/// Where a difference is said.
+type Diff<'d> = dyn FnMut(String) + 'd;
+
+/// The ELF header and the program headers.
+fn header_differences(e: &Cubin, a: &Cubin, diff: &mut Diff) -> Result<()> {
     if (e.e_type, e.e_flags, e.osabi, e.abi_version)
         != (a.e_type, a.e_flags, a.osabi, a.abi_version)
     {
@@ -162,14 +199,20 @@ pub fn compare(expected: &[u8], actual: &[u8]) -> Result<Report> {
             (a.e_type, a.e_flags, a.osabi, a.abi_version)
         ));
     }
-    let (eh, ah) = (header_view(&e), header_view(&a));
+    let (eh, ah) = (header_view(e), header_view(a));
     if eh != ah {
         diff(format!("header: {}", delta(&eh, &ah)));
     }
-    let (ep, ap) = (segments_view(&e)?, segments_view(&a)?);
+    let (ep, ap) = (segments_view(e)?, segments_view(a)?);
     if ep != ap {
         diff(format!("program headers: {}", delta(&ep, &ap)));
     }
+    Ok(())
+}
+
+/// The sections by name: each pair's header and contents ([`section_pair`]), those
+/// missing and those unexpected.
+fn section_differences(e: &Cubin, a: &Cubin, diff: &mut Diff) -> Result<()> {
     let by_name = |c: &Cubin| -> BTreeMap<String, Vec<usize>> {
         let mut m: BTreeMap<String, Vec<usize>> = BTreeMap::new();
         for (i, s) in c.sections.iter().enumerate().skip(1) {
@@ -177,7 +220,7 @@ pub fn compare(expected: &[u8], actual: &[u8]) -> Result<Report> {
         }
         m
     };
-    let (es, as_) = (by_name(&e), by_name(&a));
+    let (es, as_) = (by_name(e), by_name(a));
     for (name, ei) in &es {
         let Some(ai) = as_.get(name) else {
             diff(format!("section {name}: missing"));
@@ -192,103 +235,122 @@ pub fn compare(expected: &[u8], actual: &[u8]) -> Result<Report> {
             continue;
         }
         for (&x, &y) in ei.iter().zip(ai) {
-            let (sx, sy) = (&e.sections[x], &a.sections[y]);
-            if (sx.ty, sx.flags, sx.align) != (sy.ty, sy.flags, sy.align) {
-                diff(format!(
-                    "section {name}: type/flags/align {:#x}/{:#x}/{} vs {:#x}/{:#x}/{}",
-                    sx.ty, sx.flags, sx.align, sy.ty, sy.flags, sy.align
-                ));
-            }
-            let (ax, ay) = (section_addr(&e, x), section_addr(&a, y));
-            if (ax, sx.entsize) != (ay, sy.entsize) {
-                diff(format!(
-                    "section {name}: addr/entsize {ax:#x}/{:#x} vs {ay:#x}/{:#x}",
-                    sx.entsize, sy.entsize
-                ));
-            }
-            let strings = sx.ty == SHT_STRTAB;
-            if sx.size != sy.size && !strings {
-                diff(format!(
-                    "section {name}: size {:#x} vs {:#x}",
-                    sx.size, sy.size
-                ));
-            }
-            if link_name(&e, sx, sx.link, false) != link_name(&a, sy, sy.link, false)
-                || link_name(&e, sx, sx.info, true) != link_name(&a, sy, sy.info, true)
-            {
-                diff(format!(
-                    "section {name}: link/info {}/{} vs {}/{}",
-                    link_name(&e, sx, sx.link, false),
-                    link_name(&e, sx, sx.info, true),
-                    link_name(&a, sy, sy.link, false),
-                    link_name(&a, sy, sy.info, true)
-                ));
-            }
-            match sx.ty {
-                // a string table by the names taken from it, whatever their order
-                SHT_STRTAB => {
-                    let (vx, vy) = (names_used(&e, x), names_used(&a, y));
-                    if vx != vy {
-                        diff(format!("section {name}: strings {}", delta(&vx, &vy)));
-                    }
-                }
-                SHT_SYMTAB
-                | SHT_RELA
-                | SHT_REL
-                | SHT_CUDA_RESOLVED_RELA
-                | SHT_CUDA_CALLGRAPH
-                | SHT_CUDA_PROTOTYPE
-                | SHT_MERC_SYMTAB
-                | SHT_MERC_RELA
-                | SHT_MERC_RESOLVED_RELA
-                | SHT_MERC_CALLGRAPH
-                | SHT_MERC_PROTOTYPE => {}
-                // a capsule starts with the section index of its function's SASS
-                SHT_CAPMERC_TEXT => {
-                    let head = |c: &Cubin, s: &Section| {
-                        let b = c.bytes(s);
-                        let at = b
-                            .get(..4)
-                            .map_or(0, |h| u32::from_le_bytes(h.try_into().unwrap()));
-                        (
-                            section_name(c, at as u16),
-                            b.get(4..).unwrap_or(&[]).to_vec(),
-                        )
-                    };
-                    let (hx, hy) = (head(&e, sx), head(&a, sy));
-                    if hx.0 != hy.0 {
-                        diff(format!(
-                            "section {name}: for code section {} vs {}",
-                            hx.0, hy.0
-                        ));
-                    }
-                    if hx.1 != hy.1 {
-                        diff(format!("section {name}: capsule bytes differ"));
-                    }
-                }
-                SHT_CUDA_INFO | SHT_MERC_INFO => {
-                    let (vx, vy) = (info_view(&e, sx)?, info_view(&a, sy)?);
-                    if vx != vy {
-                        diff(format!("section {name}: records {}", delta(&vx, &vy)));
-                    }
-                }
-                _ => {
-                    if e.bytes(sx) != a.bytes(sy) {
-                        let at = e
-                            .bytes(sx)
-                            .iter()
-                            .zip(a.bytes(sy))
-                            .position(|(p, q)| p != q);
-                        diff(format!("section {name}: bytes differ (first at {at:?})"));
-                    }
-                }
-            }
+            section_pair(e, a, name, x, y, diff)?;
         }
     }
     for name in as_.keys().filter(|n| !es.contains_key(*n)) {
         diff(format!("section {name}: unexpected"));
     }
-    // symbols
+    Ok(())
+}
+
+/// One section `name` of each image (`x` in `e`, `y` in `a`): its header, and its
+/// contents by meaning (string tables by the names used, capsules by their function,
+/// `.nv.info` by records; tables compared elsewhere skipped; the rest byte for byte).
+fn section_pair(
+    e: &Cubin,
+    a: &Cubin,
+    name: &str,
+    x: usize,
+    y: usize,
+    diff: &mut Diff,
+) -> Result<()> {
+    let (sx, sy) = (&e.sections[x], &a.sections[y]);
+    if (sx.ty, sx.flags, sx.align) != (sy.ty, sy.flags, sy.align) {
+        diff(format!(
+            "section {name}: type/flags/align {:#x}/{:#x}/{} vs {:#x}/{:#x}/{}",
+            sx.ty, sx.flags, sx.align, sy.ty, sy.flags, sy.align
+        ));
+    }
+    let (ax, ay) = (section_addr(e, x), section_addr(a, y));
+    if (ax, sx.entsize) != (ay, sy.entsize) {
+        diff(format!(
+            "section {name}: addr/entsize {ax:#x}/{:#x} vs {ay:#x}/{:#x}",
+            sx.entsize, sy.entsize
+        ));
+    }
+    let strings = sx.ty == SHT_STRTAB;
+    if sx.size != sy.size && !strings {
+        diff(format!(
+            "section {name}: size {:#x} vs {:#x}",
+            sx.size, sy.size
+        ));
+    }
+    if link_name(e, sx, sx.link, false) != link_name(a, sy, sy.link, false)
+        || link_name(e, sx, sx.info, true) != link_name(a, sy, sy.info, true)
+    {
+        diff(format!(
+            "section {name}: link/info {}/{} vs {}/{}",
+            link_name(e, sx, sx.link, false),
+            link_name(e, sx, sx.info, true),
+            link_name(a, sy, sy.link, false),
+            link_name(a, sy, sy.info, true)
+        ));
+    }
+    match sx.ty {
+        // a string table by the names taken from it, whatever their order
+        SHT_STRTAB => {
+            let (vx, vy) = (names_used(e, x), names_used(a, y));
+            if vx != vy {
+                diff(format!("section {name}: strings {}", delta(&vx, &vy)));
+            }
+        }
+        SHT_SYMTAB
+        | SHT_RELA
+        | SHT_REL
+        | SHT_CUDA_RESOLVED_RELA
+        | SHT_CUDA_CALLGRAPH
+        | SHT_CUDA_PROTOTYPE
+        | SHT_MERC_SYMTAB
+        | SHT_MERC_RELA
+        | SHT_MERC_RESOLVED_RELA
+        | SHT_MERC_CALLGRAPH
+        | SHT_MERC_PROTOTYPE => {}
+        // a capsule starts with the section index of its function's SASS
+        SHT_CAPMERC_TEXT => {
+            let head = |c: &Cubin, s: &Section| {
+                let b = c.bytes(s);
+                let at = b
+                    .get(..4)
+                    .map_or(0, |h| u32::from_le_bytes(h.try_into().unwrap()));
+                (
+                    section_name(c, at as u16),
+                    b.get(4..).unwrap_or(&[]).to_vec(),
+                )
+            };
+            let (hx, hy) = (head(e, sx), head(a, sy));
+            if hx.0 != hy.0 {
+                diff(format!(
+                    "section {name}: for code section {} vs {}",
+                    hx.0, hy.0
+                ));
+            }
+            if hx.1 != hy.1 {
+                diff(format!("section {name}: capsule bytes differ"));
+            }
+        }
+        SHT_CUDA_INFO | SHT_MERC_INFO => {
+            let (vx, vy) = (info_view(e, sx)?, info_view(a, sy)?);
+            if vx != vy {
+                diff(format!("section {name}: records {}", delta(&vx, &vy)));
+            }
+        }
+        _ => {
+            if e.bytes(sx) != a.bytes(sy) {
+                let at = e
+                    .bytes(sx)
+                    .iter()
+                    .zip(a.bytes(sy))
+                    .position(|(p, q)| p != q);
+                diff(format!("section {name}: bytes differ (first at {at:?})"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The symbols by name (both tables, SASS and Mercury), and the section symbols.
+fn symbol_differences(e: &Cubin, a: &Cubin, diff: &mut Diff) {
     let syms = |c: &Cubin| -> BTreeMap<String, Vec<String>> {
         let mut m: BTreeMap<String, Vec<String>> = BTreeMap::new();
         let all = c.symbols.iter().skip(1).map(|s| (s, ""));
@@ -331,7 +393,7 @@ pub fn compare(expected: &[u8], actual: &[u8]) -> Result<Report> {
         v.sort();
         v
     };
-    let (ey, ay) = (syms(&e), syms(&a));
+    let (ey, ay) = (syms(e), syms(a));
     if ey != ay {
         for (k, v) in &ey {
             if ay.get(k) != Some(v) {
@@ -342,14 +404,17 @@ pub fn compare(expected: &[u8], actual: &[u8]) -> Result<Report> {
             diff(format!("symbol {k}: unexpected"));
         }
     }
-    if sections_with_symbol(&e) != sections_with_symbol(&a) {
+    if sections_with_symbol(e) != sections_with_symbol(a) {
         diff(format!(
             "section symbols: {}",
-            delta(&sections_with_symbol(&e), &sections_with_symbol(&a))
+            delta(&sections_with_symbol(e), &sections_with_symbol(a))
         ));
     }
-    // relocations
-    // keyed by name and the section they apply to; several of one key kept apart
+}
+
+/// The relocations, keyed by their section's name and the section they apply to;
+/// several of one key kept apart.
+fn relocation_differences(e: &Cubin, a: &Cubin, diff: &mut Diff) -> Result<()> {
     let relocs = |c: &Cubin| -> Result<BTreeMap<String, Vec<Vec<String>>>> {
         let mut m: BTreeMap<String, Vec<Vec<String>>> = BTreeMap::new();
         for (i, s) in c.sections.iter().enumerate() {
@@ -391,7 +456,7 @@ pub fn compare(expected: &[u8], actual: &[u8]) -> Result<Report> {
         }
         Ok(m)
     };
-    let (er, ar) = (relocs(&e)?, relocs(&a)?);
+    let (er, ar) = (relocs(e)?, relocs(a)?);
     for (k, v) in &er {
         match ar.get(k) {
             Some(w) if w == v => {}
@@ -411,77 +476,56 @@ pub fn compare(expected: &[u8], actual: &[u8]) -> Result<Report> {
     for k in ar.keys().filter(|k| !er.contains_key(*k)) {
         diff(format!("relocations {k}: unexpected"));
     }
-    // callgraph edges and prototypes by name
-    let graph = |c: &Cubin| -> Vec<String> {
-        let strtab = c
-            .sections
-            .iter()
-            .find(|s| s.name == ".strtab")
-            .map(|s| c.bytes(s))
-            .unwrap_or(&[]);
-        let string = |o: i32| -> String {
-            let Some(rest) = usize::try_from(o).ok().and_then(|o| strtab.get(o..)) else {
-                return o.to_string();
-            };
-            let end = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
-            String::from_utf8_lossy(&rest[..end]).into_owned()
+    Ok(())
+}
+
+/// The call graph's edges and the prototypes, by name.
+fn call_graph(c: &Cubin) -> Vec<String> {
+    let strtab = c
+        .sections
+        .iter()
+        .find(|s| s.name == ".strtab")
+        .map(|s| c.bytes(s))
+        .unwrap_or(&[]);
+    let string = |o: i32| -> String {
+        let Some(rest) = usize::try_from(o).ok().and_then(|o| strtab.get(o..)) else {
+            return o.to_string();
         };
-        let mut v = Vec::new();
-        for s in c.sections.iter().filter(|s| {
-            matches!(
-                s.ty,
-                SHT_CUDA_CALLGRAPH | SHT_CUDA_PROTOTYPE | SHT_MERC_CALLGRAPH | SHT_MERC_PROTOTYPE
-            )
-        }) {
-            let merc = is_merc(s);
-            let graph = matches!(s.ty, SHT_CUDA_CALLGRAPH | SHT_MERC_CALLGRAPH);
-            let mut group = 0;
-            for e in c.bytes(s).chunks_exact(8) {
-                let x = u32::from_le_bytes(e[..4].try_into().unwrap());
-                let y = i32::from_le_bytes(e[4..].try_into().unwrap());
-                if graph && x == 0 && (-4..=-1).contains(&y) {
-                    group = -y;
-                    continue;
-                }
-                let yn = if graph && (group == 1 || group == 4) {
-                    sym_name_in(c, merc, y as u32)
-                } else {
-                    string(y)
-                };
-                v.push(format!(
-                    "{} {group} {} {}",
-                    s.name,
-                    sym_name_in(c, merc, x),
-                    yn
-                ));
+        let end = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
+        String::from_utf8_lossy(&rest[..end]).into_owned()
+    };
+    let mut v = Vec::new();
+    for s in c.sections.iter().filter(|s| {
+        matches!(
+            s.ty,
+            SHT_CUDA_CALLGRAPH | SHT_CUDA_PROTOTYPE | SHT_MERC_CALLGRAPH | SHT_MERC_PROTOTYPE
+        )
+    }) {
+        let merc = is_merc(s);
+        let graph = matches!(s.ty, SHT_CUDA_CALLGRAPH | SHT_MERC_CALLGRAPH);
+        let mut group = 0;
+        for e in c.bytes(s).chunks_exact(8) {
+            let x = u32::from_le_bytes(e[..4].try_into().unwrap());
+            let y = i32::from_le_bytes(e[4..].try_into().unwrap());
+            if graph && x == 0 && (-4..=-1).contains(&y) {
+                group = -y;
+                continue;
             }
-        }
-        v.sort();
-        v
-    };
-    if graph(&e) != graph(&a) {
-        diff(format!("callgraph: {}", delta(&graph(&e), &graph(&a))));
-    }
-    // a tool note whose command line alone differs is a note
-    let mut notes = Vec::new();
-    let note = |c: &Cubin| {
-        c.section_index(".note.nv.tkinfo")
-            .map(|i| c.bytes(&c.sections[i]).to_vec())
-    };
-    if let (Some(x), Some(y)) = (note(&e), note(&a))
-        && x != y
-        && let Some(lines) = super::tkinfo::command_lines_only(&x, &y)
-    {
-        d.retain(|m| !m.starts_with("section .note.nv.tkinfo:"));
-        for (x, y) in lines {
-            notes.push(format!("tool note command line: {x:?} vs {y:?}"));
+            let yn = if graph && (group == 1 || group == 4) {
+                sym_name_in(c, merc, y as u32)
+            } else {
+                string(y)
+            };
+            v.push(format!(
+                "{} {group} {} {}",
+                s.name,
+                sym_name_in(c, merc, x),
+                yn
+            ));
         }
     }
-    Ok(Report {
-        identical: d.is_empty() && expected == actual,
-        differences: d,
-        notes,
-    })
+    v.sort();
+    v
 }
 
 /// The ELF header fields the section and symbol comparisons leave out: the identity

@@ -31,7 +31,9 @@ pub(crate) const OFFSET_LISTS: &[u8] = &[
 ];
 
 /// Takes `fin`'s function `name` (section `fsec` there) into `data`, the bytes of `unit`
-/// (its section `index`); false, with `data` untouched, where it cannot be done.
+/// (its section `index`); false, with `data` untouched, where it cannot be done. Each
+/// step below gives its edits, or `None` where it cannot be done; nothing is written
+/// until every step has given its own.
 pub fn take(
     unit: &Cubin,
     fin: &Cubin,
@@ -39,172 +41,31 @@ pub fn take(
     fsec: usize,
     data: &mut Vec<u8>,
 ) -> Result<bool> {
-    let mut edits = Vec::new();
     let s = &unit.sections[index];
-    let name = &s.name[".text.".len()..];
-    let (ours, theirs) = (unit.bytes(s), fin.bytes(&fin.sections[fsec]));
-    if ours.len() % 16 != 0 || theirs.len() % 16 != 0 || theirs.is_empty() {
-        return Ok(false);
-    }
-    let word = |d: &[u8], off: usize| u128::from_le_bytes(d[off..off + 16].try_into().unwrap());
-    // the capsule
-    let capsule = format!(".nv.capmerc{}", s.name);
-    let (Some(c0), Some(c1)) = (section(unit, &capsule), section(fin, &capsule)) else {
-        return Ok(false);
+    let f = Function {
+        unit,
+        fin,
+        index,
+        name: &s.name[".text.".len()..],
+        ours: unit.bytes(s),
+        theirs: fin.bytes(&fin.sections[fsec]),
     };
-    let (b0, b1) = (unit.bytes(&unit.sections[c0]), fin.bytes(&fin.sections[c1]));
-    if b0.len() < 4 || b1.len() < 4 {
+    if !f.ours.len().is_multiple_of(16) || !f.theirs.len().is_multiple_of(16) || f.theirs.is_empty()
+    {
         return Ok(false);
     }
-    // (the Mercury relocations address the expanded Mercury code, not the capsule's
-    // bytes: a changed capsule is taken where every Mercury relocation the finalized
-    // image kept is at an offset of one of ours; the link drops those it resolves)
-    if b0[4..] != b1[4..] {
-        let ours = mercury_relocations(unit, c0)?;
-        if !mercury_relocations(fin, c1)?
-            .iter()
-            .all(|o| ours.binary_search(o).is_ok())
-        {
-            return Ok(false);
-        }
+    let steps = [
+        capsule_edit(&f)?,
+        code_edits(&f)?,
+        offset_lists_edit(&f)?,
+        frame_edit(&f)?,
+        size_edit(&f),
+    ];
+    let mut edits = Vec::new();
+    for step in steps {
+        let Some(e) = step else { return Ok(false) };
+        edits.extend(e);
     }
-    if b0[4..] != b1[4..] {
-        let mut cap = b0[..4].to_vec();
-        cap.extend_from_slice(&b1[4..]);
-        edits.push(Edit::Section(c0, cap));
-    }
-    // the relocation sites, found again among the finalized instructions alike
-    let mut code = theirs.to_vec();
-    let mut relocs = Vec::new();
-    let mut masks: HashMap<usize, u128> = HashMap::new();
-    for (k, r) in unit.sections.iter().enumerate() {
-        if !matches!(r.ty, SHT_RELA | SHT_REL) || r.info as usize != index {
-            continue;
-        }
-        let entry = if r.ty == SHT_RELA { 24 } else { 16 };
-        for (j, rel) in unit.relocations(k)?.iter().enumerate() {
-            let Some(m) = reloc::field_mask(rel.ty, rel.offset % 16) else {
-                return Ok(false);
-            };
-            let at = (rel.offset / 16 * 16) as usize;
-            if at + 16 > ours.len() {
-                return Ok(false);
-            }
-            *masks.entry(at).or_default() |= m;
-            relocs.push((r.offset as usize + j * entry, rel.offset, at));
-        }
-    }
-    match moved_sites(ours, theirs, &masks) {
-        Some(to) => {
-            for (&at, &p) in &to {
-                let m = masks[&at];
-                let new = (word(theirs, p) & !m) | (word(ours, at) & m);
-                code[p..p + 16].copy_from_slice(&new.to_le_bytes());
-            }
-            for &(entry_at, offset, at) in &relocs {
-                let moved = to[&at] as u64 + offset % 16;
-                edits.push(Edit::Bytes(entry_at, moved.to_le_bytes().to_vec()));
-            }
-        }
-        None => return Ok(false),
-    }
-    // the function's instruction-offset lists
-    let info_name = format!(".nv.info.{name}");
-    if let Some(i0) = section(unit, &info_name) {
-        let Some(i1) = section(fin, &info_name) else {
-            return Ok(false);
-        };
-        let parse = |c: &Cubin, i: usize| {
-            let x = &c.sections[i];
-            info::parse(c.bytes(x), &c.origin, &info_name, x.offset)
-        };
-        let (mut r0, r1) = (parse(unit, i0)?, parse(fin, i1)?);
-        let lists = |r: &[info::Record]| {
-            let mut v: Vec<u8> = r
-                .iter()
-                .filter(|x| OFFSET_LISTS.contains(&x.attr))
-                .map(|x| x.attr)
-                .collect();
-            v.sort();
-            v
-        };
-        if lists(&r0) != lists(&r1) {
-            return Ok(false);
-        }
-        for rec in r0.iter_mut().filter(|x| OFFSET_LISTS.contains(&x.attr)) {
-            let theirs = r1.iter().find(|x| x.attr == rec.attr).expect("listed");
-            if theirs.payload.len() != rec.payload.len() {
-                return Ok(false);
-            }
-            rec.payload = theirs.payload.clone();
-        }
-        let bytes = info::encode_all(&r0);
-        if bytes.len() as u64 != unit.sections[i0].size {
-            return Ok(false);
-        }
-        edits.push(Edit::Section(i0, bytes));
-    }
-    // the FDE: ours found by its relocation, the finalized one by its range and length
-    if let Some(d0) = section(unit, ".debug_frame") {
-        let Some(at) = fde_of(unit, d0, index)? else {
-            return Ok(false);
-        };
-        let f0 = unit.bytes(&unit.sections[d0]);
-        let len = f0.u64_at(at + 4).unwrap_or(0) as usize;
-        let Some(d1) = section(fin, ".debug_frame") else {
-            return Ok(false);
-        };
-        let f1 = fin.bytes(&fin.sections[d1]);
-        let mut candidates: Vec<usize> = fdes(f1)
-            .into_iter()
-            .filter(|&q| {
-                f1.u64_at(q + 4) == Some(len as u64)
-                    && f1.u64_at(q + 28) == Some(theirs.len() as u64)
-                    && (f0.get(at + 36..at + 12 + len))
-                        .zip(f1.get(q + 36..q + 12 + len))
-                        .is_some_and(|(a, b)| alike(a, b))
-            })
-            .collect();
-        // (FDEs that give the same bytes are one candidate: two instances of a template,
-        // NVSHMEM's `nvshmemi_transfer_submit_active_region_slow<t0>` and `<t3>`, have
-        // the same code and the same frame)
-        let mut seen = Vec::new();
-        candidates.retain(|&q| {
-            let bytes = f1.get(q + 28..q + 12 + len);
-            let new = !seen.contains(&bytes);
-            seen.push(bytes);
-            new
-        });
-        let ([q], Some(end)) = (&candidates[..], (at + 12).checked_add(len)) else {
-            return Ok(false);
-        };
-        if end > f0.len() || q + 12 + len > f1.len() || len < 32 {
-            return Ok(false);
-        }
-        let mut fde = f0[at..end].to_vec();
-        fde[28..].copy_from_slice(&f1[q + 28..q + 12 + len]);
-        let base = unit.sections[d0].offset as usize;
-        edits.push(Edit::Bytes(base + at, fde));
-    }
-    // the code, and its size where it changed
-    if theirs.len() != ours.len() {
-        let Some(sym) = unit
-            .symbols
-            .iter()
-            .position(|y| y.shndx as usize == index && y.name.as_str() == name)
-        else {
-            return Ok(false);
-        };
-        let Some(tab) = unit.sections.iter().find(|x| x.ty == SHT_SYMTAB) else {
-            return Ok(false);
-        };
-        let size_at = tab.offset as usize + sym * 24 + 16;
-        edits.push(Edit::Bytes(
-            size_at,
-            (theirs.len() as u64).to_le_bytes().to_vec(),
-        ));
-    }
-    edits.push(Edit::Section(index, code));
     for e in edits {
         match e {
             Edit::Bytes(at, b) => data[at..at + b.len()].copy_from_slice(&b),
@@ -212,6 +73,200 @@ pub fn take(
         }
     }
     Ok(true)
+}
+
+/// The function being taken: its section in the unit, its code there and in the
+/// finalized image.
+struct Function<'a> {
+    unit: &'a Cubin,
+    fin: &'a Cubin,
+    index: usize,
+    name: &'a str,
+    ours: &'a [u8],
+    theirs: &'a [u8],
+}
+
+/// A step's edits, or `None` where the function cannot be taken.
+type Step = Option<Vec<Edit>>;
+
+fn word(d: &[u8], off: usize) -> u128 {
+    u128::from_le_bytes(d[off..off + 16].try_into().unwrap())
+}
+
+/// The capsule (`.nv.capmerc.text.<name>`), the finalized one's where it changed.
+fn capsule_edit(f: &Function) -> Result<Step> {
+    let (unit, fin) = (f.unit, f.fin);
+    let capsule = format!(".nv.capmerc{}", unit.sections[f.index].name);
+    let (Some(c0), Some(c1)) = (section(unit, &capsule), section(fin, &capsule)) else {
+        return Ok(None);
+    };
+    let (b0, b1) = (unit.bytes(&unit.sections[c0]), fin.bytes(&fin.sections[c1]));
+    if b0.len() < 4 || b1.len() < 4 {
+        return Ok(None);
+    }
+    if b0[4..] == b1[4..] {
+        return Ok(Some(Vec::new()));
+    }
+    // (the Mercury relocations address the expanded Mercury code, not the capsule's
+    // bytes: a changed capsule is taken where every Mercury relocation the finalized
+    // image kept is at an offset of one of ours; the link drops those it resolves)
+    let ours = mercury_relocations(unit, c0)?;
+    if !mercury_relocations(fin, c1)?
+        .iter()
+        .all(|o| ours.binary_search(o).is_ok())
+    {
+        return Ok(None);
+    }
+    let mut cap = b0[..4].to_vec();
+    cap.extend_from_slice(&b1[4..]);
+    Ok(Some(vec![Edit::Section(c0, cap)]))
+}
+
+/// The finalized code with our relocated fields, its relocation sites found again among
+/// the finalized instructions alike, and the relocations' offsets moved to them.
+fn code_edits(f: &Function) -> Result<Step> {
+    let (unit, ours, theirs) = (f.unit, f.ours, f.theirs);
+    let mut relocs = Vec::new();
+    let mut masks: HashMap<usize, u128> = HashMap::new();
+    for (k, r) in unit.sections.iter().enumerate() {
+        if !matches!(r.ty, SHT_RELA | SHT_REL) || r.info as usize != f.index {
+            continue;
+        }
+        let entry = if r.ty == SHT_RELA { 24 } else { 16 };
+        for (j, rel) in unit.relocations(k)?.iter().enumerate() {
+            let Some(m) = reloc::field_mask(rel.ty, rel.offset % 16) else {
+                return Ok(None);
+            };
+            let at = (rel.offset / 16 * 16) as usize;
+            if at + 16 > ours.len() {
+                return Ok(None);
+            }
+            *masks.entry(at).or_default() |= m;
+            relocs.push((r.offset as usize + j * entry, rel.offset, at));
+        }
+    }
+    let Some(to) = moved_sites(ours, theirs, &masks) else {
+        return Ok(None);
+    };
+    let mut code = theirs.to_vec();
+    for (&at, &p) in &to {
+        let m = masks[&at];
+        let new = (word(theirs, p) & !m) | (word(ours, at) & m);
+        code[p..p + 16].copy_from_slice(&new.to_le_bytes());
+    }
+    let mut edits = vec![Edit::Section(f.index, code)];
+    for &(entry_at, offset, at) in &relocs {
+        let moved = to[&at] as u64 + offset % 16;
+        edits.push(Edit::Bytes(entry_at, moved.to_le_bytes().to_vec()));
+    }
+    Ok(Some(edits))
+}
+
+/// The function's instruction-offset lists (`.nv.info.<name>`), the finalized ones.
+fn offset_lists_edit(f: &Function) -> Result<Step> {
+    let (unit, fin) = (f.unit, f.fin);
+    let info_name = format!(".nv.info.{}", f.name);
+    let Some(i0) = section(unit, &info_name) else {
+        return Ok(Some(Vec::new()));
+    };
+    let Some(i1) = section(fin, &info_name) else {
+        return Ok(None);
+    };
+    let parse = |c: &Cubin, i: usize| {
+        let x = &c.sections[i];
+        info::parse(c.bytes(x), &c.origin, &info_name, x.offset)
+    };
+    let (mut r0, r1) = (parse(unit, i0)?, parse(fin, i1)?);
+    let lists = |r: &[info::Record]| {
+        let mut v: Vec<u8> = r
+            .iter()
+            .filter(|x| OFFSET_LISTS.contains(&x.attr))
+            .map(|x| x.attr)
+            .collect();
+        v.sort();
+        v
+    };
+    if lists(&r0) != lists(&r1) {
+        return Ok(None);
+    }
+    for rec in r0.iter_mut().filter(|x| OFFSET_LISTS.contains(&x.attr)) {
+        let theirs = r1.iter().find(|x| x.attr == rec.attr).expect("listed");
+        if theirs.payload.len() != rec.payload.len() {
+            return Ok(None);
+        }
+        rec.payload = theirs.payload.clone();
+    }
+    let bytes = info::encode_all(&r0);
+    if bytes.len() as u64 != unit.sections[i0].size {
+        return Ok(None);
+    }
+    Ok(Some(vec![Edit::Section(i0, bytes)]))
+}
+
+/// The function's FDE in `.debug_frame`: ours found by its relocation, the finalized
+/// one by its range and length.
+fn frame_edit(f: &Function) -> Result<Step> {
+    let (unit, fin) = (f.unit, f.fin);
+    let Some(d0) = section(unit, ".debug_frame") else {
+        return Ok(Some(Vec::new()));
+    };
+    let Some(at) = fde_of(unit, d0, f.index)? else {
+        return Ok(None);
+    };
+    let f0 = unit.bytes(&unit.sections[d0]);
+    let len = f0.u64_at(at + 4).unwrap_or(0) as usize;
+    let Some(d1) = section(fin, ".debug_frame") else {
+        return Ok(None);
+    };
+    let f1 = fin.bytes(&fin.sections[d1]);
+    let mut candidates: Vec<usize> = fdes(f1)
+        .into_iter()
+        .filter(|&q| {
+            f1.u64_at(q + 4) == Some(len as u64)
+                && f1.u64_at(q + 28) == Some(f.theirs.len() as u64)
+                && (f0.get(at + 36..at + 12 + len))
+                    .zip(f1.get(q + 36..q + 12 + len))
+                    .is_some_and(|(a, b)| alike(a, b))
+        })
+        .collect();
+    // (FDEs that give the same bytes are one candidate: two instances of a template,
+    // NVSHMEM's `nvshmemi_transfer_submit_active_region_slow<t0>` and `<t3>`, have
+    // the same code and the same frame)
+    let mut seen = Vec::new();
+    candidates.retain(|&q| {
+        let bytes = f1.get(q + 28..q + 12 + len);
+        let new = !seen.contains(&bytes);
+        seen.push(bytes);
+        new
+    });
+    let ([q], Some(end)) = (&candidates[..], (at + 12).checked_add(len)) else {
+        return Ok(None);
+    };
+    if end > f0.len() || q + 12 + len > f1.len() || len < 32 {
+        return Ok(None);
+    }
+    let mut fde = f0[at..end].to_vec();
+    fde[28..].copy_from_slice(&f1[q + 28..q + 12 + len]);
+    let base = unit.sections[d0].offset as usize;
+    Ok(Some(vec![Edit::Bytes(base + at, fde)]))
+}
+
+/// The function symbol's size, where the finalized code's differs.
+fn size_edit(f: &Function) -> Step {
+    if f.theirs.len() == f.ours.len() {
+        return Some(Vec::new());
+    }
+    let unit = f.unit;
+    let sym = unit
+        .symbols
+        .iter()
+        .position(|y| y.shndx as usize == f.index && y.name.as_str() == f.name)?;
+    let tab = unit.sections.iter().find(|x| x.ty == SHT_SYMTAB)?;
+    let size_at = tab.offset as usize + sym * 24 + 16;
+    Some(vec![Edit::Bytes(
+        size_at,
+        (f.theirs.len() as u64).to_le_bytes().to_vec(),
+    )])
 }
 
 /// Where each relocated instruction of `ours` (at the offsets of `masks`, its relocated

@@ -26,22 +26,69 @@ pub enum LtoOutcome {
 /// functions (NVSHMEM's), fixed whatever the machine.
 const LIBRARY_PTXAS_THREADS: u32 = 4;
 
-/// Runs the LTO phase over the input trees.
+/// What the LTO phase gathered before compiling: the module pool, what the modules agree
+/// on, and libNVVM's settings for them.
+struct Gathered {
+    pool: Pool,
+    consensus: consensus::Consensus,
+    settings: lto::LtoSettings,
+    /// Partial LTO: an input without IR (or `-force-partial-lto`), relocatable output.
+    partial: bool,
+    /// Some module came from a host object (`-dc`), whose kernel tables count.
+    from_host: bool,
+    /// nvcc's IR beside LLVM bitcode, joined into one module by LLVM.
+    mixed: bool,
+    bitcode: lto::prelink::BitcodeCode,
+}
+
+/// Runs the LTO phase over the input trees: the pool gathered, then linked as
+/// partitions (`--incremental`) or compiled whole by libNVVM and assembled by ptxas.
 pub fn run(
     plan: &Plan,
     ctx: &LinkContext,
     trees: &[input::Node],
     timings: &mut Timings,
 ) -> Result<LtoOutcome> {
-    let (req, diag) = (plan.req, ctx.diag);
-    if req.emit_ltoir {
+    if plan.req.emit_ltoir {
         lto::prelink::emit(plan, ctx, trees, timings)?;
         return Ok(LtoOutcome::Written);
     }
+    let Some(g) = gather(plan, ctx, trees, timings)? else {
+        return Ok(LtoOutcome::NoIr);
+    };
+    let mut whole_timer = None;
+    if plan.incremental()? != crate::cli::incremental::Mode::Off {
+        use lto::incremental::Outcome;
+        let (pool, settings) = (&g.pool, &g.settings);
+        match lto::incremental::link(plan, ctx, pool, settings, &g.consensus, g.partial, timings)? {
+            Outcome::Partitioned(cubins) => {
+                timings.partitioned = true;
+                if g.from_host && !pool.cudadevrt {
+                    return Err(Error::fatal("expected libcudadevrt object"));
+                }
+                return relocatable_outcome(cubins, pool);
+            }
+            Outcome::Whole(timer) => whole_timer = timer,
+        }
+    }
+    let Some(lto_out) = compile_whole(plan, ctx, &g, timings)? else {
+        return Ok(LtoOutcome::Written);
+    };
+    assemble(plan, ctx, &g, lto_out, whole_timer, timings)
+}
+
+/// The module pool and its settings (`None`: no IR among the inputs, nvlink's warning).
+fn gather(
+    plan: &Plan,
+    ctx: &LinkContext,
+    trees: &[input::Node],
+    timings: &mut Timings,
+) -> Result<Option<Gathered>> {
+    let (req, diag) = (plan.req, ctx.diag);
     let mut pool = timings.phase("pool", || lto::pool::collect(trees, req.target, diag))?;
     if pool.modules.is_empty() {
         diag.warning("Ignoring -dlto option because no LTO objects found");
-        return Ok(LtoOutcome::NoIr);
+        return Ok(None);
     }
     let partial = !pool.non_ir.is_empty() || req.force_partial_lto;
     // one line for every input without IR, as nvlink does
@@ -77,7 +124,31 @@ pub fn run(
             lto::prelink::join_mixed(&mut pool, req.target)
         })?;
     }
-    let mut settings = lto_settings(plan, &pool, from_host);
+    let settings = settings_for(plan, ctx, &pool, from_host, mixed, partial, &bitcode);
+    Ok(Some(Gathered {
+        pool,
+        consensus,
+        settings,
+        partial,
+        from_host,
+        mixed,
+        bitcode,
+    }))
+}
+
+/// libNVVM's settings for the pool, as nvlink gives them (`lto_settings`), with what
+/// nvlinkrs' own IR, clang's kernels and partial LTO change.
+fn settings_for(
+    plan: &Plan,
+    ctx: &LinkContext,
+    pool: &Pool,
+    from_host: bool,
+    mixed: bool,
+    partial: bool,
+    bitcode: &lto::prelink::BitcodeCode,
+) -> lto::LtoSettings {
+    let (req, diag) = (plan.req, ctx.diag);
+    let mut settings = lto_settings(plan, pool, from_host);
     settings.nvvm_latest |= mixed;
     // IR nvlinkrs wrote (LLVM 22) is read by libNVVM's newer NVVM only: up to sm_90 that
     // takes -nvvm-latest, which nvlink needs given (it fails without); sm_100 and later
@@ -109,25 +180,22 @@ pub fn run(
         settings.host_info = false;
         settings.host_refs = Default::default();
     }
-    let mut whole_timer = None;
-    if plan.incremental()? != crate::cli::incremental::Mode::Off {
-        use lto::incremental::Outcome;
-        match lto::incremental::link(plan, ctx, &pool, &settings, &consensus, partial, timings)? {
-            Outcome::Partitioned(cubins) => {
-                timings.partitioned = true;
-                if from_host && !pool.cudadevrt {
-                    return Err(Error::fatal("expected libcudadevrt object"));
-                }
-                return relocatable_outcome(cubins, &pool);
-            }
-            Outcome::Whole(timer) => whole_timer = timer,
-        }
-    }
+    settings
+}
 
-    let options = lto::nvvm_options(&settings, &consensus);
-    let engine = engine_for(plan, ctx, &pool)?;
+/// The whole program through the LTO engine (libNVVM, or LLVM for bitcode): its PTX, or
+/// `None` when that PTX was the output (`-emit-ptx`).
+fn compile_whole(
+    plan: &Plan,
+    ctx: &LinkContext,
+    g: &Gathered,
+    timings: &mut Timings,
+) -> Result<Option<lto::LtoOutput>> {
+    let (req, diag) = (plan.req, ctx.diag);
+    let options = lto::nvvm_options(&g.settings, &g.consensus);
+    let engine = engine_for(plan, ctx, &g.pool)?;
     if req.verbose_keep {
-        for m in &pool.modules {
+        for m in &g.pool.modules {
             diag::to_stdout(&format!("nvlink -lto-add-module {}.nvvm\n", m.module.name));
         }
     }
@@ -137,24 +205,42 @@ pub fn run(
     if req.verbose2 {
         diag::to_stderr(" Running nvlink cicc-lto\n");
     }
-    let modules: Vec<lto::IrModule> = pool.modules.iter().map(|m| m.module.clone()).collect();
+    let modules: Vec<lto::IrModule> = g.pool.modules.iter().map(|m| m.module.clone()).collect();
     let lto_out = timings
         .phase("cicc", || {
             jobs::phase(engine.1, || engine.0.compile(&modules, &options, diag))
         })
         .map_err(|e| explain_newer_ir(e, &modules, req.target))
-        .map_err(|e| explain_ours(e, &modules, mixed))?;
-    // (checked after ptxas, as nvlink does: an unresolved extern function is ptxas's error)
-    let no_cudadevrt = from_host && !pool.cudadevrt && !partial;
+        .map_err(|e| explain_ours(e, &modules, g.mixed))?;
     if req.emit_ptx {
-        if no_cudadevrt {
+        if missing_cudadevrt(g) {
             return Err(Error::fatal("expected libcudadevrt object"));
         }
         let ptx = lto_out.ptx.concat();
         output::write_atomic(&req.output, &ptx)?;
         timings.written.out = timings.written.keep.then_some(ptx);
-        return Ok(LtoOutcome::Written);
+        return Ok(None);
     }
+    Ok(Some(lto_out))
+}
+
+/// A `-dc` program without libcudadevrt: nvlink's fatal error (checked after ptxas, as
+/// nvlink does: an unresolved extern function is ptxas's error).
+fn missing_cudadevrt(g: &Gathered) -> bool {
+    g.from_host && !g.pool.cudadevrt && !g.partial
+}
+
+/// The PTX assembled by ptxas: the output of a whole-program link, or relocatable cubins
+/// for the merge (partial LTO, a split compile, a bitcode library's calls).
+fn assemble(
+    plan: &Plan,
+    ctx: &LinkContext,
+    g: &Gathered,
+    lto_out: lto::LtoOutput,
+    whole_timer: Option<Box<lto::incremental::WholeTimer>>,
+    timings: &mut Timings,
+) -> Result<LtoOutcome> {
+    let (req, diag) = (plan.req, ctx.diag);
     let split = lto_out.ptx.len() > 1;
     // (libnvJitLink links the kernels of a libcudadevrt its caller gave beside a whole
     // program too: its output is merged with them, see `assemble::drop_unused_system`)
@@ -162,12 +248,12 @@ pub fn run(
     // library's own archive has it, called: ptxas's whole-program mode inlined NVSHMEM's
     // transfer functions into the kernel, at 2.3 times ptxas' time; nvlink links no
     // bitcode library, so no image of its is to match)
-    let library_calls = lto::prelink::defines_any(&lto_out.ptx, &bitcode.library_functions);
-    let relocatable = partial
+    let library_calls = lto::prelink::defines_any(&lto_out.ptx, &g.bitcode.library_functions);
+    let relocatable = g.partial
         || !lto_out.whole_program
         || split
         || library_calls
-        || (req.nvjitlink_cudadevrt && pool.cudadevrt);
+        || (req.nvjitlink_cudadevrt && g.pool.cudadevrt);
     if req.verbose2 {
         diag::to_stderr(" Running nvlink ptxas-lto\n");
     }
@@ -180,7 +266,7 @@ pub fn run(
     }
     options.maxrregcount = req
         .maxrregcount
-        .or(consensus.value(consensus::Opt::MaxReg))
+        .or(g.consensus.value(consensus::Opt::MaxReg))
         .filter(|&n| n > 0);
     // (a split compile's copies of each static variable: one definition, docs/rules/lto.md)
     let pieces = if split {
@@ -229,11 +315,11 @@ pub fn run(
         }
         cubins.push(a.cubin);
     }
-    if no_cudadevrt {
+    if missing_cudadevrt(g) {
         return Err(Error::fatal("expected libcudadevrt object"));
     }
     if relocatable {
-        return relocatable_outcome(cubins, &pool);
+        return relocatable_outcome(cubins, &g.pool);
     }
     timings.phase("write", || output::write_atomic(&req.output, &cubins[0]))?;
     if timings.written.keep {

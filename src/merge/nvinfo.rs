@@ -11,32 +11,70 @@ pub(super) const UNKNOWN_STACK: u32 = 0xFFFF_FFFF;
 impl<'a> Merger<'a> {
     pub(super) fn info(&mut self) -> Result<()> {
         let exec = !self.opts.relocatable;
-        // (registers, stack, barriers) over each live kernel's call tree, computed once
-        self.props = {
-            let kernels = self.kernels.clone();
-            // (the deepest frame chains share one table: a function's is the same
-            // whichever kernel reaches it)
-            let mut memo = vec![None; self.funcs.len()];
-            let stacks: Vec<u32> = (kernels.iter())
-                .map(|&f| {
-                    self.stack_depth(f, &mut Vec::new(), &mut memo)
-                        .unwrap_or(UNKNOWN_STACK)
-                })
-                .collect();
-            let mut props: Vec<KernelProps> = (kernels.par_iter().zip(stacks))
-                .map(|(&f, stack)| self.propagated(f, stack))
-                .collect();
-            // (nvlink 13.5: the one kernel of a link also counts the barriers of the
-            // functions it does not reach, those whose address is taken; with two
-            // kernels neither does)
-            if let [KernelProps { barriers: bars, .. }] = props.as_mut_slice() {
-                let live = FuncId::all(self.funcs.len()).filter(|&g| self.live[g]);
-                *bars = live.map(|g| self.funcs[g].barriers).fold(*bars, u32::max);
-            }
-            kernels.into_iter().zip(props).collect()
-        };
-        let props = std::mem::take(&mut self.props);
+        let props = self.kernel_props();
         self.externs = self.extern_lists();
+        let mut global = self.global_records(&props)?;
+        if exec {
+            global.extend(self.stack_records(&props)?);
+        }
+        // (an image without global records has, as nvlink's, no section: one without
+        // inputs, or one whose kernels the host-reference tables or -kernels-used all
+        // leave out, `-kernels-used=nosuchkernel`; a link of variables only has a record)
+        if !global.is_empty() {
+            let mut o = OutSection::new(".nv.info", SHT_CUDA_INFO, 0);
+            o.align = 4;
+            o.link = Ref::Symtab;
+            o.data = info::encode_all(&global);
+            self.new_section(o, false);
+        }
+        // per-function records (in parallel; added in function order)
+        let per: Vec<Result<Option<OutSection>>> = {
+            (0..self.funcs.len())
+                .into_par_iter()
+                .map(FuncId)
+                .map(|f| self.function_info_section(f, &props))
+                .collect()
+        };
+        for o in per {
+            if let Some(o) = o? {
+                self.new_section(o, false);
+            }
+        }
+        self.props = props;
+        // (nothing after `.nv.info` reads the call trees)
+        self.trees = Vec::new();
+        Ok(())
+    }
+
+    /// (registers, stack, barriers) over each live kernel's call tree, computed once.
+    fn kernel_props(&self) -> HashMap<FuncId, KernelProps> {
+        let kernels = self.kernels.clone();
+        // (the deepest frame chains share one table: a function's is the same
+        // whichever kernel reaches it)
+        let mut memo = vec![None; self.funcs.len()];
+        let stacks: Vec<u32> = (kernels.iter())
+            .map(|&f| {
+                self.stack_depth(f, &mut Vec::new(), &mut memo)
+                    .unwrap_or(UNKNOWN_STACK)
+            })
+            .collect();
+        let mut props: Vec<KernelProps> = (kernels.par_iter().zip(stacks))
+            .map(|(&f, stack)| self.propagated(f, stack))
+            .collect();
+        // (nvlink 13.5: the one kernel of a link also counts the barriers of the
+        // functions it does not reach, those whose address is taken; with two
+        // kernels neither does)
+        if let [KernelProps { barriers: bars, .. }] = props.as_mut_slice() {
+            let live = FuncId::all(self.funcs.len()).filter(|&g| self.live[g]);
+            *bars = live.map(|g| self.funcs[g].barriers).fold(*bars, u32::max);
+        }
+        kernels.into_iter().zip(props).collect()
+    }
+
+    /// The inputs' `.nv.info` records the image keeps, renumbered (a kernel's register
+    /// count its call tree's, `props`), in nvlink's order (the last input's first).
+    fn global_records(&self, props: &HashMap<FuncId, KernelProps>) -> Result<Vec<Record>> {
+        let exec = !self.opts.relocatable;
         let mut global: Vec<Record> = Vec::new();
         for i in 0..self.inputs.len() {
             let c = &self.inputs[i].cubin;
@@ -81,85 +119,65 @@ impl<'a> Merger<'a> {
             }
         }
         global.reverse();
-        if exec {
-            // nvlink warns once for each call in a kernel's call list (repeats counted)
-            // whose callee's call tree has a cycle; nvlink's call lists are needed only
-            // when the merged graph (which has every edge they have) has a cycle at all
-            let merged: Vec<Vec<FuncId>> = FuncId::all(self.funcs.len())
-                .map(|f| match self.live[f] {
-                    true if self.funcs[f].self_call => vec![f],
-                    true => self.funcs[f].callees.iter().copied().collect(),
-                    false => Vec::new(),
-                })
+        Ok(global)
+    }
+
+    /// An executable's stack records (`MIN_STACK_SIZE` for each kernel the image keeps,
+    /// in the order of the kernels' symbols), after nvlink's warning for each call in a
+    /// kernel whose callee's call tree has a cycle.
+    fn stack_records(&self, props: &HashMap<FuncId, KernelProps>) -> Result<Vec<Record>> {
+        let mut global = Vec::new();
+        // nvlink warns once for each call in a kernel's call list (repeats counted)
+        // whose callee's call tree has a cycle; nvlink's call lists are needed only
+        // when the merged graph (which has every edge they have) has a cycle at all
+        let merged: Vec<Vec<FuncId>> = FuncId::all(self.funcs.len())
+            .map(|f| match self.live[f] {
+                true if self.funcs[f].self_call => vec![f],
+                true => self.funcs[f].callees.iter().copied().collect(),
+                false => Vec::new(),
+            })
+            .collect();
+        let (edges, cyclic) = if cycle_below(&merged).contains(&true) {
+            let cl = self.call_lists()?;
+            let edges: Vec<Vec<FuncId>> = FuncId::all(self.funcs.len())
+                .map(|f| cl.callees(f))
                 .collect();
-            let (edges, cyclic) = if cycle_below(&merged).contains(&true) {
-                let cl = self.call_lists()?;
-                let edges: Vec<Vec<FuncId>> = FuncId::all(self.funcs.len())
-                    .map(|f| cl.callees(f))
-                    .collect();
-                let cyclic = cycle_below(&edges);
-                (edges, cyclic)
-            } else {
-                (Vec::new(), Vec::new())
-            };
-            let mut warnings = Vec::new();
-            for (f, calls) in FuncId::all(edges.len()).zip(&edges) {
-                if !(self.live[f] && self.funcs[f].entry) {
-                    continue;
-                }
-                for &g in calls {
-                    if cyclic[g] {
-                        warnings.push(format!(
-                            "Stack size for entry function '{}' cannot be statically determined",
-                            self.sym(self.funcs[f].key).name
-                        ));
-                    }
-                }
-            }
-            if !self.opts.suppress_stack_size_warning {
-                self.diag.warnings(&warnings);
-            }
-            // (in the order of the kernels' symbols: local ones, such as libcudadevrt's
-            // static kernels, before the global ones)
-            // (a --preserve-relocs link without -g keeps the kernels the kernel filter
-            // leaves out without a record: `saxpy.cu`'s `doubler` at sm_100; the ones
-            // device code launches get theirs, `dp.cu`'s `child`)
-            let mut stacks: Vec<(usize, u32)> = FuncId::all(self.funcs.len())
-                .filter(|&f| self.live[f] && self.funcs[f].entry && self.reached(f))
-                .filter_map(|f| Some((*self.sym_of.get(&self.funcs[f].key)?, props[&f].stack)))
-                .collect();
-            stacks.sort_by_key(|&(o, _)| o);
-            for (o, stack) in stacks {
-                global.push(Record::sym_pair(info::MIN_STACK_SIZE, o as u32 + 1, stack));
-            }
-        }
-        // (an image without global records has, as nvlink's, no section: one without
-        // inputs, or one whose kernels the host-reference tables or -kernels-used all
-        // leave out, `-kernels-used=nosuchkernel`; a link of variables only has a record)
-        if !global.is_empty() {
-            let mut o = OutSection::new(".nv.info", SHT_CUDA_INFO, 0);
-            o.align = 4;
-            o.link = Ref::Symtab;
-            o.data = info::encode_all(&global);
-            self.new_section(o, false);
-        }
-        // per-function records (in parallel; added in function order)
-        let per: Vec<Result<Option<OutSection>>> = {
-            (0..self.funcs.len())
-                .into_par_iter()
-                .map(FuncId)
-                .map(|f| self.function_info_section(f, &props))
-                .collect()
+            let cyclic = cycle_below(&edges);
+            (edges, cyclic)
+        } else {
+            (Vec::new(), Vec::new())
         };
-        for o in per {
-            if let Some(o) = o? {
-                self.new_section(o, false);
+        let mut warnings = Vec::new();
+        for (f, calls) in FuncId::all(edges.len()).zip(&edges) {
+            if !(self.live[f] && self.funcs[f].entry) {
+                continue;
+            }
+            for &g in calls {
+                if cyclic[g] {
+                    warnings.push(format!(
+                        "Stack size for entry function '{}' cannot be statically determined",
+                        self.sym(self.funcs[f].key).name
+                    ));
+                }
             }
         }
-        self.props = props;
-        // (nothing after `.nv.info` reads the call trees)
-        self.trees = Vec::new();
-        Ok(())
+        if !self.opts.suppress_stack_size_warning {
+            self.diag.warnings(&warnings);
+        }
+        // (in the order of the kernels' symbols: local ones, such as libcudadevrt's
+        // static kernels, before the global ones)
+        // (a --preserve-relocs link without -g keeps the kernels the kernel filter
+        // leaves out without a record: `saxpy.cu`'s `doubler` at sm_100; the ones
+        // device code launches get theirs, `dp.cu`'s `child`)
+        let mut stacks: Vec<(usize, u32)> = FuncId::all(self.funcs.len())
+            .filter(|&f| self.live[f] && self.funcs[f].entry && self.reached(f))
+            .filter_map(|f| Some((*self.sym_of.get(&self.funcs[f].key)?, props[&f].stack)))
+            .collect();
+        stacks.sort_by_key(|&(o, _)| o);
+        for (o, stack) in stacks {
+            global.push(Record::sym_pair(info::MIN_STACK_SIZE, o as u32 + 1, stack));
+        }
+        Ok(global)
     }
 
     /// Function `f`'s `.nv.info.<fn>` in the output, if it has one: its records with the

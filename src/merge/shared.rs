@@ -457,9 +457,11 @@ impl<'a> Merger<'a> {
                     [k] if !dynamic => window_of[*k],
                     _ => None,
                 };
+                if !dynamic {
+                    held_align = held_align.max(Some(align_of(self.sym(v))));
+                }
                 if home.is_none() && !dynamic {
                     debug_end = Some(debug_end.unwrap_or(0).max(o + self.sym(v).size));
-                    held_align = held_align.max(Some(align_of(self.sym(v))));
                     self.debug_shared_holds_variables = true;
                 }
                 self.shared_home.insert(v, home);

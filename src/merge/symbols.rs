@@ -201,7 +201,7 @@ impl<'a> Merger<'a> {
                 o + self.shared_reserve
             },
             size: sym.size,
-            bind: if global { STB_GLOBAL } else { STB_LOCAL },
+            bind: if global { sym.bind } else { STB_LOCAL },
             ty: STT_OBJECT,
             // (STV_INTERNAL in a --preserve-relocs link that is not a debug link)
             other: if self.opts.preserve_relocs && !self.opts.debug {

@@ -1,7 +1,7 @@
 //! The recorder: nothing without a trace, lanes per worker (taken back and reused),
 //! spans nested as calls are, the granularity, and Chrome's event fields.
 
-use super::testing::{inside, spans};
+use super::testing::spans;
 use super::*;
 
 fn events(doc: &Value) -> Vec<Value> {

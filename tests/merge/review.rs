@@ -426,3 +426,40 @@ __global__ void __maxnreg__(40) kr(int *o) { o[0] = big(o[0]); }
         panic!("{e}");
     }
 }
+
+/// A template function's static `__shared__` array instantiated in two units is a weak
+/// symbol: a debug (or `--preserve-relocs`) link keeps it weak in `.nv_debug.shared`
+/// (nvlinkrs made it global), and that section is aligned as the strictest variable the
+/// link lays out, here the `double` array of one kernel's window (nvlinkrs: 4, its own).
+#[test]
+fn debug_links_keep_weak_shared_arrays_weak() {
+    const TMPL: &str = "template <typename T, int N> __device__ __noinline__ T block_sum(T v) {
+  __shared__ T buf[N]; buf[threadIdx.x % N] = v; __syncthreads();
+  T s = 0; for (int i = 0; i < N; ++i) s += buf[i]; return s;
+}
+";
+    let a = format!(
+        "{TMPL}__global__ void ka(float *p) {{ p[threadIdx.x] = block_sum<float, 32>(p[threadIdx.x]); }}\n"
+    );
+    let b = format!(
+        "{TMPL}__global__ void kb(float *p, double *q) {{ p[threadIdx.x] = block_sum<float, 32>(p[threadIdx.x]); q[0] = block_sum<double, 16>(q[0]); }}\n"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let mut failures = Vec::new();
+    for sm in ["sm_80", "sm_90", "sm_100"] {
+        let objs = [
+            compiled(dir.path(), "wa", &a, sm, &[]),
+            compiled(dir.path(), "wb", &b, sm, &[]),
+        ];
+        for option in ["-g", "--preserve-relocs"] {
+            let mut args = vec![format!("-arch={sm}"), option.to_string()];
+            args.extend(objs.iter().map(|o| o.display().to_string()));
+            match differential(&args) {
+                Ok(true) => {}
+                Ok(false) => failures.push(format!("{option} {sm}: equivalent, not identical")),
+                Err(e) => failures.push(format!("{option} {sm}:\n    {e}")),
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
