@@ -309,17 +309,15 @@ fn encode_symbols<'a>(syms: &'a [OutSymbol], strtab: &mut StrTab<'a>, base: usiz
     t
 }
 
-/// Writes the ELF file of `img` to `w`: the sections' bytes are handed to the system
-/// where they lie (the input mappings for code, with the relocations' edits between),
-/// never gathered into one buffer.
-pub fn write_to<W: Write + ?Sized>(img: &mut Image, w: &mut W) -> std::io::Result<()> {
-    // Section indices: 0 null, 1 .shstrtab, 2 .strtab, 3 .symtab, then the image's.
-    let base = 4usize;
-    let sec_index = |i: usize| (i + base) as u32;
-    // nvlink's sh_info: the index of the first global, but the count when the table
-    // ends with section symbols (sm_100+ puts the parameter banks' last); the locals
-    // a debug link lists among the globals do not count
-    let locals_end = |syms: &[OutSymbol]| match syms.last() {
+/// Section indices of the file: 0 null, 1 .shstrtab, 2 .strtab, 3 .symtab, then the
+/// image's from `BASE`.
+const BASE: usize = 4;
+
+/// nvlink's sh_info of a symbol table: the index of the first global, but the count when
+/// the table ends with section symbols (sm_100+ puts the parameter banks' last); the
+/// locals a debug link lists among the globals do not count.
+fn locals_end(syms: &[OutSymbol]) -> u32 {
+    match syms.last() {
         Some(l) if l.bind == STB_LOCAL && l.ty == STT_SECTION => syms.len() as u32 + 1,
         _ => {
             syms.iter()
@@ -327,7 +325,23 @@ pub fn write_to<W: Write + ?Sized>(img: &mut Image, w: &mut W) -> std::io::Resul
                 .unwrap_or(syms.len()) as u32
                 + 1
         }
-    };
+    }
+}
+
+/// The file's own tables: section names, strings, symbols (the Mercury symbol table,
+/// encoded here, is put in its section of the image).
+struct Tables {
+    shstr: Vec<u8>,
+    strtab: Vec<u8>,
+    symtab: Vec<u8>,
+    symtab_info: u32,
+    /// Each file section's name in `.shstrtab`.
+    names: Vec<u32>,
+}
+
+/// The string and symbol tables of `img`, in nvlink's order of names.
+fn tables(img: &mut Image) -> Tables {
+    let base = BASE;
     let symtab_info = locals_end(&img.symbols);
     // (the Mercury symbols' names go in `.strtab` too; their table is encoded here)
     let merc_symbols = img.merc_symbols.take();
@@ -387,16 +401,27 @@ pub fn write_to<W: Write + ?Sized>(img: &mut Image, w: &mut W) -> std::io::Resul
         s.data = data;
         s.info = Ref::Raw(info);
     }
-    let resolve = |r: Ref| -> u32 {
-        match r {
-            Ref::Raw(v) => v,
-            Ref::Symtab => 3,
-            Ref::Section(i) => sec_index(i),
-            Ref::Symbol(i) => i as u32 + 1,
-        }
-    };
+    Tables {
+        shstr,
+        strtab,
+        symtab,
+        symtab_info,
+        names,
+    }
+}
 
-    // patches first (the bytes are borrowed, unchanged, from here on)
+/// The value a reference stands for in the file.
+fn resolve(r: Ref) -> u32 {
+    match r {
+        Ref::Raw(v) => v,
+        Ref::Symtab => 3,
+        Ref::Section(i) => (i + BASE) as u32,
+        Ref::Symbol(i) => i as u32 + 1,
+    }
+}
+
+/// The sections' patches applied (their bytes are borrowed, unchanged, from here on).
+fn apply_patches(img: &mut Image) {
     for s in &mut img.sections {
         if s.alias.is_some() || s.patches.is_empty() {
             continue;
@@ -409,18 +434,23 @@ pub fn write_to<W: Write + ?Sized>(img: &mut Image, w: &mut W) -> std::io::Resul
             }
         }
     }
-    let mut out = Out {
-        pieces: Vec::new(),
-        pos: 0,
-    };
-    out.bytes(&ZEROS[..64]); // the ELF header, replaced at the end
-    // (offset, size) per section index
-    let mut place = vec![(0u64, 0u64); img.sections.len() + base];
-    place[1] = (out.put(&shstr, 1), shstr.len() as u64);
-    place[2] = (out.put(&strtab, 1), strtab.len() as u64);
-    place[3] = (out.put(&symtab, 8), symtab.len() as u64);
-    // program header spans: (offset, size) of the constant banks, the code (both one
-    // span below sm_100), the parameter banks (sm_100+); the data (offset, file, memory)
+}
+
+/// Where the program headers' segments lie: (offset, size) of the constant banks, the
+/// code (both one span below sm_100), the parameter banks (sm_100+); the data (offset,
+/// file size, memory size).
+#[derive(Default)]
+struct Spans {
+    banks: Option<(u64, u64)>,
+    code: Option<(u64, u64)>,
+    params: Option<(u64, u64)>,
+    load_rw: Option<(u64, u64, u64)>,
+}
+
+/// The image's sections put in `out` in order, each one's (offset, size) in `place`;
+/// the segments' spans.
+fn lay_out<'a>(img: &'a Image, out: &mut Out<'a>, place: &mut [(u64, u64)]) -> Spans {
+    let base = BASE;
     let mercury = img.mercury_layout;
     let (mut banks, mut code, mut params) = (None::<(u64, u64)>, None::<(u64, u64)>, None);
     let mut load_rw = None::<(u64, u64, u64)>;
@@ -489,34 +519,128 @@ pub fn write_to<W: Write + ?Sized>(img: &mut Image, w: &mut W) -> std::io::Resul
     if let Some(rw) = &mut load_rw {
         rw.2 = (rw_memory.iter()).fold(rw.1.max(rw.2), |m, &(a, n)| m.next_multiple_of(a) + n);
     }
+    Spans {
+        banks,
+        code,
+        params,
+        load_rw,
+    }
+}
+
+/// One section header.
+#[allow(clippy::too_many_arguments)]
+fn section_header(
+    out: &mut Vec<u8>,
+    name: u32,
+    ty: u32,
+    flags: u64,
+    (off, size): (u64, u64),
+    link: u32,
+    info: u32,
+    align: u64,
+    entsize: u64,
+) {
+    out.extend_from_slice(&name.to_le_bytes());
+    out.extend_from_slice(&ty.to_le_bytes());
+    out.extend_from_slice(&flags.to_le_bytes());
+    out.extend_from_slice(&0u64.to_le_bytes());
+    out.extend_from_slice(&off.to_le_bytes());
+    out.extend_from_slice(&size.to_le_bytes());
+    out.extend_from_slice(&link.to_le_bytes());
+    out.extend_from_slice(&info.to_le_bytes());
+    out.extend_from_slice(&align.to_le_bytes());
+    out.extend_from_slice(&entsize.to_le_bytes());
+}
+
+/// The program headers, appended to `table` (which ends at `phoff` in the file): how
+/// many.
+fn program_headers(img: &Image, spans: &Spans, phoff: u64, table: &mut Vec<u8>) -> u16 {
+    let mercury = img.mercury_layout;
+    let Spans {
+        banks,
+        code,
+        params,
+        load_rw,
+    } = *spans;
+    let mut phnum = 0u16;
+    // a segment with nothing in it is left out (nvlink's image of no code has the
+    // program headers' two only); None stands for the program header table
+    // (the data segment stays when its sections are all empty: nvlink's sm_80 image
+    // of a kernel with only dynamic shared memory has it, of no size)
+    let full = |s: Option<(u64, u64)>| s.map(|(o, n)| Some((o, n, n)));
+    let data = load_rw.map(Some);
+    let segments = if mercury {
+        // PHDR and its LOAD read-only, then banks, code, data, parameter banks
+        vec![
+            (6, 4, Some(None)),
+            (1, 4, Some(None)),
+            (1, 4, full(banks)),
+            (1, 5, full(code)),
+            (1, 6, data),
+            (1, 4, full(params)),
+        ]
+    } else {
+        vec![
+            (6, 5, Some(None)),
+            (1, 5, full(code)),
+            (1, 6, data),
+            (1, 5, Some(None)),
+        ]
+    };
+    // (type, flags, (offset, file size, memory size) or None for the table)
+    type Segment = (u32, u32, Option<(u64, u64, u64)>);
+    let kept: Vec<Segment> = segments
+        .into_iter()
+        .filter_map(|(ty, flags, span)| Some((ty, flags, span?)))
+        .filter(|&(_, flags, span)| flags == 6 || span.is_none_or(|x| x.2 > 0))
+        .collect();
+    let phsize = kept.len() as u64 * 56;
+    let ph = |out: &mut Vec<u8>, ty: u32, flags: u32, off: u64, filesz: u64, memsz: u64| {
+        out.extend_from_slice(&ty.to_le_bytes());
+        out.extend_from_slice(&flags.to_le_bytes());
+        out.extend_from_slice(&off.to_le_bytes());
+        out.extend_from_slice(&0u64.to_le_bytes());
+        out.extend_from_slice(&0u64.to_le_bytes());
+        out.extend_from_slice(&filesz.to_le_bytes());
+        out.extend_from_slice(&memsz.to_le_bytes());
+        out.extend_from_slice(&8u64.to_le_bytes());
+    };
+    for (ty, flags, span) in kept {
+        let (o, file, mem) = span.unwrap_or((phoff, phsize, phsize));
+        ph(table, ty, flags, o, file, mem);
+        phnum += 1;
+    }
+    phnum
+}
+
+/// Writes the ELF file of `img` to `w`: the sections' bytes are handed to the system
+/// where they lie (the input mappings for code, with the relocations' edits between),
+/// never gathered into one buffer.
+pub fn write_to<W: Write + ?Sized>(img: &mut Image, w: &mut W) -> std::io::Result<()> {
+    let t = tables(img);
+    apply_patches(img);
+    let img = &*img;
+    let mut out = Out {
+        pieces: Vec::new(),
+        pos: 0,
+    };
+    out.bytes(&ZEROS[..64]); // the ELF header, replaced at the end
+    // (offset, size) per section index
+    let mut place = vec![(0u64, 0u64); img.sections.len() + BASE];
+    place[1] = (out.put(&t.shstr, 1), t.shstr.len() as u64);
+    place[2] = (out.put(&t.strtab, 1), t.strtab.len() as u64);
+    place[3] = (out.put(&t.symtab, 8), t.symtab.len() as u64);
+    let spans = lay_out(img, &mut out, &mut place);
     // (the section header table is 8-aligned below sm_100; nvlink's sm_100+ layout
     // writes it right after the last section)
-    if !names_only {
+    if !img.symbol_names_only {
         out.align(8);
     }
     let shoff = out.pos;
-    let shnum = img.sections.len() + base;
+    let shnum = img.sections.len() + BASE;
     let mut table: Vec<u8> = Vec::with_capacity(shnum * 64 + 4 * 56);
-    let header = |out: &mut Vec<u8>,
-                  name: u32,
-                  ty: u32,
-                  flags: u64,
-                  (off, size): (u64, u64),
-                  link: u32,
-                  info: u32,
-                  align: u64,
-                  entsize: u64| {
-        out.extend_from_slice(&name.to_le_bytes());
-        out.extend_from_slice(&ty.to_le_bytes());
-        out.extend_from_slice(&flags.to_le_bytes());
-        out.extend_from_slice(&0u64.to_le_bytes());
-        out.extend_from_slice(&off.to_le_bytes());
-        out.extend_from_slice(&size.to_le_bytes());
-        out.extend_from_slice(&link.to_le_bytes());
-        out.extend_from_slice(&info.to_le_bytes());
-        out.extend_from_slice(&align.to_le_bytes());
-        out.extend_from_slice(&entsize.to_le_bytes());
-    };
+    let names = &t.names;
+    let header = section_header;
     header(&mut table, 0, 0, 0, (0, 0), 0, 0, 0, 0);
     header(&mut table, names[1], SHT_STRTAB, 0, place[1], 0, 0, 1, 0);
     header(&mut table, names[2], SHT_STRTAB, 0, place[2], 0, 0, 1, 0);
@@ -527,17 +651,17 @@ pub fn write_to<W: Write + ?Sized>(img: &mut Image, w: &mut W) -> std::io::Resul
         0,
         place[3],
         2,
-        symtab_info,
+        t.symtab_info,
         8,
         24,
     );
     for (i, s) in img.sections.iter().enumerate() {
         header(
             &mut table,
-            names[i + base],
+            names[i + BASE],
             s.ty,
             s.flags,
-            place[i + base],
+            place[i + BASE],
             resolve(s.link),
             resolve(s.info),
             s.align,
@@ -545,56 +669,10 @@ pub fn write_to<W: Write + ?Sized>(img: &mut Image, w: &mut W) -> std::io::Resul
         );
     }
     let phoff = shoff + table.len() as u64;
-    let mut phnum = 0u16;
-    if img.program_headers {
-        // a segment with nothing in it is left out (nvlink's image of no code has the
-        // program headers' two only); None stands for the program header table
-        // (the data segment stays when its sections are all empty: nvlink's sm_80 image
-        // of a kernel with only dynamic shared memory has it, of no size)
-        let full = |s: Option<(u64, u64)>| s.map(|(o, n)| Some((o, n, n)));
-        let data = load_rw.map(Some);
-        let segments = if mercury {
-            // PHDR and its LOAD read-only, then banks, code, data, parameter banks
-            vec![
-                (6, 4, Some(None)),
-                (1, 4, Some(None)),
-                (1, 4, full(banks)),
-                (1, 5, full(code)),
-                (1, 6, data),
-                (1, 4, full(params)),
-            ]
-        } else {
-            vec![
-                (6, 5, Some(None)),
-                (1, 5, full(code)),
-                (1, 6, data),
-                (1, 5, Some(None)),
-            ]
-        };
-        // (type, flags, (offset, file size, memory size) or None for the table)
-        type Segment = (u32, u32, Option<(u64, u64, u64)>);
-        let kept: Vec<Segment> = segments
-            .into_iter()
-            .filter_map(|(ty, flags, span)| Some((ty, flags, span?)))
-            .filter(|&(_, flags, span)| flags == 6 || span.is_none_or(|x| x.2 > 0))
-            .collect();
-        let phsize = kept.len() as u64 * 56;
-        let ph = |out: &mut Vec<u8>, ty: u32, flags: u32, off: u64, filesz: u64, memsz: u64| {
-            out.extend_from_slice(&ty.to_le_bytes());
-            out.extend_from_slice(&flags.to_le_bytes());
-            out.extend_from_slice(&off.to_le_bytes());
-            out.extend_from_slice(&0u64.to_le_bytes());
-            out.extend_from_slice(&0u64.to_le_bytes());
-            out.extend_from_slice(&filesz.to_le_bytes());
-            out.extend_from_slice(&memsz.to_le_bytes());
-            out.extend_from_slice(&8u64.to_le_bytes());
-        };
-        for (ty, flags, span) in kept {
-            let (o, file, mem) = span.unwrap_or((phoff, phsize, phsize));
-            ph(&mut table, ty, flags, o, file, mem);
-            phnum += 1;
-        }
-    }
+    let phnum = match img.program_headers {
+        true => program_headers(img, &spans, phoff, &mut table),
+        false => 0,
+    };
     // ELF header
     let mut h = Vec::with_capacity(64);
     h.extend_from_slice(b"\x7fELF\x02\x01\x01");

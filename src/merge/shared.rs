@@ -443,7 +443,7 @@ impl<'a> Merger<'a> {
         if self.keeps_all() {
             // a debug link keeps the shared variables' symbols: in the window of the one
             // kernel that holds one, else in `.nv_debug.shared` (a dynamic array there,
-            // taking no room), as aligned as the variables it holds (8 for a double
+            // taking no room), aligned as the variables laid out (8 for a double
             // array, 1 for char arrays: `smem4.cu`, `smem5.cu`)
             let mut debug_end = dynamic_kept.map(|_| 0);
             let mut held_align = None;
@@ -457,7 +457,10 @@ impl<'a> Merger<'a> {
                     [k] if !dynamic => window_of[*k],
                     _ => None,
                 };
-                if !dynamic {
+                // (aligned as the strictest variable outside the kernels' own windows,
+                // wherever it lies: a function's array one kernel holds counts, a
+                // kernel's own local does not; `review.rs`, `smem5.cu`)
+                if !dynamic && !self.is_kernel_local(v) {
                     held_align = held_align.max(Some(align_of(self.sym(v))));
                 }
                 if home.is_none() && !dynamic {

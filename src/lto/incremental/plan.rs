@@ -93,7 +93,7 @@ pub struct Partition {
 }
 
 /// The plan of an incremental link.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Plan {
     /// Code partitions in input order, then the data partition.
     pub partitions: Vec<Partition>,
@@ -111,6 +111,9 @@ pub struct Plan {
     /// calls through a pointer work, but pointers to them taken in different partitions
     /// compare unequal (said under `-v`).
     pub copied_addresses: Vec<String>,
+    /// The first module the summaries could not read function by function (opaque): its
+    /// instructions are not counted, so no estimate of the partitions' time is made.
+    pub unread: Option<String>,
 }
 
 /// Why the link cannot be partitioned (it is then linked whole-program).
@@ -381,6 +384,9 @@ pub fn make(
         whole_work,
         read_work,
         copied_addresses,
+        unread: (sums.iter().zip(names))
+            .find(|(s, _)| s.opaque.is_some())
+            .map(|(_, n)| n.clone()),
     })
 }
 
@@ -526,6 +532,7 @@ mod tests {
             whole_work: whole,
             read_work: whole,
             copied_addresses: Vec::new(),
+            unread: None,
         }
     }
 
