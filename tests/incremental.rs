@@ -241,6 +241,28 @@ fn a_kernel_launched_from_another_units_kernel_is_kept_with_libcudadevrt() {
             "sm_{sm}"
         );
     }
+    // nvlink links a program that launches from the device as relocatable code, which
+    // the first link's estimate does not model: it is whole-program (nvlink's image)
+    let runtime = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let env = [("XDG_RUNTIME_DIR", runtime.path().to_str().unwrap())];
+    let objs = program(&["dl_a_90.o", "dl_b_90.o"]);
+    let mut a = args(90, &objs, &["-v"]);
+    a.push("--incremental".into());
+    let first = link(&a, None, Some(cache.path()), &env);
+    assert!(
+        first.messages.contains(
+            "incremental LTO: linking whole-program: none of this program's code partitions is cached, and it launches kernels from the device ('"
+        ),
+        "{}",
+        first.messages
+    );
+    assert!(first.image == link(&args(90, &objs, &["-v"]), None, None, &[]).image);
+    Command::new(nvlinkrs())
+        .args(["daemon", "stop"])
+        .envs(env)
+        .output()
+        .unwrap();
 }
 
 #[test]

@@ -79,9 +79,9 @@ fn auto_choice(
     misses: &[String],
 ) -> std::result::Result<Option<String>, String> {
     let mut said = None;
-    if let (true, Some(m)) = (first, &parts.unread) {
+    if let (true, Some(why)) = (first, &parts.unestimated) {
         return Err(format!(
-            "none of this program's code partitions is cached, and '{m}' could not be read function by function, so building them cannot be weighed against a whole-program link"
+            "none of this program's code partitions is cached, and {why}: building them cannot be weighed against a whole-program link"
         ));
     }
     if first {
@@ -300,7 +300,7 @@ mod tests {
             whole_work: 1_600_000,
             read_work: 1_600_000,
             copied_addresses: Vec::new(),
-            unread: None,
+            unestimated: None,
         };
         let mut hist = history::History::default();
         let misses: Vec<String> = ["a.o:k", "b.o:k"].map(String::from).to_vec();
@@ -314,12 +314,12 @@ mod tests {
         assert_eq!(auto_choice(&parts, false, &hist, &misses), Ok(None));
         // a module the summaries could not read: its work is unknown, no estimate
         let unread = plan::Plan {
-            unread: Some("c.o".into()),
+            unestimated: Some("'c.o' could not be read function by function".into()),
             ..parts.clone()
         };
         assert_eq!(
             auto_choice(&unread, true, &hist, &misses),
-            Err("none of this program's code partitions is cached, and 'c.o' could not be read function by function, so building them cannot be weighed against a whole-program link".into())
+            Err("none of this program's code partitions is cached, and 'c.o' could not be read function by function: building them cannot be weighed against a whole-program link".into())
         );
         assert_eq!(auto_choice(&unread, false, &hist, &misses), Ok(None));
         // the partitions that miss took longer than the whole link: nothing said of building them
