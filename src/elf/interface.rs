@@ -31,6 +31,37 @@ struct Thing {
     shape: Vec<String>,
 }
 
+/// As a difference line says it: the binding, then the rest, `; `-separated
+/// (`weak; size 0x4 other 0x0 in .nv.global.init; bytes 10000000`).
+impl std::fmt::Display for Thing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let bind = match self.bind {
+            STB_LOCAL => "local".to_string(),
+            STB_GLOBAL => "global".to_string(),
+            STB_WEAK => "weak".to_string(),
+            b => format!("binding {b}"),
+        };
+        write!(f, "{bind}")?;
+        for s in &self.shape {
+            write!(f, "; {s}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The definitions of a name in the other image: `absent`, or each as [`Thing`] says it,
+/// ` | `-separated.
+fn definitions(ys: &[Thing]) -> String {
+    match ys {
+        [] => "absent".into(),
+        _ => ys
+            .iter()
+            .map(Thing::to_string)
+            .collect::<Vec<_>>()
+            .join(" | "),
+    }
+}
+
 fn section_of(c: &Cubin, s: &Symbol) -> String {
     c.sections
         .get(s.shndx as usize)
@@ -151,9 +182,7 @@ pub fn compare(expected: &[u8], actual: &[u8]) -> Result<Report> {
             None => r.differences.push(format!("kernel {name}: missing")),
             Some(y) if x == y => {}
             Some(y) if made_visible(x, y) => r.notes.push(format!("kernel {name}: made visible")),
-            Some(y) => r
-                .differences
-                .push(format!("kernel {name}: {:?} vs {:?}", x, y)),
+            Some(y) => r.differences.push(format!("kernel {name}: {x} vs {y}")),
         }
     }
     for name in ak.keys().filter(|n| !ek.contains_key(*n)) {
@@ -170,7 +199,7 @@ pub fn compare(expected: &[u8], actual: &[u8]) -> Result<Report> {
                 Some(_) => r.notes.push(format!("variable {name}: made visible")),
                 None => r
                     .differences
-                    .push(format!("variable {name}: {:?} vs {:?}", x, ys)),
+                    .push(format!("variable {name}: {x} vs {}", definitions(ys))),
             }
         }
         if ys.len() > xs.len() {
@@ -191,4 +220,33 @@ pub fn compare(expected: &[u8], actual: &[u8]) -> Result<Report> {
         }
     }
     Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_difference_names_the_binding_and_the_shape_and_an_absent_definition() {
+        let weak = Thing {
+            bind: STB_WEAK,
+            shape: vec![
+                "size 0x4 other 0x0 in .nv.global.init".into(),
+                "bytes 10000000".into(),
+            ],
+        };
+        let local = Thing {
+            bind: STB_LOCAL,
+            shape: vec!["size 0x1 other 0x0 in .nv.global".into()],
+        };
+        assert_eq!(
+            weak.to_string(),
+            "weak; size 0x4 other 0x0 in .nv.global.init; bytes 10000000"
+        );
+        assert_eq!(definitions(&[]), "absent");
+        assert_eq!(
+            definitions(&[local, weak]),
+            "local; size 0x1 other 0x0 in .nv.global | weak; size 0x4 other 0x0 in .nv.global.init; bytes 10000000"
+        );
+    }
 }
