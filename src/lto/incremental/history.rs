@@ -11,7 +11,6 @@ use std::collections::BTreeMap;
 
 use crate::cache::{Cache, Key};
 use crate::cli::LinkRequest;
-use crate::cli::incremental::Mode;
 
 #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct History {
@@ -45,9 +44,10 @@ fn stable(name: &str) -> String {
     }
 }
 
-/// The history's key: the program (`req`, less what changes no byte) in incremental mode
-/// `mode`.
-fn key(req: &LinkRequest, mode: Mode) -> Key {
+/// The history's key: the program (`req`, less what changes no byte), whatever the
+/// incremental mode (the background build, in partitions mode, records its partitions'
+/// times for the `--incremental` links that come after it).
+fn key(req: &LinkRequest) -> Key {
     let normalized = LinkRequest {
         output: Default::default(),
         register_link_binaries: None,
@@ -66,41 +66,39 @@ fn key(req: &LinkRequest, mode: Mode) -> Key {
             .collect(),
         ..req.clone()
     };
-    Key::new("inc-history")
-        .text(&format!("{mode:?}"))
-        .text(&format!("{normalized:?}"))
+    Key::new("inc-history").text(&format!("{normalized:?}"))
 }
 
 /// The program's history (empty when there is none).
-pub fn load(cache: &Cache, req: &LinkRequest, mode: Mode) -> History {
+pub fn load(cache: &Cache, req: &LinkRequest) -> History {
     cache
-        .get(&key(req, mode))
+        .get(&key(req))
         .and_then(|e| serde_json::from_slice(&e).ok())
         .unwrap_or_default()
 }
 
 /// Stores the program's history (a store that fails is only a lost estimate).
-pub fn store(cache: &Cache, req: &LinkRequest, mode: Mode, h: &History) {
+pub fn store(cache: &Cache, req: &LinkRequest, h: &History) {
     if let Ok(bytes) = serde_json::to_vec(h) {
         // (an estimate, not the product of any work: no cold time)
-        cache.put(&key(req, mode), &bytes, std::time::Duration::ZERO);
+        cache.put(&key(req), &bytes, std::time::Duration::ZERO);
     }
 }
 
-/// Whether compiling `misses` (partition identities) is expected to take longer than a
-/// whole-program link: only when every one of them and the whole link were measured.
-pub fn whole_is_faster(h: &History, misses: &[String]) -> bool {
-    let Some(whole) = h.whole_ms else {
-        return false;
-    };
+/// What compiling `misses` (partition identities) took when last measured, and the
+/// whole-program link: `None` unless every one of them and the whole link were measured.
+pub fn measured(h: &History, misses: &[String]) -> Option<(u64, u64)> {
+    let whole = h.whole_ms?;
     let mut sum = 0u64;
     for m in misses {
-        match h.partitions.get(m) {
-            Some(ms) => sum += ms,
-            None => return false,
-        }
+        sum += h.partitions.get(m)?;
     }
-    sum > whole
+    Some((sum, whole))
+}
+
+/// Whether compiling `misses` took longer than a whole-program link, as measured.
+pub fn whole_is_faster(h: &History, misses: &[String]) -> bool {
+    measured(h, misses).is_some_and(|(sum, whole)| sum > whole)
 }
 
 #[cfg(test)]

@@ -22,6 +22,8 @@ pub mod plan;
 pub mod ptx;
 pub mod summary;
 
+use std::time::Instant;
+
 use crate::cli::incremental::Mode;
 use crate::consensus::{Consensus, Opt};
 use crate::context::LinkContext;
@@ -70,8 +72,8 @@ const FIRST_LINK_SHARE: f64 = 0.9;
 /// changed them all). A first link is the whole-program link unless
 /// side by side on the link's workers its partitions are expected to be done well before
 /// it; then, as any link, unless the history (`hist`) says compiling the partitions that
-/// miss (`misses`) took longer than the whole-program link. The estimate is said only
-/// when the partitions are built.
+/// miss (`misses`) took longer than the whole-program link (or its estimate, where the
+/// first link built the partitions). What decided is said when the partitions are built.
 fn auto_choice(
     parts: &plan::Plan,
     first: bool,
@@ -99,13 +101,19 @@ fn auto_choice(
             share * 100.0
         ));
     }
-    if history::whole_is_faster(hist, misses) {
-        return Err(format!(
+    match history::measured(hist, misses) {
+        Some((sum, whole)) if sum > whole => Err(format!(
             "compiling its {} changed partitions took longer than a whole-program link",
             misses.len()
-        ));
+        )),
+        Some((sum, whole)) if !misses.is_empty() => Ok(said.or_else(|| {
+            Some(format!(
+                "incremental LTO: its {} changed partitions took {sum} ms when last compiled, the whole-program link {whole} ms",
+                misses.len()
+            ))
+        })),
+        _ => Ok(said),
     }
-    Ok(said)
 }
 
 /// What an incremental link did.
@@ -128,9 +136,9 @@ impl WholeTimer {
     /// The whole link's libNVVM and ptxas took `ms` milliseconds: recorded, and the
     /// background build asked for once the link is done (`timings.background`).
     pub fn record(self, cache: &crate::cache::Cache, ms: u64, timings: &mut Timings) {
-        let mut h = history::load(cache, &self.req, Mode::Auto);
+        let mut h = history::load(cache, &self.req);
         h.whole_ms = Some(ms);
-        history::store(cache, &self.req, Mode::Auto, &h);
+        history::store(cache, &self.req, &h);
         timings.background = true;
     }
 }
@@ -208,11 +216,17 @@ pub fn link(
         .collect();
     let todo: Vec<usize> = (0..jobs.len()).filter(|&i| cached[i].is_none()).collect();
     let mode = plan.incremental()?;
-    let mut hist = history::load(cache, req, mode);
+    let mut hist = history::load(cache, req);
+    // (a first link that builds the partitions: the whole link's time it was weighed
+    // against, for later links to weigh their changed partitions against)
+    let mut weighed = None;
     if mode == Mode::Auto {
         let code_misses = todo.iter().filter(|&&i| i + 1 < jobs.len()).count();
         let misses: Vec<String> = todo.iter().map(|&i| identities[i].clone()).collect();
         let first = code_misses == jobs.len() - 1;
+        if first && hist.whole_ms.is_none() {
+            weighed = Some(parts.cold_share(crate::jobs::workers(0, parts.partitions.len())));
+        }
         match auto_choice(&parts, first, &hist, &misses) {
             Ok(said) => {
                 if let Some(said) = said.filter(|_| req.verbose) {
@@ -234,6 +248,7 @@ pub fn link(
             todo.len()
         ));
     }
+    let started = Instant::now();
     let engine = lto::NvvmEngine {
         lib: lto::libnvvm::LibNvvm::load(&libnvvm)?,
     };
@@ -272,8 +287,14 @@ pub fn link(
         hist.partitions
             .insert(identities[i].clone(), entries[i].ms + ptxas_ms[i]);
     }
+    if let Some(share) = weighed.filter(|&s| s > 0.0) {
+        // (an estimate, from this link's time and the share it was expected to take:
+        // no link measured the whole program)
+        let ms = started.elapsed().as_millis() as f64 / share;
+        hist.whole_ms = Some(ms as u64);
+    }
     if !todo.is_empty() {
-        history::store(cache, req, mode, &hist);
+        history::store(cache, req, &hist);
     }
     Ok(Outcome::Partitioned(cubins))
 }
@@ -311,8 +332,9 @@ mod tests {
             ),
             "{said}"
         );
+        // a later link with nothing measured: nothing to weigh
         assert_eq!(auto_choice(&parts, false, &hist, &misses), Ok(None));
-        // a module the summaries could not read: its work is unknown, no estimate
+        // a module the summaries could not read: its work is unknown, no first estimate
         let unread = plan::Plan {
             unestimated: Some("'c.o' could not be read function by function".into()),
             ..parts.clone()
@@ -321,9 +343,16 @@ mod tests {
             auto_choice(&unread, true, &hist, &misses),
             Err("none of this program's code partitions is cached, and 'c.o' could not be read function by function: building them cannot be weighed against a whole-program link".into())
         );
-        assert_eq!(auto_choice(&unread, false, &hist, &misses), Ok(None));
-        // the partitions that miss took longer than the whole link: nothing said of building them
+        // measured times decide, and are said
         hist.whole_ms = Some(100);
+        for m in &misses {
+            hist.partitions.insert(m.clone(), 30);
+        }
+        assert_eq!(
+            auto_choice(&parts, false, &hist, &misses),
+            Ok(Some("incremental LTO: its 2 changed partitions took 60 ms when last compiled, the whole-program link 100 ms".into()))
+        );
+        // the partitions that miss took longer than the whole link: nothing said of building them
         for m in &misses {
             hist.partitions.insert(m.clone(), 80);
         }

@@ -441,11 +441,17 @@ impl Plan {
     /// From instruction counts alone: an estimate to choose the faster way to a first
     /// image, never anything an image depends on.
     pub fn cold_share(&self, workers: usize) -> f64 {
+        let all: Vec<usize> = (0..self.partitions.len()).collect();
+        self.share(&all, workers)
+    }
+
+    /// As [`Plan::cold_share`] for compiling the partitions `todo` alone (the others
+    /// cached): a relink's estimate where no measured time says.
+    pub fn share(&self, todo: &[usize], workers: usize) -> f64 {
         let read = READ_COST * self.read_work as f64;
         let compile = |work: u64| (work as f64).powf(GROWTH);
-        let costs: Vec<f64> = self
-            .partitions
-            .iter()
+        let costs: Vec<f64> = (todo.iter())
+            .filter_map(|&i| self.partitions.get(i))
             .filter(|p| p.module.is_some() || p.reach > 0)
             .map(|p| FIXED_COST + read + compile(p.work))
             .collect();
