@@ -132,6 +132,18 @@ impl<'a> Merger<'a> {
     /// What becomes of input `i`'s relocations: patched into the image now, or kept for
     /// the driver (or the next link), in order. What a relocation needs of its symbol is
     /// worked out once per symbol.
+    /// The byte ranges of input `i`'s section `si` that hold data objects another
+    /// input's definition replaced.
+    pub(super) fn replaced_objects(&self, i: usize, si: usize) -> Vec<(u64, u64)> {
+        let c = &self.inputs[i].cubin;
+        (c.symbols.iter().enumerate())
+            .filter(|(_, s)| matches!(s.ty, STT_OBJECT | crate::elf::STT_CUDA_OBJECT))
+            .filter(|(_, s)| s.shndx as usize == si && s.size > 0)
+            .filter(|&(k, _)| self.is_replaced(SymKey::new(i, k)))
+            .map(|(_, s)| (s.value, s.value.saturating_add(s.size)))
+            .collect()
+    }
+
     fn plan_relocations(&self, i: usize) -> Result<RelocPlan> {
         let exec = !self.opts.relocatable;
         let c = &self.inputs[i].cubin;
@@ -158,7 +170,13 @@ impl<'a> Merger<'a> {
                 .func_of_text
                 .get(&SecKey::new(i, rs.info as usize))
                 .copied();
+            let replaced = self.replaced_objects(i, rs.info as usize);
             for r in relocs {
+                // (a data object another input's copy replaced keeps its bytes, as nvlink
+                // keeps them, but not its relocations: a weak vtable in two units)
+                if replaced.iter().any(|&(a, b)| (a..b).contains(&r.offset)) {
+                    continue;
+                }
                 let k = SymKey::new(i, r.sym as usize);
                 let sym = self.sym(k);
                 let f = *facts[k.sym].get_or_insert_with(|| self.sym_facts(k));

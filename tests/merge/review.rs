@@ -463,3 +463,37 @@ fn debug_links_keep_weak_shared_arrays_weak() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// A class with a virtual function defined in a header, used in two units: each unit's
+/// vtable is a weak data object whose slot a relocation fills. nvlink keeps the bytes of
+/// the copy it does not choose but drops its relocations; nvlinkrs kept them (an extra
+/// relocation into the dead copy, `.rel.nv.global.init` and, at sm_100+, its Mercury twin).
+#[test]
+fn a_replaced_weak_vtable_keeps_no_relocations() {
+    const S: &str = "struct S { __device__ virtual int f() const { return 1; } };\n";
+    let a = format!(
+        "{S}__device__ __noinline__ int call_a(const S *p) {{ return p->f(); }}\n__global__ void ka(int *o) {{ S *p = new S; o[0] = call_a(p); delete p; }}\n"
+    );
+    let b = format!(
+        "{S}__device__ __noinline__ int call_b(const S *p) {{ return p->f(); }}\n__global__ void kb(int *o) {{ S *p = new S; o[1] = call_b(p); delete p; }}\n"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let mut failures = Vec::new();
+    for sm in ["sm_80", "sm_90", "sm_100", "sm_120"] {
+        let objs = [
+            compiled(dir.path(), "va", &a, sm, &[]),
+            compiled(dir.path(), "vb", &b, sm, &[]),
+        ];
+        for option in [None, Some("-r")] {
+            let mut args = vec![format!("-arch={sm}")];
+            args.extend(option.map(String::from));
+            args.extend(objs.iter().map(|o| o.display().to_string()));
+            match differential(&args) {
+                Ok(true) => {}
+                Ok(false) => failures.push(format!("{option:?} {sm}: equivalent, not identical")),
+                Err(e) => failures.push(format!("{option:?} {sm}:\n    {e}")),
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

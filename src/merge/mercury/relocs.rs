@@ -28,7 +28,13 @@ impl Merger<'_> {
                     },
                 };
                 let target = &c.sections[rs.info as usize];
+                // (the replaced data objects of the SASS twin's: their relocations go)
+                let replaced = (target.name.strip_prefix(".nv.merc"))
+                    .and_then(|twin| c.section_index(twin))
+                    .map(|si| self.replaced_objects(i, si))
+                    .unwrap_or_default();
                 let mut entries = c.relocations(ri)?;
+                entries.retain(|r| !replaced.iter().any(|&(a, b)| (a..b).contains(&r.offset)));
                 if st.copies.contains_key(&(i, rs.info as usize)) {
                     self.bank2_relocation_order(i, rs.info as usize, &mut entries);
                 }
