@@ -85,20 +85,25 @@ pub fn store(cache: &Cache, req: &LinkRequest, h: &History) {
     }
 }
 
-/// What compiling `misses` (partition identities) took when last measured, and the
-/// whole-program link: `None` unless every one of them and the whole link were measured.
-pub fn measured(h: &History, misses: &[String]) -> Option<(u64, u64)> {
+/// What compiling `misses` (partition identities) is expected to take side by side on
+/// `workers` workers, from what each took when last measured (their sum over the
+/// workers, or the longest), and the whole-program link's time: `None` unless every one
+/// of them and the whole link were measured.
+pub fn measured(h: &History, misses: &[String], workers: usize) -> Option<(u64, u64)> {
     let whole = h.whole_ms?;
-    let mut sum = 0u64;
+    let (mut sum, mut longest) = (0u64, 0u64);
     for m in misses {
-        sum += h.partitions.get(m)?;
+        let ms = *h.partitions.get(m)?;
+        sum += ms;
+        longest = longest.max(ms);
     }
-    Some((sum, whole))
+    Some(((sum / workers.max(1) as u64).max(longest), whole))
 }
 
-/// Whether compiling `misses` took longer than a whole-program link, as measured.
-pub fn whole_is_faster(h: &History, misses: &[String]) -> bool {
-    measured(h, misses).is_some_and(|(sum, whole)| sum > whole)
+/// Whether compiling `misses` on `workers` workers is expected to take longer than a
+/// whole-program link, as measured.
+pub fn whole_is_faster(h: &History, misses: &[String], workers: usize) -> bool {
+    measured(h, misses, workers).is_some_and(|(wall, whole)| wall > whole)
 }
 
 #[cfg(test)]
@@ -129,11 +134,13 @@ mod tests {
         h.partitions.insert(a.clone(), 600);
         h.partitions.insert(b.clone(), 300);
         // no whole link measured: partitions
-        assert!(!whole_is_faster(&h, &[a.clone(), b.clone()]));
+        assert!(!whole_is_faster(&h, &[a.clone(), b.clone()], 1));
         h.whole_ms = Some(800);
-        assert!(whole_is_faster(&h, &[a.clone(), b.clone()]));
-        assert!(!whole_is_faster(&h, std::slice::from_ref(&a)));
+        assert!(whole_is_faster(&h, &[a.clone(), b.clone()], 1));
+        // (side by side on two workers: the longer of the two, or half the sum)
+        assert!(!whole_is_faster(&h, &[a.clone(), b.clone()], 2));
+        assert!(!whole_is_faster(&h, std::slice::from_ref(&a), 1));
         // a partition never measured (a new unit): partitions
-        assert!(!whole_is_faster(&h, &[a, b, "c.o:k3".into()]));
+        assert!(!whole_is_faster(&h, &[a, b, "c.o:k3".into()], 1));
     }
 }

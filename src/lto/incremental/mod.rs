@@ -101,14 +101,15 @@ fn auto_choice(
             share * 100.0
         ));
     }
-    match history::measured(hist, misses) {
-        Some((sum, whole)) if sum > whole => Err(format!(
+    let workers = crate::jobs::workers(0, misses.len());
+    match history::measured(hist, misses, workers) {
+        Some((wall, whole)) if wall > whole => Err(format!(
             "compiling its {} changed partitions took longer than a whole-program link",
             misses.len()
         )),
-        Some((sum, whole)) if !misses.is_empty() => Ok(said.or_else(|| {
+        Some((wall, whole)) if !misses.is_empty() => Ok(said.or_else(|| {
             Some(format!(
-                "incremental LTO: its {} changed partitions took {sum} ms when last compiled, the whole-program link {whole} ms",
+                "incremental LTO: its {} changed partitions took {wall} ms on {workers} worker(s) when last compiled, the whole-program link {whole} ms",
                 misses.len()
             ))
         })),
@@ -348,13 +349,17 @@ mod tests {
         for m in &misses {
             hist.partitions.insert(m.clone(), 30);
         }
+        let w = crate::jobs::workers(0, 2);
         assert_eq!(
             auto_choice(&parts, false, &hist, &misses),
-            Ok(Some("incremental LTO: its 2 changed partitions took 60 ms when last compiled, the whole-program link 100 ms".into()))
+            Ok(Some(format!(
+                "incremental LTO: its 2 changed partitions took {} ms on {w} worker(s) when last compiled, the whole-program link 100 ms",
+                60 / w as u64
+            )))
         );
         // the partitions that miss took longer than the whole link: nothing said of building them
         for m in &misses {
-            hist.partitions.insert(m.clone(), 80);
+            hist.partitions.insert(m.clone(), 150);
         }
         let why = "compiling its 2 changed partitions took longer than a whole-program link";
         assert_eq!(
