@@ -497,3 +497,50 @@ fn a_replaced_weak_vtable_keeps_no_relocations() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// `-kernels-used=parent` where `parent` launches `child` from the device and `child` calls
+/// the device runtime (`cudaStreamCreateWithFlags`, `cudaStreamDestroy`): nvlink 13.5
+/// keeps `child` (a launched kernel) but drops libcudadevrt's `__cudaCDP2StreamCreateWithFlags`
+/// and `__cudaCDP2StreamDestroy` with the relocations of `child`'s calls to them, which
+/// then jump to address 0; nvlinkrs keeps them (docs/rules/differences.md). Fails the day
+/// nvlink changes.
+#[test]
+fn a_launched_kernels_device_runtime_calls_are_kept_under_kernels_used() {
+    const CDP: &str = "__global__ void child(int *d) {
+  cudaStream_t s;
+  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  d[threadIdx.x] = 1;
+  cudaStreamDestroy(s);
+}
+__global__ void parent(int *d) { if (threadIdx.x == 0) child<<<1, 32>>>(d); }
+";
+    let dir = tempfile::tempdir().unwrap();
+    let o = compiled(dir.path(), "kucdp", CDP, "sm_90", &[]);
+    let a = vec![
+        "-arch=sm_90".to_string(),
+        "-kernels-used=parent".to_string(),
+        o.display().to_string(),
+        format!("-L{}", cuda().join("lib").display()),
+        "-lcudadevrt".to_string(),
+    ];
+    let create = "__cudaCDP2StreamCreateWithFlags";
+    let symbols = |tool: &Path| {
+        let image = run(tool, &a, dir.path()).output.expect("an image");
+        let c = nvlinkrs::elf::cubin::Cubin::parse(nvlinkrs::bytes::Bytes::from_vec(image), "x")
+            .unwrap();
+        let names: Vec<String> = c.symbols.iter().map(|s| s.name.to_string()).collect();
+        let relocated = (c.sections.iter().enumerate())
+            .filter(|(_, s)| s.name.starts_with(".rel") && s.name.ends_with(".text._Z5childPi"))
+            .flat_map(|(i, _)| c.relocations(i).unwrap())
+            .any(|r| c.symbols[r.sym as usize].name == create);
+        (names, relocated)
+    };
+    let (theirs, their_call) = symbols(&cuda().join("bin/nvlink"));
+    let (ours, our_call) = symbols(&nvlinkrs());
+    assert!(theirs.iter().any(|n| n == "_Z5childPi"), "{theirs:?}");
+    assert!(
+        !theirs.iter().any(|n| n == create) && !their_call,
+        "{theirs:?}"
+    );
+    assert!(ours.iter().any(|n| n == create) && our_call, "{ours:?}");
+}

@@ -250,34 +250,7 @@ pub fn link(
         ));
     }
     let started = Instant::now();
-    let engine = lto::NvvmEngine {
-        lib: lto::libnvvm::LibNvvm::load(&libnvvm)?,
-    };
-    let compiled = timings.phase("cicc", || {
-        Ok(ctx.jobs.run_all(
-            "partitions",
-            &todo,
-            0,
-            |&i| jobs[i].reach,
-            |&i| compile::compile(&engine, &modules, &jobs[i], cache),
-        ))
-    })?;
-    let mut compiled = todo.iter().copied().zip(compiled);
-    let mut entries: Vec<compile::Entry> = Vec::with_capacity(jobs.len());
-    for (i, c) in cached.into_iter().enumerate() {
-        let entry = match c {
-            Some(e) => e,
-            None => {
-                let (k, r) = compiled.next().expect("one result per compiled partition");
-                debug_assert_eq!(k, i);
-                r?
-            }
-        };
-        for line in entry.log.lines() {
-            diag.info(line);
-        }
-        entries.push(entry);
-    }
+    let entries = compile_missing(ctx, &libnvvm, &modules, &jobs, cached, cache, timings)?;
     let keys: Vec<crate::cache::Key> = jobs.iter().map(|j| j.key.clone()).collect();
     let roots: Vec<_> = jobs.iter().map(|j| j.roots.clone()).collect();
     let (cubins, ptxas_ms) = link::cubins(
@@ -298,6 +271,49 @@ pub fn link(
         history::store(cache, req, &hist);
     }
     Ok(Outcome::Partitioned(cubins))
+}
+
+/// The partitions `cached` lacks compiled by libNVVM on the link's workers: every
+/// partition's entry, in order, its libNVVM messages said.
+fn compile_missing(
+    ctx: &LinkContext,
+    libnvvm: &std::path::Path,
+    modules: &[IrModule],
+    jobs: &[compile::Job],
+    cached: Vec<Option<compile::Entry>>,
+    cache: &crate::cache::Cache,
+    timings: &mut Timings,
+) -> Result<Vec<compile::Entry>> {
+    let todo: Vec<usize> = (0..jobs.len()).filter(|&i| cached[i].is_none()).collect();
+    let engine = lto::NvvmEngine {
+        lib: lto::libnvvm::LibNvvm::load(libnvvm)?,
+    };
+    let compiled = timings.phase("cicc", || {
+        Ok(ctx.jobs.run_all(
+            "partitions",
+            &todo,
+            0,
+            |&i| jobs[i].reach,
+            |&i| compile::compile(&engine, modules, &jobs[i], cache),
+        ))
+    })?;
+    let mut compiled = todo.iter().copied().zip(compiled);
+    let mut entries: Vec<compile::Entry> = Vec::with_capacity(jobs.len());
+    for (i, c) in cached.into_iter().enumerate() {
+        let entry = match c {
+            Some(e) => e,
+            None => {
+                let (k, r) = compiled.next().expect("one result per compiled partition");
+                debug_assert_eq!(k, i);
+                r?
+            }
+        };
+        for line in entry.log.lines() {
+            ctx.diag.info(line);
+        }
+        entries.push(entry);
+    }
+    Ok(entries)
 }
 
 #[cfg(test)]
