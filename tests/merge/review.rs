@@ -32,9 +32,18 @@ fn compiled(dir: &Path, name: &str, text: &str, sm: &str, extra: &[&str]) -> Pat
 
 /// Links each (label, arch, objects) with both linkers: the failures, each with its label.
 fn identical_links(links: &[(String, &str, Vec<PathBuf>)]) -> Vec<String> {
+    let with: Vec<_> = (links.iter())
+        .map(|(what, sm, objs)| (what.clone(), *sm, Vec::new(), objs.clone()))
+        .collect();
+    identical_links_with(&with)
+}
+
+/// As [`identical_links`], each link with its options after `-arch`.
+fn identical_links_with(links: &[(String, &str, Vec<String>, Vec<PathBuf>)]) -> Vec<String> {
     let mut failures = Vec::new();
-    for (what, sm, objs) in links {
+    for (what, sm, options, objs) in links {
         let mut a = vec![format!("-arch={sm}")];
+        a.extend(options.iter().cloned());
         a.extend(objs.iter().map(|o| o.display().to_string()));
         match differential(&a) {
             Ok(true) => {}
@@ -445,22 +454,22 @@ fn debug_links_keep_weak_shared_arrays_weak() {
         "{TMPL}__global__ void kb(float *p, double *q) {{ p[threadIdx.x] = block_sum<float, 32>(p[threadIdx.x]); q[0] = block_sum<double, 16>(q[0]); }}\n"
     );
     let dir = tempfile::tempdir().unwrap();
-    let mut failures = Vec::new();
+    let mut links = Vec::new();
     for sm in ["sm_80", "sm_90", "sm_100"] {
-        let objs = [
+        let objs = vec![
             compiled(dir.path(), "wa", &a, sm, &[]),
             compiled(dir.path(), "wb", &b, sm, &[]),
         ];
         for option in ["-g", "--preserve-relocs"] {
-            let mut args = vec![format!("-arch={sm}"), option.to_string()];
-            args.extend(objs.iter().map(|o| o.display().to_string()));
-            match differential(&args) {
-                Ok(true) => {}
-                Ok(false) => failures.push(format!("{option} {sm}: equivalent, not identical")),
-                Err(e) => failures.push(format!("{option} {sm}:\n    {e}")),
-            }
+            links.push((
+                option.to_string(),
+                sm,
+                vec![option.to_string()],
+                objs.clone(),
+            ));
         }
     }
+    let failures = identical_links_with(&links);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
@@ -478,23 +487,16 @@ fn a_replaced_weak_vtable_keeps_no_relocations() {
         "{S}__device__ __noinline__ int call_b(const S *p) {{ return p->f(); }}\n__global__ void kb(int *o) {{ S *p = new S; o[1] = call_b(p); delete p; }}\n"
     );
     let dir = tempfile::tempdir().unwrap();
-    let mut failures = Vec::new();
+    let mut links = Vec::new();
     for sm in ["sm_80", "sm_90", "sm_100", "sm_120"] {
-        let objs = [
+        let objs = vec![
             compiled(dir.path(), "va", &a, sm, &[]),
             compiled(dir.path(), "vb", &b, sm, &[]),
         ];
-        for option in [None, Some("-r")] {
-            let mut args = vec![format!("-arch={sm}")];
-            args.extend(option.map(String::from));
-            args.extend(objs.iter().map(|o| o.display().to_string()));
-            match differential(&args) {
-                Ok(true) => {}
-                Ok(false) => failures.push(format!("{option:?} {sm}: equivalent, not identical")),
-                Err(e) => failures.push(format!("{option:?} {sm}:\n    {e}")),
-            }
-        }
+        links.push(("plain".to_string(), sm, Vec::new(), objs.clone()));
+        links.push(("-r".to_string(), sm, vec!["-r".to_string()], objs));
     }
+    let failures = identical_links_with(&links);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
