@@ -127,9 +127,9 @@ fn auto(plan: &Plan) -> bool {
     plan.req.lto && plan.incremental().is_ok_and(|m| m == Mode::Auto)
 }
 
-/// The keys a link is looked up under, in order: its own; for an `Auto` link, the
-/// whole-program link's (nvlink's bytes, which a link without `--incremental` stores too),
-/// then the partitioned link's.
+/// The keys a link is looked up under, in order: its own, but for an `Auto` link the
+/// whole-program link's (nvlink's bytes, which a link without `--incremental` stores too)
+/// and then the partitioned link's (never its own).
 fn lookups(plan: &Plan, key: &key::LinkKey) -> Vec<key::LinkKey> {
     match auto(plan) {
         true => vec![key.in_mode(Mode::Off), key.in_mode(Mode::Partitions)],
