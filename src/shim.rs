@@ -6,11 +6,11 @@
 //! `PATH` cannot put another nvlink before the toolkit's, and nvcc 13.5's `--nvlink-prefix`
 //! hands the prefix to nvlink as an input. An overlay does work: a directory holding a link
 //! to every entry of the toolkit's root, and a `bin/` of links to every tool but `nvlink`,
-//! which links to nvlinkrs, and `nvcc.profile`, a copy whose `TOP` names the toolkit (so
-//! the `-L` paths nvcc gives nvlink, which the image's tool note records, are the ones the
-//! toolkit's own nvcc gives). The toolkit itself is never written. A marker file lists what
-//! the overlay holds, so that making it again replaces only those links and `--remove`
-//! removes only them.
+//! a script that runs nvlinkrs (or says it has gone), and `nvcc.profile`, a copy whose
+//! `TOP` names the toolkit (so the `-L` paths nvcc gives nvlink, which the image's tool
+//! note records, are the ones the toolkit's own nvcc gives). The toolkit itself is never
+//! written. A marker file lists what the overlay holds, so that making it again replaces
+//! only what it made and `--remove` removes only that.
 
 use std::path::{Path, PathBuf};
 
@@ -24,7 +24,7 @@ pub const MARKER: &str = ".nvlinkrs-shim";
 pub const MESON_NATIVE: &str = "nvlinkrs-meson.ini";
 
 /// The files the overlay writes (everything else it makes is a link or `bin/`).
-const WRITTEN: [&str; 2] = ["bin/nvcc.profile", MESON_NATIVE];
+const WRITTEN: [&str; 3] = ["bin/nvlink", "bin/nvcc.profile", MESON_NATIVE];
 
 /// What one overlay was made from and holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -276,14 +276,34 @@ fn fill(o: &mut Overlay) -> Result<()> {
         let target = o.toolkit.join("bin").join(&name);
         link(o, &target, Path::new("bin").join(&name))?;
     }
-    let linker = o.linker.clone();
-    link(o, &linker, PathBuf::from("bin/nvlink"))?;
+    let script = nvlink_script(&o.linker, &o.root);
+    write_made(o, "bin/nvlink", &script)?;
+    let at = o.root.join("bin/nvlink");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&at, std::fs::Permissions::from_mode(0o755))
+        .map_err(|e| io_error("create", &at, e))?;
     let profile = o.toolkit.join("bin/nvcc.profile");
     let text = std::fs::read_to_string(&profile).map_err(|e| io_error("read", &profile, e))?;
     write_made(o, "bin/nvcc.profile", &with_top(&text, &o.toolkit))?;
     let text = format!("[binaries]\ncuda = '{}/bin/nvcc'\n", o.root.display());
     write_made(o, MESON_NATIVE, &text)?;
     crate::output::write_atomic(&o.root.join(MARKER), o.marker_text().as_bytes())
+}
+
+/// The overlay's `bin/nvlink`: a script that runs `linker` under the name nvcc gave it
+/// (so that its messages say `nvlink`), and, once `linker` has moved or gone (a venv made
+/// again, a `cargo install` elsewhere), says so and how to point the overlay at the new
+/// one, where a link to it would leave nvcc to exit 127 without a word.
+fn nvlink_script(linker: &Path, root: &Path) -> String {
+    let quoted = |p: &Path| format!("'{}'", p.display().to_string().replace('\'', "'\\''"));
+    let (l, r) = (quoted(linker), quoted(root));
+    format!(
+        "#!/usr/bin/env bash\n\
+         # made by `nvlinkrs shim`: nvcc's nvlink is nvlinkrs\n\
+         if [ -x {l} ]; then exec -a \"$0\" {l} \"$@\"; fi\n\
+         printf 'nvlink fatal   : the nvlinkrs this toolkit overlay runs (%s) is not there (moved or removed): make the overlay again with the nvlinkrs to use: nvlinkrs shim %s\\n' {l} {r} >&2\n\
+         exit 1\n"
+    )
 }
 
 fn write_made(o: &mut Overlay, rel: &str, text: &str) -> Result<()> {
@@ -377,9 +397,10 @@ mod tests {
                 MESON_NATIVE
             ]
         );
-        assert_eq!(
-            std::fs::read_to_string(ov.join("bin/nvlink")).unwrap(),
-            "ours"
+        let script = std::fs::read_to_string(ov.join("bin/nvlink")).unwrap();
+        assert!(
+            script.contains(&format!("exec -a \"$0\" '{}' \"$@\"", o.linker.display())),
+            "{script}"
         );
         assert_eq!(
             std::fs::read_link(ov.join("bin/nvcc")).unwrap(),
@@ -411,6 +432,38 @@ mod tests {
             "bin/nvlink"
         );
         assert_eq!(sorted_entries(&tk.join("bin")).unwrap().len(), 3);
+    }
+
+    #[test]
+    fn the_overlays_nvlink_says_when_its_nvlinkrs_has_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        let tk = fake_toolkit(dir.path());
+        let linker = dir.path().join("it's nvlinkrs");
+        std::fs::write(&linker, "#!/bin/sh\necho \"ran with $*\"\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&linker, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let ov = dir.path().join("o v");
+        install(&tk, &ov, &linker).unwrap();
+        let nvlink = ov.join("bin/nvlink");
+        let run = || {
+            std::process::Command::new(&nvlink)
+                .arg("-v")
+                .output()
+                .unwrap()
+        };
+        let ran = run();
+        assert_eq!(String::from_utf8_lossy(&ran.stdout), "ran with -v\n");
+        std::fs::remove_file(&linker).unwrap();
+        let gone = run();
+        assert_eq!(gone.status.code(), Some(1));
+        assert_eq!(
+            String::from_utf8_lossy(&gone.stderr),
+            format!(
+                "nvlink fatal   : the nvlinkrs this toolkit overlay runs ({}) is not there (moved or removed): make the overlay again with the nvlinkrs to use: nvlinkrs shim {}\n",
+                absolute(&linker).unwrap_or(linker.clone()).display(),
+                ov.display()
+            )
+        );
     }
 
     #[test]

@@ -2332,7 +2332,8 @@ fn shim_overlay() {
         out.contains(&format!("Bazel:  CUDA_PATH={o} bazel build")),
         "{out}"
     );
-    // every entry of the toolkit's root and bin/ is a link to it, but bin/nvlink
+    // every entry of the toolkit's root and bin/ is a link to it, but bin/nvlink and the
+    // profile
     let made = tree(&ova);
     for name in std::fs::read_dir(&cu).unwrap() {
         let name = name.unwrap().file_name().into_string().unwrap();
@@ -2346,10 +2347,15 @@ fn shim_overlay() {
     for name in std::fs::read_dir(cu.join("bin")).unwrap() {
         let name = name.unwrap().file_name().into_string().unwrap();
         let want = if name == "nvlink" {
-            format!(
-                "bin/nvlink -> {}",
-                std::fs::canonicalize(nvlinkrs()).unwrap().display()
-            )
+            // a script running nvlinkrs under nvcc's name for it, which says when the
+            // nvlinkrs it names has gone
+            let script = std::fs::read_to_string(ova.join("bin/nvlink")).unwrap();
+            let ours = std::fs::canonicalize(nvlinkrs()).unwrap();
+            assert!(
+                script.contains(&format!("exec -a \"$0\" '{}' \"$@\"", ours.display())),
+                "{script}"
+            );
+            continue;
         } else if name == "nvcc.profile" {
             // a copy whose TOP is where the toolkit's own nvcc puts it
             let profile = std::fs::read_to_string(ova.join("bin/nvcc.profile")).unwrap();
