@@ -419,6 +419,23 @@ fn temp_stem(name: &str) -> &str {
     &name[..end]
 }
 
+/// nvlink's failure for an output whose folder is not there, which an LTO link meets
+/// before its compile (nvlink opens the output first: its message comes before
+/// libNVVM's work and before "expected libcudadevrt object").
+pub fn folder_is_there(path: &Path) -> Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => return Ok(()),
+    };
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(cannot_open(path)(std::io::Error::from_raw_os_error(
+            libc::ENOTDIR,
+        ))),
+        Err(e) => Err(cannot_open(path)(e)),
+    }
+}
+
 /// nvlink's message for an output it cannot write, with the system's reason.
 fn cannot_open(path: &Path) -> impl Fn(std::io::Error) -> Error + Copy + '_ {
     move |e| {

@@ -428,6 +428,14 @@ fn bad_inputs_fail_as_nvlink_does_and_leave_nothing() {
             a[last] = t("no/such/dir/out.cubin");
             a
         }),
+        // nvlink opens the output before its compile: its message comes first
+        ("unwritable output, no libcudadevrt".to_string(), {
+            let mut a = lto_args("sm_90", &[], &PROGRAM);
+            a.retain(|x| x != "-lcudadevrt");
+            let last = a.len() - 1;
+            a[last] = t("no/such/dir/out.cubin");
+            a
+        }),
         (
             "consensus conflict".to_string(),
             lto_args("sm_90", &[], &["consensus/a_def.o", "consensus/b_ftz.o"]),

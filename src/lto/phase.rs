@@ -56,6 +56,7 @@ pub fn run(
     let Some(g) = gather(plan, ctx, trees, timings)? else {
         return Ok(LtoOutcome::NoIr);
     };
+    output::folder_is_there(&plan.req.output)?;
     let mut whole_timer = None;
     if plan.incremental()? != crate::cli::incremental::Mode::Off {
         use lto::incremental::Outcome;
