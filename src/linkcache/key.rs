@@ -54,7 +54,6 @@ impl Stamp {
 
 /// A link's key, with the parts it is made of (for `--explain`) and the files it holds
 /// as they were read.
-#[derive(Clone)]
 pub struct LinkKey {
     pub key: Key,
     pub parts: Parts,
@@ -76,7 +75,7 @@ impl LinkKey {
     /// link's or the partitioned link's, each what a cold link in that mode writes: it is
     /// looked up and stored under those modes' keys, never under its own, so a hit is the
     /// image a cold link of its kind writes, wherever the entry came from.
-    pub fn in_mode(&self, mode: Mode) -> LinkKey {
+    pub fn in_mode(&self, mode: Mode) -> Key {
         let var = crate::cli::incremental::VAR;
         let mut parts = self.parts.clone();
         let at = parts
@@ -90,11 +89,7 @@ impl LinkKey {
             (Some(i), m) => parts.0[i].value = format!("{m:?}"),
             (None, _) => {}
         }
-        LinkKey {
-            key: parts.key(),
-            parts,
-            stamps: self.stamps.clone(),
-        }
+        parts.key()
     }
 }
 

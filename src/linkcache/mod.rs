@@ -69,7 +69,7 @@ pub fn around(
         .iter()
         .flat_map(|k| lookups(plan, k).into_iter().map(move |l| (k, l)))
     {
-        if let Some(entry) = cache.get(&looked.key)
+        if let Some(entry) = cache.get(&looked)
             && replay(req, diag, &entry)?
         {
             let t = Timings {
@@ -104,7 +104,7 @@ pub fn around(
                     diag,
                     earlier,
                     cache,
-                    &stored_as(plan, key, &timings).key,
+                    &stored_as(plan, key, &timings),
                     &timings.written,
                     started.elapsed(),
                 );
@@ -130,20 +130,20 @@ fn auto(plan: &Plan) -> bool {
 /// The keys a link is looked up under, in order: its own, but for an `Auto` link the
 /// whole-program link's (nvlink's bytes, which a link without `--incremental` stores too)
 /// and then the partitioned link's (never its own).
-fn lookups(plan: &Plan, key: &key::LinkKey) -> Vec<key::LinkKey> {
+fn lookups(plan: &Plan, key: &key::LinkKey) -> Vec<Key> {
     match auto(plan) {
         true => vec![key.in_mode(Mode::Off), key.in_mode(Mode::Partitions)],
-        false => vec![key.clone()],
+        false => vec![key.key.clone()],
     }
 }
 
 /// The key a finished link is stored under: its own, or for an `Auto` link the key of
 /// the mode whose image it wrote.
-fn stored_as(plan: &Plan, key: &key::LinkKey, timings: &Timings) -> key::LinkKey {
+fn stored_as(plan: &Plan, key: &key::LinkKey, timings: &Timings) -> Key {
     match (auto(plan), timings.partitioned) {
         (true, true) => key.in_mode(Mode::Partitions),
         (true, false) => key.in_mode(Mode::Off),
-        (false, _) => key.clone(),
+        (false, _) => key.key.clone(),
     }
 }
 
