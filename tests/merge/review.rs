@@ -30,6 +30,27 @@ fn compiled(dir: &Path, name: &str, text: &str, sm: &str, extra: &[&str]) -> Pat
     obj
 }
 
+/// The symbols of the image `tool` links from `args` (in `dir`), and whether a relocation
+/// of function `caller`'s code names `callee`.
+fn symbols_and_call(
+    tool: &Path,
+    args: &[String],
+    dir: &Path,
+    caller: &str,
+    callee: &str,
+) -> (Vec<String>, bool) {
+    let image = run(tool, args, dir).output.expect("an image");
+    let c =
+        nvlinkrs::elf::cubin::Cubin::parse(nvlinkrs::bytes::Bytes::from_vec(image), "x").unwrap();
+    let names: Vec<String> = c.symbols.iter().map(|s| s.name.to_string()).collect();
+    let code = format!(".text.{caller}");
+    let relocated = (c.sections.iter().enumerate())
+        .filter(|(_, s)| s.name.starts_with(".rel") && s.name.ends_with(&code))
+        .flat_map(|(i, _)| c.relocations(i).unwrap())
+        .any(|r| c.symbols[r.sym as usize].name == callee);
+    (names, relocated)
+}
+
 /// Links each (label, arch, objects) with both linkers: the failures, each with its label.
 fn identical_links(links: &[(String, &str, Vec<PathBuf>)]) -> Vec<String> {
     let with: Vec<_> = (links.iter())
@@ -185,17 +206,7 @@ int main() { k0<<<1, 1>>>(nullptr); return 0; }
     let o = compiled(dir.path(), "fp", FP, "sm_90", &[]);
     let a = vec!["-arch=sm_90".to_string(), o.display().to_string()];
     let slowpath = "__cuda_sm20_rcp_rn_f32_slowpath";
-    let symbols = |tool: &Path| {
-        let image = run(tool, &a, dir.path()).output.expect("an image");
-        let c = nvlinkrs::elf::cubin::Cubin::parse(nvlinkrs::bytes::Bytes::from_vec(image), "x")
-            .unwrap();
-        let names: Vec<String> = c.symbols.iter().map(|s| s.name.to_string()).collect();
-        let relocated = (c.sections.iter().enumerate())
-            .filter(|(_, s)| s.name == ".rela.text._Z5f_invf")
-            .flat_map(|(i, _)| c.relocations(i).unwrap())
-            .any(|r| c.symbols[r.sym as usize].name == slowpath);
-        (names, relocated)
-    };
+    let symbols = |tool: &Path| symbols_and_call(tool, &a, dir.path(), "_Z5f_invf", slowpath);
     let (theirs, their_call) = symbols(&cuda().join("bin/nvlink"));
     let (ours, our_call) = symbols(&nvlinkrs());
     assert!(theirs.iter().any(|n| n == "_Z5f_invf"), "{theirs:?}");
@@ -526,17 +537,7 @@ __global__ void parent(int *d) { if (threadIdx.x == 0) child<<<1, 32>>>(d); }
         "-lcudadevrt".to_string(),
     ];
     let create = "__cudaCDP2StreamCreateWithFlags";
-    let symbols = |tool: &Path| {
-        let image = run(tool, &a, dir.path()).output.expect("an image");
-        let c = nvlinkrs::elf::cubin::Cubin::parse(nvlinkrs::bytes::Bytes::from_vec(image), "x")
-            .unwrap();
-        let names: Vec<String> = c.symbols.iter().map(|s| s.name.to_string()).collect();
-        let relocated = (c.sections.iter().enumerate())
-            .filter(|(_, s)| s.name.starts_with(".rel") && s.name.ends_with(".text._Z5childPi"))
-            .flat_map(|(i, _)| c.relocations(i).unwrap())
-            .any(|r| c.symbols[r.sym as usize].name == create);
-        (names, relocated)
-    };
+    let symbols = |tool: &Path| symbols_and_call(tool, &a, dir.path(), "_Z5childPi", create);
     let (theirs, their_call) = symbols(&cuda().join("bin/nvlink"));
     let (ours, our_call) = symbols(&nvlinkrs());
     assert!(theirs.iter().any(|n| n == "_Z5childPi"), "{theirs:?}");
