@@ -31,6 +31,8 @@ mod nvshmem;
 mod preserve;
 #[path = "merge/ptxfile.rs"]
 mod ptxfile;
+#[path = "merge/relinked.rs"]
+mod relinked;
 #[path = "merge/review.rs"]
 mod review;
 #[path = "merge/taken.rs"]

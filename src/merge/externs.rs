@@ -193,6 +193,9 @@ impl Merger<'_> {
         let only = self.only_kernel();
         let in_place = !only || list.len() <= self.own_extern_count(f);
         if (props.stack == UNKNOWN_STACK || props.externs_first) && !only {
+            // (an unknown stack's record first: a relinked `-r` output, whose kernels
+            // have no `CRS_STACK_SIZE` of ptxas's, gets it before a new list)
+            stack_record(recs, props.stack);
             place_externs(recs, list, in_place, index);
             kernel_records(recs, props);
         } else {
@@ -268,30 +271,36 @@ fn place_externs(recs: &mut Vec<Record>, list: &[u32], in_place: bool, index: im
 }
 
 /// A kernel's records once its call tree is known: `CRS_STACK_SIZE` unknown when the
-/// tree recurses, the barrier count raised to the tree's (added when missing), and so
-/// the memory-barrier count (`NUM_MBARRIERS`: NVSHMEM's reductions give 0xffff, which
-/// nvlink 13.5 adds at the end of a calling kernel's records).
+/// tree recurses ([`stack_record`]), then its barrier counts ([`count_records`]).
 fn kernel_records(recs: &mut Vec<Record>, props: KernelProps) {
-    let KernelProps {
-        stack,
-        barriers,
-        mbarriers,
-        ..
-    } = props;
-    if stack == UNKNOWN_STACK {
-        let mut found = false;
-        for r in recs.iter_mut().filter(|r| r.attr == info::CRS_STACK_SIZE) {
-            r.payload = info::Payload::from_slice(&UNKNOWN_STACK.to_le_bytes());
-            found = true;
-        }
-        if !found {
-            // (a kernel ptxas gave no record: nvlink adds one, unknown)
-            recs.push(Record::sval(
-                info::CRS_STACK_SIZE,
-                UNKNOWN_STACK.to_le_bytes().to_vec(),
-            ));
-        }
+    stack_record(recs, props.stack);
+    count_records(recs, props.barriers, props.mbarriers);
+}
+
+/// `CRS_STACK_SIZE` unknown when the kernel's call tree recurses (`stack`), added when
+/// ptxas gave none (a second call finds it set).
+fn stack_record(recs: &mut Vec<Record>, stack: u32) {
+    if stack != UNKNOWN_STACK {
+        return;
     }
+    let mut found = false;
+    for r in recs.iter_mut().filter(|r| r.attr == info::CRS_STACK_SIZE) {
+        r.payload = info::Payload::from_slice(&UNKNOWN_STACK.to_le_bytes());
+        found = true;
+    }
+    if !found {
+        // (a kernel ptxas gave no record: nvlink adds one, unknown)
+        recs.push(Record::sval(
+            info::CRS_STACK_SIZE,
+            UNKNOWN_STACK.to_le_bytes().to_vec(),
+        ));
+    }
+}
+
+/// The barrier count raised to the call tree's (added when missing), and so the
+/// memory-barrier count (`NUM_MBARRIERS`: NVSHMEM's reductions give 0xffff, which nvlink
+/// 13.5 adds at the end of a calling kernel's records).
+fn count_records(recs: &mut Vec<Record>, barriers: u32, mbarriers: u16) {
     if barriers > 0 {
         match recs.iter_mut().find(|r| r.attr == info::NUM_BARRIERS) {
             Some(r) => r.value = barriers as u16,

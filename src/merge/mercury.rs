@@ -90,15 +90,18 @@ impl View {
                 merc_of.insert(n, i);
             }
         }
-        let mut by_name: HashMap<&str, usize> = HashMap::default();
+        // (a name's symbols in order: an `-r` output holds one local `$str` per unit, the
+        // k-th Mercury one the k-th SASS one)
+        let mut by_name: HashMap<&str, Vec<usize>> = HashMap::default();
         let mut section_sym: HashMap<usize, usize> = HashMap::default();
         for (k, s) in c.symbols.iter().enumerate().skip(1) {
             if s.ty == STT_SECTION {
                 section_sym.entry(s.shndx as usize).or_insert(k);
             } else {
-                by_name.entry(s.name.as_str()).or_insert(k);
+                by_name.entry(s.name.as_str()).or_default().push(k);
             }
         }
+        let mut seen: HashMap<&str, usize> = HashMap::default();
         let normal_of: Vec<Option<usize>> = c
             .merc_symbols
             .iter()
@@ -110,7 +113,12 @@ impl View {
                     let sec = sass_of.get(&sec).copied().unwrap_or(sec);
                     section_sym.get(&sec).copied()
                 }
-                _ => by_name.get(s.name.as_str()).copied(),
+                _ => {
+                    let same = by_name.get(s.name.as_str())?;
+                    let nth = seen.entry(s.name.as_str()).or_insert(0);
+                    *nth += 1;
+                    same.get(*nth - 1).or(same.last()).copied()
+                }
             })
             .collect();
         let mut merc_sym_of = HashMap::default();

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use super::{cuda, differential, nvlinkrs, run};
 
 /// `name` with `text` compiled by nvcc (`-dc`, `extra`) at `sm`: the object's path.
-fn compiled(dir: &Path, name: &str, text: &str, sm: &str, extra: &[&str]) -> PathBuf {
+pub(super) fn compiled(dir: &Path, name: &str, text: &str, sm: &str, extra: &[&str]) -> PathBuf {
     let src = dir.join(format!("{name}.cu"));
     std::fs::write(&src, text).unwrap();
     let obj = dir.join(format!("{name}_{sm}{}.o", extra.concat()));
