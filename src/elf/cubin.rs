@@ -466,8 +466,12 @@ impl Cubin {
         }
         let sections = read_sections(d, Some(&data), origin)?;
         let shoff = d.u64_at(0x28).unwrap_or(0);
+        // (a section without bytes may be aligned to a multiple of 16 that is not a
+        // power of two: nvlink takes the value of an `-r` output's
+        // `externsharedinstance`, 0x30, as a kernel window's alignment)
         for (i, s) in sections.iter().enumerate() {
-            if s.align > 1 && (!s.align.is_power_of_two() || s.align > 1 << 16) {
+            let odd = !s.align.is_power_of_two() && !(s.ty == SHT_NOBITS && s.align % 16 == 0);
+            if s.align > 1 && (odd || s.align > 1 << 16) {
                 return Err(malformed(
                     origin,
                     shoff + (i * SHDR) as u64,

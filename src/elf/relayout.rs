@@ -272,6 +272,7 @@ mod tests {
             program_headers: true,
             mercury_layout: false,
             merc_symbols: None,
+            null_symbol_value: 0,
         };
         let mut note = crate::elf::write::OutSection::new(".note.nv.tkinfo", 7, 0);
         note.data = vec![1; 20];

@@ -142,6 +142,9 @@ pub struct Image {
     /// `.nv.merc.symtab`: its image section and its entries (without the null symbol),
     /// encoded by the writer, whose `.strtab` holds their names.
     pub merc_symbols: Option<(usize, Vec<OutSymbol>)>,
+    /// The null symbol's value: 0 but where nvlink's sm_90 layout moved it (see
+    /// `merge::shared`'s `laid_out_shared`).
+    pub null_symbol_value: u64,
 }
 
 /// Where a section goes in nvlink's output order (stable within a rank); `mercury`
@@ -382,7 +385,8 @@ fn tables(img: &mut Image) -> Tables {
     for s in &img.created_globals {
         strtab.add(s);
     }
-    let symtab = encode_symbols(&img.symbols, &mut strtab, base);
+    let mut symtab = encode_symbols(&img.symbols, &mut strtab, base);
+    symtab[8..16].copy_from_slice(&img.null_symbol_value.to_le_bytes());
     let merc_symtab = (merc_symbols.as_ref()).map(|(at, syms)| {
         (
             *at,

@@ -514,6 +514,8 @@ struct Merger<'a> {
     shared_home: HashMap<SymKey, Option<usize>>,
     /// The reservation at the start of each kernel's shared window (0x400 on sm_90+).
     shared_reserve: u64,
+    /// The null symbol's value (`shared`'s `laid_out_shared`).
+    null_symbol_value: u64,
     /// Debug links: whether `.nv_debug.shared` holds variables other than dynamic arrays.
     debug_shared_holds_variables: bool,
     /// A failure of nvlink's found early, reported where nvlink reports it.
@@ -576,6 +578,7 @@ impl<'a> Merger<'a> {
             frames: HashMap::default(),
             shared_home: HashMap::default(),
             shared_reserve: 0,
+            null_symbol_value: 0,
             debug_shared_holds_variables: false,
             failure: None,
             kernels: Vec::new(),

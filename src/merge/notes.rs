@@ -265,6 +265,7 @@ impl<'a> Merger<'a> {
             program_headers: exec,
             mercury_layout: self.mercury_layout,
             merc_symbols,
+            null_symbol_value: self.null_symbol_value,
         }
     }
 }

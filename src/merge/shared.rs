@@ -48,7 +48,26 @@ fn align_of(s: &Symbol) -> u64 {
     s.value.max(1)
 }
 
+/// The name nvlink's `-r` gives each kernel's instance of the dynamic (`extern`) shared
+/// arrays.
+const EXTERN_SHARED_INSTANCE: &str = "externsharedinstance";
+
 impl<'a> Merger<'a> {
+    /// Dynamic shared array `v`'s alignment in `.nv_debug.shared`: its symbol's value,
+    /// but for an `-r` output's `externsharedinstance`, whose value is an offset of
+    /// nvlink's relocatable layout (which the kernel windows still take as an
+    /// alignment, as nvlink does: 0x30 gives a window aligned to 48), the alignment
+    /// of that input's `.nv_debug.shared`.
+    fn dynamic_align(&self, v: SymKey) -> u64 {
+        let s = self.sym(v);
+        if s.name != EXTERN_SHARED_INSTANCE {
+            return align_of(s);
+        }
+        let c = &self.inputs[v.input].cubin;
+        let debug = c.sections.iter().find(|x| *x.name == *".nv_debug.shared");
+        debug.map_or(align_of(s), |x| x.align.max(1))
+    }
+
     pub(super) fn shared(&mut self) {
         if self.opts.relocatable {
             self.relocatable_shared_alignment();
@@ -82,7 +101,12 @@ impl<'a> Merger<'a> {
             0x400
         };
         let mut l = self.shared_users();
-        self.laid_out_shared(&mut l);
+        let unnamed = self.laid_out_shared(&mut l);
+        // (nvlink's sm_90 layout adds the reservation to the null symbol's value once
+        // for each window section without a variable: a relinked `-r` output's)
+        if !self.mercury_layout {
+            self.null_symbol_value = unnamed * reserve;
+        }
         // 0. the order steps 1 and 2 take the variables in: every shared variable of
         //    the inputs (those no code refers to included, a global once: where it is
         //    defined, else its first reference) but kernels' own locals
@@ -177,22 +201,34 @@ impl<'a> Merger<'a> {
         }
     }
 
-    /// An extensible-whole-program object (ptxas `-ewp`, e_type 0xff00: incremental LTO's
-    /// partitions) comes with each kernel's shared memory laid out, in its
-    /// `.nv.shared.<kernel>` section and without the variables: the kernel's window
-    /// holds at least that section.
-    fn laid_out_shared(&self, l: &mut Layout) {
+    /// A kernel's `.nv.shared.<kernel>` section that holds no variable takes its size
+    /// in the kernel's window: an extensible-whole-program object (ptxas `-ewp`, e_type
+    /// 0xff00: incremental LTO's partitions) comes with each kernel's shared memory laid
+    /// out there, without the variables, and nvlink's `-r` output with the room its
+    /// `externsharedinstance` layout took (0x10 or 0x20 beyond the kernel's own
+    /// variables: a kernel with only an `extern` array then gets it at 0x20). How many
+    /// such sections of objects other than `-ewp` ones there are.
+    fn laid_out_shared(&self, l: &mut Layout) -> u64 {
+        let mut unnamed = 0;
         for (ki, &f) in self.kernels.iter().enumerate() {
             let SymKey { input: i, sym: s } = self.funcs[f].key;
             let c = &self.inputs[i].cubin;
-            if c.e_type != EWP {
-                continue;
-            }
             let name = format!(".nv.shared.{}", c.symbols[s].name);
-            if let Some(sec) = c.sections.iter().find(|x| *x.name == *name) {
+            let Some(n) = c.sections.iter().position(|x| *x.name == *name) else {
+                continue;
+            };
+            let holds = || {
+                c.symbols
+                    .iter()
+                    .any(|y| y.shndx as usize == n && y.ty != STT_SECTION)
+            };
+            if c.e_type == EWP || !holds() {
+                let sec = &c.sections[n];
                 hold(&mut l.win[ki], sec.size, sec.align.max(1));
+                unnamed += (c.e_type != EWP) as u64;
             }
         }
+        unnamed
     }
 
     /// Step 1 (see `shared`): the variables not held by exactly one kernel, in slots;
@@ -435,7 +471,7 @@ impl<'a> Merger<'a> {
             .held
             .keys()
             .filter(|&&v| is_dynamic_shared(self.sym(v)))
-            .map(|&v| align_of(self.sym(v)))
+            .map(|&v| self.dynamic_align(v))
             .max();
         // (--preserve-relocs without -g keeps no dynamic array's symbol: the arrays go
         // as in a plain link, below)

@@ -75,3 +75,86 @@ __global__ void walk(int *o) { o[1] = depth(o[2]); }
     let failures = relinks_identical(&links);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// `extern __shared__` arrays through nvlink's `-r`: it gives each kernel an
+/// `externsharedinstance` whose value is an offset of its own layout and grows the
+/// kernels' `.nv.shared.<kernel>` sections, one with no variable left by 0x10 or 0x20;
+/// its final link takes such a section's size into the kernel's window (the array then
+/// at 0x20 in a kernel with nothing else), the instance's value as an alignment for the
+/// window (0x30: aligned to 48, as nvlink writes it) but not for `.nv_debug.shared`, and
+/// at sm_90 adds the reservation to the null symbol's value once per such section. Was:
+/// windows without those bytes, a dynamic base 0x20 lower, `.nv_debug.shared` aligned
+/// to 32.
+#[test]
+fn extern_shared_arrays_relink_as_nvlink() {
+    let src = |n: usize| {
+        format!(
+            "__global__ void own(int *o) {{ __shared__ char s[{n}]; s[o[0] % {n}] = 1; __syncthreads(); o[1] = s[o[2] % {n}]; }}
+__global__ void dyn_only(int *o) {{ extern __shared__ int d[]; d[threadIdx.x] = o[0]; __syncthreads(); o[1] = d[3]; }}
+__global__ void both(int *o) {{ __shared__ char s[{n}]; extern __shared__ int d[]; s[o[0] % {n}] = 1; d[threadIdx.x] = o[0]; __syncthreads(); o[1] = s[o[2] % {n}] + d[3]; }}
+"
+        )
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut links = Vec::new();
+    for sm in ["sm_80", "sm_90", "sm_100", "sm_120"] {
+        for n in [1, 4, 17, 40] {
+            let objs = [compiled(dir.path(), &format!("ext{n}"), &src(n), sm, &[])];
+            let r = nvlinks_relocatable(dir.path(), sm, &objs);
+            let kept = dir.path().join(format!("r_{sm}_{n}.o"));
+            std::fs::rename(&r, &kept).unwrap();
+            links.push((format!("extern arrays, char[{n}]"), sm.to_string(), kept));
+        }
+    }
+    let failures = relinks_identical(&links);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// nvlinkrs's own `-r` keeps `extern __shared__` arrays undefined, as the objects have
+/// them (nvlink's lays them out and grows the windows: docs/rules/differences.md), so its
+/// two-step link gives each kernel the window and code of nvlink's direct link of the same
+/// objects. Fails the day the `-r` output takes nvlink's layout.
+#[test]
+fn our_relocatable_extern_arrays_link_as_the_direct_link() {
+    use nvlinkrs::bytes::Bytes;
+    use nvlinkrs::elf::cubin::Cubin;
+    let src = "__global__ void dyn_only(int *o) { extern __shared__ int d[]; d[threadIdx.x] = o[0]; __syncthreads(); o[1] = d[3]; }
+__global__ void both(int *o) { __shared__ char s[17]; extern __shared__ int d[]; s[o[0] % 17] = 1; d[threadIdx.x] = o[0]; __syncthreads(); o[1] = s[o[2] % 17] + d[3]; }
+";
+    let windows_and_code = |image: Vec<u8>| {
+        let c = Cubin::parse(Bytes::from_vec(image), "image").unwrap();
+        let mut v: Vec<(String, u64, Vec<u8>)> = (c.sections.iter())
+            .filter(|s| s.name.starts_with(".nv.shared.") || s.name.starts_with(".text."))
+            .map(|s| (s.name.to_string(), s.size, c.bytes(s).to_vec()))
+            .collect();
+        v.sort();
+        v
+    };
+    let dir = tempfile::tempdir().unwrap();
+    for sm in ["sm_80", "sm_90", "sm_100"] {
+        let obj = compiled(dir.path(), "extdirect", src, sm, &[]);
+        let arch = format!("-arch={sm}");
+        let direct = run(
+            &cuda().join("bin/nvlink"),
+            &[arch.clone(), obj.display().to_string()],
+            dir.path(),
+        );
+        let r = run(
+            &super::nvlinkrs(),
+            &[arch.clone(), "-r".into(), obj.display().to_string()],
+            dir.path(),
+        );
+        let ro = dir.path().join(format!("ours_{sm}.o"));
+        std::fs::write(&ro, r.output.expect("nvlinkrs's -r output")).unwrap();
+        let two_step = run(
+            &super::nvlinkrs(),
+            &[arch, ro.display().to_string()],
+            dir.path(),
+        );
+        assert_eq!(
+            windows_and_code(direct.output.expect("nvlink's image")),
+            windows_and_code(two_step.output.expect("nvlinkrs's image")),
+            "{sm}"
+        );
+    }
+}
