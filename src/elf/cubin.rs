@@ -470,7 +470,7 @@ impl Cubin {
         // power of two: nvlink takes the value of an `-r` output's
         // `externsharedinstance`, 0x30, as a kernel window's alignment)
         for (i, s) in sections.iter().enumerate() {
-            let odd = !s.align.is_power_of_two() && !(s.ty == SHT_NOBITS && s.align % 16 == 0);
+            let odd = !(s.align.is_power_of_two() || s.ty == SHT_NOBITS && s.align % 16 == 0);
             if s.align > 1 && (odd || s.align > 1 << 16) {
                 return Err(malformed(
                     origin,

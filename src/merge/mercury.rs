@@ -44,7 +44,6 @@ fn stripped(merc: &str) -> Option<&str> {
 }
 
 /// The SASS section a Mercury section stands for.
-
 fn sass_name(merc: &str) -> Option<&str> {
     match stripped(merc)? {
         ".nv.constant.user" => Some(".nv.constant3"),
