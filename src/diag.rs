@@ -85,6 +85,12 @@ impl Error {
         self
     }
 
+    /// The same error in other words (nvlink words one failure differently by phase).
+    pub fn reworded(mut self, message: impl Into<String>) -> Error {
+        self.message = message.into();
+        self
+    }
+
     pub fn severity(&self) -> Severity {
         self.severity
     }

@@ -35,6 +35,8 @@ mod ptxfile;
 mod relinked;
 #[path = "merge/review.rs"]
 mod review;
+#[path = "merge/sweep45.rs"]
+mod sweep45;
 #[path = "merge/taken.rs"]
 mod taken;
 #[path = "merge/wrappers.rs"]

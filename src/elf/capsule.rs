@@ -17,8 +17,9 @@ pub enum Bank {
     Two,
     /// The module's `__constant__` variables (`.nv.constant3`).
     Three,
-    /// A `__constant__` variable read through a 16-bit field: a load in libNVVM's
-    /// whole-program output compiled relocatable (`ybias[3]`, R_MERCURY_ABS16).
+    /// A `__constant__` variable read through a 16-bit field (R_MERCURY_ABS16): a load in
+    /// libNVVM's whole-program output compiled relocatable (`ybias[3]`), or a scalar's
+    /// read as an instruction's operand in `-rdc` code (`o[i] = y`; byte 4 0xf8 there).
     Three16,
 }
 
@@ -26,21 +27,28 @@ impl Bank {
     /// Every kind of record, for what compares capsules without their operands.
     pub const ALL: [Bank; 3] = [Bank::Two, Bank::Three, Bank::Three16];
 
-    /// The record's first 7 bytes and its byte 12.
-    fn signature(self) -> ([u8; 7], u8) {
+    /// The record's first 7 bytes (byte 4 one of the listed values) and its byte 12.
+    fn signature(self) -> ([u8; 7], &'static [u8], u8) {
         match self {
-            Bank::Two => ([0x02, 0x22, 0x0c, 0x06, 0xf8, 0x00, 0x42], 0x41),
-            Bank::Three => ([0x02, 0x22, 0x08, 0x06, 0xfa, 0x00, 0x42], 0x42),
-            Bank::Three16 => ([0x02, 0x22, 0x0e, 0x06, 0x01, 0x00, 0x42], 0x42),
+            Bank::Two => ([0x02, 0x22, 0x0c, 0x06, 0xf8, 0x00, 0x42], &[0xf8], 0x41),
+            Bank::Three => ([0x02, 0x22, 0x08, 0x06, 0xfa, 0x00, 0x42], &[0xfa], 0x42),
+            Bank::Three16 => (
+                [0x02, 0x22, 0x0e, 0x06, 0x01, 0x00, 0x42],
+                &[0x01, 0xf8],
+                0x42,
+            ),
         }
     }
 }
 
 /// The offsets of the 32-bit operands of capsule `data`'s records of `bank`, in order.
 pub fn operands(data: &[u8], bank: Bank) -> Vec<usize> {
-    let (head, mark) = bank.signature();
+    let (head, fourth, mark) = bank.signature();
+    let same = |r: &[u8]| {
+        (0..7).all(|k| k == 4 || r[k] == head[k]) && fourth.contains(&r[4]) && r[12] == mark
+    };
     (0..data.len().saturating_sub(31))
-        .filter(|&p| data[p..p + 7] == head && data[p + 12] == mark)
+        .filter(|&p| same(&data[p..p + 32]))
         .map(|p| p + 28)
         .collect()
 }
@@ -93,12 +101,20 @@ mod tests {
         cap.extend(nvvm);
         assert_eq!(operands(&cap, Bank::Three16), vec![at2 + 28]);
         assert_eq!(operands(&cap, Bank::Three), vec![at + 28]);
+        // and a scalar's read in `-rdc` code (`o[i] = y`), byte 4 0xf8
+        let mut scalar = vec![0u8; 32];
+        scalar[..7].copy_from_slice(&[0x02, 0x22, 0x0e, 0x06, 0xf8, 0x00, 0x42]);
+        scalar[12] = 0x42;
+        let at3 = cap.len();
+        cap.extend(scalar);
+        assert_eq!(operands(&cap, Bank::Three16), vec![at2 + 28, at3 + 28]);
         let cleared = without_bank_operands(&cap);
         assert_eq!(cleared.len(), cap.len());
         assert_eq!(&cleared[..4], &cap[..4]);
         assert_eq!(&cleared[32..36], &[0, 0, 0, 0]);
         assert_eq!(&cleared[36..44], &cap[36..44]);
         assert_eq!(&cleared[at + 28..at + 32], &[0, 0, 0, 0]);
-        assert_eq!(&cleared[at2 + 28..], &[0, 0, 0, 0]);
+        assert_eq!(&cleared[at2 + 28..at2 + 32], &[0, 0, 0, 0]);
+        assert_eq!(&cleared[at3 + 28..], &[0, 0, 0, 0]);
     }
 }

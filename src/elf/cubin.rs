@@ -468,9 +468,11 @@ impl Cubin {
         let shoff = d.u64_at(0x28).unwrap_or(0);
         // (a section without bytes may be aligned to a multiple of 16 that is not a
         // power of two: nvlink takes the value of an `-r` output's
-        // `externsharedinstance`, 0x30, as a kernel window's alignment)
+        // `externsharedinstance`, 0x30, as a kernel window's alignment, in its image and
+        // in its `-r` output of such an `-r` output)
         for (i, s) in sections.iter().enumerate() {
-            let odd = !(s.align.is_power_of_two() || s.ty == SHT_NOBITS && s.align % 16 == 0);
+            let memory = matches!(s.ty, SHT_NOBITS | SHT_CUDA_SHARED);
+            let odd = !(s.align.is_power_of_two() || memory && s.align % 16 == 0);
             if s.align > 1 && (odd || s.align > 1 << 16) {
                 return Err(malformed(
                     origin,

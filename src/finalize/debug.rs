@@ -80,6 +80,12 @@ pub fn phase(
     if req.kernels_used.is_empty() {
         let kept = kernels(&ours);
         let given: BTreeSet<String> = inputs.iter().flat_map(|i| kernels(&i.cubin)).collect();
+        // (none kept: no list tells libnvJitLink that, and nvlink's image is the
+        // merge's, without code: a unit that includes Thrust's headers and launches
+        // nothing, at -lineinfo)
+        if kept.is_empty() && !given.is_empty() {
+            return Ok(None);
+        }
         if kept != given {
             extra.extend(kept.iter().map(|k| format!("-kernels-used={k}")));
         }

@@ -12,6 +12,10 @@ use crate::plan::Plan;
 use crate::report::Timings;
 use crate::{arch, bytes, consensus, elf, input, jobs, merge, output, ptxas_driver};
 
+/// nvlink's words for a failed ptxas on a fatbinary's PTX, and on libNVVM's.
+const FATBINARY_ERROR: &str = "elfLink fatbinary error";
+const JIT_FAILED: &str = "elfLink JIT compile failed";
+
 pub enum LtoOutcome {
     /// Whole-program LTO wrote the output.
     Written,
@@ -307,7 +311,12 @@ fn assemble(
     }
     let mut cubins = Vec::with_capacity(assembled.len());
     for a in assembled {
-        let mut a = a?;
+        // (a failed ptxas on libNVVM's PTX is nvlink's JIT compile failing: its
+        // messages, then `elfLink JIT compile failed`; a constant bank over 64 KiB)
+        let mut a = a.map_err(|e| match e.message() {
+            FATBINARY_ERROR => e.reworded(JIT_FAILED),
+            _ => e,
+        })?;
         diag.tool_output(&a.messages);
         if req.nvjitlink {
             // (as libnvJitLink's own ptxas notes itself; the notes of the other inputs,

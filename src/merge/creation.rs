@@ -47,16 +47,33 @@ impl<'a> Merger<'a> {
     pub(super) fn created_sections(&self) -> (Vec<Created>, HashMap<Name, usize>) {
         let mut names: Vec<Created> = Vec::new();
         let mut seen: HashMap<Name, usize> = HashMap::default();
-        let mut add = |n: Name, names: &mut Vec<Created>| {
+        // (a local function's sections, `copy` its input: where another input's local
+        // function of the same name made the name first, this copy's sections come
+        // where nvlink makes them, under a name `copy_name` marks; -G units' own
+        // `__assert_fail`, `__fAtomicAdd`)
+        let mut first_copy: HashMap<Name, usize> = HashMap::default();
+        let mut add = |n: Name, names: &mut Vec<Created>, copy: Option<usize>| {
+            let n = match (seen.contains_key(&n), copy) {
+                (false, _) => {
+                    if let Some(i) = copy {
+                        first_copy.insert(n.clone(), i);
+                    }
+                    n
+                }
+                (true, Some(i)) if first_copy.get(&n).is_some_and(|&j| j != i) => copy_name(&n, i),
+                _ => return,
+            };
             if let std::collections::hash_map::Entry::Vacant(v) = seen.entry(n) {
                 names.push((v.key().clone(), None));
                 v.insert(names.len() - 1);
             }
         };
+        let local_copy =
+            |i: usize, f: FuncId| (self.sym(self.funcs[f].key).bind == STB_LOCAL).then_some(i);
         for n in FIRST {
             // (`.nv.compat` where the image has one: none below sm_80)
             if n != ".nv.compat" || self.out.iter().any(|s| s.name == n) {
-                add(Name::from(n), &mut names);
+                add(Name::from(n), &mut names, None);
             }
         }
         // (a parameter bank's `.rel` twin, and `.nv.rel.action`, are not made under -r)
@@ -111,16 +128,16 @@ impl<'a> Merger<'a> {
                         .map(|sym| sym.shndx as usize);
                     if let Some((&f, t)) = over.and_then(|t| Some((taken_over.get(&t)?, t))) {
                         any_code = true;
-                        add(c.sections[t].name.clone(), &mut names);
+                        add(c.sections[t].name.clone(), &mut names, None);
                         if entry(f) {
-                            add(concat(".nv.info.", fn_name(f)), &mut names);
-                            add(concat(".nv.shared.", fn_name(f)), &mut names);
+                            add(concat(".nv.info.", fn_name(f)), &mut names, None);
+                            add(concat(".nv.shared.", fn_name(f)), &mut names, None);
                         }
                     }
                     continue;
                 };
                 if self.dropped_by_host_tables(f) {
-                    add(concat(".nv.shared.", fn_name(f)), &mut names);
+                    add(concat(".nv.shared.", fn_name(f)), &mut names, None);
                 }
                 if let Some(s) = c.sections.get(self.funcs[f].text)
                     && self.live[f]
@@ -131,10 +148,10 @@ impl<'a> Merger<'a> {
                     if self.sym(key).bind == STB_LOCAL {
                         names.push((self.sym(key).name.clone(), Some(key)));
                     }
-                    add(s.name.clone(), &mut names);
+                    add(s.name.clone(), &mut names, local_copy(i, f));
                     if entry(f) {
-                        add(concat(".nv.info.", fn_name(f)), &mut names);
-                        add(concat(".nv.shared.", fn_name(f)), &mut names);
+                        add(concat(".nv.info.", fn_name(f)), &mut names, None);
+                        add(concat(".nv.shared.", fn_name(f)), &mut names, None);
                     }
                 }
             }
@@ -179,10 +196,10 @@ impl<'a> Merger<'a> {
                 let bank = name.starts_with(".nv.constant0.") && twins;
                 if bank {
                     let rel = concat(".rel", &name);
-                    add(name, &mut names);
-                    add(rel, &mut names);
+                    add(name, &mut names, None);
+                    add(rel, &mut names, None);
                 } else {
-                    add(name, &mut names);
+                    add(name, &mut names, None);
                 }
                 if sym.bind == STB_LOCAL {
                     names.push((sym.name.clone(), Some(SymKey::new(i, si))));
@@ -191,7 +208,7 @@ impl<'a> Merger<'a> {
             // (an input without device code has an empty `.debug_frame` and no section
             // symbol for it: nvlink makes it here all the same; one with code has one)
             if !any_code && let Some(s) = unnamed_debug_frame(c) {
-                add(Name::from(s), &mut names);
+                add(Name::from(s), &mut names, None);
             }
             // the other sections named by section symbols
             for (si, s) in self.by_section_symbols(i) {
@@ -207,16 +224,20 @@ impl<'a> Merger<'a> {
                 if skip {
                     continue;
                 }
-                add(s.name.clone(), &mut names);
+                add(s.name.clone(), &mut names, None);
                 if s.name.starts_with(".nv.constant0.") && twins {
-                    add(concat(".rel", &s.name), &mut names);
+                    add(concat(".rel", &s.name), &mut names, None);
                 }
             }
             // the other live functions' info
             for (si, _) in sections() {
                 let f = live_code(si).or_else(|| taken_over.get(&si).copied());
                 if let Some(f) = f.filter(|&f| !entry(f)) {
-                    add(concat(".nv.info.", fn_name(f)), &mut names);
+                    add(
+                        concat(".nv.info.", fn_name(f)),
+                        &mut names,
+                        local_copy(i, f),
+                    );
                 }
             }
             // relocation sections, in section order (not those of bank-2 data, a
@@ -234,9 +255,10 @@ impl<'a> Merger<'a> {
                     && !dropped(si)
                     && !of_bank2(s)
                 {
-                    add(s.name.clone(), &mut names);
+                    let copy = (self.owner(i, si)).and_then(|f| local_copy(i, f));
+                    add(s.name.clone(), &mut names, copy);
                     if let Some(n) = self.resolved_twin(&s.name) {
-                        add(n.into(), &mut names);
+                        add(n.into(), &mut names, copy);
                     }
                 }
             }
@@ -245,13 +267,13 @@ impl<'a> Merger<'a> {
             if n == ".nv.rel.action" {
                 // (the kernels' banks `bank2` made, where nvlink makes them)
                 for &id in &self.bank2.made {
-                    add(self.out[id].name.clone(), &mut names);
+                    add(self.out[id].name.clone(), &mut names, None);
                 }
                 if !twins {
                     continue;
                 }
             }
-            add(Name::from(n), &mut names);
+            add(Name::from(n), &mut names, None);
         }
         (names, seen)
     }
@@ -280,7 +302,27 @@ impl<'a> Merger<'a> {
     pub(super) fn creation_rank_of(&self, id: usize) -> usize {
         match self.creation_ranks.get(id) {
             Some(&r) => r,
-            None => creation_rank(&self.created_at, &self.out[id].name),
+            None => self.section_rank(id),
+        }
+    }
+
+    /// Output section `id`'s place in `created`: by its name, or for a section of a
+    /// local function whose name another input's function made first, under the name
+    /// `copy_name` gives its input's copy.
+    pub(super) fn section_rank(&self, id: usize) -> usize {
+        let origin = |id: usize| self.function_section_input.get(&id).copied();
+        let input = origin(id).or_else(|| match self.out[id].info {
+            Ref::Section(t) => origin(t),
+            _ => None,
+        });
+        let name = &self.out[id].name;
+        // (a Mercury section's place is its SASS twin's: `creation_rank`)
+        let base = (name.strip_prefix(".nv.merc"))
+            .or_else(|| name.strip_prefix(".nv.capmerc"))
+            .unwrap_or(name);
+        match input.and_then(|i| self.created_at.get(copy_name(base, i).as_str())) {
+            Some(&r) => r,
+            None => creation_rank(&self.created_at, name),
         }
     }
 
@@ -428,6 +470,17 @@ pub(super) fn created_strtab(created: &[Created], listed: &HashSet<&str>) -> Vec
     out
 }
 
+/// How `created` names the sections of input `i`'s local function whose name another
+/// input's made first.
+fn copy_name(name: &str, i: usize) -> Name {
+    Name::from(format!("{name}\u{1}{i}"))
+}
+
+/// Whether `created` names a section so (`copy_name`): not a name of the image's.
+pub(super) fn is_copy_name(name: &str) -> bool {
+    name.contains('\u{1}')
+}
+
 /// `.debug_frame` when `c` has it and no section symbol names it.
 fn unnamed_debug_frame(c: &Cubin) -> Option<&'static str> {
     let frame = |i: usize| c.sections.get(i).is_some_and(|s| s.name == ".debug_frame");
@@ -444,8 +497,15 @@ pub(super) fn creation_rank(created: &HashMap<Name, usize>, name: &str) -> usize
         .unwrap_or(name);
     // (the Mercury module bank takes `.nv.constant3`'s place; a kernel's Mercury bank 2,
     // and its relocations, take its SASS bank's)
-    if base == ".nv.constant.user" {
-        return created.get(".nv.constant3").copied().unwrap_or(usize::MAX);
+    match base {
+        ".nv.constant.user" => return created.get(".nv.constant3").copied().unwrap_or(usize::MAX),
+        ".rela.nv.constant.user" => {
+            return created
+                .get(".rela.nv.constant3")
+                .copied()
+                .unwrap_or(usize::MAX);
+        }
+        _ => {}
     }
     for (merc, sass) in [
         (".nv.constant.optimizer.", ".nv.constant2."),

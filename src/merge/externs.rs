@@ -274,7 +274,7 @@ fn place_externs(recs: &mut Vec<Record>, list: &[u32], in_place: bool, index: im
 /// tree recurses ([`stack_record`]), then its barrier counts ([`count_records`]).
 fn kernel_records(recs: &mut Vec<Record>, props: KernelProps) {
     stack_record(recs, props.stack);
-    count_records(recs, props.barriers, props.mbarriers);
+    count_records(recs, props.barriers, props.mbarriers, props.mbarriers_first);
 }
 
 /// `CRS_STACK_SIZE` unknown when the kernel's call tree recurses (`stack`), added when
@@ -300,7 +300,10 @@ fn stack_record(recs: &mut Vec<Record>, stack: u32) {
 /// The barrier count raised to the call tree's (added when missing), and so the
 /// memory-barrier count (`NUM_MBARRIERS`: NVSHMEM's reductions give 0xffff, which nvlink
 /// 13.5 adds at the end of a calling kernel's records).
-fn count_records(recs: &mut Vec<Record>, barriers: u32, mbarriers: u16) {
+fn count_records(recs: &mut Vec<Record>, barriers: u32, mbarriers: u16, mbarriers_first: bool) {
+    if mbarriers_first {
+        mbarrier_record(recs, mbarriers);
+    }
     if barriers > 0 {
         match recs.iter_mut().find(|r| r.attr == info::NUM_BARRIERS) {
             Some(r) => r.value = barriers as u16,
@@ -312,6 +315,13 @@ fn count_records(recs: &mut Vec<Record>, barriers: u32, mbarriers: u16) {
             }),
         }
     }
+    if !mbarriers_first {
+        mbarrier_record(recs, mbarriers);
+    }
+}
+
+/// The memory-barrier count raised to the call tree's (added when missing).
+fn mbarrier_record(recs: &mut Vec<Record>, mbarriers: u16) {
     if mbarriers > 0 {
         match recs.iter_mut().find(|r| r.attr == info::NUM_MBARRIERS) {
             Some(r) => r.value = r.value.max(mbarriers),

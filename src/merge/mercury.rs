@@ -52,13 +52,23 @@ fn sass_name(merc: &str) -> Option<&str> {
 }
 
 /// The SASS section of input `c` a Mercury section stands for (a function's bank 2,
-/// `.nv.merc.nv.constant.optimizer.<fn>`, stands for `.nv.constant2.<fn>`).
-fn sass_twin(c: &Cubin, merc: &str) -> Option<usize> {
+/// `.nv.merc.nv.constant.optimizer.<fn>`, stands for `.nv.constant2.<fn>`): the `nth`
+/// section named as Mercury section `merc`'s SASS twin (the last one
+/// when there are fewer): an `-r` output holds one `.text.<f>` and one
+/// `.nv.capmerc.text.<f>` per unit's local function `f`, the k-th capsule the k-th code's.
+fn sass_twin_nth(c: &Cubin, merc: &str, nth: usize) -> Option<usize> {
     let name = sass_name(merc)?;
-    match name.strip_prefix(".nv.constant.optimizer.") {
-        Some(f) => c.section_index(&creation::concat(".nv.constant2.", f)),
-        None => c.section_index(name),
-    }
+    let joined;
+    let name = match name.strip_prefix(".nv.constant.optimizer.") {
+        Some(f) => {
+            joined = creation::concat(".nv.constant2.", f);
+            joined.as_str()
+        }
+        None => name,
+    };
+    let mut same = (c.sections.iter().enumerate()).filter(|(_, s)| *s.name == *name);
+    let first = same.next()?.0;
+    Some(same.take(nth).last().map_or(first, |(k, _)| k))
 }
 
 pub(super) fn is_mercury(s: &Section) -> bool {
@@ -80,11 +90,14 @@ impl View {
     fn of(c: &Cubin) -> View {
         let mut sass_of = HashMap::default();
         let mut merc_of = HashMap::default();
+        let mut seen: HashMap<&str, usize> = HashMap::default();
         for (i, s) in c.sections.iter().enumerate() {
             if !is_mercury(s) {
                 continue;
             }
-            if let Some(n) = sass_twin(c, &s.name) {
+            let nth = seen.entry(s.name.as_str()).or_insert(0);
+            *nth += 1;
+            if let Some(n) = sass_twin_nth(c, &s.name, *nth - 1) {
                 sass_of.insert(i, n);
                 merc_of.insert(n, i);
             }
@@ -286,6 +299,7 @@ impl Merger<'_> {
                 o.patches.push((0, Ref::Section(t)));
             }
             let id = self.new_section(o, false);
+            self.function_section_input.insert(id, i);
             st.placed.insert((i, m), (id, 0));
             st.view_of.insert(t, id);
             st.text_of_capsule.insert(id, t);
@@ -565,10 +579,12 @@ impl Merger<'_> {
             };
             let c = &self.inputs[i].cubin;
             let name = format!(".nv.merc{sname}");
-            let Some(ms) = c
-                .sections
-                .iter()
-                .find(|m| m.ty == SHT_MERC_INFO && m.name == name)
+            // (the one of this function's capsule: an `-r` output has one per unit's
+            // local function of a name)
+            let capsule = st.views[i].merc_of.get(&text).copied();
+            let infos = || (c.sections.iter()).filter(|m| m.ty == SHT_MERC_INFO && m.name == name);
+            let Some(ms) =
+                (infos().find(|m| Some(m.info as usize) == capsule)).or_else(|| infos().next())
             else {
                 continue;
             };

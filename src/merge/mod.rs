@@ -205,6 +205,10 @@ struct KernelProps {
     mbarriers: u16,
     /// A new `EXTERNS` record comes before a new barrier count (`externs.rs`).
     externs_first: bool,
+    /// New `NUM_MBARRIERS` and `NUM_BARRIERS` records go in that order: the call tree's
+    /// first function with memory barriers comes, in output order, before its first with
+    /// barriers (nvlink adds them as it meets the callees that carry them).
+    mbarriers_first: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -394,6 +398,7 @@ pub fn link_with_steps(
     lap("undefined");
     m.notes(); // (notes.rs: the notes come first in the output)
     m.sections()?;
+    m.constant_data_fits()?;
     m.bank2();
     lap("sections");
     m.shared();
@@ -478,6 +483,9 @@ struct Merger<'a> {
     /// Each output section's place in `created` (`creation::creation_rank`), for the
     /// sections made by the symbols step.
     creation_ranks: Vec<usize>,
+    /// The input of each output section that is a function's own (its code, bank),
+    /// by output section (`creation::section_rank`).
+    function_section_input: HashMap<usize, usize>,
     /// Where `.nv.callgraph` and `.nv.prototype` (and their Mercury copies) refer to
     /// a leading string: (section, byte offset, the string's position).
     string_patches: Vec<(usize, usize, usize)>,
@@ -567,6 +575,7 @@ impl<'a> Merger<'a> {
             created: Vec::new(),
             created_at: HashMap::default(),
             creation_ranks: Vec::new(),
+            function_section_input: HashMap::default(),
             string_patches: Vec::new(),
             callgraph_id: 0,
             prototype_id: None,

@@ -146,7 +146,8 @@ impl<'a> Merger<'a> {
         }
         // final order
         // (by rank, then in nvlink's creation order within a rank)
-        let created = std::mem::take(&mut self.created);
+        let mut created = std::mem::take(&mut self.created);
+        created.retain(|c| !creation::is_copy_name(&c.0));
         let mut order: Vec<usize> = (0..self.out.len()).collect();
         // (each rank worked out once; within a rank the memory-only sections in the order
         // nvlink makes them, `memorder.rs`, the others in its creation order,

@@ -285,12 +285,19 @@ impl<'a> Merger<'a> {
             .max()
             .unwrap_or(0);
         let mbarriers = reach.iter().map(|&g| self.funcs[g].mbarriers).max();
+        let first = |has: &dyn Fn(FuncId) -> bool| reach.iter().position(|&g| has(g));
+        let first_mbarriers = first(&|g| self.funcs[g].mbarriers > 0);
+        let first_barriers = first(&|g| self.funcs[g].barriers > 0);
         KernelProps {
             registers: regs,
             stack,
             barriers: bars,
             mbarriers: mbarriers.unwrap_or(0),
             externs_first: self.externs_before_barriers(f),
+            mbarriers_first: matches!(
+                (first_mbarriers, first_barriers),
+                (Some(m), Some(b)) if m < b
+            ),
         }
     }
 

@@ -217,9 +217,8 @@ impl<'a> Merger<'a> {
     /// of [`Self::section_symbols`]).
     /// Each section's place there is kept for the later steps (`creation_rank_of`).
     fn sections_by_creation(&mut self) -> Vec<usize> {
-        let at = &self.created_at;
-        self.creation_ranks = (self.out.iter())
-            .map(|o| super::creation::creation_rank(at, &o.name))
+        self.creation_ranks = (0..self.out.len())
+            .map(|id| self.section_rank(id))
             .collect();
         let mut ids: Vec<usize> = (0..self.out.len()).collect();
         ids.sort_by_key(|&id| self.creation_ranks[id]);

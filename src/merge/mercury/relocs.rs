@@ -214,7 +214,12 @@ fn rela_section(
     ty: u32,
 ) -> OutSection {
     list.reverse();
-    let target = sass_name(&image[out].name).unwrap_or("");
+    // (named after the SASS twin, but the module bank's after its own name, as ptxas
+    // and nvlink name it: `.nv.merc.rela.nv.constant.user`)
+    let target = match stripped(&image[out].name) {
+        Some(user @ ".nv.constant.user") => user,
+        _ => sass_name(&image[out].name).unwrap_or(""),
+    };
     let mut o = st.section(&format!("{prefix}{target}"), ".nv.merc.rela", ty);
     o.link = Ref::Section(st.symtab);
     o.info = Ref::Section(out);
