@@ -174,7 +174,7 @@ impl Engine for NvvmEngine {
                 diag.info(&format!("{log}{error}"));
                 Err(Error::fatal("elfLink JIT compile failed").context(format!(
                     "libNVVM failed: {error}; options: {}",
-                    options.join(" ")
+                    options_in_short(options)
                 )))
             }
         }
@@ -429,6 +429,21 @@ fn host_ref_options(r: &HostRefs) -> Vec<String> {
     .collect()
 }
 
+/// libNVVM's options for a message: those that are not host-reference lists (thousands of
+/// names in a Thrust program: a 10 KB line), each list as its option and its count.
+fn options_in_short(options: &[String]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    for o in options {
+        match o.split_once('=') {
+            Some((name, list)) if name.starts_with("-host-ref") && list.len() > 64 => {
+                out.push(format!("{name}=<{} names>", list.split(',').count()));
+            }
+            _ => out.push(o.clone()),
+        }
+    }
+    out.join(" ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -597,6 +612,20 @@ mod tests {
                 (".nvHRKE", t(&["kern_unlaunched", "klaunched"]))
             ]),
             ["-host-ref-ek=klaunched,kern_unlaunched"]
+        );
+    }
+
+    #[test]
+    fn long_host_reference_lists_are_counted_in_messages() {
+        let names: Vec<String> = (0..50).map(|n| format!("_Z6kernel{n}v")).collect();
+        let options = vec![
+            "-arch=compute_100".to_string(),
+            format!("-host-ref-ek={}", names.join(",")),
+            "-host-ref-ec=x".to_string(),
+        ];
+        assert_eq!(
+            options_in_short(&options),
+            "-arch=compute_100 -host-ref-ek=<50 names> -host-ref-ec=x"
         );
     }
 }

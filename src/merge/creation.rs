@@ -171,6 +171,18 @@ impl<'a> Merger<'a> {
                         && (self.owner(i, si))
                             .is_some_and(|f| !self.live[f] && self.lto_unlisted(f))
                 };
+                // (a kernel `-kernels-used` removed names the window its own `__shared__`
+                // array lies in here, though nothing of it is kept: sweep 45's `histo`)
+                let window = (c.sections.get(sym.shndx as usize))
+                    .filter(|s| s.name.starts_with(".nv.shared.") && twins && sym.defined());
+                if let Some(s) = window
+                    && (self.owner(i, sym.shndx as usize)).is_some_and(|f| {
+                        self.funcs[f].entry && !self.live[f] && !self.lto_unlisted(f)
+                    })
+                {
+                    add(s.name.clone(), &mut names, None);
+                    continue;
+                }
                 let name: Name = match c.sections.get(sym.shndx as usize) {
                     _ if is_dynamic_shared(sym) => ".nv_debug.shared".into(),
                     Some(s) if sym.defined() && !dropped(sym.shndx as usize) => s.name.clone(),
@@ -459,7 +471,10 @@ pub(super) fn created_strtab(created: &[Created], listed: &HashSet<&str>) -> Vec
             continue;
         }
         match it.peek() {
-            Some((rel, None)) if rel.strip_prefix(".rel") == Some(s.as_str()) => {
+            Some((rel, None))
+                if s.starts_with(".nv.constant0.")
+                    && rel.strip_prefix(".rel") == Some(s.as_str()) =>
+            {
                 out.push(rel.clone());
                 out.push(s.clone());
                 it.next();

@@ -4,8 +4,9 @@
 //! bank's Mercury relocation section's name, same-named local helpers of two units (the
 //! sections of each where nvlink makes them, each `-r` copy with its own capsule), an
 //! `-r` output of an `-r` output (a window aligned to 48), new memory-barrier records
-//! in the order nvlink meets them, and a `-lineinfo` link at sm_100 whose kernels the
-//! host tables all drop. The sources are compiled here with the pinned nvcc.
+//! in the order nvlink meets them, a `-lineinfo` link at sm_100 whose kernels the host
+//! tables all drop, a removed kernel's window named in `.strtab`, and `.debug_frame`
+//! before its relocations there. The sources are compiled here with the pinned nvcc.
 
 use std::path::PathBuf;
 
@@ -268,5 +269,79 @@ fn a_lineinfo_link_whose_kernels_the_tables_drop_is_silent() {
         "sm_100".to_string(),
         vec!["-arch=sm_100".into(), o.display().to_string()],
     )]);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// `-kernels-used` removes a kernel with a `__shared__` local: nvlink still names its
+/// window, `.nv.shared.<kernel>`, in `.strtab`, where that unit's data objects come
+/// (was: not named, the string table 24 bytes shorter).
+#[test]
+fn a_removed_kernels_shared_array_names_its_window() {
+    let a = "__global__ void keep(float *o) { o[threadIdx.x] = 1.0f; }\n";
+    let b = "__global__ void histo(const unsigned char *in, int *out) {
+  __shared__ int local[64];
+  local[threadIdx.x % 64] = 0; __syncthreads();
+  atomicAdd(&local[in[threadIdx.x] % 64], 1); __syncthreads();
+  out[threadIdx.x] = local[threadIdx.x % 64];
+}
+";
+    let dir = tempfile::tempdir().unwrap();
+    let mut links = Vec::new();
+    for sm in ["sm_80", "sm_90", "sm_100"] {
+        let objs = [
+            compiled(dir.path(), "keep", a, sm, &[]),
+            compiled(dir.path(), "histo", b, sm, &[]),
+        ];
+        let mut args = vec![format!("-arch={sm}"), "-kernels-used=keep".into()];
+        args.extend(paths(&objs));
+        links.push((sm.to_string(), args));
+    }
+    let failures = identical(&links);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Two units of `thrust::seq` and `cuda::std` code at sm_80: `.strtab` lists
+/// `.debug_frame` before `.rel.debug_frame` where nvlink made them in that order (was:
+/// the other way round, the order nvlink gives a parameter bank and its `.rel` twin).
+#[test]
+fn a_debug_frame_comes_before_its_relocations_in_strtab() {
+    let a = "#include <thrust/sort.h>
+#include <thrust/execution_policy.h>
+#include <thrust/binary_search.h>
+__device__ int median_of(int *v, int n);
+__global__ void per_thread_sort(int *d, int w, int *med) {
+  int *row = d + (blockIdx.x * blockDim.x + threadIdx.x) * w;
+  thrust::sort(thrust::seq, row, row + w);
+  int pos = thrust::lower_bound(thrust::seq, row, row + w, 42) - row;
+  med[blockIdx.x * blockDim.x + threadIdx.x] = median_of(row, w) + pos;
+}
+";
+    let b = "#include <cuda/std/array>
+#include <cuda/std/optional>
+#include <cuda/std/span>
+#include <cuda/std/bit>
+#include <thrust/reduce.h>
+#include <thrust/execution_policy.h>
+__device__ __noinline__ int median_of(int *v, int n) { return v[n / 2]; }
+__device__ cuda::std::optional<int> find_first(cuda::std::span<const int> s, int x) {
+  for (size_t i = 0; i < s.size(); ++i) if (s[i] == x) return (int)i;
+  return cuda::std::nullopt;
+}
+__global__ void lib_kernel(const int *d, int *o, int n) {
+  cuda::std::array<int, 8> a{};
+  for (int i = 0; i < 8; ++i) a[i] = d[(threadIdx.x + i) % n];
+  auto f = find_first(cuda::std::span<const int>(a.data(), a.size()), 3);
+  int s = thrust::reduce(thrust::seq, a.begin(), a.end());
+  o[threadIdx.x] = f.value_or(-1) + s + cuda::std::popcount((unsigned)s) + cuda::std::bit_width((unsigned)n);
+}
+";
+    let dir = tempfile::tempdir().unwrap();
+    let objs = [
+        compiled(dir.path(), "seq_a", a, "sm_80", &[]),
+        compiled(dir.path(), "seq_b", b, "sm_80", &[]),
+    ];
+    let mut args = vec!["-arch=sm_80".to_string()];
+    args.extend(paths(&objs));
+    let failures = identical(&[("sm_80".to_string(), args)]);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
