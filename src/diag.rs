@@ -99,6 +99,11 @@ impl Error {
         &self.message
     }
 
+    /// The other tool's lines printed before this error's ([`Error::after_tool_output`]).
+    pub fn tool_output(&self) -> &str {
+        &self.tool_output
+    }
+
     pub fn context_chain(&self) -> &[String] {
         &self.context
     }

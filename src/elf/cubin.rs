@@ -472,7 +472,7 @@ impl Cubin {
         // in its `-r` output of such an `-r` output)
         for (i, s) in sections.iter().enumerate() {
             let memory = matches!(s.ty, SHT_NOBITS | SHT_CUDA_SHARED);
-            let odd = !(s.align.is_power_of_two() || memory && s.align % 16 == 0);
+            let odd = !(s.align.is_power_of_two() || memory && s.align.is_multiple_of(16));
             if s.align > 1 && (odd || s.align > 1 << 16) {
                 return Err(malformed(
                     origin,

@@ -1,12 +1,14 @@
-//! libNVVM's split compile in a child process. With `-split-compile-extended` libNVVM
-//! compiles on threads of its own, and it sometimes corrupts its heap doing so: on 2 cores,
+//! libNVVM's whole-program compiles in a child process. With `-split-compile-extended`
+//! libNVVM compiles on threads of its own, and it sometimes corrupts its heap doing so: on 2 cores,
 //! 1 link in about 50 aborted inside `nvvmCompileProgram` ("corrupted size vs. prev_size",
 //! the abort on one of libNVVM's threads), 2 in 60 answered piece sizes that add up to
 //! more than the result it returned, and nvlink, which runs libNVVM in its own process,
 //! failed 5 times in 40 (aborts and hangs). So nvlinkrs runs that compile in a
 //! child (itself, started with the hidden `__nvvm-compile` subcommand): a crash costs the
 //! child, and the compile is run again, up to [`ATTEMPTS`] times in all; the linker and its
-//! output are never touched by a corrupted heap. Compiles without split stay in process.
+//! output are never touched by a corrupted heap. Whole-program compiles without split run
+//! there too, for another reason: libNVVM's output depends on where its data lies in
+//! memory, which the child fixes ([`fixed_layout`]).
 //!
 //! Request (child's stdin): the modules, framed by [`crate::frames`], each
 //! name prefixed `C:` (an NVIDIA container) or `B:` (bitcode); the libNVVM path and the
@@ -74,6 +76,7 @@ impl Engine for IsolatedNvvm {
                 Error::fatal(format!("cannot find this program to run libNVVM: {e}"))
             })?;
             cmd.arg(&self.lib).arg("--").args(options);
+            fixed_layout(&mut cmd);
             let done = child::run(&mut cmd, body.clone(), limits(body.len())).map_err(|e| {
                 Error::fatal(format!("cannot start '{}': {e}", child::program(&cmd)))
             })?;
@@ -91,7 +94,7 @@ impl Engine for IsolatedNvvm {
             });
         }
         let mut e = Error::fatal("elfLink nvvm error").context(format!(
-            "libNVVM crashed in each of {ATTEMPTS} attempts at the split compile"
+            "libNVVM crashed in each of {ATTEMPTS} attempts at the compile"
         ));
         // (a crash libNVVM repeats: said once)
         if crashes.iter().all(|c| *c == crashes[0]) {
@@ -101,6 +104,32 @@ impl Engine for IsolatedNvvm {
             e = e.context(c);
         }
         Err(e)
+    }
+}
+
+/// The child runs without address-space randomization (as `setarch -R` runs a program):
+/// libNVVM orders some of its output by where its data lies in memory (the string
+/// constants of a program whose units have identical ones: nvlink wrote 3 different
+/// images in 6 runs of one link, `benches/results/sweep.md`), and a child that reads its
+/// request on one thread before libNVVM starts finds its memory laid out alike on every
+/// run, so the link's image is the same on every run. Where the system refuses, the
+/// child runs as it is.
+fn fixed_layout(cmd: &mut std::process::Command) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::process::CommandExt;
+        /// `ADDR_NO_RANDOMIZE` of `personality(2)`, which `exec` keeps.
+        const ADDR_NO_RANDOMIZE: libc::c_ulong = 0x0040000;
+        // SAFETY: the closure only calls personality, which is async-signal-safe.
+        unsafe {
+            cmd.pre_exec(|| {
+                let current = libc::personality(0xffff_ffff);
+                if current != -1 {
+                    libc::personality(current as libc::c_ulong | ADDR_NO_RANDOMIZE);
+                }
+                Ok(())
+            });
+        }
     }
 }
 

@@ -311,11 +311,16 @@ fn assemble(
     }
     let mut cubins = Vec::with_capacity(assembled.len());
     for a in assembled {
-        // (a failed ptxas on libNVVM's PTX is nvlink's JIT compile failing: its
-        // messages, then `elfLink JIT compile failed`; a constant bank over 64 KiB)
-        let mut a = a.map_err(|e| match e.message() {
-            FATBINARY_ERROR => e.reworded(JIT_FAILED),
-            _ => e,
+        // (ptxas refusing libNVVM's PTX with an error, not a fatal message, is nvlink's
+        // JIT compile failing: a constant bank over 64 KiB; its fatal messages, an
+        // unknown option or an unresolved function, stay `elfLink fatbinary error`)
+        let mut a = a.map_err(|e| {
+            let ptxas = e.tool_output();
+            let error_only = ptxas.contains(" error ") && !ptxas.contains(" fatal ");
+            match e.message() {
+                FATBINARY_ERROR if error_only => e.reworded(JIT_FAILED),
+                _ => e,
+            }
         })?;
         diag.tool_output(&a.messages);
         if req.nvjitlink {
@@ -419,13 +424,13 @@ fn engine_uncached(
         }
         _ => {
             let path = plan.libnvvm_to_load()?;
-            let lib = lto::libnvvm::LibNvvm::load(&path)?;
-            if req.split_compile_extended.is_some_and(|n| n != 1) {
-                // libNVVM's own threads are not reliable: see lto::isolated
-                let engine = lto::isolated::IsolatedNvvm { lib: path.clone() };
-                return Ok((Box::new(engine), "libNVVM", vec![path]));
-            }
-            Ok((Box::new(lto::NvvmEngine { lib }), "libNVVM", vec![path]))
+            // (loaded here too, so that a library that cannot be loaded fails the link
+            // with its reason before any child starts)
+            lto::libnvvm::LibNvvm::load(&path)?;
+            // (compiled in a child: libNVVM's own threads are not reliable, and its
+            // output depends on where its data lies, which a child fixes: lto::isolated)
+            let engine = lto::isolated::IsolatedNvvm { lib: path.clone() };
+            Ok((Box::new(engine), "libNVVM", vec![path]))
         }
     }
 }

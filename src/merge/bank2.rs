@@ -336,11 +336,15 @@ impl Merger<'_> {
         // in libNVVM's whole-program output compiled relocatable a load of `ybias[3]` is
         // an R_MERCURY_ABS16 with a record of its own; an indexed one of `-rdc` code,
         // `lut[i]`, has no record the link writes)
+        // (where the variable is defined: another unit's `__constant__` struct, `params.w`)
         let bank_of = |n: usize| {
-            let sec = self.sym(SymKey::new(i, n)).shndx as usize;
-            if self.bank2.holds(SecKey::new(i, sec)) {
+            let k = SymKey::new(i, n);
+            let def = self.target(k).unwrap_or(k);
+            let sec = self.sym(def).shndx as usize;
+            let sections = &self.inputs[def.input].cubin.sections;
+            if self.bank2.holds(SecKey::new(def.input, sec)) {
                 Some(Bank::Two)
-            } else if (c.sections.get(sec)).is_some_and(|s| constant_bank(s.ty) == Some(3)) {
+            } else if (sections.get(sec)).is_some_and(|s| constant_bank(s.ty) == Some(3)) {
                 Some(Bank::Three)
             } else {
                 None

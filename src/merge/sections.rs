@@ -382,6 +382,33 @@ fn frame_entries(d: &[u8]) -> Option<Vec<(usize, usize, bool)>> {
     Some(out)
 }
 
+/// The most `__constant__` data an image holds (bank 3, `.nv.constant3`): 64 KiB.
+const CONSTANT_DATA_MAX: u64 = 0x10000;
+
+impl Merger<'_> {
+    /// nvlink refuses an image whose `__constant__` variables take more than 64 KiB
+    /// (exit 255, no output), whatever the target and mode (sweep 45's three 24,000-byte
+    /// tables: `File uses too much global constant data (0x11940 bytes, 0x10000 max)`).
+    /// Where kernels were removed (`-kernels-used`) nvlink first drops the variables only
+    /// they read, and links when the rest fits; nvlinkrs does not drop variables, so it
+    /// links such a program with them all (docs/rules/differences.md).
+    pub(super) fn constant_data_fits(&self) -> Result<()> {
+        let size = (self.out.iter())
+            .filter(|o| o.name == ".nv.constant3")
+            .map(|o| o.size())
+            .sum::<u64>();
+        let removed_kernels =
+            FuncId::all(self.funcs.len()).any(|f| self.funcs[f].entry && !self.live[f]);
+        if size <= CONSTANT_DATA_MAX || removed_kernels {
+            return Ok(());
+        }
+        self.diag.error(&format!(
+            "File uses too much global constant data ({size:#x} bytes, {CONSTANT_DATA_MAX:#x} max)"
+        ));
+        Err(Error::error(""))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -409,32 +436,5 @@ mod tests {
         short.extend_from_slice(&4u64.to_le_bytes());
         short.extend_from_slice(&[0; 12]);
         assert_eq!(frame_entries(&short), None);
-    }
-}
-
-/// The most `__constant__` data an image holds (bank 3, `.nv.constant3`): 64 KiB.
-const CONSTANT_DATA_MAX: u64 = 0x10000;
-
-impl Merger<'_> {
-    /// nvlink refuses an image whose `__constant__` variables take more than 64 KiB
-    /// (exit 255, no output), whatever the target and mode (sweep 45's three 24,000-byte
-    /// tables: `File uses too much global constant data (0x11940 bytes, 0x10000 max)`).
-    /// Where kernels were removed (`-kernels-used`) nvlink first drops the variables only
-    /// they read, and links when the rest fits; nvlinkrs does not drop variables, so it
-    /// links such a program with them all (docs/rules/differences.md).
-    pub(super) fn constant_data_fits(&self) -> Result<()> {
-        let size = (self.out.iter())
-            .filter(|o| o.name == ".nv.constant3")
-            .map(|o| o.size())
-            .sum::<u64>();
-        let removed_kernels =
-            FuncId::all(self.funcs.len()).any(|f| self.funcs[f].entry && !self.live[f]);
-        if size <= CONSTANT_DATA_MAX || removed_kernels {
-            return Ok(());
-        }
-        self.diag.error(&format!(
-            "File uses too much global constant data ({size:#x} bytes, {CONSTANT_DATA_MAX:#x} max)"
-        ));
-        Err(Error::error(""))
     }
 }

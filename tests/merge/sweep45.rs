@@ -34,17 +34,29 @@ fn paths(p: &[PathBuf]) -> Vec<String> {
 /// At sm_100+, a kernel reading a scalar `__constant__` whose offset in the image's bank
 /// is not the one in its unit: nvlink writes the new offset into the kernel's capsule
 /// (a driver that finalizes the capsule for another GPU reads it there). Was: left as
-/// ptxas wrote it (0), the record's form not among those the link patched.
+/// ptxas wrote it (0), the record's form not among those the link patched; and for a
+/// field of another unit's `__constant__` struct, the variable looked for in the
+/// reading unit, where it is undefined.
 #[test]
 fn scalar_constant_offsets_are_written_into_capsules() {
     let a = "__constant__ int x = 1; __global__ void ka(int *o) { o[threadIdx.x] = x; }\n";
     let b = "__constant__ int y = 2; __global__ void kb(int *o) { o[threadIdx.x] = y; }\n";
+    let c = "struct P { int w; float s; };\n__constant__ int pad[3] = {1, 2, 3};\n__constant__ P params = {5, 1.5f};\n__global__ void kc(float *o) { o[threadIdx.x] = params.s + pad[threadIdx.x % 3]; }\n";
+    let d = "struct P { int w; float s; };\nextern __constant__ P params;\n__constant__ int mine[2] = {7, 8};\n__global__ void kd(int *o) { o[threadIdx.x] = params.w + mine[threadIdx.x & 1]; }\n";
     let dir = tempfile::tempdir().unwrap();
     let mut links = Vec::new();
     for sm in ["sm_100", "sm_120"] {
         let oa = compiled(dir.path(), "scalar_a", a, sm, &[]);
         let ob = compiled(dir.path(), "scalar_b", b, sm, &[]);
-        for (order, objs) in [("a b", [&oa, &ob]), ("b a", [&ob, &oa])] {
+        let oc = compiled(dir.path(), "field_c", c, sm, &[]);
+        let od = compiled(dir.path(), "field_d", d, sm, &[]);
+        let orders = [
+            ("a b", [&oa, &ob]),
+            ("b a", [&ob, &oa]),
+            ("c d", [&oc, &od]),
+            ("d c", [&od, &oc]),
+        ];
+        for (order, objs) in orders {
             let mut args = vec![format!("-arch={sm}")];
             args.extend(objs.iter().map(|o| o.display().to_string()));
             links.push((format!("{order} {sm}"), args));
