@@ -235,7 +235,7 @@ fn a_spinning_or_flooding_split_compile_fails_the_link_cleanly() {
         assert!(got.out.is_none(), "{fault}: a failed link left its output");
         let text = got.lines.join("\n");
         assert!(
-            text.contains("libNVVM crashed in each of 3 attempts at the split compile"),
+            text.contains("libNVVM crashed in each of 3 attempts at the compile"),
             "{fault}: {text}"
         );
         // (the same end in every attempt is said once: "each attempt ...")
