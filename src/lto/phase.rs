@@ -426,9 +426,14 @@ fn engine_uncached(
             let path = plan.libnvvm_to_load()?;
             // (loaded here too, so that a library that cannot be loaded fails the link
             // with its reason before any child starts)
-            lto::libnvvm::LibNvvm::load(&path)?;
+            let lib = lto::libnvvm::LibNvvm::load(&path)?;
             // (compiled in a child: libNVVM's own threads are not reliable, and its
-            // output depends on where its data lies, which a child fixes: lto::isolated)
+            // output depends on where its data lies, which a child fixes: lto::isolated;
+            // but in the drop-in libnvJitLink, whose process is its host's (Python),
+            // there is no nvlinkrs to start: in process, as NVIDIA's library does)
+            if req.nvjitlink {
+                return Ok((Box::new(lto::NvvmEngine { lib }), "libNVVM", vec![path]));
+            }
             let engine = lto::isolated::IsolatedNvvm { lib: path.clone() };
             Ok((Box::new(engine), "libNVVM", vec![path]))
         }
