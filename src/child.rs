@@ -164,7 +164,14 @@ pub const CHILD_VAR: &str = "NVLINKRS_CHILD";
 
 /// This program as a supervised child running the hidden subcommand `name` ([`command`]).
 pub fn self_command(name: &str) -> std::io::Result<Command> {
-    let exe = std::env::current_exe()?;
+    // (the running program itself, even where its file was deleted or replaced since it
+    // started, as a package upgrade during a build does: `current_exe` then names a path
+    // that is gone or another program)
+    let own = std::path::Path::new("/proc/self/exe");
+    let exe = match cfg!(target_os = "linux") && own.exists() {
+        true => own.to_path_buf(),
+        false => std::env::current_exe()?,
+    };
     let mut cmd = command(&exe);
     cmd.env(CHILD_VAR, name).arg(name);
     Ok(cmd)

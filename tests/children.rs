@@ -253,3 +253,60 @@ fn a_spinning_or_flooding_split_compile_fails_the_link_cleanly() {
         );
     }
 }
+
+/// The program is deleted while a `-dlto` link runs (as a package upgrade replaces it
+/// during a build): libNVVM's child is this program itself, started as `/proc/self/exe`,
+/// so the link goes on and writes the image a link from an untouched file writes (was:
+/// `cannot start '<path> (deleted)'`, exit 1). The link waits on a named pipe for its
+/// second input while the file goes.
+#[test]
+fn a_link_outlives_its_deleted_program() {
+    let fx = fixtures();
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("nvlinkrs-copy");
+    std::fs::copy(nvlinkrs(), &copy).unwrap();
+    let fifo = dir.path().join("second.o");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let args = |second: &Path, out: &Path| -> Vec<String> {
+        vec![
+            "-arch=sm_90".into(),
+            "-dlto".into(),
+            format!("-nvvmpath={}", cuda().join("nvvm").display()),
+            fx.join("saxpy_dlto.o").display().to_string(),
+            second.display().to_string(),
+            format!("-L{}", cuda().join("lib").display()),
+            "-lcudadevrt".into(),
+            "-o".into(),
+            out.display().to_string(),
+        ]
+    };
+    let out = dir.path().join("deleted.cubin");
+    let child = Command::new(&copy)
+        .args(args(&fifo, &out))
+        .env("NVLINKRS_CACHE", "0")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::fs::remove_file(&copy).unwrap();
+    std::fs::write(&fifo, std::fs::read(fx.join("scale_dlto.o")).unwrap()).unwrap();
+    let done = child.wait_with_output().unwrap();
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    let clean = dir.path().join("clean.cubin");
+    let r = Command::new(nvlinkrs())
+        .args(args(&fx.join("scale_dlto.o"), &clean))
+        .env("NVLINKRS_CACHE", "0")
+        .output()
+        .unwrap();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert_eq!(std::fs::read(&out).unwrap(), std::fs::read(&clean).unwrap());
+}

@@ -27,25 +27,28 @@ impl Bank {
     /// Every kind of record, for what compares capsules without their operands.
     pub const ALL: [Bank; 3] = [Bank::Two, Bank::Three, Bank::Three16];
 
-    /// The record's first 7 bytes (byte 4 one of the listed values) and its byte 12.
-    fn signature(self) -> ([u8; 7], &'static [u8], u8) {
+    /// The record's first 4 bytes, its byte 4 and byte 6 (each one of the listed values:
+    /// bank 3's byte 6 is 0x12 for a `char`'s read, 0x52 for a `double`'s), byte 5 zero,
+    /// and its byte 12, the bank's mark.
+    fn signature(self) -> ([u8; 4], &'static [u8], &'static [u8], u8) {
+        const THREE_SIXTH: &[u8] = &[0x12, 0x42, 0x52];
         match self {
-            Bank::Two => ([0x02, 0x22, 0x0c, 0x06, 0xf8, 0x00, 0x42], &[0xf8], 0x41),
-            Bank::Three => ([0x02, 0x22, 0x08, 0x06, 0xfa, 0x00, 0x42], &[0xfa], 0x42),
-            Bank::Three16 => (
-                [0x02, 0x22, 0x0e, 0x06, 0x01, 0x00, 0x42],
-                &[0x01, 0xf8],
-                0x42,
-            ),
+            Bank::Two => ([0x02, 0x22, 0x0c, 0x06], &[0xf8], &[0x42], 0x41),
+            Bank::Three => ([0x02, 0x22, 0x08, 0x06], &[0xfa], THREE_SIXTH, 0x42),
+            Bank::Three16 => ([0x02, 0x22, 0x0e, 0x06], &[0x01, 0xf8], THREE_SIXTH, 0x42),
         }
     }
 }
 
 /// The offsets of the 32-bit operands of capsule `data`'s records of `bank`, in order.
 pub fn operands(data: &[u8], bank: Bank) -> Vec<usize> {
-    let (head, fourth, mark) = bank.signature();
+    let (head, fourth, sixth, mark) = bank.signature();
     let same = |r: &[u8]| {
-        (0..7).all(|k| k == 4 || r[k] == head[k]) && fourth.contains(&r[4]) && r[12] == mark
+        r[..4] == head
+            && fourth.contains(&r[4])
+            && r[5] == 0
+            && sixth.contains(&r[6])
+            && r[12] == mark
     };
     (0..data.len().saturating_sub(31))
         .filter(|&p| same(&data[p..p + 32]))
@@ -108,6 +111,13 @@ mod tests {
         let at3 = cap.len();
         cap.extend(scalar);
         assert_eq!(operands(&cap, Bank::Three16), vec![at2 + 28, at3 + 28]);
+        // and a `char`'s read (byte 6 0x12), a bank-3 record of the 32-bit form
+        let mut byte = vec![0u8; 32];
+        byte[..7].copy_from_slice(&[0x02, 0x22, 0x08, 0x06, 0xfa, 0x00, 0x12]);
+        byte[12] = 0x42;
+        let at4 = cap.len();
+        cap.extend(byte);
+        assert_eq!(operands(&cap, Bank::Three), vec![at + 28, at4 + 28]);
         let cleared = without_bank_operands(&cap);
         assert_eq!(cleared.len(), cap.len());
         assert_eq!(&cleared[..4], &cap[..4]);
@@ -115,6 +125,7 @@ mod tests {
         assert_eq!(&cleared[36..44], &cap[36..44]);
         assert_eq!(&cleared[at + 28..at + 32], &[0, 0, 0, 0]);
         assert_eq!(&cleared[at2 + 28..at2 + 32], &[0, 0, 0, 0]);
-        assert_eq!(&cleared[at3 + 28..], &[0, 0, 0, 0]);
+        assert_eq!(&cleared[at3 + 28..at3 + 32], &[0, 0, 0, 0]);
+        assert_eq!(&cleared[at4 + 28..], &[0, 0, 0, 0]);
     }
 }

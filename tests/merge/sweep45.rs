@@ -34,15 +34,19 @@ fn paths(p: &[PathBuf]) -> Vec<String> {
 /// At sm_100+, a kernel reading a scalar `__constant__` whose offset in the image's bank
 /// is not the one in its unit: nvlink writes the new offset into the kernel's capsule
 /// (a driver that finalizes the capsule for another GPU reads it there). Was: left as
-/// ptxas wrote it (0), the record's form not among those the link patched; and for a
-/// field of another unit's `__constant__` struct, the variable looked for in the
-/// reading unit, where it is undefined.
+/// ptxas wrote it (0), the record's form not among those the link patched (a `double`'s
+/// and a `char`'s read have other forms again: an attacker's review); and for a field of
+/// another unit's `__constant__` struct, the variable looked for in the reading unit,
+/// where it is undefined.
 #[test]
 fn scalar_constant_offsets_are_written_into_capsules() {
     let a = "__constant__ int x = 1; __global__ void ka(int *o) { o[threadIdx.x] = x; }\n";
     let b = "__constant__ int y = 2; __global__ void kb(int *o) { o[threadIdx.x] = y; }\n";
     let c = "struct P { int w; float s; };\n__constant__ int pad[3] = {1, 2, 3};\n__constant__ P params = {5, 1.5f};\n__global__ void kc(float *o) { o[threadIdx.x] = params.s + pad[threadIdx.x % 3]; }\n";
     let d = "struct P { int w; float s; };\nextern __constant__ P params;\n__constant__ int mine[2] = {7, 8};\n__global__ void kd(int *o) { o[threadIdx.x] = params.w + mine[threadIdx.x & 1]; }\n";
+    let pad =
+        "__constant__ int pad0[3] = {1};\n__global__ void kp(int *o, int j) { o[0] = pad0[j]; }\n";
+    let kinds = "struct S { int a; float b; double c; int arr[5]; };\n__constant__ double cd = 2.5;\n__constant__ char cc = 1;\n__constant__ S cs = {1, 2.f, 3.0, {4}};\n__global__ void k_dbl(double *o) { o[0] = cd; }\n__global__ void k_chr(double *o) { o[0] = cc; }\n__global__ void k_fld(double *o) { o[0] = cs.b + cs.c; }\n";
     let dir = tempfile::tempdir().unwrap();
     let mut links = Vec::new();
     for sm in ["sm_100", "sm_120"] {
@@ -50,11 +54,14 @@ fn scalar_constant_offsets_are_written_into_capsules() {
         let ob = compiled(dir.path(), "scalar_b", b, sm, &[]);
         let oc = compiled(dir.path(), "field_c", c, sm, &[]);
         let od = compiled(dir.path(), "field_d", d, sm, &[]);
+        let op = compiled(dir.path(), "pad", pad, sm, &[]);
+        let ok = compiled(dir.path(), "kinds", kinds, sm, &[]);
         let orders = [
             ("a b", [&oa, &ob]),
             ("b a", [&ob, &oa]),
             ("c d", [&oc, &od]),
             ("d c", [&od, &oc]),
+            ("pad, double/char/field", [&op, &ok]),
         ];
         for (order, objs) in orders {
             let mut args = vec![format!("-arch={sm}")];
@@ -115,6 +122,35 @@ fn too_much_constant_data_is_refused_as_nvlink_refuses_it() {
             "-kernels-used {sm}: {:?}",
             ours.messages
         );
+        // (the kept kernels' own tables over 64 KiB: refused under -kernels-used too, an
+        // attacker's two 32 KiB tables and a byte; was: linked, exit 0)
+        let table = |name: &str, n: usize| {
+            format!(
+                "__constant__ unsigned char {name}_c[{n}] = {{1}};\n__global__ void k_{name}(unsigned char *o, int i) {{ o[i] = {name}_c[i]; }}\n"
+            )
+        };
+        let mut kept = vec![
+            format!("-arch={sm}"),
+            "-kernels-used=k_half,k_half2,k_one".into(),
+        ];
+        for (name, n) in [("half", 32768), ("half2", 32768), ("one", 1)] {
+            kept.push(
+                compiled(dir.path(), name, &table(name, n), sm, &[])
+                    .display()
+                    .to_string(),
+            );
+        }
+        let extra = "__global__ void k_extra(int *p) { p[0] = 1; }\n";
+        kept.push(
+            compiled(dir.path(), "extra", extra, sm, &[])
+                .display()
+                .to_string(),
+        );
+        let nv = run(&cuda().join("bin/nvlink"), &kept, dir.path());
+        assert_eq!(nv.code, 255, "nvlink links the kept tables {sm}");
+        if let Err(e) = differential(&kept) {
+            failures.push(format!("kept tables over 64 KiB {sm}:\n    {e}"));
+        }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
