@@ -336,10 +336,16 @@ impl Merger<'_> {
         // in libNVVM's whole-program output compiled relocatable a load of `ybias[3]` is
         // an R_MERCURY_ABS16 with a record of its own; an indexed one of `-rdc` code,
         // `lut[i]`, has no record the link writes)
-        // (where the variable is defined: another unit's `__constant__` struct, `params.w`)
-        let bank_of = |n: usize| {
+        // (where the variable is defined, `resolve`: another unit's `__constant__` struct,
+        // `params.w`; else only the unit's own variables count, as where another unit's
+        // are read through records the link does not write: NVSHMEM's device state)
+        let bank_of = |n: usize, resolve: bool| {
             let k = SymKey::new(i, n);
-            let def = self.target(k).unwrap_or(k);
+            let def = if resolve {
+                self.target(k).unwrap_or(k)
+            } else {
+                k
+            };
             let sec = self.sym(def).shndx as usize;
             let sections = &self.inputs[def.input].cubin.sections;
             if self.bank2.holds(SecKey::new(def.input, sec)) {
@@ -360,42 +366,65 @@ impl Merger<'_> {
             } else {
                 bank
             };
-            let mut fields: Vec<(u64, u32)> = Vec::new();
-            for r in relocs.iter().filter(|r| r.ty == ty) {
-                let Some(n) = view.normal_of.get(r.sym as usize).copied().flatten() else {
-                    continue;
-                };
-                if bank_of(n) != Some(of) {
-                    continue;
+            let fields_of = |resolve: bool| {
+                let mut fields: Vec<(u64, u32)> = Vec::new();
+                for r in relocs.iter().filter(|r| r.ty == ty) {
+                    let Some(n) = view.normal_of.get(r.sym as usize).copied().flatten() else {
+                        continue;
+                    };
+                    if bank_of(n, resolve) != Some(of) {
+                        continue;
+                    }
+                    let (value, _, _) = self.link_value(SymKey::new(i, n));
+                    let field = (value as i64).wrapping_add(r.addend) as u64 & mask;
+                    fields.push((r.offset, field as u32));
                 }
-                let (value, _, _) = self.link_value(SymKey::new(i, n));
-                let field = (value as i64).wrapping_add(r.addend) as u64 & mask;
-                fields.push((r.offset, field as u32));
-            }
-            if fields.is_empty() {
+                fields.sort_unstable();
+                fields
+            };
+            let (resolved, own) = (fields_of(true), fields_of(false));
+            if resolved.is_empty() {
                 continue;
             }
-            fields.sort_unstable();
             let records = crate::elf::capsule::operands(data, bank);
             // (no record at all: the capsule has no operand to write, as in libNVVM's
             // output, whose switch tables are loaded through `.const_opt` symbols)
             if records.is_empty() {
                 continue;
             }
-            if records.len() != fields.len() {
-                let name = &c.sections[capsule].name;
-                self.diag.warning_never_error(&format!(
-                    "'{}': the constant bank {} offsets of capsule '{name}' are left as ptxas wrote them ({} relocations, {} records found): a driver that finalizes it for another GPU may read the wrong constants",
-                    c.origin,
-                    if bank == Bank::Two { 2 } else { 3 },
-                    fields.len(),
-                    records.len()
-                ));
-                continue;
-            }
+            // (the unit's own variables alone where they pair and the others do not;
+            // where neither pairs, nothing is written, and the link says so when the
+            // unit's own variables have relocations)
+            let fields = match records.len() {
+                n if n == resolved.len() => resolved,
+                n if n == own.len() => own,
+                _ if own.is_empty() => continue,
+                n => {
+                    self.mismatch_warning(c, capsule, bank, own.len(), n);
+                    continue;
+                }
+            };
             for (&at, &(_, v)) in records.iter().zip(&fields) {
                 data[at..at + 4].copy_from_slice(&v.to_le_bytes());
             }
         }
+    }
+
+    /// The link's word that capsule `capsule`'s records of `bank` are left as ptxas wrote
+    /// them: `fields` relocations, `records` records, not one to one.
+    fn mismatch_warning(
+        &self,
+        c: &Cubin,
+        capsule: usize,
+        bank: Bank,
+        fields: usize,
+        records: usize,
+    ) {
+        let name = &c.sections[capsule].name;
+        self.diag.warning_never_error(&format!(
+            "'{}': the constant bank {} offsets of capsule '{name}' are left as ptxas wrote them ({fields} relocations, {records} records found): a driver that finalizes it for another GPU may read the wrong constants",
+            c.origin,
+            if bank == Bank::Two { 2 } else { 3 },
+        ));
     }
 }
