@@ -136,6 +136,20 @@ fn differential(args: &[String]) -> Result<bool, String> {
     }
 }
 
+/// Each (label, arguments) through both linkers ([`differential`]): the failures, each
+/// with its label (equivalent images that are not byte-identical among them).
+fn identical_all(links: &[(String, Vec<String>)]) -> Vec<String> {
+    let mut failures = Vec::new();
+    for (what, args) in links {
+        match differential(args) {
+            Ok(true) => {}
+            Ok(false) => failures.push(format!("{what}: equivalent, not identical")),
+            Err(e) => failures.push(format!("{what}:\n    {e}")),
+        }
+    }
+    failures
+}
+
 fn args(list: &[&str]) -> Vec<String> {
     let fx = fixtures();
     list.iter()

@@ -87,37 +87,27 @@ mod tests {
         cap.extend([0x02, 0x22, 0x32, 0x32, 0xf8, 0, 0x14, 8]); // another record's start
         cap.extend(record(0x8050));
         assert_eq!(operands(&cap, Bank::Two), vec![4 + 28, 4 + 32 + 8 + 28]);
+        // a record of `head` (its first 7 bytes) and `mark` (byte 12), `operand` last;
+        // appended to the capsule: where it starts
+        let mut put = |head: [u8; 7], mark: u8, operand: u32| {
+            let mut r = vec![0u8; 32];
+            r[..7].copy_from_slice(&head);
+            r[12] = mark;
+            r[28..].copy_from_slice(&operand.to_le_bytes());
+            cap.extend(r);
+            cap.len() - 32
+        };
         // a bank-3 record (a `__constant__` variable's `LDC`) is found as such
-        let mut three = vec![0u8; 32];
-        three[..7].copy_from_slice(&[0x02, 0x22, 0x08, 0x06, 0xfa, 0x00, 0x42]);
-        three[12] = 0x42;
-        three[28..].copy_from_slice(&0x124u32.to_le_bytes());
-        let at = cap.len();
-        cap.extend(three);
-        assert_eq!(operands(&cap, Bank::Three), vec![at + 28]);
-        assert_eq!(operands(&cap, Bank::Two).len(), 2);
+        let at = put([0x02, 0x22, 0x08, 0x06, 0xfa, 0x00, 0x42], 0x42, 0x124);
         // and one of libNVVM's relocatable output (`ybias[3]`, another form)
-        let mut nvvm = vec![0u8; 32];
-        nvvm[..7].copy_from_slice(&[0x02, 0x22, 0x0e, 0x06, 0x01, 0x00, 0x42]);
-        nvvm[12] = 0x42;
-        let at2 = cap.len();
-        cap.extend(nvvm);
-        assert_eq!(operands(&cap, Bank::Three16), vec![at2 + 28]);
-        assert_eq!(operands(&cap, Bank::Three), vec![at + 28]);
+        let at2 = put([0x02, 0x22, 0x0e, 0x06, 0x01, 0x00, 0x42], 0x42, 0);
         // and a scalar's read in `-rdc` code (`o[i] = y`), byte 4 0xf8
-        let mut scalar = vec![0u8; 32];
-        scalar[..7].copy_from_slice(&[0x02, 0x22, 0x0e, 0x06, 0xf8, 0x00, 0x42]);
-        scalar[12] = 0x42;
-        let at3 = cap.len();
-        cap.extend(scalar);
-        assert_eq!(operands(&cap, Bank::Three16), vec![at2 + 28, at3 + 28]);
+        let at3 = put([0x02, 0x22, 0x0e, 0x06, 0xf8, 0x00, 0x42], 0x42, 0);
         // and a `char`'s read (byte 6 0x12), a bank-3 record of the 32-bit form
-        let mut byte = vec![0u8; 32];
-        byte[..7].copy_from_slice(&[0x02, 0x22, 0x08, 0x06, 0xfa, 0x00, 0x12]);
-        byte[12] = 0x42;
-        let at4 = cap.len();
-        cap.extend(byte);
+        let at4 = put([0x02, 0x22, 0x08, 0x06, 0xfa, 0x00, 0x12], 0x42, 0);
+        assert_eq!(operands(&cap, Bank::Two).len(), 2);
         assert_eq!(operands(&cap, Bank::Three), vec![at + 28, at4 + 28]);
+        assert_eq!(operands(&cap, Bank::Three16), vec![at2 + 28, at3 + 28]);
         let cleared = without_bank_operands(&cap);
         assert_eq!(cleared.len(), cap.len());
         assert_eq!(&cleared[..4], &cap[..4]);

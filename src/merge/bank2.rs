@@ -382,7 +382,7 @@ impl Merger<'_> {
                 fields.sort_unstable();
                 fields
             };
-            let (resolved, own) = (fields_of(true), fields_of(false));
+            let resolved = fields_of(true);
             if resolved.is_empty() {
                 continue;
             }
@@ -397,12 +397,14 @@ impl Merger<'_> {
             // unit's own variables have relocations)
             let fields = match records.len() {
                 n if n == resolved.len() => resolved,
-                n if n == own.len() => own,
-                _ if own.is_empty() => continue,
-                n => {
-                    self.mismatch_warning(c, capsule, bank, own.len(), n);
-                    continue;
-                }
+                n => match fields_of(false) {
+                    own if own.len() == n => own,
+                    own if own.is_empty() => continue,
+                    own => {
+                        self.mismatch_warning(c, capsule, bank, own.len(), n);
+                        continue;
+                    }
+                },
             };
             for (&at, &(_, v)) in records.iter().zip(&fields) {
                 data[at..at + 4].copy_from_slice(&v.to_le_bytes());

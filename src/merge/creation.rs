@@ -328,11 +328,7 @@ impl<'a> Merger<'a> {
             _ => None,
         });
         let name = &self.out[id].name;
-        // (a Mercury section's place is its SASS twin's: `creation_rank`)
-        let base = (name.strip_prefix(".nv.merc"))
-            .or_else(|| name.strip_prefix(".nv.capmerc"))
-            .unwrap_or(name);
-        match input.and_then(|i| self.created_at.get(copy_name(base, i).as_str())) {
+        match input.and_then(|i| self.created_at.get(copy_name(base_name(name), i).as_str())) {
             Some(&r) => r,
             None => creation_rank(&self.created_at, name),
         }
@@ -485,6 +481,12 @@ pub(super) fn created_strtab(created: &[Created], listed: &HashSet<&str>) -> Vec
     out
 }
 
+/// A section's name as `created` knows it: a Mercury section's without its prefix (it
+/// comes where its SASS twin does).
+fn base_name(name: &str) -> &str {
+    super::mercury::stripped(name).unwrap_or(name)
+}
+
 /// How `created` names the sections of input `i`'s local function whose name another
 /// input's made first.
 fn copy_name(name: &str, i: usize) -> Name {
@@ -506,10 +508,7 @@ fn unnamed_debug_frame(c: &Cubin) -> Option<&'static str> {
 /// The position `name` has in `created` (a capsule-Mercury section takes its SASS
 /// twin's); sections nvlink's list does not name come after those it does.
 pub(super) fn creation_rank(created: &HashMap<Name, usize>, name: &str) -> usize {
-    let base = name
-        .strip_prefix(".nv.merc")
-        .or_else(|| name.strip_prefix(".nv.capmerc"))
-        .unwrap_or(name);
+    let base = base_name(name);
     // (the Mercury module bank takes `.nv.constant3`'s place; a kernel's Mercury bank 2,
     // and its relocations, take its SASS bank's)
     match base {

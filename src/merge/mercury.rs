@@ -38,7 +38,7 @@ mod relocs;
 
 /// The Mercury section's name without its prefix: what its section symbol is called and,
 /// but for the constant bank, the name of the SASS section it stands for.
-fn stripped(merc: &str) -> Option<&str> {
+pub(super) fn stripped(merc: &str) -> Option<&str> {
     merc.strip_prefix(".nv.capmerc")
         .or_else(|| merc.strip_prefix(".nv.merc"))
 }

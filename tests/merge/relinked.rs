@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use super::review::compiled;
-use super::{cuda, differential, run};
+use super::{cuda, identical_all, run};
 
 /// nvlink's `-r` output of `objs` at `sm`, written in `dir`.
 fn nvlinks_relocatable(dir: &Path, sm: &str, objs: &[PathBuf]) -> PathBuf {
@@ -22,15 +22,13 @@ fn nvlinks_relocatable(dir: &Path, sm: &str, objs: &[PathBuf]) -> PathBuf {
 
 /// Each (label, sm, nvlink's `-r` output) linked by both linkers: the failures.
 fn relinks_identical(links: &[(String, String, PathBuf)]) -> Vec<String> {
-    let mut failures = Vec::new();
-    for (what, sm, r) in links {
-        match differential(&[format!("-arch={sm}"), r.display().to_string()]) {
-            Ok(true) => {}
-            Ok(false) => failures.push(format!("{what} {sm}: equivalent, not identical")),
-            Err(e) => failures.push(format!("{what} {sm}:\n    {e}")),
-        }
-    }
-    failures
+    let all: Vec<(String, Vec<String>)> = (links.iter())
+        .map(|(what, sm, r)| {
+            let args = vec![format!("-arch={sm}"), r.display().to_string()];
+            (format!("{what} {sm}"), args)
+        })
+        .collect();
+    identical_all(&all)
 }
 
 /// Two units' `printf` strings, each unit's a local `$str`: an `-r` output holds both

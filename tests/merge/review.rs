@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{cuda, differential, nvlinkrs, run};
+use super::{cuda, differential, identical_all, nvlinkrs, run};
 
 /// `name` with `text` compiled by nvcc (`-dc`, `extra`) at `sm`: the object's path.
 pub(super) fn compiled(dir: &Path, name: &str, text: &str, sm: &str, extra: &[&str]) -> PathBuf {
@@ -61,18 +61,15 @@ fn identical_links(links: &[(String, &str, Vec<PathBuf>)]) -> Vec<String> {
 
 /// As [`identical_links`], each link with its options after `-arch`.
 fn identical_links_with(links: &[(String, &str, Vec<String>, Vec<PathBuf>)]) -> Vec<String> {
-    let mut failures = Vec::new();
-    for (what, sm, options, objs) in links {
-        let mut a = vec![format!("-arch={sm}")];
-        a.extend(options.iter().cloned());
-        a.extend(objs.iter().map(|o| o.display().to_string()));
-        match differential(&a) {
-            Ok(true) => {}
-            Ok(false) => failures.push(format!("{what} {sm}: equivalent, not identical")),
-            Err(e) => failures.push(format!("{what} {sm}:\n    {e}")),
-        }
-    }
-    failures
+    let all: Vec<(String, Vec<String>)> = (links.iter())
+        .map(|(what, sm, options, objs)| {
+            let mut a = vec![format!("-arch={sm}")];
+            a.extend(options.iter().cloned());
+            a.extend(objs.iter().map(|o| o.display().to_string()));
+            (format!("{what} {sm}"), a)
+        })
+        .collect();
+    identical_all(&all)
 }
 
 const SHARED: &str = "template <int N> __global__ void vec(const float4 *in, float4 *out) {

@@ -11,21 +11,7 @@
 use std::path::PathBuf;
 
 use super::review::compiled;
-use super::{cuda, differential, nvlinkrs, run};
-
-/// Each (label, arguments) linked by both linkers: the failures (equivalent images that
-/// are not byte-identical among them).
-fn identical(links: &[(String, Vec<String>)]) -> Vec<String> {
-    let mut failures = Vec::new();
-    for (what, args) in links {
-        match differential(args) {
-            Ok(true) => {}
-            Ok(false) => failures.push(format!("{what}: equivalent, not identical")),
-            Err(e) => failures.push(format!("{what}:\n    {e}")),
-        }
-    }
-    failures
-}
+use super::{cuda, differential, identical_all as identical, nvlinkrs, run};
 
 fn paths(p: &[PathBuf]) -> Vec<String> {
     p.iter().map(|p| p.display().to_string()).collect()
