@@ -79,15 +79,15 @@ pub fn objects(
                 bytes::Bytes::from_vec(a.cubin)
             }
         };
-        raw.push((u.origin, data, u.system));
+        raw.push((u.origin, data, u.cudadevrt));
     }
     use rayon::prelude::*;
     let parsed: Vec<Result<merge::Input>> = raw
         .into_par_iter()
-        .map(|(origin, data, system)| {
+        .map(|(origin, data, cudadevrt)| {
             let cubin = elf::cubin::Cubin::parse(data, &origin)?;
             check_object(plan, &cubin)?;
-            Ok(merge::Input { cubin, system })
+            Ok(merge::Input { cubin, cudadevrt })
         })
         .collect();
     let parsed = parsed.into_iter().collect::<Result<Vec<_>>>()?;
@@ -99,7 +99,7 @@ pub fn objects(
     };
     // (-keep-system-libraries: every member, as nvJitLink takes them)
     let keep = plan.req.nvjitlink_cudadevrt || plan.req.recorded.keep_system_libraries;
-    Ok(drop_unused_system(out, keep))
+    Ok(drop_unused_cudadevrt(out, keep))
 }
 
 /// libcudadevrt objects nothing refers to are left out (nvlink drops them, debug
@@ -109,37 +109,37 @@ pub fn objects(
 /// libnvJitLink takes every member of a libcudadevrt its caller gave (`jit`), as it
 /// takes every member of any archive, and with them its memcpy and memset kernels; a
 /// second copy adds nothing, as in nvlink.
-fn drop_unused_system(inputs: Vec<merge::Input>, jit: bool) -> Vec<merge::Input> {
+fn drop_unused_cudadevrt(inputs: Vec<merge::Input>, jit: bool) -> Vec<merge::Input> {
     use rustc_hash::FxHashSet as HashSet;
     // (without libcudadevrt there is nothing to leave out: no sets of every name built)
-    if !inputs.iter().any(|i| i.system) {
+    if !inputs.iter().any(|i| i.cudadevrt) {
         return inputs;
     }
     let global = |s: &&elf::cubin::Symbol| s.bind != elf::cubin::STB_LOCAL;
     let wanted: HashSet<&str> = inputs
         .iter()
-        .filter(|i| !i.system)
+        .filter(|i| !i.cudadevrt)
         .flat_map(|i| i.cubin.symbols.iter())
         .filter(|s| !s.defined() && global(s))
         .map(|s| s.name.as_str())
         .collect();
     let mut defined: HashSet<&str> = inputs
         .iter()
-        .filter(|i| !i.system)
+        .filter(|i| !i.cudadevrt)
         .flat_map(|i| i.cubin.symbols.iter())
         .filter(|s| s.defined() && global(s))
         .map(|s| s.name.as_str())
         .collect();
     let mut keep = Vec::with_capacity(inputs.len());
     for i in &inputs {
-        let k = !i.system
+        let k = !i.cudadevrt
             || i.cubin.symbols.iter().any(|s| {
                 s.defined()
                     && global(&s)
                     && (jit || wanted.contains(s.name.as_str()))
                     && !defined.contains(s.name.as_str())
             });
-        if k && i.system {
+        if k && i.cudadevrt {
             defined.extend(
                 i.cubin
                     .symbols

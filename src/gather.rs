@@ -25,7 +25,7 @@ pub enum Source {
 pub struct Unit {
     pub origin: String,
     pub source: Source,
-    pub system: bool,
+    pub cudadevrt: bool,
     /// From a host object (nvcc `-dc`), whose host-reference tables speak for it; a
     /// cubin, PTX or fatbin file has none.
     pub host: bool,
@@ -69,7 +69,7 @@ pub fn collect(trees: &[Node], target: Arch, lto: bool, diag: &Diagnostics) -> R
                 node,
                 code,
                 ptx,
-                system,
+                cudadevrt,
                 host,
                 ..
             } => {
@@ -85,7 +85,7 @@ pub fn collect(trees: &[Node], target: Arch, lto: bool, diag: &Diagnostics) -> R
                     } else {
                         Source::Cubin(bytes)
                     },
-                    system,
+                    cudadevrt,
                     host,
                 });
             }
@@ -105,7 +105,7 @@ enum Planned<'n> {
         origin: &'n str,
         code: &'n Code,
         ptx: bool,
-        system: bool,
+        cudadevrt: bool,
         host: bool,
     },
     Warn(String),
@@ -141,7 +141,7 @@ pub fn has_code_for(trees: &[Node], target: Arch, lto: bool) -> bool {
 }
 
 fn unit<'n>(u: input::Unit<'n>, target: Arch, lto: bool, out: &mut Vec<Planned<'n>>) -> Result<()> {
-    let (n, system) = (u.node, u.cudadevrt);
+    let (n, cudadevrt) = (u.node, u.cudadevrt);
     let codes = u.linked_codes();
     if codes.is_empty() {
         return Ok(());
@@ -150,7 +150,7 @@ fn unit<'n>(u: input::Unit<'n>, target: Arch, lto: bool, out: &mut Vec<Planned<'
         matches!(c.kind, CodeKind::Nvvm(_) | CodeKind::Bitcode)
             && (c.member.is_none() || c.arch.is_none_or(|a| ir_compatible(a, target)))
     });
-    if lto && has_ir && !system {
+    if lto && has_ir && !cudadevrt {
         return Ok(());
     }
     let sass = codes
@@ -164,7 +164,7 @@ fn unit<'n>(u: input::Unit<'n>, target: Arch, lto: bool, out: &mut Vec<Planned<'
             origin,
             code,
             ptx: false,
-            system,
+            cudadevrt,
             host: u.is_host_object(),
         });
         return Ok(());
@@ -180,13 +180,13 @@ fn unit<'n>(u: input::Unit<'n>, target: Arch, lto: bool, out: &mut Vec<Planned<'
             origin,
             code,
             ptx: true,
-            system,
+            cudadevrt,
             host: u.is_host_object(),
         });
         return Ok(());
     }
     // IR for the target but neither SASS nor PTX, in a link without -dlto
-    if has_ir && !lto && !system {
+    if has_ir && !lto && !cudadevrt {
         return Err(Error::fatal("LTO objects found, use -dlto"));
     }
     // a cubin given as a file (not a fatbin member) for another SM ends the link; below
@@ -208,7 +208,7 @@ fn unit<'n>(u: input::Unit<'n>, target: Arch, lto: bool, out: &mut Vec<Planned<'
             n.origin
         )));
     }
-    if !system {
+    if !cudadevrt {
         // nvlink's warning, then what the file does hold
         let mut held: Vec<String> = codes
             .iter()

@@ -167,7 +167,7 @@ fn link_phases(
     // every module came from a host object, and nvlink narrows that merge too)
     let whole_lto = req.lto && timings.partial_lto.is_empty() && !req.force_partial_lto;
     let described =
-        (lto_cubins.is_empty() || whole_lto) && units.iter().all(|u| u.system || u.host);
+        (lto_cubins.is_empty() || whole_lto) && units.iter().all(|u| u.cudadevrt || u.host);
     let mut inputs = timings.phase("assemble", || {
         assemble::objects(plan, ctx, units, lto_cubins)
     })?;
@@ -216,11 +216,11 @@ fn link_phases(
         )?;
     }
     // (libcudadevrt's objects nothing calls were left out of the inputs)
-    let devrt_linked = inputs.iter().any(|i| i.system);
+    let cudadevrt_linked = inputs.iter().any(|i| i.cudadevrt);
     ctx.dispose(inputs);
     ctx.dispose(kept);
     ctx.dispose(trees);
-    report::side_files(req, &hosts, false, devrt_linked, timings)
+    report::side_files(req, &hosts, false, cudadevrt_linked, timings)
 }
 
 /// `nvlinkrs inspect`: the input trees, as text or JSON.

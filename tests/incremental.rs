@@ -625,3 +625,34 @@ fn an_incremental_link_is_cached_as_the_image_of_the_kind_it_wrote() {
         .output()
         .unwrap();
 }
+
+#[test]
+fn a_crash_inside_libnvvm_costs_one_attempt_of_one_partition() {
+    // each partition is compiled in a child (lto::isolated): the fixtures' pass-through
+    // libNVVM aborts in its first compile here (NVLINKRS_TEST_CRASHES holds the count),
+    // the child is run again, and the link writes the image of a link whose libNVVM
+    // never crashed (was: the abort took the linker with it)
+    let scratch = tempfile::tempdir().unwrap();
+    let count = scratch.path().join("crashes");
+    std::fs::write(&count, "1\n").unwrap();
+    let nvvm = format!("-nvvmpath={}", fixtures().join("sortnvvm").display());
+    let st = args(
+        90,
+        &program(&["st_a_90.o", "st_b_90.o", "st_main_90.o"]),
+        &["-v", &nvvm],
+    );
+    let real = cuda().join("nvvm/lib64/libnvvm.so");
+    let real = ("NVLINKRS_REAL_NVVM", real.to_str().unwrap());
+    let cache = tempfile::tempdir().unwrap();
+    let crashed = link(
+        &st,
+        Some("partitions"),
+        Some(cache.path()),
+        &[real, ("NVLINKRS_TEST_CRASHES", count.to_str().unwrap())],
+    );
+    assert!(compiled(&crashed).ends_with(", 3 to compile"));
+    assert_eq!(std::fs::read_to_string(&count).unwrap().trim(), "0");
+    let cache = tempfile::tempdir().unwrap();
+    let quiet = link(&st, Some("partitions"), Some(cache.path()), &[real]);
+    assert!(crashed.image == quiet.image);
+}

@@ -274,7 +274,7 @@ pub fn merge(data: &[u8]) {
     let sm = (c.e_flags >> 8) & 0xFF;
     let inputs = vec![nvlinkrs::merge::Input {
         cubin: c,
-        system: false,
+        cudadevrt: false,
     }];
     for (relocatable, preserve_relocs) in [(false, false), (true, false), (false, true)] {
         let opts = nvlinkrs::merge::MergeOptions {

@@ -15,28 +15,20 @@ use crate::options::Options;
 use crate::rc;
 use crate::record::{Call, Done, Ours};
 
-/// `EM_CUDA`
-const EM_CUDA: u16 = 190;
-
-/// The input type an input of type `ANY` is, by its content.
+/// The input type an input of type `ANY` is, by its content, as nvlinkrs' input reader
+/// judges it (`nvlinkrs::input::kind::sniff`); none for what the drop-in leaves to the
+/// real library (bitcode, NVVM containers, thin archives, text that is not PTX).
 fn sniff(data: &[u8]) -> Option<i32> {
-    if data.starts_with(b"!<arch>\n") {
-        Some(input::LIBRARY)
-    } else if nvlinkrs::elf::is_elf(data) {
-        Some(match nvlinkrs::elf::machine(data) {
-            Some(EM_CUDA) => input::CUBIN,
-            _ => input::OBJECT,
-        })
-    } else if nvlinkrs::fatbin::is_fatbin(data) {
-        Some(input::FATBIN)
-    } else if data.get(..4) == Some(&nvlinkrs::ir::container::LTOIR_MAGIC.to_le_bytes()) {
-        Some(input::LTOIR)
-    } else if std::str::from_utf8(data.strip_suffix(b"\0").unwrap_or(data))
-        .is_ok_and(|t| t.contains(".target"))
-    {
-        Some(input::PTX)
-    } else {
-        None
+    use nvlinkrs::input::kind::Content;
+    use nvlinkrs::ir::container::IrFormat;
+    match nvlinkrs::input::kind::sniff(data) {
+        Content::Archive => Some(input::LIBRARY),
+        Content::DeviceElf => Some(input::CUBIN),
+        Content::HostElf => Some(input::OBJECT),
+        Content::Fatbin => Some(input::FATBIN),
+        Content::Ir(IrFormat::LtoIr) => Some(input::LTOIR),
+        Content::Ptx => Some(input::PTX),
+        _ => None,
     }
 }
 

@@ -56,6 +56,28 @@ pub fn replace_section(image: &[u8], origin: &str, name: &str, bytes: &[u8]) -> 
     if !old.has_bytes() {
         return Err(bad(format!("section '{name}' has no bytes")));
     }
+    let pieces = pieces(image, &view, target).map_err(bad)?;
+    let growth = bytes.len() as i128 - old.size as i128;
+    let (moved, end) = place(&pieces, target, growth).map_err(bad)?;
+    let out = write_moved(image, &view, target, bytes, &moved, end).map_err(bad)?;
+    // (what the file's own offsets made of it is checked as any input is: a section
+    // laid over the header made an image that was no ELF, found by the relayout fuzz
+    // target)
+    if let Err(e) = ElfView::parse(&out, origin) {
+        return Err(bad(format!(
+            "the image laid out again does not read back: {e}"
+        )));
+    }
+    Ok(out)
+}
+
+/// The pieces of `image`, sorted by offset: its sections with bytes (and memory-only
+/// ones placed in the file), its loaded segments' file parts and its two header tables;
+/// section `target` must not be loaded. A piece a length or offset read from the file
+/// puts outside it is refused.
+fn pieces(image: &[u8], view: &ElfView, target: usize) -> std::result::Result<Vec<Piece>, String> {
+    let old = &view.sections[target];
+    let name = &old.name;
     // (the header was checked by the parse: a 64-bit little-endian ELF whose tables lie
     // inside the file)
     let (phoff, shoff) = (field(image, 0x20, 8), field(image, 0x28, 8));
@@ -67,13 +89,13 @@ pub fn replace_section(image: &[u8], origin: &str, name: &str, bytes: &[u8]) -> 
                 .checked_add(phnum * 56)
                 .is_none_or(|e| e > image.len() as u64))
     {
-        return Err(bad("program headers outside the file".into()));
+        return Err("program headers outside the file".into());
     }
     for k in 0..phnum {
         let at = (phoff + k * 56) as usize;
         let (off, filesz) = (field(image, at + 8, 8), field(image, at + 32, 8));
         if filesz > 0 && off < old.offset + old.size && old.offset < off + filesz {
-            return Err(bad(format!("section '{name}' is loaded")));
+            return Err(format!("section '{name}' is loaded"));
         }
     }
     // (a memory-only section is a piece of no bytes: nvlink's writer still moves to its
@@ -134,35 +156,43 @@ pub fn replace_section(image: &[u8], origin: &str, name: &str, bytes: &[u8]) -> 
             .is_none_or(|e| e > image.len() as u64)
             || (p.offset < 64 && p.size > 0)
     }) {
-        return Err(bad(format!(
+        return Err(format!(
             "a piece at {:#x} of {:#x} bytes reaches past the file or into its header",
             p.offset, p.size
-        )));
+        ));
     }
     if !old.align.max(1).is_power_of_two()
         || pieces
             .iter()
             .any(|p| !p.align.is_power_of_two() || p.align > 1 << 20)
     {
-        return Err(bad(
-            "an alignment that is not a power of two up to 1 MiB".into()
-        ));
+        return Err("an alignment that is not a power of two up to 1 MiB".into());
     }
     // at one offset: pieces of no bytes first (placed before what follows them), then
     // larger ones (a view starting where its section starts comes after it)
     pieces.sort_by_key(|p| (p.offset, p.size != 0, std::cmp::Reverse(p.size)));
-    let growth = bytes.len() as i128 - old.size as i128;
+    Ok(pieces)
+}
+
+/// Each piece with its new offset, in order, and where the last ends: each at the next
+/// offset its alignment allows after the one before, section `target` `growth` bytes
+/// longer; a piece inside the one before moves with it.
+fn place(
+    pieces: &[Piece],
+    target: usize,
+    growth: i128,
+) -> std::result::Result<(Vec<(Piece, u64)>, u64), String> {
     // each piece's new offset; a piece inside the one before moves with it
     let (mut old_end, mut new_end, mut shift) = (0u64, 0u64, 0i128);
     let mut moved: Vec<(Piece, u64)> = Vec::with_capacity(pieces.len());
-    for p in &pieces {
+    for p in pieces {
         if p.offset < old_end && p.offset + p.size <= old_end && p.what != What::Section(target) {
             // (inside the piece before: a segment's section, a view)
             moved.push((*p, (p.offset as i128 + shift) as u64));
             continue;
         }
         if p.offset < old_end {
-            return Err(bad(format!("pieces at {:#x} and before overlap", p.offset)));
+            return Err(format!("pieces at {:#x} and before overlap", p.offset));
         }
         let at = if old_end == 0 {
             p.offset
@@ -178,10 +208,25 @@ pub fn replace_section(image: &[u8], origin: &str, name: &str, bytes: &[u8]) -> 
         new_end = at + size;
         moved.push((*p, at));
     }
+    Ok((moved, new_end))
+}
+
+/// The file the placed pieces make: each piece's bytes (section `target`'s replaced by
+/// `bytes`) at its new offset, the headers' offsets and the section's size mended.
+fn write_moved(
+    image: &[u8],
+    view: &ElfView,
+    target: usize,
+    bytes: &[u8],
+    moved: &[(Piece, u64)],
+    new_end: u64,
+) -> std::result::Result<Vec<u8>, String> {
+    let phnum = field(image, 0x38, 2);
+    let shentsize = field(image, 0x3A, 2);
     // (the ELF header; every piece starts after it)
     let mut out = vec![0u8; (new_end as usize).max(64)];
     out[..64].copy_from_slice(&image[..64]);
-    for (p, at) in &moved {
+    for (p, at) in moved {
         let at = *at as usize;
         let (from, len): (&[u8], usize) = match p.what {
             What::Section(k) if k == target => (bytes, bytes.len()),
@@ -192,10 +237,10 @@ pub fn replace_section(image: &[u8], origin: &str, name: &str, bytes: &[u8]) -> 
         };
         // (a piece inside the section replaced, which grew or shrank, has no place)
         let Some(to) = out.get_mut(at..at + len) else {
-            return Err(bad(format!(
+            return Err(format!(
                 "a piece at {:#x} lies inside the section replaced",
                 p.offset
-            )));
+            ));
         };
         to.copy_from_slice(from);
     }
@@ -212,7 +257,7 @@ pub fn replace_section(image: &[u8], origin: &str, name: &str, bytes: &[u8]) -> 
         if let Some(off) = new_of(What::Section(k)) {
             put(&mut out, at + 0x18, 8, off);
         } else {
-            put(&mut out, at + 0x18, 8, moved_offset(&moved, s.offset));
+            put(&mut out, at + 0x18, 8, moved_offset(moved, s.offset));
         }
         if k == target {
             put(&mut out, at + 0x20, 8, bytes.len() as u64);
@@ -223,16 +268,8 @@ pub fn replace_section(image: &[u8], origin: &str, name: &str, bytes: &[u8]) -> 
         for k in 0..phnum {
             let at = (ph + k * 56) as usize;
             let off = field(&out, at + 8, 8);
-            put(&mut out, at + 8, 8, moved_offset(&moved, off));
+            put(&mut out, at + 8, 8, moved_offset(moved, off));
         }
-    }
-    // (what the file's own offsets made of it is checked as any input is: a section
-    // laid over the header made an image that was no ELF, found by the relayout fuzz
-    // target)
-    if let Err(e) = ElfView::parse(&out, origin) {
-        return Err(bad(format!(
-            "the image laid out again does not read back: {e}"
-        )));
     }
     Ok(out)
 }

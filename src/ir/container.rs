@@ -12,7 +12,7 @@ use crate::ir::nvvm_container::NvvmContainer;
 pub const LTOIR_MAGIC: u32 = 0x7F4E_43ED;
 pub const NVVM_CONTAINER_MAGIC: u32 = 0x7F4E_5C7D;
 pub const NVVM_IR_MAGIC: u32 = 0x1EE5_5A01;
-const HEADER: usize = 24;
+use super::header::{HEADER, RawHeader};
 
 /// The newest versions this build knows (CUDA 13.5): a container with the same major
 /// and a newer minor is read with a warning; another major is refused.
@@ -195,7 +195,7 @@ fn header(data: &[u8], origin: &str, strict_ir: bool) -> Result<(IrHeader, Vec<S
         let warnings = c.warnings.clone();
         return Ok((nvvm_summary(format, c, data), warnings));
     }
-    if data.len() < HEADER {
+    let Some(raw) = RawHeader::read(data) else {
         return Err(malformed(
             origin,
             0,
@@ -204,18 +204,12 @@ fn header(data: &[u8], origin: &str, strict_ir: bool) -> Result<(IrHeader, Vec<S
                 data.len()
             ),
         ));
-    }
-    let b = |i: usize| data[i];
-    let (version, nvvm_ir_version, debug_version, llvm_version) =
-        ((b(4), b(5)), (b(6), b(7)), (b(8), b(9)), (b(10), b(11)));
+    };
+    let [version, nvvm_ir_version, debug_version, llvm_version] = raw.versions;
     // The 13.5 LTO IR container stores the header size at 0x0C and the IR level at 0x0E
     // (verified); cicc's NVVM container, as documented, the other way round.
-    let (header_size, ir_level) = (
-        data.u16_at(0x0C).unwrap_or(0),
-        data.u16_at(0x0E).unwrap_or(0),
-    );
-    let options_end = data.u32_at(0x10).unwrap_or(0);
-    let ir_offset = data.u32_at(0x14).unwrap_or(0);
+    let [header_size, ir_level] = raw.halves;
+    let [options_end, ir_offset] = raw.words;
     let len = data.len() as u64;
     if (header_size as usize) < HEADER || header_size as u64 > len {
         return Err(malformed(

@@ -5,6 +5,7 @@
 //! engine and to write a prelinked `.ltoir`. Compiling IR is `lto`'s.
 
 pub mod container;
+mod header;
 pub mod nvvm_container;
 pub mod nvvm_tags;
 pub mod obfuscation;

@@ -14,7 +14,7 @@ use crate::diag::{Result, malformed};
 
 pub const MAGIC: u32 = 0x7F4E_5C7D;
 pub const LEGACY_MAGIC: u32 = 0x1EE5_5A01;
-const HEADER: usize = 24;
+use super::header::{HEADER, RawHeader};
 
 /// The versions cicc 13.0 writes (seed 000): another major is refused, a newer minor
 /// read with a warning.
@@ -177,7 +177,7 @@ pub fn parse(data: &[u8], origin: &str) -> Result<NvvmContainer> {
     // a file offset from an offset in the container
     let at = |rel: u64| base as u64 + rel;
     let err = |rel: u64, what: String| malformed(origin, at(rel), what);
-    if h.len() < HEADER {
+    let Some(raw) = RawHeader::read(h) else {
         return Err(err(
             0,
             format!(
@@ -185,10 +185,8 @@ pub fn parse(data: &[u8], origin: &str) -> Result<NvvmContainer> {
                 h.len()
             ),
         ));
-    }
-    let pair = |i: usize| (h[i], h[i + 1]);
-    let (version, nvvm_ir_version, debug_version, llvm_version) =
-        (pair(4), pair(6), pair(8), pair(10));
+    };
+    let [version, nvvm_ir_version, debug_version, llvm_version] = raw.versions;
     let mut warnings = Vec::new();
     for (what, off, have, known) in [
         ("container", 4, version, KNOWN_CONTAINER),
@@ -221,10 +219,8 @@ pub fn parse(data: &[u8], origin: &str) -> Result<NvvmContainer> {
             ),
         ));
     }
-    let ir_level = h.u16_at(0x0C).unwrap_or(0);
-    let header_size = h.u16_at(0x0E).unwrap_or(0);
-    let scalar_end = h.u32_at(0x10).unwrap_or(0);
-    let blob_end = h.u32_at(0x14).unwrap_or(0);
+    let [ir_level, header_size] = raw.halves;
+    let [scalar_end, blob_end] = raw.words;
     let len = h.len() as u64;
     if (header_size as usize) < HEADER || header_size as u64 > len {
         return Err(err(

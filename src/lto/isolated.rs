@@ -179,6 +179,11 @@ fn answer(stdout: &[u8], diag: &Diagnostics) -> Result<LtoOutput> {
 
 /// The child's side: compiles the request with libNVVM and writes the answer.
 pub fn child_main(args: &[String]) -> i32 {
+    // (the answer goes out on a copy of stdout; stdout itself becomes stderr, so that
+    // what libNVVM, or a library standing in for it, prints cannot corrupt the answer)
+    let Some(mut answer_out) = answer_channel() else {
+        return 2;
+    };
     let mut input = Vec::new();
     if std::io::Read::read_to_end(&mut std::io::stdin(), &mut input).is_err() {
         return 2;
@@ -215,15 +220,29 @@ pub fn child_main(args: &[String]) -> i32 {
         }
     }
     let body = encode(frames.iter().map(|(k, v)| (k.as_str(), v.as_slice())));
-    let mut stdout = std::io::stdout().lock();
-    if stdout
+    if answer_out
         .write_all(&body)
-        .and_then(|_| stdout.flush())
+        .and_then(|_| answer_out.flush())
         .is_err()
     {
         return 2;
     }
     0
+}
+
+/// A copy of the child's stdout for its answer, with stdout (descriptor 1) then made a
+/// copy of stderr; none when the descriptors cannot be copied.
+fn answer_channel() -> Option<std::fs::File> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: dup and dup2 on the process's own standard descriptors; the copy is owned
+    // by the File alone.
+    unsafe {
+        let copy = libc::fcntl(1, libc::F_DUPFD_CLOEXEC, 3);
+        if copy < 0 || libc::dup2(2, 1) < 0 {
+            return None;
+        }
+        Some(std::fs::File::from_raw_fd(copy))
+    }
 }
 
 fn compile_here(

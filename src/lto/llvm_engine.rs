@@ -227,12 +227,9 @@ pub fn compile_in_process(
     pool: &crate::jobs::Jobs,
 ) -> Result<Vec<Vec<u8>>> {
     use inkwell::OptimizationLevel;
-    use inkwell::attributes::AttributeLoc;
     use inkwell::context::Context;
-    use inkwell::module::{FlagBehavior, Linkage, Module};
     use inkwell::passes::PassBuilderOptions;
     use inkwell::targets::{CodeModel, InitializationConfig, RelocMode, Target, TargetTriple};
-    use inkwell::values::BasicValue;
 
     let opts = parse_options(options)?;
     let modules = decode(body)?;
@@ -262,119 +259,14 @@ pub fn compile_in_process(
     let want_layout = layout.as_str().to_string_lossy().into_owned();
 
     let ctx = Context::create();
-    let read = |name: &str, data: &[u8]| read_in(&ctx, name, data);
-    let mut linked: Option<Module> = None;
-    // the first module that calls each function it does not define, for messages
-    let mut wanted_by: std::collections::HashMap<String, String> = Default::default();
-    // which unit defined each name: split parts follow units
-    let mut origins: std::collections::HashMap<String, usize> = Default::default();
-    for (unit, (name, data)) in modules.iter().enumerate() {
-        let m = read(name, data)?;
-        if opts.split > 1 {
-            super::llvm_split::record_origins(&mut origins, unit, &m);
-        }
-        for f in m.get_functions() {
-            if f.as_global_value().is_declaration() {
-                let fname = f.get_name().to_string_lossy().into_owned();
-                wanted_by.entry(fname).or_insert_with(|| name.clone());
-            }
-        }
-        let t = m.get_triple();
-        let t = t.as_str().to_string_lossy();
-        if !t.starts_with("nvptx64-") {
-            return Err(Error::fatal(format!(
-                "'{name}': LLVM bitcode for target '{t}'; only nvptx64 device code can be linked"
-            )));
-        }
-        let dl = m.get_data_layout().as_str().to_string_lossy().into_owned();
-        if !dl.is_empty() && dl != want_layout {
-            return Err(Error::fatal(format!(
-                "'{name}': data layout '{dl}' is not NVPTX64's '{want_layout}'"
-            )));
-        }
-        link_into(&mut linked, m, name)?;
-    }
-    let module = linked.expect("at least one module");
+    let (module, wanted_by, origins) = link_all(&ctx, &modules, &opts, &want_layout)?;
 
-    // libdevice, only when something still calls into it
-    let wants_libdevice = module.get_functions().any(|f| {
-        f.as_global_value().is_declaration() && f.get_name().to_bytes().starts_with(b"__nv_")
-    });
-    if let (true, Some(path)) = (wants_libdevice, libdevice) {
-        let data = std::fs::read(path).map_err(|e| {
-            Error::fatal(format!("cannot read libdevice '{}': {e}", path.display()))
-        })?;
-        let lib = read(&path.display().to_string(), &data)?;
-        lib.set_triple(&module.get_triple());
-        lib.set_data_layout(&module.get_data_layout());
-        module.link_in_module(lib).map_err(|e| {
-            Error::fatal(format!("cannot link libdevice: {}", e.to_string().trim()))
-        })?;
-    }
+    link_libdevice(&ctx, &module, libdevice)?;
 
-    // what the host (or, with --device-c, the other objects) can reach stays external
     let kernels = kernel_names(&module);
-    for f in module.get_functions() {
-        if f.as_global_value().is_declaration() {
-            continue;
-        }
-        let name = f.get_name().to_string_lossy().into_owned();
-        let keep = if kernels.contains(&name) {
-            opts.kernels.is_empty() || opts.kernels.iter().any(|p| crate::input::glob(p, &name))
-        } else {
-            opts.device_c && !name.starts_with("__nv_") && f.get_linkage() == Linkage::External
-        };
-        if !keep {
-            f.set_linkage(Linkage::Internal);
-        }
-    }
-    if !opts.variables.is_empty() {
-        for g in module.get_globals() {
-            let name = g.get_name().to_string_lossy().into_owned();
-            if !g.is_declaration()
-                && g.get_linkage() == Linkage::External
-                && !opts.variables.iter().any(|p| crate::input::glob(p, &name))
-            {
-                g.set_linkage(Linkage::Internal);
-            }
-        }
-    }
+    internalize(&module, &opts, &kernels);
 
-    // math settings: libdevice reads nvvm-reflect-ftz, the back end the denormal mode.
-    // The modules' own settings (clang writes both) stand unless -ftz was given.
-    if module.get_flag("nvvm-reflect-ftz").is_none() || opts.ftz.is_some() {
-        let ftz = opts.ftz.unwrap_or(false);
-        if module.get_flag("nvvm-reflect-ftz").is_none() {
-            module.add_basic_value_flag(
-                "nvvm-reflect-ftz",
-                FlagBehavior::Override,
-                ctx.i32_type().const_int(ftz as u64, false),
-            );
-        }
-        let denormal = if ftz {
-            "preserve-sign,preserve-sign"
-        } else {
-            "ieee,ieee"
-        };
-        for f in module.get_functions() {
-            if !f.as_global_value().is_declaration() {
-                f.add_attribute(
-                    AttributeLoc::Function,
-                    ctx.create_string_attribute("denormal-fp-math-f32", denormal),
-                );
-            }
-        }
-    }
-    if let Some(n) = opts.maxreg {
-        for f in module.get_functions() {
-            if kernels.contains(&f.get_name().to_string_lossy().into_owned()) {
-                f.add_attribute(
-                    AttributeLoc::Function,
-                    ctx.create_string_attribute("nvvm.maxnreg", &n.to_string()),
-                );
-            }
-        }
-    }
+    math_settings(&ctx, &module, &opts, &kernels);
     set_backend_options(&opts);
 
     module.set_triple(&triple);
@@ -402,35 +294,7 @@ pub fn compile_in_process(
                 e.to_string().trim()
             ))
         })?;
-    // a whole program must define everything it still calls (LLVM intrinsics aside)
-    if !opts.device_c {
-        let missing: Vec<String> = module
-            .get_functions()
-            .filter(|f| {
-                f.as_global_value().is_declaration()
-                    && f.as_global_value()
-                        .as_pointer_value()
-                        .get_first_use()
-                        .is_some()
-            })
-            .map(|f| f.get_name().to_string_lossy().into_owned())
-            // __nvvm_reflect: answered by the NVVMReflect pass (a split part's pipeline)
-            .filter(|n| !n.starts_with("llvm.") && n != "__nvvm_reflect")
-            .collect();
-        if let Some(first) = missing.first() {
-            let mut e = Error::fatal(format!(
-                "Undefined reference to '{first}' in '{}'",
-                wanted_by.get(first).map_or("<lto>", String::as_str)
-            ));
-            for m in &missing[1..] {
-                e = e.context(format!(
-                    "also undefined: '{m}' (in '{}')",
-                    wanted_by.get(m).map_or("<lto>", String::as_str)
-                ));
-            }
-            return Err(e);
-        }
-    }
+    check_defined(&module, &opts, &wanted_by)?;
 
     if let Err(e) = module.verify() {
         return Err(Error::fatal(format!(
@@ -504,6 +368,205 @@ pub fn compile_in_process(
         return pieces.into_iter().collect();
     }
     Ok(vec![emit_ptx(&tm, &module)?])
+}
+
+#[cfg(feature = "llvm")]
+/// The modules linked into one, in order: each must be NVPTX64 code of `want_layout`.
+/// Also returns, for messages, the first module that calls each function it does not
+/// define, and (split compiles) the unit that defined each name.
+#[allow(clippy::type_complexity)]
+fn link_all<'c>(
+    ctx: &'c inkwell::context::Context,
+    modules: &[(String, &[u8])],
+    opts: &LlvmOptions,
+    want_layout: &str,
+) -> Result<(
+    inkwell::module::Module<'c>,
+    std::collections::HashMap<String, String>,
+    std::collections::HashMap<String, usize>,
+)> {
+    use inkwell::module::Module;
+    let mut linked: Option<Module> = None;
+    // the first module that calls each function it does not define, for messages
+    let mut wanted_by: std::collections::HashMap<String, String> = Default::default();
+    // which unit defined each name: split parts follow units
+    let mut origins: std::collections::HashMap<String, usize> = Default::default();
+    for (unit, (name, data)) in modules.iter().enumerate() {
+        let m = read_in(ctx, name, data)?;
+        if opts.split > 1 {
+            super::llvm_split::record_origins(&mut origins, unit, &m);
+        }
+        for f in m.get_functions() {
+            if f.as_global_value().is_declaration() {
+                let fname = f.get_name().to_string_lossy().into_owned();
+                wanted_by.entry(fname).or_insert_with(|| name.clone());
+            }
+        }
+        let t = m.get_triple();
+        let t = t.as_str().to_string_lossy();
+        if !t.starts_with("nvptx64-") {
+            return Err(Error::fatal(format!(
+                "'{name}': LLVM bitcode for target '{t}'; only nvptx64 device code can be linked"
+            )));
+        }
+        let dl = m.get_data_layout().as_str().to_string_lossy().into_owned();
+        if !dl.is_empty() && dl != want_layout {
+            return Err(Error::fatal(format!(
+                "'{name}': data layout '{dl}' is not NVPTX64's '{want_layout}'"
+            )));
+        }
+        link_into(&mut linked, m, name)?;
+    }
+    let module = linked.expect("at least one module");
+    Ok((module, wanted_by, origins))
+}
+
+#[cfg(feature = "llvm")]
+/// libdevice linked into `module`, only when something still calls into it.
+fn link_libdevice<'c>(
+    ctx: &'c inkwell::context::Context,
+    module: &inkwell::module::Module<'c>,
+    libdevice: Option<&std::path::Path>,
+) -> Result<()> {
+    // libdevice, only when something still calls into it
+    let wants_libdevice = module.get_functions().any(|f| {
+        f.as_global_value().is_declaration() && f.get_name().to_bytes().starts_with(b"__nv_")
+    });
+    if let (true, Some(path)) = (wants_libdevice, libdevice) {
+        let data = std::fs::read(path).map_err(|e| {
+            Error::fatal(format!("cannot read libdevice '{}': {e}", path.display()))
+        })?;
+        let lib = read_in(ctx, &path.display().to_string(), &data)?;
+        lib.set_triple(&module.get_triple());
+        lib.set_data_layout(&module.get_data_layout());
+        module.link_in_module(lib).map_err(|e| {
+            Error::fatal(format!("cannot link libdevice: {}", e.to_string().trim()))
+        })?;
+    }
+    Ok(())
+}
+
+#[cfg(feature = "llvm")]
+/// What the host (or, with --device-c, the other objects) can reach stays external;
+/// the rest of `module` is made internal.
+fn internalize(
+    module: &inkwell::module::Module,
+    opts: &LlvmOptions,
+    kernels: &std::collections::BTreeSet<String>,
+) {
+    use inkwell::module::Linkage;
+    for f in module.get_functions() {
+        if f.as_global_value().is_declaration() {
+            continue;
+        }
+        let name = f.get_name().to_string_lossy().into_owned();
+        let keep = if kernels.contains(&name) {
+            opts.kernels.is_empty() || opts.kernels.iter().any(|p| crate::input::glob(p, &name))
+        } else {
+            opts.device_c && !name.starts_with("__nv_") && f.get_linkage() == Linkage::External
+        };
+        if !keep {
+            f.set_linkage(Linkage::Internal);
+        }
+    }
+    if !opts.variables.is_empty() {
+        for g in module.get_globals() {
+            let name = g.get_name().to_string_lossy().into_owned();
+            if !g.is_declaration()
+                && g.get_linkage() == Linkage::External
+                && !opts.variables.iter().any(|p| crate::input::glob(p, &name))
+            {
+                g.set_linkage(Linkage::Internal);
+            }
+        }
+    }
+}
+
+#[cfg(feature = "llvm")]
+/// The math settings (libdevice reads nvvm-reflect-ftz, the back end the denormal
+/// mode) and `-maxreg` put on `module`.
+fn math_settings<'c>(
+    ctx: &'c inkwell::context::Context,
+    module: &inkwell::module::Module<'c>,
+    opts: &LlvmOptions,
+    kernels: &std::collections::BTreeSet<String>,
+) {
+    use inkwell::attributes::AttributeLoc;
+    use inkwell::module::FlagBehavior;
+    // The modules' own settings (clang writes both) stand unless -ftz was given.
+    if module.get_flag("nvvm-reflect-ftz").is_none() || opts.ftz.is_some() {
+        let ftz = opts.ftz.unwrap_or(false);
+        if module.get_flag("nvvm-reflect-ftz").is_none() {
+            module.add_basic_value_flag(
+                "nvvm-reflect-ftz",
+                FlagBehavior::Override,
+                ctx.i32_type().const_int(ftz as u64, false),
+            );
+        }
+        let denormal = if ftz {
+            "preserve-sign,preserve-sign"
+        } else {
+            "ieee,ieee"
+        };
+        for f in module.get_functions() {
+            if !f.as_global_value().is_declaration() {
+                f.add_attribute(
+                    AttributeLoc::Function,
+                    ctx.create_string_attribute("denormal-fp-math-f32", denormal),
+                );
+            }
+        }
+    }
+    if let Some(n) = opts.maxreg {
+        for f in module.get_functions() {
+            if kernels.contains(&f.get_name().to_string_lossy().into_owned()) {
+                f.add_attribute(
+                    AttributeLoc::Function,
+                    ctx.create_string_attribute("nvvm.maxnreg", &n.to_string()),
+                );
+            }
+        }
+    }
+}
+
+#[cfg(feature = "llvm")]
+/// A whole program must define everything it still calls (LLVM intrinsics aside):
+/// the first function it does not, and who wanted it, is the error.
+fn check_defined(
+    module: &inkwell::module::Module,
+    opts: &LlvmOptions,
+    wanted_by: &std::collections::HashMap<String, String>,
+) -> Result<()> {
+    use inkwell::values::BasicValue;
+    if !opts.device_c {
+        let missing: Vec<String> = module
+            .get_functions()
+            .filter(|f| {
+                f.as_global_value().is_declaration()
+                    && f.as_global_value()
+                        .as_pointer_value()
+                        .get_first_use()
+                        .is_some()
+            })
+            .map(|f| f.get_name().to_string_lossy().into_owned())
+            // __nvvm_reflect: answered by the NVVMReflect pass (a split part's pipeline)
+            .filter(|n| !n.starts_with("llvm.") && n != "__nvvm_reflect")
+            .collect();
+        if let Some(first) = missing.first() {
+            let mut e = Error::fatal(format!(
+                "Undefined reference to '{first}' in '{}'",
+                wanted_by.get(first).map_or("<lto>", String::as_str)
+            ));
+            for m in &missing[1..] {
+                e = e.context(format!(
+                    "also undefined: '{m}' (in '{}')",
+                    wanted_by.get(m).map_or("<lto>", String::as_str)
+                ));
+            }
+            return Err(e);
+        }
+    }
+    Ok(())
 }
 
 #[cfg(feature = "llvm")]

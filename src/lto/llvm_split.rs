@@ -215,7 +215,41 @@ pub fn partition(
     if has_alias {
         return Ok(vec![module.write_bitcode_to_memory().as_slice().to_vec()]);
     }
-    // the definitions, functions first, each in module order
+    let mut nodes = nodes_of(module);
+    let owner = owners(&mut nodes, origins, spread);
+    let parts = reach(&nodes, &owner);
+
+    // internal roots used from another part become external
+    for (key, set) in &parts {
+        for &i in set {
+            if !nodes[i].copied && owner[i] != Some(*key) && is_local(nodes[i].value) {
+                // SAFETY: changes the linkage of a live global value of `module`.
+                unsafe {
+                    LLVMSetLinkage(nodes[i].value, LLVMLinkage::LLVMExternalLinkage);
+                    LLVMSetVisibility(
+                        nodes[i].value,
+                        llvm_sys::LLVMVisibility::LLVMHiddenVisibility,
+                    );
+                }
+            }
+        }
+    }
+
+    let mut out = Vec::new();
+    for (key, set) in &parts {
+        let keep: BTreeSet<&str> = set
+            .iter()
+            .filter(|&&i| nodes[i].copied || owner[i] == Some(*key))
+            .map(|&i| nodes[i].name.as_str())
+            .collect();
+        out.push(cut(module, &keep));
+    }
+    Ok(out)
+}
+
+/// The definitions of `module`, functions first, each in module order, with what each
+/// refers to.
+fn nodes_of(module: &Module) -> Vec<Node> {
     let mut nodes: Vec<Node> = Vec::new();
     for f in module.get_functions() {
         if !f.as_global_value().is_declaration() {
@@ -259,56 +293,75 @@ pub fn partition(
         refs.dedup();
         n.refs = refs;
     }
+    nodes
+}
 
+/// Root functions by unit, each unit cut into buckets: each function's part (unit,
+/// bucket), `None` for what is copied and for variables.
+fn place_functions(
+    nodes: &[Node],
+    origins: &HashMap<String, usize>,
+    spread: usize,
+) -> Vec<Option<(usize, usize)>> {
     let unit_of = |n: &Node| origins.get(&n.name).copied().unwrap_or(NO_UNIT);
-    // root functions by unit, each unit cut into buckets
-    let place_functions = |nodes: &[Node]| -> Vec<Option<(usize, usize)>> {
-        let mut by_unit: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
-        for (i, n) in nodes.iter().enumerate() {
-            if n.function && !n.copied {
-                by_unit.entry(unit_of(n)).or_default().push(i);
-            }
+    let mut by_unit: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    for (i, n) in nodes.iter().enumerate() {
+        if n.function && !n.copied {
+            by_unit.entry(unit_of(n)).or_default().push(i);
         }
-        let total: usize = by_unit.values().map(Vec::len).sum();
-        let mut owner = vec![None; nodes.len()];
-        for (&unit, roots) in &by_unit {
-            let by_size = roots.len().div_ceil(ROOTS_PER_PART);
-            let by_spread = (spread * roots.len()).div_ceil(total.max(1));
-            let buckets = by_size.max(by_spread).clamp(1, roots.len());
-            for &i in roots {
-                owner[i] = Some((unit, bucket_of(&nodes[i].name, buckets)));
-            }
+    }
+    let total: usize = by_unit.values().map(Vec::len).sum();
+    let mut owner = vec![None; nodes.len()];
+    for (&unit, roots) in &by_unit {
+        let by_size = roots.len().div_ceil(ROOTS_PER_PART);
+        let by_spread = (spread * roots.len()).div_ceil(total.max(1));
+        let buckets = by_size.max(by_spread).clamp(1, roots.len());
+        for &i in roots {
+            owner[i] = Some((unit, bucket_of(&nodes[i].name, buckets)));
         }
-        owner
-    };
-    // what each part reaches from its roots, stopping at other roots
-    let reach = |nodes: &[Node],
-                 owner: &[Option<(usize, usize)>]|
-     -> BTreeMap<(usize, usize), BTreeSet<usize>> {
-        let mut parts: BTreeMap<(usize, usize), BTreeSet<usize>> = BTreeMap::new();
-        for (i, o) in owner.iter().enumerate() {
-            let Some(key) = o else { continue };
-            let seen = parts.entry(*key).or_default();
-            let mut stack = vec![i];
-            while let Some(j) = stack.pop() {
-                if !seen.insert(j) {
-                    continue;
+    }
+    owner
+}
+
+/// What each part reaches from its roots, stopping at other roots.
+fn reach(
+    nodes: &[Node],
+    owner: &[Option<(usize, usize)>],
+) -> BTreeMap<(usize, usize), BTreeSet<usize>> {
+    let mut parts: BTreeMap<(usize, usize), BTreeSet<usize>> = BTreeMap::new();
+    for (i, o) in owner.iter().enumerate() {
+        let Some(key) = o else { continue };
+        let seen = parts.entry(*key).or_default();
+        let mut stack = vec![i];
+        while let Some(j) = stack.pop() {
+            if !seen.insert(j) {
+                continue;
+            }
+            for &r in &nodes[j].refs {
+                if nodes[r].copied {
+                    stack.push(r);
+                } else {
+                    seen.insert(r);
                 }
-                for &r in &nodes[j].refs {
-                    if nodes[r].copied {
-                        stack.push(r);
-                    } else {
-                        seen.insert(r);
-                    }
-                }
             }
         }
-        parts
-    };
+    }
+    parts
+}
+
+/// Each node's part: functions by unit and bucket (a large helper that several parts
+/// reach shared, no longer copied), root variables in the first part that uses them,
+/// else their unit's first part.
+fn owners(
+    nodes: &mut [Node],
+    origins: &HashMap<String, usize>,
+    spread: usize,
+) -> Vec<Option<(usize, usize)>> {
+    let unit_of = |n: &Node| origins.get(&n.name).copied().unwrap_or(NO_UNIT);
     // a large helper that several parts reach is shared instead of copied
-    let mut owner = place_functions(&nodes);
+    let mut owner = place_functions(nodes, origins, spread);
     let mut reached_by = vec![0usize; nodes.len()];
-    for set in reach(&nodes, &owner).values() {
+    for set in reach(nodes, &owner).values() {
         for &i in set {
             reached_by[i] += 1;
         }
@@ -321,10 +374,10 @@ pub fn partition(
         }
     }
     if changed {
-        owner = place_functions(&nodes);
+        owner = place_functions(nodes, origins, spread);
     }
     // root variables: the first part that uses them, else their unit's first part
-    let first = reach(&nodes, &owner);
+    let first = reach(nodes, &owner);
     for i in 0..nodes.len() {
         if nodes[i].function || nodes[i].copied {
             continue;
@@ -332,34 +385,7 @@ pub fn partition(
         let user = first.iter().find(|(_, s)| s.contains(&i)).map(|(k, _)| *k);
         owner[i] = Some(user.unwrap_or((unit_of(&nodes[i]), 0)));
     }
-    let parts = reach(&nodes, &owner);
-
-    // internal roots used from another part become external
-    for (key, set) in &parts {
-        for &i in set {
-            if !nodes[i].copied && owner[i] != Some(*key) && is_local(nodes[i].value) {
-                // SAFETY: changes the linkage of a live global value of `module`.
-                unsafe {
-                    LLVMSetLinkage(nodes[i].value, LLVMLinkage::LLVMExternalLinkage);
-                    LLVMSetVisibility(
-                        nodes[i].value,
-                        llvm_sys::LLVMVisibility::LLVMHiddenVisibility,
-                    );
-                }
-            }
-        }
-    }
-
-    let mut out = Vec::new();
-    for (key, set) in &parts {
-        let keep: BTreeSet<&str> = set
-            .iter()
-            .filter(|&&i| nodes[i].copied || owner[i] == Some(*key))
-            .map(|&i| nodes[i].name.as_str())
-            .collect();
-        out.push(cut(module, &keep));
-    }
-    Ok(out)
+    owner
 }
 
 /// A copy of `module` that defines only `keep`; what it still uses of the rest it

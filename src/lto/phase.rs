@@ -248,7 +248,7 @@ fn assemble(
     let (req, diag) = (plan.req, ctx.diag);
     let split = lto_out.ptx.len() > 1;
     // (libnvJitLink links the kernels of a libcudadevrt its caller gave beside a whole
-    // program too: its output is merged with them, see `assemble::drop_unused_system`)
+    // program too: its output is merged with them, see `assemble::drop_unused_cudadevrt`)
     // (a function of a bitcode library that libNVVM left a call is compiled as the
     // library's own archive has it, called: ptxas's whole-program mode inlined NVSHMEM's
     // transfer functions into the kernel, at 2.3 times ptxas' time; nvlink links no
@@ -351,7 +351,7 @@ fn relocatable_outcome(cubins: Vec<Vec<u8>>, pool: &Pool) -> Result<LtoOutcome> 
             let cubin = elf::cubin::Cubin::parse(bytes::Bytes::from_vec(c), "lto.cubin")?;
             Ok(merge::Input {
                 cubin,
-                system: false,
+                cudadevrt: false,
             })
         })
         .collect::<Result<Vec<_>>>()?;

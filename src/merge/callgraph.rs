@@ -116,7 +116,7 @@ impl<'a> Merger<'a> {
                 };
                 // (libnvJitLink lists them by input, libNVVM's output after the other
                 // inputs: libcudadevrt's kernels before an LTO program's)
-                if group == 2 && self.inputs[i].system && !self.opts.jit_note {
+                if group == 2 && self.inputs[i].cudadevrt && !self.opts.jit_note {
                     system_callers.insert(oa as u32 + 1);
                 }
                 first_input.entry(oa as u32 + 1).or_insert_with(|| {

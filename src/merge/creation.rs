@@ -39,255 +39,314 @@ pub(super) type Created = (Name, Option<SymKey>);
 /// The linker's own tables, made after every input's sections.
 const LAST: [&str; 3] = [".nv.callgraph", ".nv.prototype", ".nv.rel.action"];
 
+/// The creation list as it is made: each name once (a local function's sections under
+/// `copy_name` where another input's function of the same name made them first).
+#[derive(Default)]
+struct Made {
+    names: Vec<Created>,
+    seen: HashMap<Name, usize>,
+    /// A local function's section names and the input whose copy made them first.
+    first_copy: HashMap<Name, usize>,
+}
+
+impl Made {
+    /// Section name `n` where nvlink makes it, unless made before; `copy`: a local
+    /// function's sections, of that input (-G units' own `__assert_fail`,
+    /// `__fAtomicAdd`).
+    fn add(&mut self, n: Name, copy: Option<usize>) {
+        let n = match (self.seen.contains_key(&n), copy) {
+            (false, _) => {
+                if let Some(i) = copy {
+                    self.first_copy.insert(n.clone(), i);
+                }
+                n
+            }
+            (true, Some(i)) if self.first_copy.get(&n).is_some_and(|&j| j != i) => copy_name(&n, i),
+            _ => return,
+        };
+        if let std::collections::hash_map::Entry::Vacant(v) = self.seen.entry(n) {
+            self.names.push((v.key().clone(), None));
+            v.insert(self.names.len() - 1);
+        }
+    }
+
+    /// A local function's or data object's symbol (and name) here.
+    fn local(&mut self, name: Name, key: SymKey) {
+        self.names.push((name, Some(key)));
+    }
+}
+
+/// What holds for every input of the link: whether the parameter banks' `.rel` twins
+/// and `.nv.rel.action` are made (not under -r), and whether the host objects' tables
+/// decide the kernels.
+#[derive(Clone, Copy)]
+struct Rules {
+    twins: bool,
+    tables: bool,
+}
+
 impl<'a> Merger<'a> {
     /// Section names in nvlink's creation order, each once, and between them the local
     /// functions and data objects where nvlink meets them (`Some`: their symbols, and
     /// in `.strtab` the names of those the image keeps, come there).
     /// Also returns where each section name comes in the list.
     pub(super) fn created_sections(&self) -> (Vec<Created>, HashMap<Name, usize>) {
-        let mut names: Vec<Created> = Vec::new();
-        let mut seen: HashMap<Name, usize> = HashMap::default();
-        // (a local function's sections, `copy` its input: where another input's local
-        // function of the same name made the name first, this copy's sections come
-        // where nvlink makes them, under a name `copy_name` marks; -G units' own
-        // `__assert_fail`, `__fAtomicAdd`)
-        let mut first_copy: HashMap<Name, usize> = HashMap::default();
-        let mut add = |n: Name, names: &mut Vec<Created>, copy: Option<usize>| {
-            let n = match (seen.contains_key(&n), copy) {
-                (false, _) => {
-                    if let Some(i) = copy {
-                        first_copy.insert(n.clone(), i);
-                    }
-                    n
-                }
-                (true, Some(i)) if first_copy.get(&n).is_some_and(|&j| j != i) => copy_name(&n, i),
-                _ => return,
-            };
-            if let std::collections::hash_map::Entry::Vacant(v) = seen.entry(n) {
-                names.push((v.key().clone(), None));
-                v.insert(names.len() - 1);
-            }
-        };
-        let local_copy =
-            |i: usize, f: FuncId| (self.sym(self.funcs[f].key).bind == STB_LOCAL).then_some(i);
+        let mut made = Made::default();
         for n in FIRST {
             // (`.nv.compat` where the image has one: none below sm_80)
             if n != ".nv.compat" || self.out.iter().any(|s| s.name == n) {
-                add(Name::from(n), &mut names, None);
+                made.add(Name::from(n), None);
             }
         }
-        // (a parameter bank's `.rel` twin, and `.nv.rel.action`, are not made under -r)
-        let twins = !self.opts.relocatable;
-        // (under -r a kernel the filter drops stays, made as a plain function is; so
-        // does one `-kernels-used` drops under --preserve-relocs without -g, not one the
-        // host objects' tables leave out)
-        let tables = self.opts.kernels.as_ref().is_none_or(|k| k.tables);
-        let entry = |f: FuncId| {
-            self.funcs[f].entry
-                && ((twins && (tables || !self.preserving_only()) && !self.lto_unlisted(f))
-                    || self.kernel_kept(f))
+        let rules = Rules {
+            // (a parameter bank's `.rel` twin, and `.nv.rel.action`, are not made under -r)
+            twins: !self.opts.relocatable,
+            // (under -r a kernel the filter drops stays, made as a plain function is;
+            // so does one `-kernels-used` drops under --preserve-relocs without -g, not
+            // one the host objects' tables leave out)
+            tables: self.opts.kernels.as_ref().is_none_or(|k| k.tables),
         };
-        for (i, inp) in self.inputs.iter().enumerate() {
-            let c = &inp.cubin;
-            let sections = || {
-                c.symbols
-                    .iter()
-                    .filter(|s| s.ty == STT_SECTION)
-                    .filter_map(|s| Some((s.shndx as usize, c.sections.get(s.shndx as usize)?)))
-            };
-            let live_code = |si: usize| {
-                self.func_of_text
-                    .get(&SecKey::new(i, si))
-                    .copied()
-                    .filter(|&f| self.live[f])
-            };
-            let fn_name = |f: FuncId| self.sym(self.funcs[f].key).name.as_str();
+        for i in 0..self.inputs.len() {
             // (a copy a later input's replaced: nvlink made its sections here, and the
             // kept copy's bytes went into them; by its code section)
             let taken_over = self.taken_over(i);
-            // (a section of such a copy's: its constant bank, relocations)
-            let over_of = |si: usize| {
-                c.sections.get(si).is_some_and(|s| {
-                    (s.flags & SHF_INFO_LINK != 0 || matches!(s.ty, SHT_RELA | SHT_REL))
-                        && taken_over.contains_key(&(s.info as usize))
-                })
-            };
-            // (a device function's bank 2 and its relocations: nvlink makes no section
-            // of their names, `bank2.rs`)
-            let dropped = |si: usize| {
-                self.is_dropped_function_section(i, si) && !over_of(si)
-                    || self.is_function_bank2(i, si)
-            };
-            // the code of each live function, in function symbol order; a kernel's info
-            // and window with it
-            let mut any_code = false;
-            for (s, at) in self.func_at[i].iter().enumerate() {
-                let Some(f) = *at else {
-                    let over = (c.symbols.get(s))
-                        .filter(|sym| sym.ty == STT_FUNC)
-                        .map(|sym| sym.shndx as usize);
-                    if let Some((&f, t)) = over.and_then(|t| Some((taken_over.get(&t)?, t))) {
-                        any_code = true;
-                        add(c.sections[t].name.clone(), &mut names, None);
-                        if entry(f) {
-                            add(concat(".nv.info.", fn_name(f)), &mut names, None);
-                            add(concat(".nv.shared.", fn_name(f)), &mut names, None);
-                        }
-                    }
-                    continue;
-                };
-                if self.dropped_by_host_tables(f) {
-                    add(concat(".nv.shared.", fn_name(f)), &mut names, None);
-                }
-                if let Some(s) = c.sections.get(self.funcs[f].text)
-                    && self.live[f]
-                {
-                    // (a local function's symbol, and name, before its code)
-                    any_code = true;
-                    let key = self.funcs[f].key;
-                    if self.sym(key).bind == STB_LOCAL {
-                        names.push((self.sym(key).name.clone(), Some(key)));
-                    }
-                    add(s.name.clone(), &mut names, local_copy(i, f));
-                    if entry(f) {
-                        add(concat(".nv.info.", fn_name(f)), &mut names, None);
-                        add(concat(".nv.shared.", fn_name(f)), &mut names, None);
-                    }
-                }
-            }
-            // the sections the data objects lie in, in symbol order (an undefined
-            // dynamic shared array's is `.nv_debug.shared`)
-            for (si, sym) in c.symbols.iter().enumerate() {
-                if kind(sym) != Kind::Data {
-                    continue;
-                }
-                // (a removed kernel of libNVVM's output the host tables leave out: nvlink
-                // makes the `.nv.shared.<k>` its own shared arrays lie in here, generated
-                // program 11; not its parameter bank, program 2 at sm_80)
-                let unlisted = |si: usize| {
-                    c.sections
-                        .get(si)
-                        .is_some_and(|s| s.name.starts_with(".nv.shared."))
-                        && (self.owner(i, si))
-                            .is_some_and(|f| !self.live[f] && self.lto_unlisted(f))
-                };
-                // (a kernel `-kernels-used` removed names the window its own `__shared__`
-                // array lies in here, though nothing of it is kept: sweep 45's `histo`)
-                let window = (c.sections.get(sym.shndx as usize))
-                    .filter(|s| s.name.starts_with(".nv.shared.") && twins && sym.defined());
-                if let Some(s) = window
-                    && (self.owner(i, sym.shndx as usize)).is_some_and(|f| {
-                        self.funcs[f].entry && !self.live[f] && !self.lto_unlisted(f)
-                    })
-                {
-                    add(s.name.clone(), &mut names, None);
-                    continue;
-                }
-                let name: Name = match c.sections.get(sym.shndx as usize) {
-                    _ if is_dynamic_shared(sym) => ".nv_debug.shared".into(),
-                    Some(s) if sym.defined() && !dropped(sym.shndx as usize) => s.name.clone(),
-                    Some(s) if sym.defined() && unlisted(sym.shndx as usize) => s.name.clone(),
-                    _ => {
-                        // (libcudadevrt's undefined local `.nv.ptx.const0.size`, which -r
-                        // keeps, where it comes among them; under -r a local of a replaced
-                        // function's bank too, `symbols::kept_copy_of`)
-                        let replaced_local = !twins && sym.bind == STB_LOCAL && sym.defined();
-                        if replaced_local || super::devrt::is_linker_symbol(sym) {
-                            names.push((sym.name.clone(), Some(SymKey::new(i, si))));
-                        }
-                        continue;
-                    }
-                };
-                if self
-                    .owner(i, sym.shndx as usize)
-                    .is_some_and(|f| !self.live[f])
-                    && !unlisted(sym.shndx as usize)
-                {
-                    continue;
-                }
-                let bank = name.starts_with(".nv.constant0.") && twins;
-                if bank {
-                    let rel = concat(".rel", &name);
-                    add(name, &mut names, None);
-                    add(rel, &mut names, None);
-                } else {
-                    add(name, &mut names, None);
-                }
-                if sym.bind == STB_LOCAL {
-                    names.push((sym.name.clone(), Some(SymKey::new(i, si))));
-                }
-            }
+            let any_code = self.created_code(i, &taken_over, rules, &mut made);
+            self.created_data(i, &taken_over, rules, &mut made);
             // (an input without device code has an empty `.debug_frame` and no section
             // symbol for it: nvlink makes it here all the same; one with code has one)
-            if !any_code && let Some(s) = unnamed_debug_frame(c) {
-                add(Name::from(s), &mut names, None);
+            if !any_code && let Some(s) = unnamed_debug_frame(&self.inputs[i].cubin) {
+                made.add(Name::from(s), None);
             }
-            // the other sections named by section symbols
-            for (si, s) in self.by_section_symbols(i) {
-                let skip = s.flags & SHF_EXECINSTR != 0
-                    || matches!(
-                        s.ty,
-                        SHT_NOTE | SHT_CUDA_INFO | SHT_CUDA_CALLGRAPH | SHT_CUDA_PROTOTYPE
-                    )
-                    || s.name.starts_with(".nv.merc.")
-                    || s.name.starts_with(".nv.capmerc.")
-                    || dropped(si)
-                    || self.owner(i, si).is_some_and(|f| !self.live[f]);
-                if skip {
-                    continue;
-                }
-                add(s.name.clone(), &mut names, None);
-                if s.name.starts_with(".nv.constant0.") && twins {
-                    add(concat(".rel", &s.name), &mut names, None);
-                }
-            }
-            // the other live functions' info
-            for (si, _) in sections() {
-                let f = live_code(si).or_else(|| taken_over.get(&si).copied());
-                if let Some(f) = f.filter(|&f| !entry(f)) {
-                    add(
-                        concat(".nv.info.", fn_name(f)),
-                        &mut names,
-                        local_copy(i, f),
-                    );
-                }
-            }
-            // relocation sections, in section order (not those of bank-2 data, a
-            // kernel's own included, in an executable link below sm_100: nvlink does not
-            // make them; at sm_100+ a kernel's stays, empty, beside its Mercury twin's)
-            let of_bank2 = |s: &Section| {
-                twins
-                    && !self.mercury_layout
-                    && (c.sections.get(s.info as usize))
-                        .is_some_and(|t| constant_bank(t.ty) == Some(2))
-            };
-            for (si, s) in c.sections.iter().enumerate() {
-                if matches!(s.ty, SHT_RELA | SHT_REL)
-                    && !s.name.starts_with(".nv.merc.")
-                    && !dropped(si)
-                    && !of_bank2(s)
-                {
-                    let copy = (self.owner(i, si)).and_then(|f| local_copy(i, f));
-                    add(s.name.clone(), &mut names, copy);
-                    if let Some(n) = self.resolved_twin(&s.name) {
-                        add(n.into(), &mut names, copy);
-                    }
-                }
-            }
+            self.created_rest(i, &taken_over, rules, &mut made);
         }
         for n in LAST {
             if n == ".nv.rel.action" {
                 // (the kernels' banks `bank2` made, where nvlink makes them)
                 for &id in &self.bank2.made {
-                    add(self.out[id].name.clone(), &mut names, None);
+                    made.add(self.out[id].name.clone(), None);
                 }
-                if !twins {
+                if !rules.twins {
                     continue;
                 }
             }
-            add(Name::from(n), &mut names, None);
+            made.add(Name::from(n), None);
         }
-        (names, seen)
+        (made.names, made.seen)
+    }
+
+    /// Whether function `f` is made as a kernel (its `.nv.info.<k>` and `.nv.shared.<k>`
+    /// with its code).
+    fn made_as_entry(&self, f: FuncId, rules: Rules) -> bool {
+        self.funcs[f].entry
+            && ((rules.twins && (rules.tables || !self.preserving_only()) && !self.lto_unlisted(f))
+                || self.kernel_kept(f))
+    }
+
+    /// Input `i` when function `f` is a local one: its sections are that input's copy.
+    fn local_copy(&self, i: usize, f: FuncId) -> Option<usize> {
+        (self.sym(self.funcs[f].key).bind == STB_LOCAL).then_some(i)
+    }
+
+    /// Whether input `i`'s section `si` is one nvlink makes no section of its name for:
+    /// a dropped function's (not one of a copy a later input's replaced: its constant
+    /// bank, relocations), or a device function's bank 2 and its relocations
+    /// (`bank2.rs`).
+    fn made_none(&self, i: usize, si: usize, taken_over: &HashMap<usize, FuncId>) -> bool {
+        let c = &self.inputs[i].cubin;
+        let over = c.sections.get(si).is_some_and(|s| {
+            (s.flags & SHF_INFO_LINK != 0 || matches!(s.ty, SHT_RELA | SHT_REL))
+                && taken_over.contains_key(&(s.info as usize))
+        });
+        self.is_dropped_function_section(i, si) && !over || self.is_function_bank2(i, si)
+    }
+
+    /// Input `i`'s code of each live function, in function symbol order, a kernel's
+    /// info and window with it; whether it had any.
+    fn created_code(
+        &self,
+        i: usize,
+        taken_over: &HashMap<usize, FuncId>,
+        rules: Rules,
+        made: &mut Made,
+    ) -> bool {
+        let c = &self.inputs[i].cubin;
+        let fn_name = |f: FuncId| self.sym(self.funcs[f].key).name.as_str();
+        let mut any_code = false;
+        for (s, at) in self.func_at[i].iter().enumerate() {
+            let Some(f) = *at else {
+                let over = (c.symbols.get(s))
+                    .filter(|sym| sym.ty == STT_FUNC)
+                    .map(|sym| sym.shndx as usize);
+                if let Some((&f, t)) = over.and_then(|t| Some((taken_over.get(&t)?, t))) {
+                    any_code = true;
+                    made.add(c.sections[t].name.clone(), None);
+                    if self.made_as_entry(f, rules) {
+                        made.add(concat(".nv.info.", fn_name(f)), None);
+                        made.add(concat(".nv.shared.", fn_name(f)), None);
+                    }
+                }
+                continue;
+            };
+            if self.dropped_by_host_tables(f) {
+                made.add(concat(".nv.shared.", fn_name(f)), None);
+            }
+            if let Some(s) = c.sections.get(self.funcs[f].text)
+                && self.live[f]
+            {
+                // (a local function's symbol, and name, before its code)
+                any_code = true;
+                let key = self.funcs[f].key;
+                if self.sym(key).bind == STB_LOCAL {
+                    made.local(self.sym(key).name.clone(), key);
+                }
+                made.add(s.name.clone(), self.local_copy(i, f));
+                if self.made_as_entry(f, rules) {
+                    made.add(concat(".nv.info.", fn_name(f)), None);
+                    made.add(concat(".nv.shared.", fn_name(f)), None);
+                }
+            }
+        }
+        any_code
+    }
+
+    /// Input `i`'s sections its data objects lie in, in symbol order (an undefined
+    /// dynamic shared array's is `.nv_debug.shared`).
+    fn created_data(
+        &self,
+        i: usize,
+        taken_over: &HashMap<usize, FuncId>,
+        rules: Rules,
+        made: &mut Made,
+    ) {
+        let c = &self.inputs[i].cubin;
+        let twins = rules.twins;
+        for (si, sym) in c.symbols.iter().enumerate() {
+            if kind(sym) != Kind::Data {
+                continue;
+            }
+            // (a removed kernel of libNVVM's output the host tables leave out: nvlink
+            // makes the `.nv.shared.<k>` its own shared arrays lie in here, generated
+            // program 11; not its parameter bank, program 2 at sm_80)
+            let unlisted = |si: usize| {
+                c.sections
+                    .get(si)
+                    .is_some_and(|s| s.name.starts_with(".nv.shared."))
+                    && (self.owner(i, si)).is_some_and(|f| !self.live[f] && self.lto_unlisted(f))
+            };
+            // (a kernel `-kernels-used` removed names the window its own `__shared__`
+            // array lies in here, though nothing of it is kept: sweep 45's `histo`)
+            let window = (c.sections.get(sym.shndx as usize))
+                .filter(|s| s.name.starts_with(".nv.shared.") && twins && sym.defined());
+            if let Some(s) = window
+                && (self.owner(i, sym.shndx as usize))
+                    .is_some_and(|f| self.funcs[f].entry && !self.live[f] && !self.lto_unlisted(f))
+            {
+                made.add(s.name.clone(), None);
+                continue;
+            }
+            let name: Name = match c.sections.get(sym.shndx as usize) {
+                _ if is_dynamic_shared(sym) => ".nv_debug.shared".into(),
+                Some(s) if sym.defined() && !self.made_none(i, sym.shndx as usize, taken_over) => {
+                    s.name.clone()
+                }
+                Some(s) if sym.defined() && unlisted(sym.shndx as usize) => s.name.clone(),
+                _ => {
+                    // (libcudadevrt's undefined local `.nv.ptx.const0.size`, which -r
+                    // keeps, where it comes among them; under -r a local of a replaced
+                    // function's bank too, `symbols::kept_copy_of`)
+                    let replaced_local = !twins && sym.bind == STB_LOCAL && sym.defined();
+                    if replaced_local || super::cudadevrt::is_linker_symbol(sym) {
+                        made.local(sym.name.clone(), SymKey::new(i, si));
+                    }
+                    continue;
+                }
+            };
+            if self
+                .owner(i, sym.shndx as usize)
+                .is_some_and(|f| !self.live[f])
+                && !unlisted(sym.shndx as usize)
+            {
+                continue;
+            }
+            let bank = name.starts_with(".nv.constant0.") && twins;
+            if bank {
+                let rel = concat(".rel", &name);
+                made.add(name, None);
+                made.add(rel, None);
+            } else {
+                made.add(name, None);
+            }
+            if sym.bind == STB_LOCAL {
+                made.local(sym.name.clone(), SymKey::new(i, si));
+            }
+        }
+    }
+
+    /// Input `i`'s other sections named by section symbols, its other live functions'
+    /// info, then its relocation sections in section order.
+    fn created_rest(
+        &self,
+        i: usize,
+        taken_over: &HashMap<usize, FuncId>,
+        rules: Rules,
+        made: &mut Made,
+    ) {
+        let c = &self.inputs[i].cubin;
+        let twins = rules.twins;
+        let dropped = |si: usize| self.made_none(i, si, taken_over);
+        // the other sections named by section symbols
+        for (si, s) in self.by_section_symbols(i) {
+            let skip = s.flags & SHF_EXECINSTR != 0
+                || matches!(
+                    s.ty,
+                    SHT_NOTE | SHT_CUDA_INFO | SHT_CUDA_CALLGRAPH | SHT_CUDA_PROTOTYPE
+                )
+                || s.name.starts_with(".nv.merc.")
+                || s.name.starts_with(".nv.capmerc.")
+                || dropped(si)
+                || self.owner(i, si).is_some_and(|f| !self.live[f]);
+            if skip {
+                continue;
+            }
+            made.add(s.name.clone(), None);
+            if s.name.starts_with(".nv.constant0.") && twins {
+                made.add(concat(".rel", &s.name), None);
+            }
+        }
+        // the other live functions' info
+        let sections = (c.symbols.iter())
+            .filter(|s| s.ty == STT_SECTION)
+            .filter(|s| c.sections.get(s.shndx as usize).is_some());
+        for si in sections.map(|s| s.shndx as usize) {
+            let live_code =
+                (self.func_of_text.get(&SecKey::new(i, si)).copied()).filter(|&f| self.live[f]);
+            let f = live_code.or_else(|| taken_over.get(&si).copied());
+            if let Some(f) = f.filter(|&f| !self.made_as_entry(f, rules)) {
+                let name = concat(".nv.info.", self.sym(self.funcs[f].key).name.as_str());
+                made.add(name, self.local_copy(i, f));
+            }
+        }
+        // relocation sections, in section order (not those of bank-2 data, a
+        // kernel's own included, in an executable link below sm_100: nvlink does not
+        // make them; at sm_100+ a kernel's stays, empty, beside its Mercury twin's)
+        let of_bank2 = |s: &Section| {
+            twins
+                && !self.mercury_layout
+                && (c.sections.get(s.info as usize)).is_some_and(|t| constant_bank(t.ty) == Some(2))
+        };
+        for (si, s) in c.sections.iter().enumerate() {
+            if matches!(s.ty, SHT_RELA | SHT_REL)
+                && !s.name.starts_with(".nv.merc.")
+                && !dropped(si)
+                && !of_bank2(s)
+            {
+                let copy = (self.owner(i, si)).and_then(|f| self.local_copy(i, f));
+                made.add(s.name.clone(), copy);
+                if let Some(n) = self.resolved_twin(&s.name) {
+                    made.add(n.into(), copy);
+                }
+            }
+        }
     }
 
     /// Input `i`'s copies of live functions that were the chosen ones when read and a

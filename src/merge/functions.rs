@@ -222,7 +222,7 @@ impl<'a> Merger<'a> {
     /// function `f` if it is a kernel (a system library's always).
     pub(super) fn kernel_kept(&self, f: FuncId) -> bool {
         let SymKey { input: i, sym: s } = self.funcs[f].key;
-        self.inputs[i].system
+        self.inputs[i].cudadevrt
             || (self.opts.kernels.as_ref())
                 .is_none_or(|k| k.keeps_kernel(&self.inputs[i].cubin.symbols[s].name))
     }

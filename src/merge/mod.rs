@@ -33,7 +33,7 @@
 //!   image handed to the writer (`creation.rs`: nvlink's creation order of names).
 //!
 //! Beside the steps: `calllists.rs`, nvlink's numbered call lists (built on demand by
-//! reglimit, nvinfo and callgraph), and `devrt.rs`, the symbols of libcudadevrt the
+//! reglimit, nvinfo and callgraph), and `cudadevrt.rs`, the symbols of libcudadevrt the
 //! linker fills in.
 
 mod bank2;
@@ -41,7 +41,7 @@ mod callgraph;
 mod calllists;
 mod compat;
 mod creation;
-mod devrt;
+mod cudadevrt;
 mod externs;
 mod functions;
 mod linetable;
@@ -113,7 +113,7 @@ pub struct MergeOptions {
 pub struct Input {
     pub cubin: Cubin,
     /// From libcudadevrt (its code goes only where something calls it).
-    pub system: bool,
+    pub cudadevrt: bool,
 }
 
 /// Unified-table and reservation symbols every relocatable cubin declares.

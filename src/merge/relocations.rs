@@ -60,6 +60,34 @@ struct SymFacts {
     section_piece: Option<u64>,
 }
 
+/// The input section a relocation section patches, as its relocations need it.
+struct SectionAt<'c> {
+    input: usize,
+    origin: &'c str,
+    sections: &'c [Section],
+    target: &'c Section,
+    /// Not loaded (debug information).
+    nonalloc: bool,
+    /// Where its piece starts in its output section.
+    piece: u64,
+    /// Its entries moved or gone (a pruned `.debug_frame`).
+    frame: Option<&'c sections::PrunedFrame>,
+    /// The function whose code it is.
+    func: Option<FuncId>,
+    /// The byte ranges holding data objects another input's definition replaced.
+    replaced: Vec<(u64, u64)>,
+}
+
+/// What becomes of one section's relocations.
+#[derive(Default)]
+struct SectionPlan {
+    patches: Vec<Patch>,
+    kept: Vec<RelocEntry>,
+    /// Applied, and listed as the next link sees them (`--preserve-relocs`).
+    resolved: Vec<RelocEntry>,
+    failure: Option<Error>,
+}
+
 impl<'a> Merger<'a> {
     pub(super) fn relocations(&mut self) -> Result<()> {
         // decided per input in parallel (reading only), then gathered in input order
@@ -129,9 +157,6 @@ impl<'a> Merger<'a> {
         Ok(())
     }
 
-    /// What becomes of input `i`'s relocations: patched into the image now, or kept for
-    /// the driver (or the next link), in order. What a relocation needs of its symbol is
-    /// worked out once per symbol.
     /// The byte ranges of input `i`'s section `si` that hold data objects another
     /// input's definition replaced.
     pub(super) fn replaced_objects(&self, i: usize, si: usize) -> Vec<(u64, u64)> {
@@ -144,6 +169,9 @@ impl<'a> Merger<'a> {
             .collect()
     }
 
+    /// What becomes of input `i`'s relocations: patched into the image now, or kept for
+    /// the driver (or the next link), in order. What a relocation needs of its symbol is
+    /// worked out once per symbol.
     fn plan_relocations(&self, i: usize) -> Result<RelocPlan> {
         let exec = !self.opts.relocatable;
         let c = &self.inputs[i].cubin;
@@ -159,174 +187,37 @@ impl<'a> Merger<'a> {
                 continue;
             };
             let relocs = self.relocs(i, ri)?;
-            let mut patches = Vec::new();
-            let mut kept = Vec::with_capacity(if exec { 0 } else { relocs.len() });
-            let mut resolved = Vec::new();
             let target = &c.sections[rs.info as usize];
-            let target_nonalloc = target.flags & SHF_ALLOC == 0;
-            let frame = self.frames.get(&SecKey::new(i, rs.info as usize));
-            // (the function whose code this is: dynamic shared arrays' offsets depend on it)
-            let func = self
-                .func_of_text
-                .get(&SecKey::new(i, rs.info as usize))
-                .copied();
-            let replaced = self.replaced_objects(i, rs.info as usize);
+            let sec = SectionAt {
+                input: i,
+                origin: &c.origin,
+                sections: &c.sections,
+                target,
+                nonalloc: target.flags & SHF_ALLOC == 0,
+                piece,
+                frame: self.frames.get(&SecKey::new(i, rs.info as usize)),
+                // (the function whose code this is: dynamic shared arrays' offsets
+                // depend on it)
+                func: (self.func_of_text)
+                    .get(&SecKey::new(i, rs.info as usize))
+                    .copied(),
+                replaced: self.replaced_objects(i, rs.info as usize),
+            };
+            let mut out = SectionPlan {
+                kept: Vec::with_capacity(if exec { 0 } else { relocs.len() }),
+                failure: plan.failure.take(),
+                ..SectionPlan::default()
+            };
             for r in relocs {
-                // (a data object another input's copy replaced keeps its bytes, as nvlink
-                // keeps them, but not its relocations: a weak vtable in two units)
-                if replaced.iter().any(|&(a, b)| (a..b).contains(&r.offset)) {
-                    continue;
-                }
-                let k = SymKey::new(i, r.sym as usize);
-                let sym = self.sym(k);
-                let f = *facts[k.sym].get_or_insert_with(|| self.sym_facts(k));
-                let mut at = piece + r.offset;
-                if let Some(f) = frame {
-                    // a pruned `.debug_frame`: entries moved or gone, CIE pointers
-                    // already written
-                    match f.moved(r.offset) {
-                        Some(o) if sym.ty != STT_SECTION => at = piece + o,
-                        _ => continue,
-                    }
-                }
-                if r.offset
-                    .checked_add(reloc::extent(r.ty))
-                    .is_none_or(|e| e > target.size)
-                {
-                    return Err(Error::fatal(format!(
-                        "'{}': relocation {} against '{}' at offset {:#x} of '{}' is past the end of the section",
-                        c.origin,
-                        reloc::name(r.ty),
-                        sym.name,
-                        r.offset,
-                        target.name
-                    )));
-                }
-                // (dropped, unapplied, under -r too)
-                if r.ty == reloc::R_CUDA_YIELD_OPCODE9_0
-                    || r.ty == reloc::R_CUDA_YIELD_CLEAR_PRED4_87
-                {
-                    continue;
-                }
-                // In debug sections, entries about a definition another input's
-                // replaced go with it, but for `.debug_info`'s (a replaced inline
-                // function's address range) and `.debug_loc`'s (its variables'
-                // location lists): nvlink keeps them, against the kept copy.
-                let loser = target_nonalloc
-                    && f.replaced
-                    && !matches!(target.name.as_str(), ".debug_info" | ".debug_loc");
-                // (never kept: nvlink's -r output drops them too; a replaced weak
-                // definition's FDE keeps its range even where the kept copy was
-                // removed: its relocations went with it first)
-                if r.ty == reloc::R_CUDA_UNUSED_CLEAR32 || r.ty == reloc::R_CUDA_UNUSED_CLEAR64 {
-                    if f.dead && !loser {
-                        patches.push(Patch {
-                            at,
-                            ty: r.ty,
-                            value: 0,
-                            bank: 0,
-                            clear: true,
-                        });
-                    }
-                    continue;
-                }
-                if loser || f.dead || target_nonalloc && is_unplaced_label(sym) {
-                    continue;
-                }
-                // link-time value: section offset of the target (a dynamic shared
-                // array's as the function holding the relocation sees it)
-                let (mut value, bank, mut resolvable_here) = f.value;
-                // (a dynamic shared array a function no kernel reaches sees at -1)
-                let mut unseen = false;
-                if is_dynamic_shared(sym)
-                    && let Some(func) = func
-                    && let Some(&o) = self.dynamic_offset.get(&(func, self.representative(k)))
-                {
-                    (value, resolvable_here) = (o, true);
-                    unseen = o == u64::MAX;
-                } else if is_dynamic_shared(sym) && target_nonalloc && exec && !self.opts.debug {
-                    // (debug information's address of a dynamic shared array outside a
-                    // -g link: nvlink gives the array the value -1, its addend added,
-                    // as the SASS side of a function that does not see it)
-                    (value, resolvable_here) = (u64::MAX, true);
-                }
-                // (debug information keeps the load addresses of variables, constant
-                // ones included, for the driver: nvlink keeps those relocations)
-                let load_address = target_nonalloc && reloc::is_global_address(r.ty);
-                // (under -r too: one against ptxas's internal constants, `.const_opt`,
-                // local with visibility STV_INTERNAL, which nvlink applies and drops)
-                let internal = sym.bind == STB_LOCAL && sym.other & 0x3 == 1;
-                // (sm_100+ -r keeps `.debug_info`'s references to `.debug_line`)
-                let line_reference = !exec
-                    && self.mercury_layout
-                    && sym.ty == STT_SECTION
-                    && line_reference(&target.name, c.sections.get(sym.shndx as usize));
-                let apply_now = resolvable_here
-                    && !line_reference
-                    && (exec
-                        || f.in_nonalloc_section
-                        || internal
-                        || devrt::is_linker_symbol(sym)
-                        || applied_under_r(sym, bank))
-                    && reloc::resolvable(r.ty)
-                    && !load_address;
-                // (the addend as the next link sees it: a section symbol's piece added)
-                let addend = r.addend + f.section_piece.unwrap_or(0) as i64;
-                // (nvlink's --preserve-relocs link fails where sm_90 lists such a
-                // relocation against the array's symbol, which the others do not keep)
-                if apply_now
-                    && unseen
-                    && exec
-                    && self.preserving_only()
-                    && self.debug_shared_holds_variables
-                    && f.out_index.is_none()
-                    && plan.failure.is_none()
-                {
-                    plan.failure = Some(Error::fatal("Internal error: reference to deleted symbol").context(format!(
-                        "(nvlink's words; nvlinkrs fails with it) --preserve-relocs: '{}' of '{}', which no kernel reaches, refers to the dynamic shared array '{}', whose symbol nvlink keeps only at sm_90",
-                        target.name, c.origin, sym.name
-                    )));
-                }
-                if apply_now {
-                    patches.push(Patch {
-                        at,
-                        ty: r.ty,
-                        value: (value as i64).wrapping_add(r.addend) as u64,
-                        bank,
-                        clear: false,
-                    });
-                    // (--preserve-relocs lists it as the next link would see it; under
-                    // -r not the unified table's offset; without -g one against a
-                    // dynamic shared array only where a function no kernel reaches
-                    // sees it, at -1, and the array has a symbol (sm_90); nvlink's
-                    // sm_100+ image only the code's, and none against a constant bank)
-                    if self.opts.preserve_relocs
-                        && (exec || !is_table_symbol(&sym.name))
-                        && (self.dynamic_shared_symbols() || !is_dynamic_shared(sym) || unseen)
-                        && !(self.mercury_layout
-                            && (target.flags & SHF_EXECINSTR == 0 || self.in_constant_bank(k)))
-                        && let Some(sym_index) = f.out_index
-                    {
-                        resolved.push((at, sym_index as u32 + 1, r.ty, addend));
-                    }
-                    continue;
-                }
-                let Some(sym_index) = f.out_index else {
-                    if is_table_symbol(&sym.name) {
-                        continue;
-                    }
-                    return Err(Error::fatal(format!(
-                        "'{}': relocation {} at offset {:#x} of '{}' refers to symbol '{}', which is not in the output",
-                        c.origin,
-                        reloc::name(r.ty),
-                        r.offset,
-                        target.name,
-                        sym.name
-                    )));
-                };
-                let ty = if exec { reloc::rewritten(r.ty) } else { r.ty };
-                kept.push((at, sym_index as u32 + 1, ty, addend));
+                self.plan_reloc(&sec, r, &mut facts, &mut out)?;
             }
+            plan.failure = out.failure;
+            let SectionPlan {
+                patches,
+                kept,
+                resolved,
+                ..
+            } = out;
             if !patches.is_empty() {
                 match self.out[out_id].source {
                     Some(_) => match own.iter_mut().find(|(o, _)| *o == out_id) {
@@ -352,6 +243,192 @@ impl<'a> Merger<'a> {
             plan.edits.push((out_id, edits(src, patches.iter())?));
         }
         Ok(plan)
+    }
+
+    /// What becomes of relocation `r` of the section `sec` describes: a patch now, kept
+    /// for the driver (or the next link), listed as resolved, or dropped; `facts`
+    /// caches what it needs of each symbol.
+    fn plan_reloc(
+        &self,
+        sec: &SectionAt,
+        r: &Reloc,
+        facts: &mut [Option<SymFacts>],
+        out: &mut SectionPlan,
+    ) -> Result<()> {
+        // (a data object another input's copy replaced keeps its bytes, as nvlink
+        // keeps them, but not its relocations: a weak vtable in two units)
+        if sec
+            .replaced
+            .iter()
+            .any(|&(a, b)| (a..b).contains(&r.offset))
+        {
+            return Ok(());
+        }
+        let k = SymKey::new(sec.input, r.sym as usize);
+        let sym = self.sym(k);
+        let f = *facts[k.sym].get_or_insert_with(|| self.sym_facts(k));
+        let mut at = sec.piece + r.offset;
+        if let Some(f) = sec.frame {
+            // a pruned `.debug_frame`: entries moved or gone, CIE pointers
+            // already written
+            match f.moved(r.offset) {
+                Some(o) if sym.ty != STT_SECTION => at = sec.piece + o,
+                _ => return Ok(()),
+            }
+        }
+        if r.offset
+            .checked_add(reloc::extent(r.ty))
+            .is_none_or(|e| e > sec.target.size)
+        {
+            return Err(Error::fatal(format!(
+                "'{}': relocation {} against '{}' at offset {:#x} of '{}' is past the end of the section",
+                sec.origin,
+                reloc::name(r.ty),
+                sym.name,
+                r.offset,
+                sec.target.name
+            )));
+        }
+        // (dropped, unapplied, under -r too)
+        if r.ty == reloc::R_CUDA_YIELD_OPCODE9_0 || r.ty == reloc::R_CUDA_YIELD_CLEAR_PRED4_87 {
+            return Ok(());
+        }
+        // In debug sections, entries about a definition another input's
+        // replaced go with it, but for `.debug_info`'s (a replaced inline
+        // function's address range) and `.debug_loc`'s (its variables'
+        // location lists): nvlink keeps them, against the kept copy.
+        let loser = sec.nonalloc
+            && f.replaced
+            && !matches!(sec.target.name.as_str(), ".debug_info" | ".debug_loc");
+        // (never kept: nvlink's -r output drops them too; a replaced weak
+        // definition's FDE keeps its range even where the kept copy was
+        // removed: its relocations went with it first)
+        if r.ty == reloc::R_CUDA_UNUSED_CLEAR32 || r.ty == reloc::R_CUDA_UNUSED_CLEAR64 {
+            if f.dead && !loser {
+                out.patches.push(Patch {
+                    at,
+                    ty: r.ty,
+                    value: 0,
+                    bank: 0,
+                    clear: true,
+                });
+            }
+            return Ok(());
+        }
+        if loser || f.dead || sec.nonalloc && is_unplaced_label(sym) {
+            return Ok(());
+        }
+        self.plan_value(sec, r, k, f, at, out)
+    }
+
+    /// Relocation `r` of input symbol `k` (`f`: what it needs of it), at `at` in its
+    /// output section, once it is known to stay: applied now (and listed as resolved
+    /// under `--preserve-relocs`), or kept for the driver or the next link.
+    fn plan_value(
+        &self,
+        sec: &SectionAt,
+        r: &Reloc,
+        k: SymKey,
+        f: SymFacts,
+        at: u64,
+        out: &mut SectionPlan,
+    ) -> Result<()> {
+        let exec = !self.opts.relocatable;
+        let sym = self.sym(k);
+        // link-time value: section offset of the target (a dynamic shared
+        // array's as the function holding the relocation sees it)
+        let (mut value, bank, mut resolvable_here) = f.value;
+        // (a dynamic shared array a function no kernel reaches sees at -1)
+        let mut unseen = false;
+        if is_dynamic_shared(sym)
+            && let Some(func) = sec.func
+            && let Some(&o) = self.dynamic_offset.get(&(func, self.representative(k)))
+        {
+            (value, resolvable_here) = (o, true);
+            unseen = o == u64::MAX;
+        } else if is_dynamic_shared(sym) && sec.nonalloc && exec && !self.opts.debug {
+            // (debug information's address of a dynamic shared array outside a
+            // -g link: nvlink gives the array the value -1, its addend added,
+            // as the SASS side of a function that does not see it)
+            (value, resolvable_here) = (u64::MAX, true);
+        }
+        // (debug information keeps the load addresses of variables, constant
+        // ones included, for the driver: nvlink keeps those relocations)
+        let load_address = sec.nonalloc && reloc::is_global_address(r.ty);
+        // (under -r too: one against ptxas's internal constants, `.const_opt`,
+        // local with visibility STV_INTERNAL, which nvlink applies and drops)
+        let internal = sym.bind == STB_LOCAL && sym.other & 0x3 == 1;
+        // (sm_100+ -r keeps `.debug_info`'s references to `.debug_line`)
+        let line_reference = !exec
+            && self.mercury_layout
+            && sym.ty == STT_SECTION
+            && line_reference(&sec.target.name, sec.sections.get(sym.shndx as usize));
+        let apply_now = resolvable_here
+            && !line_reference
+            && (exec
+                || f.in_nonalloc_section
+                || internal
+                || cudadevrt::is_linker_symbol(sym)
+                || applied_under_r(sym, bank))
+            && reloc::resolvable(r.ty)
+            && !load_address;
+        // (the addend as the next link sees it: a section symbol's piece added)
+        let addend = r.addend + f.section_piece.unwrap_or(0) as i64;
+        // (nvlink's --preserve-relocs link fails where sm_90 lists such a
+        // relocation against the array's symbol, which the others do not keep)
+        if apply_now
+            && unseen
+            && exec
+            && self.preserving_only()
+            && self.debug_shared_holds_variables
+            && f.out_index.is_none()
+            && out.failure.is_none()
+        {
+            out.failure = Some(Error::fatal("Internal error: reference to deleted symbol").context(format!(
+                "(nvlink's words; nvlinkrs fails with it) --preserve-relocs: '{}' of '{}', which no kernel reaches, refers to the dynamic shared array '{}', whose symbol nvlink keeps only at sm_90",
+                sec.target.name, sec.origin, sym.name
+            )));
+        }
+        if apply_now {
+            out.patches.push(Patch {
+                at,
+                ty: r.ty,
+                value: (value as i64).wrapping_add(r.addend) as u64,
+                bank,
+                clear: false,
+            });
+            // (--preserve-relocs lists it as the next link would see it; under
+            // -r not the unified table's offset; without -g one against a
+            // dynamic shared array only where a function no kernel reaches
+            // sees it, at -1, and the array has a symbol (sm_90); nvlink's
+            // sm_100+ image only the code's, and none against a constant bank)
+            if self.opts.preserve_relocs
+                && (exec || !is_table_symbol(&sym.name))
+                && (self.dynamic_shared_symbols() || !is_dynamic_shared(sym) || unseen)
+                && !(self.mercury_layout
+                    && (sec.target.flags & SHF_EXECINSTR == 0 || self.in_constant_bank(k)))
+                && let Some(sym_index) = f.out_index
+            {
+                out.resolved.push((at, sym_index as u32 + 1, r.ty, addend));
+            }
+            return Ok(());
+        }
+        let Some(sym_index) = f.out_index else {
+            if is_table_symbol(&sym.name) {
+                return Ok(());
+            }
+            return Err(Error::fatal(format!(
+                "'{}': relocation {} at offset {:#x} of '{}' refers to symbol '{}', which is not in the output",
+                sec.origin,
+                reloc::name(r.ty),
+                r.offset,
+                sec.target.name,
+                sym.name
+            )));
+        };
+        let ty = if exec { reloc::rewritten(r.ty) } else { r.ty };
+        out.kept.push((at, sym_index as u32 + 1, ty, addend));
+        Ok(())
     }
 
     /// What relocations need to know of a symbol.

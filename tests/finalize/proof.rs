@@ -90,7 +90,7 @@ fn programs(arch: &str) -> Vec<(String, Vec<Input>, Vec<PathBuf>)> {
             let mut inputs: Vec<Input> = (set.iter())
                 .map(|&j| Input {
                     cubin: units[j].clone(),
-                    system: false,
+                    cudadevrt: false,
                 })
                 .collect();
             let mut paths: Vec<PathBuf> = set.iter().map(|&j| files[j].clone()).collect();
@@ -100,7 +100,7 @@ fn programs(arch: &str) -> Vec<(String, Vec<Input>, Vec<PathBuf>)> {
             {
                 inputs.push(Input {
                     cubin: devrt.clone(),
-                    system: true,
+                    cudadevrt: true,
                 });
                 paths.push(root.join("devrt.cubin"));
             }

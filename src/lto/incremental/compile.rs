@@ -137,7 +137,7 @@ impl Entry {
 
 /// One partition through libNVVM, its PTX in canonical form, stored.
 pub fn compile(
-    engine: &lto::NvvmEngine,
+    engine: &dyn lto::Engine,
     modules: &[IrModule],
     job: &Job,
     cache: &crate::cache::Cache,
@@ -155,7 +155,7 @@ pub fn compile(
         return Ok(entry);
     }
     let collected = crate::diag::Diagnostics::collector();
-    let out = lto::Engine::compile(engine, modules, &job.options, &collected)?;
+    let out = engine.compile(modules, &job.options, &collected)?;
     let text = String::from_utf8(out.ptx.concat()).map_err(|_| {
         Error::fatal("elfLink nvvm error").context("incremental LTO: libNVVM's PTX is not text")
     })?;

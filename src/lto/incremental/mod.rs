@@ -285,8 +285,13 @@ fn compile_missing(
     timings: &mut Timings,
 ) -> Result<Vec<compile::Entry>> {
     let todo: Vec<usize> = (0..jobs.len()).filter(|&i| cached[i].is_none()).collect();
-    let engine = lto::NvvmEngine {
-        lib: lto::libnvvm::LibNvvm::load(libnvvm)?,
+    // (loaded here, so that a library that cannot be loaded fails the link with its
+    // reason before any child starts; each partition is compiled in a child, as the
+    // whole-program compile is: libNVVM's output depends on where its data lies in
+    // memory, which a child fixes, and a crash costs only the child: lto::isolated)
+    lto::libnvvm::LibNvvm::load(libnvvm)?;
+    let engine = lto::isolated::IsolatedNvvm {
+        lib: libnvvm.to_path_buf(),
     };
     let compiled = timings.phase("cicc", || {
         Ok(ctx.jobs.run_all(

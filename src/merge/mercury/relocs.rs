@@ -4,18 +4,44 @@
 
 use super::*;
 
+/// A Mercury relocation: (offset, symbol, type, addend).
+type Entry = (u64, u32, u32, i64);
+
+/// The Mercury relocations that stay, per target section in the order first met, and
+/// (`--preserve-relocs`) the applied ones, per capsule in the order met.
+#[derive(Default)]
+struct MercLists {
+    lists: Vec<(usize, Vec<Entry>)>,
+    list_of: HashMap<usize, usize>,
+    resolved: Vec<(usize, Vec<Entry>)>,
+}
+
+impl MercLists {
+    fn keep(&mut self, out: usize, e: Entry) {
+        let lists = &mut self.lists;
+        let li = *self.list_of.entry(out).or_insert_with(|| {
+            lists.push((out, Vec::new()));
+            lists.len() - 1
+        });
+        lists[li].1.push(e);
+    }
+
+    fn resolve(&mut self, out: usize, e: Entry) {
+        match self.resolved.iter_mut().find(|l| l.0 == out) {
+            Some(l) => l.1.push(e),
+            None => self.resolved.push((out, vec![e])),
+        }
+    }
+}
+
 impl Merger<'_> {
     /// The `.nv.merc.rela.*` sections (see the module comment).
     pub(super) fn merc_relocations(&mut self, st: &Capsules) -> Result<()> {
-        // relocations
-        // per target section, in the order first met: (offset, symbol, type, addend)
-        type Entry = (u64, u32, u32, i64);
-        let mut lists: Vec<(usize, Vec<Entry>)> = Vec::new();
-        let mut list_of: HashMap<usize, usize> = HashMap::default();
-        // (--preserve-relocs: the applied ones, per capsule, in the order met)
-        let mut resolved: Vec<(usize, Vec<Entry>)> = Vec::new();
+        let mut lists = MercLists::default();
+        // (the inputs outlive this borrow of the merger, which each relocation takes)
+        let inputs = self.inputs;
         for (i, view) in st.views.iter().enumerate() {
-            let c = &self.inputs[i].cubin;
+            let c = &inputs[i].cubin;
             for (ri, rs) in c.sections.iter().enumerate() {
                 if rs.ty != SHT_MERC_RELA {
                     continue;
@@ -38,139 +64,18 @@ impl Merger<'_> {
                 if st.copies.contains_key(&(i, rs.info as usize)) {
                     self.bank2_relocation_order(i, rs.info as usize, &mut entries);
                 }
-                for ((out, piece), r) in
+                for (place, r) in
                     (places.into_iter()).flat_map(|p| entries.iter().map(move |r| (p, *r)))
                 {
-                    let ms = &c.merc_symbols[r.sym as usize];
-                    let at = piece + r.offset;
-                    let Some(n) = view.normal_of[r.sym as usize] else {
-                        if is_table_symbol(&ms.name) {
-                            continue;
-                        }
-                        return Err(Error::fatal(format!(
-                            "'{}': Mercury relocation {:#x} at offset {:#x} of '{}' refers to symbol '{}', which the SASS symbol table does not have",
-                            c.origin, r.ty, r.offset, target.name, ms.name
-                        )));
-                    };
-                    let k = SymKey::new(i, n);
-                    let in_bytes = target.has_bytes() && target.ty != SHT_CAPMERC_TEXT;
-                    // an 8-byte field of the merged section (`.nv.merc.debug_frame`)
-                    let put = |data: &mut Vec<u8>, v: u64| {
-                        if let Some(b) = usize::try_from(at)
-                            .ok()
-                            .and_then(|a| data.get_mut(a..a.checked_add(8)?))
-                        {
-                            b.copy_from_slice(&v.to_le_bytes());
-                        }
-                    };
-                    let dead = self.symbol_is_dead(k);
-                    // (in debug sections, entries about a replaced definition go with it,
-                    // but for `.debug_info`'s and `.debug_loc`'s, as on the SASS side)
-                    let loser = in_bytes
-                        && target.flags & SHF_ALLOC == 0
-                        && self.is_replaced(k)
-                        && !matches!(
-                            target.name.as_str(),
-                            ".nv.merc.debug_info" | ".nv.merc.debug_loc"
-                        );
-                    // (never kept: nvlink's -r output drops them too; not for a
-                    // replaced definition, as on the SASS side)
-                    if r.ty == R_MERCURY_UNUSED_CLEAR64 {
-                        if dead && !loser && in_bytes {
-                            put(&mut self.out[out].data, 0);
-                        }
-                        continue;
-                    }
-                    let unplaced = target.flags & SHF_ALLOC == 0 && is_unplaced_label(self.sym(k));
-                    if dead || loser || unplaced {
-                        continue;
-                    }
-                    let (mut value, bank, mut resolvable) = self.link_value(k);
-                    // (a dynamic shared array has an offset per function, on the SASS
-                    // side: -1 in a function no kernel reaches, which nvlink's image
-                    // leaves without the array's symbol)
-                    if is_dynamic_shared(self.sym(k))
-                        && let Some(f) = view
-                            .sass_of
-                            .get(&(rs.info as usize))
-                            .and_then(|&t| self.func_of_text.get(&SecKey::new(i, t)))
-                    {
-                        resolvable |= self
-                            .dynamic_offset
-                            .contains_key(&(*f, self.representative(k)));
-                    }
-                    if ms.ty == STT_SECTION
-                        && let Some(&(_, p)) = st.placed.get(&(i, ms.shndx as usize))
-                    {
-                        value = p;
-                    }
-                    // (a relocatable output keeps what the final link resolves, but for
-                    // the debug sections' references to themselves)
-                    let self_ref = ms.ty == STT_SECTION
-                        && !st.exec
-                        && in_bytes
-                        && !line_reference(&target.name, c.sections.get(ms.shndx as usize));
-                    // (in a view, an offset into a Mercury section with bytes of its own,
-                    // `.debug_info`'s into `.nv.merc.debug_line`, is not the SASS one the
-                    // view holds: it stays for the driver, as nvlink keeps it)
-                    let own_bytes = |k: usize| {
-                        st.placed
-                            .get(&(i, k))
-                            .is_some_and(|&(o, _)| self.out[o].alias.is_none())
-                    };
-                    let kept = st.exec
-                        && ms.ty == STT_SECTION
-                        && !own_bytes(rs.info as usize)
-                        && own_bytes(ms.shndx as usize);
-                    // (under -r, what nvlink applies on the SASS side goes here too)
-                    let under_r = !st.exec && applied_under_r(self.sym(k), bank);
-                    if resolvable && (st.exec || self_ref || under_r) && !kept {
-                        if r.ty == R_MERCURY_ABS64 && in_bytes {
-                            let v = (value as i64).wrapping_add(r.addend) as u64;
-                            put(&mut self.out[out].data, v);
-                        }
-                        // (--preserve-relocs lists a capsule's, but for those against a
-                        // constant bank, as the SASS side does at sm_100+)
-                        if self.opts.preserve_relocs
-                            && target.ty == SHT_CAPMERC_TEXT
-                            && (st.exec || !is_table_symbol(&ms.name))
-                            && !self.in_constant_bank(k)
-                            && let Some(sym) = st.merc_out(self, i, r.sym as usize)
-                        {
-                            let mut addend = r.addend;
-                            if ms.ty == STT_SECTION
-                                && let Some(&(_, p)) = st.placed.get(&(i, ms.shndx as usize))
-                            {
-                                addend += p as i64;
-                            }
-                            match resolved.iter_mut().find(|l| l.0 == out) {
-                                Some(l) => l.1.push((at, sym, r.ty, addend)),
-                                None => resolved.push((out, vec![(at, sym, r.ty, addend)])),
-                            }
-                        }
-                        continue;
-                    }
-                    let Some(sym) = st.merc_out(self, i, r.sym as usize) else {
-                        return Err(Error::fatal(format!(
-                            "'{}': Mercury relocation {:#x} at offset {:#x} of '{}' refers to symbol '{}', which is not in the output",
-                            c.origin, r.ty, r.offset, target.name, ms.name
-                        )));
-                    };
-                    let mut addend = r.addend;
-                    if ms.ty == STT_SECTION
-                        && let Some(&(_, p)) = st.placed.get(&(i, ms.shndx as usize))
-                    {
-                        addend += p as i64;
-                    }
-                    let li = *list_of.entry(out).or_insert_with(|| {
-                        lists.push((out, Vec::new()));
-                        lists.len() - 1
-                    });
-                    let ty = if st.exec { rewritten(r.ty) } else { r.ty };
-                    lists[li].1.push((at, sym, ty, addend));
+                    self.merc_relocation(st, view, i, rs.info as usize, place, r, &mut lists)?;
                 }
             }
         }
+        let MercLists {
+            mut lists,
+            resolved,
+            ..
+        } = lists;
         // (the kernels' banks' lists last, in the order the banks were made)
         lists.sort_by_key(|l| st.sass_bank.get(&l.0).map(|b| b.2));
         for (out, mut list) in lists {
@@ -201,6 +106,144 @@ impl Merger<'_> {
         }
         Ok(())
     }
+
+    /// What becomes of Mercury relocation `r` of input `i`, which patches its section
+    /// `target` placed at `(out, piece)`: written into the image now, kept in `lists`,
+    /// listed as resolved, or dropped.
+    #[allow(clippy::too_many_arguments)]
+    fn merc_relocation(
+        &mut self,
+        st: &Capsules,
+        view: &View,
+        i: usize,
+        target: usize,
+        (out, piece): (usize, u64),
+        r: Reloc,
+        lists: &mut MercLists,
+    ) -> Result<()> {
+        let c = &self.inputs[i].cubin;
+        let rs_info = target;
+        let target = &c.sections[target];
+        let ms = &c.merc_symbols[r.sym as usize];
+        let at = piece + r.offset;
+        let Some(n) = view.normal_of[r.sym as usize] else {
+            if is_table_symbol(&ms.name) {
+                return Ok(());
+            }
+            return Err(Error::fatal(format!(
+                "'{}': Mercury relocation {:#x} at offset {:#x} of '{}' refers to symbol '{}', which the SASS symbol table does not have",
+                c.origin, r.ty, r.offset, target.name, ms.name
+            )));
+        };
+        let k = SymKey::new(i, n);
+        let in_bytes = target.has_bytes() && target.ty != SHT_CAPMERC_TEXT;
+        // an 8-byte field of the merged section (`.nv.merc.debug_frame`)
+        let put = |data: &mut Vec<u8>, v: u64| {
+            if let Some(b) = usize::try_from(at)
+                .ok()
+                .and_then(|a| data.get_mut(a..a.checked_add(8)?))
+            {
+                b.copy_from_slice(&v.to_le_bytes());
+            }
+        };
+        let dead = self.symbol_is_dead(k);
+        // (in debug sections, entries about a replaced definition go with it,
+        // but for `.debug_info`'s and `.debug_loc`'s, as on the SASS side)
+        let loser = in_bytes
+            && target.flags & SHF_ALLOC == 0
+            && self.is_replaced(k)
+            && !matches!(
+                target.name.as_str(),
+                ".nv.merc.debug_info" | ".nv.merc.debug_loc"
+            );
+        // (never kept: nvlink's -r output drops them too; not for a
+        // replaced definition, as on the SASS side)
+        if r.ty == R_MERCURY_UNUSED_CLEAR64 {
+            if dead && !loser && in_bytes {
+                put(&mut self.out[out].data, 0);
+            }
+            return Ok(());
+        }
+        let unplaced = target.flags & SHF_ALLOC == 0 && is_unplaced_label(self.sym(k));
+        if dead || loser || unplaced {
+            return Ok(());
+        }
+        let (mut value, bank, mut resolvable) = self.link_value(k);
+        // (a dynamic shared array has an offset per function, on the SASS
+        // side: -1 in a function no kernel reaches, which nvlink's image
+        // leaves without the array's symbol)
+        if is_dynamic_shared(self.sym(k))
+            && let Some(f) = view
+                .sass_of
+                .get(&rs_info)
+                .and_then(|&t| self.func_of_text.get(&SecKey::new(i, t)))
+        {
+            resolvable |= self
+                .dynamic_offset
+                .contains_key(&(*f, self.representative(k)));
+        }
+        if ms.ty == STT_SECTION
+            && let Some(&(_, p)) = st.placed.get(&(i, ms.shndx as usize))
+        {
+            value = p;
+        }
+        // (a relocatable output keeps what the final link resolves, but for
+        // the debug sections' references to themselves)
+        let self_ref = ms.ty == STT_SECTION
+            && !st.exec
+            && in_bytes
+            && !line_reference(&target.name, c.sections.get(ms.shndx as usize));
+        // (in a view, an offset into a Mercury section with bytes of its own,
+        // `.debug_info`'s into `.nv.merc.debug_line`, is not the SASS one the
+        // view holds: it stays for the driver, as nvlink keeps it)
+        let own_bytes = |k: usize| {
+            st.placed
+                .get(&(i, k))
+                .is_some_and(|&(o, _)| self.out[o].alias.is_none())
+        };
+        let kept =
+            st.exec && ms.ty == STT_SECTION && !own_bytes(rs_info) && own_bytes(ms.shndx as usize);
+        // (under -r, what nvlink applies on the SASS side goes here too)
+        let under_r = !st.exec && applied_under_r(self.sym(k), bank);
+        if resolvable && (st.exec || self_ref || under_r) && !kept {
+            if r.ty == R_MERCURY_ABS64 && in_bytes {
+                let v = (value as i64).wrapping_add(r.addend) as u64;
+                put(&mut self.out[out].data, v);
+            }
+            // (--preserve-relocs lists a capsule's, but for those against a
+            // constant bank, as the SASS side does at sm_100+)
+            if self.opts.preserve_relocs
+                && target.ty == SHT_CAPMERC_TEXT
+                && (st.exec || !is_table_symbol(&ms.name))
+                && !self.in_constant_bank(k)
+                && let Some(sym) = st.merc_out(self, i, r.sym as usize)
+            {
+                let mut addend = r.addend;
+                if ms.ty == STT_SECTION
+                    && let Some(&(_, p)) = st.placed.get(&(i, ms.shndx as usize))
+                {
+                    addend += p as i64;
+                }
+                lists.resolve(out, (at, sym, r.ty, addend));
+            }
+            return Ok(());
+        }
+        let Some(sym) = st.merc_out(self, i, r.sym as usize) else {
+            return Err(Error::fatal(format!(
+                "'{}': Mercury relocation {:#x} at offset {:#x} of '{}' refers to symbol '{}', which is not in the output",
+                c.origin, r.ty, r.offset, target.name, ms.name
+            )));
+        };
+        let mut addend = r.addend;
+        if ms.ty == STT_SECTION
+            && let Some(&(_, p)) = st.placed.get(&(i, ms.shndx as usize))
+        {
+            addend += p as i64;
+        }
+        let ty = if st.exec { rewritten(r.ty) } else { r.ty };
+        lists.keep(out, (at, sym, ty, addend));
+        Ok(())
+    }
 }
 
 /// A Mercury relocation section (`prefix` + the SASS section's name) for image section
@@ -209,7 +252,7 @@ fn rela_section(
     st: &Capsules,
     image: &[OutSection],
     out: usize,
-    mut list: Vec<(u64, u32, u32, i64)>,
+    mut list: Vec<Entry>,
     prefix: &str,
     ty: u32,
 ) -> OutSection {

@@ -206,123 +206,88 @@ impl Reader<'_, '_> {
             _ => Use::Escape,
         };
         self.derive.clear();
-        match r.code {
+        if matches!(r.code, 13 | 34) {
+            return self.call(r.code, &mut c);
+        }
+        self.operands(r.code, ops, &mut c)?;
+        if defines_value(r.code) {
+            if !self.derive.is_empty() {
+                self.edges
+                    .insert(self.inst, std::mem::take(&mut self.derive));
+            }
+            self.inst += 1;
+        }
+        Ok(())
+    }
+
+    /// The operands of instruction record `code` (calls aside) hashed by what they name.
+    fn operands(&mut self, code: u32, ops: &[u64], c: &mut Cur) -> Result<(), Why> {
+        match code {
             1 => {
-                self.raw_rest(&mut c);
+                self.raw_rest(c);
             }
             2 | 9 | 28 => {
-                self.vt(&mut c)?.rel(&mut c)?.raw_rest(&mut c);
+                self.vt(c)?.rel(c)?.raw_rest(c);
             }
             3 => {
-                self.vt(&mut c)?.ty(&mut c)?.raw_rest(&mut c);
+                self.vt(c)?.ty(c)?.raw_rest(c);
             }
             4 => {
-                self.vt_rest(&mut c)?;
+                self.vt_rest(c)?;
             }
             43 => {
-                self.raw(&mut c)?.ty(&mut c)?.vt_rest(&mut c)?;
+                self.raw(c)?.ty(c)?.vt_rest(c)?;
             }
             5 => {
-                self.vt(&mut c)?.rel(&mut c)?.rel(&mut c)?.raw_rest(&mut c);
+                self.vt(c)?.rel(c)?.rel(c)?.raw_rest(c);
             }
             29 => {
-                self.vt(&mut c)?.rel(&mut c)?.vt(&mut c)?.raw_rest(&mut c);
+                self.vt(c)?.rel(c)?.vt(c)?.raw_rest(c);
             }
             6 => {
-                self.vt(&mut c)?.vt(&mut c)?.raw_rest(&mut c);
+                self.vt(c)?.vt(c)?.raw_rest(c);
             }
             7 => {
-                self.vt(&mut c)?.rel(&mut c)?.vt(&mut c)?.raw_rest(&mut c);
+                self.vt(c)?.rel(c)?.vt(c)?.raw_rest(c);
             }
             8 => {
-                self.vt(&mut c)?.rel(&mut c)?.rel(&mut c)?.raw_rest(&mut c);
+                self.vt(c)?.rel(c)?.rel(c)?.raw_rest(c);
             }
             10 => {
-                self.vt_rest(&mut c)?;
+                self.vt_rest(c)?;
             }
             11 => {
                 if ops.len() == 3 {
-                    self.raw(&mut c)?.raw(&mut c)?.rel(&mut c)?;
+                    self.raw(c)?.raw(c)?.rel(c)?;
                 }
-                self.raw_rest(&mut c);
+                self.raw_rest(c);
             }
             12 => {
-                self.switch(&mut c)?;
+                self.switch(c)?;
             }
             31 => {
-                self.ty(&mut c)?.rel(&mut c)?.raw_rest(&mut c);
+                self.ty(c)?.rel(c)?.raw_rest(c);
             }
-            13 | 34 => return self.call(r.code, &mut c),
             15 => {
-                self.raw_rest(&mut c);
+                self.raw_rest(c);
             }
             16 => {
-                self.phi(&mut c)?;
+                self.phi(c)?;
             }
             19 => {
-                self.ty(&mut c)?.ty(&mut c)?.abs(&mut c)?.raw_rest(&mut c);
-            }
-            20 => {
-                self.vt(&mut c)?;
-                self.role = Use::Escape;
-                if ops.len() - c.i == 3 {
-                    self.ty(&mut c)?;
-                }
-                self.raw_rest(&mut c);
-            }
-            41 => {
-                self.vt(&mut c)?;
-                self.role = Use::Escape;
-                if ops.len() - c.i == 5 {
-                    self.ty(&mut c)?;
-                }
-                self.raw(&mut c)?
-                    .raw(&mut c)?
-                    .raw(&mut c)?
-                    .scope(&mut c)?
-                    .raw_rest(&mut c);
+                self.ty(c)?.ty(c)?.abs(c)?.raw_rest(c);
             }
             23 => {
-                self.ty(&mut c)?.rel(&mut c)?.ty(&mut c)?.raw_rest(&mut c);
-            }
-            44 => {
-                self.vt(&mut c)?.vt(&mut c)?.raw_rest(&mut c);
+                self.ty(c)?.rel(c)?.ty(c)?.raw_rest(c);
             }
             24 => {
-                self.vt(&mut c)?.rel(&mut c)?.raw_rest(&mut c);
-            }
-            45 => {
-                self.vt(&mut c)?.vt(&mut c)?.atomic_tail(&mut c, 3)?;
-            }
-            42 => {
-                self.vt(&mut c)?.rel(&mut c)?.atomic_tail(&mut c, 3)?;
+                self.vt(c)?.rel(c)?.raw_rest(c);
             }
             26 => {
-                self.vt(&mut c)?.raw_rest(&mut c);
+                self.vt(c)?.raw_rest(c);
             }
             27 => {
-                self.vt(&mut c)?.vt(&mut c)?.raw_rest(&mut c);
-            }
-            36 => {
-                self.raw(&mut c)?.scope(&mut c)?.raw_rest(&mut c);
-            }
-            46 => {
-                self.vt(&mut c)?
-                    .vt(&mut c)?
-                    .rel(&mut c)?
-                    .atomic_tail(&mut c, 2)?;
-            }
-            37 => {
-                self.vt(&mut c)?
-                    .rel(&mut c)?
-                    .rel(&mut c)?
-                    .atomic_tail(&mut c, 2)?;
-            }
-            59 => {
-                self.vt(&mut c)?.vt(&mut c)?.atomic_tail(&mut c, 3)?;
-            }
-            38 => {
-                self.vt(&mut c)?.rel(&mut c)?.atomic_tail(&mut c, 3)?;
+                self.vt(c)?.vt(c)?.raw_rest(c);
             }
             55 => {
                 let tag = c.next()?;
@@ -332,27 +297,71 @@ impl Reader<'_, '_> {
                     .get(tag as usize)
                     .ok_or("an unknown bundle tag")?;
                 self.h.str(name);
-                self.vt_rest(&mut c)?;
+                self.vt_rest(c)?;
             }
             56 => {
-                self.vt(&mut c)?.raw_rest(&mut c);
+                self.vt(c)?.raw_rest(c);
             }
             58 => {
-                self.vt(&mut c)?.raw_rest(&mut c);
+                self.vt(c)?.raw_rest(c);
             }
             60 => {
                 while c.i < ops.len() {
-                    self.abs(&mut c)?;
+                    self.abs(c)?;
                 }
+            }
+            20 | 41 | 44 | 45 | 42 | 46 | 37 | 59 | 38 | 36 => {
+                self.memory_operands(code, ops, c)?
             }
             code => return Err(format!("instruction record {code}")),
         }
-        if defines_value(r.code) {
-            if !self.derive.is_empty() {
-                self.edges
-                    .insert(self.inst, std::mem::take(&mut self.derive));
+        Ok(())
+    }
+
+    /// The operands of a load, store, atomic or fence record.
+    fn memory_operands(&mut self, code: u32, ops: &[u64], c: &mut Cur) -> Result<(), Why> {
+        match code {
+            20 => {
+                self.vt(c)?;
+                self.role = Use::Escape;
+                if ops.len() - c.i == 3 {
+                    self.ty(c)?;
+                }
+                self.raw_rest(c);
             }
-            self.inst += 1;
+            41 => {
+                self.vt(c)?;
+                self.role = Use::Escape;
+                if ops.len() - c.i == 5 {
+                    self.ty(c)?;
+                }
+                self.raw(c)?.raw(c)?.raw(c)?.scope(c)?.raw_rest(c);
+            }
+            44 => {
+                self.vt(c)?.vt(c)?.raw_rest(c);
+            }
+            45 => {
+                self.vt(c)?.vt(c)?.atomic_tail(c, 3)?;
+            }
+            42 => {
+                self.vt(c)?.rel(c)?.atomic_tail(c, 3)?;
+            }
+            36 => {
+                self.raw(c)?.scope(c)?.raw_rest(c);
+            }
+            46 => {
+                self.vt(c)?.vt(c)?.rel(c)?.atomic_tail(c, 2)?;
+            }
+            37 => {
+                self.vt(c)?.rel(c)?.rel(c)?.atomic_tail(c, 2)?;
+            }
+            59 => {
+                self.vt(c)?.vt(c)?.atomic_tail(c, 3)?;
+            }
+            38 => {
+                self.vt(c)?.rel(c)?.atomic_tail(c, 3)?;
+            }
+            code => return Err(format!("instruction record {code}")),
         }
         Ok(())
     }
