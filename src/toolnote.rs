@@ -55,9 +55,10 @@ pub fn command_line(req: &LinkRequest) -> String {
             .collect();
         s += &format!("-L {} ", paths.join(","));
     }
-    // (a debug link records --register-link-binaries, under an empty option name)
+    // (a debug link records --register-link-binaries, under an empty option name, by
+    // its name only, as it does -time: nvcc gives an absolute path in /tmp)
     if let (true, Some(r)) = (files, &req.register_link_binaries) {
-        s += &format!("- {} ", r.display());
+        s += &format!("- {} ", file_name(r));
     }
     flag(req.verbose, "v", &mut s);
     flag(req.verbose2, "v2", &mut s);
@@ -76,7 +77,7 @@ pub fn command_line(req: &LinkRequest) -> String {
         s += &format!("-cpu-arch {c} ");
     }
     if let (true, Some(t)) = (files, &req.time) {
-        s += &format!("-time {} ", t.display());
+        s += &format!("-time {} ", file_name(t));
     }
     flag(r.report_arch, "report-arch", &mut s);
     flag(r.extra_warnings, "extrawarn", &mut s);

@@ -14,19 +14,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn cuda() -> PathBuf {
-    PathBuf::from(std::env::var_os("CUDA_HOME").expect("CUDA_HOME (set by scripts/test.sh)"))
-}
-
-fn fixtures() -> PathBuf {
-    PathBuf::from(
-        std::env::var_os("NVLINKRS_FIXTURES").expect("NVLINKRS_FIXTURES (set by scripts/test.sh)"),
-    )
-}
-
-fn nvlinkrs() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_nvlinkrs"))
-}
+mod common;
+use common::{cuda, fixtures, nvlinkrs};
 
 struct Ran {
     /// `None`: still running at the limit, killed.

@@ -7,18 +7,11 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod common;
+use common::{cuda, nvlinkrs};
+
 #[path = "finalize/proof.rs"]
 mod proof;
-
-fn cuda() -> PathBuf {
-    PathBuf::from(std::env::var_os("CUDA_HOME").expect("CUDA_HOME (set by scripts/test.sh)"))
-}
-
-fn nvlinkrs() -> PathBuf {
-    std::env::var_os("NVLINKRS_TEST_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_nvlinkrs")))
-}
 
 /// Three units at `arch` that call into each other and read each other's variables,
 /// each with a kernel that makes no call (which the finalizer changes) beside one that

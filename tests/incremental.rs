@@ -14,19 +14,8 @@ use std::process::Command;
 use nvlinkrs::bytes::Bytes;
 use nvlinkrs::elf::cubin::Cubin;
 
-fn cuda() -> PathBuf {
-    PathBuf::from(std::env::var_os("CUDA_HOME").expect("CUDA_HOME (set by scripts/test.sh)"))
-}
-
-fn fixtures() -> PathBuf {
-    PathBuf::from(
-        std::env::var_os("NVLINKRS_FIXTURES").expect("NVLINKRS_FIXTURES (set by scripts/test.sh)"),
-    )
-}
-
-fn nvlinkrs() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_nvlinkrs"))
-}
+mod common;
+use common::{cuda, fixtures, nvlinkrs};
 
 /// The programs of `tests/fixtures/incremental`, built once (a lock keeps two test
 /// processes from building them at once).

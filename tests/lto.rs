@@ -7,15 +7,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn cuda() -> PathBuf {
-    PathBuf::from(std::env::var_os("CUDA_HOME").expect("CUDA_HOME (set by scripts/test.sh)"))
-}
-
-fn fixtures() -> PathBuf {
-    PathBuf::from(
-        std::env::var_os("NVLINKRS_FIXTURES").expect("NVLINKRS_FIXTURES (set by scripts/test.sh)"),
-    )
-}
+mod common;
+use common::{cuda, fixtures, nvlinkrs};
 
 #[derive(Debug)]
 struct Outcome {
@@ -93,13 +86,6 @@ fn mask_attribute_kind(line: &str) -> String {
 
 fn nvlink() -> PathBuf {
     cuda().join("bin/nvlink")
-}
-
-fn nvlinkrs() -> PathBuf {
-    // scripts/same_bytes.sh puts a wrapper here that also runs a baseline build
-    std::env::var_os("NVLINKRS_TEST_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_nvlinkrs")))
 }
 
 /// The command line nvcc -dlink -dlto would pass, around `inputs`.

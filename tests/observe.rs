@@ -8,13 +8,8 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-fn cuda() -> PathBuf {
-    PathBuf::from(std::env::var_os("CUDA_HOME").expect("CUDA_HOME (set by scripts/test.sh)"))
-}
-
-fn nvlinkrs() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_nvlinkrs"))
-}
+mod common;
+use common::{cuda, nvlinkrs};
 
 /// `text` compiled by nvcc `-dc -dlto` for sm_90 at `dir/name.cu` (its own path, as a
 /// rebuild compiles an edited file): the object's path.

@@ -12,22 +12,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod common;
+use common::{cuda, fixtures, nvlinkrs};
+
 #[path = "remote/trust.rs"]
 mod trust;
-
-fn cuda() -> PathBuf {
-    PathBuf::from(std::env::var_os("CUDA_HOME").expect("CUDA_HOME (set by scripts/test.sh)"))
-}
-
-fn fixtures() -> PathBuf {
-    PathBuf::from(
-        std::env::var_os("NVLINKRS_FIXTURES").expect("NVLINKRS_FIXTURES (set by scripts/test.sh)"),
-    )
-}
-
-fn nvlinkrs() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_nvlinkrs"))
-}
 
 /// A program scripts/setup.sh installs into the test servers' virtual environment (beside
 /// the toolkit CUDA_HOME names).

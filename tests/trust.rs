@@ -12,15 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-fn cuda() -> PathBuf {
-    PathBuf::from(std::env::var_os("CUDA_HOME").expect("CUDA_HOME (set by scripts/test.sh)"))
-}
-
-fn fixtures() -> PathBuf {
-    PathBuf::from(
-        std::env::var_os("NVLINKRS_FIXTURES").expect("NVLINKRS_FIXTURES (set by scripts/test.sh)"),
-    )
-}
+mod common;
+use common::{cuda, fixtures};
 
 fn nvlinkrs() -> PathBuf {
     // (scripts/same_bytes.sh, and a check of these tests against an older build)

@@ -15,15 +15,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+mod common;
+use common::fixtures;
+
 fn cuda() -> PathBuf {
     let c = std::env::var_os("CUDA_HOME").expect("CUDA_HOME (set by scripts/test.sh)");
     std::fs::canonicalize(c).unwrap()
-}
-
-fn fixtures() -> PathBuf {
-    PathBuf::from(
-        std::env::var_os("NVLINKRS_FIXTURES").expect("NVLINKRS_FIXTURES (set by scripts/test.sh)"),
-    )
 }
 
 /// A user made for the test; removed (with its home) when dropped.

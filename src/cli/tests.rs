@@ -184,3 +184,54 @@ fn unimplemented_options_are_refused_by_name() {
     let (_, _, given) = parse(&words("-arch=sm_90 -o x -L. -lcudadevrt a.o -w")).unwrap();
     refuse_unimplemented(&given).unwrap();
 }
+
+/// Every `NVLINKRS_*` variable the code outside tests reads (a quoted name in `src/` or
+/// the drop-in's `nvjitlink/src/`, up to a file's `#[cfg(test)]` module) has its row in
+/// docs/options.md, and the table names no variable nothing reads.
+#[test]
+fn every_setting_read_is_documented() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut read = std::collections::BTreeSet::new();
+    let mut stack = vec![root.join("src"), root.join("nvjitlink/src")];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+                continue;
+            }
+            if p.extension().is_none_or(|x| x != "rs") || p.ends_with("tests.rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&p).unwrap();
+            let code = text.split("#[cfg(test)]").next().unwrap_or("");
+            for (i, _) in code.match_indices("\"NVLINKRS_") {
+                let name: String = code[i + 1..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_uppercase() || *c == '_')
+                    .collect();
+                if name.len() > "NVLINKRS_".len() && code[i + 1 + name.len()..].starts_with('"') {
+                    read.insert(name);
+                }
+            }
+        }
+    }
+    let doc = std::fs::read_to_string(root.join("docs/options.md")).unwrap();
+    let rows: std::collections::BTreeSet<String> = doc
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `"))
+        .filter_map(|l| l.split_once('`'))
+        .map(|(name, _)| name.to_string())
+        .collect();
+    assert!(read.len() > 20, "found {read:?}");
+    let missing: Vec<_> = read.difference(&rows).collect();
+    let stale: Vec<_> = rows.difference(&read).collect();
+    assert!(
+        missing.is_empty(),
+        "read but not in docs/options.md: {missing:?}"
+    );
+    assert!(
+        stale.is_empty(),
+        "in docs/options.md but read nowhere: {stale:?}"
+    );
+}

@@ -56,6 +56,34 @@ pub fn operands(data: &[u8], bank: Bank) -> Vec<usize> {
         .collect()
 }
 
+/// Bank 3's 16-bit records (`Bank::Three16`) as a fuller reading finds them, in order,
+/// each with whether nvlink writes its operand: also those whose byte 4 is 0, and the
+/// records of an indexed read (`02 22 0c 06`, byte 4 0, byte 6 0x42, bank 3's mark),
+/// which take a relocation of their own but whose operand nvlink leaves as ptxas wrote it
+/// (a `__noinline__` function's `switch` reading `table[3]`, `table[5]` and `table[k]`:
+/// four relocations, three operands written).
+pub fn bank3_records_with_indexed(data: &[u8]) -> Vec<(usize, bool)> {
+    let form = |r: &[u8], head: u8, fourth: &[u8]| {
+        r[..4] == [0x02, 0x22, head, 0x06]
+            && fourth.contains(&r[4])
+            && r[5] == 0
+            && [0x12, 0x42, 0x52].contains(&r[6])
+            && r[12] == 0x42
+    };
+    (0..data.len().saturating_sub(31))
+        .filter_map(|p| {
+            let r = &data[p..p + 32];
+            if form(r, 0x0e, &[0x00, 0x01, 0xf8]) {
+                Some((p + 28, true))
+            } else if form(r, 0x0c, &[0x00]) && r[6] == 0x42 {
+                Some((p + 28, false))
+            } else {
+                None
+            }
+        })
+        .collect()
+}
+
 /// Capsule `data` with its constant-bank operands zeroed (two capsules that differ only
 /// there are the same code at other bank offsets).
 pub fn without_bank_operands(data: &[u8]) -> Vec<u8> {

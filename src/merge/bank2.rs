@@ -51,7 +51,7 @@ impl Bank2 {
 impl<'a> Merger<'a> {
     /// Function `f`'s bank-2 input section, if it has one with bytes.
     fn bank2_of(&self, f: FuncId) -> Option<usize> {
-        let (i, text) = (self.funcs[f].key.input, self.funcs[f].text);
+        let (i, text) = (self.code.funcs[f].key.input, self.code.funcs[f].text);
         let c = &self.inputs[i].cubin;
         c.sections.iter().position(|s| {
             constant_bank(s.ty) == Some(2)
@@ -82,9 +82,10 @@ impl<'a> Merger<'a> {
         constant_bank(bank.ty) == Some(2)
             && bank.flags & SHF_INFO_LINK != 0
             && self
+                .code
                 .func_of_text
                 .get(&SecKey::new(i, bank.info as usize))
-                .is_some_and(|&f| !self.funcs[f].entry)
+                .is_some_and(|&f| !self.code.funcs[f].entry)
     }
 
     /// Lays out bank 2 (after `sections`, which placed each kernel's own bank one to one
@@ -94,37 +95,41 @@ impl<'a> Merger<'a> {
             return;
         }
         // the kernels (positions in `kernels`) that reach each function
-        let mut kernels_of: Vec<Vec<usize>> = vec![Vec::new(); self.funcs.len()];
-        for (k, tree) in self.trees.iter().enumerate() {
+        let mut kernels_of: Vec<Vec<usize>> = vec![Vec::new(); self.code.funcs.len()];
+        for (k, tree) in self.code.trees.iter().enumerate() {
             for &f in tree {
                 kernels_of[f].push(k);
             }
         }
         // 1. each kernel's own data at 0: its bank's end
-        let mut end: Vec<u64> = (self.kernels.iter())
+        let mut end: Vec<u64> = (self.code.kernels.iter())
             .map(|&k| self.bank2_of(k).map_or(0, |s| self.section_size(k, s)))
             .collect();
         // each kernel's bank's alignment so far
-        let mut aligned: Vec<u64> = (self.kernels.iter())
+        let mut aligned: Vec<u64> = (self.code.kernels.iter())
             .map(|&k| self.bank2_of(k).map_or(1, |s| self.section_align(k, s)))
             .collect();
         // the output bank of each kernel, once it has one
-        let mut bank: Vec<Option<usize>> = (self.kernels.iter())
+        let mut bank: Vec<Option<usize>> = (self.code.kernels.iter())
             .map(|&k| {
                 let s = self.bank2_of(k)?;
-                Some(self.placed.get(&SecKey::new(self.funcs[k].key.input, s))?.0)
+                Some(
+                    self.placed
+                        .get(&SecKey::new(self.code.funcs[k].key.input, s))?
+                        .0,
+                )
             })
             .collect();
         // 2. the device functions, last to first
         let mut writes: Vec<(usize, SecKey, u64)> = Vec::new();
         for f in self.section_symbol_order().into_iter().rev() {
-            if self.funcs[f].entry || !self.live[f] || kernels_of[f].is_empty() {
+            if self.code.funcs[f].entry || !self.code.live[f] || kernels_of[f].is_empty() {
                 continue;
             }
             let Some(si) = self.bank2_of(f) else {
                 continue;
             };
-            let i = self.funcs[f].key.input;
+            let i = self.code.funcs[f].key.input;
             let s = &self.inputs[i].cubin.sections[si];
             // (aligned as the piece and every bank it goes into ask, and those banks
             // aligned so from then on: an sm_80 kernel's own 8-aligned constants put a
@@ -141,7 +146,7 @@ impl<'a> Merger<'a> {
                 let id = match bank[k] {
                     Some(id) => id,
                     None => {
-                        let id = self.new_kernel_bank(self.kernels[k]);
+                        let id = self.new_kernel_bank(self.code.kernels[k]);
                         bank[k] = Some(id);
                         id
                     }
@@ -163,9 +168,9 @@ impl<'a> Merger<'a> {
         order.sort_by_key(|&k| bank[k].and_then(made));
         for k in order {
             let Some(id) = bank[k] else { continue };
-            let kernel = self.kernels[k];
-            let own =
-                (self.bank2_of(kernel)).map(|s| (SecKey::new(self.funcs[kernel].key.input, s), 0));
+            let kernel = self.code.kernels[k];
+            let own = (self.bank2_of(kernel))
+                .map(|s| (SecKey::new(self.code.funcs[kernel].key.input, s), 0));
             let pieces: Vec<(SecKey, u64)> = (own.into_iter())
                 .chain(writes.iter().filter(|w| w.0 == id).map(|w| (w.1, w.2)))
                 .collect();
@@ -192,10 +197,14 @@ impl<'a> Merger<'a> {
     /// (the order nvlink makes their `.nv.info.<fn>` in, `creation.rs`; a local clone
     /// `f$1` comes there after the globals whose code comes first).
     fn section_symbol_order(&self) -> Vec<FuncId> {
-        let mut order = Vec::with_capacity(self.funcs.len());
+        let mut order = Vec::with_capacity(self.code.funcs.len());
         for (i, inp) in self.inputs.iter().enumerate() {
             for s in inp.cubin.symbols.iter().filter(|s| s.ty == STT_SECTION) {
-                if let Some(&f) = self.func_of_text.get(&SecKey::new(i, s.shndx as usize)) {
+                if let Some(&f) = self
+                    .code
+                    .func_of_text
+                    .get(&SecKey::new(i, s.shndx as usize))
+                {
                     order.push(f);
                 }
             }
@@ -205,22 +214,22 @@ impl<'a> Merger<'a> {
 
     /// The alignment of function `f`'s section `s` (at least 1).
     fn section_align(&self, f: FuncId, s: usize) -> u64 {
-        self.inputs[self.funcs[f].key.input].cubin.sections[s]
+        self.inputs[self.code.funcs[f].key.input].cubin.sections[s]
             .align
             .max(1)
     }
 
     /// The size of function `f`'s section `s`.
     fn section_size(&self, f: FuncId, s: usize) -> u64 {
-        self.inputs[self.funcs[f].key.input].cubin.sections[s].size
+        self.inputs[self.code.funcs[f].key.input].cubin.sections[s].size
     }
 
     /// A bank for kernel `k`, which has no bank-2 data of its own.
     fn new_kernel_bank(&mut self, k: FuncId) -> usize {
-        let name = creation::concat(".nv.constant2.", &self.sym(self.funcs[k].key).name);
+        let name = creation::concat(".nv.constant2.", &self.sym(self.code.funcs[k].key).name);
         let mut o = OutSection::new(name, SHT_PROGBITS, SHF_ALLOC | SHF_INFO_LINK);
         o.align = 4;
-        let text = SecKey::new(self.funcs[k].key.input, self.funcs[k].text);
+        let text = SecKey::new(self.code.funcs[k].key.input, self.code.funcs[k].text);
         if let Some(&(t, _)) = self.placed.get(&text) {
             o.info = Ref::Section(t);
         }
@@ -249,11 +258,14 @@ impl Merger<'_> {
             let proto = &self.inputs[i0].cubin.sections[m0];
             let name = creation::concat(
                 ".nv.merc.nv.constant.optimizer.",
-                &self.sym(self.funcs[*kernel].key).name,
+                &self.sym(self.code.funcs[*kernel].key).name,
             );
             let mut o = OutSection::new(name, proto.ty, proto.flags);
             o.entsize = proto.entsize;
-            let text = SecKey::new(self.funcs[*kernel].key.input, self.funcs[*kernel].text);
+            let text = SecKey::new(
+                self.code.funcs[*kernel].key.input,
+                self.code.funcs[*kernel].text,
+            );
             if let Some(&cap) = (self.placed.get(&text)).and_then(|t| st.view_of.get(&t.0)) {
                 o.info = Ref::Section(cap);
             }
@@ -400,6 +412,9 @@ impl Merger<'_> {
                 n => match fields_of(false) {
                     own if own.len() == n => own,
                     own if own.is_empty() => continue,
+                    // (16-bit bank-3 records read more fully: indexed reads' records,
+                    // which nvlink leaves, paired with their relocations too)
+                    _ if bank == Bank::Three16 && with_indexed(data, &resolved) => continue,
                     own => {
                         self.mismatch_warning(c, capsule, bank, own.len(), n);
                         continue;
@@ -429,4 +444,20 @@ impl Merger<'_> {
             if bank == Bank::Two { 2 } else { 3 },
         ));
     }
+}
+
+/// Capsule `data`'s 16-bit bank-3 records read with indexed reads' records
+/// (`capsule::bank3_records_with_indexed`), paired one to one with `fields` (by offset):
+/// the operands nvlink writes written; whether they paired.
+fn with_indexed(data: &mut [u8], fields: &[(u64, u32)]) -> bool {
+    let records = crate::elf::capsule::bank3_records_with_indexed(data);
+    if records.len() != fields.len() {
+        return false;
+    }
+    for (&(at, write), &(_, v)) in records.iter().zip(fields) {
+        if write {
+            data[at..at + 4].copy_from_slice(&v.to_le_bytes());
+        }
+    }
+    true
 }

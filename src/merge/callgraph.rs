@@ -38,7 +38,7 @@ impl<'a> Merger<'a> {
     /// keeps its entry while a live function's `EXTERNS` list names it.
     fn prototype_kept(&self, k: SymKey) -> bool {
         match self.func_of(k) {
-            Some(f) => self.live[f] && !self.address_taken.contains(&f),
+            Some(f) => self.code.live[f] && !self.code.address_taken.contains(&f),
             None => self.is_driver_function(k),
         }
     }
@@ -120,7 +120,7 @@ impl<'a> Merger<'a> {
                     system_callers.insert(oa as u32 + 1);
                 }
                 first_input.entry(oa as u32 + 1).or_insert_with(|| {
-                    (self.global_id(ka)).map_or(i, |g| self.globals[g].first.input)
+                    (self.global_id(ka)).map_or(i, |g| self.res.globals[g].first.input)
                 });
                 match group {
                     1 | 4 => {
@@ -286,15 +286,15 @@ impl<'a> Merger<'a> {
         use crate::demangle::demangle;
         let cl = self.call_lists()?;
         let mut lines = vec![String::new(); cl.nodes];
-        for (f, func) in FuncId::all(self.funcs.len()).zip(&self.funcs) {
-            if !self.live[f] {
+        for (f, func) in FuncId::all(self.code.funcs.len()).zip(&self.code.funcs) {
+            if !self.code.live[f] {
                 continue;
             }
             // (a kernel whose address is taken, one launched from the device, is `^&`)
             let marks = format!(
                 "{}{}",
                 if func.entry { "^" } else { "" },
-                if self.address_taken.contains(&f) {
+                if self.code.address_taken.contains(&f) {
                     "&"
                 } else {
                     ""
@@ -309,7 +309,7 @@ impl<'a> Merger<'a> {
         }
         // (a function no input defines shows its name while a live function's EXTERNS
         // list names it: the driver's)
-        for (g, global) in self.globals.iter().enumerate() {
+        for (g, global) in self.res.globals.iter().enumerate() {
             if global.def.is_none() && cl.of_global[g] > 0 && self.is_driver_function(global.first)
             {
                 lines[cl.of_global[g] - 1] = format!("{} ->", demangle(global.name));
@@ -325,8 +325,8 @@ impl<'a> Merger<'a> {
         for (e, f, regs) in self.register_propagation(&cl) {
             text += &format!(
                 "regcount {regs} for {} propagated to entry {}\n",
-                demangle(&self.sym(self.funcs[f].key).name),
-                demangle(&self.sym(self.funcs[e].key).name)
+                demangle(&self.sym(self.code.funcs[f].key).name),
+                demangle(&self.sym(self.code.funcs[e].key).name)
             );
         }
         crate::diag::to_stderr(&text);

@@ -45,7 +45,7 @@ impl Merger<'_> {
     pub(super) fn call_lists(&self) -> Result<CallLists> {
         // a node is a global name (by its id), or one input's local symbol; numbered
         // from 1 in the order of first appearance
-        let mut of_global = vec![0usize; self.globals.len()];
+        let mut of_global = vec![0usize; self.res.globals.len()];
         let mut of_local: HashMap<SymKey, usize> = HashMap::default();
         let mut count = 0;
         for (i, inp) in self.inputs.iter().enumerate() {
@@ -72,26 +72,27 @@ impl Merger<'_> {
             .filter(|&n| n > 0)
         };
         let node: Vec<usize> = self
+            .code
             .funcs
             .iter()
             .map(|f| number(f.key).expect("a function symbol is numbered"))
             .collect();
         let mut func_of_node: HashMap<usize, FuncId> = HashMap::default();
-        for f in FuncId::all(self.funcs.len()).filter(|&f| self.live[f]) {
+        for f in FuncId::all(self.code.funcs.len()).filter(|&f| self.code.live[f]) {
             func_of_node.insert(node[f], f);
         }
         // each input's entries once, each to the live function it defines (a weak copy's
         // entries stay with that copy, an earlier input's copy a later one replaced
         // giving its own to the kept one: `calls_kept`); indirect calls are resolved
         // after the direct ones
-        let mut calls: Vec<Vec<usize>> = vec![Vec::new(); self.funcs.len()];
-        let mut indirect: Vec<Vec<String>> = vec![Vec::new(); self.funcs.len()];
+        let mut calls: Vec<Vec<usize>> = vec![Vec::new(); self.code.funcs.len()];
+        let mut indirect: Vec<Vec<String>> = vec![Vec::new(); self.code.funcs.len()];
         for (i, inp) in self.inputs.iter().enumerate() {
             let c = &inp.cubin;
             for (a, b, group) in c.callgraph_entries()? {
                 let ka = SymKey::new(i, a as usize);
                 let Some(f) = self.func_of(ka).filter(|&f| {
-                    self.live[f] && (self.funcs[f].key.input == i || self.calls_kept(ka))
+                    self.code.live[f] && (self.code.funcs[f].key.input == i || self.calls_kept(ka))
                 }) else {
                     continue;
                 };
@@ -108,7 +109,7 @@ impl Merger<'_> {
             }
         }
         let mut taken_nodes: HashMap<&str, Vec<usize>> = HashMap::default();
-        for (q, g) in &self.taken_by_prototype {
+        for (q, g) in &self.code.taken_by_prototype {
             taken_nodes.entry(q.as_str()).or_default().push(node[*g]);
         }
         for list in taken_nodes.values_mut() {

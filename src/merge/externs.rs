@@ -23,7 +23,7 @@ impl Merger<'_> {
     /// Reads each live function's own list (before the symbols are numbered: the
     /// prototype table needs to know which driver functions are named).
     pub(super) fn read_externs(&mut self) -> Result<()> {
-        self.extern_refs = (0..self.funcs.len())
+        self.extern_refs = (0..self.code.funcs.len())
             .into_par_iter()
             .map(FuncId)
             .map(|f| self.own_externs(f))
@@ -44,7 +44,7 @@ impl Merger<'_> {
                 if group != 1 || !self.is_replaced(ka) || !(every || self.calls_kept(ka)) {
                     continue;
                 }
-                if !self.func_of(ka).is_some_and(|f| self.live[f]) {
+                if !self.func_of(ka).is_some_and(|f| self.code.live[f]) {
                     continue;
                 }
                 let Some(kb) = usize::try_from(b)
@@ -86,29 +86,29 @@ impl Merger<'_> {
         // kernel calling printf and free whose callee's code, placed first, calls malloc)
         let every: Vec<FuncId> = match self.only_kernel() {
             true => {
-                let mut every: Vec<FuncId> = FuncId::all(self.funcs.len())
-                    .filter(|&g| self.live[g])
+                let mut every: Vec<FuncId> = FuncId::all(self.code.funcs.len())
+                    .filter(|&g| self.code.live[g])
                     .collect();
                 every.sort_by_key(|&g| {
-                    let text = SecKey::new(self.funcs[g].key.input, self.funcs[g].text);
+                    let text = SecKey::new(self.code.funcs[g].key.input, self.code.funcs[g].text);
                     self.placed.get(&text).map(|&(o, _)| o)
                 });
                 every
             }
             false => Vec::new(),
         };
-        (0..self.funcs.len())
+        (0..self.code.funcs.len())
             .into_par_iter()
             .map(FuncId)
             .map(|f| {
                 let mut list = own[f].clone();
                 // (a kernel only --preserve-relocs keeps, one the kernel filter leaves
                 // out, keeps its own list: `devlaunch.cu`'s `top`)
-                if self.live[f] && self.funcs[f].entry && self.reached(f) {
+                if self.code.live[f] && self.code.funcs[f].entry && self.reached(f) {
                     let called;
                     let funcs = if !every.is_empty() {
                         &every
-                    } else if self.any_listed_only {
+                    } else if self.code.any_listed_only {
                         called = self.called_tree(f);
                         &called
                     } else {
@@ -140,12 +140,10 @@ impl Merger<'_> {
         let mut stack = vec![f];
         while let Some(g) = stack.pop() {
             if seen.insert(g) {
-                let callees = self.funcs[g].callees.iter();
-                stack.extend(
-                    callees.filter(|&&h| {
-                        !self.funcs[h].entry && !self.funcs[g].listed_only.contains(&h)
-                    }),
-                );
+                let callees = self.code.funcs[g].callees.iter();
+                stack.extend(callees.filter(|&&h| {
+                    !self.code.funcs[h].entry && !self.code.funcs[g].listed_only.contains(&h)
+                }));
             }
         }
         (self.tree(f).iter().copied())
@@ -155,17 +153,17 @@ impl Merger<'_> {
 
     /// Function `f`'s own record: the entries that stay, as input symbols.
     fn own_externs(&self, f: FuncId) -> Result<Vec<SymKey>> {
-        if !self.live[f] {
+        if !self.code.live[f] {
             return Ok(Vec::new());
         }
-        let i = self.funcs[f].key.input;
+        let i = self.code.funcs[f].key.input;
         let c = &self.inputs[i].cubin;
-        let list = (self.funcs[f].extern_entries.iter())
+        let list = (self.code.funcs[f].extern_entries.iter())
             .map(|&e| SymKey::new(i, e as usize))
             .filter(|&k| {
                 k.sym < c.symbols.len()
                     && (self.target(k).is_none()
-                        || self.func_of(k).is_some_and(|g| self.funcs[g].entry))
+                        || self.func_of(k).is_some_and(|g| self.code.funcs[g].entry))
             })
             .collect();
         Ok(list)
@@ -209,12 +207,12 @@ impl Merger<'_> {
     /// function with barriers (nvlink 13.5 adds, function by function, the barrier count
     /// first, then the list; generated program 21 at sm_100, `managed.cu`'s `k_list`).
     pub(super) fn externs_before_barriers(&self, f: FuncId) -> bool {
-        let c = &self.inputs[self.funcs[f].key.input].cubin;
+        let c = &self.inputs[self.code.funcs[f].key.input].cubin;
         let has_record = self.info_section_of(f).is_some_and(|s| {
             info::parse(c.bytes(s), &c.origin, &s.name, s.offset)
                 .is_ok_and(|rs| rs.iter().any(|r| r.attr == info::EXTERNS))
         });
-        if has_record || self.funcs[f].barriers > 0 {
+        if has_record || self.code.funcs[f].barriers > 0 {
             return false;
         }
         let names = |g: FuncId| {
@@ -225,13 +223,14 @@ impl Merger<'_> {
         let first = self
             .tree(f)
             .iter()
-            .find(|&&g| names(g) || self.funcs[g].barriers > 0);
-        first.is_some_and(|&g| self.funcs[g].barriers == 0)
+            .find(|&&g| names(g) || self.code.funcs[g].barriers > 0);
+        first.is_some_and(|&g| self.code.funcs[g].barriers == 0)
     }
 
     /// Whether the image has one kernel (stops at the second).
     fn only_kernel(&self) -> bool {
-        let mut kernels = (0..self.funcs.len()).filter(|&g| self.live[g] && self.funcs[g].entry);
+        let mut kernels =
+            (0..self.code.funcs.len()).filter(|&g| self.code.live[g] && self.code.funcs[g].entry);
         kernels.nth(1).is_none()
     }
 

@@ -5,6 +5,57 @@
 
 use super::*;
 
+/// The code graph the functions step makes (`functions`, `reach`, `call_trees`):
+/// every function, which are live, the kernels and their call trees. The later steps read
+/// it; only `.nv.info` lets the trees go once it has used them.
+pub(super) struct CodeGraph {
+    /// Every defined function of the inputs, in nvlink's function order.
+    pub(super) funcs: Vec<Func>,
+    /// A function's code section → the function.
+    pub(super) func_of_text: HashMap<SecKey, FuncId>,
+    /// Per input and symbol: the function it defines, if any.
+    pub(super) func_at: Vec<Vec<Option<FuncId>>>,
+    /// Per function: kept in the image.
+    pub(super) live: Vec<bool>,
+    /// The functions a plain link would keep (the kernels the filter keeps, what device
+    /// code launches or takes the address of, and their callees), in a `--preserve-relocs`
+    /// link without `-g` (`preserving_only`), which keeps all; empty in the others (all
+    /// reached).
+    pub(super) reached: Vec<bool>,
+    /// The live kernels, in function order, and each one's call tree (`call_trees`);
+    /// the trees are let go after `.nv.info`.
+    pub(super) kernels: Vec<FuncId>,
+    pub(super) trees: Vec<Vec<FuncId>>,
+    /// The functions whose address is taken.
+    pub(super) address_taken: HashSet<FuncId>,
+    /// Some function has a callee only group 4 names (`Func::listed_only`): the call
+    /// trees `EXTERNS` and register counts read then leave those out (`called_tree`).
+    pub(super) any_listed_only: bool,
+    /// (prototype, function) of every address-taken function, each once (the dump's
+    /// indirect callees).
+    pub(super) taken_by_prototype: Vec<(String, FuncId)>,
+}
+
+impl CodeGraph {
+    /// No function yet, a slot per input symbol.
+    pub(super) fn new(inputs: &[Input]) -> CodeGraph {
+        CodeGraph {
+            funcs: Vec::new(),
+            func_of_text: HashMap::default(),
+            func_at: (inputs.iter())
+                .map(|i| vec![None; i.cubin.symbols.len()])
+                .collect(),
+            live: Vec::new(),
+            reached: Vec::new(),
+            kernels: Vec::new(),
+            trees: Vec::new(),
+            address_taken: HashSet::default(),
+            any_listed_only: false,
+            taken_by_prototype: Vec::new(),
+        }
+    }
+}
+
 impl<'a> Merger<'a> {
     pub(super) fn functions(&mut self) -> Result<()> {
         // each input's chosen definitions, in parallel, numbered in input order
@@ -14,20 +65,21 @@ impl<'a> Merger<'a> {
             .collect();
         for list in found {
             for func in list? {
-                let f = FuncId(self.funcs.len());
-                self.func_of_text
+                let f = FuncId(self.code.funcs.len());
+                self.code
+                    .func_of_text
                     .insert(SecKey::new(func.key.input, func.text), f);
-                self.func_at[func.key.input][func.key.sym] = Some(f);
-                self.funcs.push(func);
+                self.code.func_at[func.key.input][func.key.sym] = Some(f);
+                self.code.funcs.push(func);
             }
         }
         // edges: relocations in a function's sections (in parallel, per function)
-        let edges: Vec<Result<(BTreeSet<FuncId>, BTreeSet<SymKey>)>> = (0..self.funcs.len())
+        let edges: Vec<Result<(BTreeSet<FuncId>, BTreeSet<SymKey>)>> = (0..self.code.funcs.len())
             .into_par_iter()
             .map(FuncId)
             .map(|f| self.relocation_edges(f))
             .collect();
-        for (func, e) in self.funcs.iter_mut().zip(edges) {
+        for (func, e) in self.code.funcs.iter_mut().zip(edges) {
             (func.callees, func.shared) = e?;
         }
         // Call-graph entries: direct calls (groups 1 and 4), and for indirect calls the
@@ -38,8 +90,8 @@ impl<'a> Merger<'a> {
         let mut callers: Vec<(String, FuncId)> = Vec::new();
         // (the calls the code's relocations and the groups 1 and 3 make, and the group 4
         // names: what only group 4 names is `listed_only`)
-        let mut called: Vec<(FuncId, FuncId)> = (FuncId::all(self.funcs.len()))
-            .flat_map(|f| self.funcs[f].callees.iter().map(move |&g| (f, g)))
+        let mut called: Vec<(FuncId, FuncId)> = (FuncId::all(self.code.funcs.len()))
+            .flat_map(|f| self.code.funcs[f].callees.iter().map(move |&g| (f, g)))
             .collect();
         let mut listed: Vec<(FuncId, FuncId)> = Vec::new();
         for i in 0..self.inputs.len() {
@@ -63,14 +115,14 @@ impl<'a> Merger<'a> {
                             .and_then(|b| self.func_of(SymKey::new(i, b)));
                         match fb {
                             Some(fb) if fb != fa => {
-                                self.funcs[fa].callees.insert(fb);
+                                self.code.funcs[fa].callees.insert(fb);
                                 if group == 4 {
                                     listed.push((fa, fb));
                                 } else {
                                     called.push((fa, fb));
                                 }
                             }
-                            Some(_) if group == 1 => self.funcs[fa].self_call = true,
+                            Some(_) if group == 1 => self.code.funcs[fa].self_call = true,
                             _ => {}
                         }
                     }
@@ -90,24 +142,24 @@ impl<'a> Merger<'a> {
         for (p, caller) in &callers {
             for f in taken_of.get(p.as_str()).into_iter().flatten() {
                 if caller != f {
-                    self.funcs[*caller].callees.insert(*f);
+                    self.code.funcs[*caller].callees.insert(*f);
                     called.push((*caller, *f));
                 } else {
-                    self.funcs[*caller].self_call = true;
+                    self.code.funcs[*caller].self_call = true;
                 }
             }
         }
         let called: HashSet<(FuncId, FuncId)> = called.into_iter().collect();
         for (f, g) in listed {
             if !called.contains(&(f, g)) {
-                self.funcs[f].listed_only.insert(g);
+                self.code.funcs[f].listed_only.insert(g);
             }
         }
-        self.address_taken = taken.iter().map(|(_, f)| *f).collect();
-        self.any_listed_only = self.funcs.iter().any(|g| !g.listed_only.is_empty());
+        self.code.address_taken = taken.iter().map(|(_, f)| *f).collect();
+        self.code.any_listed_only = self.code.funcs.iter().any(|g| !g.listed_only.is_empty());
         let mut seen = HashSet::default();
         taken.retain(|t| seen.insert(t.clone()));
-        self.taken_by_prototype = taken;
+        self.code.taken_by_prototype = taken;
         Ok(())
     }
 
@@ -169,10 +221,10 @@ impl<'a> Merger<'a> {
     /// What function `f`'s relocations refer to: the functions it calls (itself left
     /// out) and the shared variables it uses.
     fn relocation_edges(&self, f: FuncId) -> Result<(BTreeSet<FuncId>, BTreeSet<SymKey>)> {
-        let i = self.funcs[f].key.input;
+        let i = self.code.funcs[f].key.input;
         // (gathered in lists and made sets at once, which sorts each list once)
         let (mut callees, mut shared) = (Vec::new(), Vec::new());
-        for &ri in &self.funcs[f].relocs {
+        for &ri in &self.code.funcs[f].relocs {
             for r in self.relocs(i, ri)? {
                 let sk = SymKey::new(i, r.sym as usize);
                 let sym = self.sym(sk);
@@ -197,22 +249,22 @@ impl<'a> Merger<'a> {
     /// code does not launch the kernel that calls through it, not when it does), in the
     /// call graph's node order.
     pub(super) fn address_taken_warnings(&self) -> Result<()> {
-        if !self.opts.extra_warnings || self.address_taken.is_empty() {
+        if !self.opts.extra_warnings || self.code.address_taken.is_empty() {
             return Ok(());
         }
         let cl = self.call_lists()?;
-        let called: HashSet<FuncId> = FuncId::all(self.funcs.len())
-            .filter(|&g| self.live[g])
+        let called: HashSet<FuncId> = FuncId::all(self.code.funcs.len())
+            .filter(|&g| self.code.live[g])
             .flat_map(|g| cl.callees(g))
             .collect();
-        let mut warned: Vec<FuncId> = (self.address_taken.iter().copied())
+        let mut warned: Vec<FuncId> = (self.code.address_taken.iter().copied())
             .filter(|f| !called.contains(f))
             .collect();
         warned.sort_by_key(|&f| (cl.node[f], f));
         for f in warned {
             self.diag.warning(&format!(
                 "Function '{}' has address taken but no calls to it found",
-                self.sym(self.funcs[f].key).name
+                self.sym(self.code.funcs[f].key).name
             ));
         }
         Ok(())
@@ -221,23 +273,23 @@ impl<'a> Merger<'a> {
     /// Whether the kernel filter (`-kernels-used`, the host objects' tables) keeps
     /// function `f` if it is a kernel (a system library's always).
     pub(super) fn kernel_kept(&self, f: FuncId) -> bool {
-        let SymKey { input: i, sym: s } = self.funcs[f].key;
+        let SymKey { input: i, sym: s } = self.code.funcs[f].key;
         self.inputs[i].cudadevrt
             || (self.opts.kernels.as_ref())
                 .is_none_or(|k| k.keeps_kernel(&self.inputs[i].cubin.symbols[s].name))
     }
 
     pub(super) fn reach(&mut self) {
-        let n = self.funcs.len();
+        let n = self.code.funcs.len();
         let all = self.opts.relocatable || self.keeps_all();
-        self.live = vec![false; n];
+        self.code.live = vec![false; n];
         let mut stack: Vec<FuncId> = FuncId::all(n)
-            .filter(|&f| self.funcs[f].entry && self.kernel_kept(f))
+            .filter(|&f| self.code.funcs[f].entry && self.kernel_kept(f))
             .collect();
         // functions whose address some code takes (`.nv.callgraph` group 2), whether or
         // not that code stays: nvlink 13.5 keeps them (one taken only by a dropped kernel,
         // or by a function nothing calls)
-        stack.extend(self.address_taken.iter().copied());
+        stack.extend(self.code.address_taken.iter().copied());
         // functions whose address is stored in data; in a narrowed link, also the kernels
         // whose descriptor code takes (`FUNC_DESC*`: launches from the device) and the
         // functions whose address code takes (`UNIFIED*`: a function pointer), whatever
@@ -266,7 +318,7 @@ impl<'a> Merger<'a> {
                         continue;
                     }
                     if let Some(f) = self.func_of(SymKey::new(i, r.sym as usize))
-                        && (!code || pointer || self.funcs[f].entry)
+                        && (!code || pointer || self.code.funcs[f].entry)
                     {
                         stack.push(f);
                     }
@@ -274,24 +326,24 @@ impl<'a> Merger<'a> {
             }
         }
         while let Some(f) = stack.pop() {
-            if std::mem::replace(&mut self.live[f], true) {
+            if std::mem::replace(&mut self.code.live[f], true) {
                 continue;
             }
-            stack.extend(self.funcs[f].callees.iter().copied());
+            stack.extend(self.code.funcs[f].callees.iter().copied());
         }
         // (a --preserve-relocs link without -g, which keeps all, still knows what a
         // plain one would keep: its roots)
         if all {
-            let reached = std::mem::replace(&mut self.live, vec![true; n]);
+            let reached = std::mem::replace(&mut self.code.live, vec![true; n]);
             if !self.opts.relocatable && self.preserving_only() {
-                self.reached = reached;
+                self.code.reached = reached;
             }
         }
     }
 
     /// Whether function `f` is one a plain link would keep (`reach`).
     pub(super) fn reached(&self, f: FuncId) -> bool {
-        self.reached.get(f.0).copied().unwrap_or(true)
+        self.code.reached.get(f.0).copied().unwrap_or(true)
     }
 
     /// Each live kernel's call tree, once, for the steps that read it (shared memory,
@@ -306,27 +358,27 @@ impl<'a> Merger<'a> {
     /// kernel's tree it falls in; a kernel, which nothing calls in that graph, is a
     /// component of its own, and its reach is its tree.
     pub(super) fn call_trees(&mut self) {
-        let n = self.funcs.len();
+        let n = self.code.funcs.len();
         let mut start = Vec::with_capacity(n + 1);
         let mut next = Vec::new();
         start.push(0);
-        for func in &self.funcs {
-            next.extend(func.callees.iter().filter(|&&g| !self.funcs[g].entry));
+        for func in &self.code.funcs {
+            next.extend(func.callees.iter().filter(|&&g| !self.code.funcs[g].entry));
             start.push(next.len());
         }
         // (a kernel only --preserve-relocs keeps, one the kernel filter leaves out, is
         // laid out as a function: no window, nothing propagated; `-kernels-used`)
-        self.kernels = FuncId::all(n)
-            .filter(|&f| self.live[f] && self.funcs[f].entry && self.reached(f))
+        self.code.kernels = FuncId::all(n)
+            .filter(|&f| self.code.live[f] && self.code.funcs[f].entry && self.reached(f))
             .collect();
-        let comp = components(&start, &next, &self.kernels);
-        self.trees = reaches(&start, &next, &comp, &self.kernels);
+        let comp = components(&start, &next, &self.code.kernels);
+        self.code.trees = reaches(&start, &next, &comp, &self.code.kernels);
     }
 
     /// Live kernel `f`'s call tree (`call_trees`).
     pub(super) fn tree(&self, f: FuncId) -> &[FuncId] {
-        let k = self.kernels.binary_search(&f).expect("a live kernel");
-        &self.trees[k]
+        let k = self.code.kernels.binary_search(&f).expect("a live kernel");
+        &self.code.trees[k]
     }
 }
 

@@ -272,13 +272,13 @@ impl Merger<'_> {
     fn merc_capsules(&mut self, st: &mut Capsules) {
         // capsules, in the order of the SASS code sections
         let mut text_of: Vec<(usize, usize, usize)> = Vec::new(); // (out text, input, text)
-        for f in FuncId::all(self.funcs.len()) {
-            if !self.live[f] {
+        for f in FuncId::all(self.code.funcs.len()) {
+            if !self.code.live[f] {
                 continue;
             }
-            let i = self.funcs[f].key.input;
-            if let Some(&(t, _)) = self.placed.get(&SecKey::new(i, self.funcs[f].text)) {
-                text_of.push((t, i, self.funcs[f].text));
+            let i = self.code.funcs[f].key.input;
+            if let Some(&(t, _)) = self.placed.get(&SecKey::new(i, self.code.funcs[f].text)) {
+                text_of.push((t, i, self.code.funcs[f].text));
             }
         }
         text_of.sort();
@@ -303,8 +303,8 @@ impl Merger<'_> {
             st.placed.insert((i, m), (id, 0));
             st.view_of.insert(t, id);
             st.text_of_capsule.insert(id, t);
-            let f = self.func_of_text[&SecKey::new(i, text)];
-            st.capsule_fn.push((id, self.funcs[f].key));
+            let f = self.code.func_of_text[&SecKey::new(i, text)];
+            st.capsule_fn.push((id, self.code.funcs[f].key));
         }
     }
 
@@ -488,7 +488,7 @@ impl Merger<'_> {
                     if st.exec && ms.other & STO_SHARED != 0 && s.ty != STT_FUNC {
                         m.other |= s.other & 0x3;
                         if !is_dynamic_shared(ms) {
-                            m.value = s.value.saturating_sub(self.shared_reserve);
+                            m.value = s.value.saturating_sub(self.shared.reserve());
                         }
                     }
                 }
@@ -588,7 +588,7 @@ impl Merger<'_> {
             else {
                 continue;
             };
-            let f = self.func_of_text[&SecKey::new(i, text)];
+            let f = self.code.func_of_text[&SecKey::new(i, text)];
             let mut recs = Vec::new();
             for mut r in info::parse(c.bytes(ms), &c.origin, &ms.name, ms.offset)? {
                 if r.has_symbol() {
@@ -599,7 +599,7 @@ impl Merger<'_> {
                 recs.push(r);
             }
             recs.reverse();
-            let kernel = (st.exec && self.funcs[f].entry)
+            let kernel = (st.exec && self.code.funcs[f].entry)
                 .then(|| self.props.get(&f).copied())
                 .flatten();
             self.finish_records(f, &mut recs, kernel, |o| st.remap(o));

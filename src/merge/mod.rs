@@ -7,9 +7,11 @@
 //! - `mod.rs`: the merge state (`Merger`), its ids (`SymKey`, `SecKey`, `FuncId`), the
 //!   queries every step shares (a symbol's definition, function, output index, value at
 //!   link time) and the spine.
-//! - `resolve.rs` (`resolve`, `settle`): each global name's definition chosen.
-//! - `functions.rs` (`functions`, `reach`, `call_trees`): the function graph, what no
-//!   kernel reaches dropped, each live kernel's call tree.
+//! - `resolve.rs` (`resolve`): each global name's definition chosen: the `Resolution`
+//!   product, made before the merge state, which holds it.
+//! - `functions.rs` (`functions`, `reach`, `call_trees`): the function graph (the
+//!   `CodeGraph` product, which the merge state holds as it is made), what no kernel
+//!   reaches dropped, each live kernel's call tree.
 //! - `reglimit.rs` (`check_register_limits`): register counts propagated as nvlink does
 //!   and kernels' `-maxrregcount` limits checked.
 //! - `externs.rs` (`read_externs`): each live function's `EXTERNS` list read (written
@@ -20,7 +22,7 @@
 //! - `sections.rs`: input sections placed (function sections one to one, shared names as
 //!   pieces), sm_100+ `.debug_frame` pieces pruned.
 //! - `bank2.rs`: the device functions' constant bank 2 merged into their kernels' banks.
-//! - `shared.rs`: shared memory laid out per kernel.
+//! - `shared.rs`: shared memory laid out per kernel: the `SharedLayout` product.
 //! - `callgraph.rs` (`tables`): `.nv.callgraph`, `.nv.prototype`, `.nv.rel.action` made
 //!   before the symbols, whose section symbols they get (filled in later).
 //! - `symbols.rs`: the output symbol table.
@@ -31,6 +33,11 @@
 //! - `mercury.rs`: the sm_100+ capsule-Mercury half of the image.
 //! - `notes.rs` (`finish`): kept relocation sections, the final section order and the
 //!   image handed to the writer (`creation.rs`: nvlink's creation order of names).
+//!
+//! The steps hand products on: `Resolution` (resolve.rs, made before the merge state),
+//! `CodeGraph` (functions.rs) and `SharedLayout` (shared.rs) are each made by one step
+//! and only read by the later ones (`SharedLayout`'s fields are private to its step);
+//! the rest of `Merger` is the image as it is built (sections, symbols, relocations).
 //!
 //! Beside the steps: `calllists.rs`, nvlink's numbered call lists (built on demand by
 //! reglimit, nvinfo and callgraph), and `cudadevrt.rs`, the symbols of libcudadevrt the
@@ -313,6 +320,13 @@ struct Parsed {
 }
 
 impl Parsed {
+    /// The value of symbol `s`'s global `.nv.info` record `attr` (0 without one).
+    fn sym_value(&self, s: usize, attr: u8) -> u32 {
+        let v = &self.sym_values;
+        v.binary_search_by_key(&(attr, s), |&(a, x, _)| (a, x as usize))
+            .map_or(0, |at| v[at].2)
+    }
+
     fn of(c: &Cubin) -> Parsed {
         let records = match c
             .sections
@@ -383,9 +397,8 @@ pub fn link_with_steps(
         return Err(e.clone());
     }
     lap("parse");
-    let mut m = Merger::new(inputs, &parsed, opts, diag);
-    m.resolve()?;
-    m.settle();
+    let res = resolve::resolve(inputs, &parsed, diag)?;
+    let mut m = Merger::new(inputs, &parsed, opts, diag, res);
     lap("resolve");
     m.functions()?;
     m.reach();
@@ -401,7 +414,7 @@ pub fn link_with_steps(
     m.constant_data_fits()?;
     m.bank2();
     lap("sections");
-    m.shared();
+    m.shared = m.shared();
     lap("shared");
     m.tables(); // (callgraph.rs: its sections get section symbols)
     m.symbols();
@@ -442,34 +455,16 @@ struct Merger<'a> {
     parsed: &'a [Parsed],
     opts: &'a MergeOptions,
     diag: &'a Diagnostics,
-    /// Global names in nvlink's symbol order (per input: functions, then the rest).
-    globals: Vec<Global<'a>>,
-    global_ids: HashMap<&'a str, u32>,
-    /// Per input and symbol: its global (`NO_GLOBAL` for locals).
-    global_of: Vec<Vec<u32>>,
-    /// Per input and symbol: `(target, representative)` — see `target` and
-    /// `representative`; filled after resolution.
-    resolved: Vec<Vec<(Option<SymKey>, SymKey)>>,
-    funcs: Vec<Func>,
-    func_of_text: HashMap<SecKey, FuncId>,
-    /// Per input and symbol: the function it defines, if any.
-    func_at: Vec<Vec<Option<FuncId>>>,
-    live: Vec<bool>,
-    /// The functions a plain link would keep (the kernels the filter keeps, what device
-    /// code launches or takes the address of, and their callees), in a `--preserve-relocs`
-    /// link without `-g` (`preserving_only`), which keeps all; empty in the others (all
-    /// reached).
-    reached: Vec<bool>,
+    /// Each global name's definition, each input symbol's global (`resolve.rs`).
+    res: resolve::Resolution<'a>,
+    /// The functions, which are live, and the kernels' call trees (`functions.rs`).
+    code: functions::CodeGraph,
     /// Input section → (output section, offset of its piece).
     placed: HashMap<SecKey, (usize, u64)>,
     out: Vec<OutSection>,
     by_name: HashMap<(&'a str, u32), usize>,
     /// Output section → whether it gets a section symbol.
     section_symbol: Vec<bool>,
-    shared_offset: HashMap<SymKey, u64>,
-    /// Outside debug links, a dynamic shared array's offset as each function that
-    /// refers to it sees it: (function, array) → offset.
-    dynamic_offset: HashMap<(FuncId, SymKey), u64>,
     symbols: Vec<OutSymbol>,
     sym_of: SymMap,
     section_sym_index: HashMap<usize, usize>,
@@ -491,13 +486,6 @@ struct Merger<'a> {
     string_patches: Vec<(usize, usize, usize)>,
     callgraph_id: usize,
     prototype_id: Option<usize>,
-    address_taken: HashSet<FuncId>,
-    /// Some function has a callee only group 4 names (`Func::listed_only`): the call
-    /// trees `EXTERNS` and register counts read then leave those out (`called_tree`).
-    any_listed_only: bool,
-    /// (prototype, function) of every address-taken function, each once (the dump's
-    /// indirect callees).
-    taken_by_prototype: Vec<(String, FuncId)>,
     /// nvlink's sm_100+ layout (`Image::mercury_layout`).
     mercury_layout: bool,
     /// The capsule-Mercury symbol table, built by `mercury`.
@@ -508,30 +496,16 @@ struct Merger<'a> {
     extern_refs: Vec<Vec<SymKey>>,
     /// The functions no input defines that those entries name (representatives).
     driver_functions: HashSet<SymKey>,
-    /// The global definitions that were the chosen one when nvlink read them (the
-    /// first, and each that replaced the one before): `calls_kept`.
-    once_chosen: HashSet<SymKey>,
-    /// The live kernels, in function order, and each one's call tree (`call_trees`);
-    /// the trees are let go after `.nv.info`.
-    kernels: Vec<FuncId>,
-    trees: Vec<Vec<FuncId>>,
     /// Registers, stack and barriers over each live kernel's call tree (`info`).
     props: HashMap<FuncId, KernelProps>,
-    /// Debug links: the section each shared variable's symbol goes in (its one kernel's
-    /// window, or `.nv_debug.shared`).
-    shared_home: HashMap<SymKey, Option<usize>>,
-    /// The reservation at the start of each kernel's shared window (0x400 on sm_90+).
-    shared_reserve: u64,
-    /// The null symbol's value (`shared`'s `laid_out_shared`).
-    null_symbol_value: u64,
-    /// Debug links: whether `.nv_debug.shared` holds variables other than dynamic arrays.
-    debug_shared_holds_variables: bool,
     /// A failure of nvlink's found early, reported where nvlink reports it.
     failure: Option<Error>,
     /// `.debug_frame` pieces that lost entries (sm_100+), by (input, section).
     frames: HashMap<SecKey, sections::PrunedFrame>,
     /// Where the device functions' bank-2 data went (`bank2.rs`).
     bank2: bank2::Bank2,
+    /// Shared memory as the `shared` step laid it out (`shared.rs`).
+    shared: shared::SharedLayout,
 }
 
 impl<'a> Merger<'a> {
@@ -540,33 +514,19 @@ impl<'a> Merger<'a> {
         parsed: &'a [Parsed],
         opts: &'a MergeOptions,
         diag: &'a Diagnostics,
+        res: resolve::Resolution<'a>,
     ) -> Self {
         Merger {
             inputs,
             parsed,
             opts,
             diag,
-            globals: Vec::new(),
-            global_ids: HashMap::default(),
-            global_of: inputs
-                .iter()
-                .map(|i| vec![NO_GLOBAL; i.cubin.symbols.len()])
-                .collect(),
-            resolved: Vec::new(),
-            funcs: Vec::new(),
-            func_of_text: HashMap::default(),
-            func_at: inputs
-                .iter()
-                .map(|i| vec![None; i.cubin.symbols.len()])
-                .collect(),
-            live: Vec::new(),
-            reached: Vec::new(),
+            res,
+            code: functions::CodeGraph::new(inputs),
             placed: HashMap::default(),
             out: Vec::new(),
             by_name: HashMap::default(),
             section_symbol: Vec::new(),
-            shared_offset: HashMap::default(),
-            dynamic_offset: HashMap::default(),
             symbols: Vec::new(),
             sym_of: SymMap::new(inputs.iter().map(|i| i.cubin.symbols.len())),
             section_sym_index: HashMap::default(),
@@ -579,25 +539,16 @@ impl<'a> Merger<'a> {
             string_patches: Vec::new(),
             callgraph_id: 0,
             prototype_id: None,
-            address_taken: HashSet::default(),
-            any_listed_only: false,
-            taken_by_prototype: Vec::new(),
             mercury_layout: opts.target.is_some_and(|t| t.sm >= 100),
             merc_symbols: None,
             frames: HashMap::default(),
-            shared_home: HashMap::default(),
-            shared_reserve: 0,
-            null_symbol_value: 0,
-            debug_shared_holds_variables: false,
             failure: None,
-            kernels: Vec::new(),
-            trees: Vec::new(),
             props: HashMap::default(),
             externs: Vec::new(),
             extern_refs: Vec::new(),
             driver_functions: HashSet::default(),
-            once_chosen: HashSet::default(),
             bank2: Default::default(),
+            shared: Default::default(),
         }
     }
 
@@ -630,15 +581,13 @@ impl<'a> Merger<'a> {
 
     /// Function `f`'s `.nv.info.<fn>` section in its input, if it has one.
     fn info_section_of(&self, f: FuncId) -> Option<&'a Section> {
-        let c = &self.inputs[self.funcs[f].key.input].cubin;
-        self.funcs[f].info.map(|si| &c.sections[si])
+        let c = &self.inputs[self.code.funcs[f].key.input].cubin;
+        self.code.funcs[f].info.map(|si| &c.sections[si])
     }
 
     /// The value of a function's global `.nv.info` record `attr` (0 without one).
     fn sym_value(&self, SymKey { input: i, sym: s }: SymKey, attr: u8) -> u32 {
-        let v = &self.parsed[i].sym_values;
-        v.binary_search_by_key(&(attr, s), |&(a, x, _)| (a, x as usize))
-            .map_or(0, |at| v[at].2)
+        self.parsed[i].sym_value(s, attr)
     }
 
     /// The entries of relocation section `ri` of input `i`.
@@ -649,20 +598,17 @@ impl<'a> Merger<'a> {
     /// The definition a symbol of an input stands for: itself when local or chosen,
     /// the chosen definition of its name when global.
     fn target(&self, k: SymKey) -> Option<SymKey> {
-        self.resolved[k.input][k.sym].0
+        self.res.target(k)
     }
 
     /// The global name a symbol of an input stands for (`None` for a local).
     fn global_id(&self, k: SymKey) -> Option<usize> {
-        match self.global_of[k.input][k.sym] {
-            NO_GLOBAL => None,
-            g => Some(g as usize),
-        }
+        self.res.global_id(k)
     }
 
     /// The function a symbol defines (as the chosen definition), if any.
     fn func_defined_by(&self, SymKey { input: i, sym: s }: SymKey) -> Option<FuncId> {
-        self.func_at[i][s]
+        self.code.func_at[i][s]
     }
 
     /// The function a symbol of an input stands for, if it is one.
@@ -673,7 +619,7 @@ impl<'a> Merger<'a> {
     /// The symbol a global name stands for in the output: its chosen definition, else
     /// its first reference.
     fn representative(&self, k: SymKey) -> SymKey {
-        self.resolved[k.input][k.sym].1
+        self.res.representative(k)
     }
 
     /// The output symbol an input symbol stands for.
@@ -703,7 +649,7 @@ impl<'a> Merger<'a> {
     /// constructor calling `malloc` beside a `-G` unit's copy, which has fewer
     /// registers: fixtures `wkfde1.cu`, `wkfde2.cu`, `wklive.cu`).
     fn calls_kept(&self, k: SymKey) -> bool {
-        !self.is_replaced(k) || self.once_chosen.contains(&k)
+        !self.is_replaced(k) || self.res.once_chosen(k)
     }
 
     /// Whether the symbol stands for a function (or a section of one) that was removed.
@@ -712,7 +658,7 @@ impl<'a> Merger<'a> {
         if s.ty == STT_SECTION {
             return self.is_dropped_function_section(k.input, s.shndx as usize);
         }
-        self.func_of(k).is_some_and(|f| !self.live[f])
+        self.func_of(k).is_some_and(|f| !self.code.live[f])
     }
 
     /// Whether a relocation target lies in a constant bank (a module bank or a kernel's
@@ -742,7 +688,7 @@ impl<'a> Merger<'a> {
             return (v, 0, true);
         }
         if s.ty != STT_SECTION
-            && let Some(&o) = self.shared_offset.get(&self.representative(k))
+            && let Some(o) = self.shared.offset(self.representative(k))
         {
             return (o, 0, true);
         }

@@ -215,10 +215,10 @@ impl<'a> Merger<'a> {
         let mut sections = sections;
         for (k, f_idx) in self.sym_of.iter() {
             if let Some(f) = self.func_defined_by(k) {
-                let i = self.funcs[f].key.input;
-                if let Some(&(t, _)) = self.placed.get(&SecKey::new(i, self.funcs[f].text)) {
+                let i = self.code.funcs[f].key.input;
+                if let Some(&(t, _)) = self.placed.get(&SecKey::new(i, self.code.funcs[f].text)) {
                     let s = &mut sections[new_index[t]];
-                    let regs_top = s_info_top(&self.inputs[i].cubin, self.funcs[f].text);
+                    let regs_top = s_info_top(&self.inputs[i].cubin, self.code.funcs[f].text);
                     s.info = Ref::Raw((f_idx as u32 + 1) | regs_top);
                 }
             }
@@ -266,7 +266,7 @@ impl<'a> Merger<'a> {
             program_headers: exec,
             mercury_layout: self.mercury_layout,
             merc_symbols,
-            null_symbol_value: self.null_symbol_value,
+            null_symbol_value: self.shared.null_symbol_value(),
         }
     }
 }

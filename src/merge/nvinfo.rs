@@ -29,7 +29,7 @@ impl<'a> Merger<'a> {
         }
         // per-function records (in parallel; added in function order)
         let per: Vec<Result<Option<OutSection>>> = {
-            (0..self.funcs.len())
+            (0..self.code.funcs.len())
                 .into_par_iter()
                 .map(FuncId)
                 .map(|f| self.function_info_section(f, &props))
@@ -42,16 +42,16 @@ impl<'a> Merger<'a> {
         }
         self.props = props;
         // (nothing after `.nv.info` reads the call trees)
-        self.trees = Vec::new();
+        self.code.trees = Vec::new();
         Ok(())
     }
 
     /// (registers, stack, barriers) over each live kernel's call tree, computed once.
     fn kernel_props(&self) -> HashMap<FuncId, KernelProps> {
-        let kernels = self.kernels.clone();
+        let kernels = self.code.kernels.clone();
         // (the deepest frame chains share one table: a function's is the same
         // whichever kernel reaches it)
-        let mut memo = vec![None; self.funcs.len()];
+        let mut memo = vec![None; self.code.funcs.len()];
         let stacks: Vec<u32> = (kernels.iter())
             .map(|&f| {
                 self.stack_depth(f, &mut Vec::new(), &mut memo)
@@ -65,8 +65,10 @@ impl<'a> Merger<'a> {
         // functions it does not reach, those whose address is taken; with two
         // kernels neither does)
         if let [KernelProps { barriers: bars, .. }] = props.as_mut_slice() {
-            let live = FuncId::all(self.funcs.len()).filter(|&g| self.live[g]);
-            *bars = live.map(|g| self.funcs[g].barriers).fold(*bars, u32::max);
+            let live = FuncId::all(self.code.funcs.len()).filter(|&g| self.code.live[g]);
+            *bars = live
+                .map(|g| self.code.funcs[g].barriers)
+                .fold(*bars, u32::max);
         }
         kernels.into_iter().zip(props).collect()
     }
@@ -130,16 +132,16 @@ impl<'a> Merger<'a> {
         // nvlink warns once for each call in a kernel's call list (repeats counted)
         // whose callee's call tree has a cycle; nvlink's call lists are needed only
         // when the merged graph (which has every edge they have) has a cycle at all
-        let merged: Vec<Vec<FuncId>> = FuncId::all(self.funcs.len())
-            .map(|f| match self.live[f] {
-                true if self.funcs[f].self_call => vec![f],
-                true => self.funcs[f].callees.iter().copied().collect(),
+        let merged: Vec<Vec<FuncId>> = FuncId::all(self.code.funcs.len())
+            .map(|f| match self.code.live[f] {
+                true if self.code.funcs[f].self_call => vec![f],
+                true => self.code.funcs[f].callees.iter().copied().collect(),
                 false => Vec::new(),
             })
             .collect();
         let (edges, cyclic) = if cycle_below(&merged).contains(&true) {
             let cl = self.call_lists()?;
-            let edges: Vec<Vec<FuncId>> = FuncId::all(self.funcs.len())
+            let edges: Vec<Vec<FuncId>> = FuncId::all(self.code.funcs.len())
                 .map(|f| cl.callees(f))
                 .collect();
             let cyclic = cycle_below(&edges);
@@ -149,14 +151,14 @@ impl<'a> Merger<'a> {
         };
         let mut warnings = Vec::new();
         for (f, calls) in FuncId::all(edges.len()).zip(&edges) {
-            if !(self.live[f] && self.funcs[f].entry) {
+            if !(self.code.live[f] && self.code.funcs[f].entry) {
                 continue;
             }
             for &g in calls {
                 if cyclic[g] {
                     warnings.push(format!(
                         "Stack size for entry function '{}' cannot be statically determined",
-                        self.sym(self.funcs[f].key).name
+                        self.sym(self.code.funcs[f].key).name
                     ));
                 }
             }
@@ -169,9 +171,9 @@ impl<'a> Merger<'a> {
         // (a --preserve-relocs link without -g keeps the kernels the kernel filter
         // leaves out without a record: `saxpy.cu`'s `doubler` at sm_100; the ones
         // device code launches get theirs, `dp.cu`'s `child`)
-        let mut stacks: Vec<(usize, u32)> = FuncId::all(self.funcs.len())
-            .filter(|&f| self.live[f] && self.funcs[f].entry && self.reached(f))
-            .filter_map(|f| Some((*self.sym_of.get(&self.funcs[f].key)?, props[&f].stack)))
+        let mut stacks: Vec<(usize, u32)> = FuncId::all(self.code.funcs.len())
+            .filter(|&f| self.code.live[f] && self.code.funcs[f].entry && self.reached(f))
+            .filter_map(|f| Some((*self.sym_of.get(&self.code.funcs[f].key)?, props[&f].stack)))
             .collect();
         stacks.sort_by_key(|&(o, _)| o);
         for (o, stack) in stacks {
@@ -189,12 +191,12 @@ impl<'a> Merger<'a> {
         props: &HashMap<FuncId, KernelProps>,
     ) -> Result<Option<OutSection>> {
         let exec = !self.opts.relocatable;
-        if !self.live[f] {
+        if !self.code.live[f] {
             return Ok(None);
         }
-        let i = self.funcs[f].key.input;
+        let i = self.code.funcs[f].key.input;
         let c = &self.inputs[i].cubin;
-        let text = self.funcs[f].text;
+        let text = self.code.funcs[f].text;
         let Some(s) = self.info_section_of(f) else {
             return Ok(None);
         };
@@ -225,7 +227,7 @@ impl<'a> Merger<'a> {
             tail = rest;
         }
         recs.reverse();
-        let kernel = (exec && self.funcs[f].entry)
+        let kernel = (exec && self.code.funcs[f].entry)
             .then(|| props.get(&f).copied())
             .flatten();
         self.finish_records(f, &mut recs, kernel, |o| o);
@@ -271,23 +273,27 @@ impl<'a> Merger<'a> {
         // compiler's lists of taken addresses reach, a virtual destructor's 36 into the
         // kernel that makes the object, 24, in the drop-in's LTO link beside libcudadevrt)
         let called;
-        let calls = match self.any_listed_only {
+        let calls = match self.code.any_listed_only {
             true => {
                 called = self.called_tree(f);
                 &called[..]
             }
             false => reach,
         };
-        let regs = calls.iter().map(|&g| self.funcs[g].regs).max().unwrap_or(0);
-        let bars = reach
+        let regs = calls
             .iter()
-            .map(|&g| self.funcs[g].barriers)
+            .map(|&g| self.code.funcs[g].regs)
             .max()
             .unwrap_or(0);
-        let mbarriers = reach.iter().map(|&g| self.funcs[g].mbarriers).max();
+        let bars = reach
+            .iter()
+            .map(|&g| self.code.funcs[g].barriers)
+            .max()
+            .unwrap_or(0);
+        let mbarriers = reach.iter().map(|&g| self.code.funcs[g].mbarriers).max();
         let first = |has: &dyn Fn(FuncId) -> bool| reach.iter().position(|&g| has(g));
-        let first_mbarriers = first(&|g| self.funcs[g].mbarriers > 0);
-        let first_barriers = first(&|g| self.funcs[g].barriers > 0);
+        let first_mbarriers = first(&|g| self.code.funcs[g].mbarriers > 0);
+        let first_barriers = first(&|g| self.code.funcs[g].barriers > 0);
         KernelProps {
             registers: regs,
             stack,
@@ -314,15 +320,15 @@ impl<'a> Merger<'a> {
         if let Some(d) = memo[f.0] {
             return d;
         }
-        if path.contains(&f) || self.funcs[f].self_call {
+        if path.contains(&f) || self.code.funcs[f].self_call {
             return None;
         }
         path.push(f);
         let mut deepest = Some(0u32);
         // (not the functions only the compiler's list of indirect targets names, which
         // nvlink's stack sizes do not follow)
-        for &g in (self.funcs[f].callees.iter())
-            .filter(|&&g| !self.funcs[g].entry && !self.funcs[f].listed_only.contains(&g))
+        for &g in (self.code.funcs[f].callees.iter())
+            .filter(|&&g| !self.code.funcs[g].entry && !self.code.funcs[f].listed_only.contains(&g))
         {
             deepest = match (deepest, self.stack_depth(g, path, memo)) {
                 (Some(a), Some(b)) => Some(a.max(b)),
@@ -330,7 +336,7 @@ impl<'a> Merger<'a> {
             };
         }
         path.pop();
-        let d = deepest.map(|x| self.funcs[f].frame + x);
+        let d = deepest.map(|x| self.code.funcs[f].frame + x);
         memo[f.0] = Some(d);
         d
     }

@@ -198,7 +198,7 @@ impl<'a> Merger<'a> {
                 frame: self.frames.get(&SecKey::new(i, rs.info as usize)),
                 // (the function whose code this is: dynamic shared arrays' offsets
                 // depend on it)
-                func: (self.func_of_text)
+                func: (self.code.func_of_text)
                     .get(&SecKey::new(i, rs.info as usize))
                     .copied(),
                 replaced: self.replaced_objects(i, rs.info as usize),
@@ -342,7 +342,7 @@ impl<'a> Merger<'a> {
         let mut unseen = false;
         if is_dynamic_shared(sym)
             && let Some(func) = sec.func
-            && let Some(&o) = self.dynamic_offset.get(&(func, self.representative(k)))
+            && let Some(o) = self.shared.dynamic_offset(func, self.representative(k))
         {
             (value, resolvable_here) = (o, true);
             unseen = o == u64::MAX;
@@ -380,7 +380,7 @@ impl<'a> Merger<'a> {
             && unseen
             && exec
             && self.preserving_only()
-            && self.debug_shared_holds_variables
+            && self.shared.debug_holds_variables()
             && f.out_index.is_none()
             && out.failure.is_none()
         {
@@ -431,6 +431,26 @@ impl<'a> Merger<'a> {
         Ok(())
     }
 
+    /// `link_value` of a SASS relocation's target; a reserved shared variable in an
+    /// image is at its place in the reserved window (its value in the input is its
+    /// alignment), and nvlink applies the code's references to it: tcgen05's
+    /// `__nv_reservedSMEM_tcgen05_partition`, the address the tensor-memory allocator is
+    /// given (was: kept for the driver, the code reading 0). The capsule's references to
+    /// it stay for the driver, as nvlink keeps them.
+    fn sass_value(&self, k: SymKey) -> (u64, u32, bool) {
+        let reserved = (self.target(k))
+            .filter(|_| !self.opts.relocatable && self.sym(k).ty != STT_SECTION)
+            .filter(|&t| sections::reserved(&self.inputs[t.input].cubin, self.sym(t)));
+        if let Some(t) = reserved
+            && let Some(&(_, at)) =
+                (self.placed).get(&SecKey::new(t.input, self.sym(t).shndx as usize))
+        {
+            let c = &self.inputs[t.input].cubin;
+            return (at + sections::reserved_offset(&c.symbols, t.sym), 0, true);
+        }
+        self.link_value(k)
+    }
+
     /// What relocations need to know of a symbol.
     fn sym_facts(&self, k: SymKey) -> SymFacts {
         let sym = self.sym(k);
@@ -439,7 +459,7 @@ impl<'a> Merger<'a> {
         SymFacts {
             dead: self.symbol_is_dead(k),
             replaced: self.is_replaced(k),
-            value: self.link_value(k),
+            value: self.sass_value(k),
             out_index: self.out_index(k),
             in_nonalloc_section: section
                 .and_then(|s| c.sections.get(s))

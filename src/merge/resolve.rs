@@ -70,33 +70,117 @@ const DRIVER_FUNCTIONS: [&str; 50] = [
 /// constant (0x80).
 const MEMORY_SPACE: u8 = 0xE0;
 
-impl<'a> Merger<'a> {
-    /// The register count ptxas recorded for a function (global REGCOUNT record).
-    fn regcount(&self, k: SymKey) -> u32 {
-        self.sym_value(k, info::REGCOUNT)
+/// What resolution gives the later steps: every global name once, in nvlink's symbol
+/// order, and for each input symbol its global name, the definition it stands for and
+/// its representative. Read only after [`resolve`] made it.
+pub(super) struct Resolution<'a> {
+    /// Global names in nvlink's symbol order (per input: functions, then the rest).
+    pub(super) globals: Vec<Global<'a>>,
+    /// Per input and symbol: its global (`NO_GLOBAL` for locals).
+    global_of: Vec<Vec<u32>>,
+    /// Per input and symbol: `(target, representative)` (`Resolution::target`,
+    /// `Resolution::representative`).
+    resolved: Vec<Vec<(Option<SymKey>, SymKey)>>,
+    /// The global definitions that were the chosen one when nvlink read them (the
+    /// first, and each that replaced the one before): `Merger::calls_kept`.
+    once_chosen: HashSet<SymKey>,
+}
+
+impl Resolution<'_> {
+    /// The definition a symbol of an input stands for: itself when local or chosen,
+    /// the chosen definition of its name when global.
+    pub(super) fn target(&self, k: SymKey) -> Option<SymKey> {
+        self.resolved[k.input][k.sym].0
     }
 
-    pub(super) fn resolve(&mut self) -> Result<()> {
-        for i in 0..self.inputs.len() {
-            let errors_before = self.diag.error_count();
-            let c = &self.inputs[i].cubin;
-            let order: Vec<usize> = (1..c.symbols.len())
-                .filter(|&s| c.symbols[s].bind != STB_LOCAL && c.symbols[s].ty != STT_SECTION)
-                .filter(|&s| kind(&c.symbols[s]) == Kind::Function)
-                .chain(
-                    (1..c.symbols.len())
-                        .filter(|&s| c.symbols[s].bind != STB_LOCAL)
-                        .filter(|&s| kind(&c.symbols[s]) != Kind::Function),
-                )
-                .collect();
-            for s in order {
-                self.resolve_one(SymKey::new(i, s));
-            }
-            if self.diag.error_count() > errors_before {
-                return Err(Error::fatal("merge_elf failed"));
-            }
+    /// The symbol a global name stands for in the output: its chosen definition, else
+    /// its first reference.
+    pub(super) fn representative(&self, k: SymKey) -> SymKey {
+        self.resolved[k.input][k.sym].1
+    }
+
+    /// The global name a symbol of an input stands for (`None` for a local).
+    pub(super) fn global_id(&self, k: SymKey) -> Option<usize> {
+        match self.global_of[k.input][k.sym] {
+            NO_GLOBAL => None,
+            g => Some(g as usize),
         }
-        Ok(())
+    }
+
+    /// Whether definition `k` was the chosen one when nvlink read it.
+    pub(super) fn once_chosen(&self, k: SymKey) -> bool {
+        self.once_chosen.contains(&k)
+    }
+}
+
+/// Resolution of the inputs' global names, input by input (each input's functions, then
+/// the rest): the chosen definitions, nvlink's errors (duplicates, size, memory space and
+/// managed attribute), then each symbol's answers. Reads the inputs alone (`parsed`: the
+/// register counts two weak functions are chosen by).
+pub(super) fn resolve<'a>(
+    inputs: &'a [Input],
+    parsed: &[Parsed],
+    diag: &Diagnostics,
+) -> Result<Resolution<'a>> {
+    let mut r = Resolver {
+        inputs,
+        parsed,
+        diag,
+        global_ids: HashMap::default(),
+        res: Resolution {
+            globals: Vec::new(),
+            global_of: (inputs.iter())
+                .map(|i| vec![NO_GLOBAL; i.cubin.symbols.len()])
+                .collect(),
+            resolved: Vec::new(),
+            once_chosen: HashSet::default(),
+        },
+    };
+    for (i, input) in inputs.iter().enumerate() {
+        let errors_before = diag.error_count();
+        let c = &input.cubin;
+        let order: Vec<usize> = (1..c.symbols.len())
+            .filter(|&s| c.symbols[s].bind != STB_LOCAL && c.symbols[s].ty != STT_SECTION)
+            .filter(|&s| kind(&c.symbols[s]) == Kind::Function)
+            .chain(
+                (1..c.symbols.len())
+                    .filter(|&s| c.symbols[s].bind != STB_LOCAL)
+                    .filter(|&s| kind(&c.symbols[s]) != Kind::Function),
+            )
+            .collect();
+        for s in order {
+            r.resolve_one(SymKey::new(i, s));
+        }
+        if diag.error_count() > errors_before {
+            return Err(Error::fatal("merge_elf failed"));
+        }
+    }
+    let mut res = r.res;
+    res.resolved = settled(inputs, &res);
+    Ok(res)
+}
+
+/// The resolution as it is made.
+struct Resolver<'a, 'p> {
+    inputs: &'a [Input],
+    parsed: &'p [Parsed],
+    diag: &'p Diagnostics,
+    global_ids: HashMap<&'a str, u32>,
+    res: Resolution<'a>,
+}
+
+impl<'a> Resolver<'a, '_> {
+    fn sym(&self, k: SymKey) -> &'a Symbol {
+        &self.inputs[k.input].cubin.symbols[k.sym]
+    }
+
+    fn origin(&self, i: usize) -> &'a str {
+        &self.inputs[i].cubin.origin
+    }
+
+    /// The register count ptxas recorded for a function (global REGCOUNT record).
+    fn regcount(&self, k: SymKey) -> u32 {
+        self.parsed[k.input].sym_value(k.sym, info::REGCOUNT)
     }
 
     fn resolve_one(&mut self, k: SymKey) {
@@ -104,21 +188,21 @@ impl<'a> Merger<'a> {
         let id = match self.global_ids.entry(s.name.as_str()) {
             std::collections::hash_map::Entry::Occupied(e) => *e.get(),
             std::collections::hash_map::Entry::Vacant(e) => {
-                e.insert(self.globals.len() as u32);
-                self.global_of[k.input][k.sym] = self.globals.len() as u32;
-                self.globals.push(Global {
+                e.insert(self.res.globals.len() as u32);
+                self.res.global_of[k.input][k.sym] = self.res.globals.len() as u32;
+                self.res.globals.push(Global {
                     name: s.name.as_str(),
                     def: s.defined().then_some(k),
                     first: k,
                 });
                 if s.defined() {
-                    self.once_chosen.insert(k);
+                    self.res.once_chosen.insert(k);
                 }
                 return;
             }
         };
-        self.global_of[k.input][k.sym] = id;
-        let g = &self.globals[id as usize];
+        self.res.global_of[k.input][k.sym] = id;
+        let g = &self.res.globals[id as usize];
         let (first, def) = (g.first, g.def);
         let here = self.origin(k.input);
         // size agreement for data
@@ -159,8 +243,8 @@ impl<'a> Merger<'a> {
             return;
         }
         let Some(d) = def else {
-            self.globals[id as usize].def = Some(k);
-            self.once_chosen.insert(k);
+            self.res.globals[id as usize].def = Some(k);
+            self.res.once_chosen.insert(k);
             return;
         };
         let old = self.sym(d);
@@ -179,43 +263,40 @@ impl<'a> Merger<'a> {
             (true, true) => kind(s) == Kind::Function && self.regcount(k) < self.regcount(d),
         };
         if replace {
-            self.globals[id as usize].def = Some(k);
-            self.once_chosen.insert(k);
+            self.res.globals[id as usize].def = Some(k);
+            self.res.once_chosen.insert(k);
         }
     }
+}
 
-    /// Fills `resolved` once the definitions are chosen.
-    pub(super) fn settle(&mut self) {
-        self.resolved = (0..self.inputs.len())
-            .map(|i| {
-                self.inputs[i]
-                    .cubin
-                    .symbols
-                    .iter()
-                    .enumerate()
-                    .map(|(s, sym)| {
-                        if sym.bind == STB_LOCAL {
-                            (
-                                sym.defined().then_some(SymKey::new(i, s)),
-                                SymKey::new(i, s),
-                            )
-                        } else {
-                            match self.global_id(SymKey::new(i, s)).map(|g| &self.globals[g]) {
-                                Some(g) => (g.def, g.def.unwrap_or(g.first)),
-                                None => (None, SymKey::new(i, s)),
-                            }
+/// Each input symbol's `(target, representative)`, once the definitions are chosen.
+fn settled(inputs: &[Input], res: &Resolution) -> Vec<Vec<(Option<SymKey>, SymKey)>> {
+    (0..inputs.len())
+        .map(|i| {
+            (inputs[i].cubin.symbols.iter().enumerate())
+                .map(|(s, sym)| {
+                    let k = SymKey::new(i, s);
+                    if sym.bind == STB_LOCAL {
+                        (sym.defined().then_some(k), k)
+                    } else {
+                        match res.global_id(k).map(|g| &res.globals[g]) {
+                            Some(g) => (g.def, g.def.unwrap_or(g.first)),
+                            None => (None, k),
                         }
-                    })
-                    .collect()
-            })
-            .collect();
-    }
+                    }
+                })
+                .collect()
+        })
+        .collect()
+}
 
+impl<'a> Merger<'a> {
     pub(super) fn undefined(&mut self) -> Result<()> {
         if self.opts.relocatable {
             return Ok(());
         }
         let unresolved: Vec<(&str, usize)> = self
+            .res
             .globals
             .iter()
             .filter(|g| {
@@ -279,8 +360,12 @@ impl<'a> Merger<'a> {
                 let Some(target) = c.sections.get(rs.info as usize) else {
                     continue;
                 };
-                let live = match self.func_of_text.get(&SecKey::new(i, rs.info as usize)) {
-                    Some(&f) => self.live[f],
+                let live = match self
+                    .code
+                    .func_of_text
+                    .get(&SecKey::new(i, rs.info as usize))
+                {
+                    Some(&f) => self.code.live[f],
                     None => target.flags & SHF_ALLOC != 0 && target.flags & SHF_EXECINSTR == 0,
                 };
                 for r in self.relocs(i, ri).unwrap_or_default() {

@@ -11,7 +11,7 @@ impl<'a> Merger<'a> {
     pub(super) fn owner(&self, i: usize, sec: usize) -> Option<FuncId> {
         let c = &self.inputs[i].cubin;
         let s = c.sections.get(sec)?;
-        if let Some(&f) = self.func_of_text.get(&SecKey::new(i, sec)) {
+        if let Some(&f) = self.code.func_of_text.get(&SecKey::new(i, sec)) {
             return Some(f);
         }
         if s.flags & SHF_EXECINSTR != 0 && s.name.starts_with(".text.") {
@@ -19,6 +19,7 @@ impl<'a> Merger<'a> {
         }
         if s.flags & SHF_INFO_LINK != 0 || matches!(s.ty, SHT_RELA | SHT_REL) {
             return self
+                .code
                 .func_of_text
                 .get(&SecKey::new(i, s.info as usize))
                 .copied();
@@ -38,17 +39,19 @@ impl<'a> Merger<'a> {
         };
         if s.flags & SHF_EXECINSTR != 0 && s.name.starts_with(".text") {
             return self
+                .code
                 .func_of_text
                 .get(&SecKey::new(i, sec))
-                .is_none_or(|&f| !self.live[f]);
+                .is_none_or(|&f| !self.code.live[f]);
         }
         if (s.flags & SHF_INFO_LINK != 0 || matches!(s.ty, SHT_RELA | SHT_REL))
             && code_of(s.info as usize)
         {
             return self
+                .code
                 .func_of_text
                 .get(&SecKey::new(i, s.info as usize))
-                .is_none_or(|&f| !self.live[f]);
+                .is_none_or(|&f| !self.code.live[f]);
         }
         false
     }
@@ -399,8 +402,8 @@ impl Merger<'_> {
             .filter(|o| o.name == ".nv.constant3")
             .map(|o| o.size())
             .sum::<u64>();
-        let removed_kernels =
-            FuncId::all(self.funcs.len()).any(|f| self.funcs[f].entry && !self.live[f]);
+        let removed_kernels = FuncId::all(self.code.funcs.len())
+            .any(|f| self.code.funcs[f].entry && !self.code.live[f]);
         if size > CONSTANT_DATA_MAX && removed_kernels {
             size = self.constant_data_read();
         }
@@ -419,9 +422,9 @@ impl Merger<'_> {
     fn constant_data_read(&self) -> u64 {
         let mut seen: HashSet<SymKey> = HashSet::default();
         let mut size = 0;
-        for f in FuncId::all(self.funcs.len()).filter(|&f| self.live[f]) {
-            let i = self.funcs[f].key.input;
-            for &ri in &self.funcs[f].relocs {
+        for f in FuncId::all(self.code.funcs.len()).filter(|&f| self.code.live[f]) {
+            let i = self.code.funcs[f].key.input;
+            for &ri in &self.code.funcs[f].relocs {
                 for r in self.relocs(i, ri).unwrap_or_default() {
                     let k = SymKey::new(i, r.sym as usize);
                     if k.sym >= self.inputs[i].cubin.symbols.len() {

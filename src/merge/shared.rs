@@ -9,6 +9,57 @@ use super::*;
 /// `e_type` of an extensible-whole-program object (ptxas `-ewp`).
 pub(crate) const EWP: u16 = 0xFF00;
 
+/// Shared memory as the `shared` step laid it out: what the later steps (symbols,
+/// relocations, Mercury, the writer's null symbol) read of it. Made by this step alone.
+#[derive(Default)]
+pub(super) struct SharedLayout {
+    /// Each shared variable's offset (by its representative).
+    offset: HashMap<SymKey, u64>,
+    /// Outside debug links, a dynamic shared array's offset as each function that
+    /// refers to it sees it: (function, array) → offset (-1: a function no kernel
+    /// reaches).
+    dynamic_offset: HashMap<(FuncId, SymKey), u64>,
+    /// Debug links: the section each shared variable's symbol goes in (its one kernel's
+    /// window, or `.nv_debug.shared`).
+    home: HashMap<SymKey, Option<usize>>,
+    /// The reservation at the start of each kernel's shared window (0x400 on sm_90+).
+    reserve: u64,
+    /// The null symbol's value (`laid_out_shared`).
+    null_symbol_value: u64,
+    /// Debug links: whether `.nv_debug.shared` holds variables other than dynamic arrays.
+    debug_holds_variables: bool,
+}
+
+impl SharedLayout {
+    /// Shared variable `v`'s offset (`v` a representative).
+    pub(super) fn offset(&self, v: SymKey) -> Option<u64> {
+        self.offset.get(&v).copied()
+    }
+
+    /// Dynamic shared array `v`'s offset as function `f` sees it.
+    pub(super) fn dynamic_offset(&self, f: FuncId, v: SymKey) -> Option<u64> {
+        self.dynamic_offset.get(&(f, v)).copied()
+    }
+
+    /// Debug links: the output section shared variable `v`'s symbol goes in, if laid
+    /// out (`Some(None)`: none).
+    pub(super) fn home(&self, v: SymKey) -> Option<Option<usize>> {
+        self.home.get(&v).copied()
+    }
+
+    pub(super) fn reserve(&self) -> u64 {
+        self.reserve
+    }
+
+    pub(super) fn null_symbol_value(&self) -> u64 {
+        self.null_symbol_value
+    }
+
+    pub(super) fn debug_holds_variables(&self) -> bool {
+        self.debug_holds_variables
+    }
+}
+
 /// Shared memory as `shared` lays it out, step by step.
 struct Layout {
     /// Variable → the kernels (positions in `Merger::kernels`) whose call tree uses it;
@@ -68,10 +119,13 @@ impl<'a> Merger<'a> {
         debug.map_or(align_of(s), |x| x.align.max(1))
     }
 
-    pub(super) fn shared(&mut self) {
+    /// The shared memory step: the windows made (output sections), the layout the later
+    /// steps read returned.
+    pub(super) fn shared(&mut self) -> SharedLayout {
+        let mut laid = SharedLayout::default();
         if self.opts.relocatable {
             self.relocatable_shared_alignment();
-            return;
+            return laid;
         }
         // Every shared variable gets one offset, the same in every kernel window that
         // holds it; variables no kernel holds together may overlap. What nvlink 13.5
@@ -105,7 +159,7 @@ impl<'a> Merger<'a> {
         // (nvlink's sm_90 layout adds the reservation to the null symbol's value once
         // for each window section without a variable: a relinked `-r` output's)
         if !self.mercury_layout {
-            self.null_symbol_value = unnamed * reserve;
+            laid.null_symbol_value = unnamed * reserve;
         }
         // 0. the order steps 1 and 2 take the variables in: every shared variable of
         //    the inputs (those no code refers to included, a global once: where it is
@@ -122,7 +176,7 @@ impl<'a> Merger<'a> {
             .collect();
         let slotted = self.shared_slots(&mut l, &shared);
         self.kernels_own_shared(&mut l, &shared);
-        self.dynamic_shared(&mut l, slotted);
+        self.dynamic_shared(&mut l, slotted, &mut laid);
         // 4. When step 1 placed anything, every window is as aligned as the strictest
         //    variable of step 0's list, whichever kernel holds it or none (read off
         //    nvlink 13.5: a template kernel's 32-aligned array, a weak global, of one
@@ -134,7 +188,8 @@ impl<'a> Merger<'a> {
                 w.1 = w.1.max(strictest.unwrap_or(1));
             }
         }
-        self.shared_sections(l, reserve, sm);
+        self.shared_sections(l, reserve, sm, &mut laid);
+        laid
     }
 
     /// `-r`: the shared sections stay the inputs' (concatenated by name, nothing laid
@@ -166,26 +221,26 @@ impl<'a> Merger<'a> {
         // every shared variable some function refers to is there, held or not (the
         // variables of removed functions take room; those no code refers to do not)
         let mut held: BTreeMap<SymKey, Vec<usize>> = BTreeMap::new();
-        for func in &self.funcs {
+        for func in &self.code.funcs {
             for &v in &func.shared {
                 held.entry(v).or_default();
             }
         }
         // function → the kernels (positions in `kernels`) that reach it, listed only for
         // the functions that refer to a dynamic array (the only ones asked)
-        let lists: Vec<bool> = (self.funcs.iter())
+        let lists: Vec<bool> = (self.code.funcs.iter())
             .map(|f| f.shared.iter().any(|&v| self.sym(v).size == 0))
             .collect();
-        let mut kernels_of: Vec<Vec<usize>> = vec![Vec::new(); self.funcs.len()];
-        let mut reached = vec![false; self.funcs.len()];
-        for (ki, tree) in self.trees.iter().enumerate() {
+        let mut kernels_of: Vec<Vec<usize>> = vec![Vec::new(); self.code.funcs.len()];
+        let mut reached = vec![false; self.code.funcs.len()];
+        for (ki, tree) in self.code.trees.iter().enumerate() {
             let mut vars: BTreeSet<SymKey> = BTreeSet::new();
             for &g in tree {
                 reached[g.0] = true;
                 if lists[g.0] {
                     kernels_of[g].push(ki);
                 }
-                vars.extend(self.funcs[g].shared.iter().copied());
+                vars.extend(self.code.funcs[g].shared.iter().copied());
             }
             for v in vars {
                 held.entry(v).or_default().push(ki);
@@ -193,7 +248,7 @@ impl<'a> Merger<'a> {
         }
         Layout {
             // (alignment 1 to start: a window of `char` arrays is aligned 1, as nvlink writes it)
-            win: vec![(None, 1); self.kernels.len()],
+            win: vec![(None, 1); self.code.kernels.len()],
             held,
             kernels_of,
             reached,
@@ -210,8 +265,8 @@ impl<'a> Merger<'a> {
     /// such sections of objects other than `-ewp` ones there are.
     fn laid_out_shared(&self, l: &mut Layout) -> u64 {
         let mut unnamed = 0;
-        for (ki, &f) in self.kernels.iter().enumerate() {
-            let SymKey { input: i, sym: s } = self.funcs[f].key;
+        for (ki, &f) in self.code.kernels.iter().enumerate() {
+            let SymKey { input: i, sym: s } = self.code.funcs[f].key;
             let c = &self.inputs[i].cubin;
             let name = format!(".nv.shared.{}", c.symbols[s].name);
             let Some(n) = c.sections.iter().position(|x| *x.name == *name) else {
@@ -302,7 +357,7 @@ impl<'a> Merger<'a> {
     /// Step 2: each kernel's own variables after what it holds from step 1.
     fn kernels_own_shared(&self, l: &mut Layout, shared: &[SymKey]) {
         // 2. each kernel's own variables: its function's locals, then the others
-        let mut own: Vec<Vec<SymKey>> = vec![Vec::new(); self.kernels.len()];
+        let mut own: Vec<Vec<SymKey>> = vec![Vec::new(); self.code.kernels.len()];
         let locals = l.held.keys().filter(|&&v| self.is_kernel_local(v));
         for &v in locals.chain(shared) {
             if let [k] = l.held[&v].as_slice()
@@ -328,7 +383,7 @@ impl<'a> Merger<'a> {
 
     /// Step 3: the dynamic (`extern`, size 0) arrays, after everything their kernels
     /// hold (`slotted`: step 1 placed something).
-    fn dynamic_shared(&mut self, l: &mut Layout, slotted: bool) {
+    fn dynamic_shared(&self, l: &mut Layout, slotted: bool, laid: &mut SharedLayout) {
         // 3. extern arrays: an offset per function referring to one, after everything
         //    the kernels reaching that function hold, once the windows of the kernels
         //    that share such a function have grown to the furthest of their ends (until
@@ -364,13 +419,13 @@ impl<'a> Merger<'a> {
                 }
             }
         } else {
-            let unreached: Vec<(FuncId, SymKey)> = FuncId::all(self.funcs.len())
-                .filter(|&f| self.live[f] && !l.reached[f.0])
-                .flat_map(|f| self.funcs[f].shared.iter().map(move |&v| (f, v)))
+            let unreached: Vec<(FuncId, SymKey)> = FuncId::all(self.code.funcs.len())
+                .filter(|&f| self.code.live[f] && !l.reached[f.0])
+                .flat_map(|f| self.code.funcs[f].shared.iter().map(move |&v| (f, v)))
                 .filter(|&(_, v)| is_dynamic_shared(self.sym(v)))
                 .collect();
             for key in unreached {
-                self.dynamic_offset.insert(key, u64::MAX);
+                laid.dynamic_offset.insert(key, u64::MAX);
             }
         }
         let mut open: Vec<SymKey> = l
@@ -388,8 +443,8 @@ impl<'a> Merger<'a> {
             .collect();
         let user_of: HashMap<SymKey, usize> =
             open.iter().enumerate().map(|(u, &v)| (v, u)).collect();
-        for f in FuncId::all(self.funcs.len()).filter(|&f| l.reached[f.0]) {
-            for v in &self.funcs[f].shared {
+        for f in FuncId::all(self.code.funcs.len()).filter(|&f| l.reached[f.0]) {
+            for v in &self.code.funcs[f].shared {
                 if let Some(&u) = user_of.get(v) {
                     users[u].2.push(f);
                 }
@@ -426,7 +481,7 @@ impl<'a> Merger<'a> {
             for f in fs {
                 let o = end_of(&l.win, &l.kernels_of[f], a);
                 if !one_offset {
-                    self.dynamic_offset.insert((f, v), o);
+                    laid.dynamic_offset.insert((f, v), o);
                 }
                 furthest = furthest.max(o);
             }
@@ -440,8 +495,8 @@ impl<'a> Merger<'a> {
 
     /// The `.nv.shared.<kernel>` windows and `.nv_debug.shared` for what `l` placed, and
     /// the offsets the later steps read.
-    fn shared_sections(&mut self, l: Layout, reserve: u64, sm: u32) {
-        let kernels = self.kernels.clone();
+    fn shared_sections(&mut self, l: Layout, reserve: u64, sm: u32, laid: &mut SharedLayout) {
+        let kernels = self.code.kernels.clone();
         let mut window_of: Vec<Option<usize>> = vec![None; kernels.len()];
         for (ki, &f) in kernels.iter().enumerate() {
             let (Some(window), max_align) = l.win[ki] else {
@@ -453,12 +508,12 @@ impl<'a> Merger<'a> {
             if window == 0 && self.lto_unlisted(f) {
                 continue;
             }
-            let SymKey { input: i, sym: s } = self.funcs[f].key;
+            let SymKey { input: i, sym: s } = self.code.funcs[f].key;
             let name = format!(".nv.shared.{}", self.inputs[i].cubin.symbols[s].name);
             let mut o = OutSection::new(name, SHT_NOBITS, SHF_WRITE | SHF_ALLOC | SHF_INFO_LINK);
             o.align = max_align;
             o.mem_size = window + reserve;
-            if let Some(&(t, _)) = self.placed.get(&SecKey::new(i, self.funcs[f].text)) {
+            if let Some(&(t, _)) = self.placed.get(&SecKey::new(i, self.code.funcs[f].text)) {
                 o.info = Ref::Section(t);
             }
             // (a window holding nothing has no section symbol in nvlink's sm_100+
@@ -501,9 +556,9 @@ impl<'a> Merger<'a> {
                 }
                 if home.is_none() && !dynamic {
                     debug_end = Some(debug_end.unwrap_or(0).max(o + self.sym(v).size));
-                    self.debug_shared_holds_variables = true;
+                    laid.debug_holds_variables = true;
                 }
-                self.shared_home.insert(v, home);
+                laid.home.insert(v, home);
             }
             if let Some(end) = debug_end {
                 let mut o = OutSection::new(".nv_debug.shared", SHT_NOBITS, SHF_WRITE | SHF_ALLOC);
@@ -515,7 +570,7 @@ impl<'a> Merger<'a> {
                 // (no section symbol when it is empty: dynamic arrays alone below sm_90)
                 let symbol = o.mem_size > 0;
                 let id = self.new_section(o, symbol);
-                for home in self.shared_home.values_mut() {
+                for home in laid.home.values_mut() {
                     home.get_or_insert(id);
                 }
             } else if let Some(a) = dynamic.filter(|_| dynamic_kept.is_none()) {
@@ -526,8 +581,8 @@ impl<'a> Merger<'a> {
         }
         // (a live function no kernel reaches — its address is taken — still needs its
         // variables' offsets)
-        self.shared_offset = l.at.into_iter().collect();
-        self.shared_reserve = reserve;
+        laid.offset = l.at.into_iter().collect();
+        laid.reserve = reserve;
     }
 
     /// A plain link's `.nv_debug.shared` for the dynamic arrays: as large as the

@@ -60,8 +60,8 @@ impl<'a> Merger<'a> {
         }
         self.interleave_locals(); // (creation.rs)
         let locals_end = self.symbols.len();
-        for gi in 0..self.globals.len() {
-            let g = &self.globals[gi];
+        for gi in 0..self.res.globals.len() {
+            let g = &self.res.globals[gi];
             let (name, k) = (g.name, g.def.unwrap_or(g.first));
             let s = self.sym(k);
             if exec && s.other & STO_SHARED != 0 && s.ty != STT_FUNC {
@@ -74,7 +74,7 @@ impl<'a> Merger<'a> {
                 continue;
             }
             if let Some(f) = self.func_defined_by(k)
-                && !self.live[f]
+                && !self.code.live[f]
             {
                 continue;
             }
@@ -128,8 +128,8 @@ impl<'a> Merger<'a> {
         if !self.opts.preserve_relocs
             || self.opts.debug
             || self.mercury_layout
-            || !self.debug_shared_holds_variables
-            || self.shared_reserve == 0
+            || !self.shared.debug_holds_variables()
+            || self.shared.reserve() == 0
             || !is_dynamic_shared(sym)
             || self.sym_of.get(&k).is_some()
         {
@@ -141,7 +141,7 @@ impl<'a> Merger<'a> {
         self.sym_of.insert(k, self.symbols.len());
         self.symbols.push(OutSymbol {
             name: sym.name.clone(),
-            value: self.shared_reserve.wrapping_sub(1),
+            value: self.shared.reserve().wrapping_sub(1),
             size: sym.size,
             bind: STB_GLOBAL,
             ty: STT_OBJECT,
@@ -180,17 +180,16 @@ impl<'a> Merger<'a> {
     }
 
     /// Debug links keep the symbol of a shared variable at its offset in the window that
-    /// holds it (`shared_home`), as a local unless it is a global in `.nv_debug.shared`.
+    /// holds it (`SharedLayout::home`), as a local unless it is a global in `.nv_debug.shared`.
     fn debug_shared_symbol(&mut self, k: SymKey) {
-        let (Some(&Some(home)), Some(&o)) = (self.shared_home.get(&k), self.shared_offset.get(&k))
-        else {
+        let (Some(Some(home)), Some(o)) = (self.shared.home(k), self.shared.offset(k)) else {
             return;
         };
         let sym = self.sym(k);
         // (a global one stays global in `.nv_debug.shared`; a dynamic array's value there
         // is its offset, after the reservation only when other variables are there too:
         // read off nvlink)
-        let before_reserve = is_dynamic_shared(sym) && !self.debug_shared_holds_variables;
+        let before_reserve = is_dynamic_shared(sym) && !self.shared.debug_holds_variables();
         let global = sym.bind != STB_LOCAL && self.out[home].name == ".nv_debug.shared";
         self.sym_of.insert(k, self.symbols.len());
         self.symbols.push(OutSymbol {
@@ -198,7 +197,7 @@ impl<'a> Merger<'a> {
             value: if before_reserve {
                 o
             } else {
-                o + self.shared_reserve
+                o + self.shared.reserve()
             },
             size: sym.size,
             bind: if global { sym.bind } else { STB_LOCAL },
@@ -303,7 +302,7 @@ impl<'a> Merger<'a> {
         let exec = !self.opts.relocatable;
         let s = self.sym(k);
         if let Some(f) = self.func_defined_by(k)
-            && !self.live[f]
+            && !self.code.live[f]
         {
             return None;
         }

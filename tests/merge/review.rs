@@ -17,8 +17,12 @@ pub(super) fn compiled(dir: &Path, name: &str, text: &str, sm: &str, extra: &[&s
     let src = dir.join(format!("{name}.cu"));
     std::fs::write(&src, text).unwrap();
     let obj = dir.join(format!("{name}_{sm}{}.o", extra.concat()));
+    // (a `-gencode` in `extra` names the targets alone)
+    let arch = format!("-arch={sm}");
+    let arch = (!extra.iter().any(|e| e.starts_with("-gencode"))).then_some(arch.as_str());
     let o = std::process::Command::new(cuda().join("bin/nvcc"))
-        .args(["-dc", &format!("-arch={sm}")])
+        .arg("-dc")
+        .args(arch)
         .args(extra)
         .arg(&src)
         .arg("-o")

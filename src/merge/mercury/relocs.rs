@@ -176,11 +176,11 @@ impl Merger<'_> {
             && let Some(f) = view
                 .sass_of
                 .get(&rs_info)
-                .and_then(|&t| self.func_of_text.get(&SecKey::new(i, t)))
+                .and_then(|&t| self.code.func_of_text.get(&SecKey::new(i, t)))
         {
-            resolvable |= self
-                .dynamic_offset
-                .contains_key(&(*f, self.representative(k)));
+            resolvable |= (self.shared)
+                .dynamic_offset(*f, self.representative(k))
+                .is_some();
         }
         if ms.ty == STT_SECTION
             && let Some(&(_, p)) = st.placed.get(&(i, ms.shndx as usize))

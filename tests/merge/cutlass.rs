@@ -1,0 +1,148 @@
+//! What a differential sweep on CUTLASS found (issue 35: examples 00, 08, 14, 48 and 70,
+//! CUTLASS main, at sm_75 to sm_100a, plain, `-r`, `-lineinfo`, `-g` and `-dlto`, 68 link
+//! pairs), each test failing before its fix, on small programs of the same constructs:
+//! tcgen05's reserved shared variable, whose address the code reads; a `__noinline__`
+//! function's `switch` over a `__constant__` table, whose capsule records nvlink writes;
+//! a debug link's tool note, which names nvcc's registration file by its name alone. The
+//! sources are compiled here with the pinned nvcc.
+
+use std::path::Path;
+
+use super::review::compiled;
+use super::{identical_all as identical, run};
+
+/// tcgen05's allocator writes the tensor-memory address into shared memory that ptxas
+/// reserves, `__nv_reservedSMEM_tcgen05_partition` (defined in `.nv.shared.reserved.0`,
+/// its value there its alignment): nvlink applies the code's references to it
+/// (`UMOV UR4, 0x40`) and keeps the capsule's for the driver. Was: both kept, the SASS
+/// reading address 0, in every CUTLASS Blackwell GEMM (example 70) without `-lineinfo`.
+#[test]
+fn tcgen05_reserved_shared_memory_is_at_its_place_in_the_code() {
+    let tc = r#"#include <cstdint>
+__global__ void tc_kernel(uint32_t *out) {
+  __shared__ uint32_t slot;
+  if (threadIdx.x < 32) {
+    uint32_t a = (uint32_t)__cvta_generic_to_shared(&slot);
+    asm volatile("tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%0], 32;" :: "r"(a));
+    asm volatile("tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;");
+    __syncwarp();
+    uint32_t t = slot;
+    asm volatile("tcgen05.dealloc.cta_group::1.sync.aligned.b32 %0, 32;" :: "r"(t));
+    out[threadIdx.x] = t;
+  }
+}
+void launch(uint32_t *o) { tc_kernel<<<1, 32>>>(o); }
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let mut links = Vec::new();
+    // (`-arch=sm_100a` also compiles PTX for the plain target, which has no tcgen05: the
+    // `a` target's code alone, as CUTLASS builds it)
+    for (sm, virt) in [("sm_100a", "compute_100a"), ("sm_110a", "compute_110a")] {
+        for extra in [&[][..], &["-lineinfo"][..]] {
+            let gencode = format!("-gencode=arch={virt},code={sm}");
+            let mut flags = vec![gencode.as_str()];
+            flags.extend(extra);
+            let o = compiled(dir.path(), "tc", tc, sm, &flags);
+            let what = format!("tcgen05 {sm} {extra:?}");
+            links.push((what, vec![format!("-arch={sm}"), o.display().to_string()]));
+        }
+    }
+    let failures = identical(&links);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// A `__noinline__` device function whose `switch` reads a `__constant__` table at fixed
+/// indices and at a computed one: its capsule has a record per read, the indexed read's
+/// of another form, which takes a relocation but keeps its operand. nvlink writes the
+/// table's offsets in the image into the others (0x74, 0x68, 0x7c with another unit's
+/// table first). Was: four relocations and two records recognised, the capsule left as
+/// ptxas wrote it with a warning (and the warning where the offsets happened to be right).
+#[test]
+fn a_switch_over_a_constant_table_gets_its_offsets_in_the_capsule() {
+    let helper = r#"__constant__ float g_scale_table[16] = {1.f,2.f,3.f,4.f,5.f,6.f,7.f,8.f,9.f,10.f,11.f,12.f,13.f,14.f,15.f,16.f};
+__device__ int g_counter;
+extern "C" __device__ __noinline__ float helper_switch(int k, float x) {
+  switch (k & 7) {
+    case 0: return x * g_scale_table[0];
+    case 1: return x + g_scale_table[3];
+    case 2: return x - g_scale_table[5];
+    case 3: return x * x;
+    case 4: return -x;
+    case 5: return x * 0.5f + g_scale_table[k & 15];
+    case 6: atomicAdd(&g_counter, 1); return x;
+    default: return x + 1.f;
+  }
+}
+"#;
+    let user = r#"extern "C" __device__ float helper_switch(int k, float x);
+extern __constant__ float g_scale_table[16];
+__global__ void extra_kernel(float *out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = helper_switch(i, out[i]) + g_scale_table[i & 15];
+}
+void launch_extra(float *out, int n) { extra_kernel<<<(n + 127) / 128, 128>>>(out, n); }
+"#;
+    let first = "__constant__ int c_first[26] = {1, 2, 3};\n__global__ void first_kernel(int *o) { o[threadIdx.x] = c_first[threadIdx.x % 26]; }\nvoid launch_first(int *o) { first_kernel<<<1, 32>>>(o); }\n";
+    let dir = tempfile::tempdir().unwrap();
+    let mut links = Vec::new();
+    for sm in ["sm_100a", "sm_120"] {
+        for extra in [&[][..], &["-lineinfo"][..]] {
+            let h = compiled(dir.path(), "helper", helper, sm, extra);
+            let u = compiled(dir.path(), "user", user, sm, extra);
+            let f = compiled(dir.path(), "first", first, sm, extra);
+            for (order, objs) in [
+                ("table at 0", vec![&u, &h]),
+                ("table after", vec![&f, &u, &h]),
+            ] {
+                let mut args = vec![format!("-arch={sm}")];
+                args.extend(objs.iter().map(|o| o.display().to_string()));
+                links.push((format!("switch {sm} {extra:?} {order}"), args));
+            }
+        }
+    }
+    let failures = identical(&links);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// nvcc's device link of `-G` code passes `--register-link-binaries` (and a user `-time`)
+/// as absolute paths in `/tmp`; a debug link's tool note records both by their names
+/// alone, as it records the inputs and the output. Was: the path as given, so every
+/// nvcc-driven debug link's note differed from nvlink's.
+#[test]
+fn a_debug_links_note_names_its_registration_and_time_files_alone() {
+    let src = "__global__ void k(int *o) { o[0] = 1; }\nvoid launch(int *o) { k<<<1, 1>>>(o); }\n";
+    let dir = tempfile::tempdir().unwrap();
+    let o = compiled(dir.path(), "dbg", src, "sm_80", &["-G"]);
+    let files = |tag: &str| -> Vec<String> {
+        let sub = dir.path().join(tag);
+        std::fs::create_dir_all(&sub).unwrap();
+        let at = |name: &str| sub.join(name).display().to_string();
+        vec![
+            "-arch=sm_80".into(),
+            "-g".into(),
+            format!("--register-link-binaries={}", at("dlink.reg.c")),
+            "-time".into(),
+            at("times.csv"),
+            o.display().to_string(),
+        ]
+    };
+    // (the same names, in a folder of each linker's: `run` writes both outputs to one
+    // `out.cubin`)
+    let nv = run(
+        &super::cuda().join("bin/nvlink"),
+        &files("theirs"),
+        dir.path(),
+    );
+    let ours = run(&super::nvlinkrs(), &files("ours"), dir.path());
+    assert_eq!(
+        (nv.code, ours.code),
+        (0, 0),
+        "{:?} {:?}",
+        nv.messages,
+        ours.messages
+    );
+    let (nv, ours) = (nv.output.unwrap(), ours.output.unwrap());
+    let r = nvlinkrs::elf::equiv::compare(&nv, &ours).unwrap();
+    assert!(r.identical, "{:?} {:?}", r.differences, r.notes);
+    assert!(Path::new(&dir.path().join("ours/dlink.reg.c")).is_file());
+}
