@@ -582,11 +582,13 @@ mod tests {
 
     /// A process that left the child's group and holds its stdout: the child's ending
     /// says so after a short grace, rather than the link waiting for it. (It sleeps well
-    /// past the grace: under load a 3 s sleep ended within it, and the pipe closed.)
+    /// past the grace: under load a 3 s sleep ended within it, and the pipe closed; and
+    /// the shell waits a moment before it ends, so that the process has left the group
+    /// before the group is stopped: under load it was stopped with it.)
     #[test]
     fn output_left_open() {
         let f = run(
-            &mut sh("setsid sleep 20 & echo hi"),
+            &mut sh("setsid sleep 20 & sleep 1; echo hi"),
             Vec::new(),
             limits(60, Some(10), 64),
         )

@@ -184,26 +184,33 @@ fn a_flooding_finalizer_is_stopped_at_the_answer_cap() {
     assert!(got.max_rss_kib < 512 << 10, "peak {} KiB", got.max_rss_kib);
 }
 
+/// A `-dlto` link of the split fixtures at sm_90 through the fixtures' pass-through
+/// libNVVM (`tests/fixtures/sortnvvm`), with `extra` options.
+fn through_sortnvvm(extra: &[&str]) -> Vec<String> {
+    let fx = fixtures();
+    let mut args: Vec<String> = vec![
+        "-m64".into(),
+        "--arch=sm_90".into(),
+        format!("-L{}", cuda().join("lib").display()),
+        "-dlto".into(),
+        format!("-nvvmpath={}", fx.join("sortnvvm").display()),
+    ];
+    args.extend(extra.iter().map(|e| e.to_string()));
+    args.extend(["split/s0.o", "split/s1.o"].map(|o| fx.join(o).display().to_string()));
+    args.push("-lcudadevrt".into());
+    args
+}
+
 /// libNVVM's split compile (`-split-compile-extended`, in a child) that spins is stopped at
 /// the wall-clock limit in each of its three attempts, and the link fails cleanly: exit 1,
 /// the attempts' end named once, no output (was: the link ran for ever; CPU time counted as progress).
-/// One that floods its answer pipe is stopped at the answer's cap, the link's memory under
-/// 1 GiB.
+/// One that floods its stdout floods the child's stderr (the answer goes out on a copy of
+/// stdout taken before libNVVM is loaded), of which the link keeps the start: the link's
+/// memory stays under 1 GiB and the spin after the flood is stopped at the limit.
 #[test]
 fn a_spinning_or_flooding_split_compile_fails_the_link_cleanly() {
-    let fx = fixtures();
     let cu = cuda();
-    let args: Vec<String> = vec![
-        "-m64".into(),
-        "--arch=sm_90".into(),
-        format!("-L{}", cu.join("lib").display()),
-        "-dlto".into(),
-        format!("-nvvmpath={}", fx.join("sortnvvm").display()),
-        "-split-compile-extended=2".into(),
-        fx.join("split/s0.o").display().to_string(),
-        fx.join("split/s1.o").display().to_string(),
-        "-lcudadevrt".into(),
-    ];
+    let args = through_sortnvvm(&["-split-compile-extended=2"]);
     let real = cu.join("nvvm/lib64/libnvvm.so");
     let real = real.to_str().unwrap();
     let limit = Duration::from_secs(120);
@@ -250,18 +257,8 @@ fn a_spinning_or_flooding_split_compile_fails_the_link_cleanly() {
 /// the line corrupted the answer, `libNVVM's process answered no PTX` or a frame error).
 #[test]
 fn a_libnvvm_that_prints_to_stdout_does_not_corrupt_the_answer() {
-    let fx = fixtures();
     let cu = cuda();
-    let args: Vec<String> = vec![
-        "-m64".into(),
-        "--arch=sm_90".into(),
-        format!("-L{}", cu.join("lib").display()),
-        "-dlto".into(),
-        format!("-nvvmpath={}", fx.join("sortnvvm").display()),
-        fx.join("split/s0.o").display().to_string(),
-        fx.join("split/s1.o").display().to_string(),
-        "-lcudadevrt".into(),
-    ];
+    let args = through_sortnvvm(&[]);
     let real = cu.join("nvvm/lib64/libnvvm.so");
     let base = [
         ("NVLINKRS_REAL_NVVM", real.to_str().unwrap()),

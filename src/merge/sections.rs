@@ -302,14 +302,22 @@ pub(super) fn reserved_piece(
 /// value says (a common symbol's alignment); and where the last ends (nvlink 13.5's
 /// sm_100 image of the devtool and resize variables: 0x40 and 0x48, the section 0x70).
 pub(super) fn reserved_layout(symbols: &[Symbol], si: usize) -> (Vec<(usize, u64)>, u64) {
+    let align = |x: &Symbol| x.value.clamp(1, 1 << 12);
+    // (the strictest aligned first, ties in symbol order: sm_110a's tcgen05 code lists
+    // `__nv_reservedSMEM_tcgen05_partition`, aligned 1, before the 16-aligned
+    // `__nv_reservedSMEM_gb10b_war_var`, and nvlink puts the latter at 0x40, the former
+    // at 0xc0; a unit without tcgen05 lists them the other way)
+    let mut order: Vec<usize> = (symbols.iter().enumerate())
+        .filter(|(_, x)| x.defined() && x.shndx as usize == si && x.ty != STT_SECTION)
+        .map(|(i, _)| i)
+        .collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(align(&symbols[i])));
     let mut end = 0u64;
     let mut vars = Vec::new();
-    for (i, x) in symbols.iter().enumerate() {
-        if x.defined() && x.shndx as usize == si && x.ty != STT_SECTION {
-            let at = end.next_multiple_of(x.value.clamp(1, 1 << 12));
-            vars.push((i, at));
-            end = at.saturating_add(x.size);
-        }
+    for i in order {
+        let at = end.next_multiple_of(align(&symbols[i]));
+        vars.push((i, at));
+        end = at.saturating_add(symbols[i].size);
     }
     (vars, end)
 }
