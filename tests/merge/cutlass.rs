@@ -153,7 +153,7 @@ fn a_debug_links_note_names_its_registration_and_time_files_alone() {
 /// (0x40) and the slot after it (0xc0), whatever the symbol order. Was: in symbol order, the
 /// code reading the slot at 0x40, where the other variable lies. (The image still differs
 /// from nvlink's in the kernel's `.nv.info`, which nvlink gives the callee's tensor-memory
-/// attributes: docs/rules/differences.md; the code and the variables' places are checked.)
+/// attributes: docs/rules/nv-info.md, known gaps; the code and the variables are checked.)
 #[test]
 fn reserved_shared_variables_are_laid_out_as_nvlink_lays_them_out() {
     use nvlinkrs::bytes::Bytes;
