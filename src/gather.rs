@@ -208,31 +208,35 @@ fn unit<'n>(u: input::Unit<'n>, target: Arch, lto: bool, out: &mut Vec<Planned<'
             n.origin
         )));
     }
-    if !cudadevrt {
-        // nvlink's warning, then what the file does hold
-        let mut held: Vec<String> = codes
-            .iter()
-            .filter_map(|(_, c)| {
-                let a = c.arch?;
-                Some(match c.kind {
-                    CodeKind::Cubin => format!("{a} (SASS)"),
-                    CodeKind::Ptx => format!("{} (PTX)", a.to_string().replace("sm_", "compute_")),
-                    _ => format!("{} (LTO IR)", a.to_string().replace("sm_", "lto_")),
-                })
-            })
-            .collect();
-        held.dedup();
-        out.push(Planned::Warn(format!(
-            "SM Arch ('{target}') not found in '{}'\n  it holds {}",
-            n.origin,
-            if held.is_empty() {
-                "no device code for any architecture".into()
-            } else {
-                held.join(", ")
-            }
-        )));
+    // (in an LTO link the pool has said so already, before `-dlto` was ignored)
+    if !cudadevrt && !lto {
+        out.push(Planned::Warn(not_found(target, &n.origin, &codes)));
     }
     Ok(())
+}
+
+/// nvlink's warning for an input without code for the target, then what it does hold.
+pub(crate) fn not_found(target: Arch, origin: &str, codes: &[(&str, &Code)]) -> String {
+    let mut held: Vec<String> = codes
+        .iter()
+        .filter_map(|(_, c)| {
+            let a = c.arch?;
+            Some(match c.kind {
+                CodeKind::Cubin => format!("{a} (SASS)"),
+                CodeKind::Ptx => format!("{} (PTX)", a.to_string().replace("sm_", "compute_")),
+                _ => format!("{} (LTO IR)", a.to_string().replace("sm_", "lto_")),
+            })
+        })
+        .collect();
+    held.dedup();
+    format!(
+        "SM Arch ('{target}') not found in '{origin}'\n  it holds {}",
+        if held.is_empty() {
+            "no device code for any architecture".into()
+        } else {
+            held.join(", ")
+        }
+    )
 }
 
 /// Whether a cubin is an executable (whole-program) image, which nvlink passes over.

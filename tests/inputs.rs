@@ -1136,3 +1136,47 @@ fn messages_say_what_was_tried_and_found() {
     assert!(lines[0].ends_with(&warning), "{err}");
     assert_eq!(lines[1], "  it holds sm_90 (SASS), compute_90 (PTX)");
 }
+
+/// `-dlto` with IR for another architecture only: nvlink warns once per input that it has
+/// no code for the target, then that `-dlto` is ignored. nvlinkrs prints the same lines in
+/// the same order, each warning followed by what the input holds, and nothing else. Was:
+/// nvlink's three lines, then both warnings again (the link without IR warned anew).
+#[test]
+fn ir_for_another_target_is_reported_once_per_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let tk = toolkit();
+    let inputs = ["saxpy_dlto.o", "scale_dlto.o"].map(|f| fixtures().join(f).display().to_string());
+    let nvvm = format!("-nvvmpath={}", tk.root.join("nvvm").display());
+    let args = |out: &'static str| -> Vec<String> {
+        let mut a = vec!["-arch=sm_80".to_string(), "-dlto".into(), nvvm.clone()];
+        a.extend(inputs.iter().cloned());
+        a.extend(["-o".to_string(), out.to_string()]);
+        a
+    };
+    let theirs = args("n.cubin");
+    let (nrc, nerr) = nvlink(
+        &tk.root,
+        &theirs.iter().map(String::as_str).collect::<Vec<_>>(),
+        d,
+    );
+    let ours = args("o.cubin");
+    let (rc, err) = run(&ours.iter().map(String::as_str).collect::<Vec<_>>(), d);
+    assert_eq!((nrc, rc), (0, 0), "{nerr}\n{err}");
+    let ours: Vec<String> = (err.lines())
+        .filter(|l| !l.starts_with("  "))
+        .map(|l| l.replacen("nvlinkrs", "nvlink", 1))
+        .collect();
+    let theirs: Vec<&str> = nerr.lines().collect();
+    assert_eq!(ours, theirs, "{err}");
+    assert_eq!(
+        err.matches("  it holds compute_90 (PTX), lto_90 (LTO IR)")
+            .count(),
+        2,
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read(d.join("n.cubin")).unwrap(),
+        std::fs::read(d.join("o.cubin")).unwrap()
+    );
+}

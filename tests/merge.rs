@@ -46,6 +46,8 @@ mod review;
 mod sweep45;
 #[path = "merge/taken.rs"]
 mod taken;
+#[path = "merge/tensor.rs"]
+mod tensor;
 #[path = "merge/wrappers.rs"]
 mod wrappers;
 

@@ -99,10 +99,8 @@ impl Walk<'_> {
         if usable {
             self.pool.non_ir.push(n.origin.clone());
         } else {
-            self.diag.warning(&format!(
-                "SM Arch ('{}') not found in '{}'",
-                self.target, n.origin
-            ));
+            self.diag
+                .warning(&crate::gather::not_found(self.target, &n.origin, &codes));
         }
         Ok(())
     }

@@ -180,6 +180,9 @@ impl Merger<'_> {
     ) {
         let (list, own) = (&self.externs[f], !self.extern_refs[f].is_empty());
         let Some(props) = props else {
+            if !self.opts.relocatable && !self.code.funcs[f].entry {
+                tensor::drop_fragments(recs);
+            }
             place_externs(recs, list, own, index);
             return;
         };
@@ -195,9 +198,9 @@ impl Merger<'_> {
             // have no `CRS_STACK_SIZE` of ptxas's, gets it before a new list)
             stack_record(recs, props.stack);
             place_externs(recs, list, in_place, index);
-            kernel_records(recs, props);
+            kernel_records(recs, props, only);
         } else {
-            kernel_records(recs, props);
+            kernel_records(recs, props, only);
             place_externs(recs, list, in_place, index);
         }
     }
@@ -228,7 +231,7 @@ impl Merger<'_> {
     }
 
     /// Whether the image has one kernel (stops at the second).
-    fn only_kernel(&self) -> bool {
+    pub(super) fn only_kernel(&self) -> bool {
         let mut kernels =
             (0..self.code.funcs.len()).filter(|&g| self.code.live[g] && self.code.funcs[g].entry);
         kernels.nth(1).is_none()
@@ -271,9 +274,11 @@ fn place_externs(recs: &mut Vec<Record>, list: &[u32], in_place: bool, index: im
 
 /// A kernel's records once its call tree is known: `CRS_STACK_SIZE` unknown when the
 /// tree recurses ([`stack_record`]), then its barrier counts ([`count_records`]).
-fn kernel_records(recs: &mut Vec<Record>, props: KernelProps) {
+fn kernel_records(recs: &mut Vec<Record>, props: KernelProps, only: bool) {
     stack_record(recs, props.stack);
+    props.tensor.before_barriers(recs, only);
     count_records(recs, props.barriers, props.mbarriers, props.mbarriers_first);
+    props.tensor.after_barriers(recs, only);
 }
 
 /// `CRS_STACK_SIZE` unknown when the kernel's call tree recurses (`stack`), added when
@@ -299,7 +304,12 @@ fn stack_record(recs: &mut Vec<Record>, stack: u32) {
 /// The barrier count raised to the call tree's (added when missing), and so the
 /// memory-barrier count (`NUM_MBARRIERS`: NVSHMEM's reductions give 0xffff, which nvlink
 /// 13.5 adds at the end of a calling kernel's records).
-fn count_records(recs: &mut Vec<Record>, barriers: u32, mbarriers: u16, mbarriers_first: bool) {
+fn count_records(
+    recs: &mut Vec<Record>,
+    barriers: u32,
+    mbarriers: Option<u16>,
+    mbarriers_first: bool,
+) {
     if mbarriers_first {
         mbarrier_record(recs, mbarriers);
     }
@@ -320,8 +330,8 @@ fn count_records(recs: &mut Vec<Record>, barriers: u32, mbarriers: u16, mbarrier
 }
 
 /// The memory-barrier count raised to the call tree's (added when missing).
-fn mbarrier_record(recs: &mut Vec<Record>, mbarriers: u16) {
-    if mbarriers > 0 {
+fn mbarrier_record(recs: &mut Vec<Record>, mbarriers: Option<u16>) {
+    if let Some(mbarriers) = mbarriers {
         match recs.iter_mut().find(|r| r.attr == info::NUM_MBARRIERS) {
             Some(r) => r.value = r.value.max(mbarriers),
             None => recs.push(Record {

@@ -189,7 +189,7 @@ impl<'a> Merger<'a> {
                 .map_or(0, |r| (r.value & 0xFF) as u32);
             let mbarriers = (records.iter())
                 .find(|r| r.attr == info::NUM_MBARRIERS && r.format == info::FMT_HVAL)
-                .map_or(0, |r| r.value);
+                .map(|r| r.value);
             let max_regs = (records.iter())
                 .find(|r| r.attr == reglimit::MAXREG_COUNT && r.format == info::FMT_HVAL)
                 .map(|r| r.value as u32);
@@ -197,6 +197,7 @@ impl<'a> Merger<'a> {
                 .flat_map(|r| r.payload.chunks_exact(4))
                 .map(|e| e.u32_at(0).unwrap_or(0))
                 .collect();
+            let tensor = tensor::TensorAttrs::of(&records);
             out.push(Func {
                 key: SymKey::new(i, s),
                 text,
@@ -209,6 +210,7 @@ impl<'a> Merger<'a> {
                 frame: self.sym_value(SymKey::new(i, s), info::FRAME_SIZE),
                 barriers,
                 mbarriers,
+                tensor,
                 callees: BTreeSet::new(),
                 listed_only: BTreeSet::new(),
                 self_call: false,

@@ -497,7 +497,7 @@ impl Merger<'_> {
                 if !st.exec && s.section.is_none() && m.ty == STT_OBJECT {
                     m.ty = STT_CUDA_OBJECT;
                 }
-                if s.name.starts_with(".nv.reservedSmem") {
+                if resolve::is_driver_value(&s.name) {
                     m.ty = STT_CUDA_OBJECT;
                     if s.section.is_none() {
                         m.value = ms.map_or(0, |x| x.2.value);

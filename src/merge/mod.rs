@@ -27,7 +27,8 @@
 //!   before the symbols, whose section symbols they get (filled in later).
 //! - `symbols.rs`: the output symbol table.
 //! - `relocations.rs`: relocations applied or kept.
-//! - `nvinfo.rs` (`info`): `.nv.info` and each function's `.nv.info.<fn>`.
+//! - `nvinfo.rs` (`info`): `.nv.info` and each function's `.nv.info.<fn>`
+//!   (`tensor.rs`: what a kernel takes from the tensor-memory code it calls).
 //! - `callgraph.rs` (`callgraph`, `dump_callgraph`): the call-graph sections filled,
 //!   `-dump-callgraph`.
 //! - `mercury.rs`: the sm_100+ capsule-Mercury half of the image.
@@ -63,6 +64,7 @@ mod resolve;
 mod sections;
 mod shared;
 mod symbols;
+mod tensor;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -208,14 +210,17 @@ struct KernelProps {
     /// The stack (nvlink's value for one it cannot bound when the tree recurses).
     stack: u32,
     barriers: u32,
-    /// The largest `NUM_MBARRIERS` over the call tree (0: none has one).
-    mbarriers: u16,
+    /// The largest `NUM_MBARRIERS` over the call tree (`None`: none has one; a record of
+    /// 0 counts where the image has more than one kernel, as nvlink 13.5 adds it there).
+    mbarriers: Option<u16>,
     /// A new `EXTERNS` record comes before a new barrier count (`externs.rs`).
     externs_first: bool,
     /// New `NUM_MBARRIERS` and `NUM_BARRIERS` records go in that order: the call tree's
     /// first function with memory barriers comes, in output order, before its first with
     /// barriers (nvlink adds them as it meets the callees that carry them).
     mbarriers_first: bool,
+    /// The tensor-memory records its callees hand it (`tensor.rs`).
+    tensor: tensor::TensorAttrs,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -295,8 +300,10 @@ struct Func {
     regs: u32,
     frame: u32,
     barriers: u32,
-    /// Its `NUM_MBARRIERS` value (0: no record).
-    mbarriers: u16,
+    /// Its `NUM_MBARRIERS` value (`None`: no record).
+    mbarriers: Option<u16>,
+    /// Its own tensor-memory records (`tensor.rs`).
+    tensor: tensor::TensorAttrs,
     callees: BTreeSet<FuncId>,
     /// Of `callees`, those only the compiler's list of indirect targets (`.nv.callgraph`
     /// group 4) names: nvlink's call list, and its stack sizes, do not follow them (a

@@ -290,20 +290,35 @@ impl<'a> Merger<'a> {
             .map(|&g| self.code.funcs[g].barriers)
             .max()
             .unwrap_or(0);
-        let mbarriers = reach.iter().map(|&g| self.code.funcs[g].mbarriers).max();
+        let only = self.only_kernel();
+        let mbarriers_of = |g: FuncId| (self.code.funcs[g].mbarriers).filter(|&m| m > 0 || !only);
+        let mbarriers = reach.iter().filter_map(|&g| mbarriers_of(g)).max();
+        // (the only kernel takes the tensor-memory records of every live function, as
+        // it takes their barriers; tensor.rs)
+        let tensor = match only {
+            true => tensor::TensorAttrs::gathered(
+                (FuncId::all(self.code.funcs.len()))
+                    .filter(|&g| g != f && self.code.live[g] && !self.code.funcs[g].entry)
+                    .map(|g| self.code.funcs[g].tensor),
+            ),
+            false => tensor::TensorAttrs::gathered(
+                (reach.iter().filter(|&&g| g != f)).map(|&g| self.code.funcs[g].tensor),
+            ),
+        };
         let first = |has: &dyn Fn(FuncId) -> bool| reach.iter().position(|&g| has(g));
-        let first_mbarriers = first(&|g| self.code.funcs[g].mbarriers > 0);
+        let first_mbarriers = first(&|g| mbarriers_of(g).is_some());
         let first_barriers = first(&|g| self.code.funcs[g].barriers > 0);
         KernelProps {
             registers: regs,
             stack,
             barriers: bars,
-            mbarriers: mbarriers.unwrap_or(0),
+            mbarriers,
             externs_first: self.externs_before_barriers(f),
             mbarriers_first: matches!(
                 (first_mbarriers, first_barriers),
                 (Some(m), Some(b)) if m < b
             ),
+            tensor,
         }
     }
 

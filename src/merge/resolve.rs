@@ -389,6 +389,14 @@ fn is_syscall(name: &str) -> bool {
     DRIVER_FUNCTIONS.contains(&name)
         || name.starts_with("__cuda_syscall")
         || name.starts_with("__nv_reservedSMEM")
+        || is_driver_value(name)
+}
+
+/// The undefined objects whose value ptxas gives (`.nv.reservedSmem.cap` 0x400,
+/// `-G` tcgen05 code's `__tcgen05_tmem_max_col_size` 0x200): nvlink keeps them
+/// undefined, as CUDA objects, with that value on the SASS side and 0 on the Mercury one.
+pub(super) fn is_driver_value(name: &str) -> bool {
+    name == "__tcgen05_tmem_max_col_size"
         || matches!(
             name.strip_prefix(".nv.reservedSmem."),
             Some("offset0" | "offset1" | "begin" | "end" | "cap")

@@ -93,7 +93,7 @@ impl<'a> Merger<'a> {
                     bind: STB_GLOBAL,
                     // (sm_100+: undefined data objects are CUDA objects, under -r all)
                     ty: if self.mercury_layout
-                        && (name.starts_with(".nv.reservedSmem") || !exec && s.ty == STT_OBJECT)
+                        && (resolve::is_driver_value(name) || !exec && s.ty == STT_OBJECT)
                     {
                         STT_CUDA_OBJECT
                     } else {

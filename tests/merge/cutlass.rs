@@ -151,9 +151,9 @@ fn a_debug_links_note_names_its_registration_and_time_files_alone() {
 /// (aligned 1) and `__nv_reservedSMEM_gb10b_war_var` (aligned 16), and lists the slot first
 /// where a `__noinline__` function allocates: nvlink puts the 16-aligned variable first
 /// (0x40) and the slot after it (0xc0), whatever the symbol order. Was: in symbol order, the
-/// code reading the slot at 0x40, where the other variable lies. (The image still differs
-/// from nvlink's in the kernel's `.nv.info`, which nvlink gives the callee's tensor-memory
-/// attributes: docs/rules/nv-info.md, known gaps; the code and the variables are checked.)
+/// code reading the slot at 0x40, where the other variable lies. (The code and the
+/// variables are checked on their own, then the whole image: the kernel's `.nv.info`
+/// takes the callee's tensor-memory records, tensor.rs.)
 #[test]
 fn reserved_shared_variables_are_laid_out_as_nvlink_lays_them_out() {
     use nvlinkrs::bytes::Bytes;
@@ -190,8 +190,10 @@ void launch(uint32_t *o) { kdev<<<1, 32>>>(o); }
         nv.messages,
         ours.messages
     );
+    let (nv, ours) = (nv.output.unwrap(), ours.output.unwrap());
+    let whole = nvlinkrs::elf::equiv::compare(&nv, &ours).unwrap();
     let parse = |d: Vec<u8>| Cubin::parse(Bytes::from_vec(d), "image").unwrap();
-    let (nv, ours) = (parse(nv.output.unwrap()), parse(ours.output.unwrap()));
+    let (nv, ours) = (parse(nv), parse(ours));
     let code = |c: &Cubin| -> Vec<(String, Vec<u8>)> {
         (c.sections.iter())
             .filter(|s| s.name.starts_with(".text."))
@@ -209,4 +211,5 @@ void launch(uint32_t *o) { kdev<<<1, 32>>>(o); }
     };
     assert_eq!(reserved(&nv), reserved(&ours));
     assert_eq!(reserved(&ours).len(), 2);
+    assert!(whole.identical, "{:?}", whole.differences);
 }

@@ -1,0 +1,198 @@
+//! What a kernel takes from the sm_100+ tensor-memory code it calls. ptxas marks a
+//! function that allocates tensor memory (`tcgen05.alloc`) with `TCGEN05_1CTA_USED` or
+//! `TCGEN05_2CTA_USED`, `RESERVED_SMEM_USED` and `AT_ENTRY_FRAGMENTS` (the code the driver
+//! runs at the kernel's entry to set tensor memory up), and gives it a
+//! `VRC_CTA_INIT_COUNT`. The driver reads them on the kernel only, so in an executable
+//! nvlink 13.5 hands a `__noinline__` callee's to every kernel that calls it: the flags
+//! copied, the fragments moved (no other function keeps them), and, where the image has
+//! more than one kernel, the largest `VRC_CTA_INIT_COUNT` of the call tree. The new
+//! records go, in the order the callees' inputs list them, before a new barrier count;
+//! the image's only kernel gets its flags there and the fragments after the barrier
+//! count, and keeps its own `VRC_CTA_INIT_COUNT` (read off nvlink's output for
+//! `tests/merge/tensor.rs`'s programs: one and two kernels, one and two units, `cta_group`
+//! 1 and 2, a call through a function, a call through a table, a kernel with barriers).
+
+use crate::elf::info::{self, Record};
+
+/// `EIATTR_TCGEN05_1CTA_USED`: the code allocates tensor memory for one CTA.
+pub(super) const TCGEN05_1CTA_USED: u8 = 0x41;
+/// `EIATTR_TCGEN05_2CTA_USED`: for a pair of CTAs (`cta_group::2`).
+pub(super) const TCGEN05_2CTA_USED: u8 = 0x52;
+/// `EIATTR_RESERVED_SMEM_USED`: the code uses the reserved shared-memory slots.
+pub(super) const RESERVED_SMEM_USED: u8 = 0x51;
+/// `EIATTR_AT_ENTRY_FRAGMENTS`: the entry fragments the driver runs (a word).
+pub(super) const AT_ENTRY_FRAGMENTS: u8 = 0x4F;
+/// `EIATTR_VRC_CTA_INIT_COUNT`.
+pub(super) const VRC_CTA_INIT_COUNT: u8 = 0x4A;
+
+/// A function's tensor-memory records (or, for a kernel, those its call tree hands it):
+/// the attributes in input order (0 ends the list), the fragments word and the
+/// `VRC_CTA_INIT_COUNT` value.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct TensorAttrs {
+    order: [u8; 4],
+    fragments: u32,
+    vrc: u16,
+}
+
+impl TensorAttrs {
+    /// Read off a function's own records (input order).
+    pub(super) fn of(records: &[Record]) -> TensorAttrs {
+        let mut t = TensorAttrs::default();
+        for r in records {
+            match r.attr {
+                TCGEN05_1CTA_USED | TCGEN05_2CTA_USED | RESERVED_SMEM_USED
+                    if r.format == info::FMT_NVAL =>
+                {
+                    t.add(r.attr)
+                }
+                AT_ENTRY_FRAGMENTS if r.format == info::FMT_SVAL && r.payload.len() == 4 => {
+                    t.fragments = u32::from_le_bytes(r.payload[..4].try_into().unwrap());
+                    t.add(r.attr)
+                }
+                VRC_CTA_INIT_COUNT if r.format == info::FMT_BVAL => t.vrc = t.vrc.max(r.value),
+                _ => {}
+            }
+        }
+        t
+    }
+
+    fn add(&mut self, attr: u8) {
+        if let Some(slot) = (self.order.iter_mut()).find(|a| **a == 0 || **a == attr) {
+            *slot = attr;
+        }
+    }
+
+    fn attrs(&self) -> impl Iterator<Item = u8> + '_ {
+        self.order.iter().copied().take_while(|&a| a != 0)
+    }
+
+    /// What a kernel's callees hand it, the callees in the order given.
+    pub(super) fn gathered(callees: impl Iterator<Item = TensorAttrs>) -> TensorAttrs {
+        let mut t = TensorAttrs::default();
+        for c in callees {
+            for a in c.attrs() {
+                if a == AT_ENTRY_FRAGMENTS && !t.attrs().any(|x| x == a) {
+                    t.fragments = c.fragments;
+                }
+                t.add(a);
+            }
+            t.vrc = t.vrc.max(c.vrc);
+        }
+        t
+    }
+
+    /// A kernel's records before its new barrier count: the records it lacks (the only
+    /// kernel's fragments wait for `after_barriers`), and the count raised.
+    pub(super) fn before_barriers(&self, recs: &mut Vec<Record>, only_kernel: bool) {
+        if !only_kernel && let Some(r) = (recs.iter_mut()).find(|r| r.attr == VRC_CTA_INIT_COUNT) {
+            r.value = r.value.max(self.vrc);
+        }
+        for a in self.attrs() {
+            if !(only_kernel && a == AT_ENTRY_FRAGMENTS) {
+                self.add_missing(recs, a);
+            }
+        }
+    }
+
+    /// The only kernel's fragments, after its new barrier count.
+    pub(super) fn after_barriers(&self, recs: &mut Vec<Record>, only_kernel: bool) {
+        if only_kernel && self.attrs().any(|a| a == AT_ENTRY_FRAGMENTS) {
+            self.add_missing(recs, AT_ENTRY_FRAGMENTS);
+        }
+    }
+
+    fn add_missing(&self, recs: &mut Vec<Record>, attr: u8) {
+        if recs.iter().any(|r| r.attr == attr) {
+            return;
+        }
+        recs.push(match attr {
+            AT_ENTRY_FRAGMENTS => Record::sval(attr, self.fragments.to_le_bytes().to_vec()),
+            _ => Record {
+                format: info::FMT_NVAL,
+                attr,
+                value: 0,
+                payload: info::Payload::new(),
+            },
+        });
+    }
+}
+
+/// A called function's records in an executable: its fragments go to its kernels.
+pub(super) fn drop_fragments(recs: &mut Vec<Record>) {
+    recs.retain(|r| r.attr != AT_ENTRY_FRAGMENTS);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flag(attr: u8) -> Record {
+        Record {
+            format: info::FMT_NVAL,
+            attr,
+            value: 0,
+            payload: info::Payload::new(),
+        }
+    }
+
+    fn vrc(v: u16) -> Record {
+        Record {
+            format: info::FMT_BVAL,
+            attr: VRC_CTA_INIT_COUNT,
+            value: v,
+            payload: info::Payload::new(),
+        }
+    }
+
+    /// ptxas's order in a `cta_group::1` allocator's input: fragments, 1-CTA, reserved.
+    fn allocator() -> TensorAttrs {
+        TensorAttrs::of(&[
+            Record::sval(AT_ENTRY_FRAGMENTS, 6u32.to_le_bytes().to_vec()),
+            flag(TCGEN05_1CTA_USED),
+            flag(RESERVED_SMEM_USED),
+            vrc(0x80),
+        ])
+    }
+
+    #[test]
+    fn a_kernel_of_several_takes_the_records_in_input_order_and_the_largest_count() {
+        let t = TensorAttrs::gathered([TensorAttrs::default(), allocator()].into_iter());
+        let mut recs = vec![vrc(0)];
+        t.before_barriers(&mut recs, false);
+        t.after_barriers(&mut recs, false);
+        let attrs: Vec<u8> = recs.iter().map(|r| r.attr).collect();
+        assert_eq!(
+            attrs,
+            [
+                VRC_CTA_INIT_COUNT,
+                AT_ENTRY_FRAGMENTS,
+                TCGEN05_1CTA_USED,
+                RESERVED_SMEM_USED
+            ]
+        );
+        assert_eq!(recs[0].value, 0x80);
+        assert_eq!(&recs[1].payload[..], &6u32.to_le_bytes());
+    }
+
+    #[test]
+    fn the_only_kernel_takes_the_fragments_last_and_keeps_its_count() {
+        let t = TensorAttrs::gathered([allocator()].into_iter());
+        let mut recs = vec![vrc(0), flag(RESERVED_SMEM_USED)];
+        t.before_barriers(&mut recs, true);
+        recs.push(flag(info::NUM_BARRIERS));
+        t.after_barriers(&mut recs, true);
+        let attrs: Vec<u8> = recs.iter().map(|r| r.attr).collect();
+        assert_eq!(
+            attrs,
+            [
+                VRC_CTA_INIT_COUNT,
+                RESERVED_SMEM_USED,
+                TCGEN05_1CTA_USED,
+                info::NUM_BARRIERS,
+                AT_ENTRY_FRAGMENTS
+            ]
+        );
+        assert_eq!(recs[0].value, 0);
+    }
+}

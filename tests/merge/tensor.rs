@@ -1,0 +1,132 @@
+//! sm_100+ tensor-memory code in a function that kernels call (issue 35, the attacker
+//! review of the CUTLASS fixes): the records the driver reads on a kernel to set tensor
+//! memory up, which nvlink hands from a `__noinline__` allocator to each kernel calling
+//! it, and `-G` code's `__tcgen05_tmem_max_col_size`, which nvlink leaves to the driver.
+//! Each test failed before its fix; the sources are compiled here with the pinned nvcc.
+
+use super::identical_all as identical;
+use super::review::compiled;
+
+/// A `__noinline__` function allocating tensor memory for `cta_group::G`, `N` columns.
+fn allocator(g: u32, n: u32) -> String {
+    format!(
+        r#"#include <cstdint>
+__device__ __noinline__ void dev_alloc(uint32_t *out) {{
+  __shared__ uint32_t addr;
+  uint32_t sa = (uint32_t)__cvta_generic_to_shared(&addr);
+  asm volatile("tcgen05.alloc.cta_group::{g}.sync.aligned.shared::cta.b32 [%0], {n};" :: "r"(sa));
+  asm volatile("tcgen05.relinquish_alloc_permit.cta_group::{g}.sync.aligned;");
+  __syncthreads();
+  uint32_t t = addr;
+  asm volatile("tcgen05.dealloc.cta_group::{g}.sync.aligned.b32 %0, {n};" :: "r"(t));
+  out[threadIdx.x] = t;
+}}
+"#
+    )
+}
+
+/// The kernel calling the allocator gets its `TCGEN05_*_USED`, `RESERVED_SMEM_USED` and
+/// `AT_ENTRY_FRAGMENTS` (moved: the callee's goes), and, beside another kernel, its
+/// `VRC_CTA_INIT_COUNT` and a `NUM_MBARRIERS` of 0, in the order nvlink writes them (one
+/// kernel, two, `cta_group::2`, through another function, through a table, after the
+/// kernel's own barrier, from another unit). Was: all of them left with the callee, so a
+/// driver reading the kernel's attributes would not set tensor memory up for it.
+#[test]
+fn a_kernel_gets_the_tensor_memory_records_of_the_allocator_it_calls() {
+    let other = "__global__ void other(uint32_t *out) { out[0] = 1; }\n";
+    let kdev = "__global__ void kdev(uint32_t *out) { dev_alloc(out); }\n";
+    let programs: Vec<(&str, String)> = vec![
+        ("one_kernel", allocator(1, 32) + kdev),
+        ("two_kernels", allocator(1, 32) + kdev + other),
+        ("pair_one_kernel", allocator(2, 64) + kdev),
+        ("pair_two_kernels", allocator(2, 64) + kdev + other),
+        (
+            "through_mid",
+            allocator(1, 32)
+                + "__device__ __noinline__ void mid(uint32_t *out) { dev_alloc(out + 1); out[5] = 3; }\n"
+                + "__global__ void kdev(uint32_t *out) { mid(out); }\n"
+                + other,
+        ),
+        (
+            "own_barrier",
+            allocator(1, 32)
+                + "__global__ void kdev(uint32_t *out) { out[threadIdx.x + 64] = 2; __syncthreads(); dev_alloc(out); }\n",
+        ),
+        (
+            "through_table",
+            allocator(1, 32)
+                + "typedef void (*fp)(uint32_t *);\n__device__ fp tab[1] = { dev_alloc };\n"
+                + "__global__ void kdev(uint32_t *out) { tab[0](out); }\n"
+                + other,
+        ),
+    ];
+    let caller = "#include <cstdint>\n__device__ void dev_alloc(uint32_t *out);\n\
+                  __global__ void kb2(uint32_t *out) { dev_alloc(out + 32); }\n";
+    let dir = tempfile::tempdir().unwrap();
+    let mut links = Vec::new();
+    for (sm, virt) in [("sm_100a", "compute_100a"), ("sm_103a", "compute_103a")] {
+        let gencode = format!("-gencode=arch={virt},code={sm}");
+        for (name, src) in &programs {
+            // (sm_103a: the two shapes whose records differ)
+            if sm == "sm_103a" && !matches!(*name, "one_kernel" | "two_kernels") {
+                continue;
+            }
+            let o = compiled(dir.path(), name, src, sm, &[&gencode]);
+            links.push((
+                format!("{name} {sm}"),
+                vec![format!("-arch={sm}"), o.display().to_string()],
+            ));
+        }
+    }
+    // (two units: the allocator's unit and another kernel's, in both orders)
+    let gencode = "-gencode=arch=compute_100a,code=sm_100a";
+    let a = compiled(
+        dir.path(),
+        "unit_a",
+        &(allocator(1, 32) + kdev),
+        "sm_100a",
+        &[gencode],
+    );
+    let b = compiled(dir.path(), "unit_b", caller, "sm_100a", &[gencode]);
+    for (what, objs) in [("a b", [&a, &b]), ("b a", [&b, &a])] {
+        let mut args = vec!["-arch=sm_100a".to_string()];
+        args.extend(objs.iter().map(|o| o.display().to_string()));
+        links.push((format!("two units {what}"), args));
+    }
+    let failures = identical(&links);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// `-G` tcgen05 code refers to `__tcgen05_tmem_max_col_size`, undefined, ptxas giving its
+/// value (0x200), as `.nv.reservedSmem.cap`: nvlink keeps it for the driver (a CUDA
+/// object, that value on the SASS side). Was: `Undefined reference`, exit 255, where
+/// nvlink links; also after `-r`.
+#[test]
+fn debug_tensor_memory_code_links_with_its_column_size_left_to_the_driver() {
+    let dir = tempfile::tempdir().unwrap();
+    let gencode = "-gencode=arch=compute_100a,code=sm_100a";
+    let src = allocator(1, 32) + "__global__ void kdev(uint32_t *out) { dev_alloc(out); }\n";
+    let o = compiled(dir.path(), "dbg", &src, "sm_100a", &[gencode, "-G"]);
+    let o = o.display().to_string();
+    let relocatable = dir.path().join("r.o");
+    let r = super::run(
+        &super::nvlinkrs(),
+        &["-arch=sm_100a".into(), "-r".into(), o.clone()],
+        dir.path(),
+    );
+    assert_eq!(r.code, 0, "{:?}", r.messages);
+    std::fs::write(&relocatable, r.output.unwrap()).unwrap();
+    let links = vec![
+        ("-G".to_string(), vec!["-arch=sm_100a".into(), o.clone()]),
+        (
+            "-G -r".to_string(),
+            vec!["-arch=sm_100a".into(), "-r".into(), o],
+        ),
+        (
+            "-G, our -r relinked".to_string(),
+            vec!["-arch=sm_100a".into(), relocatable.display().to_string()],
+        ),
+    ];
+    let failures = identical(&links);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
