@@ -23,8 +23,23 @@ pub const MARKER: &str = ".nvlinkrs-shim";
 /// for the CUDA compiler, and one found on `PATH` is recorded by its bare name).
 pub const MESON_NATIVE: &str = "nvlinkrs-meson.ini";
 
+/// A CMake toolchain file (`-DCMAKE_TOOLCHAIN_FILE=`): the overlay's nvcc as the CUDA
+/// compiler, the overlay's nvlink as the device linker when the compiler is Clang, and
+/// the wheels' `libcudart.so.13` for `find_package(CUDAToolkit)`.
+pub const CMAKE_TOOLCHAIN: &str = "nvlinkrs.cmake";
+
+/// The rules the toolchain file has CMake read once the compiler is known.
+const CMAKE_RULES: &str = "nvlinkrs-rules.cmake";
+
 /// The files the overlay writes (everything else it makes is a link or `bin/`).
-const WRITTEN: [&str; 3] = ["bin/nvlink", "bin/nvcc.profile", MESON_NATIVE];
+const WRITTEN: [&str; 6] = [
+    "bin/nvlink",
+    "bin/ptxas",
+    "bin/nvcc.profile",
+    MESON_NATIVE,
+    CMAKE_TOOLCHAIN,
+    CMAKE_RULES,
+];
 
 /// What one overlay was made from and holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -141,7 +156,7 @@ impl Overlay {
     pub fn recipe(&self) -> String {
         let r = self.root.display();
         format!(
-            "CMake:  cmake -DCMAKE_CUDA_COMPILER={r}/bin/nvcc ... (a new build directory)\n\
+            "CMake:  cmake -DCMAKE_TOOLCHAIN_FILE={r}/{CMAKE_TOOLCHAIN} ... (a new build directory; Clang: add -DCMAKE_CUDA_COMPILER=clang++)\n\
              Meson:  meson setup --native-file {r}/{MESON_NATIVE} BUILDDIR\n\
              make:   make NVCC={r}/bin/nvcc\n\
              Bazel:  CUDA_PATH={r} bazel build ... (rules_cuda; or toolkit_path = \"{r}\" in cuda.local_toolchain)\n"
@@ -270,23 +285,24 @@ fn fill(o: &mut Overlay) -> Result<()> {
     }
     o.made.push(PathBuf::from("bin"));
     for name in sorted_entries(&o.toolkit.join("bin"))? {
-        if name == "nvlink" || name == "nvcc.profile" {
+        if name == "nvlink" || name == "ptxas" || name == "nvcc.profile" {
             continue;
         }
         let target = o.toolkit.join("bin").join(&name);
         link(o, &target, Path::new("bin").join(&name))?;
     }
     let script = nvlink_script(&o.linker, &o.root);
-    write_made(o, "bin/nvlink", &script)?;
-    let at = o.root.join("bin/nvlink");
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&at, std::fs::Permissions::from_mode(0o755))
-        .map_err(|e| io_error("create", &at, e))?;
+    write_program(o, "bin/nvlink", &script)?;
+    let script = ptxas_script(&o.toolkit.join("bin/ptxas"));
+    write_program(o, "bin/ptxas", &script)?;
     let profile = o.toolkit.join("bin/nvcc.profile");
     let text = std::fs::read_to_string(&profile).map_err(|e| io_error("read", &profile, e))?;
     write_made(o, "bin/nvcc.profile", &with_top(&text, &o.toolkit))?;
     let text = format!("[binaries]\ncuda = '{}/bin/nvcc'\n", o.root.display());
     write_made(o, MESON_NATIVE, &text)?;
+    let (toolchain, rules) = cmake_files(&o.root, &o.toolkit);
+    write_made(o, CMAKE_TOOLCHAIN, &toolchain)?;
+    write_made(o, CMAKE_RULES, &rules)?;
     crate::output::write_atomic(&o.root.join(MARKER), o.marker_text().as_bytes())
 }
 
@@ -304,6 +320,74 @@ fn nvlink_script(linker: &Path, root: &Path) -> String {
          printf 'nvlink fatal   : the nvlinkrs this toolkit overlay runs (%s) is not there (moved or removed): make the overlay again with the nvlinkrs to use: nvlinkrs shim %s\\n' {l} {r} >&2\n\
          exit 1\n"
     )
+}
+
+/// The overlay's `bin/ptxas`: a script that runs the toolkit's. A file, not a link: clang
+/// finds the CUDA installation from the `ptxas` on `PATH` and follows a link to its end,
+/// which would take it to the toolkit and its nvlink; a file keeps it in the overlay, whose
+/// nvlink its device link (`clang-nvlink-wrapper`) then runs.
+fn ptxas_script(ptxas: &Path) -> String {
+    let quoted = format!("'{}'", ptxas.display().to_string().replace('\'', "'\\''"));
+    format!(
+        "#!/bin/sh\n\
+         # made by `nvlinkrs shim`: the toolkit's ptxas (a file, so that clang stays in the overlay)\n\
+         exec {quoted} \"$@\"\n"
+    )
+}
+
+/// The CMake toolchain file and the rules it has CMake read. CMake with Clang as the CUDA
+/// compiler runs `TOOLKIT/bin/nvlink` for the device link, the toolkit being the `TOP` of
+/// nvcc's profile, which names the real toolkit (so the paths nvcc hands nvlink are its
+/// own): the rules, read once the compiler is known, name the overlay's nvlink instead.
+/// NVIDIA's wheels hold `lib/libcudart.so.13` without `libcudart.so`, which
+/// `find_package(CUDAToolkit)` looks for: the toolchain file names it.
+fn cmake_files(root: &Path, toolkit: &Path) -> (String, String) {
+    // (a CMake quoted argument: `\`, `"` and `$` escaped)
+    let q = |p: &Path| {
+        let s = p.display().to_string();
+        format!(
+            "\"{}\"",
+            s.replace('\\', "\\\\")
+                .replace('"', "\\\"")
+                .replace('$', "\\$")
+        )
+    };
+    let (nvcc, nvlink, rules) = (
+        q(&root.join("bin/nvcc")),
+        q(&root.join("bin/nvlink")),
+        q(&root.join(CMAKE_RULES)),
+    );
+    let lib = toolkit.join("lib");
+    let (so13, so, so64) = (
+        q(&lib.join("libcudart.so.13")),
+        q(&lib.join("libcudart.so")),
+        q(&toolkit.join("lib64/libcudart.so")),
+    );
+    let toolchain = format!(
+        "# made by `nvlinkrs shim`: cmake -DCMAKE_TOOLCHAIN_FILE=<this file> (a new build directory)\n\
+         # NVIDIA's compiler: the overlay's nvcc, whose device links run nvlinkrs\n\
+         if(NOT DEFINED CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{{CUDACXX}})\n  set(CMAKE_CUDA_COMPILER {nvcc})\nendif()\n\
+         # Clang as the CUDA compiler: its device link through the overlay's nvlink\n\
+         set(CMAKE_USER_MAKE_RULES_OVERRIDE_CUDA {rules})\n\
+         # NVIDIA's wheels: libcudart.so.13 and no libcudart.so, which find_package(CUDAToolkit) wants\n\
+         if(EXISTS {so13} AND NOT EXISTS {so} AND NOT EXISTS {so64})\n\
+         \x20 set(CUDA_CUDART {so13} CACHE FILEPATH \"libcudart (nvlinkrs shim)\")\n\
+         \x20 set(CUDA_cudart_LIBRARY {so13} CACHE FILEPATH \"libcudart (nvlinkrs shim)\")\nendif()\n"
+    );
+    let rules = format!(
+        "# made by `nvlinkrs shim`, read through {CMAKE_TOOLCHAIN}: CMake's own device link (Clang) runs the overlay's nvlink\n\
+         if(CMAKE_CUDA_COMPILER_ID STREQUAL \"Clang\")\n  set(CMAKE_CUDA_DEVICE_LINKER {nvlink})\nendif()\n"
+    );
+    (toolchain, rules)
+}
+
+/// A script of the overlay's, made executable.
+fn write_program(o: &mut Overlay, rel: &str, text: &str) -> Result<()> {
+    write_made(o, rel, text)?;
+    let at = o.root.join(rel);
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&at, std::fs::Permissions::from_mode(0o755))
+        .map_err(|e| io_error("create", &at, e))
 }
 
 fn write_made(o: &mut Overlay, rel: &str, text: &str) -> Result<()> {
@@ -393,9 +477,28 @@ mod tests {
                 "bin",
                 "bin/nvcc",
                 "bin/nvlink",
+                "bin/ptxas",
                 "bin/nvcc.profile",
-                MESON_NATIVE
+                MESON_NATIVE,
+                CMAKE_TOOLCHAIN,
+                CMAKE_RULES
             ]
+        );
+        // (ptxas a file that runs the toolkit's: clang follows a link to the toolkit)
+        let ptxas = ov.join("bin/ptxas");
+        assert!(
+            !std::fs::symlink_metadata(&ptxas)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        let script = std::fs::read_to_string(&ptxas).unwrap();
+        assert!(
+            script.contains(&format!(
+                "exec '{}' \"$@\"",
+                o.toolkit.join("bin/ptxas").display()
+            )),
+            "{script}"
         );
         let script = std::fs::read_to_string(ov.join("bin/nvlink")).unwrap();
         assert!(
@@ -463,6 +566,30 @@ mod tests {
                 absolute(&linker).unwrap_or(linker.clone()).display(),
                 ov.display()
             )
+        );
+    }
+
+    /// CMake's files name the overlay's programs in quoted arguments, whatever the path.
+    #[test]
+    fn cmake_files_quote_their_paths() {
+        let (toolchain, rules) = cmake_files(Path::new("/o/a\"b$c"), Path::new("/t"));
+        assert!(
+            toolchain.contains(r#"set(CMAKE_CUDA_COMPILER "/o/a\"b\$c/bin/nvcc")"#),
+            "{toolchain}"
+        );
+        assert!(
+            toolchain.contains(
+                r#"set(CMAKE_USER_MAKE_RULES_OVERRIDE_CUDA "/o/a\"b\$c/nvlinkrs-rules.cmake")"#
+            ),
+            "{toolchain}"
+        );
+        assert!(
+            toolchain.contains(r#"set(CUDA_CUDART "/t/lib/libcudart.so.13" CACHE"#),
+            "{toolchain}"
+        );
+        assert!(
+            rules.contains(r#"set(CMAKE_CUDA_DEVICE_LINKER "/o/a\"b\$c/bin/nvlink")"#),
+            "{rules}"
         );
     }
 

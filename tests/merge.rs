@@ -48,6 +48,8 @@ mod sweep45;
 mod taken;
 #[path = "merge/tensor.rs"]
 mod tensor;
+#[path = "merge/toolchain.rs"]
+mod toolchain;
 #[path = "merge/wrappers.rs"]
 mod wrappers;
 
@@ -1049,7 +1051,7 @@ fn shim_overlay() {
     let o = ova.display();
     assert!(
         out.contains(&format!(
-            "CMake:  cmake -DCMAKE_CUDA_COMPILER={o}/bin/nvcc "
+            "CMake:  cmake -DCMAKE_TOOLCHAIN_FILE={o}/nvlinkrs.cmake "
         )),
         "{out}"
     );
@@ -1067,8 +1069,8 @@ fn shim_overlay() {
         out.contains(&format!("Bazel:  CUDA_PATH={o} bazel build")),
         "{out}"
     );
-    // every entry of the toolkit's root and bin/ is a link to it, but bin/nvlink and the
-    // profile
+    // every entry of the toolkit's root and bin/ is a link to it, but bin/nvlink,
+    // bin/ptxas and the profile
     let made = tree(&ova);
     for name in std::fs::read_dir(&cu).unwrap() {
         let name = name.unwrap().file_name().into_string().unwrap();
@@ -1088,6 +1090,15 @@ fn shim_overlay() {
             let ours = std::fs::canonicalize(nvlinkrs()).unwrap();
             assert!(
                 script.contains(&format!("exec -a \"$0\" '{}' \"$@\"", ours.display())),
+                "{script}"
+            );
+            continue;
+        } else if name == "ptxas" {
+            // a file running the toolkit's (clang follows a link to its toolkit)
+            let script = std::fs::read_to_string(ova.join("bin/ptxas")).unwrap();
+            let theirs = cu.join("bin/ptxas");
+            assert!(
+                script.contains(&format!("exec '{}' \"$@\"", theirs.display())),
                 "{script}"
             );
             continue;

@@ -13,13 +13,13 @@ use nvlinkrs::elf::equiv;
 
 use super::{cuda, nvlinkrs, shim};
 
-fn source() -> PathBuf {
+pub(super) fn source() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/buildsys")
 }
 
 /// `PATH` with the toolchain venv's `bin/` (cmake, ninja, meson; `CUDA_HOME` is its
 /// `cuda` link, scripts/setup.sh) first, when there is one.
-fn tools_path() -> String {
+pub(super) fn tools_path() -> String {
     let path = std::env::var("PATH").unwrap_or_default();
     match cuda().parent().map(|tc| tc.join("venv/bin")) {
         Some(venv) if venv.join("cmake").is_file() => format!("{}:{path}", venv.display()),
@@ -27,10 +27,13 @@ fn tools_path() -> String {
     }
 }
 
-/// Runs a build step; panics with its output when it fails. Returns stdout and stderr.
-fn step(cmd: &mut Command, what: &str) -> String {
+/// Runs a build step (with `tools_path` as `PATH` unless the command has its own); panics
+/// with its output when it fails. Returns stdout and stderr.
+pub(super) fn step(cmd: &mut Command, what: &str) -> String {
+    if !cmd.get_envs().any(|(k, _)| k == "PATH") {
+        cmd.env("PATH", tools_path());
+    }
     let r = cmd
-        .env("PATH", tools_path())
         .output()
         .unwrap_or_else(|e| panic!("{what}: cannot run it ({e}); scripts/setup.sh installs it"));
     let text = format!(
@@ -125,7 +128,7 @@ fn build(system: System, root: &Path, dir: &Path, cache: Option<&Path>) -> Vec<&
 }
 
 /// The device images of an executable, as `cuobjdump -xelf all` names them.
-fn images(exe: &Path, dir: &Path) -> Vec<(String, Vec<u8>)> {
+pub(super) fn images(exe: &Path, dir: &Path) -> Vec<(String, Vec<u8>)> {
     std::fs::create_dir_all(dir).unwrap();
     let r = Command::new(cuda().join("bin/cuobjdump"))
         .current_dir(dir)
@@ -155,7 +158,7 @@ fn images(exe: &Path, dir: &Path) -> Vec<(String, Vec<u8>)> {
 
 /// `bytes` with nvcc's temporary file names (`tmpxft_` and the process and counter in
 /// 17 hex digits and `_`) masked.
-fn mask_temporary_names(bytes: &[u8]) -> Vec<u8> {
+pub(super) fn mask_temporary_names(bytes: &[u8]) -> Vec<u8> {
     let mut out = bytes.to_vec();
     let mut at = 0;
     while let Some(i) = out[at..].windows(7).position(|w| w == b"tmpxft_") {
