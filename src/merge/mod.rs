@@ -210,8 +210,9 @@ struct KernelProps {
     /// The stack (nvlink's value for one it cannot bound when the tree recurses).
     stack: u32,
     barriers: u32,
-    /// The largest `NUM_MBARRIERS` over the call tree (`None`: none has one; a record of
-    /// 0 counts where the image has more than one kernel, as nvlink 13.5 adds it there).
+    /// `NUM_MBARRIERS` over the call tree, each function's added up (`None`: none has one;
+    /// a record of 0 counts where the image has more than one kernel, as nvlink 13.5 adds
+    /// it there).
     mbarriers: Option<u16>,
     /// A new `EXTERNS` record comes before a new barrier count (`externs.rs`).
     externs_first: bool,

@@ -16,6 +16,7 @@ impl<'a> Merger<'a> {
         let mut global = self.global_records(&props)?;
         if exec {
             global.extend(self.stack_records(&props)?);
+            self.check_cta_groups(&props)?;
         }
         // (an image without global records has, as nvlink's, no section: one without
         // inputs, or one whose kernels the host-reference tables or -kernels-used all
@@ -253,6 +254,32 @@ impl<'a> Merger<'a> {
         Ok(Some(o))
     }
 
+    /// nvlink's error for each kernel whose tree uses both CTA granularities (`tensor.rs`).
+    fn check_cta_groups(&self, props: &HashMap<FuncId, KernelProps>) -> Result<()> {
+        let only = self.only_kernel();
+        let mut refused = false;
+        // (nvlink reports them input by input, each input's last kernel first)
+        let mut kernels = self.code.kernels.clone();
+        kernels.sort_by_key(|&f| (self.code.funcs[f].key.input, std::cmp::Reverse(f.0)));
+        for f in kernels {
+            let gathered = props[&f].tensor;
+            if !gathered.mixes_groups(&self.code.funcs[f].tensor) {
+                continue;
+            }
+            let message = tensor::mixed_groups_error(&self.sym(self.code.funcs[f].key).name);
+            self.diag.error(&message);
+            if only && gathered.mixes_groups(&tensor::TensorAttrs::default()) {
+                self.diag.error(&message);
+            }
+            refused = true;
+        }
+        match refused {
+            // the messages are printed; nvlink adds nothing and exits 255
+            true => Err(Error::error("")),
+            false => Ok(()),
+        }
+    }
+
     /// The attributes of the Mercury copy of a function's `.nv.info` (`None` without one).
     fn merc_info_attrs(&self, i: usize, info_name: &str) -> Option<HashSet<u8>> {
         let c = &self.inputs[i].cubin;
@@ -292,7 +319,15 @@ impl<'a> Merger<'a> {
             .unwrap_or(0);
         let only = self.only_kernel();
         let mbarriers_of = |g: FuncId| (self.code.funcs[g].mbarriers).filter(|&m| m > 0 || !only);
-        let mbarriers = reach.iter().filter_map(|&g| mbarriers_of(g)).max();
+        // (the memory barriers of every function of the tree added up, each function
+        // once; 0xffff, not known, stays)
+        let mbarriers = (reach.iter().filter_map(|&g| mbarriers_of(g))).reduce(|a, m| {
+            if a == 0xffff || m == 0xffff {
+                0xffff
+            } else {
+                a.saturating_add(m)
+            }
+        });
         // (the only kernel takes the tensor-memory records of every live function, as
         // it takes their barriers; tensor.rs)
         let tensor = match only {

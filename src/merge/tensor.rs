@@ -1,6 +1,6 @@
 //! What a kernel takes from the sm_100+ tensor-memory code it calls. ptxas marks a
-//! function that allocates tensor memory (`tcgen05.alloc`) with `TCGEN05_1CTA_USED` or
-//! `TCGEN05_2CTA_USED`, `RESERVED_SMEM_USED` and `AT_ENTRY_FRAGMENTS` (the code the driver
+//! function that allocates tensor memory (`tcgen05.alloc`) with `RESERVED_SMEM_USED`,
+//! `TCGEN05_1CTA_USED` or `TCGEN05_2CTA_USED` and `AT_ENTRY_FRAGMENTS` (the code the driver
 //! runs at the kernel's entry to set tensor memory up), and gives it a
 //! `VRC_CTA_INIT_COUNT`. The driver reads them on the kernel only, so in an executable
 //! nvlink 13.5 hands a `__noinline__` callee's to every kernel that calls it: the flags
@@ -11,15 +11,18 @@
 //! count, and keeps its own `VRC_CTA_INIT_COUNT` (read off nvlink's output for
 //! `tests/merge/tensor.rs`'s programs: one and two kernels, one and two units, `cta_group`
 //! 1 and 2, a call through a function, a call through a table, a kernel with barriers).
+//! A kernel whose code and callees use both `cta_group::1` and `cta_group::2` is refused,
+//! with nvlink's error: once per such kernel, and for the image's only kernel once more
+//! when its callees alone use both (so nvlink 13.5 prints it).
 
 use crate::elf::info::{self, Record};
 
+/// `EIATTR_RESERVED_SMEM_USED`: the code uses the reserved shared-memory slots.
+pub(super) const RESERVED_SMEM_USED: u8 = 0x41;
 /// `EIATTR_TCGEN05_1CTA_USED`: the code allocates tensor memory for one CTA.
-pub(super) const TCGEN05_1CTA_USED: u8 = 0x41;
+pub(super) const TCGEN05_1CTA_USED: u8 = 0x51;
 /// `EIATTR_TCGEN05_2CTA_USED`: for a pair of CTAs (`cta_group::2`).
 pub(super) const TCGEN05_2CTA_USED: u8 = 0x52;
-/// `EIATTR_RESERVED_SMEM_USED`: the code uses the reserved shared-memory slots.
-pub(super) const RESERVED_SMEM_USED: u8 = 0x51;
 /// `EIATTR_AT_ENTRY_FRAGMENTS`: the entry fragments the driver runs (a word).
 pub(super) const AT_ENTRY_FRAGMENTS: u8 = 0x4F;
 /// `EIATTR_VRC_CTA_INIT_COUNT`.
@@ -82,6 +85,13 @@ impl TensorAttrs {
         t
     }
 
+    /// Whether both CTA granularities are among these records and `other`'s (a kernel's
+    /// own and what its callees hand it), which nvlink refuses.
+    pub(super) fn mixes_groups(&self, other: &TensorAttrs) -> bool {
+        let has = |a: u8| self.attrs().chain(other.attrs()).any(|x| x == a);
+        has(TCGEN05_1CTA_USED) && has(TCGEN05_2CTA_USED)
+    }
+
     /// A kernel's records before its new barrier count: the records it lacks (the only
     /// kernel's fragments wait for `after_barriers`), and the count raised.
     pub(super) fn before_barriers(&self, recs: &mut Vec<Record>, only_kernel: bool) {
@@ -118,6 +128,13 @@ impl TensorAttrs {
     }
 }
 
+/// nvlink's error for a kernel whose code and callees use both CTA granularities.
+pub(super) fn mixed_groups_error(kernel: &str) -> String {
+    format!(
+        "Function '{kernel}' uses single CTA(.cta_group::1) and CTA pair granularity(.cta_group::2) and that is not allowed."
+    )
+}
+
 /// A called function's records in an executable: its fragments go to its kernels.
 pub(super) fn drop_fragments(recs: &mut Vec<Record>) {
     recs.retain(|r| r.attr != AT_ENTRY_FRAGMENTS);
@@ -145,12 +162,12 @@ mod tests {
         }
     }
 
-    /// ptxas's order in a `cta_group::1` allocator's input: fragments, 1-CTA, reserved.
+    /// ptxas's order in a `cta_group::1` allocator's input: fragments, reserved, 1-CTA.
     fn allocator() -> TensorAttrs {
         TensorAttrs::of(&[
             Record::sval(AT_ENTRY_FRAGMENTS, 6u32.to_le_bytes().to_vec()),
-            flag(TCGEN05_1CTA_USED),
             flag(RESERVED_SMEM_USED),
+            flag(TCGEN05_1CTA_USED),
             vrc(0x80),
         ])
     }

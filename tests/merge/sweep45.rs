@@ -4,7 +4,7 @@
 //! bank's Mercury relocation section's name, same-named local helpers of two units (the
 //! sections of each where nvlink makes them, each `-r` copy with its own capsule), an
 //! `-r` output of an `-r` output (a window aligned to 48), new memory-barrier records
-//! in the order nvlink meets them, a `-lineinfo` link at sm_100 whose kernels the host
+//! in the order nvlink meets them and added up over the call tree, a `-lineinfo` link at sm_100 whose kernels the host
 //! tables all drop, a removed kernel's window named in `.strtab`, and `.debug_frame`
 //! before its relocations there. The sources are compiled here with the pinned nvcc.
 
@@ -282,6 +282,51 @@ __global__ void k_y(int *o) { mb_init(o[2]); sync_all(); o[threadIdx.x] = 2; }
             let o = compiled(dir.path(), &name, &text, sm, &["-G"]);
             links.push((
                 format!("{order} {sm}"),
+                vec![format!("-arch={sm}"), o.display().to_string()],
+            ));
+        }
+    }
+    let failures = identical(&links);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// A kernel's `NUM_MBARRIERS` is the memory barriers of every function of its call tree
+/// added up, each function once: its own and a callee's, two callees, a chain; a callee
+/// reached twice counts once (found by the attacker review of the tensor-memory records,
+/// cooperative-groups cluster code at sm_90a to sm_120a). Was: the largest, 1 where
+/// nvlink writes 2.
+#[test]
+fn memory_barriers_of_a_call_tree_add_up() {
+    let mb = "#include <cstdint>\n\
+        __device__ __noinline__ void mb(int *o) { __shared__ __align__(8) uint64_t bar[3];\n\
+          uint32_t sa = (uint32_t)__cvta_generic_to_shared(&bar[0]);\n\
+          if (threadIdx.x == 0) asm volatile(\"mbarrier.init.shared::cta.b64 [%0], %1;\" :: \"r\"(sa), \"r\"(32));\n\
+          __syncthreads(); o[2] = 3; }\n\
+        __device__ __noinline__ void mb2(int *o) { __shared__ __align__(8) uint64_t b2;\n\
+          uint32_t sa = (uint32_t)__cvta_generic_to_shared(&b2);\n\
+          if (threadIdx.x == 0) asm volatile(\"mbarrier.init.shared::cta.b64 [%0], %1;\" :: \"r\"(sa), \"r\"(32));\n\
+          o[4] = 5; }\n";
+    let own = "__shared__ __align__(8) uint64_t b; uint32_t sa = (uint32_t)__cvta_generic_to_shared(&b); \
+               if (threadIdx.x == 0) asm volatile(\"mbarrier.init.shared::cta.b64 [%0], %1;\" :: \"r\"(sa), \"r\"(32));";
+    let programs = [
+        ("own_and_callee", format!("__global__ void k(int *o) {{ {own} mb(o); }}\n")),
+        ("two_callees", "__global__ void k(int *o) { mb(o); mb2(o); }\n".to_string()),
+        (
+            "chain",
+            format!("__device__ __noinline__ void mid(int *o) {{ {own} mb(o); }}\n__global__ void k(int *o) {{ mid(o); }}\n"),
+        ),
+        (
+            "diamond",
+            "__device__ __noinline__ void mid(int *o) { mb(o); }\n__global__ void k(int *o) { mid(o); mb(o); }\n".to_string(),
+        ),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let mut links = Vec::new();
+    for sm in ["sm_80", "sm_100a"] {
+        for (name, text) in &programs {
+            let o = compiled(dir.path(), name, &format!("{mb}{text}"), sm, &[]);
+            links.push((
+                format!("{name} {sm}"),
                 vec![format!("-arch={sm}"), o.display().to_string()],
             ));
         }

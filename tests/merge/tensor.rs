@@ -4,14 +4,18 @@
 //! it, and `-G` code's `__tcgen05_tmem_max_col_size`, which nvlink leaves to the driver.
 //! Each test failed before its fix; the sources are compiled here with the pinned nvcc.
 
-use super::identical_all as identical;
 use super::review::compiled;
+use super::{differential, identical_all as identical};
 
 /// A `__noinline__` function allocating tensor memory for `cta_group::G`, `N` columns.
 fn allocator(g: u32, n: u32) -> String {
+    "#include <cstdint>\n".to_string() + &allocator_named("dev_alloc", g, n)
+}
+
+/// The same function named `name`, without the include.
+fn allocator_named(name: &str, g: u32, n: u32) -> String {
     format!(
-        r#"#include <cstdint>
-__device__ __noinline__ void dev_alloc(uint32_t *out) {{
+        r#"__device__ __noinline__ void {name}(uint32_t *out) {{
   __shared__ uint32_t addr;
   uint32_t sa = (uint32_t)__cvta_generic_to_shared(&addr);
   asm volatile("tcgen05.alloc.cta_group::{g}.sync.aligned.shared::cta.b32 [%0], {n};" :: "r"(sa));
@@ -128,5 +132,85 @@ fn debug_tensor_memory_code_links_with_its_column_size_left_to_the_driver() {
         ),
     ];
     let failures = identical(&links);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// A kernel whose code and callees use both `cta_group::1` and `cta_group::2` is refused
+/// by nvlink (`Function 'K' uses single CTA(.cta_group::1) and CTA pair
+/// granularity(.cta_group::2) and that is not allowed.`, exit 255, no image): once per such
+/// kernel, input by input, each input's kernels last first, and for the image's only
+/// kernel once more when its callees alone use both; under `-r` nothing is checked. Was:
+/// linked without a word, the kernel's records naming both (found by the attacker review
+/// of the records above).
+#[test]
+fn a_kernel_mixing_cta_groups_is_refused_as_nvlink_refuses_it() {
+    let both = "#include <cstdint>\n".to_string()
+        + &allocator_named("alloc1", 1, 32)
+        + &allocator_named("alloc2", 2, 64);
+    let own = r#"
+__global__ void k(uint32_t *out) {
+  __shared__ uint32_t a;
+  uint32_t sa = (uint32_t)__cvta_generic_to_shared(&a);
+  asm volatile("tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%0], 32;" :: "r"(sa));
+  asm volatile("tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;");
+  __syncthreads();
+  asm volatile("tcgen05.dealloc.cta_group::1.sync.aligned.b32 %0, 32;" :: "r"(a));
+  alloc2(out);
+}
+"#;
+    let several = "__global__ void kx(uint32_t *o) { alloc1(o); alloc2(o); }
+                   __global__ void ky(uint32_t *o) { alloc2(o); alloc1(o); }
+                   __global__ void kz(uint32_t *o) { o[0] = 1; }
+                   __global__ void kw(uint32_t *o) { alloc1(o); alloc2(o + 8); }
+";
+    let other = "#include <cstdint>\n".to_string()
+        + &allocator_named("alloc1b", 1, 32)
+        + &allocator_named("alloc2b", 2, 64)
+        + "__global__ void kq(uint32_t *o) { alloc2b(o); alloc1b(o); }
+";
+    let dir = tempfile::tempdir().unwrap();
+    let gencode = "-gencode=arch=compute_100a,code=sm_100a";
+    let unit = |name: &str, text: String| {
+        compiled(dir.path(), name, &text, "sm_100a", &[gencode])
+            .display()
+            .to_string()
+    };
+    let callees = unit(
+        "callees",
+        both.clone()
+            + "__global__ void k(uint32_t *o) { alloc1(o); alloc2(o); }
+",
+    );
+    let own = unit("own", both.clone() + own);
+    let several = unit("several", both + several);
+    let other = unit("other", other);
+    let arch = "-arch=sm_100a".to_string();
+    let links: Vec<(&str, Vec<String>)> = vec![
+        (
+            "the only kernel, through its callees",
+            vec![arch.clone(), callees.clone()],
+        ),
+        (
+            "the only kernel, its own and a callee's",
+            vec![arch.clone(), own],
+        ),
+        ("three of four kernels", vec![arch.clone(), several.clone()]),
+        (
+            "two units",
+            vec![arch.clone(), several.clone(), other.clone()],
+        ),
+        (
+            "two units, the other order",
+            vec![arch.clone(), other, several],
+        ),
+    ];
+    for (what, args) in &links {
+        // (refused by both: the same messages and exit code, no image)
+        if let Err(e) = differential(args) {
+            panic!("{what}: {e}");
+        }
+    }
+    let r = vec![arch, "-r".into(), callees];
+    let failures = identical(&[("-r".to_string(), r)]);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
