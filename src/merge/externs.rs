@@ -273,12 +273,14 @@ fn place_externs(recs: &mut Vec<Record>, list: &[u32], in_place: bool, index: im
 }
 
 /// A kernel's records once its call tree is known: `CRS_STACK_SIZE` unknown when the
-/// tree recurses ([`stack_record`]), then its barrier counts ([`count_records`]).
+/// tree recurses ([`stack_record`]), then what its callees hand it, its barrier counts
+/// among them ([`barrier_record`], [`mbarrier_record`]).
 fn kernel_records(recs: &mut Vec<Record>, props: KernelProps, only: bool) {
     stack_record(recs, props.stack);
-    props.tensor.before_barriers(recs, only);
-    count_records(recs, props.barriers, props.mbarriers, props.mbarriers_first);
-    props.tensor.after_barriers(recs, only);
+    props.tensor.place(recs, only, |recs, attr| match attr {
+        info::NUM_BARRIERS => barrier_record(recs, props.barriers),
+        _ => mbarrier_record(recs, props.mbarriers),
+    });
 }
 
 /// `CRS_STACK_SIZE` unknown when the kernel's call tree recurses (`stack`), added when
@@ -301,18 +303,9 @@ fn stack_record(recs: &mut Vec<Record>, stack: u32) {
     }
 }
 
-/// The barrier count raised to the call tree's (added when missing), and so the
-/// memory-barrier count (`NUM_MBARRIERS`: NVSHMEM's reductions give 0xffff, which nvlink
-/// 13.5 adds at the end of a calling kernel's records).
-fn count_records(
-    recs: &mut Vec<Record>,
-    barriers: u32,
-    mbarriers: Option<u16>,
-    mbarriers_first: bool,
-) {
-    if mbarriers_first {
-        mbarrier_record(recs, mbarriers);
-    }
+/// The barrier count raised to the call tree's (added when missing, where nvlink meets
+/// the first callee with one: `tensor::TensorAttrs::place`).
+fn barrier_record(recs: &mut Vec<Record>, barriers: u32) {
     if barriers > 0 {
         match recs.iter_mut().find(|r| r.attr == info::NUM_BARRIERS) {
             Some(r) => r.value = barriers as u16,
@@ -324,12 +317,10 @@ fn count_records(
             }),
         }
     }
-    if !mbarriers_first {
-        mbarrier_record(recs, mbarriers);
-    }
 }
 
-/// The memory-barrier count raised to the call tree's (added when missing).
+/// The memory-barrier count raised to the call tree's (added when missing; NVSHMEM's
+/// reductions give 0xffff, which nvlink 13.5 adds at the end of a calling kernel's records).
 fn mbarrier_record(recs: &mut Vec<Record>, mbarriers: Option<u16>) {
     if let Some(mbarriers) = mbarriers {
         match recs.iter_mut().find(|r| r.attr == info::NUM_MBARRIERS) {

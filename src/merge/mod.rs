@@ -216,11 +216,8 @@ struct KernelProps {
     mbarriers: Option<u16>,
     /// A new `EXTERNS` record comes before a new barrier count (`externs.rs`).
     externs_first: bool,
-    /// New `NUM_MBARRIERS` and `NUM_BARRIERS` records go in that order: the call tree's
-    /// first function with memory barriers comes, in output order, before its first with
-    /// barriers (nvlink adds them as it meets the callees that carry them).
-    mbarriers_first: bool,
-    /// The tensor-memory records its callees hand it (`tensor.rs`).
+    /// The tensor-memory records its callees hand it, and where its new barrier counts
+    /// go among them (nvlink adds them as it meets the callees that carry them; `tensor.rs`).
     tensor: tensor::TensorAttrs,
 }
 

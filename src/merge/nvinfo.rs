@@ -328,8 +328,8 @@ impl<'a> Merger<'a> {
                 a.saturating_add(m)
             }
         });
-        // (the only kernel takes the tensor-memory records of every live function, as
-        // it takes their barriers; tensor.rs)
+        // (the records new to the kernel, callee by callee: the only kernel takes those of
+        // every live function, as it takes their barriers; tensor.rs)
         let tensor = match only {
             true => tensor::TensorAttrs::gathered(
                 (FuncId::all(self.code.funcs.len()))
@@ -340,19 +340,12 @@ impl<'a> Merger<'a> {
                 (reach.iter().filter(|&&g| g != f)).map(|&g| self.code.funcs[g].tensor),
             ),
         };
-        let first = |has: &dyn Fn(FuncId) -> bool| reach.iter().position(|&g| has(g));
-        let first_mbarriers = first(&|g| mbarriers_of(g).is_some());
-        let first_barriers = first(&|g| self.code.funcs[g].barriers > 0);
         KernelProps {
             registers: regs,
             stack,
             barriers: bars,
             mbarriers,
             externs_first: self.externs_before_barriers(f),
-            mbarriers_first: matches!(
-                (first_mbarriers, first_barriers),
-                (Some(m), Some(b)) if m < b
-            ),
             tensor,
         }
     }

@@ -6,9 +6,9 @@
 //! nvlink 13.5 hands a `__noinline__` callee's to every kernel that calls it: the flags
 //! copied, the fragments moved (no other function keeps them), and, where the image has
 //! more than one kernel, the largest `VRC_CTA_INIT_COUNT` of the call tree. The new
-//! records go, in the order the callees' inputs list them, before a new barrier count;
-//! the image's only kernel gets its flags there and the fragments after the barrier
-//! count, and keeps its own `VRC_CTA_INIT_COUNT` (read off nvlink's output for
+//! records go callee by callee, in the order each callee's input lists them, new barrier
+//! counts among them; the image's only kernel gets its fragments last, and keeps its own
+//! `VRC_CTA_INIT_COUNT` (read off nvlink's output for
 //! `tests/merge/tensor.rs`'s programs: one and two kernels, one and two units, `cta_group`
 //! 1 and 2, a call through a function, a call through a table, a kernel with barriers).
 //! A kernel whose code and callees use both `cta_group::1` and `cta_group::2` is refused,
@@ -29,11 +29,12 @@ pub(super) const AT_ENTRY_FRAGMENTS: u8 = 0x4F;
 pub(super) const VRC_CTA_INIT_COUNT: u8 = 0x4A;
 
 /// A function's tensor-memory records (or, for a kernel, those its call tree hands it):
-/// the attributes in input order (0 ends the list), the fragments word and the
-/// `VRC_CTA_INIT_COUNT` value.
+/// the attributes in input order (0 ends the list), with the places of its barrier counts
+/// (`NUM_BARRIERS`, `NUM_MBARRIERS`: nvlink adds a kernel's new records callee by callee,
+/// each callee's in its input's order), the fragments word and the `VRC_CTA_INIT_COUNT`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(super) struct TensorAttrs {
-    order: [u8; 4],
+    order: [u8; 6],
     fragments: u32,
     vrc: u16,
 }
@@ -54,6 +55,8 @@ impl TensorAttrs {
                     t.add(r.attr)
                 }
                 VRC_CTA_INIT_COUNT if r.format == info::FMT_BVAL => t.vrc = t.vrc.max(r.value),
+                info::NUM_BARRIERS if r.value & 0xFF > 0 => t.add(r.attr),
+                info::NUM_MBARRIERS if r.format == info::FMT_HVAL => t.add(r.attr),
                 _ => {}
             }
         }
@@ -66,7 +69,8 @@ impl TensorAttrs {
         }
     }
 
-    fn attrs(&self) -> impl Iterator<Item = u8> + '_ {
+    /// The attributes, in the order met.
+    pub(super) fn attrs(&self) -> impl Iterator<Item = u8> + '_ {
         self.order.iter().copied().take_while(|&a| a != 0)
     }
 
@@ -92,21 +96,28 @@ impl TensorAttrs {
         has(TCGEN05_1CTA_USED) && has(TCGEN05_2CTA_USED)
     }
 
-    /// A kernel's records before its new barrier count: the records it lacks (the only
-    /// kernel's fragments wait for `after_barriers`), and the count raised.
-    pub(super) fn before_barriers(&self, recs: &mut Vec<Record>, only_kernel: bool) {
+    /// A kernel's records, `counts` adding or raising a barrier count where its place
+    /// comes (and once more after, for counts no callee placed): the tensor-memory records
+    /// it lacks in the order met (the only kernel's fragments last), its
+    /// `VRC_CTA_INIT_COUNT` raised where the image has several kernels.
+    pub(super) fn place(
+        &self,
+        recs: &mut Vec<Record>,
+        only_kernel: bool,
+        mut counts: impl FnMut(&mut Vec<Record>, u8),
+    ) {
         if !only_kernel && let Some(r) = (recs.iter_mut()).find(|r| r.attr == VRC_CTA_INIT_COUNT) {
             r.value = r.value.max(self.vrc);
         }
         for a in self.attrs() {
-            if !(only_kernel && a == AT_ENTRY_FRAGMENTS) {
-                self.add_missing(recs, a);
+            match a {
+                info::NUM_BARRIERS | info::NUM_MBARRIERS => counts(recs, a),
+                AT_ENTRY_FRAGMENTS if only_kernel => {}
+                _ => self.add_missing(recs, a),
             }
         }
-    }
-
-    /// The only kernel's fragments, after its new barrier count.
-    pub(super) fn after_barriers(&self, recs: &mut Vec<Record>, only_kernel: bool) {
+        counts(recs, info::NUM_BARRIERS);
+        counts(recs, info::NUM_MBARRIERS);
         if only_kernel && self.attrs().any(|a| a == AT_ENTRY_FRAGMENTS) {
             self.add_missing(recs, AT_ENTRY_FRAGMENTS);
         }
@@ -176,16 +187,15 @@ mod tests {
     fn a_kernel_of_several_takes_the_records_in_input_order_and_the_largest_count() {
         let t = TensorAttrs::gathered([TensorAttrs::default(), allocator()].into_iter());
         let mut recs = vec![vrc(0)];
-        t.before_barriers(&mut recs, false);
-        t.after_barriers(&mut recs, false);
+        t.place(&mut recs, false, |_, _| {});
         let attrs: Vec<u8> = recs.iter().map(|r| r.attr).collect();
         assert_eq!(
             attrs,
             [
                 VRC_CTA_INIT_COUNT,
                 AT_ENTRY_FRAGMENTS,
-                TCGEN05_1CTA_USED,
-                RESERVED_SMEM_USED
+                RESERVED_SMEM_USED,
+                TCGEN05_1CTA_USED
             ]
         );
         assert_eq!(recs[0].value, 0x80);
@@ -196,9 +206,11 @@ mod tests {
     fn the_only_kernel_takes_the_fragments_last_and_keeps_its_count() {
         let t = TensorAttrs::gathered([allocator()].into_iter());
         let mut recs = vec![vrc(0), flag(RESERVED_SMEM_USED)];
-        t.before_barriers(&mut recs, true);
-        recs.push(flag(info::NUM_BARRIERS));
-        t.after_barriers(&mut recs, true);
+        t.place(&mut recs, true, |recs, a| {
+            if a == info::NUM_BARRIERS && !recs.iter().any(|r| r.attr == a) {
+                recs.push(flag(a))
+            }
+        });
         let attrs: Vec<u8> = recs.iter().map(|r| r.attr).collect();
         assert_eq!(
             attrs,

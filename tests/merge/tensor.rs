@@ -214,3 +214,68 @@ __global__ void k(uint32_t *out) {
     let failures = identical(&[("-r".to_string(), r)]);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// A kernel's new records come callee by callee, in nvlink's numbering of the functions,
+/// each callee's in its input's order: the allocator's tensor-memory records and a
+/// memory-barrier function's counts, the two in one unit and in another unit than the
+/// kernel (where nvlink numbers them the other way round); and a `-r` output's kernel
+/// calling a memory-barrier function, whose records the `-r` link reversed. Was: the
+/// tensor-memory records first, the counts after, barriers before memory barriers
+/// (found by the attacker review).
+#[test]
+fn a_kernels_new_records_come_callee_by_callee() {
+    let mbar = r#"__device__ __noinline__ void mbar_fn(uint32_t *out) {
+  __shared__ __align__(8) uint64_t bar[2];
+  uint32_t sa = (uint32_t)__cvta_generic_to_shared(&bar[0]);
+  if (threadIdx.x == 0) asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(sa), "r"(32));
+  __syncthreads();
+  out[threadIdx.x + 4] = 1;
+}
+"#;
+    let lib = "#include <cstdint>\n".to_string() + &allocator_named("alloc1", 1, 32) + mbar;
+    let kernels = "__global__ void ke(uint32_t *out) { alloc1(out); mbar_fn(out); }\n\
+                   __global__ void kd(uint32_t *out) { out[0] = 5; }\n";
+    let user = "#include <cstdint>\n__device__ void alloc1(uint32_t *out);\n\
+                __device__ void mbar_fn(uint32_t *out);\n"
+        .to_string()
+        + kernels;
+    let dir = tempfile::tempdir().unwrap();
+    let gencode = "-gencode=arch=compute_100a,code=sm_100a";
+    let unit = |name: &str, text: &str, sm: &str, extra: &[&str]| {
+        compiled(dir.path(), name, text, sm, extra)
+            .display()
+            .to_string()
+    };
+    let a = unit("lib", &lib, "sm_100a", &[gencode]);
+    let b = unit("user", &user, "sm_100a", &[gencode]);
+    let single = unit("single", &(lib.clone() + kernels), "sm_100a", &[gencode]);
+    let arch = "-arch=sm_100a".to_string();
+    let mut links = vec![
+        ("one unit".to_string(), vec![arch.clone(), single]),
+        (
+            "two units".to_string(),
+            vec![arch.clone(), a.clone(), b.clone()],
+        ),
+        ("two units, the other order".to_string(), vec![arch, b, a]),
+    ];
+    // (a -r output: nvlink's and ours are the same bytes, linked here by both)
+    let plain = "#include <cstdint>\n".to_string()
+        + mbar
+        + "__global__ void kc(uint32_t *out) { mbar_fn(out); }\n\
+           __global__ void kd(uint32_t *out) { out[0] = 5; }\n";
+    let x = unit("plain", &plain, "sm_80", &[]);
+    let r = super::run(
+        &super::cuda().join("bin/nvlink"),
+        &["-arch=sm_80".into(), "-r".into(), x],
+        dir.path(),
+    );
+    let relocatable = dir.path().join("r.o");
+    std::fs::write(&relocatable, r.output.expect("nvlink's -r output")).unwrap();
+    let relocatable = relocatable.display().to_string();
+    links.push((
+        "an -r output".into(),
+        vec!["-arch=sm_80".into(), relocatable],
+    ));
+    let failures = identical(&links);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
