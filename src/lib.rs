@@ -8,19 +8,19 @@
 //! the report and the files beside the output in `report`.
 
 pub mod arch;
-pub mod assemble;
+pub(crate) mod assemble;
 pub mod bytes;
 pub mod cache;
 pub mod child;
 pub mod cli;
 pub mod commands;
 pub mod consensus;
-pub mod context;
+pub(crate) mod context;
 pub mod daemon;
 pub mod demangle;
 pub mod diag;
 pub mod elf;
-pub mod explain;
+pub(crate) mod explain;
 pub mod fatbin;
 pub mod finalize;
 pub mod frames;
@@ -32,20 +32,20 @@ pub mod jobs;
 #[cfg(test)]
 mod layering;
 mod linkcache;
-pub mod linkenv;
+pub(crate) mod linkenv;
 pub mod lto;
 pub mod merge;
 mod observe;
 pub mod output;
-pub mod plan;
-pub mod ptxas_driver;
+pub(crate) mod plan;
+pub(crate) mod ptxas_driver;
 mod report;
 pub mod scratch;
 pub mod shim;
 pub mod target;
 pub mod toolkit;
 mod toolnote;
-pub mod trace;
+pub(crate) mod trace;
 
 use std::time::Instant;
 

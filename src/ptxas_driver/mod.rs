@@ -164,15 +164,6 @@ pub struct Ptxas {
     pub launcher: Vec<String>,
 }
 
-impl Ptxas {
-    pub fn new(path: PathBuf) -> Ptxas {
-        Ptxas {
-            path,
-            launcher: Vec::new(),
-        }
-    }
-}
-
 impl Assembler for Ptxas {
     fn assemble(&self, job: &Job) -> Result<Assembled> {
         let dir = job_dir()

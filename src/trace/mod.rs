@@ -177,14 +177,15 @@ impl Drop for Installed {
     }
 }
 
+/// Whether this thread records (the tests' question).
+#[cfg(test)]
+pub(crate) fn on() -> bool {
+    HERE.with(|h| h.borrow().is_some())
+}
+
 /// The trace this thread records into, to hand to the workers it starts ([`lane`]).
 pub fn current() -> Option<Arc<Trace>> {
     HERE.with(|h| h.borrow().as_ref().map(|h| Arc::clone(&h.trace)))
-}
-
-/// Whether this thread records.
-pub fn on() -> bool {
-    HERE.with(|h| h.borrow().is_some())
 }
 
 /// A worker's lane for as long as it is kept (see [`lane`]).
