@@ -116,10 +116,10 @@ fn cache_main(action: CacheAction, dir: Option<PathBuf>) -> Result<()> {
         CacheAction::Verify => {
             let bad = cache.verify();
             for b in &bad {
-                println!("corrupt {}", b.display());
+                say(&format!("corrupt {}\n", b.display()));
             }
             if bad.is_empty() {
-                println!("{} entries intact", cache.stats().entries);
+                say(&format!("{} entries intact\n", cache.stats().entries));
                 Ok(())
             } else {
                 Err(Error::fatal(format!(
@@ -138,14 +138,14 @@ fn daemon_main(action: DaemonAction) -> Result<()> {
     match action {
         DaemonAction::Start => {
             let pid = daemon::start(&socket)?;
-            println!("pid {pid}");
+            say(&format!("pid {pid}\n"));
             Ok(())
         }
         DaemonAction::Stop => {
             if daemon::stop(&socket) {
-                println!("stopped");
+                say("stopped\n");
             } else {
-                println!("not running");
+                say("not running\n");
             }
             Ok(())
         }
@@ -163,23 +163,36 @@ fn daemon_main(action: DaemonAction) -> Result<()> {
 fn shim_main(cuda_path: Option<PathBuf>, remove: bool, overlay: PathBuf) -> Result<()> {
     if remove {
         crate::shim::remove(&overlay)?;
-        println!("removed the nvlinkrs overlay {}", overlay.display());
+        say(&format!(
+            "removed the nvlinkrs overlay {}\n",
+            overlay.display()
+        ));
         return Ok(());
     }
+    // (made again without `--cuda-path`, an overlay keeps the toolkit it was made from)
     let toolkit = match cuda_path {
         Some(p) => p,
-        None => crate::toolkit::Toolkit::discover(None, None)?.root,
+        None => match crate::shim::Overlay::read(&overlay)? {
+            Some(o) => o.toolkit,
+            None => crate::toolkit::Toolkit::discover(None, None)?.root,
+        },
     };
     let me = std::env::current_exe()
         .map_err(|e| Error::fatal(format!("shim: cannot find nvlinkrs's own path: {e}")))?;
     let o = crate::shim::install(&toolkit, &overlay, &me)?;
-    print!(
+    say(&format!(
         "{} is the CUDA toolkit {} with nvlinkrs as its nvlink\n{}",
         o.root.display(),
         o.toolkit.display(),
         o.recipe()
-    );
+    ));
     Ok(())
+}
+
+/// A subcommand's answer on stdout; a reader that has gone (`| head -1`) ends nothing.
+fn say(text: &str) {
+    use std::io::Write;
+    let _ = std::io::stdout().write_all(text.as_bytes());
 }
 
 /// Runs one of nvlinkrs' own subcommands.

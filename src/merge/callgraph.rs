@@ -315,7 +315,10 @@ impl<'a> Merger<'a> {
                 lines[cl.of_global[g] - 1] = format!("{} ->", demangle(global.name));
             }
         }
-        let target = self.opts.target.map(|a| a.to_string()).unwrap_or_default();
+        // (nvlink names the architecture without its `a`/`f` variant: `sm_100` for sm_100a)
+        let target = (self.opts.target)
+            .map(|a| crate::arch::Arch::plain(a.sm).to_string())
+            .unwrap_or_default();
         let mut text = format!(
             "callgraph for {target}:\n# A: s -> B // s (number A) potentially calls B\n# s [N]     // s uses N registers\n# ^s        // s is entry point\n# &s        // s has address taken\n"
         );

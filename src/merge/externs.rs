@@ -19,16 +19,26 @@
 use super::nvinfo::UNKNOWN_STACK;
 use super::*;
 
+/// What the live functions' `EXTERNS` records name, read once the live code is known
+/// (`read_externs`) and only read after.
+#[derive(Default)]
+pub(super) struct ExternRefs {
+    /// Each live function's own entries that stay, as input symbols.
+    own: Vec<Vec<SymKey>>,
+    /// The functions no input defines that those entries name (representatives).
+    driver: HashSet<SymKey>,
+}
+
 impl Merger<'_> {
     /// Reads each live function's own list (before the symbols are numbered: the
     /// prototype table needs to know which driver functions are named).
-    pub(super) fn read_externs(&mut self) -> Result<()> {
-        self.extern_refs = (0..self.code.funcs.len())
+    pub(super) fn read_externs(&self) -> Result<ExternRefs> {
+        let own: Vec<Vec<SymKey>> = (0..self.code.funcs.len())
             .into_par_iter()
             .map(FuncId)
             .map(|f| self.own_externs(f))
             .collect::<Result<_>>()?;
-        let mut driver: HashSet<SymKey> = (self.extern_refs.iter().flatten())
+        let mut driver: HashSet<SymKey> = (own.iter().flatten())
             .filter(|&&k| self.target(k).is_none())
             .map(|&k| self.representative(k))
             .collect();
@@ -60,13 +70,12 @@ impl Merger<'_> {
                 }
             }
         }
-        self.driver_functions = driver;
-        Ok(())
+        Ok(ExternRefs { own, driver })
     }
 
     /// The list of every live function, as output symbol indices, by function.
     pub(super) fn extern_lists(&self) -> Vec<Vec<u32>> {
-        let own: Vec<Vec<u32>> = (self.extern_refs.iter())
+        let own: Vec<Vec<u32>> = (self.extern_refs.own.iter())
             .map(|l| {
                 let mut out: Vec<u32> = Vec::with_capacity(l.len());
                 for o in l.iter().filter_map(|&k| self.out_index(k)) {
@@ -178,10 +187,10 @@ impl Merger<'_> {
         props: Option<KernelProps>,
         index: impl Fn(u32) -> u32,
     ) {
-        let (list, own) = (&self.externs[f], !self.extern_refs[f].is_empty());
+        let (list, own) = (&self.externs[f], !self.extern_refs.own[f].is_empty());
         let Some(props) = props else {
             if !self.opts.relocatable && !self.code.funcs[f].entry {
-                tensor::drop_fragments(recs);
+                handed::drop_fragments(recs);
             }
             place_externs(recs, list, own, index);
             return;
@@ -219,7 +228,7 @@ impl Merger<'_> {
             return false;
         }
         let names = |g: FuncId| {
-            self.extern_refs[g]
+            self.extern_refs.own[g]
                 .iter()
                 .any(|&k| self.out_index(k).is_some())
         };
@@ -239,7 +248,7 @@ impl Merger<'_> {
 
     /// How many distinct output symbols function `f`'s own list names.
     fn own_extern_count(&self, f: FuncId) -> usize {
-        let mut own: Vec<usize> = (self.extern_refs[f].iter())
+        let mut own: Vec<usize> = (self.extern_refs.own[f].iter())
             .filter_map(|&k| self.out_index(k))
             .collect();
         own.sort_unstable();
@@ -249,7 +258,7 @@ impl Merger<'_> {
 
     /// Whether a function no input defines is named by a live function's list.
     pub(super) fn is_driver_function(&self, k: SymKey) -> bool {
-        self.target(k).is_none() && self.driver_functions.contains(&self.representative(k))
+        self.target(k).is_none() && self.extern_refs.driver.contains(&self.representative(k))
     }
 }
 
@@ -277,7 +286,7 @@ fn place_externs(recs: &mut Vec<Record>, list: &[u32], in_place: bool, index: im
 /// among them ([`barrier_record`], [`mbarrier_record`]).
 fn kernel_records(recs: &mut Vec<Record>, props: KernelProps, only: bool) {
     stack_record(recs, props.stack);
-    props.tensor.place(recs, only, |recs, attr| match attr {
+    props.handed.place(recs, only, |recs, attr| match attr {
         info::NUM_BARRIERS => barrier_record(recs, props.barriers),
         _ => mbarrier_record(recs, props.mbarriers),
     });
@@ -304,7 +313,7 @@ fn stack_record(recs: &mut Vec<Record>, stack: u32) {
 }
 
 /// The barrier count raised to the call tree's (added when missing, where nvlink meets
-/// the first callee with one: `tensor::TensorAttrs::place`).
+/// the first callee with one: `handed::Handed::place`).
 fn barrier_record(recs: &mut Vec<Record>, barriers: u32) {
     if barriers > 0 {
         match recs.iter_mut().find(|r| r.attr == info::NUM_BARRIERS) {

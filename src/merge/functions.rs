@@ -197,7 +197,7 @@ impl<'a> Merger<'a> {
                 .flat_map(|r| r.payload.chunks_exact(4))
                 .map(|e| e.u32_at(0).unwrap_or(0))
                 .collect();
-            let tensor = tensor::TensorAttrs::of(&records);
+            let handed = handed::Handed::of(&records);
             out.push(Func {
                 key: SymKey::new(i, s),
                 text,
@@ -210,7 +210,7 @@ impl<'a> Merger<'a> {
                 frame: self.sym_value(SymKey::new(i, s), info::FRAME_SIZE),
                 barriers,
                 mbarriers,
-                tensor,
+                handed,
                 callees: BTreeSet::new(),
                 listed_only: BTreeSet::new(),
                 self_call: false,

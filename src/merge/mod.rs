@@ -28,7 +28,7 @@
 //! - `symbols.rs`: the output symbol table.
 //! - `relocations.rs`: relocations applied or kept.
 //! - `nvinfo.rs` (`info`): `.nv.info` and each function's `.nv.info.<fn>`
-//!   (`tensor.rs`: what a kernel takes from the tensor-memory code it calls).
+//!   (`handed.rs`: what a kernel takes from the functions it calls).
 //! - `callgraph.rs` (`callgraph`, `dump_callgraph`): the call-graph sections filled,
 //!   `-dump-callgraph`.
 //! - `mercury.rs`: the sm_100+ capsule-Mercury half of the image.
@@ -36,8 +36,9 @@
 //!   image handed to the writer (`creation.rs`: nvlink's creation order of names).
 //!
 //! The steps hand products on: `Resolution` (resolve.rs, made before the merge state),
-//! `CodeGraph` (functions.rs) and `SharedLayout` (shared.rs) are each made by one step
-//! and only read by the later ones (`SharedLayout`'s fields are private to its step);
+//! `CodeGraph` (functions.rs), `ExternRefs` (externs.rs) and `SharedLayout` (shared.rs)
+//! are each made by one step and only read by the later ones (`ExternRefs`' and
+//! `SharedLayout`'s fields are private to their steps);
 //! the rest of `Merger` is the image as it is built (sections, symbols, relocations).
 //!
 //! Beside the steps: `calllists.rs`, nvlink's numbered call lists (built on demand by
@@ -52,6 +53,7 @@ mod creation;
 mod cudadevrt;
 mod externs;
 mod functions;
+mod handed;
 mod linetable;
 mod memorder;
 mod mercury;
@@ -64,7 +66,6 @@ mod resolve;
 mod sections;
 mod shared;
 mod symbols;
-mod tensor;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -216,9 +217,9 @@ struct KernelProps {
     mbarriers: Option<u16>,
     /// A new `EXTERNS` record comes before a new barrier count (`externs.rs`).
     externs_first: bool,
-    /// The tensor-memory records its callees hand it, and where its new barrier counts
-    /// go among them (nvlink adds them as it meets the callees that carry them; `tensor.rs`).
-    tensor: tensor::TensorAttrs,
+    /// The records its callees hand it, its new barrier counts among them (nvlink adds
+    /// them as it meets the callees that carry them; `handed.rs`).
+    handed: handed::Handed,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -300,8 +301,8 @@ struct Func {
     barriers: u32,
     /// Its `NUM_MBARRIERS` value (`None`: no record).
     mbarriers: Option<u16>,
-    /// Its own tensor-memory records (`tensor.rs`).
-    tensor: tensor::TensorAttrs,
+    /// Its own records a calling kernel takes (`handed.rs`).
+    handed: handed::Handed,
     callees: BTreeSet<FuncId>,
     /// Of `callees`, those only the compiler's list of indirect targets (`.nv.callgraph`
     /// group 4) names: nvlink's call list, and its stack sizes, do not follow them (a
@@ -410,7 +411,7 @@ pub fn link_with_steps(
     m.call_trees();
     let register_errors = m.check_register_limits()?;
     m.address_taken_warnings()?;
-    m.read_externs()?;
+    m.extern_refs = m.read_externs()?;
     lap("functions");
     m.undefined()?; // (resolve.rs: it needs the live code)
     lap("undefined");
@@ -497,10 +498,8 @@ struct Merger<'a> {
     merc_symbols: Option<(usize, Vec<OutSymbol>)>,
     /// Each function's `EXTERNS` list, output symbol indices (`info`, `externs.rs`).
     externs: Vec<Vec<u32>>,
-    /// Each live function's own `EXTERNS` entries that stay, as input symbols.
-    extern_refs: Vec<Vec<SymKey>>,
-    /// The functions no input defines that those entries name (representatives).
-    driver_functions: HashSet<SymKey>,
+    /// What the live functions' `EXTERNS` records name (`externs.rs`).
+    extern_refs: externs::ExternRefs,
     /// Registers, stack and barriers over each live kernel's call tree (`info`).
     props: HashMap<FuncId, KernelProps>,
     /// A failure of nvlink's found early, reported where nvlink reports it.
@@ -550,8 +549,7 @@ impl<'a> Merger<'a> {
             failure: None,
             props: HashMap::default(),
             externs: Vec::new(),
-            extern_refs: Vec::new(),
-            driver_functions: HashSet::default(),
+            extern_refs: externs::ExternRefs::default(),
             bank2: Default::default(),
             shared: Default::default(),
         }

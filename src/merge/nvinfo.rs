@@ -233,6 +233,9 @@ impl<'a> Merger<'a> {
             .flatten();
         self.finish_records(f, &mut recs, kernel, |o| o);
         recs.extend(tail);
+        if let Some(k) = kernel {
+            k.handed.raise_trigger(&mut recs);
+        }
         // (sm_100+: attribute 0x6D, 0 in every function ptxas 13.5 writes, is added where
         // an older ptxas's code has none: NVSHMEM 3.8's device library, built by 13.0)
         if exec && self.mercury_layout && c.has_mercury() && !recs.iter().any(|r| r.attr == ATTR_6D)
@@ -254,7 +257,7 @@ impl<'a> Merger<'a> {
         Ok(Some(o))
     }
 
-    /// nvlink's error for each kernel whose tree uses both CTA granularities (`tensor.rs`).
+    /// nvlink's error for each kernel whose tree uses both CTA granularities (`handed.rs`).
     fn check_cta_groups(&self, props: &HashMap<FuncId, KernelProps>) -> Result<()> {
         let only = self.only_kernel();
         let mut refused = false;
@@ -262,13 +265,13 @@ impl<'a> Merger<'a> {
         let mut kernels = self.code.kernels.clone();
         kernels.sort_by_key(|&f| (self.code.funcs[f].key.input, std::cmp::Reverse(f.0)));
         for f in kernels {
-            let gathered = props[&f].tensor;
-            if !gathered.mixes_groups(&self.code.funcs[f].tensor) {
+            let gathered = props[&f].handed;
+            if !gathered.mixes_groups(&self.code.funcs[f].handed) {
                 continue;
             }
-            let message = tensor::mixed_groups_error(&self.sym(self.code.funcs[f].key).name);
+            let message = handed::mixed_groups_error(&self.sym(self.code.funcs[f].key).name);
             self.diag.error(&message);
-            if only && gathered.mixes_groups(&tensor::TensorAttrs::default()) {
+            if only && gathered.mixes_groups(&handed::Handed::default()) {
                 self.diag.error(&message);
             }
             refused = true;
@@ -329,15 +332,15 @@ impl<'a> Merger<'a> {
             }
         });
         // (the records new to the kernel, callee by callee: the only kernel takes those of
-        // every live function, as it takes their barriers; tensor.rs)
-        let tensor = match only {
-            true => tensor::TensorAttrs::gathered(
+        // every live function, as it takes their barriers; handed.rs)
+        let handed = match only {
+            true => handed::Handed::gathered(
                 (FuncId::all(self.code.funcs.len()))
                     .filter(|&g| g != f && self.code.live[g] && !self.code.funcs[g].entry)
-                    .map(|g| self.code.funcs[g].tensor),
+                    .map(|g| self.code.funcs[g].handed),
             ),
-            false => tensor::TensorAttrs::gathered(
-                (reach.iter().filter(|&&g| g != f)).map(|&g| self.code.funcs[g].tensor),
+            false => handed::Handed::gathered(
+                (reach.iter().filter(|&&g| g != f)).map(|&g| self.code.funcs[g].handed),
             ),
         };
         KernelProps {
@@ -346,7 +349,7 @@ impl<'a> Merger<'a> {
             barriers: bars,
             mbarriers,
             externs_first: self.externs_before_barriers(f),
-            tensor,
+            handed,
         }
     }
 

@@ -1,8 +1,10 @@
-//! sm_100+ tensor-memory code in a function that kernels call (issue 35, the attacker
-//! review of the CUTLASS fixes): the records the driver reads on a kernel to set tensor
-//! memory up, which nvlink hands from a `__noinline__` allocator to each kernel calling
-//! it, and `-G` code's `__tcgen05_tmem_max_col_size`, which nvlink leaves to the driver.
-//! Each test failed before its fix; the sources are compiled here with the pinned nvcc.
+//! What a kernel takes from the functions it calls (issue 35, the attacker reviews of the
+//! CUTLASS fixes and of their own fixes): the records the driver reads on a kernel (to set
+//! tensor memory up, and for launch control, multimem and `%ctaid.z`), which nvlink hands
+//! from a `__noinline__` callee to each kernel calling it, their order, the refusal of a
+//! kernel mixing CTA granularities, and `-G` code's `__tcgen05_tmem_max_col_size`, which
+//! nvlink leaves to the driver. Each test failed before its fix; the sources are compiled
+//! here with the pinned nvcc.
 
 use super::review::compiled;
 use super::{differential, identical_all as identical};
@@ -276,6 +278,65 @@ fn a_kernels_new_records_come_callee_by_callee() {
         "an -r output".into(),
         vec!["-arch=sm_80".into(), relocatable],
     ));
+    let failures = identical(&links);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The other records the driver reads on the kernel, which nvlink hands from a
+/// `__noinline__` callee to its kernels (found by the second attacker review): a
+/// programmatic launch completion's attribute 0x6D (1, raised in place, sm_100+), the
+/// `multimem` record 0x68 (its bits or-ed: 4 for `ld_reduce`, 0xc with `red`), the
+/// cluster-launch-control flag 0x62 (`try_cancel`, sm_100+), and `CTAIDZ_USED` of grid-wide
+/// cooperative groups (sm_75 to sm_89), for the only kernel and beside others (where its
+/// place differs). Was: the kernel without them.
+#[test]
+fn a_kernel_gets_the_launch_records_of_its_callees() {
+    let pdl = "#include <cuda_runtime.h>\n\
+               __device__ __noinline__ void trig() { cudaTriggerProgrammaticLaunchCompletion(); }\n\
+               __global__ void k(int *c) { c[0] = 1; trig(); }\n";
+    let multimem = r#"__device__ __noinline__ void ldred(int *p) { int v; asm volatile("multimem.ld_reduce.relaxed.sys.global.add.u32 %0, [%1];" : "=r"(v) : "l"(p)); p[1] = v; }
+__device__ __noinline__ void red(int *p) { asm volatile("multimem.red.relaxed.sys.global.add.u32 [%0], %1;" :: "l"(p), "r"(1)); }
+__global__ void k(int *p) { ldred(p); }
+__global__ void k2(int *p) { int v; asm volatile("multimem.ld_reduce.relaxed.sys.global.add.u32 %0, [%1];" : "=r"(v) : "l"(p)); p[2] = v; red(p); }
+"#;
+    let cancel = r#"#include <cstdint>
+__device__ __noinline__ void try_cancel(void *resp, uint64_t *bar) {
+  uint32_t r = (uint32_t)__cvta_generic_to_shared(resp), b = (uint32_t)__cvta_generic_to_shared(bar);
+  asm volatile("clusterlaunchcontrol.try_cancel.async.shared::cta.mbarrier::complete_tx::bytes.b128 [%0], [%1];" :: "r"(r), "r"(b) : "memory");
+}
+__global__ void k(int *o) { __shared__ alignas(16) char resp[16]; __shared__ uint64_t bar; if (threadIdx.x == 0) try_cancel(resp, &bar); __syncthreads(); o[0] = resp[0]; }
+"#;
+    let grid = "#include <cooperative_groups.h>\nnamespace cg = cooperative_groups;\n\
+                __device__ __noinline__ void gsync() { cg::this_grid().sync(); }\n\
+                __global__ void k(int *p) { p[0] = 1; gsync(); p[1] = 2; }\n";
+    let grid_two = grid.to_string() + "__global__ void other(int *p) { p[3] = 4; }\n";
+    let dir = tempfile::tempdir().unwrap();
+    let mut links = Vec::new();
+    for (name, text, sm, virt) in [
+        ("pdl", pdl.to_string(), "sm_100a", "compute_100a"),
+        ("pdl120", pdl.to_string(), "sm_120a", "compute_120a"),
+        ("multimem", multimem.to_string(), "sm_90a", "compute_90a"),
+        (
+            "multimem100",
+            multimem.to_string(),
+            "sm_100a",
+            "compute_100a",
+        ),
+        ("cancel", cancel.to_string(), "sm_100a", "compute_100a"),
+        ("grid", grid.to_string(), "sm_80", "compute_80"),
+        ("grid_two", grid_two, "sm_86", "compute_86"),
+    ] {
+        let gencode = format!("-gencode=arch={virt},code={sm}");
+        let o = compiled(dir.path(), name, &text, sm, &[&gencode]);
+        links.push((
+            format!("{name} {sm}"),
+            vec![format!("-arch={sm}"), o.display().to_string()],
+        ));
+    }
+    // (and `-dump-callgraph`, whose heading names sm_100 for sm_100a, as nvlink's)
+    let mut dump = links[0].1.clone();
+    dump.push("-dump-callgraph".into());
+    links.push(("-dump-callgraph sm_100a".into(), dump));
     let failures = identical(&links);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
