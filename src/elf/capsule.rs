@@ -62,7 +62,10 @@ pub fn operands(data: &[u8], bank: Bank) -> Vec<usize> {
 /// which take a relocation of their own but whose operand nvlink leaves as ptxas wrote it
 /// (a `__noinline__` function's `switch` reading `table[3]`, `table[5]` and `table[k]`:
 /// four relocations, three operands written).
-pub fn bank3_records_with_indexed(data: &[u8]) -> Vec<(usize, bool)> {
+/// `wide` also takes indexed reads' records whose byte 4 is 0xf8 (a function reading two
+/// `__constant__` arrays, one at an index the other gives).
+pub fn bank3_records_with_indexed(data: &[u8], wide: bool) -> Vec<(usize, bool)> {
+    let indexed: &[u8] = if wide { &[0x00, 0xf8] } else { &[0x00] };
     let form = |r: &[u8], head: u8, fourth: &[u8]| {
         r[..4] == [0x02, 0x22, head, 0x06]
             && fourth.contains(&r[4])
@@ -75,7 +78,7 @@ pub fn bank3_records_with_indexed(data: &[u8]) -> Vec<(usize, bool)> {
             let r = &data[p..p + 32];
             if form(r, 0x0e, &[0x00, 0x01, 0xf8]) {
                 Some((p + 28, true))
-            } else if form(r, 0x0c, &[0x00]) && r[6] == 0x42 {
+            } else if form(r, 0x0c, indexed) && r[6] == 0x42 {
                 Some((p + 28, false))
             } else {
                 None

@@ -7,6 +7,8 @@ use crate::diag::{Error, Result};
 pub const R_CUDA_64: u32 = 0x02;
 pub const R_CUDA_ABS32_LO_32: u32 = 0x38;
 pub const R_CUDA_ABS32_HI_32: u32 = 0x39;
+/// A 16-bit absolute field: an indexed constant read's offset (`LDC c[b][R + imm]`).
+pub const R_CUDA_ABS16_32: u32 = 0x3B;
 pub const R_CUDA_YIELD_OPCODE9_0: u32 = 0x44;
 pub const R_CUDA_YIELD_CLEAR_PRED4_87: u32 = 0x45;
 pub const R_CUDA_UNUSED_CLEAR32: u32 = 0x48;

@@ -368,6 +368,7 @@ impl Merger<'_> {
                 None
             }
         };
+        let indexed = self.indexed_reads(i, view.sass_text(capsule));
         for (bank, ty, mask) in [
             (Bank::Two, R_MERCURY_ABS16, 0xffff),
             (Bank::Three, R_MERCURY_ABS32, 0xffff_ffff),
@@ -378,8 +379,10 @@ impl Merger<'_> {
             } else {
                 bank
             };
+            // (each field with whether the code reads it at an index: its SASS twin's
+            // relocation is a 16-bit absolute one, `LDC c[0x3][R + imm]`)
             let fields_of = |resolve: bool| {
-                let mut fields: Vec<(u64, u32)> = Vec::new();
+                let mut fields: Vec<(u64, u32, bool)> = Vec::new();
                 for r in relocs.iter().filter(|r| r.ty == ty) {
                     let Some(n) = view.normal_of.get(r.sym as usize).copied().flatten() else {
                         continue;
@@ -389,7 +392,7 @@ impl Merger<'_> {
                     }
                     let (value, _, _) = self.link_value(SymKey::new(i, n));
                     let field = (value as i64).wrapping_add(r.addend) as u64 & mask;
-                    fields.push((r.offset, field as u32));
+                    fields.push((r.offset, field as u32, indexed.contains(&(n, r.addend))));
                 }
                 fields.sort_unstable();
                 fields
@@ -421,10 +424,26 @@ impl Merger<'_> {
                     }
                 },
             };
-            for (&at, &(_, v)) in records.iter().zip(&fields) {
+            for (&at, &(_, v, _)) in records.iter().zip(&fields) {
                 data[at..at + 4].copy_from_slice(&v.to_le_bytes());
             }
         }
+    }
+
+    /// The (symbol, addend) pairs function code section `text` of input `i` reads at an
+    /// index (its relocations of type `R_CUDA_ABS16_32`).
+    fn indexed_reads(&self, i: usize, text: Option<usize>) -> HashSet<(usize, i64)> {
+        let c = &self.inputs[i].cubin;
+        let Some(text) = text else {
+            return HashSet::default();
+        };
+        (c.sections.iter().enumerate())
+            .filter(|(_, s)| matches!(s.ty, SHT_RELA | SHT_REL) && s.info as usize == text)
+            .filter_map(|(ri, _)| c.relocations(ri).ok())
+            .flatten()
+            .filter(|r| r.ty == reloc::R_CUDA_ABS16_32)
+            .map(|r| (r.sym as usize, r.addend))
+            .collect()
     }
 
     /// The link's word that capsule `capsule`'s records of `bank` are left as ptxas wrote
@@ -447,17 +466,30 @@ impl Merger<'_> {
 }
 
 /// Capsule `data`'s 16-bit bank-3 records read with indexed reads' records
-/// (`capsule::bank3_records_with_indexed`), paired one to one with `fields` (by offset):
-/// the operands nvlink writes written; whether they paired.
-fn with_indexed(data: &mut [u8], fields: &[(u64, u32)]) -> bool {
-    let records = crate::elf::capsule::bank3_records_with_indexed(data);
-    if records.len() != fields.len() {
+/// (`capsule::bank3_records_with_indexed`), paired with `fields` (by offset) in order:
+/// the operands nvlink writes written; whether they paired. They pair one to one; or,
+/// read more widely, the records nvlink writes pair with the fields the code reads
+/// directly, and the indexed reads' records, which nvlink leaves as ptxas wrote them, with
+/// none in particular (a loop reading one table at the index another gives: 16 direct
+/// reads of `idx`, 16 indexed ones of `coef`, one relocation for `coef`).
+fn with_indexed(data: &mut [u8], fields: &[(u64, u32, bool)]) -> bool {
+    let narrow = crate::elf::capsule::bank3_records_with_indexed(data, false);
+    if narrow.len() == fields.len() {
+        for (&(at, write), &(_, v, _)) in narrow.iter().zip(fields) {
+            if write {
+                data[at..at + 4].copy_from_slice(&v.to_le_bytes());
+            }
+        }
+        return true;
+    }
+    let wide = crate::elf::capsule::bank3_records_with_indexed(data, true);
+    let written: Vec<usize> = (wide.iter()).filter(|r| r.1).map(|r| r.0).collect();
+    let direct: Vec<u32> = (fields.iter()).filter(|f| !f.2).map(|f| f.1).collect();
+    if written.len() != direct.len() || written.len() == wide.len() {
         return false;
     }
-    for (&(at, write), &(_, v)) in records.iter().zip(fields) {
-        if write {
-            data[at..at + 4].copy_from_slice(&v.to_le_bytes());
-        }
+    for (&at, &v) in written.iter().zip(&direct) {
+        data[at..at + 4].copy_from_slice(&v.to_le_bytes());
     }
     true
 }

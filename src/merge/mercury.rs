@@ -87,6 +87,11 @@ pub(super) struct View {
 }
 
 impl View {
+    /// The SASS twin of Mercury section `merc` (a capsule's code section).
+    pub(super) fn sass_text(&self, merc: usize) -> Option<usize> {
+        self.sass_of.get(&merc).copied()
+    }
+
     fn of(c: &Cubin) -> View {
         let mut sass_of = HashMap::default();
         let mut merc_of = HashMap::default();
