@@ -205,6 +205,15 @@ impl<'a> Resolver<'a, '_> {
         let g = &self.res.globals[id as usize];
         let (first, def) = (g.first, g.def);
         let here = self.origin(k.input);
+        // (a kernel one input declares as a plain function: clang's `-fgpu-rdc` code
+        // naming another unit's kernel in `__clang_gpu_used_external`; nvlink's error)
+        let other = self.sym(def.unwrap_or(first));
+        if s.ty == STT_FUNC && other.ty == STT_FUNC && s.is_entry() != other.is_entry() {
+            self.diag.error(&format!(
+                "Function '{}' not declared __global__ in all source files",
+                crate::demangle::demangle(&s.name)
+            ));
+        }
         // size agreement for data
         if kind(s) == Kind::Data {
             let prev = def.unwrap_or(first);

@@ -232,3 +232,55 @@ fn clangs_own_device_link_runs_nvlinkrs_through_the_overlay() {
         same_images(&want, &got, name);
     }
 }
+
+/// clang's `-fgpu-rdc` device code names another unit's kernel, which its host code
+/// launches, as a plain function (`__clang_gpu_used_external`): nvlink refuses the link,
+/// `Function 'vec_kernel(float *)' not declared __global__ in all source files`, then
+/// `merge_elf failed`, exit 1, in either input order (found by the new-user review of the
+/// toolchain file). Was: linked.
+#[test]
+fn a_kernel_declared_as_a_plain_function_elsewhere_is_refused_as_by_nvlink() {
+    let tmp = tempfile::tempdir().unwrap();
+    let stub = clang_stub_headers(tmp.path());
+    let real = std::fs::canonicalize(cuda()).unwrap();
+    let compile = |name: &str, text: &str| -> String {
+        let src = tmp.path().join(format!("{name}.cu"));
+        std::fs::write(&src, text).unwrap();
+        let out = tmp.path().join(format!("{name}.cubin"));
+        let mut c = Command::new("clang++-22");
+        c.args([
+            "-x",
+            "cuda",
+            "--offload-arch=sm_90",
+            "-fgpu-rdc",
+            "--cuda-device-only",
+            "-c",
+        ])
+        .arg(format!("--cuda-path={}", real.display()))
+        .arg("-I")
+        .arg(&stub)
+        .arg(&src)
+        .arg("-o")
+        .arg(&out);
+        step(&mut c, name);
+        out.display().to_string()
+    };
+    let kernel = compile(
+        "kernel",
+        "__global__ void vec_kernel(float *p) { p[threadIdx.x] += 1.f; }\n",
+    );
+    let user = compile(
+        "user",
+        "__global__ void vec_kernel(float *p);\nvoid launch(float *p) { vec_kernel<<<1, 32>>>(p); }\n\
+         __global__ void local_kernel(float *p) { p[0] = 2.f; }\n",
+    );
+    for order in [[&kernel, &user], [&user, &kernel]] {
+        let mut args = vec!["-arch=sm_90".to_string()];
+        args.extend(order.iter().map(|s| s.to_string()));
+        if let Err(e) = super::differential(&args) {
+            panic!("{order:?}: {e}");
+        }
+        let r = super::run(&cuda().join("bin/nvlink"), &args, tmp.path());
+        assert_eq!(r.code, 1, "nvlink refuses it: {:?}", r.messages);
+    }
+}
