@@ -1025,6 +1025,46 @@ fn tree(dir: &Path) -> Vec<String> {
 /// `nvlinkrs shim` makes an overlay of links (the toolkit unchanged), prints the recipes,
 /// makes it again over itself, refuses a directory it did not make, and `--remove`
 /// removes exactly what it made.
+/// `nvlinkrs shim OVERLAY` made again without `--cuda-path` (as the overlay's own message
+/// says to do once its nvlinkrs has moved) keeps the toolkit the overlay was made from,
+/// as given (was: the toolkit nvlinkrs finds, `CUDA_HOME` resolved); and its answer to a
+/// reader that has gone (`| head -1`) ends nothing (was: a panic, exit 101). Found by the
+/// new-user review of the toolchain file.
+#[test]
+fn shim_made_again_keeps_its_toolkit_and_a_closed_stdout_is_no_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let ov = dir.path().join("ov");
+    let given = cuda();
+    let marker_toolkit = || {
+        let text = std::fs::read_to_string(ov.join(".nvlinkrs-shim")).unwrap();
+        (text.lines())
+            .find_map(|l| l.strip_prefix("toolkit\t"))
+            .unwrap()
+            .to_string()
+    };
+    let r = Command::new(nvlinkrs())
+        .args(["shim", "--cuda-path"])
+        .arg(&given)
+        .arg(&ov)
+        .output()
+        .unwrap();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert_eq!(marker_toolkit(), given.display().to_string());
+    // again, its standard output a pipe nobody reads
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let r = Command::new(nvlinkrs())
+        .arg("shim")
+        .arg(&ov)
+        .env("CUDA_HOME", &given)
+        .stdout(writer)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(r.status.success() && !err.contains("panicked"), "{err}");
+    assert_eq!(marker_toolkit(), given.display().to_string());
+}
+
 #[test]
 fn shim_overlay() {
     let cu = std::fs::canonicalize(cuda()).unwrap();
