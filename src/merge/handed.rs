@@ -42,7 +42,8 @@ pub(super) const CTAIDZ_USED: u8 = 0x04;
 pub(super) const LAUNCH_CONTROL: u8 = 0x62;
 /// A half-word of bits of code using `multimem` instructions (4 `ld_reduce`, 8 `st`/`red`).
 pub(super) const MULTIMEM: u8 = 0x68;
-/// Attribute 0x6D (sm_100+): 1 where the code triggers a programmatic launch completion.
+/// Attribute 0x6D: 1 where the code triggers a programmatic launch completion (raised in
+/// a kernel at sm_100+ only; at sm_90 nvlink leaves the kernel's own).
 pub(super) const LAUNCH_TRIGGER: u8 = 0x6D;
 
 /// A function's tensor-memory records (or, for a kernel, those its call tree hands it):

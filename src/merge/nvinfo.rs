@@ -233,7 +233,8 @@ impl<'a> Merger<'a> {
             .flatten();
         self.finish_records(f, &mut recs, kernel, |o| o);
         recs.extend(tail);
-        if let Some(k) = kernel {
+        // (sm_100+ only: at sm_90 nvlink leaves the kernel's own value)
+        if let Some(k) = kernel.filter(|_| self.mercury_layout) {
             k.handed.raise_trigger(&mut recs);
         }
         // (sm_100+: attribute 0x6D, 0 in every function ptxas 13.5 writes, is added where

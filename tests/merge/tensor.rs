@@ -284,7 +284,8 @@ fn a_kernels_new_records_come_callee_by_callee() {
 
 /// The other records the driver reads on the kernel, which nvlink hands from a
 /// `__noinline__` callee to its kernels (found by the second attacker review): a
-/// programmatic launch completion's attribute 0x6D (1, raised in place, sm_100+), the
+/// programmatic launch completion's attribute 0x6D (1, raised in place, sm_100+; not at
+/// sm_90a), the
 /// `multimem` record 0x68 (its bits or-ed: 4 for `ld_reduce`, 0xc with `red`), the
 /// cluster-launch-control flag 0x62 (`try_cancel`, sm_100+), and `CTAIDZ_USED` of grid-wide
 /// cooperative groups (sm_75 to sm_89), for the only kernel and beside others (where its
@@ -315,6 +316,8 @@ __global__ void k(int *o) { __shared__ alignas(16) char resp[16]; __shared__ uin
     for (name, text, sm, virt) in [
         ("pdl", pdl.to_string(), "sm_100a", "compute_100a"),
         ("pdl120", pdl.to_string(), "sm_120a", "compute_120a"),
+        // (at sm_90a nvlink leaves the kernel's own 0)
+        ("pdl90", pdl.to_string(), "sm_90a", "compute_90a"),
         ("multimem", multimem.to_string(), "sm_90a", "compute_90a"),
         (
             "multimem100",
