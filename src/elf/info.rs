@@ -53,6 +53,16 @@ impl Record {
         Some((self.payload.u32_at(0)?, self.payload.u32_at(4)?))
     }
 
+    /// A record without payload: its value in the head (`FMT_NVAL`, `FMT_BVAL`, `FMT_HVAL`).
+    pub fn head(format: u8, attr: u8, value: u16) -> Record {
+        Record {
+            format,
+            attr,
+            value,
+            payload: Payload::new(),
+        }
+    }
+
     pub fn sym_pair(attr: u8, sym: u32, value: u32) -> Record {
         let mut p = Payload::from_slice(&sym.to_le_bytes());
         p.extend_from_slice(&value.to_le_bytes());

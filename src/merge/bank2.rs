@@ -431,15 +431,14 @@ impl Merger<'_> {
     }
 
     /// The (symbol, addend) pairs function code section `text` of input `i` reads at an
-    /// index (its relocations of type `R_CUDA_ABS16_32`).
+    /// index (its relocations of type `R_CUDA_ABS16_32`, as the merge parsed them: the
+    /// function's own relocation sections, `Func::relocs`).
     fn indexed_reads(&self, i: usize, text: Option<usize>) -> HashSet<(usize, i64)> {
-        let c = &self.inputs[i].cubin;
-        let Some(text) = text else {
+        let Some(&f) = text.and_then(|t| self.code.func_of_text.get(&SecKey::new(i, t))) else {
             return HashSet::default();
         };
-        (c.sections.iter().enumerate())
-            .filter(|(_, s)| matches!(s.ty, SHT_RELA | SHT_REL) && s.info as usize == text)
-            .filter_map(|(ri, _)| c.relocations(ri).ok())
+        (self.code.funcs[f].relocs.iter())
+            .filter_map(|&ri| self.parsed[i].relocs.get(ri)?.as_ref().ok())
             .flatten()
             .filter(|r| r.ty == reloc::R_CUDA_ABS16_32)
             .map(|r| (r.sym as usize, r.addend))

@@ -318,12 +318,11 @@ fn barrier_record(recs: &mut Vec<Record>, barriers: u32) {
     if barriers > 0 {
         match recs.iter_mut().find(|r| r.attr == info::NUM_BARRIERS) {
             Some(r) => r.value = barriers as u16,
-            None => recs.push(Record {
-                format: info::FMT_BVAL,
-                attr: info::NUM_BARRIERS,
-                value: barriers as u16,
-                payload: info::Payload::new(),
-            }),
+            None => recs.push(Record::head(
+                info::FMT_BVAL,
+                info::NUM_BARRIERS,
+                barriers as u16,
+            )),
         }
     }
 }
@@ -334,12 +333,7 @@ fn mbarrier_record(recs: &mut Vec<Record>, mbarriers: Option<u16>) {
     if let Some(mbarriers) = mbarriers {
         match recs.iter_mut().find(|r| r.attr == info::NUM_MBARRIERS) {
             Some(r) => r.value = r.value.max(mbarriers),
-            None => recs.push(Record {
-                format: info::FMT_HVAL,
-                attr: info::NUM_MBARRIERS,
-                value: mbarriers,
-                payload: info::Payload::new(),
-            }),
+            None => recs.push(Record::head(info::FMT_HVAL, info::NUM_MBARRIERS, mbarriers)),
         }
     }
 }

@@ -46,10 +46,12 @@ pub(super) const MULTIMEM: u8 = 0x68;
 /// a kernel at sm_100+ only; at sm_90 nvlink leaves the kernel's own).
 pub(super) const LAUNCH_TRIGGER: u8 = 0x6D;
 
-/// A function's tensor-memory records (or, for a kernel, those its call tree hands it):
-/// the attributes in input order (0 ends the list), with the places of its barrier counts
+/// A function's records a calling kernel takes (or, for a kernel, those its call tree
+/// hands it): the attributes in input order (0 ends the list), with the places of its
+/// barrier counts
 /// (`NUM_BARRIERS`, `NUM_MBARRIERS`: nvlink adds a kernel's new records callee by callee,
-/// each callee's in its input's order), the fragments word and the `VRC_CTA_INIT_COUNT`.
+/// each callee's in its input's order), the fragments word, the `VRC_CTA_INIT_COUNT`, the
+/// multimem bits and the launch trigger.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(super) struct Handed {
     order: [u8; 10],
@@ -184,18 +186,8 @@ impl Handed {
         }
         recs.push(match attr {
             AT_ENTRY_FRAGMENTS => Record::sval(attr, self.fragments.to_le_bytes().to_vec()),
-            MULTIMEM => Record {
-                format: info::FMT_HVAL,
-                attr,
-                value: self.multimem,
-                payload: info::Payload::new(),
-            },
-            _ => Record {
-                format: info::FMT_NVAL,
-                attr,
-                value: 0,
-                payload: info::Payload::new(),
-            },
+            MULTIMEM => Record::head(info::FMT_HVAL, attr, self.multimem),
+            _ => Record::head(info::FMT_NVAL, attr, 0),
         });
     }
 }
@@ -217,21 +209,11 @@ mod tests {
     use super::*;
 
     fn flag(attr: u8) -> Record {
-        Record {
-            format: info::FMT_NVAL,
-            attr,
-            value: 0,
-            payload: info::Payload::new(),
-        }
+        Record::head(info::FMT_NVAL, attr, 0)
     }
 
     fn vrc(v: u16) -> Record {
-        Record {
-            format: info::FMT_BVAL,
-            attr: VRC_CTA_INIT_COUNT,
-            value: v,
-            payload: info::Payload::new(),
-        }
+        Record::head(info::FMT_BVAL, VRC_CTA_INIT_COUNT, v)
     }
 
     /// ptxas's order in a `cta_group::1` allocator's input: fragments, reserved, 1-CTA.

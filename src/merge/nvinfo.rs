@@ -59,8 +59,9 @@ impl<'a> Merger<'a> {
                     .unwrap_or(UNKNOWN_STACK)
             })
             .collect();
+        let only = self.only_kernel();
         let mut props: Vec<KernelProps> = (kernels.par_iter().zip(stacks))
-            .map(|(&f, stack)| self.propagated(f, stack))
+            .map(|(&f, stack)| self.propagated(f, stack, only))
             .collect();
         // (nvlink 13.5: the one kernel of a link also counts the barriers of the
         // functions it does not reach, those whose address is taken; with two
@@ -297,8 +298,9 @@ impl<'a> Merger<'a> {
     }
 
     /// A kernel's properties with everything it calls: the register and barrier maxima
-    /// over its call tree, and `stack`, its deepest frame chain.
-    fn propagated(&self, f: FuncId, stack: u32) -> KernelProps {
+    /// over its call tree, and `stack`, its deepest frame chain (`only`: the image's only
+    /// kernel).
+    fn propagated(&self, f: FuncId, stack: u32, only: bool) -> KernelProps {
         let reach = self.tree(f);
         // (registers as nvlink's call graph propagates them: not into what only the
         // compiler's lists of taken addresses reach, a virtual destructor's 36 into the
@@ -321,7 +323,6 @@ impl<'a> Merger<'a> {
             .map(|&g| self.code.funcs[g].barriers)
             .max()
             .unwrap_or(0);
-        let only = self.only_kernel();
         let mbarriers_of = |g: FuncId| (self.code.funcs[g].mbarriers).filter(|&m| m > 0 || !only);
         // (the memory barriers of every function of the tree added up, each function
         // once; 0xffff, not known, stays)

@@ -33,6 +33,17 @@ fn traced(program: &str, trace: &Path) -> Command {
     c
 }
 
+/// `cmake -S src -B dir -G Ninja`, traced (`traced`), for the caller's own options.
+fn configure(trace: &Path, src: &Path, dir: &Path) -> Command {
+    let mut c = traced("cmake", trace);
+    c.arg("-S")
+        .arg(src)
+        .arg("-B")
+        .arg(dir)
+        .args(["-G", "Ninja"]);
+    c
+}
+
 /// The project: the fixture's library and kernels, found with `find_package(CUDAToolkit)`
 /// and linked with `CUDA::cudart` (which the wheels' layout alone does not satisfy).
 fn project(dir: &Path) -> PathBuf {
@@ -64,17 +75,8 @@ fn cmake_with_the_toolchain_file_builds_through_nvlinkrs() {
     let overlay = shim(&tmp.path().join("overlay"));
     let src = project(tmp.path());
     let trace = tmp.path().join("trace.json");
-    let configure = |dir: &Path, extra: &[String]| {
-        step(
-            traced("cmake", &trace)
-                .arg("-S")
-                .arg(&src)
-                .arg("-B")
-                .arg(dir)
-                .args(["-G", "Ninja"])
-                .args(extra),
-            "cmake configure",
-        );
+    let build = |dir: &Path, extra: &[String]| {
+        step(configure(&trace, &src, dir).args(extra), "cmake configure");
         step(
             traced("cmake", &trace).arg("--build").arg(dir),
             "cmake --build",
@@ -85,7 +87,7 @@ fn cmake_with_the_toolchain_file_builds_through_nvlinkrs() {
     let real = cuda();
     let cudart = real.join("lib/libcudart.so.13");
     let theirs = tmp.path().join("theirs");
-    configure(
+    build(
         &theirs,
         &[
             format!("-DCMAKE_CUDA_COMPILER={}", real.join("bin/nvcc").display()),
@@ -96,7 +98,7 @@ fn cmake_with_the_toolchain_file_builds_through_nvlinkrs() {
     assert!(!trace.exists(), "the real toolkit's build ran nvlinkrs");
     let ours = tmp.path().join("ours");
     let file = overlay.join(nvlinkrs::shim::CMAKE_TOOLCHAIN);
-    configure(
+    build(
         &ours,
         &[format!("-DCMAKE_TOOLCHAIN_FILE={}", file.display())],
     );
@@ -146,12 +148,8 @@ fn cmake_with_clang_device_links_through_nvlinkrs() {
     let cudart = real.join("lib/libcudart.so.13");
     let build = |dir: &Path, extra: &[String]| -> (Vec<u8>, Vec<u8>) {
         step(
-            traced("cmake", &trace)
-                .arg("-S")
-                .arg(&src)
-                .arg("-B")
-                .arg(dir)
-                .args(["-G", "Ninja", "-DCMAKE_CUDA_COMPILER=clang++-22"])
+            configure(&trace, &src, dir)
+                .arg("-DCMAKE_CUDA_COMPILER=clang++-22")
                 .arg(format!("-DCUDAToolkit_ROOT={}", real.display()))
                 .arg(format!("-DCMAKE_CUDA_FLAGS=-I{}", stub.display()))
                 .args(extra),
