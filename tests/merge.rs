@@ -24,6 +24,8 @@ mod bytes;
 mod cutlass;
 #[path = "merge/driver.rs"]
 mod driver;
+#[path = "merge/finalized.rs"]
+mod finalized;
 #[path = "merge/fixture_links.rs"]
 mod fixture_links;
 #[path = "merge/generated.rs"]

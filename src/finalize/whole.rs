@@ -13,7 +13,7 @@ use std::collections::{HashMap, HashSet};
 
 use crate::bytes::Le;
 use crate::diag::Result;
-use crate::elf::cubin::{Cubin, SHT_MERC_RELA, SHT_REL, SHT_RELA, SHT_SYMTAB};
+use crate::elf::cubin::{Cubin, SHT_MERC_RELA, SHT_REL, SHT_RELA, SHT_SYMTAB, Symbol};
 use crate::elf::{info, reloc};
 
 /// Bits 41..63 of an instruction's second word: stall, yield, barriers, wait mask and
@@ -210,7 +210,7 @@ fn frame_edit(f: &Function) -> Result<Step> {
     let Some(d0) = section(unit, ".debug_frame") else {
         return Ok(Some(Vec::new()));
     };
-    let Some(at) = fde_of(unit, d0, f.index)? else {
+    let Some(at) = fde_of(unit, d0, |y| y.shndx as usize == f.index)? else {
         return Ok(None);
     };
     let f0 = unit.bytes(&unit.sections[d0]);
@@ -219,8 +219,13 @@ fn frame_edit(f: &Function) -> Result<Step> {
         return Ok(None);
     };
     let f1 = fin.bytes(&fin.sections[d1]);
+    // (the finalized image's FDE of the function, where its relocation names it: two
+    // functions' FDEs can be alike but for their advances, a `__cluster_dims__` kernel's
+    // and a plain one's of a unit)
+    let named = fde_of(fin, d1, |y| y.name.as_str() == f.name)?;
     let mut candidates: Vec<usize> = fdes(f1)
         .into_iter()
+        .filter(|&q| named.is_none_or(|n| n == q))
         .filter(|&q| {
             f1.u64_at(q + 4) == Some(len as u64)
                 && f1.u64_at(q + 28) == Some(f.theirs.len() as u64)
@@ -407,18 +412,15 @@ fn fdes(d: &[u8]) -> Vec<usize> {
 }
 
 /// The offset in `.debug_frame` (section `d`) of the FDE whose initial location is
-/// relocated against a symbol of section `text`.
-fn fde_of(unit: &Cubin, d: usize, text: usize) -> Result<Option<usize>> {
+/// relocated against a symbol `of` accepts (one FDE, else `None`).
+fn fde_of(unit: &Cubin, d: usize, of: impl Fn(&Symbol) -> bool) -> Result<Option<usize>> {
     let mut found = None;
     for (k, r) in unit.sections.iter().enumerate() {
         if !matches!(r.ty, SHT_RELA | SHT_REL) || r.info as usize != d {
             continue;
         }
         for rel in unit.relocations(k)? {
-            let ours = unit
-                .symbols
-                .get(rel.sym as usize)
-                .is_some_and(|y| y.shndx as usize == text);
+            let ours = unit.symbols.get(rel.sym as usize).is_some_and(&of);
             if ours
                 && rel.offset >= 20
                 && fdes(unit.bytes(&unit.sections[d])).contains(&(rel.offset as usize - 20))
