@@ -401,12 +401,15 @@ impl<'a> Merger<'a> {
             // -r not the unified table's offset; without -g one against a
             // dynamic shared array only where a function no kernel reaches
             // sees it, at -1, and the array has a symbol (sm_90); nvlink's
-            // sm_100+ image only the code's, and none against a constant bank)
+            // sm_100+ image only the code's, and none against a constant bank or a
+            // reserved shared variable, tcgen05's partition)
             if self.opts.preserve_relocs
                 && (exec || !is_table_symbol(&sym.name))
                 && (self.dynamic_shared_symbols() || !is_dynamic_shared(sym) || unseen)
                 && !(self.mercury_layout
-                    && (sec.target.flags & SHF_EXECINSTR == 0 || self.in_constant_bank(k)))
+                    && (sec.target.flags & SHF_EXECINSTR == 0
+                        || self.in_constant_bank(k)
+                        || self.reserved_target(k).is_some()))
                 && let Some(sym_index) = f.out_index
             {
                 out.resolved.push((at, sym_index as u32 + 1, r.ty, addend));
@@ -438,10 +441,7 @@ impl<'a> Merger<'a> {
     /// given (was: kept for the driver, the code reading 0). The capsule's references to
     /// it stay for the driver, as nvlink keeps them.
     fn sass_value(&self, k: SymKey) -> (u64, u32, bool) {
-        let reserved = (self.target(k))
-            .filter(|_| !self.opts.relocatable && self.sym(k).ty != STT_SECTION)
-            .filter(|&t| sections::reserved(&self.inputs[t.input].cubin, self.sym(t)));
-        if let Some(t) = reserved
+        if let Some(t) = self.reserved_target(k)
             && let Some(&(_, at)) =
                 (self.placed).get(&SecKey::new(t.input, self.sym(t).shndx as usize))
         {
@@ -449,6 +449,13 @@ impl<'a> Merger<'a> {
             return (at + sections::reserved_offset(&c.symbols, t.sym), 0, true);
         }
         self.link_value(k)
+    }
+
+    /// The reserved shared variable a relocation's symbol stands for, in an image.
+    fn reserved_target(&self, k: SymKey) -> Option<SymKey> {
+        (self.target(k))
+            .filter(|_| !self.opts.relocatable && self.sym(k).ty != STT_SECTION)
+            .filter(|&t| sections::reserved(&self.inputs[t.input].cubin, self.sym(t)))
     }
 
     /// What relocations need to know of a symbol.

@@ -343,3 +343,44 @@ __global__ void k(int *o) { __shared__ alignas(16) char resp[16]; __shared__ uin
     let failures = identical(&links);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// `-preserve-relocs` of tensor-memory code: nvlink's sm_100+ image does not list the
+/// relocations it applies against `__nv_reservedSMEM_tcgen05_partition` (a reserved
+/// shared variable), in the allocating kernel or in a `__noinline__` allocator. Was: one
+/// more `R_CUDA_ABS32_32` listed (and a `.nv.resolvedrela` section nvlink does not write
+/// for the allocator), at sm_100a, sm_103a and sm_110a (the second attacker review).
+#[test]
+fn preserved_relocations_leave_out_the_tensor_memory_partition() {
+    let in_kernel = "#include <cstdint>\n__global__ void k(uint32_t *o) { __shared__ uint32_t t; \
+        uint32_t s = (uint32_t)__cvta_generic_to_shared(&t);\n\
+        asm volatile(\"tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%0], 32;\" :: \"r\"(s));\n\
+        __syncthreads(); o[0] = t; }\n";
+    let kdev = "__global__ void kdev(uint32_t *out) { dev_alloc(out); }\n";
+    let programs = [
+        ("in_kernel", in_kernel.to_string()),
+        ("callee", allocator(1, 32) + kdev),
+        ("pair", allocator(2, 64) + kdev),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let mut links = Vec::new();
+    for (sm, virt) in [
+        ("sm_100a", "compute_100a"),
+        ("sm_103a", "compute_103a"),
+        ("sm_110a", "compute_110a"),
+    ] {
+        let gencode = format!("-gencode=arch={virt},code={sm}");
+        for (name, src) in &programs {
+            let o = compiled(dir.path(), name, src, sm, &[&gencode]);
+            links.push((
+                format!("{name} {sm}"),
+                vec![
+                    format!("-arch={sm}"),
+                    "-preserve-relocs".into(),
+                    o.display().to_string(),
+                ],
+            ));
+        }
+    }
+    let failures = identical(&links);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
