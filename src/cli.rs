@@ -470,6 +470,10 @@ pub struct LinkRequest {
     /// The drop-in's caller gave libcudadevrt itself (not the `-lcudadevrt` the drop-in
     /// adds to an LTO link of host objects): nvJitLink takes every member of it.
     pub nvjitlink_cudadevrt: bool,
+    /// The drop-in's links: the image's bytes are kept in the link's record
+    /// ([`Timings::take_image`]) for the caller, and a whole-link cache hit writes no
+    /// output file (the caller reads none).
+    pub image_in_memory: bool,
 }
 
 /// Options that change messages, not the image; nvlink records them in its tool note.

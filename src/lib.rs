@@ -126,7 +126,7 @@ fn link_phases(
 ) -> Result<Timings> {
     let (req, diag) = (plan.req, ctx.diag);
     let mut timings = Timings {
-        written: output::Written::new(keep || req.verbose),
+        written: output::Written::new(keep || req.verbose || req.image_in_memory),
         ..Default::default()
     };
     let paths = plan.inputs();

@@ -42,6 +42,12 @@ pub struct Timings {
 }
 
 impl Timings {
+    /// The image written, where the link kept it (`LinkRequest::image_in_memory`; not
+    /// every output is kept: the caller reads the others from the output file).
+    pub fn take_image(&mut self) -> Option<Vec<u8>> {
+        self.written.out.take()
+    }
+
     /// Runs one phase, timed (and on the `--progress` lines).
     pub(crate) fn phase<T>(
         &mut self,

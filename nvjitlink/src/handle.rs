@@ -8,6 +8,7 @@
 //! of the handles handed out. Each link has a lock of its own: different handles run in
 //! parallel, as nvJitLink allows.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::ffi::{CStr, CString, c_char, c_void};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -336,16 +337,16 @@ fn complete_real(link: &mut Link) -> i32 {
 /// What a `Get…Size` call answers for a link of ours (nvJitLink's codes, observed: no
 /// cubin is `INTERNAL`, PTX without `-ptx` `INVALID_INPUT`; a log's size counts its
 /// NUL, an empty log is 0).
-fn ours_bytes(ours: &Ours, what: What) -> Result<Vec<u8>, i32> {
+fn ours_bytes(ours: &Ours, what: What) -> Result<Cow<'_, [u8]>, i32> {
     let done = ours.done.as_ref();
     let log = |s: Option<&String>| match s {
-        Some(s) if !s.is_empty() => Ok([s.as_bytes(), b"\0"].concat()),
-        _ => Ok(Vec::new()),
+        Some(s) if !s.is_empty() => Ok(Cow::Owned([s.as_bytes(), b"\0"].concat())),
+        _ => Ok(Cow::Borrowed(&[][..])),
     };
     match what {
-        What::Cubin => done.and_then(|d| d.cubin.clone()).ok_or(rc::INTERNAL),
+        What::Cubin => lent(done.and_then(|d| d.cubin.as_deref())),
         What::Ptx if !ours.options.ptx => Err(rc::INVALID_INPUT),
-        What::Ptx => done.and_then(|d| d.ptx.clone()).ok_or(rc::INTERNAL),
+        What::Ptx => lent(done.and_then(|d| d.ptx.as_deref())),
         // (nvlinkrs gives no LTO IR back: such a link is the real library's, `options`)
         // (before `Complete`, an `-lto` link has none yet, as nvJitLink answers)
         What::LtoIr if ours.options.lto && done.is_none() => Err(rc::INTERNAL),
@@ -353,6 +354,12 @@ fn ours_bytes(ours: &Ours, what: What) -> Result<Vec<u8>, i32> {
         What::ErrorLog => log(done.map(|d| &d.error_log)),
         What::InfoLog => log(done.map(|d| &d.info_log)),
     }
+}
+
+/// An image of a link of ours, lent (not copied): a size asked and a copy made of
+/// megabytes.
+fn lent(b: Option<&[u8]>) -> Result<Cow<'_, [u8]>, i32> {
+    b.map(Cow::Borrowed).ok_or(rc::INTERNAL)
 }
 
 /// # Safety

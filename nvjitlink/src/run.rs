@@ -195,6 +195,7 @@ pub fn link(ours: &Ours, messages: &mut String) -> Option<Done> {
     nvlinkrs::cli::refuse_unimplemented(&given).ok()?;
     req.nvjitlink = true;
     req.nvjitlink_cudadevrt = devrt;
+    req.image_in_memory = true;
     // (the host program's terminal is not the linker's to draw on)
     nvlinkrs::jobs::no_status_line();
     let diag = Diagnostics::collector();
@@ -216,7 +217,7 @@ pub fn link(ours: &Ours, messages: &mut String) -> Option<Done> {
         let mut errors = printed.filter(|(l, _)| *l == Level::Error);
         errors.next().map(|(_, m)| m).unwrap_or_default()
     };
-    let timings = match linked {
+    let mut timings = match linked {
         Ok(t) if diag.error_count() == 0 => t,
         Err(e) if !e.message().is_empty() => {
             *messages = info_log(&diag) + &format!("error   : {e}\n");
@@ -238,7 +239,11 @@ pub fn link(ours: &Ours, messages: &mut String) -> Option<Done> {
     } else {
         "nvlinkrs: linked"
     });
-    let mut image = std::fs::read(&output).ok()?;
+    // (kept by the link, or from the output file where it kept none)
+    let mut image = match timings.take_image() {
+        Some(image) => image,
+        None => std::fs::read(&output).ok()?,
+    };
     let mut done = Done {
         result: rc::SUCCESS,
         info_log: info_log(&diag),

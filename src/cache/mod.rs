@@ -319,7 +319,10 @@ impl Cache {
                 (cold_time(data).as_secs_f64() * 1000.0).into()
             });
         }
-        found.map(|(_, data)| data[HEADER..].to_vec())
+        found.map(|(_, mut data)| {
+            data.drain(..HEADER);
+            data
+        })
     }
 
     fn tally(&self) -> std::sync::MutexGuard<'_, tally::Tally> {

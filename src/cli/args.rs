@@ -368,6 +368,7 @@ impl LinkArgs {
             tool_name: self.tool_name.clone(),
             nvjitlink: false,
             nvjitlink_cudadevrt: false,
+            image_in_memory: false,
         })
     }
 }

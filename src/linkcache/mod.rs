@@ -13,7 +13,7 @@ pub mod key;
 #[cfg(test)]
 mod tests;
 
-use crate::cache::{Cache, Key, pack, unpack};
+use crate::cache::{Cache, Key, pack};
 use crate::cli::LinkRequest;
 use crate::cli::incremental::Mode;
 use crate::context::LinkContext;
@@ -69,13 +69,13 @@ pub fn around(
         .iter()
         .flat_map(|k| lookups(plan, k).into_iter().map(move |l| (k, l)))
     {
+        let mut t = Timings {
+            phases: vec![("cache", std::time::Duration::ZERO)],
+            ..Default::default()
+        };
         if let Some(entry) = cache.get(&looked)
-            && replay(req, diag, &entry)?
+            && replay(req, diag, &entry, &mut t.written)?
         {
-            let t = Timings {
-                phases: vec![("cache", std::time::Duration::ZERO)],
-                ..Default::default()
-            };
             last.remember(cache, &own.parts, &own.key, None);
             shared_failure();
             return Ok((t, "hit"));
@@ -231,16 +231,21 @@ pub fn store(
 
 /// Writes a cached link's files and repeats its messages; false when the entry does not
 /// have the expected shape (then the link runs).
-pub fn replay(req: &LinkRequest, diag: &Diagnostics, entry: &[u8]) -> Result<bool> {
-    let Some(parts) = unpack(entry) else {
+pub fn replay(
+    req: &LinkRequest,
+    diag: &Diagnostics,
+    entry: &[u8],
+    written: &mut output::Written,
+) -> Result<bool> {
+    let Ok(parts) = crate::frames::decode(entry) else {
         return Ok(false);
     };
-    let [out, has_register, register, messages] = &parts[..] else {
+    let [(_, out), (_, has_register), (_, register), (_, messages)] = &parts[..] else {
         return Ok(false);
     };
     // (what a store's writer could slip in: a registration file that is more than nvlink
     // writes, which nvcc compiles into the host program, and terminal escapes)
-    let register_ok = match has_register.as_slice() {
+    let register_ok = match *has_register {
         b"1" => registration_file(register),
         b"0" => register.is_empty(),
         _ => false,
@@ -256,8 +261,12 @@ pub fn replay(req: &LinkRequest, diag: &Diagnostics, entry: &[u8]) -> Result<boo
             _ => {}
         }
     }
-    output::write_atomic(&req.output, out)?;
-    if let (Some(path), b"1") = (&req.register_link_binaries, has_register.as_slice()) {
+    if req.image_in_memory {
+        written.out = Some(out.to_vec());
+    } else {
+        output::write_atomic(&req.output, out)?;
+    }
+    if let (Some(path), b"1") = (&req.register_link_binaries, *has_register) {
         output::write_atomic(path, register)?;
     }
     Ok(true)
