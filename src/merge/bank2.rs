@@ -88,6 +88,23 @@ impl<'a> Merger<'a> {
                 .is_some_and(|&f| !self.code.funcs[f].entry)
     }
 
+    /// Whether symbol `k` lies in a device function's bank 2 (`.nv.constant2.<f>` of a
+    /// function that is not a kernel), whose place in the kernels' banks only an executable
+    /// link decides: under `-r` the references to it stay relocations.
+    pub(super) fn in_function_bank2(&self, k: SymKey) -> bool {
+        let c = &self.inputs[k.input].cubin;
+        let Some(s) = c.sections.get(self.sym(k).shndx as usize) else {
+            return false;
+        };
+        constant_bank(s.ty) == Some(2)
+            && s.flags & SHF_INFO_LINK != 0
+            && (self
+                .code
+                .func_of_text
+                .get(&SecKey::new(k.input, s.info as usize)))
+            .is_some_and(|&f| !self.code.funcs[f].entry)
+    }
+
     /// Lays out bank 2 (after `sections`, which placed each kernel's own bank one to one
     /// and left the device functions' out): see the module's comment.
     pub(super) fn bank2(&mut self) {

@@ -380,6 +380,7 @@ impl Merger<'_> {
                     });
                     // (aligned as the strictest input's view, as the SASS section is)
                     self.out[id].align = self.out[id].align.max(s.align);
+                    self.capsule_info(st, i, s, id);
                     st.placed.insert((i, si), (id, at));
                     st.view_of.insert(out, id);
                     continue;
@@ -391,6 +392,7 @@ impl Merger<'_> {
                     self.section_symbol.push(false);
                     self.out.len() - 1
                 });
+                self.capsule_info(st, i, s, id);
                 let o = &mut self.out[id];
                 let a = s.align.max(1);
                 o.align = o.align.max(a);
@@ -418,6 +420,19 @@ impl Merger<'_> {
                     self.rebase_piece(i, id, at, s.size);
                 }
             }
+        }
+    }
+
+    /// A Mercury section that belongs to a function's capsule (`sh_info`, with
+    /// `SHF_INFO_LINK`: an `-r` output's `.nv.merc.nv.constant.optimizer.<f>`, a device
+    /// function's `switch` table) names that capsule in the output too. (Was 0: nvlink
+    /// and libnvJitLink crashed, SIGSEGV, linking such an `-r` output.)
+    fn capsule_info(&mut self, st: &Capsules, i: usize, s: &Section, id: usize) {
+        if s.flags & SHF_INFO_LINK != 0
+            && let Some(&(cap, _)) = st.placed.get(&(i, s.info as usize))
+            && self.out[cap].ty == SHT_CAPMERC_TEXT
+        {
+            self.out[id].info = Ref::Section(cap);
         }
     }
 

@@ -357,7 +357,11 @@ impl<'a> Merger<'a> {
         let load_address = sec.nonalloc && reloc::is_global_address(r.ty);
         // (under -r too: one against ptxas's internal constants, `.const_opt`,
         // local with visibility STV_INTERNAL, which nvlink applies and drops)
-        let internal = sym.bind == STB_LOCAL && sym.other & 0x3 == 1;
+        // (but not in a device function's bank 2, a `switch` table: where it lies in the
+        // kernels' banks only the final link knows, and nvlink's `-r`, applying it, makes
+        // a two-step link read another function's table: docs/rules/differences.md)
+        let internal =
+            sym.bind == STB_LOCAL && sym.other & 0x3 == 1 && (exec || !self.in_function_bank2(k));
         // (sm_100+ -r keeps `.debug_info`'s references to `.debug_line`)
         let line_reference = !exec
             && self.mercury_layout

@@ -156,3 +156,98 @@ __global__ void both(int *o) { __shared__ char s[17]; extern __shared__ int d[];
         );
     }
 }
+
+/// Two `__noinline__` functions with a dense `switch` each (a jump table in the function's
+/// own bank 2, read at ptxas's internal `.const_opt` symbols), in one unit and one a
+/// unit, linked in two steps: nvlinkrs's `-r` keeps the relocations of those reads, so its
+/// final link (and nvlink's of the same `-r` output) places each table where the direct
+/// link does and the reads follow it. Was (as nvlink's own two steps still are): the reads
+/// applied at the function's own offset 0 under `-r`, so after the final link `g` read
+/// `f`'s table in a kernel calling both (and zeros in one calling `g` alone), exit 0; and
+/// at sm_100+ the `-r` output's `.nv.merc.nv.constant.optimizer.<f>` named no capsule, on
+/// which nvlink crashed (SIGSEGV) and libnvJitLink too (the link went on without the
+/// finalizer). Found by the attacker review of 2026-11-30.
+#[test]
+fn our_relocatable_switch_tables_link_as_the_direct_link() {
+    use nvlinkrs::bytes::Bytes;
+    use nvlinkrs::elf::cubin::Cubin;
+    let sw = |name: &str, k: u32| {
+        format!(
+            "__device__ __noinline__ int {name}(int x, int y) {{ switch (x) {{ case 0: return y + {k}; \
+             case 1: return y * 9; case 2: return y ^ 0x77; case 3: return y - {k}; case 4: return y << 5; \
+             case 5: return y >> 4; case 6: return y * y * {k}; case 7: return ~y + 1; default: return -{k}; }} }}\n"
+        )
+    };
+    let kernels = "__global__ void kf(int *o, const int *i) { int t = threadIdx.x; o[t] = f(i[t], t); }\n\
+                   __global__ void kg(int *o, const int *i) { int t = threadIdx.x; o[t] = g(i[t], t); }\n\
+                   __global__ void kfg(int *o, const int *i) { int t = threadIdx.x; o[t] = f(i[t], t) + g(i[t] ^ 1, t); }\n";
+    let declared = "extern __device__ int f(int, int);\nextern __device__ int g(int, int);\n";
+    // the code, the kernels' banks 2 and the capsules (but for their section index)
+    let code_and_tables = |image: &[u8]| {
+        let c = Cubin::parse(Bytes::from_vec(image.to_vec()), "image").unwrap();
+        let mut v: Vec<(String, Vec<u8>)> = (c.sections.iter())
+            .filter(|s| {
+                [".text.", ".nv.constant2.", ".nv.capmerc.text."]
+                    .iter()
+                    .any(|p| s.name.starts_with(p))
+            })
+            .map(|s| {
+                let skip = if s.name.starts_with(".nv.capmerc") {
+                    4
+                } else {
+                    0
+                };
+                (
+                    s.name.to_string(),
+                    c.bytes(s).get(skip..).unwrap_or_default().to_vec(),
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for sm in ["sm_80", "sm_100a"] {
+        let arch = format!("-arch={sm}");
+        let one = compiled(d, "sw_one", &(sw("f", 3) + &sw("g", 5) + kernels), sm, &[]);
+        let units = [
+            compiled(d, "sw_f", &sw("f", 3), sm, &[]),
+            compiled(d, "sw_g", &sw("g", 5), sm, &[]),
+            compiled(d, "sw_k", &(declared.to_string() + kernels), sm, &[]),
+        ];
+        for (what, objs) in [("one unit", vec![one]), ("a unit each", units.to_vec())] {
+            let mut direct_args = vec![arch.clone()];
+            direct_args.extend(objs.iter().map(|o| o.display().to_string()));
+            let direct = run(&cuda().join("bin/nvlink"), &direct_args, d);
+            let direct = code_and_tables(&direct.output.expect("nvlink's direct image"));
+            // each object -r'd alone by nvlinkrs, then the final link by each linker
+            let mut parts = vec![arch.clone()];
+            for (n, o) in objs.iter().enumerate() {
+                let r = run(
+                    &super::nvlinkrs(),
+                    &[arch.clone(), "-r".into(), o.display().to_string()],
+                    d,
+                );
+                assert_eq!(r.code, 0, "{what} {sm}: -r {:?}", r.messages);
+                let p = d.join(format!("part_{sm}_{n}.o"));
+                std::fs::write(&p, r.output.unwrap()).unwrap();
+                parts.push(p.display().to_string());
+            }
+            for linker in [super::nvlinkrs(), cuda().join("bin/nvlink")] {
+                let two = run(&linker, &parts, d);
+                assert_eq!(two.code, 0, "{what} {sm} {linker:?}: {:?}", two.messages);
+                assert!(
+                    two.messages.is_empty(),
+                    "{what} {sm} {linker:?}: {:?}",
+                    two.messages
+                );
+                let two = code_and_tables(&two.output.expect("the two-step image"));
+                assert!(
+                    direct == two,
+                    "{what} {sm}: {linker:?}'s final link of nvlinkrs's -r output differs from the direct link"
+                );
+            }
+        }
+    }
+}
