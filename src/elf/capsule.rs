@@ -28,17 +28,22 @@ impl Bank {
     pub const ALL: [Bank; 3] = [Bank::Two, Bank::Three, Bank::Three16];
 
     /// The record's first 4 bytes, its byte 4 and byte 6 (each one of the listed values:
-    /// bank 3's byte 6 is 0x12 for a `char`'s read, 0x52 for a `double`'s), byte 5 zero,
-    /// and its byte 12, the bank's mark.
+    /// bank 3's byte 6 is the width read, [`WIDTHS`]), byte 5 zero, and its byte 12, the
+    /// bank's mark.
     fn signature(self) -> ([u8; 4], &'static [u8], &'static [u8], u8) {
-        const THREE_SIXTH: &[u8] = &[0x12, 0x42, 0x52];
         match self {
             Bank::Two => ([0x02, 0x22, 0x0c, 0x06], &[0xf8], &[0x42], 0x41),
-            Bank::Three => ([0x02, 0x22, 0x08, 0x06], &[0xfa], THREE_SIXTH, 0x42),
-            Bank::Three16 => ([0x02, 0x22, 0x0e, 0x06], &[0x01, 0xf8], THREE_SIXTH, 0x42),
+            Bank::Three => ([0x02, 0x22, 0x08, 0x06], &[0xfa], WIDTHS, 0x42),
+            Bank::Three16 => ([0x02, 0x22, 0x0e, 0x06], &[0x01, 0xf8], WIDTHS, 0x42),
         }
     }
 }
+
+/// A bank-3 record's byte 6, the width of the value read: 0x02 an unsigned and 0x12 a
+/// signed byte (`unsigned char`, `char`), 0x22 and 0x32 16 bits (`unsigned short`,
+/// `__half`; `short`), 0x42 32 bits, 0x52 64 bits (`double`). nvlink writes the offset of
+/// each (attacker review of 2026-11-30: the 8-bit unsigned and 16-bit ones were left 0).
+const WIDTHS: &[u8] = &[0x02, 0x12, 0x22, 0x32, 0x42, 0x52];
 
 /// The offsets of the 32-bit operands of capsule `data`'s records of `bank`, in order.
 pub fn operands(data: &[u8], bank: Bank) -> Vec<usize> {
@@ -70,7 +75,7 @@ pub fn bank3_records_with_indexed(data: &[u8], wide: bool) -> Vec<(usize, bool)>
         r[..4] == [0x02, 0x22, head, 0x06]
             && fourth.contains(&r[4])
             && r[5] == 0
-            && [0x12, 0x42, 0x52].contains(&r[6])
+            && WIDTHS.contains(&r[6])
             && r[12] == 0x42
     };
     (0..data.len().saturating_sub(31))
@@ -78,7 +83,7 @@ pub fn bank3_records_with_indexed(data: &[u8], wide: bool) -> Vec<(usize, bool)>
             let r = &data[p..p + 32];
             if form(r, 0x0e, &[0x00, 0x01, 0xf8]) {
                 Some((p + 28, true))
-            } else if form(r, 0x0c, indexed) && r[6] == 0x42 {
+            } else if form(r, 0x0c, indexed) {
                 Some((p + 28, false))
             } else {
                 None

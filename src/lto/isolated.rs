@@ -81,7 +81,14 @@ impl Engine for IsolatedNvvm {
                 Error::fatal(format!("cannot start '{}': {e}", child::program(&cmd)))
             })?;
             let st = match done.ending {
-                child::Ending::Exited(st) if st.success() => return answer(&done.stdout, diag),
+                child::Ending::Exited(st) if st.success() => {
+                    // (what libNVVM printed, its verifier's reason for a refused module
+                    // say, comes first, as in nvlink's process)
+                    if !done.stderr.is_empty() {
+                        diag.tool_output(&String::from_utf8_lossy(&done.stderr));
+                    }
+                    return answer(&done.stdout, diag);
+                }
                 child::Ending::Exited(st) => st,
                 other => {
                     crashes.push(format!("attempt {}", other.describe()));

@@ -28,7 +28,7 @@ pub mod staged;
 use crate::arch::Arch;
 use crate::bytes::Bytes;
 use crate::consensus::{Consensus, Opt};
-use crate::diag::{Diagnostics, Error, Result};
+use crate::diag::{Diagnostics, Error, Level, Result};
 use crate::input::HostRefs;
 
 pub use bitcode::{BitcodeSummary, summarize as summarize_bitcode};
@@ -260,13 +260,20 @@ impl Engine for CachedEngine<'_> {
         let collected = Diagnostics::collector();
         let started = std::time::Instant::now();
         let result = self.inner.compile(modules, options, &collected);
-        let infos = collected.infos();
-        for m in &infos {
-            diag.info(m);
+        // (in order: what libNVVM printed, its reason for a refused module, comes first)
+        let printed = collected.printed();
+        for (level, m) in &printed {
+            match level {
+                Level::Tool => diag.tool_output(m),
+                Level::Warning => diag.warning(m),
+                _ => diag.info(m),
+            }
         }
+        let infos = collected.infos();
         let out = result?;
-        // messages that span lines are not kept (they would come back split)
-        if infos.iter().all(|m| !m.contains('\n')) {
+        // messages that span lines are not kept (they would come back split), nor a
+        // compile that printed more than info lines
+        if infos.iter().all(|m| !m.contains('\n')) && infos.len() == printed.len() {
             let kind: &[u8] = if out.whole_program {
                 b"whole"
             } else {

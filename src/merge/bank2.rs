@@ -377,7 +377,9 @@ impl Merger<'_> {
             };
             let sec = self.sym(def).shndx as usize;
             let sections = &self.inputs[def.input].cubin.sections;
-            if self.bank2.holds(SecKey::new(def.input, sec)) {
+            // (a function no kernel reaches, which `--preserve-relocs` keeps, reads its
+            // own table where its own bank 2 has it: nvlink writes those offsets too)
+            if self.bank2.holds(SecKey::new(def.input, sec)) || self.in_function_bank2(def) {
                 Some(Bank::Two)
             } else if (sections.get(sec)).is_some_and(|s| constant_bank(s.ty) == Some(3)) {
                 Some(Bank::Three)
@@ -399,7 +401,7 @@ impl Merger<'_> {
             // (each field with whether the code reads it at an index: its SASS twin's
             // relocation is a 16-bit absolute one, `LDC c[0x3][R + imm]`)
             let fields_of = |resolve: bool| {
-                let mut fields: Vec<(u64, u32, bool)> = Vec::new();
+                let mut fields: Vec<(u64, u32, (usize, i64))> = Vec::new();
                 for r in relocs.iter().filter(|r| r.ty == ty) {
                     let Some(n) = view.normal_of.get(r.sym as usize).copied().flatten() else {
                         continue;
@@ -409,10 +411,29 @@ impl Merger<'_> {
                     }
                     let (value, _, _) = self.link_value(SymKey::new(i, n));
                     let field = (value as i64).wrapping_add(r.addend) as u64 & mask;
-                    fields.push((r.offset, field as u32, indexed.contains(&(n, r.addend))));
+                    fields.push((r.offset, field as u32, (n, r.addend)));
                 }
                 fields.sort_unstable();
-                fields
+                // (the reads of one symbol and addend take their SASS twins' kinds in the
+                // code's order where they are as many, `c[0]` read directly and at an
+                // index; else each is at an index where one of the twins is)
+                let mut count: HashMap<(usize, i64), usize> = HashMap::default();
+                for f in &fields {
+                    *count.entry(f.2).or_default() += 1;
+                }
+                let mut taken: HashMap<(usize, i64), usize> = HashMap::default();
+                (fields.into_iter())
+                    .map(|(at, v, key)| {
+                        let kinds = indexed.get(&key).map_or(&[][..], Vec::as_slice);
+                        let nth = taken.entry(key).or_default();
+                        let kind = match kinds.get(*nth) {
+                            Some(&k) if kinds.len() == count[&key] => k,
+                            _ => kinds.contains(&true),
+                        };
+                        *nth += 1;
+                        (at, v, kind)
+                    })
+                    .collect::<Vec<(u64, u32, bool)>>()
             };
             let resolved = fields_of(true);
             if resolved.is_empty() {
@@ -431,10 +452,18 @@ impl Merger<'_> {
                 n if n == resolved.len() => resolved,
                 n => match fields_of(false) {
                     own if own.len() == n => own,
-                    own if own.is_empty() => continue,
                     // (16-bit bank-3 records read more fully: indexed reads' records,
-                    // which nvlink leaves, paired with their relocations too)
+                    // which nvlink leaves, paired with their relocations too; also where
+                    // the variables are another unit's, a table read directly and at an
+                    // index, attacker review of 2026-11-30)
                     _ if bank == Bank::Three16 && with_indexed(data, &resolved) => continue,
+                    // (the direct reads alone, where the others are reads at an index,
+                    // whose records are of another form: a `switch` reading `c[k]` in
+                    // each case and `c[op & 63]` in its default)
+                    _ if resolved.iter().filter(|f| !f.2).count() == n => {
+                        resolved.iter().copied().filter(|f| !f.2).collect()
+                    }
+                    own if own.is_empty() => continue,
                     own => {
                         self.mismatch_warning(c, capsule, bank, own.len(), n);
                         continue;
@@ -447,19 +476,31 @@ impl Merger<'_> {
         }
     }
 
-    /// The (symbol, addend) pairs function code section `text` of input `i` reads at an
-    /// index (its relocations of type `R_CUDA_ABS16_32`, as the merge parsed them: the
-    /// function's own relocation sections, `Func::relocs`).
-    fn indexed_reads(&self, i: usize, text: Option<usize>) -> HashSet<(usize, i64)> {
+    /// For each (symbol, addend) function code section `text` of input `i` reads, whether
+    /// each read, in the code's order, is at an index (its relocation of type
+    /// `R_CUDA_ABS16_32`, as the merge parsed them: the function's own relocation
+    /// sections, `Func::relocs`).
+    fn indexed_reads(&self, i: usize, text: Option<usize>) -> HashMap<(usize, i64), Vec<bool>> {
         let Some(&f) = text.and_then(|t| self.code.func_of_text.get(&SecKey::new(i, t))) else {
-            return HashSet::default();
+            return HashMap::default();
         };
-        (self.code.funcs[f].relocs.iter())
+        let mut reads: Vec<_> = (self.code.funcs[f].relocs.iter())
             .filter_map(|&ri| self.parsed[i].relocs.get(ri)?.as_ref().ok())
             .flatten()
-            .filter(|r| r.ty == reloc::R_CUDA_ABS16_32)
-            .map(|r| (r.sym as usize, r.addend))
-            .collect()
+            .map(|r| {
+                (
+                    r.offset,
+                    (r.sym as usize, r.addend),
+                    r.ty == reloc::R_CUDA_ABS16_32,
+                )
+            })
+            .collect();
+        reads.sort_unstable();
+        let mut kinds: HashMap<(usize, i64), Vec<bool>> = HashMap::default();
+        for (_, key, at_index) in reads {
+            kinds.entry(key).or_default().push(at_index);
+        }
+        kinds
     }
 
     /// The link's word that capsule `capsule`'s records of `bank` are left as ptxas wrote

@@ -245,3 +245,94 @@ fn a_table_read_at_another_tables_indices_gets_its_capsule_offsets() {
     let failures = identical(&links);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// sm_100+ capsule records of `__constant__` reads of every width: an `unsigned char`, a
+/// `short`, an `unsigned short`, a `__half` table (byte 6 of the record 0x02, 0x32, 0x22),
+/// in a `__noinline__` function, a kernel that makes a call, another unit's variables, and
+/// beside 32- and 64-bit reads; and a function reading another unit's table directly and at
+/// an index (the direct read's record in the indexed form); a `switch` reading `c[k]` in
+/// each case and `c[op & 63]` in its default (`c[0]` read directly and at an index: the
+/// relocations' kinds taken in the code's order). nvlink writes each offset.
+/// Was: left 0 as ptxas wrote them, silently (or, beside other widths, with a warning and
+/// every record of the function left), so a driver finalizing the capsule for another GPU
+/// would read `c[0x3][0]`. Found by the attacker review of 2026-11-30.
+#[test]
+fn constant_reads_of_every_width_get_their_capsule_offsets() {
+    let pad = "__constant__ int pad0[3] = {7, 8, 9};\n";
+    let kernel = "__global__ void ka(int *o) { o[threadIdx.x] = fa(threadIdx.x); }\n";
+    let one_unit: Vec<(&str, String)> = vec![
+        ("uchar", format!("{pad}__constant__ unsigned char u1 = 5;\n__device__ __noinline__ int fa(int t) {{ return u1 + t; }}\n{kernel}")),
+        ("short", format!("{pad}__constant__ short s1 = 5;\n__device__ __noinline__ int fa(int t) {{ return s1 + t; }}\n{kernel}")),
+        (
+            "short_in_caller",
+            format!("{pad}__constant__ short s1 = 5;\n__device__ __noinline__ int g(int t) {{ return t * 3; }}\n\
+                     __global__ void kk(int *o) {{ o[threadIdx.x] = s1 + g(threadIdx.x); }}\n"),
+        ),
+        (
+            "half_table",
+            "#include <cuda_fp16.h>\n__constant__ float pad0[3] = {7, 8, 9};\n__constant__ __half htab[8];\n\
+             __device__ __noinline__ float hf(int t) { return __half2float(htab[t & 7]) + __half2float(htab[2]); }\n\
+             __global__ void kh(float *o) { o[threadIdx.x] = hf(threadIdx.x) + pad0[1]; }\n"
+                .to_string(),
+        ),
+        (
+            "switch_with_an_indexed_default",
+            format!("__constant__ float c_coef[64];\n__device__ __noinline__ float op_eval(int op, float x) {{ switch (op) {{\n{}\
+                     default: return c_coef[op & 63]; }} }}\n\
+                     __global__ void k(float *o) {{ o[threadIdx.x] = op_eval(threadIdx.x, o[1]); }}\n",
+                (0..12).map(|k| format!("case {k}: return x * {} + c_coef[{k}];\n", k + 3)).collect::<String>()),
+        ),
+        (
+            "mixed_widths",
+            format!("{pad}__constant__ float ca = 2.0f, cb = 3.0f;\n__constant__ double da = 1.5, db = 2.5;\n\
+                     __constant__ int ia = 5, ib = 7;\n__constant__ unsigned short us = 9;\n\
+                     __device__ __noinline__ float fa(float x, double y, int z) {{ return x * ca + cb + (float)(y * da + db) + z * ia + ib + us; }}\n\
+                     __global__ void ka(float *o) {{ o[threadIdx.x] = fa(o[threadIdx.x], o[1], threadIdx.x); }}\n"),
+        ),
+    ];
+    let two_units: [(&str, &str, &str); 2] = [
+        (
+            "another_units_narrow",
+            "extern __constant__ short sv[8];\nextern __constant__ unsigned char uv[8];\n\
+             __device__ __noinline__ int fx(int t) { return sv[3] + uv[5] + t; }\n\
+             __global__ void k(int *o) { o[threadIdx.x] = fx(threadIdx.x); }\n",
+            "__constant__ int padb[5] = {1, 2, 3, 4, 5};\n__constant__ short sv[8] = {1, 2, 3, 4, 5, 6, 7, 8};\n\
+             __constant__ unsigned char uv[8] = {1, 2, 3, 4, 5, 6, 7, 8};\n\
+             __global__ void kb(int *o) { o[threadIdx.x] = padb[threadIdx.x % 5]; }\n",
+        ),
+        (
+            "another_units_table_direct_and_indexed",
+            "extern __constant__ int tab[16];\n__constant__ int own_b[3] = {9, 9, 9};\n\
+             __device__ __noinline__ int rb(int t) { return tab[t & 15] + tab[4] + own_b[1]; }\n\
+             __global__ void kb(int *o) { o[threadIdx.x] = rb(threadIdx.x); }\n",
+            "__constant__ float pad_a[5] = {1, 2, 3, 4, 5};\n__constant__ int tab[16] = {1, 2, 3, 4, 5, 6, 7, 8};\n\
+             __global__ void ka(int *o) { o[threadIdx.x] = tab[threadIdx.x & 15] + (int)pad_a[2]; }\n",
+        ),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let mut links = Vec::new();
+    for sm in ["sm_100a", "sm_120a"] {
+        let arch = format!("-arch={sm}");
+        for (name, src) in &one_unit {
+            let o = compiled(dir.path(), name, src, sm, &[]);
+            links.push((
+                format!("{name} {sm}"),
+                vec![arch.clone(), o.display().to_string()],
+            ));
+        }
+        for (name, reader, definer) in &two_units {
+            let r = compiled(dir.path(), &format!("{name}_r"), reader, sm, &[]);
+            let d = compiled(dir.path(), &format!("{name}_d"), definer, sm, &[]);
+            links.push((
+                format!("{name} {sm}"),
+                vec![
+                    arch.clone(),
+                    r.display().to_string(),
+                    d.display().to_string(),
+                ],
+            ));
+        }
+    }
+    let failures = identical(&links);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -464,3 +464,39 @@ fn preserve_relocs_failure_comes_after_the_stack_warnings() {
         want.messages
     );
 }
+
+/// sm_100+ `--preserve-relocs` keeps device functions no kernel calls; a `switch` in one
+/// reads its jump table in its own bank 2, and nvlink writes those reads' offsets into the
+/// capsule as for a table placed in a kernel's bank (`0x8000 + offset`, the table at 0).
+/// Was: left 0 (30 bytes of two capsules), at sm_100a and sm_120. Found by the new-user
+/// review of 2026-11-30.
+#[test]
+fn preserve_relocs_unreached_switch_functions_get_their_capsule_offsets() {
+    let cases: String = (0..12)
+        .map(|k| format!("case {k}: return x * {} + c_coef[{k}];\n", k + 3))
+        .collect();
+    let src = format!(
+        "__constant__ float c_coef[64];\n__constant__ int c_map[256];\n\
+         __device__ __noinline__ float op_eval(int op, float x) {{ switch (op) {{\n{cases}default: return c_coef[op & 63]; }} }}\n\
+         __device__ __noinline__ int classify(int v) {{ switch (v & 15) {{ case 0: return c_map[v & 255]; case 1: return 7; \
+         case 2: return v * 3; case 3: return c_map[3]; case 4: return v ^ 5; case 5: return -v; case 6: return v << 2; \
+         case 7: return c_map[9] + v; case 8: return v >> 1; case 9: return 11; default: return 0; }} }}\n\
+         __global__ void k(int *o) {{ o[threadIdx.x] = classify(o[threadIdx.x]); }}\n"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let mut failures = Vec::new();
+    for sm in ["sm_100a", "sm_120"] {
+        let o = super::review::compiled(dir.path(), "unreached", &src, sm, &[]);
+        let args = vec![
+            format!("-arch={sm}"),
+            "-preserve-relocs".into(),
+            o.display().to_string(),
+        ];
+        match differential(&args) {
+            Ok(true) => {}
+            Ok(false) => failures.push(format!("{sm}: equivalent, not identical")),
+            Err(e) => failures.push(format!("{sm}: {e}")),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

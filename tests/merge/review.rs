@@ -548,3 +548,40 @@ __global__ void parent(int *d) { if (threadIdx.x == 0) child<<<1, 32>>>(d); }
     );
     assert!(ours.iter().any(|n| n == create) && our_call, "{ours:?}");
 }
+
+/// A `-dlto` link libNVVM refuses (its verifier: any unit including a CUB header at
+/// sm_100a, NVIDIA's own defect): nvlinkrs prints what libNVVM printed, the reason,
+/// before nvlink's info and fatal lines, as nvlink does. Was: libNVVM's child process's
+/// output dropped, so the link said only `NVVM_ERROR_COMPILATION`. Found by the new-user
+/// review of 2026-11-30.
+#[test]
+fn a_refused_module_is_explained_in_libnvvms_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let src =
+        "#include <cub/util_device.cuh>\n__global__ void k(int *p) { p[threadIdx.x] += 1; }\n";
+    let o = compiled(
+        dir.path(),
+        "cubinc",
+        src,
+        "sm_100a",
+        &["-gencode=arch=compute_100a,code=lto_100a"],
+    );
+    let nvvm = cuda().join("nvvm").display().to_string();
+    let args: Vec<String> = vec![
+        "-arch=sm_100a".into(),
+        "-dlto".into(),
+        format!("-nvvmpath={nvvm}"),
+        o.display().to_string(),
+    ];
+    let want = run(&cuda().join("bin/nvlink"), &args, dir.path());
+    let got = run(&nvlinkrs(), &args, dir.path());
+    assert_eq!((want.code, got.code), (1, 1));
+    assert!(
+        want.messages
+            .iter()
+            .any(|m| m.contains("input module is broken")),
+        "nvlink no longer refuses it: {:?}",
+        want.messages
+    );
+    assert_eq!(want.messages, got.messages);
+}
