@@ -69,13 +69,15 @@ pub fn around(
         .iter()
         .flat_map(|k| lookups(plan, k).into_iter().map(move |l| (k, l)))
     {
-        let mut t = Timings {
-            phases: vec![("cache", std::time::Duration::ZERO)],
-            ..Default::default()
-        };
+        let mut written = output::Written::default();
         if let Some(entry) = cache.get(&looked)
-            && replay(req, diag, &entry, &mut t.written)?
+            && replay(req, diag, &entry, &mut written)?
         {
+            let t = Timings {
+                phases: vec![("cache", std::time::Duration::ZERO)],
+                written,
+                ..Default::default()
+            };
             last.remember(cache, &own.parts, &own.key, None);
             shared_failure();
             return Ok((t, "hit"));

@@ -64,45 +64,33 @@ impl<'a> Merger<'a> {
     /// Whether input section `sec` of input `i` is a device function's bank 2 that an
     /// executable link merges into kernel banks (`bank2`), or a relocation section of one.
     pub(super) fn is_function_bank2(&self, i: usize, sec: usize) -> bool {
-        if self.opts.relocatable {
-            return false;
-        }
         let c = &self.inputs[i].cubin;
         let Some(s) = c.sections.get(sec) else {
             return false;
         };
-        let bank = if matches!(s.ty, SHT_RELA | SHT_REL) {
-            match c.sections.get(s.info as usize) {
-                Some(t) => t,
-                None => return false,
-            }
-        } else {
-            s
+        let bank = match s.ty {
+            SHT_RELA | SHT_REL => s.info as usize,
+            _ => sec,
         };
-        constant_bank(bank.ty) == Some(2)
-            && bank.flags & SHF_INFO_LINK != 0
-            && self
-                .code
-                .func_of_text
-                .get(&SecKey::new(i, bank.info as usize))
-                .is_some_and(|&f| !self.code.funcs[f].entry)
+        !self.opts.relocatable && self.function_bank2_section(i, bank)
     }
 
-    /// Whether symbol `k` lies in a device function's bank 2 (`.nv.constant2.<f>` of a
-    /// function that is not a kernel), whose place in the kernels' banks only an executable
-    /// link decides: under `-r` the references to it stay relocations.
+    /// Whether symbol `k` lies in a device function's bank 2, whose place in the kernels'
+    /// banks only an executable link decides: under `-r` the references to it stay
+    /// relocations.
     pub(super) fn in_function_bank2(&self, k: SymKey) -> bool {
-        let c = &self.inputs[k.input].cubin;
-        let Some(s) = c.sections.get(self.sym(k).shndx as usize) else {
-            return false;
-        };
-        constant_bank(s.ty) == Some(2)
-            && s.flags & SHF_INFO_LINK != 0
-            && (self
-                .code
-                .func_of_text
-                .get(&SecKey::new(k.input, s.info as usize)))
-            .is_some_and(|&f| !self.code.funcs[f].entry)
+        self.function_bank2_section(k.input, self.sym(k).shndx as usize)
+    }
+
+    /// Whether input section `sec` of input `i` is `.nv.constant2.<f>` of a function `f`
+    /// that is not a kernel.
+    fn function_bank2_section(&self, i: usize, sec: usize) -> bool {
+        (self.inputs[i].cubin.sections.get(sec)).is_some_and(|s| {
+            constant_bank(s.ty) == Some(2)
+                && s.flags & SHF_INFO_LINK != 0
+                && (self.code.func_of_text.get(&SecKey::new(i, s.info as usize)))
+                    .is_some_and(|&f| !self.code.funcs[f].entry)
+        })
     }
 
     /// Lays out bank 2 (after `sections`, which placed each kernel's own bank one to one
