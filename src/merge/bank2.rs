@@ -438,13 +438,15 @@ impl Merger<'_> {
             // unit's own variables have relocations)
             let fields = match records.len() {
                 n if n == resolved.len() => resolved,
+                // (16-bit bank-3 records read more fully: indexed reads' records,
+                // which nvlink leaves, paired with their relocations too; also where
+                // the variables are another unit's, a table read directly and at an
+                // index, attacker review of 2026-11-30; before the unit's own variables
+                // alone, which may be as many by chance: a function reading another
+                // unit's struct and its own tables, directly and at an index)
+                _ if bank == Bank::Three16 && with_indexed(data, &resolved) => continue,
                 n => match fields_of(false) {
                     own if own.len() == n => own,
-                    // (16-bit bank-3 records read more fully: indexed reads' records,
-                    // which nvlink leaves, paired with their relocations too; also where
-                    // the variables are another unit's, a table read directly and at an
-                    // index, attacker review of 2026-11-30)
-                    _ if bank == Bank::Three16 && with_indexed(data, &resolved) => continue,
                     // (the direct reads alone, where the others are reads at an index,
                     // whose records are of another form: a `switch` reading `c[k]` in
                     // each case and `c[op & 63]` in its default)

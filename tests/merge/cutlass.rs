@@ -336,3 +336,43 @@ fn constant_reads_of_every_width_get_their_capsule_offsets() {
     let failures = identical(&links);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// A function reading another unit's `__constant__` struct (members of every width), a
+/// third unit's table and its own tables, directly, at an index and in a `switch`'s cases
+/// (attacker review of 2026-11-30): its 16-bit capsule records are as many as the
+/// function's own variables' relocations, by chance, but they are the direct reads' records
+/// (four were written with other reads' offsets or left 0), sm_100a and sm_120a.
+#[test]
+fn a_function_reading_three_units_constants_gets_each_capsule_offset() {
+    let a = "struct P { char c; short s; int i; double d; float f[5]; long long q; unsigned char u8[3]; };\n\
+             __constant__ char pad_a[3] = {1, 2, 3};\nextern __constant__ P params;\nextern __constant__ double dtab[16];\n\
+             __constant__ short stab[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};\n\
+             __device__ __noinline__ double fa(int t) {\n\
+               double r = params.d + params.c + params.s + params.i + params.f[t % 5] + params.q + params.u8[t % 3];\n\
+               r += dtab[t & 15] + dtab[3] + stab[t % 9] + stab[2] + pad_a[t % 3] + pad_a[1];\n\
+               switch (t & 7) { case 0: r += params.f[0]; break; case 1: r *= params.f[1]; break; case 2: r -= dtab[7]; break;\n\
+               case 3: r += stab[8]; break; case 4: r /= params.d; break; case 5: r += params.q; break; case 6: r -= params.c; break; default: r = 0; }\n\
+               return r;\n}\n\
+             __global__ void ka(double *o) { o[threadIdx.x] = fa(threadIdx.x); }\n\
+             __global__ void ka2(double *o) { o[threadIdx.x] = params.f[threadIdx.x % 5] + dtab[threadIdx.x & 15] + stab[threadIdx.x % 9]; }\n";
+    let b = "struct P { char c; short s; int i; double d; float f[5]; long long q; unsigned char u8[3]; };\n\
+             __constant__ char pad_b[5] = {1, 2, 3, 4, 5};\n__constant__ P params = {1, 2, 3, 4.0, {5, 6, 7, 8, 9}, 10, {11, 12, 13}};\n\
+             extern __device__ double fa(int t);\n\
+             __device__ __noinline__ double fb(int t) { return fa(t) + params.u8[t % 3] + pad_b[t % 5] + params.f[2]; }\n\
+             __global__ void kb(double *o) { o[threadIdx.x] = fb(threadIdx.x); }\n";
+    let c = "__constant__ float pad_c[7] = {1};\n__constant__ double dtab[16] = {1, 2, 3, 4, 5, 6, 7, 8};\n\
+             __device__ __noinline__ double fc(int t) { return dtab[t & 15] * pad_c[t % 7] + dtab[5]; }\n\
+             __global__ void kc(double *o) { o[threadIdx.x] = fc(threadIdx.x); }\n";
+    let dir = tempfile::tempdir().unwrap();
+    let mut links = Vec::new();
+    for sm in ["sm_100a", "sm_120a"] {
+        let mut args = vec![format!("-arch={sm}")];
+        for (name, src) in [("a", a), ("b", b), ("c", c)] {
+            let o = compiled(dir.path(), &format!("{name}_{sm}"), src, sm, &[]);
+            args.push(o.display().to_string());
+        }
+        links.push((format!("three units {sm}"), args));
+    }
+    let failures = identical(&links);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
