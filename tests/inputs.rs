@@ -1180,3 +1180,96 @@ fn ir_for_another_target_is_reported_once_per_input() {
         std::fs::read(d.join("o.cubin")).unwrap()
     );
 }
+
+/// The file offset of ELF `elf`'s section header for `name`.
+fn section_header(elf: &[u8], name: &str) -> usize {
+    let u16_at = |o: usize| u16::from_le_bytes(elf[o..o + 2].try_into().unwrap()) as usize;
+    let u32_at = |o: usize| u32::from_le_bytes(elf[o..o + 4].try_into().unwrap()) as usize;
+    let u64_at = |o: usize| u64::from_le_bytes(elf[o..o + 8].try_into().unwrap()) as usize;
+    let (shoff, size, num) = (u64_at(0x28), u16_at(0x3A), u16_at(0x3C));
+    let strtab = u64_at(shoff + u16_at(0x3E) * size + 0x18);
+    (0..num)
+        .map(|i| shoff + i * size)
+        .find(|&h| {
+            let at = strtab + u32_at(h);
+            elf[at..].starts_with(name.as_bytes()) && elf.get(at + name.len()) == Some(&0)
+        })
+        .unwrap_or_else(|| panic!("no section {name}"))
+}
+
+/// Damaged inputs nvlink 13.5 refuses are refused (attacker review of 2026-11-30: each
+/// was linked with exit 0): a fatbin container of another version, a member for a
+/// four-digit target, a Mercury relocation past the end of the code it patches (sm_100a:
+/// it reached the image, and the driver's finalizer), or a table of them read from
+/// elsewhere. Exit 1 as nvlink, nvlink's words (its first
+/// line's level aside: nvlink calls the container's an `error` before its `fatal`), no
+/// output; the undamaged files link.
+#[test]
+fn damaged_containers_and_mercury_relocations_are_refused_as_nvlink_refuses() {
+    let tk = toolkit();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let src = "__device__ __noinline__ int g(int x) { return x * 3; }\n\
+               __global__ void k(int *o) { o[0] = g(o[1]); }\n";
+    std::fs::write(d.join("k.cu"), src).unwrap();
+    for (flag, out) in [("-cubin", "k.cubin"), ("-dc", "k.o")] {
+        let st = Command::new(tk.root.join("bin/nvcc"))
+            .args(["-arch=sm_100a", "-rdc=true", flag, "k.cu", "-o", out])
+            .current_dir(d)
+            .status()
+            .unwrap();
+        assert!(st.success(), "nvcc {flag}");
+    }
+    let host = std::fs::read(d.join("k.o")).unwrap();
+    let fat = (host.windows(4))
+        .position(|w| w == [0x50, 0xed, 0x55, 0xba])
+        .expect("a fatbin in the host object");
+    let cubin = std::fs::read(d.join("k.cubin")).unwrap();
+    let set = |d: &[u8], off: usize, v: &[u8]| {
+        let mut d = d.to_vec();
+        d[off..off + v.len()].copy_from_slice(v);
+        d
+    };
+    let rh = section_header(&cubin, ".nv.merc.rela.text._Z1kPi");
+    let entries = u64::from_le_bytes(cubin[rh + 0x18..rh + 0x20].try_into().unwrap()) as usize;
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("version.o", set(&host, fat + 4, &2u16.to_le_bytes())),
+        (
+            "arch.o",
+            set(&host, fat + 16 + 0x1C, &1000u32.to_le_bytes()),
+        ),
+        (
+            "past.cubin",
+            set(&cubin, entries, &0x10000u64.to_le_bytes()),
+        ),
+        // (its entries read 5 bytes further on: nvlink's words are "internal error")
+        (
+            "moved.cubin",
+            set(&cubin, rh + 0x18, &(entries as u64 + 5).to_le_bytes()),
+        ),
+    ];
+    let text = |s: &str| {
+        let line = s.lines().next().unwrap_or("").to_string();
+        line.split_once(": ")
+            .map_or(line.clone(), |l| l.1.to_string())
+    };
+    for (name, bytes) in &cases {
+        std::fs::write(d.join(name), bytes).unwrap();
+        let args = ["-arch=sm_100a", name, "-o"];
+        let (nrc, nerr) = nvlink(&tk.root, &[&args[..], &["n.cubin"]].concat(), d);
+        let (rc, err) = run(&[&args[..], &["r.cubin"]].concat(), d);
+        assert_eq!(
+            (rc, nrc),
+            (1, 1),
+            "{name}: nvlink said {nerr:?}, we said {err:?}"
+        );
+        if !name.starts_with("moved") {
+            assert_eq!(text(&err), text(&nerr), "{name}: {err}");
+        }
+        assert!(err.contains(&format!("'{name}'")), "{name}: {err}");
+        assert!(!d.join("r.cubin").exists(), "{name}: output left behind");
+    }
+    for good in ["k.o", "k.cubin"] {
+        links_as_nvlink(&tk, d, &["-arch=sm_100a", good]);
+    }
+}

@@ -563,6 +563,11 @@ impl Cubin {
         if sass {
             self.check_reloc_target(s)?;
         }
+        let merc_end = if s.ty == SHT_MERC_RELA {
+            Some(self.merc_reloc_end(s)?)
+        } else {
+            None
+        };
         let d = self.bytes(s);
         let nsyms = self.symbols_of(s).len();
         let rela = s.ty != SHT_REL;
@@ -589,6 +594,21 @@ impl Cubin {
                         s.name,
                         r.ty
                     )),
+                );
+            }
+            if let Some(Some(end)) = merc_end
+                && r.offset >= end
+            {
+                return Err(
+                    Error::fatal("Internal error: relocation is past end of offset").context(
+                        format!(
+                            "'{}' at offset {:#x}: Mercury relocation {k} of '{}' is at offset {:#x}, past the end ({end:#x}) of what it patches",
+                            self.origin,
+                            s.offset + (k * size) as u64,
+                            s.name,
+                            r.offset
+                        ),
+                    ),
                 );
             }
             if r.sym as usize >= nsyms {
@@ -631,6 +651,33 @@ impl Cubin {
                 self.origin, s.name, s.info
             )),
         )
+    }
+
+    /// Where the section Mercury relocation section `s` patches ends, refused in nvlink's
+    /// words where its `sh_info` names no Mercury section (a damaged input: nvlink stops;
+    /// the relocation section's own name does not matter to it). A capsule's code is as
+    /// long as its function's Mercury symbol says (not its compressed bytes: a 0xa6-byte
+    /// capsule of 0xe0 bytes of code); `None` where no symbol says.
+    fn merc_reloc_end(&self, s: &Section) -> Result<Option<u64>> {
+        let target = (s.info != 0)
+            .then(|| self.sections.get(s.info as usize))
+            .flatten()
+            .filter(|t| t.name.starts_with(".nv.merc.") || t.name.starts_with(".nv.capmerc."));
+        let Some(t) = target else {
+            return Err(
+                Error::fatal("Internal error: internal error").context(format!(
+                    "'{}': Mercury relocation section '{}' applies (sh_info {}) to no Mercury section",
+                    self.origin, s.name, s.info
+                )),
+            );
+        };
+        if t.ty != SHT_CAPMERC_TEXT {
+            return Ok(t.has_bytes().then_some(t.size));
+        }
+        Ok((self.merc_symbols.iter())
+            .filter(|m| m.ty == STT_FUNC && m.shndx == s.info as u16 && m.size > 0)
+            .map(|m| m.size)
+            .max())
     }
 
     pub fn section_index(&self, name: &str) -> Option<usize> {

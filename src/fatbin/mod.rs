@@ -9,7 +9,7 @@ pub mod object;
 
 use crate::arch::{Arch, Variant};
 use crate::bytes::{Bytes, Le};
-use crate::diag::{Result, malformed};
+use crate::diag::{Error, Result, malformed};
 
 pub const MAGIC: u32 = 0xBA55_ED50;
 const CONTAINER_HEADER: usize = 16;
@@ -311,6 +311,13 @@ pub fn parse(data: &Bytes, origin: &str, base: u64) -> Result<Vec<Container>> {
             ));
         }
         let version = rest.u16_at(4).unwrap_or(0);
+        // (the only container version there is; nvlink refuses any other)
+        if version != 1 {
+            return Err(Error::fatal("Can't load this binary kind, as it's not recognized").context(format!(
+                "'{origin}' at offset {:#x}: fatbin container version {version}, where 1 is the one known (elfLink fatbinary error)",
+                at + 4
+            )));
+        }
         let header_size = rest.u16_at(6).unwrap_or(0);
         let body_size = rest.u64_at(8).unwrap_or(0);
         if (header_size as usize) < CONTAINER_HEADER || header_size as usize > rest.len() {
@@ -395,6 +402,15 @@ fn parse_members(
                     h.len() - hs
                 ),
             ));
+        }
+        // (nvlink names targets by up to three digits: a member of any larger one stops
+        // it, checked against nvlink 13.5: 999 is a target not found, 1000 is refused)
+        if rd32(0x1C) >= 1000 {
+            return Err(Error::fatal("Unknown arch name ''").context(format!(
+                "'{origin}' at offset {:#x}: a fatbin member for target {}, which nvlink cannot name (elfLink fatbinary error)",
+                at + 0x1C,
+                rd32(0x1C)
+            )));
         }
         let flags = rd64(0x28);
         let stored_size = rd32(0x10);
