@@ -116,7 +116,7 @@ pub struct LinkArgs {
     /// Write the linked image to this file.
     #[arg(long = "output-file", visible_alias = "o", value_name = "FILE")]
     pub output_file: Option<PathBuf>,
-    /// Keep the applied relocations in the image (up to sm_90).
+    /// Keep the applied relocations in the image.
     #[arg(long = "preserve-relocs")]
     pub preserve_relocs: bool,
     /// Write the registration list nvcc's host link needs to this file.
