@@ -387,12 +387,12 @@ fn tables(img: &mut Image) -> Tables {
     }
     let mut symtab = encode_symbols(&img.symbols, &mut strtab, base);
     symtab[8..16].copy_from_slice(&img.null_symbol_value.to_le_bytes());
+    // (the Mercury table's null symbol has the same value: a replaced copy's bank 2,
+    // the one case where an sm_100+ image's is not 0)
     let merc_symtab = (merc_symbols.as_ref()).map(|(at, syms)| {
-        (
-            *at,
-            encode_symbols(syms, &mut strtab, base),
-            locals_end(syms),
-        )
+        let mut data = encode_symbols(syms, &mut strtab, base);
+        data[8..16].copy_from_slice(&img.null_symbol_value.to_le_bytes());
+        (*at, data, locals_end(syms))
     });
     for s in img.leading_strings.iter().filter(|_| names_only) {
         strtab.add(s);

@@ -34,6 +34,12 @@ pub(super) struct Bank2 {
     pub banks: Vec<KernelBank>,
     /// The input sections in some kernel bank.
     held: HashSet<SecKey>,
+    /// Where the last replaced copy's data placed went: nvlink writes it into the null
+    /// symbol's value (the copy's section has no symbol of its own in the image).
+    pub null_symbol_value: Option<u64>,
+    /// Each kept function's bank-2 section with those of the copies replaced that went
+    /// after it (`replaced_copies_bank2`).
+    pub replaced_copies: Vec<(SecKey, Vec<SecKey>)>,
 }
 
 /// A kernel's bank 2: (output section, kernel, its pieces: input section and offset, the
@@ -127,6 +133,7 @@ impl<'a> Merger<'a> {
             .collect();
         // 2. the device functions, last to first
         let mut writes: Vec<(usize, SecKey, u64)> = Vec::new();
+        let mut copies = self.replaced_copies_bank2();
         for f in self.section_symbol_order().into_iter().rev() {
             if self.code.funcs[f].entry || !self.code.live[f] || kernels_of[f].is_empty() {
                 continue;
@@ -135,18 +142,31 @@ impl<'a> Merger<'a> {
                 continue;
             };
             let i = self.code.funcs[f].key.input;
-            let s = &self.inputs[i].cubin.sections[si];
+            // (the function's data, then that of the copies of it other inputs' definitions
+            // replaced, each aligned as it asks: their reads are gone, not their tables)
+            let mut pieces = vec![SecKey::new(i, si)];
+            pieces.extend(copies.remove(&f).unwrap_or_default());
+            let section = |p: &SecKey| &self.inputs[p.input].cubin.sections[p.sec];
             // (aligned as the piece and every bank it goes into ask, and those banks
             // aligned so from then on: an sm_80 kernel's own 8-aligned constants put a
             // 4-aligned piece after them at 8, and the other kernels that hold the
             // piece get 8-aligned banks)
-            let align = (kernels_of[f].iter()).fold(s.align.max(1), |a, &k| a.max(aligned[k]));
+            let align = (kernels_of[f].iter())
+                .fold(section(&pieces[0]).align.max(1), |a, &k| a.max(aligned[k]));
             let base = (kernels_of[f].iter())
                 .map(|&k| end[k].next_multiple_of(align))
                 .max()
                 .unwrap_or(0);
+            let mut at = Vec::with_capacity(pieces.len());
+            let mut next = base;
+            for p in &pieces {
+                let s = section(p);
+                let o = next.next_multiple_of(s.align.max(1));
+                at.push((*p, o));
+                next = o + s.size;
+            }
             for &k in kernels_of[f].iter().rev() {
-                end[k] = base + s.size;
+                end[k] = next;
                 aligned[k] = align;
                 let id = match bank[k] {
                     Some(id) => id,
@@ -158,12 +178,19 @@ impl<'a> Merger<'a> {
                 };
                 let o = &mut self.out[id];
                 o.align = o.align.max(align);
-                writes.push((id, SecKey::new(i, si), base));
+                writes.extend(at.iter().map(|&(p, o)| (id, p, o)));
             }
             // (a relocation against the piece resolves through its place: any bank
             // holding it gives the same offset)
             let first = bank[kernels_of[f][0]].expect("made above");
-            self.placed.insert(SecKey::new(i, si), (first, base));
+            if at.len() > 1 {
+                self.bank2.null_symbol_value = at.last().map(|a| a.1);
+                let replaced = at[1..].iter().map(|a| a.0).collect();
+                self.bank2.replaced_copies.push((at[0].0, replaced));
+            }
+            for (p, o) in at {
+                self.placed.insert(p, (first, o));
+            }
         }
         // the banks' bytes: each kernel's own data, zeros, the pieces; the banks in the
         // order nvlink makes them (the kernels' own, then those made here), which its
@@ -196,6 +223,34 @@ impl<'a> Merger<'a> {
             let d = c.bytes(&c.sections[si]);
             self.out[id].data[base as usize..base as usize + d.len()].copy_from_slice(d);
         }
+    }
+
+    /// The bank-2 sections of the copies of each function that another input's definition
+    /// replaced (a weak `inline` or template function defined in two units), in input
+    /// order: nvlink puts them in the kernels' banks right after the kept copy's data
+    /// (attacker review of 2026-11-30: 0x9c bytes where nvlinkrs wrote 0x5c).
+    fn replaced_copies_bank2(&self) -> HashMap<FuncId, Vec<SecKey>> {
+        let mut out: HashMap<FuncId, Vec<SecKey>> = HashMap::default();
+        for (i, inp) in self.inputs.iter().enumerate() {
+            let c = &inp.cubin;
+            for (s, sym) in c.symbols.iter().enumerate().skip(1) {
+                let k = SymKey::new(i, s);
+                if sym.ty != STT_FUNC || !self.is_replaced(k) {
+                    continue;
+                }
+                let Some(f) = self.func_of(k) else { continue };
+                let text = sym.shndx as usize;
+                if let Some(b) = c.sections.iter().position(|x| {
+                    constant_bank(x.ty) == Some(2)
+                        && x.flags & SHF_INFO_LINK != 0
+                        && x.info as usize == text
+                        && x.size > 0
+                }) {
+                    out.entry(f).or_default().push(SecKey::new(i, b));
+                }
+            }
+        }
+        out
     }
 
     /// The functions in the order their code's section symbols come, input by input

@@ -266,7 +266,8 @@ impl<'a> Merger<'a> {
             program_headers: exec,
             mercury_layout: self.mercury_layout,
             merc_symbols,
-            null_symbol_value: self.shared.null_symbol_value(),
+            null_symbol_value: (self.bank2.null_symbol_value)
+                .unwrap_or(self.shared.null_symbol_value()),
         }
     }
 }

@@ -10,7 +10,8 @@
 
 use std::process::Command;
 
-use super::{args, cuda, differential, nvlinkrs, run};
+use super::review::compiled;
+use super::{args, cuda, differential, identical_all, nvlinkrs, run};
 
 /// The links: two units at every target family, reversed, one unit, host objects, a
 /// partial LTO link (the kernels' unit as IR), `-g` and `--preserve-relocs`.
@@ -150,5 +151,47 @@ fn constant_variable_loads_in_capsules_are_nvlinks() {
             }
         }
     }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// A `switch` function defined in two units (a template and an `inline` function from one
+/// header, `__noinline__`): nvlink's kernel banks hold the replaced copy's table right after
+/// the kept one's, unread, and its null symbols' values say where the last went; at sm_100+
+/// the replaced copy's Mercury relocations follow the kept copy's in the input's order
+/// (attacker review of 2026-11-30: 0x9c-byte banks where nvlinkrs wrote 0x5c, so another
+/// function's reads had other offsets). Two units and three, sm_75 to sm_120a.
+#[test]
+fn weak_switch_functions_defined_twice_keep_both_tables_as_nvlink() {
+    let header = "template <typename T> __device__ __noinline__ T tsw(T x, int k) { switch (k) {\n\
+                  case 0: return x + 1; case 1: return x * 3; case 2: return x - 7; case 3: return x * x;\n\
+                  case 4: return x + 11; case 5: return x * 5; case 6: return -x; case 7: return x / 3; default: return x; } }\n\
+                  inline __device__ __noinline__ int inl(int x, int k) { switch (k) { case 0: return x ^ 1; case 1: return x ^ 2;\n\
+                  case 2: return x ^ 4; case 3: return x ^ 8; case 4: return x ^ 16; case 5: return x ^ 32; case 6: return x ^ 64; default: return 0; } }\n";
+    let a = format!(
+        "{header}__global__ void ka(int *o, int k) {{ o[threadIdx.x] = tsw<int>(o[threadIdx.x], k) + inl(k, k + 1); }}\n\
+         __global__ void ka2(float *o, int k) {{ o[threadIdx.x] = tsw<float>(o[threadIdx.x], k); }}\n"
+    );
+    let b = format!(
+        "{header}__device__ __noinline__ int bsw(int x, int k) {{ switch (k) {{ case 0: return x + 100; case 1: return x + 200;\n\
+         case 2: return x + 300; case 3: return x + 400; case 4: return x + 500; case 5: return x + 600; default: return 7; }} }}\n\
+         __global__ void kb(int *o, int k) {{ o[threadIdx.x] = bsw(o[threadIdx.x], k) + tsw<int>(o[threadIdx.x], k) + inl(k, k); }}\n\
+         __global__ void kb2(long long *o, int k) {{ o[threadIdx.x] = tsw<long long>(o[threadIdx.x], k); }}\n"
+    );
+    let c = format!(
+        "{header}__global__ void kc(double *o, int k) {{ o[threadIdx.x] = tsw<double>(o[threadIdx.x], k) + inl(k, 3) + tsw<int>(k, k); }}\n"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let mut links = Vec::new();
+    for sm in ["sm_75", "sm_80", "sm_90a", "sm_100a", "sm_120a"] {
+        let [a, b, c] = [("wa", &a), ("wb", &b), ("wc", &c)]
+            .map(|(n, t)| compiled(dir.path(), n, t, sm, &[]).display().to_string());
+        let arch = format!("-arch={sm}");
+        links.push((
+            format!("two units {sm}"),
+            vec![arch.clone(), a.clone(), b.clone()],
+        ));
+        links.push((format!("three units {sm}"), vec![arch, a, b, c]));
+    }
+    let failures = identical_all(&links);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

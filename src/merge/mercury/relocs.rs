@@ -40,34 +40,29 @@ impl Merger<'_> {
         let mut lists = MercLists::default();
         // (the inputs outlive this borrow of the merger, which each relocation takes)
         let inputs = self.inputs;
-        for (i, view) in st.views.iter().enumerate() {
-            let c = &inputs[i].cubin;
-            for (ri, rs) in c.sections.iter().enumerate() {
-                if rs.ty != SHT_MERC_RELA {
+        // (a replaced copy's bank-2 relocations come right after its kept copy's, as
+        // the input has them: Mercury sections (input, section))
+        let merc = |k: &SecKey| Some((k.input, *st.views[k.input].merc_of.get(&k.sec)?));
+        let copies: Vec<((usize, usize), Vec<(usize, usize)>)> = (self.bank2.replaced_copies)
+            .iter()
+            .filter_map(|(kept, gone)| Some((merc(kept)?, gone.iter().filter_map(merc).collect())))
+            .collect();
+        let deferred: HashSet<(usize, usize)> =
+            copies.iter().flat_map(|c| c.1.iter().copied()).collect();
+        for (i, c) in inputs.iter().enumerate().take(st.views.len()) {
+            for (ri, rs) in c.cubin.sections.iter().enumerate() {
+                let m = (i, rs.info as usize);
+                if rs.ty != SHT_MERC_RELA || deferred.contains(&m) {
                     continue;
                 }
-                let places = match st.copies.get(&(i, rs.info as usize)) {
-                    Some(p) => p.clone(),
-                    None => match st.placed.get(&(i, rs.info as usize)) {
-                        Some(&p) => vec![p],
-                        None => continue,
-                    },
-                };
-                let target = &c.sections[rs.info as usize];
-                // (the replaced data objects of the SASS twin's: their relocations go)
-                let replaced = (target.name.strip_prefix(".nv.merc"))
-                    .and_then(|twin| c.section_index(twin))
-                    .map(|si| self.replaced_objects(i, si))
-                    .unwrap_or_default();
-                let mut entries = c.relocations(ri)?;
-                entries.retain(|r| !replaced.iter().any(|&(a, b)| (a..b).contains(&r.offset)));
-                if st.copies.contains_key(&(i, rs.info as usize)) {
-                    self.bank2_relocation_order(i, rs.info as usize, &mut entries);
-                }
-                for (place, r) in
-                    (places.into_iter()).flat_map(|p| entries.iter().map(move |r| (p, *r)))
-                {
-                    self.merc_relocation(st, view, i, rs.info as usize, place, r, &mut lists)?;
+                self.merc_relocation_section(st, i, ri, false, &mut lists)?;
+                for &(j, gone) in copies.iter().filter(|c| c.0 == m).flat_map(|c| &c.1) {
+                    let cj = &inputs[j].cubin;
+                    if let Some(rj) = (cj.sections.iter())
+                        .position(|s| s.ty == SHT_MERC_RELA && s.info as usize == gone)
+                    {
+                        self.merc_relocation_section(st, j, rj, true, &mut lists)?;
+                    }
                 }
             }
         }
@@ -103,6 +98,45 @@ impl Merger<'_> {
             let (name, ty) = (".nv.merc.nv.resolvedrela", SHT_MERC_RESOLVED_RELA);
             let o = rela_section(st, &self.out, out, list, name, ty);
             self.new_section(o, false);
+        }
+        Ok(())
+    }
+
+    /// What becomes of the relocations of input `i`'s Mercury relocation section `ri`
+    /// (`replaced_copy`: a replaced copy's bank 2, whose relocations nvlink takes in the
+    /// input's order, not by object).
+    fn merc_relocation_section(
+        &mut self,
+        st: &Capsules,
+        i: usize,
+        ri: usize,
+        replaced_copy: bool,
+        lists: &mut MercLists,
+    ) -> Result<()> {
+        let inputs = self.inputs;
+        let c = &inputs[i].cubin;
+        let rs = &c.sections[ri];
+        let places = match st.copies.get(&(i, rs.info as usize)) {
+            Some(p) => p.clone(),
+            None => match st.placed.get(&(i, rs.info as usize)) {
+                Some(&p) => vec![p],
+                None => return Ok(()),
+            },
+        };
+        let target = &c.sections[rs.info as usize];
+        // (the replaced data objects of the SASS twin's: their relocations go)
+        let replaced = (target.name.strip_prefix(".nv.merc"))
+            .and_then(|twin| c.section_index(twin))
+            .map(|si| self.replaced_objects(i, si))
+            .unwrap_or_default();
+        let mut entries = c.relocations(ri)?;
+        entries.retain(|r| !replaced.iter().any(|&(a, b)| (a..b).contains(&r.offset)));
+        if st.copies.contains_key(&(i, rs.info as usize)) && !replaced_copy {
+            self.bank2_relocation_order(i, rs.info as usize, &mut entries);
+        }
+        let view = &st.views[i];
+        for (place, r) in (places.into_iter()).flat_map(|p| entries.iter().map(move |r| (p, *r))) {
+            self.merc_relocation(st, view, i, rs.info as usize, place, r, lists)?;
         }
         Ok(())
     }
