@@ -1269,7 +1269,14 @@ fn damaged_containers_and_mercury_relocations_are_refused_as_nvlink_refuses() {
         assert!(err.contains(&format!("'{name}'")), "{name}: {err}");
         assert!(!d.join("r.cubin").exists(), "{name}: output left behind");
     }
-    for good in ["k.o", "k.cubin"] {
+    // (a Mercury relocation section's own name does not matter to nvlink: its image is
+    // the undamaged file's; nvlinkrs copied it under the damaged name, `sh_info` 0)
+    let name = cubin
+        .windows(25)
+        .position(|w| w == b".nv.merc.rela.text._Z1kPi")
+        .unwrap();
+    std::fs::write(d.join("renamed.cubin"), set(&cubin, name, b"xnv")).unwrap();
+    for good in ["k.o", "k.cubin", "renamed.cubin"] {
         links_as_nvlink(&tk, d, &["-arch=sm_100a", good]);
     }
 }

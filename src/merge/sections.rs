@@ -75,6 +75,8 @@ impl<'a> Merger<'a> {
                     SHT_CUDA_CALLGRAPH | SHT_CUDA_PROTOTYPE | SHT_CUDA_COMPAT | SHT_CUDA_RELOCINFO
                 ) || s.ty == SHT_CUDA_INFO
                     || (exec && s.ty == SHT_CUDA_SHARED)
+                    // (Mercury relocations, whatever a damaged name says: `merc_relocations`)
+                    || s.ty == SHT_MERC_RELA
                     || s.name.starts_with(".nv.merc.")
                     || s.name.starts_with(".nv.capmerc.");
                 // (a device function's bank 2 goes into its kernels' banks: `bank2`)
