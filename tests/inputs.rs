@@ -1199,7 +1199,7 @@ fn section_header(elf: &[u8], name: &str) -> usize {
 
 /// Damaged inputs nvlink 13.5 refuses are refused (attacker review of 2026-11-30: each
 /// was linked with exit 0): a fatbin container of another version, a member for a
-/// four-digit target, a Mercury relocation past the end of the code it patches (sm_100a:
+/// four-digit target or none, a Mercury relocation past the end of the code it patches (sm_100a:
 /// it reached the image, and the driver's finalizer), or a table of them read from
 /// elsewhere. Exit 1 as nvlink, nvlink's words (its first
 /// line's level aside: nvlink calls the container's an `error` before its `fatal`), no
@@ -1238,6 +1238,7 @@ fn damaged_containers_and_mercury_relocations_are_refused_as_nvlink_refuses() {
             "arch.o",
             set(&host, fat + 16 + 0x1C, &1000u32.to_le_bytes()),
         ),
+        ("arch0.o", set(&host, fat + 16 + 0x1C, &0u32.to_le_bytes())),
         (
             "past.cubin",
             set(&cubin, entries, &0x10000u64.to_le_bytes()),
@@ -1276,7 +1277,15 @@ fn damaged_containers_and_mercury_relocations_are_refused_as_nvlink_refuses() {
         .position(|w| w == b".nv.merc.rela.text._Z1kPi")
         .unwrap();
     std::fs::write(d.join("renamed.cubin"), set(&cubin, name, b"xnv")).unwrap();
-    for good in ["k.o", "k.cubin", "renamed.cubin"] {
+    // (nor an offset past the end of a Mercury section other than a capsule's code)
+    let frame = section_header(&cubin, ".nv.merc.rela.debug_frame");
+    let at = u64::from_le_bytes(cubin[frame + 0x18..frame + 0x20].try_into().unwrap()) as usize;
+    std::fs::write(
+        d.join("frame.cubin"),
+        set(&cubin, at, &(1u64 << 32).to_le_bytes()),
+    )
+    .unwrap();
+    for good in ["k.o", "k.cubin", "renamed.cubin", "frame.cubin"] {
         links_as_nvlink(&tk, d, &["-arch=sm_100a", good]);
     }
 }

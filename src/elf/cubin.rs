@@ -657,7 +657,7 @@ impl Cubin {
     /// words where its `sh_info` names no Mercury section (a damaged input: nvlink stops;
     /// the relocation section's own name does not matter to it). A capsule's code is as
     /// long as its function's Mercury symbol says (not its compressed bytes: a 0xa6-byte
-    /// capsule of 0xe0 bytes of code); `None` where no symbol says.
+    /// capsule of 0xe0 bytes of code); `None` where no symbol says, and for another section.
     fn merc_reloc_end(&self, s: &Section) -> Result<Option<u64>> {
         let target = (s.info != 0)
             .then(|| self.sections.get(s.info as usize))
@@ -671,8 +671,10 @@ impl Cubin {
                 )),
             );
         };
+        // (nvlink takes any offset into another Mercury section: a debug frame's, a
+        // bank's; attacker review)
         if t.ty != SHT_CAPMERC_TEXT {
-            return Ok(t.has_bytes().then_some(t.size));
+            return Ok(None);
         }
         Ok((self.merc_symbols.iter())
             .filter(|m| m.ty == STT_FUNC && m.shndx == s.info as u16 && m.size > 0)

@@ -403,9 +403,10 @@ fn parse_members(
                 ),
             ));
         }
-        // (nvlink names targets by up to three digits: a member of any larger one stops
-        // it, checked against nvlink 13.5: 999 is a target not found, 1000 is refused)
-        if rd32(0x1C) >= 1000 {
+        // (nvlink names targets by up to three digits: a member of any larger one, or
+        // of none, stops it, checked against nvlink 13.5: 999 is a target not found,
+        // 0 and 1000 are refused)
+        if rd32(0x1C) == 0 || rd32(0x1C) >= 1000 {
             return Err(Error::fatal("Unknown arch name ''").context(format!(
                 "'{origin}' at offset {:#x}: a fatbin member for target {}, which nvlink cannot name (elfLink fatbinary error)",
                 at + 0x1C,

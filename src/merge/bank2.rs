@@ -484,8 +484,14 @@ impl Merger<'_> {
             }
             let records = crate::elf::capsule::operands(data, bank);
             // (no record at all: the capsule has no operand to write, as in libNVVM's
-            // output, whose switch tables are loaded through `.const_opt` symbols)
+            // output, whose switch tables are loaded through `.const_opt` symbols; but
+            // 16-bit records of the fuller reading may pair: two predicated reads,
+            // `@P0 LDC.S8`, `@P0 LDC.64`, have records whose byte 4 is 0, attacker
+            // review of 2026-11-30)
             if records.is_empty() {
+                if bank == Bank::Three16 {
+                    with_indexed(data, &resolved);
+                }
                 continue;
             }
             // (the unit's own variables alone where they pair and the others do not;

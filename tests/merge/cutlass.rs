@@ -376,3 +376,40 @@ fn a_function_reading_three_units_constants_gets_each_capsule_offset() {
     let failures = identical(&links);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// Reads of `__constant__` variables under one predicate in a `__noinline__` function
+/// (`if (t > 5) r += gd + gc;`: `@P0 LDC.S8`, `@P0 LDC.64`, and `__half`, `unsigned short`
+/// and `signed char` reads under two), sm_100a and sm_120a: nvlink writes their 16-bit
+/// capsule records, whose byte 4 is 0 or 8, as it writes the others; nvlinkrs left them 0
+/// (attacker review of 2026-11-30).
+#[test]
+fn predicated_constant_reads_get_their_capsule_offsets() {
+    let programs = [
+        (
+            "two_under_one",
+            "__constant__ double gd; __constant__ char gc; __constant__ float ff[16];\n\
+             __device__ __noinline__ double fb(int t) { double r = t; if (t > 5) r += gd + gc; return r; }\n\
+             __global__ void ka(double *o) { int t = threadIdx.x; o[t] = fb(t) + ff[t & 15]; }\n",
+        ),
+        (
+            "narrow_under_two",
+            "#include <cuda_fp16.h>\n__constant__ __half h1, h2; __constant__ unsigned short us; __constant__ signed char sc;\n\
+             __device__ __noinline__ float fb(int t) { float r = t; if (t > 5) r += __half2float(h1) + __half2float(h2);\n\
+             if (t > 9) r += us + sc; return r; }\n\
+             __global__ void ka(float *o) { int t = threadIdx.x; o[t] = fb(t); }\n",
+        ),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let mut links = Vec::new();
+    for sm in ["sm_100a", "sm_120a"] {
+        for (name, src) in programs {
+            let o = compiled(dir.path(), name, src, sm, &[]);
+            links.push((
+                format!("{name} {sm}"),
+                vec![format!("-arch={sm}"), o.display().to_string()],
+            ));
+        }
+    }
+    let failures = identical(&links);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
