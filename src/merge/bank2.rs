@@ -593,7 +593,12 @@ fn with_indexed(data: &mut [u8], fields: &[(u64, u32, bool)]) -> bool {
     let wide = crate::elf::capsule::bank3_records_with_indexed(data, true);
     let written: Vec<usize> = (wide.iter()).filter(|r| r.1).map(|r| r.0).collect();
     let direct: Vec<u32> = (fields.iter()).filter(|f| !f.2).map(|f| f.1).collect();
-    if written.len() != direct.len() || written.len() == wide.len() {
+    // (where every read is direct and every record written, the narrower reading's
+    // count decided; a read at an index may have no record at all: `&g_p[1]` handed to
+    // a function, beside predicated reads of `g_p`, new-user review of 2026-11-30)
+    if written.len() != direct.len()
+        || (written.len() == wide.len() && direct.len() == fields.len())
+    {
         return false;
     }
     for (&at, &v) in written.iter().zip(&direct) {

@@ -8,7 +8,7 @@
 //! * the first input's records come first, in its order, an attribute only a later
 //!   input has after them, in the order met; an attribute several have takes the
 //!   largest value (`ISA_CLASS`, 0x02: libcudadevrt's sm_120 code has 2 where ptxas 13.5
-//!   writes 1);
+//!   writes 1); `CAN_FASTPATH_FINALIZE` (0x0B) is the first unit with code's;
 //! * `INST_TCGEN05_MMA` (0x05) stays only where every input has it, `FINALIZER_VERSION`
 //!   (0x0E) too below sm_100; from sm_100 the image always has it (0x0440);
 //! * then the target's own rules (`for_target`).
@@ -53,8 +53,13 @@ fn normalized(recs: &[Record]) -> Vec<Record> {
 
 /// The image's records from `all`, each merged input's (in input order; empty for an
 /// input without `.nv.compat`, which then has none of the attributes that must be in
-/// every input); `code_sm` the first input's SM.
-pub(super) fn merged(all: &[Vec<Record>], code_sm: u32, target: Arch) -> Vec<Record> {
+/// every input; `code`: whether each has code); `code_sm` the first input's SM.
+pub(super) fn merged(
+    all: &[Vec<Record>],
+    code: &[bool],
+    code_sm: u32,
+    target: Arch,
+) -> Vec<Record> {
     let inputs: Vec<Vec<Record>> = all
         .iter()
         .filter(|rs| !rs.is_empty())
@@ -71,6 +76,18 @@ pub(super) fn merged(all: &[Vec<Record>], code_sm: u32, target: Arch) -> Vec<Rec
                 None => out.push(r.clone()),
             }
         }
+    }
+    // (`CAN_FASTPATH_FINALIZE` is the first unit with code's where one has it: a unit of
+    // `__constant__` data alone says 0x50 at sm_120a where the kernels' unit says 0x10,
+    // and nvlink writes 0x10 in either order; new-user review of 2026-11-30)
+    let coded = (all.iter().zip(code))
+        .filter(|(_, c)| **c)
+        .find_map(|(rs, _)| rs.iter().find(|r| r.attr == CAN_FASTPATH_FINALIZE));
+    if let (Some(first), Some(o)) = (
+        coded,
+        out.iter_mut().find(|o| o.attr == CAN_FASTPATH_FINALIZE),
+    ) {
+        o.payload = first.payload.clone();
     }
     let every = |attr: u8| all.iter().all(|rs| rs.iter().any(|r| r.attr == attr));
     out.retain(|r| match r.attr {

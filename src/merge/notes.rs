@@ -108,7 +108,12 @@ impl<'a> Merger<'a> {
                                 .unwrap_or_default()
                         })
                         .collect();
-                    let recs = compat::merged(&all, (c.e_flags >> 8) & 0xFF, target);
+                    let code: Vec<bool> = (self.inputs.iter())
+                        .map(|inp| {
+                            (inp.cubin.sections.iter()).any(|s| s.flags & SHF_EXECINSTR != 0)
+                        })
+                        .collect();
+                    let recs = compat::merged(&all, &code, (c.e_flags >> 8) & 0xFF, target);
                     o.data = info::encode_all(&recs);
                 }
                 let compat = self.new_section(o, false);

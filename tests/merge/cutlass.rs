@@ -413,3 +413,39 @@ fn predicated_constant_reads_get_their_capsule_offsets() {
     let failures = identical(&links);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// From a new user's programs (review of 2026-11-30), sm_100a and sm_120a: a kernel reading
+/// another unit's `__constant__` struct under a predicate and handing `&g_p[1]` to a
+/// function (its relocation of the indexed form has no capsule record: nvlinkrs left the
+/// two predicated reads' records 0); and a unit of `__constant__` data alone linked first
+/// (its `.nv.compat` says `CAN_FASTPATH_FINALIZE` 0x50 at sm_120a, the kernel's unit 0x10;
+/// nvlink writes the unit with code's, nvlinkrs wrote the first input's).
+#[test]
+fn a_new_users_constant_struct_programs_are_nvlinks() {
+    let data = "#include <cuda_fp16.h>\nstruct P { double c[4]; __half h[4]; };\n\
+                __constant__ P g_p[2] = {{{1, 2, 3, 4}}, {{0.5, 0.25, 0, 0}}};\n";
+    let reader = "#include <cuda_fp16.h>\nstruct P { double c[4]; __half h[4]; };\nextern __constant__ P g_p[2];\n\
+                  __device__ __noinline__ float helper(const P &p, float x) { return x * (float)p.c[2]; }\n\
+                  __global__ void gk(const float *in, float *out) {\n\
+                    int i = blockIdx.x * blockDim.x + threadIdx.x; float acc = in[i];\n\
+                    if (acc > 0.5f) acc += (float)g_p[1].c[1] * __half2float(g_p[0].h[2]);\n\
+                    out[i] = helper(g_p[1], acc); }\n";
+    let dir = tempfile::tempdir().unwrap();
+    let mut links = Vec::new();
+    for sm in ["sm_100a", "sm_120a"] {
+        let d = compiled(dir.path(), "data", data, sm, &[])
+            .display()
+            .to_string();
+        let r = compiled(dir.path(), "reader", reader, sm, &[])
+            .display()
+            .to_string();
+        let arch = format!("-arch={sm}");
+        links.push((
+            format!("reader first {sm}"),
+            vec![arch.clone(), r.clone(), d.clone()],
+        ));
+        links.push((format!("data first {sm}"), vec![arch, d, r]));
+    }
+    let failures = identical(&links);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
