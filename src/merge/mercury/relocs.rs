@@ -7,6 +7,9 @@ use super::*;
 /// A Mercury relocation: (offset, symbol, type, addend).
 type Entry = (u64, u32, u32, i64);
 
+/// A Mercury section of an input: (input, section).
+type MercSection = (usize, usize);
+
 /// The Mercury relocations that stay, per target section in the order first met, and
 /// (`--preserve-relocs`) the applied ones, per capsule in the order met.
 #[derive(Default)]
@@ -43,11 +46,11 @@ impl Merger<'_> {
         // (a replaced copy's bank-2 relocations come right after its kept copy's, as
         // the input has them: Mercury sections (input, section))
         let merc = |k: &SecKey| Some((k.input, *st.views[k.input].merc_of.get(&k.sec)?));
-        let copies: Vec<((usize, usize), Vec<(usize, usize)>)> = (self.bank2.replaced_copies)
+        let copies: Vec<(MercSection, Vec<MercSection>)> = (self.bank2.replaced_copies)
             .iter()
             .filter_map(|(kept, gone)| Some((merc(kept)?, gone.iter().filter_map(merc).collect())))
             .collect();
-        let deferred: HashSet<(usize, usize)> =
+        let deferred: HashSet<MercSection> =
             copies.iter().flat_map(|c| c.1.iter().copied()).collect();
         for (i, c) in inputs.iter().enumerate().take(st.views.len()) {
             for (ri, rs) in c.cubin.sections.iter().enumerate() {
