@@ -400,18 +400,26 @@ fn predicated_constant_reads_get_their_capsule_offsets() {
         ),
     ];
     let dir = tempfile::tempdir().unwrap();
-    let mut links = Vec::new();
-    for sm in ["sm_100a", "sm_120a"] {
-        for (name, src) in programs {
-            let o = compiled(dir.path(), name, src, sm, &[]);
-            links.push((
-                format!("{name} {sm}"),
-                vec![format!("-arch={sm}"), o.display().to_string()],
-            ));
-        }
-    }
+    let links = one_unit_each(dir.path(), &programs, &["sm_100a", "sm_120a"]);
     let failures = identical(&links);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// A link of each (name, source) alone, compiled (`-dc`) for each of `sms`.
+fn one_unit_each(
+    dir: &Path,
+    programs: &[(&str, &str)],
+    sms: &[&str],
+) -> Vec<(String, Vec<String>)> {
+    let mut links = Vec::new();
+    for sm in sms {
+        for (name, src) in programs {
+            let o = compiled(dir, name, src, sm, &[]);
+            let args = vec![format!("-arch={sm}"), o.display().to_string()];
+            links.push((format!("{name} {sm}"), args));
+        }
+    }
+    links
 }
 
 /// From a new user's programs (review of 2026-11-30), sm_100a and sm_120a: a kernel reading
