@@ -62,7 +62,7 @@ pub fn operands(data: &[u8], bank: Bank) -> Vec<usize> {
 }
 
 /// Bank 3's 16-bit records (`Bank::Three16`) as a fuller reading finds them, in order,
-/// each with whether nvlink writes its operand: also those whose byte 4 is 0 or 8
+/// each with whether nvlink writes its operand: also those whose byte 4 is 0, 8 or 9
 /// (predicated reads: `@P0 LDC.U16`, `@P1 LDC.S8`), and the
 /// records of an indexed read (`02 22 0c 06`, byte 4 0, byte 6 0x42, bank 3's mark),
 /// which take a relocation of their own but whose operand nvlink leaves as ptxas wrote it
@@ -82,7 +82,7 @@ pub fn bank3_records_with_indexed(data: &[u8], wide: bool) -> Vec<(usize, bool)>
     (0..data.len().saturating_sub(31))
         .filter_map(|p| {
             let r = &data[p..p + 32];
-            if form(r, 0x0e, &[0x00, 0x01, 0x08, 0xf8]) {
+            if form(r, 0x0e, &[0x00, 0x01, 0x08, 0x09, 0xf8]) {
                 Some((p + 28, true))
             } else if form(r, 0x0c, indexed) {
                 Some((p + 28, false))

@@ -457,3 +457,48 @@ fn a_new_users_constant_struct_programs_are_nvlinks() {
     let failures = identical(&links);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// A new user's FIR filter (review of 2026-11-30), sm_100a: the kernel reads another unit's
+/// `__constant__` struct in a loop (four reads at an index of the struct's base) and its
+/// members and two tables under two predicates (16-bit records whose byte 4 is 8 and 9):
+/// nvlinkrs wrote other reads' offsets into those records (0xa0 where nvlink writes 0x20).
+/// (At sm_120a nvlink's image of this kernel has the finalizer's control words:
+/// docs/rules/differences.md.)
+#[test]
+fn a_new_users_fir_filter_gets_its_capsule_offsets() {
+    let header = "struct FilterParams { float coef[8]; double scale; int taps; short bias[4]; };\n\
+                  extern __constant__ float g_coef[16];\nextern __constant__ double g_dcoef[8];\n\
+                  extern __constant__ FilterParams g_fp;\n";
+    let defs = format!(
+        "{header}__constant__ float g_coef[16] = {{0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f, 0.7f, 0.8f}};\n\
+         __constant__ double g_dcoef[8] = {{1.0, 0.5, 0.25, 0.125}};\n\
+         __constant__ FilterParams g_fp = {{{{0.5f, 0.25f, 0.125f, 0.0625f, 0.03f, 0.02f, 0.01f, 0.005f}}, 2.5, 5, {{1, -1, 2, -2}}}};\n"
+    );
+    let fir = format!(
+        "{header}__global__ void fir_kernel(const float *in, float *out, int n, float k) {{\n\
+           __shared__ float tile[256 + 8];\n\
+           int i = blockIdx.x * blockDim.x + threadIdx.x;\n\
+           tile[threadIdx.x] = i < n ? in[i] : 0.f;\n\
+           if (threadIdx.x < 8) tile[blockDim.x + threadIdx.x] = (i + blockDim.x < n) ? in[i + blockDim.x] : 0.f;\n\
+           __syncthreads();\n\
+           float acc = 0.f;\n\
+           for (int t = 0; t < g_fp.taps; ++t) acc += tile[threadIdx.x + t] * g_fp.coef[t];\n\
+           if (acc > k) acc += g_coef[3] * (float)g_fp.scale;\n\
+           else if (acc < -k) acc -= g_coef[5] * (float)g_dcoef[2];\n\
+           if (i < n) out[i] = acc;\n}}\n"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let sm = "sm_100a";
+    let d = compiled(dir.path(), "fir_defs", &defs, sm, &[]);
+    let f = compiled(dir.path(), "fir", &fir, sm, &[]);
+    let links = vec![(
+        format!("fir filter {sm}"),
+        vec![
+            format!("-arch={sm}"),
+            f.display().to_string(),
+            d.display().to_string(),
+        ],
+    )];
+    let failures = identical(&links);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
