@@ -85,6 +85,11 @@ pub struct Section {
 }
 
 impl Section {
+    /// Whether this is a capsule-Mercury section (sm_100+), by its name.
+    pub fn is_mercury(&self) -> bool {
+        self.name.starts_with(".nv.merc.") || self.name.starts_with(".nv.capmerc.")
+    }
+
     pub fn has_bytes(&self) -> bool {
         !matches!(
             self.ty,
@@ -657,12 +662,13 @@ impl Cubin {
     /// words where its `sh_info` names no Mercury section (a damaged input: nvlink stops;
     /// the relocation section's own name does not matter to it). A capsule's code is as
     /// long as its function's Mercury symbol says (not its compressed bytes: a 0xa6-byte
-    /// capsule of 0xe0 bytes of code); `None` where no symbol says, and for another section.
+    /// capsule of 0xe0 bytes of code, its `sh_info` naming the symbol); `None` where no
+    /// symbol says, and for another section.
     fn merc_reloc_end(&self, s: &Section) -> Result<Option<u64>> {
         let target = (s.info != 0)
             .then(|| self.sections.get(s.info as usize))
             .flatten()
-            .filter(|t| t.name.starts_with(".nv.merc.") || t.name.starts_with(".nv.capmerc."));
+            .filter(|t| t.is_mercury());
         let Some(t) = target else {
             return Err(
                 Error::fatal("Internal error: internal error").context(format!(
@@ -676,10 +682,18 @@ impl Cubin {
         if t.ty != SHT_CAPMERC_TEXT {
             return Ok(None);
         }
-        Ok((self.merc_symbols.iter())
-            .filter(|m| m.ty == STT_FUNC && m.shndx == s.info as u16 && m.size > 0)
-            .map(|m| m.size)
-            .max())
+        // (a capsule's sh_info is its function's Mercury symbol; else, damaged, any
+        // function symbol in it)
+        let of_capsule = |m: &&Symbol| m.ty == STT_FUNC && m.shndx == s.info as u16 && m.size > 0;
+        let named = self.merc_symbols.get(t.info as usize).filter(of_capsule);
+        Ok(named
+            .or_else(|| {
+                self.merc_symbols
+                    .iter()
+                    .filter(of_capsule)
+                    .max_by_key(|m| m.size)
+            })
+            .map(|m| m.size))
     }
 
     pub fn section_index(&self, name: &str) -> Option<usize> {

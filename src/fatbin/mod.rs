@@ -406,11 +406,11 @@ fn parse_members(
         // (nvlink names targets by up to three digits: a member of any larger one, or
         // of none, stops it, checked against nvlink 13.5: 999 is a target not found,
         // 0 and 1000 are refused)
-        if rd32(0x1C) == 0 || rd32(0x1C) >= 1000 {
+        let sm = rd32(0x1C);
+        if sm == 0 || sm >= 1000 {
             return Err(Error::fatal("Unknown arch name ''").context(format!(
-                "'{origin}' at offset {:#x}: a fatbin member for target {}, which nvlink cannot name (elfLink fatbinary error)",
-                at + 0x1C,
-                rd32(0x1C)
+                "'{origin}' at offset {:#x}: a fatbin member for target {sm}, which nvlink cannot name (elfLink fatbinary error)",
+                at + 0x1C
             )));
         }
         let flags = rd64(0x28);
@@ -470,7 +470,7 @@ fn parse_members(
             payload_size,
             stored_size,
             code_version: (h.u16_at(0x1A).unwrap_or(0), h.u16_at(0x18).unwrap_or(0)),
-            sm: rd32(0x1C),
+            sm,
             flags,
             lto_key: rd64(0x30),
             uncompressed_size: rd64(0x38),

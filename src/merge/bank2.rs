@@ -58,13 +58,7 @@ impl<'a> Merger<'a> {
     /// Function `f`'s bank-2 input section, if it has one with bytes.
     fn bank2_of(&self, f: FuncId) -> Option<usize> {
         let (i, text) = (self.code.funcs[f].key.input, self.code.funcs[f].text);
-        let c = &self.inputs[i].cubin;
-        c.sections.iter().position(|s| {
-            constant_bank(s.ty) == Some(2)
-                && s.flags & SHF_INFO_LINK != 0
-                && s.info as usize == text
-                && s.size > 0
-        })
+        bank2_of_text(&self.inputs[i].cubin, text)
     }
 
     /// Whether input section `sec` of input `i` is a device function's bank 2 that an
@@ -239,13 +233,7 @@ impl<'a> Merger<'a> {
                     continue;
                 }
                 let Some(f) = self.func_of(k) else { continue };
-                let text = sym.shndx as usize;
-                if let Some(b) = c.sections.iter().position(|x| {
-                    constant_bank(x.ty) == Some(2)
-                        && x.flags & SHF_INFO_LINK != 0
-                        && x.info as usize == text
-                        && x.size > 0
-                }) {
+                if let Some(b) = bank2_of_text(c, sym.shndx as usize) {
                     out.entry(f).or_default().push(SecKey::new(i, b));
                 }
             }
@@ -376,6 +364,16 @@ impl Merger<'_> {
                 .map_or(r.offset, |o| o.0)
         });
     }
+}
+
+/// The bank-2 section with bytes (`.nv.constant2.<f>`) of code section `text` of `c`.
+fn bank2_of_text(c: &Cubin, text: usize) -> Option<usize> {
+    c.sections.iter().position(|s| {
+        constant_bank(s.ty) == Some(2)
+            && s.flags & SHF_INFO_LINK != 0
+            && s.info as usize == text
+            && s.size > 0
+    })
 }
 
 /// R_MERCURY_ABS16: a 16-bit field of a Mercury instruction (the constant-bank offset of

@@ -71,10 +71,6 @@ fn sass_twin_nth(c: &Cubin, merc: &str, nth: usize) -> Option<usize> {
     Some(same.take(nth).last().map_or(first, |(k, _)| k))
 }
 
-pub(super) fn is_mercury(s: &Section) -> bool {
-    s.name.starts_with(".nv.merc.") || s.name.starts_with(".nv.capmerc.")
-}
-
 /// How one input's Mercury view maps onto its SASS one.
 pub(super) struct View {
     /// Mercury section → SASS section of the same input.
@@ -97,7 +93,7 @@ impl View {
         let mut merc_of = HashMap::default();
         let mut seen: HashMap<&str, usize> = HashMap::default();
         for (i, s) in c.sections.iter().enumerate() {
-            if !is_mercury(s) {
+            if !s.is_mercury() {
                 continue;
             }
             let nth = seen.entry(s.name.as_str()).or_insert(0);
@@ -227,7 +223,7 @@ impl Merger<'_> {
         // that has it
         let mut proto: HashMap<String, Section> = HashMap::default();
         for inp in self.inputs {
-            for s in inp.cubin.sections.iter().filter(|s| is_mercury(s)) {
+            for s in inp.cubin.sections.iter().filter(|s| s.is_mercury()) {
                 let key = if s.ty == SHT_CAPMERC_TEXT {
                     ".nv.capmerc.text".to_string()
                 } else if s.ty == SHT_MERC_RELA {
@@ -340,7 +336,7 @@ impl Merger<'_> {
         for (i, view) in st.views.iter().enumerate() {
             let c = &self.inputs[i].cubin;
             for (si, s) in c.sections.iter().enumerate() {
-                if !is_mercury(s)
+                if !s.is_mercury()
                     || matches!(
                         s.ty,
                         SHT_CAPMERC_TEXT

@@ -77,8 +77,7 @@ impl<'a> Merger<'a> {
                     || (exec && s.ty == SHT_CUDA_SHARED)
                     // (Mercury relocations, whatever a damaged name says: `merc_relocations`)
                     || s.ty == SHT_MERC_RELA
-                    || s.name.starts_with(".nv.merc.")
-                    || s.name.starts_with(".nv.capmerc.");
+                    || s.is_mercury();
                 // (a device function's bank 2 goes into its kernels' banks: `bank2`)
                 if skip || self.is_dropped_function_section(i, si) || self.is_function_bank2(i, si)
                 {
