@@ -94,13 +94,20 @@ pub fn bank3_records_with_indexed(data: &[u8], wide: bool) -> Vec<(usize, bool)>
 }
 
 /// Capsule `data` with its constant-bank operands zeroed (two capsules that differ only
-/// there are the same code at other bank offsets).
+/// there are the same code at other bank offsets), the fuller reading's 16-bit records
+/// too (predicated reads: a finalizer's image has them written, the unit 0; a new user's
+/// FIR kernel at sm_100a, whose control bits were left as ptxas wrote them).
 pub fn without_bank_operands(data: &[u8]) -> Vec<u8> {
     let mut d = data.to_vec();
-    for bank in Bank::ALL {
-        for at in operands(data, bank) {
-            d[at..at + 4].fill(0);
-        }
+    let fuller = bank3_records_with_indexed(data, true)
+        .into_iter()
+        .map(|(at, _)| at);
+    for at in Bank::ALL
+        .iter()
+        .flat_map(|&b| operands(data, b))
+        .chain(fuller)
+    {
+        d[at..at + 4].fill(0);
     }
     d
 }

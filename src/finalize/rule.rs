@@ -15,8 +15,7 @@
 //! in its `.note.nv.tkinfo`, ptxas entries of the very version of the toolkit's ptxas
 //! (the one whose libnvJitLink finalizes). Code an other ptxas made is not covered:
 //! NVSHMEM's `libnvshmem_device.a` (ptxas 13.0) has device functions the 13.5 finalizer
-//! rewrites, code and capsule, and the kernels of other units that call them get another
-//! capsule too (`tests/merge/nvshmem.rs`). So in a link with one such unit (or one with
+//! rewrites, code and capsule (`tests/merge/nvshmem.rs`). So in a link with one such unit (or one with
 //! no ptxas entry) nothing is decided: every function of every unit is finalized, in one
 //! job of the whole program, as nvlink does.
 

@@ -298,7 +298,10 @@ fn the_rule_and_the_per_unit_jobs_hold_against_whole_program_jobs() {
 /// NVSHMEM's device library (`libnvshmem_device.a`, which ptxas 13.0 made) linked with a
 /// ring kernel (the toolkit's ptxas's) at sm_100, finalized whole: the rule does not
 /// apply to that link, and it would be wrong there: the finalizer changes functions it
-/// would decide, in the library's units and in the ring kernel's (which calls them).
+/// would decide in the library's units. (The ring unit's functions, which call them, come
+/// out with ptxas's code and capsules but for the offsets a link writes, predicated
+/// 16-bit records' among them: compared with those, the unit was listed here too before
+/// 2026-12-01.)
 #[test]
 fn the_rule_does_not_apply_to_code_another_ptxas_made() {
     let cuda = PathBuf::from(std::env::var_os("CUDA_HOME").expect("CUDA_HOME"));
@@ -348,8 +351,5 @@ fn the_rule_does_not_apply_to_code_another_ptxas_made() {
             wrong.push(path.file_name().unwrap().to_string_lossy().into_owned());
         }
     }
-    assert_eq!(
-        wrong,
-        ["ring_100.cubin", "libnvshmem_device.17.sm_100.cubin"]
-    );
+    assert_eq!(wrong, ["libnvshmem_device.17.sm_100.cubin"]);
 }

@@ -462,8 +462,10 @@ fn a_new_users_constant_struct_programs_are_nvlinks() {
 /// `__constant__` struct in a loop (four reads at an index of the struct's base) and its
 /// members and two tables under two predicates (16-bit records whose byte 4 is 8 and 9):
 /// nvlinkrs wrote other reads' offsets into those records (0xa0 where nvlink writes 0x20).
-/// (At sm_120a nvlink's image of this kernel has the finalizer's control words:
-/// docs/rules/differences.md.)
+/// With a forced-inline `switch` reading a table at an index, the kernel's code is the
+/// finalizer's (its control words: the first `LDC R1` without a scoreboard): nvlinkrs kept
+/// ptxas's, since the finalizer's capsule had those predicated records written, the unit's
+/// 0, and the capsules were compared with them. sm_100a and sm_120a.
 #[test]
 fn a_new_users_fir_filter_gets_its_capsule_offsets() {
     let header = "struct FilterParams { float coef[8]; double scale; int taps; short bias[4]; };\n\
@@ -487,18 +489,39 @@ fn a_new_users_fir_filter_gets_its_capsule_offsets() {
            else if (acc < -k) acc -= g_coef[5] * (float)g_dcoef[2];\n\
            if (i < n) out[i] = acc;\n}}\n"
     );
+    let op = "template <typename T> __device__ __forceinline__ T apply_op(int op, T a, T b) {\n\
+                switch (op) { case 0: return a + b; case 1: return a - b; case 2: return a * b;\n\
+                case 3: return a > b ? a : b; case 4: return a < b ? a : b; case 5: return a * (T)2 + b;\n\
+                case 6: return a - b * (T)3; case 7: return (T)g_coef[7] * a; default: return a; } }\n";
+    let switched = format!("{header}{op}")
+        + &fir[header.len()..]
+            .replace(
+                "else if (acc < -k) acc -= g_coef[5] * (float)g_dcoef[2];\n",
+                "",
+            )
+            .replace(
+                "if (i < n) out[i] = acc;",
+                "acc = apply_op<float>(i & 7, acc, g_coef[i & 15]);\nif (i < n) out[i] = acc;",
+            );
+    assert!(switched.contains("acc = apply_op") && !switched.contains("else if"));
     let dir = tempfile::tempdir().unwrap();
-    let sm = "sm_100a";
-    let d = compiled(dir.path(), "fir_defs", &defs, sm, &[]);
-    let f = compiled(dir.path(), "fir", &fir, sm, &[]);
-    let links = vec![(
-        format!("fir filter {sm}"),
-        vec![
-            format!("-arch={sm}"),
-            f.display().to_string(),
-            d.display().to_string(),
-        ],
-    )];
+    let mut links = Vec::new();
+    for (name, src, sm) in [
+        ("fir", &fir, "sm_100a"),
+        ("fir_switch", &switched, "sm_100a"),
+        ("fir_switch", &switched, "sm_120a"),
+    ] {
+        let d = compiled(dir.path(), "fir_defs", &defs, sm, &[]);
+        let f = compiled(dir.path(), name, src, sm, &[]);
+        links.push((
+            format!("{name} {sm}"),
+            vec![
+                format!("-arch={sm}"),
+                f.display().to_string(),
+                d.display().to_string(),
+            ],
+        ));
+    }
     let failures = identical(&links);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
