@@ -667,10 +667,8 @@ fn corrupted_inputs_fail_cleanly() {
         set(&fat, 16 + 0x38, &100u64.to_le_bytes()),
     ));
     cases.push(("zdata.fatbin".into(), set(&fat, 16 + 0x48, &[0xFF; 16])));
-    cases.push((
-        "optoff.fatbin".into(),
-        set(&fat, 16 + 0x14, &0x3000u32.to_le_bytes()),
-    ));
+    // (an option descriptor outside the member header: nvlink links as if there were none,
+    // `damaged_containers_and_mercury_relocations_are_refused_as_nvlink_refuses`)
     let lz4 = std::fs::read(fx.join("lz4.fatbin")).unwrap();
     cases.push(("lz4data.fatbin".into(), set(&lz4, 16 + 0x48, &[0xFF; 32])));
     let ar = std::fs::read(fx.join("libsaxpy.a")).unwrap();
@@ -1200,10 +1198,10 @@ fn section_header(elf: &[u8], name: &str) -> usize {
 /// Damaged inputs nvlink 13.5 refuses are refused (attacker review of 2026-11-30: each
 /// was linked with exit 0): a fatbin container of another version, a member for a
 /// four-digit target or none, a Mercury relocation past the end of the code it patches (sm_100a:
-/// it reached the image, and the driver's finalizer), or a table of them read from
-/// elsewhere. Exit 1 as nvlink, nvlink's words (its first
+/// it reached the image, and the driver's finalizer) or of a type nvlink does not know, or
+/// a table of them read from elsewhere. Exit 1 as nvlink, nvlink's words (its first
 /// line's level aside: nvlink calls the container's an `error` before its `fatal`), no
-/// output; the undamaged files link.
+/// output; the undamaged files link, and so do damaged fields nvlink does not read.
 #[test]
 fn damaged_containers_and_mercury_relocations_are_refused_as_nvlink_refuses() {
     let tk = toolkit();
@@ -1242,6 +1240,11 @@ fn damaged_containers_and_mercury_relocations_are_refused_as_nvlink_refuses() {
         (
             "past.cubin",
             set(&cubin, entries, &0x10000u64.to_le_bytes()),
+        ),
+        // (a type no R_MERCURY type has: nvlink takes 0 and 0x10000 to 0x10040)
+        (
+            "type.cubin",
+            set(&cubin, entries + 8, &0x1_0041u32.to_le_bytes()),
         ),
         // (its entries read 5 bytes further on: nvlink's words are "internal error")
         (
@@ -1285,7 +1288,51 @@ fn damaged_containers_and_mercury_relocations_are_refused_as_nvlink_refuses() {
         set(&cubin, at, &(1u64 << 32).to_le_bytes()),
     )
     .unwrap();
-    for good in ["k.o", "k.cubin", "renamed.cubin", "frame.cubin"] {
+    // A member whose compressed size is damaged: nvlink says `Uncompress failed`, leaves
+    // the member out and exits 0 (an image without `k`); nvlinkrs refuses it
+    // (docs/rules/differences.md: pinned, this fails the day nvlink changes). The same
+    // damage in the PTX member, which neither reads, links (below).
+    let u32_at = |o: usize| u32::from_le_bytes(host[o..o + 4].try_into().unwrap()) as usize;
+    let ptx = fat + 16;
+    assert_eq!(host[ptx], 1, "nvcc's first member is its PTX");
+    let elf = ptx + u32_at(ptx + 4) + u32_at(ptx + 8);
+    assert_eq!(host[elf], 2, "then its cubin");
+    for m in [ptx, elf] {
+        let flags = u64::from_le_bytes(host[m + 0x28..m + 0x30].try_into().unwrap());
+        assert!(
+            flags & 0x8000 != 0,
+            "nvcc's members are zstd-compressed: {flags:#x}"
+        );
+    }
+    let big = 0x7fff_ffffu32.to_le_bytes();
+    std::fs::write(d.join("stored_ptx.o"), set(&host, ptx + 0x10, &big)).unwrap();
+    let stored = set(&host, elf + 0x10, &big);
+    std::fs::write(d.join("stored.o"), stored).unwrap();
+    let (nrc, nerr) = nvlink(&tk.root, &["-arch=sm_100a", "stored.o", "-o", "n.cubin"], d);
+    assert_eq!(nrc, 0, "{nerr}");
+    assert!(nerr.contains("Uncompress failed"), "{nerr}");
+    let (rc, err) = run(&["-arch=sm_100a", "stored.o", "-o", "r.cubin"], d);
+    assert_eq!(rc, 1, "{err}");
+    assert!(
+        err.contains("'stored.o'") && err.contains("compressed size"),
+        "{err}"
+    );
+    assert!(!d.join("r.cubin").exists());
+    // (nor a fatbin member's identifier or option descriptor pointing outside its header:
+    // nvlink links as if the member had none; nvlinkrs refused them naming the field)
+    for (name, field) in [("ident.o", 0x20), ("options.o", 0x14)] {
+        let damaged = set(&host, fat + 16 + field, &0x7fffu32.to_le_bytes());
+        std::fs::write(d.join(name), damaged).unwrap();
+    }
+    for good in [
+        "k.o",
+        "k.cubin",
+        "renamed.cubin",
+        "frame.cubin",
+        "ident.o",
+        "options.o",
+        "stored_ptx.o",
+    ] {
         links_as_nvlink(&tk, d, &["-arch=sm_100a", good]);
     }
 }

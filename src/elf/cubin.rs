@@ -601,6 +601,17 @@ impl Cubin {
                     )),
                 );
             }
+            if merc_end.is_some() && !crate::elf::reloc::mercury_known(r.ty) {
+                return Err(
+                    Error::fatal("Internal error: internal error").context(format!(
+                        "'{}' at offset {:#x}: Mercury relocation {k} of '{}' has type {:#x}, which no R_MERCURY type has (nvlink 13.5 takes 0 and 0x10000 to 0x10040)",
+                        self.origin,
+                        s.offset + (k * size) as u64,
+                        s.name,
+                        r.ty
+                    )),
+                );
+            }
             if let Some(Some(end)) = merc_end
                 && r.offset >= end
             {

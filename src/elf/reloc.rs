@@ -152,6 +152,13 @@ pub fn known(ty: u32) -> bool {
     (ty as usize) < TABLE.len()
 }
 
+/// Whether `ty` is a Mercury relocation type nvlink 13.5 takes (read off nvlink: 0 and
+/// 0x10000 to 0x10040; any other, in a code's or a frame's `.nv.merc.rela`, stops it with
+/// `Internal error: internal error`).
+pub fn mercury_known(ty: u32) -> bool {
+    ty == 0 || (0x1_0000..=0x1_0040).contains(&ty)
+}
+
 pub fn name(ty: u32) -> String {
     match TABLE.get(ty as usize) {
         Some((n, _)) => format!("R_CUDA_{n}"),

@@ -159,6 +159,16 @@ impl Member {
             Compression::None => self.payload.clone(),
             c => {
                 let want = self.uncompressed_size;
+                if self.stored_size as u64 > self.payload_size {
+                    return Err(malformed(
+                        origin,
+                        base + self.offset + 0x10,
+                        format!(
+                            "compressed size {} is larger than the payload region {}",
+                            self.stored_size, self.payload_size
+                        ),
+                    ));
+                }
                 if want > MAX_MEMBER_SIZE {
                     return Err(malformed(
                         origin,
@@ -416,49 +426,32 @@ fn parse_members(
         let flags = rd64(0x28);
         let stored_size = rd32(0x10);
         let compressed = flags & (flags::ZSTD | flags::LZ4 | flags::OBFUSCATED) != 0;
+        // (a compressed size past the payload region is refused when the member is
+        // read, `Member::data`: nvlink reads only the member it links)
         let stored = if compressed {
-            stored_size as u64
+            (stored_size as u64).min(payload_size)
         } else {
             payload_size
         };
-        if stored > payload_size {
-            return Err(bad(
-                0x10,
-                format!(
-                    "compressed size {stored_size} is larger than the payload region {payload_size}"
-                ),
-            ));
-        }
-        let string_in_header = |off: u32, len: u32, field: u64, what: &str| -> Result<Bytes> {
+        // The identifier and the option string: where their offsets point outside the
+        // member's header, nvlink links as if the member had none (checked against nvlink
+        // 13.5: the image is the undamaged fatbin's), so they are taken as absent.
+        let string_in_header = |off: u32, len: u32| -> Option<Bytes> {
             let end = off as u64 + len as u64;
-            if (off as usize) < MEMBER_HEADER_MIN.min(hs) || end > hs as u64 {
-                return Err(bad(
-                    field,
-                    format!("{what} at {off:#x}+{len} lies outside the {hs}-byte member header"),
-                ));
-            }
-            Ok(data.slice(m + off as usize..m + end as usize))
+            ((off as usize) >= MEMBER_HEADER_MIN.min(hs) && end <= hs as u64)
+                .then(|| data.slice(m + off as usize..m + end as usize))
         };
-        let ident_off = rd32(0x20);
-        let identifier = if ident_off != 0 {
-            let b = string_in_header(ident_off, rd32(0x24), 0x20, "identifier")?;
-            Some(String::from_utf8_lossy(&b).into_owned())
-        } else {
-            None
-        };
-        let opt_desc = rd32(0x14);
-        let options = if opt_desc != 0 {
-            if opt_desc as usize + 8 > hs || (opt_desc as usize) < MEMBER_HEADER_MIN {
-                return Err(bad(
-                    0x14,
-                    format!(
-                        "option descriptor at {opt_desc:#x} lies outside the {hs}-byte member header"
-                    ),
-                ));
+        let identifier = match rd32(0x20) {
+            0 => None,
+            off => {
+                string_in_header(off, rd32(0x24)).map(|b| String::from_utf8_lossy(&b).into_owned())
             }
-            let so = h.u32_at(opt_desc as usize).unwrap_or(0);
-            let sl = h.u32_at(opt_desc as usize + 4).unwrap_or(0);
-            Some(string_in_header(so, sl, opt_desc as u64, "option string")?)
+        };
+        let opt_desc = rd32(0x14) as usize;
+        let options = if opt_desc != 0 && opt_desc >= MEMBER_HEADER_MIN && opt_desc + 8 <= hs {
+            let so = h.u32_at(opt_desc).unwrap_or(0);
+            let sl = h.u32_at(opt_desc + 4).unwrap_or(0);
+            string_in_header(so, sl)
         } else {
             None
         };
@@ -562,13 +555,15 @@ pub(crate) mod tests {
     #[test]
     fn forged_sizes_are_rejected() {
         let mut f = build(&[(2, 90, 0x8011, "", b"abcd")]);
-        // stored size bigger than the payload region
+        // stored size bigger than the payload region: refused when the member is read
+        // (nvlink reads only the member it links)
         f[16 + 0x10..16 + 0x14].copy_from_slice(&100u32.to_le_bytes());
+        let c = parse(&Bytes::from_vec(f.clone()), "x", 0).unwrap();
+        let e = c[0].members[0].data("x", 0, None).unwrap_err();
         assert!(
-            parse(&Bytes::from_vec(f.clone()), "x", 0)
-                .unwrap_err()
-                .message()
-                .contains("compressed size 100")
+            e.message().contains("compressed size 100"),
+            "{}",
+            e.message()
         );
         // a declared uncompressed size past the cap
         f[16 + 0x10..16 + 0x14].copy_from_slice(&4u32.to_le_bytes());
