@@ -666,3 +666,49 @@ fn a_host_that_handles_its_own_sigsegv_keeps_it() {
         );
     }
 }
+
+/// A program that links, then forks (Python's multiprocessing, a test runner's workers):
+/// the child links too, on threads of its own. The drop-in keeps one pool of link threads
+/// per process; the child's copy of the parent's has no threads, and a link run there would
+/// wait for ever.
+#[test]
+fn a_forked_child_links_after_its_parent() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = r#"
+import ctypes, os, sys
+lib = ctypes.CDLL(sys.argv[1])
+vp, sz = ctypes.c_void_p, ctypes.c_size_t
+lib.nvJitLinkAddData.argtypes = [vp, ctypes.c_int, ctypes.c_char_p, sz, ctypes.c_char_p]
+def link():
+    h = vp()
+    opts = (ctypes.c_char_p * 2)(b"-arch=sm_90", b"-lto")
+    assert lib.nvJitLinkCreate(ctypes.byref(h), 2, opts) == 0
+    for name in ["saxpy.ltoir", "scale.ltoir"]:
+        data = open(os.path.join(sys.argv[2], name), "rb").read()
+        assert lib.nvJitLinkAddData(h, 3, data, len(data), name.encode()) == 0
+    assert lib.nvJitLinkComplete(h) == 0
+    n = sz()
+    lib.nvJitLinkGetLinkedCubinSize(h, ctypes.byref(n))
+    buf = ctypes.create_string_buffer(n.value)
+    assert lib.nvJitLinkGetLinkedCubin(h, buf) == 0
+    return buf.raw
+parent = link()
+pid = os.fork()
+if pid == 0:
+    os._exit(0 if link() == parent else 3)
+_, status = os.waitpid(pid, 0)
+print("child", os.waitstatus_to_exitcode(status))
+"#;
+    // (a child that waits for ever is stopped after 120 s: the run fails)
+    let o = Command::new("timeout")
+        .args(["120", "python3", "-c", script])
+        .arg(drop_in())
+        .arg(fixtures())
+        .env("XDG_CACHE_HOME", dir.path())
+        .env("NVLINKRS_CACHE", "0")
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(out.trim(), "child 0");
+}

@@ -206,10 +206,11 @@ pub fn link(ours: &Ours, messages: &mut String) -> Option<Done> {
             one_shot: false,
             finalizer,
         };
-        // on threads with the stack depth the nvlinkrs command gives libNVVM
-        match rayon::ThreadPoolBuilder::new().stack_size(32 << 20).build() {
-            Ok(pool) => pool.install(|| nvlinkrs::link(&req, &diag, &process)),
-            Err(_) => nvlinkrs::link(&req, &diag, &process),
+        // on threads with the stack depth the nvlinkrs command gives libNVVM, the one
+        // pool of the process (made at its first link: a pool a link costs a hit 2 threads)
+        match pool() {
+            Some(pool) => pool.install(|| nvlinkrs::link(&req, &diag, &process)),
+            None => nvlinkrs::link(&req, &diag, &process),
         }
     });
     let first_error = || {
@@ -257,6 +258,32 @@ pub fn link(ours: &Ours, messages: &mut String) -> Option<Done> {
         done.cubin = Some(image);
     }
     Some(done)
+}
+
+/// The process's pool for links: threads with the stack depth the nvlinkrs command gives
+/// libNVVM, made at the process's first link; `None` where threads cannot be made (the
+/// link runs on the caller's pool). A child the program forked has none of its parent's
+/// threads: it makes its own (the parent's, copied, is left alone, never dropped).
+fn pool() -> Option<std::sync::Arc<rayon::ThreadPool>> {
+    use std::sync::{Arc, Mutex};
+    static POOL: Mutex<Option<(u32, Arc<rayon::ThreadPool>)>> = Mutex::new(None);
+    let mut held = POOL.lock().unwrap_or_else(|e| e.into_inner());
+    let pid = std::process::id();
+    match held.as_ref() {
+        Some((owner, pool)) if *owner == pid => Some(pool.clone()),
+        _ => {
+            let pool = Arc::new(
+                rayon::ThreadPoolBuilder::new()
+                    .stack_size(32 << 20)
+                    .build()
+                    .ok()?,
+            );
+            if let Some(inherited) = held.replace((pid, pool.clone())) {
+                std::mem::forget(inherited);
+            }
+            Some(pool)
+        }
+    }
 }
 
 /// Whether an archive the caller gave is libcudadevrt (by its members, as the link
