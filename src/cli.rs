@@ -287,8 +287,7 @@ pub fn normalize(args: &[String]) -> Result<(Vec<String>, Vec<String>)> {
         };
         if spec.canonical == "options-file" {
             let path = value.unwrap_or_default();
-            let text = std::fs::read_to_string(&path)
-                .map_err(|_| Error::fatal(format!("Could not open options file '{path}'")))?;
+            let text = read_options_file(&path)?;
             optf_depth += 1;
             if optf_depth > 64 {
                 return Err(Error::fatal(format!(
@@ -317,6 +316,25 @@ pub fn normalize(args: &[String]) -> Result<(Vec<String>, Vec<String>)> {
         }
     }
     Ok((out, warnings))
+}
+
+/// The most an options file holds: an endless one (`-optf /dev/zero`, which nvlink reads
+/// for ever) is refused, not read to the end of memory.
+const MAX_OPTIONS_FILE: u64 = 64 << 20;
+
+/// The text of the options file `path` (`-optf`), at most [`MAX_OPTIONS_FILE`] bytes.
+fn read_options_file(path: &str) -> Result<String> {
+    use std::io::Read;
+    let could_not = || Error::fatal(format!("Could not open options file '{path}'"));
+    let f = std::fs::File::open(path).map_err(|_| could_not())?;
+    let mut text = String::new();
+    f.take(MAX_OPTIONS_FILE + 1)
+        .read_to_string(&mut text)
+        .map_err(|_| could_not())?;
+    if text.len() as u64 > MAX_OPTIONS_FILE {
+        return Err(could_not().context(format!("it holds more than {MAX_OPTIONS_FILE} bytes")));
+    }
+    Ok(text)
 }
 
 /// Parses nvlink's arguments (without the program name).

@@ -22,14 +22,6 @@ pub fn private_dir(tag: &str) -> std::io::Result<tempfile::TempDir> {
     use std::collections::BTreeSet;
     use std::sync::Mutex;
     static RECLAIMED: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
-    let tmp = std::env::temp_dir();
-    let first = RECLAIMED
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(tag.to_string());
-    if first {
-        reclaim(&tmp, tag, LEFTOVER_AGE);
-    }
     let mut b = tempfile::Builder::new();
     let prefix = format!("nvlinkrs-{tag}-{}-", std::process::id());
     b.prefix(&prefix);
@@ -38,7 +30,39 @@ pub fn private_dir(tag: &str) -> std::io::Result<tempfile::TempDir> {
         use std::os::unix::fs::PermissionsExt;
         b.permissions(std::fs::Permissions::from_mode(0o700));
     }
-    b.tempdir_in(tmp)
+    in_a_temporary_folder(|tmp| {
+        let first = RECLAIMED
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(format!("{tag}\0{}", tmp.display()));
+        if first {
+            reclaim(tmp, tag, LEFTOVER_AGE);
+        }
+        b.tempdir_in(tmp)
+    })
+}
+
+/// `make` run in the system's temporary folder (`TMPDIR`), or where that fails (a
+/// `TMPDIR` not writable, missing or a file: a sandbox's or a batch job's) in `/tmp`, then
+/// `/var/tmp`: nvlink makes no temporary file, so a link must not fail for want of one
+/// where another folder serves. The first folder's error where every one fails.
+pub fn in_a_temporary_folder<T>(
+    mut make: impl FnMut(&Path) -> std::io::Result<T>,
+) -> std::io::Result<T> {
+    let first = std::env::temp_dir();
+    let mut error = None;
+    for tmp in [first.as_path(), Path::new("/tmp"), Path::new("/var/tmp")] {
+        if error.is_some() && tmp == first {
+            continue;
+        }
+        match make(tmp) {
+            Ok(t) => return Ok(t),
+            Err(e) => {
+                error.get_or_insert(e);
+            }
+        }
+    }
+    Err(error.expect("a folder was tried"))
 }
 
 /// Removes the `tag` folders in `tmp` of this user's processes that no longer run,

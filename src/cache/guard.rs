@@ -68,6 +68,32 @@ fn check_private(dir: &Path) -> Result<()> {
     }
 }
 
+/// Refuses to make a missing cache root `dir` (or its missing parents) inside a folder of
+/// another user than root: a link run as root with a user's `HOME` (`sudo -E`, a build
+/// container with the home mounted) made that user's `~/.cache` root's, and the user's
+/// pip, ccache and nvlinkrs could no longer write there (attacker review of 2026-12-01).
+/// nvlink writes nothing under `HOME`: the link goes on without the cache. (Root's own
+/// folders, `/tmp` say, are anyone's to make a folder in where their mode allows.)
+fn not_in_another_users_folder(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let existing = dir.ancestors().skip(1).find_map(|a| {
+        let a = if a.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            a
+        };
+        fs::metadata(a).ok().map(|m| (a.to_path_buf(), m.uid()))
+    });
+    match existing {
+        Some((folder, owner)) if owner != me() && owner != 0 => Err(Error::fatal(format!(
+            "cache: will not create '{}' in '{}', which belongs to another user (uid {owner})",
+            dir.display(),
+            folder.display()
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// Creates `dir` private (0700) when it does not exist; true when this call created it.
 fn create_private(dir: &Path) -> Result<bool> {
     match fs::DirBuilder::new().mode(0o700).create(dir) {
@@ -93,6 +119,9 @@ pub fn private_subdir(dir: &Path) -> Result<()> {
 /// names the cache gives (a cache of an earlier version); the marker is then written.
 /// Nothing of a directory that fails is changed.
 pub fn claim_root(dir: &Path) -> Result<()> {
+    if fs::symlink_metadata(dir).is_err() {
+        not_in_another_users_folder(dir)?;
+    }
     if fs::symlink_metadata(dir).is_err()
         && let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty())
     {

@@ -88,10 +88,12 @@ fn start(lib: &std::path::Path, cap: u64, inputs: usize) -> Result<Worker> {
     };
     let mut cmd = child::self_command(SUBCOMMAND)
         .map_err(|e| Error::fatal(format!("cannot find this program to run libnvJitLink: {e}")))?;
-    let dir = tempfile::Builder::new()
-        .prefix("nvlinkrs-finalizer")
-        .tempdir()
-        .map_err(|e| io("a private directory", e))?;
+    let dir = crate::scratch::in_a_temporary_folder(|tmp| {
+        tempfile::Builder::new()
+            .prefix("nvlinkrs-finalizer")
+            .tempdir_in(tmp)
+    })
+    .map_err(|e| io("a private directory", e))?;
     let socket = dir.path().join("s");
     let listener =
         std::os::unix::net::UnixListener::bind(&socket).map_err(|e| io("its socket", e))?;

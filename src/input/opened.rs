@@ -1,7 +1,6 @@
-//! The files one load opened: each mapped once however many times it is named (a thin
-//! archive may name one file for every member), and their identities (device and inode),
-//! which the output writer checks before writing over an old output in place. A file that
-//! is not regular (a FIFO, a pipe) is read to its end instead.
+//! The files one load opened: each read into memory once however many times it is named
+//! (a thin archive may name one file for every member), and their identities (device and
+//! inode), which the output writer checks before writing over an old output in place.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -43,8 +42,12 @@ impl Opened {
         self.cache.as_ref()
     }
 
-    /// Maps `path` read-only (an empty file is an empty buffer), or hands out the
-    /// mapping already made of it or of another name of the same file.
+    /// `path`'s bytes, read into memory ([`read_whole`]; an empty file is an empty
+    /// buffer), or the bytes already read of it or of another name of the same file: the
+    /// content the whole-link key hashes is the content the link parses. (They were a
+    /// mapping, which shows another process's writes through its own shared mapping of
+    /// the file, changing neither its size nor its times: an input changed so while the
+    /// link ran was stored under the key of its first content.)
     pub fn open(&self, path: &Path, shown: &str) -> Result<Bytes> {
         if let Some((_, b)) = self.lock().by_path.get(path) {
             return Ok(b.clone());
@@ -65,59 +68,13 @@ impl Opened {
                 .insert(path.to_path_buf(), (id, b.clone()));
             return Ok(b);
         }
-        let bytes = if meta.as_ref().is_some_and(|m| !m.is_file()) {
-            // a FIFO, device or pipe: its metadata has no length; read it to its end, as
-            // nvlink does (waiting for a FIFO's writer)
-            let mut data = Vec::new();
-            std::io::Read::read_to_end(&mut &f, &mut data).map_err(|e| {
-                Error::fatal(format!("Could not read file '{shown}'")).context(e.to_string())
-            })?;
-            Bytes::from_vec(data)
-        } else if meta.is_none_or(|m| m.len() == 0) {
-            Bytes::from_vec(Vec::new())
-        } else {
-            // SAFETY: the mapping is read-only and private to us; as with any linker, a
-            // file changed underneath us while linking gives unspecified (but
-            // memory-safe) contents. The output is never written into a mapped file
-            // (`output::write_output`).
-            let map = unsafe { memmap2::Mmap::map(&f) }.map_err(|e| {
-                Error::fatal(format!("Could not read file '{shown}'")).context(e.to_string())
-            })?;
-            Bytes::from_map(map)
-        };
+        let bytes = read_whole(&f, meta.as_ref(), shown)?;
         let mut m = self.lock();
         if let Some(id) = id {
             m.by_id.insert(id, bytes.clone());
         }
         m.by_path.insert(path.to_path_buf(), (id, bytes.clone()));
         Ok(bytes)
-    }
-
-    /// `path`'s bytes as [`Opened::open`] gives them, but held in memory: the content the
-    /// whole-link key hashes is then the content the link parses. (A mapping, even a
-    /// private one, shows another process's writes through its own shared mapping of the
-    /// file, which change neither its size nor its times: an input changed so while the
-    /// link ran was stored under the key of its first content, and a later link of that
-    /// content got the other image, exit 0.) Every later `open` of the file, by any of
-    /// its names, hands out the copy.
-    pub fn open_in_memory(&self, path: &Path, shown: &str) -> Result<Bytes> {
-        let mapped = self.open(path, shown)?;
-        if mapped.is_in_memory() {
-            return Ok(mapped);
-        }
-        let copy = Bytes::from_vec(mapped.to_vec());
-        let mut m = self.lock();
-        let id = m.by_path.get(path).and_then(|(id, _)| *id);
-        if let Some(id) = id {
-            m.by_id.insert(id, copy.clone());
-            for (i, b) in m.by_path.values_mut() {
-                if *i == Some(id) {
-                    *b = copy.clone();
-                }
-            }
-        }
-        m.by_path.insert(path.to_path_buf(), (id, copy.clone()));
-        Ok(copy)
     }
 
     /// The identity of the file opened as `path`.
@@ -133,6 +90,43 @@ impl Opened {
     fn lock(&self) -> std::sync::MutexGuard<'_, Maps> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
+}
+
+/// The most read from a file that is not regular (a FIFO, a pipe): nvlink reads those to
+/// their end, and no device code is near this size.
+const MAX_STREAM: u64 = 4 << 30;
+
+/// The bytes of the open file `f` (its metadata `meta`), read into memory. A regular file
+/// is read to the length its metadata gives, no further (a file appended to meanwhile);
+/// one another process cuts short meanwhile (`cp` over an object a parallel build
+/// rewrites) gives fewer bytes, which its reader refuses with a message. (The inputs were
+/// mapped: a page past the new end of a mapped file is a SIGBUS, a crash without a word.)
+/// A character or block device (`/dev/zero`) is empty, as nvlink reads it; a FIFO or pipe
+/// is read to its end, as nvlink does (waiting for its writer), up to [`MAX_STREAM`].
+fn read_whole(f: &std::fs::File, meta: Option<&std::fs::Metadata>, shown: &str) -> Result<Bytes> {
+    use std::io::Read;
+    #[cfg(unix)]
+    use std::os::unix::fs::FileTypeExt;
+    let could_not = |e: String| Error::fatal(format!("Could not read file '{shown}'")).context(e);
+    let ty = meta.map(|m| m.file_type());
+    #[cfg(unix)]
+    if ty.is_some_and(|t| t.is_char_device() || t.is_block_device()) {
+        return Ok(Bytes::from_vec(Vec::new()));
+    }
+    let (limit, stream) = match meta {
+        Some(m) if m.is_file() => (m.len(), false),
+        _ => (MAX_STREAM + 1, true),
+    };
+    let mut data = Vec::with_capacity(if stream { 0 } else { limit as usize });
+    f.take(limit)
+        .read_to_end(&mut data)
+        .map_err(|e| could_not(e.to_string()))?;
+    if stream && data.len() as u64 > MAX_STREAM {
+        return Err(could_not(format!(
+            "it is not a regular file and holds more than {MAX_STREAM} bytes"
+        )));
+    }
+    Ok(Bytes::from_vec(data))
 }
 
 /// The identity of the file `meta` describes.
@@ -154,7 +148,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_file_named_twice_is_mapped_once() {
+    fn a_file_named_twice_is_read_once() {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("a.cubin");
         std::fs::write(&p, b"device code").unwrap();
@@ -167,7 +161,7 @@ mod tests {
             .open(&d.path().join(".").join("a.cubin"), "a.cubin")
             .unwrap();
         assert_eq!(&*a, b"device code");
-        // one mapping: the same memory
+        // read once: the same memory
         assert_eq!(a.as_ptr(), b.as_ptr());
         assert_eq!(a.as_ptr(), c.as_ptr());
         assert_eq!(o.ids(), [file_id(&std::fs::metadata(&p).unwrap())].into());
@@ -176,20 +170,18 @@ mod tests {
     }
 
     /// The attacker's poisoned cache entry (issue 36 review): another process writes the
-    /// input through a shared mapping while the link runs (no size or time changes). A
-    /// mapping shows the write; the bytes held in memory, which the key hashed and every
-    /// later open hands out by either name, do not.
+    /// input through a shared mapping while the link runs (no size or time changes): the
+    /// bytes read, which the key hashed and every later open hands out by either name, do
+    /// not change.
     #[test]
-    fn an_input_held_in_memory_does_not_see_writes_through_a_shared_mapping() {
+    fn an_input_read_does_not_see_writes_through_a_shared_mapping() {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("a.cubin");
         std::fs::write(&p, b"add 4").unwrap();
         let other = d.path().join("b.cubin");
         std::fs::hard_link(&p, &other).unwrap();
         let o = Opened::default();
-        let mapped = o.open(&other, "b.cubin").unwrap();
-        let held = o.open_in_memory(&p, "a.cubin").unwrap();
-        assert!(held.is_in_memory() && !mapped.is_in_memory());
+        let held = o.open(&p, "a.cubin").unwrap();
         let f = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -198,14 +190,42 @@ mod tests {
         // SAFETY: a mapping of a file only this test uses
         let mut writer = unsafe { memmap2::MmapMut::map_mut(&f) }.unwrap();
         writer[4] = b'5';
-        assert_eq!(
-            &*mapped, b"add 5",
-            "a mapping sees the other process's write"
-        );
         assert_eq!(&*held, b"add 4");
         for (path, shown) in [(&p, "a.cubin"), (&other, "b.cubin")] {
             assert_eq!(&*o.open(path, shown).unwrap(), b"add 4", "{shown}");
         }
+    }
+
+    /// An input another process cuts short while the link reads it (`cp` over an object a
+    /// parallel build rewrites): the bytes read stay readable. (A mapping's pages past the
+    /// new end were a SIGBUS: the link died without a word, attacker review of
+    /// 2026-12-01.)
+    #[test]
+    fn an_input_cut_short_after_it_was_read_stays_readable() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("a.o");
+        std::fs::write(&p, vec![7u8; 1 << 20]).unwrap();
+        let o = Opened::default();
+        let b = o.open(&p, "a.o").unwrap();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&p)
+            .unwrap()
+            .set_len(0)
+            .unwrap();
+        assert_eq!(b.iter().map(|&x| x as u64).sum::<u64>(), 7 << 20);
+    }
+
+    /// A character device is empty, as nvlink reads it (`/dev/zero` was read to the end
+    /// of memory).
+    #[test]
+    fn a_device_input_is_empty() {
+        let o = Opened::default();
+        assert!(
+            o.open(Path::new("/dev/zero"), "/dev/zero")
+                .unwrap()
+                .is_empty()
+        );
     }
 
     #[test]
@@ -226,7 +246,7 @@ mod tests {
     }
 
     #[test]
-    fn a_thin_archive_naming_one_file_many_times_maps_it_once() {
+    fn a_thin_archive_naming_one_file_many_times_reads_it_once() {
         // (one mapping per member passed the system's limit of 65,530: "Cannot allocate
         // memory")
         let d = tempfile::tempdir().unwrap();

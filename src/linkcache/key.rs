@@ -285,10 +285,10 @@ fn inputs(
         // (stat only: opening a FIFO here would block, or take its bytes from the link)
         let stamp =
             Stamp::now(path).ok_or("an input is not a regular file (a FIFO is read once)")?;
-        // (held in memory: the bytes hashed are the bytes the link parses, whatever
-        // another process writes through a mapping of its own meanwhile)
+        // (read into memory: the bytes hashed are the bytes the link parses, whatever
+        // another process writes meanwhile)
         let data = opened
-            .open_in_memory(path, &path.display().to_string())
+            .open(path, &path.display().to_string())
             .map_err(|_| "an input cannot be read")?;
         if data.starts_with(b"!<thin>") {
             return Err("a thin archive's members live in other files");
