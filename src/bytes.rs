@@ -1,12 +1,13 @@
-//! Shared, cheaply sliced byte buffers. An input file is read into memory once; every
+//! Shared, cheaply sliced byte buffers. An input file is memory-mapped once; every
 //! archive member, fatbin container and uncompressed device-code member is a `Bytes`
-//! window into that buffer (no copy). Decompressed members own their buffer.
+//! window into that mapping (no copy). Decompressed members own their buffer.
 
 use std::fmt;
 use std::ops::{Deref, Range};
 use std::sync::Arc;
 
 enum Owner {
+    Map(memmap2::Mmap),
     Vec(Vec<u8>),
     Static(&'static [u8]),
 }
@@ -14,6 +15,7 @@ enum Owner {
 impl Owner {
     fn as_slice(&self) -> &[u8] {
         match self {
+            Owner::Map(m) => m,
             Owner::Vec(v) => v,
             Owner::Static(s) => s,
         }
@@ -31,7 +33,8 @@ pub struct Bytes {
 }
 
 // SAFETY: `ptr` points into the owner's buffer, which `owner` keeps alive and which is
-// never written once the `Bytes` is made (a vector is not handed out again); sharing or sending it is sharing `Arc<Owner>`, which is Send and Sync.
+// never written once the `Bytes` is made (a mapping is read-only, a vector is not handed
+// out again); sharing or sending it is sharing `Arc<Owner>`, which is Send and Sync.
 unsafe impl Send for Bytes {}
 unsafe impl Sync for Bytes {}
 
@@ -49,12 +52,22 @@ impl Bytes {
         }
     }
 
+    pub fn from_map(map: memmap2::Mmap) -> Bytes {
+        Bytes::whole(Owner::Map(map))
+    }
+
     pub fn from_vec(v: Vec<u8>) -> Bytes {
         Bytes::whole(Owner::Vec(v))
     }
 
     pub fn from_static(s: &'static [u8]) -> Bytes {
         Bytes::whole(Owner::Static(s))
+    }
+
+    /// Whether the bytes are this process's own (not a file's mapping, which another
+    /// process's writes to the file show through).
+    pub fn is_in_memory(&self) -> bool {
+        !matches!(*self.owner, Owner::Map(_))
     }
 
     /// A window of this buffer. Panics if `r` is out of bounds: callers check bounds
@@ -77,6 +90,32 @@ impl Bytes {
     pub fn get(&self, start: usize, len: usize) -> Option<Bytes> {
         let end = start.checked_add(len)?;
         (end <= self.len()).then(|| self.slice(start..end))
+    }
+
+    /// Lets the kernel drop the pages of this window that came from a file mapping (whole
+    /// pages inside the window only): they stop counting in the process's memory, and a
+    /// later read faults them in again from the file. Buffers this process owns are left
+    /// alone (dropping their pages would zero them).
+    pub fn release(&self) {
+        let Owner::Map(map) = &*self.owner else {
+            return;
+        };
+        const PAGE: usize = 4096;
+        let from = self.start.next_multiple_of(PAGE);
+        let to = self.end / PAGE * PAGE;
+        if to > from {
+            // SAFETY: the mapping is a read-only shared file mapping; MADV_DONTNEED on it
+            // only discards resident pages, which later reads fault in again from the
+            // file, so no borrowed byte changes.
+            let _ = unsafe {
+                map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, from, to - from)
+            };
+        }
+    }
+
+    /// True when the bytes are borrowed from a file mapping (zero-copy).
+    pub fn is_mapped(&self) -> bool {
+        matches!(*self.owner, Owner::Map(_))
     }
 }
 

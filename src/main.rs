@@ -134,6 +134,8 @@ static NOTE_CLOSED_STD_FDS: extern "C" fn() = {
 fn main() -> ExitCode {
     let started = std::time::Instant::now();
     grow_heap_in_large_steps();
+    // (an input cut short by another process while mapped: nvlink's error, not a crash)
+    nvlinkrs::input::sigbus::install();
     // before any file is opened: the descriptors of make's jobserver, if it shares one
     let jobserver = nvlinkrs::jobs::connect_jobserver();
     let args: Vec<String> = std::env::args().skip(1).collect();

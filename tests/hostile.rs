@@ -3,7 +3,8 @@
 //! input or an options file (read to the end of memory), a `TMPDIR` that cannot be written
 //! (every uncached `-dlto` or PTX link failed where nvlink needs no temporary file), and a
 //! link run as root with a user's `HOME` (the user's `~/.cache` became root's). (An input
-//! cut short while the link reads it, which was a SIGBUS: `input::opened`'s unit tests.)
+//! cut short while the link reads it, which was a SIGBUS without a word: `input::sigbus`'s
+//! and `input::opened`'s unit tests.)
 
 use std::path::Path;
 use std::process::{Command, Output};

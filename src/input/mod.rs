@@ -9,6 +9,7 @@ pub mod host_refs;
 pub mod kind;
 pub mod opened;
 pub mod prelinked;
+pub mod sigbus;
 pub mod units;
 
 use std::path::{Path, PathBuf};

@@ -1,6 +1,7 @@
-//! The files one load opened: each read into memory once however many times it is named
-//! (a thin archive may name one file for every member), and their identities (device and
-//! inode), which the output writer checks before writing over an old output in place.
+//! The files one load opened: each mapped (or read, for the whole-link key) once however
+//! many times it is named (a thin archive may name one file for every member), and their
+//! identities (device and inode), which the output writer checks before writing over an
+//! old output in place. A device is empty and a FIFO read to its end, as nvlink reads them.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -42,13 +43,41 @@ impl Opened {
         self.cache.as_ref()
     }
 
-    /// `path`'s bytes, read into memory ([`read_whole`]; an empty file is an empty
-    /// buffer), or the bytes already read of it or of another name of the same file: the
-    /// content the whole-link key hashes is the content the link parses. (They were a
-    /// mapping, which shows another process's writes through its own shared mapping of
-    /// the file, changing neither its size nor its times: an input changed so while the
-    /// link ran was stored under the key of its first content.)
+    /// Maps `path` read-only ([`read_or_map`]; an empty file is an empty buffer), or hands
+    /// out the bytes already opened of it or of another name of the same file.
     pub fn open(&self, path: &Path, shown: &str) -> Result<Bytes> {
+        self.open_as(path, shown, false)
+    }
+
+    /// `path`'s bytes as [`Opened::open`] gives them, but read into memory, not mapped:
+    /// the content the whole-link key hashes is then the content the link parses. (A
+    /// mapping, even a private one, shows another process's writes through its own shared
+    /// mapping of the file, which change neither its size nor its times: an input changed
+    /// so while the link ran was stored under the key of its first content, and a later
+    /// link of that content got the other image, exit 0.) Every later `open` of the file,
+    /// by any of its names, hands out these bytes.
+    pub fn open_in_memory(&self, path: &Path, shown: &str) -> Result<Bytes> {
+        let opened = self.open_as(path, shown, true)?;
+        if opened.is_in_memory() {
+            return Ok(opened);
+        }
+        // (mapped by an earlier `open`: copied)
+        let copy = Bytes::from_vec(opened.to_vec());
+        let mut m = self.lock();
+        let id = m.by_path.get(path).and_then(|(id, _)| *id);
+        if let Some(id) = id {
+            m.by_id.insert(id, copy.clone());
+            for (i, b) in m.by_path.values_mut() {
+                if *i == Some(id) {
+                    *b = copy.clone();
+                }
+            }
+        }
+        m.by_path.insert(path.to_path_buf(), (id, copy.clone()));
+        Ok(copy)
+    }
+
+    fn open_as(&self, path: &Path, shown: &str, in_memory: bool) -> Result<Bytes> {
         if let Some((_, b)) = self.lock().by_path.get(path) {
             return Ok(b.clone());
         }
@@ -68,7 +97,7 @@ impl Opened {
                 .insert(path.to_path_buf(), (id, b.clone()));
             return Ok(b);
         }
-        let bytes = read_whole(&f, meta.as_ref(), shown)?;
+        let bytes = read_or_map(&f, meta.as_ref(), shown, in_memory)?;
         let mut m = self.lock();
         if let Some(id) = id {
             m.by_id.insert(id, bytes.clone());
@@ -96,24 +125,37 @@ impl Opened {
 /// their end, and no device code is near this size.
 const MAX_STREAM: u64 = 4 << 30;
 
-/// The bytes of the open file `f` (its metadata `meta`), read into memory. A regular file
-/// is read to the length its metadata gives, no further (a file appended to meanwhile);
-/// one another process cuts short meanwhile (`cp` over an object a parallel build
-/// rewrites) gives fewer bytes, which its reader refuses with a message. (The inputs were
-/// mapped: a page past the new end of a mapped file is a SIGBUS, a crash without a word.)
-/// A character or block device (`/dev/zero`) is empty, as nvlink reads it; a FIFO or pipe
-/// is read to its end, as nvlink does (waiting for its writer), up to [`MAX_STREAM`].
-fn read_whole(f: &std::fs::File, meta: Option<&std::fs::Metadata>, shown: &str) -> Result<Bytes> {
+/// The bytes of the open file `f` (its metadata `meta`). A regular file is mapped (a
+/// page past the end of a file another process cuts short meanwhile is a SIGBUS, which the
+/// nvlinkrs command turns into nvlink's error naming the file, [`super::sigbus`]), or with
+/// `in_memory` read into memory to the length its metadata gives, no further (one cut
+/// short meanwhile gives fewer bytes, which its reader refuses with a message). A
+/// character or block device (`/dev/zero`) is empty, as nvlink reads it (it was read to
+/// the end of memory); a FIFO or pipe is read to its end, as nvlink does (waiting for its
+/// writer), up to [`MAX_STREAM`].
+fn read_or_map(
+    f: &std::fs::File,
+    meta: Option<&std::fs::Metadata>,
+    shown: &str,
+    in_memory: bool,
+) -> Result<Bytes> {
     use std::io::Read;
-    #[cfg(unix)]
     use std::os::unix::fs::FileTypeExt;
     let could_not = |e: String| Error::fatal(format!("Could not read file '{shown}'")).context(e);
-    let ty = meta.map(|m| m.file_type());
-    #[cfg(unix)]
-    if ty.is_some_and(|t| t.is_char_device() || t.is_block_device()) {
-        return Ok(Bytes::from_vec(Vec::new()));
-    }
     let (limit, stream) = match meta {
+        Some(m) if m.file_type().is_char_device() || m.file_type().is_block_device() => {
+            return Ok(Bytes::from_vec(Vec::new()));
+        }
+        Some(m) if m.is_file() && m.len() == 0 => return Ok(Bytes::from_vec(Vec::new())),
+        Some(m) if m.is_file() && !in_memory => {
+            // SAFETY: the mapping is read-only and private to us; a file changed
+            // underneath us while linking gives unspecified contents, and one cut short a
+            // SIGBUS (above). The output is never written into a mapped file
+            // (`output::write_output`).
+            let map = unsafe { memmap2::Mmap::map(f) }.map_err(|e| could_not(e.to_string()))?;
+            super::sigbus::watch(&map, shown);
+            return Ok(Bytes::from_map(map));
+        }
         Some(m) if m.is_file() => (m.len(), false),
         _ => (MAX_STREAM + 1, true),
     };
@@ -148,7 +190,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_file_named_twice_is_read_once() {
+    fn a_file_named_twice_is_mapped_once() {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("a.cubin");
         std::fs::write(&p, b"device code").unwrap();
@@ -161,7 +203,7 @@ mod tests {
             .open(&d.path().join(".").join("a.cubin"), "a.cubin")
             .unwrap();
         assert_eq!(&*a, b"device code");
-        // read once: the same memory
+        // one mapping: the same memory
         assert_eq!(a.as_ptr(), b.as_ptr());
         assert_eq!(a.as_ptr(), c.as_ptr());
         assert_eq!(o.ids(), [file_id(&std::fs::metadata(&p).unwrap())].into());
@@ -170,18 +212,20 @@ mod tests {
     }
 
     /// The attacker's poisoned cache entry (issue 36 review): another process writes the
-    /// input through a shared mapping while the link runs (no size or time changes): the
-    /// bytes read, which the key hashed and every later open hands out by either name, do
-    /// not change.
+    /// input through a shared mapping while the link runs (no size or time changes). A
+    /// mapping shows the write; the bytes held in memory, which the key hashed and every
+    /// later open hands out by either name, do not.
     #[test]
-    fn an_input_read_does_not_see_writes_through_a_shared_mapping() {
+    fn an_input_held_in_memory_does_not_see_writes_through_a_shared_mapping() {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("a.cubin");
         std::fs::write(&p, b"add 4").unwrap();
         let other = d.path().join("b.cubin");
         std::fs::hard_link(&p, &other).unwrap();
         let o = Opened::default();
-        let held = o.open(&p, "a.cubin").unwrap();
+        let mapped = o.open(&other, "b.cubin").unwrap();
+        let held = o.open_in_memory(&p, "a.cubin").unwrap();
+        assert!(held.is_in_memory() && !mapped.is_in_memory());
         let f = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -190,23 +234,27 @@ mod tests {
         // SAFETY: a mapping of a file only this test uses
         let mut writer = unsafe { memmap2::MmapMut::map_mut(&f) }.unwrap();
         writer[4] = b'5';
+        assert_eq!(
+            &*mapped, b"add 5",
+            "a mapping sees the other process's write"
+        );
         assert_eq!(&*held, b"add 4");
         for (path, shown) in [(&p, "a.cubin"), (&other, "b.cubin")] {
             assert_eq!(&*o.open(path, shown).unwrap(), b"add 4", "{shown}");
         }
     }
 
-    /// An input another process cuts short while the link reads it (`cp` over an object a
-    /// parallel build rewrites): the bytes read stay readable. (A mapping's pages past the
-    /// new end were a SIGBUS: the link died without a word, attacker review of
-    /// 2026-12-01.)
+    /// An input another process cuts short after the key read it (`cp` over an object a
+    /// parallel build rewrites): read into memory, not mapped, it stays readable. (Mapped,
+    /// its pages past the new end are a SIGBUS: `sigbus`, `tests/hostile.rs`.)
     #[test]
-    fn an_input_cut_short_after_it_was_read_stays_readable() {
+    fn an_input_held_in_memory_stays_readable_when_cut_short() {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("a.o");
         std::fs::write(&p, vec![7u8; 1 << 20]).unwrap();
         let o = Opened::default();
-        let b = o.open(&p, "a.o").unwrap();
+        let b = o.open_in_memory(&p, "a.o").unwrap();
+        assert!(b.is_in_memory());
         std::fs::OpenOptions::new()
             .write(true)
             .open(&p)
@@ -214,6 +262,7 @@ mod tests {
             .set_len(0)
             .unwrap();
         assert_eq!(b.iter().map(|&x| x as u64).sum::<u64>(), 7 << 20);
+        assert_eq!(o.open(&p, "a.o").unwrap().len(), 1 << 20);
     }
 
     /// A character device is empty, as nvlink reads it (`/dev/zero` was read to the end
@@ -246,7 +295,7 @@ mod tests {
     }
 
     #[test]
-    fn a_thin_archive_naming_one_file_many_times_reads_it_once() {
+    fn a_thin_archive_naming_one_file_many_times_maps_it_once() {
         // (one mapping per member passed the system's limit of 65,530: "Cannot allocate
         // memory")
         let d = tempfile::tempdir().unwrap();

@@ -288,7 +288,7 @@ fn inputs(
         // (read into memory: the bytes hashed are the bytes the link parses, whatever
         // another process writes meanwhile)
         let data = opened
-            .open(path, &path.display().to_string())
+            .open_in_memory(path, &path.display().to_string())
             .map_err(|_| "an input cannot be read")?;
         if data.starts_with(b"!<thin>") {
             return Err("a thin archive's members live in other files");
