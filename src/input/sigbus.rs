@@ -105,7 +105,7 @@ mod tests {
     /// process.
     #[test]
     fn a_mapped_input_cut_short_is_an_error_naming_it() {
-        const CHILD: &str = "SIGBUS_TEST_INPUT";
+        const CHILD: &str = "NVLINKRS_TEST_SIGBUS_INPUT";
         if let Some(path) = std::env::var_os(CHILD) {
             super::install();
             let o = crate::input::Opened::default();
