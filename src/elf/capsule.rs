@@ -61,9 +61,18 @@ pub fn operands(data: &[u8], bank: Bank) -> Vec<usize> {
         .collect()
 }
 
+/// A 16-bit record's byte 4, the read's predicate as it reads: the register times 8, its
+/// lowest bit the negation (0xf8: none, `PT`; 0 and 1 `@P0` and `@!P0`; 0x08, 0x09 `@P1`,
+/// `@!P1`; 0x10 to 0x21 seen too: a new user's function of six conditional reads of a
+/// `__constant__` struct, new-user review of 2026-12-01, which had its records left 0 at
+/// sm_100 with the values 0x00, 0x01, 0x08 and 0x09 alone listed here).
+fn predicate(b: u8) -> bool {
+    b & 0x06 == 0
+}
+
 /// Bank 3's 16-bit records (`Bank::Three16`) as a fuller reading finds them, in order,
-/// each with whether nvlink writes its operand: also those whose byte 4 is 0, 8 or 9
-/// (predicated reads: `@P0 LDC.U16`, `@P1 LDC.S8`), and the
+/// each with whether nvlink writes its operand: also those whose byte 4 is a predicate
+/// ([`predicate`]: predicated reads, `@P0 LDC.U16`, `@P1 LDC.S8`), and the
 /// records of an indexed read (`02 22 0c 06`, byte 4 0, byte 6 0x42, bank 3's mark),
 /// which take a relocation of their own but whose operand nvlink leaves as ptxas wrote it
 /// (a `__noinline__` function's `switch` reading `table[3]`, `table[5]` and `table[k]`:
@@ -72,9 +81,9 @@ pub fn operands(data: &[u8], bank: Bank) -> Vec<usize> {
 /// `__constant__` arrays, one at an index the other gives).
 pub fn bank3_records_with_indexed(data: &[u8], wide: bool) -> Vec<(usize, bool)> {
     let indexed: &[u8] = if wide { &[0x00, 0xf8] } else { &[0x00] };
-    let form = |r: &[u8], head: u8, fourth: &[u8]| {
+    let form = |r: &[u8], head: u8, fourth: &dyn Fn(u8) -> bool| {
         r[..4] == [0x02, 0x22, head, 0x06]
-            && fourth.contains(&r[4])
+            && fourth(r[4])
             && r[5] == 0
             && WIDTHS.contains(&r[6])
             && r[12] == 0x42
@@ -82,9 +91,9 @@ pub fn bank3_records_with_indexed(data: &[u8], wide: bool) -> Vec<(usize, bool)>
     (0..data.len().saturating_sub(31))
         .filter_map(|p| {
             let r = &data[p..p + 32];
-            if form(r, 0x0e, &[0x00, 0x01, 0x08, 0x09, 0xf8]) {
+            if form(r, 0x0e, &predicate) {
                 Some((p + 28, true))
-            } else if form(r, 0x0c, indexed) {
+            } else if form(r, 0x0c, &|b| indexed.contains(&b)) {
                 Some((p + 28, false))
             } else {
                 None

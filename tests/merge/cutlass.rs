@@ -525,3 +525,41 @@ fn a_new_users_fir_filter_gets_its_capsule_offsets() {
     let failures = identical(&links);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// A new user's particle program (review of 2026-12-01): a device function clamping a
+/// point to a box, six conditional reads of another unit's `__constant__` struct, whose
+/// 16-bit capsule records are predicated by registers P2 to P4 (byte 4 0x10 to 0x21):
+/// nvlinkrs left their twelve offsets 0 (silently at sm_100, with a warning from sm_110),
+/// where nvlink writes them (a driver finalizing the capsule for another GPU reads them).
+#[test]
+fn a_new_users_box_clamp_gets_its_capsule_offsets() {
+    let params = "struct Box { float damping; float3 lo, hi; };\n__constant__ Box c_box;\n\
+        __device__ float3 clamp_to_box(float3 p, float3 &v) {\n\
+          if (p.x < c_box.lo.x) { p.x = c_box.lo.x; v.x = -v.x * c_box.damping; }\n\
+          if (p.y < c_box.lo.y) { p.y = c_box.lo.y; v.y = -v.y * c_box.damping; }\n\
+          if (p.z < c_box.lo.z) { p.z = c_box.lo.z; v.z = -v.z * c_box.damping; }\n\
+          if (p.x > c_box.hi.x) { p.x = c_box.hi.x; v.x = -v.x * c_box.damping; }\n\
+          if (p.y > c_box.hi.y) { p.y = c_box.hi.y; v.y = -v.y * c_box.damping; }\n\
+          if (p.z > c_box.hi.z) { p.z = c_box.hi.z; v.z = -v.z * c_box.damping; }\n\
+          return p;\n}\n";
+    let kernels = "__device__ float3 clamp_to_box(float3 p, float3 &v);\n\
+        __global__ void integrate(float3 *pos, float3 *vel) {\n\
+          int i = threadIdx.x; float3 v = vel[i];\n\
+          pos[i] = clamp_to_box(pos[i], v); vel[i] = v;\n}\n";
+    let dir = tempfile::tempdir().unwrap();
+    let mut links = Vec::new();
+    for sm in ["sm_100", "sm_110a", "sm_120a"] {
+        let p = compiled(dir.path(), "box_params", params, sm, &[]);
+        let k = compiled(dir.path(), "box_kernels", kernels, sm, &[]);
+        links.push((
+            format!("box clamp {sm}"),
+            vec![
+                format!("-arch={sm}"),
+                k.display().to_string(),
+                p.display().to_string(),
+            ],
+        ));
+    }
+    let failures = identical(&links);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
