@@ -310,6 +310,10 @@ pub fn normalize(args: &[String]) -> Result<(Vec<String>, Vec<String>)> {
                     ));
             }
         }
+        // (an empty output name is a file nvlink cannot open; clap's words were its own)
+        if spec.canonical == "output-file" && value.as_deref() == Some("") {
+            return Err(Error::fatal("Could not open output file ''"));
+        }
         match value {
             Some(v) => out.push(format!("--{}={v}", spec.canonical)),
             None => out.push(format!("--{}", spec.canonical)),

@@ -101,6 +101,10 @@ fn nvlink_messages_for_bad_command_lines() {
         msg("-arch=sm_90 -o x -optf /nonexistent/opts a.o"),
         "Could not open options file '/nonexistent/opts'"
     );
+    // (`-o ""`: nvlink's words, where clap's were "a value is required")
+    let empty = ["-arch=sm_90", "-o", "", "a.o"].map(String::from);
+    let e = parse(&empty).err().map(|e| e.message().to_string());
+    assert_eq!(e.as_deref(), Some("Could not open output file ''"));
 }
 
 #[test]

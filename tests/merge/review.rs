@@ -260,6 +260,39 @@ fn a_variables_memory_space_must_agree() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// The same object named twice after one that only refers to its variable (a Makefile's
+/// mistake): nvlink's `Multiple definition of 'g_count' in 'def.o', first defined in
+/// 'use.o'` names the input that named the symbol first; nvlinkrs named the definition's
+/// (new-user review of 2026-12-01). The differential compares the messages.
+#[test]
+fn a_multiple_definition_names_the_input_that_named_it_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let def = compiled(
+        d,
+        "mdef",
+        "__device__ int g_count;\n__global__ void bump() { atomicAdd(&g_count, 1); }\n",
+        "sm_90",
+        &[],
+    );
+    let used = compiled(
+        d,
+        "muse",
+        "extern __device__ int g_count;\n__global__ void get(int *o) { *o = g_count; }\n",
+        "sm_90",
+        &[],
+    );
+    let mut failures = Vec::new();
+    for objs in [[&used, &def, &def], [&def, &used, &def]] {
+        let mut args = vec!["-arch=sm_90".to_string()];
+        args.extend(objs.iter().map(|o| o.display().to_string()));
+        if let Err(e) = differential(&args) {
+            failures.push(format!("{args:?}:\n    {e}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 /// Family-specific SASS (`-gencode arch=compute_100f,code=sm_100f`, no PTX) for a target
 /// of its family: nvlink links `sm_100f` code for sm_100, sm_103 and sm_103f, `sm_120f`
 /// for sm_121. nvlinkrs took it only for the very target, and wrote an image without
