@@ -259,14 +259,18 @@ impl<'a> Resolver<'a, '_> {
         let old = self.sym(d);
         let replace = match (old.bind == STB_WEAK, s.bind == STB_WEAK) {
             (false, false) => {
-                // (nvlink names the input that named the symbol first, defining it or not:
-                // `use.o def.o def.o`, `first defined in 'use.o'`, new-user review of
-                // 2026-12-01)
+                // (for a variable nvlink names the input that named it first, defining it
+                // or not: `use.o def.o def.o`, `first defined in 'use.o'`, new-user review
+                // of 2026-12-01; for a function, the first definition's)
+                let named = match kind(s) {
+                    Kind::Data => first,
+                    _ => d,
+                };
                 self.diag.error(&format!(
                     "Multiple definition of '{}' in '{}', first defined in '{}'",
                     s.name,
                     here,
-                    self.origin(first.input)
+                    self.origin(named.input)
                 ));
                 false
             }

@@ -262,8 +262,9 @@ fn a_variables_memory_space_must_agree() {
 
 /// The same object named twice after one that only refers to its variable (a Makefile's
 /// mistake): nvlink's `Multiple definition of 'g_count' in 'def.o', first defined in
-/// 'use.o'` names the input that named the symbol first; nvlinkrs named the definition's
-/// (new-user review of 2026-12-01). The differential compares the messages.
+/// 'use.o'` names the input that named the variable first (for a function, called in
+/// `use.o` too, the first definition's); nvlinkrs named the definition's (new-user review
+/// of 2026-12-01). The differential compares the messages.
 #[test]
 fn a_multiple_definition_names_the_input_that_named_it_first() {
     let dir = tempfile::tempdir().unwrap();
@@ -271,14 +272,16 @@ fn a_multiple_definition_names_the_input_that_named_it_first() {
     let def = compiled(
         d,
         "mdef",
-        "__device__ int g_count;\n__global__ void bump() { atomicAdd(&g_count, 1); }\n",
+        "__device__ int g_count;\n__device__ int twice(int x) { return 2 * x; }\n\
+         __global__ void bump() { atomicAdd(&g_count, 1); }\n",
         "sm_90",
         &[],
     );
     let used = compiled(
         d,
         "muse",
-        "extern __device__ int g_count;\n__global__ void get(int *o) { *o = g_count; }\n",
+        "extern __device__ int g_count;\n__device__ int twice(int);\n\
+         __global__ void get(int *o) { *o = twice(g_count); }\n",
         "sm_90",
         &[],
     );
