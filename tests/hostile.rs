@@ -26,6 +26,14 @@ fn run(tool: &Path, args: &[&str], dir: &Path, env: &[(&str, &str)]) -> Output {
     c.output().unwrap()
 }
 
+/// `ours` exited 0, and its image (`r.cubin` in `d`) is nvlink's (`n.cubin`).
+fn linked_as_nvlink(ours: &Output, d: &Path) {
+    let err = String::from_utf8_lossy(&ours.stderr);
+    assert_eq!(ours.status.code(), Some(0), "{err}");
+    let image = |n: &str| std::fs::read(d.join(n)).unwrap();
+    assert_eq!(image("n.cubin"), image("r.cubin"));
+}
+
 fn nvlink() -> std::path::PathBuf {
     cuda().join("bin/nvlink")
 }
@@ -42,16 +50,7 @@ fn an_endless_device_is_no_endless_input() {
     let theirs = run(&nvlink(), &args("n.cubin"), d, &[]);
     let ours = run(&nvlinkrs(), &args("r.cubin"), d, &[("NVLINKRS_CACHE", "0")]);
     assert_eq!(theirs.status.code(), Some(0));
-    assert_eq!(
-        ours.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&ours.stderr)
-    );
-    assert_eq!(
-        std::fs::read(d.join("n.cubin")).unwrap(),
-        std::fs::read(d.join("r.cubin")).unwrap()
-    );
+    linked_as_nvlink(&ours, d);
     let optf = [
         "-arch=sm_90",
         "-optf",
@@ -167,16 +166,7 @@ fn root_makes_no_cache_in_another_users_home() {
         ("NVLINKRS_CACHE_DIR", ""),
     ];
     let ours = run(&nvlinkrs(), &[&args[..], &["r.cubin"]].concat(), d, &env);
-    assert_eq!(
-        ours.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&ours.stderr)
-    );
-    assert_eq!(
-        std::fs::read(d.join("n.cubin")).unwrap(),
-        std::fs::read(d.join("r.cubin")).unwrap()
-    );
+    linked_as_nvlink(&ours, d);
     let made: Vec<_> = std::fs::read_dir(&home).unwrap().flatten().collect();
     assert!(made.is_empty(), "made in the user's home: {made:?}");
 }
