@@ -260,6 +260,40 @@ fn a_variables_memory_space_must_agree() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// A pointer initialised with a `__constant__` array's address (`__constant__ const char
+/// *p = ctab;`, in the array's unit and in another, and a `__device__` one): only the
+/// driver knows the array's generic address, so nvlink keeps the relocations (R_CUDA_G64,
+/// and at sm_100+ their Mercury twins) with the bytes 0; nvlinkrs wrote the array's offset
+/// in the bank as the pointer, exit 0 (attacker review of 2026-12-01).
+#[test]
+fn a_pointer_to_a_constant_array_is_left_for_the_driver() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let units = [
+        (
+            "cptr1",
+            "__constant__ char ctab[64];\n__constant__ const char *cself = ctab;\n\
+             __global__ void k(char *o) { o[threadIdx.x] = cself[threadIdx.x]; }\n",
+        ),
+        (
+            "cptr2",
+            "extern __constant__ char ctab[64];\n__constant__ const char *cstr = ctab;\n\
+             __device__ const char *dstr = ctab;\n\
+             __global__ void k2(char *o) { o[threadIdx.x] = cstr[threadIdx.x] + dstr[threadIdx.x]; }\n",
+        ),
+    ];
+    let mut links = Vec::new();
+    for sm in ["sm_90", "sm_100a", "sm_120a"] {
+        let mut args = vec![format!("-arch={sm}")];
+        for (name, src) in units {
+            args.push(compiled(d, name, src, sm, &[]).display().to_string());
+        }
+        links.push((format!("constant pointers {sm}"), args));
+    }
+    let failures = super::identical_all(&links);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 /// The same object named twice after one that only refers to its variable (a Makefile's
 /// mistake): nvlink's `Multiple definition of 'g_count' in 'def.o', first defined in
 /// 'use.o'` names the input that named the variable first (for a function, called in

@@ -206,6 +206,11 @@ impl Merger<'_> {
             return Ok(());
         }
         let (mut value, bank, mut resolvable) = self.link_value(k);
+        // (initialised data holding a `__constant__` variable's generic address: for the
+        // driver, as on the SASS side, `plan_value`)
+        if r.ty == R_MERCURY_G64 && target.flags & SHF_EXECINSTR == 0 && self.in_constant_bank(k) {
+            resolvable = false;
+        }
         // (a dynamic shared array has an offset per function, on the SASS
         // side: -1 in a function no kernel reaches, which nvlink's image
         // leaves without the array's symbol)
@@ -324,6 +329,8 @@ fn rewritten(ty: u32) -> u32 {
     }
 }
 
+/// A 64-bit generic (load) address, as R_CUDA_G64.
+const R_MERCURY_G64: u32 = 0x1_0001;
 const R_MERCURY_ABS64: u32 = 0x1_0002;
 const R_MERCURY_ABS32_LO: u32 = 0x1_0005;
 const R_MERCURY_ABS32_HI: u32 = 0x1_0006;
