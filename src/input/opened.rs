@@ -127,8 +127,8 @@ const MAX_STREAM: u64 = 4 << 30;
 
 /// The bytes of the open file `f` (its metadata `meta`). A regular file is mapped (a
 /// page past the end of a file another process cuts short meanwhile is a SIGBUS, which the
-/// nvlinkrs command turns into nvlink's error naming the file, [`super::sigbus`]), or with
-/// `in_memory` read into memory to the length its metadata gives, no further (one cut
+/// nvlinkrs command turns into nvlink's error naming the file, [`super::sigbus`], while
+/// its table has room), or with `in_memory` (or no room) read into memory to the length its metadata gives, no further (one cut
 /// short meanwhile gives fewer bytes, which its reader refuses with a message). A
 /// character or block device (`/dev/zero`) is empty, as nvlink reads it (it was read to
 /// the end of memory); a FIFO or pipe is read to its end, as nvlink does (waiting for its
@@ -142,20 +142,23 @@ fn read_or_map(
     use std::io::Read;
     use std::os::unix::fs::FileTypeExt;
     let could_not = |e: String| Error::fatal(format!("Could not read file '{shown}'")).context(e);
+    let regular = meta.is_some_and(|m| m.is_file() && m.len() > 0);
+    if regular
+        && !in_memory
+        && let Some(slot) = super::sigbus::slot()
+    {
+        // SAFETY: the mapping is read-only and private to us; a file changed underneath
+        // us while linking gives unspecified contents, and one cut short a SIGBUS
+        // (above). The output is never written into a mapped file (`output::write_output`).
+        let map = unsafe { memmap2::Mmap::map(f) }.map_err(|e| could_not(e.to_string()))?;
+        super::sigbus::watch(slot, &map, shown);
+        return Ok(Bytes::from_map(map));
+    }
     let (limit, stream) = match meta {
         Some(m) if m.file_type().is_char_device() || m.file_type().is_block_device() => {
             return Ok(Bytes::from_vec(Vec::new()));
         }
         Some(m) if m.is_file() && m.len() == 0 => return Ok(Bytes::from_vec(Vec::new())),
-        Some(m) if m.is_file() && !in_memory => {
-            // SAFETY: the mapping is read-only and private to us; a file changed
-            // underneath us while linking gives unspecified contents, and one cut short a
-            // SIGBUS (above). The output is never written into a mapped file
-            // (`output::write_output`).
-            let map = unsafe { memmap2::Mmap::map(f) }.map_err(|e| could_not(e.to_string()))?;
-            super::sigbus::watch(&map, shown);
-            return Ok(Bytes::from_map(map));
-        }
         Some(m) if m.is_file() => (m.len(), false),
         _ => (MAX_STREAM + 1, true),
     };
