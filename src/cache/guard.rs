@@ -121,13 +121,11 @@ pub fn private_subdir(dir: &Path) -> Result<()> {
 pub fn claim_root(dir: &Path) -> Result<()> {
     if fs::symlink_metadata(dir).is_err() {
         not_in_another_users_folder(dir)?;
-    }
-    if fs::symlink_metadata(dir).is_err()
-        && let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty())
-    {
-        fs::create_dir_all(parent).map_err(|e| {
-            Error::fatal(format!("cache: cannot create '{}': {e}", parent.display()))
-        })?;
+        if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+            fs::create_dir_all(parent).map_err(|e| {
+                Error::fatal(format!("cache: cannot create '{}': {e}", parent.display()))
+            })?;
+        }
     }
     create_private(dir)?;
     check_private(dir)?;

@@ -590,27 +590,28 @@ impl Cubin {
                     0
                 },
             };
-            if sass && !crate::elf::reloc::known(r.ty) {
-                return Err(
-                    Error::fatal("Internal error: sass rtype out of range").context(format!(
-                        "'{}' at offset {:#x}: relocation {k} of '{}' has type {:#x}, which no R_CUDA type has",
-                        self.origin,
-                        s.offset + (k * size) as u64,
-                        s.name,
-                        r.ty
-                    )),
-                );
-            }
-            if merc_end.is_some() && !crate::elf::reloc::mercury_known(r.ty) {
-                return Err(
-                    Error::fatal("Internal error: internal error").context(format!(
-                        "'{}' at offset {:#x}: Mercury relocation {k} of '{}' has type {:#x}, which no R_MERCURY type has (nvlink 13.5 takes 0 and 0x10000 to 0x10040)",
-                        self.origin,
-                        s.offset + (k * size) as u64,
-                        s.name,
-                        r.ty
-                    )),
-                );
+            // (a type its table has no entry for: nvlink's words for each table)
+            let unknown = match (sass, merc_end.is_some()) {
+                (true, _) if !crate::elf::reloc::known(r.ty) => Some((
+                    "Internal error: sass rtype out of range",
+                    "",
+                    "R_CUDA type has",
+                )),
+                (_, true) if !crate::elf::reloc::mercury_known(r.ty) => Some((
+                    "Internal error: internal error",
+                    "Mercury ",
+                    "R_MERCURY type has (nvlink 13.5 takes 0 and 0x10000 to 0x10040)",
+                )),
+                _ => None,
+            };
+            if let Some((words, kind, table)) = unknown {
+                return Err(Error::fatal(words).context(format!(
+                    "'{}' at offset {:#x}: {kind}relocation {k} of '{}' has type {:#x}, which no {table}",
+                    self.origin,
+                    s.offset + (k * size) as u64,
+                    s.name,
+                    r.ty
+                )));
             }
             if let Some(Some(end)) = merc_end
                 && r.offset >= end

@@ -128,9 +128,9 @@ const MAX_STREAM: u64 = 4 << 30;
 /// The bytes of the open file `f` (its metadata `meta`). A regular file is mapped (a
 /// page past the end of a file another process cuts short meanwhile is a SIGBUS, which the
 /// nvlinkrs command turns into nvlink's error naming the file, [`super::sigbus`], while
-/// its table has room), or with `in_memory` (or no room) read into memory to the length its metadata gives, no further (one cut
-/// short meanwhile gives fewer bytes, which its reader refuses with a message). A
-/// character or block device (`/dev/zero`) is empty, as nvlink reads it (it was read to
+/// its table has room), or with `in_memory` (or no room) read into memory to the length
+/// its metadata gives, no further (one cut short meanwhile gives fewer bytes, which its
+/// reader refuses with a message). A character or block device (`/dev/zero`) is empty, as nvlink reads it (it was read to
 /// the end of memory); a FIFO or pipe is read to its end, as nvlink does (waiting for its
 /// writer), up to [`MAX_STREAM`].
 fn read_or_map(

@@ -681,6 +681,14 @@ impl<'a> Merger<'a> {
         })
     }
 
+    /// Whether a relocation for target `k`'s generic (load) address, in a section of
+    /// `flags`, is left for the driver though the bank offset is known: initialised data
+    /// (not code) holding a `__constant__` variable's address, `__constant__ const char
+    /// *p = ctab;`, as nvlink leaves it (its R_CUDA_G64 and R_MERCURY_G64 alike).
+    fn constant_address_for_driver(&self, flags: u64, k: SymKey) -> bool {
+        flags & crate::elf::cubin::SHF_EXECINSTR == 0 && self.in_constant_bank(k)
+    }
+
     /// `(value, constant bank, known at link time)` of a relocation target.
     fn link_value(&self, k: SymKey) -> (u64, u32, bool) {
         let s = self.sym(k);

@@ -354,12 +354,11 @@ impl<'a> Merger<'a> {
         }
         // (debug information keeps the load addresses of variables, constant
         // ones included, for the driver: nvlink keeps those relocations; so does
-        // initialised data holding a `__constant__` variable's address, `__constant__
-        // const char *p = ctab;`, whose generic address only the driver knows: nvlinkrs
-        // wrote its offset in the bank, attacker review of 2026-12-01)
+        // initialised data holding a `__constant__` variable's address, whose generic
+        // address only the driver knows: nvlinkrs wrote its offset in the bank, attacker
+        // review of 2026-12-01)
         let load_address = reloc::is_global_address(r.ty)
-            && (sec.nonalloc
-                || (sec.target.flags & SHF_EXECINSTR == 0 && self.in_constant_bank(k)));
+            && (sec.nonalloc || self.constant_address_for_driver(sec.target.flags, k));
         // (under -r too: one against ptxas's internal constants, `.const_opt`,
         // local with visibility STV_INTERNAL, which nvlink applies and drops)
         // (but not in a device function's bank 2, a `switch` table: where it lies in the

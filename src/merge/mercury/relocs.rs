@@ -208,7 +208,7 @@ impl Merger<'_> {
         let (mut value, bank, mut resolvable) = self.link_value(k);
         // (initialised data holding a `__constant__` variable's generic address: for the
         // driver, as on the SASS side, `plan_value`)
-        if r.ty == R_MERCURY_G64 && target.flags & SHF_EXECINSTR == 0 && self.in_constant_bank(k) {
+        if r.ty == R_MERCURY_G64 && self.constant_address_for_driver(target.flags, k) {
             resolvable = false;
         }
         // (a dynamic shared array has an offset per function, on the SASS
