@@ -1,121 +1,72 @@
 //! What is known of a capsule-Mercury function (`.nv.capmerc.text.<fn>`, sm_100+) beyond
-//! its first word: the records of instructions that read a constant bank at an offset
-//! the link fixes: bank 2 (an `LDC c[0x2][R+off]`, a jump table's entry) and bank 3 (an
-//! `LDC` of a `__constant__` variable, whose offset in the image's `.nv.constant3` follows
-//! the variables of the inputs before its own). ptxas leaves their operand unset; nvlink
-//! writes the offset there (`merge::bank2`), and a finalizer's image has it written
-//! (`finalize`, which compares capsules without those operands).
-//! Read off ptxas 13.5 and nvlink 13.5 at sm_100 and sm_120 (97 capsules of generated
-//! switch programs for bank 2; a unit whose `__constant__` variable comes after another
-//! unit's, for bank 3): such a record is 32 bytes, its first 7 bytes below, byte 12 the
-//! bank's mark, its operand the last 4 (the bank offset, zero-extended) ([`operands`]).
+//! its first word: the records of its constant-bank reads. Each instruction that reads
+//! bank 0, 2 or 3 at an offset has a 32-byte record (first bytes `02 22 <form> 06`, byte 12
+//! the bank's mark, the offset in the last 4 bytes). ptxas leaves the offset unset where
+//! the link decides it: a read of a device function's bank-2 data (a jump table's entry,
+//! placed in its kernels' banks by `merge::bank2`) or of a `__constant__` variable at a
+//! fixed offset (placed in the image's `.nv.constant3`). nvlink writes those
+//! (`merge::mercury::records`), and a finalizer's image has them written (`finalize`,
+//! which compares capsules without them).
+//! Read off ptxas 13.5 and nvlink 13.5 at sm_100 to sm_121 (1,502 capsules of generated
+//! and hand-written programs, review of 2026-12-01): such a record's form (byte 2) is
+//! 0x08 for a uniform load (`LDCU`, 32-bit offset), 0x0e for a load or an operand at a
+//! fixed 16-bit offset (`@P0 LDC.U8 R0, c[0x3][RZ]`, predicated or not: byte 4 is the
+//! predicate), 0x0c for a load at a register plus an offset (`LDC R6, c[0x3][R6+0x18]`);
+//! byte 12 is 0x40 for bank 0, 0x41 bank 2, 0x42 bank 3. A read at a register of bank 3
+//! takes its variable's address from another instruction, whose relocation has no record:
+//! its own offset is ptxas's and stays. A jump table's read (bank 2, form 0x0c) carries
+//! its table's offset, which the link writes.
 
-/// The records a link patches, by the constant bank they read and their form.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Bank {
-    /// Device functions' data merged into their kernels' banks (`merge::bank2`).
-    Two,
-    /// The module's `__constant__` variables (`.nv.constant3`).
-    Three,
-    /// A `__constant__` variable read through a 16-bit field (R_MERCURY_ABS16): a load in
-    /// libNVVM's whole-program output compiled relocatable (`ybias[3]`), or a scalar's
-    /// read as an instruction's operand in `-rdc` code (`o[i] = y`; byte 4 0xf8 there).
-    Three16,
+/// A record's byte 6: the width of the value read in its high nibble over 2: 0x02 an
+/// unsigned and 0x12 a signed byte (`unsigned char`, `char`), 0x22 and 0x32 16 bits
+/// (`unsigned short`, `__half`; `short`), 0x42 32 bits, 0x52 64 bits (`double`), 0x62
+/// 128 bits (`LDCU.128` of a 16-byte `__constant__` struct, a new user's AES rounds).
+fn width(b: u8) -> bool {
+    b & 0x0f == 0x02 && b <= 0x72
 }
 
-impl Bank {
-    /// Every kind of record, for what compares capsules without their operands.
-    pub const ALL: [Bank; 3] = [Bank::Two, Bank::Three, Bank::Three16];
+/// A record's bank mark (byte 12).
+const BANK0: u8 = 0x40;
+const BANK2: u8 = 0x41;
+const BANK3: u8 = 0x42;
 
-    /// The record's first 4 bytes, its byte 4 and byte 6 (each one of the listed values:
-    /// bank 3's byte 6 is the width read, [`WIDTHS`]), byte 5 zero, and its byte 12, the
-    /// bank's mark.
-    fn signature(self) -> ([u8; 4], &'static [u8], &'static [u8], u8) {
-        match self {
-            Bank::Two => ([0x02, 0x22, 0x0c, 0x06], &[0xf8], &[0x42], 0x41),
-            Bank::Three => ([0x02, 0x22, 0x08, 0x06], &[0xfa], WIDTHS, 0x42),
-            Bank::Three16 => ([0x02, 0x22, 0x0e, 0x06], &[0x01, 0xf8], WIDTHS, 0x42),
+/// Whether the 32 bytes `r` are a constant read's record; with its form and bank mark.
+fn record(r: &[u8]) -> Option<(u8, u8)> {
+    let ok = r[0] == 0x02
+        && r[1] == 0x22
+        && matches!(r[2], 0x08 | 0x0c | 0x0e)
+        && r[3] == 0x06
+        && r[5] == 0
+        && width(r[6])
+        && (BANK0..=BANK3).contains(&r[12]);
+    ok.then_some((r[2], r[12]))
+}
+
+/// The offsets, in capsule `data`, of the 32-bit operands of the records whose offset a
+/// link writes, in the code's order: bank-2 reads, and bank-3 reads at a fixed offset
+/// (forms 0x08, 0x0e). Records do not overlap: the scan goes on after each.
+pub fn linked_operands(data: &[u8]) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut p = 0;
+    while p + 32 <= data.len() {
+        match record(&data[p..p + 32]) {
+            Some((form, mark)) => {
+                if mark == BANK2 || (mark == BANK3 && form != 0x0c) {
+                    out.push(p + 28);
+                }
+                p += 32;
+            }
+            None => p += 1,
         }
     }
+    out
 }
 
-/// A bank-3 record's byte 6, the width of the value read: 0x02 an unsigned and 0x12 a
-/// signed byte (`unsigned char`, `char`), 0x22 and 0x32 16 bits (`unsigned short`,
-/// `__half`; `short`), 0x42 32 bits, 0x52 64 bits (`double`). nvlink writes the offset of
-/// each (attacker review of 2026-11-30: the 8-bit unsigned and 16-bit ones were left 0).
-const WIDTHS: &[u8] = &[0x02, 0x12, 0x22, 0x32, 0x42, 0x52];
-
-/// The offsets of the 32-bit operands of capsule `data`'s records of `bank`, in order.
-pub fn operands(data: &[u8], bank: Bank) -> Vec<usize> {
-    let (head, fourth, sixth, mark) = bank.signature();
-    let same = |r: &[u8]| {
-        r[..4] == head
-            && fourth.contains(&r[4])
-            && r[5] == 0
-            && sixth.contains(&r[6])
-            && r[12] == mark
-    };
-    (0..data.len().saturating_sub(31))
-        .filter(|&p| same(&data[p..p + 32]))
-        .map(|p| p + 28)
-        .collect()
-}
-
-/// A 16-bit record's byte 4, the read's predicate as it reads: the register times 8, its
-/// lowest bit the negation (0xf8: none, `PT`; 0 and 1 `@P0` and `@!P0`; 0x08, 0x09 `@P1`,
-/// `@!P1`; 0x10 to 0x21 seen too: a new user's function of six conditional reads of a
-/// `__constant__` struct, new-user review of 2026-12-01, which had its records left 0 at
-/// sm_100 with the values 0x00, 0x01, 0x08 and 0x09 alone listed here).
-fn predicate(b: u8) -> bool {
-    b & 0x06 == 0
-}
-
-/// Bank 3's 16-bit records (`Bank::Three16`) as a fuller reading finds them, in order,
-/// each with whether nvlink writes its operand: also those whose byte 4 is a predicate
-/// ([`predicate`]: predicated reads, `@P0 LDC.U16`, `@P1 LDC.S8`), and the
-/// records of an indexed read (`02 22 0c 06`, byte 4 0, byte 6 0x42, bank 3's mark),
-/// which take a relocation of their own but whose operand nvlink leaves as ptxas wrote it
-/// (a `__noinline__` function's `switch` reading `table[3]`, `table[5]` and `table[k]`:
-/// four relocations, three operands written).
-/// `wide` also takes indexed reads' records whose byte 4 is 0xf8 (a function reading two
-/// `__constant__` arrays, one at an index the other gives).
-pub fn bank3_records_with_indexed(data: &[u8], wide: bool) -> Vec<(usize, bool)> {
-    let indexed: &[u8] = if wide { &[0x00, 0xf8] } else { &[0x00] };
-    let form = |r: &[u8], head: u8, fourth: &dyn Fn(u8) -> bool| {
-        r[..4] == [0x02, 0x22, head, 0x06]
-            && fourth(r[4])
-            && r[5] == 0
-            && WIDTHS.contains(&r[6])
-            && r[12] == 0x42
-    };
-    (0..data.len().saturating_sub(31))
-        .filter_map(|p| {
-            let r = &data[p..p + 32];
-            if form(r, 0x0e, &predicate) {
-                Some((p + 28, true))
-            } else if form(r, 0x0c, &|b| indexed.contains(&b)) {
-                Some((p + 28, false))
-            } else {
-                None
-            }
-        })
-        .collect()
-}
-
-/// Capsule `data` with its constant-bank operands zeroed (two capsules that differ only
-/// there are the same code at other bank offsets), the fuller reading's 16-bit records
-/// too (predicated reads: a finalizer's image has them written, the unit 0; a new user's
-/// FIR kernel at sm_100a, whose control bits were left as ptxas wrote them).
+/// Capsule `data` with the operands a link writes zeroed (two capsules that differ only
+/// there are the same code at other bank offsets).
 pub fn without_bank_operands(data: &[u8]) -> Vec<u8> {
     let mut d = data.to_vec();
-    let fuller = bank3_records_with_indexed(data, true)
-        .into_iter()
-        .map(|(at, _)| at);
-    for at in Bank::ALL
-        .iter()
-        .flat_map(|&b| operands(data, b))
-        .chain(fuller)
-    {
+    for at in linked_operands(data) {
         d[at..at + 4].fill(0);
     }
     d
@@ -125,50 +76,51 @@ pub fn without_bank_operands(data: &[u8]) -> Vec<u8> {
 mod tests {
     use super::*;
 
+    /// A record of `head` (its first 7 bytes) and bank `mark`, `operand` last.
+    fn record_of(head: [u8; 7], mark: u8, operand: u32) -> Vec<u8> {
+        let mut r = vec![0u8; 32];
+        r[..7].copy_from_slice(&head);
+        r[10] = 1;
+        r[12] = mark;
+        r[28..].copy_from_slice(&operand.to_le_bytes());
+        r
+    }
+
     #[test]
-    fn bank_records_are_found_and_only_their_operands_cleared() {
-        let mut cap = vec![0x18, 0, 0, 0];
-        let record = |operand: u32| {
-            let mut r = vec![0u8; 32];
-            r[..7].copy_from_slice(&[0x02, 0x22, 0x0c, 0x06, 0xf8, 0x00, 0x42]);
-            r[10] = 1;
-            r[12] = 0x41;
-            r[28..].copy_from_slice(&operand.to_le_bytes());
-            r
+    fn the_records_a_link_writes_are_found_and_only_their_operands_cleared() {
+        let mut cap = vec![0x11, 0, 0, 0];
+        let mut put = |bytes: Vec<u8>| {
+            cap.extend(bytes);
+            cap.len()
         };
-        cap.extend(record(0x8040));
-        cap.extend([0x02, 0x22, 0x32, 0x32, 0xf8, 0, 0x14, 8]); // another record's start
-        cap.extend(record(0x8050));
-        assert_eq!(operands(&cap, Bank::Two), vec![4 + 28, 4 + 32 + 8 + 28]);
-        // a record of `head` (its first 7 bytes) and `mark` (byte 12), `operand` last;
-        // appended to the capsule: where it starts
-        let mut put = |head: [u8; 7], mark: u8, operand: u32| {
-            let mut r = vec![0u8; 32];
-            r[..7].copy_from_slice(&head);
-            r[12] = mark;
-            r[28..].copy_from_slice(&operand.to_le_bytes());
-            cap.extend(r);
-            cap.len() - 32
-        };
-        // a bank-3 record (a `__constant__` variable's `LDC`) is found as such
-        let at = put([0x02, 0x22, 0x08, 0x06, 0xfa, 0x00, 0x42], 0x42, 0x124);
-        // and one of libNVVM's relocatable output (`ybias[3]`, another form)
-        let at2 = put([0x02, 0x22, 0x0e, 0x06, 0x01, 0x00, 0x42], 0x42, 0);
-        // and a scalar's read in `-rdc` code (`o[i] = y`), byte 4 0xf8
-        let at3 = put([0x02, 0x22, 0x0e, 0x06, 0xf8, 0x00, 0x42], 0x42, 0);
-        // and a `char`'s read (byte 6 0x12), a bank-3 record of the 32-bit form
-        let at4 = put([0x02, 0x22, 0x08, 0x06, 0xfa, 0x00, 0x12], 0x42, 0);
-        assert_eq!(operands(&cap, Bank::Two).len(), 2);
-        assert_eq!(operands(&cap, Bank::Three), vec![at + 28, at4 + 28]);
-        assert_eq!(operands(&cap, Bank::Three16), vec![at2 + 28, at3 + 28]);
+        // a jump table's entry (bank 2, at a register plus the table's offset)
+        let table = put(record_of([2, 0x22, 0x0c, 6, 0xf8, 0, 0x42], BANK2, 0x8040));
+        // another item of the stream between records
+        put(vec![0x41, 0x0c, 0x40, 0x04]);
+        // `@P0 LDC.U8 R0, c[0x3][RZ]`: predicated, fixed offset
+        let fixed = put(record_of([2, 0x22, 0x0e, 6, 0x00, 0, 0x02], BANK3, 0));
+        // `@!P0 LDC.U8 R0, c[0x3][R3]`: bank 3 at a register: not the link's
+        let at_register = put(record_of([2, 0x22, 0x0c, 6, 0x01, 0, 0x02], BANK3, 0));
+        // `LDCU.64 UR4, c[0x3][URZ]`
+        let uniform = put(record_of([2, 0x22, 0x08, 6, 0xfa, 0, 0x52], BANK3, 0));
+        // a kernel parameter's read (bank 0)
+        let param = put(record_of([2, 0x22, 0x08, 6, 0xfa, 0, 0x42], BANK0, 0x380));
+        // a width no record has
+        let odd = put(record_of([2, 0x22, 0x08, 6, 0xfa, 0, 0x43], BANK3, 0));
+        let written = linked_operands(&cap);
+        assert_eq!(written, vec![table - 4, fixed - 4, uniform - 4]);
         let cleared = without_bank_operands(&cap);
         assert_eq!(cleared.len(), cap.len());
-        assert_eq!(&cleared[..4], &cap[..4]);
-        assert_eq!(&cleared[32..36], &[0, 0, 0, 0]);
-        assert_eq!(&cleared[36..44], &cap[36..44]);
-        assert_eq!(&cleared[at + 28..at + 32], &[0, 0, 0, 0]);
-        assert_eq!(&cleared[at2 + 28..at2 + 32], &[0, 0, 0, 0]);
-        assert_eq!(&cleared[at3 + 28..at3 + 32], &[0, 0, 0, 0]);
-        assert_eq!(&cleared[at4 + 28..], &[0, 0, 0, 0]);
+        assert_eq!(&cleared[table - 4..table], &[0, 0, 0, 0]);
+        for end in [at_register, param, odd] {
+            assert_eq!(&cleared[end - 4..end], &cap[end - 4..end]);
+        }
+        assert_eq!(&cleared[..table - 4], &cap[..table - 4]);
+    }
+
+    #[test]
+    fn a_short_or_empty_capsule_has_no_records() {
+        assert!(linked_operands(&[]).is_empty());
+        assert!(linked_operands(&[2, 0x22, 0x08, 6]).is_empty());
     }
 }

@@ -187,6 +187,15 @@ pub fn resolvable(ty: u32) -> bool {
     })
 }
 
+/// Whether the type writes a constant bank's number beside an offset: the relocated
+/// instruction reads a constant bank at that offset itself (`CONST_FIELD*`), where an
+/// `ABS16_32` writes an address another instruction reads at.
+pub fn reads_constant_bank(ty: u32) -> bool {
+    TABLE
+        .get(ty as usize)
+        .is_some_and(|(_, slots)| slots.iter().any(|&(_, _, op, _)| op == 0xA))
+}
+
 /// Whether the type writes the target's function descriptor (a kernel launched from the
 /// device: `FUNC_DESC*`).
 pub fn is_func_desc(ty: u32) -> bool {

@@ -34,6 +34,7 @@
 use super::relocations::{applied_under_r, is_unplaced_label, line_reference};
 use super::*;
 
+mod records;
 mod relocs;
 
 /// The Mercury section's name without its prefix: what its section symbol is called and,

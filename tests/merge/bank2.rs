@@ -195,3 +195,82 @@ fn weak_switch_functions_defined_twice_keep_both_tables_as_nvlink() {
     let failures = identical_all(&links);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// A function reading `__constant__` data in every form at once (new-user and attacker
+/// reviews of 2026-12-01): predicated reads at a fixed offset, reads at a register (whose
+/// variable's address another instruction's relocation gives, with no record of its own),
+/// uniform loads of 8 to 128 bits (`LDCU.128` of a `uint4` key), in one unit and across
+/// two. A capsule's records pair with the relocations whose SASS twins read the bank;
+/// nvlinkrs paired them by order and form and left 12 of 76 generated programs' offsets
+/// other than nvlink's (most silently). The AES-like kernel's `LDCU.128` has a record of a
+/// width the first reading by SASS twins did not list (it warned, 4 reads, 3 records).
+#[test]
+fn capsule_records_of_mixed_constant_reads_are_nvlinks() {
+    let mixed = "#include <cuda_bf16.h>\n\
+        __constant__ char c4[4];\n__constant__ long long t64[64];\n\
+        __constant__ __nv_bfloat16 hb;\n__constant__ short s0, s4;\n\
+        __device__ __noinline__ float f(int a, int b, int c) {\n\
+          float r = 0.f;\n\
+          switch (c & 7) {\n\
+            case 0: if (b < 0) r *= a > -1 ? c4[0] : c4[c & 3]; else if (b & 4) { if (c4[a & 3] > r) r = __bfloat162float(hb); } else r += t64[42]; break;\n\
+            case 2: r += s4; break;\n\
+          }\n\
+          if (b > 2) r += c4[0];\n\
+          else if (c & 3) { for (int k = 0; k < 7; ++k) { if (r > c4[k & 3]) break; r += s0; } }\n\
+          return r;\n}\n\
+        __global__ void k(float *o, const int *in) { int t = threadIdx.x; o[t] = f(in[t], in[t + 1], in[t + 2]); }\n";
+    let header = "struct S { unsigned short us0; double d1[2]; short s2[5]; unsigned char uc3[5]; };\n\
+        extern __constant__ S g_s;\nextern __constant__ char g_c0[16];\n\
+        extern __constant__ double g_d1[4];\nextern __constant__ float g_f2[64];\n\
+        extern __constant__ float2 g_f23;\n";
+    let defs = format!(
+        "{header}__constant__ S g_s;\n__constant__ char g_c0[16];\n__constant__ double g_d1[4];\n\
+         __constant__ float g_f2[64];\n__constant__ float2 g_f23;\n"
+    );
+    let kernel = format!(
+        "{header}__global__ void k0(float *o, const int *in) {{\n\
+           int t = blockIdx.x * blockDim.x + threadIdx.x;\n\
+           int a = in[t], b = in[t + 1], c = in[t + 2];\n\
+           float r = in[t + 3];\n\
+           switch (b & 7) {{\n\
+             case 2: switch (a & 7) {{\n\
+               case 0: r *= a > 0 ? g_f2[(a >> 1) & 63] : (float)g_s.d1[a % 2]; break;\n\
+               case 2: if (g_d1[0] > r) r = g_s.us0; break;\n\
+               default: r -= g_f23.x; }} break;\n\
+             case 4: if (a > 2) r += g_s.us0; else r -= g_c0[0]; break;\n\
+             case 5: if (c > 1) r += (float)g_d1[3]; else r -= g_c0[c & 15]; break;\n\
+           }}\n\
+           o[t] = r;\n}}\n"
+    );
+    let aes = "#include <stdint.h>\n\
+        __constant__ uint8_t c_sbox[256];\n__constant__ uint4 c_round_keys[11];\n\
+        __constant__ struct Cfg { uint32_t seed; uint16_t rounds; uint8_t variant; } c_cfg;\n\
+        __device__ __noinline__ uint32_t sub_word(uint32_t w) {\n\
+          return c_sbox[w & 0xff] | ((uint32_t)c_sbox[(w >> 8) & 0xff] << 8) | ((uint32_t)c_sbox[w >> 24] << 24);\n}\n\
+        __global__ void aes_like(uint4 *state, int n) {\n\
+          int i = blockIdx.x * blockDim.x + threadIdx.x;\n\
+          if (i >= n) return;\n\
+          uint4 s = state[i];\n\
+          s.x ^= c_round_keys[0].x; s.y ^= c_round_keys[0].y; s.z ^= c_round_keys[0].z; s.w ^= c_round_keys[0].w;\n\
+          int rounds = c_cfg.rounds < 10 ? c_cfg.rounds : 10;\n\
+          for (int r = 1; r <= rounds; ++r) {\n\
+            s.x = sub_word(s.x) ^ c_round_keys[r].x; s.y = sub_word(s.y) ^ c_round_keys[r].y;\n\
+            if (c_cfg.variant == 3 && r == 5) break;\n\
+          }\n\
+          state[i] = s;\n}\n";
+    let dir = tempfile::tempdir().unwrap();
+    let mut links = Vec::new();
+    for sm in ["sm_100a", "sm_120a"] {
+        let arch = format!("-arch={sm}");
+        let path = |p: std::path::PathBuf| p.display().to_string();
+        let m = path(compiled(dir.path(), "mixed", mixed, sm, &[]));
+        let d = path(compiled(dir.path(), "mixed_defs", &defs, sm, &[]));
+        let k = path(compiled(dir.path(), "mixed_kernel", &kernel, sm, &[]));
+        let a = path(compiled(dir.path(), "aes_like", aes, sm, &[]));
+        links.push((format!("one unit {sm}"), vec![arch.clone(), m]));
+        links.push((format!("two units {sm}"), vec![arch.clone(), d, k]));
+        links.push((format!("128-bit loads {sm}"), vec![arch, a]));
+    }
+    let failures = identical_all(&links);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
