@@ -53,7 +53,8 @@ fn normalized(recs: &[Record]) -> Vec<Record> {
 
 /// The image's records from `all`, each merged input's (in input order; empty for an
 /// input without `.nv.compat`, which then has none of the attributes that must be in
-/// every input; `code`: whether each has code); `code_sm` the first input's SM.
+/// every input; `code`: whether each has code the image keeps); `code_sm` the first
+/// input's SM.
 pub(super) fn merged(
     all: &[Vec<Record>],
     code: &[bool],
@@ -83,11 +84,17 @@ pub(super) fn merged(
     let coded = (all.iter().zip(code))
         .filter(|(_, c)| **c)
         .find_map(|(rs, _)| rs.iter().find(|r| r.attr == CAN_FASTPATH_FINALIZE));
-    if let (Some(first), Some(o)) = (
-        coded,
-        out.iter_mut().find(|o| o.attr == CAN_FASTPATH_FINALIZE),
-    ) {
-        o.payload = first.payload.clone();
+    // (and where the image keeps no code, what nvlink writes for an image without
+    // inputs: an sm_120a unit whose one function no kernel calls says 0x10, nvlink 0x50;
+    // new-user review of 2026-12-01)
+    if let Some(o) = out.iter_mut().find(|o| o.attr == CAN_FASTPATH_FINALIZE) {
+        match coded {
+            Some(first) => o.payload = first.payload.clone(),
+            None if !code.contains(&true) && o.payload.len() == 8 => {
+                o.payload = info::Payload::from_slice(&fastpath_without_code(target).to_le_bytes())
+            }
+            None => {}
+        }
     }
     let every = |attr: u8| all.iter().all(|rs| rs.iter().any(|r| r.attr == attr));
     out.retain(|r| match r.attr {
@@ -117,17 +124,23 @@ pub(super) fn empty(target: Arch) -> Option<Vec<u8>> {
     let accelerated = (target.variant == Variant::Accelerated) as u8;
     let mut d = vec![info::FMT_BVAL, ACCELERATOR_TARGET, accelerated, 0];
     if target.sm >= 100 {
-        let fastpath: u64 = match target.sm {
-            100 => 9,
-            120 => 0x50,
-            _ => 0,
-        };
+        let fastpath = fastpath_without_code(target);
         d.extend_from_slice(&[info::FMT_SVAL, CAN_FASTPATH_FINALIZE, 8, 0]);
         d.extend_from_slice(&fastpath.to_le_bytes());
         d.extend_from_slice(&[info::FMT_HVAL, FINALIZER_VERSION]);
         d.extend_from_slice(&FINALIZER_13_5.to_le_bytes());
     }
     Some(d)
+}
+
+/// The `CAN_FASTPATH_FINALIZE` value of an image without code: 9 for sm_100, 0x50 for
+/// sm_120, else 0.
+fn fastpath_without_code(target: Arch) -> u64 {
+    match target.sm {
+        100 => 9,
+        120 => 0x50,
+        _ => 0,
+    }
 }
 
 /// The target's rules (read off nvlink 13.5 with sm_100, sm_103, sm_110, sm_120 and

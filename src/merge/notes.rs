@@ -108,11 +108,11 @@ impl<'a> Merger<'a> {
                                 .unwrap_or_default()
                         })
                         .collect();
-                    let code: Vec<bool> = (self.inputs.iter())
-                        .map(|inp| {
-                            (inp.cubin.sections.iter()).any(|s| s.flags & SHF_EXECINSTR != 0)
-                        })
-                        .collect();
+                    // (whether each input has code the image keeps)
+                    let mut code = vec![false; self.inputs.len()];
+                    for (f, func) in self.code.funcs.iter().enumerate() {
+                        code[func.key.input] |= self.code.live[f];
+                    }
                     let recs = compat::merged(&all, &code, (c.e_flags >> 8) & 0xFF, target);
                     o.data = info::encode_all(&recs);
                 }

@@ -363,7 +363,8 @@ impl<'a> Merger<'a> {
     }
 
     /// For every name an input leaves undefined, the first input whose live code or
-    /// allocated data refers to it; and every undefined name any relocation refers to.
+    /// allocated data refers to it (a variable: whose code, live or not, as nvlink 13.5
+    /// reports it); and every undefined name any relocation refers to.
     fn undefined_uses(&self) -> (HashMap<&'a str, usize>, HashSet<&'a str>) {
         let mut first = HashMap::default();
         let mut used = HashSet::default();
@@ -376,11 +377,11 @@ impl<'a> Merger<'a> {
                 let Some(target) = c.sections.get(rs.info as usize) else {
                     continue;
                 };
-                let live = match self
+                let code = self
                     .code
                     .func_of_text
-                    .get(&SecKey::new(i, rs.info as usize))
-                {
+                    .get(&SecKey::new(i, rs.info as usize));
+                let live = match code {
                     Some(&f) => self.code.live[f],
                     None => target.flags & SHF_ALLOC != 0 && target.flags & SHF_EXECINSTR == 0,
                 };
@@ -388,7 +389,10 @@ impl<'a> Merger<'a> {
                     let s = &c.symbols[r.sym as usize];
                     if !s.defined() {
                         used.insert(s.name.as_str());
-                        if live {
+                        // (a variable counts wherever code reads it, dead code too: an
+                        // unused function, a kernel no host object launches; a function
+                        // only where the code is live)
+                        if live || (code.is_some() && kind(s) == Kind::Data) {
                             first.entry(s.name.as_str()).or_insert(i);
                         }
                     }

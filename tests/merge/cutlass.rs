@@ -427,7 +427,9 @@ fn one_unit_each(
 /// function (its relocation of the indexed form has no capsule record: nvlinkrs left the
 /// two predicated reads' records 0); and a unit of `__constant__` data alone linked first
 /// (its `.nv.compat` says `CAN_FASTPATH_FINALIZE` 0x50 at sm_120a, the kernel's unit 0x10;
-/// nvlink writes the unit with code's, nvlinkrs wrote the first input's).
+/// nvlink writes the unit with code's, nvlinkrs wrote the first input's). And (review of
+/// 2026-12-01) a unit whose one function no kernel calls: the image keeps no code, and
+/// nvlink writes an image without code's 0x50 at sm_120a where the unit says 0x10.
 #[test]
 fn a_new_users_constant_struct_programs_are_nvlinks() {
     let data = "#include <cuda_fp16.h>\nstruct P { double c[4]; __half h[4]; };\n\
@@ -452,7 +454,13 @@ fn a_new_users_constant_struct_programs_are_nvlinks() {
             format!("reader first {sm}"),
             vec![arch.clone(), r.clone(), d.clone()],
         ));
-        links.push((format!("data first {sm}"), vec![arch, d, r]));
+        links.push((format!("data first {sm}"), vec![arch.clone(), d, r]));
+        let unused = "__device__ __noinline__ int get() { return 3; }\n";
+        let u = compiled(dir.path(), "unused", unused, sm, &[]);
+        links.push((
+            format!("no code kept {sm}"),
+            vec![arch, u.display().to_string()],
+        ));
     }
     let failures = identical(&links);
     assert!(failures.is_empty(), "{}", failures.join("\n"));

@@ -330,6 +330,67 @@ fn a_multiple_definition_names_the_input_that_named_it_first() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// An `extern` variable no unit defines, read only by code the link drops (an unused
+/// `__noinline__` function, a weak one, a kernel no host object launches): nvlink stops
+/// (`Undefined reference`, exit 255); nvlinkrs linked (new-user review of 2026-12-01). An
+/// undefined function called only from a kernel no host object launches links under both;
+/// under `-kernels-used` both refuse it.
+#[test]
+fn a_variable_no_unit_defines_is_undefined_even_in_dropped_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let k = "__global__ void k(int *o) { o[0] = 1; }\n";
+    let cases = [
+        (
+            "unused_fn",
+            "extern __constant__ int c_val;\n__device__ __noinline__ int get() { return c_val; }\n"
+                .to_string(),
+            "",
+        ),
+        (
+            "weak_fn",
+            format!(
+                "extern __device__ int g_val;\n__device__ __noinline__ __attribute__((weak)) int get() {{ return g_val; }}\n{k}"
+            ),
+            "",
+        ),
+        (
+            "unlaunched_kernel",
+            format!(
+                "extern __device__ int g_val;\n__global__ void k2(int *o) {{ o[0] = g_val; }}\n{k}int main() {{ k<<<1, 1>>>(0); return 0; }}\n"
+            ),
+            "",
+        ),
+        (
+            "unlaunched_call",
+            format!(
+                "extern __device__ int ext_fn(int);\n__global__ void k2(int *o) {{ o[0] = ext_fn(o[1]); }}\n{k}int main() {{ k<<<1, 1>>>(0); return 0; }}\n"
+            ),
+            "",
+        ),
+        (
+            "kernels_used_call",
+            format!(
+                "extern __device__ int ext_fn(int);\n__global__ void k2(int *o) {{ o[0] = ext_fn(o[1]); }}\n{k}"
+            ),
+            "-kernels-used=k",
+        ),
+    ];
+    let mut failures = Vec::new();
+    for sm in ["sm_80", "sm_120a"] {
+        for (name, src, option) in &cases {
+            let o = compiled(d, name, src, sm, &[]);
+            let mut args = vec![format!("-arch={sm}")];
+            args.extend((!option.is_empty()).then(|| option.to_string()));
+            args.push(o.display().to_string());
+            if let Err(e) = differential(&args) {
+                failures.push(format!("{name} {sm}:\n    {e}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 /// Family-specific SASS (`-gencode arch=compute_100f,code=sm_100f`, no PTX) for a target
 /// of its family: nvlink links `sm_100f` code for sm_100, sm_103 and sm_103f, `sm_120f`
 /// for sm_121. nvlinkrs took it only for the very target, and wrote an image without
