@@ -123,14 +123,18 @@ fn drive_in(
 /// An info log without the line nvJitLink's has for every `-lto` link and the drop-in's
 /// has not (`INFO: NVVM70 LTOIR Container created (N bytes)`, `Solid` at sm_100+: the size
 /// of nvJitLink's own container of the linked IR, which nvlinkrs does not make), and
-/// without its NUL (a log of that line alone is empty then).
+/// without its NUL (a log of that line alone is empty then); ptxas's compile times (`-v`)
+/// read as 0.
 fn without_ir_container_line(log: &Value) -> Value {
     match log.as_str() {
         Some(s) => Value::from(
             s.trim_end_matches('\0')
                 .lines()
                 .filter(|l| !(l.starts_with("INFO: ") && l.contains(" LTOIR Container created (")))
-                .map(|l| format!("{l}\n"))
+                .map(|l| match l.split_once("Compile time = ") {
+                    Some((head, _)) if l.ends_with(" ms") => format!("{head}Compile time = 0 ms\n"),
+                    _ => format!("{l}\n"),
+                })
                 .collect::<String>(),
         ),
         None => log.clone(),
@@ -142,8 +146,9 @@ fn without_ir_container_line(log: &Value) -> Value {
 const EQUIVALENT_ONLY: [&str; 2] = ["ptx_sm_75", "ptx_sm_80"];
 
 /// Links the drop-in hands to the real library, and at which call.
-const HANDED_OVER: [(&str, &str); 30] = [
+const HANDED_OVER: [(&str, &str); 31] = [
     ("object_for_other_archs", "nvJitLink: input"),
+    ("xptxas_comma", "nvJitLink: options"),
     ("ltoir_kernels_used", "nvJitLink: options"),
     ("bad_option", "nvJitLink: options"),
     ("bad_arch", "nvJitLink: options"),

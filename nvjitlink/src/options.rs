@@ -1,9 +1,9 @@
 //! nvJitLink's options, as far as nvlinkrs carries them out. `read` takes a `Create`'s
 //! options when every one of them is one nvlinkrs links as nvJitLink does; any other
 //! (an unknown or malformed option, `-arch` missing or not `sm_NN`, `-ptx` without
-//! `-lto`, `-O0`, `-g`, `-lineinfo`, the math options, `-Xptxas`, `-split-compile`, `-r`,
-//! `-verbose`, `-time`, ...) makes the link the real library's from `Create` on, so its
-//! result code and error log are nvJitLink's own.
+//! `-lto`, `-O0`, `-g`, `-lineinfo`, the math options, an `-Xptxas` value with a comma,
+//! `-split-compile`, `-r`, `-verbose`, `-time`, ...) makes the link the real library's
+//! from `Create` on, so its result code and error log are nvJitLink's own.
 
 use std::ffi::CString;
 
@@ -17,6 +17,8 @@ pub struct Options {
     pub ptx: bool,
     pub no_cache: bool,
     pub maxrregcount: Option<u32>,
+    /// `-Xptxas=<options>`: options for ptxas, in the order given.
+    pub xptxas: Vec<String>,
 }
 
 /// `sm_NN`, `sm_NNa` or `sm_NNf` of an architecture nvJitLink 13.5 takes, spelled as it
@@ -46,6 +48,11 @@ pub fn read(given: &[CString]) -> Option<Options> {
             Some(("-maxrregcount", n)) if o.maxrregcount.is_none() => {
                 o.maxrregcount = Some(register_count(n)?)
             }
+            // (one option per `-Xptxas`: nvJitLink hands `-O2,-v` to ptxas as one word,
+            // which refuses it, where nvlink's `-Xptxas` splits at commas)
+            Some(("-Xptxas", v)) if !v.is_empty() && !v.contains(',') => {
+                o.xptxas.push(v.to_string())
+            }
             Some(_) => return None,
             None => match opt {
                 "-lto" => o.lto = true,
@@ -74,6 +81,8 @@ mod tests {
 
     #[test]
     fn what_is_ours_and_what_is_handed_over() {
+        let o = opts(&["-arch=sm_90", "-Xptxas=-O1", "-Xptxas=-v"]).unwrap();
+        assert_eq!(o.xptxas, ["-O1", "-v"]);
         let o = opts(&["-arch=sm_90a", "-lto", "-ptx", "-maxrregcount=32"]).unwrap();
         assert_eq!(
             (o.arch.as_str(), o.lto, o.ptx, o.maxrregcount),
@@ -101,6 +110,8 @@ mod tests {
             &["-arch=sm_90", "-maxrregcount=0"],
             &["-arch=sm_90", "-maxrregcount=024"],
             &["-arch=sm_90", "-maxrregcount=24", "-maxrregcount=40"],
+            &["-arch=sm_90", "-Xptxas=-O2,-v"],
+            &["-arch=sm_90", "-Xptxas="],
         ] {
             assert!(opts(bad).is_none(), "{bad:?}");
         }

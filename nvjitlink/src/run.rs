@@ -147,6 +147,11 @@ fn command_line(o: &Options, inputs: &[PathBuf], output: &Path) -> Vec<String> {
     if let Some(n) = o.maxrregcount {
         args.push(format!("-maxrregcount={n}"));
     }
+    // (each `-Xptxas` value one word: see `options::read`)
+    for x in &o.xptxas {
+        args.push("-Xptxas".into());
+        args.push(x.clone());
+    }
     if o.no_cache {
         args.push("--no-cache".into());
     }
@@ -312,6 +317,18 @@ fn fail(why: &str) -> Option<Done> {
     None
 }
 
+/// ptxas's output as nvJitLink's info log has it: a line of its own (`ptxas info    :
+/// ...`) as it is, a continuation (`-v`'s `    0 bytes stack frame, ...`) after
+/// `ptxas         . `.
+fn ptxas_lines(text: &str) -> String {
+    (text.split_inclusive('\n'))
+        .map(|l| match l.starts_with("ptxas") || l.trim().is_empty() {
+            true => l.to_string(),
+            false => format!("ptxas         . {l}"),
+        })
+        .collect()
+}
+
 /// The link's messages as nvJitLink's info log has them (`warning : ...`, `info    : ...`),
 /// but for nvlink's note of a partial LTO link (`requested LTO but 'in1.o' not built for
 /// LTO so doing partial LTO`), which nvJitLink 13.5 does not write (`switch_partial_lto`).
@@ -324,6 +341,7 @@ fn info_log(diag: &Diagnostics) -> String {
     for (level, m) in diag.printed() {
         match level {
             Level::Info if partial_note(&m) => {}
+            Level::Tool if m.starts_with("ptxas") => log.push_str(&ptxas_lines(&m)),
             Level::Tool => log.push_str(&m),
             _ => log.push_str(&format!("{:<8}: {m}\n", level.word())),
         }

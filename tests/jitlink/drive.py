@@ -201,6 +201,9 @@ def cases(fx):
         ("not_a_cubin", ["-arch=sm_90"], [(CUBIN, b"garbage")]),
         ("lto_with_ptx_only", ["-arch=sm_90", "-lto"], [(PTX, f("saxpy.ptx"))]),
         ("lineinfo", ["-arch=sm_90", "-lineinfo"], [(PTX, f("saxpy.ptx")), (PTX, f("scale.ptx"))]),
+        ("xptxas", ["-arch=sm_90", "-Xptxas=-O1", "-Xptxas=-v"], [(PTX, f("saxpy.ptx")), (PTX, f("scale.ptx"))]),
+        ("xptxas_lto", ["-arch=sm_90", "-lto", "-Xptxas=-v"], [(LTOIR, f("saxpy.ltoir")), (LTOIR, f("scale.ltoir"))]),
+        ("xptxas_comma", ["-arch=sm_90", "-Xptxas=-O2,-v"], [(PTX, f("saxpy.ptx")), (PTX, f("scale.ptx"))]),
         # options nvJitLink answers otherwise than nvlink: -O3 given is in the tool note,
         # odd register counts, architectures it refuses at Create
         ("explicit_O3", ["-arch=sm_90", "-O3"], [(PTX, f("saxpy.ptx")), (PTX, f("scale.ptx"))]),
