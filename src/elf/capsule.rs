@@ -43,16 +43,19 @@ fn record(r: &[u8]) -> Option<(u8, u8)> {
 }
 
 /// The offsets, in capsule `data`, of the 32-bit operands of the records whose offset a
-/// link writes, in the code's order: bank-2 reads, and bank-3 reads at a fixed offset
-/// (forms 0x08, 0x0e). Records do not overlap: the scan goes on after each.
-pub fn linked_operands(data: &[u8]) -> Vec<usize> {
+/// link writes, in the code's order, each with the bank read: bank-2 reads, and bank-3
+/// reads at a fixed offset (forms 0x08, 0x0e). Records do not overlap: the scan goes on
+/// after each.
+pub fn linked_operands(data: &[u8]) -> Vec<(usize, u32)> {
     let mut out = Vec::new();
     let mut p = 0;
     while p + 32 <= data.len() {
         match record(&data[p..p + 32]) {
             Some((form, mark)) => {
-                if mark == BANK2 || (mark == BANK3 && form != 0x0c) {
-                    out.push(p + 28);
+                if mark == BANK2 {
+                    out.push((p + 28, 2));
+                } else if mark == BANK3 && form != 0x0c {
+                    out.push((p + 28, 3));
                 }
                 p += 32;
             }
@@ -66,7 +69,7 @@ pub fn linked_operands(data: &[u8]) -> Vec<usize> {
 /// there are the same code at other bank offsets).
 pub fn without_bank_operands(data: &[u8]) -> Vec<u8> {
     let mut d = data.to_vec();
-    for at in linked_operands(data) {
+    for (at, _) in linked_operands(data) {
         d[at..at + 4].fill(0);
     }
     d
@@ -108,7 +111,10 @@ mod tests {
         // a width no record has
         let odd = put(record_of([2, 0x22, 0x08, 6, 0xfa, 0, 0x43], BANK3, 0));
         let written = linked_operands(&cap);
-        assert_eq!(written, vec![table - 4, fixed - 4, uniform - 4]);
+        assert_eq!(
+            written,
+            vec![(table - 4, 2), (fixed - 4, 3), (uniform - 4, 3)]
+        );
         let cleared = without_bank_operands(&cap);
         assert_eq!(cleared.len(), cap.len());
         assert_eq!(&cleared[table - 4..table], &[0, 0, 0, 0]);

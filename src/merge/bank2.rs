@@ -31,8 +31,6 @@ pub(super) struct Bank2 {
     pub made: Vec<usize>,
     /// Every kernel bank, in nvlink's order of them.
     pub banks: Vec<KernelBank>,
-    /// The input sections in some kernel bank.
-    held: HashSet<SecKey>,
     /// Where the last replaced copy's data placed went: nvlink writes it into the null
     /// symbol's value (the copy's section has no symbol of its own in the image).
     pub null_symbol_value: Option<u64>,
@@ -44,14 +42,6 @@ pub(super) struct Bank2 {
 /// A kernel's bank 2: (output section, kernel, its pieces: input section and offset, the
 /// kernel's own first).
 pub(super) type KernelBank = (usize, FuncId, Vec<(SecKey, u64)>);
-
-impl Bank2 {
-    /// Whether input section `k` is bank-2 data laid out in kernel banks (a kernel's own
-    /// or a device function's).
-    pub(super) fn holds(&self, k: SecKey) -> bool {
-        self.held.contains(&k)
-    }
-}
 
 impl<'a> Merger<'a> {
     /// Function `f`'s bank-2 input section, if it has one with bytes.
@@ -199,7 +189,6 @@ impl<'a> Merger<'a> {
             let pieces: Vec<(SecKey, u64)> = (own.into_iter())
                 .chain(writes.iter().filter(|w| w.0 == id).map(|w| (w.1, w.2)))
                 .collect();
-            self.bank2.held.extend(pieces.iter().map(|p| p.0));
             self.bank2.banks.push((id, kernel, pieces));
             let o = &mut self.out[id];
             if let Some(own) = o.source.take() {

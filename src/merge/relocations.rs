@@ -359,13 +359,7 @@ impl<'a> Merger<'a> {
         // review of 2026-12-01)
         let load_address = reloc::is_global_address(r.ty)
             && (sec.nonalloc || self.constant_address_for_driver(sec.target.flags, k));
-        // (under -r too: one against ptxas's internal constants, `.const_opt`,
-        // local with visibility STV_INTERNAL, which nvlink applies and drops)
-        // (but not in a device function's bank 2, a `switch` table: where it lies in the
-        // kernels' banks only the final link knows, and nvlink's `-r`, applying it, makes
-        // a two-step link read another function's table: docs/rules/differences.md)
-        let internal =
-            sym.bind == STB_LOCAL && sym.other & 0x3 == 1 && (exec || !self.in_function_bank2(k));
+        let internal = exec || self.internal_applied_under_r(k);
         // (sm_100+ -r keeps `.debug_info`'s references to `.debug_line`)
         let line_reference = !exec
             && self.mercury_layout
@@ -633,6 +627,19 @@ mod tests {
 /// section; 0 for a parameter bank or none.)
 pub(super) fn applied_under_r(sym: &Symbol, _bank: u32) -> bool {
     !sym.defined() && sym.name == "__UFT_OFFSET"
+}
+
+impl Merger<'_> {
+    /// Whether `-r` applies and drops a relocation against symbol `k`, one of ptxas's
+    /// internal constants (`.const_opt`, local with visibility STV_INTERNAL), as nvlink
+    /// does; but not in a device function's bank 2, a `switch` table: where it lies in
+    /// the kernels' banks only the final link knows, and nvlink's `-r`, applying it, makes
+    /// a two-step link read another function's table (docs/rules/differences.md). The
+    /// Mercury twin goes with it (its capsule record written: `mercury::records`).
+    pub(super) fn internal_applied_under_r(&self, k: SymKey) -> bool {
+        let sym = self.sym(k);
+        sym.bind == STB_LOCAL && sym.other & 0x3 == 1 && !self.in_function_bank2(k)
+    }
 }
 
 /// The line tables whose relocations nvlink's sm_100+ layout keeps in input order.

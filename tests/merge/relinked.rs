@@ -251,3 +251,61 @@ fn our_relocatable_switch_tables_link_as_the_direct_link() {
         }
     }
 }
+
+/// A kernel with a `switch` of its own (its jump table in its own bank 2, read at ptxas's
+/// internal `.const_opt` symbols) reading a `__constant__` table at fixed indices and at
+/// `tab[i & 15]`, linked with `-r` and then finally: nvlinkrs's `-r` capsule is nvlink's
+/// (the table's reads written at 0x8000 and up, the variable's at their offsets), and its
+/// final link of that output writes no warning and the direct link's capsule. Was: under
+/// `-r` the capsule's five records against three relocations (the table's symbols were
+/// not counted as bank 2), all left 0 with a warning; then the final link warned that the
+/// Mercury relocations (the table's kept) were not the SASS ones (applied). Found by the
+/// attacker review of 2026-12-01.
+#[test]
+fn a_kernels_own_switch_table_keeps_its_capsule_through_r() {
+    use nvlinkrs::bytes::Bytes;
+    use nvlinkrs::elf::cubin::Cubin;
+    let src = "__constant__ int tab[16];\n\
+        __global__ void k(int *o) {\n\
+          int i = threadIdx.x, r;\n\
+          switch (i & 7) { case 0: r = 5; break; case 1: r = tab[1]; break; case 2: r = 9; break;\n\
+            case 3: r = tab[i & 15]; break; case 4: r = 44; break; case 5: r = tab[7] * 3; break; default: r = 1; }\n\
+          o[i] = r + tab[2];\n}\n";
+    let capsule = |image: &[u8]| {
+        let c = Cubin::parse(Bytes::from_vec(image.to_vec()), "image").unwrap();
+        let s = (c.sections.iter())
+            .find(|s| s.name == ".nv.capmerc.text._Z1kPi")
+            .expect("the kernel's capsule");
+        c.bytes(s)[4..].to_vec()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for sm in ["sm_100a", "sm_120a"] {
+        let arch = format!("-arch={sm}");
+        let o = compiled(d, "own_switch", src, sm, &[])
+            .display()
+            .to_string();
+        let r_args = [arch.clone(), "-r".to_string(), o.clone()];
+        let theirs = run(&cuda().join("bin/nvlink"), &r_args, d);
+        let ours = run(&super::nvlinkrs(), &r_args, d);
+        assert_eq!((ours.code, &ours.messages), (0, &Vec::new()), "{sm} -r");
+        let ours = ours.output.expect("nvlinkrs's -r output");
+        assert!(
+            capsule(&ours) == capsule(&theirs.output.expect("nvlink's -r output")),
+            "{sm}: -r capsule"
+        );
+        let part = d.join(format!("own_switch_r_{sm}.o"));
+        std::fs::write(&part, &ours).unwrap();
+        let direct = run(&cuda().join("bin/nvlink"), &[arch.clone(), o], d);
+        let two = run(&super::nvlinkrs(), &[arch, part.display().to_string()], d);
+        assert_eq!(
+            (two.code, &two.messages),
+            (0, &Vec::new()),
+            "{sm} final link"
+        );
+        assert!(
+            capsule(&two.output.unwrap()) == capsule(&direct.output.unwrap()),
+            "{sm}: the final link's capsule is not the direct link's"
+        );
+    }
+}

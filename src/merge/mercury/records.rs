@@ -53,28 +53,42 @@ impl Merger<'_> {
             self.mismatch_warning(c, capsule, "its Mercury relocations are not its SASS ones");
             return;
         }
-        let written: Vec<&BankReloc> = (merc.iter().zip(&sass))
+        let reads: Vec<&BankReloc> = (merc.iter().zip(&sass))
             .filter(|(_, s)| reloc::reads_constant_bank(s.3))
             .map(|(m, _)| m)
             .collect();
-        if written.len() != records.len() {
-            let why = format!(
-                "{} reads relocated, {} records",
-                written.len(),
-                records.len()
-            );
-            self.mismatch_warning(c, capsule, &why);
-            return;
+        // (bank by bank: a bank whose reads have no relocation left, an `-r` output's
+        // kernel reading its own table, which that link wrote, keeps its records)
+        let mut writes = Vec::new();
+        for bank in [2, 3] {
+            let of_bank: Vec<&BankReloc> = (reads.iter().copied())
+                .filter(|r| self.bank_of(i, r.1) == Some(bank))
+                .collect();
+            let at: Vec<usize> = (records.iter())
+                .filter(|r| r.1 == bank)
+                .map(|r| r.0)
+                .collect();
+            if of_bank.is_empty() {
+                continue;
+            }
+            if of_bank.len() != at.len() {
+                let why = format!(
+                    "bank {bank}: {} reads relocated, {} records",
+                    of_bank.len(),
+                    at.len()
+                );
+                self.mismatch_warning(c, capsule, &why);
+                return;
+            }
+            writes.extend(at.into_iter().zip(of_bank));
         }
-        for (&at, &&(_, n, addend, ty)) in records.iter().zip(&written) {
+        for (at, &(_, n, addend, ty)) in writes {
             let (value, _, _) = self.link_value(SymKey::new(i, n));
-            let mask = if ty == R_MERCURY_ABS16 {
-                0xffff
-            } else {
-                0xffff_ffff
-            };
-            let field = ((value as i64).wrapping_add(addend) as u64 & mask) as u32;
-            data[at..at + 4].copy_from_slice(&field.to_le_bytes());
+            let field = (value as i64).wrapping_add(addend) as u32;
+            // (the field's own bytes: a 16-bit one leaves the record's last two as they
+            // are, zeros from ptxas; nvlink keeps another value there)
+            let width = if ty == R_MERCURY_ABS16 { 2 } else { 4 };
+            data[at..at + width].copy_from_slice(&field.to_le_bytes()[..width]);
         }
     }
 
@@ -90,7 +104,8 @@ impl Merger<'_> {
             .filter(|r| r.ty == R_MERCURY_ABS16 || r.ty == R_MERCURY_ABS32)
             .filter_map(|r| {
                 let n = view.normal_of.get(r.sym as usize).copied().flatten()?;
-                self.reads_bank(i, n)
+                self.bank_of(i, n)
+                    .is_some()
                     .then_some((r.offset, n, r.addend, r.ty))
             })
             .collect();
@@ -107,24 +122,24 @@ impl Merger<'_> {
         let mut out: Vec<BankReloc> = (self.code.funcs[f].relocs.iter())
             .filter_map(|&ri| self.parsed[i].relocs.get(ri)?.as_ref().ok())
             .flatten()
-            .filter(|r| self.reads_bank(i, r.sym as usize))
+            .filter(|r| self.bank_of(i, r.sym as usize).is_some())
             .map(|r| (r.offset, r.sym as usize, r.addend, r.ty))
             .collect();
         out.sort_unstable();
         out
     }
 
-    /// Whether symbol `n` of input `i`, or the definition it resolves to, lies in a
-    /// constant bank a link places: a device function's bank 2 (in its kernels' banks;
-    /// also one no kernel reaches, which `--preserve-relocs` keeps) or bank 3.
-    fn reads_bank(&self, i: usize, n: usize) -> bool {
+    /// The constant bank, 2 or 3, where symbol `n` of input `i`, or the definition it
+    /// resolves to, lies: bank 2 a function's or a kernel's own (its place the kernels'
+    /// banks', or under `-r` its own section's, the kernel's table at 0x8000).
+    fn bank_of(&self, i: usize, n: usize) -> Option<u32> {
         let k = SymKey::new(i, n);
         let def = self.target(k).unwrap_or(k);
         let sec = self.sym(def).shndx as usize;
         let sections = &self.inputs[def.input].cubin.sections;
-        self.bank2.holds(SecKey::new(def.input, sec))
-            || self.in_function_bank2(def)
-            || (sections.get(sec)).is_some_and(|s| constant_bank(s.ty) == Some(3))
+        (sections.get(sec))
+            .and_then(|s| constant_bank(s.ty))
+            .filter(|b| matches!(b, 2 | 3))
     }
 
     /// The link's word that capsule `capsule`'s bank offsets are left as ptxas wrote

@@ -246,7 +246,8 @@ impl Merger<'_> {
         let kept =
             st.exec && ms.ty == STT_SECTION && !own_bytes(rs_info) && own_bytes(ms.shndx as usize);
         // (under -r, what nvlink applies on the SASS side goes here too)
-        let under_r = !st.exec && applied_under_r(self.sym(k), bank);
+        let under_r =
+            !st.exec && (applied_under_r(self.sym(k), bank) || self.internal_applied_under_r(k));
         if resolvable && (st.exec || self_ref || under_r) && !kept {
             if r.ty == R_MERCURY_ABS64 && in_bytes {
                 let v = (value as i64).wrapping_add(r.addend) as u64;
