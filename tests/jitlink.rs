@@ -155,7 +155,7 @@ const HANDED_OVER: [(&str, &str); 31] = [
     ("no_arch", "nvJitLink: options"),
     ("bad_opt_level", "nvJitLink: options"),
     ("ptx_without_lto", "nvJitLink: options"),
-    ("lineinfo", "nvJitLink: options"),
+    ("debug_g", "nvJitLink: options"),
     ("ltoir_without_lto", "nvJitLink: input"),
     ("cubin_other_arch", "nvJitLink: input"),
     ("not_a_cubin", "nvJitLink: input"),
@@ -354,7 +354,7 @@ fn cuda_bindings_links_through_the_preloaded_drop_in() {
 }
 
 /// A second process linking the same device code gets it from nvlinkrs' cache, the same
-/// bytes, also a link the drop-in hands to nvJitLink (`-lineinfo`); `-no-cache` links
+/// bytes, also a link the drop-in hands to nvJitLink (`-g`); `-no-cache` links
 /// every time.
 #[test]
 fn a_second_process_gets_the_link_from_the_cache() {
@@ -369,7 +369,7 @@ fn a_second_process_gets_the_link_from_the_cache() {
             .arg(format!("ctypes:{}", drop_in().display()))
             .arg(fixtures())
             .arg(&out)
-            .arg("ltoir,ltoir_no_cache,ptx,lineinfo")
+            .arg("ltoir,ltoir_no_cache,ptx,debug_g")
             .env("XDG_CACHE_HOME", &cache)
             .env("NVLINKRS_JITLINK_LOG", &log)
             .output()
@@ -388,12 +388,12 @@ fn a_second_process_gets_the_link_from_the_cache() {
     for case in ["ltoir", "ltoir_no_cache", "ptx"] {
         expect(&who1, case, "nvlinkrs: linked");
     }
-    expect(&who1, "lineinfo", "nvJitLink: linked, cached");
+    expect(&who1, "debug_g", "nvJitLink: linked, cached");
     expect(&who2, "ltoir", "nvlinkrs: cache hit");
     expect(&who2, "ptx", "nvlinkrs: cache hit");
     expect(&who2, "ltoir_no_cache", "nvlinkrs: linked");
-    expect(&who2, "lineinfo", "nvJitLink: cache hit");
-    for image in ["ltoir.cubin", "ptx.cubin", "lineinfo.cubin"] {
+    expect(&who2, "debug_g", "nvJitLink: cache hit");
+    for image in ["ltoir.cubin", "ptx.cubin", "debug_g.cubin"] {
         assert_eq!(
             std::fs::read(first.join(image)).unwrap(),
             std::fs::read(second.join(image)).unwrap()
@@ -544,7 +544,7 @@ fn without_the_real_library_a_handed_over_link_says_why() {
         .arg(format!("ctypes:{}", drop_in().display()))
         .arg(fixtures())
         .arg(&out)
-        .arg("bad_option,lineinfo,cubins")
+        .arg("bad_option,debug_g,cubins")
         .env("NVLINKRS_REAL_NVJITLINK", dir.path().join("missing.so"))
         .env("XDG_CACHE_HOME", dir.path().join("cache"))
         .output()
@@ -552,7 +552,7 @@ fn without_the_real_library_a_handed_over_link_says_why() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let text = std::fs::read_to_string(out.join("results.json")).unwrap();
     let results: BTreeMap<String, Value> = serde_json::from_str(&text).unwrap();
-    for case in ["bad_option", "lineinfo"] {
+    for case in ["bad_option", "debug_g"] {
         let r = &results[case];
         assert_eq!(r["create"], 6, "{case}: {r}");
         assert_eq!(r["ErrorLog"][0], 0, "{case}: {r}");
@@ -581,7 +581,7 @@ fn a_runtime_only_environment_hands_links_to_the_wheels_library() {
         std::fs::create_dir_all(d).unwrap();
     }
     std::os::unix::fs::symlink(real(), lib.join("libnvJitLink.so.13")).unwrap();
-    let cases = ["cubins", "ltoir", "lineinfo", "bad_option"];
+    let cases = ["cubins", "ltoir", "debug_g", "bad_option"];
     let py = std::fs::canonicalize(venv_python()).unwrap();
     let real_run = drive(
         &py,

@@ -1,7 +1,7 @@
 //! nvJitLink's options, as far as nvlinkrs carries them out. `read` takes a `Create`'s
 //! options when every one of them is one nvlinkrs links as nvJitLink does; any other
 //! (an unknown or malformed option, `-arch` missing or not `sm_NN`, `-ptx` without
-//! `-lto`, `-O0`, `-g`, `-lineinfo`, the math options, an `-Xptxas` value with a comma,
+//! `-lto`, `-O0`, `-g`, the math options, an `-Xptxas` value with a comma,
 //! `-split-compile`, `-r`, `-verbose`, `-time`, ...) makes the link the real library's
 //! from `Create` on, so its result code and error log are nvJitLink's own.
 
@@ -58,6 +58,9 @@ pub fn read(given: &[CString]) -> Option<Options> {
                 "-lto" => o.lto = true,
                 "-ptx" => o.ptx = true,
                 "-no-cache" => o.no_cache = true,
+                // (nvJitLink's `-lineinfo` is ptxas's, in the PTX's compile and in the
+                // LTO link's: its images are `-Xptxas=-lineinfo`'s, byte for byte)
+                "-lineinfo" => o.xptxas.push(opt.to_string()),
                 // (not `-O3`, nvJitLink's default level: given, it is written into the
                 // image's tool note as ptxas' `-O 3`)
                 _ => return None,
@@ -96,6 +99,7 @@ mod tests {
             &["-arch=sm_90", "-ptx"],
             &["-arch=sm_90", "-O2"],
             &["-arch=sm_90", "-g"],
+            &["-arch=sm_90", "-lineinfo=1"],
             &["-arch=sm_90", "-maxrregcount=x"],
             &["-arch=sm_90", "-arch=sm_80"],
             &["-arch=sm_90", "-lto", "-kernels-used=k"],

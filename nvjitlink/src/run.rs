@@ -317,16 +317,22 @@ fn fail(why: &str) -> Option<Done> {
     None
 }
 
-/// ptxas's output as nvJitLink's info log has it: a line of its own (`ptxas info    :
-/// ...`) as it is, a continuation (`-v`'s `    0 bytes stack frame, ...`) after
-/// `ptxas         . `.
-fn ptxas_lines(text: &str) -> String {
-    (text.split_inclusive('\n'))
-        .map(|l| match l.starts_with("ptxas") || l.trim().is_empty() {
-            true => l.to_string(),
-            false => format!("ptxas         . {l}"),
-        })
-        .collect()
+/// Another tool's lines as nvJitLink's info log has them: a continuation of ptxas's
+/// (`-v`'s indented `    0 bytes stack frame, ...` after a `ptxas info    : ...` line)
+/// after `ptxas         . `, the others as they are. `ptxas` says whether the last line
+/// of its own was ptxas's (a cache hit replays the lines one by one).
+fn tool_lines(text: &str, ptxas: &mut bool) -> String {
+    let mut out = String::new();
+    for l in text.split_inclusive('\n') {
+        let continued = l.starts_with([' ', '\t']) && !l.trim().is_empty();
+        if continued && *ptxas {
+            out.push_str("ptxas         . ");
+        } else if !continued {
+            *ptxas = l.starts_with("ptxas");
+        }
+        out.push_str(l);
+    }
+    out
 }
 
 /// The link's messages as nvJitLink's info log has them (`warning : ...`, `info    : ...`),
@@ -338,11 +344,11 @@ fn info_log(diag: &Diagnostics) -> String {
         m.starts_with("requested LTO but '")
             && m.ends_with("' not built for LTO so doing partial LTO")
     };
+    let mut ptxas = false;
     for (level, m) in diag.printed() {
         match level {
             Level::Info if partial_note(&m) => {}
-            Level::Tool if m.starts_with("ptxas") => log.push_str(&ptxas_lines(&m)),
-            Level::Tool => log.push_str(&m),
+            Level::Tool => log.push_str(&tool_lines(&m, &mut ptxas)),
             _ => log.push_str(&format!("{:<8}: {m}\n", level.word())),
         }
     }
