@@ -146,8 +146,9 @@ fn without_ir_container_line(log: &Value) -> Value {
 const EQUIVALENT_ONLY: [&str; 2] = ["ptx_sm_75", "ptx_sm_80"];
 
 /// Links the drop-in hands to the real library, and at which call.
-const HANDED_OVER: [(&str, &str); 31] = [
+const HANDED_OVER: [(&str, &str); 32] = [
     ("object_for_other_archs", "nvJitLink: input"),
+    ("math_without_lto", "nvJitLink: options"),
     ("xptxas_comma", "nvJitLink: options"),
     ("ltoir_kernels_used", "nvJitLink: options"),
     ("bad_option", "nvJitLink: options"),

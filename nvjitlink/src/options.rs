@@ -1,7 +1,7 @@
 //! nvJitLink's options, as far as nvlinkrs carries them out. `read` takes a `Create`'s
 //! options when every one of them is one nvlinkrs links as nvJitLink does; any other
 //! (an unknown or malformed option, `-arch` missing or not `sm_NN`, `-ptx` without
-//! `-lto`, `-O0`, `-g`, the math options, an `-Xptxas` value with a comma,
+//! `-lto`, `-O0`, `-g`, the math options without `-lto`, an `-Xptxas` value with a comma,
 //! `-split-compile`, `-r`, `-verbose`, `-time`, ...) makes the link the real library's
 //! from `Create` on, so its result code and error log are nvJitLink's own.
 
@@ -19,6 +19,8 @@ pub struct Options {
     pub maxrregcount: Option<u32>,
     /// `-Xptxas=<options>`: options for ptxas, in the order given.
     pub xptxas: Vec<String>,
+    /// The math options of an `-lto` link (`-ftz=1`...), libNVVM's as they are.
+    pub xnvvm: Vec<String>,
 }
 
 /// `sm_NN`, `sm_NNa` or `sm_NNf` of an architecture nvJitLink 13.5 takes, spelled as it
@@ -53,6 +55,11 @@ pub fn read(given: &[CString]) -> Option<Options> {
             Some(("-Xptxas", v)) if !v.is_empty() && !v.contains(',') => {
                 o.xptxas.push(v.to_string())
             }
+            // (libNVVM's, in an `-lto` link: its images are `-Xnvvm=-ftz=1`'s; without
+            // `-lto` the link is nvJitLink's)
+            Some(("-ftz" | "-prec-div" | "-prec-sqrt" | "-fma", "0" | "1")) => {
+                o.xnvvm.push(opt.to_string())
+            }
             Some(_) => return None,
             None => match opt {
                 "-lto" => o.lto = true,
@@ -67,7 +74,7 @@ pub fn read(given: &[CString]) -> Option<Options> {
             },
         }
     }
-    (!o.arch.is_empty() && (o.lto || !o.ptx)).then_some(o)
+    (!o.arch.is_empty() && (o.lto || !o.ptx) && (o.lto || o.xnvvm.is_empty())).then_some(o)
 }
 
 #[cfg(test)]
@@ -86,6 +93,8 @@ mod tests {
     fn what_is_ours_and_what_is_handed_over() {
         let o = opts(&["-arch=sm_90", "-Xptxas=-O1", "-Xptxas=-v"]).unwrap();
         assert_eq!(o.xptxas, ["-O1", "-v"]);
+        let o = opts(&["-arch=sm_90", "-lto", "-ftz=1", "-prec-div=0"]).unwrap();
+        assert_eq!(o.xnvvm, ["-ftz=1", "-prec-div=0"]);
         let o = opts(&["-arch=sm_90a", "-lto", "-ptx", "-maxrregcount=32"]).unwrap();
         assert_eq!(
             (o.arch.as_str(), o.lto, o.ptx, o.maxrregcount),
@@ -100,6 +109,9 @@ mod tests {
             &["-arch=sm_90", "-O2"],
             &["-arch=sm_90", "-g"],
             &["-arch=sm_90", "-lineinfo=1"],
+            &["-arch=sm_90", "-ftz=1"],
+            &["-arch=sm_90", "-lto", "-ftz=2"],
+            &["-arch=sm_90", "-lto", "-use_fast_math"],
             &["-arch=sm_90", "-maxrregcount=x"],
             &["-arch=sm_90", "-arch=sm_80"],
             &["-arch=sm_90", "-lto", "-kernels-used=k"],

@@ -152,6 +152,10 @@ fn command_line(o: &Options, inputs: &[PathBuf], output: &Path) -> Vec<String> {
         args.push("-Xptxas".into());
         args.push(x.clone());
     }
+    for x in &o.xnvvm {
+        args.push("-Xnvvm".into());
+        args.push(x.clone());
+    }
     if o.no_cache {
         args.push("--no-cache".into());
     }
