@@ -125,6 +125,34 @@ impl<'a> Merger<'a> {
         }
     }
 
+    /// The places in the final order of the Mercury copies of loaded data (initialised
+    /// data, `.nv.global`, reserved shared memory: writable, allocated) go to them in
+    /// their SASS twins' order, as nvlink lays them out: at sm_110a with the device
+    /// runtime, libcudadevrt's `.nv.merc.nv.global.init` before the first unit's
+    /// `.nv.merc.nv.shared.reserved.0` (made first), as on the SASS side (new-user review
+    /// of 2026-12-01). The others keep their keys.
+    fn loaded_mercury_as_their_twins(&self, keys: &mut [Key]) {
+        let twin_of = |i: usize| {
+            let s = &self.out[i];
+            let loaded = s.flags & SHF_ALLOC != 0 && s.flags & SHF_WRITE != 0;
+            let name = mercury::stripped(&s.name).filter(|_| loaded)?;
+            (self.out.iter()).position(|t| t.name == name)
+        };
+        let group: Vec<(usize, usize)> = (0..self.out.len())
+            .filter_map(|i| Some((i, twin_of(i)?)))
+            .collect();
+        if group.len() < 2 {
+            return;
+        }
+        let mut slots: Vec<Key> = group.iter().map(|&(i, _)| keys[i]).collect();
+        slots.sort_unstable();
+        let mut by_twin = group.clone();
+        by_twin.sort_by_key(|&(_, t)| keys[t]);
+        for ((i, _), slot) in by_twin.into_iter().zip(slots) {
+            keys[i] = slot;
+        }
+    }
+
     pub(super) fn finish(&mut self) -> Image {
         let exec = !self.opts.relocatable;
         if self.mercury_layout {
@@ -158,11 +186,14 @@ impl<'a> Merger<'a> {
         // nvlink makes them, `memorder.rs`, the others in its creation order,
         // `creation.rs`)
         let memory = self.memory_order();
-        order.sort_by_cached_key(|&i| {
-            let s = &self.out[i];
-            let r = crate::elf::write::rank(s, self.mercury_layout);
-            (r, self.creation_rank_of(i), memory[i])
-        });
+        let mut keys: Vec<Key> = (0..self.out.len())
+            .map(|i| {
+                let r = crate::elf::write::rank(&self.out[i], self.mercury_layout);
+                (r, self.creation_rank_of(i), memory[i])
+            })
+            .collect();
+        self.loaded_mercury_as_their_twins(&mut keys);
+        order.sort_by_key(|&i| keys[i]);
         let mut new_index = vec![0usize; self.out.len()];
         for (n, &i) in order.iter().enumerate() {
             new_index[i] = n;
@@ -289,3 +320,7 @@ fn tool_note(output: &str, tool_name: &str, branch: &str, command_line: &str) ->
 
 /// The release every 13.5 tool's note names.
 const VERSION: &str = "Cuda compilation tools, release 13.5, V13.5.37";
+
+/// A section's key in the final order: its kind's rank, its place in nvlink's creation
+/// order, its place in nvlink's memory order (`memorder.rs`).
+type Key = (u8, usize, Option<super::memorder::MemoryKey>);
