@@ -716,3 +716,26 @@ fn a_refused_module_is_explained_in_libnvvms_words() {
     );
     assert_eq!(want.messages, got.messages);
 }
+
+/// A kernel launching another (the device runtime linked) at sm_110a: ptxas gives the
+/// unit a reserved shared section, libcudadevrt has initialised data, and nvlink lays the
+/// Mercury copies out in their SASS twins' order (`.nv.merc.nv.global.init` first);
+/// nvlinkrs made them in input order (equivalent, not byte-identical; new-user review of
+/// 2026-12-01). sm_100a and sm_121a alongside.
+#[test]
+fn a_device_launch_at_sm_110a_lays_out_its_mercury_data_as_nvlink() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = "__global__ void child(int *d) { d[threadIdx.x] = 1; }\n\
+               __global__ void parent(int *d) { if (threadIdx.x == 0) child<<<1, 32>>>(d); }\n";
+    let lib = format!("-L{}", cuda().join("lib").display());
+    let links: Vec<(String, &str, Vec<String>, Vec<PathBuf>)> = ["sm_110a", "sm_100a", "sm_121a"]
+        .into_iter()
+        .map(|sm| {
+            let o = compiled(dir.path(), "cdp_parent", src, sm, &[]);
+            let options = vec![lib.clone(), "-lcudadevrt".to_string()];
+            ("device launch".to_string(), sm, options, vec![o])
+        })
+        .collect();
+    let failures = identical_links_with(&links);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
