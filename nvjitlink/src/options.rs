@@ -2,7 +2,7 @@
 //! options when every one of them is one nvlinkrs links as nvJitLink does; any other
 //! (an unknown or malformed option, `-arch` missing or not `sm_NN`, `-ptx` without
 //! `-lto`, `-O0`, `-g`, the math options without `-lto`, an `-Xptxas` value with a comma,
-//! `-split-compile`, `-r`, `-verbose`, `-time`, ...) makes the link the real library's
+//! `-split-compile` without `-lto`, `-r`, `-verbose`, `-time`, ...) makes the link the real library's
 //! from `Create` on, so its result code and error log are nvJitLink's own.
 
 use std::ffi::CString;
@@ -19,7 +19,8 @@ pub struct Options {
     pub maxrregcount: Option<u32>,
     /// `-Xptxas=<options>`: options for ptxas, in the order given.
     pub xptxas: Vec<String>,
-    /// The math options of an `-lto` link (`-ftz=1`...), libNVVM's as they are.
+    /// The math options and `-split-compile` of an `-lto` link (`-ftz=1`...), libNVVM's
+    /// as they are.
     pub xnvvm: Vec<String>,
 }
 
@@ -55,6 +56,18 @@ pub fn read(given: &[CString]) -> Option<Options> {
             Some(("-Xptxas", v)) if !v.is_empty() && !v.contains(',') => {
                 o.xptxas.push(v.to_string())
             }
+            // (libNVVM's threads, 0 one per core, in an `-lto` link: libNVVM's, as
+            // nvJitLink hands it on; nvlink's `-split-compile` is ptxas's too, which
+            // nvJitLink's is not: its image is the one without, where nvlink's tool note
+            // records it)
+            Some(("-split-compile", n))
+                if !n.is_empty()
+                    && n.len() < 10
+                    && n.bytes().all(|b| b.is_ascii_digit())
+                    && !o.xnvvm.iter().any(|x| x.starts_with("-split-compile=")) =>
+            {
+                o.xnvvm.push(opt.to_string())
+            }
             // (libNVVM's, in an `-lto` link: its images are `-Xnvvm=-ftz=1`'s; without
             // `-lto` the link is nvJitLink's)
             Some(("-ftz" | "-prec-div" | "-prec-sqrt" | "-fma", "0" | "1")) => {
@@ -74,6 +87,7 @@ pub fn read(given: &[CString]) -> Option<Options> {
             },
         }
     }
+    // (`-split-compile` and the math options only with `-lto`)
     (!o.arch.is_empty() && (o.lto || !o.ptx) && (o.lto || o.xnvvm.is_empty())).then_some(o)
 }
 
@@ -93,8 +107,17 @@ mod tests {
     fn what_is_ours_and_what_is_handed_over() {
         let o = opts(&["-arch=sm_90", "-Xptxas=-O1", "-Xptxas=-v"]).unwrap();
         assert_eq!(o.xptxas, ["-O1", "-v"]);
-        let o = opts(&["-arch=sm_90", "-lto", "-ftz=1", "-prec-div=0"]).unwrap();
-        assert_eq!(o.xnvvm, ["-ftz=1", "-prec-div=0"]);
+        let o = opts(&[
+            "-arch=sm_90",
+            "-lto",
+            "-ftz=1",
+            "-prec-div=0",
+            "-split-compile=4",
+        ]);
+        assert_eq!(
+            o.unwrap().xnvvm,
+            ["-ftz=1", "-prec-div=0", "-split-compile=4"]
+        );
         let o = opts(&["-arch=sm_90a", "-lto", "-ptx", "-maxrregcount=32"]).unwrap();
         assert_eq!(
             (o.arch.as_str(), o.lto, o.ptx, o.maxrregcount),
@@ -112,6 +135,14 @@ mod tests {
             &["-arch=sm_90", "-ftz=1"],
             &["-arch=sm_90", "-lto", "-ftz=2"],
             &["-arch=sm_90", "-lto", "-use_fast_math"],
+            &["-arch=sm_90", "-split-compile=2"],
+            &["-arch=sm_90", "-lto", "-split-compile=x"],
+            &[
+                "-arch=sm_90",
+                "-lto",
+                "-split-compile=2",
+                "-split-compile=3",
+            ],
             &["-arch=sm_90", "-maxrregcount=x"],
             &["-arch=sm_90", "-arch=sm_80"],
             &["-arch=sm_90", "-lto", "-kernels-used=k"],

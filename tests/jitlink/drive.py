@@ -208,6 +208,8 @@ def cases(fx):
         ("lto_math", ["-arch=sm_90", "-lto", "-ftz=1", "-prec-div=0", "-prec-sqrt=0", "-fma=0"],
          [(LTOIR, f("saxpy.ltoir")), (LTOIR, f("scale.ltoir"))]),
         ("math_without_lto", ["-arch=sm_90", "-ftz=1"], [(PTX, f("saxpy.ptx")), (PTX, f("scale.ptx"))]),
+        ("lto_split_compile", ["-arch=sm_90", "-lto", "-split-compile=2"],
+         [(LTOIR, f("saxpy.ltoir")), (LTOIR, f("scale.ltoir"))]),
         # options nvJitLink answers otherwise than nvlink: -O3 given is in the tool note,
         # odd register counts, architectures it refuses at Create
         ("explicit_O3", ["-arch=sm_90", "-O3"], [(PTX, f("saxpy.ptx")), (PTX, f("scale.ptx"))]),
