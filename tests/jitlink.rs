@@ -355,7 +355,7 @@ fn cuda_bindings_links_through_the_preloaded_drop_in() {
 }
 
 /// A second process linking the same device code gets it from nvlinkrs' cache, the same
-/// bytes, also a link the drop-in hands to nvJitLink (`-g`); `-no-cache` links
+/// bytes, also a link the drop-in hands to nvJitLink (`-lto -g`); `-no-cache` links
 /// every time.
 #[test]
 fn a_second_process_gets_the_link_from_the_cache() {

@@ -1,7 +1,7 @@
 //! nvJitLink's options, as far as nvlinkrs carries them out. `read` takes a `Create`'s
 //! options when every one of them is one nvlinkrs links as nvJitLink does; any other
 //! (an unknown or malformed option, `-arch` missing or not `sm_NN`, `-ptx` without
-//! `-lto`, `-O0`, `-g`, the math options without `-lto`, an `-Xptxas` value with a comma,
+//! `-lto`, `-O0`, `-g` with `-lto`, the math options without `-lto`, an `-Xptxas` value with a comma,
 //! `-split-compile` without `-lto`, `-r`, `-verbose`, `-time`, ...) makes the link the real library's
 //! from `Create` on, so its result code and error log are nvJitLink's own.
 
@@ -16,6 +16,7 @@ pub struct Options {
     /// `-ptx` (with `-lto`): the linked PTX instead of a cubin
     pub ptx: bool,
     pub no_cache: bool,
+    pub debug: bool,
     pub maxrregcount: Option<u32>,
     /// `-Xptxas=<options>`: options for ptxas, in the order given.
     pub xptxas: Vec<String>,
@@ -78,6 +79,8 @@ pub fn read(given: &[CString]) -> Option<Options> {
                 "-lto" => o.lto = true,
                 "-ptx" => o.ptx = true,
                 "-no-cache" => o.no_cache = true,
+                // (ptxas's `-g` for PTX, and a debug link: nvJitLink's images)
+                "-g" => o.debug = true,
                 // (nvJitLink's `-lineinfo` is ptxas's, in the PTX's compile and in the
                 // LTO link's: its images are `-Xptxas=-lineinfo`'s, byte for byte)
                 "-lineinfo" => o.xptxas.push(opt.to_string()),
@@ -87,8 +90,10 @@ pub fn read(given: &[CString]) -> Option<Options> {
             },
         }
     }
-    // (`-split-compile` and the math options only with `-lto`)
-    (!o.arch.is_empty() && (o.lto || !o.ptx) && (o.lto || o.xnvvm.is_empty())).then_some(o)
+    // (`-split-compile` and the math options only with `-lto`; `-g` only without:
+    // nvJitLink's LTO debug image embeds other PTX than libNVVM's with nvlink's options)
+    let lto_only = o.lto || o.xnvvm.is_empty();
+    (!o.arch.is_empty() && (o.lto || !o.ptx) && lto_only && !(o.lto && o.debug)).then_some(o)
 }
 
 #[cfg(test)]
@@ -130,7 +135,7 @@ mod tests {
             &[],
             &["-arch=sm_90", "-ptx"],
             &["-arch=sm_90", "-O2"],
-            &["-arch=sm_90", "-g"],
+            &["-arch=sm_90", "-lto", "-g"],
             &["-arch=sm_90", "-lineinfo=1"],
             &["-arch=sm_90", "-ftz=1"],
             &["-arch=sm_90", "-lto", "-ftz=2"],

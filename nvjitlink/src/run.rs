@@ -156,6 +156,9 @@ fn command_line(o: &Options, inputs: &[PathBuf], output: &Path) -> Vec<String> {
         args.push("-Xnvvm".into());
         args.push(x.clone());
     }
+    if o.debug {
+        args.push("-g".into());
+    }
     if o.no_cache {
         args.push("--no-cache".into());
     }

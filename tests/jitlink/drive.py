@@ -201,7 +201,9 @@ def cases(fx):
         ("not_a_cubin", ["-arch=sm_90"], [(CUBIN, b"garbage")]),
         ("lto_with_ptx_only", ["-arch=sm_90", "-lto"], [(PTX, f("saxpy.ptx"))]),
         ("lineinfo", ["-arch=sm_90", "-lineinfo"], [(PTX, f("saxpy.ptx")), (PTX, f("scale.ptx"))]),
-        ("debug_g", ["-arch=sm_90", "-g"], [(PTX, f("saxpy.ptx")), (PTX, f("scale.ptx"))]),
+        ("debug_g", ["-arch=sm_90", "-lto", "-g"], [(LTOIR, f("saxpy.ltoir")), (LTOIR, f("scale.ltoir"))]),
+        ("ptx_g", ["-arch=sm_90", "-g"], [(PTX, f("saxpy.ptx")), (PTX, f("scale.ptx"))]),
+        ("cubins_g", ["-arch=sm_90", "-g"], [(CUBIN, f("saxpy.cubin")), (CUBIN, f("scale.cubin"))]),
         ("xptxas", ["-arch=sm_90", "-Xptxas=-O1", "-Xptxas=-v"], [(PTX, f("saxpy.ptx")), (PTX, f("scale.ptx"))]),
         ("xptxas_lto", ["-arch=sm_90", "-lto", "-Xptxas=-v"], [(LTOIR, f("saxpy.ltoir")), (LTOIR, f("scale.ltoir"))]),
         ("xptxas_comma", ["-arch=sm_90", "-Xptxas=-O2,-v"], [(PTX, f("saxpy.ptx")), (PTX, f("scale.ptx"))]),
@@ -233,7 +235,7 @@ def cases(fx):
         # cached by then), the linked LTO IR asked before Complete, an input after it
         ("complete_twice", ["-arch=sm_90"], [(CUBIN, f("saxpy.cubin")), (CUBIN, f("scale.cubin"))],
          {"after": ["complete"]}),
-        ("complete_twice_handed_over", ["-arch=sm_90", "-g"],
+        ("complete_twice_handed_over", ["-arch=sm_90", "-O3"],
          [(PTX, f("saxpy.ptx")), (PTX, f("scale.ptx"))], {"after": ["complete"]}),
         ("ltoir_before_complete", ["-arch=sm_90", "-lto"],
          [(LTOIR, f("saxpy.ltoir")), (LTOIR, f("scale.ltoir"))], {"before": ["LinkedLTOIR"]}),
@@ -261,8 +263,8 @@ def cases(fx):
     old, new = open(f("scale.cubin"), "rb").read(), text_bit_flipped(f("scale.cubin"))
     for name, opts, before, after in [
         ("file_rewritten_before_complete", ["-arch=sm_90"], old, new),
-        ("file_rewritten_handed_over", ["-arch=sm_90", "-g"], old, new),
-        ("file_as_rewritten_handed_over", ["-arch=sm_90", "-g"], new, None),
+        ("file_rewritten_handed_over", ["-arch=sm_90", "-O3"], old, new),
+        ("file_as_rewritten_handed_over", ["-arch=sm_90", "-O3"], new, None),
     ]:
         c.append((name, opts, [(CUBIN, f("saxpy.cubin")), (CUBIN, "file:" + swap)],
                   {"setup": [("write", swap, before)],
