@@ -7,8 +7,8 @@
 //! fixed offset (placed in the image's `.nv.constant3`). nvlink writes those
 //! (`merge::mercury::records`), and a finalizer's image has them written (`finalize`,
 //! which compares capsules without them).
-//! Read off ptxas 13.5 and nvlink 13.5 at sm_100 to sm_121 (1,502 capsules of generated
-//! and hand-written programs, review of 2026-12-01): such a record's form (byte 2) is
+//! Read off ptxas 13.5 and nvlink 13.5 at sm_100 to sm_121 (the new-user review's corpus
+//! of 2026-12-01, `benches/results/capsules.md`): such a record's form (byte 2) is
 //! 0x08 for a uniform load (`LDCU`, 32-bit offset), 0x0e for a load or an operand at a
 //! fixed 16-bit offset (`@P0 LDC.U8 R0, c[0x3][RZ]`, predicated or not: byte 4 is the
 //! predicate), 0x0c for a load at a register plus an offset (`LDC R6, c[0x3][R6+0x18]`);
