@@ -125,6 +125,24 @@ impl<'a> Merger<'a> {
         }
     }
 
+    /// The output sections in the image's order: by rank, then in nvlink's creation order
+    /// within a rank (each rank worked out once; within a rank the memory-only sections
+    /// in the order nvlink makes them, `memorder.rs`, the others in its creation order,
+    /// `creation.rs`).
+    fn final_order(&self) -> Vec<usize> {
+        let memory = self.memory_order();
+        let mut keys: Vec<Key> = (0..self.out.len())
+            .map(|i| {
+                let r = crate::elf::write::rank(&self.out[i], self.mercury_layout);
+                (r, self.creation_rank_of(i), memory[i])
+            })
+            .collect();
+        self.loaded_mercury_as_their_twins(&mut keys);
+        let mut order: Vec<usize> = (0..self.out.len()).collect();
+        order.sort_by_key(|&i| keys[i]);
+        order
+    }
+
     /// The places in the final order of the Mercury copies of loaded data (initialised
     /// data, `.nv.global`, reserved shared memory: writable, allocated) go to them in
     /// their SASS twins' order, as nvlink lays them out: at sm_110a with the device
@@ -181,19 +199,7 @@ impl<'a> Merger<'a> {
         // (by rank, then in nvlink's creation order within a rank)
         let mut created = std::mem::take(&mut self.created);
         created.retain(|c| !creation::is_copy_name(&c.0));
-        let mut order: Vec<usize> = (0..self.out.len()).collect();
-        // (each rank worked out once; within a rank the memory-only sections in the order
-        // nvlink makes them, `memorder.rs`, the others in its creation order,
-        // `creation.rs`)
-        let memory = self.memory_order();
-        let mut keys: Vec<Key> = (0..self.out.len())
-            .map(|i| {
-                let r = crate::elf::write::rank(&self.out[i], self.mercury_layout);
-                (r, self.creation_rank_of(i), memory[i])
-            })
-            .collect();
-        self.loaded_mercury_as_their_twins(&mut keys);
-        order.sort_by_key(|&i| keys[i]);
+        let order = self.final_order();
         let mut new_index = vec![0usize; self.out.len()];
         for (n, &i) in order.iter().enumerate() {
             new_index[i] = n;
