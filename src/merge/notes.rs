@@ -150,18 +150,21 @@ impl<'a> Merger<'a> {
     /// `.nv.merc.nv.shared.reserved.0` (made first), as on the SASS side (new-user review
     /// of 2026-12-01). The others keep their keys.
     fn loaded_mercury_as_their_twins(&self, keys: &mut [Key]) {
-        let twin_of = |i: usize| {
-            let s = &self.out[i];
-            let loaded = s.flags & SHF_ALLOC != 0 && s.flags & SHF_WRITE != 0;
-            let name = mercury::stripped(&s.name).filter(|_| loaded)?;
-            (self.out.iter()).position(|t| t.name == name)
-        };
-        let group: Vec<(usize, usize)> = (0..self.out.len())
-            .filter_map(|i| Some((i, twin_of(i)?)))
+        let loaded: Vec<(usize, &str)> = (self.out.iter().enumerate())
+            .filter(|(_, s)| s.flags & SHF_ALLOC != 0 && s.flags & SHF_WRITE != 0)
+            .filter_map(|(i, s)| Some((i, mercury::stripped(&s.name)?)))
             .collect();
-        if group.len() < 2 {
+        if loaded.len() < 2 {
             return;
         }
+        // (each name's first section: a Mercury name never is a SASS one)
+        let mut by_name: HashMap<&str, usize> = HashMap::default();
+        for (i, s) in self.out.iter().enumerate().rev() {
+            by_name.insert(s.name.as_str(), i);
+        }
+        let group: Vec<(usize, usize)> = (loaded.into_iter())
+            .filter_map(|(i, name)| Some((i, *by_name.get(name)?)))
+            .collect();
         let mut slots: Vec<Key> = group.iter().map(|&(i, _)| keys[i]).collect();
         slots.sort_unstable();
         let mut by_twin = group.clone();
