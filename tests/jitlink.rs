@@ -148,6 +148,7 @@ const EQUIVALENT_ONLY: [&str; 2] = ["ptx_sm_75", "ptx_sm_80"];
 /// Links the drop-in hands to the real library, and at which call.
 const HANDED_OVER: [(&str, &str); 32] = [
     ("object_for_other_archs", "nvJitLink: input"),
+    ("xptxas_version", "nvJitLink: options"),
     ("math_without_lto", "nvJitLink: options"),
     ("xptxas_comma", "nvJitLink: options"),
     ("ltoir_kernels_used", "nvJitLink: options"),
@@ -156,7 +157,6 @@ const HANDED_OVER: [(&str, &str); 32] = [
     ("no_arch", "nvJitLink: options"),
     ("bad_opt_level", "nvJitLink: options"),
     ("ptx_without_lto", "nvJitLink: options"),
-    ("debug_g", "nvJitLink: options"),
     ("ltoir_without_lto", "nvJitLink: input"),
     ("cubin_other_arch", "nvJitLink: input"),
     ("not_a_cubin", "nvJitLink: input"),
@@ -355,7 +355,7 @@ fn cuda_bindings_links_through_the_preloaded_drop_in() {
 }
 
 /// A second process linking the same device code gets it from nvlinkrs' cache, the same
-/// bytes, also a link the drop-in hands to nvJitLink (`-lto -g`); `-no-cache` links
+/// bytes, also a link the drop-in hands to nvJitLink (`-O3`); `-no-cache` links
 /// every time.
 #[test]
 fn a_second_process_gets_the_link_from_the_cache() {
@@ -370,7 +370,7 @@ fn a_second_process_gets_the_link_from_the_cache() {
             .arg(format!("ctypes:{}", drop_in().display()))
             .arg(fixtures())
             .arg(&out)
-            .arg("ltoir,ltoir_no_cache,ptx,debug_g")
+            .arg("ltoir,ltoir_no_cache,ptx,explicit_O3")
             .env("XDG_CACHE_HOME", &cache)
             .env("NVLINKRS_JITLINK_LOG", &log)
             .output()
@@ -389,12 +389,12 @@ fn a_second_process_gets_the_link_from_the_cache() {
     for case in ["ltoir", "ltoir_no_cache", "ptx"] {
         expect(&who1, case, "nvlinkrs: linked");
     }
-    expect(&who1, "debug_g", "nvJitLink: linked, cached");
+    expect(&who1, "explicit_O3", "nvJitLink: linked, cached");
     expect(&who2, "ltoir", "nvlinkrs: cache hit");
     expect(&who2, "ptx", "nvlinkrs: cache hit");
     expect(&who2, "ltoir_no_cache", "nvlinkrs: linked");
-    expect(&who2, "debug_g", "nvJitLink: cache hit");
-    for image in ["ltoir.cubin", "ptx.cubin", "debug_g.cubin"] {
+    expect(&who2, "explicit_O3", "nvJitLink: cache hit");
+    for image in ["ltoir.cubin", "ptx.cubin", "explicit_O3.cubin"] {
         assert_eq!(
             std::fs::read(first.join(image)).unwrap(),
             std::fs::read(second.join(image)).unwrap()
@@ -545,7 +545,7 @@ fn without_the_real_library_a_handed_over_link_says_why() {
         .arg(format!("ctypes:{}", drop_in().display()))
         .arg(fixtures())
         .arg(&out)
-        .arg("bad_option,debug_g,cubins")
+        .arg("bad_option,explicit_O3,cubins")
         .env("NVLINKRS_REAL_NVJITLINK", dir.path().join("missing.so"))
         .env("XDG_CACHE_HOME", dir.path().join("cache"))
         .output()
@@ -553,7 +553,7 @@ fn without_the_real_library_a_handed_over_link_says_why() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let text = std::fs::read_to_string(out.join("results.json")).unwrap();
     let results: BTreeMap<String, Value> = serde_json::from_str(&text).unwrap();
-    for case in ["bad_option", "debug_g"] {
+    for case in ["bad_option", "explicit_O3"] {
         let r = &results[case];
         assert_eq!(r["create"], 6, "{case}: {r}");
         assert_eq!(r["ErrorLog"][0], 0, "{case}: {r}");
@@ -582,7 +582,7 @@ fn a_runtime_only_environment_hands_links_to_the_wheels_library() {
         std::fs::create_dir_all(d).unwrap();
     }
     std::os::unix::fs::symlink(real(), lib.join("libnvJitLink.so.13")).unwrap();
-    let cases = ["cubins", "ltoir", "debug_g", "bad_option"];
+    let cases = ["cubins", "ltoir", "explicit_O3", "bad_option"];
     let py = std::fs::canonicalize(venv_python()).unwrap();
     let real_run = drive(
         &py,

@@ -42,6 +42,39 @@ fn register_count(n: &str) -> Option<u32> {
     plain.then(|| n.parse().ok()).flatten()
 }
 
+/// A ptxas option nvlinkrs passes on as nvJitLink does, one that compiles the PTX as
+/// given (nvJitLink compiles a PTX input at `AddData`, nvlinkrs at `Complete`: an option
+/// that makes ptxas stop or fail, `--version`, a bogus one, would answer `AddData`
+/// otherwise, so those links stay nvJitLink's): an optimization level, `-v`, line
+/// information, a register limit, the `fmad` and warning switches, each alone (a comma
+/// would be one word to nvJitLink's ptxas).
+fn ptxas_option(v: &str) -> bool {
+    let digits = |n: &str| !n.is_empty() && n.len() < 6 && n.bytes().all(|b| b.is_ascii_digit());
+    let boolean = |b: &str| matches!(b, "true" | "false");
+    match v.split_once('=') {
+        Some(("-maxrregcount" | "--maxrregcount", n)) => digits(n),
+        Some(("-fmad" | "--fmad" | "--allow-expensive-optimizations", b)) => boolean(b),
+        Some(_) => false,
+        None => matches!(
+            v,
+            "-O0"
+                | "-O1"
+                | "-O2"
+                | "-O3"
+                | "-v"
+                | "--verbose"
+                | "-lineinfo"
+                | "--generate-line-info"
+                | "-warn-spills"
+                | "--warn-on-spills"
+                | "-warn-lmem-usage"
+                | "--warn-on-local-memory-usage"
+                | "-warn-double-usage"
+                | "--warn-on-double-precision-use"
+        ),
+    }
+}
+
 /// The options, when nvlinkrs can link with them; `None` hands the link to nvJitLink.
 pub fn read(given: &[CString]) -> Option<Options> {
     let mut o = Options::default();
@@ -52,11 +85,8 @@ pub fn read(given: &[CString]) -> Option<Options> {
             Some(("-maxrregcount", n)) if o.maxrregcount.is_none() => {
                 o.maxrregcount = Some(register_count(n)?)
             }
-            // (one option per `-Xptxas`: nvJitLink hands `-O2,-v` to ptxas as one word,
-            // which refuses it, where nvlink's `-Xptxas` splits at commas)
-            Some(("-Xptxas", v)) if !v.is_empty() && !v.contains(',') => {
-                o.xptxas.push(v.to_string())
-            }
+            // (one option per `-Xptxas`, of those `ptxas_option` lists)
+            Some(("-Xptxas", v)) if ptxas_option(v) => o.xptxas.push(v.to_string()),
             // (libNVVM's threads, 0 one per core, in an `-lto` link: libNVVM's, as
             // nvJitLink hands it on; nvlink's `-split-compile` is ptxas's too, which
             // nvJitLink's is not: its image is the one without, where nvlink's tool note
@@ -164,6 +194,9 @@ mod tests {
             &["-arch=sm_90", "-maxrregcount=24", "-maxrregcount=40"],
             &["-arch=sm_90", "-Xptxas=-O2,-v"],
             &["-arch=sm_90", "-Xptxas="],
+            &["-arch=sm_90", "-Xptxas=--version"],
+            &["-arch=sm_90", "-Xptxas=-bogus"],
+            &["-arch=sm_90", "-Xptxas=--maxrregcount=x"],
         ] {
             assert!(opts(bad).is_none(), "{bad:?}");
         }
