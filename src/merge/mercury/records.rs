@@ -11,9 +11,9 @@
 //! instruction reads: their SASS twins do. The function's SASS relocations to the same
 //! constant-bank symbols come in the same order with the same symbols and addends, and
 //! the type of each says whether its instruction reads the bank itself (`CONST_FIELD*`,
-//! `reloc::reads_constant_bank`). Those relocations, in order, pair one to one with the
-//! records the link writes (`benches/results/capsules.md`: 256 links of 86 programs nobody
-//! here wrote, sm_100 to sm_121, all nvlink's bytes).
+//! `reloc::reads_constant_bank`). Those relocations, bank by bank and in order, pair one
+//! to one with the records of that bank the link writes (`benches/results/capsules.md`:
+//! 256 links of 86 programs nobody here wrote, sm_100 to sm_121, all nvlink's bytes).
 
 use super::View;
 use crate::elf::cubin::{Cubin, SHT_MERC_RELA};
@@ -49,11 +49,11 @@ impl Merger<'_> {
         let sass = self.text_bank_relocs(i, view.sass_text(capsule));
         let twins = merc.len() == sass.len()
             && (merc.iter().zip(&sass)).all(|(m, s)| (m.1, m.2) == (s.1, s.2));
-        let records = capsule::linked_operands(data);
         if !twins {
             self.mismatch_warning(c, capsule, "its Mercury relocations are not its SASS ones");
             return;
         }
+        let records = capsule::linked_operands(data);
         let reads: Vec<&BankReloc> = (merc.iter().zip(&sass))
             .filter(|(_, s)| reloc::reads_constant_bank(s.3))
             .map(|(m, _)| m)
