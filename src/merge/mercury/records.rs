@@ -25,8 +25,9 @@ use crate::merge::*;
 const R_MERCURY_ABS16: u32 = 0x1_0004;
 const R_MERCURY_ABS32: u32 = 0x1_0003;
 
-/// A relocation to constant bank 2 or 3: (offset, symbol of the SASS table, addend, type).
-type BankReloc = (u64, usize, i64, u32);
+/// A relocation to constant bank 2 or 3: (offset, symbol of the SASS table, addend, type,
+/// the bank).
+type BankReloc = (u64, usize, i64, u32, u32);
 
 impl Merger<'_> {
     /// Writes into capsule `data` (input `i`'s Mercury section `capsule`) the bank offsets
@@ -62,9 +63,8 @@ impl Merger<'_> {
         // kernel reading its own table, which that link wrote, keeps its records)
         let mut writes = Vec::new();
         for bank in [2, 3] {
-            let of_bank: Vec<&BankReloc> = (reads.iter().copied())
-                .filter(|r| self.bank_of(i, r.1) == Some(bank))
-                .collect();
+            let of_bank: Vec<&BankReloc> =
+                (reads.iter().copied()).filter(|r| r.4 == bank).collect();
             let at: Vec<usize> = (records.iter())
                 .filter(|r| r.1 == bank)
                 .map(|r| r.0)
@@ -83,7 +83,7 @@ impl Merger<'_> {
             }
             writes.extend(at.into_iter().zip(of_bank));
         }
-        for (at, &(_, n, addend, ty)) in writes {
+        for (at, &(_, n, addend, ty, _)) in writes {
             let (value, _, _) = self.link_value(SymKey::new(i, n));
             let field = (value as i64).wrapping_add(addend) as u32;
             // (the field's own bytes: a 16-bit one leaves the record's last two as they
@@ -105,9 +105,8 @@ impl Merger<'_> {
             .filter(|r| r.ty == R_MERCURY_ABS16 || r.ty == R_MERCURY_ABS32)
             .filter_map(|r| {
                 let n = view.normal_of.get(r.sym as usize).copied().flatten()?;
-                self.bank_of(i, n)
-                    .is_some()
-                    .then_some((r.offset, n, r.addend, r.ty))
+                let bank = self.bank_of(i, n)?;
+                Some((r.offset, n, r.addend, r.ty, bank))
             })
             .collect();
         out.sort_unstable();
@@ -123,8 +122,10 @@ impl Merger<'_> {
         let mut out: Vec<BankReloc> = (self.code.funcs[f].relocs.iter())
             .filter_map(|&ri| self.parsed[i].relocs.get(ri)?.as_ref().ok())
             .flatten()
-            .filter(|r| self.bank_of(i, r.sym as usize).is_some())
-            .map(|r| (r.offset, r.sym as usize, r.addend, r.ty))
+            .filter_map(|r| {
+                let bank = self.bank_of(i, r.sym as usize)?;
+                Some((r.offset, r.sym as usize, r.addend, r.ty, bank))
+            })
             .collect();
         out.sort_unstable();
         out
