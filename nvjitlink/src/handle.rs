@@ -347,9 +347,8 @@ fn ours_bytes(ours: &Ours, what: What) -> Result<Cow<'_, [u8]>, i32> {
         What::Cubin => lent(done.and_then(|d| d.cubin.as_deref())),
         What::Ptx if !ours.options.ptx => Err(rc::INVALID_INPUT),
         What::Ptx => lent(done.and_then(|d| d.ptx.as_deref())),
-        // (nvlinkrs gives no LTO IR back: such a link is the real library's, `options`)
         // (before `Complete`, an `-lto` link has none yet, as nvJitLink answers)
-        What::LtoIr if ours.options.lto && done.is_none() => Err(rc::INTERNAL),
+        What::LtoIr if ours.options.lto => lent(done.and_then(|d| d.ltoir.as_deref())),
         What::LtoIr => Err(rc::INVALID_INPUT),
         What::ErrorLog => log(done.map(|d| &d.error_log)),
         What::InfoLog => log(done.map(|d| &d.info_log)),
@@ -366,26 +365,38 @@ fn lent(b: Option<&[u8]>) -> Result<Cow<'_, [u8]>, i32> {
 /// `size` null or writable.
 pub unsafe fn size(h: Handle, what: What, size: *mut usize) -> i32 {
     with(h, |link| {
-        linked_ir_from_real(link, what);
+        linked_ir(link, what);
         // SAFETY: the caller's pointer
         unsafe { size_of(link, what, size) }
     })
 }
 
 /// nvJitLink keeps the linked program's LTO IR (its own container) from every `-lto`
-/// link, which nvlinkrs does not make: asked for it, a link of ours is run again by the
-/// real library, which answers from then on.
-fn linked_ir_from_real(link: &mut Link, what: What) {
-    if let (What::LtoIr, Link::Ours(ours)) = (what, &*link)
+/// link: asked for it, a link of ours makes it (`run::linked_ir`, libNVVM's `-gen-lto`,
+/// once), or where it cannot, is run again by the real library, which answers from then
+/// on.
+fn linked_ir(link: &mut Link, what: What) {
+    let Link::Ours(ours) = &mut *link else {
+        return;
+    };
+    let wanted = what == What::LtoIr
         && ours.options.lto
-        && ours.done.as_ref().is_some_and(|d| d.result == rc::SUCCESS)
-    {
-        crate::trace("nvJitLink: linked LTO IR");
-        if hand_over(link) == rc::SUCCESS
-            && let Link::Real(r) = link
-        {
-            r.complete();
+        && (ours.done.as_ref()).is_some_and(|d| d.result == rc::SUCCESS && d.ltoir.is_none());
+    if !wanted {
+        return;
+    }
+    if let Some(ir) = crate::run::linked_ir(ours) {
+        crate::trace("nvlinkrs: linked LTO IR");
+        if let Some(done) = ours.done.as_mut() {
+            done.ltoir = Some(ir);
         }
+        return;
+    }
+    crate::trace("nvJitLink: linked LTO IR");
+    if hand_over(link) == rc::SUCCESS
+        && let Link::Real(r) = link
+    {
+        r.complete();
     }
 }
 
@@ -424,7 +435,7 @@ unsafe fn size_of(link: &mut Link, what: What, size: *mut usize) -> i32 {
 /// `buf` null or with room for the size `size` gave.
 pub unsafe fn copy(h: Handle, what: What, buf: *mut c_void) -> i32 {
     with(h, |link| {
-        linked_ir_from_real(link, what);
+        linked_ir(link, what);
         // SAFETY: the caller's buffer
         unsafe { copy_of(link, what, buf) }
     })

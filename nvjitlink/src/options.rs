@@ -2,7 +2,7 @@
 //! options when every one of them is one nvlinkrs links as nvJitLink does; any other
 //! (an unknown or malformed option, `-arch` missing or not `sm_NN`, `-ptx` without
 //! `-lto`, `-O0`, `-g` with `-lto`, the math options without `-lto`, an `-Xptxas` value with a comma,
-//! `-split-compile` without `-lto`, `-r`, `-verbose`, `-time`, ...) makes the link the real library's
+//! `-split-compile` without `-lto`, `-r` with `-ptx`, `-verbose`, `-time`, ...) makes the link the real library's
 //! from `Create` on, so its result code and error log are nvJitLink's own.
 
 use std::ffi::CString;
@@ -18,6 +18,8 @@ pub struct Options {
     pub no_cache: bool,
     pub debug: bool,
     pub maxrregcount: Option<u32>,
+    /// `-r`: a relocatable cubin
+    pub relocatable: bool,
     /// `-Xptxas=<options>`: options for ptxas, in the order given.
     pub xptxas: Vec<String>,
     /// The math options and `-split-compile` of an `-lto` link (`-ftz=1`...), libNVVM's
@@ -111,6 +113,7 @@ pub fn read(given: &[CString]) -> Option<Options> {
                 "-no-cache" => o.no_cache = true,
                 // (ptxas's `-g` for PTX, and a debug link: nvJitLink's images)
                 "-g" => o.debug = true,
+                "-r" => o.relocatable = true,
                 // (nvJitLink's `-lineinfo` is ptxas's, in the PTX's compile and in the
                 // LTO link's: its images are `-Xptxas=-lineinfo`'s, byte for byte)
                 "-lineinfo" => o.xptxas.push(opt.to_string()),
@@ -122,8 +125,11 @@ pub fn read(given: &[CString]) -> Option<Options> {
     }
     // (`-split-compile` and the math options only with `-lto`; `-g` only without:
     // nvJitLink's LTO debug image embeds other PTX than libNVVM's with nvlink's options)
+    // (`-r` writes a cubin: with `-ptx` the link is nvJitLink's)
     let lto_only = o.lto || o.xnvvm.is_empty();
-    (!o.arch.is_empty() && (o.lto || !o.ptx) && lto_only && !(o.lto && o.debug)).then_some(o)
+    let image = !(o.relocatable && o.ptx);
+    (!o.arch.is_empty() && (o.lto || !o.ptx) && lto_only && !(o.lto && o.debug) && image)
+        .then_some(o)
 }
 
 #[cfg(test)]
@@ -153,6 +159,7 @@ mod tests {
             o.unwrap().xnvvm,
             ["-ftz=1", "-prec-div=0", "-split-compile=4"]
         );
+        assert!(opts(&["-arch=sm_90", "-lto", "-r"]).unwrap().relocatable);
         let o = opts(&["-arch=sm_90a", "-lto", "-ptx", "-maxrregcount=32"]).unwrap();
         assert_eq!(
             (o.arch.as_str(), o.lto, o.ptx, o.maxrregcount),
@@ -197,6 +204,7 @@ mod tests {
             &["-arch=sm_90", "-Xptxas=--version"],
             &["-arch=sm_90", "-Xptxas=-bogus"],
             &["-arch=sm_90", "-Xptxas=--maxrregcount=x"],
+            &["-arch=sm_90", "-lto", "-r", "-ptx"],
         ] {
             assert!(opts(bad).is_none(), "{bad:?}");
         }

@@ -36,6 +36,9 @@ pub struct Done {
     pub ptx: Option<Vec<u8>>,
     pub error_log: String,
     pub info_log: String,
+    /// The linked program's LTO IR (`-lto`), made when first asked for
+    /// (`run::linked_ir`).
+    pub ltoir: Option<Vec<u8>>,
 }
 
 /// A link run by nvlinkrs.

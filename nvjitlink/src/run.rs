@@ -144,6 +144,9 @@ fn command_line(o: &Options, inputs: &[PathBuf], output: &Path) -> Vec<String> {
     if o.ptx {
         args.push("-emit-ptx".into());
     }
+    if o.relocatable {
+        args.push("-r".into());
+    }
     if let Some(n) = o.maxrregcount {
         args.push(format!("-maxrregcount={n}"));
     }
@@ -165,14 +168,22 @@ fn command_line(o: &Options, inputs: &[PathBuf], output: &Path) -> Vec<String> {
     args
 }
 
-/// The link, `None` when nvlinkrs cannot do it or it failed (the real library's then);
-/// `messages` gets a failed link's messages.
-pub fn link(ours: &Ours, messages: &mut String) -> Option<Done> {
-    let kit = crate::kit::toolkit()?;
-    // (0700: no other user reads the program's device code; a folder a killed process
-    // left is reclaimed by the next process's first link)
-    let dir = nvlinkrs::scratch::private_dir("nvjitlink").ok()?;
-    let (mut inputs, mut host, mut devrt) = (Vec::new(), false, false);
+/// The inputs of a link as files of `dir`, under the names nvlink's input reader knows
+/// them by (`in<N>.<type>`, N the call's place).
+struct Written {
+    paths: Vec<PathBuf>,
+    /// Some input is a host object or an archive.
+    host: bool,
+    /// Some input is libcudadevrt.
+    devrt: bool,
+}
+
+fn write_inputs(ours: &Ours, dir: &Path) -> Option<Written> {
+    let mut w = Written {
+        paths: Vec::new(),
+        host: false,
+        devrt: false,
+    };
     for (i, call) in ours.calls.iter().enumerate() {
         let (kind, data) = match call {
             Call::Data { kind, data, .. } => (*kind, data[..data.len() - 1].to_vec()),
@@ -183,12 +194,67 @@ pub fn link(ours: &Ours, messages: &mut String) -> Option<Done> {
         } else {
             kind
         };
-        host |= kind == input::OBJECT || kind == input::LIBRARY;
-        let path = dir.path().join(format!("in{i}.{}", extension(kind)));
+        w.host |= kind == input::OBJECT || kind == input::LIBRARY;
+        let path = dir.join(format!("in{i}.{}", extension(kind)));
         std::fs::write(&path, &data).ok()?;
-        devrt |= kind == input::LIBRARY && is_cudadevrt(&path);
-        inputs.push(path);
+        w.devrt |= kind == input::LIBRARY && is_cudadevrt(&path);
+        w.paths.push(path);
     }
+    Some(w)
+}
+
+/// The linked program's LTO IR, as nvJitLink's `GetLinkedLTOIR` gives it
+/// (`nvlinkrs::lto::linked_ir`): the link's IR linked by the toolkit's libNVVM, the
+/// linked module named as nvJitLink names it, by the caller's name for the input its
+/// first module came from. `None` where it cannot be made (the real library's then).
+pub fn linked_ir(ours: &Ours) -> Option<Vec<u8>> {
+    use nvlinkrs::arch::{Arch, TargetKind};
+    let kit = crate::kit::toolkit()?;
+    let libnvvm = kit.libnvvm(None)?;
+    let Some((TargetKind::Sass, target)) = Arch::parse_target(&ours.options.arch) else {
+        return None;
+    };
+    let dir = nvlinkrs::scratch::private_dir("nvjitlink").ok()?;
+    let written = write_inputs(ours, dir.path())?;
+    let name_of = |module: &str| {
+        let at = (written.paths.iter()).position(|p| module.starts_with(&*p.display().to_string()));
+        match at.map(|i| &ours.calls[i]) {
+            Some(Call::File { path, .. }) => path.to_string_lossy().into_owned(),
+            Some(Call::Data { name, .. }) => name
+                .as_ref()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            None => module.to_string(),
+        }
+    };
+    let diag = Diagnostics::collector();
+    let made = nvlinkrs::lto::linked_ir::make(&written.paths, target, &libnvvm, &name_of, &diag);
+    match made {
+        Ok(ir) => Some(ir),
+        Err(e) => {
+            let why =
+                std::iter::once(e.message()).chain(e.context_chain().iter().map(|c| c.as_str()));
+            fail(&format!(
+                "linked LTO IR: {}",
+                why.collect::<Vec<_>>().join(": ")
+            ));
+            None
+        }
+    }
+}
+
+/// The link, `None` when nvlinkrs cannot do it or it failed (the real library's then);
+/// `messages` gets a failed link's messages.
+pub fn link(ours: &Ours, messages: &mut String) -> Option<Done> {
+    let kit = crate::kit::toolkit()?;
+    // (0700: no other user reads the program's device code; a folder a killed process
+    // left is reclaimed by the next process's first link)
+    let dir = nvlinkrs::scratch::private_dir("nvjitlink").ok()?;
+    let Written {
+        paths: inputs,
+        host,
+        devrt,
+    } = write_inputs(ours, dir.path())?;
     let output = dir.path().join(if ours.options.ptx {
         "out.ptx"
     } else {

@@ -294,6 +294,16 @@ impl Program<'_> {
         )
     }
 
+    /// The compiled result as libNVVM gives it, every byte (binary output: `-gen-lto`'s
+    /// container, whose last bytes may be 0).
+    pub fn result_bytes(&self) -> Result<Vec<u8>> {
+        self.copy_raw(
+            self.nvvm.api.result_size,
+            self.nvvm.api.result,
+            "nvvmGetCompiledResult",
+        )
+    }
+
     /// The program log (empty when there is none).
     pub fn log(&self) -> String {
         match self.copy_out(
@@ -308,6 +318,14 @@ impl Program<'_> {
 
     /// Copies a sized result out of libNVVM, without the trailing NULs it counts.
     fn copy_out(&self, size: SizeFn, copy: CopyFn, what: &str) -> Result<Vec<u8>> {
+        let mut buf = self.copy_raw(size, copy, what)?;
+        while buf.last() == Some(&0) {
+            buf.pop();
+        }
+        Ok(buf)
+    }
+
+    fn copy_raw(&self, size: SizeFn, copy: CopyFn, what: &str) -> Result<Vec<u8>> {
         let mut n = 0usize;
         // SAFETY: valid handle and out-pointer.
         let rc = unsafe { size(self.raw, &mut n) };
@@ -324,9 +342,6 @@ impl Program<'_> {
         if rc != 0 {
             return Err(Error::fatal("elfLink nvvm error")
                 .context(format!("{what}: {}", self.nvvm.error_string(rc))));
-        }
-        while buf.last() == Some(&0) {
-            buf.pop();
         }
         Ok(buf)
     }

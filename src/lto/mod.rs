@@ -5,7 +5,8 @@
 //! when libNVVM crashes in process, `isolated` runs its split compile in a child process,
 //! `split_data` gives each variable a split compile copies one home, `prelink` links IR
 //! into one `.ltoir` (`--emit-ltoir`) or a mixed link's one module, the helper's part of
-//! which beyond the link is `link_ir`'s. The IR containers themselves are read and written
+//! which beyond the link is `link_ir`'s; `linked_ir` gives the drop-in libnvJitLink
+//! nvJitLink's container of the linked IR. The IR containers themselves are read and written
 //! by `ir`.
 
 pub mod bitcode;
@@ -15,6 +16,7 @@ pub mod isolated;
 pub mod libnvvm;
 #[cfg(feature = "llvm")]
 pub mod link_ir;
+pub mod linked_ir;
 pub mod llvm_engine;
 pub mod llvm_helper;
 #[cfg(feature = "llvm")]

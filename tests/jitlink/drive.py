@@ -255,6 +255,22 @@ def cases(fx):
                                                      (OBJECT, f("merge/swfn_dc100.o"))]),
         ("switch_partial_lto", ["-arch=sm_90", "-lto"], [(OBJECT, f("merge/swk_lto90.o")),
                                                          (OBJECT, f("merge/swfn_dc90.o"))]),
+        # -r: a relocatable cubin, nvlinkrs's keeping the relocations of `__constant__`
+        # reads that nvJitLink applies (the final links of both are compared)
+        ("relocatable", ["-arch=sm_90", "-r"], [(CUBIN, f("merge/a_90.cubin")),
+                                                (CUBIN, f("merge/b_90.cubin"))]),
+        ("relocatable_sm_100", ["-arch=sm_100", "-r"], [(CUBIN, f("merge/a_100.cubin")),
+                                                        (CUBIN, f("merge/b_100.cubin"))]),
+        ("relocatable_lto", ["-arch=sm_90", "-lto", "-r"],
+         [(LTOIR, f("saxpy.ltoir")), (LTOIR, f("scale.ltoir"))]),
+        ("relocatable_ptx", ["-arch=sm_90", "-lto", "-r", "-ptx"],
+         [(LTOIR, f("saxpy.ltoir")), (LTOIR, f("scale.ltoir"))]),
+        # the linked LTO IR (asked of every -lto case): sm_90's IR linked at sm_100 (the
+        # link's optimizer gave it another data layout string than nvJitLink's), a
+        # library file's members (the linked module named as the caller named the file)
+        ("linked_ir_upgraded", ["-arch=sm_100", "-lto"],
+         [(LTOIR, f("saxpy.ltoir")), (LTOIR, f("scale.ltoir"))]),
+        ("linked_ir_library_file", ["-arch=sm_90", "-lto"], [(LIBRARY, "file:" + f("libsaxpy_lto.a"))]),
     ]
     # an input file rewritten after AddFile: nvJitLink links what it read at AddFile (a
     # link of ours, one handed over), and a later link of the file as rewritten gets
