@@ -201,13 +201,14 @@ fn relink_to_the_same_image(arch: &str, a: &Path, b: &Path, with: &[&str]) -> Re
 }
 
 /// Links the drop-in hands to the real library, and at which call.
-const HANDED_OVER: [(&str, &str); 33] = [
+const HANDED_OVER: [(&str, &str); 34] = [
     ("relocatable_ptx", "nvJitLink: options"),
     ("object_for_other_archs", "nvJitLink: input"),
     ("xptxas_version", "nvJitLink: options"),
     ("math_without_lto", "nvJitLink: options"),
     ("xptxas_comma", "nvJitLink: options"),
-    ("ltoir_kernels_used", "nvJitLink: options"),
+    ("kernels_used_beside_devrt", "nvJitLink: link"),
+    ("lto_device_launch_without_devrt", "nvJitLink: link"),
     ("bad_option", "nvJitLink: options"),
     ("bad_arch", "nvJitLink: options"),
     ("no_arch", "nvJitLink: options"),

@@ -2,7 +2,8 @@
 //! options when every one of them is one nvlinkrs links as nvJitLink does; any other
 //! (an unknown or malformed option, `-arch` missing or not `sm_NN`, `-ptx` without
 //! `-lto`, `-O0`, `-g` with `-lto`, the math options without `-lto`, an `-Xptxas` value with a comma,
-//! `-split-compile` without `-lto`, `-r` with `-ptx`, `-verbose`, `-time`, ...) makes the link the real library's
+//! `-split-compile` without `-lto`, `-r` with `-ptx`, `-verbose`, `-time`, ...); `-kernels-used`
+//! beside libcudadevrt is handed over at `Complete` (`run::link`) makes the link the real library's
 //! from `Create` on, so its result code and error log are nvJitLink's own.
 
 use std::ffi::CString;
@@ -20,6 +21,8 @@ pub struct Options {
     pub maxrregcount: Option<u32>,
     /// `-r`: a relocatable cubin
     pub relocatable: bool,
+    /// `-kernels-used=<name>`, in the order given
+    pub kernels_used: Vec<String>,
     /// `-Xptxas=<options>`: options for ptxas, in the order given.
     pub xptxas: Vec<String>,
     /// The math options and `-split-compile` of an `-lto` link (`-ftz=1`...), libNVVM's
@@ -89,6 +92,7 @@ pub fn read(given: &[CString]) -> Option<Options> {
             }
             // (one option per `-Xptxas`, of those `ptxas_option` lists)
             Some(("-Xptxas", v)) if ptxas_option(v) => o.xptxas.push(v.to_string()),
+            Some(("-kernels-used", k)) if !k.is_empty() => o.kernels_used.push(k.to_string()),
             // (libNVVM's threads, 0 one per core, in an `-lto` link: libNVVM's, as
             // nvJitLink hands it on; nvlink's `-split-compile` is ptxas's too, which
             // nvJitLink's is not: its image is the one without, where nvlink's tool note
@@ -160,6 +164,8 @@ mod tests {
             ["-ftz=1", "-prec-div=0", "-split-compile=4"]
         );
         assert!(opts(&["-arch=sm_90", "-lto", "-r"]).unwrap().relocatable);
+        let o = opts(&["-arch=sm_90", "-kernels-used=a", "-kernels-used=b"]).unwrap();
+        assert_eq!(o.kernels_used, ["a", "b"]);
         let o = opts(&["-arch=sm_90a", "-lto", "-ptx", "-maxrregcount=32"]).unwrap();
         assert_eq!(
             (o.arch.as_str(), o.lto, o.ptx, o.maxrregcount),
@@ -187,7 +193,7 @@ mod tests {
             ],
             &["-arch=sm_90", "-maxrregcount=x"],
             &["-arch=sm_90", "-arch=sm_80"],
-            &["-arch=sm_90", "-lto", "-kernels-used=k"],
+            &["-arch=sm_90", "-lto", "-kernels-used="],
             &["-arch=sm_90", "-O3"],
             &["-arch=sm_999"],
             &["-arch=sm_10"],

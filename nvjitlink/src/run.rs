@@ -147,6 +147,9 @@ fn command_line(o: &Options, inputs: &[PathBuf], output: &Path) -> Vec<String> {
     if o.relocatable {
         args.push("-r".into());
     }
+    for k in &o.kernels_used {
+        args.push(format!("-kernels-used={k}"));
+    }
     if let Some(n) = o.maxrregcount {
         args.push(format!("-maxrregcount={n}"));
     }
@@ -255,6 +258,12 @@ pub fn link(ours: &Ours, messages: &mut String) -> Option<Done> {
         host,
         devrt,
     } = write_inputs(ours, dir.path())?;
+    // (`-kernels-used` beside the device runtime: nvJitLink's image is nvlink's, whose
+    // launched kernels lose their device-runtime calls, where nvlinkrs keeps them:
+    // docs/rules/differences.md)
+    if !ours.options.kernels_used.is_empty() && devrt {
+        return fail("-kernels-used beside libcudadevrt");
+    }
     let output = dir.path().join(if ours.options.ptx {
         "out.ptx"
     } else {
@@ -323,6 +332,13 @@ pub fn link(ours: &Ours, messages: &mut String) -> Option<Done> {
         Some(image) => image,
         None => std::fs::read(&output).ok()?,
     };
+    // (nvlink's -dlto of host objects wants libcudadevrt named, and the link above names
+    // it; nvJitLink links no device runtime the caller did not give: a program that
+    // launches kernels from the device fails there, PTX_COMPILE, unresolved
+    // `__cudaCDP2*`)
+    if host && ours.options.lto && !devrt && !ours.options.ptx && defines_device_runtime(&image) {
+        return fail("the device runtime linked, which the caller did not give");
+    }
     let mut done = Done {
         result: rc::SUCCESS,
         info_log: info_log(&diag),
@@ -362,6 +378,14 @@ fn pool() -> Option<std::sync::Arc<rayon::ThreadPool>> {
             Some(pool)
         }
     }
+}
+
+/// Whether an image defines the device runtime's launch functions (`__cudaCDP2…`, from
+/// libcudadevrt's members).
+fn defines_device_runtime(image: &[u8]) -> bool {
+    nvlinkrs::elf::device_summary(image, "image").is_ok_and(|s| {
+        (s.symbols.iter()).any(|sym| sym.defined() && sym.name.starts_with("__cudaCDP2"))
+    })
 }
 
 /// Whether an archive the caller gave is libcudadevrt (by its members, as the link

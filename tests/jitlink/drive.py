@@ -271,6 +271,21 @@ def cases(fx):
         ("linked_ir_upgraded", ["-arch=sm_100", "-lto"],
          [(LTOIR, f("saxpy.ltoir")), (LTOIR, f("scale.ltoir"))]),
         ("linked_ir_library_file", ["-arch=sm_90", "-lto"], [(LIBRARY, "file:" + f("libsaxpy_lto.a"))]),
+        # LTO of a program that launches kernels from the device, without libcudadevrt:
+        # nvJitLink fails (PTX_COMPILE, unresolved __cudaCDP2*); the drop-in, which names
+        # it as nvlink wants, linked it
+        ("lto_device_launch_without_devrt", ["-arch=sm_90", "-lto"],
+         [(OBJECT, f("merge/hostpar_lto90.o"))]),
+        # -kernels-used: the kernels named kept, the others dropped (and what only they
+        # reach), cubins and LTO at sm_90 and sm_100+
+        ("kernels_used_cubins", ["-arch=sm_90", "-kernels-used=_Z6kern_aPii"],
+         [(CUBIN, f("merge/a_90.cubin")), (CUBIN, f("merge/b_90.cubin"))]),
+        ("kernels_used_sm_100", ["-arch=sm_100", "-kernels-used=_Z6only_bPdi"],
+         [(CUBIN, f("merge/swk_100.cubin")), (CUBIN, f("merge/swfn_100.cubin"))]),
+        ("kernels_used_two_lto", ["-arch=sm_90", "-lto", "-kernels-used=_Z6kern_aPii",
+                                  "-kernels-used=_Z7kern_fpPii"], [(OBJECT, f("merge/hrvar_lto90.o"))]),
+        ("kernels_used_lto_sm_120", ["-arch=sm_120", "-lto", "-kernels-used=_Z5saxpyfPKfPfi"],
+         [(OBJECT, f("saxpy_allarch_lto.o")), (OBJECT, f("scale_allarch_lto.o"))]),
     ]
     # an input file rewritten after AddFile: nvJitLink links what it read at AddFile (a
     # link of ours, one handed over), and a later link of the file as rewritten gets
@@ -296,6 +311,10 @@ def cases(fx):
             ("cdp_devrt_data", ["-arch=sm_90"], [(OBJECT, dp), (LIBRARY, devrt)]),
             ("cdp_devrt_file", ["-arch=sm_90"], [(OBJECT, "file:" + dp), (LIBRARY, "file:" + devrt)]),
             ("cdp_devrt_any", ["-arch=sm_90"], [(ANY, dp), (ANY, devrt)]),
+            # -kernels-used naming a kernel that launches another: nvJitLink's image is
+            # nvlink's (the launched kernel's device-runtime calls dropped), handed over
+            ("kernels_used_beside_devrt", ["-arch=sm_90", "-kernels-used=_Z6parentPiS_iS_"],
+             [(OBJECT, dp), (LIBRARY, devrt)]),
             # LTO beside libcudadevrt: nvJitLink lays libNVVM's output after the other
             # inputs (the device runtime's frames, records and call-graph kernels first);
             # host code launching `parent`, which launches `child`
