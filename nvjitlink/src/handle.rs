@@ -22,8 +22,9 @@ pub use crate::record::{Call, Done, Handle, Ours, What};
 pub enum Link {
     Ours(Ours),
     Real(RealLink),
-    /// A link of the real library's, answered from the cache (`memo`).
-    Cached(crate::memo::Answers),
+    /// A link of the real library's, answered from the cache (`memo`), with the real
+    /// link its calls were replayed on, not completed (none without a real library).
+    Cached(crate::memo::Answers, Option<RealLink>),
 }
 
 fn table() -> &'static Mutex<HashMap<usize, Arc<Mutex<Link>>>> {
@@ -86,7 +87,7 @@ pub unsafe fn create(out: *mut Handle, num: u32, options: *const *const c_char) 
             // nvJitLink's handle of a refused `Create` has its reason)
             Err(code) => {
                 crate::trace("nvlinkrs: no real library to hand the link to");
-                (Link::Cached(no_real_library(&given, code)), code)
+                (Link::Cached(no_real_library(&given, code), None), code)
             }
         },
     };
@@ -180,10 +181,11 @@ pub unsafe fn add_data(
             let name = (!name.is_null()).then(|| CStr::from_ptr(name).to_owned());
             (bytes, name)
         };
+        uncache(link);
         match link {
             Link::Real(r) => r.add_kept(kind, bytes, size, name),
             // (an input after `Complete`: nvJitLink refuses it so)
-            Link::Cached(_) => rc::INTERNAL,
+            Link::Cached(..) => rc::INTERNAL,
             Link::Ours(_) if bytes.is_none() => {
                 // (no bytes: nvJitLink's answer, on the real link)
                 crate::trace("nvJitLink: input");
@@ -203,6 +205,17 @@ pub unsafe fn add_data(
             }
         }
     })
+}
+
+/// An input after `Complete` to a link the cache answered: the real link completed
+/// after all, so that it refuses the input with nvJitLink's own words in its error log.
+fn uncache(link: &mut Link) {
+    if let Link::Cached(_, kept @ Some(_)) = link
+        && let Some(mut real) = kept.take()
+    {
+        real.complete();
+        *link = Link::Real(real);
+    }
 }
 
 /// Keeps an input nvlinkrs takes as nvJitLink would (`accepted`); else nvJitLink judges
@@ -246,9 +259,10 @@ pub unsafe fn add_file(h: Handle, kind: i32, path: *const c_char) -> i32 {
                 };
             }
         };
+        uncache(link);
         match link {
             Link::Real(r) => r.replay_one(call),
-            Link::Cached(_) => rc::INTERNAL,
+            Link::Cached(..) => rc::INTERNAL,
             Link::Ours(ours) => {
                 let Call::File { data, .. } = &call else {
                     unreachable!()
@@ -267,7 +281,7 @@ pub fn complete(h: Handle) -> i32 {
     with(h, |link| match link {
         Link::Real(_) => complete_real(link),
         // a link completed already: nvJitLink answers a second `Complete` so
-        Link::Cached(_) => rc::INTERNAL,
+        Link::Cached(..) => rc::INTERNAL,
         Link::Ours(ours) => {
             if ours.done.is_some() {
                 return rc::INTERNAL;
@@ -322,7 +336,11 @@ fn complete_real(link: &mut Link) -> i32 {
     {
         crate::trace("nvJitLink: cache hit");
         let code = answers.result;
-        *link = Link::Cached(answers);
+        if let Link::Real(real) = std::mem::replace(link, Link::Cached(answers, None))
+            && let Link::Cached(_, kept) = link
+        {
+            *kept = Some(real);
+        }
         return code;
     }
     let started = std::time::Instant::now();
@@ -406,7 +424,7 @@ unsafe fn size_of(link: &mut Link, what: What, size: *mut usize) -> i32 {
     match link {
         // SAFETY: the caller's pointer, passed on
         Link::Real(r) => unsafe { r.size(what, size) },
-        Link::Cached(a) => match a.get(what) {
+        Link::Cached(a, _) => match a.get(what) {
             _ if size.is_null() => rc::NULL_INPUT,
             (rc::SUCCESS, bytes) => {
                 // SAFETY: checked non-null
@@ -447,7 +465,7 @@ unsafe fn copy_of(link: &mut Link, what: What, buf: *mut c_void) -> i32 {
     match link {
         // SAFETY: the caller's buffer, passed on
         Link::Real(r) => unsafe { r.copy(what, buf) },
-        Link::Cached(a) => match a.get(what) {
+        Link::Cached(a, _) => match a.get(what) {
             _ if buf.is_null() => rc::NULL_INPUT,
             (rc::SUCCESS, bytes) => {
                 // SAFETY: the caller made room for the size it was given

@@ -209,7 +209,8 @@ pub struct RealLink {
     /// `Complete` was called.
     completed: bool,
     /// Copies of fatbins cut short, padded with zeros to the size their header gives
-    /// (see [`padded_fatbin`]), kept as long as the inputs.
+    /// (see [`padded_fatbin`]), and of files rewritten since `AddFile`, kept as long as
+    /// the inputs.
     padded: Vec<Vec<u8>>,
 }
 
@@ -341,6 +342,18 @@ impl RealLink {
                     }
                     None => self.add_data(*kind, Some(data), size, name.as_deref()),
                 }
+            }
+            // (a file rewritten since `AddFile`: nvJitLink read it then, so its bytes of
+            // then, under its path)
+            Call::File {
+                kind,
+                path,
+                data: Some(then),
+            } if crate::read_input(path).as_ref() != Some(then) => {
+                let copy = [then.as_slice(), b"\0"].concat();
+                let code = self.add_data(*kind, Some(&copy), then.len(), Some(path));
+                self.padded.push(copy);
+                code
             }
             Call::File { kind, path, .. } => self.add_file(*kind, Some(path)),
         };
