@@ -66,6 +66,15 @@ rows = [l.split() for l in open(sys.argv[1])]
 library, udfs, per, reps, procs = sys.argv[2:7]
 def ms(which, keep):
     return [float(r[4]) * 1000 for r in rows if r[0] == which and keep(int(r[1]), int(r[2]))]
+def first_links():
+    # each later process's first Complete, whichever link it was
+    seen, out = set(), []
+    for r in rows:
+        if r[0] == "drop-in" and int(r[1]) > 1 and r[1] not in seen:
+            seen.add(r[1])
+            out.append(float(r[4]) * 1000)
+    return out
+first = first_links()
 def cell(v):
     return f"{statistics.median(v):.2f} [{min(v):.2f}-{max(v):.2f}] ({len(v)})"
 print("# The drop-in's cache hit in a process that links again\n")
@@ -79,11 +88,13 @@ print("| library | links | Complete, ms |")
 print("|---|---|---|")
 print(f"| nvlinkrs' drop-in | first process's first round (cold links) | {cell(ms('drop-in', lambda p, r: p == 1 and r == 0))} |")
 print(f"| nvlinkrs' drop-in | later processes' first round (hits, pages faulted in) | {cell(ms('drop-in', lambda p, r: p > 1 and r == 0))} |")
+print(f"| nvlinkrs' drop-in | later processes' first link (a fresh process's first Complete) | {cell(first)} |")
 print(f"| nvlinkrs' drop-in | every later round (hits in a warm process) | {cell(ms('drop-in', lambda p, r: r > 0))} |")
 print(f"| NVIDIA's libnvJitLink | every link | {cell(ms('real', lambda p, r: True))} |")
 hit = statistics.median(ms('drop-in', lambda p, r: r > 0))
 real = statistics.median(ms('real', lambda p, r: True))
-print(f"\nA hit in a warm process: {hit:.2f} ms median, {real / hit:.0f}x faster than NVIDIA's link ({real:.1f} ms).")
+print(f"\nA hit in a warm process: {hit:.2f} ms median, {real / hit:.0f}x faster than NVIDIA's link ({real:.1f} ms);")
+print(f"a fresh process's first hit: {statistics.median(first):.2f} ms median of {len(first)} processes.")
 PY
 source scripts/bench_conditions.sh
 { echo; conditions; } >> "$out"

@@ -16,8 +16,9 @@ pub(crate) const LEFTOVER_AGE: Duration = Duration::from_secs(60);
 
 /// A private folder (0700) in the system's temporary folder for one piece of work of
 /// the kind `tag` (`ptxas`, `nvjitlink`), named `nvlinkrs-TAG-PID-XXXXXX`: the first one
-/// of its kind this process makes removes those of this user's processes that were killed
-/// before they removed theirs. Removed when dropped.
+/// of its kind this process makes removes those of this user's processes that were
+/// killed before they removed theirs, unless another process did within [`LEFTOVER_AGE`]
+/// ([`reclaim_due`]). Removed when dropped.
 pub fn private_dir(tag: &str) -> std::io::Result<tempfile::TempDir> {
     use std::collections::BTreeSet;
     use std::sync::Mutex;
@@ -35,7 +36,7 @@ pub fn private_dir(tag: &str) -> std::io::Result<tempfile::TempDir> {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(format!("{tag}\0{}", tmp.display()));
-        if first {
+        if first && reclaim_due(tmp, tag) {
             reclaim(tmp, tag, LEFTOVER_AGE);
         }
         b.tempdir_in(tmp)
@@ -63,6 +64,43 @@ pub fn in_a_temporary_folder<T>(
         }
     }
     Err(error.expect("a folder was tried"))
+}
+
+/// Whether this user's `tag` folders in `tmp` are to be reclaimed now: not when this
+/// user's stamp (`nvlinkrs-reclaimed-TAG-UID`, a file of its own, not a link) says a
+/// process did within [`LEFTOVER_AGE`] (reading a large temporary folder whole cost a
+/// process's first link, the drop-in's cache hit, up to a millisecond). The stamp is
+/// touched when due; one that cannot be (another user's, a folder, a link) leaves every
+/// process to reclaim, as without it.
+fn reclaim_due(tmp: &Path, tag: &str) -> bool {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    // SAFETY: geteuid cannot fail
+    let uid = unsafe { libc::geteuid() };
+    let stamp = tmp.join(format!("nvlinkrs-reclaimed-{tag}-{uid}"));
+    let opened = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(&stamp);
+    let Ok(file) = opened else {
+        return true;
+    };
+    let Ok(m) = file.metadata() else {
+        return true;
+    };
+    if !m.is_file() || m.uid() != uid {
+        return true;
+    }
+    let fresh = m.size() > 0 && !changed_before(&m, LEFTOVER_AGE);
+    if !fresh {
+        // (a byte, so that a stamp just made counts as not yet reclaimed)
+        use std::io::Write;
+        let _ = (&file).write_all(b"r");
+        let _ = file.set_modified(std::time::SystemTime::now());
+    }
+    !fresh
 }
 
 /// Removes the `tag` folders in `tmp` of this user's processes that no longer run,
@@ -114,6 +152,23 @@ fn process_runs(pid: i32) -> bool {
 mod tests {
     use super::*;
     use std::process::Command;
+
+    #[test]
+    fn a_reclaim_stamps_the_folder_for_the_next_minute() {
+        let tmp = tempfile::tempdir().unwrap();
+        assert!(reclaim_due(tmp.path(), "nvjitlink"));
+        assert!(!reclaim_due(tmp.path(), "nvjitlink"));
+        // (another kind has its own stamp)
+        assert!(reclaim_due(tmp.path(), "ptxas"));
+        // a link where the stamp would be: followed by no one, every process reclaims
+        let other = tempfile::tempdir().unwrap();
+        let uid = unsafe { libc::geteuid() };
+        let stamp = other.path().join(format!("nvlinkrs-reclaimed-ptxas-{uid}"));
+        std::os::unix::fs::symlink(other.path().join("target"), &stamp).unwrap();
+        assert!(reclaim_due(other.path(), "ptxas"));
+        assert!(reclaim_due(other.path(), "ptxas"));
+        assert!(!other.path().join("target").exists());
+    }
 
     #[test]
     fn private_dirs_are_private_and_reclaimed() {

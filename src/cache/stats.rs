@@ -241,9 +241,11 @@ pub fn update_locked(
     let mut bytes = Vec::new();
     (&mut file).take(MAX).read_to_end(&mut bytes)?;
     let out = f(&String::from_utf8_lossy(&bytes))?;
-    file.set_len(0)?;
+    // (written over, then cut to its length: no blocks freed and taken again when the
+    // counters keep their size, as they mostly do)
     file.rewind()?;
-    file.write_all(&out)
+    file.write_all(&out)?;
+    file.set_len(out.len() as u64)
 }
 
 #[cfg(test)]
