@@ -143,6 +143,60 @@ fn a_changed_libnvvm_of_the_toolkit_is_a_miss() {
     assert!(after.out == first.out, "the same code: the same image");
 }
 
+/// The toolkit's libcudadevrt (named by nvcc's device links and the drop-in's) is keyed
+/// by a digest remembered per file version, as the tools are: changed in place (a member
+/// added), the link is a miss; copied over with the same bytes (another inode), a hit.
+#[test]
+fn a_changed_libcudadevrt_of_the_toolkit_is_a_miss() {
+    let dir = tempfile::tempdir().unwrap();
+    // a toolkit of links to the real one, with a libcudadevrt of its own (a copy)
+    let tk = dir.path().join("tk");
+    std::fs::create_dir_all(tk.join("lib")).unwrap();
+    for e in std::fs::read_dir(cuda()).unwrap() {
+        let e = e.unwrap();
+        if e.file_name() != "lib" {
+            std::os::unix::fs::symlink(e.path(), tk.join(e.file_name())).unwrap();
+        }
+    }
+    for e in std::fs::read_dir(cuda().join("lib")).unwrap() {
+        let e = e.unwrap();
+        if e.file_name() != "libcudadevrt.a" {
+            std::os::unix::fs::symlink(e.path(), tk.join("lib").join(e.file_name())).unwrap();
+        }
+    }
+    let devrt = tk.join("lib/libcudadevrt.a");
+    let original = std::fs::read(cuda().join("lib/libcudadevrt.a")).unwrap();
+    std::fs::write(&devrt, &original).unwrap();
+    let fx = fixtures();
+    let args = words(&format!(
+        "-arch=sm_90 {} {} -L{} -lcudadevrt -o {{OUT}} --cache-dir={}",
+        fx.join("saxpy_dc.o").display(),
+        fx.join("scale_dc.o").display(),
+        tk.join("lib").display(),
+        dir.path().join("c").display()
+    ));
+    let env = [("CUDA_HOME", tk.display().to_string())];
+    let first = link(dir.path(), &args, &env);
+    assert_eq!((first.code, first.whole()), (0, "miss"), "{}", first.stderr);
+    assert_eq!(link(dir.path(), &args, &env).whole(), "hit");
+    // the same bytes in a new file: its digest again, the same key
+    replace(&devrt, &original);
+    assert_eq!(link(dir.path(), &args, &env).whole(), "hit");
+    // a member more (text nvlink passes over): another archive, another key
+    let note = dir.path().join("note.txt");
+    std::fs::write(&note, "x".repeat(200)).unwrap();
+    let added = Command::new("ar")
+        .arg("q")
+        .arg(&devrt)
+        .arg(&note)
+        .status()
+        .unwrap();
+    assert!(added.success());
+    let after = link(dir.path(), &args, &env);
+    assert_eq!((after.code, after.whole()), (0, "miss"), "{}", after.stderr);
+    assert!(after.out == first.out, "the same code: the same image");
+}
+
 /// A shared tier on loopback whose GETs answer 404 after `delay` (the first one
 /// signalled on `first_get`), and whose other requests succeed at once.
 fn slow_tier(delay: Duration) -> (u16, std::sync::mpsc::Receiver<()>) {

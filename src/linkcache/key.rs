@@ -45,6 +45,11 @@ impl Stamp {
         ])
     }
 
+    /// The file's identity (device, inode), as `Opened` knows a file by.
+    fn file_id(&self) -> Option<crate::input::FileId> {
+        Some((self.0[0] as u64, self.0[1] as u64))
+    }
+
     /// The stamp of `path` now (after symbolic links), when it is a regular file.
     pub fn now(path: &Path) -> Option<Stamp> {
         let meta = std::fs::metadata(path).ok()?;
@@ -144,7 +149,7 @@ pub fn key_or_why(
     for (name, value) in settings(plan).ok_or("a setting of the environment is refused")? {
         parts.push(Kind::Setting, name, value);
     }
-    stamps.extend(inputs(plan, &mut parts, opened)?);
+    stamps.extend(inputs(plan, cache, &mut parts, opened)?);
     Ok(LinkKey {
         key: parts.key(),
         parts,
@@ -269,32 +274,56 @@ fn settings(plan: &Plan) -> Option<Vec<(String, String)>> {
     Some(s)
 }
 
+/// Where an input's digest comes from: its bytes, read into memory for the link too,
+/// or, for the toolkit's own libcudadevrt (which nvcc's and the drop-in's links name),
+/// the digest remembered per file version as the tools' are
+/// ([`Cache::tool_id`]: path, size, times, inode, with the tools' trust), the same value
+/// without reading and hashing a megabyte on every link.
+enum Source {
+    Bytes(crate::bytes::Bytes),
+    Toolkit(String),
+}
+
 /// Adds the inputs to `parts`, in order: each file's name and content digest, or the
 /// earlier input it is the same file as; read through `opened` (the maps the link reads).
 /// Why not when an input is not a regular file (a FIFO is read once: by the link), cannot
 /// be read, or is a thin archive (its members live in other files).
 fn inputs(
     plan: &Plan,
+    cache: &Cache,
     parts: &mut Parts,
     opened: &Opened,
 ) -> Result<Vec<(PathBuf, Stamp)>, &'static str> {
     let paths = plan.inputs();
+    let kit = plan.toolkit().ok().and_then(|k| k.root.canonicalize().ok());
     let mut stamps = Vec::with_capacity(paths.len());
     let mut maps = Vec::with_capacity(paths.len());
     for path in &paths {
         // (stat only: opening a FIFO here would block, or take its bytes from the link)
         let stamp =
             Stamp::now(path).ok_or("an input is not a regular file (a FIFO is read once)")?;
-        // (read into memory: the bytes hashed are the bytes the link parses, whatever
-        // another process writes meanwhile)
-        let data = opened
-            .open_in_memory(path, &path.display().to_string())
-            .map_err(|_| "an input cannot be read")?;
-        if data.starts_with(b"!<thin>") {
-            return Err("a thin archive's members live in other files");
-        }
+        let in_toolkit = path.file_name().is_some_and(|n| n == "libcudadevrt.a")
+            && (kit.as_deref())
+                .is_some_and(|k| path.canonicalize().is_ok_and(|p| p.starts_with(k)));
+        let source = match in_toolkit {
+            true => (
+                stamp.file_id(),
+                Source::Toolkit(cache.tool_id(path).map_err(|_| "an input cannot be read")?),
+            ),
+            false => {
+                // (read into memory: the bytes hashed are the bytes the link parses,
+                // whatever another process writes meanwhile)
+                let data = opened
+                    .open_in_memory(path, &path.display().to_string())
+                    .map_err(|_| "an input cannot be read")?;
+                if data.starts_with(b"!<thin>") {
+                    return Err("a thin archive's members live in other files");
+                }
+                (opened.id_of(path), Source::Bytes(data))
+            }
+        };
         stamps.push((path.clone(), stamp));
-        maps.push((opened.id_of(path), data));
+        maps.push(source);
     }
     // the same file named again: the input it is the same as (by device and inode)
     let mut first_of = std::collections::HashMap::new();
@@ -308,14 +337,19 @@ fn inputs(
         })
         .collect();
     // the content of each file once, on the pool
-    let digests: Vec<Option<blake3::Hash>> = (0..maps.len())
+    let digests: Vec<Option<String>> = (0..maps.len())
         .into_par_iter()
-        .map(|i| again[i].is_none().then(|| blake3::hash(&maps[i].1)))
+        .map(|i| {
+            again[i].is_none().then(|| match &maps[i].1 {
+                Source::Bytes(data) => blake3::hash(data).to_hex().to_string(),
+                Source::Toolkit(id) => id.clone(),
+            })
+        })
         .collect();
     for ((path, again), digest) in paths.iter().zip(again).zip(digests) {
         let value = match (again, digest) {
             (Some(earlier), _) => format!("the same file as input {}", earlier + 1),
-            (None, d) => d.map_or_else(String::new, |d| d.to_hex().to_string()),
+            (None, d) => d.unwrap_or_default(),
         };
         parts.push(
             Kind::Input,
