@@ -315,6 +315,13 @@ fn whole_program_links_are_byte_identical_to_nvlink() {
             "-emit-ptx of .ltoir files".into(),
             lto_args("sm_90", &["-emit-ptx"], &["saxpy.ltoir", "scale.ltoir"]),
         ),
+        // nvlink writes the PTX of host objects without libcudadevrt (its check is the
+        // cubin's: nvlinkrs refused, "expected libcudadevrt object")
+        ("-emit-ptx of host objects without libcudadevrt".into(), {
+            let mut a = lto_args("sm_90", &["-emit-ptx"], &["saxpy_dlto.o", "scale_dlto.o"]);
+            a.retain(|x| x != "-lcudadevrt");
+            a
+        }),
     ];
     for arch in ["sm_75", "sm_80", "sm_90", "sm_90a", "sm_100", "sm_120"] {
         cases.push((

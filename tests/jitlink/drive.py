@@ -276,6 +276,10 @@ def cases(fx):
         # it as nvlink wants, linked it
         ("lto_device_launch_without_devrt", ["-arch=sm_90", "-lto"],
          [(OBJECT, f("merge/hostpar_lto90.o"))]),
+        # its PTX (-ptx): nvJitLink's is the whole program's; the drop-in, which named
+        # libcudadevrt, wrote relocatable PTX (an unreferenced function kept)
+        ("lto_ptx_device_launch_without_devrt", ["-arch=sm_90", "-lto", "-ptx"],
+         [(OBJECT, f("merge/hostpar_lto90.o"))]),
         # -kernels-used: the kernels named kept, the others dropped (and what only they
         # reach), cubins and LTO at sm_90 and sm_100+
         ("kernels_used_cubins", ["-arch=sm_90", "-kernels-used=_Z6kern_aPii"],
