@@ -148,9 +148,9 @@ const EQUIVALENT_ONLY: [&str; 2] = ["ptx_sm_75", "ptx_sm_80"];
 /// Links whose answer is not nvJitLink's bytes but links, by nvlink with the inputs
 /// named (`cudadevrt`: the toolkit's), to the image nvJitLink's links to: `-r` cubins
 /// (nvlinkrs keeps the relocations of `__constant__` reads that nvJitLink applies,
-/// docs/rules/relocatable.md) and linked LTO IR with a `switch` (one basic block more in
-/// nvJitLink's) or of sm_90's IR linked at sm_100 (its data layout string kept there,
-/// extended by libNVVM's upgrade): `nvlinkrs::lto::linked_ir`.
+/// docs/rules/relocatable.md) and linked LTO IR whose code libNVVM's link changes (a
+/// `switch`'s blocks merged, sm_90's IR linked at sm_100 given another data layout
+/// string): `nvlinkrs::lto::linked_ir`.
 const RELINKED_ONLY: [(&str, &str, &[&str]); 6] = [
     ("relocatable", "cubin", &[]),
     ("relocatable_sm_100", "cubin", &[]),

@@ -1,12 +1,13 @@
 //! The linked program's LTO IR, as nvJitLink hands it out (`nvJitLinkGetLinkedLTOIR`):
 //! the link's IR modules, in the order the link gives them to libNVVM, linked by
 //! libNVVM's `-gen-lto` into one NVIDIA LTO IR container, which a later LTO link takes
-//! as an input. nvJitLink 13.5 makes the same container with the same NVVM (read off its
+//! as an input. nvJitLink 13.5 makes its container with the same NVVM (read off its
 //! output: the target's plain architecture, the module named by the caller's name for
-//! its first input; its IR level 0 where libNVVM writes 1), byte for byte but in two
-//! cases, whose IR links to the same image: a function with a `switch` keeps one more
-//! basic block in nvJitLink's, and NVVM 7's IR (sm_90's) linked at sm_100+ keeps its data
-//! layout string there, where libNVVM's upgrade extends it.
+//! its first input; its IR level 0 where libNVVM writes 1): byte for byte where libNVVM's
+//! link changes no code; elsewhere libNVVM's link folds branches into selects, merges a
+//! `switch`'s blocks, hoists repeated address arithmetic and extends the data layout
+//! string of NVVM 7's IR (sm_90's) linked at sm_100+, where nvJitLink's keeps the code as
+//! compiled: IR that links to the same image (no option of libNVVM's tried kept it).
 
 use std::path::{Path, PathBuf};
 
