@@ -67,37 +67,42 @@ pub fn in_a_temporary_folder<T>(
 }
 
 /// Whether this user's `tag` folders in `tmp` are to be reclaimed now: not when this
-/// user's stamp (`nvlinkrs-reclaimed-TAG-UID`, a file of its own, not a link) says a
-/// process did within [`LEFTOVER_AGE`] (reading a large temporary folder whole cost a
-/// process's first link, the drop-in's cache hit, up to a millisecond). The stamp is
-/// touched when due; one that cannot be (another user's, a folder, a link) leaves every
-/// process to reclaim, as without it.
+/// user's stamp (`nvlinkrs-reclaimed-TAG-UID`) says a process did within
+/// [`LEFTOVER_AGE`] (reading a large temporary folder whole cost a process's first link,
+/// the drop-in's cache hit, up to a millisecond). The stamp is an empty file of its own,
+/// made new (`O_EXCL`) or found as this user's regular file with no other name (a hard
+/// link to another file of the user's is no stamp), and touched when due; nothing is ever
+/// written into it. Where it is none of that, every process reclaims, as without it.
 fn reclaim_due(tmp: &Path, tag: &str) -> bool {
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     // SAFETY: geteuid cannot fail
     let uid = unsafe { libc::geteuid() };
     let stamp = tmp.join(format!("nvlinkrs-reclaimed-{tag}-{uid}"));
-    let opened = std::fs::OpenOptions::new()
+    let flags = libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
+    let made = std::fs::OpenOptions::new()
         .write(true)
-        .create(true)
-        .truncate(false)
+        .create_new(true)
         .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .custom_flags(flags)
         .open(&stamp);
-    let Ok(file) = opened else {
+    if made.is_ok() {
+        return true;
+    }
+    let Ok(file) = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags)
+        .open(&stamp)
+    else {
         return true;
     };
     let Ok(m) = file.metadata() else {
         return true;
     };
-    if !m.is_file() || m.uid() != uid {
+    if !m.is_file() || m.uid() != uid || m.nlink() != 1 || m.size() != 0 {
         return true;
     }
-    let fresh = m.size() > 0 && !changed_before(&m, LEFTOVER_AGE);
+    let fresh = !changed_before(&m, LEFTOVER_AGE);
     if !fresh {
-        // (a byte, so that a stamp just made counts as not yet reclaimed)
-        use std::io::Write;
-        let _ = (&file).write_all(b"r");
         let _ = file.set_modified(std::time::SystemTime::now());
     }
     !fresh
@@ -160,6 +165,19 @@ mod tests {
         assert!(!reclaim_due(tmp.path(), "nvjitlink"));
         // (another kind has its own stamp)
         assert!(reclaim_due(tmp.path(), "ptxas"));
+        // a hard link to a file of the user's: no stamp, and nothing written into it
+        let hard = tempfile::tempdir().unwrap();
+        let precious = hard.path().join("precious");
+        std::fs::write(&precious, b"IMPORTANT").unwrap();
+        let named = hard
+            .path()
+            .join(format!("nvlinkrs-reclaimed-ptxas-{}", unsafe {
+                libc::geteuid()
+            }));
+        std::fs::hard_link(&precious, &named).unwrap();
+        assert!(reclaim_due(hard.path(), "ptxas"));
+        assert!(reclaim_due(hard.path(), "ptxas"));
+        assert_eq!(std::fs::read(&precious).unwrap(), b"IMPORTANT");
         // a link where the stamp would be: followed by no one, every process reclaims
         let other = tempfile::tempdir().unwrap();
         let uid = unsafe { libc::geteuid() };

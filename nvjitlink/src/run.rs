@@ -55,7 +55,10 @@ pub fn acceptable(o: &Options, kind: i32, data: &[u8]) -> bool {
         // over its device code, nvJitLink links it)
         input::OBJECT => nvlinkrs::elf::elf_type(data) == Some(1) && has_code(o, found, data),
         input::FATBIN => has_code(o, found, data),
-        input::LTOIR => o.lto,
+        // (IR for a newer target than the link's: nvJitLink refuses it, ARCH_MISMATCH)
+        input::LTOIR => o.lto && ir_target_fits(o, data),
+        // (an archive with no code for the target: nvJitLink refuses it, INVALID_INPUT)
+        input::LIBRARY => has_code(o, found, data),
         _ => true,
     }
 }
@@ -75,8 +78,10 @@ fn has_code(o: &Options, kind: i32, data: &[u8]) -> bool {
         return false;
     }
     let mode = nvlinkrs::input::Mode::Link { lto: o.lto };
-    nvlinkrs::input::load(&[path], mode)
-        .is_ok_and(|trees| nvlinkrs::gather::has_code_for(&trees, target, o.lto))
+    on_pool(|| {
+        nvlinkrs::input::load(&[path], mode)
+            .is_ok_and(|trees| nvlinkrs::gather::has_code_for(&trees, target, o.lto))
+    })
 }
 
 /// Whether an input is whole by its own headers, as nvJitLink checks it at `AddData`
@@ -93,6 +98,18 @@ fn whole(found: i32, data: &[u8]) -> bool {
         input::LTOIR => nvlinkrs::ir::container::check_for_link(data, "in").is_ok(),
         input::LIBRARY => nvlinkrs::input::archive::parse(&bytes(), "in").is_ok(),
         _ => true,
+    }
+}
+
+/// Whether an LTO IR container's target can be linked for the link's architecture.
+fn ir_target_fits(o: &Options, data: &[u8]) -> bool {
+    use nvlinkrs::arch::{Arch, TargetKind, ir_compatible};
+    let ir = nvlinkrs::ir::container::parse_header(data, "in")
+        .ok()
+        .and_then(|(h, _)| h.arch());
+    match (ir, Arch::parse_target(&o.arch)) {
+        (Some(ir), Some((TargetKind::Sass, link))) => ir_compatible(ir, link),
+        _ => false,
     }
 }
 
@@ -245,6 +262,10 @@ fn write_inputs(ours: &Ours, dir: &Path) -> Option<Written> {
 /// linked module named as nvJitLink names it, by the caller's name for the input its
 /// first module came from. `None` where it cannot be made (the real library's then).
 pub fn linked_ir(ours: &Ours) -> Option<Vec<u8>> {
+    on_pool(|| linked_ir_here(ours))
+}
+
+fn linked_ir_here(ours: &Ours) -> Option<Vec<u8>> {
     use nvlinkrs::arch::{Arch, TargetKind};
     let kit = crate::kit::toolkit()?;
     let libnvvm = kit.libnvvm(None)?;
@@ -253,15 +274,14 @@ pub fn linked_ir(ours: &Ours) -> Option<Vec<u8>> {
     };
     let dir = nvlinkrs::scratch::private_dir("nvjitlink").ok()?;
     let written = write_inputs(ours, dir.path())?;
+    // (a name that is not UTF-8 is not one libNVVM's module takes as nvJitLink's does)
     let name_of = |module: &str| {
         let at = (written.paths.iter()).position(|p| module.starts_with(&*p.display().to_string()));
+        let utf8 = |c: &std::ffi::CStr| c.to_str().ok().map(str::to_string);
         match at.map(|i| &ours.calls[i]) {
-            Some(Call::File { path, .. }) => path.to_string_lossy().into_owned(),
-            Some(Call::Data { name, .. }) => name
-                .as_ref()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default(),
-            None => module.to_string(),
+            Some(Call::File { path, .. }) => utf8(path),
+            Some(Call::Data { name, .. }) => name.as_deref().map_or(Some(String::new()), utf8),
+            None => Some(module.to_string()),
         }
     };
     let diag = Diagnostics::collector();
@@ -283,6 +303,10 @@ pub fn linked_ir(ours: &Ours) -> Option<Vec<u8>> {
 /// The link, `None` when nvlinkrs cannot do it or it failed (the real library's then);
 /// `messages` gets a failed link's messages.
 pub fn link(ours: &Ours, messages: &mut String) -> Option<Done> {
+    on_pool(|| link_here(ours, messages))
+}
+
+fn link_here(ours: &Ours, messages: &mut String) -> Option<Done> {
     let kit = crate::kit::toolkit()?;
     // (0700: no other user reads the program's device code; a folder a killed process
     // left is reclaimed by the next process's first link)
@@ -313,8 +337,10 @@ pub fn link(ours: &Ours, messages: &mut String) -> Option<Done> {
     req.nvjitlink = true;
     req.nvjitlink_cudadevrt = devrt;
     req.image_in_memory = true;
-    // (the host program's terminal is not the linker's to draw on)
+    // (the host program's terminal is not the linker's to draw on, nor its links another
+    // process's to hold up: the cache's counters are left out when their lock is held)
     nvlinkrs::jobs::no_status_line();
+    nvlinkrs::cache::stats::never_wait_for_the_lock();
     let diag = Diagnostics::collector();
     // (NVIDIA's library as the finalizer, loaded only for the targets it finalizes)
     let linked = crate::real::with_finalizer(req.target.sm >= 100, |finalizer| {
@@ -323,12 +349,9 @@ pub fn link(ours: &Ours, messages: &mut String) -> Option<Done> {
             one_shot: false,
             finalizer,
         };
-        // on threads with the stack depth the nvlinkrs command gives libNVVM, the one
-        // pool of the process (made at its first link: a pool a link costs a hit 2 threads)
-        match pool() {
-            Some(pool) => pool.install(|| nvlinkrs::link(&req, &diag, &process)),
-            None => nvlinkrs::link(&req, &diag, &process),
-        }
+        // (on the pool `link` runs on: threads with the stack depth the nvlinkrs command
+        // gives libNVVM, the one pool of the process, made at its first link)
+        nvlinkrs::link(&req, &diag, &process)
     });
     let first_error = || {
         let printed = diag.printed().into_iter();
@@ -368,6 +391,19 @@ pub fn link(ours: &Ours, messages: &mut String) -> Option<Done> {
     // `__cudaCDP2*`)
     if host && ours.options.lto && !devrt && !ours.options.ptx && defines_device_runtime(&image) {
         return fail("the device runtime linked, which the caller did not give");
+    }
+    // (an `-lto` link of no IR: nvJitLink's libNVVM refuses the empty program,
+    // NO_MODULE_IN_PROGRAM, where nvlink links the code as it is)
+    if ours.options.lto && no_ir_linked(&diag) {
+        return fail("-lto with no LTO IR among the inputs");
+    }
+    // (a kernel kept beside those `-kernels-used` names: one the kept code launches,
+    // which nvJitLink drops, failing on the launch's reference)
+    if !ours.options.kernels_used.is_empty()
+        && !ours.options.ptx
+        && kernels_beyond(&image, &ours.options.kernels_used)
+    {
+        return fail("-kernels-used: a kernel the kept code launches kept");
     }
     let mut done = Done {
         result: rc::SUCCESS,
@@ -410,12 +446,35 @@ fn pool() -> Option<std::sync::Arc<rayon::ThreadPool>> {
     }
 }
 
+/// Whether the link said, as nvlink does, that it found no LTO IR (`-dlto` ignored).
+fn no_ir_linked(diag: &Diagnostics) -> bool {
+    (diag.printed().iter())
+        .any(|(_, m)| m.starts_with("Ignoring -dlto option because no LTO objects found"))
+}
+
+/// Whether an image holds a kernel `kept` does not name.
+fn kernels_beyond(image: &[u8], kept: &[String]) -> bool {
+    nvlinkrs::elf::device_summary(image, "image").map_or(true, |s| {
+        s.kernels().any(|k| !kept.iter().any(|n| *n == *k.name))
+    })
+}
+
 /// Whether an image defines the device runtime's launch functions (`__cudaCDP2…`, from
 /// libcudadevrt's members).
 fn defines_device_runtime(image: &[u8]) -> bool {
     nvlinkrs::elf::device_summary(image, "image").is_ok_and(|s| {
         (s.symbols.iter()).any(|sym| sym.defined() && sym.name.starts_with("__cudaCDP2"))
     })
+}
+
+/// `f` on the process's pool ([`pool`]): nvlinkrs's parallel work (the input reader's,
+/// the key's) goes to the pool it runs on, and rayon's global pool, made in a parent
+/// before a fork, has no threads in the child (its first parallel read waited forever).
+pub fn on_pool<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    match pool() {
+        Some(pool) => pool.install(f),
+        None => f(),
+    }
 }
 
 /// Whether an archive the caller gave is libcudadevrt (by its members, as the link

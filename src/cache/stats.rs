@@ -183,6 +183,16 @@ pub fn zero(dir: &Path) -> std::io::Result<Totals> {
 /// process stopped while holding it never holds up the links after it).
 const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// Set in a process whose links must not wait on another's lock at all (the drop-in
+/// libnvJitLink, in its host's process: a hit costs a millisecond or two, and a stopped
+/// process holding the lock made each of its links wait [`LOCK_WAIT`]).
+static NO_WAITING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Makes this process's links leave their counts out rather than wait for the lock.
+pub fn never_wait_for_the_lock() {
+    NO_WAITING.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// Takes an exclusive `flock` on `file` (on its open file description: released when the
 /// last descriptor of it closes), waiting at most `wait`. The wait is the kernel's queue, in
 /// a thread of its own on a copy of the descriptor, which keeps the lock for `file` when it
@@ -190,6 +200,18 @@ const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 /// which let links that ended together keep taking the lock from one, whose counts were
 /// then left out: 7 of 8 counted with three CPU hogs beside them).
 fn lock_within(file: &std::fs::File, wait: Duration) -> std::io::Result<()> {
+    // (a free lock taken at once, on this thread: the common case makes no thread)
+    let fd = std::os::fd::AsRawFd::as_raw_fd(file);
+    // SAFETY: flock on the caller's open descriptor, without blocking.
+    if unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        return Ok(());
+    }
+    if wait.is_zero() || NO_WAITING.load(std::sync::atomic::Ordering::Relaxed) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::WouldBlock,
+            "the counters' lock is held",
+        ));
+    }
     let waiter = file.try_clone()?;
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {

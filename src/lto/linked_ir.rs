@@ -20,12 +20,13 @@ const IR_LEVEL_AT: usize = 0x0E;
 
 /// The linked LTO IR of the IR modules in `inputs` for `target`, libNVVM at `libnvvm`;
 /// the linked module is named as its first module's input, by `name_of` (nvJitLink names
-/// it by the caller's name for that input: a file's path as given, `AddData`'s name).
+/// it by the caller's name for that input: a file's path as given, `AddData`'s name;
+/// `None`, a name libNVVM cannot be given, refuses the link).
 pub fn make(
     inputs: &[PathBuf],
     target: Arch,
     libnvvm: &Path,
-    name_of: &dyn Fn(&str) -> String,
+    name_of: &dyn Fn(&str) -> Option<String>,
     diag: &Diagnostics,
 ) -> Result<Vec<u8>> {
     let trees = crate::input::load(inputs, crate::input::Mode::Link { lto: true })?;
@@ -42,7 +43,13 @@ pub fn make(
                 m.module.name
             )));
         }
-        program.add_lto_ir(&m.module.data, &name_of(&m.module.name))?;
+        let name = name_of(&m.module.name).ok_or_else(|| {
+            Error::fatal(format!(
+                "'{}': its input's name is not UTF-8",
+                m.module.name
+            ))
+        })?;
+        program.add_lto_ir(&m.module.data, &name)?;
     }
     // (the target's plain architecture, as nvJitLink's container names it)
     let options = [

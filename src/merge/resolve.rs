@@ -368,6 +368,7 @@ impl<'a> Merger<'a> {
     fn undefined_uses(&self) -> (HashMap<&'a str, usize>, HashSet<&'a str>) {
         let mut first = HashMap::default();
         let mut used = HashSet::default();
+        let narrowed = self.opts.kernels.is_some();
         for i in 0..self.inputs.len() {
             let c = &self.inputs[i].cubin;
             for (ri, rs) in c.sections.iter().enumerate() {
@@ -391,8 +392,12 @@ impl<'a> Merger<'a> {
                         used.insert(s.name.as_str());
                         // (a variable counts wherever code reads it, dead code too: an
                         // unused function, a kernel no host object launches; a function
-                        // only where the code is live)
-                        if live || (code.is_some() && kind(s) == Kind::Data) {
+                        // only where the code is live, but in a narrowed link a kernel
+                        // whose descriptor code takes or a function whose address it
+                        // takes, wherever that code, as `functions::reach` keeps them)
+                        let address =
+                            narrowed && (reloc::is_func_desc(r.ty) || reloc::is_unified(r.ty));
+                        if live || (code.is_some() && (kind(s) == Kind::Data || address)) {
                             first.entry(s.name.as_str()).or_insert(i);
                         }
                     }

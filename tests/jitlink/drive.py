@@ -280,6 +280,18 @@ def cases(fx):
         # libcudadevrt, wrote relocatable PTX (an unreferenced function kept)
         ("lto_ptx_device_launch_without_devrt", ["-arch=sm_90", "-lto", "-ptx"],
          [(OBJECT, f("merge/hostpar_lto90.o"))]),
+        # an attacker's review (2026-12-01): links nvJitLink refuses that the drop-in
+        # linked: -lto with no LTO IR (NO_MODULE_IN_PROGRAM), IR for a newer target than
+        # the link's (ARCH_MISMATCH at AddData), an archive with no code for the target
+        # (INVALID_INPUT at AddData), -kernels-used dropping a kernel the kept code
+        # launches (an undefined reference)
+        ("lto_without_ir", ["-arch=sm_90", "-lto"],
+         [(OBJECT, f("saxpy_dc.o")), (OBJECT, f("scale_dc.o"))]),
+        ("ltoir_newer_than_the_link", ["-arch=sm_80", "-lto"],
+         [(LTOIR, f("saxpy.ltoir")), (LTOIR, f("scale.ltoir"))]),
+        ("library_without_code_for_the_arch", ["-arch=sm_80"], [(LIBRARY, f("libsaxpy.a"))]),
+        ("kernels_used_dropping_a_launched_kernel", ["-arch=sm_90", "-kernels-used=_Z6kern_aPii"],
+         [(CUBIN, f("merge/cdp2_90.cubin"))]),
         # -kernels-used: the kernels named kept, the others dropped (and what only they
         # reach), cubins and LTO at sm_90 and sm_100+
         ("kernels_used_cubins", ["-arch=sm_90", "-kernels-used=_Z6kern_aPii"],

@@ -334,7 +334,8 @@ fn a_multiple_definition_names_the_input_that_named_it_first() {
 /// `__noinline__` function, a weak one, a kernel no host object launches): nvlink stops
 /// (`Undefined reference`, exit 255); nvlinkrs linked (new-user review of 2026-12-01). An
 /// undefined function called only from a kernel no host object launches links under both;
-/// under `-kernels-used` both refuse it.
+/// under `-kernels-used` both refuse it, and a kernel no unit defines that a dropped kernel
+/// launches from the device.
 #[test]
 fn a_variable_no_unit_defines_is_undefined_even_in_dropped_code() {
     let dir = tempfile::tempdir().unwrap();
@@ -372,6 +373,16 @@ fn a_variable_no_unit_defines_is_undefined_even_in_dropped_code() {
             "kernels_used_call",
             format!(
                 "extern __device__ int ext_fn(int);\n__global__ void k2(int *o) {{ o[0] = ext_fn(o[1]); }}\n{k}"
+            ),
+            "-kernels-used=k",
+        ),
+        // a kernel no unit defines, launched from the device by a kernel -kernels-used
+        // drops: nvlink refuses it (the attacker's review of the drop-in, 2026-12-01:
+        // nvlinkrs linked)
+        (
+            "kernels_used_launch",
+            format!(
+                "extern __global__ void kern(int *o);\n__global__ void launcher(int *o) {{ kern<<<1, 1>>>(o); }}\n{k}"
             ),
             "-kernels-used=k",
         ),
