@@ -752,6 +752,24 @@ fn a_host_that_handles_its_own_sigsegv_keeps_it() {
     }
 }
 
+/// The start of the scripts that link through the drop-in (argv 1) in a process of their
+/// own: `added()` is a handle of an `-arch=sm_90 -lto` link of the fixtures' (argv 2)
+/// `saxpy.ltoir` and `scale.ltoir`, its inputs added.
+const PY_ADDED: &str = r#"
+import ctypes, os, sys
+lib = ctypes.CDLL(sys.argv[1])
+vp, sz = ctypes.c_void_p, ctypes.c_size_t
+lib.nvJitLinkAddData.argtypes = [vp, ctypes.c_int, ctypes.c_char_p, sz, ctypes.c_char_p]
+def added():
+    h = vp()
+    opts = (ctypes.c_char_p * 2)(b"-arch=sm_90", b"-lto")
+    assert lib.nvJitLinkCreate(ctypes.byref(h), 2, opts) == 0
+    for name in ["saxpy.ltoir", "scale.ltoir"]:
+        data = open(os.path.join(sys.argv[2], name), "rb").read()
+        assert lib.nvJitLinkAddData(h, 3, data, len(data), name.encode()) == 0
+    return h
+"#;
+
 /// A program that links, then forks (Python's multiprocessing, a test runner's workers):
 /// the child links too, on threads of its own. The drop-in keeps one pool of link threads
 /// per process; the child's copy of the parent's has no threads, and a link run there would
@@ -759,18 +777,11 @@ fn a_host_that_handles_its_own_sigsegv_keeps_it() {
 #[test]
 fn a_forked_child_links_after_its_parent() {
     let dir = tempfile::tempdir().unwrap();
-    let script = r#"
-import ctypes, os, sys
-lib = ctypes.CDLL(sys.argv[1])
-vp, sz = ctypes.c_void_p, ctypes.c_size_t
-lib.nvJitLinkAddData.argtypes = [vp, ctypes.c_int, ctypes.c_char_p, sz, ctypes.c_char_p]
+    let script = format!(
+        "{PY_ADDED}{}",
+        r#"
 def link():
-    h = vp()
-    opts = (ctypes.c_char_p * 2)(b"-arch=sm_90", b"-lto")
-    assert lib.nvJitLinkCreate(ctypes.byref(h), 2, opts) == 0
-    for name in ["saxpy.ltoir", "scale.ltoir"]:
-        data = open(os.path.join(sys.argv[2], name), "rb").read()
-        assert lib.nvJitLinkAddData(h, 3, data, len(data), name.encode()) == 0
+    h = added()
     assert lib.nvJitLinkComplete(h) == 0
     n = sz()
     lib.nvJitLinkGetLinkedCubinSize(h, ctypes.byref(n))
@@ -786,10 +797,11 @@ if pid == 0:
     os._exit(0 if link() == parent else 3)
 _, status = os.waitpid(pid, 0)
 print("child", os.waitstatus_to_exitcode(status))
-"#;
+"#
+    );
     // (a child that waits for ever is stopped after 120 s: the run fails)
     let o = Command::new("timeout")
-        .args(["120", "python3", "-c", script])
+        .args(["120", "python3", "-c", &script])
         .arg(drop_in())
         .arg(fixtures())
         .env("XDG_CACHE_HOME", dir.path())
@@ -808,18 +820,12 @@ print("child", os.waitstatus_to_exitcode(status))
 #[test]
 fn a_held_counters_lock_holds_up_no_link_of_the_drop_in() {
     let dir = tempfile::tempdir().unwrap();
-    let script = r#"
-import ctypes, fcntl, os, sys, time
-lib = ctypes.CDLL(sys.argv[1])
-vp, sz = ctypes.c_void_p, ctypes.c_size_t
-lib.nvJitLinkAddData.argtypes = [vp, ctypes.c_int, ctypes.c_char_p, sz, ctypes.c_char_p]
+    let script = format!(
+        "{PY_ADDED}{}",
+        r#"
+import fcntl, time
 def link():
-    h = vp()
-    opts = (ctypes.c_char_p * 2)(b"-arch=sm_90", b"-lto")
-    assert lib.nvJitLinkCreate(ctypes.byref(h), 2, opts) == 0
-    for name in ["saxpy.ltoir", "scale.ltoir"]:
-        data = open(os.path.join(sys.argv[2], name), "rb").read()
-        assert lib.nvJitLinkAddData(h, 3, data, len(data), name.encode()) == 0
+    h = added()
     t = time.monotonic()
     assert lib.nvJitLinkComplete(h) == 0
     return time.monotonic() - t
@@ -827,10 +833,11 @@ link()
 held = open(os.path.join(sys.argv[3], "stats.json"), "a")
 fcntl.flock(held, fcntl.LOCK_EX)
 print(max(link() for _ in range(3)))
-"#;
+"#
+    );
     let cache = dir.path().join("cache");
     let o = Command::new("timeout")
-        .args(["120", "python3", "-c", script])
+        .args(["120", "python3", "-c", &script])
         .arg(drop_in())
         .arg(fixtures())
         .arg(&cache)
@@ -839,5 +846,8 @@ print(max(link() for _ in range(3)))
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let slowest: f64 = String::from_utf8_lossy(&o.stdout).trim().parse().unwrap();
-    assert!(slowest < 1.0, "a hit took {slowest} s with the counters' lock held");
+    assert!(
+        slowest < 1.0,
+        "a hit took {slowest} s with the counters' lock held"
+    );
 }

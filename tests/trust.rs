@@ -100,6 +100,25 @@ fn replace(path: &Path, bytes: &[u8]) {
     std::fs::rename(&tmp, path).unwrap();
 }
 
+/// A toolkit at `to` of links to the one at `from`, but for the file `own` (relative),
+/// copied, and the folders on its way, made.
+fn toolkit_of_links(from: &Path, to: &Path, own: &Path) {
+    let mut parts = own.components();
+    let first = parts.next().unwrap().as_os_str();
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_name() != first {
+            std::os::unix::fs::symlink(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+    let rest = parts.as_path();
+    match rest.as_os_str().is_empty() {
+        true => drop(std::fs::copy(from.join(first), to.join(first)).unwrap()),
+        false => toolkit_of_links(&from.join(first), &to.join(first), rest),
+    }
+}
+
 /// D6: a toolkit's libNVVM changed (no `-nvvmpath`: the link loads the toolkit's) is a
 /// miss. It was in no key: the old image came from the cache.
 #[test]
@@ -107,19 +126,8 @@ fn a_changed_libnvvm_of_the_toolkit_is_a_miss() {
     let dir = tempfile::tempdir().unwrap();
     // a toolkit of links to the real one, with a libNVVM of its own (a copy)
     let tk = dir.path().join("tk");
-    std::fs::create_dir_all(tk.join("nvvm/lib64")).unwrap();
-    for e in std::fs::read_dir(cuda()).unwrap() {
-        let e = e.unwrap();
-        if e.file_name() != "nvvm" {
-            std::os::unix::fs::symlink(e.path(), tk.join(e.file_name())).unwrap();
-        }
-    }
-    for sub in ["bin", "libdevice"] {
-        std::os::unix::fs::symlink(cuda().join("nvvm").join(sub), tk.join("nvvm").join(sub))
-            .unwrap();
-    }
+    toolkit_of_links(&cuda(), &tk, Path::new("nvvm/lib64/libnvvm.so"));
     let lib = tk.join("nvvm/lib64/libnvvm.so");
-    std::fs::copy(cuda().join("nvvm/lib64/libnvvm.so"), &lib).unwrap();
     let fx = fixtures();
     let args = words(&format!(
         "-arch=sm_90 -lto {} {} -o {{OUT}} --cache-dir={}",
@@ -151,22 +159,9 @@ fn a_changed_libcudadevrt_of_the_toolkit_is_a_miss() {
     let dir = tempfile::tempdir().unwrap();
     // a toolkit of links to the real one, with a libcudadevrt of its own (a copy)
     let tk = dir.path().join("tk");
-    std::fs::create_dir_all(tk.join("lib")).unwrap();
-    for e in std::fs::read_dir(cuda()).unwrap() {
-        let e = e.unwrap();
-        if e.file_name() != "lib" {
-            std::os::unix::fs::symlink(e.path(), tk.join(e.file_name())).unwrap();
-        }
-    }
-    for e in std::fs::read_dir(cuda().join("lib")).unwrap() {
-        let e = e.unwrap();
-        if e.file_name() != "libcudadevrt.a" {
-            std::os::unix::fs::symlink(e.path(), tk.join("lib").join(e.file_name())).unwrap();
-        }
-    }
+    toolkit_of_links(&cuda(), &tk, Path::new("lib/libcudadevrt.a"));
     let devrt = tk.join("lib/libcudadevrt.a");
-    let original = std::fs::read(cuda().join("lib/libcudadevrt.a")).unwrap();
-    std::fs::write(&devrt, &original).unwrap();
+    let original = std::fs::read(&devrt).unwrap();
     let fx = fixtures();
     let args = words(&format!(
         "-arch=sm_90 {} {} -L{} -lcudadevrt -o {{OUT}} --cache-dir={}",
