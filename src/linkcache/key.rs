@@ -277,11 +277,22 @@ fn settings(plan: &Plan) -> Option<Vec<(String, String)>> {
 /// Where an input's digest comes from: its bytes, read into memory for the link too,
 /// or, for the toolkit's own libcudadevrt (which nvcc's and the drop-in's links name),
 /// the digest remembered per file version as the tools' are
-/// ([`Cache::tool_id`]: path, size, times, inode, with the tools' trust), the same value
-/// without reading and hashing a megabyte on every link.
+/// ([`Cache::tool_id`]: path, size, times, inode, with the tools' trust: a process
+/// rewriting the file's pages through a shared mapping, which changes no time, goes
+/// unseen, as it would for ptxas), the same value without reading and hashing a megabyte
+/// on every link. A thin one is no key, as any thin archive.
 enum Source {
     Bytes(crate::bytes::Bytes),
     Toolkit(String),
+}
+
+/// Whether the file at `path` starts as a thin archive does (its members, other files,
+/// are in no digest of its own: such a link is never cached whole).
+fn thin_archive(path: &Path) -> bool {
+    use std::io::Read;
+    let mut head = [0u8; 7];
+    std::fs::File::open(path).is_ok_and(|mut f| f.read_exact(&mut head).is_ok())
+        && &head == b"!<thin>"
 }
 
 /// Adds the inputs to `parts`, in order: each file's name and content digest, or the
@@ -306,10 +317,13 @@ fn inputs(
             && (kit.as_deref())
                 .is_some_and(|k| path.canonicalize().is_ok_and(|p| p.starts_with(k)));
         let source = match in_toolkit {
-            true => (
-                stamp.file_id(),
-                Source::Toolkit(cache.tool_id(path).map_err(|_| "an input cannot be read")?),
-            ),
+            true => {
+                if thin_archive(path) {
+                    return Err("a thin archive's members live in other files");
+                }
+                let id = cache.tool_id(path).map_err(|_| "an input cannot be read")?;
+                (stamp.file_id(), Source::Toolkit(id))
+            }
             false => {
                 // (read into memory: the bytes hashed are the bytes the link parses,
                 // whatever another process writes meanwhile)
