@@ -303,10 +303,6 @@ fn linked_ir_here(ours: &Ours) -> Option<Vec<u8>> {
 /// The link, `None` when nvlinkrs cannot do it or it failed (the real library's then);
 /// `messages` gets a failed link's messages.
 pub fn link(ours: &Ours, messages: &mut String) -> Option<Done> {
-    on_pool(|| link_here(ours, messages))
-}
-
-fn link_here(ours: &Ours, messages: &mut String) -> Option<Done> {
     let kit = crate::kit::toolkit()?;
     // (0700: no other user reads the program's device code; a folder a killed process
     // left is reclaimed by the next process's first link)
@@ -315,7 +311,7 @@ fn link_here(ours: &Ours, messages: &mut String) -> Option<Done> {
         paths: inputs,
         host,
         devrt,
-    } = write_inputs(ours, dir.path())?;
+    } = on_pool(|| write_inputs(ours, dir.path()))?;
     // (`-kernels-used` beside the device runtime: nvJitLink's image is nvlink's, whose
     // launched kernels lose their device-runtime calls, where nvlinkrs keeps them:
     // docs/rules/differences.md)
@@ -349,9 +345,12 @@ fn link_here(ours: &Ours, messages: &mut String) -> Option<Done> {
             one_shot: false,
             finalizer,
         };
-        // (on the pool `link` runs on: threads with the stack depth the nvlinkrs command
-        // gives libNVVM, the one pool of the process, made at its first link)
-        nvlinkrs::link(&req, &diag, &process)
+        // on threads with the stack depth the nvlinkrs command gives libNVVM, the one
+        // pool of the process (made at its first link: a pool a link costs a hit 2
+        // threads); the finalizer's calls come back to this thread, the program's own
+        // (NVIDIA's library, called from another thread after a refused link, waits for
+        // ever on a lock the first one holds: the whole link on the pool hung there)
+        on_pool(|| nvlinkrs::link(&req, &diag, &process))
     });
     let first_error = || {
         let printed = diag.printed().into_iter();
