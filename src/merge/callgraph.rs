@@ -4,6 +4,37 @@
 use super::*;
 use std::borrow::Cow;
 
+/// The call-graph step's product: its two tables' output sections and the strings they
+/// refer to (the prototypes' leading strings), made by `tables` and `callgraph`, placed
+/// by `strings_last`; the Mercury step copies the references for its copies of the
+/// tables, the last step takes the strings for the image.
+#[derive(Default)]
+pub(super) struct Tables {
+    callgraph: usize,
+    prototype: Option<usize>,
+    /// Where the tables (and their Mercury copies) refer to a leading string: (section,
+    /// byte offset, the string's position).
+    patches: Vec<(usize, usize, usize)>,
+    strings: Vec<String>,
+}
+
+impl Tables {
+    /// The references of output section `from` again in its copy `to`, at the same
+    /// offsets.
+    pub(super) fn copy_references(&mut self, from: usize, to: usize) {
+        let copies: Vec<_> = (self.patches.iter())
+            .filter(|p| p.0 == from)
+            .map(|p| (to, p.1, p.2))
+            .collect();
+        self.patches.extend(copies);
+    }
+
+    /// The leading strings, in the order `strings_last` placed them, for the image.
+    pub(super) fn take_strings(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.strings)
+    }
+}
+
 impl<'a> Merger<'a> {
     /// The sections nvlink creates that carry a section symbol: `.nv.callgraph`,
     /// `.nv.prototype` (filled in later) and `.nv.rel.action`.
@@ -12,13 +43,13 @@ impl<'a> Merger<'a> {
         o.align = 4;
         o.entsize = 8;
         o.link = Ref::Symtab;
-        self.callgraph_id = self.new_section(o, true);
+        self.call_tables.callgraph = self.new_section(o, true);
         if self.prototypes_needed() {
             let mut o = OutSection::new(".nv.prototype", SHT_CUDA_PROTOTYPE, 0);
             o.align = 4;
             o.entsize = 8;
             o.link = Ref::Symtab;
-            self.prototype_id = Some(self.new_section(o, true));
+            self.call_tables.prototype = Some(self.new_section(o, true));
         }
         let sm = self.opts.target.map_or(0, |a| a.sm);
         if !self.opts.relocatable && sm < 100 {
@@ -186,7 +217,7 @@ impl<'a> Merger<'a> {
         for (a, s) in pending_proto {
             protos.insert((a, offsets[s]));
         }
-        self.leading_strings = strings;
+        self.call_tables.strings = strings;
         let order = Order {
             system_callers: &system_callers,
             first_input: &first_input,
@@ -214,17 +245,19 @@ impl<'a> Merger<'a> {
                 data.extend_from_slice(&a.to_le_bytes());
                 if order.is_string.contains(&(g, a, b)) {
                     let n = order.index[&(b as u32)];
-                    self.string_patches.push((self.callgraph_id, data.len(), n));
+                    self.call_tables
+                        .patches
+                        .push((self.call_tables.callgraph, data.len(), n));
                 }
                 data.extend_from_slice(&(b as i32).to_le_bytes());
             }
         }
-        self.out[self.callgraph_id].data = data;
-        if let Some(p) = self.prototype_id {
+        self.out[self.call_tables.callgraph].data = data;
+        if let Some(p) = self.call_tables.prototype {
             for &(a, b) in protos {
                 self.out[p].data.extend_from_slice(&a.to_le_bytes());
                 let at = self.out[p].data.len();
-                self.string_patches.push((p, at, order.index[&b]));
+                self.call_tables.patches.push((p, at, order.index[&b]));
                 self.out[p].data.extend_from_slice(&b.to_le_bytes());
             }
         }
@@ -246,35 +279,33 @@ impl<'a> Merger<'a> {
         }
         // (in the order the tables refer to them, callers by symbol index)
         let mut order: Vec<usize> = Vec::new();
-        let mut placed = vec![false; self.leading_strings.len()];
-        let firsts = self.string_patches.iter().map(|p| p.2);
-        for n in firsts.chain(0..self.leading_strings.len()) {
+        let t = &mut self.call_tables;
+        let mut placed = vec![false; t.strings.len()];
+        let firsts = t.patches.iter().map(|p| p.2);
+        for n in firsts.chain(0..t.strings.len()) {
             if !std::mem::replace(&mut placed[n], true) {
                 order.push(n);
             }
         }
-        let mut offset = vec![0u32; self.leading_strings.len()];
-        for &n in order
-            .iter()
-            .filter(|&&n| !self.leading_strings[n].is_empty())
-        {
-            let s = self.leading_strings[n].as_str();
+        let mut offset = vec![0u32; t.strings.len()];
+        for &n in order.iter().filter(|&&n| !t.strings[n].is_empty()) {
+            let s = t.strings[n].as_str();
             offset[n] = *at.entry(s).or_insert_with(|| {
                 let o = len;
                 len += s.len() as u32 + 1;
                 o
             });
         }
-        for &(sec, pos, n) in &self.string_patches {
+        for &(sec, pos, n) in &t.patches {
             if let Some(b) = self.out[sec].data.get_mut(pos..pos + 4) {
                 b.copy_from_slice(&offset[n].to_le_bytes());
             }
         }
-        let mut strings: Vec<Option<String>> = std::mem::take(&mut self.leading_strings)
+        let mut strings: Vec<Option<String>> = std::mem::take(&mut t.strings)
             .into_iter()
             .map(Some)
             .collect();
-        self.leading_strings = order.iter().filter_map(|&n| strings[n].take()).collect();
+        t.strings = order.iter().filter_map(|&n| strings[n].take()).collect();
     }
 
     /// `-dump-callgraph` as nvlink prints it (both spellings print demangled names): the

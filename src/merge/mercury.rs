@@ -577,13 +577,7 @@ impl Merger<'_> {
             }
             self.out[id].data = data;
             // (its strings where the SASS table has them)
-            let copies: Vec<_> = self
-                .string_patches
-                .iter()
-                .filter(|p| p.0 == n)
-                .map(|p| (id, p.1, p.2))
-                .collect();
-            self.string_patches.extend(copies);
+            self.call_tables.copy_references(n, id);
         }
         // per-function records, in the order of the SASS ones
         for (info_ref, sname, _) in sass.iter().filter(|s| s.1 != ".nv.info") {

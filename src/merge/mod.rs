@@ -36,9 +36,10 @@
 //!   image handed to the writer (`creation.rs`: nvlink's creation order of names).
 //!
 //! The steps hand products on: `Resolution` (resolve.rs, made before the merge state),
-//! `CodeGraph` (functions.rs), `ExternRefs` (externs.rs) and `SharedLayout` (shared.rs)
-//! are each made by one step and only read by the later ones (`ExternRefs`' and
-//! `SharedLayout`'s fields are private to their steps);
+//! `CodeGraph` (functions.rs), `ExternRefs` (externs.rs), `SharedLayout` (shared.rs) and
+//! the call-graph `Tables` (callgraph.rs) are each made by one step and only read by the
+//! later ones (`ExternRefs`', `SharedLayout`'s and `Tables`' fields are private to their
+//! steps);
 //! the rest of `Merger` is the image as it is built (sections, symbols, relocations).
 //!
 //! Beside the steps: `calllists.rs`, nvlink's numbered call lists (built on demand by
@@ -475,7 +476,6 @@ struct Merger<'a> {
     sym_of: SymMap,
     section_sym_index: HashMap<usize, usize>,
     kept_relocs: Vec<(usize, RelocList, Vec<u8>)>,
-    leading_strings: Vec<String>,
     /// Section names in nvlink's creation order (`creation.rs`), once the live code is
     /// known.
     created: Vec<creation::Created>,
@@ -487,11 +487,8 @@ struct Merger<'a> {
     /// The input of each output section that is a function's own (its code, bank),
     /// by output section (`creation::section_rank`).
     function_section_input: HashMap<usize, usize>,
-    /// Where `.nv.callgraph` and `.nv.prototype` (and their Mercury copies) refer to
-    /// a leading string: (section, byte offset, the string's position).
-    string_patches: Vec<(usize, usize, usize)>,
-    callgraph_id: usize,
-    prototype_id: Option<usize>,
+    /// `.nv.callgraph`, `.nv.prototype` and the strings they refer to (`callgraph.rs`).
+    call_tables: callgraph::Tables,
     /// nvlink's sm_100+ layout (`Image::mercury_layout`).
     mercury_layout: bool,
     /// The capsule-Mercury symbol table, built by `mercury`.
@@ -535,14 +532,11 @@ impl<'a> Merger<'a> {
             sym_of: SymMap::new(inputs.iter().map(|i| i.cubin.symbols.len())),
             section_sym_index: HashMap::default(),
             kept_relocs: Vec::new(),
-            leading_strings: Vec::new(),
             created: Vec::new(),
             created_at: HashMap::default(),
             creation_ranks: Vec::new(),
             function_section_input: HashMap::default(),
-            string_patches: Vec::new(),
-            callgraph_id: 0,
-            prototype_id: None,
+            call_tables: callgraph::Tables::default(),
             mercury_layout: opts.target.is_some_and(|t| t.sm >= 100),
             merc_symbols: None,
             frames: HashMap::default(),

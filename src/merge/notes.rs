@@ -296,7 +296,7 @@ impl<'a> Merger<'a> {
             abi_version,
             sections,
             symbols,
-            leading_strings: std::mem::take(&mut self.leading_strings),
+            leading_strings: self.call_tables.take_strings(),
             created_sections: match self.mercury_layout {
                 true => Vec::new(),
                 false => created
