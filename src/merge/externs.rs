@@ -187,7 +187,10 @@ impl Merger<'_> {
         props: Option<KernelProps>,
         index: impl Fn(u32) -> u32,
     ) {
-        let (list, own) = (&self.externs[f], !self.extern_refs.own[f].is_empty());
+        let (list, own) = (
+            self.kernel_info.externs(f),
+            !self.extern_refs.own[f].is_empty(),
+        );
         let Some(props) = props else {
             if !self.opts.relocatable && !self.code.funcs[f].entry {
                 handed::drop_fragments(recs);

@@ -611,7 +611,7 @@ impl Merger<'_> {
             }
             recs.reverse();
             let kernel = (st.exec && self.code.funcs[f].entry)
-                .then(|| self.props.get(&f).copied())
+                .then(|| self.kernel_info.props(f))
                 .flatten();
             self.finish_records(f, &mut recs, kernel, |o| st.remap(o));
             let mut o = st.section(&name, ".nv.merc.nv.info.", SHT_MERC_INFO);

@@ -493,12 +493,11 @@ struct Merger<'a> {
     mercury_layout: bool,
     /// The capsule-Mercury symbol table, built by `mercury`.
     merc_symbols: Option<(usize, Vec<OutSymbol>)>,
-    /// Each function's `EXTERNS` list, output symbol indices (`info`, `externs.rs`).
-    externs: Vec<Vec<u32>>,
+    /// What the `.nv.info` step found: each function's `EXTERNS` list and each kernel's
+    /// registers, stack and barriers (`nvinfo.rs`).
+    kernel_info: nvinfo::KernelInfo,
     /// What the live functions' `EXTERNS` records name (`externs.rs`).
     extern_refs: externs::ExternRefs,
-    /// Registers, stack and barriers over each live kernel's call tree (`info`).
-    props: HashMap<FuncId, KernelProps>,
     /// A failure of nvlink's found early, reported where nvlink reports it.
     failure: Option<Error>,
     /// `.debug_frame` pieces that lost entries (sm_100+), by (input, section).
@@ -541,8 +540,7 @@ impl<'a> Merger<'a> {
             merc_symbols: None,
             frames: HashMap::default(),
             failure: None,
-            props: HashMap::default(),
-            externs: Vec::new(),
+            kernel_info: nvinfo::KernelInfo::default(),
             extern_refs: externs::ExternRefs::default(),
             bank2: Default::default(),
             shared: Default::default(),

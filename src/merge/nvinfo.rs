@@ -8,11 +8,32 @@ use super::*;
 /// MIN_STACK_SIZE / CRS_STACK_SIZE of a kernel whose call tree recurses.
 pub(super) const UNKNOWN_STACK: u32 = 0xFFFF_FFFF;
 
+/// The `.nv.info` step's product, which the Mercury step's copies of the records read:
+/// each function's `EXTERNS` list (output symbol indices) and each live kernel's
+/// registers, stack and barriers over its call tree.
+#[derive(Default)]
+pub(super) struct KernelInfo {
+    externs: Vec<Vec<u32>>,
+    props: HashMap<FuncId, KernelProps>,
+}
+
+impl KernelInfo {
+    /// Function `f`'s `EXTERNS` list.
+    pub(super) fn externs(&self, f: FuncId) -> &[u32] {
+        &self.externs[f.0]
+    }
+
+    /// Kernel `f`'s registers, stack and barriers (none for another function).
+    pub(super) fn props(&self, f: FuncId) -> Option<KernelProps> {
+        self.props.get(&f).copied()
+    }
+}
+
 impl<'a> Merger<'a> {
     pub(super) fn info(&mut self) -> Result<()> {
         let exec = !self.opts.relocatable;
         let props = self.kernel_props();
-        self.externs = self.extern_lists();
+        self.kernel_info.externs = self.extern_lists();
         let mut global = self.global_records(&props)?;
         if exec {
             global.extend(self.stack_records(&props)?);
@@ -41,7 +62,7 @@ impl<'a> Merger<'a> {
                 self.new_section(o, false);
             }
         }
-        self.props = props;
+        self.kernel_info.props = props;
         // (nothing after `.nv.info` reads the call trees)
         self.code.trees = Vec::new();
         Ok(())
