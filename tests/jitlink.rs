@@ -770,6 +770,22 @@ def added():
     return h
 "#;
 
+/// Runs `body` after [`PY_ADDED`] in a Python process of its own (stopped after 120 s:
+/// a link that waits for ever fails the run), `more` after the drop-in and the fixtures
+/// on its command line, `env` set; its standard output, once it succeeded.
+fn python_linking(body: &str, more: &[&Path], env: &[(&str, &std::ffi::OsStr)]) -> String {
+    let o = Command::new("timeout")
+        .args(["120", "python3", "-c", &format!("{PY_ADDED}{body}")])
+        .arg(drop_in())
+        .arg(fixtures())
+        .args(more)
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
 /// A program that links, then forks (Python's multiprocessing, a test runner's workers):
 /// the child links too, on threads of its own. The drop-in keeps one pool of link threads
 /// per process; the child's copy of the parent's has no threads, and a link run there would
@@ -777,8 +793,7 @@ def added():
 #[test]
 fn a_forked_child_links_after_its_parent() {
     let dir = tempfile::tempdir().unwrap();
-    let script = format!(
-        "{PY_ADDED}{}",
+    let out = python_linking(
         r#"
 def link():
     h = added()
@@ -797,19 +812,13 @@ if pid == 0:
     os._exit(0 if link() == parent else 3)
 _, status = os.waitpid(pid, 0)
 print("child", os.waitstatus_to_exitcode(status))
-"#
+"#,
+        &[],
+        &[
+            ("XDG_CACHE_HOME", dir.path().as_os_str()),
+            ("NVLINKRS_CACHE", "0".as_ref()),
+        ],
     );
-    // (a child that waits for ever is stopped after 120 s: the run fails)
-    let o = Command::new("timeout")
-        .args(["120", "python3", "-c", &script])
-        .arg(drop_in())
-        .arg(fixtures())
-        .env("XDG_CACHE_HOME", dir.path())
-        .env("NVLINKRS_CACHE", "0")
-        .output()
-        .unwrap();
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(out.trim(), "child 0");
 }
 
@@ -820,8 +829,8 @@ print("child", os.waitstatus_to_exitcode(status))
 #[test]
 fn a_held_counters_lock_holds_up_no_link_of_the_drop_in() {
     let dir = tempfile::tempdir().unwrap();
-    let script = format!(
-        "{PY_ADDED}{}",
+    let cache = dir.path().join("cache");
+    let out = python_linking(
         r#"
 import fcntl, time
 def link():
@@ -833,19 +842,11 @@ link()
 held = open(os.path.join(sys.argv[3], "stats.json"), "a")
 fcntl.flock(held, fcntl.LOCK_EX)
 print(max(link() for _ in range(3)))
-"#
+"#,
+        &[&cache],
+        &[("NVLINKRS_CACHE_DIR", cache.as_os_str())],
     );
-    let cache = dir.path().join("cache");
-    let o = Command::new("timeout")
-        .args(["120", "python3", "-c", &script])
-        .arg(drop_in())
-        .arg(fixtures())
-        .arg(&cache)
-        .env("NVLINKRS_CACHE_DIR", &cache)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let slowest: f64 = String::from_utf8_lossy(&o.stdout).trim().parse().unwrap();
+    let slowest: f64 = out.trim().parse().unwrap();
     assert!(
         slowest < 1.0,
         "a hit took {slowest} s with the counters' lock held"

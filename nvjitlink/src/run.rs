@@ -54,33 +54,31 @@ pub fn acceptable(o: &Options, kind: i32, data: &[u8]) -> bool {
         // (a host ELF of another type, an executable or a damaged header: nvlink passes
         // over its device code, nvJitLink links it)
         input::OBJECT => nvlinkrs::elf::elf_type(data) == Some(1) && has_code(o, found, data),
-        input::FATBIN => has_code(o, found, data),
-        // (IR for a newer target than the link's: nvJitLink refuses it, ARCH_MISMATCH)
-        input::LTOIR => o.lto && ir_target_fits(o, data),
-        // (an archive with no code for the target: nvJitLink refuses it, INVALID_INPUT)
-        input::LIBRARY => has_code(o, found, data),
+        // (nothing for the target, IR for a newer one: nvJitLink refuses them, INVALID_INPUT
+        // or ARCH_MISMATCH)
+        input::FATBIN | input::LIBRARY => has_code(o, found, data),
+        input::LTOIR => o.lto && has_code(o, found, data),
         _ => true,
     }
 }
 
-/// Whether a host object or fatbin holds code the link can take (`gather::has_code_for`,
-/// read from a private copy of its bytes): nvJitLink refuses the others at `AddData`.
+/// Whether an input holds code the link can take (`gather::has_code_for`, read from its
+/// bytes in memory): nvJitLink refuses the others at `AddData` (IR for a newer target,
+/// ARCH_MISMATCH; an object, fatbin or archive with nothing for the target).
 fn has_code(o: &Options, kind: i32, data: &[u8]) -> bool {
     use nvlinkrs::arch::{Arch, TargetKind};
     let Some((TargetKind::Sass, target)) = Arch::parse_target(&o.arch) else {
         return false;
     };
-    let Ok(dir) = nvlinkrs::scratch::private_dir("nvjitlink") else {
-        return false;
+    let tree = |origin: &str| {
+        let bytes = nvlinkrs::bytes::Bytes::from_vec(data.to_vec());
+        let ext = nvlinkrs::input::kind::Ext::of(Path::new(origin));
+        let mode = nvlinkrs::input::Mode::Link { lto: o.lto };
+        nvlinkrs::input::walk(origin, ext, bytes, mode, None, 0)
     };
-    let path = dir.path().join(format!("in.{}", extension(kind)));
-    if std::fs::write(&path, data).is_err() {
-        return false;
-    }
-    let mode = nvlinkrs::input::Mode::Link { lto: o.lto };
     on_pool(|| {
-        nvlinkrs::input::load(&[path], mode)
-            .is_ok_and(|trees| nvlinkrs::gather::has_code_for(&trees, target, o.lto))
+        tree(&format!("in.{}", extension(kind)))
+            .is_ok_and(|t| nvlinkrs::gather::has_code_for(&[t], target, o.lto))
     })
 }
 
@@ -98,18 +96,6 @@ fn whole(found: i32, data: &[u8]) -> bool {
         input::LTOIR => nvlinkrs::ir::container::check_for_link(data, "in").is_ok(),
         input::LIBRARY => nvlinkrs::input::archive::parse(&bytes(), "in").is_ok(),
         _ => true,
-    }
-}
-
-/// Whether an LTO IR container's target can be linked for the link's architecture.
-fn ir_target_fits(o: &Options, data: &[u8]) -> bool {
-    use nvlinkrs::arch::{Arch, TargetKind, ir_compatible};
-    let ir = nvlinkrs::ir::container::parse_header(data, "in")
-        .ok()
-        .and_then(|(h, _)| h.arch());
-    match (ir, Arch::parse_target(&o.arch)) {
-        (Some(ir), Some((TargetKind::Sass, link))) => ir_compatible(ir, link),
-        _ => false,
     }
 }
 
@@ -272,11 +258,29 @@ fn linked_ir_here(ours: &Ours) -> Option<Vec<u8>> {
     let Some((TargetKind::Sass, target)) = Arch::parse_target(&ours.options.arch) else {
         return None;
     };
-    let dir = nvlinkrs::scratch::private_dir("nvjitlink").ok()?;
-    let written = write_inputs(ours, dir.path())?;
+    // (read from the calls' bytes in memory, each under the name the link gives it)
+    let mode = nvlinkrs::input::Mode::Link { lto: true };
+    let mut trees = Vec::with_capacity(ours.calls.len());
+    let mut origins = Vec::with_capacity(ours.calls.len());
+    for (i, call) in ours.calls.iter().enumerate() {
+        let (kind, data) = match call {
+            Call::Data { kind, data, .. } => (*kind, data[..data.len() - 1].to_vec()),
+            Call::File { kind, data, .. } => (*kind, data.clone()?),
+        };
+        let kind = if kind == input::ANY {
+            sniff(&data)?
+        } else {
+            kind
+        };
+        let origin = format!("in{i}.{}", extension(kind));
+        let ext = nvlinkrs::input::kind::Ext::of(Path::new(&origin));
+        let bytes = nvlinkrs::bytes::Bytes::from_vec(data);
+        trees.push(nvlinkrs::input::walk(&origin, ext, bytes, mode, None, 0).ok()?);
+        origins.push(origin);
+    }
     // (a name that is not UTF-8 is not one libNVVM's module takes as nvJitLink's does)
     let name_of = |module: &str| {
-        let at = (written.paths.iter()).position(|p| module.starts_with(&*p.display().to_string()));
+        let at = (origins.iter()).position(|o| module.starts_with(o.as_str()));
         let utf8 = |c: &std::ffi::CStr| c.to_str().ok().map(str::to_string);
         match at.map(|i| &ours.calls[i]) {
             Some(Call::File { path, .. }) => utf8(path),
@@ -285,7 +289,7 @@ fn linked_ir_here(ours: &Ours) -> Option<Vec<u8>> {
         }
     };
     let diag = Diagnostics::collector();
-    let made = nvlinkrs::lto::linked_ir::make(&written.paths, target, &libnvvm, &name_of, &diag);
+    let made = nvlinkrs::lto::linked_ir::make(&trees, target, &libnvvm, &name_of, &diag);
     match made {
         Ok(ir) => Some(ir),
         Err(e) => {
@@ -388,7 +392,13 @@ pub fn link(ours: &Ours, messages: &mut String) -> Option<Done> {
     // it; nvJitLink links no device runtime the caller did not give: a program that
     // launches kernels from the device fails there, PTX_COMPILE, unresolved
     // `__cudaCDP2*`)
-    if host && ours.options.lto && !devrt && !ours.options.ptx && defines_device_runtime(&image) {
+    // (the image's symbols, read once for the checks below that need them)
+    let launches_unseen = host && ours.options.lto && !devrt && !ours.options.ptx;
+    let kernels_named = !ours.options.kernels_used.is_empty() && !ours.options.ptx;
+    let summary = (launches_unseen || kernels_named)
+        .then(|| nvlinkrs::elf::device_summary(&image, "image").ok())
+        .flatten();
+    if launches_unseen && summary.as_ref().is_some_and(defines_device_runtime) {
         return fail("the device runtime linked, which the caller did not give");
     }
     // (an `-lto` link of no IR: nvJitLink's libNVVM refuses the empty program,
@@ -398,9 +408,8 @@ pub fn link(ours: &Ours, messages: &mut String) -> Option<Done> {
     }
     // (a kernel kept beside those `-kernels-used` names: one the kept code launches,
     // which nvJitLink drops, failing on the launch's reference)
-    if !ours.options.kernels_used.is_empty()
-        && !ours.options.ptx
-        && kernels_beyond(&image, &ours.options.kernels_used)
+    if kernels_named
+        && (summary.as_ref()).is_none_or(|s| kernels_beyond(s, &ours.options.kernels_used))
     {
         return fail("-kernels-used: a kernel the kept code launches kept");
     }
@@ -447,23 +456,18 @@ fn pool() -> Option<std::sync::Arc<rayon::ThreadPool>> {
 
 /// Whether the link said, as nvlink does, that it found no LTO IR (`-dlto` ignored).
 fn no_ir_linked(diag: &Diagnostics) -> bool {
-    (diag.printed().iter())
-        .any(|(_, m)| m.starts_with("Ignoring -dlto option because no LTO objects found"))
+    (diag.printed().iter()).any(|(_, m)| m.starts_with(nvlinkrs::lto::phase::NO_IR))
 }
 
 /// Whether an image holds a kernel `kept` does not name.
-fn kernels_beyond(image: &[u8], kept: &[String]) -> bool {
-    nvlinkrs::elf::device_summary(image, "image").map_or(true, |s| {
-        s.kernels().any(|k| !kept.iter().any(|n| *n == *k.name))
-    })
+fn kernels_beyond(image: &nvlinkrs::elf::DeviceSummary, kept: &[String]) -> bool {
+    (image.kernels()).any(|k| !kept.iter().any(|n| *n == *k.name))
 }
 
 /// Whether an image defines the device runtime's launch functions (`__cudaCDP2…`, from
 /// libcudadevrt's members).
-fn defines_device_runtime(image: &[u8]) -> bool {
-    nvlinkrs::elf::device_summary(image, "image").is_ok_and(|s| {
-        (s.symbols.iter()).any(|sym| sym.defined() && sym.name.starts_with("__cudaCDP2"))
-    })
+fn defines_device_runtime(image: &nvlinkrs::elf::DeviceSummary) -> bool {
+    (image.symbols.iter()).any(|sym| sym.defined() && sym.name.starts_with("__cudaCDP2"))
 }
 
 /// `f` on the process's pool ([`pool`]): nvlinkrs's parallel work (the input reader's,

@@ -9,7 +9,7 @@
 //! string of NVVM 7's IR (sm_90's) linked at sm_100+, where nvJitLink's keeps the code as
 //! compiled: IR that links to the same image (no option of libNVVM's tried kept it).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::arch::Arch;
 use crate::diag::{Diagnostics, Error, Result};
@@ -18,19 +18,19 @@ use crate::lto::{IrForm, libnvvm, pool};
 /// Where the container header keeps the IR level (a 16-bit field, `ir::header`).
 const IR_LEVEL_AT: usize = 0x0E;
 
-/// The linked LTO IR of the IR modules in `inputs` for `target`, libNVVM at `libnvvm`;
+/// The linked LTO IR of the IR modules of the input `trees` for `target`, libNVVM at
+/// `libnvvm`;
 /// the linked module is named as its first module's input, by `name_of` (nvJitLink names
 /// it by the caller's name for that input: a file's path as given, `AddData`'s name;
 /// `None`, a name libNVVM cannot be given, refuses the link).
 pub fn make(
-    inputs: &[PathBuf],
+    trees: &[crate::input::Node],
     target: Arch,
     libnvvm: &Path,
     name_of: &dyn Fn(&str) -> Option<String>,
     diag: &Diagnostics,
 ) -> Result<Vec<u8>> {
-    let trees = crate::input::load(inputs, crate::input::Mode::Link { lto: true })?;
-    let pool = pool::collect(&trees, target, diag)?;
+    let pool = pool::collect(trees, target, diag)?;
     if pool.modules.is_empty() {
         return Err(Error::fatal("no LTO IR among the inputs"));
     }
@@ -52,10 +52,7 @@ pub fn make(
         program.add_lto_ir(&m.module.data, &name)?;
     }
     // (the target's plain architecture, as nvJitLink's container names it)
-    let options = [
-        format!("-arch=compute_{}", Arch::plain(target.sm).sm),
-        "-gen-lto".into(),
-    ];
+    let options = [format!("-arch=compute_{}", target.sm), "-gen-lto".into()];
     if let Err((log, why)) = program.compile(&options)? {
         return Err(Error::fatal("elfLink nvvm error")
             .context(format!("libNVVM -gen-lto: {why}"))

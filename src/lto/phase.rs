@@ -26,6 +26,10 @@ pub enum LtoOutcome {
     NoIr,
 }
 
+/// nvlink's warning for an LTO link with no IR among its inputs (the drop-in reads it:
+/// nvJitLink refuses such a link).
+pub const NO_IR: &str = "Ignoring -dlto option because no LTO objects found";
+
 /// ptxas' threads (`-split-compile`) for a link's one job that holds a bitcode library's
 /// functions (NVSHMEM's), fixed whatever the machine.
 const LIBRARY_PTXAS_THREADS: u32 = 4;
@@ -92,7 +96,7 @@ fn gather(
     let (req, diag) = (plan.req, ctx.diag);
     let mut pool = timings.phase("pool", || lto::pool::collect(trees, req.target, diag))?;
     if pool.modules.is_empty() {
-        diag.warning("Ignoring -dlto option because no LTO objects found");
+        diag.warning(NO_IR);
         return Ok(None);
     }
     let partial = !pool.non_ir.is_empty() || req.force_partial_lto;
