@@ -218,6 +218,21 @@ struct Written {
     devrt: bool,
 }
 
+/// A call's input: its type (an `ANY` input's by its content) and its bytes (a file's as
+/// read at `AddFile`); `None` where nvlinkrs cannot take it.
+fn typed_bytes(call: &Call) -> Option<(i32, Vec<u8>)> {
+    let (kind, data) = match call {
+        Call::Data { kind, data, .. } => (*kind, data[..data.len() - 1].to_vec()),
+        Call::File { kind, data, .. } => (*kind, data.clone()?),
+    };
+    let kind = if kind == input::ANY {
+        sniff(&data)?
+    } else {
+        kind
+    };
+    Some((kind, data))
+}
+
 fn write_inputs(ours: &Ours, dir: &Path) -> Option<Written> {
     let mut w = Written {
         paths: Vec::new(),
@@ -225,15 +240,7 @@ fn write_inputs(ours: &Ours, dir: &Path) -> Option<Written> {
         devrt: false,
     };
     for (i, call) in ours.calls.iter().enumerate() {
-        let (kind, data) = match call {
-            Call::Data { kind, data, .. } => (*kind, data[..data.len() - 1].to_vec()),
-            Call::File { kind, data, .. } => (*kind, data.clone()?),
-        };
-        let kind = if kind == input::ANY {
-            sniff(&data)?
-        } else {
-            kind
-        };
+        let (kind, data) = typed_bytes(call)?;
         w.host |= kind == input::OBJECT || kind == input::LIBRARY;
         let path = dir.join(format!("in{i}.{}", extension(kind)));
         std::fs::write(&path, &data).ok()?;
@@ -263,15 +270,7 @@ fn linked_ir_here(ours: &Ours) -> Option<Vec<u8>> {
     let mut trees = Vec::with_capacity(ours.calls.len());
     let mut origins = Vec::with_capacity(ours.calls.len());
     for (i, call) in ours.calls.iter().enumerate() {
-        let (kind, data) = match call {
-            Call::Data { kind, data, .. } => (*kind, data[..data.len() - 1].to_vec()),
-            Call::File { kind, data, .. } => (*kind, data.clone()?),
-        };
-        let kind = if kind == input::ANY {
-            sniff(&data)?
-        } else {
-            kind
-        };
+        let (kind, data) = typed_bytes(call)?;
         let origin = format!("in{i}.{}", extension(kind));
         let ext = nvlinkrs::input::kind::Ext::of(Path::new(&origin));
         let bytes = nvlinkrs::bytes::Bytes::from_vec(data);
