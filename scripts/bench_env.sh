@@ -4,7 +4,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 CU=$(bash scripts/setup.sh | tail -n 1)
 cargo build --release --locked -q
-N=$PWD/target/release/nvlinkrs
+N=${CARGO_TARGET_DIR:-$PWD/target}/release/nvlinkrs
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
 # links are measured uncached (the cache is on by default); a --cache-dir given still counts
 export NVLINKRS_CACHE=0

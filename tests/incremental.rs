@@ -238,7 +238,15 @@ fn a_kernel_launched_from_another_units_kernel_is_kept_with_libcudadevrt() {
     let objs = program(&["dl_a_90.o", "dl_b_90.o"]);
     let mut a = args(90, &objs, &["-v"]);
     a.push("--incremental".into());
-    let first = link(&a, None, Some(cache.path()), &env);
+    let trace = runtime.path().join("trace.json");
+    let traced = [env[0], ("NVLINKRS_TIME_TRACE", trace.to_str().unwrap())];
+    let first = link(&a, None, Some(cache.path()), &traced);
+    // (a program no link has measured: decided before its summaries are read)
+    let events = std::fs::read_to_string(&trace).unwrap();
+    assert!(
+        events.contains("\"libNVVM compile\"") && !events.contains("\"summaries\""),
+        "{events}"
+    );
     assert!(
         first.messages.contains(
             "incremental LTO: linking whole-program: none of this program's code partitions is cached, and it launches kernels from the device ('"
@@ -252,6 +260,56 @@ fn a_kernel_launched_from_another_units_kernel_is_kept_with_libcudadevrt() {
         .envs(env)
         .output()
         .unwrap();
+}
+
+#[test]
+fn a_device_launching_programs_partitions_run_the_code_of_its_relocatable_whole_link() {
+    // nvlink links a program that launches from the device as relocatable code: the
+    // __noinline__ helper both units' kernels call is a function of its own, which each
+    // kernel calls; each partition's whole-program code clones it into each kernel. Kernel
+    // by kernel the code it can run is the same size and makes the same calls (the
+    // helper's own calls included); only the image's code size grows, by the clones.
+    use nvlinkrs::elf::codestats::kernels as code;
+    for sm in [90, 100] {
+        let objs = program(&[&format!("dn_a_{sm}.o"), &format!("dn_b_{sm}.o")]);
+        let (whole, inc, _) = both(&args(sm, &objs, &[]));
+        let (w, p) = (
+            code(&whole.image, "whole").unwrap(),
+            code(&inc.image, "inc").unwrap(),
+        );
+        let own = |image: &[u8]| {
+            let c = Cubin::parse(Bytes::from_vec(image.to_vec()), "image").unwrap();
+            c.sections
+                .iter()
+                .any(|s| s.name.as_str() == ".text._Z5shadeif")
+        };
+        assert!(own(&whole.image) && !own(&inc.image), "sm_{sm}");
+        assert_eq!(
+            w.kernels.keys().collect::<Vec<_>>(),
+            p.kernels.keys().collect::<Vec<_>>()
+        );
+        let (mut total_w, mut total_p) = (0, 0);
+        for (name, e) in &w.kernels {
+            let a = &p.kernels[name];
+            assert_eq!(a.calls, e.calls, "sm_{sm} {name}");
+            assert!(
+                a.registers <= e.registers + 2,
+                "sm_{sm} {name}: {e:?} {a:?}"
+            );
+            (total_w, total_p) = (total_w + e.instructions, total_p + a.instructions);
+        }
+        assert!(
+            total_p * 100 <= total_w * 105,
+            "sm_{sm}: {total_w} -> {total_p}"
+        );
+        for k in ["_Z5childPfii", "_Z5sweepPfii"] {
+            assert!(
+                p.kernels[k].calls >= 2,
+                "sm_{sm} {k}: the helper is called, not inlined"
+            );
+        }
+        assert!(p.size > w.size, "sm_{sm}: {} -> {}", w.size, p.size);
+    }
 }
 
 #[test]

@@ -349,3 +349,49 @@ fn the_trace_never_overwrites_the_output_or_an_input() {
         assert_eq!(std::fs::read(d.join("a.o")).unwrap(), a_before, "{trace}");
     }
 }
+
+/// A cache's first link with its tools (a fresh cache) hashes them beside the link's
+/// phases, on a lane of its own, and stores the image under the key made there: the next
+/// link is a hit with the same bytes. A cache that knows the tools makes the key first,
+/// on the link's own lane, before anything is read.
+#[test]
+fn a_fresh_caches_first_link_hashes_the_tools_beside_its_phases() {
+    let dir = program();
+    let d = dir.path();
+    let traced = |trace: &str| {
+        let args = ["-arch=sm_90", "-dlto", "a.o", "b.o", "-o", "app.cubin"];
+        let o = link(d, &args, &[("NVLINKRS_TIME_TRACE", trace)]);
+        let image = std::fs::read(d.join("app.cubin")).unwrap();
+        (o, image, events(&json(&d.join(trace))))
+    };
+    let (_, cold, first) = traced("first.json");
+    let key = named(&first, "whole-link key");
+    let read = named(&first, "read");
+    assert_eq!((key.len(), read.len()), (1, 1), "{first:?}");
+    assert_ne!(
+        key[0]["tid"], read[0]["tid"],
+        "the key on a lane of its own"
+    );
+    let start = |e: &Value| e["ts"].as_f64().unwrap();
+    let end = |e: &Value| start(e) + e["dur"].as_f64().unwrap();
+    let compile = named(&first, "cicc");
+    assert!(
+        end(key[0]) > start(read[0]) && start(key[0]) < end(compile[0]),
+        "beside the phases: {key:?} {read:?} {compile:?}"
+    );
+    assert!(
+        named(&first, "cache lookup link").is_empty(),
+        "not looked up first"
+    );
+    let (o, hit, second) = traced("second.json");
+    assert_eq!(hit, cold);
+    let result = |e: &&Value| {
+        e["args"]["result"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("hit"))
+    };
+    assert!(named(&second, "cache lookup link").iter().any(result));
+    let (key, read) = (named(&second, "whole-link key"), named(&second, "read"));
+    assert_eq!(key[0]["tid"], 0, "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(read.is_empty(), "a hit reads nothing");
+}

@@ -21,6 +21,7 @@
 //! be a shared tier ([`remote`]): a local miss asks it, a shared entry that passes the
 //! same check is copied in, and every store goes there too.
 
+use std::collections::HashMap;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -149,7 +150,14 @@ pub struct Cache {
     stored: std::sync::atomic::AtomicBool,
     /// The shared tier behind this cache, if one was named.
     remote: Option<remote::Remote>,
+    /// Each tool answer being found or found by this process, by its memo's path: the
+    /// first thread to ask computes it, the others wait for it (the whole-link key hashes
+    /// the tools beside the link's phases, which ask for some of them too).
+    tool_answers: std::sync::Mutex<HashMap<PathBuf, ToolAnswer>>,
 }
+
+/// One tool answer, found once per process ([`Cache::per_tool_version`]).
+type ToolAnswer = std::sync::Arc<std::sync::OnceLock<Result<String>>>;
 
 impl std::fmt::Debug for Cache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -202,6 +210,7 @@ impl Cache {
             store_failure: Default::default(),
             stored: Default::default(),
             remote: None,
+            tool_answers: Default::default(),
         })
     }
 
@@ -590,6 +599,53 @@ impl Cache {
         valid: impl Fn(&str) -> bool,
         compute: impl FnOnce() -> Result<String>,
     ) -> Result<String> {
+        let memo = self.tool_memo(what, path)?;
+        let answer = {
+            let mut answers = self.tool_answers.lock().unwrap_or_else(|e| e.into_inner());
+            std::sync::Arc::clone(answers.entry(memo.clone()).or_default())
+        };
+        answer
+            .get_or_init(|| self.remembered_or(&memo, valid, compute))
+            .clone()
+    }
+
+    /// The answer remembered at `memo` if `valid`, else `compute`'s, remembered there.
+    fn remembered_or(
+        &self,
+        memo: &Path,
+        valid: impl Fn(&str) -> bool,
+        compute: impl FnOnce() -> Result<String>,
+    ) -> Result<String> {
+        if let Ok(Some(id)) = guard::read_regular(memo, 256)
+            && let Ok(id) = String::from_utf8(id)
+            && valid(&id)
+        {
+            return Ok(id);
+        }
+        let id = compute()?;
+        if let Ok(mut tmp) = tempfile::Builder::new()
+            .prefix(guard::TMP_PREFIX)
+            .tempfile_in(self.dir.join("tools"))
+        {
+            let _ = tmp.write_all(id.as_bytes());
+            let _ = tmp.persist(memo);
+        }
+        Ok(id)
+    }
+
+    /// Whether the identity of the tool at `path` ([`Cache::tool_id`]) is remembered for
+    /// its present version, so that asking for it hashes nothing.
+    pub fn tool_id_remembered(&self, path: &Path) -> bool {
+        self.tool_memo("tool-version", path).is_ok_and(|memo| {
+            guard::read_regular(&memo, 256)
+                .ok()
+                .flatten()
+                .is_some_and(|id| std::str::from_utf8(&id).is_ok_and(guard::is_tool_name))
+        })
+    }
+
+    /// Where `what` is remembered for the present version of the file at `path`.
+    fn tool_memo(&self, what: &str, path: &Path) -> Result<PathBuf> {
         let meta = fs::metadata(path).map_err(|e| io_error("read", path, e))?;
         let mut version = Key::new(what)
             .text(&path.display().to_string())
@@ -608,22 +664,7 @@ impl Cache {
                 .bytes(&meta.ctime().to_le_bytes())
                 .bytes(&meta.ctime_nsec().to_le_bytes());
         }
-        let memo = self.dir.join("tools").join(version.finish());
-        if let Ok(Some(id)) = guard::read_regular(&memo, 256)
-            && let Ok(id) = String::from_utf8(id)
-            && valid(&id)
-        {
-            return Ok(id);
-        }
-        let id = compute()?;
-        if let Ok(mut tmp) = tempfile::Builder::new()
-            .prefix(guard::TMP_PREFIX)
-            .tempfile_in(self.dir.join("tools"))
-        {
-            let _ = tmp.write_all(id.as_bytes());
-            let _ = tmp.persist(&memo);
-        }
-        Ok(id)
+        Ok(self.dir.join("tools").join(version.finish()))
     }
 }
 

@@ -1,12 +1,15 @@
 //! The code of two images, kernel by kernel (`nvlinkrs compare --code`): registers (its
-//! `EIATTR_REGCOUNT`, else the count its text section records), instructions (its text,
-//! callees cloned into it included, 16 bytes each), stack (its maximum, else minimum
-//! stack size, else its frame size)
-//! and calls (CALL instructions in its text: relative or absolute). What the judgement of
-//! an incremental link against the whole-program link reads: the same kernels, registers
-//! within a couple, no call where the whole-program code has none, instructions close.
+//! `EIATTR_REGCOUNT`, else the count its text section records), instructions (16 bytes
+//! each) and calls (CALL instructions: relative or absolute) of the code the kernel can
+//! run: its text, callees cloned into it included, and the text of every function its
+//! code refers to through a relocation, each once, followed from there (a relocatable
+//! image keeps callees as functions of their own where a whole-program one clones them),
+//! and its stack (its maximum, else minimum stack size, else its frame size). What the
+//! judgement of an incremental link against the whole-program link reads: the same
+//! kernels, registers within a couple, no call where the whole-program code has none,
+//! instructions close. The image's code size (every text section once) is reported too.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::cubin::*;
 use super::info;
@@ -25,9 +28,17 @@ pub struct Stats {
 /// The low 12 bits of a Volta-and-later instruction: CALL.ABS and CALL.REL.
 const CALL_OPCODES: [u64; 2] = [0x943, 0x944];
 
-/// Each kernel's code in an image.
-pub fn kernels(image: &[u8], origin: &str) -> Result<BTreeMap<String, Stats>> {
+/// An image's code: each kernel's, and its size (instructions of every text section).
+#[derive(Clone, Debug, Default)]
+pub struct ImageCode {
+    pub kernels: BTreeMap<String, Stats>,
+    pub size: u64,
+}
+
+/// Each kernel's code in an image, and the image's code size.
+pub fn kernels(image: &[u8], origin: &str) -> Result<ImageCode> {
     let c = Cubin::parse(Bytes::from_vec(image.to_vec()), origin)?;
+    let refs = text_references(&c)?;
     // per symbol: max stack, min stack, frame size, registers
     let mut recs: BTreeMap<u32, [Option<u32>; 4]> = BTreeMap::new();
     if let Some(i) = c.section_index(".nv.info") {
@@ -50,29 +61,84 @@ pub fn kernels(image: &[u8], origin: &str) -> Result<BTreeMap<String, Stats>> {
         let Some(text) = c.sections.get(s.shndx as usize) else {
             continue;
         };
-        let code = c.bytes(text);
-        let calls = code
-            .chunks_exact(16)
-            .filter(|i| {
-                CALL_OPCODES.contains(&(u64::from_le_bytes(i[..8].try_into().unwrap()) & 0xfff))
-            })
-            .count() as u32;
+        let (mut instructions, mut calls) = (0, 0);
+        for t in reached(s.shndx as usize, &refs) {
+            instructions += c.sections[t].size / 16;
+            calls += call_count(c.bytes(&c.sections[t]));
+        }
         let [max, min, frame, regs] = recs.get(&(k as u32)).copied().unwrap_or_default();
         out.insert(
             s.name.to_string(),
             Stats {
                 registers: regs.unwrap_or(text.info >> 24),
-                instructions: text.size / 16,
+                instructions,
                 stack: max.or(min).or(frame).unwrap_or(0),
                 calls,
             },
         );
     }
-    Ok(out)
+    let size = c
+        .sections
+        .iter()
+        .filter(|s| s.name.starts_with(".text."))
+        .map(|s| s.size / 16)
+        .sum();
+    Ok(ImageCode { kernels: out, size })
+}
+
+fn call_count(code: &[u8]) -> u32 {
+    code.chunks_exact(16)
+        .filter(|i| {
+            CALL_OPCODES.contains(&(u64::from_le_bytes(i[..8].try_into().unwrap()) & 0xfff))
+        })
+        .count() as u32
+}
+
+/// Each text section's index → the other text sections its relocations name a function
+/// of.
+fn text_references(c: &Cubin) -> Result<BTreeMap<usize, BTreeSet<usize>>> {
+    let mut refs: BTreeMap<usize, BTreeSet<usize>> = BTreeMap::new();
+    for (i, s) in c.sections.iter().enumerate() {
+        let applies_to = s.info as usize;
+        let is_text = |k: usize| {
+            c.sections
+                .get(k)
+                .is_some_and(|t| t.name.starts_with(".text."))
+        };
+        if !matches!(s.ty, SHT_RELA | SHT_REL) || !is_text(applies_to) {
+            continue;
+        }
+        let symbols = c.symbols_of(s);
+        for r in c.relocations(i)? {
+            let Some(target) = symbols.get(r.sym as usize) else {
+                continue;
+            };
+            let callee = target.shndx as usize;
+            if target.is_function() && callee != applies_to && is_text(callee) {
+                refs.entry(applies_to).or_default().insert(callee);
+            }
+        }
+    }
+    Ok(refs)
+}
+
+/// The text sections reachable from `start` (itself included), each once.
+fn reached(start: usize, refs: &BTreeMap<usize, BTreeSet<usize>>) -> BTreeSet<usize> {
+    let mut seen = BTreeSet::from([start]);
+    let mut todo = vec![start];
+    while let Some(t) = todo.pop() {
+        for &n in refs.get(&t).into_iter().flatten() {
+            if seen.insert(n) {
+                todo.push(n);
+            }
+        }
+    }
+    seen
 }
 
 /// The table `compare --code` prints, and its summary lines.
-pub fn report(expected: &BTreeMap<String, Stats>, actual: &BTreeMap<String, Stats>) -> Vec<String> {
+pub fn report(expected_image: &ImageCode, actual_image: &ImageCode) -> Vec<String> {
+    let (expected, actual) = (&expected_image.kernels, &actual_image.kernels);
     let mut lines = vec![format!(
         "{:<40} {:>9} {:>15} {:>11} {:>9}",
         "kernel", "registers", "instructions", "stack", "calls"
@@ -133,5 +199,14 @@ pub fn report(expected: &BTreeMap<String, Stats>, actual: &BTreeMap<String, Stat
         "calls: kernels with more calls than expected: {more_calls}"
     ));
     lines.push(format!("stack: kernels with another stack size: {stacks}"));
+    let (se, sa) = (expected_image.size, actual_image.size);
+    let growth = if se == 0 {
+        0.0
+    } else {
+        (sa as f64 - se as f64) * 100.0 / se as f64
+    };
+    lines.push(format!(
+        "code size: every text section's instructions: {se} -> {sa} ({growth:+.1}%)"
+    ));
     lines
 }

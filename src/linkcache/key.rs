@@ -157,6 +157,16 @@ pub fn key_or_why(
     })
 }
 
+/// Whether the cache remembers the identity of every tool of this link for its present
+/// version ([`Cache::tool_id_remembered`]), so that making the key hashes no tool.
+pub fn tools_remembered(plan: &Plan, cache: &Cache, given: Option<&Path>) -> bool {
+    tools(plan, given).is_none_or(|tools| {
+        tools
+            .iter()
+            .all(|(_, t)| Stamp::now(t).is_none() || cache.tool_id_remembered(t))
+    })
+}
+
 /// The request without what does not change the result's bytes: where the cache is, the
 /// report's file, the output's and the registration file's names (unless the image
 /// records them: a debug link's note, and one with -verbose-tkinfo=true), and the folder

@@ -45,19 +45,50 @@ pub fn around(
         return Ok((phases(false)?, "off"));
     };
     let given = ctx.finalizer.as_ref().map(|g| g.library.as_path());
-    let made = {
+    let earlier = diag.printed().len(); // messages from before the link are not its own
+    let make_key = || {
         let _span = crate::trace::span("cache", "whole-link key (inputs and tools hashed)");
         key::key_or_why(plan, cache, opened, given)
     };
+    // A cache that does not know this link's tools yet (its first link with them) holds no
+    // entry made with them, unless they were reinstalled unchanged: the link then runs
+    // while they are hashed (200-400 MB) and is stored under the key made beside it, not
+    // looked up first. Not with a shared tier, whose entries a new machine's first link is
+    // there to find, nor with `--explain`, which weighs the key before the link.
+    let beside = !req.observe.explain
+        && cache.remote().is_none()
+        && !key::tools_remembered(plan, cache, given);
+    let mut phases = Some(phases);
     // (the entry's cold time is the link's, after the key: a hit makes the key too, and
     // the first link in a cache hashes the tools for every later one)
-    let started = std::time::Instant::now();
+    let (made, ran_beside, started) = match beside {
+        true => std::thread::scope(|s| {
+            let started = std::time::Instant::now();
+            // (on one thread: the link's phases mostly wait on one child, libNVVM's or
+            // ptxas's, and the spare core hashes)
+            let trace = crate::trace::current();
+            let traced = move || {
+                let _lane = crate::trace::lane(&trace);
+                make_key()
+            };
+            let hashing =
+                s.spawn(
+                    || match rayon::ThreadPoolBuilder::new().num_threads(1).build() {
+                        Ok(one) => one.install(traced),
+                        Err(_) => traced(),
+                    },
+                );
+            let ran = (phases.take().expect("once"))(true);
+            let made = hashing.join().unwrap_or(Err("the key could not be made"));
+            (made, Some(ran), started)
+        }),
+        false => (make_key(), None, std::time::Instant::now()),
+    };
     let last = explain::Last::of(req, cache, made.is_ok());
     let (key, why) = match made {
         Ok(k) => (Some(k), None),
         Err(why) => (None, Some(why)),
     };
-    let earlier = diag.printed().len(); // messages from before the link are not its own
     // the shared tier's first failure, once per link (after the store: never replayed)
     let shared_failure = || {
         for warning in cache.remote_warnings() {
@@ -65,10 +96,8 @@ pub fn around(
         }
     };
     // (`--explain` remembers the link's own key, whatever entry answered it)
-    for (own, looked) in key
-        .iter()
-        .flat_map(|k| lookups(plan, k).into_iter().map(move |l| (k, l)))
-    {
+    let looked_up = key.iter().filter(|_| ran_beside.is_none());
+    for (own, looked) in looked_up.flat_map(|k| lookups(plan, k).into_iter().map(move |l| (k, l))) {
         let mut written = output::Written::default();
         if let Some(entry) = cache.get(&looked)
             && replay(req, diag, &entry, &mut written)?
@@ -89,7 +118,10 @@ pub fn around(
             (None, why) => last.say_why(diag, Err(why.unwrap_or("no key"))),
         }
     }
-    let ran = phases(key.is_some());
+    let ran = match ran_beside {
+        Some(ran) => ran,
+        None => (phases.take().expect("once"))(key.is_some()),
+    };
     if req.observe.explain {
         last.say_stages(diag, cache);
     }

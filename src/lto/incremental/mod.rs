@@ -74,6 +74,13 @@ const FIRST_LINK_SHARE: f64 = 0.9;
 /// it; then, as any link, unless the history (`hist`) says compiling the partitions that
 /// miss (`misses`) took longer than the whole-program link (or its estimate, where the
 /// first link built the partitions). What decided is said when the partitions are built.
+/// Why a first link whose partitions the summaries cannot weigh (`why`) is whole-program.
+fn unestimated_first(why: &str) -> String {
+    format!(
+        "none of this program's code partitions is cached, and {why}: building them cannot be weighed against a whole-program link"
+    )
+}
+
 fn auto_choice(
     parts: &plan::Plan,
     first: bool,
@@ -82,9 +89,7 @@ fn auto_choice(
 ) -> std::result::Result<Option<String>, String> {
     let mut said = None;
     if let (true, Some(why)) = (first, &parts.unestimated) {
-        return Err(format!(
-            "none of this program's code partitions is cached, and {why}: building them cannot be weighed against a whole-program link"
-        ));
+        return Err(unestimated_first(why));
     }
     if first {
         let workers = crate::jobs::workers(0, parts.partitions.len());
@@ -169,6 +174,25 @@ pub fn link(
         return Ok(Outcome::Whole(None));
     };
     let modules: Vec<IrModule> = pool.modules.iter().map(|m| m.module.clone()).collect();
+    let mode = plan.incremental()?;
+    // a program no link has measured yet (no history: no partition of it was ever
+    // compiled) that launches kernels from the device is linked whole-program first, as
+    // `auto_choice` decides it: decided before the summaries are read
+    if mode == Mode::Auto
+        && history::load(cache, req).is_empty()
+        && let Some(name) = plan::launch_named(
+            &pool
+                .modules
+                .iter()
+                .map(|m| &m.module.data[..])
+                .collect::<Vec<_>>(),
+        )
+    {
+        say(&unestimated_first(&plan::launches(&name)));
+        return Ok(Outcome::Whole(Some(Box::new(WholeTimer {
+            req: req.clone(),
+        }))));
+    }
     let lines = consensus.value(Opt::LineInfo).is_some();
     let sums = timings.phase("summaries", || {
         Ok(ctx.jobs.run_all(
@@ -216,7 +240,6 @@ pub fn link(
         })
         .collect();
     let todo: Vec<usize> = (0..jobs.len()).filter(|&i| cached[i].is_none()).collect();
-    let mode = plan.incremental()?;
     let mut hist = history::load(cache, req);
     // (a first link that builds the partitions: the whole link's time it was weighed
     // against, for later links to weigh their changed partitions against)

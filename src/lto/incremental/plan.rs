@@ -404,10 +404,30 @@ fn unestimated(p: &Program, names: &[String]) -> Option<String> {
             && (g.name.starts_with("__cudaCDP") || g.name.starts_with("cudaLaunchDevice"))
             && !p.defs.contains_key(g.name.as_str())
     })?;
-    Some(format!(
-        "it launches kernels from the device ('{}'), which nvlink links as relocatable code",
-        launch.name
-    ))
+    Some(launches(&launch.name))
+}
+
+/// Why a program that calls libcudadevrt's launch function `name` is not estimated.
+pub fn launches(name: &str) -> String {
+    format!(
+        "it launches kernels from the device ('{name}'), which nvlink links as relocatable code"
+    )
+}
+
+/// The first libcudadevrt launch function some module's bytes name (the device
+/// runtime's `__cudaCDP2GetParameterBuffer[V2]` and `__cudaCDP2LaunchDevice[V2]`, which
+/// every launch from the device calls), found without reading the modules: a hint that
+/// holds for nvcc's bitcode, whose string table keeps each name whole (but not apart
+/// from the next); a module that hides them leaves the decision to the summaries.
+pub fn launch_named(modules: &[&[u8]]) -> Option<String> {
+    const NAMES: [&str; 2] = ["__cudaCDP2GetParameterBuffer", "__cudaCDP2LaunchDevice"];
+    modules.iter().find_map(|m| {
+        NAMES.iter().find_map(|name| {
+            let at = m.windows(name.len()).position(|w| w == name.as_bytes())?;
+            let v2 = m[at + name.len()..].starts_with(b"V2");
+            Some(format!("{name}{}", if v2 { "V2" } else { "" }))
+        })
+    })
 }
 
 /// How a compile's time grows with the instructions it compiles: faster than in
