@@ -22,7 +22,7 @@ for sm in 90 100; do
   d=$W/sm$sm; mkdir -p "$d"; cp benches/gen/devlaunch/* "$d/"
   (cd "$d" && printf '%s\n' "${units[@]}" | xargs -P "$(nproc)" -I{} \
     "$CU/bin/nvcc" -dc -dlto -std=c++17 -O3 -arch=sm_$sm {}.cu -o {}.o)
-  args="-arch=sm_$sm -dlto -L$CU/lib $(printf "$d/%s.o " "${units[@]}") -lcudadevrt"
+  args="-arch=sm_$sm -dlto -nvvmpath=$CU/nvvm -L$CU/lib $(printf "$d/%s.o " "${units[@]}") -lcudadevrt"
   "$CU/bin/nvlink" $args -o "$d/nv.cubin"
   "$N" $args --no-cache -o "$d/whole.cubin"
   same=no; cmp -s "$d/nv.cubin" "$d/whole.cubin" && same=yes
