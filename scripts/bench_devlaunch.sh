@@ -6,8 +6,8 @@
 # against the partitioned image; and the first link in `--incremental` (whole-program for
 # such a program) against nvlink's link, paired: with a fresh cache, with a cache that
 # knows the tools (another program was linked in it before), and without the cache.
-# No daemon runs in the benchmark's runtime folder, so no background build runs beside
-# the pairs.
+# The daemon a first link starts for its background build is stopped before nvlink's run
+# of each pair, so no background build runs beside nvlink's link.
 # Usage: scripts/bench_devlaunch.sh [RUNS]   (default 9 pairs; writes
 #        benches/results/incremental-devlaunch.md, or BENCH_OUT)
 source "$(dirname "$0")/bench_env.sh"
@@ -31,8 +31,10 @@ for sm in 90 100; do
   code+=("| sm_$sm | $same | $summary |")
   # a cache that knows the tools: the tools' identities a first link left
   "$N" $args --cache-dir "$d/seed" -o "$d/seed.cubin"
+  # (the first link queues the partitions' background build with a daemon it starts;
+  # stopped before nvlink's run, which it would slow)
   pair() {
-    python3 scripts/measure_pairs.py "$runs" "$1" "$2" "" "$CU/bin/nvlink $args -o $d/y.cubin" |
+    python3 scripts/measure_pairs.py "$runs" "$1" "$2" "$N daemon stop" "$CU/bin/nvlink $args -o $d/y.cubin" |
       awk -v what="$3" -v sm="$sm" '{printf "| sm_%s | %s | %.3f [%.3f-%.3f] | %.3f [%.3f-%.3f] | %.4f [%.4f-%.4f] |\n", sm, what, $1, $2, $3, $4, $5, $6, $7, $8, $9}'
   }
   times+=("$(pair "rm -rf $d/fc" "$N $args --incremental --cache-dir $d/fc -o $d/x.cubin" "first link, \`--incremental\`, a fresh cache")")
@@ -70,4 +72,5 @@ done
   echo "|---|---|---|---|---|"
   printf '%s\n' "${times[@]}"
 } > "$out"
+"$N" daemon stop >/dev/null 2>&1 || true
 echo "wrote $out"
