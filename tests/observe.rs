@@ -364,16 +364,21 @@ fn a_fresh_caches_first_link_hashes_the_tools_beside_its_phases() {
         let image = std::fs::read(d.join("app.cubin")).unwrap();
         (o, image, events(&json(&d.join(trace))))
     };
+    let start = |e: &Value| e["ts"].as_f64().unwrap();
+    let end = |e: &Value| start(e) + e["dur"].as_f64().unwrap();
     let (_, cold, first) = traced("first.json");
-    let key = named(&first, "whole-link key");
+    let key = named(&first, "whole-link key (tools hashed)");
     let read = named(&first, "read");
+    let inputs = named(&first, "whole-link key (inputs hashed)");
+    assert!(
+        end(inputs[0]) <= start(read[0]),
+        "the inputs before the link reads them"
+    );
     assert_eq!((key.len(), read.len()), (1, 1), "{first:?}");
     assert_ne!(
         key[0]["tid"], read[0]["tid"],
         "the key on a lane of its own"
     );
-    let start = |e: &Value| e["ts"].as_f64().unwrap();
-    let end = |e: &Value| start(e) + e["dur"].as_f64().unwrap();
     let compile = named(&first, "cicc");
     assert!(
         end(key[0]) > start(read[0]) && start(key[0]) < end(compile[0]),

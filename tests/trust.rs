@@ -367,6 +367,48 @@ fn a_link_whose_input_was_rewritten_while_it_ran_is_not_stored() {
     assert!(again.out == first.out);
 }
 
+/// The same in a fresh cache, whose first link hashes the tools beside its phases and is
+/// stored without a lookup first: the inputs are read and stamped before the link starts.
+/// The launcher rewrites the input in place (other bytes, once) while the link runs: that link
+/// is not stored, and the next link, of the new bytes, is a miss with their own image
+/// (read only when the key came to the inputs, after the tools, the new bytes' key held
+/// the old bytes' image: a hit, exit 0, the wrong code).
+#[test]
+fn a_fresh_caches_first_link_whose_input_was_rewritten_while_it_ran_is_not_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let x = dir.path().join("x.ptx");
+    std::fs::write(&x, scale_ptx(false)).unwrap();
+    std::fs::write(dir.path().join("v2.ptx"), scale_ptx(true)).unwrap();
+    std::fs::write(dir.path().join("once"), b"").unwrap();
+    // (the launcher runs in the job's folder)
+    let rewrite = launcher(
+        dir.path(),
+        "rewrite.sh",
+        &format!(
+            "cd {}\n[ -f once ] && cat v2.ptx > x.ptx && rm once\ncd - >/dev/null\nexec \"$@\"",
+            dir.path().display()
+        ),
+    );
+    let args = words("-arch=sm_90 x.ptx -o {OUT} --cache-dir=c");
+    let env = [("NVLINKRS_PTXAS_LAUNCHER", rewrite.display().to_string())];
+    let first = link(dir.path(), &args, &env);
+    assert_eq!(
+        (first.code, first.whole()),
+        (0, "changed"),
+        "{}",
+        first.stderr
+    );
+    let again = link(dir.path(), &args, &env);
+    assert_eq!((again.code, again.whole()), (0, "miss"), "{}", again.stderr);
+    assert!(again.out != first.out, "the new bytes' own image");
+    let cold = link(
+        dir.path(),
+        &words("-arch=sm_90 x.ptx -o {OUT} --no-cache"),
+        &[],
+    );
+    assert!(again.out == cold.out);
+}
+
 /// D9: nvlink reads an archive once per file, so an archive named again through a link
 /// is not linked twice, and a copy is (nvlink: multiple definitions). The link through
 /// the link was stored; the link with the copy came from the cache, exit 0.

@@ -116,6 +116,48 @@ pub fn key_or_why(
     opened: &Opened,
     given: Option<&Path>,
 ) -> Result<LinkKey, &'static str> {
+    begin(plan, cache, opened, given)?.finish(cache)
+}
+
+/// A key whose tools are stamped but not yet identified: everything else read and hashed,
+/// the inputs read into the link's [`Opened`] (so the link parses the bytes hashed,
+/// whichever reads first).
+pub struct Begun {
+    options: Parts,
+    tools: Vec<(&'static str, PathBuf, Stamp)>,
+    rest: Parts,
+    stamps: Vec<(PathBuf, Stamp)>,
+}
+
+impl Begun {
+    /// The key, with each tool's identity ([`Cache::tool_id`]: hashed, the first time a
+    /// cache sees its version). A tool that changes from its stamp on is seen by
+    /// [`LinkKey::unchanged`].
+    pub fn finish(self, cache: &Cache) -> Result<LinkKey, &'static str> {
+        let mut parts = self.options;
+        let mut stamps = Vec::with_capacity(self.tools.len() + self.stamps.len());
+        for (role, t, stamp) in self.tools {
+            let id = cache.tool_id(&t).map_err(|_| "a tool cannot be read")?;
+            parts.push(Kind::Tool, role, format!("{}\t{id}", t.display()));
+            stamps.push((t, stamp));
+        }
+        parts.0.extend(self.rest.0);
+        stamps.extend(self.stamps);
+        Ok(LinkKey {
+            key: parts.key(),
+            parts,
+            stamps,
+        })
+    }
+}
+
+/// The key but for the tools' identities, or why the link has none.
+pub fn begin(
+    plan: &Plan,
+    cache: &Cache,
+    opened: &Opened,
+    given: Option<&Path>,
+) -> Result<Begun, &'static str> {
     let req = plan.req;
     if req.time.is_some() {
         return Err("-time writes a file of its own on every link");
@@ -129,30 +171,26 @@ pub fn key_or_why(
     if plan.env.get(crate::lto::incremental::DUMP_VAR).is_some() {
         return Err("incremental LTO's PTX dump writes files on every link");
     }
-    let mut parts = Parts::default();
+    let mut options = Parts::default();
     for (name, value) in explain::fields(&format!("{:?}", normalized(req))) {
         // (the inputs are parts of their own, with their contents)
         if name != "inputs" {
-            parts.push(Kind::Option, name, value);
+            options.push(Kind::Option, name, value);
         }
     }
-    let mut stamps = Vec::new();
     let refused = "the finalizer's setting is refused";
-    for (role, t) in tools(plan, given).ok_or(refused)? {
-        let Some(stamp) = Stamp::now(&t) else {
-            continue;
-        };
-        let id = cache.tool_id(&t).map_err(|_| "a tool cannot be read")?;
-        parts.push(Kind::Tool, role, format!("{}\t{id}", t.display()));
-        stamps.push((t, stamp));
-    }
+    let tools = (tools(plan, given).ok_or(refused)?.into_iter())
+        .filter_map(|(role, t)| Stamp::now(&t).map(|stamp| (role, t, stamp)))
+        .collect();
+    let mut rest = Parts::default();
     for (name, value) in settings(plan).ok_or("a setting of the environment is refused")? {
-        parts.push(Kind::Setting, name, value);
+        rest.push(Kind::Setting, name, value);
     }
-    stamps.extend(inputs(plan, cache, &mut parts, opened)?);
-    Ok(LinkKey {
-        key: parts.key(),
-        parts,
+    let stamps = inputs(plan, cache, &mut rest, opened)?;
+    Ok(Begun {
+        options,
+        tools,
+        rest,
         stamps,
     })
 }

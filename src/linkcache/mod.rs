@@ -53,36 +53,45 @@ pub fn around(
     // A cache that does not know this link's tools yet (its first link with them) holds no
     // entry made with them, unless they were reinstalled unchanged: the link then runs
     // while they are hashed (200-400 MB) and is stored under the key made beside it, not
-    // looked up first. Not with a shared tier, whose entries a new machine's first link is
-    // there to find, nor with `--explain`, which weighs the key before the link.
+    // looked up first. The rest of the key is made before the link starts (its inputs
+    // read into memory, so the link parses the bytes hashed; every file stamped, so a
+    // change while the link runs stores nothing). Not with a shared tier, whose entries a
+    // new machine's first link is there to find, nor with `--explain`, which weighs the
+    // key before the link.
     let beside = !req.observe.explain
         && cache.remote().is_none()
         && !key::tools_remembered(plan, cache, given);
+    let begun = beside.then(|| {
+        let _span = crate::trace::span("cache", "whole-link key (inputs hashed)");
+        key::begin(plan, cache, opened, given)
+    });
     let mut phases = Some(phases);
     // (the entry's cold time is the link's, after the key: a hit makes the key too, and
     // the first link in a cache hashes the tools for every later one)
-    let (made, ran_beside, started) = match beside {
-        true => std::thread::scope(|s| {
+    let (made, ran_beside, started) = match begun {
+        Some(Ok(begun)) => std::thread::scope(|s| {
             let started = std::time::Instant::now();
+            let trace = crate::trace::current();
+            let tools = move || {
+                let _lane = crate::trace::lane(&trace);
+                let _span = crate::trace::span("cache", "whole-link key (tools hashed)");
+                begun.finish(cache)
+            };
             // (on one thread: the link's phases mostly wait on one child, libNVVM's or
             // ptxas's, and the spare core hashes)
-            let trace = crate::trace::current();
-            let traced = move || {
-                let _lane = crate::trace::lane(&trace);
-                make_key()
-            };
             let hashing =
                 s.spawn(
                     || match rayon::ThreadPoolBuilder::new().num_threads(1).build() {
-                        Ok(one) => one.install(traced),
-                        Err(_) => traced(),
+                        Ok(one) => one.install(tools),
+                        Err(_) => tools(),
                     },
                 );
             let ran = (phases.take().expect("once"))(true);
             let made = hashing.join().unwrap_or(Err("the key could not be made"));
             (made, Some(ran), started)
         }),
-        false => (make_key(), None, std::time::Instant::now()),
+        Some(Err(why)) => (Err(why), None, std::time::Instant::now()),
+        None => (make_key(), None, std::time::Instant::now()),
     };
     let last = explain::Last::of(req, cache, made.is_ok());
     let (key, why) = match made {
