@@ -152,12 +152,13 @@ pub struct Cache {
     remote: Option<remote::Remote>,
     /// Each tool answer being found or found by this process, by its memo's path: the
     /// first thread to ask computes it, the others wait for it (the whole-link key hashes
-    /// the tools beside the link's phases, which ask for some of them too).
+    /// the tools beside the link's phases, which ask for some of them too); an answer
+    /// that failed is asked again.
     tool_answers: std::sync::Mutex<HashMap<PathBuf, ToolAnswer>>,
 }
 
-/// One tool answer, found once per process ([`Cache::per_tool_version`]).
-type ToolAnswer = std::sync::Arc<std::sync::OnceLock<Result<String>>>;
+/// One tool answer, once found ([`Cache::per_tool_version`]).
+type ToolAnswer = std::sync::Arc<std::sync::Mutex<Option<String>>>;
 
 impl std::fmt::Debug for Cache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -604,9 +605,13 @@ impl Cache {
             let mut answers = self.tool_answers.lock().unwrap_or_else(|e| e.into_inner());
             std::sync::Arc::clone(answers.entry(memo.clone()).or_default())
         };
-        answer
-            .get_or_init(|| self.remembered_or(&memo, valid, compute))
-            .clone()
+        let mut found = answer.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(id) = found.as_ref() {
+            return Ok(id.clone());
+        }
+        let id = self.remembered_or(&memo, valid, compute)?;
+        *found = Some(id.clone());
+        Ok(id)
     }
 
     /// The answer remembered at `memo` if `valid`, else `compute`'s, remembered there.
