@@ -40,7 +40,8 @@ pub enum Command {
         /// variables and their initial bytes (an incremental link against whole-program).
         #[arg(long = "except-code", conflicts_with = "code")]
         except_code: bool,
-        /// List each kernel's registers, instructions, stack and calls in both images.
+        /// List each kernel's registers, instructions, stack and calls in both images (its
+        /// code with the functions it reaches through relocations), and their code sizes.
         #[arg(long)]
         code: bool,
     },

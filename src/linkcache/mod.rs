@@ -68,31 +68,18 @@ pub fn around(
     let mut phases = Some(phases);
     // (the entry's cold time is the link's, after the key: a hit makes the key too, and
     // the first link in a cache hashes the tools for every later one)
-    let (made, ran_beside, started) = match begun {
-        Some(Ok(begun)) => std::thread::scope(|s| {
-            let started = std::time::Instant::now();
-            let trace = crate::trace::current();
-            let tools = move || {
-                let _lane = crate::trace::lane(&trace);
-                let _span = crate::trace::span("cache", "whole-link key (tools hashed)");
-                begun.finish(cache)
-            };
-            // (on one thread: the link's phases mostly wait on one child, libNVVM's or
-            // ptxas's, and the spare core hashes)
-            let hashing =
-                s.spawn(
-                    || match rayon::ThreadPoolBuilder::new().num_threads(1).build() {
-                        Ok(one) => one.install(tools),
-                        Err(_) => tools(),
-                    },
-                );
-            let ran = (phases.take().expect("once"))(true);
-            let made = hashing.join().unwrap_or(Err("the key could not be made"));
-            (made, Some(ran), started)
-        }),
-        Some(Err(why)) => (Err(why), None, std::time::Instant::now()),
-        None => (make_key(), None, std::time::Instant::now()),
+    let mut started = std::time::Instant::now();
+    let (made, ran_beside) = match begun {
+        Some(Ok(begun)) => {
+            let (made, ran) = link_beside(begun, cache, phases.take().expect("once"));
+            (made, Some(ran))
+        }
+        Some(Err(why)) => (Err(why), None),
+        None => (make_key(), None),
     };
+    if ran_beside.is_none() {
+        started = std::time::Instant::now();
+    }
     let last = explain::Last::of(req, cache, made.is_ok());
     let (key, why) = match made {
         Ok(k) => (Some(k), None),
@@ -162,6 +149,33 @@ pub fn around(
     }
     shared_failure();
     Ok((timings, whole))
+}
+
+/// The link's phases run while another thread hashes the tools of the key `begun` (on one
+/// thread: the phases mostly wait on one child, libNVVM's or ptxas's, and the spare core
+/// hashes): the key, and what the phases returned.
+fn link_beside(
+    begun: key::Begun,
+    cache: &crate::cache::Cache,
+    phases: impl FnOnce(bool) -> Result<Timings>,
+) -> (Result<key::LinkKey, &'static str>, Result<Timings>) {
+    std::thread::scope(|s| {
+        let trace = crate::trace::current();
+        let tools = move || {
+            let _lane = crate::trace::lane(&trace);
+            let _span = crate::trace::span("cache", "whole-link key (tools hashed)");
+            begun.finish(cache)
+        };
+        let hashing = s.spawn(
+            || match rayon::ThreadPoolBuilder::new().num_threads(1).build() {
+                Ok(one) => one.install(tools),
+                Err(_) => tools(),
+            },
+        );
+        let ran = phases(true);
+        let made = hashing.join().unwrap_or(Err("the key could not be made"));
+        (made, ran)
+    })
 }
 
 /// Whether the link is incremental LTO's `Auto` mode, whose image is the whole-program
