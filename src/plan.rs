@@ -22,6 +22,10 @@ pub struct Plan<'r> {
     /// The variables the link reads, taken once ([`LinkEnv`]).
     pub env: LinkEnv,
     kit: OnceLock<Result<Toolkit>>,
+    /// The input list, `-l` libraries found, once: the whole-link key and the link read
+    /// the same files (a library appearing in an earlier `-L` folder meanwhile was
+    /// linked under the key of the one found first).
+    inputs: OnceLock<Vec<PathBuf>>,
 }
 
 impl<'r> Plan<'r> {
@@ -35,6 +39,7 @@ impl<'r> Plan<'r> {
             req,
             env,
             kit: OnceLock::new(),
+            inputs: OnceLock::new(),
         }
     }
 
@@ -84,10 +89,13 @@ impl<'r> Plan<'r> {
     }
 
     /// The link's inputs in nvlink's order: the files as given, then the `-l` libraries
-    /// found.
+    /// found (looked for once).
     pub fn inputs(&self) -> Vec<PathBuf> {
         let req = self.req;
-        crate::input::input_list(&req.inputs, &req.libraries, &req.library_paths, &self.env)
+        (self.inputs.get_or_init(|| {
+            crate::input::input_list(&req.inputs, &req.libraries, &req.library_paths, &self.env)
+        }))
+        .clone()
     }
 
     /// What nvlinkrs warns about, or refuses (an incremental mode it does not know),

@@ -170,3 +170,123 @@ fn root_makes_no_cache_in_another_users_home() {
     let made: Vec<_> = std::fs::read_dir(&home).unwrap().flatten().collect();
     assert!(made.is_empty(), "made in the user's home: {made:?}");
 }
+
+/// A cubin of `v` text sections whose relocation sections all read one table naming every
+/// function (`v`² references from a file of `v` entries), and one kernel: the attacker
+/// review's image that kept `compare --code` busy for minutes and gigabytes.
+fn dense_references(v: usize) -> Vec<u8> {
+    let shstr = b"\0.shstrtab\0.strtab\0.symtab\0.text.x\0.rela.text.x\0";
+    let strtab = b"\0f\0k\0";
+    let first_text = 4u16;
+    let mut symtab = vec![0u8; 24];
+    let mut sym = |name: u32, info: u8, other: u8, shndx: u16| {
+        symtab.extend(name.to_le_bytes());
+        symtab.extend([info, other]);
+        symtab.extend(shndx.to_le_bytes());
+        symtab.extend([0u8; 8].iter().chain(&16u64.to_le_bytes()));
+    };
+    for i in 0..v {
+        sym(1, 0x12, 0, first_text + i as u16);
+    }
+    sym(3, 0x12, 0x10, first_text); // the kernel (STO_CUDA_ENTRY)
+    let relas: Vec<u8> = (0..v)
+        .flat_map(|i| {
+            let info = ((i as u64 + 1) << 32) | 1;
+            [0u64.to_le_bytes(), info.to_le_bytes(), 0u64.to_le_bytes()].concat()
+        })
+        .collect();
+    let mut body = vec![0u8; 64];
+    let mut add = |b: &[u8]| {
+        while body.len() % 8 != 0 {
+            body.push(0);
+        }
+        body.extend(b);
+        body.len() - b.len()
+    };
+    let o_shstr = add(shstr);
+    let o_str = add(strtab);
+    let o_sym = add(&symtab);
+    let o_code = add(&[0x44, 0x09, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    let o_rela = add(&relas);
+    while body.len() % 8 != 0 {
+        body.push(0);
+    }
+    let shoff = body.len();
+    let mut sh = |name: u32,
+                  ty: u32,
+                  flags: u64,
+                  off: usize,
+                  size: usize,
+                  link: u32,
+                  info: u32,
+                  ent: u64| {
+        for f in [name, ty] {
+            body.extend(f.to_le_bytes());
+        }
+        for f in [flags, 0, off as u64, size as u64] {
+            body.extend(f.to_le_bytes());
+        }
+        for f in [link, info] {
+            body.extend(f.to_le_bytes());
+        }
+        body.extend(8u64.to_le_bytes().iter().chain(&ent.to_le_bytes()));
+    };
+    sh(0, 0, 0, 0, 0, 0, 0, 0);
+    sh(1, 3, 0, o_shstr, shstr.len(), 0, 0, 0);
+    sh(11, 3, 0, o_str, strtab.len(), 0, 0, 0);
+    sh(19, 2, 0, o_sym, symtab.len(), 2, 1, 24);
+    for _ in 0..v {
+        sh(27, 1, 6, o_code, 16, 0, 0, 0);
+    }
+    for i in 0..v {
+        sh(
+            35,
+            4,
+            0x40,
+            o_rela,
+            relas.len(),
+            3,
+            first_text as u32 + i as u32,
+            24,
+        );
+    }
+    let count = 4 + 2 * v;
+    let mut head = vec![0x7f, b'E', b'L', b'F', 2, 1, 1, 0x41, 8];
+    head.resize(16, 0);
+    head.extend(2u16.to_le_bytes()); // executable
+    head.extend(190u16.to_le_bytes()); // EM_CUDA
+    head.extend(128u32.to_le_bytes()); // version (CUDA's)
+    head.extend([0u8; 16]); // entry, program headers
+    head.extend((shoff as u64).to_le_bytes());
+    head.extend(0x5a5au32.to_le_bytes()); // flags (sm_90 in the low byte)
+    for h in [64u16, 56, 0, 64, count as u16, 1] {
+        head.extend(h.to_le_bytes());
+    }
+    body[..64].copy_from_slice(&head);
+    body
+}
+
+#[test]
+fn compare_code_refuses_an_image_whose_references_outgrow_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("dense.cubin");
+    std::fs::write(&p, dense_references(3000)).unwrap();
+    let started = std::time::Instant::now();
+    let path = p.to_str().unwrap();
+    let o = run(
+        &nvlinkrs(),
+        &["compare", "--code", path, path],
+        dir.path(),
+        &[],
+    );
+    let said =
+        String::from_utf8_lossy(&o.stderr).into_owned() + &String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains(&format!(
+            "'{path}': too many references between functions to follow"
+        )),
+        "{said}"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+}

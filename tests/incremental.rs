@@ -249,7 +249,7 @@ fn a_kernel_launched_from_another_units_kernel_is_kept_with_libcudadevrt() {
     );
     assert!(
         first.messages.contains(
-            "incremental LTO: linking whole-program: none of this program's code partitions is cached, and it launches kernels from the device ('"
+            "incremental LTO: linking whole-program: none of this program's code partitions is cached, and its IR names libcudadevrt's '__cudaCDP2GetParameterBufferV2' (a launch from the device, which nvlink links as relocatable code)"
         ),
         "{}",
         first.messages

@@ -269,16 +269,21 @@ fn slow_tier(delay: Duration) -> (u16, std::sync::mpsc::Receiver<()>) {
 /// Starts a link of `x.ptx` through the slow tier; runs `meanwhile` once the link waits
 /// for the tier (after its key was made, before it links), and returns the link.
 fn link_while(dir: &Path, cache: &Path, meanwhile: impl FnOnce()) -> Linked {
-    let (port, first_get) = slow_tier(Duration::from_millis(1500));
     let args = words(&format!(
         "-arch=sm_90 x.ptx -o {{OUT}} --cache-dir={}",
         cache.display()
     ));
+    link_args_while(dir, &args, meanwhile)
+}
+
+/// [`link_while`] with the link's arguments.
+fn link_args_while(dir: &Path, args: &[String], meanwhile: impl FnOnce()) -> Linked {
+    let (port, first_get) = slow_tier(Duration::from_millis(1500));
     let env = [(
         "NVLINKRS_REMOTE_CACHE",
         format!("webdav+http://127.0.0.1:{port}/cache"),
     )];
-    let (mut cmd, out, report) = command(dir, &args, &env);
+    let (mut cmd, out, report) = command(dir, args, &env);
     let child = cmd
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -336,6 +341,104 @@ fn an_input_replaced_while_the_link_waits_is_not_what_it_links() {
         again.out.as_ref() == Some(&v1),
         "a hit that is not the cold image"
     );
+}
+
+/// A fresh cache's first link through a launcher named by a symbolic link that is
+/// switched to another launcher while the link runs, and back: the tools hashed beside
+/// the link are the files stamped before it (it was: the other launcher's hash over this
+/// launcher's image, and a link through the other a hit with it, exit 0).
+#[test]
+fn a_launcher_switched_while_a_fresh_caches_first_link_runs_gives_no_stale_hit() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("x.ptx"), scale_ptx(false)).unwrap();
+    let l = d.join("L.sh");
+    launcher(d, "B.sh", "exec \"$@\" -O0");
+    launcher(
+        d,
+        "A.sh",
+        &format!(
+            "D={}\nif [ -f $D/once ]; then rm -f $D/once\nln -sfn B.sh $D/L.tmp && mv -T $D/L.tmp $D/L.sh\n\"$@\"; rc=$?; sleep 1\nln -sfn A.sh $D/L.tmp && mv -T $D/L.tmp $D/L.sh; exit $rc; fi\nexec \"$@\"",
+            d.display()
+        ),
+    );
+    let through = |target: &str, cache: &str| {
+        std::os::unix::fs::symlink(target, d.join("L.tmp")).unwrap();
+        std::fs::rename(d.join("L.tmp"), &l).unwrap();
+        let args = words(&format!("-arch=sm_90 x.ptx -o {{OUT}} {cache}"));
+        link(
+            d,
+            &args,
+            &[("NVLINKRS_PTXAS_LAUNCHER", l.display().to_string())],
+        )
+    };
+    let (a, b) = (through("A.sh", "--no-cache"), through("B.sh", "--no-cache"));
+    assert!(a.out.is_some() && a.out != b.out, "-O0 gives other code");
+    std::fs::write(d.join("once"), b"").unwrap();
+    let first = through("A.sh", "--cache-dir=c");
+    assert!(first.out == a.out, "{}", first.stderr);
+    let second = through("B.sh", "--cache-dir=c");
+    assert!(second.out == b.out, "{}: {}", second.whole(), second.stderr);
+}
+
+/// A `-l` library is looked for once: one that appears in an earlier `-L` folder after
+/// the key was made is not what the link reads (it was: the link linked the new folder's
+/// library under the key of the one found first, and a later link, the new one gone, was
+/// answered with its image, exit 0).
+#[test]
+fn a_library_found_for_the_key_is_the_library_linked() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let nvcc = |name: &str, text: &str| {
+        std::fs::write(d.join(format!("{name}.cu")), text).unwrap();
+        let o = Command::new(cuda().join("bin/nvcc"))
+            .args([
+                "-dc",
+                "-arch=sm_90",
+                &format!("{name}.cu"),
+                "-o",
+                &format!("{name}.o"),
+            ])
+            .current_dir(d)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    nvcc(
+        "main",
+        "__device__ float f();\n__global__ void k(float *o) { o[0] = f(); }\n",
+    );
+    for (lib, value) in [("one", "1111.f"), ("two", "2222.f")] {
+        nvcc(
+            lib,
+            &format!("__device__ float f() {{ return {value}; }}\n"),
+        );
+        std::fs::create_dir_all(d.join(lib)).unwrap();
+        let ar = Command::new("ar")
+            .args(["rcs", &format!("{lib}/libfoo.a"), &format!("{lib}.o")])
+            .current_dir(d)
+            .status()
+            .unwrap();
+        assert!(ar.success());
+    }
+    // d1 (`first`) is looked in first, and holds no library until the key was made
+    std::fs::create_dir_all(d.join("first")).unwrap();
+    let args = |cache: &str| {
+        words(&format!(
+            "-arch=sm_90 main.o -Lfirst -Ltwo -lfoo -o {{OUT}} {cache}"
+        ))
+    };
+    let two = link(d, &args("--no-cache"), &[]);
+    assert_eq!(two.code, 0, "{}", two.stderr);
+    let first = link_args_while(d, &args("--cache-dir=c"), || {
+        std::fs::copy(d.join("one/libfoo.a"), d.join("first/libfoo.a")).unwrap();
+    });
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    assert!(first.out == two.out, "the library the key read");
+    std::fs::remove_file(d.join("first/libfoo.a")).unwrap();
+    let again = link(d, &args("--cache-dir=c"), &[]);
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    assert!(again.out == two.out, "{}", again.whole());
 }
 
 /// D7, in place: an input rewritten (even with the same bytes) while the link runs may be

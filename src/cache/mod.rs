@@ -567,14 +567,31 @@ impl Cache {
     /// tool rewritten in place with its size and modification time restored is another
     /// version.
     pub fn tool_id(&self, path: &Path) -> Result<String> {
-        self.per_tool_version("tool-version", path, guard::is_tool_name, || {
-            // (mapped and hashed on every core: a link's tools are 300-400 MB, nvlinkrs,
-            // ptxas, libNVVM and libnvJitLink, hashed once per cache)
+        self.tool_id_opened(path).map(|(id, _)| id)
+    }
+
+    /// [`Cache::tool_id`], with the metadata of the file it is the identity of: the file is
+    /// opened once, its version read from the open file and its bytes hashed from it (a
+    /// name switched to another file between a look and a read cannot give one file's
+    /// version another's hash).
+    pub fn tool_id_opened(&self, path: &Path) -> Result<(String, fs::Metadata)> {
+        let file = fs::File::open(path).map_err(|e| io_error("read", path, e))?;
+        let meta = file.metadata().map_err(|e| io_error("read", path, e))?;
+        let memo = self.tool_memo_of("tool-version", path, &meta);
+        let id = self.answer(memo, guard::is_tool_name, || {
+            // (hashed on every core of the pool it runs on: a link's tools are 200-400 MB,
+            // nvlinkrs, ptxas, libNVVM and libnvJitLink, hashed once per cache)
             let mut h = blake3::Hasher::new();
-            h.update_mmap_rayon(path)
-                .map_err(|e| io_error("read", path, e))?;
+            if meta.len() > 0 {
+                // SAFETY: a read-only map of a tool file; another process writing it
+                // meanwhile changes its change time, which the link's stamps see
+                let map =
+                    unsafe { memmap2::Mmap::map(&file) }.map_err(|e| io_error("read", path, e))?;
+                h.update_rayon(&map);
+            }
             Ok(h.finalize().to_hex().to_string())
-        })
+        })?;
+        Ok((id, meta))
     }
 
     /// The version line ptxas at `path` prints (`ptxas --version`'s "Cuda compilation
@@ -601,6 +618,16 @@ impl Cache {
         compute: impl FnOnce() -> Result<String>,
     ) -> Result<String> {
         let memo = self.tool_memo(what, path)?;
+        self.answer(memo, valid, compute)
+    }
+
+    /// The answer remembered at `memo`, found once per process.
+    fn answer(
+        &self,
+        memo: PathBuf,
+        valid: impl Fn(&str) -> bool,
+        compute: impl FnOnce() -> Result<String>,
+    ) -> Result<String> {
         let answer = {
             let mut answers = self.tool_answers.lock().unwrap_or_else(|e| e.into_inner());
             std::sync::Arc::clone(answers.entry(memo.clone()).or_default())
@@ -638,6 +665,16 @@ impl Cache {
         Ok(id)
     }
 
+    /// Whether a tool's identity found now can be remembered (the cache takes a file
+    /// under `tools/`): a cache that cannot (read-only) would find every tool unknown on
+    /// every link.
+    pub fn can_remember_tools(&self) -> bool {
+        tempfile::Builder::new()
+            .prefix(guard::TMP_PREFIX)
+            .tempfile_in(self.dir.join("tools"))
+            .is_ok()
+    }
+
     /// Whether the identity of the tool at `path` ([`Cache::tool_id`]) is remembered for
     /// its present version, so that asking for it hashes nothing.
     pub fn tool_id_remembered(&self, path: &Path) -> bool {
@@ -652,6 +689,11 @@ impl Cache {
     /// Where `what` is remembered for the present version of the file at `path`.
     fn tool_memo(&self, what: &str, path: &Path) -> Result<PathBuf> {
         let meta = fs::metadata(path).map_err(|e| io_error("read", path, e))?;
+        Ok(self.tool_memo_of(what, path, &meta))
+    }
+
+    /// Where `what` is remembered for the version `meta` of the file at `path`.
+    fn tool_memo_of(&self, what: &str, path: &Path, meta: &fs::Metadata) -> PathBuf {
         let mut version = Key::new(what)
             .text(&path.display().to_string())
             .bytes(&meta.len().to_le_bytes());
@@ -669,7 +711,7 @@ impl Cache {
                 .bytes(&meta.ctime().to_le_bytes())
                 .bytes(&meta.ctime_nsec().to_le_bytes());
         }
-        Ok(self.dir.join("tools").join(version.finish()))
+        self.dir.join("tools").join(version.finish())
     }
 }
 

@@ -57,15 +57,29 @@ pub fn kernels(image: &[u8], origin: &str) -> Result<ImageCode> {
         }
     }
     let mut out = BTreeMap::new();
+    // each text section's own instructions and calls, and each start's sums, once
+    let own: Vec<(u64, u32)> = (c.sections.iter())
+        .map(|t| {
+            let code = if t.has_bytes() { c.bytes(t) } else { &[] };
+            ((code.len() / 16) as u64, call_count(code))
+        })
+        .collect();
+    let mut sums: BTreeMap<usize, (u64, u32)> = BTreeMap::new();
+    let mut visits = 0usize;
     for (k, s) in c.symbols.iter().enumerate().filter(|(_, s)| s.is_kernel()) {
-        let Some(text) = c.sections.get(s.shndx as usize) else {
+        let start = s.shndx as usize;
+        let Some(text) = c.sections.get(start) else {
             continue;
         };
-        let (mut instructions, mut calls) = (0, 0);
-        for t in reached(s.shndx as usize, &refs) {
-            instructions += c.sections[t].size / 16;
-            calls += call_count(c.bytes(&c.sections[t]));
-        }
+        let (instructions, calls) = match sums.get(&start) {
+            Some(&sum) => sum,
+            None => {
+                let sum = reached(start, &refs, &mut visits, &c.origin)?
+                    .into_iter()
+                    .fold((0, 0), |(i, n), t| (i + own[t].0, n + own[t].1));
+                *sums.entry(start).or_insert(sum)
+            }
+        };
         let [max, min, frame, regs] = recs.get(&(k as u32)).copied().unwrap_or_default();
         out.insert(
             s.name.to_string(),
@@ -77,11 +91,9 @@ pub fn kernels(image: &[u8], origin: &str) -> Result<ImageCode> {
             },
         );
     }
-    let size = c
-        .sections
-        .iter()
-        .filter(|s| s.name.starts_with(".text."))
-        .map(|s| s.size / 16)
+    let size = (c.sections.iter().zip(&own))
+        .filter(|(s, _)| s.name.starts_with(".text."))
+        .map(|(_, o)| o.0)
         .sum();
     Ok(ImageCode { kernels: out, size })
 }
@@ -94,10 +106,23 @@ fn call_count(code: &[u8]) -> u32 {
         .count() as u32
 }
 
+/// The most references between text sections followed, and the most sections visited
+/// over all kernels: an image whose relocation sections overlap can name far more than
+/// its size (refused, naming the file, rather than read for minutes).
+const MAX_REFERENCES: usize = 1 << 20;
+const MAX_VISITS: usize = 1 << 26;
+
+fn too_many(origin: &str, what: &str) -> crate::diag::Error {
+    crate::diag::Error::fatal(format!(
+        "'{origin}': too many {what} between functions to follow"
+    ))
+}
+
 /// Each text section's index → the other text sections its relocations name a function
 /// of.
 fn text_references(c: &Cubin) -> Result<BTreeMap<usize, BTreeSet<usize>>> {
     let mut refs: BTreeMap<usize, BTreeSet<usize>> = BTreeMap::new();
+    let mut count = 0usize;
     for (i, s) in c.sections.iter().enumerate() {
         let applies_to = s.info as usize;
         let is_text = |k: usize| {
@@ -114,26 +139,43 @@ fn text_references(c: &Cubin) -> Result<BTreeMap<usize, BTreeSet<usize>>> {
                 continue;
             };
             let callee = target.shndx as usize;
-            if target.is_function() && callee != applies_to && is_text(callee) {
-                refs.entry(applies_to).or_default().insert(callee);
+            if target.is_function()
+                && callee != applies_to
+                && is_text(callee)
+                && refs.entry(applies_to).or_default().insert(callee)
+            {
+                count += 1;
+                if count > MAX_REFERENCES {
+                    return Err(too_many(&c.origin, "references"));
+                }
             }
         }
     }
     Ok(refs)
 }
 
-/// The text sections reachable from `start` (itself included), each once.
-fn reached(start: usize, refs: &BTreeMap<usize, BTreeSet<usize>>) -> BTreeSet<usize> {
+/// The text sections reachable from `start` (itself included), each once; `visits`
+/// counts the references followed over all calls.
+fn reached(
+    start: usize,
+    refs: &BTreeMap<usize, BTreeSet<usize>>,
+    visits: &mut usize,
+    origin: &str,
+) -> Result<BTreeSet<usize>> {
     let mut seen = BTreeSet::from([start]);
     let mut todo = vec![start];
     while let Some(t) = todo.pop() {
         for &n in refs.get(&t).into_iter().flatten() {
+            *visits += 1;
+            if *visits > MAX_VISITS {
+                return Err(too_many(origin, "calls"));
+            }
             if seen.insert(n) {
                 todo.push(n);
             }
         }
     }
-    seen
+    Ok(seen)
 }
 
 /// The table `compare --code` prints, and its summary lines.

@@ -137,7 +137,14 @@ impl Begun {
         let mut parts = self.options;
         let mut stamps = Vec::with_capacity(self.tools.len() + self.stamps.len());
         for (role, t, stamp) in self.tools {
-            let id = cache.tool_id(&t).map_err(|_| "a tool cannot be read")?;
+            let (id, meta) = cache
+                .tool_id_opened(&t)
+                .map_err(|_| "a tool cannot be read")?;
+            // (the bytes hashed are the file stamped: a name switched to another file
+            // meanwhile, and back before the link ends, is no key)
+            if Stamp::of(&meta) != stamp {
+                return Err("a tool changed while the key was made");
+            }
             parts.push(Kind::Tool, role, format!("{}\t{id}", t.display()));
             stamps.push((t, stamp));
         }
@@ -369,7 +376,11 @@ fn inputs(
                 if thin_archive(path) {
                     return Err("a thin archive's members live in other files");
                 }
-                let id = cache.tool_id(path).map_err(|_| "an input cannot be read")?;
+                let (id, meta) =
+                    (cache.tool_id_opened(path)).map_err(|_| "an input cannot be read")?;
+                if Stamp::of(&meta) != stamp {
+                    return Err("an input changed while the key was made");
+                }
                 (stamp.file_id(), Source::Toolkit(id))
             }
             false => {

@@ -57,10 +57,12 @@ pub fn around(
     // read into memory, so the link parses the bytes hashed; every file stamped, so a
     // change while the link runs stores nothing). Not with a shared tier, whose entries a
     // new machine's first link is there to find, nor with `--explain`, which weighs the
-    // key before the link.
+    // key before the link, nor in a cache that cannot remember the tools (every link would
+    // find them unknown).
     let beside = !req.observe.explain
         && cache.remote().is_none()
-        && !key::tools_remembered(plan, cache, given);
+        && !key::tools_remembered(plan, cache, given)
+        && cache.can_remember_tools();
     let begun = beside.then(|| {
         let _span = crate::trace::span("cache", "whole-link key (inputs hashed)");
         key::begin(plan, cache, opened, given)

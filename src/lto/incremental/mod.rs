@@ -188,7 +188,9 @@ pub fn link(
                 .collect::<Vec<_>>(),
         )
     {
-        say(&unestimated_first(&plan::launches(&name)));
+        say(&unestimated_first(&format!(
+            "its IR names libcudadevrt's '{name}' (a launch from the device, which nvlink links as relocatable code)"
+        )));
         return Ok(Outcome::Whole(Some(Box::new(WholeTimer {
             req: req.clone(),
         }))));

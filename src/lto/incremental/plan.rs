@@ -408,7 +408,7 @@ fn unestimated(p: &Program, names: &[String]) -> Option<String> {
 }
 
 /// Why a program that calls libcudadevrt's launch function `name` is not estimated.
-pub fn launches(name: &str) -> String {
+fn launches(name: &str) -> String {
     format!(
         "it launches kernels from the device ('{name}'), which nvlink links as relocatable code"
     )
@@ -418,7 +418,9 @@ pub fn launches(name: &str) -> String {
 /// runtime's `__cudaCDP2GetParameterBuffer[V2]` and `__cudaCDP2LaunchDevice[V2]`, which
 /// every launch from the device calls), found without reading the modules: a hint that
 /// holds for nvcc's bitcode, whose string table keeps each name whole (but not apart
-/// from the next); a module that hides them leaves the decision to the summaries.
+/// from the next, so another name holding one of them is found too: its first link is
+/// whole-program, nvlink's image); a module that hides them leaves the decision to the
+/// summaries.
 pub fn launch_named(modules: &[&[u8]]) -> Option<String> {
     const NAMES: [&str; 2] = ["__cudaCDP2GetParameterBuffer", "__cudaCDP2LaunchDevice"];
     modules.iter().find_map(|m| {
