@@ -249,7 +249,7 @@ fn a_kernel_launched_from_another_units_kernel_is_kept_with_libcudadevrt() {
     );
     assert!(
         first.messages.contains(
-            "incremental LTO: linking whole-program: none of this program's code partitions is cached, and its IR names libcudadevrt's '__cudaCDP2GetParameterBufferV2' (a launch from the device, which nvlink links as relocatable code)"
+            "incremental LTO: linking whole-program: none of this program's code partitions is cached, and its IR names the device runtime's '__cudaCDP2GetParameterBufferV2' (a launch from the device, which makes nvlink link it as relocatable code)"
         ),
         "{}",
         first.messages
@@ -309,6 +309,76 @@ fn a_device_launching_programs_partitions_run_the_code_of_its_relocatable_whole_
             );
         }
         assert!(p.size > w.size, "sm_{sm}: {} -> {}", w.size, p.size);
+    }
+}
+
+#[test]
+fn a_program_that_takes_a_device_functions_address_links_whole_program() {
+    // fp_a.cu's kernel stores a pointer to a device function, fp_b.cu's calls through it:
+    // a pointer is a value of the whole program ptxas compiled (an index into the calling
+    // kernel's table of clones), so partitions would call garbage (a new user's program:
+    // the partitioned image's use_op had no clone to call)
+    for sm in [90, 100] {
+        let objs = program(&[&format!("fp_a_{sm}.o"), &format!("fp_b_{sm}.o")]);
+        let whole = link(&args(sm, &objs, &[]), None, None, &[]);
+        let cache = tempfile::tempdir().unwrap();
+        let inc = link(
+            &args(sm, &objs, &["-v"]),
+            Some("partitions"),
+            Some(cache.path()),
+            &[],
+        );
+        assert!(
+            inc.messages.contains(
+                "incremental LTO: linking whole-program: the address of the device function '_Z6op_addff' is taken"
+            ) || inc.messages.contains(
+                "incremental LTO: linking whole-program: the address of the device function '_Z6op_mulff' is taken"
+            ),
+            "sm_{sm}: {}",
+            inc.messages
+        );
+        let verbose = link(&args(sm, &objs, &["-v"]), None, None, &[]);
+        assert!(
+            inc.image == verbose.image,
+            "sm_{sm}: the whole-program image"
+        );
+        assert!(whole.image.len() > 0);
+    }
+}
+
+#[test]
+fn a_recursive_kernels_stack_is_the_one_record_ptxas_gave() {
+    // rc_a.cu's kernel recurses: its partition's ptxas gives its MIN_STACK_SIZE (cannot
+    // be determined, 0xffffffff), which the image keeps alone, as the whole-program image
+    // has it (a new user's review: the merge added a second record, 0)
+    for sm in [90, 100] {
+        let objs = program(&[&format!("rc_a_{sm}.o"), &format!("rc_b_{sm}.o")]);
+        let (whole, inc, _) = both(&args(sm, &objs, &[]));
+        let stacks = |image: &[u8]| {
+            let c = Cubin::parse(Bytes::from_vec(image.to_vec()), "image").unwrap();
+            let s = c
+                .sections
+                .iter()
+                .find(|s| s.name.as_str() == ".nv.info")
+                .unwrap();
+            let mut out: Vec<(String, u32)> =
+                nvlinkrs::elf::info::parse(c.bytes(s), "image", ".nv.info", 0)
+                    .unwrap()
+                    .into_iter()
+                    .filter(|r| r.attr == nvlinkrs::elf::info::MIN_STACK_SIZE)
+                    .filter_map(|r| r.sym_value())
+                    .map(|(sym, v)| (c.symbols[sym as usize].name.to_string(), v))
+                    .filter(|(n, _)| !n.contains("cuda_device_runtime"))
+                    .collect();
+            out.sort();
+            out
+        };
+        let expected = vec![
+            ("_Z3recPii".to_string(), u32::MAX),
+            ("_Z4flatPi".to_string(), 0),
+        ];
+        assert_eq!(stacks(&whole.image), expected, "sm_{sm}");
+        assert_eq!(stacks(&inc.image), expected, "sm_{sm}");
     }
 }
 

@@ -1,8 +1,8 @@
 //! The code of two images, kernel by kernel (`nvlinkrs compare --code`): registers (its
 //! `EIATTR_REGCOUNT`, else the count its text section records), instructions (16 bytes
 //! each) and calls (CALL instructions: relative or absolute) of the code the kernel can
-//! run: its text, callees cloned into it included, and the text of every function its
-//! code refers to through a relocation, each once, followed from there (a relocatable
+//! run: its text, callees cloned into it included, and the text of every function (not
+//! a kernel it launches) its code refers to through a relocation, each once, followed from there (a relocatable
 //! image keeps callees as functions of their own where a whole-program one clones them),
 //! and its stack (its maximum, else minimum stack size, else its frame size). What the
 //! judgement of an incremental link against the whole-program link reads: the same
@@ -119,7 +119,7 @@ fn too_many(origin: &str, what: &str) -> crate::diag::Error {
 }
 
 /// Each text section's index → the other text sections its relocations name a function
-/// of.
+/// of (not a kernel: a kernel named is one launched).
 fn text_references(c: &Cubin) -> Result<BTreeMap<usize, BTreeSet<usize>>> {
     let mut refs: BTreeMap<usize, BTreeSet<usize>> = BTreeMap::new();
     let mut count = 0usize;
@@ -139,7 +139,9 @@ fn text_references(c: &Cubin) -> Result<BTreeMap<usize, BTreeSet<usize>>> {
                 continue;
             };
             let callee = target.shndx as usize;
+            // (a kernel's address is a launch from the device, not a call)
             if target.is_function()
+                && !target.is_kernel()
                 && callee != applies_to
                 && is_text(callee)
                 && refs.entry(applies_to).or_default().insert(callee)

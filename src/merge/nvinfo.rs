@@ -36,7 +36,15 @@ impl<'a> Merger<'a> {
         self.kernel_info.externs = self.extern_lists();
         let mut global = self.global_records(&props)?;
         if exec {
-            global.extend(self.stack_records(&props)?);
+            // (a kernel whose stack an extensible whole program's ptxas gave, as it does
+            // a recursive one's "cannot be determined", keeps that record alone)
+            let given = self.stacks_given();
+            let ours = self.stack_records(&props)?;
+            global.extend(ours.into_iter().filter(|r| {
+                r.payload
+                    .u32_at(0)
+                    .is_none_or(|o| !given.contains(&(o as usize - 1)))
+            }));
             self.check_cta_groups(&props)?;
         }
         // (an image without global records has, as nvlink's, no section: one without
@@ -145,6 +153,28 @@ impl<'a> Merger<'a> {
         }
         global.reverse();
         Ok(global)
+    }
+
+    /// The output symbols of the kernels whose `MIN_STACK_SIZE` an extensible whole
+    /// program (ptxas `-ewp`, e_type 0xff00: incremental LTO's partitions) gives: ptxas
+    /// writes one for a kernel whose call tree recurses (0xffffffff), which
+    /// [`Merger::global_records`] keeps.
+    fn stacks_given(&self) -> std::collections::HashSet<usize> {
+        let mut given = std::collections::HashSet::new();
+        for (i, p) in self.parsed.iter().enumerate() {
+            if self.inputs[i].cubin.e_type != 0xff00 {
+                continue;
+            }
+            for r in p.records.as_deref().unwrap_or(&[]) {
+                if r.attr == info::MIN_STACK_SIZE
+                    && let Some((sym, _)) = r.sym_value()
+                    && let Some(o) = self.out_index(SymKey::new(i, sym as usize))
+                {
+                    given.insert(o);
+                }
+            }
+        }
+        given
     }
 
     /// An executable's stack records (`MIN_STACK_SIZE` for each kernel the image keeps,

@@ -68,7 +68,23 @@ fn key(req: &LinkRequest) -> Key {
         },
         verbose: false,
         verbose2: false,
+        verbose_keep: false,
         incremental: false,
+        // (what the link says and how it is observed is not the program: `--explain`, a
+        // time trace, `-w` gave a program another history, whose links found no
+        // partition measured)
+        observe: Default::default(),
+        dump_callgraph: None,
+        recorded: crate::cli::Recorded {
+            suppress_stack_size_warning: false,
+            suppress_arch_warning: false,
+            disable_warnings: false,
+            warning_as_error: false,
+            disable_infos: false,
+            report_arch: false,
+            extra_warnings: false,
+            ..req.recorded.clone()
+        },
         inputs: (req.inputs.iter())
             .map(|p| stable(&p.to_string_lossy()).into())
             .collect(),
@@ -128,6 +144,35 @@ mod tests {
         assert_eq!(
             identity(Some("tmp/tmpxft_1_2-3_b.o"), &["k".into()]),
             "nvcc:b.o:k"
+        );
+    }
+
+    #[test]
+    fn how_a_link_is_observed_is_the_same_program() {
+        // (a new user's review: `--explain`, a time trace or `-w` gave the program another
+        // history, so a relink whose partitions were all cached went whole-program)
+        let request = |extra: &[&str]| {
+            let mut args: Vec<String> = ["-arch=sm_90", "-dlto", "a.o", "b.o", "-o", "x.cubin"]
+                .iter()
+                .chain(extra)
+                .map(|s| s.to_string())
+                .collect();
+            args.push("--incremental".into());
+            crate::cli::parse(&args).unwrap().0.request().unwrap()
+        };
+        let plain = key(&request(&[]));
+        for extra in [
+            &["--explain"][..],
+            &["--time-trace=t.json"],
+            &["-w"],
+            &["-v"],
+            &["--report-json=r.json", "-o", "y.cubin"],
+        ] {
+            assert_eq!(key(&request(extra)).finish(), plain.finish(), "{extra:?}");
+        }
+        assert_ne!(
+            key(&request(&["-maxrregcount=32"])).finish(),
+            plain.finish()
         );
     }
 

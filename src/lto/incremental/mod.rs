@@ -189,7 +189,7 @@ pub fn link(
         )
     {
         say(&unestimated_first(&format!(
-            "its IR names libcudadevrt's '{name}' (a launch from the device, which nvlink links as relocatable code)"
+            "its IR names the device runtime's '{name}' (a launch from the device, which makes nvlink link it as relocatable code)"
         )));
         return Ok(Outcome::Whole(Some(Box::new(WholeTimer {
             req: req.clone(),
@@ -214,13 +214,6 @@ pub fn link(
             return Ok(Outcome::Whole(None));
         }
     };
-    if req.verbose && !parts.copied_addresses.is_empty() {
-        diag.info(&format!(
-            "incremental LTO: {} function(s) whose address is taken are copied into several partitions (pointers to them taken in different partitions compare unequal): {}",
-            parts.copied_addresses.len(),
-            parts.copied_addresses.join(", ")
-        ));
-    }
     let libnvvm = plan.libnvvm_to_load()?;
     let jobs = compile::jobs(
         &parts,
@@ -367,7 +360,6 @@ mod tests {
             kernels: Default::default(),
             whole_work: 1_600_000,
             read_work: 1_600_000,
-            copied_addresses: Vec::new(),
             unestimated: None,
         };
         let mut hist = history::History::default();

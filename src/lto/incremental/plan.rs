@@ -107,10 +107,6 @@ pub struct Plan {
     pub whole_work: u64,
     /// The instructions of every module, each partition's libNVVM program reads them all.
     pub read_work: u64,
-    /// Functions whose address is taken that more than one partition holds a copy of:
-    /// calls through a pointer work, but pointers to them taken in different partitions
-    /// compare unequal (said under `-v`).
-    pub copied_addresses: Vec<String>,
     /// Why no estimate of the partitions' time against the whole link's can be made
     /// ([`unestimated`]), if so.
     pub unestimated: Option<String>,
@@ -365,15 +361,20 @@ pub fn make(
     for &n in &data_closure {
         *reached_by.entry(n).or_default() += 1;
     }
-    let mut copied_addresses: Vec<String> = reached_by
-        .iter()
-        .filter(|&(&n, &count)| {
-            let g = p.global(n);
-            count >= 2 && g.kind == Kind::Function && g.defined && g.address_taken && !g.kernel
-        })
-        .map(|(&n, _)| p.global(n).name.clone())
-        .collect();
-    copied_addresses.sort();
+    // A pointer to a device function is a value of the whole program ptxas compiled: an
+    // index into the calling kernel's own table of the clones it may call (a new user's
+    // program: a pointer one partition's kernel stored, or the host read from a variable
+    // the data partition initialized, called garbage in another partition's kernel). A
+    // program whose kept code takes a function's address links whole-program.
+    if let Some(&n) = reached_by.keys().find(|&&n| {
+        let g = p.global(n);
+        g.kind == Kind::Function && g.defined && g.address_taken && !g.kernel
+    }) {
+        return Err(format!(
+            "the address of the device function '{}' is taken: a pointer to a function is a value of the partition that takes it, which another partition cannot call through",
+            p.global(n).name
+        ));
+    }
     Ok(Plan {
         partitions,
         pinned: pinned_nodes
@@ -383,7 +384,6 @@ pub fn make(
         kernels: kept.iter().map(|&n| p.global(n).name.clone()).collect(),
         whole_work,
         read_work,
-        copied_addresses,
         unestimated: unestimated(&p, names),
     })
 }
@@ -410,7 +410,7 @@ fn unestimated(p: &Program, names: &[String]) -> Option<String> {
 /// Why a program that calls libcudadevrt's launch function `name` is not estimated.
 fn launches(name: &str) -> String {
     format!(
-        "it launches kernels from the device ('{name}'), which nvlink links as relocatable code"
+        "it calls the device runtime ('{name}'), which makes nvlink link it as relocatable code"
     )
 }
 
@@ -579,7 +579,6 @@ mod tests {
             kernels: BTreeSet::new(),
             whole_work: whole,
             read_work: whole,
-            copied_addresses: Vec::new(),
             unestimated: None,
         }
     }
