@@ -197,7 +197,7 @@ fn dense_references(v: usize) -> Vec<u8> {
         .collect();
     let mut body = vec![0u8; 64];
     let mut add = |b: &[u8]| {
-        while body.len() % 8 != 0 {
+        while !body.len().is_multiple_of(8) {
             body.push(0);
         }
         body.extend(b);
@@ -208,7 +208,7 @@ fn dense_references(v: usize) -> Vec<u8> {
     let o_sym = add(&symtab);
     let o_code = add(&[0x44, 0x09, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
     let o_rela = add(&relas);
-    while body.len() % 8 != 0 {
+    while !body.len().is_multiple_of(8) {
         body.push(0);
     }
     let shoff = body.len();

@@ -342,7 +342,7 @@ fn a_program_that_takes_a_device_functions_address_links_whole_program() {
             inc.image == verbose.image,
             "sm_{sm}: the whole-program image"
         );
-        assert!(whole.image.len() > 0);
+        assert!(!whole.image.is_empty());
     }
 }
 
