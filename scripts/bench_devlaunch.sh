@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# A program that launches kernels from the device under incremental LTO (issue 41):
-# benches/gen/devlaunch compiled with nvcc -dc -dlto at sm_90 and sm_100. For each target:
+# Programs that launch kernels from the device under incremental LTO (issue 41):
+# benches/gen/devlaunch (RUNS pairs) and benches/gen/cdpcub (a reviewer's CUB/Thrust
+# program, RUNS/3 pairs: its sm_100 link takes nvlink 20-25 s) compiled with nvcc -dc -dlto
+# at sm_90 and sm_100. For each program and target:
 # whether nvlinkrs's whole-program link is nvlink's bytes; `nvlinkrs compare --code` of
 # nvlink's image (relocatable code, as nvlink links every device-launching program)
 # against the partitioned image; and the first link in `--incremental` (whole-program for
-# such a program) against nvlink's link, paired: with a fresh cache, with a cache that
-# knows the tools (another program was linked in it before), and without the cache.
+# such a program unless its partitions are expected faster, weighed as relocatable code)
+# against nvlink's link, paired: with a fresh cache, with a cache that knows the tools
+# (another program was linked in it before), and without the cache; `-v`'s decision.
 # The daemon a first link starts for its background build is stopped before nvlink's run
 # of each pair, so no background build runs beside nvlink's link.
 # Usage: scripts/bench_devlaunch.sh [RUNS]   (default 9 pairs; writes
@@ -15,61 +18,79 @@ runs=${1:-9}
 out=${BENCH_OUT:-benches/results/incremental-devlaunch.md}
 export XDG_RUNTIME_DIR=$W/runtime
 mkdir -m 700 -p "$XDG_RUNTIME_DIR"
-units=(k1 k2 k3 main ops)
 started=$(conditions)
-code=() times=()
-for sm in 90 100; do
-  d=$W/sm$sm; mkdir -p "$d"; cp benches/gen/devlaunch/* "$d/"
-  (cd "$d" && printf '%s\n' "${units[@]}" | xargs -P "$(nproc)" -I{} \
-    "$CU/bin/nvcc" -dc -dlto -std=c++17 -O3 -arch=sm_$sm {}.cu -o {}.o)
-  args="-arch=sm_$sm -dlto -nvvmpath=$CU/nvvm -L$CU/lib $(printf "$d/%s.o " "${units[@]}") -lcudadevrt"
-  "$CU/bin/nvlink" $args -o "$d/nv.cubin"
-  "$N" $args --no-cache -o "$d/whole.cubin"
-  same=no; cmp -s "$d/nv.cubin" "$d/whole.cubin" && same=yes
-  NVLINKRS_INCREMENTAL=partitions "$N" $args --cache-dir "$d/pc" -o "$d/part.cubin"
-  summary=$("$N" compare --code "$d/nv.cubin" "$d/part.cubin" | grep -E '^(kernels|registers|instructions|calls|stack|code size):' | paste -sd ';' | sed 's/;/; /g')
-  code+=("| sm_$sm | $same | $summary |")
-  # a cache that knows the tools: the tools' identities a first link left
-  "$N" $args --cache-dir "$d/seed" -o "$d/seed.cubin"
-  # (the first link queues the partitions' background build with a daemon it starts;
-  # stopped before nvlink's run, which it would slow)
-  pair() {
-    python3 scripts/measure_pairs.py "$runs" "$1" "$2" "$N daemon stop" "$CU/bin/nvlink $args -o $d/y.cubin" |
-      awk -v what="$3" -v sm="$sm" '{printf "| sm_%s | %s | %.3f [%.3f-%.3f] | %.3f [%.3f-%.3f] | %.4f [%.4f-%.4f] |\n", sm, what, $1, $2, $3, $4, $5, $6, $7, $8, $9}'
-  }
-  times+=("$(pair "rm -rf $d/fc" "$N $args --incremental --cache-dir $d/fc -o $d/x.cubin" "first link, \`--incremental\`, a fresh cache")")
-  times+=("$(pair "rm -rf $d/kc && mkdir $d/kc && cp -r $d/seed/tools $d/kc/" "$N $args --incremental --cache-dir $d/kc -o $d/x.cubin" "first link, \`--incremental\`, a cache that knows the tools")")
-  times+=("$(pair "" "$N $args --no-cache -o $d/x.cubin" "whole-program, \`--no-cache\`")")
+code=() times=() decided=()
+for spec in "devlaunch:$runs:k1 k2 k3 main ops" "cdpcub:$(( (runs + 2) / 3 )):cub_blocks launcher main thrust_scan thrust_sort"; do
+  prog=${spec%%:*}; rest=${spec#*:}; pairs=${rest%%:*}; read -r -a units <<< "${rest#*:}"
+  for sm in 90 100; do
+    d=$W/$prog-sm$sm; mkdir -p "$d"; cp benches/gen/$prog/* "$d/"
+    (cd "$d" && printf '%s\n' "${units[@]}" | xargs -P "$(nproc)" -I{} \
+      "$CU/bin/nvcc" -dc -dlto -std=c++17 -O3 -arch=sm_$sm {}.cu -o {}.o)
+    args="-arch=sm_$sm -dlto -nvvmpath=$CU/nvvm -L$CU/lib $(printf "$d/%s.o " "${units[@]}") -lcudadevrt"
+    "$CU/bin/nvlink" $args -o "$d/nv.cubin"
+    "$N" $args --no-cache -o "$d/whole.cubin"
+    same=no; cmp -s "$d/nv.cubin" "$d/whole.cubin" && same=yes
+    NVLINKRS_INCREMENTAL=partitions "$N" $args --cache-dir "$d/pc" -o "$d/part.cubin"
+    summary=$("$N" compare --code "$d/nv.cubin" "$d/part.cubin" | grep -E '^(kernels|registers|instructions|calls|stack|code size):' | paste -sd ';' | sed 's/;/; /g')
+    code+=("| $prog | sm_$sm | $same | $summary |")
+    # a cache that knows the tools: the tools' identities a first link left
+    "$N" $args --cache-dir "$d/seed" -o "$d/seed.cubin"
+    said=$("$N" $args --incremental -v --cache-dir "$d/said" -o "$d/said.cubin" 2>&1 | grep -m1 'incremental LTO: \(none\|linking\)' | sed 's/^nvlinkrs info *: //')
+    "$N" daemon stop >/dev/null 2>&1 || true
+    decided+=("| $prog | sm_$sm | $said |")
+    # (the first link queues the partitions' background build with a daemon it starts;
+    # stopped before nvlink's run, which it would slow)
+    pair() {
+      python3 scripts/measure_pairs.py "$pairs" "$1" "$2" "$N daemon stop" "$CU/bin/nvlink $args -o $d/y.cubin" |
+        awk -v what="$3" -v p="$prog" -v sm="$sm" '{printf "| %s | sm_%s | %s | %.3f [%.3f-%.3f] | %.3f [%.3f-%.3f] | %.4f [%.4f-%.4f] |\n", p, sm, what, $1, $2, $3, $4, $5, $6, $7, $8, $9}'
+    }
+    times+=("$(pair "rm -rf $d/fc" "$N $args --incremental --cache-dir $d/fc -o $d/x.cubin" "first link, \`--incremental\`, a fresh cache")")
+    times+=("$(pair "rm -rf $d/kc && mkdir $d/kc && cp -r $d/seed/tools $d/kc/" "$N $args --incremental --cache-dir $d/kc -o $d/x.cubin" "first link, \`--incremental\`, a cache that knows the tools")")
+    times+=("$(pair "" "$N $args --no-cache -o $d/x.cubin" "whole-program, \`--no-cache\`")")
+  done
 done
 {
-  echo "# Incremental LTO: a program that launches kernels from the device"
+  echo "# Incremental LTO: programs that launch kernels from the device"
   echo
-  echo "Measured by \`scripts/bench_devlaunch.sh $runs\` (its header says what each row is) on"
-  echo "\`benches/gen/devlaunch\` (5 units: a \`__noinline__\` helper with a 32-way \`switch\` that"
-  echo "kernels of three units call, a kernel launching another unit's kernel, CUB block reduce"
-  echo "and scan, Thrust sorts), \`nvcc -dc -dlto -std=c++17 -O3\`, \`-lcudadevrt\`."
+  echo "Measured by \`scripts/bench_devlaunch.sh $runs\` (its header says what each row is) on two"
+  echo "programs, \`nvcc -dc -dlto -std=c++17 -O3\`, \`-lcudadevrt\`: \`benches/gen/devlaunch\` (5 units:"
+  echo "a \`__noinline__\` helper with a 32-way \`switch\` that kernels of three units call, a kernel"
+  echo "launching another unit's kernel, CUB block reduce and scan, Thrust sorts; $runs pairs) and"
+  echo "\`benches/gen/cdpcub\` (a new user's: CUB block scan and radix sort, Thrust sort and scan, a"
+  echo "kernel launching two kernels, one of another unit, with fire-and-forget and tail launches;"
+  echo "$(( (runs + 2) / 3 )) pairs)."
   echo
   echo "$started"
   echo
   echo "## Code: nvlink's image against the partitioned image"
   echo
-  echo "nvlink links such a program as relocatable code: the helper is a function of its own that"
-  echo "the kernels call; each partition's whole-program code clones it into the kernels that call"
-  echo "it. \`compare --code\` counts, per kernel, the code it can run: its text (clones included)"
-  echo "and every function it reaches through a relocation, each once; the image's code size counts"
-  echo "every text section once."
+  echo "nvlink links such a program as relocatable code: a \`__noinline__\` helper is a function of"
+  echo "its own that the kernels call; each partition's whole-program code clones it into the"
+  echo "kernels that call it. \`compare --code\` counts, per kernel, the code it can run: its text"
+  echo "(clones included) and every function (not a kernel it launches) it reaches through a"
+  echo "relocation, each once; the image's code size counts every text section once."
   echo
-  echo "| target | nvlinkrs whole-program = nvlink's bytes | partitioned against nvlink |"
-  echo "|---|---|---|"
+  echo "| program | target | nvlinkrs whole-program = nvlink's bytes | partitioned against nvlink |"
+  echo "|---|---|---|---|"
   printf '%s\n' "${code[@]}"
+  echo
+  echo "## The first link's decision"
+  echo
+  echo "\`-v\` of the first \`--incremental\` link (a fresh cache): its partitions are built when"
+  echo "expected to take at most 90% of the whole-program link's time, the estimate of a program"
+  echo "nvlink links as relocatable code weighed 1.75 times (\`lto::incremental::plan\`)."
+  echo
+  echo "| program | target | decision |"
+  echo "|---|---|---|"
+  printf '%s\n' "${decided[@]}"
   echo
   echo "## The first link against nvlink's link"
   echo
-  echo "Wall seconds, median [fastest-slowest] of $runs pairs (nvlinkrs first in each pair), and the"
+  echo "Wall seconds, median [fastest-slowest] of the pairs (nvlinkrs first in each pair), and the"
   echo "pairs' ratios nvlinkrs / nvlink."
   echo
-  echo "| target | nvlinkrs link | nvlinkrs s | nvlink s | ratio |"
-  echo "|---|---|---|---|---|"
+  echo "| program | target | nvlinkrs link | nvlinkrs s | nvlink s | ratio |"
+  echo "|---|---|---|---|---|---|"
   printf '%s\n' "${times[@]}"
 } > "$out"
 "$N" daemon stop >/dev/null 2>&1 || true

@@ -10,7 +10,7 @@
 //! target. What cannot be partitioned is linked whole-program, as without the option
 //! (with `-v`, the reason). The first link of a program in [`Mode::Auto`] builds the
 //! partitions when side by side they are expected to take well under the whole-program
-//! link's time (`plan::Plan::cold_share`); else it is the whole-program link while the
+//! link's time (`plan::Plan::first_share`); else it is the whole-program link while the
 //! partitions are built in the background ([`background`]).
 
 pub mod background;
@@ -63,7 +63,7 @@ fn refusal(plan: &LinkPlan, pool: &Pool, settings: &LtoSettings, partial: bool) 
 }
 
 /// The first link of a program is partitioned when that is expected to take at most
-/// this share of the whole-program link's time (`plan::Plan::cold_share`).
+/// this share of the whole-program link's time (`plan::Plan::first_share`).
 const FIRST_LINK_SHARE: f64 = 0.9;
 
 /// How an incremental link in [`Mode::Auto`] goes: `Err` why it is to be the
@@ -93,16 +93,20 @@ fn auto_choice(
     }
     if first {
         let workers = crate::jobs::workers(0, parts.partitions.len());
-        let share = parts.cold_share(workers);
+        let share = parts.first_share(workers);
+        // (a program nvlink links as relocatable code: its estimate weighed)
+        let relocatable = parts.relocatable.as_ref().map_or(String::new(), |call| {
+            format!(", weighed as a program that calls the device runtime ('{call}'), which nvlink links as relocatable code")
+        });
         if share > FIRST_LINK_SHARE {
             return Err(format!(
-                "none of this program's code partitions is cached, and building them all on {workers} worker(s) would take about {:.0}% of a whole-program link's time (partitions when at most {:.0}%)",
+                "none of this program's code partitions is cached, and building them all on {workers} worker(s) would take about {:.0}% of a whole-program link's time{relocatable} (partitions when at most {:.0}%)",
                 share * 100.0,
                 FIRST_LINK_SHARE * 100.0
             ));
         }
         said = Some(format!(
-            "incremental LTO: none of this program's code partitions is cached: building them, on {workers} worker(s) about {:.0}% of a whole-program link's time",
+            "incremental LTO: none of this program's code partitions is cached: building them, on {workers} worker(s) about {:.0}% of a whole-program link's time{relocatable}",
             share * 100.0
         ));
     }
@@ -174,27 +178,6 @@ pub fn link(
         return Ok(Outcome::Whole(None));
     };
     let modules: Vec<IrModule> = pool.modules.iter().map(|m| m.module.clone()).collect();
-    let mode = plan.incremental()?;
-    // a program no link has measured yet (no history: no partition of it was ever
-    // compiled) that launches kernels from the device is linked whole-program first, as
-    // `auto_choice` decides it: decided before the summaries are read
-    if mode == Mode::Auto
-        && history::load(cache, req).is_empty()
-        && let Some(name) = plan::launch_named(
-            &pool
-                .modules
-                .iter()
-                .map(|m| &m.module.data[..])
-                .collect::<Vec<_>>(),
-        )
-    {
-        say(&unestimated_first(&format!(
-            "its IR names the device runtime's '{name}' (a launch from the device, which makes nvlink link it as relocatable code)"
-        )));
-        return Ok(Outcome::Whole(Some(Box::new(WholeTimer {
-            req: req.clone(),
-        }))));
-    }
     let lines = consensus.value(Opt::LineInfo).is_some();
     let sums = timings.phase("summaries", || {
         Ok(ctx.jobs.run_all(
@@ -235,6 +218,7 @@ pub fn link(
         })
         .collect();
     let todo: Vec<usize> = (0..jobs.len()).filter(|&i| cached[i].is_none()).collect();
+    let mode = plan.incremental()?;
     let mut hist = history::load(cache, req);
     // (a first link that builds the partitions: the whole link's time it was weighed
     // against, for later links to weigh their changed partitions against)
@@ -244,7 +228,7 @@ pub fn link(
         let misses: Vec<String> = todo.iter().map(|&i| identities[i].clone()).collect();
         let first = code_misses == jobs.len() - 1;
         if first && hist.whole_ms.is_none() {
-            weighed = Some(parts.cold_share(crate::jobs::workers(0, parts.partitions.len())));
+            weighed = Some(parts.first_share(crate::jobs::workers(0, parts.partitions.len())));
         }
         match auto_choice(&parts, first, &hist, &misses) {
             Ok(said) => {
@@ -361,6 +345,7 @@ mod tests {
             whole_work: 1_600_000,
             read_work: 1_600_000,
             unestimated: None,
+            relocatable: None,
         };
         let mut hist = history::History::default();
         let misses: Vec<String> = ["a.o:k", "b.o:k"].map(String::from).to_vec();
@@ -381,6 +366,22 @@ mod tests {
         assert_eq!(
             auto_choice(&unread, true, &hist, &misses),
             Err("none of this program's code partitions is cached, and 'c.o' could not be read function by function: building them cannot be weighed against a whole-program link".into())
+        );
+        // a program nvlink links as relocatable code: its estimate weighed
+        let relocatable = plan::Plan {
+            relocatable: Some("__cudaCDP2LaunchDeviceV2".into()),
+            ..parts.clone()
+        };
+        let w = crate::jobs::workers(0, parts.partitions.len());
+        assert_eq!(relocatable.first_share(w), parts.cold_share(w) * 1.75);
+        let said = auto_choice(&relocatable, true, &hist, &misses)
+            .unwrap()
+            .unwrap();
+        assert!(
+            said.ends_with(
+                "weighed as a program that calls the device runtime ('__cudaCDP2LaunchDeviceV2'), which nvlink links as relocatable code"
+            ),
+            "{said}"
         );
         // measured times decide, and are said
         hist.whole_ms = Some(100);

@@ -110,6 +110,9 @@ pub struct Plan {
     /// Why no estimate of the partitions' time against the whole link's can be made
     /// ([`unestimated`]), if so.
     pub unestimated: Option<String>,
+    /// The device runtime's function the program calls, if it does ([`runtime_call`]):
+    /// nvlink then links it as relocatable code, which [`Plan::first_share`] weighs.
+    pub relocatable: Option<String>,
 }
 
 /// Why the link cannot be partitioned (it is then linked whole-program).
@@ -385,52 +388,38 @@ pub fn make(
         whole_work,
         read_work,
         unestimated: unestimated(&p, names),
+        relocatable: runtime_call(&p),
     })
 }
 
 /// Why the summaries cannot weigh the partitions against the whole-program link: a
-/// module they could not read function by function (its instructions are not counted),
-/// or a launch from the device (a call of libcudadevrt's, which no module defines):
-/// nvlink links such a program as relocatable code, which libNVVM optimizes less and
-/// faster than the partitions' whole programs (a new user's 8-unit program: 86%
-/// estimated, 149% measured).
+/// module they could not read function by function (its instructions are not counted).
 fn unestimated(p: &Program, names: &[String]) -> Option<String> {
-    if let Some((_, n)) = p.sums.iter().zip(names).find(|(s, _)| s.opaque.is_some()) {
-        return Some(format!("'{n}' could not be read function by function"));
-    }
-    let launch = p.sums.iter().flat_map(|s| &s.globals).find(|g| {
+    let (_, n) = p.sums.iter().zip(names).find(|(s, _)| s.opaque.is_some())?;
+    Some(format!("'{n}' could not be read function by function"))
+}
+
+/// The device runtime's function (libcudadevrt's `__cudaCDP*`, `cudaLaunchDevice*`: a
+/// launch from the device, the device's `cudaMalloc`) the program calls, which no module
+/// defines: nvlink then links the program as relocatable code.
+fn runtime_call(p: &Program) -> Option<String> {
+    let call = p.sums.iter().flat_map(|s| &s.globals).find(|g| {
         g.kind == Kind::Function
             && !g.defined
             && (g.name.starts_with("__cudaCDP") || g.name.starts_with("cudaLaunchDevice"))
             && !p.defs.contains_key(g.name.as_str())
     })?;
-    Some(launches(&launch.name))
+    Some(call.name.clone())
 }
 
-/// Why a program that calls libcudadevrt's launch function `name` is not estimated.
-fn launches(name: &str) -> String {
-    format!(
-        "it calls the device runtime ('{name}'), which makes nvlink link it as relocatable code"
-    )
-}
-
-/// The first libcudadevrt launch function some module's bytes name (the device
-/// runtime's `__cudaCDP2GetParameterBuffer[V2]` and `__cudaCDP2LaunchDevice[V2]`, which
-/// every launch from the device calls), found without reading the modules: a hint that
-/// holds for nvcc's bitcode, whose string table keeps each name whole (but not apart
-/// from the next, so another name holding one of them is found too: its first link is
-/// whole-program, nvlink's image); a module that hides them leaves the decision to the
-/// summaries.
-pub fn launch_named(modules: &[&[u8]]) -> Option<String> {
-    const NAMES: [&str; 2] = ["__cudaCDP2GetParameterBuffer", "__cudaCDP2LaunchDevice"];
-    modules.iter().find_map(|m| {
-        NAMES.iter().find_map(|name| {
-            let at = m.windows(name.len()).position(|w| w == name.as_bytes())?;
-            let v2 = m[at + name.len()..].starts_with(b"V2");
-            Some(format!("{name}{}", if v2 { "V2" } else { "" }))
-        })
-    })
-}
+/// How much longer than the estimate says the whole-program link of a program that calls
+/// the device runtime is taken to be, against its partitions: nvlink links it as
+/// relocatable code (libNVVM `--device-c`, ptxas `-c`), which the estimate does not model.
+/// Measured partitions' time against the whole link's, with the estimate: a new user's
+/// 8-unit program 149% (estimate 86%), `benches/gen/devlaunch` 90% (97%), a new user's
+/// CUB/Thrust program 64% at sm_90 (41%) and 22% at sm_100 (44%): weighed so, the first
+/// link builds the partitions for the last two and links the first two whole-program.
+const RELOCATABLE_WEIGHT: f64 = 1.75;
 
 /// How a compile's time grows with the instructions it compiles: faster than in
 /// proportion (libNVVM's whole-program passes and ptxas over one large PTX), as the
@@ -465,6 +454,16 @@ impl Plan {
     pub fn cold_share(&self, workers: usize) -> f64 {
         let all: Vec<usize> = (0..self.partitions.len()).collect();
         self.share(&all, workers)
+    }
+
+    /// [`Plan::cold_share`] as a first link weighs it: for a program nvlink links as
+    /// relocatable code, [`RELOCATABLE_WEIGHT`] times it.
+    pub fn first_share(&self, workers: usize) -> f64 {
+        let weight = match self.relocatable {
+            Some(_) => RELOCATABLE_WEIGHT,
+            None => 1.0,
+        };
+        self.cold_share(workers) * weight
     }
 
     /// As [`Plan::cold_share`] for compiling the partitions `todo` alone (the others
@@ -580,6 +579,7 @@ mod tests {
             whole_work: whole,
             read_work: whole,
             unestimated: None,
+            relocatable: None,
         }
     }
 
