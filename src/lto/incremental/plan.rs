@@ -368,14 +368,10 @@ pub fn make(
     // index into the calling kernel's own table of the clones it may call (a new user's
     // program: a pointer one partition's kernel stored, or the host read from a variable
     // the data partition initialized, called garbage in another partition's kernel). A
-    // program whose kept code takes a function's address links whole-program.
-    if let Some(&n) = reached_by.keys().find(|&&n| {
-        let g = p.global(n);
-        g.kind == Kind::Function && g.defined && g.address_taken && !g.kernel
-    }) {
+    // program where any unit takes a function's address links whole-program.
+    if let Some(name) = function_address_taken(&p) {
         return Err(format!(
-            "the address of the device function '{}' is taken: a pointer to a function is a value of the partition that takes it, which another partition cannot call through",
-            p.global(n).name
+            "the address of the device function '{name}' is taken: a pointer to a function is a value of the partition that takes it, which another partition cannot call through"
         ));
     }
     Ok(Plan {
@@ -389,6 +385,27 @@ pub fn make(
         read_work,
         unestimated: unestimated(&p, names),
         relocatable: runtime_call(&p),
+    })
+}
+
+/// A device function (not a kernel) whose address some unit takes, by that unit's own
+/// entry for it: its definition, or its declaration of another unit's, or its copy of a
+/// template another unit's copy stands for (a reviewer's programs: the flag on the taking
+/// unit's entry, the definition the name resolves to unflagged).
+fn function_address_taken(p: &Program) -> Option<String> {
+    p.sums.iter().enumerate().find_map(|(m, s)| {
+        s.globals.iter().enumerate().find_map(|(i, g)| {
+            if g.kind != Kind::Function || !g.address_taken {
+                return None;
+            }
+            let target = match p.defs.get(g.name.as_str()) {
+                Some(&n) => n,
+                None if g.defined => (m, i as u32),
+                None => return None,
+            };
+            let t = p.global(target);
+            (!g.kernel && !t.kernel).then(|| t.name.clone())
+        })
     })
 }
 
