@@ -628,41 +628,33 @@ impl Cache {
         valid: impl Fn(&str) -> bool,
         compute: impl FnOnce() -> Result<String>,
     ) -> Result<String> {
-        let answer = {
-            let mut answers = self.tool_answers.lock().unwrap_or_else(|e| e.into_inner());
-            std::sync::Arc::clone(answers.entry(memo.clone()).or_default())
-        };
+        let answer = self.answer_slot(&memo);
         let mut found = answer.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(id) = found.as_ref() {
             return Ok(id.clone());
         }
-        let id = self.remembered_or(&memo, valid, compute)?;
+        let id = match remembered_file(&memo, valid) {
+            Some(id) => id,
+            None => {
+                let id = compute()?;
+                if let Ok(mut tmp) = tempfile::Builder::new()
+                    .prefix(guard::TMP_PREFIX)
+                    .tempfile_in(self.dir.join("tools"))
+                {
+                    let _ = tmp.write_all(id.as_bytes());
+                    let _ = tmp.persist(&memo);
+                }
+                id
+            }
+        };
         *found = Some(id.clone());
         Ok(id)
     }
 
-    /// The answer remembered at `memo` if `valid`, else `compute`'s, remembered there.
-    fn remembered_or(
-        &self,
-        memo: &Path,
-        valid: impl Fn(&str) -> bool,
-        compute: impl FnOnce() -> Result<String>,
-    ) -> Result<String> {
-        if let Ok(Some(id)) = guard::read_regular(memo, 256)
-            && let Ok(id) = String::from_utf8(id)
-            && valid(&id)
-        {
-            return Ok(id);
-        }
-        let id = compute()?;
-        if let Ok(mut tmp) = tempfile::Builder::new()
-            .prefix(guard::TMP_PREFIX)
-            .tempfile_in(self.dir.join("tools"))
-        {
-            let _ = tmp.write_all(id.as_bytes());
-            let _ = tmp.persist(memo);
-        }
-        Ok(id)
+    /// This process's answer for `memo`, found or being found.
+    fn answer_slot(&self, memo: &Path) -> ToolAnswer {
+        let mut answers = self.tool_answers.lock().unwrap_or_else(|e| e.into_inner());
+        std::sync::Arc::clone(answers.entry(memo.to_path_buf()).or_default())
     }
 
     /// Whether a tool's identity found now can be remembered (the cache takes a file
@@ -676,14 +668,21 @@ impl Cache {
     }
 
     /// Whether the identity of the tool at `path` ([`Cache::tool_id`]) is remembered for
-    /// its present version, so that asking for it hashes nothing.
+    /// its present version, so that asking for it hashes nothing (what is read is kept
+    /// for the asking: the memo is read once).
     pub fn tool_id_remembered(&self, path: &Path) -> bool {
-        self.tool_memo("tool-version", path).is_ok_and(|memo| {
-            guard::read_regular(&memo, 256)
-                .ok()
-                .flatten()
-                .is_some_and(|id| std::str::from_utf8(&id).is_ok_and(guard::is_tool_name))
-        })
+        let Ok(memo) = self.tool_memo("tool-version", path) else {
+            return false;
+        };
+        let answer = self.answer_slot(&memo);
+        // (another thread finding it now: not remembered yet)
+        let Ok(mut found) = answer.try_lock() else {
+            return false;
+        };
+        if found.is_none() {
+            *found = remembered_file(&memo, guard::is_tool_name);
+        }
+        found.is_some()
     }
 
     /// Where `what` is remembered for the present version of the file at `path`.
@@ -713,6 +712,12 @@ impl Cache {
         }
         self.dir.join("tools").join(version.finish())
     }
+}
+
+/// The answer remembered on disk at `memo`, if `valid`.
+fn remembered_file(memo: &Path, valid: impl Fn(&str) -> bool) -> Option<String> {
+    let id = String::from_utf8(guard::read_regular(memo, 256).ok()??).ok()?;
+    valid(&id).then_some(id)
 }
 
 /// What the entry `data` (header and content) took to make, as its header says.

@@ -36,15 +36,7 @@ impl<'a> Merger<'a> {
         self.kernel_info.externs = self.extern_lists();
         let mut global = self.global_records(&props)?;
         if exec {
-            // (a kernel whose stack an extensible whole program's ptxas gave, as it does
-            // a recursive one's "cannot be determined", keeps that record alone)
-            let given = self.stacks_given();
-            let ours = self.stack_records(&props)?;
-            global.extend(ours.into_iter().filter(|r| {
-                r.payload
-                    .u32_at(0)
-                    .is_none_or(|o| !given.contains(&(o as usize - 1)))
-            }));
+            global.extend(self.stack_records(&props)?);
             self.check_cta_groups(&props)?;
         }
         // (an image without global records has, as nvlink's, no section: one without
@@ -162,7 +154,7 @@ impl<'a> Merger<'a> {
     fn stacks_given(&self) -> std::collections::HashSet<usize> {
         let mut given = std::collections::HashSet::new();
         for (i, p) in self.parsed.iter().enumerate() {
-            if self.inputs[i].cubin.e_type != 0xff00 {
+            if self.inputs[i].cubin.e_type != super::shared::EWP {
                 continue;
             }
             for r in p.records.as_deref().unwrap_or(&[]) {
@@ -229,6 +221,10 @@ impl<'a> Merger<'a> {
             .filter_map(|f| Some((*self.sym_of.get(&self.code.funcs[f].key)?, props[&f].stack)))
             .collect();
         stacks.sort_by_key(|&(o, _)| o);
+        // (a kernel whose stack an extensible whole program's ptxas gave, as it does a
+        // recursive one's "cannot be determined", keeps that record alone)
+        let given = self.stacks_given();
+        stacks.retain(|(o, _)| !given.contains(o));
         for (o, stack) in stacks {
             global.push(Record::sym_pair(info::MIN_STACK_SIZE, o as u32 + 1, stack));
         }

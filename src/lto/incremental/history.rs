@@ -20,14 +20,6 @@ pub struct History {
     pub partitions: BTreeMap<String, u64>,
 }
 
-impl History {
-    /// Nothing measured: no link of the program compiled a partition or measured the
-    /// whole-program link.
-    pub fn is_empty(&self) -> bool {
-        self.whole_ms.is_none() && self.partitions.is_empty()
-    }
-}
-
 /// A partition as later links know it: its unit and its kernels.
 pub fn identity(module: Option<&str>, kernels: &[String]) -> String {
     let mut k = kernels.to_vec();

@@ -361,9 +361,6 @@ pub fn make(
         .flat_map(|s| &s.globals)
         .map(|g| g.insts + 1)
         .sum();
-    for &n in &data_closure {
-        *reached_by.entry(n).or_default() += 1;
-    }
     // A pointer to a device function is a value of the whole program ptxas compiled: an
     // index into the calling kernel's own table of the clones it may call (a new user's
     // program: a pointer one partition's kernel stored, or the host read from a variable
