@@ -10,18 +10,34 @@
 # against nvlink's link, paired: with a fresh cache, with a cache that knows the tools
 # (another program was linked in it before), and without the cache; `-v`'s decision.
 # The daemon a first link starts for its background build is stopped before nvlink's run
-# of each pair, so no background build runs beside nvlink's link.
+# of each pair, so no background build runs beside nvlink's link. For devlaunch, the time
+# each linker spends outside libNVVM and ptxas (wall time less the `-time` file's rows).
 # Usage: scripts/bench_devlaunch.sh [RUNS]   (default 9 pairs; writes
-#        benches/results/incremental-devlaunch.md, or BENCH_OUT)
+#        benches/results/incremental-devlaunch.md, or BENCH_OUT; PROGRAMS=devlaunch
+#        measures that program alone)
 source "$(dirname "$0")/bench_env.sh"
 runs=${1:-9}
 out=${BENCH_OUT:-benches/results/incremental-devlaunch.md}
 export XDG_RUNTIME_DIR=$W/runtime
 mkdir -m 700 -p "$XDG_RUNTIME_DIR"
 started=$(conditions)
-code=() times=() decided=()
+code=() times=() decided=() outs=()
+# The time a link spends outside NVIDIA's compile steps: its wall time less the `-time`
+# file's libNVVM (cicc) and ptxas rows; median [fastest-slowest] ms of RUNS links, each
+# after SETUP (nvlinkrs' background build's daemon stopped after each).
+outside() {
+  local v=() i s e
+  for i in $(seq "$pairs"); do
+    [ -n "$1" ] && eval "$1" >/dev/null 2>&1
+    rm -f "$d/t.csv"; s=$(date +%s%N); eval "$2 -time $d/t.csv" >/dev/null 2>&1; e=$(date +%s%N)
+    "$N" daemon stop >/dev/null 2>&1 || true
+    v+=("$(awk -F, -v w=$(( (e - s) / 1000 )) 'NR > 1 {t += $7} END {printf "%.1f", w / 1000 - t}' "$d/t.csv")")
+  done
+  printf '%s\n' "${v[@]}" | sort -n | awk '{a[NR] = $1} END {printf "%.1f [%.1f-%.1f]", (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2), a[1], a[NR]}'
+}
 for spec in "devlaunch:$runs:k1 k2 k3 main ops" "cdpcub:$(( (runs + 2) / 3 )):cub_blocks launcher main thrust_scan thrust_sort"; do
   prog=${spec%%:*}; rest=${spec#*:}; pairs=${rest%%:*}; read -r -a units <<< "${rest#*:}"
+  [[ " ${PROGRAMS:-devlaunch cdpcub} " == *" $prog "* ]] || continue
   for sm in 90 100; do
     d=$W/$prog-sm$sm; mkdir -p "$d"; cp benches/gen/$prog/* "$d/"
     (cd "$d" && printf '%s\n' "${units[@]}" | xargs -P "$(nproc)" -I{} \
@@ -47,6 +63,8 @@ for spec in "devlaunch:$runs:k1 k2 k3 main ops" "cdpcub:$(( (runs + 2) / 3 )):cu
     times+=("$(pair "rm -rf $d/fc" "$N $args --incremental --cache-dir $d/fc -o $d/x.cubin" "first link, \`--incremental\`, a fresh cache")")
     times+=("$(pair "rm -rf $d/kc && mkdir $d/kc && cp -r $d/seed/tools $d/kc/" "$N $args --incremental --cache-dir $d/kc -o $d/x.cubin" "first link, \`--incremental\`, a cache that knows the tools")")
     times+=("$(pair "" "$N $args --no-cache -o $d/x.cubin" "whole-program, \`--no-cache\`")")
+    # (devlaunch's first link is whole-program: one libNVVM and one ptxas step to take off)
+    [ "$prog" = devlaunch ] && outs+=("| $prog | sm_$sm | $(outside "" "$CU/bin/nvlink $args -o $d/y.cubin") | $(outside "rm -rf $d/kc && mkdir $d/kc && cp -r $d/seed/tools $d/kc/" "$N $args --incremental --cache-dir $d/kc -o $d/x.cubin") | $(outside "" "$N $args --no-cache -o $d/x.cubin") |")
   done
 done
 {
@@ -58,7 +76,7 @@ done
   echo "launching another unit's kernel, CUB block reduce and scan, Thrust sorts; $runs pairs) and"
   echo "\`benches/gen/cdpcub\` (a new user's: CUB block scan and radix sort, Thrust sort and scan, a"
   echo "kernel launching two kernels, one of another unit, with fire-and-forget and tail launches;"
-  echo "$(( (runs + 2) / 3 )) pairs)."
+  echo "$(( (runs + 2) / 3 )) pairs). Measured here: ${PROGRAMS:-devlaunch cdpcub}."
   echo
   echo "$started"
   echo
@@ -92,6 +110,17 @@ done
   echo "| program | target | nvlinkrs link | nvlinkrs s | nvlink s | ratio |"
   echo "|---|---|---|---|---|---|"
   printf '%s\n' "${times[@]}"
+  echo
+  echo "## Time outside libNVVM and ptxas"
+  echo
+  echo "The wall time of a link less what its \`-time\` file gives libNVVM's compile and ptxas (in"
+  echo "nvlink's process; nvlinkrs' children, their start included): what each linker adds of"
+  echo "its own. Milliseconds, median [fastest-slowest] of $runs links each; devlaunch only (its"
+  echo "first link is whole-program; cdpcub's builds partitions, whose rows overlap)."
+  echo
+  echo "| program | target | nvlink | nvlinkrs first link, \`--incremental\`, a cache that knows the tools | nvlinkrs \`--no-cache\` |"
+  echo "|---|---|---|---|---|"
+  printf '%s\n' "${outs[@]}"
 } > "$out"
 "$N" daemon stop >/dev/null 2>&1 || true
 echo "wrote $out"

@@ -440,6 +440,41 @@ fn exited(pid: u32) -> std::io::Result<bool> {
     Ok(unsafe { info.si_pid() } != 0)
 }
 
+/// A way for another thread to stop a compile it no longer needs (the whole-program
+/// compile started beside incremental LTO's decision, `lto::phase`): the child running
+/// now is killed with its group, and its caller starts no other.
+#[derive(Default)]
+pub struct Cancel {
+    stopped: AtomicBool,
+    /// The child running for the caller, while it runs.
+    running: Mutex<Option<u32>>,
+}
+
+impl Cancel {
+    /// Stops the work: the child running now, and any the caller would start.
+    pub fn stop(&self) {
+        let running = self.running.lock().unwrap_or_else(|e| e.into_inner());
+        self.stopped.store(true, Ordering::SeqCst);
+        if let Some(pid) = *running {
+            kill_group(pid);
+        }
+    }
+
+    pub fn stopped(&self) -> bool {
+        self.stopped.load(Ordering::SeqCst)
+    }
+
+    /// The caller's child `pid` started (`Some`), or ended (`None`); one started after
+    /// [`Cancel::stop`] is killed at once.
+    pub fn running(&self, pid: Option<u32>) {
+        let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
+        *running = pid;
+        if let (Some(pid), true) = (pid, self.stopped()) {
+            kill_group(pid);
+        }
+    }
+}
+
 /// Kills the child's process group (the child, and what it started that stayed there).
 pub fn kill_group(pid: u32) {
     // SAFETY: kill has no memory effects; a group that is gone gives ESRCH.
@@ -497,6 +532,35 @@ mod tests {
             (&f.stdout[..], &f.stderr[..]),
             (&b"request"[..], &b"err\n"[..])
         );
+    }
+
+    /// A child another thread no longer needs is stopped with its group: at once when
+    /// it runs, before it runs when it starts after the stop.
+    #[test]
+    fn cancel_stops_the_running_child_and_any_later_one() {
+        let cancel = Arc::new(Cancel::default());
+        let t = Instant::now();
+        let (f, _) = std::thread::scope(|s| {
+            let c = &cancel;
+            let running = s.spawn(move || {
+                let pid = |p| c.running(Some(p));
+                let f = run_started(&mut sh("sleep 30"), Vec::new(), limits(60, None, 64), pid);
+                c.running(None);
+                f
+            });
+            std::thread::sleep(Duration::from_millis(300));
+            cancel.stop();
+            (running.join().unwrap().unwrap(), ())
+        });
+        let killed = |e: &Ending| e.describe() == "crashed (SIGKILL)";
+        assert!(killed(&f.ending), "{:?}", f.ending);
+        assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+        let later = run_started(&mut sh("sleep 30"), Vec::new(), limits(60, None, 64), |p| {
+            cancel.running(Some(p))
+        })
+        .unwrap();
+        assert!(killed(&later.ending), "{:?}", later.ending);
+        assert!(t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());
     }
 
     /// A child that spins is stopped at the wall-clock limit (was: never, its CPU time

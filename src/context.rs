@@ -48,6 +48,9 @@ pub struct LinkContext<'a> {
     one_shot: bool,
     /// The process's finalizer, where it gave one ([`Process::finalizer`]).
     pub finalizer: Option<std::sync::Arc<Given>>,
+    /// The finalizer's worker, where this link started it early
+    /// (`crate::finalize::start_early`: its library loads while libNVVM compiles).
+    pub early_finalizer: std::sync::OnceLock<Arc<dyn Finalizer + Send>>,
 }
 
 impl<'a> LinkContext<'a> {
@@ -60,6 +63,7 @@ impl<'a> LinkContext<'a> {
             ptxas_launcher: launcher,
             one_shot: process.one_shot,
             finalizer: process.finalizer.clone(),
+            early_finalizer: std::sync::OnceLock::new(),
         }
     }
 
@@ -123,6 +127,12 @@ pub trait Finalizer: Sync {
     /// the jobs go to the job pool.
     fn prepare(&self) -> crate::diag::Result<()> {
         Ok(())
+    }
+
+    /// The worker process it started, if it started one: whose (`daemon`, `link`) and
+    /// its pid (the report's `finalize` section).
+    fn started(&self) -> Option<(&'static str, u32)> {
+        None
     }
 }
 

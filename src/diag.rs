@@ -331,6 +331,19 @@ impl Diagnostics {
             .collect()
     }
 
+    /// Prints what the collector `held` recorded, in order, as this link's own messages
+    /// (a compile run before it was known to be wanted, `lto::phase`).
+    pub fn replay(&self, held: &Diagnostics) {
+        for (level, m) in held.printed() {
+            match level {
+                Level::Info => self.info(&m),
+                Level::Warning => self.warning(&m),
+                Level::Error | Level::Fatal => self.error(&m),
+                Level::Tool => self.tool_output(&m),
+            }
+        }
+    }
+
     /// Every message printed so far, in order (for reports and tests).
     pub fn printed(&self) -> Vec<(Level, String)> {
         self.state

@@ -537,6 +537,20 @@ fn an_edit_compiles_only_the_partitions_whose_code_changed_and_gives_the_cold_im
     }
 }
 
+/// The complete events of a link's trace (`--time-trace`) of category `cat` named `name`:
+/// each one's start and end in microseconds, and its arguments.
+fn spans(trace: &str, cat: &str, name: &str) -> Vec<(f64, f64, serde_json::Value)> {
+    let json: serde_json::Value = serde_json::from_str(trace).unwrap();
+    let events = json["traceEvents"].as_array().unwrap();
+    (events.iter())
+        .filter(|e| e["ph"] == "X" && e["cat"] == cat && e["name"] == name)
+        .map(|e| {
+            let ts = e["ts"].as_f64().unwrap();
+            (ts, ts + e["dur"].as_f64().unwrap(), e["args"].clone())
+        })
+        .collect()
+}
+
 #[test]
 fn the_first_link_is_whole_program_while_the_daemon_builds_the_partitions() {
     let runtime = tempfile::tempdir().unwrap();
@@ -576,6 +590,13 @@ fn the_first_link_is_whole_program_while_the_daemon_builds_the_partitions() {
             .messages
             .contains("incremental LTO: the partitions are being built in the background")
     );
+    // (the compile started before the decision: its messages held, said after it)
+    let at = |m: &str| first.messages.find(m).unwrap_or(usize::MAX);
+    assert!(
+        at("incremental LTO: linking whole-program") < at("libNVVM options: "),
+        "{}",
+        first.messages
+    );
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
     while !daemon("status").ends_with("background idle\n") {
         assert!(
@@ -590,6 +611,14 @@ fn the_first_link_is_whole_program_while_the_daemon_builds_the_partitions() {
         "the background build wrote over the first link's trace"
     );
     assert!(!traced.contains("nvlinkrs-background"), "{traced}");
+    // libNVVM's whole-program compile started beside the summaries its decision was made
+    // from, not after them (was: after; the first link waited for the summaries)
+    let (summaries, cicc) = (
+        spans(&traced, "phase", "summaries"),
+        spans(&traced, "phase", "cicc"),
+    );
+    assert_eq!((summaries.len(), cicc.len()), (1, 1), "{traced}");
+    assert!(cicc[0].0 < summaries[0].1, "{summaries:?} {cicc:?}");
     // the next link, after an edit of st_a.cu's kernel, compiles that partition alone
     let edited = program(&["st_a_k_90.o", "st_b_90.o", "st_main_90.o"]);
     let mut a = args(90, &edited, &["-v"]);
@@ -631,7 +660,18 @@ fn a_first_link_whose_partitions_are_expected_to_be_faster_builds_them() {
     };
     let two = tempfile::tempdir().unwrap();
     let env = [("XDG_RUNTIME_DIR", rt), ("NVLINKRS_JOBS", "2")];
-    let first = link(&a, None, Some(two.path()), &env);
+    let trace = runtime.path().join("first.json");
+    let mut traced = a.clone();
+    traced.push(format!("--time-trace={}", trace.display()));
+    let first = link(&traced, None, Some(two.path()), &env);
+    // the whole-program compile started beside the summaries (a program never
+    // partitioned here is likely linked whole) was stopped once the partitions were chosen
+    let trace = std::fs::read_to_string(&trace).unwrap();
+    let cicc = spans(&trace, "phase", "cicc");
+    let stopped: Vec<_> = (cicc.iter())
+        .filter(|(_, _, args)| args["stopped"] == "the partitions were built")
+        .collect();
+    assert_eq!(stopped.len(), 1, "{cicc:?}");
     assert!(
         first.messages.contains(
             "incremental LTO: none of this program's code partitions is cached: building them, on "

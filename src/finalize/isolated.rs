@@ -35,16 +35,6 @@ impl Isolated {
         }
     }
 
-    /// The worker started, if one was: `daemon` or `link`, and its pid.
-    pub fn started(&self) -> Option<(&'static str, u32)> {
-        let w = self.worker.get()?.as_ref().ok()?;
-        let whose = match w.owner {
-            Owner::Daemon { .. } => "daemon",
-            Owner::Link { .. } => "link",
-        };
-        Some((whose, w.pid))
-    }
-
     /// The worker: the daemon's when this link runs under it, else a child of the link.
     fn worker(&self) -> Result<&Worker> {
         let w = self
@@ -74,6 +64,15 @@ impl Finalizer for Isolated {
 
     fn link(&self, job: &[&[u8]], mode: &Mode) -> Result<Option<Vec<u8>>> {
         self.worker()?.link(job, mode)
+    }
+
+    fn started(&self) -> Option<(&'static str, u32)> {
+        let w = self.worker.get()?.as_ref().ok()?;
+        let whose = match w.owner {
+            Owner::Daemon { .. } => "daemon",
+            Owner::Link { .. } => "link",
+        };
+        Some((whose, w.pid))
     }
 }
 

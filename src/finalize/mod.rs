@@ -24,6 +24,8 @@ pub mod units;
 mod whole;
 pub mod worker;
 
+use std::sync::Arc;
+
 use crate::context::LinkContext;
 pub use crate::context::{Finalizer, Given, Mode};
 use crate::diag::{Error, Result};
@@ -35,10 +37,11 @@ pub use splice::{Count, splice};
 pub const VAR: &str = "NVLINKRS_FINALIZER";
 
 /// The finalizer a link runs: the one its process gave, else the toolkit's library in
-/// a worker process started from this executable.
+/// a worker process started from this executable (started early, [`start_early`], or
+/// when its first job needs it).
 enum Chosen<'c> {
     Given(&'c Given),
-    Worker(isolated::Isolated),
+    Worker(Arc<dyn Finalizer + Send>),
 }
 
 impl Chosen<'_> {
@@ -51,17 +54,18 @@ impl Chosen<'_> {
             return Ok((Chosen::Given(g), g.library.clone()));
         }
         let lib = library(plan)?;
+        if let Some(early) = ctx.early_finalizer.get() {
+            return Ok((Chosen::Worker(early.clone()), lib));
+        }
         let size = inputs.iter().map(|i| i.cubin.data.len()).sum();
-        Ok((
-            Chosen::Worker(isolated::Isolated::new(lib.clone(), size)),
-            lib,
-        ))
+        let worker = isolated::Isolated::new(lib.clone(), size);
+        Ok((Chosen::Worker(Arc::new(worker)), lib))
     }
 
     fn finalizer(&self) -> &dyn Finalizer {
         match self {
             Chosen::Given(g) => &*g.finalizer,
-            Chosen::Worker(w) => w,
+            Chosen::Worker(w) => &**w,
         }
     }
 
@@ -70,6 +74,27 @@ impl Chosen<'_> {
             Chosen::Given(_) => None,
             Chosen::Worker(w) => w.started(),
         }
+    }
+}
+
+/// Starts the finalizer's worker now, in a link that will run it after a long step
+/// (an LTO link: libNVVM's compile, on one core): the worker's start and its library's
+/// load are done on the other core meanwhile, not when the first job needs them (the
+/// time outside libNVVM and ptxas, benches/results/incremental-devlaunch.md). `bytes`:
+/// the link's input files, which size the worker's limits as its inputs do
+/// ([`isolated::Isolated::new`]). A worker that then has no job (every job cached) ends
+/// with the link; one that cannot start is the first job's error, as without this.
+pub fn start_early(plan: &Plan, ctx: &LinkContext, bytes: usize) {
+    if ctx.finalizer.is_some() || !matches!(wanted(plan, ctx), Ok(true)) {
+        return;
+    }
+    let Ok(lib) = library(plan) else {
+        return;
+    };
+    let worker = Arc::new(isolated::Isolated::new(lib, bytes));
+    if ctx.early_finalizer.set(worker.clone()).is_ok() {
+        // (on a thread: under the daemon, asking for its worker waits for the answer)
+        std::thread::spawn(move || worker.prepare());
     }
 }
 

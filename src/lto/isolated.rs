@@ -45,9 +45,17 @@ pub fn limits(request: usize) -> child::Limits {
     }
 }
 
-/// libNVVM at `lib`, run in a child process.
+/// libNVVM at `lib`, run in a child process; `cancel`: a compile another thread may
+/// stop (then the attempt running is killed and none follows).
 pub struct IsolatedNvvm {
     pub lib: PathBuf,
+    pub cancel: Option<std::sync::Arc<child::Cancel>>,
+}
+
+impl IsolatedNvvm {
+    fn stopped(&self) -> bool {
+        self.cancel.as_ref().is_some_and(|c| c.stopped())
+    }
 }
 
 impl Engine for IsolatedNvvm {
@@ -72,12 +80,26 @@ impl Engine for IsolatedNvvm {
         );
         let mut crashes = Vec::new();
         for _ in 0..ATTEMPTS {
+            if self.stopped() {
+                return Err(Error::fatal(
+                    "libNVVM's compile was stopped: its image is not needed",
+                ));
+            }
             let mut cmd = child::self_command(SUBCOMMAND).map_err(|e| {
                 Error::fatal(format!("cannot find this program to run libNVVM: {e}"))
             })?;
             cmd.arg(&self.lib).arg("--").args(options);
             fixed_layout(&mut cmd);
-            let done = child::run(&mut cmd, body.clone(), limits(body.len())).map_err(|e| {
+            let running = |pid| {
+                if let Some(c) = &self.cancel {
+                    c.running(pid);
+                }
+            };
+            let done = child::run_started(&mut cmd, body.clone(), limits(body.len()), |pid| {
+                running(Some(pid))
+            });
+            running(None);
+            let done = done.map_err(|e| {
                 Error::fatal(format!("cannot start '{}': {e}", child::program(&cmd)))
             })?;
             let st = match done.ending {

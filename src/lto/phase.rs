@@ -65,25 +65,85 @@ pub fn run(
         return Ok(LtoOutcome::NoIr);
     };
     output::folder_is_there(&plan.req.output)?;
-    let mut whole_timer = None;
+    let (mut whole_timer, mut compiled) = (None, None);
     if plan.incremental()? != crate::cli::incremental::Mode::Off {
         use lto::incremental::Outcome;
-        let (pool, settings) = (&g.pool, &g.settings);
-        match lto::incremental::link(plan, ctx, pool, settings, &g.consensus, g.partial, timings)? {
-            Outcome::Partitioned(cubins) => {
+        match incremental(plan, ctx, &g, timings)? {
+            (Outcome::Partitioned(cubins), _) => {
                 timings.partitioned = true;
-                if g.from_host && !pool.cudadevrt {
+                if g.from_host && !g.pool.cudadevrt {
                     return Err(Error::fatal("expected libcudadevrt object"));
                 }
-                return relocatable_outcome(cubins, pool);
+                return relocatable_outcome(cubins, &g.pool);
             }
-            Outcome::Whole(timer) => whole_timer = timer,
+            (Outcome::Whole(timer), beside) => (whole_timer, compiled) = (timer, beside),
         }
     }
-    let Some(lto_out) = compile_whole(plan, ctx, &g, timings)? else {
+    let compiled = match compiled {
+        Some(c) => c,
+        None => timings.phase("cicc", || whole_ir(plan, ctx, &g, ctx.diag, None, true)),
+    };
+    let Some(lto_out) = emitted(plan, compiled?, timings)? else {
         return Ok(LtoOutcome::Written);
     };
     assemble(plan, ctx, &g, lto_out, whole_timer, timings)
+}
+
+/// Incremental LTO's link or its decision to link whole-program. The first link of a
+/// program never partitioned here (in `Auto`, its history holds no partition) is
+/// likely whole-program: its libNVVM compile starts at once, beside the summaries the
+/// decision is made from (which it no longer waits for: the time outside libNVVM and
+/// ptxas, benches/results/incremental-devlaunch.md), its messages held until it is known
+/// to be wanted; when the partitions are built instead, it is stopped. With it, what it
+/// compiled.
+#[allow(clippy::type_complexity)]
+fn incremental(
+    plan: &Plan,
+    ctx: &LinkContext,
+    g: &Gathered,
+    timings: &mut Timings,
+) -> Result<(lto::incremental::Outcome, Option<Result<lto::LtoOutput>>)> {
+    let req = plan.req;
+    let decide = |timings: &mut Timings| {
+        let (pool, settings) = (&g.pool, &g.settings);
+        lto::incremental::link(plan, ctx, pool, settings, &g.consensus, g.partial, timings)
+    };
+    // (-emit-ptx is refused by incremental LTO; the modes that print straight to the
+    // terminal keep their order)
+    let quiet = !(req.emit_ptx || req.verbose_keep || req.verbose2);
+    if !(quiet && lto::incremental::likely_whole(plan, ctx)) {
+        return Ok((decide(timings)?, None));
+    }
+    let cancel = std::sync::Arc::new(crate::child::Cancel::default());
+    let held = diag::Diagnostics::collector();
+    let trace = crate::trace::current();
+    let (decided, (compiled, took)) = std::thread::scope(|s| {
+        let beside = s.spawn(|| {
+            let _lane = crate::trace::lane(&trace);
+            let _span = crate::trace::span("phase", "cicc");
+            let t = std::time::Instant::now();
+            let r = whole_ir(plan, ctx, g, &held, Some(cancel.clone()), false);
+            if r.is_err() && cancel.stopped() {
+                crate::trace::arg("stopped", || "the partitions were built".into());
+            }
+            (r, t.elapsed())
+        });
+        let decided = decide(timings);
+        if !matches!(decided, Ok(lto::incremental::Outcome::Whole(_))) {
+            cancel.stop();
+        }
+        (
+            decided,
+            beside.join().expect("the whole-program compile's thread"),
+        )
+    });
+    let decided = decided?;
+    if let lto::incremental::Outcome::Whole(_) = decided {
+        ctx.diag.replay(&held);
+        timings.phases.push(("cicc", took));
+        return Ok((decided, Some(compiled)));
+    }
+    Ok((decided, None))
 }
 
 /// The module pool and its settings (`None`: no IR among the inputs, nvlink's warning).
@@ -192,17 +252,20 @@ fn settings_for(
     settings
 }
 
-/// The whole program through the LTO engine (libNVVM, or LLVM for bitcode): its PTX, or
-/// `None` when that PTX was the output (`-emit-ptx`).
-fn compile_whole(
+/// The whole program through the LTO engine (libNVVM, or LLVM for bitcode), its
+/// messages to `diag`; `cancel`: a compile another thread may stop; `status`: shown on
+/// the status line when long.
+fn whole_ir(
     plan: &Plan,
     ctx: &LinkContext,
     g: &Gathered,
-    timings: &mut Timings,
-) -> Result<Option<lto::LtoOutput>> {
-    let (req, diag) = (plan.req, ctx.diag);
+    diag: &diag::Diagnostics,
+    cancel: Option<std::sync::Arc<crate::child::Cancel>>,
+    status: bool,
+) -> Result<lto::LtoOutput> {
+    let req = plan.req;
     let options = lto::nvvm_options(&g.settings, &g.consensus);
-    let engine = engine_for(plan, ctx, &g.pool)?;
+    let engine = engine_for(plan, ctx, &g.pool, cancel)?;
     if req.verbose_keep {
         for m in &g.pool.modules {
             diag::to_stdout(&format!("nvlink -lto-add-module {}.nvvm\n", m.module.name));
@@ -215,16 +278,25 @@ fn compile_whole(
         diag::to_stderr(" Running nvlink cicc-lto\n");
     }
     let modules: Vec<lto::IrModule> = g.pool.modules.iter().map(|m| m.module.clone()).collect();
-    let lto_out = timings
-        .phase("cicc", || {
-            jobs::phase(engine.1, || engine.0.compile(&modules, &options, diag))
-        })
-        .map_err(|e| explain_newer_ir(e, &modules, req.target))
-        .map_err(|e| explain_ours(e, &modules, g.mixed))?;
+    let compile = || engine.0.compile(&modules, &options, diag);
+    match status {
+        true => jobs::phase(engine.1, compile),
+        false => compile(),
+    }
+    .map_err(|e| explain_newer_ir(e, &modules, req.target))
+    .map_err(|e| explain_ours(e, &modules, g.mixed))
+}
+
+/// libNVVM's output, or `None` when its PTX was the output (`-emit-ptx`, written here).
+fn emitted(
+    plan: &Plan,
+    lto_out: lto::LtoOutput,
+    timings: &mut Timings,
+) -> Result<Option<lto::LtoOutput>> {
     // (nvlink writes the PTX without libcudadevrt: its check is the cubin's, `assemble`)
-    if req.emit_ptx {
+    if plan.req.emit_ptx {
         let ptx = lto_out.ptx.concat();
-        output::write_atomic(&req.output, &ptx)?;
+        output::write_atomic(&plan.req.output, &ptx)?;
         timings.written.out = timings.written.keep.then_some(ptx);
         return Ok(None);
     }
@@ -367,10 +439,11 @@ fn engine_for<'a>(
     plan: &Plan,
     ctx: &'a LinkContext,
     pool: &lto::pool::Pool,
+    cancel: Option<std::sync::Arc<crate::child::Cancel>>,
 ) -> Result<(Box<dyn Engine + 'a>, &'static str)> {
     let cache = ctx.cache();
     let _span = crate::trace::span("lto", "LTO engine loaded");
-    let (engine, name, files) = engine_uncached(plan, ctx, pool)?;
+    let (engine, name, files) = engine_uncached(plan, ctx, pool, cancel)?;
     let engine: Box<dyn Engine + 'a> = Box::new(lto::Traced {
         inner: engine,
         name,
@@ -399,6 +472,7 @@ fn engine_uncached(
     plan: &Plan,
     ctx: &LinkContext,
     pool: &lto::pool::Pool,
+    cancel: Option<std::sync::Arc<crate::child::Cancel>>,
 ) -> Result<(Box<dyn Engine>, &'static str, Vec<std::path::PathBuf>)> {
     let req = plan.req;
     use lto::IrForm;
@@ -426,17 +500,25 @@ fn engine_uncached(
         }
         _ => {
             let path = plan.libnvvm_to_load()?;
-            // (loaded here too, so that a library that cannot be loaded fails the link
-            // with its reason before any child starts)
-            let lib = lto::libnvvm::LibNvvm::load(&path)?;
             // (compiled in a child: libNVVM's own threads are not reliable, and its
             // output depends on where its data lies, which a child fixes: lto::isolated;
             // but in the drop-in libnvJitLink, whose process is its host's (Python),
             // there is no nvlinkrs to start: in process, as NVIDIA's library does)
             if req.nvjitlink {
+                let lib = lto::libnvvm::LibNvvm::load(&path)?;
                 return Ok((Box::new(lto::NvvmEngine { lib }), "libNVVM", vec![path]));
             }
-            let engine = lto::isolated::IsolatedNvvm { lib: path.clone() };
+            // (not loaded here: the child loads it, and a library that cannot be loaded
+            // is the child's answer, the same error; loading it here too delayed the
+            // compile by the library's load. One that cannot be read fails here, with
+            // the loader's error, before the cache reads it for its identity)
+            if std::fs::File::open(&path).is_err() {
+                lto::libnvvm::LibNvvm::load(&path)?;
+            }
+            let engine = lto::isolated::IsolatedNvvm {
+                lib: path.clone(),
+                cancel,
+            };
             Ok((Box::new(engine), "libNVVM", vec![path]))
         }
     }

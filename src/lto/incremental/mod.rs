@@ -153,6 +153,18 @@ impl WholeTimer {
     }
 }
 
+/// Whether this link is likely the whole-program link: incremental LTO in `Auto`, with
+/// the cache, for a program no partition of which was compiled here yet (its history
+/// holds none: its first link, or every link so far whole-program), which [`link`]
+/// partitions only when that is expected to be well under the whole link's time.
+pub fn likely_whole(plan: &LinkPlan, ctx: &LinkContext) -> bool {
+    let Some(cache) = ctx.cache() else {
+        return false;
+    };
+    plan.incremental().is_ok_and(|m| m == Mode::Auto)
+        && history::load(cache, plan.req).partitions.is_empty()
+}
+
 /// Links the pool as partitions, or says to link it whole-program (under `-v`, why).
 pub fn link(
     plan: &LinkPlan,
@@ -294,6 +306,7 @@ fn compile_missing(
     lto::libnvvm::LibNvvm::load(libnvvm)?;
     let engine = lto::isolated::IsolatedNvvm {
         lib: libnvvm.to_path_buf(),
+        cancel: None,
     };
     let compiled = timings.phase("cicc", || {
         Ok(ctx.jobs.run_all(
