@@ -9,7 +9,8 @@
 //! The interface is two calls: [`command`] makes the child's `Command` (its three ends
 //! piped, a process group of its own, killed when the thread that starts it ends, as a
 //! link killed by the user or the daemon ends), [`run`] (or [`run_started`]) starts it, feeds it its request
-//! and returns how it ended with what it wrote. Nothing else is shared between callers;
+//! and returns how it ended with what it wrote; a [`Cancel`] lets another thread stop a
+//! child whose answer is no longer needed. Nothing else is shared between callers;
 //! each phrases its own messages from the [`Ending`]. The hidden subcommands by which
 //! nvlinkrs runs itself as such a child are here too ([`self_command`], [`started_as`]).
 
