@@ -672,6 +672,14 @@ fn a_first_link_whose_partitions_are_expected_to_be_faster_builds_them() {
         .filter(|(_, _, args)| args["stopped"] == "the partitions were built")
         .collect();
     assert_eq!(stopped.len(), 1, "{cicc:?}");
+    // (as the partitions were chosen, not once they were built: was after, the whole
+    // compile taking a core from the partitions' all along)
+    let partitions: Vec<_> = (cicc.iter())
+        .filter(|(_, _, args)| args.get("stopped").is_none())
+        .collect();
+    assert_eq!(partitions.len(), 1, "{cicc:?}");
+    let (start, end) = (partitions[0].0, partitions[0].1);
+    assert!(stopped[0].1 < start + (end - start) / 2.0, "{cicc:?}");
     assert!(
         first.messages.contains(
             "incremental LTO: none of this program's code partitions is cached: building them, on "

@@ -104,15 +104,20 @@ fn incremental(
     timings: &mut Timings,
 ) -> Result<(lto::incremental::Outcome, Option<Result<lto::LtoOutput>>)> {
     let req = plan.req;
-    let decide = |timings: &mut Timings| {
-        let (pool, settings) = (&g.pool, &g.settings);
-        lto::incremental::link(plan, ctx, pool, settings, &g.consensus, g.partial, timings)
+    let program = lto::incremental::Program {
+        pool: &g.pool,
+        settings: &g.settings,
+        consensus: &g.consensus,
+        partial: g.partial,
+    };
+    let decide = |beside: Option<&crate::child::Cancel>, timings: &mut Timings| {
+        lto::incremental::link(plan, ctx, &program, beside, timings)
     };
     // (-emit-ptx is refused by incremental LTO; the modes that print straight to the
     // terminal keep their order)
     let quiet = !(req.emit_ptx || req.verbose_keep || req.verbose2);
     if !(quiet && lto::incremental::likely_whole(plan, ctx)) {
-        return Ok((decide(timings)?, None));
+        return Ok((decide(None, timings)?, None));
     }
     let cancel = std::sync::Arc::new(crate::child::Cancel::default());
     let held = diag::Diagnostics::collector();
@@ -128,7 +133,8 @@ fn incremental(
             }
             (r, t.elapsed())
         });
-        let decided = decide(timings);
+        // (stopped by the link as it chooses the partitions, or here when it failed)
+        let decided = decide(Some(&cancel), timings);
         if !matches!(decided, Ok(lto::incremental::Outcome::Whole(_))) {
             cancel.stop();
         }

@@ -113,16 +113,24 @@ fn auto_choice(
     let workers = crate::jobs::workers(0, misses.len());
     match history::measured(hist, misses, workers) {
         Some((wall, whole)) if wall > whole => Err(format!(
-            "compiling its {} changed partitions took longer than a whole-program link",
-            misses.len()
+            "compiling its {} took longer than a whole-program link",
+            changed(misses.len())
         )),
         Some((wall, whole)) if !misses.is_empty() => Ok(said.or_else(|| {
             Some(format!(
-                "incremental LTO: its {} changed partitions took {wall} ms on {workers} worker(s) when last compiled, the whole-program link {whole} ms",
-                misses.len()
+                "incremental LTO: its {} took {wall} ms on {workers} worker(s) when last compiled, the whole-program link {whole} ms",
+                changed(misses.len())
             ))
         })),
         _ => Ok(said),
+    }
+}
+
+/// "1 changed partition", "2 changed partitions".
+fn changed(n: usize) -> String {
+    match n {
+        1 => "1 changed partition".into(),
+        n => format!("{n} changed partitions"),
     }
 }
 
@@ -165,17 +173,32 @@ pub fn likely_whole(plan: &LinkPlan, ctx: &LinkContext) -> bool {
         && history::load(cache, plan.req).partitions.is_empty()
 }
 
+/// What the LTO phase gathered that an incremental link reads: the module pool,
+/// libNVVM's settings, what the modules agree on, and whether the link is partial LTO.
+pub struct Program<'a> {
+    pub pool: &'a Pool,
+    pub settings: &'a LtoSettings,
+    pub consensus: &'a Consensus,
+    pub partial: bool,
+}
+
 /// Links the pool as partitions, or says to link it whole-program (under `-v`, why).
+/// `whole_beside`: the whole-program compile started beside this link's decision, stopped
+/// as soon as the partitions are chosen (before they are built).
 pub fn link(
     plan: &LinkPlan,
     ctx: &LinkContext,
-    pool: &Pool,
-    settings: &LtoSettings,
-    consensus: &Consensus,
-    partial: bool,
+    program: &Program,
+    whole_beside: Option<&crate::child::Cancel>,
     timings: &mut Timings,
 ) -> Result<Outcome> {
     let (req, diag) = (plan.req, ctx.diag);
+    let Program {
+        pool,
+        settings,
+        consensus,
+        partial,
+    } = *program;
     let say = |why: &str| {
         if req.verbose {
             diag.info(&format!("incremental LTO: linking whole-program: {why}"));
@@ -262,6 +285,9 @@ pub fn link(
             jobs.len() - 1,
             todo.len()
         ));
+    }
+    if let Some(c) = whole_beside {
+        c.stop();
     }
     let started = Instant::now();
     let entries = compile_missing(ctx, &libnvvm, &modules, &jobs, cached, cache, timings)?;
