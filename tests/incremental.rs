@@ -122,6 +122,8 @@ fn both(args: &[String]) -> (Linked, Linked, Vec<String>) {
         lines.last().map(String::as_str),
         Some("equivalent but for the code")
     );
+    // (an image against itself: the same bytes, said so; was "equivalent but for the code")
+    assert_eq!(except_code(&whole.image, &whole.image), ["byte-identical"]);
     (whole, inc, lines)
 }
 
