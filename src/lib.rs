@@ -149,13 +149,11 @@ fn link_phases(
     }
     report::unregistered(req, diag, &trees);
     let (mut lto_cubins, mut lto_from) = (Vec::new(), Vec::new());
-    if req.lto && !(req.emit_ltoir || req.emit_ptx) {
-        // (an sm_100+ link's finalizer loads while libNVVM compiles, on the other core)
-        let bytes = paths.iter().filter_map(|p| std::fs::metadata(p).ok());
-        finalize::start_early(plan, ctx, bytes.map(|m| m.len() as usize).sum());
-    }
     if req.lto {
-        match lto::phase::run(plan, ctx, &trees, &mut timings)? {
+        // (the LTO phase starts an sm_100+ link's finalizer while libNVVM compiles, where
+        // its output is merged)
+        let finalizer = |bytes| finalize::start_early(plan, ctx, bytes);
+        match lto::phase::run(plan, ctx, &trees, &finalizer, &mut timings)? {
             LtoOutcome::Written => return report::side_files(req, &hosts, true, false, timings),
             LtoOutcome::Relocatable(c, from) => (lto_cubins, lto_from) = (c, from),
             LtoOutcome::NoIr => {}

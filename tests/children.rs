@@ -113,6 +113,50 @@ fn sm100_link(kit: &Path) -> Vec<String> {
     ]
 }
 
+/// The finalizer's worker, started as an sm_100 LTO link of a device-launching program
+/// begins (so that libnvJitLink loads while libNVVM compiles), is not held to a child's
+/// wall-clock limit while libNVVM and ptxas run: here ptxas, through a launcher, takes
+/// longer than the limit (`NVLINKRS_CHILD_TIMEOUT`, 3 s; libNVVM's child and each
+/// finalizer job stay under it), and the image is still the finalizer's, nvlink's (was:
+/// the worker stopped at 3 s before its first job, a warning, the link without the
+/// finalizer; an attacker's review).
+#[test]
+fn an_early_finalizer_worker_outlasts_a_long_compile() {
+    let cu = cuda();
+    let tmp = tempfile::tempdir().unwrap();
+    let launcher = tmp.path().join("slow-ptxas");
+    std::fs::write(&launcher, "#!/bin/sh\nsleep 5\nexec \"$@\"\n").unwrap();
+    Command::new("chmod")
+        .arg("755")
+        .arg(&launcher)
+        .status()
+        .unwrap();
+    let args: Vec<String> = vec![
+        "-arch=sm_100".into(),
+        "-dlto".into(),
+        format!("-nvvmpath={}", cu.join("nvvm").display()),
+        format!("-L{}", cu.join("lib").display()),
+        fixtures()
+            .join("merge/devlaunch_lto100.o")
+            .display()
+            .to_string(),
+        "-lcudadevrt".into(),
+        "--no-cache".into(),
+    ];
+    let limit = Duration::from_secs(240);
+    let plain = run(&args, &[], limit);
+    assert_eq!((plain.code, &plain.lines), (Some(0), &vec![]));
+    let launcher = launcher.display().to_string();
+    let env = [
+        ("NVLINKRS_CHILD_TIMEOUT", "3"),
+        ("NVLINKRS_PTXAS_LAUNCHER", launcher.as_str()),
+    ];
+    let slow = run(&args, &env, limit);
+    assert_eq!((slow.code, &slow.lines), (Some(0), &vec![]));
+    assert!(slow.took > Duration::from_secs(5), "{:?}", slow.took);
+    assert!(slow.out.is_some() && slow.out == plain.out);
+}
+
 /// A finalizer whose library spins is stopped at the wall-clock limit
 /// (`NVLINKRS_CHILD_TIMEOUT`, 2 s here) and the link goes on without it, with one warning,
 /// exit 0 and the image of the link without the finalizer (was: the link ran for ever; it

@@ -369,6 +369,9 @@ fn bad_inputs_fail_as_nvlink_does_and_leave_nothing() {
     std::fs::create_dir_all(empty.join("lib64")).unwrap();
     let wrong = tmp.path().join("wrong");
     std::fs::create_dir_all(wrong.join("lib64")).unwrap();
+    // (a directory where the library should be: was the cache's read error, not nvlink's)
+    let folder = tmp.path().join("folder");
+    std::fs::create_dir_all(folder.join("lib64/libnvvm.so")).unwrap();
     std::os::unix::fs::symlink(
         cuda().join("lib/libcudart.so.13"),
         wrong.join("lib64/libnvvm.so"),
@@ -394,6 +397,10 @@ fn bad_inputs_fail_as_nvlink_does_and_leave_nothing() {
         (
             "libNVVM missing".to_string(),
             with_nvvm(&empty, &["saxpy.ltoir", "scale.ltoir"]),
+        ),
+        (
+            "libNVVM a directory".to_string(),
+            with_nvvm(&folder, &["saxpy.ltoir", "scale.ltoir"]),
         ),
         (
             "not libNVVM".to_string(),

@@ -22,8 +22,18 @@ pub struct Isolated {
     /// that plus 64 MiB on its standard output (as a job's answer, `worker::limits`), and
     /// run for ten minutes plus one per MiB of them.
     inputs: usize,
+    /// Started as the link begins ([`super::start_early`]), not when its first job needs
+    /// it: libNVVM's and ptxas' time, which may be long, is not counted against it.
+    early: bool,
     worker: OnceLock<std::result::Result<Worker, Error>>,
 }
+
+/// A worker started as the link begins has no wall-clock limit of its own but this: it
+/// ends with the link, and each of its jobs is held to the job's limits by its client
+/// (was: the ten minutes plus one per MiB of a worker started for its first job, counted
+/// from the link's start, so that a link whose libNVVM and ptxas took longer lost the
+/// finalizer and nvlink's bytes, an attacker's review).
+const EARLY_WALL: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
 
 impl Isolated {
     /// `lib` as the finalizer of a link whose inputs are `inputs` bytes in all.
@@ -31,7 +41,16 @@ impl Isolated {
         Isolated {
             lib,
             inputs,
+            early: false,
             worker: OnceLock::new(),
+        }
+    }
+
+    /// [`Isolated::new`], for a worker started as the link begins.
+    pub fn early(lib: PathBuf, inputs: usize) -> Isolated {
+        Isolated {
+            early: true,
+            ..Isolated::new(lib, inputs)
         }
     }
 
@@ -51,6 +70,7 @@ impl Isolated {
                     &self.lib,
                     super::worker::limits(self.inputs).stdout,
                     self.inputs,
+                    self.early,
                 ),
             });
         w.as_ref().map_err(Clone::clone)
@@ -81,7 +101,7 @@ impl Finalizer for Isolated {
 /// stall limit, as it waits for jobs between them: each job is watched by its client),
 /// its standard input a socket listening in a private temporary directory; more than
 /// `cap` bytes on its standard output (a library that floods it) stops it.
-fn start(lib: &std::path::Path, cap: u64, inputs: usize) -> Result<Worker> {
+fn start(lib: &std::path::Path, cap: u64, inputs: usize, early: bool) -> Result<Worker> {
     let io = |what: &str, e: std::io::Error| {
         Error::fatal(format!("cannot start libnvJitLink's process: {what}: {e}"))
     };
@@ -100,7 +120,10 @@ fn start(lib: &std::path::Path, cap: u64, inputs: usize) -> Result<Worker> {
         .stdin(Stdio::from(std::os::fd::OwnedFd::from(listener)));
     let s = std::time::Duration::from_secs;
     let limits = child::Limits {
-        wall: child::Limits::wall_for(inputs, s(600), s(60)),
+        wall: match early {
+            true => EARLY_WALL,
+            false => child::Limits::wall_for(inputs, s(600), s(60)),
+        },
         stall: None,
         stdout: cap,
     };

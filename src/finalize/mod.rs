@@ -91,7 +91,7 @@ pub fn start_early(plan: &Plan, ctx: &LinkContext, bytes: usize) {
     let Ok(lib) = library(plan) else {
         return;
     };
-    let worker = Arc::new(isolated::Isolated::new(lib, bytes));
+    let worker = Arc::new(isolated::Isolated::early(lib, bytes));
     if ctx.early_finalizer.set(worker.clone()).is_ok() {
         // (on a thread: under the daemon, asking for its worker waits for the answer)
         std::thread::spawn(move || worker.prepare());
@@ -222,8 +222,10 @@ pub fn phase(plan: &Plan, ctx: &LinkContext, inputs: &mut [Input]) -> Result<Sta
         version.as_deref(),
         inputs,
     ) {
+        // (the worker that ran jobs: one started early for a link whose every job was
+        // cached ran none)
         Ok(stats) => Ok(Stats {
-            worker: fin.worker(),
+            worker: fin.worker().filter(|_| stats.jobs > 0),
             ..stats
         }),
         Err(e) => {

@@ -68,6 +68,16 @@ fn load_error(path: &Path, what: impl std::fmt::Display) -> Error {
         .context(format!("libNVVM '{}': {what}", path.display()))
 }
 
+/// Fails, with the loader's error (nvlink's message), where `path` is not a regular file
+/// (missing, a directory, a device): checked before the cache reads the library for its
+/// identity, where the library is loaded by a child, not here.
+pub fn check_file(path: &Path) -> Result<()> {
+    match std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        true => Ok(()),
+        false => LibNvvm::load(path).map(|_| ()),
+    }
+}
+
 impl LibNvvm {
     /// Loads the library and resolves the entry points nvlink resolves.
     pub fn load(path: &Path) -> Result<LibNvvm> {

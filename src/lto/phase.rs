@@ -51,10 +51,13 @@ struct Gathered {
 
 /// Runs the LTO phase over the input trees: the pool gathered, then linked as
 /// partitions (`--incremental`) or compiled whole by libNVVM and assembled by ptxas.
+/// `finalizer` starts the finalizer's worker (given the IR's bytes, which size its
+/// limits), for an output that is merged and finalized after this phase.
 pub fn run(
     plan: &Plan,
     ctx: &LinkContext,
     trees: &[input::Node],
+    finalizer: &dyn Fn(usize),
     timings: &mut Timings,
 ) -> Result<LtoOutcome> {
     if plan.req.emit_ltoir {
@@ -65,10 +68,15 @@ pub fn run(
         return Ok(LtoOutcome::NoIr);
     };
     output::folder_is_there(&plan.req.output)?;
+    if merged_after(plan, &g) {
+        // (its output merged, an sm_100+ link's finalizer runs after it: its worker
+        // loads while libNVVM compiles, on the other core)
+        finalizer(g.pool.modules.iter().map(|m| m.module.data.len()).sum());
+    }
     let (mut whole_timer, mut compiled) = (None, None);
     if plan.incremental()? != crate::cli::incremental::Mode::Off {
         use lto::incremental::Outcome;
-        match incremental(plan, ctx, &g, timings)? {
+        match incremental(plan, ctx, &g, finalizer, timings)? {
             (Outcome::Partitioned(cubins), _) => {
                 timings.partitioned = true;
                 if g.from_host && !g.pool.cudadevrt {
@@ -89,6 +97,25 @@ pub fn run(
     assemble(plan, ctx, &g, lto_out, whole_timer, timings)
 }
 
+/// Whether the LTO output is expected to be merged with other code (so that an sm_100+
+/// link runs the finalizer after it): partial LTO, a split compile, or a program that
+/// calls the device runtime, which libNVVM compiles as relocatable code (its IR names
+/// libcudadevrt's launch functions). A guess, made before the compile: one wrong costs
+/// a worker started for nothing, or started when first needed.
+fn merged_after(plan: &Plan, g: &Gathered) -> bool {
+    let req = plan.req;
+    let calls_runtime = || {
+        let finds = |m: &lto::pool::PoolModule, name: &[u8]| {
+            memchr::memmem::find(&m.module.data, name).is_some()
+        };
+        (g.pool.modules.iter()).any(|m| finds(m, b"__cudaCDP") || finds(m, b"cudaLaunchDevice"))
+    };
+    g.partial
+        || req.split_compile.is_some()
+        || req.split_compile_extended.is_some()
+        || (g.from_host && g.pool.cudadevrt && calls_runtime())
+}
+
 /// Incremental LTO's link or its decision to link whole-program. The first link of a
 /// program never partitioned here (in `Auto`, its history holds no partition) is
 /// likely whole-program: its libNVVM compile starts at once, beside the summaries the
@@ -101,6 +128,7 @@ fn incremental(
     plan: &Plan,
     ctx: &LinkContext,
     g: &Gathered,
+    finalizer: &dyn Fn(usize),
     timings: &mut Timings,
 ) -> Result<(lto::incremental::Outcome, Option<Result<lto::LtoOutput>>)> {
     let req = plan.req;
@@ -111,7 +139,7 @@ fn incremental(
         partial: g.partial,
     };
     let decide = |beside: Option<&crate::child::Cancel>, timings: &mut Timings| {
-        lto::incremental::link(plan, ctx, &program, beside, timings)
+        lto::incremental::link(plan, ctx, &program, beside, finalizer, timings)
     };
     // (-emit-ptx is refused by incremental LTO; the modes that print straight to the
     // terminal keep their order)
@@ -126,6 +154,7 @@ fn incremental(
         let beside = s.spawn(|| {
             let _lane = crate::trace::lane(&trace);
             let _span = crate::trace::span("phase", "cicc");
+            jobs::progress_line("cicc", None);
             let t = std::time::Instant::now();
             let r = whole_ir(plan, ctx, g, &held, Some(cancel.clone()), false);
             if r.is_err() && cancel.stopped() {
@@ -138,15 +167,20 @@ fn incremental(
         if !matches!(decided, Ok(lto::incremental::Outcome::Whole(_))) {
             cancel.stop();
         }
-        (
-            decided,
-            beside.join().expect("the whole-program compile's thread"),
-        )
+        // (waiting for the compile it chose: on the status line as the compile's own)
+        let whole = matches!(decided, Ok(lto::incremental::Outcome::Whole(_)));
+        let wait = || beside.join().expect("the whole-program compile's thread");
+        let compiled = match whole {
+            true => jobs::phase(engine_name(&g.pool), wait),
+            false => wait(),
+        };
+        (decided, compiled)
     });
     let decided = decided?;
     if let lto::incremental::Outcome::Whole(_) = decided {
         ctx.diag.replay(&held);
         timings.phases.push(("cicc", took));
+        jobs::progress_line("cicc", Some(took));
         return Ok((decided, Some(compiled)));
     }
     Ok((decided, None))
@@ -439,6 +473,18 @@ fn relocatable_outcome(cubins: Vec<Vec<u8>>, pool: &Pool) -> Result<LtoOutcome> 
     Ok(LtoOutcome::Relocatable(inputs, from))
 }
 
+/// The name of the engine [`engine_for`] chooses for the pool (the status line's).
+fn engine_name(pool: &lto::pool::Pool) -> &'static str {
+    match pool
+        .modules
+        .iter()
+        .any(|m| m.module.form == lto::IrForm::Bitcode)
+    {
+        true => "LLVM",
+        false => "libNVVM",
+    }
+}
+
 /// The LTO engine for the module set: LLVM for LLVM bitcode (which nvlink refuses),
 /// libNVVM for NVIDIA's IR; with its name for the status line.
 fn engine_for<'a>(
@@ -516,11 +562,9 @@ fn engine_uncached(
             }
             // (not loaded here: the child loads it, and a library that cannot be loaded
             // is the child's answer, the same error; loading it here too delayed the
-            // compile by the library's load. One that cannot be read fails here, with
+            // compile by the library's load. A path that is not a file fails here, with
             // the loader's error, before the cache reads it for its identity)
-            if std::fs::File::open(&path).is_err() {
-                lto::libnvvm::LibNvvm::load(&path)?;
-            }
+            lto::libnvvm::check_file(&path)?;
             let engine = lto::isolated::IsolatedNvvm {
                 lib: path.clone(),
                 cancel,

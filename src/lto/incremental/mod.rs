@@ -184,12 +184,14 @@ pub struct Program<'a> {
 
 /// Links the pool as partitions, or says to link it whole-program (under `-v`, why).
 /// `whole_beside`: the whole-program compile started beside this link's decision, stopped
-/// as soon as the partitions are chosen (before they are built).
+/// as soon as the partitions are chosen (before they are built); `finalizer` starts the
+/// finalizer's worker as the partitions (which are merged) start.
 pub fn link(
     plan: &LinkPlan,
     ctx: &LinkContext,
     program: &Program,
     whole_beside: Option<&crate::child::Cancel>,
+    finalizer: &dyn Fn(usize),
     timings: &mut Timings,
 ) -> Result<Outcome> {
     let (req, diag) = (plan.req, ctx.diag);
@@ -233,6 +235,7 @@ pub fn link(
         }
     };
     let libnvvm = plan.libnvvm_to_load()?;
+    lto::libnvvm::check_file(&libnvvm)?;
     let jobs = compile::jobs(
         &parts,
         settings,
@@ -288,6 +291,10 @@ pub fn link(
     }
     if let Some(c) = whole_beside {
         c.stop();
+    }
+    if !todo.is_empty() {
+        // (partitions are merged: an sm_100+ link's finalizer loads while they compile)
+        finalizer(modules.iter().map(|m| m.data.len()).sum());
     }
     let started = Instant::now();
     let entries = compile_missing(ctx, &libnvvm, &modules, &jobs, cached, cache, timings)?;
