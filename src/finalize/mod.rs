@@ -80,9 +80,8 @@ impl Chosen<'_> {
 /// Starts the finalizer's worker now, in a link that will run it after a long step
 /// (an LTO link: libNVVM's compile, on one core): the worker's start and its library's
 /// load are done on the other core meanwhile, not when the first job needs them (the
-/// time outside libNVVM and ptxas, benches/results/incremental-devlaunch.md). `bytes`:
-/// the link's input files, which size the worker's limits as its inputs do
-/// ([`isolated::Isolated::new`]). A worker that then has no job (every job cached) ends
+/// time outside libNVVM and ptxas, benches/results/first-link.md). `bytes`: the link's
+/// IR, which sizes the worker's limits as its inputs do ([`isolated::Isolated::new`]). A worker that then has no job (every job cached) ends
 /// with the link; one that cannot start is the first job's error, as without this.
 pub fn start_early(plan: &Plan, ctx: &LinkContext, bytes: usize) {
     if ctx.finalizer.is_some() || !matches!(wanted(plan, ctx), Ok(true)) {

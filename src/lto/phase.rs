@@ -120,9 +120,9 @@ fn merged_after(plan: &Plan, g: &Gathered) -> bool {
 /// program never partitioned here (in `Auto`, its history holds no partition) is
 /// likely whole-program: its libNVVM compile starts at once, beside the summaries the
 /// decision is made from (which it no longer waits for: the time outside libNVVM and
-/// ptxas, benches/results/incremental-devlaunch.md), its messages held until it is known
-/// to be wanted; when the partitions are built instead, it is stopped. With it, what it
-/// compiled.
+/// ptxas, benches/results/first-link.md), its messages held until it is known
+/// to be wanted; when the partitions are chosen instead, it is stopped then, before they
+/// are built. With it, what it compiled.
 #[allow(clippy::type_complexity)]
 fn incremental(
     plan: &Plan,
@@ -164,11 +164,11 @@ fn incremental(
         });
         // (stopped by the link as it chooses the partitions, or here when it failed)
         let decided = decide(Some(&cancel), timings);
-        if !matches!(decided, Ok(lto::incremental::Outcome::Whole(_))) {
+        let whole = matches!(decided, Ok(lto::incremental::Outcome::Whole(_)));
+        if !whole {
             cancel.stop();
         }
         // (waiting for the compile it chose: on the status line as the compile's own)
-        let whole = matches!(decided, Ok(lto::incremental::Outcome::Whole(_)));
         let wait = || beside.join().expect("the whole-program compile's thread");
         let compiled = match whole {
             true => jobs::phase(engine_name(&g.pool), wait),
