@@ -1,7 +1,7 @@
 //! The sm_100+ finalizer per unit (issue 37): a one-unit edit refinalizes that unit only
 //! (the report's cache counters), a finalizer that crashes or hangs inside a per-unit job
 //! leaves the link as it is without the finalizer, the daemon keeps one worker for its
-//! links, and the rule and the per-unit jobs are proved against whole-program jobs
+//! links, a unit that needs no stand-in waits for no template, and the rule and the per-unit jobs are proved against whole-program jobs
 //! (`proof`).
 
 use std::path::{Path, PathBuf};
@@ -212,6 +212,83 @@ fn a_one_unit_edit_refinalizes_that_unit_only() {
             "{arch}: another image with one job at a time"
         );
     }
+}
+
+/// A unit that refers to nothing another input defines (many kernels of long math: the
+/// largest job, started first) beside the three units that need stand-ins: its job starts
+/// at once, beside the stand-ins' templates, not after them (was: every template made
+/// first, each unit's job after; at sm_100 a Thrust/CUB program's cold link 0.72 times the
+/// time, benches/results/finalize-cold.md); the image is nvlink's.
+#[test]
+fn a_unit_that_needs_no_stand_in_waits_for_no_template() {
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        eprintln!("skipped: one core, the jobs run one at a time");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = vec!["-arch=sm_100".to_string()];
+    args.extend(compile(dir.path(), "sm_100", 1));
+    let solo = dir.path().join("solo.cu");
+    let kernels: String = (0..12)
+        .map(|k| {
+            format!(
+                "__global__ void s{k}(float* p, int n) {{ int i = blockIdx.x * blockDim.x + threadIdx.x; if (i >= n) return; float x = p[i], a = 0.f;\n\
+                 #pragma unroll\nfor (int j = 0; j < 24; ++j) {{ a += sinf(x * (j + {k})) * cosf(a + j); x = x * 0.99f + 0.01f * j; }} p[i] = a; }}\n"
+            )
+        })
+        .collect();
+    std::fs::write(&solo, kernels).unwrap();
+    let cubin = dir.path().join("solo.cubin");
+    let ok = Command::new(cuda().join("bin/nvcc"))
+        .args(["-cubin", "-rdc=true", "-arch=sm_100"])
+        .arg(&solo)
+        .arg("-o")
+        .arg(&cubin)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "nvcc solo.cu");
+    args.push(cubin.display().to_string());
+    let want = nvlink(&args, &dir.path().join("ref.cubin"));
+    let trace = dir.path().join("trace.json");
+    let out = dir.path().join("out.cubin");
+    let cache = dir.path().join("cache");
+    let linked = link(
+        &[args, vec![format!("--time-trace={}", trace.display())]].concat(),
+        &out,
+        &[("XDG_CACHE_HOME", &cache)],
+        &[],
+    );
+    assert_eq!((linked.code, linked.stderr.as_str()), (0, ""));
+    assert!(linked.output == Some(want), "not nvlink's image");
+    let f = &linked.report["finalize"];
+    assert_eq!(
+        (f["units"].as_u64(), f["jobs_run"].as_u64()),
+        (Some(4), Some(4)),
+        "{f}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    let spans: Vec<(String, f64, f64)> = (json["traceEvents"].as_array().unwrap().iter())
+        .filter(|e| e["ph"] == "X" && e["cat"] == "finalize")
+        .map(|e| {
+            let (ts, dur) = (e["ts"].as_f64().unwrap(), e["dur"].as_f64().unwrap());
+            (e["name"].as_str().unwrap().to_string(), ts, ts + dur)
+        })
+        .collect();
+    let templates_done = (spans.iter())
+        .filter(|s| s.0.contains("finalize-standin"))
+        .map(|s| s.2)
+        .fold(0.0, f64::max);
+    let solo_start = (spans.iter())
+        .filter(|s| s.0.ends_with("finalize job (1 parts)"))
+        .map(|s| s.1)
+        .fold(f64::MAX, f64::min);
+    assert!(templates_done > 0.0, "no template made: {spans:?}");
+    assert!(
+        solo_start < templates_done,
+        "the unit that needs no stand-in waited for the templates: {spans:?}"
+    );
 }
 
 /// A toolkit whose libnvJitLink forwards to the real one but, in `nvJitLinkComplete` of

@@ -8,12 +8,15 @@
 //! be written for, or whose job the finalizer refuses, goes into one job of the whole
 //! program (every input of the link, as nvlink finalizes it). The templates the
 //! stand-ins are made from are compiled by the finalizer (`-r`) and cached too
-//! (`finalize-standin`). The images, and so the output, are the same whatever the
+//! (`finalize-standin`), each by the first job that needs it, so a unit that needs none
+//! (at sm_100 often the largest) waits for none. The images, and so the output, are the same whatever the
 //! number of threads.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use rayon::prelude::*;
 
@@ -49,72 +52,106 @@ impl Job<'_> {
     }
 }
 
+/// A stand-in's template, made once in a link: by the first job that needs it.
+type Template = Arc<OnceLock<Result<Option<Vec<u8>>>>>;
+
 /// The finalizer and the cache a link's jobs go through.
 struct Runner<'a> {
     fin: &'a dyn Finalizer,
     ctx: &'a LinkContext<'a>,
     /// The finalizer library's identity, where the link has a cache.
     cached: Option<(&'a Cache, String)>,
+    arch: Arch,
     /// Units' and whole-program jobs run, and answered from the cache.
-    ran: std::sync::atomic::AtomicUsize,
-    hits: std::sync::atomic::AtomicUsize,
+    ran: AtomicUsize,
+    hits: AtomicUsize,
+    templates: Mutex<BTreeMap<Kind, Template>>,
 }
 
 impl Runner<'_> {
-    /// Each job's image (`None`: refused), from the cache (`stage`) or the finalizer,
-    /// in job order; the misses run on the link's job pool.
-    fn run(&self, stage: &str, jobs: &[Job], mode: &Mode) -> Result<Vec<Option<Vec<u8>>>> {
-        use std::sync::atomic::Ordering::Relaxed;
-        let keys: Vec<Option<Key>> = jobs
-            .iter()
-            .map(|j| {
-                self.cached
-                    .as_ref()
-                    .map(|(_, id)| key(stage, id, mode, &j.refs()))
-            })
-            .collect();
-        let found: Vec<Option<Option<Vec<u8>>>> = (keys.par_iter())
-            .map(|k| {
-                let (cache, k) = (self.cached.as_ref()?.0, k.as_ref()?);
-                read_entry(&cache.get(k)?)
-            })
-            .collect();
-        let missing: Vec<usize> = (0..jobs.len()).filter(|&k| found[k].is_none()).collect();
-        if stage == "finalize" {
-            self.hits.fetch_add(jobs.len() - missing.len(), Relaxed);
-            self.ran.fetch_add(missing.len(), Relaxed);
-        }
-        if !missing.is_empty() {
-            self.fin.prepare()?;
-        }
+    /// The units' jobs (each unit and its references: [`Runner::unit`]), their images in
+    /// job order (`None`: a stand-in or the job refused); on the link's job pool, the
+    /// largest first, so a unit that needs no stand-in waits for no template.
+    fn units(&self, units: &[(&Cubin, &[Reference])], mode: &Mode) -> Result<Vec<Option<Vec<u8>>>> {
         let done = self.ctx.jobs.run_all(
-            stage,
-            &missing,
+            "finalize",
+            units,
             0,
-            |&k| jobs[k].parts.iter().map(|p| p.len()).sum(),
-            |&k| {
-                let _span = crate::trace::span_with("finalize", || {
-                    format!(
-                        "libnvJitLink {stage} job {k} ({} parts)",
-                        jobs[k].parts.len()
-                    )
-                });
-                let started = std::time::Instant::now();
-                (self.fin.link(&jobs[k].refs(), mode)).map(|image| (image, started.elapsed()))
-            },
+            |(c, _)| c.data.len(),
+            |&(c, refs)| self.unit(c, refs, mode),
         );
-        let mut out: Vec<Option<Option<Vec<u8>>>> = found;
-        for (k, image) in missing.into_iter().zip(done) {
-            let (image, cold) = image?;
-            if let (Some((cache, _)), Some(key)) = (&self.cached, &keys[k]) {
-                cache.put(key, &entry(image.as_deref()), cold);
+        done.into_iter().collect()
+    }
+
+    /// A unit's job alone: the unit, then its references' stand-ins, each made from its
+    /// template ([`Runner::template`]).
+    fn unit(&self, unit: &Cubin, refs: &[Reference], mode: &Mode) -> Result<Option<Vec<u8>>> {
+        let mut templates = BTreeMap::new();
+        for r in refs {
+            if !templates.contains_key(&r.kind) {
+                let Some(t) = self.template(&r.kind)? else {
+                    return Ok(None);
+                };
+                templates.insert(r.kind.clone(), t);
             }
-            out[k] = Some(image);
         }
-        Ok(out
-            .into_iter()
-            .map(|i| i.expect("every job answered"))
-            .collect())
+        let job = unit_job(unit, refs, &templates)?;
+        self.one("finalize", &job, mode)
+    }
+
+    /// The template of a kind of stand-in, compiled by the finalizer (`-r`, stage
+    /// `finalize-standin`) once in the link, by the first job that needs it (the others
+    /// wait for it); `None` where no template is written for the kind or the finalizer
+    /// refuses it.
+    fn template(&self, kind: &Kind) -> Result<Option<Vec<u8>>> {
+        let cell = self
+            .templates
+            .lock()
+            .unwrap()
+            .entry(kind.clone())
+            .or_default()
+            .clone();
+        cell.get_or_init(|| {
+            let Some(ptx) = standin::template_ptx(kind, self.arch) else {
+                return Ok(None);
+            };
+            let relocatable = Mode {
+                arch: self.arch,
+                debug: false,
+                extra: vec!["-r".into()],
+            };
+            let job = Job {
+                parts: vec![Cow::Borrowed(ptx.as_bytes())],
+            };
+            self.one("finalize-standin", &job, &relocatable)
+        })
+        .clone()
+    }
+
+    /// One job's image (`None`: refused), from the cache (`stage`) or the finalizer.
+    fn one(&self, stage: &str, job: &Job, mode: &Mode) -> Result<Option<Vec<u8>>> {
+        let counted = |n: &AtomicUsize| {
+            if stage == "finalize" {
+                n.fetch_add(1, Relaxed);
+            }
+        };
+        let cached = (self.cached.as_ref()).map(|(c, id)| (c, key(stage, id, mode, &job.refs())));
+        let found = cached.as_ref().and_then(|(c, k)| read_entry(&c.get(k)?));
+        if let Some(image) = found {
+            counted(&self.hits);
+            return Ok(image);
+        }
+        counted(&self.ran);
+        self.fin.prepare()?;
+        let _span = crate::trace::span_with("finalize", || {
+            format!("libnvJitLink {stage} job ({} parts)", job.parts.len())
+        });
+        let started = std::time::Instant::now();
+        let image = self.fin.link(&job.refs(), mode)?;
+        if let Some((cache, key)) = &cached {
+            cache.put(key, &entry(image.as_deref()), started.elapsed());
+        }
+        Ok(image)
     }
 }
 
@@ -194,10 +231,11 @@ pub fn apply(
             Some(c) => Some((c, c.tool_id(lib)?)),
             None => None,
         },
+        arch,
         ran: Default::default(),
         hits: Default::default(),
+        templates: Default::default(),
     };
-    let templates = templates(&runner, arch, &mut offers)?;
     let mode = Mode {
         arch,
         debug: false,
@@ -205,35 +243,35 @@ pub fn apply(
     };
     let mut images: Vec<Option<Vec<u8>>> = vec![None; inputs.len()];
     // the units alone, then (for those that did not link so) the whole program
-    let mut jobs = Vec::new();
-    let mut alone = Vec::new();
-    for (k, (i, offer)) in inputs.iter().zip(&offers).enumerate() {
-        if let Offer::Alone(refs) = offer {
-            jobs.push(unit_job(&i.cubin, refs, &templates)?);
-            alone.push(k);
-        }
-    }
-    for (k, image) in alone.into_iter().zip(runner.run("finalize", &jobs, &mode)?) {
+    let (alone, units): (Vec<usize>, Vec<(&Cubin, &[Reference])>) = (inputs.iter())
+        .zip(&offers)
+        .enumerate()
+        .filter_map(|(k, (i, offer))| match offer {
+            Offer::Alone(refs) => Some((k, (&i.cubin, &refs[..]))),
+            _ => None,
+        })
+        .unzip();
+    let done = runner.units(&units, &mode)?;
+    drop(units);
+    for (k, image) in alone.into_iter().zip(done) {
         match image {
             Some(image) => images[k] = Some(image),
             None => offers[k] = Offer::Program,
         }
     }
-    drop(jobs);
     if offers.contains(&Offer::Program) {
         let whole = Job {
             parts: (inputs.iter())
                 .map(|i| Cow::Borrowed(&i.cubin.data[..]))
                 .collect(),
         };
-        let image = runner.run("finalize", &[whole], &mode)?.pop().flatten();
+        let image = runner.one("finalize", &whole, &mode)?;
         for (k, offer) in offers.iter().enumerate() {
             if *offer == Offer::Program {
                 images[k] = image.clone();
             }
         }
     }
-    use std::sync::atomic::Ordering::Relaxed;
     (stats.jobs, stats.cached) = (runner.ran.load(Relaxed), runner.hits.load(Relaxed));
     take_from(inputs, images, &takes, &mut stats)?;
     Ok(stats)
@@ -300,45 +338,6 @@ pub fn alone(
         extra: Vec::new(),
     };
     fin.link(&job.refs(), &mode)
-}
-
-/// The template of every kind of stand-in the `Alone` offers need, compiled by the
-/// finalizer (`-r`, cached in stage `finalize-standin`); a unit that needs one the
-/// finalizer refuses is offered inside the whole program instead.
-fn templates(runner: &Runner, arch: Arch, offers: &mut [Offer]) -> Result<BTreeMap<Kind, Vec<u8>>> {
-    let kinds: BTreeSet<&Kind> = (offers.iter())
-        .flat_map(|o| match o {
-            Offer::Alone(refs) => &refs[..],
-            _ => &[],
-        })
-        .map(|r| &r.kind)
-        .collect();
-    let texts: Vec<(Kind, String)> = (kinds.into_iter())
-        .filter_map(|k| Some((k.clone(), standin::template_ptx(k, arch)?)))
-        .collect();
-    let jobs: Vec<Job> = (texts.iter())
-        .map(|(_, t)| Job {
-            parts: vec![Cow::Borrowed(t.as_bytes())],
-        })
-        .collect();
-    let mode = Mode {
-        arch,
-        debug: false,
-        extra: vec!["-r".into()],
-    };
-    let made = runner.run("finalize-standin", &jobs, &mode)?;
-    let out: BTreeMap<Kind, Vec<u8>> = (texts.into_iter().map(|(k, _)| k))
-        .zip(made)
-        .filter_map(|(k, t)| Some((k, t?)))
-        .collect();
-    for o in offers.iter_mut() {
-        if let Offer::Alone(refs) = o
-            && refs.iter().any(|r| !out.contains_key(&r.kind))
-        {
-            *o = Offer::Program;
-        }
-    }
-    Ok(out)
 }
 
 /// Each unit's undecided functions (`takes`) taken from its job's image.
