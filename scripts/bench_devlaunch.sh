@@ -14,7 +14,7 @@
 # each linker spends outside libNVVM and ptxas (wall time less the `-time` file's rows).
 # Usage: scripts/bench_devlaunch.sh [RUNS]   (default 9 pairs; writes
 #        benches/results/incremental-devlaunch.md, or BENCH_OUT; PROGRAMS=devlaunch
-#        measures that program alone)
+#        measures that program alone, SMS=100 that target alone)
 source "$(dirname "$0")/bench_env.sh"
 runs=${1:-9}
 out=${BENCH_OUT:-benches/results/incremental-devlaunch.md}
@@ -38,7 +38,7 @@ outside() {
 for spec in "devlaunch:$runs:k1 k2 k3 main ops" "cdpcub:$(( (runs + 2) / 3 )):cub_blocks launcher main thrust_scan thrust_sort"; do
   prog=${spec%%:*}; rest=${spec#*:}; pairs=${rest%%:*}; read -r -a units <<< "${rest#*:}"
   [[ " ${PROGRAMS:-devlaunch cdpcub} " == *" $prog "* ]] || continue
-  for sm in 90 100; do
+  for sm in ${SMS:-90 100}; do
     d=$W/$prog-sm$sm; mkdir -p "$d"; cp benches/gen/$prog/* "$d/"
     (cd "$d" && printf '%s\n' "${units[@]}" | xargs -P "$(nproc)" -I{} \
       "$CU/bin/nvcc" -dc -dlto -std=c++17 -O3 -arch=sm_$sm {}.cu -o {}.o)
@@ -76,7 +76,7 @@ done
   echo "launching another unit's kernel, CUB block reduce and scan, Thrust sorts; $runs pairs) and"
   echo "\`benches/gen/cdpcub\` (a new user's: CUB block scan and radix sort, Thrust sort and scan, a"
   echo "kernel launching two kernels, one of another unit, with fire-and-forget and tail launches;"
-  echo "$(( (runs + 2) / 3 )) pairs). Measured here: ${PROGRAMS:-devlaunch cdpcub}."
+  echo "$(( (runs + 2) / 3 )) pairs). Measured here: ${PROGRAMS:-devlaunch cdpcub}, at sm_$(echo ${SMS:-90 100} | sed "s/ / and sm_/g")."
   echo
   echo "$started"
   echo

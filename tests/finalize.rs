@@ -217,7 +217,7 @@ fn a_one_unit_edit_refinalizes_that_unit_only() {
 /// A unit that refers to nothing another input defines (many kernels of long math: the
 /// largest job, started first) beside the three units that need stand-ins: its job starts
 /// at once, beside the stand-ins' templates, not after them (was: every template made
-/// first, each unit's job after; at sm_100 a Thrust/CUB program's cold link 0.72 times the
+/// first, each unit's job after; at sm_100 a Thrust/CUB program's cold link 0.75 times the
 /// time, benches/results/finalize-cold.md); the image is nvlink's.
 #[test]
 fn a_unit_that_needs_no_stand_in_waits_for_no_template() {
