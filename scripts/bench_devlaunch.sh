@@ -14,7 +14,9 @@
 # each linker spends outside libNVVM and ptxas (wall time less the `-time` file's rows).
 # Usage: scripts/bench_devlaunch.sh [RUNS]   (default 9 pairs; writes
 #        benches/results/incremental-devlaunch.md, or BENCH_OUT; PROGRAMS=devlaunch
-#        measures that program alone, SMS=100 that target alone)
+#        measures that program alone, SMS=100 that target alone; PROGRAMS=estimate3,
+#        benches/gen/estimate3, a program without device launches whose first link
+#        builds its partitions, is measured only when named)
 source "$(dirname "$0")/bench_env.sh"
 runs=${1:-9}
 out=${BENCH_OUT:-benches/results/incremental-devlaunch.md}
@@ -35,7 +37,7 @@ outside() {
   done
   printf '%s\n' "${v[@]}" | sort -n | awk '{a[NR] = $1} END {printf "%.1f [%.1f-%.1f]", (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2), a[1], a[NR]}'
 }
-for spec in "devlaunch:$runs:k1 k2 k3 main ops" "cdpcub:$(( (runs + 2) / 3 )):cub_blocks launcher main thrust_scan thrust_sort"; do
+for spec in "devlaunch:$runs:k1 k2 k3 main ops" "cdpcub:$(( (runs + 2) / 3 )):cub_blocks launcher main thrust_scan thrust_sort" "estimate3:$runs:a b c d"; do
   prog=${spec%%:*}; rest=${spec#*:}; pairs=${rest%%:*}; read -r -a units <<< "${rest#*:}"
   [[ " ${PROGRAMS:-devlaunch cdpcub} " == *" $prog "* ]] || continue
   for sm in ${SMS:-90 100}; do
@@ -76,7 +78,9 @@ done
   echo "launching another unit's kernel, CUB block reduce and scan, Thrust sorts; $runs pairs) and"
   echo "\`benches/gen/cdpcub\` (a new user's: CUB block scan and radix sort, Thrust sort and scan, a"
   echo "kernel launching two kernels, one of another unit, with fire-and-forget and tail launches;"
-  echo "$(( (runs + 2) / 3 )) pairs). Measured here: ${PROGRAMS:-devlaunch cdpcub}, at sm_$(echo ${SMS:-90 100} | sed "s/ / and sm_/g")."
+  echo "$(( (runs + 2) / 3 )) pairs), and when named \`benches/gen/estimate3\` (a new user's: three units of"
+  echo "one kernel each, long unrolled math calling another unit's helper; no device launch; $runs pairs)."
+  echo "Measured here: ${PROGRAMS:-devlaunch cdpcub}, at sm_$(echo ${SMS:-90 100} | sed "s/ / and sm_/g")."
   echo
   echo "$started"
   echo

@@ -102,11 +102,15 @@ fn link_unchecked(
     outcome.counts = ctx.cache().map(|c| c.counts()).unwrap_or_default();
     // (dropped, not left to the exit: it holds the cache, whose drop keeps its counters
     // and trims it)
-    drop(opened);
+    {
+        let _span = crate::trace::span("cache", "cache closed");
+        drop(opened);
+    }
     if let Ok((timings, _)) = &linked
         && timings.background
     {
         // (incremental LTO's partitions, asked for once this link no longer needs the CPU)
+        let _span = crate::trace::span("daemon", "background build asked for");
         daemon::background::request(req, &plan.env, ctx.diag, linkcache::key_of);
     }
     let result = linked.and_then(|(timings, whole)| {
