@@ -101,9 +101,13 @@ pub fn run(
 /// link runs the finalizer after it): partial LTO, a split compile, or a program that
 /// calls the device runtime, which libNVVM compiles as relocatable code (its IR names
 /// libcudadevrt's launch functions). A guess, made before the compile: one wrong costs
-/// a worker started for nothing, or started when first needed.
+/// a worker started for nothing, or started when first needed. Below sm_100, where no
+/// finalizer runs, not asked (the IR not searched).
 fn merged_after(plan: &Plan, g: &Gathered) -> bool {
     let req = plan.req;
+    if req.target.sm < 100 {
+        return false;
+    }
     let calls_runtime = || {
         let finds = |m: &lto::pool::PoolModule, name: &[u8]| {
             memchr::memmem::find(&m.module.data, name).is_some()
