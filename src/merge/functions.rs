@@ -56,6 +56,15 @@ impl CodeGraph {
     }
 }
 
+/// What a function's relocations refer to (`Merger::relocation_edges`).
+struct Edges {
+    /// The functions it calls or whose address it takes.
+    callees: BTreeSet<FuncId>,
+    shared: BTreeSet<SymKey>,
+    /// Of `callees`, those whose address alone it takes (`UNIFIED*` relocations only).
+    address_only: BTreeSet<FuncId>,
+}
+
 impl<'a> Merger<'a> {
     pub(super) fn functions(&mut self) -> Result<()> {
         // each input's chosen definitions, in parallel, numbered in input order
@@ -74,14 +83,18 @@ impl<'a> Merger<'a> {
             }
         }
         // edges: relocations in a function's sections (in parallel, per function)
-        let edges: Vec<Result<(BTreeSet<FuncId>, BTreeSet<SymKey>)>> = (0..self.code.funcs.len())
+        let edges: Vec<Result<Edges>> = (0..self.code.funcs.len())
             .into_par_iter()
             .map(FuncId)
             .map(|f| self.relocation_edges(f))
             .collect();
-        for (func, e) in self.code.funcs.iter_mut().zip(edges) {
-            (func.callees, func.shared) = e?;
+        let mut address_only = Vec::new();
+        for (f, (func, e)) in self.code.funcs.iter_mut().zip(edges).enumerate() {
+            let e = e?;
+            (func.callees, func.shared) = (e.callees, e.shared);
+            address_only.extend(e.address_only.into_iter().map(|g| (FuncId(f), g)));
         }
+        let address_only: HashSet<(FuncId, FuncId)> = address_only.into_iter().collect();
         // Call-graph entries: direct calls (groups 1 and 4), and for indirect calls the
         // functions whose address is taken (2) and the callers (3), by prototype; an
         // indirect call of prototype P may reach every function of prototype P whose
@@ -90,8 +103,12 @@ impl<'a> Merger<'a> {
         let mut callers: Vec<(String, FuncId)> = Vec::new();
         // (the calls the code's relocations and the groups 1 and 3 make, and the group 4
         // names: what only group 4 names is `listed_only`)
+        // (a function whose address alone the code takes, `UNIFIED*` relocations, and that
+        // group 4 lists, is not called: nvlink's call list, and so its register counts,
+        // do not follow it: `address_taken_functions_and_emptied_links_as_nvlink`)
         let mut called: Vec<(FuncId, FuncId)> = (FuncId::all(self.code.funcs.len()))
             .flat_map(|f| self.code.funcs[f].callees.iter().map(move |&g| (f, g)))
+            .filter(|e| !address_only.contains(e))
             .collect();
         let mut listed: Vec<(FuncId, FuncId)> = Vec::new();
         for i in 0..self.inputs.len() {
@@ -220,12 +237,12 @@ impl<'a> Merger<'a> {
         Ok(out)
     }
 
-    /// What function `f`'s relocations refer to: the functions it calls (itself left
-    /// out) and the shared variables it uses.
-    fn relocation_edges(&self, f: FuncId) -> Result<(BTreeSet<FuncId>, BTreeSet<SymKey>)> {
+    /// What function `f`'s relocations refer to: the functions it calls or whose address
+    /// it takes (itself left out) and the shared variables it uses.
+    fn relocation_edges(&self, f: FuncId) -> Result<Edges> {
         let i = self.code.funcs[f].key.input;
         // (gathered in lists and made sets at once, which sorts each list once)
-        let (mut callees, mut shared) = (Vec::new(), Vec::new());
+        let (mut callees, mut shared, mut addressed) = (Vec::new(), Vec::new(), Vec::new());
         for &ri in &self.code.funcs[f].relocs {
             for r in self.relocs(i, ri)? {
                 let sk = SymKey::new(i, r.sym as usize);
@@ -238,11 +255,22 @@ impl<'a> Merger<'a> {
                 if let Some(g) = self.func_of(sk)
                     && g != f
                 {
-                    callees.push(g);
+                    match reloc::is_unified(r.ty) {
+                        true => addressed.push(g),
+                        false => callees.push(g),
+                    }
                 }
             }
         }
-        Ok((callees.into_iter().collect(), shared.into_iter().collect()))
+        let called: BTreeSet<FuncId> = callees.into_iter().collect();
+        let address_only: BTreeSet<FuncId> = (addressed.into_iter())
+            .filter(|g| !called.contains(g))
+            .collect();
+        Ok(Edges {
+            callees: called.union(&address_only).copied().collect(),
+            shared: shared.into_iter().collect(),
+            address_only,
+        })
     }
 
     /// `-extrawarn`: nvlink's warning for each function whose address is taken and that no

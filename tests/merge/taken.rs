@@ -28,6 +28,16 @@ const SOURCES: &[(&str, &str)] = &[
          __device__ __noinline__ int f5(int x) { return x * 11 + 3; }\n\
          __global__ void k3(int *p) { p[0] = f5(p[1]); }\n",
     ),
+    // an address taken by a kernel that makes no call, beside the kernel calling through
+    // it: the first keeps its own registers (nvlinkrs gave it the function's, 24 for 8)
+    (
+        "pk.cu",
+        "typedef int (*op_t)(int);\n\
+         __device__ __noinline__ int sq(int x) { return x * x; }\n\
+         __device__ op_t chosen;\n\
+         __global__ void pick() { chosen = sq; }\n\
+         __global__ void use(int *o) { o[threadIdx.x] = chosen(threadIdx.x); }\n",
+    ),
     // a kernel calling another unit's function (the research report's a.cu and b.cu)
     (
         "ka.cu",
@@ -72,6 +82,11 @@ fn address_taken_functions_and_emptied_links_as_nvlink() {
             true,
         ),
         ("taken by a function nothing calls", vec![o("tf.o")], true),
+        (
+            "taken by a kernel that makes no call",
+            vec![o("pk.o")],
+            true,
+        ),
         (
             "taken by a function nothing calls, every kernel dropped",
             vec![o("tf.o"), "-kernels-used=nosuchkernel".into()],
