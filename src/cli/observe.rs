@@ -19,8 +19,9 @@ const DEFAULT_GRANULARITY_US: u64 = 0;
 
 #[derive(clap::Args, Debug, Default, Clone)]
 pub struct ObserveArgs {
-    /// Write a Chrome trace of the link (Perfetto, chrome://tracing, ninjatracing) to FILE,
-    /// else beside the output as OUTPUT-without-extension.json (also NVLINKRS_TIME_TRACE=1).
+    /// Write a Chrome trace of the link (Perfetto, chrome://tracing, ninjatracing) to FILE
+    /// given as --time-trace=FILE (with the `=`: a next word is an input), else beside the
+    /// output as OUTPUT-without-extension.json (also NVLINKRS_TIME_TRACE=1).
     #[arg(
         long = "time-trace",
         value_name = "FILE",

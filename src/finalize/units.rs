@@ -96,7 +96,11 @@ impl Runner<'_> {
             }
         }
         let job = unit_job(unit, refs, &templates)?;
-        self.one("finalize", &job, mode)
+        let what = match refs.len() {
+            0 => format!("'{}' alone", unit.origin),
+            n => format!("'{}' with {}", unit.origin, count(n, "stand-in")),
+        };
+        self.one("finalize", &what, &job, mode)
     }
 
     /// The template of a kind of stand-in, compiled by the finalizer (`-r`, stage
@@ -123,19 +127,26 @@ impl Runner<'_> {
             let job = Job {
                 parts: vec![Cow::Borrowed(ptx.as_bytes())],
             };
-            self.one("finalize-standin", &job, &relocatable)
+            self.one(
+                "finalize-standin",
+                &format!("the stand-ins' template {kind:?}"),
+                &job,
+                &relocatable,
+            )
         })
         .clone()
     }
 
-    /// One job's image (`None`: refused), from the cache (`stage`) or the finalizer.
-    fn one(&self, stage: &str, job: &Job, mode: &Mode) -> Result<Option<Vec<u8>>> {
+    /// One job's image (`None`: refused), from the cache (`stage`) or the finalizer;
+    /// `what` names it in the trace and in `--explain`.
+    fn one(&self, stage: &str, what: &str, job: &Job, mode: &Mode) -> Result<Option<Vec<u8>>> {
         let counted = |n: &AtomicUsize| {
             if stage == "finalize" {
                 n.fetch_add(1, Relaxed);
             }
         };
-        let cached = (self.cached.as_ref()).map(|(c, id)| (c, key(stage, id, mode, &job.refs())));
+        let cached =
+            (self.cached.as_ref()).map(|(c, id)| (c, key(stage, what, id, mode, &job.refs())));
         let found = cached.as_ref().and_then(|(c, k)| read_entry(&c.get(k)?));
         if let Some(image) = found {
             counted(&self.hits);
@@ -143,9 +154,7 @@ impl Runner<'_> {
         }
         counted(&self.ran);
         self.fin.prepare()?;
-        let _span = crate::trace::span_with("finalize", || {
-            format!("libnvJitLink {stage} job ({} parts)", job.parts.len())
-        });
+        let _span = crate::trace::span_with("finalize", || format!("libnvJitLink: {what}"));
         let started = std::time::Instant::now();
         let image = self.fin.link(&job.refs(), mode)?;
         if let Some((cache, key)) = &cached {
@@ -156,14 +165,22 @@ impl Runner<'_> {
 }
 
 /// The cache key of a job: the stage, the finalizer library's identity, its options and
-/// every input's bytes.
-fn key(stage: &str, lib: &str, mode: &Mode, parts: &[&[u8]]) -> Key {
+/// every input's bytes (`what`: the job, as `--explain` names it).
+fn key(stage: &str, what: &str, lib: &str, mode: &Mode, parts: &[&[u8]]) -> Key {
     let mut k = (Key::new(stage).text(lib).text(&mode.options().join("\0")))
-        .about(format!("{stage} job of {} parts", parts.len()));
+        .about(format!("{stage} job: {what}"));
     for p in parts {
         k = k.bytes(p);
     }
     k
+}
+
+/// "1 stand-in", "2 stand-ins".
+fn count(n: usize, what: &str) -> String {
+    match n {
+        1 => format!("1 {what}"),
+        n => format!("{n} {what}s"),
+    }
 }
 
 /// A job's entry: the image, or the refusal.
@@ -228,7 +245,11 @@ pub fn apply(
         fin,
         ctx,
         cached: match ctx.cache() {
-            Some(c) => Some((c, c.tool_id(lib)?)),
+            Some(c) => {
+                // (hashed once per cache and library: in a fresh cache, a long step)
+                let _span = crate::trace::span("cache", "libnvJitLink's identity");
+                Some((c, c.tool_id(lib)?))
+            }
             None => None,
         },
         arch,
@@ -265,7 +286,8 @@ pub fn apply(
                 .map(|i| Cow::Borrowed(&i.cubin.data[..]))
                 .collect(),
         };
-        let image = runner.one("finalize", &whole, &mode)?;
+        let what = format!("the whole program ({})", count(inputs.len(), "input"));
+        let image = runner.one("finalize", &what, &whole, &mode)?;
         for (k, offer) in offers.iter().enumerate() {
             if *offer == Offer::Program {
                 images[k] = image.clone();
