@@ -15,7 +15,8 @@ use std::time::Duration;
 pub(crate) const LEFTOVER_AGE: Duration = Duration::from_secs(60);
 
 /// A private folder (0700) in the system's temporary folder for one piece of work of
-/// the kind `tag` (`ptxas`, `nvjitlink`), named `nvlinkrs-TAG-PID-XXXXXX`: the first one
+/// the kind `tag` (`ptxas`, `nvjitlink`, `finalizer`: the worker's socket), named
+/// `nvlinkrs-TAG-PID-XXXXXX`: the first one
 /// of its kind this process makes removes those of this user's processes that were
 /// killed before they removed theirs, unless another process did within [`LEFTOVER_AGE`]
 /// ([`reclaim_due`]). Removed when dropped.

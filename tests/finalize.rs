@@ -1,7 +1,8 @@
 //! The sm_100+ finalizer per unit (issue 37): a one-unit edit refinalizes that unit only
 //! (the report's cache counters), a finalizer that crashes or hangs inside a per-unit job
 //! leaves the link as it is without the finalizer, the daemon keeps one worker for its
-//! links, a unit that needs no stand-in waits for no template, and the rule and the per-unit jobs are proved against whole-program jobs
+//! links, a unit that needs no stand-in waits for no template, the worker's socket is in
+//! a private folder, and the rule and the per-unit jobs are proved against whole-program jobs
 //! (`proof`).
 
 use std::path::{Path, PathBuf};
@@ -289,6 +290,49 @@ fn a_unit_that_needs_no_stand_in_waits_for_no_template() {
         solo_start < templates_done,
         "the unit that needs no stand-in waited for the templates: {spans:?}"
     );
+}
+
+/// The worker's socket is in a private folder (0700) of its own in `TMPDIR`, named with
+/// the link's process id (so that a later link reclaims one a killed link left), and gone
+/// after the link (was made with the umask's mode, `nvlinkrs-finalizerXXXXXX`, never
+/// reclaimed: an attacker's review).
+#[test]
+fn the_workers_socket_is_in_a_private_folder() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let mut args = vec!["-arch=sm_100".to_string()];
+    args.extend(compile(dir.path(), "sm_100", 1));
+    let mut child = Command::new(nvlinkrs())
+        .args(&args)
+        .args(["--no-cache", "-o"])
+        .arg(dir.path().join("out.cubin"))
+        .env("TMPDIR", &tmp)
+        .spawn()
+        .unwrap();
+    let mut seen = std::collections::BTreeMap::new();
+    while child.try_wait().unwrap().is_none() {
+        for e in std::fs::read_dir(&tmp).unwrap().flatten() {
+            if let Ok(m) = e.metadata() {
+                seen.insert(e.file_name(), m.permissions().mode() & 0o777);
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    assert!(child.wait().unwrap().success());
+    let prefix = format!("nvlinkrs-finalizer-{}-", child.id());
+    let folders: Vec<_> = (seen.iter())
+        .filter(|(n, _)| n.to_string_lossy().starts_with(&prefix))
+        .collect();
+    assert_eq!(folders.len(), 1, "{seen:?}");
+    assert_eq!(*folders[0].1, 0o700, "{seen:?}");
+    // (but the stamp saying when this user's leftovers were last reclaimed)
+    let left: Vec<_> = (std::fs::read_dir(&tmp).unwrap().flatten())
+        .map(|e| e.file_name())
+        .filter(|n| !n.to_string_lossy().starts_with("nvlinkrs-reclaimed-"))
+        .collect();
+    assert!(left.is_empty(), "left in TMPDIR: {left:?}");
 }
 
 /// A toolkit whose libnvJitLink forwards to the real one but, in `nvJitLinkComplete` of

@@ -107,12 +107,9 @@ fn start(lib: &std::path::Path, cap: u64, inputs: usize, early: bool) -> Result<
     };
     let mut cmd = child::self_command(SUBCOMMAND)
         .map_err(|e| Error::fatal(format!("cannot find this program to run libnvJitLink: {e}")))?;
-    let dir = crate::scratch::in_a_temporary_folder(|tmp| {
-        tempfile::Builder::new()
-            .prefix("nvlinkrs-finalizer")
-            .tempdir_in(tmp)
-    })
-    .map_err(|e| io("a private directory", e))?;
+    // (0700, named with this process's id: a killed link's is reclaimed by a later one;
+    // was made with the umask's mode and never reclaimed)
+    let dir = crate::scratch::private_dir("finalizer").map_err(|e| io("a private directory", e))?;
     let socket = dir.path().join("s");
     let listener =
         std::os::unix::net::UnixListener::bind(&socket).map_err(|e| io("its socket", e))?;
