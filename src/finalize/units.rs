@@ -66,6 +66,9 @@ struct Runner<'a> {
     ran: AtomicUsize,
     hits: AtomicUsize,
     templates: Mutex<BTreeMap<Kind, Template>>,
+    /// The first job's failure (the worker crashed, stalled, answered wrongly): the link
+    /// goes on without the finalizer, so the jobs not yet started are not run.
+    failed: OnceLock<crate::diag::Error>,
 }
 
 impl Runner<'_> {
@@ -86,6 +89,9 @@ impl Runner<'_> {
     /// A unit's job alone: the unit, then its references' stand-ins, each made from its
     /// template ([`Runner::template`]).
     fn unit(&self, unit: &Cubin, refs: &[Reference], mode: &Mode) -> Result<Option<Vec<u8>>> {
+        if let Some(e) = self.failed.get() {
+            return Err(e.clone());
+        }
         let mut templates = BTreeMap::new();
         for r in refs {
             if !templates.contains_key(&r.kind) {
@@ -153,10 +159,14 @@ impl Runner<'_> {
             return Ok(image);
         }
         counted(&self.ran);
-        self.fin.prepare()?;
+        let failed = |e: crate::diag::Error| {
+            let _ = self.failed.set(e.clone());
+            e
+        };
+        self.fin.prepare().map_err(failed)?;
         let _span = crate::trace::span_with("finalize", || format!("libnvJitLink: {what}"));
         let started = std::time::Instant::now();
-        let image = self.fin.link(&job.refs(), mode)?;
+        let image = self.fin.link(&job.refs(), mode).map_err(failed)?;
         if let Some((cache, key)) = &cached {
             cache.put(key, &entry(image.as_deref()), started.elapsed());
         }
@@ -256,6 +266,7 @@ pub fn apply(
         ran: Default::default(),
         hits: Default::default(),
         templates: Default::default(),
+        failed: OnceLock::new(),
     };
     let mode = Mode {
         arch,
