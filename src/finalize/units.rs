@@ -9,8 +9,9 @@
 //! program (every input of the link, as nvlink finalizes it). The templates the
 //! stand-ins are made from are compiled by the finalizer (`-r`) and cached too
 //! (`finalize-standin`), each by the first job that needs it, so a unit that needs none
-//! (at sm_100 often the largest) waits for none. The images, and so the output, are the same whatever the
-//! number of threads.
+//! (at sm_100 often the largest) waits for none. Once a job fails the jobs not yet
+//! started are not run (the link goes on without the finalizer). The images, and so the
+//! output, are the same whatever the number of threads.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
