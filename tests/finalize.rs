@@ -54,19 +54,24 @@ fn compile(dir: &Path, arch: &str, step: i32) -> Vec<String> {
         let cubin = dir.join(format!("{name}.cubin"));
         if std::fs::read_to_string(&cu).ok().as_deref() != Some(&text) || !cubin.exists() {
             std::fs::write(&cu, &text).unwrap();
-            let ok = Command::new(cuda().join("bin/nvcc"))
-                .args(["-cubin", "-rdc=true", &format!("-arch={arch}")])
-                .arg(&cu)
-                .arg("-o")
-                .arg(&cubin)
-                .status()
-                .unwrap()
-                .success();
-            assert!(ok, "nvcc {name}.cu");
+            nvcc(&cu, &cubin, arch);
         }
         out.push(cubin.display().to_string());
     }
     out
+}
+
+/// `cu` compiled by nvcc (`-rdc`) to the cubin `cubin` at `arch`.
+fn nvcc(cu: &Path, cubin: &Path, arch: &str) {
+    let ok = Command::new(cuda().join("bin/nvcc"))
+        .args(["-cubin", "-rdc=true", &format!("-arch={arch}")])
+        .arg(cu)
+        .arg("-o")
+        .arg(cubin)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "nvcc {}", cu.display());
 }
 
 struct Linked {
@@ -240,15 +245,7 @@ fn a_unit_that_needs_no_stand_in_waits_for_no_template() {
         .collect();
     std::fs::write(&solo, kernels).unwrap();
     let cubin = dir.path().join("solo.cubin");
-    let ok = Command::new(cuda().join("bin/nvcc"))
-        .args(["-cubin", "-rdc=true", "-arch=sm_100"])
-        .arg(&solo)
-        .arg("-o")
-        .arg(&cubin)
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "nvcc solo.cu");
+    nvcc(&solo, &cubin, "sm_100");
     args.push(cubin.display().to_string());
     let want = nvlink(&args, &dir.path().join("ref.cubin"));
     let trace = dir.path().join("trace.json");
