@@ -8,14 +8,21 @@
 #           tools' identities it remembers kept: a first link ever also hashes the tools);
 #   edit:   one unit edited and recompiled with nvcc at the same path (cicc's module id
 #           hashes the path), the cache holding the links before (a new edit every run);
-#   daemon: the same edits through the daemon (NVLINKRS_DAEMON=only), started and warm.
+#   daemon: the same edits through the daemon (NVLINKRS_DAEMON=only), started and warm;
+#   first:  a cold link with --incremental (the whole program finalized in one job, the
+#           units' jobs left to the daemon's background build): before each run of
+#           either linker the background build of the one before is waited for; the
+#           daemon runs, so its finalizer worker is taken;
+#   next:   the edits with --incremental (the daemon running: its worker taken).
 # Medians of BENCH_RUNS pairs (default 7) with the fastest and slowest run, and the
 # median of the per-pair ratios. Every image is compared with nvlink's of the same
 # inputs (`nvlinkrs compare`); one that is not equivalent stops the benchmark (exit 1,
 # no results file). Writes benches/results/finalize.md with the commit, toolkit and
 # machine, and the load at the start and the end. Usage:
 #   scripts/bench_finalize.sh [UNIT COUNTS...]   (default 8 32 128)
-# BENCH_RUNS (pairs, default 7), BENCH_ARCHS (default "sm_100 sm_120"), BENCH_CCCL=0 (no
+# BENCH_RUNS (pairs, default 7), BENCH_ARCHS (default "sm_100 sm_120"), BENCH_LINKS (the
+# links, default "cold edit daemon first next"), BENCH_FREE (unit counts of programs of
+# kernels that make no call, benches/gen/freekernels.py: none by default), BENCH_CCCL=0 (no
 # Thrust/CUB program), BENCH_OUT (the results file, default benches/results/finalize.md);
 # a quick check that it runs end to end, not for the record:
 #   BENCH_RUNS=1 BENCH_ARCHS=sm_100 BENCH_OUT=target/bench/finalize-quick.md scripts/bench_finalize.sh 8
@@ -42,6 +49,7 @@ program() {
   mkdir -p "$d/p" "$d/v"
   case $name in
     cccl) cp tests/fixtures/finalize/cccl*.cu "$d/p/"; unit=cccl2; edit='s/x \* 0\.5f + 1\.f/x * 0.5f + K.f/' ;;
+    free*) python3 benches/gen/freekernels.py "$d/p" --tus "${name#free}"; unit=t0; edit='s/p\[i\] + 0;/p[i] + K;/' ;;
     *) python3 benches/gen/deepprog.py 7 "$d/p" --tus "${name#deep}" >/dev/null; unit=t0; edit='s/int a = x \* 3 + 0;/int a = x * 3 + K;/' ;;
   esac
   nvcc_all "$d/p" "$a"
@@ -74,7 +82,10 @@ table=$W/table.md
   echo "program (tests/fixtures/finalize/cccl1.cu, cccl2.cu). *cold*: nvlinkrs' default cache on,"
   echo "its entries removed before each run (the tools' identities kept); *edit*: one unit edited"
   echo "and recompiled with nvcc at its path, the"
-  echo "cache holding the links before (a new edit each run); *daemon*: the same through the daemon."
+  echo "cache holding the links before (a new edit each run); *daemon*: the same through the daemon;"
+  echo "*first*: cold with \`--incremental\` (the whole program finalized in one job, the units' jobs"
+  echo "left to the daemon's background build, which is waited for before each run of either linker;"
+  echo "the daemon runs, and its finalizer worker is taken); *next*: the edits with \`--incremental\`."
   echo "Wall seconds: the median of $runs runs paired with nvlink's (A B A B), fastest and slowest"
   echo "in brackets; ratio: the median of the per-pair nvlinkrs/nvlink ratios (fastest, slowest);"
   echo "speed-up: nvlink's median over nvlinkrs'. Finalizer: jobs run / from the cache, units the"
@@ -94,6 +105,7 @@ finalizer() {
 trap '"$N" daemon stop >/dev/null 2>&1; rm -rf "$W"' EXIT
 for a in "${archs[@]}"; do
   names=(); for n in "${sizes[@]}"; do names+=("deep$n"); done
+  for n in ${BENCH_FREE:-}; do names+=("free$n"); done
   [ "${BENCH_CCCL:-1}" = 0 ] || names+=(cccl)
   for name in "${names[@]}"; do
     program "$a" "$name"
@@ -101,19 +113,26 @@ for a in "${archs[@]}"; do
     link=(-arch="$a" "$d"/p/*.cubin)
     nv="$CU/bin/nvlink ${link[*]} -o $d/ref.cubin"
     rs="$N ${link[*]} -o $d/out.cubin --report-json=$d/report.json"
-    for how in cold edit daemon; do
+    for how in ${BENCH_LINKS:-cold edit daemon first next}; do
       c=$d/cache-$how
+      idle="until $N daemon status | grep -q 'background idle'; do sleep 0.05; done"
+      setup_nv=""
       case $how in
+        first) setup="$idle; rm -rf $c/nvlinkrs/links/objects"; setup_nv=$idle
+               cmd="env XDG_CACHE_HOME=$c $rs --incremental" ;;
+        next) setup="$idle; cp $d/v/{n}.cubin $d/p/$unit.cubin"; setup_nv=$idle
+              cmd="env XDG_CACHE_HOME=$c $rs --incremental" ;;
         cold) setup="rm -rf $c/nvlinkrs/links/objects"; cmd="env XDG_CACHE_HOME=$c $rs" ;;
         edit) setup="cp $d/v/{n}.cubin $d/p/$unit.cubin"; cmd="env XDG_CACHE_HOME=$c $rs" ;;
         daemon) setup="cp $d/v/{n}.cubin $d/p/$unit.cubin"; cmd="env NVLINKRS_DAEMON=only XDG_CACHE_HOME=$c $rs" ;;
       esac
       # (the edits start from a cache that holds the link of the program as it was)
       cp "$d/orig.cubin" "$d/p/$unit.cubin"
-      if [ $how != cold ]; then
-        env XDG_CACHE_HOME="$c" $([ $how = daemon ] && echo NVLINKRS_DAEMON=only) $rs >/dev/null
+      if [ $how != cold ] && [ $how != first ]; then
+        env XDG_CACHE_HOME="$c" $([ $how = daemon ] && echo NVLINKRS_DAEMON=only) $rs \
+          $([ $how = next ] && echo --incremental) >/dev/null
       fi
-      read -r ta ta0 ta1 tb tb0 tb1 r r0 r1 < <(python3 scripts/measure_pairs.py "$runs" "$setup" "$cmd" "" "$nv")
+      read -r ta ta0 ta1 tb tb0 tb1 r r0 r1 < <(python3 scripts/measure_pairs.py "$runs" "$setup" "$cmd" "$setup_nv" "$nv")
       verdict=$(image "$d/ref.cubin" "$d/out.cubin" "$a $name $how")
       python3 -c "print('| $a | $name | $how | %.3f (%.3f–%.3f) | %.3f (%.3f–%.3f) | %.2f (%.2f–%.2f) | %.2fx | $(finalizer "$d/report.json") | $verdict |' % ($tb, $tb0, $tb1, $ta, $ta0, $ta1, $r, $r0, $r1, $tb/max($ta,0.001)))" >> "$table"
     done

@@ -136,6 +136,14 @@ impl<T> Context<T> for Result<T> {
     }
 }
 
+/// "1 stand-in", "2 stand-ins": a count and its noun, for messages.
+pub fn counted(n: usize, what: &str) -> String {
+    match n {
+        1 => format!("1 {what}"),
+        n => format!("{n} {what}s"),
+    }
+}
+
 /// A malformed-input error: which file, where in it, what was expected.
 /// Every parser builds its errors through this so the messages look alike.
 pub fn malformed(origin: &str, offset: u64, what: impl fmt::Display) -> Error {

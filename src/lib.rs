@@ -107,11 +107,11 @@ fn link_unchecked(
         drop(opened);
     }
     if let Ok((timings, _)) = &linked
-        && timings.background
+        && let Some(what) = timings.background
     {
         // (incremental LTO's partitions, asked for once this link no longer needs the CPU)
         let _span = crate::trace::span("daemon", "background build asked for");
-        daemon::background::request(req, &plan.env, ctx.diag, linkcache::key_of);
+        daemon::background::request(req, &plan.env, ctx.diag, linkcache::key_of, what);
     }
     let result = linked.and_then(|(timings, whole)| {
         report::write(plan, &ctx, &timings, whole, started).map(|_| timings)
@@ -184,6 +184,9 @@ fn link_phases(
     if !debug_image && finalize::wanted(plan, ctx)? {
         let stats = timings.phase("finalize", || finalize::phase(plan, ctx, &mut inputs))?;
         timings.fell_back |= stats.fell_back;
+        if stats.deferred > 0 {
+            timings.background = Some("incremental: the finalizer's jobs of each unit");
+        }
         timings.finalize = Some(stats.to_json());
     }
     let mut options = plan.merge_options();

@@ -34,9 +34,11 @@ pub struct Timings {
     /// What the sm_100+ finalizer did, where it ran (`--report-json`'s `finalize`, as
     /// the phase describes it).
     pub(crate) finalize: Option<serde_json::Value>,
-    /// An incremental link linked whole-program whose partitions are to be built in the
-    /// background once it is done (`daemon::background::request`).
-    pub(crate) background: bool,
+    /// An incremental link linked whole-program whose partitions, or finalized its whole
+    /// program in one job whose units' jobs, are to be built in the background once it
+    /// is done (`daemon::background::request`).
+    /// What is asked for (`-v` says it: "incremental LTO: the partitions").
+    pub(crate) background: Option<&'static str>,
     /// An incremental link wrote the partitioned image (not the whole-program link's).
     pub(crate) partitioned: bool,
 }

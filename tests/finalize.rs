@@ -2,8 +2,9 @@
 //! (the report's cache counters), a finalizer that crashes or hangs inside a per-unit job
 //! leaves the link as it is without the finalizer, the daemon keeps one worker for its
 //! links, a unit that needs no stand-in waits for no template, the worker's socket is in
-//! a private folder, and the rule and the per-unit jobs are proved against whole-program jobs
-//! (`proof`).
+//! a private folder, a first incremental link finalizes the whole program and leaves the
+//! units to the daemon, and the rule and the per-unit jobs are proved against
+//! whole-program jobs (`proof`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -499,4 +500,78 @@ fn the_daemon_keeps_one_finalizer_worker() {
         !Path::new(&format!("/proc/{}", pids[0])).exists()
     });
     assert!(gone, "the worker outlived the daemon");
+}
+
+/// An incremental link (`--incremental`) whose cache has none of the units' jobs (its
+/// first) finalizes the whole program in one job, as nvlink does (was: a job per unit,
+/// which on two cores cost the cold link 1.39 times nvlink's time at sm_100,
+/// benches/results/finalize-cold.md), and the daemon builds the units' jobs in the
+/// background; the next link, after a one-unit edit, runs that unit's job alone (2 hits,
+/// 1 miss) in the daemon's worker (the library loaded once for the loop). Every image is
+/// nvlink's.
+#[test]
+fn a_first_incremental_link_finalizes_the_whole_program_and_the_daemon_the_units() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let runtime = tempfile::tempdir().unwrap();
+    let env = [
+        ("XDG_CACHE_HOME", cache.path()),
+        ("XDG_RUNTIME_DIR", runtime.path()),
+    ];
+    let daemon = |what: &str| {
+        let o = Command::new(nvlinkrs())
+            .args(["daemon", what])
+            .env("XDG_RUNTIME_DIR", runtime.path())
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let mut args = vec!["-arch=sm_100".to_string()];
+    args.extend(compile(dir.path(), "sm_100", 1));
+    let want = nvlink(&args, &dir.path().join("ref.cubin"));
+    args.push("--incremental".into());
+    let out = dir.path().join("out.cubin");
+    let first = link(&args, &out, &env, &[("NVLINKRS_DAEMON_IDLE", "120")]);
+    assert_eq!((first.code, first.stderr.as_str()), (0, ""));
+    assert!(first.output.as_ref() == Some(&want), "not nvlink's image");
+    let f = &first.report["finalize"];
+    assert_eq!(
+        (
+            f["units"].as_u64(),
+            f["jobs_run"].as_u64(),
+            f["units_deferred"].as_u64()
+        ),
+        (Some(3), Some(1), Some(3)),
+        "{f}"
+    );
+    assert_eq!(stage(&first.report, "finalize"), (0, 1));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    while !daemon("status").ends_with("background idle\n") {
+        assert!(std::time::Instant::now() < deadline, "no end to the background build");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    // u1 edited and recompiled where it was: its job alone
+    args.truncate(1);
+    args.extend(compile(dir.path(), "sm_100", 2));
+    let want = nvlink(&args, &dir.path().join("ref.cubin"));
+    args.extend(["--incremental".into(), "-v".into()]);
+    let edit = link(&args, &out, &env, &[]);
+    assert_eq!(edit.code, 0, "{}", edit.stderr);
+    assert!(!edit.stderr.contains("background"), "{}", edit.stderr);
+    assert_eq!(stage(&edit.report, "finalize"), (2, 1));
+    // (its job run by the daemon's worker, which the background build started)
+    let f = &edit.report["finalize"];
+    assert_eq!(
+        (
+            f["jobs_run"].as_u64(),
+            f["units_deferred"].as_u64(),
+            f["worker"].as_str()
+        ),
+        (Some(1), Some(0), Some("daemon")),
+        "{f}"
+    );
+    args.pop();
+    let again = link(&args, &out, &env, &[]);
+    assert!(again.output.as_ref() == Some(&want), "not nvlink's image");
+    daemon("stop");
 }

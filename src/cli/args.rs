@@ -224,8 +224,9 @@ pub struct LinkArgs {
     /// Link through the per-user daemon (also NVLINKRS_DAEMON=1).
     #[arg(long = "daemon")]
     pub daemon: bool,
-    /// -lto/-dlto as partitions: after an edit only those whose code changed are compiled
-    /// again (development builds; also NVLINKRS_INCREMENTAL=1).
+    /// For the edit-relink loop (development builds; also NVLINKRS_INCREMENTAL=1): -lto/-dlto
+    /// as partitions, after an edit only those whose code changed are compiled again; at
+    /// sm_100+ the finalizer's per-unit jobs built by the daemon, whose worker is taken.
     #[arg(long = "incremental")]
     pub incremental: bool,
     /// With -lto -r: link the inputs' IR into one LTO IR module (LLVM) and write it as a

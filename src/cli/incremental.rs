@@ -10,6 +10,15 @@ use crate::linkenv::LinkEnv;
 
 pub const VAR: &str = "NVLINKRS_INCREMENTAL";
 
+/// The environment mark of a background build (incremental LTO's partitions, the
+/// finalizer's per-unit jobs), set by the daemon in its child.
+pub const MARK: &str = "NVLINKRS_INCREMENTAL_BACKGROUND";
+
+/// Whether a link in the environment `env` is a background build.
+pub fn is_background(env: &LinkEnv) -> bool {
+    env.get(MARK).is_some()
+}
+
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Mode {
     /// Whole-program LTO, nvlink's bytes.

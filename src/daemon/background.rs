@@ -1,5 +1,6 @@
 //! Background work of the daemon: the partitions of an incremental link's program built
-//! after its first (whole-program) link answered. A request carries the link's arguments,
+//! after its first (whole-program) link answered, and the sm_100+ finalizer's per-unit
+//! jobs of an incremental link that finalized its whole program in one job. A request carries the link's arguments,
 //! working directory, environment snapshot and cache key, like a link's; the daemon
 //! queues it (once: the same request with the same key queued twice is one job), answers
 //! at once, and runs the jobs one at a time on a thread of its own as child links at the
@@ -101,22 +102,29 @@ impl Queue {
     }
 }
 
-/// Asks this user's daemon (started when none runs) for the partitions of the link `req`,
-/// in the environment `env` (its snapshot), to be built in the background; under `-v`
-/// says whether it took them. The request carries the snapshot and the cache key of the
+/// Asks this user's daemon (started when none runs) for the partitions of the link `req`
+/// (or the finalizer's jobs of its units: `what`, as `-v` says it), in the environment
+/// `env` (its snapshot), to be built in the background; under `-v` says whether it took
+/// them. The request carries the snapshot and the cache key of the
 /// link the background build runs ([`key`], made by `key_of`: `linkcache::key_of`, which
 /// the spine hands in, as the daemon does not import the link cache), as a link's
 /// request to the daemon does.
-pub fn request(req: &LinkRequest, env: &LinkEnv, diag: &Diagnostics, key_of: KeyOfRequest) {
+pub fn request(
+    req: &LinkRequest,
+    env: &LinkEnv,
+    diag: &Diagnostics,
+    key_of: KeyOfRequest,
+    what: &str,
+) {
     if is_background(env) || req.nvjitlink {
         return;
     }
     let args: Vec<String> = std::env::args().skip(1).collect();
     let queued = super::queue_background(&args, env, key(req, env, key_of).as_deref());
     if req.verbose {
-        diag.info(match queued {
-            true => "incremental LTO: the partitions are being built in the background (nvlinkrs daemon status)",
-            false => "incremental LTO: no daemon could take the background build; NVLINKRS_INCREMENTAL=partitions builds the partitions in a link",
+        diag.info(&match queued {
+            true => format!("{what} are being built in the background (nvlinkrs daemon status)"),
+            false => format!("{what}: no daemon could take the background build; NVLINKRS_INCREMENTAL=partitions builds them in a link"),
         });
     }
 }

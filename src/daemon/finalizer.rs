@@ -107,6 +107,11 @@ fn answer_for(k: &Started) -> Vec<(String, Vec<u8>)> {
             k.socket.to_string_lossy().as_bytes().to_vec(),
         ),
         ("pid".into(), k.child.pid.to_string().into_bytes()),
+        // (the worker's parent, which a link outside the daemon checks before it stops
+        // it, and this executable, which a link outside the daemon must be: the worker
+        // speaks its protocol)
+        ("parent".into(), std::process::id().to_string().into_bytes()),
+        ("exe".into(), super::guard::exe_identity().into_bytes()),
     ]
 }
 
@@ -139,10 +144,16 @@ fn start(dir: &Path, lib: &Path, n: u64) -> std::io::Result<Started> {
 
 // ---- a link process's side -----------------------------------------------------------
 
-/// The daemon's socket, where this link process runs under the daemon.
-fn daemon_socket() -> Option<PathBuf> {
-    std::env::var_os(super::IN_DAEMON)?;
-    std::env::var_os(VAR).map(PathBuf::from)
+/// The daemon's socket, where this link process runs under the daemon; else, for a
+/// link that may use a running daemon's worker (`outside`), this user's daemon's when
+/// one answers there (in a directory of this user's only; never started for it).
+fn daemon_socket(outside: bool) -> Option<PathBuf> {
+    if std::env::var_os(super::IN_DAEMON).is_some() {
+        return std::env::var_os(VAR).map(PathBuf::from);
+    }
+    let socket = super::socket_path();
+    let dir = socket.parent()?;
+    (outside && super::guard::check_dir(dir).is_ok()).then_some(socket)
 }
 
 /// Asks the daemon; its answer's frames.
@@ -156,17 +167,19 @@ fn ask(socket: &Path, frames: &[(&str, &[u8])]) -> Option<Vec<(String, Vec<u8>)>
     super::receive(&mut stream).ok()
 }
 
-/// The daemon's worker for `lib` (where this link runs under the daemon and the daemon
-/// gives one; `None` otherwise, and the link starts its own): its socket and pid, and
-/// the daemon's socket (where to ask how it [`ended`]).
+/// The daemon's worker for `lib` (where this link runs under the daemon, or, with
+/// `outside`, where this user's daemon runs, and the daemon gives one; `None` otherwise,
+/// and the link starts its own): its socket and pid, the daemon's socket (where to ask
+/// how it [`ended`]) and pid (its parent).
 pub struct Kept {
     pub socket: PathBuf,
     pub pid: u32,
     pub daemon: PathBuf,
+    pub parent: u32,
 }
 
-pub fn worker(lib: &Path) -> Option<Kept> {
-    let daemon = daemon_socket()?;
+pub fn worker(lib: &Path, outside: bool) -> Option<Kept> {
+    let daemon = daemon_socket(outside)?;
     let path = lib.to_string_lossy();
     let answer = ask(&daemon, &[("finalizer", path.as_bytes())])?;
     let get = |k: &str| {
@@ -174,10 +187,15 @@ pub fn worker(lib: &Path) -> Option<Kept> {
             .find(|(n, _)| n == k)
             .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
     };
+    // (a daemon of another build of nvlinkrs: its worker may speak another protocol)
+    if get("exe")? != super::guard::exe_identity() {
+        return None;
+    }
     Some(Kept {
         socket: PathBuf::from(get("socket")?),
         pid: get("pid")?.parse().ok()?,
         daemon,
+        parent: get("parent")?.parse().ok()?,
     })
 }
 
@@ -194,9 +212,9 @@ pub fn ended(daemon: &Path, lib: &Path, pid: u32) -> Option<String> {
         .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
 }
 
-/// Whether `pid` is a live worker of this link's daemon (its parent is the daemon, this
-/// process's parent, and it has not ended).
-pub fn is_worker(pid: u32) -> bool {
+/// Whether `pid` is a live worker of the daemon `parent` (its parent, and it has not
+/// ended).
+pub fn is_worker(pid: u32, parent: u32) -> bool {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
         return false;
     };
@@ -205,12 +223,12 @@ pub fn is_worker(pid: u32) -> bool {
     };
     let mut f = rest.split(' ');
     let (state, ppid) = (f.next(), f.next().and_then(|p| p.parse::<u32>().ok()));
-    state != Some("Z") && ppid == Some(std::os::unix::process::parent_id())
+    state != Some("Z") && ppid == Some(parent)
 }
 
-/// Stops the daemon's worker `pid` (it made no progress).
-pub fn stop(pid: u32) {
-    if is_worker(pid) {
+/// Stops the worker `pid` of the daemon `parent` (it made no progress).
+pub fn stop(pid: u32, parent: u32) {
+    if is_worker(pid, parent) {
         crate::child::kill_group(pid);
     }
 }

@@ -3,8 +3,9 @@
 //! crash in the library (a damaged library the loader maps, SIGBUS; a damaged unit,
 //! SIGSEGV or a heap abort) or a hang costs, never the link, which goes on without the
 //! finalizer, with a warning. Under the daemon, the daemon's worker for the library
-//! (loaded once for all links); else one the link starts when its first job misses the
-//! cache (loaded once for the link, whatever its number of jobs).
+//! (loaded once for all links), and so in an incremental link where this user's daemon
+//! runs; else one the link starts when its first job misses the cache (loaded once for
+//! the link, whatever its number of jobs).
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -25,6 +26,9 @@ pub struct Isolated {
     /// Started as the link begins ([`super::start_early`]), not when its first job needs
     /// it: libNVVM's and ptxas' time, which may be long, is not counted against it.
     early: bool,
+    /// The link may take this user's daemon's worker though it does not run under the
+    /// daemon (an incremental link: `finalize::uses_daemon`).
+    outside: bool,
     worker: OnceLock<std::result::Result<Worker, Error>>,
 }
 
@@ -42,8 +46,15 @@ impl Isolated {
             lib,
             inputs,
             early: false,
+            outside: false,
             worker: OnceLock::new(),
         }
+    }
+
+    /// The worker of this user's daemon where one runs, though the link does not run
+    /// under it (`outside`).
+    pub fn outside(self, outside: bool) -> Isolated {
+        Isolated { outside, ..self }
     }
 
     /// [`Isolated::new`], for a worker started as the link begins.
@@ -58,12 +69,15 @@ impl Isolated {
     fn worker(&self) -> Result<&Worker> {
         let w = self
             .worker
-            .get_or_init(|| match crate::daemon::finalizer::worker(&self.lib) {
+            .get_or_init(|| match crate::daemon::finalizer::worker(&self.lib, self.outside) {
                 Some(k) => Ok(Worker {
                     lib: self.lib.clone(),
                     socket: k.socket,
                     pid: k.pid,
-                    owner: Owner::Daemon { socket: k.daemon },
+                    owner: Owner::Daemon {
+                        socket: k.daemon,
+                        parent: k.parent,
+                    },
                     stopped: Default::default(),
                 }),
                 None => start(

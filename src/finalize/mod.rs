@@ -58,7 +58,7 @@ impl Chosen<'_> {
             return Ok((Chosen::Worker(early.clone()), lib));
         }
         let size = inputs.iter().map(|i| i.cubin.data.len()).sum();
-        let worker = isolated::Isolated::new(lib.clone(), size);
+        let worker = isolated::Isolated::new(lib.clone(), size).outside(uses_daemon(plan));
         Ok((Chosen::Worker(Arc::new(worker)), lib))
     }
 
@@ -90,7 +90,7 @@ pub fn start_early(plan: &Plan, ctx: &LinkContext, bytes: usize) {
     let Ok(lib) = library(plan) else {
         return;
     };
-    let worker = Arc::new(isolated::Isolated::early(lib, bytes));
+    let worker = Arc::new(isolated::Isolated::early(lib, bytes).outside(uses_daemon(plan)));
     if ctx.early_finalizer.set(worker.clone()).is_ok() {
         // (on a thread: under the daemon, asking for its worker waits for the answer)
         std::thread::spawn(move || worker.prepare());
@@ -107,6 +107,9 @@ pub struct Stats {
     /// Jobs the finalizer ran in this link, and those answered from the cache.
     pub jobs: usize,
     pub cached: usize,
+    /// Units whose jobs were left to a background build: the cache had none of them,
+    /// and the link finalized the whole program in one job ([`units::apply`]).
+    pub deferred: usize,
     /// Functions whose code was taken from it.
     pub functions: usize,
     /// Of those, functions whose instructions were taken, not only their control bits.
@@ -126,6 +129,7 @@ impl Stats {
             "skipped_units": self.skipped,
             "jobs_run": self.jobs,
             "jobs_cached": self.cached,
+            "units_deferred": self.deferred,
             "functions": self.functions,
             "fell_back": self.fell_back,
             "worker": self.worker.map(|w| w.0),
@@ -194,6 +198,24 @@ fn library(plan: &Plan) -> Result<std::path::PathBuf> {
     })
 }
 
+/// Whether a link may leave the units' jobs to a background build ([`units::apply`]): an
+/// incremental link (`--incremental`, `NVLINKRS_INCREMENTAL=1`: a development build,
+/// whose next link after an edit is what counts) with a cache, which is not a background
+/// build itself, in nvlinkrs' own executable (which the daemon's build runs).
+fn may_defer(plan: &Plan, ctx: &LinkContext) -> bool {
+    ctx.cache().is_some() && ctx.finalizer.is_none() && uses_daemon(plan)
+}
+
+/// Whether a link that does not run under the daemon takes the finalizer worker of this
+/// user's daemon where one runs (it is not started for it): an incremental link, which
+/// is not a background build (which the daemon runs), so that after the first link of
+/// the edit-relink loop (which starts the daemon for its background build) the library
+/// is loaded once, not once per link.
+fn uses_daemon(plan: &Plan) -> bool {
+    use crate::cli::incremental::{Mode, is_background};
+    plan.incremental().is_ok_and(|m| m == Mode::Auto) && !is_background(&plan.env)
+}
+
 /// An error and its context chain on one line, for the fallback warning.
 fn one_line(e: &Error) -> String {
     let mut line = e.message().to_string();
@@ -220,6 +242,7 @@ pub fn phase(plan: &Plan, ctx: &LinkContext, inputs: &mut [Input]) -> Result<Sta
         plan.req.target,
         version.as_deref(),
         inputs,
+        may_defer(plan, ctx),
     ) {
         // (the worker that ran jobs: one started early for a link whose every job was
         // cached ran none)

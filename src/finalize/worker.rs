@@ -142,8 +142,9 @@ pub enum Owner {
         /// The private directory of its socket, removed after it.
         _dir: tempfile::TempDir,
     },
-    /// The daemon keeps it: the daemon says how it ended.
-    Daemon { socket: PathBuf },
+    /// The daemon keeps it: the daemon (its `socket`, and its pid, the worker's
+    /// `parent`) says how it ended.
+    Daemon { socket: PathBuf, parent: u32 },
 }
 
 /// A running worker.
@@ -264,7 +265,7 @@ impl Worker {
     fn gone(&self) -> bool {
         match &self.owner {
             Owner::Link { child, .. } => child.ending(Duration::ZERO).is_some(),
-            Owner::Daemon { .. } => !crate::daemon::finalizer::is_worker(self.pid),
+            Owner::Daemon { parent, .. } => !crate::daemon::finalizer::is_worker(self.pid, *parent),
         }
     }
 
@@ -274,7 +275,7 @@ impl Worker {
         stopped.get_or_insert_with(|| why.to_string());
         match &self.owner {
             Owner::Link { child, .. } => child.stop(),
-            Owner::Daemon { .. } => crate::daemon::finalizer::stop(self.pid),
+            Owner::Daemon { parent, .. } => crate::daemon::finalizer::stop(self.pid, *parent),
         }
     }
 
@@ -302,7 +303,7 @@ impl Worker {
                 }
                 e
             }
-            Owner::Daemon { socket } => {
+            Owner::Daemon { socket, .. } => {
                 let how = crate::daemon::finalizer::ended(socket, &self.lib, self.pid);
                 self.error(&how.unwrap_or_else(|| "ended".into()))
             }

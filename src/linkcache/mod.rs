@@ -190,6 +190,11 @@ fn auto(plan: &Plan) -> bool {
 /// whole-program link's (nvlink's bytes, which a link without `--incremental` stores too)
 /// and then the partitioned link's (never its own).
 fn lookups(plan: &Plan, key: &key::LinkKey) -> Vec<Key> {
+    if crate::cli::incremental::is_background(&plan.env) && !plan.req.lto {
+        // (its image is the link's own, whose entry the link that asked for it stored:
+        // the build is there for the finalizer's per-unit jobs, which only linking makes)
+        return Vec::new();
+    }
     match auto(plan) {
         true => vec![key.in_mode(Mode::Off), key.in_mode(Mode::Partitions)],
         false => vec![key.key.clone()],

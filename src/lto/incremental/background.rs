@@ -14,16 +14,10 @@ use std::path::PathBuf;
 use crate::cli::LinkRequest;
 use crate::linkenv::LinkEnv;
 
-/// The environment mark of a background build, set by the daemon in its child.
-pub const MARK: &str = "NVLINKRS_INCREMENTAL_BACKGROUND";
+pub use crate::cli::incremental::{MARK, is_background};
 
 /// The name of a background build's image in its scratch folder.
 pub const IMAGE: &str = "image.cubin";
-
-/// Whether a link in the environment `env` is a background build.
-pub fn is_background(env: &LinkEnv) -> bool {
-    env.get(MARK).is_some()
-}
 
 /// The private scratch folder (`scratch::private_dir`) holding a background build's
 /// image, removed when dropped.

@@ -128,10 +128,7 @@ fn auto_choice(
 
 /// "1 changed partition", "2 changed partitions".
 fn changed(n: usize) -> String {
-    match n {
-        1 => "1 changed partition".into(),
-        n => format!("{n} changed partitions"),
-    }
+    crate::diag::counted(n, "changed partition")
 }
 
 /// What an incremental link did.
@@ -157,7 +154,7 @@ impl WholeTimer {
         let mut h = history::load(cache, &self.req);
         h.whole_ms = Some(ms);
         history::store(cache, &self.req, &h);
-        timings.background = true;
+        timings.background = Some("incremental LTO: the partitions");
     }
 }
 
