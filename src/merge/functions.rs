@@ -58,11 +58,11 @@ impl CodeGraph {
 
 /// What a function's relocations refer to (`Merger::relocation_edges`).
 struct Edges {
-    /// The functions it calls or whose address it takes.
-    callees: BTreeSet<FuncId>,
+    /// The functions it calls (a relocation other than `UNIFIED*`).
+    called: BTreeSet<FuncId>,
+    /// The functions whose address it takes (`UNIFIED*` relocations).
+    addressed: BTreeSet<FuncId>,
     shared: BTreeSet<SymKey>,
-    /// Of `callees`, those whose address alone it takes (`UNIFIED*` relocations only).
-    address_only: BTreeSet<FuncId>,
 }
 
 impl<'a> Merger<'a> {
@@ -88,13 +88,21 @@ impl<'a> Merger<'a> {
             .map(FuncId)
             .map(|f| self.relocation_edges(f))
             .collect();
-        let mut address_only = Vec::new();
+        // (a function whose address alone the code takes, `UNIFIED*` relocations, and that
+        // group 4 lists, is not called: nvlink's call list, and so its register counts,
+        // do not follow it: `address_taken_functions_and_emptied_links_as_nvlink`)
+        let mut called: Vec<(FuncId, FuncId)> = Vec::new();
         for (f, (func, e)) in self.code.funcs.iter_mut().zip(edges).enumerate() {
-            let e = e?;
-            (func.callees, func.shared) = (e.callees, e.shared);
-            address_only.extend(e.address_only.into_iter().map(|g| (FuncId(f), g)));
+            let Edges {
+                called: calls,
+                addressed,
+                shared,
+            } = e?;
+            called.extend(calls.iter().map(|&g| (FuncId(f), g)));
+            func.callees = calls;
+            func.callees.extend(addressed);
+            func.shared = shared;
         }
-        let address_only: HashSet<(FuncId, FuncId)> = address_only.into_iter().collect();
         // Call-graph entries: direct calls (groups 1 and 4), and for indirect calls the
         // functions whose address is taken (2) and the callers (3), by prototype; an
         // indirect call of prototype P may reach every function of prototype P whose
@@ -103,13 +111,6 @@ impl<'a> Merger<'a> {
         let mut callers: Vec<(String, FuncId)> = Vec::new();
         // (the calls the code's relocations and the groups 1 and 3 make, and the group 4
         // names: what only group 4 names is `listed_only`)
-        // (a function whose address alone the code takes, `UNIFIED*` relocations, and that
-        // group 4 lists, is not called: nvlink's call list, and so its register counts,
-        // do not follow it: `address_taken_functions_and_emptied_links_as_nvlink`)
-        let mut called: Vec<(FuncId, FuncId)> = (FuncId::all(self.code.funcs.len()))
-            .flat_map(|f| self.code.funcs[f].callees.iter().map(move |&g| (f, g)))
-            .filter(|e| !address_only.contains(e))
-            .collect();
         let mut listed: Vec<(FuncId, FuncId)> = Vec::new();
         for i in 0..self.inputs.len() {
             let c = &self.inputs[i].cubin;
@@ -262,14 +263,10 @@ impl<'a> Merger<'a> {
                 }
             }
         }
-        let called: BTreeSet<FuncId> = callees.into_iter().collect();
-        let address_only: BTreeSet<FuncId> = (addressed.into_iter())
-            .filter(|g| !called.contains(g))
-            .collect();
         Ok(Edges {
-            callees: called.union(&address_only).copied().collect(),
+            called: callees.into_iter().collect(),
+            addressed: addressed.into_iter().collect(),
             shared: shared.into_iter().collect(),
-            address_only,
         })
     }
 
