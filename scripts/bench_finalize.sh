@@ -13,7 +13,9 @@
 #           units' jobs left to the daemon's background build): before each run of
 #           either linker the background build of the one before is waited for; the
 #           daemon runs, so its finalizer worker is taken;
-#   next:   the edits with --incremental (the daemon running: its worker taken).
+#   next:   the edits with --incremental (the daemon running: its worker taken);
+#   fresh:  as first, but the daemon stopped before each run (a first link ever: its own
+#           worker, and it starts the daemon for the background build).
 # Medians of BENCH_RUNS pairs (default 7) with the fastest and slowest run, and the
 # median of the per-pair ratios. Every image is compared with nvlink's of the same
 # inputs (`nvlinkrs compare`); one that is not equivalent stops the benchmark (exit 1,
@@ -85,7 +87,9 @@ table=$W/table.md
   echo "cache holding the links before (a new edit each run); *daemon*: the same through the daemon;"
   echo "*first*: cold with \`--incremental\` (the whole program finalized in one job, the units' jobs"
   echo "left to the daemon's background build, which is waited for before each run of either linker;"
-  echo "the daemon runs, and its finalizer worker is taken); *next*: the edits with \`--incremental\`."
+  echo "the daemon runs, and its finalizer worker is taken); *next*: the edits with \`--incremental\`;"
+  echo "*fresh*: as *first*, the daemon stopped before each run (the link starts its own worker, and"
+  echo "the daemon for the background build)."
   echo "Wall seconds: the median of $runs runs paired with nvlink's (A B A B), fastest and slowest"
   echo "in brackets; ratio: the median of the per-pair nvlinkrs/nvlink ratios (fastest, slowest);"
   echo "speed-up: nvlink's median over nvlinkrs'. Finalizer: jobs run / from the cache, units the"
@@ -120,6 +124,8 @@ for a in "${archs[@]}"; do
       case $how in
         first) setup="$idle; rm -rf $c/nvlinkrs/links/objects"; setup_nv=$idle
                cmd="env XDG_CACHE_HOME=$c $rs --incremental" ;;
+        fresh) setup="$idle; $N daemon stop >/dev/null; rm -rf $c/nvlinkrs/links/objects"; setup_nv=$idle
+               cmd="env XDG_CACHE_HOME=$c $rs --incremental" ;;
         next) setup="$idle; cp $d/v/{n}.cubin $d/p/$unit.cubin"; setup_nv=$idle
               cmd="env XDG_CACHE_HOME=$c $rs --incremental" ;;
         cold) setup="rm -rf $c/nvlinkrs/links/objects"; cmd="env XDG_CACHE_HOME=$c $rs" ;;
@@ -128,7 +134,7 @@ for a in "${archs[@]}"; do
       esac
       # (the edits start from a cache that holds the link of the program as it was)
       cp "$d/orig.cubin" "$d/p/$unit.cubin"
-      if [ $how != cold ] && [ $how != first ]; then
+      if [ $how != cold ] && [ $how != first ] && [ $how != fresh ]; then
         env XDG_CACHE_HOME="$c" $([ $how = daemon ] && echo NVLINKRS_DAEMON=only) $rs \
           $([ $how = next ] && echo --incremental) >/dev/null
       fi

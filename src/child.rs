@@ -478,6 +478,11 @@ impl Cancel {
 
 /// Kills the child's process group (the child, and what it started that stayed there).
 pub fn kill_group(pid: u32) {
+    // (0 and 1 are not a child's group: kill(0) is this process's own group, kill(-1)
+    // every process this user may signal)
+    if pid <= 1 {
+        return;
+    }
     // SAFETY: kill has no memory effects; a group that is gone gives ESRCH.
     unsafe {
         libc::kill(-(pid as i32), libc::SIGKILL);

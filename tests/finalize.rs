@@ -547,7 +547,10 @@ fn a_first_incremental_link_finalizes_the_whole_program_and_the_daemon_the_units
     assert_eq!(stage(&first.report, "finalize"), (0, 1));
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
     while !daemon("status").ends_with("background idle\n") {
-        assert!(std::time::Instant::now() < deadline, "no end to the background build");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no end to the background build"
+        );
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
     // u1 edited and recompiled where it was: its job alone
@@ -574,4 +577,58 @@ fn a_first_incremental_link_finalizes_the_whole_program_and_the_daemon_the_units
     let again = link(&args, &out, &env, &[]);
     assert!(again.output.as_ref() == Some(&want), "not nvlink's image");
     daemon("stop");
+}
+
+/// A daemon that is stopped (SIGSTOP) holds an incremental link for seconds, not for
+/// ever: the link asks it for its worker and for the background build, each answer
+/// awaited 5 s, then starts its own worker; the image is nvlink's (was: the link hung in
+/// the background build's request, an attacker's review).
+#[test]
+fn a_stopped_daemon_does_not_hold_an_incremental_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let runtime = tempfile::tempdir().unwrap();
+    let daemon = |what: &str| {
+        Command::new(nvlinkrs())
+            .args(["daemon", what])
+            .env("XDG_RUNTIME_DIR", runtime.path())
+            .output()
+            .unwrap()
+    };
+    assert!(daemon("start").status.success());
+    let pid_file = runtime.path().join("nvlinkrs/daemon.pid");
+    let pid: i32 = (std::fs::read_to_string(pid_file).unwrap().trim().parse()).unwrap();
+    let mut args = vec!["-arch=sm_100".to_string()];
+    args.extend(compile(dir.path(), "sm_100", 1));
+    let want = nvlink(&args, &dir.path().join("ref.cubin"));
+    args.push("--incremental".into());
+    // SAFETY: kill(2) on the daemon this test started
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    let started = std::time::Instant::now();
+    let mut child = Command::new(nvlinkrs())
+        .args(&args)
+        .arg("-o")
+        .arg(dir.path().join("out.cubin"))
+        .env("XDG_CACHE_HOME", cache.path())
+        .env("XDG_RUNTIME_DIR", runtime.path())
+        .spawn()
+        .unwrap();
+    let ended = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if started.elapsed() > std::time::Duration::from_secs(90) {
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    if ended.is_none() {
+        let _ = child.kill();
+    }
+    // SAFETY: as above
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    daemon("stop");
+    assert!(ended.is_some_and(|s| s.success()), "the link did not end");
+    let out = std::fs::read(dir.path().join("out.cubin")).unwrap();
+    assert!(out == want, "not nvlink's image");
 }

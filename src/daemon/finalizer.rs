@@ -107,10 +107,8 @@ fn answer_for(k: &Started) -> Vec<(String, Vec<u8>)> {
             k.socket.to_string_lossy().as_bytes().to_vec(),
         ),
         ("pid".into(), k.child.pid.to_string().into_bytes()),
-        // (the worker's parent, which a link outside the daemon checks before it stops
-        // it, and this executable, which a link outside the daemon must be: the worker
-        // speaks its protocol)
-        ("parent".into(), std::process::id().to_string().into_bytes()),
+        // (this executable, which a link outside the daemon must be: the worker speaks
+        // its protocol)
         ("exe".into(), super::guard::exe_identity().into_bytes()),
     ]
 }
@@ -156,15 +154,31 @@ fn daemon_socket(outside: bool) -> Option<PathBuf> {
     (outside && super::guard::check_dir(dir).is_ok()).then_some(socket)
 }
 
-/// Asks the daemon; its answer's frames.
-fn ask(socket: &Path, frames: &[(&str, &[u8])]) -> Option<Vec<(String, Vec<u8>)>> {
+/// A daemon's answer: its frames.
+type Answer = Vec<(String, Vec<u8>)>;
+
+/// Asks the daemon; its answer's frames, and the daemon's pid (the kernel's word, from
+/// the connection's peer credentials). A daemon that does not answer in 5 s is not
+/// asked again in this process.
+fn ask(socket: &Path, frames: &[(&str, &[u8])]) -> Option<(Answer, u32)> {
+    static SILENT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if SILENT.load(std::sync::atomic::Ordering::Relaxed) {
+        return None;
+    }
     let mut stream = UnixStream::connect(socket).ok()?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .ok()?;
+    let limit = Some(Duration::from_secs(5));
+    stream.set_read_timeout(limit).ok()?;
+    stream.set_write_timeout(limit).ok()?;
     super::guard::check_server(&stream, socket).ok()?;
+    let (_, pid) = super::guard::peer(&stream)?;
     super::send(&mut stream, frames).ok()?;
-    super::receive(&mut stream).ok()
+    match super::receive(&mut stream) {
+        Ok(answer) => Some((answer, pid)),
+        Err(_) => {
+            SILENT.store(true, std::sync::atomic::Ordering::Relaxed);
+            None
+        }
+    }
 }
 
 /// The daemon's worker for `lib` (where this link runs under the daemon, or, with
@@ -181,7 +195,7 @@ pub struct Kept {
 pub fn worker(lib: &Path, outside: bool) -> Option<Kept> {
     let daemon = daemon_socket(outside)?;
     let path = lib.to_string_lossy();
-    let answer = ask(&daemon, &[("finalizer", path.as_bytes())])?;
+    let (answer, parent) = ask(&daemon, &[("finalizer", path.as_bytes())])?;
     let get = |k: &str| {
         (answer.iter())
             .find(|(n, _)| n == k)
@@ -191,11 +205,13 @@ pub fn worker(lib: &Path, outside: bool) -> Option<Kept> {
     if get("exe")? != super::guard::exe_identity() {
         return None;
     }
+    // (the worker is the daemon's child: its parent is the pid the kernel gave for the
+    // connection, not one the answer names)
     Some(Kept {
         socket: PathBuf::from(get("socket")?),
-        pid: get("pid")?.parse().ok()?,
+        pid: get("pid")?.parse().ok().filter(|&p| p > 1)?,
         daemon,
-        parent: get("parent")?.parse().ok()?,
+        parent: Some(parent).filter(|&p| p > 1)?,
     })
 }
 
@@ -203,13 +219,17 @@ pub fn worker(lib: &Path, outside: bool) -> Option<Kept> {
 pub fn ended(daemon: &Path, lib: &Path, pid: u32) -> Option<String> {
     let path = lib.to_string_lossy();
     let pid = pid.to_string();
-    let answer = ask(
+    let (answer, _) = ask(
         daemon,
         &[("finalizer", path.as_bytes()), ("ended", pid.as_bytes())],
     )?;
-    (answer.iter())
-        .find(|(k, _)| k == "ended")
-        .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
+    // (the daemon's words, printed: no control character of theirs reaches a terminal)
+    (answer.iter()).find(|(k, _)| k == "ended").map(|(_, v)| {
+        (String::from_utf8_lossy(v).chars())
+            .map(|c| if c.is_control() { '?' } else { c })
+            .take(200)
+            .collect()
+    })
 }
 
 /// Whether `pid` is a live worker of the daemon `parent` (its parent, and it has not
@@ -226,9 +246,48 @@ pub fn is_worker(pid: u32, parent: u32) -> bool {
     state != Some("Z") && ppid == Some(parent)
 }
 
-/// Stops the worker `pid` of the daemon `parent` (it made no progress).
+/// Stops the worker `pid` of the daemon `parent` (it made no progress): only a child of
+/// the daemon that runs this executable (a group leader the daemon named, not the
+/// worker, is left alone).
 pub fn stop(pid: u32, parent: u32) {
-    if is_worker(pid, parent) {
+    let exe = std::fs::metadata(format!("/proc/{pid}/exe"));
+    let ours = std::fs::metadata("/proc/self/exe");
+    let same = match (exe, ours) {
+        (Ok(a), Ok(b)) => {
+            use std::os::unix::fs::MetadataExt;
+            (a.dev(), a.ino()) == (b.dev(), b.ino())
+        }
+        _ => false,
+    };
+    if same && is_worker(pid, parent) {
         crate::child::kill_group(pid);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// A child of the daemon that does not run this executable is not stopped, though a
+    /// daemon's answer named it as its worker (was: any process group whose leader's
+    /// parent the answer named was killed, an attacker's review).
+    #[test]
+    fn a_process_named_as_the_worker_is_stopped_only_if_it_runs_this_executable() {
+        use std::os::unix::process::CommandExt;
+        let mut victim = std::process::Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let pid = victim.id();
+        let parent = std::process::id();
+        assert!(super::is_worker(pid, parent));
+        super::stop(pid, parent);
+        super::stop(pid, 0);
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert!(
+            victim.try_wait().unwrap().is_none(),
+            "the process was killed"
+        );
+        victim.kill().unwrap();
+        victim.wait().unwrap();
     }
 }

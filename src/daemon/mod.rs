@@ -240,6 +240,12 @@ pub fn queue_background(args: &[String], env: &crate::linkenv::LinkEnv, key: Opt
     let Ok(Some(mut stream)) = connect_trusted(&socket_path()) else {
         return false;
     };
+    // (a daemon that is stopped or stuck does not hold the link that asked: it answers
+    // at once, the build queued)
+    let limit = Some(Duration::from_secs(5));
+    if stream.set_read_timeout(limit).is_err() || stream.set_write_timeout(limit).is_err() {
+        return false;
+    }
     send(&mut stream, &refs).is_ok()
         && receive(&mut stream).is_ok_and(|a| a.iter().any(|(k, v)| k == "exit" && v == b"0"))
 }

@@ -67,9 +67,8 @@ impl Isolated {
 
     /// The worker: the daemon's when this link runs under it, else a child of the link.
     fn worker(&self) -> Result<&Worker> {
-        let w = self
-            .worker
-            .get_or_init(|| match crate::daemon::finalizer::worker(&self.lib, self.outside) {
+        let w = self.worker.get_or_init(|| {
+            match crate::daemon::finalizer::worker(&self.lib, self.outside) {
                 Some(k) => Ok(Worker {
                     lib: self.lib.clone(),
                     socket: k.socket,
@@ -86,7 +85,8 @@ impl Isolated {
                     self.inputs,
                     self.early,
                 ),
-            });
+            }
+        });
         w.as_ref().map_err(Clone::clone)
     }
 }

@@ -81,8 +81,10 @@ impl Job<'_> {
     /// its options and every input's bytes.
     fn key(&self, lib: &str) -> Key {
         let stage = self.stage.name();
-        let mut k = (Key::new(stage).text(lib).text(&self.mode.options().join("\0")))
-            .about(format!("{stage} job: {}", self.what));
+        let mut k = (Key::new(stage)
+            .text(lib)
+            .text(&self.mode.options().join("\0")))
+        .about(format!("{stage} job: {}", self.what));
         for p in &self.parts {
             k = k.bytes(p);
         }
@@ -151,12 +153,7 @@ impl Runner<'_> {
 
     /// A unit's job alone: the unit, then its references' stand-ins, each made from its
     /// template ([`Runner::template`]); `asked`: the cache was asked for it already.
-    fn unit(
-        &self,
-        unit: &Cubin,
-        refs: &[Reference],
-        asked: bool,
-    ) -> Result<Option<Vec<u8>>> {
+    fn unit(&self, unit: &Cubin, refs: &[Reference], asked: bool) -> Result<Option<Vec<u8>>> {
         if let Some(e) = self.failed.get() {
             return Err(e.clone());
         }
@@ -199,10 +196,12 @@ impl Runner<'_> {
                 }
             }
         }
-        Ok(match self.lookup(&unit_job(unit, refs, &templates, &self.mode)?) {
-            Some(image) => Probed::Hit(image),
-            None => Probed::Missed,
-        })
+        Ok(
+            match self.lookup(&unit_job(unit, refs, &templates, &self.mode)?) {
+                Some(image) => Probed::Hit(image),
+                None => Probed::Missed,
+            },
+        )
     }
 
     /// The cell a template of `kind` is made in, once in the link.
@@ -431,7 +430,10 @@ impl Runner<'_> {
         if offers.contains(&Offer::Program) {
             let whole = Job {
                 stage: Stage::Image,
-                what: format!("the whole program ({})", crate::diag::counted(inputs.len(), "input")),
+                what: format!(
+                    "the whole program ({})",
+                    crate::diag::counted(inputs.len(), "input")
+                ),
                 mode: self.mode.clone(),
                 parts: (inputs.iter())
                     .map(|i| Cow::Borrowed(&i.cubin.data[..]))
@@ -471,7 +473,11 @@ fn unit_job<'a>(
     }
     let what = match refs.len() {
         0 => format!("'{}' alone", unit.origin),
-        n => format!("'{}' with {}", unit.origin, crate::diag::counted(n, "stand-in")),
+        n => format!(
+            "'{}' with {}",
+            unit.origin,
+            crate::diag::counted(n, "stand-in")
+        ),
     };
     Ok(Job {
         stage: Stage::Image,
