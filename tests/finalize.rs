@@ -545,14 +545,7 @@ fn a_first_incremental_link_finalizes_the_whole_program_and_the_daemon_the_units
         "{f}"
     );
     assert_eq!(stage(&first.report, "finalize"), (0, 1));
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
-    while !daemon("status").ends_with("background idle\n") {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no end to the background build"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    }
+    common::wait_background_idle(runtime.path());
     // u1 edited and recompiled where it was: its job alone
     args.truncate(1);
     args.extend(compile(dir.path(), "sm_100", 2));

@@ -599,14 +599,7 @@ fn the_first_link_is_whole_program_while_the_daemon_builds_the_partitions() {
         "{}",
         first.messages
     );
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
-    while !daemon("status").ends_with("background idle\n") {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the background build did not end"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    }
+    common::wait_background_idle(runtime.path());
     assert_eq!(
         std::fs::read_to_string(&trace).unwrap(),
         traced,

@@ -1,14 +1,14 @@
 //! Background work of the daemon: the partitions of an incremental link's program built
 //! after its first (whole-program) link answered, and the sm_100+ finalizer's per-unit
-//! jobs of an incremental link that finalized its whole program in one job. A request carries the link's arguments,
-//! working directory, environment snapshot and cache key, like a link's; the daemon
-//! queues it (once: the same request with the same key queued twice is one job), answers
-//! at once, and runs the jobs one at a time on a thread of its own as child links at the
-//! lowest priority (nice 19, one job of the budget) with `NVLINKRS_INCREMENTAL=partitions`
-//! and the background mark, which makes the child write its image to a private scratch
-//! folder it removes (the user's output is not touched). `daemon status` reports the
-//! queue (`idle` when empty). The link asking for it does so through [`request`], once it
-//! is done.
+//! jobs of an incremental link that finalized its whole program in one job. A request
+//! carries the link's arguments, working directory, environment snapshot and cache key,
+//! like a link's; the daemon queues it (once: the same request with the same key queued
+//! twice is one job), answers at once, and runs the jobs one at a time on a thread of its
+//! own as child links at the lowest priority (nice 19, one job of the budget) with
+//! `NVLINKRS_INCREMENTAL=partitions` and the background mark, which makes the child write
+//! its image to a private scratch folder it removes (the user's output is not touched).
+//! `daemon status` reports the queue (`idle` when empty). The link asking for it does so
+//! through [`request`], once it is done.
 
 use std::collections::VecDeque;
 use std::path::PathBuf;

@@ -149,9 +149,9 @@ fn daemon_socket(outside: bool) -> Option<PathBuf> {
     if std::env::var_os(super::IN_DAEMON).is_some() {
         return std::env::var_os(VAR).map(PathBuf::from);
     }
-    let socket = super::socket_path();
-    let dir = socket.parent()?;
-    (outside && super::guard::check_dir(dir).is_ok()).then_some(socket)
+    let socket = outside.then(super::socket_path)?;
+    super::guard::check_dir(socket.parent()?).ok()?;
+    Some(socket)
 }
 
 /// A daemon's answer: its frames.
@@ -250,15 +250,8 @@ pub fn is_worker(pid: u32, parent: u32) -> bool {
 /// the daemon that runs this executable (a group leader the daemon named, not the
 /// worker, is left alone).
 pub fn stop(pid: u32, parent: u32) {
-    let exe = std::fs::metadata(format!("/proc/{pid}/exe"));
-    let ours = std::fs::metadata("/proc/self/exe");
-    let same = match (exe, ours) {
-        (Ok(a), Ok(b)) => {
-            use std::os::unix::fs::MetadataExt;
-            (a.dev(), a.ino()) == (b.dev(), b.ino())
-        }
-        _ => false,
-    };
+    let ours = super::guard::exe_identity();
+    let same = !ours.is_empty() && super::guard::exe_identity_of(&pid.to_string()) == ours;
     if same && is_worker(pid, parent) {
         crate::child::kill_group(pid);
     }

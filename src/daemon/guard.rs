@@ -87,7 +87,12 @@ pub fn check_server(stream: &UnixStream, socket: &Path) -> Result<()> {
 /// The identity of the running nvlinkrs binary: device, inode, size and modification time
 /// of the file it was started from (a replaced binary is another file).
 pub fn exe_identity() -> String {
-    std::fs::metadata("/proc/self/exe")
+    exe_identity_of("self")
+}
+
+/// [`exe_identity`] of the process `pid` (`self`: this one); empty when it cannot be read.
+pub fn exe_identity_of(pid: &str) -> String {
+    std::fs::metadata(format!("/proc/{pid}/exe"))
         .map(|m| {
             format!(
                 "{}:{}:{}:{}",

@@ -130,23 +130,14 @@ impl Runner<'_> {
     /// The units' jobs (each unit and its references: [`Runner::unit`]), their images in
     /// job order (`None`: a stand-in or the job refused); on the link's job pool, the
     /// largest first, so a unit that needs no stand-in waits for no template.
-    /// (`probed`: what the cache said of each before, where it was asked.)
-    fn units(
-        &self,
-        units: &[(&Cubin, &[Reference])],
-        probed: Vec<Probed>,
-    ) -> Result<Vec<Option<Vec<u8>>>> {
-        let items: Vec<_> = units.iter().zip(probed).collect();
+    /// (Each with `asked`: the cache was asked for its job already, [`Runner::probe`].)
+    fn units(&self, units: &[(&Cubin, &[Reference], bool)]) -> Result<Vec<Option<Vec<u8>>>> {
         let done = self.ctx.jobs.run_all(
             "finalize",
-            &items,
+            units,
             0,
-            |((c, _), _)| c.data.len(),
-            |&(&(c, refs), ref probed)| match probed {
-                Probed::Hit(image) => Ok(image.clone()),
-                Probed::Missed => self.unit(c, refs, true),
-                Probed::Unknown => self.unit(c, refs, false),
-            },
+            |(c, _, _)| c.data.len(),
+            |&(c, refs, asked)| self.unit(c, refs, asked),
         );
         done.into_iter().collect()
     }
@@ -413,8 +404,22 @@ impl Runner<'_> {
                 (alone, units, probed) = (Vec::new(), Vec::new(), Vec::new());
             }
         }
-        let done = self.units(&units, probed)?;
-        drop(units);
+        // (the jobs the cache had are done; the others run, those it was asked for not
+        // asked again)
+        let mut run = Vec::new();
+        let found: Vec<Option<Option<Vec<u8>>>> = (units.into_iter().zip(probed))
+            .map(|((c, refs), p)| match p {
+                Probed::Hit(image) => Some(image),
+                p => {
+                    run.push((c, refs, matches!(p, Probed::Missed)));
+                    None
+                }
+            })
+            .collect();
+        let mut ran = self.units(&run)?.into_iter();
+        drop(run);
+        let done = (found.into_iter())
+            .map(|f| f.unwrap_or_else(|| ran.next().expect("an image per job run")));
         if stats.deferred > 0 {
             // (every offered unit into the whole program's job)
             for offer in offers.iter_mut().filter(|o| matches!(o, Offer::Alone(_))) {

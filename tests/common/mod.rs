@@ -16,6 +16,27 @@ pub fn fixtures() -> PathBuf {
     )
 }
 
+/// Waits (five minutes at most) until the daemon of the runtime folder `runtime` has no
+/// background build queued or running (`daemon status` ends with `background idle`).
+pub fn wait_background_idle(runtime: &std::path::Path) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    loop {
+        let status = std::process::Command::new(nvlinkrs())
+            .args(["daemon", "status"])
+            .env("XDG_RUNTIME_DIR", runtime)
+            .output()
+            .unwrap();
+        if String::from_utf8_lossy(&status.stdout).ends_with("background idle\n") {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the background build did not end"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
 pub fn nvlinkrs() -> PathBuf {
     std::env::var_os("NVLINKRS_TEST_BIN")
         .map(PathBuf::from)
