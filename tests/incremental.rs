@@ -394,6 +394,28 @@ fn a_managed_variable_two_units_update_is_defined_once() {
 }
 
 #[test]
+fn variables_only_inline_assembly_writes_are_defined_once() {
+    // readg()'s static and asm_flag are stored to by inline PTX naming them, which the
+    // summaries' reading of the IR does not see (it sees loads only): each partition had
+    // its own copy of the static (an attacker's program; 1241ad3: two `_ZZ5readgiE1c`,
+    // `.nv.global.init` 7 7), so kb never saw what ka wrote
+    for sm in [90, 100] {
+        let o = |u: &str| format!("{u}_{sm}.o");
+        let (whole, inc, _) = both(&args(sm, &program(&[&o("as_a"), &o("as_b")]), &[]));
+        for image in [&whole.image, &inc.image] {
+            let defs = definitions(image);
+            defined_once(&defs, "_ZZ5readgiE1c");
+            defined_once(&defs, "asm_flag");
+        }
+        assert!(
+            inc.messages.contains("2 partitions"),
+            "sm_{sm}: {}",
+            inc.messages
+        );
+    }
+}
+
+#[test]
 fn host_reference_lists_decide_the_kernels_of_each_partition() {
     // examples/saxpy: the host launches saxpy, not doubler; it reads `calls`
     let f = fixtures();

@@ -113,7 +113,7 @@ fn auto_choice(
     let workers = crate::jobs::workers(0, misses.len());
     match history::measured(hist, misses, workers) {
         Some((wall, whole)) if wall > whole => Err(format!(
-            "compiling its {} took longer than a whole-program link",
+            "compiling its {} took {wall} ms on {workers} worker(s) when last compiled, longer than the whole-program link's {whole} ms",
             changed(misses.len())
         )),
         Some((wall, whole)) if !misses.is_empty() => Ok(said.or_else(|| {
@@ -443,14 +443,11 @@ mod tests {
         for m in &misses {
             hist.partitions.insert(m.clone(), 150);
         }
-        let why = "compiling its 2 changed partitions took longer than a whole-program link";
-        assert_eq!(
-            auto_choice(&parts, true, &hist, &misses),
-            Err(why.to_string())
+        let why = format!(
+            "compiling its 2 changed partitions took {} ms on {w} worker(s) when last compiled, longer than the whole-program link's 100 ms",
+            300 / w as u64
         );
-        assert_eq!(
-            auto_choice(&parts, false, &hist, &misses),
-            Err(why.to_string())
-        );
+        assert_eq!(auto_choice(&parts, true, &hist, &misses), Err(why.clone()));
+        assert_eq!(auto_choice(&parts, false, &hist, &misses), Err(why));
     }
 }

@@ -294,7 +294,10 @@ pub fn make(
         roots.entry(n.0).or_default().push(n);
     }
     if roots.is_empty() {
-        return Err("no kernel is kept".into());
+        return Err(match refs {
+            Some(_) if !all.is_empty() => "the host objects' kernel lists (what the host code launches) name none of the program's kernels".into(),
+            _ => "the program defines no kernel".into(),
+        });
     }
     let closures: Vec<BTreeSet<Node>> = roots
         .values()

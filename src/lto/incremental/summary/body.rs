@@ -26,6 +26,51 @@ pub struct Body {
     pub insts: u64,
 }
 
+impl Body {
+    /// The globals the function's inline assembly names (the PTX text, which LLVM does
+    /// not read: `st.global.u32 [_ZZ5readgiE1c], %0;` writes a static that the IR only
+    /// loads from): referred to, their address taken, and possibly written, so that a
+    /// variable written so is never copied into each partition that reads it (each
+    /// copy's writes would be lost to the others).
+    fn with_asm_names(mut self, consts: &Consts, names: &[String]) -> Body {
+        let named = asm_names(consts.asm_texts(), names);
+        if named.is_empty() {
+            return self;
+        }
+        for v in [&mut self.refs, &mut self.address_taken, &mut self.written] {
+            v.extend(named.iter().copied());
+            v.sort_unstable();
+            v.dedup();
+        }
+        self
+    }
+}
+
+/// The globals (by id: their position in `names`) that the inline-assembly `texts` name:
+/// an identifier of the text equal to a global's name, or to the name as the PTX
+/// writer spells it (a `.` becomes `_$_`).
+fn asm_names(texts: impl Iterator<Item = String>, names: &[String]) -> Vec<u32> {
+    // (a PTX identifier: letters, digits, `_` and `$`)
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '$';
+    let words: std::collections::HashSet<String> = texts
+        .flat_map(|t| {
+            t.split(|c: char| !ident(c))
+                .filter(|w| !w.is_empty())
+                .map(String::from)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    if words.is_empty() {
+        return Vec::new();
+    }
+    (names.iter().enumerate())
+        .filter(|(_, n)| {
+            !n.is_empty() && (words.contains(n.as_str()) || words.contains(&n.replace('.', "_$_")))
+        })
+        .map(|(i, _)| i as u32)
+        .collect()
+}
+
 /// How an instruction uses an operand.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Use {
@@ -122,7 +167,9 @@ pub fn read(cx: &Context, md: &mut Metadata, fn_type: u64, block: &Block) -> Res
             escapes: Vec::new(),
         };
         r.h.u64(nargs).u64(consts.len());
-        r.walk(block).and_then(|()| r.finish())
+        r.walk(block)
+            .and_then(|()| r.finish())
+            .map(|b| b.with_asm_names(&consts, cx.names))
     };
     md.end_function();
     result
@@ -597,5 +644,25 @@ impl Cur<'_> {
             .ok_or("an instruction record cut short")?;
         self.i += 1;
         Ok(v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::asm_names;
+
+    #[test]
+    fn inline_assembly_names_globals_by_whole_identifiers() {
+        let names: Vec<String> = ["c", "_ZZ5readgiE1c", "flag", "__const.f.t", "u32", ""]
+            .map(String::from)
+            .to_vec();
+        let texts = [
+            "st.global.u32 [_ZZ5readgiE1c], %0;".to_string(),
+            "ld.global.u32 %0, [__const_$_f_$_t+4];".to_string(),
+        ];
+        // `c` is inside other words only; `u32` is a whole word of the text (a global of
+        // that name would be taken as named: over-cautious, never wrong)
+        assert_eq!(asm_names(texts.into_iter(), &names), [1, 3, 4]);
+        assert!(asm_names(std::iter::empty(), &names).is_empty());
     }
 }

@@ -74,6 +74,22 @@ impl Consts {
         id >= self.first && id - self.first < self.len()
     }
 
+    /// The text of each inline-assembly constant (`asm` in a function: INLINEASM records
+    /// of every form LLVM has written), its length checked against the record.
+    pub fn asm_texts(&self) -> impl Iterator<Item = String> + '_ {
+        self.recs.iter().filter_map(|c| {
+            // (the older forms start with the flags, the newer with the function type)
+            let at = match c.code {
+                18 | 23 => 1,
+                28 | 30 => 2,
+                _ => return None,
+            };
+            let n = usize::try_from(*c.ops.get(at)?).ok()?;
+            let chars = c.ops.get(at + 1..)?.get(..n)?;
+            Some(chars.iter().map(|&ch| (ch as u8) as char).collect())
+        })
+    }
+
     /// A constant's integer value (an INTEGER record), for annotations.
     pub fn integer(&self, id: u64) -> Option<i64> {
         let c = self.recs.get(id.checked_sub(self.first)? as usize)?;
