@@ -271,7 +271,7 @@ impl<'a> Merger<'a> {
         let mut at: HashMap<&str, u32> = HashMap::default();
         let mut len = 1u32;
         let merc = self.merc_symbols.iter().flat_map(|(_, m)| m);
-        for name in self.symbols.iter().chain(merc).map(|s| s.name.as_str()) {
+        for name in (self.symtab.symbols().iter().chain(merc)).map(|s| s.name.as_str()) {
             if !name.is_empty() && !at.contains_key(name) {
                 at.insert(name, len);
                 len += name.len() as u32 + 1;

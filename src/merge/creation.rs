@@ -36,6 +36,31 @@ const FIRST: [&str; 8] = [
 /// object's (its symbol).
 pub(super) type Created = (Name, Option<SymKey>);
 
+/// nvlink's creation order of the image's sections and local symbols: the
+/// creation-order step's product (`Merger::creation_order`), read by the symbols step and
+/// the last one.
+#[derive(Default)]
+pub(super) struct Order {
+    /// The names in creation order.
+    created: Vec<Created>,
+    /// Where each name comes in `created`.
+    at: HashMap<Name, usize>,
+    /// Each output section's place in `created`, for the sections made before the step.
+    ranks: Vec<usize>,
+}
+
+impl Order {
+    /// The name `n` as the creation order holds it, if it does.
+    pub(super) fn name(&self, n: &str) -> Option<Name> {
+        self.at.get_key_value(n).map(|(k, _)| k.clone())
+    }
+
+    /// The names in creation order, taken by the last step.
+    pub(super) fn take_created(&mut self) -> Vec<Created> {
+        std::mem::take(&mut self.created)
+    }
+}
+
 /// The linker's own tables, made after every input's sections.
 const LAST: [&str; 3] = [".nv.callgraph", ".nv.prototype", ".nv.rel.action"];
 
@@ -371,27 +396,38 @@ impl<'a> Merger<'a> {
             .collect()
     }
 
+    /// The creation-order step: nvlink's creation order of the sections made so far,
+    /// once the sections and the call-graph tables are made, for the symbols step and
+    /// the last one.
+    pub(super) fn creation_order(&self) -> Order {
+        let (created, at) = self.created_sections();
+        let ranks = (0..self.out.len())
+            .map(|id| self.section_rank_in(&at, id))
+            .collect();
+        Order { created, at, ranks }
+    }
+
     /// Output section `id`'s place in nvlink's creation order ([`creation_rank`]).
     pub(super) fn creation_rank_of(&self, id: usize) -> usize {
-        match self.creation_ranks.get(id) {
+        match self.order.ranks.get(id) {
             Some(&r) => r,
-            None => self.section_rank(id),
+            None => self.section_rank_in(&self.order.at, id),
         }
     }
 
-    /// Output section `id`'s place in `created`: by its name, or for a section of a
-    /// local function whose name another input's function made first, under the name
-    /// `copy_name` gives its input's copy.
-    pub(super) fn section_rank(&self, id: usize) -> usize {
+    /// Output section `id`'s place in the creation order whose names come at `at`: by
+    /// its name, or for a section of a local function whose name another input's
+    /// function made first, under the name `copy_name` gives its input's copy.
+    fn section_rank_in(&self, at: &HashMap<Name, usize>, id: usize) -> usize {
         let origin = |id: usize| self.function_section_input.get(&id).copied();
         let input = origin(id).or_else(|| match self.out[id].info {
             Ref::Section(t) => origin(t),
             _ => None,
         });
         let name = &self.out[id].name;
-        match input.and_then(|i| self.created_at.get(copy_name(base_name(name), i).as_str())) {
+        match input.and_then(|i| at.get(copy_name(base_name(name), i).as_str())) {
             Some(&r) => r,
-            None => creation_rank(&self.created_at, name),
+            None => creation_rank(at, name),
         }
     }
 
@@ -472,36 +508,20 @@ impl<'a> Merger<'a> {
     /// where nvlink met it, among the section symbols (a static function's right before
     /// its code's, a string constant `$str` right after its `.nv.global.init`); the
     /// others keep their order after those.
-    pub(super) fn interleave_locals(&mut self) {
-        let n = self.symbols.len();
+    pub(super) fn interleave_locals(&self, t: &mut symbols::SymbolTable) {
+        let n = t.symbols().len();
         let mut pos = vec![usize::MAX; n];
-        for (&id, &at) in &self.section_sym_index {
+        for (id, at) in t.section_symbols() {
             pos[at] = self.creation_rank_of(id);
         }
-        for (p, (_, local)) in self.created.iter().enumerate() {
-            if let Some(&at) = local.and_then(|k| self.sym_of.get(&k)) {
+        for (p, (_, local)) in self.order.created.iter().enumerate() {
+            if let Some(at) = local.and_then(|k| t.index_of(&k)) {
                 pos[at] = p;
             }
         }
         let mut order: Vec<usize> = (0..n).collect();
         order.sort_by_key(|&at| pos[at]);
-        let mut new_at = vec![0usize; n];
-        for (to, &from) in order.iter().enumerate() {
-            new_at[from] = to;
-        }
-        let mut old: Vec<Option<OutSymbol>> = self.symbols.drain(..).map(Some).collect();
-        self.symbols = order
-            .iter()
-            .map(|&from| old[from].take().expect("once"))
-            .collect();
-        for at in self.section_sym_index.values_mut() {
-            *at = new_at[*at];
-        }
-        for at in self.sym_of.values_mut() {
-            if *at < n {
-                *at = new_at[*at];
-            }
-        }
+        t.reorder(0, &order);
     }
 
     /// Global names in the order nvlink's symbol table was built from them: the ones

@@ -460,13 +460,14 @@ impl Merger<'_> {
     /// function's symbol.
     fn merc_symbol_table(&mut self, st: &mut Capsules) -> Vec<OutSymbol> {
         // the symbol table: the SASS one without the parameter banks' section symbols
-        let mut key_of: Vec<Option<SymKey>> = vec![None; self.symbols.len()];
-        for (k, o) in self.sym_of.iter() {
+        let symbols = self.symtab.symbols();
+        let mut key_of: Vec<Option<SymKey>> = vec![None; symbols.len()];
+        for (k, o) in self.symtab.mapped() {
             key_of[o] = Some(k);
         }
-        st.merc_index = vec![None; self.symbols.len()];
+        st.merc_index = vec![None; symbols.len()];
         let mut msyms: Vec<OutSymbol> = Vec::new();
-        for (o, s) in self.symbols.iter().enumerate() {
+        for (o, s) in symbols.iter().enumerate() {
             let mut m = s.clone();
             if s.ty == STT_SECTION {
                 let sec = s.section.unwrap_or(0);
@@ -525,7 +526,7 @@ impl Merger<'_> {
             msyms.push(m);
         }
         for &(id, f) in &st.capsule_fn {
-            if let Some(&o) = self.sym_of.get(&f) {
+            if let Some(o) = self.symtab.index_of(&f) {
                 self.out[id].info = Ref::Raw(st.merc_index[o].unwrap_or(0));
             }
         }

@@ -244,42 +244,6 @@ struct Global<'a> {
     first: SymKey,
 }
 
-/// Input symbol → its output symbol's index: a table per input, read in every step
-/// that writes a symbol reference (a hash map's lookups were a tenth of the merge).
-struct SymMap(Vec<Vec<usize>>);
-
-impl SymMap {
-    /// No output symbol.
-    const NONE: usize = usize::MAX;
-
-    fn new(sizes: impl Iterator<Item = usize>) -> SymMap {
-        SymMap(sizes.map(|n| vec![Self::NONE; n]).collect())
-    }
-
-    fn get(&self, k: &SymKey) -> Option<&usize> {
-        self.0[k.input].get(k.sym).filter(|&&v| v != Self::NONE)
-    }
-
-    fn insert(&mut self, k: SymKey, v: usize) {
-        self.0[k.input][k.sym] = v;
-    }
-
-    /// The indices there are, to be renumbered.
-    fn values_mut(&mut self) -> impl Iterator<Item = &mut usize> {
-        self.0.iter_mut().flatten().filter(|v| **v != Self::NONE)
-    }
-
-    /// Every (input symbol, output index), in input and symbol order.
-    fn iter(&self) -> impl Iterator<Item = (SymKey, usize)> + '_ {
-        self.0.iter().enumerate().flat_map(|(i, t)| {
-            t.iter()
-                .enumerate()
-                .filter(|(_, v)| **v != Self::NONE)
-                .map(move |(s, &v)| (SymKey::new(i, s), v))
-        })
-    }
-}
-
 /// No global: a local symbol's entry in `Merger::global_of`.
 const NO_GLOBAL: u32 = u32::MAX;
 
@@ -424,7 +388,8 @@ pub fn link_with_steps(
     m.shared = m.shared();
     lap("shared");
     m.tables(); // (callgraph.rs: its sections get section symbols)
-    m.symbols();
+    m.order = m.creation_order(); // (creation.rs)
+    m.symtab = m.symbols();
     lap("symbols");
     m.relocations()?;
     lap("relocations");
@@ -472,20 +437,13 @@ struct Merger<'a> {
     by_name: HashMap<(&'a str, u32), usize>,
     /// Output section → whether it gets a section symbol.
     section_symbol: Vec<bool>,
-    symbols: Vec<OutSymbol>,
-    sym_of: SymMap,
-    section_sym_index: HashMap<usize, usize>,
+    /// The output symbol table (`symbols.rs`; empty before that step).
+    symtab: symbols::SymbolTable,
     kept_relocs: Vec<(usize, RelocList, Vec<u8>)>,
-    /// Section names in nvlink's creation order (`creation.rs`), once the live code is
-    /// known.
-    created: Vec<creation::Created>,
-    /// Where each section name comes in `created`.
-    created_at: HashMap<crate::bytes::Name, usize>,
-    /// Each output section's place in `created` (`creation::creation_rank`), for the
-    /// sections made by the symbols step.
-    creation_ranks: Vec<usize>,
+    /// nvlink's creation order of the sections and local symbols (`creation.rs`).
+    order: creation::Order,
     /// The input of each output section that is a function's own (its code, bank),
-    /// by output section (`creation::section_rank`).
+    /// by output section (`Merger::creation_rank_of`).
     function_section_input: HashMap<usize, usize>,
     /// `.nv.callgraph`, `.nv.prototype` and the strings they refer to (`callgraph.rs`).
     call_tables: callgraph::Tables,
@@ -527,13 +485,9 @@ impl<'a> Merger<'a> {
             out: Vec::new(),
             by_name: HashMap::default(),
             section_symbol: Vec::new(),
-            symbols: Vec::new(),
-            sym_of: SymMap::new(inputs.iter().map(|i| i.cubin.symbols.len())),
-            section_sym_index: HashMap::default(),
+            symtab: symbols::SymbolTable::new(inputs),
             kept_relocs: Vec::new(),
-            created: Vec::new(),
-            created_at: HashMap::default(),
-            creation_ranks: Vec::new(),
+            order: Default::default(),
             function_section_input: HashMap::default(),
             call_tables: callgraph::Tables::default(),
             mercury_layout: opts.target.is_some_and(|t| t.sm >= 100),
@@ -622,12 +576,12 @@ impl<'a> Merger<'a> {
         let s = self.sym(k);
         if s.ty == STT_SECTION {
             let &(id, _) = self.placed.get(&SecKey::new(k.input, s.shndx as usize))?;
-            return self.section_sym_index.get(&id).copied();
+            return self.symtab.section_symbol(id);
         }
         if s.bind == STB_LOCAL {
-            return self.sym_of.get(&k).copied();
+            return self.symtab.index_of(&k);
         }
-        self.sym_of.get(&self.representative(k)).copied()
+        self.symtab.index_of(&self.representative(k))
     }
 
     /// Whether the symbol is a global definition another input's definition replaced.

@@ -186,10 +186,8 @@ impl<'a> Merger<'a> {
                 RelocList::Resolved => (".nv.resolvedrela", SHT_CUDA_RESOLVED_RELA, 24),
             };
             // (the name an input's relocation section has, shared, when one has it)
-            let name = creation::joined(prefix, &self.out[out_id].name, |n| {
-                self.created_at.get_key_value(n).map(|(k, _)| k.clone())
-            })
-            .unwrap_or_else(|| creation::concat(prefix, &self.out[out_id].name));
+            let name = creation::joined(prefix, &self.out[out_id].name, |n| self.order.name(n))
+                .unwrap_or_else(|| creation::concat(prefix, &self.out[out_id].name));
             let mut o = OutSection::new(name, ty, SHF_INFO_LINK);
             o.align = 8;
             o.entsize = entsize;
@@ -200,7 +198,7 @@ impl<'a> Merger<'a> {
         }
         // final order
         // (by rank, then in nvlink's creation order within a rank)
-        let mut created = std::mem::take(&mut self.created);
+        let mut created = self.order.take_created();
         created.retain(|c| !creation::is_copy_name(&c.0));
         let order = self.final_order();
         let mut new_index = vec![0usize; self.out.len()];
@@ -239,7 +237,9 @@ impl<'a> Merger<'a> {
                 s
             })
             .collect();
-        let listed: HashSet<&str> = self.symbols.iter().map(|s| s.name.as_str()).collect();
+        let listed: HashSet<&str> = (self.symtab.symbols().iter())
+            .map(|s| s.name.as_str())
+            .collect();
         let created_globals = match self.mercury_layout {
             true => Vec::new(),
             false => self.created_globals(&listed),
@@ -249,7 +249,7 @@ impl<'a> Merger<'a> {
             false => creation::created_strtab(&created, &listed),
         };
         drop(listed);
-        let symbols: Vec<OutSymbol> = std::mem::take(&mut self.symbols)
+        let symbols: Vec<OutSymbol> = (self.symtab.take_symbols())
             .into_iter()
             .map(|mut s| {
                 s.section = s.section.map(|i| new_index[i]);
@@ -258,7 +258,7 @@ impl<'a> Merger<'a> {
             .collect();
         // the text section's sh_info names its function symbol
         let mut sections = sections;
-        for (k, f_idx) in self.sym_of.iter() {
+        for (k, f_idx) in self.symtab.mapped() {
             if let Some(f) = self.func_defined_by(k) {
                 let i = self.code.funcs[f].key.input;
                 if let Some(&(t, _)) = self.placed.get(&SecKey::new(i, self.code.funcs[f].text)) {

@@ -218,7 +218,12 @@ impl<'a> Merger<'a> {
         // device code launches get theirs, `dp.cu`'s `child`)
         let mut stacks: Vec<(usize, u32)> = FuncId::all(self.code.funcs.len())
             .filter(|&f| self.code.live[f] && self.code.funcs[f].entry && self.reached(f))
-            .filter_map(|f| Some((*self.sym_of.get(&self.code.funcs[f].key)?, props[&f].stack)))
+            .filter_map(|f| {
+                Some((
+                    self.symtab.index_of(&self.code.funcs[f].key)?,
+                    props[&f].stack,
+                ))
+            })
             .collect();
         stacks.sort_by_key(|&(o, _)| o);
         // (a kernel whose stack an extensible whole program's ptxas gave, as it does a

@@ -9,22 +9,150 @@ use super::*;
 /// ELF symbol visibility `STV_INTERNAL` (`st_other` low bits).
 pub(super) const STV_INTERNAL: u8 = 1;
 
+/// The output symbol table: the symbols step's product, which the later steps read (an
+/// input symbol's or a section's index, the symbols) and only the last one takes.
+pub(super) struct SymbolTable {
+    symbols: Vec<OutSymbol>,
+    /// Input symbol → its output symbol's index.
+    of: SymMap,
+    /// Output section → its section symbol's index.
+    section_index: HashMap<usize, usize>,
+}
+
+impl SymbolTable {
+    /// An empty table for `inputs` (what the steps before the symbols step see).
+    pub(super) fn new(inputs: &[Input]) -> SymbolTable {
+        SymbolTable {
+            symbols: Vec::new(),
+            of: SymMap::new(inputs.iter().map(|i| i.cubin.symbols.len())),
+            section_index: HashMap::default(),
+        }
+    }
+
+    /// The symbols, in the table's order.
+    pub(super) fn symbols(&self) -> &[OutSymbol] {
+        &self.symbols
+    }
+
+    /// The output index of input symbol `k` (its own entry: no global resolution).
+    pub(super) fn index_of(&self, k: &SymKey) -> Option<usize> {
+        self.of.get(k).copied()
+    }
+
+    /// The index of output section `id`'s section symbol.
+    pub(super) fn section_symbol(&self, id: usize) -> Option<usize> {
+        self.section_index.get(&id).copied()
+    }
+
+    /// Every (input symbol, output index), in input and symbol order.
+    pub(super) fn mapped(&self) -> impl Iterator<Item = (SymKey, usize)> + '_ {
+        self.of.iter()
+    }
+
+    /// Every (output section, its section symbol's index).
+    pub(super) fn section_symbols(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        self.section_index.iter().map(|(&id, &at)| (id, at))
+    }
+
+    /// The symbols, taken for the image (the indices stay readable).
+    pub(super) fn take_symbols(&mut self) -> Vec<OutSymbol> {
+        std::mem::take(&mut self.symbols)
+    }
+
+    fn push(&mut self, k: SymKey, o: OutSymbol) {
+        self.of.insert(k, self.symbols.len());
+        self.symbols.push(o);
+    }
+
+    /// The symbols from `start` on put in `order` (their present indices, each once),
+    /// every index the table gives renumbered.
+    pub(super) fn reorder(&mut self, start: usize, order: &[usize]) {
+        let n = self.symbols.len();
+        let mut new_at: Vec<usize> = (0..n).collect();
+        for (to, &from) in order.iter().enumerate() {
+            new_at[from] = start + to;
+        }
+        let mut old: Vec<Option<OutSymbol>> = self.symbols.drain(start..).map(Some).collect();
+        self.symbols.extend(
+            order
+                .iter()
+                .map(|&from| old[from - start].take().expect("once")),
+        );
+        for at in self.section_index.values_mut() {
+            *at = new_at[*at];
+        }
+        for at in self.of.values_mut() {
+            if *at < n {
+                *at = new_at[*at];
+            }
+        }
+    }
+
+    /// The local symbols from `start` on moved before the global ones there, each group
+    /// in its order.
+    fn locals_first(&mut self, start: usize) {
+        let n = self.symbols.len();
+        let mut order: Vec<usize> = (start..n).collect();
+        order.sort_by_key(|&at| self.symbols[at].bind != STB_LOCAL);
+        if !order.iter().copied().eq(start..n) {
+            self.reorder(start, &order);
+        }
+    }
+}
+
+/// Input symbol → its output symbol's index: a table per input, read in every step
+/// that writes a symbol reference (a hash map's lookups were a tenth of the merge).
+struct SymMap(Vec<Vec<usize>>);
+
+impl SymMap {
+    /// No output symbol.
+    const NONE: usize = usize::MAX;
+
+    fn new(sizes: impl Iterator<Item = usize>) -> SymMap {
+        SymMap(sizes.map(|n| vec![Self::NONE; n]).collect())
+    }
+
+    fn get(&self, k: &SymKey) -> Option<&usize> {
+        self.0[k.input].get(k.sym).filter(|&&v| v != Self::NONE)
+    }
+
+    fn insert(&mut self, k: SymKey, v: usize) {
+        self.0[k.input][k.sym] = v;
+    }
+
+    /// The indices there are, to be renumbered.
+    fn values_mut(&mut self) -> impl Iterator<Item = &mut usize> {
+        self.0.iter_mut().flatten().filter(|v| **v != Self::NONE)
+    }
+
+    /// Every (input symbol, output index), in input and symbol order.
+    fn iter(&self) -> impl Iterator<Item = (SymKey, usize)> + '_ {
+        self.0.iter().enumerate().flat_map(|(i, t)| {
+            t.iter()
+                .enumerate()
+                .filter(|(_, v)| **v != Self::NONE)
+                .map(move |(s, &v)| (SymKey::new(i, s), v))
+        })
+    }
+}
+
 impl<'a> Merger<'a> {
-    pub(super) fn symbols(&mut self) {
+    /// The symbols step: the output symbol table, once the sections are made and their
+    /// creation order known ([`Merger::creation_order`]).
+    pub(super) fn symbols(&self) -> SymbolTable {
         let exec = !self.opts.relocatable;
+        let mut t = SymbolTable::new(self.inputs);
         // locals: section symbols, then local functions and data (in nvlink's sm_100+
         // layout the parameter banks' section symbols come last, after the globals, so
         // that the capsule-Mercury symbol table, which has none, numbers alike)
-        (self.created, self.created_at) = self.created_sections();
         let by_creation = self.sections_by_creation();
-        self.section_symbols(&by_creation, false);
+        self.section_symbols(&mut t, &by_creation, false);
         for i in 0..self.inputs.len() {
             let c = &self.inputs[i].cubin;
             for (s, sym) in c.symbols.iter().enumerate().skip(1) {
                 if sym.bind != STB_LOCAL || sym.ty == STT_SECTION || !sym.defined() {
                     if !exec && let Some(o) = self.relocatable_symbol(sym) {
-                        self.sym_of.insert(SymKey::new(i, s), self.symbols.len());
-                        self.symbols.push(o);
+                        t.push(SymKey::new(i, s), o);
                     }
                     continue;
                 }
@@ -45,29 +173,27 @@ impl<'a> Merger<'a> {
                         && let Some(mut o) = self.out_symbol(SymKey::new(i, s))
                     {
                         (o.ty, o.other) = (STT_OBJECT, STV_INTERNAL);
-                        self.sym_of.insert(SymKey::new(i, s), self.symbols.len());
-                        self.symbols.push(o);
+                        t.push(SymKey::new(i, s), o);
                         continue;
                     }
-                    self.debug_shared_symbol(SymKey::new(i, s));
+                    self.debug_shared_symbol(&mut t, SymKey::new(i, s));
                     continue;
                 }
                 if let Some(o) = self.out_symbol(SymKey::new(i, s)) {
-                    self.sym_of.insert(SymKey::new(i, s), self.symbols.len());
-                    self.symbols.push(o);
+                    t.push(SymKey::new(i, s), o);
                 }
             }
         }
-        self.interleave_locals(); // (creation.rs)
-        let locals_end = self.symbols.len();
+        self.interleave_locals(&mut t); // (creation.rs)
+        let locals_end = t.symbols.len();
         for gi in 0..self.res.globals.len() {
             let g = &self.res.globals[gi];
             let (name, k) = (g.name, g.def.unwrap_or(g.first));
             let s = self.sym(k);
             if exec && s.other & STO_SHARED != 0 && s.ty != STT_FUNC {
                 // (a debug link lists it, as a local, where nvlink does: in global order)
-                self.debug_shared_symbol(k);
-                self.preserved_dynamic_symbol(k);
+                self.debug_shared_symbol(&mut t, k);
+                self.preserved_dynamic_symbol(&mut t, k);
                 continue;
             }
             if exec && is_table_symbol(name) {
@@ -104,26 +230,26 @@ impl<'a> Merger<'a> {
                 })
             };
             if let Some(o) = o {
-                self.sym_of.insert(k, self.symbols.len());
-                self.symbols.push(o);
+                t.push(k, o);
             }
         }
         // (nvlink's sm_100+ layout puts the shared variables listed as locals in global
         // order after the other locals: `heavy.cu`'s `h_sh`, `caller.cu`'s `c_sh`)
         if exec && self.mercury_layout {
-            self.locals_first(locals_end);
+            t.locals_first(locals_end);
         }
-        self.section_symbols(&by_creation, true);
+        self.section_symbols(&mut t, &by_creation, true);
         if !exec {
-            self.order_shared_for_relink();
+            self.order_shared_for_relink(&mut t);
         }
+        t
     }
 
     /// nvlink's sm_90 `--preserve-relocs` image (not `-g`; not sm_75/sm_80, without a
     /// reservation) keeps a dynamic shared array's symbol where `.nv_debug.shared` holds
     /// variables: global, internal, at offset -1 past the reservation (0x3ff: `smem.cu`),
     /// its relocations applied and not listed, as where it has no symbol.
-    fn preserved_dynamic_symbol(&mut self, k: SymKey) {
+    fn preserved_dynamic_symbol(&self, t: &mut SymbolTable, k: SymKey) {
         let sym = self.sym(k);
         if !self.opts.preserve_relocs
             || self.opts.debug
@@ -131,57 +257,30 @@ impl<'a> Merger<'a> {
             || !self.shared.debug_holds_variables()
             || self.shared.reserve() == 0
             || !is_dynamic_shared(sym)
-            || self.sym_of.get(&k).is_some()
+            || t.of.get(&k).is_some()
         {
             return;
         }
         let Some(home) = self.out.iter().position(|o| o.name == ".nv_debug.shared") else {
             return;
         };
-        self.sym_of.insert(k, self.symbols.len());
-        self.symbols.push(OutSymbol {
-            name: sym.name.clone(),
-            value: self.shared.reserve().wrapping_sub(1),
-            size: sym.size,
-            bind: STB_GLOBAL,
-            ty: STT_OBJECT,
-            other: STV_INTERNAL,
-            section: Some(home),
-        });
-    }
-
-    /// The local symbols from `start` on moved before the global ones there, each group
-    /// in its order.
-    fn locals_first(&mut self, start: usize) {
-        let n = self.symbols.len();
-        let mut order: Vec<usize> = (start..n).collect();
-        order.sort_by_key(|&at| self.symbols[at].bind != STB_LOCAL);
-        if order.iter().copied().eq(start..n) {
-            return;
-        }
-        let mut new_at: Vec<usize> = (0..n).collect();
-        for (to, &from) in order.iter().enumerate() {
-            new_at[from] = start + to;
-        }
-        let mut old: Vec<Option<OutSymbol>> = self.symbols.drain(start..).map(Some).collect();
-        self.symbols.extend(
-            order
-                .iter()
-                .map(|&from| old[from - start].take().expect("once")),
+        t.push(
+            k,
+            OutSymbol {
+                name: sym.name.clone(),
+                value: self.shared.reserve().wrapping_sub(1),
+                size: sym.size,
+                bind: STB_GLOBAL,
+                ty: STT_OBJECT,
+                other: STV_INTERNAL,
+                section: Some(home),
+            },
         );
-        for at in self.section_sym_index.values_mut() {
-            *at = new_at[*at];
-        }
-        for at in self.sym_of.values_mut() {
-            if *at < n {
-                *at = new_at[*at];
-            }
-        }
     }
 
     /// Debug links keep the symbol of a shared variable at its offset in the window that
     /// holds it (`SharedLayout::home`), as a local unless it is a global in `.nv_debug.shared`.
-    fn debug_shared_symbol(&mut self, k: SymKey) {
+    fn debug_shared_symbol(&self, t: &mut SymbolTable, k: SymKey) {
         let (Some(Some(home)), Some(o)) = (self.shared.home(k), self.shared.offset(k)) else {
             return;
         };
@@ -191,47 +290,44 @@ impl<'a> Merger<'a> {
         // read off nvlink)
         let before_reserve = is_dynamic_shared(sym) && !self.shared.debug_holds_variables();
         let global = sym.bind != STB_LOCAL && self.out[home].name == ".nv_debug.shared";
-        self.sym_of.insert(k, self.symbols.len());
-        self.symbols.push(OutSymbol {
-            name: sym.name.clone(),
-            value: if before_reserve {
-                o
-            } else {
-                o + self.shared.reserve()
+        t.push(
+            k,
+            OutSymbol {
+                name: sym.name.clone(),
+                value: if before_reserve {
+                    o
+                } else {
+                    o + self.shared.reserve()
+                },
+                size: sym.size,
+                bind: if global { sym.bind } else { STB_LOCAL },
+                ty: STT_OBJECT,
+                // (STV_INTERNAL in a --preserve-relocs link that is not a debug link)
+                other: if self.opts.preserve_relocs && !self.opts.debug {
+                    STV_INTERNAL
+                } else {
+                    0
+                },
+                section: Some(home),
             },
-            size: sym.size,
-            bind: if global { sym.bind } else { STB_LOCAL },
-            ty: STT_OBJECT,
-            // (STV_INTERNAL in a --preserve-relocs link that is not a debug link)
-            other: if self.opts.preserve_relocs && !self.opts.debug {
-                STV_INTERNAL
-            } else {
-                0
-            },
-            section: Some(home),
-        });
+        );
     }
 
     /// The output sections in nvlink's creation order (worked out once for both calls
     /// of [`Self::section_symbols`]).
-    /// Each section's place there is kept for the later steps (`creation_rank_of`).
-    fn sections_by_creation(&mut self) -> Vec<usize> {
-        self.creation_ranks = (0..self.out.len())
-            .map(|id| self.section_rank(id))
-            .collect();
+    fn sections_by_creation(&self) -> Vec<usize> {
         let mut ids: Vec<usize> = (0..self.out.len()).collect();
-        ids.sort_by_key(|&id| self.creation_ranks[id]);
+        ids.sort_by_key(|&id| self.creation_rank_of(id));
         ids
     }
 
     /// The section symbols of `by_creation` (the sections in nvlink's creation order):
     /// those of the parameter banks in nvlink's sm_100+ layout (`banks`), or all the
     /// others.
-    fn section_symbols(&mut self, by_creation: &[usize], banks: bool) {
+    fn section_symbols(&self, t: &mut SymbolTable, by_creation: &[usize], banks: bool) {
         for &id in by_creation {
             let bank = self.mercury_layout && self.out[id].name.starts_with(".nv.constant0");
             if self.section_symbol[id] && bank == banks {
-                self.section_sym_index.insert(id, self.symbols.len());
                 // (sm_100+: a bank 2's is named after its Mercury twin, as ptxas names
                 // it, `.nv.constant.optimizer.<fn>`)
                 let name = match self.out[id].name.strip_prefix(".nv.constant2.") {
@@ -240,7 +336,8 @@ impl<'a> Merger<'a> {
                     }
                     _ => self.out[id].name.clone(),
                 };
-                self.symbols.push(OutSymbol {
+                t.section_index.insert(id, t.symbols.len());
+                t.symbols.push(OutSymbol {
                     name,
                     value: 0,
                     size: 0,
@@ -260,7 +357,7 @@ impl<'a> Merger<'a> {
     /// placed where that permutation takes each of them to its place in the direct
     /// link's order, when locals stay among locals and globals among globals (else the
     /// order stays).
-    fn order_shared_for_relink(&mut self) {
+    fn order_shared_for_relink(&self, t: &mut SymbolTable) {
         let wanted = {
             let d = self.sorted_shared_candidates();
             list_sort(&d, &|&a, &b| self.sym(a).size > self.sym(b).size, false)
@@ -268,7 +365,7 @@ impl<'a> Merger<'a> {
         // where they are now, in symbol-table order
         let mut now: Vec<(usize, SymKey)> = wanted
             .iter()
-            .filter_map(|&k| self.sym_of.get(&k).map(|&at| (at, k)))
+            .filter_map(|&k| t.of.get(&k).map(|&at| (at, k)))
             .collect();
         if now.is_empty() || now.len() != wanted.len() {
             return;
@@ -285,16 +382,13 @@ impl<'a> Merger<'a> {
         if (0..now.len()).any(|p| local(place[p]) != local(now[p].1)) {
             return;
         }
-        let old: Vec<OutSymbol> = now
-            .iter()
-            .map(|&(at, _)| self.symbols[at].clone())
-            .collect();
+        let old: Vec<OutSymbol> = now.iter().map(|&(at, _)| t.symbols[at].clone()).collect();
         let from: HashMap<SymKey, usize> =
             now.iter().enumerate().map(|(p, &(_, k))| (k, p)).collect();
         for (p, &k) in place.iter().enumerate() {
             let at = now[p].0;
-            self.symbols[at] = old[from[&k]].clone();
-            self.sym_of.insert(k, at);
+            t.symbols[at] = old[from[&k]].clone();
+            t.of.insert(k, at);
         }
     }
 
