@@ -488,18 +488,101 @@ fn the_daemon_keeps_one_finalizer_worker() {
         pids.push(f["worker_pid"].as_u64().unwrap());
     }
     assert_eq!(pids[0], pids[1], "one worker for both links");
+    let daemon_pid = daemon_pid(runtime.path());
+    let stop = Command::new(nvlinkrs())
+        .args(["daemon", "stop"])
+        .env("XDG_RUNTIME_DIR", runtime.path())
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&stop.stdout), "stopped\n");
+    // `stopped` once it has ended, and its worker with it (1241ad3 said it while the
+    // daemon still stopped its worker, up to 3 s)
+    assert!(!runs(daemon_pid), "the daemon runs after 'stopped'");
+    let gone = (0..100).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        !runs(pids[0] as u32)
+    });
+    assert!(gone, "the worker outlived the daemon");
+}
+
+/// The pid `daemon status` gives for the daemon of runtime folder `runtime`.
+fn daemon_pid(runtime: &Path) -> u32 {
+    let status = Command::new(nvlinkrs())
+        .args(["daemon", "status"])
+        .env("XDG_RUNTIME_DIR", runtime)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&status.stdout).into_owned();
+    (text.lines().find_map(|l| l.strip_prefix("pid ")))
+        .and_then(|p| p.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no pid in: {text}"))
+}
+
+/// Whether process `pid` runs (a zombie nobody reaped yet has ended).
+fn runs(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X']))
+    })
+}
+
+/// The finalizer workers' sockets in a daemon folder.
+fn worker_sockets(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.retain(|n| n.starts_with("finalizer-") && n.ends_with(".sock"));
+    names
+}
+
+/// A daemon killed with its worker running leaves the worker's socket in its folder
+/// (1241ad3 kept it for good); the next daemon removes it as it starts.
+#[test]
+fn a_killed_daemons_worker_socket_is_removed_by_the_next_daemon() {
+    let runtime = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = vec!["-arch=sm_100".to_string(), "--no-cache".to_string()];
+    args.extend(compile(dir.path(), "sm_100", 1));
+    let env = [("XDG_RUNTIME_DIR", runtime.path())];
+    let daemon = [("NVLINKRS_DAEMON", "only"), ("NVLINKRS_DAEMON_IDLE", "60")];
+    let got = link(&args, &dir.path().join("out.cubin"), &env, &daemon);
+    assert_eq!(
+        (got.code, got.report["finalize"]["worker"].as_str()),
+        (0, Some("daemon"))
+    );
+    let folder = runtime.path().join("nvlinkrs");
+    let left = worker_sockets(&folder);
+    assert_eq!(left.len(), 1, "{left:?}");
+    let pid = daemon_pid(runtime.path());
+    // SAFETY: a signal to the daemon this test started.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGKILL) }, 0);
+    assert!((0..100).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        !runs(pid)
+    }));
+    assert_eq!(
+        worker_sockets(&folder),
+        left,
+        "the killed daemon's socket stays"
+    );
+    let start = Command::new(nvlinkrs())
+        .args(["daemon", "start"])
+        .env("XDG_RUNTIME_DIR", runtime.path())
+        .env("NVLINKRS_DAEMON_IDLE", "60")
+        .status()
+        .unwrap();
+    assert!(start.success());
+    assert_eq!(worker_sockets(&folder), Vec::<String>::new());
     let stop = Command::new(nvlinkrs())
         .args(["daemon", "stop"])
         .env("XDG_RUNTIME_DIR", runtime.path())
         .status()
         .unwrap();
     assert!(stop.success());
-    // (the worker goes with the daemon)
-    let gone = (0..100).any(|_| {
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        !Path::new(&format!("/proc/{}", pids[0])).exists()
-    });
-    assert!(gone, "the worker outlived the daemon");
 }
 
 /// An incremental link (`--incremental`) whose cache has none of the units' jobs (its

@@ -541,6 +541,24 @@ fn an_edit_compiles_only_the_partitions_whose_code_changed_and_gives_the_cold_im
             Some(cache.path()),
             &[],
         );
+        // (and which: the partitions by their units; the data partition where the
+        // variables' code changed)
+        let which = match count {
+            1 => format!(
+                "incremental LTO: compiling the partition of '{}'",
+                edited(object)[0].display()
+            ),
+            _ => format!(
+                "incremental LTO: compiling the partitions of '{}', '{}'",
+                edited(object)[0].display(),
+                edited(object)[1].display()
+            ),
+        };
+        assert!(
+            inc.messages.lines().any(|l| l.ends_with(&which)),
+            "{}",
+            inc.messages
+        );
         assert!(
             compiled(&inc).ends_with(&format!(", {count} to compile")),
             "{object}: {}",

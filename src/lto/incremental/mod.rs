@@ -126,6 +126,26 @@ fn auto_choice(
     }
 }
 
+/// The partitions of `todo` (indices in `parts`) by the unit whose kernels they hold:
+/// "the partition of 'b.o'", "the partitions of 'a.o', 'b.o' and the data partition".
+fn to_compile(parts: &plan::Plan, names: &[String], todo: &[usize]) -> String {
+    let units: Vec<String> = (todo.iter())
+        .filter_map(|&i| parts.partitions.get(i)?.module)
+        .map(|m| format!("'{}'", names[m]))
+        .collect();
+    let data = todo.len() > units.len();
+    let of = match units.len() {
+        0 => String::new(),
+        1 => format!("the partition of {}", units[0]),
+        _ => format!("the partitions of {}", units.join(", ")),
+    };
+    match (of.is_empty(), data) {
+        (true, _) => "the data partition".into(),
+        (false, true) => format!("{of} and the data partition"),
+        (false, false) => of,
+    }
+}
+
 /// "1 changed partition", "2 changed partitions".
 fn changed(n: usize) -> String {
     crate::diag::counted(n, "changed partition")
@@ -285,6 +305,12 @@ pub fn link(
             jobs.len() - 1,
             todo.len()
         ));
+        if !todo.is_empty() {
+            diag.info(&format!(
+                "incremental LTO: compiling {}",
+                to_compile(&parts, &names, &todo)
+            ));
+        }
     }
     if let Some(c) = whole_beside {
         c.stop();
