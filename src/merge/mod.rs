@@ -434,7 +434,6 @@ struct Merger<'a> {
     /// Input section → (output section, offset of its piece).
     placed: HashMap<SecKey, (usize, u64)>,
     out: Vec<OutSection>,
-    by_name: HashMap<(&'a str, u32), usize>,
     /// Output section → whether it gets a section symbol.
     section_symbol: Vec<bool>,
     /// The output symbol table (`symbols.rs`; empty before that step).
@@ -483,7 +482,6 @@ impl<'a> Merger<'a> {
             code: functions::CodeGraph::new(inputs),
             placed: HashMap::default(),
             out: Vec::new(),
-            by_name: HashMap::default(),
             section_symbol: Vec::new(),
             symtab: symbols::SymbolTable::new(inputs),
             kept_relocs: Vec::new(),

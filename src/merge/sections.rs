@@ -58,6 +58,8 @@ impl<'a> Merger<'a> {
 
     pub(super) fn sections(&mut self) -> Result<()> {
         let exec = !self.opts.relocatable;
+        // (the output section of each name and type that input sections share)
+        let mut by_name: HashMap<(&str, u32), usize> = HashMap::default();
         for i in 0..self.inputs.len() {
             let c = &self.inputs[i].cubin;
             let has_symbol: HashSet<usize> = c
@@ -104,13 +106,13 @@ impl<'a> Merger<'a> {
                     continue;
                 }
                 let key = (s.name.as_str(), s.ty);
-                let id = match self.by_name.get(&key) {
+                let id = match by_name.get(&key) {
                     Some(&id) => id,
                     None => {
                         let mut o = OutSection::new(&s.name, ty, flags);
                         o.entsize = s.entsize;
                         let id = self.new_section(o, false);
-                        self.by_name.insert(key, id);
+                        by_name.insert(key, id);
                         id
                     }
                 };
