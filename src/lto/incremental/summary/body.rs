@@ -32,8 +32,8 @@ impl Body {
     /// loads from): referred to, their address taken, and possibly written, so that a
     /// variable written so is never copied into each partition that reads it (each
     /// copy's writes would be lost to the others).
-    fn with_asm_names(mut self, consts: &Consts, names: &[String]) -> Body {
-        let named = asm_names(consts.asm_texts(), names);
+    fn with_asm_names(mut self, consts: &Consts, cx: &Context) -> Body {
+        let named = asm_names(consts.asm_texts(), cx.names, cx.name_ids);
         if named.is_empty() {
             return self;
         }
@@ -46,29 +46,34 @@ impl Body {
     }
 }
 
+/// The module's globals by name, and by the name as the PTX writer spells it (a `.`
+/// becomes `_$_`): made once per module, by the first function with inline assembly.
+pub type NameIds = std::cell::OnceCell<std::collections::HashMap<String, u32>>;
+
 /// The globals (by id: their position in `names`) that the inline-assembly `texts` name:
-/// an identifier of the text equal to a global's name, or to the name as the PTX
-/// writer spells it (a `.` becomes `_$_`).
-fn asm_names(texts: impl Iterator<Item = String>, names: &[String]) -> Vec<u32> {
+/// an identifier of the text that is a global's name (`ids`, made from `names`).
+fn asm_names(texts: impl Iterator<Item = String>, names: &[String], ids: &NameIds) -> Vec<u32> {
     // (a PTX identifier: letters, digits, `_` and `$`)
     let ident = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '$';
-    let words: std::collections::HashSet<String> = texts
-        .flat_map(|t| {
-            t.split(|c: char| !ident(c))
-                .filter(|w| !w.is_empty())
-                .map(String::from)
-                .collect::<Vec<_>>()
-        })
-        .collect();
-    if words.is_empty() {
-        return Vec::new();
+    let mut named = Vec::new();
+    for text in texts {
+        for word in text.split(|c: char| !ident(c)).filter(|w| !w.is_empty()) {
+            let ids = ids.get_or_init(|| {
+                let mut m = std::collections::HashMap::new();
+                for (i, n) in names.iter().enumerate().filter(|(_, n)| !n.is_empty()) {
+                    if n.contains('.') {
+                        m.insert(n.replace('.', "_$_"), i as u32);
+                    }
+                    m.insert(n.clone(), i as u32);
+                }
+                m
+            });
+            named.extend(ids.get(word).copied());
+        }
     }
-    (names.iter().enumerate())
-        .filter(|(_, n)| {
-            !n.is_empty() && (words.contains(n.as_str()) || words.contains(&n.replace('.', "_$_")))
-        })
-        .map(|(i, _)| i as u32)
-        .collect()
+    named.sort_unstable();
+    named.dedup();
+    named
 }
 
 /// How an instruction uses an operand.
@@ -94,6 +99,8 @@ pub struct Context<'a> {
     pub bundle_tags: &'a [String],
     pub sync_scopes: &'a [String],
     pub lines: bool,
+    /// The globals by name, for inline assembly that names them.
+    pub name_ids: &'a NameIds,
 }
 
 const CALL_EXPLICIT_TYPE: u64 = 1 << 15;
@@ -169,7 +176,7 @@ pub fn read(cx: &Context, md: &mut Metadata, fn_type: u64, block: &Block) -> Res
         r.h.u64(nargs).u64(consts.len());
         r.walk(block)
             .and_then(|()| r.finish())
-            .map(|b| b.with_asm_names(&consts, cx.names))
+            .map(|b| b.with_asm_names(&consts, cx))
     };
     md.end_function();
     result
@@ -662,7 +669,8 @@ mod tests {
         ];
         // `c` is inside other words only; `u32` is a whole word of the text (a global of
         // that name would be taken as named: over-cautious, never wrong)
-        assert_eq!(asm_names(texts.into_iter(), &names), [1, 3, 4]);
-        assert!(asm_names(std::iter::empty(), &names).is_empty());
+        let ids = Default::default();
+        assert_eq!(asm_names(texts.into_iter(), &names, &ids), [1, 3, 4]);
+        assert!(asm_names(std::iter::empty(), &names, &Default::default()).is_empty());
     }
 }

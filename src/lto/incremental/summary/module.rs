@@ -233,6 +233,7 @@ impl<'a> Module<'a> {
         let mut bodies = self.bodies.clone().into_iter();
         let mut taken: Vec<u32> = Vec::new();
         let mut written: Vec<u32> = Vec::new();
+        let name_ids = body::NameIds::new();
         for (i, h) in self.heads.iter().enumerate() {
             let mut hasher = Hasher::new("global");
             hasher.hash(&self.context).u64(h.code as u64).str(&h.name);
@@ -250,6 +251,7 @@ impl<'a> Module<'a> {
                     bundle_tags: &self.bundle_tags,
                     sync_scopes: &self.sync_scopes,
                     lines: self.lines,
+                    name_ids: &name_ids,
                 };
                 let b: Body = body::read(&cx, &mut self.md, h.fields[0], block)?;
                 hasher.hash(&b.hash);
