@@ -140,6 +140,26 @@ fn start(dir: &Path, lib: &Path, n: u64) -> std::io::Result<Started> {
     })
 }
 
+/// The finalizer workers' sockets a killed daemon left in its directory (named with
+/// its pid, `finalizer-<pid>-<n>.sock`), removed when that process no longer runs.
+pub(super) fn sweep_sockets(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = (name.to_str())
+            .and_then(|n| n.strip_prefix("finalizer-")?.strip_suffix(".sock"))
+            .and_then(|rest| rest.split_once('-')?.0.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id() && !super::guard::alive(pid) {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
 // ---- a link process's side -----------------------------------------------------------
 
 /// The daemon's socket, where this link process runs under the daemon; else, for a

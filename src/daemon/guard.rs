@@ -129,3 +129,14 @@ pub fn wait_readable(fd: &impl std::os::fd::AsRawFd, ms: i32) {
     // SAFETY: one valid pollfd; an interrupted or failed poll only ends the wait early.
     unsafe { libc::poll(&mut p, 1, ms) };
 }
+
+/// Whether process `pid` runs (not ended, nor a zombie waiting to be reaped).
+pub fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // (the state follows the command's closing parenthesis)
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X'])),
+        Err(_) => false,
+    }
+}

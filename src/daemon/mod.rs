@@ -339,44 +339,13 @@ pub fn stop(socket: &Path) -> bool {
             let _ = receive(&mut s);
             let deadline = Instant::now() + Duration::from_secs(10);
             while Instant::now() < deadline
-                && (UnixStream::connect(socket).is_ok() || pid.is_some_and(alive))
+                && (UnixStream::connect(socket).is_ok() || pid.is_some_and(guard::alive))
             {
                 std::thread::sleep(Duration::from_millis(10));
             }
             true
         }
         Err(_) => false,
-    }
-}
-
-/// Whether process `pid` runs (not ended, nor a zombie waiting to be reaped).
-fn alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        // (the state follows the command's closing parenthesis)
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X'])),
-        Err(_) => false,
-    }
-}
-
-/// The finalizer workers' sockets a killed daemon left in its directory (named with
-/// its pid, `finalizer-<pid>-<n>.sock`), removed when that process no longer runs.
-fn sweep_worker_sockets(dir: &Path) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let name = e.file_name();
-        let Some(pid) = (name.to_str())
-            .and_then(|n| n.strip_prefix("finalizer-")?.strip_suffix(".sock"))
-            .and_then(|rest| rest.split_once('-')?.0.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if pid != std::process::id() && !alive(pid) {
-            let _ = std::fs::remove_file(e.path());
-        }
     }
 }
 
@@ -428,7 +397,7 @@ pub fn serve() -> Result<()> {
         return Err(Error::fatal("daemon: already running"));
     }
     // (before the socket answers: `daemon start` returns then)
-    sweep_worker_sockets(&dir);
+    finalizer::sweep_sockets(&dir);
     let _ = std::fs::remove_file(&socket);
     let listener = UnixListener::bind(&socket).map_err(|e| {
         Error::fatal(format!(
