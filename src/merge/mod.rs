@@ -25,7 +25,9 @@
 //! - `shared.rs`: shared memory laid out per kernel: the `SharedLayout` product.
 //! - `callgraph.rs` (`tables`): `.nv.callgraph`, `.nv.prototype`, `.nv.rel.action` made
 //!   before the symbols, whose section symbols they get (filled in later).
-//! - `symbols.rs`: the output symbol table.
+//! - `creation.rs` (`creation_order`): nvlink's creation order of the names made so far
+//!   (the `Order` product), which the symbol table and the last step follow.
+//! - `symbols.rs`: the output symbol table (the `SymbolTable` product).
 //! - `relocations.rs`: relocations applied or kept.
 //! - `nvinfo.rs` (`info`): `.nv.info` and each function's `.nv.info.<fn>`
 //!   (`handed.rs`: what a kernel takes from the functions it calls).
@@ -36,11 +38,12 @@
 //!   image handed to the writer (`creation.rs`: nvlink's creation order of names).
 //!
 //! The steps hand products on: `Resolution` (resolve.rs, made before the merge state),
-//! `CodeGraph` (functions.rs), `ExternRefs` (externs.rs), `SharedLayout` (shared.rs) and
-//! the call-graph `Tables` (callgraph.rs) are each made by one step and only read by the
-//! later ones (`ExternRefs`', `SharedLayout`'s and `Tables`' fields are private to their
-//! steps);
-//! the rest of `Merger` is the image as it is built (sections, symbols, relocations).
+//! `CodeGraph` (functions.rs), `ExternRefs` (externs.rs), `SharedLayout` (shared.rs), the
+//! call-graph `Tables` (callgraph.rs), the creation `Order` (creation.rs), the
+//! `SymbolTable` (symbols.rs) and `KernelInfo` (nvinfo.rs) are each made by one step and
+//! only read by the later ones (all but `Resolution`'s and `CodeGraph`'s fields private
+//! to their steps); the rest of `Merger` is the image as it is built (sections, where each
+//! input section went, relocations kept).
 //!
 //! Beside the steps: `calllists.rs`, nvlink's numbered call lists (built on demand by
 //! reglimit, nvinfo and callgraph), and `cudadevrt.rs`, the symbols of libcudadevrt the
