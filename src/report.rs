@@ -41,6 +41,9 @@ pub struct Timings {
     pub(crate) background: Option<&'static str>,
     /// An incremental link wrote the partitioned image (not the whole-program link's).
     pub(crate) partitioned: bool,
+    /// What an incremental LTO link that wrote the partitioned image compiled
+    /// (`--report-json`'s `incremental`: its partitions, and those compiled by unit).
+    pub(crate) incremental: Option<serde_json::Value>,
 }
 
 impl Timings {
@@ -168,6 +171,8 @@ pub(crate) fn write(
         // the sm_100+ finalizer: units finalized, units the rule left out, jobs run and
         // jobs answered from the cache, functions whose code it changed, its worker
         "finalize": timings.finalize,
+        // incremental LTO's partitions: how many, and which it compiled (by unit)
+        "incremental": timings.incremental,
         "consensus": timings.consensus,
         // the most jobs each pool ran at once (threads of this process, within make's
         // jobserver tokens or the daemon's budget)

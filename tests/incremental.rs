@@ -535,11 +535,20 @@ fn an_edit_compiles_only_the_partitions_whose_code_changed_and_gives_the_cold_im
     assert!(compiled(&again).ends_with(", 0 to compile"));
     // st_a.cu's kernel edited: its partition alone; bump() edited: both kernels inline it
     for (object, count) in [("st_a_k_90.o", 1), ("st_a_f_90.o", 2)] {
-        let inc = link(
-            &v(&edited(object)),
-            Some("partitions"),
-            Some(cache.path()),
-            &[],
+        let report = cache.path().join("report.json");
+        let mut with_report = v(&edited(object));
+        with_report.extend(["--report-json".into(), report.display().to_string()]);
+        let inc = link(&with_report, Some("partitions"), Some(cache.path()), &[]);
+        // `--report-json` names them too
+        let r: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+        let units: Vec<String> = edited(object)[..count]
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        assert_eq!(
+            r["incremental"],
+            serde_json::json!({"partitions": 2, "compiled": units})
         );
         // (and which: the partitions by their units; the data partition where the
         // variables' code changed)

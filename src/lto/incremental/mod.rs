@@ -126,6 +126,17 @@ fn auto_choice(
     }
 }
 
+/// The partitions of `todo` (indices in `parts`), each by the unit whose kernels it holds
+/// (`data` for the data partition).
+fn compiled_units(parts: &plan::Plan, names: &[String], todo: &[usize]) -> Vec<String> {
+    (todo.iter())
+        .map(|&i| match parts.partitions.get(i).and_then(|p| p.module) {
+            Some(m) => names[m].clone(),
+            None => "data".into(),
+        })
+        .collect()
+}
+
 /// The partitions of `todo` (indices in `parts`) by the unit whose kernels they hold:
 /// "the partition of 'b.o'", "the partitions of 'a.o', 'b.o' and the data partition".
 fn to_compile(parts: &plan::Plan, names: &[String], todo: &[usize]) -> String {
@@ -299,6 +310,10 @@ pub fn link(
             }
         }
     }
+    timings.incremental = Some(serde_json::json!({
+        "partitions": jobs.len() - 1,
+        "compiled": compiled_units(&parts, &names, &todo),
+    }));
     if req.verbose {
         diag.info(&format!(
             "incremental LTO: {} partitions and the data partition, {} to compile",
