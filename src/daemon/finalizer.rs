@@ -255,15 +255,7 @@ pub fn ended(daemon: &Path, lib: &Path, pid: u32) -> Option<String> {
 /// Whether `pid` is a live worker of the daemon `parent` (its parent, and it has not
 /// ended).
 pub fn is_worker(pid: u32, parent: u32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
-    let Some(rest) = stat.rfind(')').and_then(|i| stat.get(i + 2..)) else {
-        return false;
-    };
-    let mut f = rest.split(' ');
-    let (state, ppid) = (f.next(), f.next().and_then(|p| p.parse::<u32>().ok()));
-    state != Some("Z") && ppid == Some(parent)
+    super::guard::state_and_parent(pid).is_some_and(|(state, ppid)| state != 'Z' && ppid == parent)
 }
 
 /// Stops the worker `pid` of the daemon `parent` (it made no progress): only a child of

@@ -130,13 +130,17 @@ pub fn wait_readable(fd: &impl std::os::fd::AsRawFd, ms: i32) {
     unsafe { libc::poll(&mut p, 1, ms) };
 }
 
+/// Process `pid`'s state letter and parent's pid, from `/proc/<pid>/stat` (`None`: no
+/// such process).
+pub fn state_and_parent(pid: u32) -> Option<(char, u32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // (the fields after the parenthesised command name: state, then parent)
+    let mut f = stat.get(stat.rfind(')')? + 2..)?.split(' ');
+    let state = f.next()?.chars().next()?;
+    Some((state, f.next()?.parse().ok()?))
+}
+
 /// Whether process `pid` runs (not ended, nor a zombie waiting to be reaped).
 pub fn alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        // (the state follows the command's closing parenthesis)
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X'])),
-        Err(_) => false,
-    }
+    state_and_parent(pid).is_some_and(|(state, _)| !matches!(state, 'Z' | 'X'))
 }

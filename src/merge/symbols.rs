@@ -64,6 +64,12 @@ impl SymbolTable {
         self.symbols.push(o);
     }
 
+    /// Output section `id`'s section symbol.
+    fn push_section(&mut self, id: usize, o: OutSymbol) {
+        self.section_index.insert(id, self.symbols.len());
+        self.symbols.push(o);
+    }
+
     /// The symbols from `start` on put in `order` (their present indices, each once),
     /// every index the table gives renumbered.
     pub(super) fn reorder(&mut self, start: usize, order: &[usize]) {
@@ -336,16 +342,18 @@ impl<'a> Merger<'a> {
                     }
                     _ => self.out[id].name.clone(),
                 };
-                t.section_index.insert(id, t.symbols.len());
-                t.symbols.push(OutSymbol {
-                    name,
-                    value: 0,
-                    size: 0,
-                    bind: STB_LOCAL,
-                    ty: STT_SECTION,
-                    other: 0,
-                    section: Some(id),
-                });
+                t.push_section(
+                    id,
+                    OutSymbol {
+                        name,
+                        value: 0,
+                        size: 0,
+                        bind: STB_LOCAL,
+                        ty: STT_SECTION,
+                        other: 0,
+                        section: Some(id),
+                    },
+                );
             }
         }
     }

@@ -127,33 +127,32 @@ fn auto_choice(
 }
 
 /// The partitions of `todo` (indices in `parts`), each by the unit whose kernels it holds
-/// (`data` for the data partition).
-fn compiled_units(parts: &plan::Plan, names: &[String], todo: &[usize]) -> Vec<String> {
+/// (`None`: the data partition).
+fn todo_units<'n>(parts: &plan::Plan, names: &'n [String], todo: &[usize]) -> Vec<Option<&'n str>> {
     (todo.iter())
-        .map(|&i| match parts.partitions.get(i).and_then(|p| p.module) {
-            Some(m) => names[m].clone(),
-            None => "data".into(),
-        })
+        .map(|&i| Some(names[parts.partitions.get(i)?.module?].as_str()))
         .collect()
 }
 
-/// The partitions of `todo` (indices in `parts`) by the unit whose kernels they hold:
-/// "the partition of 'b.o'", "the partitions of 'a.o', 'b.o' and the data partition".
-fn to_compile(parts: &plan::Plan, names: &[String], todo: &[usize]) -> String {
-    let units: Vec<String> = (todo.iter())
-        .filter_map(|&i| parts.partitions.get(i)?.module)
-        .map(|m| format!("'{}'", names[m]))
-        .collect();
-    let data = todo.len() > units.len();
-    let of = match units.len() {
-        0 => String::new(),
-        1 => format!("the partition of {}", units[0]),
-        _ => format!("the partitions of {}", units.join(", ")),
+/// [`todo_units`] for `--report-json` (`data` for the data partition).
+fn compiled_units(units: &[Option<&str>]) -> Vec<String> {
+    (units.iter())
+        .map(|u| u.unwrap_or("data").to_string())
+        .collect()
+}
+
+/// [`todo_units`] for `-v`: "the partition of 'b.o'", "the partitions of 'a.o', 'b.o' and
+/// the data partition".
+fn to_compile(units: &[Option<&str>]) -> String {
+    let named: Vec<String> = units.iter().flatten().map(|u| format!("'{u}'")).collect();
+    let of = match named.len() {
+        0 => return "the data partition".into(),
+        1 => format!("the partition of {}", named[0]),
+        _ => format!("the partitions of {}", named.join(", ")),
     };
-    match (of.is_empty(), data) {
-        (true, _) => "the data partition".into(),
-        (false, true) => format!("{of} and the data partition"),
-        (false, false) => of,
+    match named.len() < units.len() {
+        true => format!("{of} and the data partition"),
+        false => of,
     }
 }
 
@@ -310,10 +309,7 @@ pub fn link(
             }
         }
     }
-    timings.incremental = Some(serde_json::json!({
-        "partitions": jobs.len() - 1,
-        "compiled": compiled_units(&parts, &names, &todo),
-    }));
+    let units = todo_units(&parts, &names, &todo);
     if req.verbose {
         diag.info(&format!(
             "incremental LTO: {} partitions and the data partition, {} to compile",
@@ -323,7 +319,7 @@ pub fn link(
         if !todo.is_empty() {
             diag.info(&format!(
                 "incremental LTO: compiling {}",
-                to_compile(&parts, &names, &todo)
+                to_compile(&units)
             ));
         }
     }
@@ -355,6 +351,10 @@ pub fn link(
     if !todo.is_empty() {
         history::store(cache, req, &hist);
     }
+    timings.incremental = Some(serde_json::json!({
+        "partitions": jobs.len() - 1,
+        "compiled": compiled_units(&units),
+    }));
     Ok(Outcome::Partitioned(cubins))
 }
 
