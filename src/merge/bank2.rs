@@ -83,10 +83,13 @@ impl<'a> Merger<'a> {
     }
 
     /// Lays out bank 2 (after `sections`, which placed each kernel's own bank one to one
-    /// and left the device functions' out): see the module's comment.
-    pub(super) fn bank2(&mut self) {
+    /// and left the device functions' out): see the module's comment. Writes the
+    /// kernels' banks into the output (making those of kernels without data of their
+    /// own) and places the device functions' pieces; hands on where they went.
+    pub(super) fn bank2(&mut self) -> Bank2 {
+        let mut b2 = Bank2::default();
         if self.opts.relocatable {
-            return;
+            return b2;
         }
         // the kernels (positions in `kernels`) that reach each function
         let mut kernels_of: Vec<Vec<usize>> = vec![Vec::new(); self.code.funcs.len()];
@@ -154,7 +157,7 @@ impl<'a> Merger<'a> {
                 let id = match bank[k] {
                     Some(id) => id,
                     None => {
-                        let id = self.new_kernel_bank(self.code.kernels[k]);
+                        let id = self.new_kernel_bank(self.code.kernels[k], &mut b2.made);
                         bank[k] = Some(id);
                         id
                     }
@@ -167,9 +170,9 @@ impl<'a> Merger<'a> {
             // holding it gives the same offset)
             let first = bank[kernels_of[f][0]].expect("made above");
             if at.len() > 1 {
-                self.bank2.null_symbol_value = at.last().map(|a| a.1);
+                b2.null_symbol_value = at.last().map(|a| a.1);
                 let replaced = at[1..].iter().map(|a| a.0).collect();
-                self.bank2.replaced_copies.push((at[0].0, replaced));
+                b2.replaced_copies.push((at[0].0, replaced));
             }
             for (p, o) in at {
                 self.placed.insert(p, (first, o));
@@ -178,7 +181,7 @@ impl<'a> Merger<'a> {
         // the banks' bytes: each kernel's own data, zeros, the pieces; the banks in the
         // order nvlink makes them (the kernels' own, then those made here), which its
         // sm_100+ relocation sections for them follow
-        let made = |id: usize| self.bank2.made.iter().position(|&m| m == id);
+        let made = |id: usize| b2.made.iter().position(|&m| m == id);
         let mut order: Vec<usize> = (0..bank.len()).filter(|&k| bank[k].is_some()).collect();
         order.sort_by_key(|&k| bank[k].and_then(made));
         for k in order {
@@ -189,7 +192,7 @@ impl<'a> Merger<'a> {
             let pieces: Vec<(SecKey, u64)> = (own.into_iter())
                 .chain(writes.iter().filter(|w| w.0 == id).map(|w| (w.1, w.2)))
                 .collect();
-            self.bank2.banks.push((id, kernel, pieces));
+            b2.banks.push((id, kernel, pieces));
             let o = &mut self.out[id];
             if let Some(own) = o.source.take() {
                 o.data = own.to_vec();
@@ -205,6 +208,7 @@ impl<'a> Merger<'a> {
             let d = c.bytes(&c.sections[si]);
             self.out[id].data[base as usize..base as usize + d.len()].copy_from_slice(d);
         }
+        b2
     }
 
     /// The bank-2 sections of the copies of each function that another input's definition
@@ -260,8 +264,9 @@ impl<'a> Merger<'a> {
         self.inputs[self.code.funcs[f].key.input].cubin.sections[s].size
     }
 
-    /// A bank for kernel `k`, which has no bank-2 data of its own.
-    fn new_kernel_bank(&mut self, k: FuncId) -> usize {
+    /// A bank for kernel `k`, which has no bank-2 data of its own (its id added to
+    /// `made`).
+    fn new_kernel_bank(&mut self, k: FuncId, made: &mut Vec<usize>) -> usize {
         let name = creation::concat(".nv.constant2.", &self.sym(self.code.funcs[k].key).name);
         let mut o = OutSection::new(name, SHT_PROGBITS, SHF_ALLOC | SHF_INFO_LINK);
         o.align = 4;
@@ -270,7 +275,7 @@ impl<'a> Merger<'a> {
             o.info = Ref::Section(t);
         }
         let id = self.new_section(o, true);
-        self.bank2.made.push(id);
+        made.push(id);
         id
     }
 }

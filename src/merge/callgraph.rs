@@ -267,10 +267,10 @@ impl<'a> Merger<'a> {
     /// new ones, then the prototype strings in the order the tables refer to them: their
     /// offsets there, written where the
     /// call graph and prototype tables (and their Mercury copies) refer to them.
-    pub(super) fn strings_last(&mut self) {
+    pub(super) fn strings_last(&mut self, merc_symbols: Option<&mercury::MercSymbols>) {
         let mut at: HashMap<&str, u32> = HashMap::default();
         let mut len = 1u32;
-        let merc = self.merc_symbols.iter().flat_map(|(_, m)| m);
+        let merc = merc_symbols.iter().flat_map(|(_, m)| m);
         for name in (self.symtab.symbols().iter().chain(merc)).map(|s| s.name.as_str()) {
             if !name.is_empty() && !at.contains_key(name) {
                 at.insert(name, len);

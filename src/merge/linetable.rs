@@ -87,16 +87,16 @@ impl Merger<'_> {
         }
     }
 
-    /// sm_100+ (`-r` too): every input's `.debug_line` piece rebased (`rebase_piece`).
-    pub(super) fn rebase_line_tables(&mut self) {
+    /// sm_100+ (`-r` too): every input's `.debug_line` piece rebased (`rebase_piece`;
+    /// `frames`: the pieces the sections step pruned, whose length changed).
+    pub(super) fn rebase_line_tables(&mut self, frames: &super::sections::Frames) {
         for i in 0..self.inputs.len() {
             let c = &self.inputs[i].cubin;
             let Some(si) = c.sections.iter().position(|s| s.name == ".debug_line") else {
                 continue;
             };
             let key = SecKey::new(i, si);
-            let len = self
-                .frames
+            let len = frames
                 .get(&key)
                 .map_or(c.sections[si].size, |f| f.data.len() as u64);
             if let Some(&(id, at)) = self.placed.get(&key) {

@@ -31,8 +31,11 @@
 //!   symbols; per-function records are reversed, `EXTERNS` as on the SASS side, kernels' barrier
 //!   and stack records propagated as on the SASS side.
 
-use super::relocations::{applied_under_r, is_unplaced_label, line_reference};
+use super::relocations::{KeptList, applied_under_r, is_unplaced_label, line_reference};
 use super::*;
+
+/// The Mercury step's symbol table: its output section and its symbols.
+pub(super) type MercSymbols = (usize, Vec<OutSymbol>);
 
 mod records;
 mod relocs;
@@ -210,13 +213,16 @@ impl Capsules {
 }
 
 impl Merger<'_> {
-    /// Builds the capsule-Mercury half of the image (see the module comment).
-    pub(super) fn mercury(&mut self) -> Result<()> {
+    /// Builds the capsule-Mercury half of the image (see the module comment), adding to
+    /// `kept` (the relocations step's lists) an empty list for each SASS section whose
+    /// Mercury twin keeps relocations; hands on the Mercury symbol table (its section and
+    /// its symbols), which `finish` writes.
+    pub(super) fn mercury(&mut self, kept: &mut Vec<KeptList>) -> Result<Option<MercSymbols>> {
         // an image without inputs (none had code for the target) still has nvlink's
         // Mercury symbol table and call graph
         let empty = self.inputs.is_empty() && self.mercury_layout;
         if !empty && !self.inputs.iter().any(|i| i.cubin.has_mercury()) {
-            return Ok(());
+            return Ok(None);
         }
         let exec = !self.opts.relocatable;
         let views: Vec<View> = self.inputs.iter().map(|i| View::of(&i.cubin)).collect();
@@ -263,10 +269,9 @@ impl Merger<'_> {
         self.merc_banks(&mut st); // (bank2.rs)
         self.merc_tables(&mut st);
         let msyms = self.merc_symbol_table(&mut st);
-        self.merc_relocations(&st)?;
+        self.merc_relocations(&st, kept)?;
         self.merc_info(&st)?;
-        self.merc_symbols = Some((st.symtab, msyms));
-        Ok(())
+        Ok(Some((st.symtab, msyms)))
     }
 
     /// The capsules (`.nv.capmerc.text.<fn>`), in the order of the live functions' SASS

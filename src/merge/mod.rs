@@ -38,12 +38,16 @@
 //!   image handed to the writer (`creation.rs`: nvlink's creation order of names).
 //!
 //! The steps hand products on: `Resolution` (resolve.rs, made before the merge state),
-//! `CodeGraph` (functions.rs), `ExternRefs` (externs.rs), `SharedLayout` (shared.rs), the
-//! call-graph `Tables` (callgraph.rs), the creation `Order` (creation.rs), the
-//! `SymbolTable` (symbols.rs) and `KernelInfo` (nvinfo.rs) are each made by one step and
-//! only read by the later ones (all but `Resolution`'s and `CodeGraph`'s fields private
-//! to their steps); the rest of `Merger` is the image as it is built (sections, where each
-//! input section went, relocations kept).
+//! `CodeGraph` (functions.rs), `ExternRefs` (externs.rs), `Bank2` (bank2.rs),
+//! `SharedLayout` (shared.rs), the call-graph `Tables` (callgraph.rs), the creation
+//! `Order` (creation.rs), the `SymbolTable` (symbols.rs) and `KernelInfo` (nvinfo.rs) are
+//! each made by one step, held by the merge state and only read by the later ones (all
+//! but `Resolution`'s and `CodeGraph`'s fields private to their steps). The spine hands
+//! three more from step to step itself, so their signatures say who reads them: the
+//! sections step's pruned `.debug_frame` pieces (`Frames`) to the relocations, the
+//! relocations' kept lists and failure (`Relocated`) to the Mercury step, the spine and
+//! `finish`, and the Mercury symbol table (`MercSymbols`) to `finish`. The rest of
+//! `Merger` is the image as it is built (its sections, where each input section went).
 //!
 //! Beside the steps: `calllists.rs`, nvlink's numbered call lists (built on demand by
 //! reglimit, nvinfo and callgraph), and `cudadevrt.rs`, the symbols of libcudadevrt the
@@ -384,9 +388,9 @@ pub fn link_with_steps(
     m.undefined()?; // (resolve.rs: it needs the live code)
     lap("undefined");
     m.notes(); // (notes.rs: the notes come first in the output)
-    m.sections()?;
+    let frames = m.sections()?;
     m.constant_data_fits()?;
-    m.bank2();
+    m.bank2 = m.bank2();
     lap("sections");
     m.shared = m.shared();
     lap("shared");
@@ -394,7 +398,8 @@ pub fn link_with_steps(
     m.order = m.creation_order(); // (creation.rs)
     m.symtab = m.symbols();
     lap("symbols");
-    m.relocations()?;
+    let relocations::Relocated { mut kept, failure } = m.relocations(&frames)?;
+    drop(frames);
     lap("relocations");
     m.info()?;
     // (failures nvlink reports after the `.nv.info` step's warnings: a stack size that
@@ -405,7 +410,7 @@ pub fn link_with_steps(
         }
         return Err(Error::error(""));
     }
-    if let Some(e) = m.failure.take() {
+    if let Some(e) = failure {
         return Err(e);
     }
     lap("info");
@@ -414,9 +419,9 @@ pub fn link_with_steps(
         m.dump_callgraph()?;
     }
     lap("callgraph");
-    m.mercury()?;
+    let merc_symbols = m.mercury(&mut kept)?;
     lap("mercury");
-    let image = m.finish();
+    let image = m.finish(kept, merc_symbols);
     ctx.dispose(m);
     // (freed, not left to the exit: the writer reuses their room, 0.3 MB off the
     // 128-unit link's peak)
@@ -441,7 +446,6 @@ struct Merger<'a> {
     section_symbol: Vec<bool>,
     /// The output symbol table (`symbols.rs`; empty before that step).
     symtab: symbols::SymbolTable,
-    kept_relocs: Vec<(usize, RelocList, Vec<u8>)>,
     /// nvlink's creation order of the sections and local symbols (`creation.rs`).
     order: creation::Order,
     /// The input of each output section that is a function's own (its code, bank),
@@ -451,17 +455,11 @@ struct Merger<'a> {
     call_tables: callgraph::Tables,
     /// nvlink's sm_100+ layout (`Image::mercury_layout`).
     mercury_layout: bool,
-    /// The capsule-Mercury symbol table, built by `mercury`.
-    merc_symbols: Option<(usize, Vec<OutSymbol>)>,
     /// What the `.nv.info` step found: each function's `EXTERNS` list and each kernel's
     /// registers, stack and barriers (`nvinfo.rs`).
     kernel_info: nvinfo::KernelInfo,
     /// What the live functions' `EXTERNS` records name (`externs.rs`).
     extern_refs: externs::ExternRefs,
-    /// A failure of nvlink's found early, reported where nvlink reports it.
-    failure: Option<Error>,
-    /// `.debug_frame` pieces that lost entries (sm_100+), by (input, section).
-    frames: HashMap<SecKey, sections::PrunedFrame>,
     /// Where the device functions' bank-2 data went (`bank2.rs`).
     bank2: bank2::Bank2,
     /// Shared memory as the `shared` step laid it out (`shared.rs`).
@@ -487,14 +485,10 @@ impl<'a> Merger<'a> {
             out: Vec::new(),
             section_symbol: Vec::new(),
             symtab: symbols::SymbolTable::new(inputs),
-            kept_relocs: Vec::new(),
             order: Default::default(),
             function_section_input: HashMap::default(),
             call_tables: callgraph::Tables::default(),
             mercury_layout: opts.target.is_some_and(|t| t.sm >= 100),
-            merc_symbols: None,
-            frames: HashMap::default(),
-            failure: None,
             kernel_info: nvinfo::KernelInfo::default(),
             extern_refs: externs::ExternRefs::default(),
             bank2: Default::default(),

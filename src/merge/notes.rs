@@ -174,12 +174,19 @@ impl<'a> Merger<'a> {
         }
     }
 
-    pub(super) fn finish(&mut self) -> Image {
+    /// The image handed to the writer: the kept relocation lists (`kept`, the
+    /// relocations and Mercury steps') made sections, every section in nvlink's final
+    /// order, the symbol table and the Mercury one (`merc_symbols`) renumbered to it.
+    pub(super) fn finish(
+        &mut self,
+        kept: Vec<relocations::KeptList>,
+        merc_symbols: Option<mercury::MercSymbols>,
+    ) -> Image {
         let exec = !self.opts.relocatable;
         if self.mercury_layout {
-            self.strings_last(); // (callgraph.rs)
+            self.strings_last(merc_symbols.as_ref()); // (callgraph.rs)
         }
-        for (out_id, list, data) in std::mem::take(&mut self.kept_relocs) {
+        for (out_id, list, data) in kept {
             let (prefix, ty, entsize) = match list {
                 RelocList::Rel => (".rel", SHT_REL, 16),
                 RelocList::Rela => (".rela", SHT_RELA, 24),
@@ -209,7 +216,7 @@ impl<'a> Merger<'a> {
             Ref::Section(i) => Ref::Section(new_index[i]),
             r => r,
         };
-        let merc_symbols = self.merc_symbols.take().map(|(at, syms)| {
+        let merc_symbols = merc_symbols.map(|(at, syms)| {
             let syms = syms
                 .into_iter()
                 .map(|mut s| {

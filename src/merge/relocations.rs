@@ -40,8 +40,21 @@ struct RelocPlan {
     edits: Vec<(usize, Edits)>,
     kept: Vec<((usize, RelocList), Vec<RelocEntry>)>,
     /// nvlink's failure this input's relocations cause, reported after the `.nv.info`
-    /// step's warnings, as nvlink's comes (`Merger::failure`).
+    /// step's warnings, as nvlink's comes (`Relocated::failure`).
     failure: Option<Error>,
+}
+
+/// A relocation section of the output, encoded: the output section it relocates, which
+/// list it is, its entries' bytes.
+pub(super) type KeptList = (usize, RelocList, Vec<u8>);
+
+/// What the relocations step hands on: the relocation lists the output keeps (to which
+/// the Mercury step adds, and which `finish` makes sections of), and the first failure
+/// of nvlink's the relocations cause, which the spine reports after the `.nv.info`
+/// step's warnings, where nvlink reports it.
+pub(super) struct Relocated {
+    pub(super) kept: Vec<KeptList>,
+    pub(super) failure: Option<Error>,
 }
 
 /// What the relocations against one input symbol need to know of it.
@@ -89,20 +102,23 @@ struct SectionPlan {
 }
 
 impl<'a> Merger<'a> {
-    pub(super) fn relocations(&mut self) -> Result<()> {
+    /// Applies or keeps every relocation of the live code and data (`frames`: the pruned
+    /// `.debug_frame` pieces the sections step made, whose entries moved).
+    pub(super) fn relocations(&mut self, frames: &sections::Frames) -> Result<Relocated> {
         // decided per input in parallel (reading only), then gathered in input order
         let plans: Vec<Result<RelocPlan>> = (0..self.inputs.len())
             .into_par_iter()
-            .map(|i| self.plan_relocations(i))
+            .map(|i| self.plan_relocations(i, frames))
             .collect();
+        let mut failure = None;
         // (output section, list) → entries in merge order
         let mut lists: Vec<((usize, RelocList), Vec<RelocEntry>)> = Vec::new();
         let mut index: HashMap<(usize, RelocList), usize> = HashMap::default();
         let mut patches: Vec<Vec<Vec<Patch>>> = vec![Vec::new(); self.out.len()];
         for plan in plans {
             let plan = plan?;
-            if self.failure.is_none() {
-                self.failure = plan.failure;
+            if failure.is_none() {
+                failure = plan.failure;
             }
             for (out, group) in plan.patches {
                 patches[out].push(group);
@@ -153,8 +169,10 @@ impl<'a> Merger<'a> {
                 (out_id, list_kind, data)
             })
             .collect();
-        self.kept_relocs.extend(encoded);
-        Ok(())
+        Ok(Relocated {
+            kept: encoded,
+            failure,
+        })
     }
 
     /// The byte ranges of input `i`'s section `si` that hold data objects another
@@ -172,7 +190,7 @@ impl<'a> Merger<'a> {
     /// What becomes of input `i`'s relocations: patched into the image now, or kept for
     /// the driver (or the next link), in order. What a relocation needs of its symbol is
     /// worked out once per symbol.
-    fn plan_relocations(&self, i: usize) -> Result<RelocPlan> {
+    fn plan_relocations(&self, i: usize, frames: &sections::Frames) -> Result<RelocPlan> {
         let exec = !self.opts.relocatable;
         let c = &self.inputs[i].cubin;
         let mut facts: Vec<Option<SymFacts>> = vec![None; c.symbols.len()];
@@ -195,7 +213,7 @@ impl<'a> Merger<'a> {
                 target,
                 nonalloc: target.flags & SHF_ALLOC == 0,
                 piece,
-                frame: self.frames.get(&SecKey::new(i, rs.info as usize)),
+                frame: frames.get(&SecKey::new(i, rs.info as usize)),
                 // (the function whose code this is: dynamic shared arrays' offsets
                 // depend on it)
                 func: (self.code.func_of_text)

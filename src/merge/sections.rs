@@ -56,8 +56,11 @@ impl<'a> Merger<'a> {
         false
     }
 
-    pub(super) fn sections(&mut self) -> Result<()> {
+    /// Places every kept input section in the output; hands on the sm_100+ `.debug_frame`
+    /// pieces it pruned, whose relocations move with their entries.
+    pub(super) fn sections(&mut self) -> Result<Frames> {
         let exec = !self.opts.relocatable;
+        let mut frames = Frames::default();
         // (the output section of each name and type that input sections share)
         let mut by_name: HashMap<(&str, u32), usize> = HashMap::default();
         for i in 0..self.inputs.len() {
@@ -142,7 +145,7 @@ impl<'a> Merger<'a> {
                     match frame {
                         Some(f) => {
                             o.data.extend_from_slice(&f.data);
-                            self.frames.insert(SecKey::new(i, si), f);
+                            frames.insert(SecKey::new(i, si), f);
                         }
                         None => o.data.extend_from_slice(c.bytes(s)),
                     }
@@ -159,7 +162,7 @@ impl<'a> Merger<'a> {
             }
         }
         if self.opts.target.is_some_and(|t| t.sm >= 100) {
-            self.rebase_line_tables();
+            self.rebase_line_tables(&frames);
         }
         // text and per-function sections point at their function's code
         for i in 0..self.inputs.len() {
@@ -176,7 +179,7 @@ impl<'a> Merger<'a> {
                 }
             }
         }
-        Ok(())
+        Ok(frames)
     }
 
     /// nvlink's sm_100+ `.debug_frame`: each FDE whose function was removed or replaced
@@ -349,6 +352,9 @@ fn out_type(s: &Section, exec: bool) -> (u32, u64) {
     };
     (ty, s.flags)
 }
+
+/// The sections step's pruned `.debug_frame` pieces, by (input, section).
+pub(super) type Frames = HashMap<SecKey, PrunedFrame>;
 
 /// A `.debug_frame` piece with the entries of removed functions left out.
 pub(super) struct PrunedFrame {

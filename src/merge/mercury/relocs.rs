@@ -39,7 +39,11 @@ impl MercLists {
 
 impl Merger<'_> {
     /// The `.nv.merc.rela.*` sections (see the module comment).
-    pub(super) fn merc_relocations(&mut self, st: &Capsules) -> Result<()> {
+    pub(super) fn merc_relocations(
+        &mut self,
+        st: &Capsules,
+        kept: &mut Vec<KeptList>,
+    ) -> Result<()> {
         let mut lists = MercLists::default();
         // (the inputs outlive this borrow of the merger, which each relocation takes)
         let inputs = self.inputs;
@@ -87,12 +91,9 @@ impl Merger<'_> {
             // its Mercury twin has some)
             if let Some(&t) =
                 (st.text_of_capsule.get(&out)).or_else(|| st.sass_bank.get(&out).map(|b| &b.0))
-                && !self
-                    .kept_relocs
-                    .iter()
-                    .any(|k| k.0 == t && k.1 != RelocList::Resolved)
+                && !kept.iter().any(|k| k.0 == t && k.1 != RelocList::Resolved)
             {
-                self.kept_relocs.push((t, RelocList::Rela, Vec::new()));
+                kept.push((t, RelocList::Rela, Vec::new()));
             }
             let o = rela_section(st, &self.out, out, list, ".nv.merc.rela", SHT_MERC_RELA);
             self.new_section(o, false);
