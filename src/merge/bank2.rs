@@ -111,8 +111,8 @@ impl<'a> Merger<'a> {
             .map(|&k| {
                 let s = self.bank2_of(k)?;
                 Some(
-                    self.placed
-                        .get(&SecKey::new(self.code.funcs[k].key.input, s))?
+                    self.out
+                        .placed(&SecKey::new(self.code.funcs[k].key.input, s))?
                         .0,
                 )
             })
@@ -175,7 +175,7 @@ impl<'a> Merger<'a> {
                 b2.replaced_copies.push((at[0].0, replaced));
             }
             for (p, o) in at {
-                self.placed.insert(p, (first, o));
+                self.out.place(p, first, o);
             }
         }
         // the banks' bytes: each kernel's own data, zeros, the pieces; the banks in the
@@ -271,7 +271,7 @@ impl<'a> Merger<'a> {
         let mut o = OutSection::new(name, SHT_PROGBITS, SHF_ALLOC | SHF_INFO_LINK);
         o.align = 4;
         let text = SecKey::new(self.code.funcs[k].key.input, self.code.funcs[k].text);
-        if let Some(&(t, _)) = self.placed.get(&text) {
+        if let Some(&(t, _)) = self.out.placed(&text) {
             o.info = Ref::Section(t);
         }
         let id = self.new_section(o, true);
@@ -307,7 +307,7 @@ impl Merger<'_> {
                 self.code.funcs[*kernel].key.input,
                 self.code.funcs[*kernel].text,
             );
-            if let Some(&cap) = (self.placed.get(&text)).and_then(|t| st.view_of.get(&t.0)) {
+            if let Some(&cap) = (self.out.placed(&text)).and_then(|t| st.view_of.get(&t.0)) {
                 o.info = Ref::Section(cap);
             }
             o.data = vec![0; self.out[*sass].data.len()];
@@ -323,9 +323,7 @@ impl Merger<'_> {
                 o.data[base as usize..end].copy_from_slice(d);
             }
             o.mem_size = o.data.len() as u64;
-            self.out.push(o);
-            self.section_symbol.push(false);
-            let id = self.out.len() - 1;
+            let id = self.out.push(o, false);
             st.view_of.insert(*sass, id);
             let own = match self.bank2_of(*kernel) {
                 Some(s) => self.section_size(*kernel, s),

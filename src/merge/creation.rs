@@ -419,7 +419,7 @@ impl<'a> Merger<'a> {
     /// its name, or for a section of a local function whose name another input's
     /// function made first, under the name `copy_name` gives its input's copy.
     fn section_rank_in(&self, at: &HashMap<Name, usize>, id: usize) -> usize {
-        let origin = |id: usize| self.function_section_input.get(&id).copied();
+        let origin = |id: usize| self.out.function_input(id);
         let input = origin(id).or_else(|| match self.out[id].info {
             Ref::Section(t) => origin(t),
             _ => None,

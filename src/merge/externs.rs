@@ -100,7 +100,7 @@ impl Merger<'_> {
                     .collect();
                 every.sort_by_key(|&g| {
                     let text = SecKey::new(self.code.funcs[g].key.input, self.code.funcs[g].text);
-                    self.placed.get(&text).map(|&(o, _)| o)
+                    self.out.placed(&text).map(|&(o, _)| o)
                 });
                 every
             }

@@ -71,7 +71,7 @@ impl Merger<'_> {
     pub(super) fn debug_str_piece(&self, i: usize) -> Option<u32> {
         let c = &self.inputs[i].cubin;
         let si = c.sections.iter().position(|s| s.name == ".debug_str")?;
-        let &(_, at) = self.placed.get(&SecKey::new(i, si))?;
+        let &(_, at) = self.out.placed(&SecKey::new(i, si))?;
         u32::try_from(at).ok().filter(|&a| a != 0)
     }
 
@@ -99,7 +99,7 @@ impl Merger<'_> {
             let len = frames
                 .get(&key)
                 .map_or(c.sections[si].size, |f| f.data.len() as u64);
-            if let Some(&(id, at)) = self.placed.get(&key) {
+            if let Some(&(id, at)) = self.out.placed(&key) {
                 self.rebase_piece(i, id, at, len);
             }
         }

@@ -27,7 +27,7 @@ impl Merger<'_> {
         let mut input_of_text: HashMap<usize, usize> = HashMap::default();
         for &f in &self.code.kernels {
             let i = self.code.funcs[f].key.input;
-            if let Some(&(t, _)) = self.placed.get(&SecKey::new(i, self.code.funcs[f].text)) {
+            if let Some(&(t, _)) = self.out.placed(&SecKey::new(i, self.code.funcs[f].text)) {
                 input_of_text.insert(t, i);
             }
         }
@@ -41,7 +41,7 @@ impl Merger<'_> {
         }
         // the inputs' own (`.nv.global`), and `.nv_debug.shared` where an input has one
         // or a dynamic array
-        for (&SecKey { input, sec }, &(id, _)) in &self.placed {
+        for (&SecKey { input, sec }, &(id, _)) in self.out.placements() {
             first(id, (input, 1, sec));
         }
         if let Some(debug) = self.out.iter().position(|o| o.name == ".nv_debug.shared") {
@@ -54,7 +54,7 @@ impl Merger<'_> {
                 }
             }
         }
-        for (k, o) in key.iter_mut().zip(&self.out) {
+        for (k, o) in key.iter_mut().zip(self.out.iter()) {
             if !(o.memory_only() && o.flags & SHF_ALLOC != 0) {
                 *k = None;
             } else if k.is_none() {

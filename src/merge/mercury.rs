@@ -284,7 +284,7 @@ impl Merger<'_> {
                 continue;
             }
             let i = self.code.funcs[f].key.input;
-            if let Some(&(t, _)) = self.placed.get(&SecKey::new(i, self.code.funcs[f].text)) {
+            if let Some(&(t, _)) = self.out.placed(&SecKey::new(i, self.code.funcs[f].text)) {
                 text_of.push((t, i, self.code.funcs[f].text));
             }
         }
@@ -305,8 +305,7 @@ impl Merger<'_> {
             if o.data.len() >= 4 {
                 o.patches.push((0, Ref::Section(t)));
             }
-            let id = self.new_section(o, false);
-            self.function_section_input.insert(id, i);
+            let id = self.out.push_function(o, false, i);
             st.placed.insert((i, m), (id, 0));
             st.view_of.insert(t, id);
             st.text_of_capsule.insert(id, t);
@@ -370,15 +369,13 @@ impl Merger<'_> {
                 });
                 if let Some(n) = shared {
                     // a view: same bytes as the SASS section, wherever that went
-                    let Some(&(out, at)) = self.placed.get(&SecKey::new(i, n)) else {
+                    let Some(&(out, at)) = self.out.placed(&SecKey::new(i, n)) else {
                         continue;
                     };
                     let id = *by_name.entry(s.name.to_string()).or_insert_with(|| {
                         let mut o = OutSection::new(&s.name, s.ty, s.flags);
                         o.alias = Some(out);
-                        self.out.push(o);
-                        self.section_symbol.push(false);
-                        self.out.len() - 1
+                        self.new_section(o, false)
                     });
                     // (aligned as the strictest input's view, as the SASS section is)
                     self.out[id].align = self.out[id].align.max(s.align);
@@ -390,9 +387,7 @@ impl Merger<'_> {
                 let id = *by_name.entry(s.name.to_string()).or_insert_with(|| {
                     let mut o = OutSection::new(&s.name, s.ty, s.flags);
                     o.entsize = s.entsize;
-                    self.out.push(o);
-                    self.section_symbol.push(false);
-                    self.out.len() - 1
+                    self.new_section(o, false)
                 });
                 self.capsule_info(st, i, s, id);
                 let o = &mut self.out[id];
@@ -413,7 +408,7 @@ impl Merger<'_> {
                 };
                 st.placed.insert((i, si), (id, at));
                 if let Some(n) = sass
-                    && let Some(&(out, _)) = self.placed.get(&SecKey::new(i, n))
+                    && let Some(&(out, _)) = self.out.placed(&SecKey::new(i, n))
                 {
                     st.view_of.insert(out, id);
                 }

@@ -67,6 +67,7 @@ mod memorder;
 mod mercury;
 mod notes;
 mod nvinfo;
+mod output;
 mod reglimit;
 mod regsass;
 mod relocations;
@@ -439,18 +440,13 @@ struct Merger<'a> {
     res: resolve::Resolution<'a>,
     /// The functions, which are live, and the kernels' call trees (`functions.rs`).
     code: functions::CodeGraph,
-    /// Input section → (output section, offset of its piece).
-    placed: HashMap<SecKey, (usize, u64)>,
-    out: Vec<OutSection>,
-    /// Output section → whether it gets a section symbol.
-    section_symbol: Vec<bool>,
+    /// The image as it is built: its sections, where each input section went
+    /// (`output.rs`).
+    out: output::Output,
     /// The output symbol table (`symbols.rs`; empty before that step).
     symtab: symbols::SymbolTable,
     /// nvlink's creation order of the sections and local symbols (`creation.rs`).
     order: creation::Order,
-    /// The input of each output section that is a function's own (its code, bank),
-    /// by output section (`Merger::creation_rank_of`).
-    function_section_input: HashMap<usize, usize>,
     /// `.nv.callgraph`, `.nv.prototype` and the strings they refer to (`callgraph.rs`).
     call_tables: callgraph::Tables,
     /// nvlink's sm_100+ layout (`Image::mercury_layout`).
@@ -481,12 +477,9 @@ impl<'a> Merger<'a> {
             diag,
             res,
             code: functions::CodeGraph::new(inputs),
-            placed: HashMap::default(),
-            out: Vec::new(),
-            section_symbol: Vec::new(),
+            out: Default::default(),
             symtab: symbols::SymbolTable::new(inputs),
             order: Default::default(),
-            function_section_input: HashMap::default(),
             call_tables: callgraph::Tables::default(),
             mercury_layout: opts.target.is_some_and(|t| t.sm >= 100),
             kernel_info: nvinfo::KernelInfo::default(),
@@ -570,7 +563,7 @@ impl<'a> Merger<'a> {
     fn out_index(&self, k: SymKey) -> Option<usize> {
         let s = self.sym(k);
         if s.ty == STT_SECTION {
-            let &(id, _) = self.placed.get(&SecKey::new(k.input, s.shndx as usize))?;
+            let &(id, _) = self.out.placed(&SecKey::new(k.input, s.shndx as usize))?;
             return self.symtab.section_symbol(id);
         }
         if s.bind == STB_LOCAL {
@@ -656,9 +649,8 @@ impl<'a> Merger<'a> {
         let Some(sec) = c.sections.get(ts.shndx as usize) else {
             return (0, 0, false);
         };
-        let piece = self
-            .placed
-            .get(&SecKey::new(t.input, ts.shndx as usize))
+        let piece = (self.out)
+            .placed(&SecKey::new(t.input, ts.shndx as usize))
             .map_or(0, |p| p.1);
         let value = if ts.ty == STT_SECTION {
             piece
@@ -675,8 +667,6 @@ impl<'a> Merger<'a> {
     }
 
     fn new_section(&mut self, s: OutSection, symbol: bool) -> usize {
-        self.out.push(s);
-        self.section_symbol.push(symbol);
-        self.out.len() - 1
+        self.out.push(s, symbol)
     }
 }

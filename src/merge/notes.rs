@@ -227,10 +227,8 @@ impl<'a> Merger<'a> {
             (new_index[at], syms)
         });
         // moved, not copied: the sections hold the whole image
-        let mut unplaced: Vec<Option<OutSection>> = std::mem::take(&mut self.out)
-            .into_iter()
-            .map(Some)
-            .collect();
+        let mut unplaced: Vec<Option<OutSection>> =
+            self.out.take_sections().into_iter().map(Some).collect();
         let sections: Vec<OutSection> = order
             .iter()
             .map(|&i| {
@@ -268,7 +266,7 @@ impl<'a> Merger<'a> {
         for (k, f_idx) in self.symtab.mapped() {
             if let Some(f) = self.func_defined_by(k) {
                 let i = self.code.funcs[f].key.input;
-                if let Some(&(t, _)) = self.placed.get(&SecKey::new(i, self.code.funcs[f].text)) {
+                if let Some(&(t, _)) = self.out.placed(&SecKey::new(i, self.code.funcs[f].text)) {
                     let s = &mut sections[new_index[t]];
                     let regs_top = s_info_top(&self.inputs[i].cubin, self.code.funcs[f].text);
                     s.info = Ref::Raw((f_idx as u32 + 1) | regs_top);

@@ -304,7 +304,7 @@ impl<'a> Merger<'a> {
         let mut o = OutSection::new(&s.name, SHT_CUDA_INFO, SHF_INFO_LINK);
         o.align = 4;
         o.link = Ref::Symtab;
-        if let Some(&(t, _)) = self.placed.get(&SecKey::new(i, text)) {
+        if let Some(&(t, _)) = self.out.placed(&SecKey::new(i, text)) {
             o.info = Ref::Section(t);
         }
         o.data = info::encode_all(&recs);

@@ -201,7 +201,7 @@ impl<'a> Merger<'a> {
             if !matches!(rs.ty, SHT_RELA | SHT_REL) {
                 continue;
             }
-            let Some(&(out_id, piece)) = self.placed.get(&SecKey::new(i, rs.info as usize)) else {
+            let Some(&(out_id, piece)) = self.out.placed(&SecKey::new(i, rs.info as usize)) else {
                 continue;
             };
             let relocs = self.relocs(i, ri)?;
@@ -462,8 +462,9 @@ impl<'a> Merger<'a> {
     /// it stay for the driver, as nvlink keeps them.
     fn sass_value(&self, k: SymKey) -> (u64, u32, bool) {
         if let Some(t) = self.reserved_target(k)
-            && let Some(&(_, at)) =
-                (self.placed).get(&SecKey::new(t.input, self.sym(t).shndx as usize))
+            && let Some(&(_, at)) = self
+                .out
+                .placed(&SecKey::new(t.input, self.sym(t).shndx as usize))
         {
             let c = &self.inputs[t.input].cubin;
             return (at + sections::reserved_offset(&c.symbols, t.sym), 0, true);
@@ -492,7 +493,7 @@ impl<'a> Merger<'a> {
                 .and_then(|s| c.sections.get(s))
                 .is_some_and(|s| s.flags & SHF_ALLOC == 0),
             section_piece: section
-                .and_then(|s| self.placed.get(&SecKey::new(k.input, s)).map(|p| p.1)),
+                .and_then(|s| self.out.placed(&SecKey::new(k.input, s)).map(|p| p.1)),
         }
     }
 }

@@ -103,9 +103,8 @@ impl<'a> Merger<'a> {
                         o.source = Some(c.section_data(s));
                     }
                     o.mem_size = s.size;
-                    let id = self.new_section(o, has_symbol.contains(&si));
-                    self.placed.insert(SecKey::new(i, si), (id, 0));
-                    self.function_section_input.insert(id, i);
+                    let id = self.out.push_function(o, has_symbol.contains(&si), i);
+                    self.out.place(SecKey::new(i, si), id, 0);
                     continue;
                 }
                 let key = (s.name.as_str(), s.ty);
@@ -120,7 +119,7 @@ impl<'a> Merger<'a> {
                     }
                 };
                 if has_symbol.contains(&si) {
-                    self.section_symbol[id] = true;
+                    self.out.give_symbol(id);
                 }
                 let o = &mut self.out[id];
                 o.align = o.align.max(s.align.max(1));
@@ -158,7 +157,7 @@ impl<'a> Merger<'a> {
                     o.mem_size = at + s.size;
                     at
                 };
-                self.placed.insert(SecKey::new(i, si), (id, at));
+                self.out.place(SecKey::new(i, si), id, at);
             }
         }
         if self.opts.target.is_some_and(|t| t.sm >= 100) {
@@ -168,12 +167,12 @@ impl<'a> Merger<'a> {
         for i in 0..self.inputs.len() {
             let c = &self.inputs[i].cubin;
             for (si, s) in c.sections.iter().enumerate() {
-                let Some(&(id, _)) = self.placed.get(&SecKey::new(i, si)) else {
+                let Some(&(id, _)) = self.out.placed(&SecKey::new(i, si)) else {
                     continue;
                 };
                 if s.info != 0
                     && s.flags & SHF_INFO_LINK != 0
-                    && let Some(&(t, _)) = self.placed.get(&SecKey::new(i, s.info as usize))
+                    && let Some(&(t, _)) = self.out.placed(&SecKey::new(i, s.info as usize))
                 {
                     self.out[id].info = Ref::Section(t);
                 }

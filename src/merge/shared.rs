@@ -206,7 +206,7 @@ impl<'a> Merger<'a> {
             .map(align_of)
             .max();
         if let Some(a) = dynamic {
-            for o in &mut self.out {
+            for o in self.out.iter_mut() {
                 if o.ty == SHT_CUDA_SHARED {
                     o.align = o.align.max(a);
                 }
@@ -513,7 +513,7 @@ impl<'a> Merger<'a> {
             let mut o = OutSection::new(name, SHT_NOBITS, SHF_WRITE | SHF_ALLOC | SHF_INFO_LINK);
             o.align = max_align;
             o.mem_size = window + reserve;
-            if let Some(&(t, _)) = self.placed.get(&SecKey::new(i, self.code.funcs[f].text)) {
+            if let Some(&(t, _)) = self.out.placed(&SecKey::new(i, self.code.funcs[f].text)) {
                 o.info = Ref::Section(t);
             }
             // (a window holding nothing has no section symbol in nvlink's sm_100+

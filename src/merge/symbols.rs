@@ -333,7 +333,7 @@ impl<'a> Merger<'a> {
     fn section_symbols(&self, t: &mut SymbolTable, by_creation: &[usize], banks: bool) {
         for &id in by_creation {
             let bank = self.mercury_layout && self.out[id].name.starts_with(".nv.constant0");
-            if self.section_symbol[id] && bank == banks {
+            if self.out.has_symbol(id) && bank == banks {
                 // (sm_100+: a bank 2's is named after its Mercury twin, as ptxas names
                 // it, `.nv.constant.optimizer.<fn>`)
                 let name = match self.out[id].name.strip_prefix(".nv.constant2.") {
@@ -411,7 +411,7 @@ impl<'a> Merger<'a> {
         // (a shared variable's value in a relocatable file is its alignment, as for a
         // common symbol: it stays as it is)
         let common = !exec && s.other & STO_SHARED != 0 && s.ty != STT_FUNC;
-        let (section, value) = match self.placed.get(&SecKey::new(k.input, s.shndx as usize)) {
+        let (section, value) = match self.out.placed(&SecKey::new(k.input, s.shndx as usize)) {
             Some(&(id, _)) if common => (Some(id), s.value),
             // (a reserved shared variable's value is its alignment too)
             Some(&(id, at)) if sections::reserved(&self.inputs[k.input].cubin, s) => {

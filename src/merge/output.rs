@@ -1,0 +1,88 @@
+//! The image as the steps build it (`Output`): its sections in the order they are made,
+//! which of them get a section symbol, where each input section went, and the input of
+//! each section that is a function's own. The sections step makes most of it; bank 2,
+//! the call-graph tables, the Mercury step and `finish` add sections; the relocations
+//! patch them. A section is only ever added by `push`, so every section has its symbol
+//! flag; the steps read and change the sections themselves as a slice.
+
+use std::ops::{Deref, DerefMut};
+
+use super::SecKey;
+use crate::elf::write::OutSection;
+use rustc_hash::FxHashMap as HashMap;
+
+#[derive(Default)]
+pub(super) struct Output {
+    sections: Vec<OutSection>,
+    /// Output section → whether it gets a section symbol.
+    symbol: Vec<bool>,
+    /// Input section → (output section, offset of its piece).
+    placed: HashMap<SecKey, (usize, u64)>,
+    /// The input of each output section that is a function's own (its code, bank, its
+    /// capsule), by output section (`Merger::creation_rank_of`).
+    function_input: HashMap<usize, usize>,
+}
+
+impl Output {
+    /// Adds section `s` (with a section symbol when `symbol`); its id.
+    pub(super) fn push(&mut self, s: OutSection, symbol: bool) -> usize {
+        self.sections.push(s);
+        self.symbol.push(symbol);
+        self.sections.len() - 1
+    }
+
+    /// Adds section `s`, a function's own from input `input`; its id.
+    pub(super) fn push_function(&mut self, s: OutSection, symbol: bool, input: usize) -> usize {
+        let id = self.push(s, symbol);
+        self.function_input.insert(id, input);
+        id
+    }
+
+    /// Whether section `id` gets a section symbol.
+    pub(super) fn has_symbol(&self, id: usize) -> bool {
+        self.symbol[id]
+    }
+
+    /// Section `id` gets a section symbol (an input section placed in it has one).
+    pub(super) fn give_symbol(&mut self, id: usize) {
+        self.symbol[id] = true;
+    }
+
+    /// Input section `k` goes at offset `at` of section `id`.
+    pub(super) fn place(&mut self, k: SecKey, id: usize, at: u64) {
+        self.placed.insert(k, (id, at));
+    }
+
+    /// Where input section `k` went: (output section, offset of its piece).
+    pub(super) fn placed(&self, k: &SecKey) -> Option<&(usize, u64)> {
+        self.placed.get(k)
+    }
+
+    /// Every input section placed, with where it went (in the map's order).
+    pub(super) fn placements(&self) -> impl Iterator<Item = (&SecKey, &(usize, u64))> {
+        self.placed.iter()
+    }
+
+    /// The input whose function section `id` is, if it is one.
+    pub(super) fn function_input(&self, id: usize) -> Option<usize> {
+        self.function_input.get(&id).copied()
+    }
+
+    /// The sections, moved out to be put in their final order (`finish`).
+    pub(super) fn take_sections(&mut self) -> Vec<OutSection> {
+        std::mem::take(&mut self.sections)
+    }
+}
+
+impl Deref for Output {
+    type Target = [OutSection];
+    fn deref(&self) -> &[OutSection] {
+        &self.sections
+    }
+}
+
+impl DerefMut for Output {
+    fn deref_mut(&mut self) -> &mut [OutSection] {
+        &mut self.sections
+    }
+}
