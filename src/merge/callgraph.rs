@@ -37,19 +37,21 @@ impl Tables {
 
 impl<'a> Merger<'a> {
     /// The sections nvlink creates that carry a section symbol: `.nv.callgraph`,
-    /// `.nv.prototype` (filled in later) and `.nv.rel.action`.
-    pub(super) fn tables(&mut self) {
+    /// `.nv.prototype` (filled in later) and `.nv.rel.action`; hands on the tables'
+    /// sections, which `callgraph` fills.
+    pub(super) fn tables(&mut self) -> Tables {
+        let mut t = Tables::default();
         let mut o = OutSection::new(".nv.callgraph", SHT_CUDA_CALLGRAPH, 0);
         o.align = 4;
         o.entsize = 8;
         o.link = Ref::Symtab;
-        self.call_tables.callgraph = self.new_section(o, true);
+        t.callgraph = self.new_section(o, true);
         if self.prototypes_needed() {
             let mut o = OutSection::new(".nv.prototype", SHT_CUDA_PROTOTYPE, 0);
             o.align = 4;
             o.entsize = 8;
             o.link = Ref::Symtab;
-            self.call_tables.prototype = Some(self.new_section(o, true));
+            t.prototype = Some(self.new_section(o, true));
         }
         let sm = self.opts.target.map_or(0, |a| a.sm);
         if !self.opts.relocatable && sm < 100 {
@@ -61,6 +63,7 @@ impl<'a> Merger<'a> {
             ];
             self.new_section(o, true);
         }
+        t
     }
 
     /// Whether a `.nv.prototype` entry stays: its function is live and its address is
@@ -92,7 +95,9 @@ impl<'a> Merger<'a> {
         })
     }
 
-    pub(super) fn callgraph(&mut self) -> Result<()> {
+    /// Fills the call-graph tables `t` (made by `tables`), noting in it where they refer
+    /// to the prototypes' strings.
+    pub(super) fn callgraph(&mut self, t: &mut Tables) -> Result<()> {
         // (each group's entries in the order first seen, a string's offset filled in
         // once all are known)
         let mut groups: [Vec<(u32, i64)>; 5] = Default::default();
@@ -217,14 +222,14 @@ impl<'a> Merger<'a> {
         for (a, s) in pending_proto {
             protos.insert((a, offsets[s]));
         }
-        self.call_tables.strings = strings;
+        t.strings = strings;
         let order = Order {
             system_callers: &system_callers,
             first_input: &first_input,
             is_string: &is_string,
             index: &index,
         };
-        self.write_callgraph(&groups, &protos, &order);
+        self.write_callgraph(t, &groups, &protos, &order);
         Ok(())
     }
 
@@ -232,6 +237,7 @@ impl<'a> Merger<'a> {
     /// behind its marker in nvlink's entry order, strings' offsets noted for `finish`.
     fn write_callgraph(
         &mut self,
+        t: &mut Tables,
         groups: &[Vec<(u32, i64)>; 5],
         protos: &BTreeSet<(u32, u32)>,
         order: &Order<'_>,
@@ -245,19 +251,17 @@ impl<'a> Merger<'a> {
                 data.extend_from_slice(&a.to_le_bytes());
                 if order.is_string.contains(&(g, a, b)) {
                     let n = order.index[&(b as u32)];
-                    self.call_tables
-                        .patches
-                        .push((self.call_tables.callgraph, data.len(), n));
+                    t.patches.push((t.callgraph, data.len(), n));
                 }
                 data.extend_from_slice(&(b as i32).to_le_bytes());
             }
         }
-        self.out[self.call_tables.callgraph].data = data;
-        if let Some(p) = self.call_tables.prototype {
+        self.out[t.callgraph].data = data;
+        if let Some(p) = t.prototype {
             for &(a, b) in protos {
                 self.out[p].data.extend_from_slice(&a.to_le_bytes());
                 let at = self.out[p].data.len();
-                self.call_tables.patches.push((p, at, order.index[&b]));
+                t.patches.push((p, at, order.index[&b]));
                 self.out[p].data.extend_from_slice(&b.to_le_bytes());
             }
         }
@@ -267,7 +271,11 @@ impl<'a> Merger<'a> {
     /// new ones, then the prototype strings in the order the tables refer to them: their
     /// offsets there, written where the
     /// call graph and prototype tables (and their Mercury copies) refer to them.
-    pub(super) fn strings_last(&mut self, merc_symbols: Option<&mercury::MercSymbols>) {
+    pub(super) fn strings_last(
+        &mut self,
+        t: &mut Tables,
+        merc_symbols: Option<&mercury::MercSymbols>,
+    ) {
         let mut at: HashMap<&str, u32> = HashMap::default();
         let mut len = 1u32;
         let merc = merc_symbols.iter().flat_map(|(_, m)| m);
@@ -279,7 +287,6 @@ impl<'a> Merger<'a> {
         }
         // (in the order the tables refer to them, callers by symbol index)
         let mut order: Vec<usize> = Vec::new();
-        let t = &mut self.call_tables;
         let mut placed = vec![false; t.strings.len()];
         let firsts = t.patches.iter().map(|p| p.2);
         for n in firsts.chain(0..t.strings.len()) {

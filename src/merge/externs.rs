@@ -178,19 +178,18 @@ impl Merger<'_> {
         Ok(list)
     }
 
-    /// Function `f`'s records (in output order) finished: its `EXTERNS` list (`index`
-    /// maps an output index) and, for a kernel (`props`), what its call tree needs.
+    /// Function `f`'s records (in output order) finished: its `EXTERNS` list `list`
+    /// (`index` maps an output index) and, for a kernel (`props`), what its call tree
+    /// needs.
     pub(super) fn finish_records(
         &self,
         f: FuncId,
         recs: &mut Vec<Record>,
+        list: &[u32],
         props: Option<KernelProps>,
         index: impl Fn(u32) -> u32,
     ) {
-        let (list, own) = (
-            self.kernel_info.externs(f),
-            !self.extern_refs.own[f].is_empty(),
-        );
+        let own = !self.extern_refs.own[f].is_empty();
         let Some(props) = props else {
             if !self.opts.relocatable && !self.code.funcs[f].entry {
                 handed::drop_fragments(recs);

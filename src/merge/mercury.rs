@@ -217,7 +217,12 @@ impl Merger<'_> {
     /// `kept` (the relocations step's lists) an empty list for each SASS section whose
     /// Mercury twin keeps relocations; hands on the Mercury symbol table (its section and
     /// its symbols), which `finish` writes.
-    pub(super) fn mercury(&mut self, kept: &mut Vec<KeptList>) -> Result<Option<MercSymbols>> {
+    pub(super) fn mercury(
+        &mut self,
+        ki: &nvinfo::KernelInfo,
+        tables: &mut callgraph::Tables,
+        kept: &mut Vec<KeptList>,
+    ) -> Result<Option<MercSymbols>> {
         // an image without inputs (none had code for the target) still has nvlink's
         // Mercury symbol table and call graph
         let empty = self.inputs.is_empty() && self.mercury_layout;
@@ -270,7 +275,7 @@ impl Merger<'_> {
         self.merc_tables(&mut st);
         let msyms = self.merc_symbol_table(&mut st);
         self.merc_relocations(&st, kept)?;
-        self.merc_info(&st)?;
+        self.merc_info(&st, ki, tables)?;
         Ok(Some((st.symtab, msyms)))
     }
 
@@ -533,9 +538,15 @@ impl Merger<'_> {
         msyms
     }
 
-    /// `.nv.merc.nv.info`, the per-function records, call graph and prototypes over the
-    /// Mercury symbols.
-    fn merc_info(&mut self, st: &Capsules) -> Result<()> {
+    /// `.nv.merc.nv.info`, the per-function records (`ki`: their `EXTERNS` lists and
+    /// kernels' values), call graph and prototypes over the Mercury symbols (the tables'
+    /// string references copied into `tables`).
+    fn merc_info(
+        &mut self,
+        st: &Capsules,
+        ki: &nvinfo::KernelInfo,
+        tables: &mut callgraph::Tables,
+    ) -> Result<()> {
         // (the SASS `.nv.info` sections: global first, then per function)
         let sass: Vec<(Ref, crate::bytes::Name, Vec<u8>)> = self
             .out
@@ -578,7 +589,7 @@ impl Merger<'_> {
             }
             self.out[id].data = data;
             // (its strings where the SASS table has them)
-            self.call_tables.copy_references(n, id);
+            tables.copy_references(n, id);
         }
         // per-function records, in the order of the SASS ones
         for (info_ref, sname, _) in sass.iter().filter(|s| s.1 != ".nv.info") {
@@ -612,9 +623,9 @@ impl Merger<'_> {
             }
             recs.reverse();
             let kernel = (st.exec && self.code.funcs[f].entry)
-                .then(|| self.kernel_info.props(f))
+                .then(|| ki.props(f))
                 .flatten();
-            self.finish_records(f, &mut recs, kernel, |o| st.remap(o));
+            self.finish_records(f, &mut recs, ki.externs(f), kernel, |o| st.remap(o));
             let mut o = st.section(&name, ".nv.merc.nv.info.", SHT_MERC_INFO);
             o.flags |= SHF_INFO_LINK;
             o.link = Ref::Section(st.symtab);

@@ -37,17 +37,19 @@
 //! - `notes.rs` (`finish`): kept relocation sections, the final section order and the
 //!   image handed to the writer (`creation.rs`: nvlink's creation order of names).
 //!
-//! The steps hand products on: `Resolution` (resolve.rs, made before the merge state),
-//! `CodeGraph` (functions.rs), `ExternRefs` (externs.rs), `Bank2` (bank2.rs),
-//! `SharedLayout` (shared.rs), the call-graph `Tables` (callgraph.rs), the creation
-//! `Order` (creation.rs), the `SymbolTable` (symbols.rs) and `KernelInfo` (nvinfo.rs) are
-//! each made by one step, held by the merge state and only read by the later ones (all
-//! but `Resolution`'s and `CodeGraph`'s fields private to their steps). The spine hands
-//! three more from step to step itself, so their signatures say who reads them: the
-//! sections step's pruned `.debug_frame` pieces (`Frames`) to the relocations, the
-//! relocations' kept lists and failure (`Relocated`) to the Mercury step, the spine and
-//! `finish`, and the Mercury symbol table (`MercSymbols`) to `finish`. The rest of
-//! `Merger` is the image as it is built (its sections, where each input section went).
+//! The steps hand products on. Held by the merge state, each made by one step and only
+//! read by the later ones (fields private to their steps but for `Resolution`'s and
+//! `CodeGraph`'s): `Resolution` (resolve.rs, made before the merge state), `CodeGraph`
+//! (functions.rs), `ExternRefs` (externs.rs), `Bank2` (bank2.rs), `SharedLayout`
+//! (shared.rs), the creation `Order` (creation.rs), the `SymbolTable` (symbols.rs).
+//! Handed by the spine from step to step, so that a step's signature names them: the
+//! sections step's pruned `.debug_frame` pieces (`Frames`, to the relocations), the
+//! relocations' kept lists and failure (`Relocated`, to the Mercury step, the spine and
+//! `finish`), `KernelInfo` (nvinfo.rs, to the Mercury step), the call-graph `Tables`
+//! (made by `tables`, filled by `callgraph`, copied from by the Mercury step, placed by
+//! `finish`) and the Mercury symbol table (`MercSymbols`, to `finish`). The image as it
+//! is built, `Output` (output.rs: its sections, which get a section symbol, where each
+//! input section went), is the one product several steps add to, in the spine's order.
 //!
 //! Beside the steps: `calllists.rs`, nvlink's numbered call lists (built on demand by
 //! reglimit, nvinfo and callgraph), and `cudadevrt.rs`, the symbols of libcudadevrt the
@@ -395,14 +397,14 @@ pub fn link_with_steps(
     lap("sections");
     m.shared = m.shared();
     lap("shared");
-    m.tables(); // (callgraph.rs: its sections get section symbols)
+    let mut tables = m.tables(); // (callgraph.rs: its sections get section symbols)
     m.order = m.creation_order(); // (creation.rs)
     m.symtab = m.symbols();
     lap("symbols");
     let relocations::Relocated { mut kept, failure } = m.relocations(&frames)?;
     drop(frames);
     lap("relocations");
-    m.info()?;
+    let kernel_info = m.info()?;
     // (failures nvlink reports after the `.nv.info` step's warnings: a stack size that
     // cannot be determined is said before a register limit a kernel's callee breaks)
     if !register_errors.is_empty() {
@@ -415,14 +417,14 @@ pub fn link_with_steps(
         return Err(e);
     }
     lap("info");
-    m.callgraph()?;
+    m.callgraph(&mut tables)?;
     if opts.dump_callgraph {
         m.dump_callgraph()?;
     }
     lap("callgraph");
-    let merc_symbols = m.mercury(&mut kept)?;
+    let merc_symbols = m.mercury(&kernel_info, &mut tables, &mut kept)?;
     lap("mercury");
-    let image = m.finish(kept, merc_symbols);
+    let image = m.finish(kept, merc_symbols, tables);
     ctx.dispose(m);
     // (freed, not left to the exit: the writer reuses their room, 0.3 MB off the
     // 128-unit link's peak)
@@ -447,13 +449,8 @@ struct Merger<'a> {
     symtab: symbols::SymbolTable,
     /// nvlink's creation order of the sections and local symbols (`creation.rs`).
     order: creation::Order,
-    /// `.nv.callgraph`, `.nv.prototype` and the strings they refer to (`callgraph.rs`).
-    call_tables: callgraph::Tables,
     /// nvlink's sm_100+ layout (`Image::mercury_layout`).
     mercury_layout: bool,
-    /// What the `.nv.info` step found: each function's `EXTERNS` list and each kernel's
-    /// registers, stack and barriers (`nvinfo.rs`).
-    kernel_info: nvinfo::KernelInfo,
     /// What the live functions' `EXTERNS` records name (`externs.rs`).
     extern_refs: externs::ExternRefs,
     /// Where the device functions' bank-2 data went (`bank2.rs`).
@@ -480,9 +477,7 @@ impl<'a> Merger<'a> {
             out: Default::default(),
             symtab: symbols::SymbolTable::new(inputs),
             order: Default::default(),
-            call_tables: callgraph::Tables::default(),
             mercury_layout: opts.target.is_some_and(|t| t.sm >= 100),
-            kernel_info: nvinfo::KernelInfo::default(),
             extern_refs: externs::ExternRefs::default(),
             bank2: Default::default(),
             shared: Default::default(),

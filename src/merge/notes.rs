@@ -181,10 +181,11 @@ impl<'a> Merger<'a> {
         &mut self,
         kept: Vec<relocations::KeptList>,
         merc_symbols: Option<mercury::MercSymbols>,
+        mut tables: callgraph::Tables,
     ) -> Image {
         let exec = !self.opts.relocatable;
         if self.mercury_layout {
-            self.strings_last(merc_symbols.as_ref()); // (callgraph.rs)
+            self.strings_last(&mut tables, merc_symbols.as_ref()); // (callgraph.rs)
         }
         for (out_id, list, data) in kept {
             let (prefix, ty, entsize) = match list {
@@ -301,7 +302,7 @@ impl<'a> Merger<'a> {
             abi_version,
             sections,
             symbols,
-            leading_strings: self.call_tables.take_strings(),
+            leading_strings: tables.take_strings(),
             created_sections: match self.mercury_layout {
                 true => Vec::new(),
                 false => created

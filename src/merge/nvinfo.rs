@@ -30,14 +30,19 @@ impl KernelInfo {
 }
 
 impl<'a> Merger<'a> {
-    pub(super) fn info(&mut self) -> Result<()> {
+    /// Adds `.nv.info` and each live function's `.nv.info.<fn>` to the output; hands
+    /// on each function's `EXTERNS` list and each kernel's registers, stack and barriers,
+    /// which the Mercury step's copies of the records read.
+    pub(super) fn info(&mut self) -> Result<KernelInfo> {
         let exec = !self.opts.relocatable;
-        let props = self.kernel_props();
-        self.kernel_info.externs = self.extern_lists();
-        let mut global = self.global_records(&props)?;
+        let ki = KernelInfo {
+            props: self.kernel_props(),
+            externs: self.extern_lists(),
+        };
+        let mut global = self.global_records(&ki.props)?;
         if exec {
-            global.extend(self.stack_records(&props)?);
-            self.check_cta_groups(&props)?;
+            global.extend(self.stack_records(&ki.props)?);
+            self.check_cta_groups(&ki.props)?;
         }
         // (an image without global records has, as nvlink's, no section: one without
         // inputs, or one whose kernels the host-reference tables or -kernels-used all
@@ -54,7 +59,7 @@ impl<'a> Merger<'a> {
             (0..self.code.funcs.len())
                 .into_par_iter()
                 .map(FuncId)
-                .map(|f| self.function_info_section(f, &props))
+                .map(|f| self.function_info_section(f, &ki))
                 .collect()
         };
         for o in per {
@@ -62,10 +67,9 @@ impl<'a> Merger<'a> {
                 self.new_section(o, false);
             }
         }
-        self.kernel_info.props = props;
         // (nothing after `.nv.info` reads the call trees)
         self.code.trees = Vec::new();
-        Ok(())
+        Ok(ki)
     }
 
     /// (registers, stack, barriers) over each live kernel's call tree, computed once.
@@ -238,12 +242,8 @@ impl<'a> Merger<'a> {
 
     /// Function `f`'s `.nv.info.<fn>` in the output, if it has one: its records with the
     /// symbols renumbered, `EXTERNS` as `externs` says, in nvlink's order, a kernel's with what
-    /// its call tree needs (`props`).
-    fn function_info_section(
-        &self,
-        f: FuncId,
-        props: &HashMap<FuncId, KernelProps>,
-    ) -> Result<Option<OutSection>> {
+    /// its call tree needs (`ki`).
+    fn function_info_section(&self, f: FuncId, ki: &KernelInfo) -> Result<Option<OutSection>> {
         let exec = !self.opts.relocatable;
         if !self.code.live[f] {
             return Ok(None);
@@ -282,9 +282,9 @@ impl<'a> Merger<'a> {
         }
         recs.reverse();
         let kernel = (exec && self.code.funcs[f].entry)
-            .then(|| props.get(&f).copied())
+            .then(|| ki.props(f))
             .flatten();
-        self.finish_records(f, &mut recs, kernel, |o| o);
+        self.finish_records(f, &mut recs, ki.externs(f), kernel, |o| o);
         recs.extend(tail);
         // (sm_100+ only: at sm_90 nvlink leaves the kernel's own value)
         if let Some(k) = kernel.filter(|_| self.mercury_layout) {
