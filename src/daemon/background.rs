@@ -2,11 +2,15 @@
 //! after its first (whole-program) link answered, and the sm_100+ finalizer's per-unit
 //! jobs of an incremental link that finalized its whole program in one job. A request
 //! carries the link's arguments, working directory, environment snapshot and cache key,
-//! like a link's; the daemon queues it (once: the same request with the same key queued
-//! twice is one job), answers at once, and runs the jobs one at a time on a thread of its
-//! own as child links at the lowest priority (nice 19, one job of the budget) with
+//! like a link's; the daemon queues it, answers at once, and runs the jobs one at a time
+//! on a thread of its own as child links at the lowest priority (nice 19, one job of the budget) with
 //! `NVLINKRS_INCREMENTAL=partitions` and the background mark, which makes the child write
 //! its image to a private scratch folder it removes (the user's output is not touched).
+//! A job reads the link's inputs when it runs, not when it is queued, so a newer request
+//! for the same link (the same arguments, directory and environment, whatever its key)
+//! takes the place of one still queued: rapid edits queue one build, not one per edit.
+//! At most [`MAX_QUEUED`] jobs wait; past that the oldest is dropped (its link's next
+//! relink asks again).
 //! `daemon status` reports the queue (`idle` when empty). The link asking for it does so
 //! through [`request`], once it is done.
 
@@ -21,6 +25,22 @@ use crate::lto::incremental::background::{IMAGE, MARK, as_background, is_backgro
 
 /// One queued build: the request's frames.
 type Job = Vec<(String, Vec<u8>)>;
+
+/// The most builds that wait in the queue (distinct links: a build of a link already
+/// queued takes the queued one's place).
+pub const MAX_QUEUED: usize = 16;
+
+/// Whether two jobs build the same link: the same frames but for the cache key, which
+/// changes with the inputs' contents.
+fn same_link(a: &Job, b: &Job) -> bool {
+    let link = |j: &Job| {
+        j.iter()
+            .filter(|(k, _)| k != "key")
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    link(a) == link(b)
+}
 
 #[derive(Default)]
 pub struct Queue {
@@ -37,16 +57,20 @@ struct State {
 }
 
 impl Queue {
-    /// Queues a request's build unless the same one is queued already: the same frames,
-    /// the build's cache key among them (a request without a key is never merged, as a
-    /// link's request in flight).
+    /// Queues a request's build: in the place of a queued build of the same link (which
+    /// would read the same files when it ran), else last, dropping the oldest when
+    /// [`MAX_QUEUED`] wait.
     pub fn push(&self, job: Job) {
         let mut s = self.state.lock().unwrap();
-        let keyed = job.iter().any(|(k, _)| k == "key");
-        if !(keyed && s.jobs.contains(&job)) {
-            s.jobs.push_back(job);
-            self.wake.notify_all();
+        if let Some(at) = s.jobs.iter().position(|j| same_link(j, &job)) {
+            s.jobs[at] = job;
+            return;
         }
+        if s.jobs.len() >= MAX_QUEUED {
+            s.jobs.pop_front();
+        }
+        s.jobs.push_back(job);
+        self.wake.notify_all();
     }
 
     /// (queued, running) for `daemon status`.
@@ -197,30 +221,48 @@ fn command(job: &Job, forwarded: &impl Fn(&str) -> bool) -> Option<std::process:
 mod tests {
     use super::*;
 
-    fn job(key: Option<&str>) -> Job {
+    fn job(output: &str, key: Option<&str>) -> Job {
         let mut j: Job = vec![
             ("background".into(), Vec::new()),
             ("arg".into(), b"-dlto".to_vec()),
+            ("arg".into(), format!("-o{output}").into_bytes()),
             ("cwd".into(), b"/".to_vec()),
         ];
         j.extend(key.map(|k| ("key".to_string(), k.as_bytes().to_vec())));
         j
     }
 
-    /// Queued builds are merged only when their keys agree, as links in flight are: a
-    /// request without a key (a link the cache does not take) is queued every time.
+    fn queued(q: &Queue) -> Vec<Job> {
+        q.state.lock().unwrap().jobs.iter().cloned().collect()
+    }
+
+    /// A newer build of a link takes the place of the queued one, whatever the key (an
+    /// edit changes it); builds of other links keep theirs.
     #[test]
-    fn queued_builds_are_merged_only_on_the_same_key() {
+    fn a_newer_build_of_a_queued_link_takes_its_place() {
         let q = Queue::default();
-        q.push(job(Some("k1")));
-        q.push(job(Some("k1")));
-        assert_eq!(q.counts(), (1, 0));
-        q.push(job(Some("k2")));
-        assert_eq!(q.counts(), (2, 0));
-        q.push(job(None));
-        q.push(job(None));
-        assert_eq!(q.counts(), (4, 0));
+        q.push(job("a", Some("k1")));
+        q.push(job("b", Some("k1")));
+        q.push(job("a", Some("k2")));
+        q.push(job("b", None));
+        assert_eq!(queued(&q), vec![job("a", Some("k2")), job("b", None)]);
         q.stop();
         assert_eq!(q.counts(), (0, 0));
+    }
+
+    /// Rapid links of many outputs queue at most `MAX_QUEUED` builds, the newest.
+    #[test]
+    fn the_queue_keeps_the_newest_builds_past_its_cap() {
+        let q = Queue::default();
+        for n in 0..MAX_QUEUED + 3 {
+            q.push(job(&n.to_string(), Some("k")));
+        }
+        let jobs = queued(&q);
+        assert_eq!(jobs.len(), MAX_QUEUED);
+        assert_eq!(jobs[0], job("3", Some("k")));
+        assert_eq!(
+            jobs[MAX_QUEUED - 1],
+            job(&(MAX_QUEUED + 2).to_string(), Some("k"))
+        );
     }
 }
