@@ -113,9 +113,15 @@ fn link_unchecked(
         let _span = crate::trace::span("daemon", "background build asked for");
         daemon::background::request(req, &plan.env, ctx.diag, linkcache::key_of, what);
     }
-    let result = linked.and_then(|(timings, whole)| {
-        report::write(plan, &ctx, &timings, whole, started).map(|_| timings)
-    });
+    let result = match linked {
+        Ok((timings, whole)) => {
+            report::write(plan, &ctx, &timings, whole, started).map(|_| timings)
+        }
+        Err(e) => {
+            report::write_failed(plan, ctx.diag, &e, started);
+            Err(e)
+        }
+    };
     observe::count(&ctx, &result, outcome, started);
     result
 }

@@ -101,6 +101,60 @@ pub(crate) fn resources(req: &LinkRequest, diag: &Diagnostics, written: &[u8]) -
     Ok(())
 }
 
+/// `--report-json FILE` of a link that failed: what it was asked (version, toolkit,
+/// inputs, output), how long it ran, and its failure: nvlink's exit code and the errors
+/// the link printed, the last one's context with it (a build tool reads why without
+/// parsing the messages). Written as the report of a link that succeeds is (a whole file
+/// or none); a report that cannot be written is not a second failure.
+pub(crate) fn write_failed(
+    plan: &Plan,
+    diag: &Diagnostics,
+    err: &crate::diag::Error,
+    started: Instant,
+) {
+    let Some(path) = &plan.req.report_json else {
+        return;
+    };
+    use crate::diag::Level;
+    let mut errors: Vec<String> = (diag.printed().into_iter())
+        .filter(|(l, _)| matches!(l, Level::Error | Level::Fatal))
+        .map(|(_, m)| m)
+        .collect();
+    if !err.message().is_empty() {
+        errors.push(err.to_string());
+    }
+    let mut doc = asked(plan, started);
+    doc["failed"] = serde_json::json!({
+        "exit": err.severity().exit_code(),
+        "errors": errors,
+    });
+    let _ = output::write_atomic(path, format!("{doc:#}\n").as_bytes());
+}
+
+/// What every report starts with: the version, the toolkit, the inputs, the output and
+/// the link's time so far.
+fn asked(plan: &Plan, started: Instant) -> serde_json::Value {
+    let kit = plan.toolkit().ok();
+    let inputs: Vec<serde_json::Value> = plan
+        .inputs()
+        .iter()
+        .map(|p| {
+            let bytes = std::fs::metadata(p).map(|m| m.len()).ok();
+            serde_json::json!({"path": p.display().to_string(), "bytes": bytes})
+        })
+        .collect();
+    serde_json::json!({
+        "nvlinkrs": env!("CARGO_PKG_VERSION"),
+        "toolkit": kit.map(|k| serde_json::json!({
+            "root": k.root.display().to_string(),
+            "found_via": k.found_via,
+        })),
+        "inputs": inputs,
+        "output": plan.req.output.display().to_string(),
+        "total_ms": started.elapsed().as_secs_f64() * 1000.0,
+    })
+}
+
 /// `--report-json FILE`: the stages with their times, and the cache's hits and misses.
 pub(crate) fn write(
     plan: &Plan,
@@ -139,24 +193,9 @@ pub(crate) fn write(
             );
         }
     }
-    let inputs: Vec<serde_json::Value> = plan
-        .inputs()
-        .iter()
-        .map(|p| {
-            let bytes = std::fs::metadata(p).map(|m| m.len()).ok();
-            serde_json::json!({"path": p.display().to_string(), "bytes": bytes})
-        })
-        .collect();
-    let doc = serde_json::json!({
-        "nvlinkrs": env!("CARGO_PKG_VERSION"),
-        "toolkit": kit.map(|k| serde_json::json!({
-            "root": k.root.display().to_string(),
-            "found_via": k.found_via,
-        })),
+    let mut doc = asked(plan, started);
+    let rest = serde_json::json!({
         "tools": tools,
-        "inputs": inputs,
-        "output": req.output.display().to_string(),
-        "total_ms": started.elapsed().as_secs_f64() * 1000.0,
         // whether the link ran in the daemon, used a cache, took make's jobserver tokens
         "daemon": std::env::var_os("NVLINKRS_IN_DAEMON").is_some(),
         "cache_used": cache.is_some(),
@@ -194,6 +233,9 @@ pub(crate) fn write(
             })),
         },
     });
+    if let (Some(doc), serde_json::Value::Object(rest)) = (doc.as_object_mut(), rest) {
+        doc.extend(rest);
+    }
     output::write_atomic(path, format!("{doc:#}\n").as_bytes())
 }
 

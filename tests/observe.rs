@@ -400,3 +400,52 @@ fn a_fresh_caches_first_link_hashes_the_tools_beside_its_phases() {
     assert_eq!(key[0]["tid"], 0, "{}", String::from_utf8_lossy(&o.stderr));
     assert!(read.is_empty(), "a hit reads nothing");
 }
+
+/// A link that fails still writes its `--report-json` file: nvlink's exit code and the
+/// errors it printed (an undefined reference, which nvlink ends with 255), beside what
+/// it was asked; and no output.
+#[test]
+fn a_failed_link_reports_its_exit_code_and_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("u.cu"),
+        "extern __device__ int missing(int);\n\
+         __global__ void k(int *o) { o[0] = missing(o[1]); }\n",
+    )
+    .unwrap();
+    let o = Command::new(cuda().join("bin/nvcc"))
+        .args(["-dc", "-arch=sm_90", "u.cu", "-o", "u.o"])
+        .current_dir(d)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = Command::new(nvlinkrs())
+        .args([
+            "-arch=sm_90",
+            "u.o",
+            "-o",
+            "app.cubin",
+            "--report-json=r.json",
+        ])
+        .current_dir(d)
+        .env("XDG_CACHE_HOME", d.join("xdg"))
+        .env_remove("NVLINKRS_DAEMON")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(255), "{err}");
+    assert!(!d.join("app.cubin").exists());
+    let r = json(&d.join("r.json"));
+    assert_eq!(r["failed"]["exit"], 255, "{r:#}");
+    let errors = r["failed"]["errors"].as_array().unwrap();
+    assert!(
+        errors.iter().any(|e| e
+            .as_str()
+            .unwrap()
+            .contains("Undefined reference to '_Z7missingi'")),
+        "{r:#}\n{err}"
+    );
+    assert_eq!(r["output"], "app.cubin");
+    assert_eq!(r["inputs"][0]["path"], "u.o");
+}
