@@ -23,20 +23,39 @@
 use super::mercury::Capsules;
 use super::*;
 
-/// The step's product: where each function's bank-2 data went.
+/// The step's product: where each function's bank-2 data went (fields written by this
+/// step alone; the later steps read them through the accessors).
 #[derive(Default)]
 pub(super) struct Bank2 {
     /// The kernels' banks this step made (kernels without data of their own), in
     /// nvlink's creation order: their output section ids.
-    pub made: Vec<usize>,
+    made: Vec<usize>,
     /// Every kernel bank, in nvlink's order of them.
-    pub banks: Vec<KernelBank>,
+    banks: Vec<KernelBank>,
     /// Where the last replaced copy's data placed went: nvlink writes it into the null
     /// symbol's value (the copy's section has no symbol of its own in the image).
-    pub null_symbol_value: Option<u64>,
+    null_symbol_value: Option<u64>,
     /// Each kept function's bank-2 section with those of the copies replaced that went
     /// after it (`replaced_copies_bank2`).
-    pub replaced_copies: Vec<(SecKey, Vec<SecKey>)>,
+    replaced_copies: Vec<(SecKey, Vec<SecKey>)>,
+}
+
+impl Bank2 {
+    /// The kernels' banks this step made, in nvlink's creation order (`creation.rs`).
+    pub(super) fn made(&self) -> &[usize] {
+        &self.made
+    }
+
+    /// The null symbol's value, when a replaced copy's bank-2 data was placed.
+    pub(super) fn null_symbol_value(&self) -> Option<u64> {
+        self.null_symbol_value
+    }
+
+    /// Each kept function's bank-2 section with the replaced copies' after it (the
+    /// Mercury relocations' order).
+    pub(super) fn replaced_copies(&self) -> &[(SecKey, Vec<SecKey>)] {
+        &self.replaced_copies
+    }
 }
 
 /// A kernel's bank 2: (output section, kernel, its pieces: input section and offset, the
@@ -85,7 +104,9 @@ impl<'a> Merger<'a> {
     /// Lays out bank 2 (after `sections`, which placed each kernel's own bank one to one
     /// and left the device functions' out): see the module's comment. Writes the
     /// kernels' banks into the output (making those of kernels without data of their
-    /// own) and places the device functions' pieces; hands on where they went.
+    /// own) and places the device functions' pieces; hands on where they went. Reads
+    /// `code` (the trees, liveness), `res` (replaced copies) and `out` (where the kernels'
+    /// own banks went); writes `out`.
     pub(super) fn bank2(&mut self) -> Bank2 {
         let mut b2 = Bank2::default();
         if self.opts.relocatable {
@@ -93,7 +114,7 @@ impl<'a> Merger<'a> {
         }
         // the kernels (positions in `kernels`) that reach each function
         let mut kernels_of: Vec<Vec<usize>> = vec![Vec::new(); self.code.funcs.len()];
-        for (k, tree) in self.code.trees.iter().enumerate() {
+        for (k, tree) in self.code.trees().iter().enumerate() {
             for &f in tree {
                 kernels_of[f].push(k);
             }

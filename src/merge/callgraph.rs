@@ -38,7 +38,8 @@ impl Tables {
 impl<'a> Merger<'a> {
     /// The sections nvlink creates that carry a section symbol: `.nv.callgraph`,
     /// `.nv.prototype` (filled in later) and `.nv.rel.action`; hands on the tables'
-    /// sections, which `callgraph` fills.
+    /// sections, which `callgraph` fills. Reads `code`, `res` and `extern_refs` (whether a
+    /// prototype entry stays); writes `out`.
     pub(super) fn tables(&mut self) -> Tables {
         let mut t = Tables::default();
         let mut o = OutSection::new(".nv.callgraph", SHT_CUDA_CALLGRAPH, 0);
@@ -96,7 +97,8 @@ impl<'a> Merger<'a> {
     }
 
     /// Fills the call-graph tables `t` (made by `tables`), noting in it where they refer
-    /// to the prototypes' strings.
+    /// to the prototypes' strings. Reads `code`, `res`, `extern_refs` and `symtab` (the
+    /// entries' symbol indices); writes the tables' sections in `out`.
     pub(super) fn callgraph(&mut self, t: &mut Tables) -> Result<()> {
         // (each group's entries in the order first seen, a string's offset filled in
         // once all are known)

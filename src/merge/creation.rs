@@ -147,7 +147,7 @@ impl<'a> Merger<'a> {
         for n in LAST {
             if n == ".nv.rel.action" {
                 // (the kernels' banks `bank2` made, where nvlink makes them)
-                for &id in &self.bank2.made {
+                for &id in self.bank2.made() {
                     made.add(self.out[id].name.clone(), None);
                 }
                 if !rules.twins {
@@ -398,7 +398,7 @@ impl<'a> Merger<'a> {
 
     /// The creation-order step: nvlink's creation order of the sections made so far,
     /// once the sections and the call-graph tables are made, for the symbols step and
-    /// the last one.
+    /// the last one. Reads `out`, `code`, `res` and `bank2` (the banks it made).
     pub(super) fn creation_order(&self) -> Order {
         let (created, at) = self.created_sections();
         let ranks = (0..self.out.len())

@@ -31,7 +31,8 @@ pub(super) struct ExternRefs {
 
 impl Merger<'_> {
     /// Reads each live function's own list (before the symbols are numbered: the
-    /// prototype table needs to know which driver functions are named).
+    /// prototype table needs to know which driver functions are named). Reads `code` and
+    /// `res`; hands on the `ExternRefs`.
     pub(super) fn read_externs(&self) -> Result<ExternRefs> {
         let own: Vec<Vec<SymKey>> = (0..self.code.funcs.len())
             .into_par_iter()

@@ -23,9 +23,9 @@ pub(super) struct CodeGraph {
     /// reached).
     pub(super) reached: Vec<bool>,
     /// The live kernels, in function order, and each one's call tree (`call_trees`);
-    /// the trees are let go after `.nv.info`.
+    /// the trees are let go after `.nv.info` (`trees` panics before and after).
     pub(super) kernels: Vec<FuncId>,
-    pub(super) trees: Vec<Vec<FuncId>>,
+    trees: Option<Vec<Vec<FuncId>>>,
     /// The functions whose address is taken.
     pub(super) address_taken: HashSet<FuncId>,
     /// Some function has a callee only group 4 names (`Func::listed_only`): the call
@@ -37,6 +37,17 @@ pub(super) struct CodeGraph {
 }
 
 impl CodeGraph {
+    /// Each live kernel's call tree, as `kernels` lists them: read between `call_trees`
+    /// and the `.nv.info` step, which lets them go (`drop_trees`).
+    pub(super) fn trees(&self) -> &[Vec<FuncId>] {
+        (self.trees.as_deref()).expect("the call trees are read between call_trees and .nv.info")
+    }
+
+    /// The call trees let go (nothing after `.nv.info` reads them).
+    pub(super) fn drop_trees(&mut self) {
+        self.trees = None;
+    }
+
     /// No function yet, a slot per input symbol.
     pub(super) fn new(inputs: &[Input]) -> CodeGraph {
         CodeGraph {
@@ -48,7 +59,7 @@ impl CodeGraph {
             live: Vec::new(),
             reached: Vec::new(),
             kernels: Vec::new(),
-            trees: Vec::new(),
+            trees: None,
             address_taken: HashSet::default(),
             any_listed_only: false,
             taken_by_prototype: Vec::new(),
@@ -66,6 +77,10 @@ struct Edges {
 }
 
 impl<'a> Merger<'a> {
+    /// The functions step, the first of three that make the `CodeGraph`: every chosen
+    /// definition of a function (input order) with its calls, from its relocations and
+    /// the inputs' `.nv.callgraph`. Reads the inputs and `res`; writes `code` (`funcs`,
+    /// `func_of_text`, `func_at`, `address_taken`, `taken_by_prototype`).
     pub(super) fn functions(&mut self) -> Result<()> {
         // each input's chosen definitions, in parallel, numbered in input order
         let found: Vec<Result<Vec<Func>>> = (0..self.inputs.len())
@@ -306,6 +321,9 @@ impl<'a> Merger<'a> {
                 .is_none_or(|k| k.keeps_kernel(&self.inputs[i].cubin.symbols[s].name))
     }
 
+    /// Liveness: what the kept kernels and data reach (everything in `-r`, `-g` and
+    /// `--preserve-relocs` links). Reads `code` (its calls), `res` and the kernel filter
+    /// (`opts.kernels`); writes `code.live` and `code.reached`.
     pub(super) fn reach(&mut self) {
         let n = self.code.funcs.len();
         let all = self.opts.relocatable || self.keeps_all();
@@ -384,6 +402,7 @@ impl<'a> Merger<'a> {
     /// of the components it calls, made once and shared by every caller, whichever
     /// kernel's tree it falls in; a kernel, which nothing calls in that graph, is a
     /// component of its own, and its reach is its tree.
+    /// Reads `code` (its calls and liveness); writes `code.kernels` and the trees.
     pub(super) fn call_trees(&mut self) {
         let n = self.code.funcs.len();
         let mut start = Vec::with_capacity(n + 1);
@@ -399,13 +418,13 @@ impl<'a> Merger<'a> {
             .filter(|&f| self.code.live[f] && self.code.funcs[f].entry && self.reached(f))
             .collect();
         let comp = components(&start, &next, &self.code.kernels);
-        self.code.trees = reaches(&start, &next, &comp, &self.code.kernels);
+        self.code.trees = Some(reaches(&start, &next, &comp, &self.code.kernels));
     }
 
     /// Live kernel `f`'s call tree (`call_trees`).
     pub(super) fn tree(&self, f: FuncId) -> &[FuncId] {
         let k = self.code.kernels.binary_search(&f).expect("a live kernel");
-        &self.code.trees[k]
+        &self.code.trees()[k]
     }
 }
 

@@ -216,7 +216,9 @@ impl Merger<'_> {
     /// Builds the capsule-Mercury half of the image (see the module comment), adding to
     /// `kept` (the relocations step's lists) an empty list for each SASS section whose
     /// Mercury twin keeps relocations; hands on the Mercury symbol table (its section and
-    /// its symbols), which `finish` writes.
+    /// its symbols), which `finish` writes. Reads `code`, `res`, `out`, `symtab`, `shared`,
+    /// `bank2` and `ki` (the records' `EXTERNS` lists and kernels' values); writes `out`,
+    /// `kept` and `tables` (the references of its copies of the call-graph tables).
     pub(super) fn mercury(
         &mut self,
         ki: &nvinfo::KernelInfo,

@@ -40,8 +40,11 @@
 //! The steps hand products on. Held by the merge state, each made by one step and only
 //! read by the later ones (fields private to their steps but for `Resolution`'s and
 //! `CodeGraph`'s): `Resolution` (resolve.rs, made before the merge state), `CodeGraph`
-//! (functions.rs), `ExternRefs` (externs.rs), `Bank2` (bank2.rs), `SharedLayout`
-//! (shared.rs), the creation `Order` (creation.rs), the `SymbolTable` (symbols.rs).
+//! (functions.rs: made by `functions`, `reach` and `call_trees`; `.nv.info` lets its call
+//! trees go, and reading them outside that span panics), `ExternRefs` (externs.rs),
+//! `Bank2` (bank2.rs), `SharedLayout` (shared.rs), the creation `Order` (creation.rs),
+//! the `SymbolTable` (symbols.rs). Each step's comment says which it reads and what it
+//! writes.
 //! Handed by the spine from step to step, so that a step's signature names them: the
 //! sections step's pruned `.debug_frame` pieces (`Frames`, to the relocations), the
 //! relocations' kept lists and failure (`Relocated`, to the Mercury step, the spine and
@@ -401,7 +404,8 @@ pub fn link_with_steps(
     m.order = m.creation_order(); // (creation.rs)
     m.symtab = m.symbols();
     lap("symbols");
-    let relocations::Relocated { mut kept, failure } = m.relocations(&frames)?;
+    let work = m.relocations(&frames);
+    let relocations::Relocated { mut kept, failure } = work.apply(&mut m.out, m.mercury_layout)?;
     drop(frames);
     lap("relocations");
     let kernel_info = m.info()?;

@@ -9,6 +9,8 @@ use super::*;
 const TOOLKIT_VERSION: u32 = 135;
 
 impl<'a> Merger<'a> {
+    /// The notes (`.note.nv.tkinfo`, `.note.nv.cuinfo`) and `.nv.compat`, first in the
+    /// output. Reads the inputs' notes and `opts`; writes `out`.
     pub(super) fn notes(&mut self) {
         let mut tk = match self.opts.jit_note {
             // (libnvJitLink's words: an image made in memory, by its API)
@@ -176,7 +178,9 @@ impl<'a> Merger<'a> {
 
     /// The image handed to the writer: the kept relocation lists (`kept`, the
     /// relocations and Mercury steps') made sections, every section in nvlink's final
-    /// order, the symbol table and the Mercury one (`merc_symbols`) renumbered to it.
+    /// order, the symbol table and the Mercury one (`merc_symbols`) renumbered to it; the
+    /// prototypes' strings (`tables`) placed. Reads `order`, `shared` and `bank2` (the
+    /// null symbol's value); takes `out` and `symtab`.
     pub(super) fn finish(
         &mut self,
         kept: Vec<relocations::KeptList>,
@@ -317,7 +321,7 @@ impl<'a> Merger<'a> {
             program_headers: exec,
             mercury_layout: self.mercury_layout,
             merc_symbols,
-            null_symbol_value: (self.bank2.null_symbol_value)
+            null_symbol_value: (self.bank2.null_symbol_value())
                 .unwrap_or(self.shared.null_symbol_value()),
         }
     }

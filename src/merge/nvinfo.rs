@@ -32,7 +32,9 @@ impl KernelInfo {
 impl<'a> Merger<'a> {
     /// Adds `.nv.info` and each live function's `.nv.info.<fn>` to the output; hands
     /// on each function's `EXTERNS` list and each kernel's registers, stack and barriers,
-    /// which the Mercury step's copies of the records read.
+    /// which the Mercury step's copies of the records read. Reads `code` (the trees, which
+    /// it then lets go), the inputs' records (`parsed`), `res`, `extern_refs` and `symtab`;
+    /// writes `out`.
     pub(super) fn info(&mut self) -> Result<KernelInfo> {
         let exec = !self.opts.relocatable;
         let ki = KernelInfo {
@@ -68,7 +70,7 @@ impl<'a> Merger<'a> {
             }
         }
         // (nothing after `.nv.info` reads the call trees)
-        self.code.trees = Vec::new();
+        self.code.drop_trees();
         Ok(ki)
     }
 

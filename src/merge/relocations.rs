@@ -31,7 +31,7 @@ pub(super) enum RelocList {
 
 /// What becomes of one input's relocations (`Merger::plan_relocations`), per relocation
 /// section and in order: the patches to make in an output section, and the entries to
-/// keep in the relocation section of (output section, RELA?).
+/// keep in the relocation list (`RelocList`) of an output section.
 #[derive(Default)]
 struct RelocPlan {
     patches: Vec<(usize, Vec<Patch>)>,
@@ -64,7 +64,8 @@ struct SymFacts {
     dead: bool,
     /// A global definition another input's replaced.
     replaced: bool,
-    /// `Merger::link_value`.
+    /// Its value at link time (`Merger::sass_value`: `link_value`, but for a reserved
+    /// shared variable).
     value: (u64, u32, bool),
     out_index: Option<usize>,
     /// A section symbol of a non-alloc section.
@@ -101,30 +102,31 @@ struct SectionPlan {
     failure: Option<Error>,
 }
 
-impl<'a> Merger<'a> {
-    /// Applies or keeps every relocation of the live code and data (`frames`: the pruned
-    /// `.debug_frame` pieces the sections step made, whose entries moved).
-    pub(super) fn relocations(&mut self, frames: &sections::Frames) -> Result<Relocated> {
-        // decided per input in parallel (reading only), then gathered in input order
-        let plans: Vec<Result<RelocPlan>> = (0..self.inputs.len())
-            .into_par_iter()
-            .map(|i| self.plan_relocations(i, frames))
-            .collect();
+/// The relocations step's decisions, per input in input order, to be made in the output
+/// (`apply`).
+pub(super) struct RelocWork(Vec<Result<RelocPlan>>);
+
+impl RelocWork {
+    /// Makes the decisions in the output `out`: its sections patched (each in parallel,
+    /// the inputs' patches in input order) or given their edits; the kept lists encoded,
+    /// last made first but for the line tables' in nvlink's sm_100+ layout
+    /// (`mercury_layout`). The first error of an input's plan ends it.
+    pub(super) fn apply(self, out: &mut output::Output, mercury_layout: bool) -> Result<Relocated> {
         let mut failure = None;
         // (output section, list) → entries in merge order
         let mut lists: Vec<((usize, RelocList), Vec<RelocEntry>)> = Vec::new();
         let mut index: HashMap<(usize, RelocList), usize> = HashMap::default();
-        let mut patches: Vec<Vec<Vec<Patch>>> = vec![Vec::new(); self.out.len()];
-        for plan in plans {
+        let mut patches: Vec<Vec<Vec<Patch>>> = vec![Vec::new(); out.len()];
+        for plan in self.0 {
             let plan = plan?;
             if failure.is_none() {
                 failure = plan.failure;
             }
-            for (out, group) in plan.patches {
-                patches[out].push(group);
+            for (id, group) in plan.patches {
+                patches[id].push(group);
             }
-            for (out, e) in plan.edits {
-                (self.out[out].edits, self.out[out].edit_bytes) = e;
+            for (id, e) in plan.edits {
+                (out[id].edits, out[id].edit_bytes) = e;
             }
             for (key, entries) in plan.kept {
                 match index.get(&key) {
@@ -137,23 +139,21 @@ impl<'a> Merger<'a> {
             }
         }
         // each output section patched on its own (in parallel), in input order
-        self.out
-            .par_iter_mut()
+        out.par_iter_mut()
             .zip(patches.into_par_iter())
             .try_for_each(|(o, groups)| {
                 groups.iter().flatten().try_for_each(|p| {
                     reloc::apply(&mut o.data, p.at, p.ty, p.value, p.bank, p.clear)
                 })
             })?;
-        // (encoded in parallel, one section each; last made first, but for the line
-        // tables' in nvlink's sm_100+ layout)
+        // (encoded in parallel, one section each)
         let forward: Vec<bool> = (lists.iter())
-            .map(|((out_id, _), _)| self.mercury_layout && line_table(&self.out[*out_id].name))
+            .map(|((id, _), _)| mercury_layout && line_table(&out[*id].name))
             .collect();
-        let encoded: Vec<(usize, RelocList, Vec<u8>)> = lists
+        let encoded: Vec<KeptList> = lists
             .into_par_iter()
             .zip(forward)
-            .map(|(((out_id, list_kind), list), forward)| {
+            .map(|(((id, list_kind), list), forward)| {
                 let mut data = Vec::with_capacity(list.len() * 24);
                 let mut put = |&(off, sym, ty, addend): &(u64, u32, u32, i64)| {
                     data.extend_from_slice(&off.to_le_bytes());
@@ -166,13 +166,31 @@ impl<'a> Merger<'a> {
                     true => list.iter().for_each(&mut put),
                     false => list.iter().rev().for_each(&mut put),
                 }
-                (out_id, list_kind, data)
+                (id, list_kind, data)
             })
             .collect();
         Ok(Relocated {
             kept: encoded,
             failure,
         })
+    }
+}
+
+impl<'a> Merger<'a> {
+    /// What becomes of every relocation of the live code and data, decided per input in
+    /// parallel, reading only (`RelocWork::apply` makes it in the output). Reads the
+    /// symbols' definitions (`res`), the live code (`code`), where each input section
+    /// went and the sections written from an input's mapping (`out`), the output symbol
+    /// table (`symtab`, through `out_index`), shared-memory offsets (`shared`, through
+    /// `link_value`) and `frames`, the `.debug_frame` pieces the sections step pruned,
+    /// whose entries moved.
+    pub(super) fn relocations(&self, frames: &sections::Frames) -> RelocWork {
+        RelocWork(
+            (0..self.inputs.len())
+                .into_par_iter()
+                .map(|i| self.plan_relocations(i, frames))
+                .collect(),
+        )
     }
 
     /// The byte ranges of input `i`'s section `si` that hold data objects another
@@ -389,7 +407,7 @@ impl<'a> Merger<'a> {
                 || f.in_nonalloc_section
                 || internal
                 || cudadevrt::is_linker_symbol(sym)
-                || applied_under_r(sym, bank))
+                || applied_under_r(sym))
             && reloc::resolvable(r.ty)
             && !load_address;
         // (the addend as the next link sees it: a section symbol's piece added)
@@ -642,9 +660,8 @@ mod tests {
 /// the unified function table's offset. nvlink applies and drops those against
 /// `__constant__` variables too, and a later link that places another input's constants
 /// first then reads the wrong ones (docs/rules/relocatable.md): they are kept, so the bytes
-/// differ from nvlink's `-r` output there. (`bank`: the constant bank of the symbol's
-/// section; 0 for a parameter bank or none.)
-pub(super) fn applied_under_r(sym: &Symbol, _bank: u32) -> bool {
+/// differ from nvlink's `-r` output there.
+pub(super) fn applied_under_r(sym: &Symbol) -> bool {
     !sym.defined() && sym.name == "__UFT_OFFSET"
 }
 

@@ -57,7 +57,9 @@ impl<'a> Merger<'a> {
     }
 
     /// Places every kept input section in the output; hands on the sm_100+ `.debug_frame`
-    /// pieces it pruned, whose relocations move with their entries.
+    /// pieces it pruned, whose relocations move with their entries. Reads `code` (what is
+    /// live, which sections are a function's) and `res`; writes `out` (its sections, where
+    /// each input section went, which get a section symbol).
     pub(super) fn sections(&mut self) -> Result<Frames> {
         let exec = !self.opts.relocatable;
         let mut frames = Frames::default();

@@ -120,7 +120,8 @@ impl<'a> Merger<'a> {
     }
 
     /// The shared memory step: the windows made (output sections), the layout the later
-    /// steps read returned.
+    /// steps read returned. Reads `code` (the trees, each function's shared variables),
+    /// `res` and `out` (where the inputs' shared sections went); writes `out`.
     pub(super) fn shared(&mut self) -> SharedLayout {
         let mut laid = SharedLayout::default();
         if self.opts.relocatable {
@@ -233,7 +234,7 @@ impl<'a> Merger<'a> {
             .collect();
         let mut kernels_of: Vec<Vec<usize>> = vec![Vec::new(); self.code.funcs.len()];
         let mut reached = vec![false; self.code.funcs.len()];
-        for (ki, tree) in self.code.trees.iter().enumerate() {
+        for (ki, tree) in self.code.trees().iter().enumerate() {
             let mut vars: BTreeSet<SymKey> = BTreeSet::new();
             for &g in tree {
                 reached[g.0] = true;

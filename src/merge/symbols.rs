@@ -144,7 +144,8 @@ impl SymMap {
 
 impl<'a> Merger<'a> {
     /// The symbols step: the output symbol table, once the sections are made and their
-    /// creation order known ([`Merger::creation_order`]).
+    /// creation order known ([`Merger::creation_order`]). Reads `out`, `order`, `res`,
+    /// `code` and `shared` (which shared variables keep a symbol).
     pub(super) fn symbols(&self) -> SymbolTable {
         let exec = !self.opts.relocatable;
         let mut t = SymbolTable::new(self.inputs);

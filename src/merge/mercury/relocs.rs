@@ -50,7 +50,7 @@ impl Merger<'_> {
         // (a replaced copy's bank-2 relocations come right after its kept copy's, as
         // the input has them: Mercury sections (input, section))
         let merc = |k: &SecKey| Some((k.input, *st.views[k.input].merc_of.get(&k.sec)?));
-        let copies: Vec<(MercSection, Vec<MercSection>)> = (self.bank2.replaced_copies)
+        let copies: Vec<(MercSection, Vec<MercSection>)> = (self.bank2.replaced_copies())
             .iter()
             .filter_map(|(kept, gone)| Some((merc(kept)?, gone.iter().filter_map(merc).collect())))
             .collect();
@@ -206,7 +206,7 @@ impl Merger<'_> {
         if dead || loser || unplaced {
             return Ok(());
         }
-        let (mut value, bank, mut resolvable) = self.link_value(k);
+        let (mut value, _, mut resolvable) = self.link_value(k);
         // (initialised data holding a `__constant__` variable's generic address: for the
         // driver, as on the SASS side, `plan_value`)
         if r.ty == R_MERCURY_G64 && self.constant_address_for_driver(target.flags, k) {
@@ -248,7 +248,7 @@ impl Merger<'_> {
             st.exec && ms.ty == STT_SECTION && !own_bytes(rs_info) && own_bytes(ms.shndx as usize);
         // (under -r, what nvlink applies on the SASS side goes here too)
         let under_r =
-            !st.exec && (applied_under_r(self.sym(k), bank) || self.internal_applied_under_r(k));
+            !st.exec && (applied_under_r(self.sym(k)) || self.internal_applied_under_r(k));
         if resolvable && (st.exec || self_ref || under_r) && !kept {
             if r.ty == R_MERCURY_ABS64 && in_bytes {
                 let v = (value as i64).wrapping_add(r.addend) as u64;
