@@ -142,35 +142,15 @@ pub fn finish(
     }
 }
 
-/// Whether the trace may go to `path`: never over the link's output or an input, never
-/// into a file that is not a regular one of this user's (another user's file in a shared
-/// folder, a FIFO, a device), and, when not named (`asked`), never beside an output that
-/// is not a regular file (`/dev/null`).
+/// Whether the trace may go to `path`: as any file beside the output
+/// (`output::side_file_refusal`), and, when not named (`asked`), never beside an output
+/// that is not a regular file (`/dev/null`).
 fn writable(req: &LinkRequest, path: &Path, asked: bool) -> std::result::Result<(), String> {
-    use std::os::unix::fs::MetadataExt;
-    let same = |a: &Path, b: &Path| match (std::fs::metadata(a), std::fs::metadata(b)) {
-        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
-        _ => a == b,
-    };
-    if same(path, &req.output) {
-        return Err("it is the link's output".into());
-    }
-    if let Some(i) = req.inputs.iter().find(|i| same(path, i)) {
-        return Err(format!("it is the input '{}'", i.display()));
+    if let Some(why) = crate::output::side_file_refusal(&req.output, &req.inputs, path) {
+        return Err(why);
     }
     if !asked && !std::fs::metadata(&req.output).is_ok_and(|m| m.is_file()) {
         return Err("the output is not a regular file (name one with --time-trace=FILE)".into());
-    }
-    // SAFETY: getuid(2) cannot fail.
-    let me = unsafe { libc::getuid() };
-    for meta in [std::fs::symlink_metadata(path), std::fs::metadata(path)] {
-        match meta {
-            Ok(m) if m.uid() != me => return Err("the file there is another user's".into()),
-            Ok(m) if !m.is_file() && !m.file_type().is_symlink() => {
-                return Err("the file there is not a regular file".into());
-            }
-            _ => {}
-        }
     }
     Ok(())
 }

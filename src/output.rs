@@ -522,3 +522,34 @@ pub fn append_times(path: &Path, rows: &[TimeRow]) -> Result<()> {
 
 #[cfg(test)]
 mod tests;
+
+/// Why a file the link writes beside its output (the time trace, the `--report-json`
+/// report) may not go to `path`, if it may not: never over the link's output or an input
+/// (followed through symlinks; by name where one does not exist yet), never into a file
+/// that is not a regular one of this user's (another user's file in a shared folder, a
+/// FIFO, a device).
+pub fn side_file_refusal(output: &Path, inputs: &[PathBuf], path: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let same = |a: &Path, b: &Path| match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => a == b,
+    };
+    if same(path, output) {
+        return Some("it is the link's output".into());
+    }
+    if let Some(i) = inputs.iter().find(|i| same(path, i)) {
+        return Some(format!("it is the input '{}'", i.display()));
+    }
+    // SAFETY: getuid(2) cannot fail.
+    let me = unsafe { libc::getuid() };
+    for meta in [std::fs::symlink_metadata(path), std::fs::metadata(path)] {
+        match meta {
+            Ok(m) if m.uid() != me => return Some("the file there is another user's".into()),
+            Ok(m) if !m.is_file() && !m.file_type().is_symlink() => {
+                return Some("the file there is not a regular file".into());
+            }
+            _ => {}
+        }
+    }
+    None
+}

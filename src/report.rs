@@ -112,7 +112,7 @@ pub(crate) fn write_failed(
     err: &crate::diag::Error,
     started: Instant,
 ) {
-    let Some(path) = &plan.req.report_json else {
+    let Some(path) = report_path(plan, diag) else {
         return;
     };
     use crate::diag::Level;
@@ -129,6 +129,22 @@ pub(crate) fn write_failed(
         "errors": errors,
     });
     let _ = output::write_atomic(path, format!("{doc:#}\n").as_bytes());
+}
+
+/// Where `--report-json` goes, if it was asked for and may go there: never over the
+/// output or an input (`output::side_file_refusal`; a warning says why not).
+fn report_path<'p>(plan: &'p Plan, diag: &Diagnostics) -> Option<&'p std::path::Path> {
+    let path = plan.req.report_json.as_deref()?;
+    let mut inputs = plan.req.inputs.clone();
+    inputs.extend(plan.inputs());
+    match output::side_file_refusal(&plan.req.output, &inputs, path) {
+        Some(why) => {
+            let shown = path.display();
+            diag.warning_never_error(&format!("the report '{shown}' was not written: {why}"));
+            None
+        }
+        None => Some(path),
+    }
 }
 
 /// What every report starts with: the version, the toolkit, the inputs, the output and
@@ -164,7 +180,7 @@ pub(crate) fn write(
     started: Instant,
 ) -> Result<()> {
     let (req, cache) = (plan.req, ctx.cache());
-    let Some(path) = &req.report_json else {
+    let Some(path) = report_path(plan, ctx.diag) else {
         return Ok(());
     };
     let stages: Vec<serde_json::Value> = timings

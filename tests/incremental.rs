@@ -868,3 +868,43 @@ fn a_crash_inside_libnvvm_costs_one_attempt_of_one_partition() {
     let quiet = link(&st, Some("partitions"), Some(cache.path()), &[real]);
     assert!(crashed.image == quiet.image);
 }
+
+/// A link run by the daemon asks that daemon, not another, for the background build:
+/// the daemon hands its link processes its socket, whatever the client's `TMPDIR` (a
+/// link process asking through its own environment, where the daemon clears
+/// `XDG_RUNTIME_DIR`, started a second daemon under `$TMPDIR`: attacker review,
+/// 2026-12-02).
+#[test]
+fn a_link_in_the_daemon_asks_that_daemon_for_the_background_build() {
+    let runtime = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let (rt, td) = (
+        runtime.path().to_str().unwrap(),
+        tmp.path().to_str().unwrap(),
+    );
+    let env = [
+        ("XDG_RUNTIME_DIR", rt),
+        ("TMPDIR", td),
+        ("NVLINKRS_DAEMON", "1"),
+        ("NVLINKRS_DAEMON_IDLE", "60"),
+    ];
+    let st = program(&["st_a_90.o", "st_b_90.o", "st_main_90.o"]);
+    let mut a = args(90, &st, &["-v"]);
+    a.push("--incremental".into());
+    let first = link(&a, None, Some(cache.path()), &env);
+    assert!(
+        first
+            .messages
+            .contains("incremental LTO: the partitions are being built in the background"),
+        "{}",
+        first.messages
+    );
+    common::wait_background_idle(runtime.path());
+    // (the socket a daemon started from the link process's own environment would have)
+    use std::os::unix::fs::MetadataExt;
+    let uid = std::fs::metadata(tmp.path()).unwrap().uid();
+    let stray = tmp.path().join(format!("nvlinkrs-{uid}/daemon.sock"));
+    let strays: Vec<_> = stray.exists().then_some(stray).into_iter().collect();
+    assert!(strays.is_empty(), "a second daemon: {strays:?}");
+}

@@ -639,6 +639,28 @@ fn device_runtime_relocatable() {
     ] {
         assert_eq!(relocatable_identical(&a), Ok(Some(true)), "-r {a:?}");
     }
+    // relinked: nvlinkrs' image of the `-r` output is nvlink's (a launching kernel's
+    // `EXTERNS` list takes its callees' lists in the order of their code, which the `-r`
+    // output's symbols do not follow: was the device runtime's system calls reordered)
+    let dir = tempfile::tempdir().unwrap();
+    let r = run(
+        &cuda().join("bin/nvlink"),
+        &args(&[
+            "-r",
+            "-arch=sm_90",
+            "b_90.cubin",
+            "dp_90.cubin",
+            &lib,
+            "-lcudadevrt",
+        ]),
+        dir.path(),
+    );
+    let relocatable = dir.path().join("r.cubin");
+    std::fs::write(&relocatable, r.output.expect("nvlink's -r output")).unwrap();
+    let again = ["-arch=sm_90".to_string(), relocatable.display().to_string()];
+    let want = run(&cuda().join("bin/nvlink"), &again, dir.path()).output;
+    let got = run(&nvlinkrs(), &again, dir.path()).output;
+    assert!(want.is_some() && want == got, "relink of the -r output");
 }
 
 /// `args` linked with `-r` by both linkers: `Some(identical)` when nvlink links, `None`

@@ -449,3 +449,70 @@ fn a_failed_link_reports_its_exit_code_and_errors() {
     assert_eq!(r["output"], "app.cubin");
     assert_eq!(r["inputs"][0]["path"], "u.o");
 }
+
+/// `--report-json` never goes over the output or an input, followed through a symlink or
+/// named as it is (a failed link had replaced `a.o` with its report: attacker review,
+/// 2026-12-02); the link says so and keeps its exit code.
+#[test]
+fn the_report_never_overwrites_the_output_or_an_input() {
+    let dir = program();
+    let d = dir.path();
+    let a_before = std::fs::read(d.join("a.o")).unwrap();
+    std::os::unix::fs::symlink("a.o", d.join("to_a.json")).unwrap();
+    for report in [
+        "--report-json=app.cubin",
+        "--report-json=a.o",
+        "--report-json=to_a.json",
+    ] {
+        let o = link(
+            d,
+            &[
+                "-arch=sm_90",
+                "-dlto",
+                "a.o",
+                "b.o",
+                "-o",
+                "app.cubin",
+                report,
+            ],
+            &[],
+        );
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("was not written"), "{report}: {err}");
+        let image = std::fs::read(d.join("app.cubin")).unwrap();
+        assert!(image.starts_with(b"\x7fELF"), "{report}: the image is gone");
+        assert_eq!(std::fs::read(d.join("a.o")).unwrap(), a_before, "{report}");
+    }
+    // a failed link (an undefined reference) whose report names its input
+    std::fs::write(
+        d.join("u.cu"),
+        "extern __device__ int missing(int);\n\
+         __global__ void k(int *o) { o[0] = missing(o[1]); }\n",
+    )
+    .unwrap();
+    let o = Command::new(cuda().join("bin/nvcc"))
+        .args(["-dc", "-arch=sm_90", "u.cu", "-o", "u.o"])
+        .current_dir(d)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let u_before = std::fs::read(d.join("u.o")).unwrap();
+    std::os::unix::fs::symlink("u.o", d.join("to_u.json")).unwrap();
+    let o = Command::new(nvlinkrs())
+        .args([
+            "-arch=sm_90",
+            "u.o",
+            "-o",
+            "x.cubin",
+            "--report-json=to_u.json",
+        ])
+        .current_dir(d)
+        .env("XDG_CACHE_HOME", d.join("xdg"))
+        .env_remove("NVLINKRS_DAEMON")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(255), "{err}");
+    assert!(err.contains("was not written"), "{err}");
+    assert_eq!(std::fs::read(d.join("u.o")).unwrap(), u_before);
+}

@@ -17,6 +17,7 @@
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::{Condvar, Mutex};
+use std::time::Duration;
 
 use crate::cli::LinkRequest;
 use crate::diag::Diagnostics;
@@ -31,14 +32,12 @@ type Job = Vec<(String, Vec<u8>)>;
 pub const MAX_QUEUED: usize = 16;
 
 /// Whether two jobs build the same link: the same frames but for the cache key, which
-/// changes with the inputs' contents.
+/// changes with the inputs' contents, and make's `MAKEFLAGS`, which names a new jobserver
+/// on every make run and which the build does not take (`command`).
 fn same_link(a: &Job, b: &Job) -> bool {
-    let link = |j: &Job| {
-        j.iter()
-            .filter(|(k, _)| k != "key")
-            .cloned()
-            .collect::<Vec<_>>()
-    };
+    let kept =
+        |(k, v): &&(String, Vec<u8>)| k != "key" && !(k == "env" && v.starts_with(b"MAKEFLAGS="));
+    let link = |j: &Job| j.iter().filter(kept).cloned().collect::<Vec<_>>();
     link(a) == link(b)
 }
 
@@ -144,7 +143,7 @@ pub fn request(
         return;
     }
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let queued = super::queue_background(&args, env, key(req, env, key_of).as_deref());
+    let queued = queue(&args, env, key(req, env, key_of).as_deref());
     if req.verbose {
         diag.info(&match queued {
             true => format!("{what} are being built in the background (nvlinkrs daemon status)"),
@@ -164,6 +163,48 @@ fn key(req: &LinkRequest, env: &LinkEnv, key_of: KeyOfRequest) -> Option<String>
     env.set(crate::cli::incremental::VAR, Some("partitions"));
     env.set(MARK, Some("1"));
     key_of(&req, &env)
+}
+
+/// Asks this user's daemon (started when none runs; where this process is one of a
+/// daemon's links, that daemon: [`home_socket`]) to build the partitions of the link of
+/// `args` in the background; false when no daemon could take it. As a link's request, it
+/// carries the link's environment snapshot `env` and the cache key of the build (`key`,
+/// when it has one).
+fn queue(args: &[String], env: &crate::linkenv::LinkEnv, key: Option<&str>) -> bool {
+    let Ok(cwd) = std::env::current_dir() else {
+        return false;
+    };
+    let mut frames: Vec<(&str, Vec<u8>)> = vec![("background", Vec::new())];
+    frames.extend(args.iter().map(|a| ("arg", a.clone().into_bytes())));
+    frames.push(("cwd", cwd.to_string_lossy().into_owned().into_bytes()));
+    frames.extend(env.forwarded().map(|kv| ("env", kv.into_bytes())));
+    if let Some(key) = key {
+        frames.push(("key", key.as_bytes().to_vec()));
+    }
+    frames.push(("exe", super::guard::exe_identity().into_bytes()));
+    let refs: Vec<(&str, &[u8])> = frames.iter().map(|(k, v)| (*k, v.as_slice())).collect();
+    let Ok(Some(mut stream)) = super::connect_trusted(&home_socket()) else {
+        return false;
+    };
+    // (a daemon that is stopped or stuck does not hold the link that asked: it answers
+    // at once, the build queued)
+    let limit = Some(Duration::from_secs(5));
+    if stream.set_read_timeout(limit).is_err() || stream.set_write_timeout(limit).is_err() {
+        return false;
+    }
+    super::send(&mut stream, &refs).is_ok()
+        && super::receive(&mut stream)
+            .is_ok_and(|a| a.iter().any(|(k, v)| k == "exit" && v == b"0"))
+}
+
+/// The socket of the daemon to ask: the daemon's own where this process is one of its
+/// link processes (it hands them its socket's path: their `XDG_RUNTIME_DIR` and `TMPDIR`
+/// are the client's, which may name another), else this user's ([`super::socket_path`]).
+fn home_socket() -> PathBuf {
+    match std::env::var_os(super::IN_DAEMON).and(std::env::var_os(super::finalizer::VAR)) {
+        Some(socket) => PathBuf::from(socket),
+        None => super::socket_path(),
+    }
 }
 
 /// The whole-link cache key of a request in an environment (`linkcache::key_of`).
@@ -246,6 +287,17 @@ mod tests {
         q.push(job("a", Some("k2")));
         q.push(job("b", None));
         assert_eq!(queued(&q), vec![job("a", Some("k2")), job("b", None)]);
+        // (under make: each make run names its own jobserver, which the build leaves out)
+        let under_make = |key: &str, fifo: &str| {
+            let mut j = job("a", Some(key));
+            let flags = format!("MAKEFLAGS= -j2 --jobserver-auth=fifo:{fifo}");
+            j.push(("env".into(), flags.into_bytes()));
+            j
+        };
+        q.push(under_make("k3", "/tmp/GMfifo1"));
+        q.push(under_make("k4", "/tmp/GMfifo2"));
+        let want = vec![under_make("k4", "/tmp/GMfifo2"), job("b", None)];
+        assert_eq!(queued(&q), want);
         q.stop();
         assert_eq!(q.counts(), (0, 0));
     }

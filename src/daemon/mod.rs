@@ -220,36 +220,6 @@ pub fn client_link(args: &[String], tool: &str, key: KeyOf) -> Option<i32> {
     None
 }
 
-/// Asks this user's daemon (started when none runs) to build the partitions of the link
-/// of `args` in the background; false when no daemon could take it. As a link's request,
-/// it carries the link's environment snapshot `env` and the cache key of the build
-/// (`key`, when it has one: the daemon merges queued builds only when their keys agree).
-pub fn queue_background(args: &[String], env: &crate::linkenv::LinkEnv, key: Option<&str>) -> bool {
-    let Ok(cwd) = std::env::current_dir() else {
-        return false;
-    };
-    let mut frames: Vec<(&str, Vec<u8>)> = vec![("background", Vec::new())];
-    frames.extend(args.iter().map(|a| ("arg", a.clone().into_bytes())));
-    frames.push(("cwd", cwd.to_string_lossy().into_owned().into_bytes()));
-    frames.extend(env.forwarded().map(|kv| ("env", kv.into_bytes())));
-    if let Some(key) = key {
-        frames.push(("key", key.as_bytes().to_vec()));
-    }
-    frames.push(("exe", guard::exe_identity().into_bytes()));
-    let refs: Vec<(&str, &[u8])> = frames.iter().map(|(k, v)| (*k, v.as_slice())).collect();
-    let Ok(Some(mut stream)) = connect_trusted(&socket_path()) else {
-        return false;
-    };
-    // (a daemon that is stopped or stuck does not hold the link that asked: it answers
-    // at once, the build queued)
-    let limit = Some(Duration::from_secs(5));
-    if stream.set_read_timeout(limit).is_err() || stream.set_write_timeout(limit).is_err() {
-        return false;
-    }
-    send(&mut stream, &refs).is_ok()
-        && receive(&mut stream).is_ok_and(|a| a.iter().any(|(k, v)| k == "exit" && v == b"0"))
-}
-
 /// Now, in microseconds since the epoch.
 fn unix_micros() -> u64 {
     std::time::SystemTime::now()

@@ -94,15 +94,19 @@ impl Merger<'_> {
         // not reach included, as it takes their barrier counts: a -g link keeps them all;
         // in the image's order of code, its own among them: `malloc vprintf free` for a
         // kernel calling printf and free whose callee's code, placed first, calls malloc)
+        // (each function's code's place in the image: a kernel takes its tree's lists in
+        // that order, which is the functions' own but where a relocatable input's
+        // symbols are in another order than its code, an `-r` output holding
+        // libcudadevrt)
+        let code_at: Vec<Option<usize>> = (self.code.funcs.iter())
+            .map(|g| (self.out.placed(&SecKey::new(g.key.input, g.text))).map(|&(o, _)| o))
+            .collect();
         let every: Vec<FuncId> = match self.only_kernel() {
             true => {
                 let mut every: Vec<FuncId> = FuncId::all(self.code.funcs.len())
                     .filter(|&g| self.code.live[g])
                     .collect();
-                every.sort_by_key(|&g| {
-                    let text = SecKey::new(self.code.funcs[g].key.input, self.code.funcs[g].text);
-                    self.out.placed(&text).map(|&(o, _)| o)
-                });
+                every.sort_by_key(|&g| code_at[g.0]);
                 every
             }
             false => Vec::new(),
@@ -115,14 +119,16 @@ impl Merger<'_> {
                 // (a kernel only --preserve-relocs keeps, one the kernel filter leaves
                 // out, keeps its own list: `devlaunch.cu`'s `top`)
                 if self.code.live[f] && self.code.funcs[f].entry && self.reached(f) {
-                    let called;
+                    let mut tree;
                     let funcs = if !every.is_empty() {
                         &every
-                    } else if self.code.any_listed_only {
-                        called = self.called_tree(f);
-                        &called
                     } else {
-                        self.tree(f)
+                        tree = match self.code.any_listed_only {
+                            true => self.called_tree(f),
+                            false => self.tree(f).to_vec(),
+                        };
+                        tree.sort_by_key(|&g| code_at[g.0]);
+                        &tree
                     };
                     if !every.is_empty() {
                         list.clear();
