@@ -321,7 +321,8 @@ impl<'a> Merger<'a> {
     /// nodes of [`Self::call_lists`], a removed or undefined function's as its number
     /// alone (a function no input defines that a live `EXTERNS` list names as `N: name ->`),
     /// a function's calls last added first; `^` marks kernels and `&` functions whose
-    /// address is taken. Then the register propagation lines.
+    /// address is taken. Then the register propagation lines. Reads `code` and `res`;
+    /// writes nothing (it prints).
     pub(super) fn dump_callgraph(&self) -> Result<()> {
         use crate::demangle::demangle;
         let cl = self.call_lists()?;

@@ -289,7 +289,8 @@ impl<'a> Merger<'a> {
     /// kept function calls, directly or by an indirect call of its prototype (read off
     /// nvlink 13.5: a function-pointer table's functions are warned of when the host
     /// code does not launch the kernel that calls through it, not when it does), in the
-    /// call graph's node order.
+    /// call graph's node order. Reads `code` and `res`; writes nothing (the warnings go
+    /// to the diagnostics).
     pub(super) fn address_taken_warnings(&self) -> Result<()> {
         if !self.opts.extra_warnings || self.code.address_taken.is_empty() {
             return Ok(());

@@ -14,13 +14,15 @@
 //!   reaches dropped, each live kernel's call tree.
 //! - `reglimit.rs` (`check_register_limits`): register counts propagated as nvlink does
 //!   and kernels' `-maxrregcount` limits checked.
+//! - `functions.rs` (`address_taken_warnings`): `-extrawarn`'s warnings.
 //! - `externs.rs` (`read_externs`): each live function's `EXTERNS` list read (written
 //!   with `.nv.info`, `finish_records`).
 //! - `resolve.rs` (`undefined`): the undefined references, once the live code is known.
 //! - `notes.rs` (`notes`): the notes and `.nv.compat` (`compat.rs`: its records), made
 //!   before the sections because they come first in the output.
-//! - `sections.rs`: input sections placed (function sections one to one, shared names as
-//!   pieces), sm_100+ `.debug_frame` pieces pruned.
+//! - `sections.rs` (`sections`, `constant_data_fits`): input sections placed (function
+//!   sections one to one, shared names as pieces), sm_100+ `.debug_frame` pieces pruned;
+//!   nvlink's limit on constant data checked.
 //! - `bank2.rs`: the device functions' constant bank 2 merged into their kernels' banks.
 //! - `shared.rs`: shared memory laid out per kernel: the `SharedLayout` product.
 //! - `callgraph.rs` (`tables`): `.nv.callgraph`, `.nv.prototype`, `.nv.rel.action` made
@@ -37,22 +39,25 @@
 //! - `notes.rs` (`finish`): kept relocation sections, the final section order and the
 //!   image handed to the writer (`creation.rs`: nvlink's creation order of names).
 //!
-//! The steps hand products on. Held by the merge state, each made by one step and only
-//! read by the later ones (fields private to their steps but for `Resolution`'s and
-//! `CodeGraph`'s): `Resolution` (resolve.rs, made before the merge state), `CodeGraph`
-//! (functions.rs: made by `functions`, `reach` and `call_trees`; `.nv.info` lets its call
-//! trees go, and reading them outside that span panics), `ExternRefs` (externs.rs),
-//! `Bank2` (bank2.rs), `SharedLayout` (shared.rs), the creation `Order` (creation.rs),
-//! the `SymbolTable` (symbols.rs). Each step's comment says which it reads and what it
-//! writes.
+//! The steps hand products on. Held by the merge state, each made by one step and then
+//! read by the later ones (fields private to their files but for `Resolution`'s and
+//! `CodeGraph`'s, which every merge file sees): `Resolution` (resolve.rs, made before
+//! the merge state), `CodeGraph` (functions.rs: made by `functions`, `reach` and
+//! `call_trees`; `.nv.info` lets its call trees go, and reading them outside that span
+//! panics), `ExternRefs` (externs.rs), `Bank2` (bank2.rs), `SharedLayout` (shared.rs),
+//! the creation `Order` (creation.rs; `finish` takes its list of names at the end), the
+//! `SymbolTable` (symbols.rs; `finish` takes its symbols). Nothing but the spine's order
+//! keeps a step from reading the last four before they are made (they are empty until
+//! then); each step's comment says which products it reads and what it writes.
 //! Handed by the spine from step to step, so that a step's signature names them: the
 //! sections step's pruned `.debug_frame` pieces (`Frames`, to the relocations), the
-//! relocations' kept lists and failure (`Relocated`, to the Mercury step, the spine and
-//! `finish`), `KernelInfo` (nvinfo.rs, to the Mercury step), the call-graph `Tables`
-//! (made by `tables`, filled by `callgraph`, copied from by the Mercury step, placed by
-//! `finish`) and the Mercury symbol table (`MercSymbols`, to `finish`). The image as it
-//! is built, `Output` (output.rs: its sections, which get a section symbol, where each
-//! input section went), is the one product several steps add to, in the spine's order.
+//! relocations' kept lists and failure (`Relocated`: the Mercury step adds to the lists,
+//! the spine reports the failure, `finish` makes sections of the lists), `KernelInfo`
+//! (nvinfo.rs, to the Mercury step), the call-graph `Tables` (made by `tables`, filled by
+//! `callgraph`, added to by the Mercury step, placed by `finish`) and the Mercury symbol
+//! table (`MercSymbols`, to `finish`). The image as it is built, `Output` (output.rs: its
+//! sections, which get a section symbol, where each input section went), is held by the
+//! merge state; most steps add to it, in the spine's order.
 //!
 //! Beside the steps: `calllists.rs`, nvlink's numbered call lists (built on demand by
 //! reglimit, nvinfo and callgraph), and `cudadevrt.rs`, the symbols of libcudadevrt the

@@ -179,8 +179,8 @@ impl<'a> Merger<'a> {
     /// The image handed to the writer: the kept relocation lists (`kept`, the
     /// relocations and Mercury steps') made sections, every section in nvlink's final
     /// order, the symbol table and the Mercury one (`merc_symbols`) renumbered to it; the
-    /// prototypes' strings (`tables`) placed. Reads `order`, `shared` and `bank2` (the
-    /// null symbol's value); takes `out` and `symtab`.
+    /// prototypes' strings (`tables`) placed. Reads `shared` and `bank2` (the null
+    /// symbol's value); takes `out`, `symtab` and `order`'s list of names.
     pub(super) fn finish(
         &mut self,
         kept: Vec<relocations::KeptList>,

@@ -145,7 +145,8 @@ impl SymMap {
 impl<'a> Merger<'a> {
     /// The symbols step: the output symbol table, once the sections are made and their
     /// creation order known ([`Merger::creation_order`]). Reads `out`, `order`, `res`,
-    /// `code` and `shared` (which shared variables keep a symbol).
+    /// `code`, `shared` (which shared variables keep a symbol) and `extern_refs` (the
+    /// driver's functions a live list names); writes nothing (hands on the table).
     pub(super) fn symbols(&self) -> SymbolTable {
         let exec = !self.opts.relocatable;
         let mut t = SymbolTable::new(self.inputs);
