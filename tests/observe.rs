@@ -326,28 +326,64 @@ fn explain_names_the_changed_input_tool_and_option() {
 #[test]
 fn the_trace_never_overwrites_the_output_or_an_input() {
     let dir = program();
-    let d = dir.path();
+    never_over_the_output_or_an_input(dir.path(), &["--time-trace=app.cubin", "--time-trace=a.o"]);
+}
+
+/// Links `a.o` and `b.o` in `d` with each of `side` (a file written beside the output
+/// named as the output or an input): each says the file was not written, and the image
+/// and `a.o` are whole.
+fn never_over_the_output_or_an_input(d: &Path, side: &[&str]) {
     let a_before = std::fs::read(d.join("a.o")).unwrap();
-    for trace in ["--time-trace=app.cubin", "--time-trace=a.o"] {
-        let o = link(
-            d,
-            &[
-                "-arch=sm_90",
-                "-dlto",
-                "a.o",
-                "b.o",
-                "-o",
-                "app.cubin",
-                trace,
-            ],
-            &[],
-        );
+    for &flag in side {
+        let args = [
+            "-arch=sm_90",
+            "-dlto",
+            "a.o",
+            "b.o",
+            "-o",
+            "app.cubin",
+            flag,
+        ];
+        let o = link(d, &args, &[]);
         let err = String::from_utf8_lossy(&o.stderr);
-        assert!(err.contains("was not written"), "{trace}: {err}");
+        assert!(err.contains("was not written"), "{flag}: {err}");
         let image = std::fs::read(d.join("app.cubin")).unwrap();
-        assert!(image.starts_with(b"\x7fELF"), "{trace}: the image is gone");
-        assert_eq!(std::fs::read(d.join("a.o")).unwrap(), a_before, "{trace}");
+        assert!(image.starts_with(b"\x7fELF"), "{flag}: the image is gone");
+        assert_eq!(std::fs::read(d.join("a.o")).unwrap(), a_before, "{flag}");
     }
+}
+
+/// nvlinkrs on `u.o` (`undefined_reference_object`) in `d`, writing `out` and the report
+/// `report`: its exit code is nvlink's 255; what it printed.
+fn failed_link(d: &Path, out: &str, report: &str) -> String {
+    let o = Command::new(nvlinkrs())
+        .args(["-arch=sm_90", "u.o", "-o", out])
+        .arg(format!("--report-json={report}"))
+        .current_dir(d)
+        .env("XDG_CACHE_HOME", d.join("xdg"))
+        .env_remove("NVLINKRS_DAEMON")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(255), "{err}");
+    err
+}
+
+/// `u.o` in `d`: a kernel calling a device function no unit defines (`-dc`, sm_90), whose
+/// link nvlink ends with 255.
+fn undefined_reference_object(d: &Path) {
+    std::fs::write(
+        d.join("u.cu"),
+        "extern __device__ int missing(int);\n\
+         __global__ void k(int *o) { o[0] = missing(o[1]); }\n",
+    )
+    .unwrap();
+    let o = Command::new(cuda().join("bin/nvcc"))
+        .args(["-dc", "-arch=sm_90", "u.cu", "-o", "u.o"])
+        .current_dir(d)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
 /// A cache's first link with its tools (a fresh cache) hashes them beside the link's
@@ -408,33 +444,8 @@ fn a_fresh_caches_first_link_hashes_the_tools_beside_its_phases() {
 fn a_failed_link_reports_its_exit_code_and_errors() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    std::fs::write(
-        d.join("u.cu"),
-        "extern __device__ int missing(int);\n\
-         __global__ void k(int *o) { o[0] = missing(o[1]); }\n",
-    )
-    .unwrap();
-    let o = Command::new(cuda().join("bin/nvcc"))
-        .args(["-dc", "-arch=sm_90", "u.cu", "-o", "u.o"])
-        .current_dir(d)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let o = Command::new(nvlinkrs())
-        .args([
-            "-arch=sm_90",
-            "u.o",
-            "-o",
-            "app.cubin",
-            "--report-json=r.json",
-        ])
-        .current_dir(d)
-        .env("XDG_CACHE_HOME", d.join("xdg"))
-        .env_remove("NVLINKRS_DAEMON")
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(255), "{err}");
+    undefined_reference_object(d);
+    let err = failed_link(d, "app.cubin", "r.json");
     assert!(!d.join("app.cubin").exists());
     let r = json(&d.join("r.json"));
     assert_eq!(r["failed"]["exit"], 255, "{r:#}");
@@ -457,62 +468,18 @@ fn a_failed_link_reports_its_exit_code_and_errors() {
 fn the_report_never_overwrites_the_output_or_an_input() {
     let dir = program();
     let d = dir.path();
-    let a_before = std::fs::read(d.join("a.o")).unwrap();
     std::os::unix::fs::symlink("a.o", d.join("to_a.json")).unwrap();
-    for report in [
+    let reports = [
         "--report-json=app.cubin",
         "--report-json=a.o",
         "--report-json=to_a.json",
-    ] {
-        let o = link(
-            d,
-            &[
-                "-arch=sm_90",
-                "-dlto",
-                "a.o",
-                "b.o",
-                "-o",
-                "app.cubin",
-                report,
-            ],
-            &[],
-        );
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert!(err.contains("was not written"), "{report}: {err}");
-        let image = std::fs::read(d.join("app.cubin")).unwrap();
-        assert!(image.starts_with(b"\x7fELF"), "{report}: the image is gone");
-        assert_eq!(std::fs::read(d.join("a.o")).unwrap(), a_before, "{report}");
-    }
+    ];
+    never_over_the_output_or_an_input(d, &reports);
     // a failed link (an undefined reference) whose report names its input
-    std::fs::write(
-        d.join("u.cu"),
-        "extern __device__ int missing(int);\n\
-         __global__ void k(int *o) { o[0] = missing(o[1]); }\n",
-    )
-    .unwrap();
-    let o = Command::new(cuda().join("bin/nvcc"))
-        .args(["-dc", "-arch=sm_90", "u.cu", "-o", "u.o"])
-        .current_dir(d)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    undefined_reference_object(d);
     let u_before = std::fs::read(d.join("u.o")).unwrap();
     std::os::unix::fs::symlink("u.o", d.join("to_u.json")).unwrap();
-    let o = Command::new(nvlinkrs())
-        .args([
-            "-arch=sm_90",
-            "u.o",
-            "-o",
-            "x.cubin",
-            "--report-json=to_u.json",
-        ])
-        .current_dir(d)
-        .env("XDG_CACHE_HOME", d.join("xdg"))
-        .env_remove("NVLINKRS_DAEMON")
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(255), "{err}");
+    let err = failed_link(d, "x.cubin", "to_u.json");
     assert!(err.contains("was not written"), "{err}");
     assert_eq!(std::fs::read(d.join("u.o")).unwrap(), u_before);
 }
