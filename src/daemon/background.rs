@@ -294,9 +294,9 @@ mod tests {
             j.push(("env".into(), flags.into_bytes()));
             j
         };
-        q.push(under_make("k3", "/tmp/GMfifo1"));
-        q.push(under_make("k4", "/tmp/GMfifo2"));
-        let want = vec![under_make("k4", "/tmp/GMfifo2"), job("b", None)];
+        q.push(under_make("k3", "GMfifo1"));
+        q.push(under_make("k4", "GMfifo2"));
+        let want = vec![under_make("k4", "GMfifo2"), job("b", None)];
         assert_eq!(queued(&q), want);
         q.stop();
         assert_eq!(q.counts(), (0, 0));
