@@ -266,8 +266,8 @@ fn a_second_user_can_neither_read_nor_clobber_the_first() {
 
 /// `-o`, `--register-link-binaries` and `--report-json` never write through another user's
 /// symlink in the sticky folder (was: the victim's file replaced by the image, a dangling
-/// link's target created), as nvlink refuses with fs.protected_symlinks; the victim's own
-/// link there is followed.
+/// link's target created), as nvlink refuses with fs.protected_symlinks (`--report-json`
+/// warns and the link goes on, as the time trace); the victim's own link there is followed.
 fn outputs(world: &World, vic: &User, att: &User) {
     let tmp = world.path("tmp");
     let precious = vic.home.join("precious.txt");
@@ -281,7 +281,6 @@ fn outputs(world: &World, vic: &User, att: &User) {
             &precious,
             vec!["--register-link-binaries".to_string()],
         ),
-        ("report.json", &precious, vec!["--report-json".to_string()]),
     ];
     for (name, target, option) in cases {
         let at = tmp.join(format!("att-{name}"));
@@ -310,6 +309,22 @@ fn outputs(world: &World, vic: &User, att: &User) {
             "{name}: the dangling link's target was made"
         );
     }
+    // the report is a side file, as the time trace: the link is written, a warning names
+    // the report and why, and the other user's link is not followed
+    let at = tmp.join("att-report.json");
+    plant_link(att, &at, &precious);
+    let mut args = world.cubins(&vic.home.join("mine.cubin"));
+    args.push(format!("--report-json={}", at.display()));
+    let o = world.link(vic, &args, &[("NVLINKRS_CACHE", "0")]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(
+        text(&o.stderr),
+        format!(
+            "nvlinkrs warning : the report '{}' was not written: the file there is another user's\n",
+            at.display()
+        )
+    );
+    assert_eq!(std::fs::read(&precious).unwrap(), b"precious");
     // the victim's own link in the same folder is followed
     let own = tmp.join("vic-out.cubin");
     let target = vic.home.join("target.cubin");
