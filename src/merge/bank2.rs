@@ -106,7 +106,7 @@ impl<'a> Merger<'a> {
     /// kernels' banks into the output (making those of kernels without data of their
     /// own) and places the device functions' pieces; hands on where they went. Reads
     /// `code` (the trees, liveness), `res` (replaced copies) and `out` (where the kernels'
-    /// own banks went); writes `out`.
+    /// own banks went); writes `out`; hands on the `Bank2` (held as `banks`).
     pub(super) fn bank2(&mut self) -> Bank2 {
         let mut b2 = Bank2::default();
         if self.opts.relocatable {
@@ -308,7 +308,12 @@ impl Merger<'_> {
     /// reaches it, so its Mercury relocations (the jump table's code offsets) are copied
     /// into each (`Capsules::copies`, read by `merc_relocations`).
     pub(super) fn merc_banks(&mut self, st: &mut Capsules) {
-        for (place, (sass, kernel, pieces)) in self.bank2.banks.iter().enumerate() {
+        // (`banks()` borrows all of `self`; the loop adds to `self.out`)
+        for (place, (sass, kernel, pieces)) in super::held(&self.banks, "banks", "bank2")
+            .banks
+            .iter()
+            .enumerate()
+        {
             let twins: Vec<(usize, usize, u64)> = (pieces.iter())
                 .filter_map(|&(SecKey { input: i, sec }, base)| {
                     Some((i, *st.views[i].merc_of.get(&sec)?, base))

@@ -39,7 +39,8 @@ impl<'a> Merger<'a> {
     /// The sections nvlink creates that carry a section symbol: `.nv.callgraph`,
     /// `.nv.prototype` (filled in later) and `.nv.rel.action`; hands on the tables'
     /// sections, which `callgraph` fills. Reads `code`, `res` and `extern_refs` (whether a
-    /// prototype entry stays); writes `out`.
+    /// prototype entry stays); writes `out`; before `creation_order` and `symbols`, which
+    /// give its sections their place and section symbols.
     pub(super) fn tables(&mut self) -> Tables {
         let mut t = Tables::default();
         let mut o = OutSection::new(".nv.callgraph", SHT_CUDA_CALLGRAPH, 0);
@@ -281,7 +282,7 @@ impl<'a> Merger<'a> {
         let mut at: HashMap<&str, u32> = HashMap::default();
         let mut len = 1u32;
         let merc = merc_symbols.iter().flat_map(|(_, m)| m);
-        for name in (self.symtab.symbols().iter().chain(merc)).map(|s| s.name.as_str()) {
+        for name in (self.symtab().symbols().iter().chain(merc)).map(|s| s.name.as_str()) {
             if !name.is_empty() && !at.contains_key(name) {
                 at.insert(name, len);
                 len += name.len() as u32 + 1;

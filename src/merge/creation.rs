@@ -147,7 +147,7 @@ impl<'a> Merger<'a> {
         for n in LAST {
             if n == ".nv.rel.action" {
                 // (the kernels' banks `bank2` made, where nvlink makes them)
-                for &id in self.bank2.made() {
+                for &id in self.banks().made() {
                     made.add(self.out[id].name.clone(), None);
                 }
                 if !rules.twins {
@@ -398,7 +398,9 @@ impl<'a> Merger<'a> {
 
     /// The creation-order step: nvlink's creation order of the sections made so far,
     /// once the sections and the call-graph tables are made, for the symbols step and
-    /// the last one. Reads `out`, `code`, `res` and `bank2` (the banks it made).
+    /// the last one. Reads `out`, `code`, `res` and `banks` (the banks it made); hands on
+    /// the `Order` (held as `order`); after every section but the relocation sections is
+    /// made (`tables` the last).
     pub(super) fn creation_order(&self) -> Order {
         let (created, at) = self.created_sections();
         let ranks = (0..self.out.len())
@@ -409,9 +411,9 @@ impl<'a> Merger<'a> {
 
     /// Output section `id`'s place in nvlink's creation order ([`creation_rank`]).
     pub(super) fn creation_rank_of(&self, id: usize) -> usize {
-        match self.order.ranks.get(id) {
+        match self.order().ranks.get(id) {
             Some(&r) => r,
-            None => self.section_rank_in(&self.order.at, id),
+            None => self.section_rank_in(&self.order().at, id),
         }
     }
 
@@ -514,7 +516,7 @@ impl<'a> Merger<'a> {
         for (id, at) in t.section_symbols() {
             pos[at] = self.creation_rank_of(id);
         }
-        for (p, (_, local)) in self.order.created.iter().enumerate() {
+        for (p, (_, local)) in self.order().created.iter().enumerate() {
             if let Some(at) = local.and_then(|k| t.index_of(&k)) {
                 pos[at] = p;
             }

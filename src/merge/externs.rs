@@ -32,7 +32,7 @@ pub(super) struct ExternRefs {
 impl Merger<'_> {
     /// Reads each live function's own list (before the symbols are numbered: the
     /// prototype table needs to know which driver functions are named). Reads `code` and
-    /// `res`; hands on the `ExternRefs`.
+    /// `res`; hands on the `ExternRefs` (held as `extern_refs`); after `reach`.
     pub(super) fn read_externs(&self) -> Result<ExternRefs> {
         let own: Vec<Vec<SymKey>> = (0..self.code.funcs.len())
             .into_par_iter()
@@ -76,7 +76,7 @@ impl Merger<'_> {
 
     /// The list of every live function, as output symbol indices, by function.
     pub(super) fn extern_lists(&self) -> Vec<Vec<u32>> {
-        let own: Vec<Vec<u32>> = (self.extern_refs.own.iter())
+        let own: Vec<Vec<u32>> = (self.extern_refs().own.iter())
             .map(|l| {
                 let mut out: Vec<u32> = Vec::with_capacity(l.len());
                 for o in l.iter().filter_map(|&k| self.out_index(k)) {
@@ -196,7 +196,7 @@ impl Merger<'_> {
         props: Option<KernelProps>,
         index: impl Fn(u32) -> u32,
     ) {
-        let own = !self.extern_refs.own[f].is_empty();
+        let own = !self.extern_refs().own[f].is_empty();
         let Some(props) = props else {
             if !self.opts.relocatable && !self.code.funcs[f].entry {
                 handed::drop_fragments(recs);
@@ -237,7 +237,7 @@ impl Merger<'_> {
             return false;
         }
         let names = |g: FuncId| {
-            self.extern_refs.own[g]
+            self.extern_refs().own[g]
                 .iter()
                 .any(|&k| self.out_index(k).is_some())
         };
@@ -257,7 +257,7 @@ impl Merger<'_> {
 
     /// How many distinct output symbols function `f`'s own list names.
     fn own_extern_count(&self, f: FuncId) -> usize {
-        let mut own: Vec<usize> = (self.extern_refs.own[f].iter())
+        let mut own: Vec<usize> = (self.extern_refs().own[f].iter())
             .filter_map(|&k| self.out_index(k))
             .collect();
         own.sort_unstable();
@@ -267,7 +267,7 @@ impl Merger<'_> {
 
     /// Whether a function no input defines is named by a live function's list.
     pub(super) fn is_driver_function(&self, k: SymKey) -> bool {
-        self.target(k).is_none() && self.extern_refs.driver.contains(&self.representative(k))
+        self.target(k).is_none() && self.extern_refs().driver.contains(&self.representative(k))
     }
 }
 

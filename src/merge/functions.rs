@@ -290,7 +290,7 @@ impl<'a> Merger<'a> {
     /// nvlink 13.5: a function-pointer table's functions are warned of when the host
     /// code does not launch the kernel that calls through it, not when it does), in the
     /// call graph's node order. Reads `code` and `res`; writes nothing (the warnings go
-    /// to the diagnostics).
+    /// to the diagnostics); after `reach`.
     pub(super) fn address_taken_warnings(&self) -> Result<()> {
         if !self.opts.extra_warnings || self.code.address_taken.is_empty() {
             return Ok(());
@@ -324,7 +324,7 @@ impl<'a> Merger<'a> {
 
     /// Liveness: what the kept kernels and data reach (everything in `-r`, `-g` and
     /// `--preserve-relocs` links). Reads `code` (its calls), `res` and the kernel filter
-    /// (`opts.kernels`); writes `code.live` and `code.reached`.
+    /// (`opts.kernels`); writes `code.live` and `code.reached`; after `functions`.
     pub(super) fn reach(&mut self) {
         let n = self.code.funcs.len();
         let all = self.opts.relocatable || self.keeps_all();
@@ -403,7 +403,8 @@ impl<'a> Merger<'a> {
     /// of the components it calls, made once and shared by every caller, whichever
     /// kernel's tree it falls in; a kernel, which nothing calls in that graph, is a
     /// component of its own, and its reach is its tree.
-    /// Reads `code` (its calls and liveness); writes `code.kernels` and the trees.
+    /// Reads `code` (its calls and liveness); writes `code.kernels` and the trees; after
+    /// `reach`.
     pub(super) fn call_trees(&mut self) {
         let n = self.code.funcs.len();
         let mut start = Vec::with_capacity(n + 1);

@@ -216,8 +216,8 @@ impl Merger<'_> {
     /// Builds the capsule-Mercury half of the image (see the module comment), adding to
     /// `kept` (the relocations step's lists) an empty list for each SASS section whose
     /// Mercury twin keeps relocations; hands on the Mercury symbol table (its section and
-    /// its symbols), which `finish` writes. Reads `code`, `res`, `out`, `symtab`, `shared`,
-    /// `bank2` and `ki` (the records' `EXTERNS` lists and kernels' values); writes `out`,
+    /// its symbols), which `finish` writes. Reads `code`, `res`, `out`, `symtab`, `layout`,
+    /// `banks` and `ki` (the records' `EXTERNS` lists and kernels' values); writes `out`,
     /// `kept` and `tables` (the references of its copies of the call-graph tables).
     pub(super) fn mercury(
         &mut self,
@@ -467,9 +467,9 @@ impl Merger<'_> {
     /// function's symbol.
     fn merc_symbol_table(&mut self, st: &mut Capsules) -> Vec<OutSymbol> {
         // the symbol table: the SASS one without the parameter banks' section symbols
-        let symbols = self.symtab.symbols();
+        let symbols = self.symtab().symbols();
         let mut key_of: Vec<Option<SymKey>> = vec![None; symbols.len()];
-        for (k, o) in self.symtab.mapped() {
+        for (k, o) in self.symtab().mapped() {
             key_of[o] = Some(k);
         }
         st.merc_index = vec![None; symbols.len()];
@@ -513,7 +513,7 @@ impl Merger<'_> {
                     if st.exec && ms.other & STO_SHARED != 0 && s.ty != STT_FUNC {
                         m.other |= s.other & 0x3;
                         if !is_dynamic_shared(ms) {
-                            m.value = s.value.saturating_sub(self.shared.reserve());
+                            m.value = s.value.saturating_sub(self.layout().reserve());
                         }
                     }
                 }
@@ -533,7 +533,7 @@ impl Merger<'_> {
             msyms.push(m);
         }
         for &(id, f) in &st.capsule_fn {
-            if let Some(o) = self.symtab.index_of(&f) {
+            if let Some(o) = self.symtab().index_of(&f) {
                 self.out[id].info = Ref::Raw(st.merc_index[o].unwrap_or(0));
             }
         }

@@ -41,14 +41,18 @@
 //!
 //! The steps hand products on. Held by the merge state, each made by one step and then
 //! read by the later ones (fields private to their files but for `Resolution`'s and
-//! `CodeGraph`'s, which every merge file sees): `Resolution` (resolve.rs, made before
-//! the merge state), `CodeGraph` (functions.rs: made by `functions`, `reach` and
-//! `call_trees`; `.nv.info` lets its call trees go, and reading them outside that span
-//! panics), `ExternRefs` (externs.rs), `Bank2` (bank2.rs), `SharedLayout` (shared.rs),
-//! the creation `Order` (creation.rs; `finish` takes its list of names at the end), the
-//! `SymbolTable` (symbols.rs; `finish` takes its symbols). Nothing but the spine's order
-//! keeps a step from reading the last four before they are made (they are empty until
-//! then); each step's comment says which products it reads and what it writes.
+//! `CodeGraph`'s, which every merge file sees): `Resolution` (`res`: resolve.rs, made
+//! before the merge state), `CodeGraph` (`code`: functions.rs, made by `functions`,
+//! `reach` and `call_trees`; `.nv.info` lets its call trees go, and reading them outside
+//! that span panics), and five made mid-spine, each `None` until its step and read
+//! through an accessor of its field's name that panics before then (`held`):
+//! `ExternRefs` (`extern_refs()`: externs.rs), `Bank2` (`banks()`: bank2.rs),
+//! `SharedLayout` (`layout()`: shared.rs), the creation `Order` (`order()`: creation.rs;
+//! `finish` takes its list of names at the end) and the `SymbolTable` (`symtab()`:
+//! symbols.rs; `finish` takes its symbols). A step run before one it reads panics where
+//! it reads it; a step that needs `code` or `out` filled by an earlier step says which
+//! (its comment's "after ..."): nothing checks those. Each step's comment says which
+//! products it reads (by these names) and what it writes.
 //! Handed by the spine from step to step, so that a step's signature names them: the
 //! sections step's pruned `.debug_frame` pieces (`Frames`, to the relocations), the
 //! relocations' kept lists and failure (`Relocated`: the Mercury step adds to the lists,
@@ -394,20 +398,20 @@ pub fn link_with_steps(
     m.call_trees();
     let register_errors = m.check_register_limits()?;
     m.address_taken_warnings()?;
-    m.extern_refs = m.read_externs()?;
+    m.extern_refs = Some(m.read_externs()?);
     lap("functions");
     m.undefined()?; // (resolve.rs: it needs the live code)
     lap("undefined");
     m.notes(); // (notes.rs: the notes come first in the output)
     let frames = m.sections()?;
     m.constant_data_fits()?;
-    m.bank2 = m.bank2();
+    m.banks = Some(m.bank2());
     lap("sections");
-    m.shared = m.shared();
+    m.layout = Some(m.shared());
     lap("shared");
     let mut tables = m.tables(); // (callgraph.rs: its sections get section symbols)
-    m.order = m.creation_order(); // (creation.rs)
-    m.symtab = m.symbols();
+    m.order = Some(m.creation_order()); // (creation.rs)
+    m.symtab = Some(m.symbols());
     lap("symbols");
     let work = m.relocations(&frames);
     let relocations::Relocated { mut kept, failure } = work.apply(&mut m.out, m.mercury_layout)?;
@@ -454,18 +458,34 @@ struct Merger<'a> {
     /// The image as it is built: its sections, where each input section went
     /// (`output.rs`).
     out: output::Output,
-    /// The output symbol table (`symbols.rs`; empty before that step).
-    symtab: symbols::SymbolTable,
-    /// nvlink's creation order of the sections and local symbols (`creation.rs`).
-    order: creation::Order,
     /// nvlink's sm_100+ layout (`Image::mercury_layout`).
     mercury_layout: bool,
-    /// What the live functions' `EXTERNS` records name (`externs.rs`).
-    extern_refs: externs::ExternRefs,
-    /// Where the device functions' bank-2 data went (`bank2.rs`).
-    bank2: bank2::Bank2,
-    /// Shared memory as the `shared` step laid it out (`shared.rs`).
-    shared: shared::SharedLayout,
+    // The products made mid-spine and read by several later steps, held here rather
+    // than handed; each is `None` until its step and read through an accessor that
+    // panics before it (`held`), so a step moved before what it reads fails at once.
+    /// What the live functions' `EXTERNS` records name (`externs.rs`, made by
+    /// `read_externs`).
+    extern_refs: Option<externs::ExternRefs>,
+    /// Where the device functions' bank-2 data went (`bank2.rs`, made by `bank2`).
+    banks: Option<bank2::Bank2>,
+    /// Shared memory's layout (`shared.rs`, made by `shared`).
+    layout: Option<shared::SharedLayout>,
+    /// nvlink's creation order of the sections and local symbols (`creation.rs`, made by
+    /// `creation_order`).
+    order: Option<creation::Order>,
+    /// The output symbol table (`symbols.rs`, made by `symbols`).
+    symtab: Option<symbols::SymbolTable>,
+}
+
+/// Held product `name`, which step `step` (a method the spine calls) makes: reading it
+/// before is a bug in the spine's order, not in the input.
+fn held<'p, T>(product: &'p Option<T>, name: &str, step: &str) -> &'p T {
+    (product.as_ref()).unwrap_or_else(|| panic!("`{name}` read before `{step}` made it"))
+}
+
+/// Held product `name` to take from (`finish`), as `held`.
+fn held_mut<'p, T>(product: &'p mut Option<T>, name: &str, step: &str) -> &'p mut T {
+    (product.as_mut()).unwrap_or_else(|| panic!("`{name}` taken before `{step}` made it"))
 }
 
 impl<'a> Merger<'a> {
@@ -484,13 +504,38 @@ impl<'a> Merger<'a> {
             res,
             code: functions::CodeGraph::new(inputs),
             out: Default::default(),
-            symtab: symbols::SymbolTable::new(inputs),
-            order: Default::default(),
             mercury_layout: opts.target.is_some_and(|t| t.sm >= 100),
-            extern_refs: externs::ExternRefs::default(),
-            bank2: Default::default(),
-            shared: Default::default(),
+            extern_refs: None,
+            banks: None,
+            layout: None,
+            order: None,
+            symtab: None,
         }
+    }
+
+    /// What the live functions' `EXTERNS` records name: made by `read_externs`.
+    fn extern_refs(&self) -> &externs::ExternRefs {
+        held(&self.extern_refs, "extern_refs", "read_externs")
+    }
+
+    /// Where the device functions' bank-2 data went: made by `bank2`.
+    fn banks(&self) -> &bank2::Bank2 {
+        held(&self.banks, "banks", "bank2")
+    }
+
+    /// Shared memory's layout: made by `shared`.
+    fn layout(&self) -> &shared::SharedLayout {
+        held(&self.layout, "layout", "shared")
+    }
+
+    /// nvlink's creation order: made by `creation_order`.
+    fn order(&self) -> &creation::Order {
+        held(&self.order, "order", "creation_order")
+    }
+
+    /// The output symbol table: made by `symbols`.
+    fn symtab(&self) -> &symbols::SymbolTable {
+        held(&self.symtab, "symtab", "symbols")
     }
 
     /// Debug links, and `--preserve-relocs` links (nvlink lays them out the same way):
@@ -568,12 +613,12 @@ impl<'a> Merger<'a> {
         let s = self.sym(k);
         if s.ty == STT_SECTION {
             let &(id, _) = self.out.placed(&SecKey::new(k.input, s.shndx as usize))?;
-            return self.symtab.section_symbol(id);
+            return self.symtab().section_symbol(id);
         }
         if s.bind == STB_LOCAL {
-            return self.symtab.index_of(&k);
+            return self.symtab().index_of(&k);
         }
-        self.symtab.index_of(&self.representative(k))
+        self.symtab().index_of(&self.representative(k))
     }
 
     /// Whether the symbol is a global definition another input's definition replaced.
@@ -637,7 +682,7 @@ impl<'a> Merger<'a> {
             return (v, 0, true);
         }
         if s.ty != STT_SECTION
-            && let Some(o) = self.shared.offset(self.representative(k))
+            && let Some(o) = self.layout().offset(self.representative(k))
         {
             return (o, 0, true);
         }

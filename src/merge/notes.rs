@@ -10,7 +10,8 @@ const TOOLKIT_VERSION: u32 = 135;
 
 impl<'a> Merger<'a> {
     /// The notes (`.note.nv.tkinfo`, `.note.nv.cuinfo`) and `.nv.compat`, first in the
-    /// output. Reads the inputs' notes and `opts`; writes `out`.
+    /// output. Reads the inputs' notes and `opts`; writes `out`; before `sections`
+    /// (what `out` holds first comes first in the image).
     pub(super) fn notes(&mut self) {
         let mut tk = match self.opts.jit_note {
             // (libnvJitLink's words: an image made in memory, by its API)
@@ -179,8 +180,8 @@ impl<'a> Merger<'a> {
     /// The image handed to the writer: the kept relocation lists (`kept`, the
     /// relocations and Mercury steps') made sections, every section in nvlink's final
     /// order, the symbol table and the Mercury one (`merc_symbols`) renumbered to it; the
-    /// prototypes' strings (`tables`) placed. Reads `shared` and `bank2` (the null
-    /// symbol's value); takes `out`, `symtab` and `order`'s list of names.
+    /// prototypes' strings (`tables`) placed. Reads `layout` and `banks` (the null
+    /// symbol's value); takes `out`, `symtab` and `order`'s list of names; the last step.
     pub(super) fn finish(
         &mut self,
         kept: Vec<relocations::KeptList>,
@@ -198,7 +199,7 @@ impl<'a> Merger<'a> {
                 RelocList::Resolved => (".nv.resolvedrela", SHT_CUDA_RESOLVED_RELA, 24),
             };
             // (the name an input's relocation section has, shared, when one has it)
-            let name = creation::joined(prefix, &self.out[out_id].name, |n| self.order.name(n))
+            let name = creation::joined(prefix, &self.out[out_id].name, |n| self.order().name(n))
                 .unwrap_or_else(|| creation::concat(prefix, &self.out[out_id].name));
             let mut o = OutSection::new(name, ty, SHF_INFO_LINK);
             o.align = 8;
@@ -210,7 +211,8 @@ impl<'a> Merger<'a> {
         }
         // final order
         // (by rank, then in nvlink's creation order within a rank)
-        let mut created = self.order.take_created();
+        let mut created =
+            super::held_mut(&mut self.order, "order", "creation_order").take_created();
         created.retain(|c| !creation::is_copy_name(&c.0));
         let order = self.final_order();
         let mut new_index = vec![0usize; self.out.len()];
@@ -247,7 +249,7 @@ impl<'a> Merger<'a> {
                 s
             })
             .collect();
-        let listed: HashSet<&str> = (self.symtab.symbols().iter())
+        let listed: HashSet<&str> = (self.symtab().symbols().iter())
             .map(|s| s.name.as_str())
             .collect();
         let created_globals = match self.mercury_layout {
@@ -259,16 +261,17 @@ impl<'a> Merger<'a> {
             false => creation::created_strtab(&created, &listed),
         };
         drop(listed);
-        let symbols: Vec<OutSymbol> = (self.symtab.take_symbols())
-            .into_iter()
-            .map(|mut s| {
-                s.section = s.section.map(|i| new_index[i]);
-                s
-            })
-            .collect();
+        let symbols: Vec<OutSymbol> = (super::held_mut(&mut self.symtab, "symtab", "symbols")
+            .take_symbols())
+        .into_iter()
+        .map(|mut s| {
+            s.section = s.section.map(|i| new_index[i]);
+            s
+        })
+        .collect();
         // the text section's sh_info names its function symbol
         let mut sections = sections;
-        for (k, f_idx) in self.symtab.mapped() {
+        for (k, f_idx) in self.symtab().mapped() {
             if let Some(f) = self.func_defined_by(k) {
                 let i = self.code.funcs[f].key.input;
                 if let Some(&(t, _)) = self.out.placed(&SecKey::new(i, self.code.funcs[f].text)) {
@@ -321,8 +324,8 @@ impl<'a> Merger<'a> {
             program_headers: exec,
             mercury_layout: self.mercury_layout,
             merc_symbols,
-            null_symbol_value: (self.bank2.null_symbol_value())
-                .unwrap_or(self.shared.null_symbol_value()),
+            null_symbol_value: (self.banks().null_symbol_value())
+                .unwrap_or(self.layout().null_symbol_value()),
         }
     }
 }

@@ -226,7 +226,7 @@ impl<'a> Merger<'a> {
             .filter(|&f| self.code.live[f] && self.code.funcs[f].entry && self.reached(f))
             .filter_map(|f| {
                 Some((
-                    self.symtab.index_of(&self.code.funcs[f].key)?,
+                    self.symtab().index_of(&self.code.funcs[f].key)?,
                     props[&f].stack,
                 ))
             })

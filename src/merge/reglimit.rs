@@ -59,7 +59,8 @@ impl Merger<'_> {
     /// The limit check (see the module comment): nvlink's error lines, which the merge
     /// reports after the `.nv.info` step's warnings, as nvlink does; nvlink's call lists
     /// are built only when a kernel with a limit reaches a function above it. Reads
-    /// `code` (the trees, the functions' counts) and `res`; writes nothing.
+    /// `code` (the trees, the functions' counts) and `res`; writes nothing; after
+    /// `call_trees`.
     pub(super) fn check_register_limits(&self) -> Result<Vec<String>> {
         if self.opts.relocatable {
             return Ok(Vec::new());

@@ -179,11 +179,12 @@ impl RelocWork {
 impl<'a> Merger<'a> {
     /// What becomes of every relocation of the live code and data, decided per input in
     /// parallel, reading only (`RelocWork::apply` makes it in the output). Reads the
-    /// symbols' definitions (`res`), the live code (`code`), where each input section
-    /// went and the sections written from an input's mapping (`out`), the output symbol
-    /// table (`symtab`, through `out_index`), shared-memory offsets (`shared`, through
-    /// `link_value`) and `frames`, the `.debug_frame` pieces the sections step pruned,
-    /// whose entries moved.
+    /// inputs' relocation entries (`parsed`), the symbols' definitions (`res`), the live
+    /// code (`code`), where each input section went, the sections written from an
+    /// input's mapping and the size of `.nv.constant3` (`out`, the last through
+    /// `linker_value`), the output symbol table (`symtab`, through `out_index`),
+    /// shared-memory offsets (`layout`, directly and through `link_value`) and `frames`,
+    /// the `.debug_frame` pieces the sections step pruned, whose entries moved.
     pub(super) fn relocations(&self, frames: &sections::Frames) -> RelocWork {
         RelocWork(
             (0..self.inputs.len())
@@ -378,7 +379,7 @@ impl<'a> Merger<'a> {
         let mut unseen = false;
         if is_dynamic_shared(sym)
             && let Some(func) = sec.func
-            && let Some(o) = self.shared.dynamic_offset(func, self.representative(k))
+            && let Some(o) = self.layout().dynamic_offset(func, self.representative(k))
         {
             (value, resolvable_here) = (o, true);
             unseen = o == u64::MAX;
@@ -418,7 +419,7 @@ impl<'a> Merger<'a> {
             && unseen
             && exec
             && self.preserving_only()
-            && self.shared.debug_holds_variables()
+            && self.layout().debug_holds_variables()
             && f.out_index.is_none()
             && out.failure.is_none()
         {

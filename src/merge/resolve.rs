@@ -309,7 +309,7 @@ fn settled(inputs: &[Input], res: &Resolution) -> Vec<Vec<(Option<SymKey>, SymKe
 impl<'a> Merger<'a> {
     /// nvlink's errors for the references no input defines, once the live code is known
     /// (what only removed code refers to is no error). Reads `res` and `code`; writes
-    /// nothing (the errors go to the diagnostics).
+    /// nothing (the errors go to the diagnostics); after `reach`.
     pub(super) fn undefined(&self) -> Result<()> {
         if self.opts.relocatable {
             return Ok(());

@@ -59,7 +59,7 @@ impl<'a> Merger<'a> {
     /// Places every kept input section in the output; hands on the sm_100+ `.debug_frame`
     /// pieces it pruned, whose relocations move with their entries. Reads `code` (what is
     /// live, which sections are a function's) and `res`; writes `out` (its sections, where
-    /// each input section went, which get a section symbol).
+    /// each input section went, which get a section symbol); after `reach` and `notes`.
     pub(super) fn sections(&mut self) -> Result<Frames> {
         let exec = !self.opts.relocatable;
         let mut frames = Frames::default();
@@ -415,7 +415,7 @@ impl Merger<'_> {
     /// links such a program with them all (docs/rules/differences.md), but refuses it when
     /// the variables the kept code reads alone take more (an attacker's two 32 KiB tables
     /// and a byte, each read by a kept kernel: 0x10001 bytes, nvlink's figure too).
-    /// Reads `out` and `code`; writes nothing.
+    /// Reads `out` and `code`; writes nothing; after `sections`.
     pub(super) fn constant_data_fits(&self) -> Result<()> {
         let mut size = (self.out.iter())
             .filter(|o| o.name == ".nv.constant3")

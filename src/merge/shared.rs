@@ -121,7 +121,10 @@ impl<'a> Merger<'a> {
 
     /// The shared memory step: the windows made (output sections), the layout the later
     /// steps read returned. Reads `code` (the trees, each function's shared variables),
-    /// `res` and `out` (where the inputs' shared sections went); writes `out`.
+    /// `res` and `out` (where the inputs' shared sections went); writes `out`; hands on
+    /// the `SharedLayout` (held as `layout`); after `sections` (which placed the inputs'
+    /// shared sections: run before it, the windows lose their `sh_info`, silently) and
+    /// before `creation_order` (which orders the windows it made).
     pub(super) fn shared(&mut self) -> SharedLayout {
         let mut laid = SharedLayout::default();
         if self.opts.relocatable {

@@ -20,7 +20,7 @@ pub(super) struct SymbolTable {
 }
 
 impl SymbolTable {
-    /// An empty table for `inputs` (what the steps before the symbols step see).
+    /// An empty table for `inputs`, which the symbols step fills.
     pub(super) fn new(inputs: &[Input]) -> SymbolTable {
         SymbolTable {
             symbols: Vec::new(),
@@ -145,8 +145,9 @@ impl SymMap {
 impl<'a> Merger<'a> {
     /// The symbols step: the output symbol table, once the sections are made and their
     /// creation order known ([`Merger::creation_order`]). Reads `out`, `order`, `res`,
-    /// `code`, `shared` (which shared variables keep a symbol) and `extern_refs` (the
-    /// driver's functions a live list names); writes nothing (hands on the table).
+    /// `code`, `layout` (which shared variables keep a symbol) and `extern_refs` (the
+    /// driver's functions a live list names); writes nothing (hands on the table, held as
+    /// `symtab`).
     pub(super) fn symbols(&self) -> SymbolTable {
         let exec = !self.opts.relocatable;
         let mut t = SymbolTable::new(self.inputs);
@@ -262,8 +263,8 @@ impl<'a> Merger<'a> {
         if !self.opts.preserve_relocs
             || self.opts.debug
             || self.mercury_layout
-            || !self.shared.debug_holds_variables()
-            || self.shared.reserve() == 0
+            || !self.layout().debug_holds_variables()
+            || self.layout().reserve() == 0
             || !is_dynamic_shared(sym)
             || t.of.get(&k).is_some()
         {
@@ -276,7 +277,7 @@ impl<'a> Merger<'a> {
             k,
             OutSymbol {
                 name: sym.name.clone(),
-                value: self.shared.reserve().wrapping_sub(1),
+                value: self.layout().reserve().wrapping_sub(1),
                 size: sym.size,
                 bind: STB_GLOBAL,
                 ty: STT_OBJECT,
@@ -289,14 +290,14 @@ impl<'a> Merger<'a> {
     /// Debug links keep the symbol of a shared variable at its offset in the window that
     /// holds it (`SharedLayout::home`), as a local unless it is a global in `.nv_debug.shared`.
     fn debug_shared_symbol(&self, t: &mut SymbolTable, k: SymKey) {
-        let (Some(Some(home)), Some(o)) = (self.shared.home(k), self.shared.offset(k)) else {
+        let (Some(Some(home)), Some(o)) = (self.layout().home(k), self.layout().offset(k)) else {
             return;
         };
         let sym = self.sym(k);
         // (a global one stays global in `.nv_debug.shared`; a dynamic array's value there
         // is its offset, after the reservation only when other variables are there too:
         // read off nvlink)
-        let before_reserve = is_dynamic_shared(sym) && !self.shared.debug_holds_variables();
+        let before_reserve = is_dynamic_shared(sym) && !self.layout().debug_holds_variables();
         let global = sym.bind != STB_LOCAL && self.out[home].name == ".nv_debug.shared";
         t.push(
             k,
@@ -305,7 +306,7 @@ impl<'a> Merger<'a> {
                 value: if before_reserve {
                     o
                 } else {
-                    o + self.shared.reserve()
+                    o + self.layout().reserve()
                 },
                 size: sym.size,
                 bind: if global { sym.bind } else { STB_LOCAL },

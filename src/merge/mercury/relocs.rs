@@ -50,7 +50,7 @@ impl Merger<'_> {
         // (a replaced copy's bank-2 relocations come right after its kept copy's, as
         // the input has them: Mercury sections (input, section))
         let merc = |k: &SecKey| Some((k.input, *st.views[k.input].merc_of.get(&k.sec)?));
-        let copies: Vec<(MercSection, Vec<MercSection>)> = (self.bank2.replaced_copies())
+        let copies: Vec<(MercSection, Vec<MercSection>)> = (self.banks().replaced_copies())
             .iter()
             .filter_map(|(kept, gone)| Some((merc(kept)?, gone.iter().filter_map(merc).collect())))
             .collect();
@@ -221,7 +221,7 @@ impl Merger<'_> {
                 .get(&rs_info)
                 .and_then(|&t| self.code.func_of_text.get(&SecKey::new(i, t)))
         {
-            resolvable |= (self.shared)
+            resolvable |= (self.layout())
                 .dynamic_offset(*f, self.representative(k))
                 .is_some();
         }
