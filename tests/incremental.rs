@@ -908,3 +908,36 @@ fn a_link_in_the_daemon_asks_that_daemon_for_the_background_build() {
     let strays: Vec<_> = stray.exists().then_some(stray).into_iter().collect();
     assert!(strays.is_empty(), "a second daemon: {strays:?}");
 }
+
+/// A link with an input that is not a regular file (a FIFO its writer fed once) asks the
+/// daemon for no background build, and says why under `-v` (the build, which reads the
+/// inputs again, blocked on the FIFO and held the daemon's one worker for its hour's
+/// limit: attacker review, 2026-12-02).
+#[test]
+fn an_input_that_is_no_regular_file_is_never_built_in_the_background() {
+    let runtime = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let env = [
+        ("XDG_RUNTIME_DIR", runtime.path().to_str().unwrap()),
+        ("NVLINKRS_DAEMON", "1"),
+        ("NVLINKRS_DAEMON_IDLE", "60"),
+    ];
+    let mut st = program(&["st_a_90.o", "st_b_90.o", "st_main_90.o"]);
+    let fifo = runtime.path().join("main.fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let bytes = std::fs::read(&st[2]).unwrap();
+    let path = fifo.clone();
+    let writer = std::thread::spawn(move || std::fs::write(path, bytes));
+    st[2] = fifo.clone();
+    let mut a = args(90, &st, &["-v"]);
+    a.push("--incremental".into());
+    let first = link(&a, None, Some(cache.path()), &env);
+    writer.join().unwrap().unwrap();
+    let said = format!(
+        "incremental LTO: the partitions are not built in the background: the input '{}' is not a regular file",
+        fifo.display()
+    );
+    assert!(first.messages.contains(&said), "{}", first.messages);
+    common::wait_background_idle(runtime.path());
+}

@@ -11,6 +11,7 @@
 //! takes the place of one still queued: rapid edits queue one build, not one per edit.
 //! At most [`MAX_QUEUED`] jobs wait; past that the oldest is dropped (its link's next
 //! relink asks again).
+//! A link with an input that is not a regular file (a FIFO, a device) asks for none.
 //! `daemon status` reports the queue (`idle` when empty). The link asking for it does so
 //! through [`request`], once it is done.
 
@@ -140,6 +141,19 @@ pub fn request(
     what: &str,
 ) {
     if is_background(env) || req.nvjitlink {
+        return;
+    }
+    // (the build reads the inputs again when it runs: one that is not a regular file, a
+    // FIFO or a device, would not give it what this link read, and a FIFO's read would
+    // hold the daemon's one worker until a writer came)
+    let odd = (req.inputs.iter()).find(|p| !std::fs::metadata(p).is_ok_and(|m| m.is_file()));
+    if let Some(odd) = odd {
+        if req.verbose {
+            let shown = odd.display();
+            diag.info(&format!(
+                "{what} are not built in the background: the input '{shown}' is not a regular file"
+            ));
+        }
         return;
     }
     let args: Vec<String> = std::env::args().skip(1).collect();
