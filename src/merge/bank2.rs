@@ -24,7 +24,8 @@ use super::mercury::Capsules;
 use super::*;
 
 /// The step's product: where each function's bank-2 data went (fields written by this
-/// step alone; the later steps read them through the accessors).
+/// step alone; the later steps read them through `Merger::banks` and the accessors
+/// below, this file's Mercury half through the field).
 #[derive(Default)]
 pub(super) struct Bank2 {
     /// The kernels' banks this step made (kernels without data of their own), in
@@ -105,8 +106,10 @@ impl<'a> Merger<'a> {
     /// and left the device functions' out): see the module's comment. Writes the
     /// kernels' banks into the output (making those of kernels without data of their
     /// own) and places the device functions' pieces; hands on where they went. Reads
-    /// `code` (the trees, liveness), `res` (replaced copies) and `out` (where the kernels'
-    /// own banks went); writes `out`; hands on the `Bank2` (held as `banks`).
+    /// `code` (the trees, liveness), `res` (replaced copies), `opts` (`-r` keeps each
+    /// function's bank) and `out` (where the kernels' own banks went); writes `out` (the
+    /// banks it makes get section symbols); hands on the `Bank2` (held as `banks`); after
+    /// `call_trees` and `sections`.
     pub(super) fn bank2(&mut self) -> Bank2 {
         let mut b2 = Bank2::default();
         if self.opts.relocatable {

@@ -398,9 +398,12 @@ impl<'a> Merger<'a> {
 
     /// The creation-order step: nvlink's creation order of the sections made so far,
     /// once the sections and the call-graph tables are made, for the symbols step and
-    /// the last one. Reads `out`, `code`, `res` and `banks` (the banks it made); hands on
-    /// the `Order` (held as `order`); after every section but the relocation sections is
-    /// made (`tables` the last).
+    /// the last one. Reads `out`, `code`, `res`, `opts`, `mercury_layout` and `banks`
+    /// (the banks it made); hands on the `Order` (held as `order`); after `notes`,
+    /// `sections`, `bank2`, `shared` and `tables`, whose sections it orders (the sections
+    /// made after it, `.nv.info`'s, the Mercury ones and the kept relocation sections,
+    /// are ranked by their names as they come: `creation_rank_of`); nothing checks
+    /// that.
     pub(super) fn creation_order(&self) -> Order {
         let (created, at) = self.created_sections();
         let ranks = (0..self.out.len())

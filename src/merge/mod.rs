@@ -23,7 +23,8 @@
 //! - `sections.rs` (`sections`, `constant_data_fits`): input sections placed (function
 //!   sections one to one, shared names as pieces), sm_100+ `.debug_frame` pieces pruned;
 //!   nvlink's limit on constant data checked.
-//! - `bank2.rs`: the device functions' constant bank 2 merged into their kernels' banks.
+//! - `bank2.rs` (`bank2`): the device functions' constant bank 2 merged into their
+//!   kernels' banks (its Mercury twins, `merc_banks`, made in the Mercury step).
 //! - `shared.rs`: shared memory laid out per kernel: the `SharedLayout` product.
 //! - `callgraph.rs` (`tables`): `.nv.callgraph`, `.nv.prototype`, `.nv.rel.action` made
 //!   before the symbols, whose section symbols they get (filled in later).
@@ -45,14 +46,17 @@
 //! before the merge state), `CodeGraph` (`code`: functions.rs, made by `functions`,
 //! `reach` and `call_trees`; `.nv.info` lets its call trees go, and reading them outside
 //! that span panics), and five made mid-spine, each `None` until its step and read
-//! through an accessor of its field's name that panics before then (`held`):
+//! through an accessor of its field's name that panics before then (`held`; a loop
+//! that adds to `out` while it reads one, and `finish`, which takes from two, call
+//! `held` or `held_mut` on the field itself):
 //! `ExternRefs` (`extern_refs()`: externs.rs), `Bank2` (`banks()`: bank2.rs),
 //! `SharedLayout` (`layout()`: shared.rs), the creation `Order` (`order()`: creation.rs;
 //! `finish` takes its list of names at the end) and the `SymbolTable` (`symtab()`:
 //! symbols.rs; `finish` takes its symbols). A step run before one it reads panics where
-//! it reads it; a step that needs `code` or `out` filled by an earlier step says which
-//! (its comment's "after ..."): nothing checks those. Each step's comment says which
-//! products it reads (by these names) and what it writes.
+//! it reads it, on the paths that read it. A step that needs `code` or `out` filled by
+//! an earlier step says which in its comment ("after ..."): nothing checks those, and a
+//! step taking `&mut self` may write any of the merge state. Each step's comment says
+//! which products it reads (by these names) and what it writes.
 //! Handed by the spine from step to step, so that a step's signature names them: the
 //! sections step's pruned `.debug_frame` pieces (`Frames`, to the relocations), the
 //! relocations' kept lists and failure (`Relocated`: the Mercury step adds to the lists,

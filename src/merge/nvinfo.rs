@@ -32,9 +32,11 @@ impl KernelInfo {
 impl<'a> Merger<'a> {
     /// Adds `.nv.info` and each live function's `.nv.info.<fn>` to the output; hands
     /// on each function's `EXTERNS` list and each kernel's registers, stack and barriers,
-    /// which the Mercury step's copies of the records read. Reads `code` (the trees, which
-    /// it then lets go), the inputs' records (`parsed`), `res`, `extern_refs` and `symtab`;
-    /// writes `out`.
+    /// which the Mercury step's copies of the records read. Reads `code` (the trees), the
+    /// inputs' records (`parsed`), `res`, `out` (where the functions went), `extern_refs`
+    /// and `symtab`; writes `out` and `code` (it lets the trees go) and says its warnings
+    /// and errors; after `symbols` (the records' symbol indices). The spine reports the
+    /// register limits' errors and the relocations' failure after it, in nvlink's order.
     pub(super) fn info(&mut self) -> Result<KernelInfo> {
         let exec = !self.opts.relocatable;
         let ki = KernelInfo {
