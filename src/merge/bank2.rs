@@ -24,8 +24,8 @@ use super::mercury::Capsules;
 use super::*;
 
 /// The step's product: where each function's bank-2 data went (fields written by this
-/// step alone; the later steps read them through `Merger::banks` and the accessors
-/// below, this file's Mercury half through the field).
+/// step alone; the later steps, handed it, read them through the accessors below, this
+/// file's Mercury half through the field).
 #[derive(Default)]
 pub(super) struct Bank2 {
     /// The kernels' banks this step made (kernels without data of their own), in
@@ -108,7 +108,7 @@ impl<'a> Merger<'a> {
     /// own) and places the device functions' pieces; hands on where they went. Reads
     /// `code` (the trees, liveness), `res` (replaced copies), `opts` (`-r` keeps each
     /// function's bank) and `out` (where the kernels' own banks went); writes `out` (the
-    /// banks it makes get section symbols); hands on the `Bank2` (held as `banks`); after
+    /// banks it makes get section symbols); hands on the `Bank2`; after
     /// `call_trees` and `sections`.
     pub(super) fn bank2(&mut self) -> Bank2 {
         let mut b2 = Bank2::default();
@@ -310,13 +310,8 @@ impl Merger<'_> {
     /// kernel's capsule. A device function's piece is in every bank of a kernel that
     /// reaches it, so its Mercury relocations (the jump table's code offsets) are copied
     /// into each (`Capsules::copies`, read by `merc_relocations`).
-    pub(super) fn merc_banks(&mut self, st: &mut Capsules) {
-        // (`banks()` borrows all of `self`; the loop adds to `self.out`)
-        for (place, (sass, kernel, pieces)) in super::held(&self.banks, "banks", "bank2")
-            .banks
-            .iter()
-            .enumerate()
-        {
+    pub(super) fn merc_banks(&mut self, banks: &Bank2, st: &mut Capsules) {
+        for (place, (sass, kernel, pieces)) in banks.banks.iter().enumerate() {
             let twins: Vec<(usize, usize, u64)> = (pieces.iter())
                 .filter_map(|&(SecKey { input: i, sec }, base)| {
                     Some((i, *st.views[i].merc_of.get(&sec)?, base))

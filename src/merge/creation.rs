@@ -115,7 +115,10 @@ impl<'a> Merger<'a> {
     /// functions and data objects where nvlink meets them (`Some`: their symbols, and
     /// in `.strtab` the names of those the image keeps, come there).
     /// Also returns where each section name comes in the list.
-    pub(super) fn created_sections(&self) -> (Vec<Created>, HashMap<Name, usize>) {
+    pub(super) fn created_sections(
+        &self,
+        banks: &super::bank2::Bank2,
+    ) -> (Vec<Created>, HashMap<Name, usize>) {
         let mut made = Made::default();
         for n in FIRST {
             // (`.nv.compat` where the image has one: none below sm_80)
@@ -147,7 +150,7 @@ impl<'a> Merger<'a> {
         for n in LAST {
             if n == ".nv.rel.action" {
                 // (the kernels' banks `bank2` made, where nvlink makes them)
-                for &id in self.banks().made() {
+                for &id in banks.made() {
                     made.add(self.out[id].name.clone(), None);
                 }
                 if !rules.twins {
@@ -399,13 +402,13 @@ impl<'a> Merger<'a> {
     /// The creation-order step: nvlink's creation order of the sections made so far,
     /// once the sections and the call-graph tables are made, for the symbols step and
     /// the last one. Reads `out`, `code`, `res`, `opts`, `mercury_layout` and `banks`
-    /// (the banks it made); hands on the `Order` (held as `order`); after `notes`,
+    /// (the banks `bank2` made); hands on the `Order`; after `notes`,
     /// `sections`, `bank2`, `shared` and `tables`, whose sections it orders (the sections
     /// made after it, `.nv.info`'s, the Mercury ones and the kept relocation sections,
     /// are ranked by their names as they come: `creation_rank_of`); nothing checks
     /// that.
-    pub(super) fn creation_order(&self) -> Order {
-        let (created, at) = self.created_sections();
+    pub(super) fn creation_order(&self, banks: &super::bank2::Bank2) -> Order {
+        let (created, at) = self.created_sections(banks);
         let ranks = (0..self.out.len())
             .map(|id| self.section_rank_in(&at, id))
             .collect();
@@ -413,10 +416,10 @@ impl<'a> Merger<'a> {
     }
 
     /// Output section `id`'s place in nvlink's creation order ([`creation_rank`]).
-    pub(super) fn creation_rank_of(&self, id: usize) -> usize {
-        match self.order().ranks.get(id) {
+    pub(super) fn creation_rank_of(&self, order: &Order, id: usize) -> usize {
+        match order.ranks.get(id) {
             Some(&r) => r,
-            None => self.section_rank_in(&self.order().at, id),
+            None => self.section_rank_in(&order.at, id),
         }
     }
 
@@ -513,13 +516,13 @@ impl<'a> Merger<'a> {
     /// where nvlink met it, among the section symbols (a static function's right before
     /// its code's, a string constant `$str` right after its `.nv.global.init`); the
     /// others keep their order after those.
-    pub(super) fn interleave_locals(&self, t: &mut symbols::SymbolTable) {
+    pub(super) fn interleave_locals(&self, order: &Order, t: &mut symbols::SymbolTable) {
         let n = t.symbols().len();
         let mut pos = vec![usize::MAX; n];
         for (id, at) in t.section_symbols() {
-            pos[at] = self.creation_rank_of(id);
+            pos[at] = self.creation_rank_of(order, id);
         }
-        for (p, (_, local)) in self.order().created.iter().enumerate() {
+        for (p, (_, local)) in order.created.iter().enumerate() {
             if let Some(at) = local.and_then(|k| t.index_of(&k)) {
                 pos[at] = p;
             }

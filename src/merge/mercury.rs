@@ -222,6 +222,7 @@ impl Merger<'_> {
     pub(super) fn mercury(
         &mut self,
         ki: &nvinfo::KernelInfo,
+        banks: &bank2::Bank2,
         tables: &mut callgraph::Tables,
         kept: &mut Vec<KeptList>,
     ) -> Result<Option<MercSymbols>> {
@@ -273,10 +274,10 @@ impl Merger<'_> {
         st.symtab = self.new_section(sym, false);
         self.merc_capsules(&mut st);
         self.merc_sections(&mut st);
-        self.merc_banks(&mut st); // (bank2.rs)
+        self.merc_banks(banks, &mut st); // (bank2.rs)
         self.merc_tables(&mut st);
         let msyms = self.merc_symbol_table(&mut st);
-        self.merc_relocations(&st, kept)?;
+        self.merc_relocations(&st, banks, kept)?;
         self.merc_info(&st, ki, tables)?;
         Ok(Some((st.symtab, msyms)))
     }

@@ -45,20 +45,20 @@
 //! `CodeGraph`'s, which every merge file sees): `Resolution` (`res`: resolve.rs, made
 //! before the merge state), `CodeGraph` (`code`: functions.rs, made by `functions`,
 //! `reach` and `call_trees`; `.nv.info` lets its call trees go, and reading them outside
-//! that span panics), and five made mid-spine, each `None` until its step and read
-//! through an accessor of its field's name that panics before then (`held`; a loop
-//! that adds to `out` while it reads one, and `finish`, which takes from two, call
-//! `held` or `held_mut` on the field itself):
-//! `ExternRefs` (`extern_refs()`: externs.rs), `Bank2` (`banks()`: bank2.rs),
-//! `SharedLayout` (`layout()`: shared.rs), the creation `Order` (`order()`: creation.rs;
-//! `finish` takes its list of names at the end) and the `SymbolTable` (`symtab()`:
-//! symbols.rs; `finish` takes its symbols). A step run before one it reads panics where
-//! it reads it, on the paths that read it. A step that needs `code` or `out` filled by
+//! that span panics), and three made mid-spine and read deep in later steps' helpers,
+//! each `None` until its step and read through an accessor of its field's name that
+//! panics before then (`held`; `finish`, which takes the symbols, calls `held_mut`):
+//! `ExternRefs` (`extern_refs()`: externs.rs), `SharedLayout` (`layout()`: shared.rs)
+//! and the `SymbolTable` (`symtab()`: symbols.rs). A step run before one it reads
+//! panics where it reads it, on the paths that read it. A step that needs `code` or `out` filled by
 //! an earlier step says which in its comment ("after ..."): nothing checks those, and a
 //! step taking `&mut self` may write any of the merge state. Each step's comment says
 //! which products it reads (by these names) and what it writes.
 //! Handed by the spine from step to step, so that a step's signature names them: the
-//! sections step's pruned `.debug_frame` pieces (`Frames`, to the relocations), the
+//! device functions' bank-2 places (`Bank2`, to the creation order, the Mercury step and
+//! `finish`), nvlink's creation `Order` (to the symbols and `finish`, which takes its
+//! list of names), the sections step's pruned `.debug_frame` pieces (`Frames`, to the
+//! relocations), the
 //! relocations' kept lists and failure (`Relocated`: the Mercury step adds to the lists,
 //! the spine reports the failure, `finish` makes sections of the lists), `KernelInfo`
 //! (nvinfo.rs, to the Mercury step), the call-graph `Tables` (made by `tables`, filled by
@@ -409,13 +409,13 @@ pub fn link_with_steps(
     m.notes(); // (notes.rs: the notes come first in the output)
     let frames = m.sections()?;
     m.constant_data_fits()?;
-    m.banks = Some(m.bank2());
+    let banks = m.bank2();
     lap("sections");
     m.layout = Some(m.shared());
     lap("shared");
     let mut tables = m.tables(); // (callgraph.rs: its sections get section symbols)
-    m.order = Some(m.creation_order()); // (creation.rs)
-    m.symtab = Some(m.symbols());
+    let mut order = m.creation_order(&banks); // (creation.rs)
+    m.symtab = Some(m.symbols(&order));
     lap("symbols");
     let work = m.relocations(&frames);
     let relocations::Relocated { mut kept, failure } = work.apply(&mut m.out, m.mercury_layout)?;
@@ -439,9 +439,9 @@ pub fn link_with_steps(
         m.dump_callgraph()?;
     }
     lap("callgraph");
-    let merc_symbols = m.mercury(&kernel_info, &mut tables, &mut kept)?;
+    let merc_symbols = m.mercury(&kernel_info, &banks, &mut tables, &mut kept)?;
     lap("mercury");
-    let image = m.finish(kept, merc_symbols, tables);
+    let image = m.finish(kept, merc_symbols, tables, &mut order, &banks);
     ctx.dispose(m);
     // (freed, not left to the exit: the writer reuses their room, 0.3 MB off the
     // 128-unit link's peak)
@@ -464,19 +464,14 @@ struct Merger<'a> {
     out: output::Output,
     /// nvlink's sm_100+ layout (`Image::mercury_layout`).
     mercury_layout: bool,
-    // The products made mid-spine and read by several later steps, held here rather
-    // than handed; each is `None` until its step and read through an accessor that
-    // panics before it (`held`), so a step moved before what it reads fails at once.
+    // The products made mid-spine and read deep in several later steps' helpers, held
+    // here rather than handed; each is `None` until its step and read through an
+    // accessor that panics before it (`held`).
     /// What the live functions' `EXTERNS` records name (`externs.rs`, made by
     /// `read_externs`).
     extern_refs: Option<externs::ExternRefs>,
-    /// Where the device functions' bank-2 data went (`bank2.rs`, made by `bank2`).
-    banks: Option<bank2::Bank2>,
     /// Shared memory's layout (`shared.rs`, made by `shared`).
     layout: Option<shared::SharedLayout>,
-    /// nvlink's creation order of the sections and local symbols (`creation.rs`, made by
-    /// `creation_order`).
-    order: Option<creation::Order>,
     /// The output symbol table (`symbols.rs`, made by `symbols`).
     symtab: Option<symbols::SymbolTable>,
 }
@@ -510,9 +505,7 @@ impl<'a> Merger<'a> {
             out: Default::default(),
             mercury_layout: opts.target.is_some_and(|t| t.sm >= 100),
             extern_refs: None,
-            banks: None,
             layout: None,
-            order: None,
             symtab: None,
         }
     }
@@ -522,19 +515,9 @@ impl<'a> Merger<'a> {
         held(&self.extern_refs, "extern_refs", "read_externs")
     }
 
-    /// Where the device functions' bank-2 data went: made by `bank2`.
-    fn banks(&self) -> &bank2::Bank2 {
-        held(&self.banks, "banks", "bank2")
-    }
-
     /// Shared memory's layout: made by `shared`.
     fn layout(&self) -> &shared::SharedLayout {
         held(&self.layout, "layout", "shared")
-    }
-
-    /// nvlink's creation order: made by `creation_order`.
-    fn order(&self) -> &creation::Order {
-        held(&self.order, "order", "creation_order")
     }
 
     /// The output symbol table: made by `symbols`.

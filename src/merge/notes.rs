@@ -132,12 +132,12 @@ impl<'a> Merger<'a> {
     /// within a rank (each rank worked out once; within a rank the memory-only sections
     /// in the order nvlink makes them, `memorder.rs`, the others in its creation order,
     /// `creation.rs`).
-    fn final_order(&self) -> Vec<usize> {
+    fn final_order(&self, creation: &creation::Order) -> Vec<usize> {
         let memory = self.memory_order();
         let mut keys: Vec<Key> = (0..self.out.len())
             .map(|i| {
                 let r = crate::elf::write::rank(&self.out[i], self.mercury_layout);
-                (r, self.creation_rank_of(i), memory[i])
+                (r, self.creation_rank_of(creation, i), memory[i])
             })
             .collect();
         self.loaded_mercury_as_their_twins(&mut keys);
@@ -181,12 +181,15 @@ impl<'a> Merger<'a> {
     /// relocations and Mercury steps') made sections, every section in nvlink's final
     /// order, the symbol table and the Mercury one (`merc_symbols`) renumbered to it; the
     /// prototypes' strings (`tables`) placed. Reads `layout` and `banks` (the null
-    /// symbol's value); takes `out`, `symtab` and `order`'s list of names; the last step.
+    /// symbol's value) and `order` (the creation order); takes `out`, `symtab` and
+    /// `order`'s list of names; the last step.
     pub(super) fn finish(
         &mut self,
         kept: Vec<relocations::KeptList>,
         merc_symbols: Option<mercury::MercSymbols>,
         mut tables: callgraph::Tables,
+        order: &mut creation::Order,
+        banks: &bank2::Bank2,
     ) -> Image {
         let exec = !self.opts.relocatable;
         if self.mercury_layout {
@@ -199,7 +202,7 @@ impl<'a> Merger<'a> {
                 RelocList::Resolved => (".nv.resolvedrela", SHT_CUDA_RESOLVED_RELA, 24),
             };
             // (the name an input's relocation section has, shared, when one has it)
-            let name = creation::joined(prefix, &self.out[out_id].name, |n| self.order().name(n))
+            let name = creation::joined(prefix, &self.out[out_id].name, |n| order.name(n))
                 .unwrap_or_else(|| creation::concat(prefix, &self.out[out_id].name));
             let mut o = OutSection::new(name, ty, SHF_INFO_LINK);
             o.align = 8;
@@ -211,12 +214,11 @@ impl<'a> Merger<'a> {
         }
         // final order
         // (by rank, then in nvlink's creation order within a rank)
-        let mut created =
-            super::held_mut(&mut self.order, "order", "creation_order").take_created();
+        let mut created = order.take_created();
         created.retain(|c| !creation::is_copy_name(&c.0));
-        let order = self.final_order();
+        let placed = self.final_order(order);
         let mut new_index = vec![0usize; self.out.len()];
-        for (n, &i) in order.iter().enumerate() {
+        for (n, &i) in placed.iter().enumerate() {
             new_index[i] = n;
         }
         let fix = |r: Ref| match r {
@@ -236,7 +238,7 @@ impl<'a> Merger<'a> {
         // moved, not copied: the sections hold the whole image
         let mut unplaced: Vec<Option<OutSection>> =
             self.out.take_sections().into_iter().map(Some).collect();
-        let sections: Vec<OutSection> = order
+        let sections: Vec<OutSection> = placed
             .iter()
             .map(|&i| {
                 let mut s = unplaced[i].take().expect("each section placed once");
@@ -324,7 +326,7 @@ impl<'a> Merger<'a> {
             program_headers: exec,
             mercury_layout: self.mercury_layout,
             merc_symbols,
-            null_symbol_value: (self.banks().null_symbol_value())
+            null_symbol_value: (banks.null_symbol_value())
                 .unwrap_or(self.layout().null_symbol_value()),
         }
     }

@@ -144,17 +144,17 @@ impl SymMap {
 
 impl<'a> Merger<'a> {
     /// The symbols step: the output symbol table, once the sections are made and their
-    /// creation order known ([`Merger::creation_order`]). Reads `out`, `order`, `res`,
+    /// creation order known (`order`, [`Merger::creation_order`]'s). Reads `out`, `res`,
     /// `code`, `layout` (which shared variables keep a symbol) and `extern_refs` (the
     /// driver's functions a live list names); writes nothing (hands on the table, held as
     /// `symtab`).
-    pub(super) fn symbols(&self) -> SymbolTable {
+    pub(super) fn symbols(&self, order: &super::creation::Order) -> SymbolTable {
         let exec = !self.opts.relocatable;
         let mut t = SymbolTable::new(self.inputs);
         // locals: section symbols, then local functions and data (in nvlink's sm_100+
         // layout the parameter banks' section symbols come last, after the globals, so
         // that the capsule-Mercury symbol table, which has none, numbers alike)
-        let by_creation = self.sections_by_creation();
+        let by_creation = self.sections_by_creation(order);
         self.section_symbols(&mut t, &by_creation, false);
         for i in 0..self.inputs.len() {
             let c = &self.inputs[i].cubin;
@@ -193,7 +193,7 @@ impl<'a> Merger<'a> {
                 }
             }
         }
-        self.interleave_locals(&mut t); // (creation.rs)
+        self.interleave_locals(order, &mut t); // (creation.rs)
         let locals_end = t.symbols.len();
         for gi in 0..self.res.globals.len() {
             let g = &self.res.globals[gi];
@@ -324,9 +324,9 @@ impl<'a> Merger<'a> {
 
     /// The output sections in nvlink's creation order (worked out once for both calls
     /// of [`Self::section_symbols`]).
-    fn sections_by_creation(&self) -> Vec<usize> {
+    fn sections_by_creation(&self, order: &super::creation::Order) -> Vec<usize> {
         let mut ids: Vec<usize> = (0..self.out.len()).collect();
-        ids.sort_by_key(|&id| self.creation_rank_of(id));
+        ids.sort_by_key(|&id| self.creation_rank_of(order, id));
         ids
     }
 

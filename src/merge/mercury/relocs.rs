@@ -42,6 +42,7 @@ impl Merger<'_> {
     pub(super) fn merc_relocations(
         &mut self,
         st: &Capsules,
+        banks: &super::bank2::Bank2,
         kept: &mut Vec<KeptList>,
     ) -> Result<()> {
         let mut lists = MercLists::default();
@@ -50,7 +51,7 @@ impl Merger<'_> {
         // (a replaced copy's bank-2 relocations come right after its kept copy's, as
         // the input has them: Mercury sections (input, section))
         let merc = |k: &SecKey| Some((k.input, *st.views[k.input].merc_of.get(&k.sec)?));
-        let copies: Vec<(MercSection, Vec<MercSection>)> = (self.banks().replaced_copies())
+        let copies: Vec<(MercSection, Vec<MercSection>)> = (banks.replaced_copies())
             .iter()
             .filter_map(|(kept, gone)| Some((merc(kept)?, gone.iter().filter_map(merc).collect())))
             .collect();
