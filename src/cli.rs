@@ -5,7 +5,7 @@
 //! validated result the phases read.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{ArgAction, CommandFactory, FromArgMatches, Parser, parser::ValueSource};
 
@@ -231,14 +231,16 @@ pub fn split_words(text: &str) -> Vec<String> {
 }
 
 /// Rewrites nvlink-style arguments into `--canonical[=value]` words and positional inputs.
-/// Returns the words and the warnings nvlink would print for them.
-pub fn normalize(args: &[String]) -> Result<(Vec<String>, Vec<String>)> {
+/// Returns the words, the warnings nvlink would print for them and the options files
+/// read (`-optf`, whose words are in the list in their place).
+pub fn normalize(args: &[String]) -> Result<(Vec<String>, Vec<String>, Vec<PathBuf>)> {
     let table = option_table();
     let mut out = Vec::new();
     let mut warnings = Vec::new();
     let mut seen: HashMap<String, String> = HashMap::new();
     let mut queue: std::collections::VecDeque<String> = args.iter().cloned().collect();
     let mut optf_depth = 0usize;
+    let mut read = Vec::new();
     while let Some(a) = queue.pop_front() {
         if !a.starts_with('-') || a == "-" {
             out.push(a);
@@ -288,6 +290,7 @@ pub fn normalize(args: &[String]) -> Result<(Vec<String>, Vec<String>)> {
         if spec.canonical == "options-file" {
             let path = value.unwrap_or_default();
             let text = read_options_file(&path)?;
+            read.push(PathBuf::from(&path));
             optf_depth += 1;
             if optf_depth > 64 {
                 return Err(Error::fatal(format!(
@@ -319,7 +322,7 @@ pub fn normalize(args: &[String]) -> Result<(Vec<String>, Vec<String>)> {
             None => out.push(format!("--{}", spec.canonical)),
         }
     }
-    Ok((out, warnings))
+    Ok((out, warnings, read))
 }
 
 /// The most an options file holds: an endless one (`-optf /dev/zero`, which nvlink reads
@@ -330,7 +333,7 @@ const MAX_OPTIONS_FILE: u64 = 64 << 20;
 fn read_options_file(path: &str) -> Result<String> {
     use std::io::Read;
     let could_not = || Error::fatal(format!("Could not open options file '{path}'"));
-    let f = std::fs::File::open(path).map_err(|_| could_not())?;
+    let f = crate::input::open_to_read(Path::new(path)).map_err(|_| could_not())?;
     let mut text = String::new();
     f.take(MAX_OPTIONS_FILE + 1)
         .read_to_string(&mut text)
@@ -343,7 +346,7 @@ fn read_options_file(path: &str) -> Result<String> {
 
 /// Parses nvlink's arguments (without the program name).
 pub fn parse(args: &[String]) -> Result<(LinkArgs, Vec<String>, Vec<String>)> {
-    let (words, warnings) = normalize(args)?;
+    let (words, warnings, options_files) = normalize(args)?;
     let cmd = LinkArgs::command().args_override_self(true);
     let matches = cmd
         .try_get_matches_from(std::iter::once("nvlinkrs".to_string()).chain(words))
@@ -358,7 +361,9 @@ pub fn parse(args: &[String]) -> Result<(LinkArgs, Vec<String>, Vec<String>)> {
                     .to_string(),
             )
         })?;
-    let parsed = LinkArgs::from_arg_matches(&matches).map_err(|e| Error::fatal(e.to_string()))?;
+    let mut parsed =
+        LinkArgs::from_arg_matches(&matches).map_err(|e| Error::fatal(e.to_string()))?;
+    parsed.options_file = options_files;
     // nvlink checks typed values while it reads the command line, before anything else.
     if let Some(m) = &parsed.machine {
         int_value(m)?;
@@ -454,6 +459,8 @@ pub struct LinkRequest {
     pub cache: crate::cache::place::Place,
     /// `--report-json FILE`
     pub report_json: Option<PathBuf>,
+    /// The options files read (`-optf`): files beside the output never go over them.
+    pub options_files: Vec<PathBuf>,
     /// `--time-trace`, `--explain`: what the link shows of itself.
     pub observe: Observe,
     pub ofast_compile: Option<String>,

@@ -76,7 +76,7 @@ pub fn link(req: &LinkRequest, diag: &Diagnostics, process: &Process) -> Result<
         output::append_times(path, &[]).ok();
     }
     if let Some(t) = tracing {
-        observe::finish(t, req, diag, &linked, &outcome);
+        observe::finish(t, req, &report::guarded(&plan), diag, &linked, &outcome);
     }
     linked
 }

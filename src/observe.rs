@@ -3,7 +3,6 @@
 //! then), with the daemon's queueing when a daemon's link process runs it; and its counts
 //! added to the cache's counters (`nvlinkrs stats`).
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -89,12 +88,14 @@ fn daemon_times() -> Option<[u64; 3]> {
     }
 }
 
-/// Ends the trace and writes it (where `req` says), the link's `result` and `outcome` in
-/// its `otherData`; a trace that cannot be written is a warning (never an error: it does
-/// not change the link).
+/// Ends the trace and writes it (where `req` says, never over the output or a file of
+/// `guarded`: `report::guarded`), the link's `result` and `outcome` in its `otherData`; a
+/// trace that cannot be written is a warning (never an error: it does not change the
+/// link).
 pub fn finish(
     mut t: Tracing,
     req: &LinkRequest,
+    guarded: &[std::path::PathBuf],
     diag: &Diagnostics,
     result: &Result<Timings>,
     outcome: &Outcome,
@@ -128,27 +129,33 @@ pub fn finish(
         },
         "cache": {"whole_link": outcome.whole_link, "stages": stages},
     });
-    if let Err(why) = writable(req, &path, asked.is_some()) {
+    if let Err(why) = writable(req, asked.is_some()) {
         diag.warning_never_error(&format!(
             "the time trace '{}' was not written: {why}",
             path.display()
         ));
         return;
     }
-    let written = trace::file::contents(&t.trace, &path, nvcc, link)
-        .and_then(|text| crate::output::write_atomic(&path, &text));
-    if let Err(e) = written {
-        diag.warning_never_error(&format!("the time trace was not written: {}", e.message()));
+    let text = match trace::file::contents(&t.trace, &path, nvcc, link) {
+        Ok(text) => text,
+        Err(e) => {
+            let why = e.message();
+            diag.warning_never_error(&format!("the time trace was not written: {why}"));
+            return;
+        }
+    };
+    if let Err(why) = crate::output::write_side_file(&path, &req.output, guarded, &text) {
+        diag.warning_never_error(&format!(
+            "the time trace '{}' was not written: {why}",
+            path.display()
+        ));
     }
 }
 
-/// Whether the trace may go to `path`: as any file beside the output
-/// (`output::side_file_refusal`), and, when not named (`asked`), never beside an output
+/// Whether the trace may be written, besides what any file beside the output may not go
+/// over (`output::write_side_file`): when not named (`asked`), never beside an output
 /// that is not a regular file (`/dev/null`).
-fn writable(req: &LinkRequest, path: &Path, asked: bool) -> std::result::Result<(), String> {
-    if let Some(why) = crate::output::side_file_refusal(&req.output, &req.inputs, path) {
-        return Err(why);
-    }
+fn writable(req: &LinkRequest, asked: bool) -> std::result::Result<(), String> {
     if !asked && !std::fs::metadata(&req.output).is_ok_and(|m| m.is_file()) {
         return Err("the output is not a regular file (name one with --time-trace=FILE)".into());
     }

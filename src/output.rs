@@ -524,20 +524,17 @@ pub fn append_times(path: &Path, rows: &[TimeRow]) -> Result<()> {
 mod tests;
 
 /// Why a file the link writes beside its output (the time trace, the `--report-json`
-/// report) may not go to `path`, if it may not: never over the link's output or an input
-/// (followed through symlinks; by name where one does not exist yet), never into a file
-/// that is not a regular one of this user's (another user's file in a shared folder, a
-/// FIFO, a device).
-pub fn side_file_refusal(output: &Path, inputs: &[PathBuf], path: &Path) -> Option<String> {
+/// report) may not go to `path`, if it may not: never over the link's output or another
+/// file of the link's (`guarded`: its inputs, the libraries found, the options files; the
+/// same file through a symlink or a hard link, or by another spelling of a name that does
+/// not exist yet), never into a file that is not a regular one of this user's (another
+/// user's file in a shared folder, a FIFO, a device).
+pub fn side_file_refusal(output: &Path, guarded: &[PathBuf], path: &Path) -> Option<String> {
     use std::os::unix::fs::MetadataExt;
-    let same = |a: &Path, b: &Path| match (std::fs::metadata(a), std::fs::metadata(b)) {
-        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
-        _ => a == b,
-    };
-    if same(path, output) {
+    if same_place(path, output) {
         return Some("it is the link's output".into());
     }
-    if let Some(i) = inputs.iter().find(|i| same(path, i)) {
+    if let Some(i) = guarded.iter().find(|i| same_place(path, i)) {
         return Some(format!("it is the input '{}'", i.display()));
     }
     // SAFETY: getuid(2) cannot fail.
@@ -552,4 +549,50 @@ pub fn side_file_refusal(output: &Path, inputs: &[PathBuf], path: &Path) -> Opti
         }
     }
     None
+}
+
+/// Whether two paths name one file: the same file where both exist, else the same place
+/// (`./out.cubin` and `out.cubin`, `d/../x` and `x`: the folder resolved, the name kept).
+fn same_place(a: &Path, b: &Path) -> bool {
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => same_file(&x, &y),
+        (Ok(_), Err(_)) | (Err(_), Ok(_)) => false,
+        _ => place(a) == place(b),
+    }
+}
+
+/// Where a path that names no file yet would be made: its folder resolved (symlinks
+/// followed), its name kept; the path made absolute where the folder does not exist.
+fn place(p: &Path) -> PathBuf {
+    let abs = std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    match (abs.parent(), abs.file_name()) {
+        (Some(d), Some(n)) => d.canonicalize().map_or(abs.clone(), |d| d.join(n)),
+        _ => abs,
+    }
+}
+
+/// Writes a file beside the output (the time trace, the report) at `path`, unless
+/// [`side_file_refusal`] refuses it: checked again on the file its symlinks lead to, the
+/// one written (a link switched meanwhile changes nothing), which is written beside and
+/// renamed over, never opened (a FIFO or another user's file put there meanwhile is
+/// replaced, or the rename refused, never written into). `Err`: why not, for a warning.
+pub fn write_side_file(
+    path: &Path,
+    output: &Path,
+    guarded: &[PathBuf],
+    bytes: &[u8],
+) -> std::result::Result<(), String> {
+    if let Some(why) = side_file_refusal(output, guarded, path) {
+        return Err(why);
+    }
+    let real = match resolve(path) {
+        Ok(Target::File { path, .. }) => path,
+        Ok(Target::Special(_)) => return Err("the file there is not a regular file".into()),
+        Err(e) => return Err(e.to_string()),
+    };
+    if let Some(why) = side_file_refusal(output, guarded, &real) {
+        return Err(why);
+    }
+    // (as a new file: `old` would let a refused rename write into what is there)
+    write_beside(&real, None, |f| f.write_all(bytes)).map_err(|e| e.to_string())
 }

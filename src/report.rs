@@ -112,9 +112,9 @@ pub(crate) fn write_failed(
     err: &crate::diag::Error,
     started: Instant,
 ) {
-    let Some(path) = report_path(plan, diag) else {
+    if plan.req.report_json.is_none() {
         return;
-    };
+    }
     use crate::diag::Level;
     let mut errors: Vec<String> = (diag.printed().into_iter())
         .filter(|(l, _)| matches!(l, Level::Error | Level::Fatal))
@@ -128,23 +128,30 @@ pub(crate) fn write_failed(
         "exit": err.severity().exit_code(),
         "errors": errors,
     });
-    let _ = output::write_atomic(path, format!("{doc:#}\n").as_bytes());
+    put(plan, diag, &format!("{doc:#}\n"));
 }
 
-/// Where `--report-json` goes, if it was asked for and may go there: never over the
-/// output or an input (`output::side_file_refusal`; a warning says why not).
-fn report_path<'p>(plan: &'p Plan, diag: &Diagnostics) -> Option<&'p std::path::Path> {
-    let path = plan.req.report_json.as_deref()?;
-    let mut inputs = plan.req.inputs.clone();
-    inputs.extend(plan.inputs());
-    match output::side_file_refusal(&plan.req.output, &inputs, path) {
-        Some(why) => {
-            let shown = path.display();
-            diag.warning_never_error(&format!("the report '{shown}' was not written: {why}"));
-            None
-        }
-        None => Some(path),
+/// Writes the report `text` to `--report-json`'s file, unless it may not go there
+/// (`output::write_side_file`: never over the output or a file the link read): a
+/// warning says why not, and the link goes on.
+fn put(plan: &Plan, diag: &Diagnostics, text: &str) {
+    let Some(path) = plan.req.report_json.as_deref() else {
+        return;
+    };
+    let written = output::write_side_file(path, &plan.req.output, &guarded(plan), text.as_bytes());
+    if let Err(why) = written {
+        let shown = path.display();
+        diag.warning_never_error(&format!("the report '{shown}' was not written: {why}"));
     }
+}
+
+/// The files a file written beside the output never goes over: the inputs as given, the
+/// libraries found and the options files read.
+pub(crate) fn guarded(plan: &Plan) -> Vec<std::path::PathBuf> {
+    let mut files = plan.req.inputs.clone();
+    files.extend(plan.inputs());
+    files.extend(plan.req.options_files.iter().cloned());
+    files
 }
 
 /// What every report starts with: the version, the toolkit, the inputs, the output and
@@ -180,9 +187,9 @@ pub(crate) fn write(
     started: Instant,
 ) -> Result<()> {
     let (req, cache) = (plan.req, ctx.cache());
-    let Some(path) = report_path(plan, ctx.diag) else {
+    if req.report_json.is_none() {
         return Ok(());
-    };
+    }
     let stages: Vec<serde_json::Value> = timings
         .phases
         .iter()
@@ -252,7 +259,8 @@ pub(crate) fn write(
     if let (Some(doc), serde_json::Value::Object(rest)) = (doc.as_object_mut(), rest) {
         doc.extend(rest);
     }
-    output::write_atomic(path, format!("{doc:#}\n").as_bytes())
+    put(plan, ctx.diag, &format!("{doc:#}\n"));
+    Ok(())
 }
 
 /// The files written beside the output: `--register-link-binaries` and `-time`. The

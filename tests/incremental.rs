@@ -909,10 +909,11 @@ fn a_link_in_the_daemon_asks_that_daemon_for_the_background_build() {
     assert!(strays.is_empty(), "a second daemon: {strays:?}");
 }
 
-/// A link with an input that is not a regular file (a FIFO its writer fed once) asks the
-/// daemon for no background build, and says why under `-v` (the build, which reads the
-/// inputs again, blocked on the FIFO and held the daemon's one worker for its hour's
-/// limit: attacker review, 2026-12-02).
+/// A link with an input or an options file that is not a regular file (a FIFO its writer
+/// fed once) asks the daemon for no background build, and says why under `-v` (the build,
+/// which reads them again, blocked on the FIFO and held the daemon's one worker for its
+/// hour's limit: attacker review, 2026-12-02); and a background build given one (a FIFO
+/// put there after the link asked) ends at once.
 #[test]
 fn an_input_that_is_no_regular_file_is_never_built_in_the_background() {
     let runtime = tempfile::tempdir().unwrap();
@@ -922,22 +923,55 @@ fn an_input_that_is_no_regular_file_is_never_built_in_the_background() {
         ("NVLINKRS_DAEMON", "1"),
         ("NVLINKRS_DAEMON_IDLE", "60"),
     ];
-    let mut st = program(&["st_a_90.o", "st_b_90.o", "st_main_90.o"]);
-    let fifo = runtime.path().join("main.fifo");
-    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
-    assert!(made.success());
-    let bytes = std::fs::read(&st[2]).unwrap();
-    let path = fifo.clone();
-    let writer = std::thread::spawn(move || std::fs::write(path, bytes));
-    st[2] = fifo.clone();
-    let mut a = args(90, &st, &["-v"]);
-    a.push("--incremental".into());
-    let first = link(&a, None, Some(cache.path()), &env);
-    writer.join().unwrap().unwrap();
-    let said = format!(
-        "incremental LTO: the partitions are not built in the background: the input '{}' is not a regular file",
-        fifo.display()
-    );
-    assert!(first.messages.contains(&said), "{}", first.messages);
-    common::wait_background_idle(runtime.path());
+    let st = program(&["st_a_90.o", "st_b_90.o", "st_main_90.o"]);
+    let fifo = |name: &str| {
+        let path = runtime.path().join(name);
+        assert!(
+            Command::new("mkfifo")
+                .arg(&path)
+                .status()
+                .unwrap()
+                .success()
+        );
+        path
+    };
+    let (main, opts) = (fifo("main.fifo"), fifo("opts.fifo"));
+    let as_input = vec![main.display().to_string()];
+    let as_options = vec!["-optf".to_string(), opts.display().to_string()];
+    let fed = [
+        (&main, std::fs::read(&st[2]).unwrap(), &as_input),
+        (&opts, st[2].display().to_string().into_bytes(), &as_options),
+    ];
+    for (path, bytes, given) in fed {
+        let to = path.clone();
+        let writer = std::thread::spawn(move || std::fs::write(to, bytes));
+        let mut a = args(90, &st[..2], &["-v", "--incremental"]);
+        a.extend(given.iter().cloned());
+        let first = link(&a, None, Some(cache.path()), &env);
+        writer.join().unwrap().unwrap();
+        let said = format!(
+            "incremental LTO: the partitions are not built in the background: '{}' is not a regular file",
+            path.display()
+        );
+        assert!(first.messages.contains(&said), "{}", first.messages);
+        common::wait_background_idle(runtime.path());
+    }
+    // a background build (its mark set) given a FIFO no one writes: it fails, not waits
+    for given in [&as_input, &as_options] {
+        let mut a = args(90, &st[..2], &[]);
+        a.extend(given.iter().cloned());
+        let r = Command::new("timeout")
+            .arg("60")
+            .arg(nvlinkrs())
+            .args(&a)
+            .arg("-o")
+            .arg(runtime.path().join("bg.cubin"))
+            .arg("--no-cache")
+            .env("NVLINKRS_INCREMENTAL_BACKGROUND", "1")
+            .env("NVLINKRS_INCREMENTAL", "partitions")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(1), "{a:?}: {err}");
+    }
 }

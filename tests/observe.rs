@@ -482,4 +482,69 @@ fn the_report_never_overwrites_the_output_or_an_input() {
     let err = failed_link(d, "x.cubin", "to_u.json");
     assert!(err.contains("was not written"), "{err}");
     assert_eq!(std::fs::read(d.join("u.o")).unwrap(), u_before);
+    // nor, by another spelling, over the output a failed link did not make (it made
+    // `x.cubin` a report, which make takes for an image: attacker review, 2026-12-02)
+    let err = failed_link(d, "x.cubin", "./x.cubin");
+    assert!(err.contains("it is the link's output"), "{err}");
+    assert!(!d.join("x.cubin").exists());
+}
+
+/// The files beside the output (the report, the time trace) never go over an options
+/// file or a library the link found (`-optf`, `-l`: each had been replaced by the
+/// report or the trace: attacker review, 2026-12-02), and one that cannot be written
+/// (its folder missing) is a warning, not a failed link.
+#[test]
+fn side_files_never_overwrite_an_options_file_or_a_library() {
+    let dir = program();
+    let d = dir.path();
+    std::fs::write(d.join("opts"), "b.o\n").unwrap();
+    let ar = Command::new("ar")
+        .args(["rcs", "libb.a", "b.o"])
+        .current_dir(d)
+        .status();
+    assert!(ar.unwrap().success());
+    let (opts, lib) = (
+        std::fs::read(d.join("opts")).unwrap(),
+        std::fs::read(d.join("libb.a")).unwrap(),
+    );
+    let cases = [
+        (
+            ["-optf", "opts"],
+            "--report-json=opts",
+            "it is the input 'opts'",
+        ),
+        (
+            ["-optf", "opts"],
+            "--time-trace=opts",
+            "it is the input 'opts'",
+        ),
+        (
+            ["-L.", "-lb"],
+            "--report-json=libb.a",
+            "it is the input './libb.a'",
+        ),
+        (
+            ["-L.", "-lb"],
+            "--time-trace=libb.a",
+            "it is the input './libb.a'",
+        ),
+        (
+            ["-optf", "opts"],
+            "--report-json=no/such/r.json",
+            "No such file or directory",
+        ),
+    ];
+    for (inputs, side, why) in cases {
+        let mut args = vec!["-arch=sm_90", "-dlto", "a.o", "-o", "app.cubin", side];
+        args.extend(inputs);
+        let o = link(d, &args, &[]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{side}: {err}");
+        assert!(
+            err.contains("was not written: ") && err.contains(why),
+            "{side}: {err}"
+        );
+        assert_eq!(std::fs::read(d.join("opts")).unwrap(), opts, "{side}");
+        assert_eq!(std::fs::read(d.join("libb.a")).unwrap(), lib, "{side}");
+    }
 }

@@ -311,6 +311,7 @@ impl LinkArgs {
                 .flatten(),
             lto_spelled_dlto: self.dlto && !self.link_time_opt,
             report_json: self.report_json.clone(),
+            options_files: self.options_file.clone(),
             observe: self
                 .observe
                 .observe(std::env::var(TRACE_VAR).ok().as_deref())?,

@@ -12,7 +12,7 @@ pub const VAR: &str = "NVLINKRS_INCREMENTAL";
 
 /// The environment mark of a background build (incremental LTO's partitions, the
 /// finalizer's per-unit jobs), set by the daemon in its child.
-pub const MARK: &str = "NVLINKRS_INCREMENTAL_BACKGROUND";
+pub const MARK: &str = crate::linkenv::BACKGROUND_MARK;
 
 /// Whether a link in the environment `env` is a background build.
 pub fn is_background(env: &LinkEnv) -> bool {

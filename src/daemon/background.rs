@@ -143,15 +143,17 @@ pub fn request(
     if is_background(env) || req.nvjitlink {
         return;
     }
-    // (the build reads the inputs again when it runs: one that is not a regular file, a
-    // FIFO or a device, would not give it what this link read, and a FIFO's read would
-    // hold the daemon's one worker until a writer came)
-    let odd = (req.inputs.iter()).find(|p| !std::fs::metadata(p).is_ok_and(|m| m.is_file()));
+    // (the build reads the inputs and options files again when it runs: one that is not
+    // a regular file, a FIFO or a device, would not give it what this link read, and a
+    // FIFO's read would hold the daemon's one worker until a writer came; the build
+    // itself opens only regular files, `input::open_to_read`, for one put there later)
+    let odd = (req.inputs.iter().chain(&req.options_files))
+        .find(|p| !std::fs::metadata(p).is_ok_and(|m| m.is_file()));
     if let Some(odd) = odd {
         if req.verbose {
             let shown = odd.display();
             diag.info(&format!(
-                "{what} are not built in the background: the input '{shown}' is not a regular file"
+                "{what} are not built in the background: '{shown}' is not a regular file"
             ));
         }
         return;

@@ -26,7 +26,7 @@ use crate::ir::container::{self, IrFormat};
 use crate::linkenv::LinkEnv;
 pub use host_refs::{HostRefs, glob};
 use kind::{Content, Ext, Role};
-pub use opened::{FileId, Opened, file_id};
+pub use opened::{FileId, Opened, file_id, open_to_read};
 pub use units::{HostInfo, Unit, hosts, units};
 
 /// Archives inside archives inside fatbins ... deeper than this is refused.

@@ -81,7 +81,7 @@ impl Opened {
         if let Some((_, b)) = self.lock().by_path.get(path) {
             return Ok(b.clone());
         }
-        let f = std::fs::File::open(path).map_err(|e| {
+        let f = open_to_read(path).map_err(|e| {
             Error::fatal(format!("Could not open input file '{shown}'")).context(e.to_string())
         })?;
         let meta = f.metadata().ok();
@@ -185,6 +185,26 @@ pub fn file_id(meta: &std::fs::Metadata) -> FileId {
     {
         let _ = meta;
         (0, 0)
+    }
+}
+
+/// Opens a file the link reads (an options file, an input): in a background build
+/// (`linkenv::BACKGROUND_MARK`), only a regular file, opened without waiting, so that a FIFO put
+/// where the asking link read a file ends the build at once rather than holding the
+/// daemon's one worker until a writer comes.
+pub fn open_to_read(path: &Path) -> std::io::Result<std::fs::File> {
+    if std::env::var_os(crate::linkenv::BACKGROUND_MARK).is_none() {
+        return std::fs::File::open(path);
+    }
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = (std::fs::OpenOptions::new().read(true))
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    match f.metadata()?.is_file() {
+        true => Ok(f),
+        false => Err(std::io::Error::other(
+            "not a regular file (a background build)",
+        )),
     }
 }
 

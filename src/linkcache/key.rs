@@ -243,6 +243,8 @@ fn normalized(req: &LinkRequest) -> LinkRequest {
             remote: None,
         },
         report_json: None,
+        // (what they held is in the request; where it was, not)
+        options_files: Vec::new(),
         // (the trace and --explain show the link, they change nothing in it)
         observe: Default::default(),
         // (`--incremental` as the mode it makes: `settings`)

@@ -29,6 +29,10 @@ pub enum Effect {
     Around,
 }
 
+/// The environment mark of a background build (incremental LTO's partitions, the
+/// finalizer's per-unit jobs), set by the daemon in its child (`cli::incremental::MARK`).
+pub const BACKGROUND_MARK: &str = "NVLINKRS_INCREMENTAL_BACKGROUND";
+
 /// Every variable a link reads (`*` ends a prefix), with its effect and why.
 pub const VARS: &[(&str, Effect)] = &[
     // the toolkit (`toolkit::Toolkit::discover`): the key holds ptxas', libNVVM's,

@@ -52,6 +52,7 @@ fn key(req: &LinkRequest) -> Key {
         output: Default::default(),
         register_link_binaries: None,
         report_json: None,
+        options_files: Vec::new(),
         time: None,
         cache: crate::cache::place::Place {
             dir: None,
