@@ -38,17 +38,17 @@ impl Tables {
 impl<'a> Merger<'a> {
     /// The sections nvlink creates that carry a section symbol: `.nv.callgraph`,
     /// `.nv.prototype` (filled in later) and `.nv.rel.action`; hands on the tables'
-    /// sections, which `callgraph` fills. Reads `code`, `res` and `extern_refs` (whether a
+    /// sections, which `callgraph` fills. Reads `code`, `res` and `externs` (whether a
     /// prototype entry stays); writes `out`; before `creation_order` and `symbols`, which
     /// give its sections their place and section symbols.
-    pub(super) fn tables(&mut self) -> Tables {
+    pub(super) fn tables(&mut self, externs: &super::externs::ExternRefs) -> Tables {
         let mut t = Tables::default();
         let mut o = OutSection::new(".nv.callgraph", SHT_CUDA_CALLGRAPH, 0);
         o.align = 4;
         o.entsize = 8;
         o.link = Ref::Symtab;
         t.callgraph = self.new_section(o, true);
-        if self.prototypes_needed() {
+        if self.prototypes_needed(externs) {
             let mut o = OutSection::new(".nv.prototype", SHT_CUDA_PROTOTYPE, 0);
             o.align = 4;
             o.entsize = 8;
@@ -72,17 +72,17 @@ impl<'a> Merger<'a> {
     /// not taken (those have their prototype in `.nv.callgraph`).
     /// A function no input defines (one the driver provides: malloc, vprintf, ...)
     /// keeps its entry while a live function's `EXTERNS` list names it.
-    fn prototype_kept(&self, k: SymKey) -> bool {
+    fn prototype_kept(&self, externs: &super::externs::ExternRefs, k: SymKey) -> bool {
         match self.func_of(k) {
             Some(f) => self.code.live[f] && !self.code.address_taken.contains(&f),
-            None => self.is_driver_function(k),
+            None => self.is_driver_function(externs, k),
         }
     }
 
     /// Whether some input's prototype table has an entry that stays (a libNVVM partial
     /// link's output has entries only for functions it defines, and nvlink keeps them;
     /// an entry for a function another input defines stays as that function would).
-    fn prototypes_needed(&self) -> bool {
+    fn prototypes_needed(&self, externs: &super::externs::ExternRefs) -> bool {
         (0..self.inputs.len()).any(|i| {
             let c = &self.inputs[i].cubin;
             c.sections
@@ -91,16 +91,20 @@ impl<'a> Merger<'a> {
                 .any(|ps| {
                     c.bytes(ps).chunks_exact(8).any(|e| {
                         let sym = e.u32_at(0).unwrap_or(0) as usize;
-                        sym < c.symbols.len() && self.prototype_kept(SymKey::new(i, sym))
+                        sym < c.symbols.len() && self.prototype_kept(externs, SymKey::new(i, sym))
                     })
                 })
         })
     }
 
     /// Fills the call-graph tables `t` (made by `tables`), noting in it where they refer
-    /// to the prototypes' strings. Reads `code`, `res`, `extern_refs` and `symtab` (the
+    /// to the prototypes' strings. Reads `code`, `res`, `externs` and `symtab` (the
     /// entries' symbol indices); writes the tables' sections in `out`.
-    pub(super) fn callgraph(&mut self, t: &mut Tables) -> Result<()> {
+    pub(super) fn callgraph(
+        &mut self,
+        externs: &super::externs::ExternRefs,
+        t: &mut Tables,
+    ) -> Result<()> {
         // (each group's entries in the order first seen, a string's offset filled in
         // once all are known)
         let mut groups: [Vec<(u32, i64)>; 5] = Default::default();
@@ -198,7 +202,8 @@ impl<'a> Merger<'a> {
                     if let (Some(s), false) = (string(off), self.mercury_layout) {
                         intern(s, &mut strings);
                     }
-                    if sym >= c.symbols.len() || !self.prototype_kept(SymKey::new(i, sym)) {
+                    if sym >= c.symbols.len() || !self.prototype_kept(externs, SymKey::new(i, sym))
+                    {
                         continue;
                     }
                     if let (Some(o), Some(s)) = (self.out_index(SymKey::new(i, sym)), string(off)) {
@@ -324,7 +329,7 @@ impl<'a> Merger<'a> {
     /// a function's calls last added first; `^` marks kernels and `&` functions whose
     /// address is taken. Then the register propagation lines. Reads `code` and `res`;
     /// writes nothing (it prints).
-    pub(super) fn dump_callgraph(&self) -> Result<()> {
+    pub(super) fn dump_callgraph(&self, externs: &super::externs::ExternRefs) -> Result<()> {
         use crate::demangle::demangle;
         let cl = self.call_lists()?;
         let mut lines = vec![String::new(); cl.nodes];
@@ -352,7 +357,9 @@ impl<'a> Merger<'a> {
         // (a function no input defines shows its name while a live function's EXTERNS
         // list names it: the driver's)
         for (g, global) in self.res.globals.iter().enumerate() {
-            if global.def.is_none() && cl.of_global[g] > 0 && self.is_driver_function(global.first)
+            if global.def.is_none()
+                && cl.of_global[g] > 0
+                && self.is_driver_function(externs, global.first)
             {
                 lines[cl.of_global[g] - 1] = format!("{} ->", demangle(global.name));
             }

@@ -16,8 +16,11 @@
 //! sm_100, and `extgrow*.cu`.) `.nv.prototype` keeps the entries of the functions no input defines
 //! that a live function's list names.
 
-use super::nvinfo::UNKNOWN_STACK;
 use super::*;
+
+/// MIN_STACK_SIZE / CRS_STACK_SIZE of a kernel whose call tree recurses (`.nv.info`'s
+/// records, which this file finishes).
+pub(super) const UNKNOWN_STACK: u32 = 0xFFFF_FFFF;
 
 /// What the live functions' `EXTERNS` records name, read once the live code is known
 /// (`read_externs`) and only read after.
@@ -32,7 +35,7 @@ pub(super) struct ExternRefs {
 impl Merger<'_> {
     /// Reads each live function's own list (before the symbols are numbered: the
     /// prototype table needs to know which driver functions are named). Reads `code` and
-    /// `res`; hands on the `ExternRefs` (held as `extern_refs`); after `reach`.
+    /// `res`; hands on the `ExternRefs`; after `reach`.
     pub(super) fn read_externs(&self) -> Result<ExternRefs> {
         let own: Vec<Vec<SymKey>> = (0..self.code.funcs.len())
             .into_par_iter()
@@ -75,8 +78,8 @@ impl Merger<'_> {
     }
 
     /// The list of every live function, as output symbol indices, by function.
-    pub(super) fn extern_lists(&self) -> Vec<Vec<u32>> {
-        let own: Vec<Vec<u32>> = (self.extern_refs().own.iter())
+    pub(super) fn extern_lists(&self, externs: &ExternRefs) -> Vec<Vec<u32>> {
+        let own: Vec<Vec<u32>> = (externs.own.iter())
             .map(|l| {
                 let mut out: Vec<u32> = Vec::with_capacity(l.len());
                 for o in l.iter().filter_map(|&k| self.out_index(k)) {
@@ -190,13 +193,14 @@ impl Merger<'_> {
     /// needs.
     pub(super) fn finish_records(
         &self,
+        externs: &ExternRefs,
         f: FuncId,
         recs: &mut Vec<Record>,
         list: &[u32],
         props: Option<KernelProps>,
         index: impl Fn(u32) -> u32,
     ) {
-        let own = !self.extern_refs().own[f].is_empty();
+        let own = !externs.own[f].is_empty();
         let Some(props) = props else {
             if !self.opts.relocatable && !self.code.funcs[f].entry {
                 handed::drop_fragments(recs);
@@ -210,7 +214,7 @@ impl Merger<'_> {
         // kernel's record moves to the end, after a new barrier count, when its call
         // tree added entries to it, whatever the layout)
         let only = self.only_kernel();
-        let in_place = !only || list.len() <= self.own_extern_count(f);
+        let in_place = !only || list.len() <= self.own_extern_count(externs, f);
         if (props.stack == UNKNOWN_STACK || props.externs_first) && !only {
             // (an unknown stack's record first: a relinked `-r` output, whose kernels
             // have no `CRS_STACK_SIZE` of ptxas's, gets it before a new list)
@@ -227,7 +231,7 @@ impl Merger<'_> {
     /// walked in output order, names a function of the driver before it reaches a
     /// function with barriers (nvlink 13.5 adds, function by function, the barrier count
     /// first, then the list; generated program 21 at sm_100, `managed.cu`'s `k_list`).
-    pub(super) fn externs_before_barriers(&self, f: FuncId) -> bool {
+    pub(super) fn externs_before_barriers(&self, externs: &ExternRefs, f: FuncId) -> bool {
         let c = &self.inputs[self.code.funcs[f].key.input].cubin;
         let has_record = self.info_section_of(f).is_some_and(|s| {
             info::parse(c.bytes(s), &c.origin, &s.name, s.offset)
@@ -236,11 +240,7 @@ impl Merger<'_> {
         if has_record || self.code.funcs[f].barriers > 0 {
             return false;
         }
-        let names = |g: FuncId| {
-            self.extern_refs().own[g]
-                .iter()
-                .any(|&k| self.out_index(k).is_some())
-        };
+        let names = |g: FuncId| externs.own[g].iter().any(|&k| self.out_index(k).is_some());
         let first = self
             .tree(f)
             .iter()
@@ -256,8 +256,8 @@ impl Merger<'_> {
     }
 
     /// How many distinct output symbols function `f`'s own list names.
-    fn own_extern_count(&self, f: FuncId) -> usize {
-        let mut own: Vec<usize> = (self.extern_refs().own[f].iter())
+    fn own_extern_count(&self, externs: &ExternRefs, f: FuncId) -> usize {
+        let mut own: Vec<usize> = (externs.own[f].iter())
             .filter_map(|&k| self.out_index(k))
             .collect();
         own.sort_unstable();
@@ -266,8 +266,8 @@ impl Merger<'_> {
     }
 
     /// Whether a function no input defines is named by a live function's list.
-    pub(super) fn is_driver_function(&self, k: SymKey) -> bool {
-        self.target(k).is_none() && self.extern_refs().driver.contains(&self.representative(k))
+    pub(super) fn is_driver_function(&self, externs: &ExternRefs, k: SymKey) -> bool {
+        self.target(k).is_none() && externs.driver.contains(&self.representative(k))
     }
 }
 

@@ -221,6 +221,7 @@ impl Merger<'_> {
     /// `kept` and `tables` (the references of its copies of the call-graph tables).
     pub(super) fn mercury(
         &mut self,
+        externs: &super::externs::ExternRefs,
         ki: &nvinfo::KernelInfo,
         banks: &bank2::Bank2,
         tables: &mut callgraph::Tables,
@@ -278,7 +279,7 @@ impl Merger<'_> {
         self.merc_tables(&mut st);
         let msyms = self.merc_symbol_table(&mut st);
         self.merc_relocations(&st, banks, kept)?;
-        self.merc_info(&st, ki, tables)?;
+        self.merc_info(externs, &st, ki, tables)?;
         Ok(Some((st.symtab, msyms)))
     }
 
@@ -546,6 +547,7 @@ impl Merger<'_> {
     /// string references copied into `tables`).
     fn merc_info(
         &mut self,
+        externs: &super::externs::ExternRefs,
         st: &Capsules,
         ki: &nvinfo::KernelInfo,
         tables: &mut callgraph::Tables,
@@ -628,7 +630,9 @@ impl Merger<'_> {
             let kernel = (st.exec && self.code.funcs[f].entry)
                 .then(|| ki.props(f))
                 .flatten();
-            self.finish_records(f, &mut recs, ki.externs(f), kernel, |o| st.remap(o));
+            self.finish_records(externs, f, &mut recs, ki.externs(f), kernel, |o| {
+                st.remap(o)
+            });
             let mut o = st.section(&name, ".nv.merc.nv.info.", SHT_MERC_INFO);
             o.flags |= SHF_INFO_LINK;
             o.link = Ref::Section(st.symtab);

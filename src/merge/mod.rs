@@ -45,27 +45,28 @@
 //! `CodeGraph`'s, which every merge file sees): `Resolution` (`res`: resolve.rs, made
 //! before the merge state), `CodeGraph` (`code`: functions.rs, made by `functions`,
 //! `reach` and `call_trees`; `.nv.info` lets its call trees go, and reading them outside
-//! that span panics), and three made mid-spine and read deep in later steps' helpers,
-//! each `None` until its step and read through an accessor of its field's name that
-//! panics before then (`held`; `finish`, which takes the symbols, calls `held_mut`):
-//! `ExternRefs` (`extern_refs()`: externs.rs), `SharedLayout` (`layout()`: shared.rs)
-//! and the `SymbolTable` (`symtab()`: symbols.rs). A step run before one it reads
-//! panics where it reads it, on the paths that read it. A step that needs `code` or `out` filled by
-//! an earlier step says which in its comment ("after ..."): nothing checks those, and a
-//! step taking `&mut self` may write any of the merge state. Each step's comment says
-//! which products it reads (by these names) and what it writes.
-//! Handed by the spine from step to step, so that a step's signature names them: the
-//! device functions' bank-2 places (`Bank2`, to the creation order, the Mercury step and
-//! `finish`), nvlink's creation `Order` (to the symbols and `finish`, which takes its
-//! list of names), the sections step's pruned `.debug_frame` pieces (`Frames`, to the
-//! relocations), the
-//! relocations' kept lists and failure (`Relocated`: the Mercury step adds to the lists,
-//! the spine reports the failure, `finish` makes sections of the lists), `KernelInfo`
-//! (nvinfo.rs, to the Mercury step), the call-graph `Tables` (made by `tables`, filled by
-//! `callgraph`, added to by the Mercury step, placed by `finish`) and the Mercury symbol
-//! table (`MercSymbols`, to `finish`). The image as it is built, `Output` (output.rs: its
-//! sections, which get a section symbol, where each input section went), is held by the
-//! merge state; most steps add to it, in the spine's order.
+//! that span panics), and two made mid-spine and read deep in later steps' helpers, each
+//! `None` until its step and read through an accessor of its field's name that panics
+//! before then (`held`; `finish`, which takes the symbols, calls `held_mut`):
+//! `SharedLayout` (`layout()`: shared.rs) and the `SymbolTable` (`symtab()`: symbols.rs).
+//! A step run before one it reads panics where it reads it, on the paths that read it. A
+//! step that needs `code` or `out` filled by an earlier step says which in its comment
+//! ("after ..."): nothing checks those, and a step taking `&mut self` may write any of
+//! the merge state. Each step's comment says which products it reads (by these names) and
+//! what it writes. Handed by the spine from step to step, so that a step's signature
+//! names them: what the live functions' `EXTERNS` records name (`ExternRefs`, as
+//! `externs`, to the call-graph tables, the symbols, `.nv.info`, the call-graph step and
+//! the Mercury step), the device functions' bank-2 places (`Bank2`, to the creation
+//! order, the Mercury step and `finish`), nvlink's creation `Order` (to the symbols and
+//! `finish`, which takes its list of names), the sections step's pruned `.debug_frame`
+//! pieces (`Frames`, to the relocations), the relocations' kept lists and failure
+//! (`Relocated`: the Mercury step adds to the lists, the spine reports the failure,
+//! `finish` makes sections of the lists), `KernelInfo` (nvinfo.rs, to the Mercury step),
+//! the call-graph `Tables` (made by `tables`, filled by `callgraph`, added to by the
+//! Mercury step, placed by `finish`) and the Mercury symbol table (`MercSymbols`, to
+//! `finish`). The image as it is built, `Output` (output.rs: its sections, which get a
+//! section symbol, where each input section went), is held by the merge state; most steps
+//! add to it, in the spine's order.
 //!
 //! Beside the steps: `calllists.rs`, nvlink's numbered call lists (built on demand by
 //! reglimit, nvinfo and callgraph), and `cudadevrt.rs`, the symbols of libcudadevrt the
@@ -402,7 +403,7 @@ pub fn link_with_steps(
     m.call_trees();
     let register_errors = m.check_register_limits()?;
     m.address_taken_warnings()?;
-    m.extern_refs = Some(m.read_externs()?);
+    let externs = m.read_externs()?;
     lap("functions");
     m.undefined()?; // (resolve.rs: it needs the live code)
     lap("undefined");
@@ -413,15 +414,15 @@ pub fn link_with_steps(
     lap("sections");
     m.layout = Some(m.shared());
     lap("shared");
-    let mut tables = m.tables(); // (callgraph.rs: its sections get section symbols)
+    let mut tables = m.tables(&externs); // (callgraph.rs: its sections get section symbols)
     let mut order = m.creation_order(&banks); // (creation.rs)
-    m.symtab = Some(m.symbols(&order));
+    m.symtab = Some(m.symbols(&externs, &order));
     lap("symbols");
     let work = m.relocations(&frames);
     let relocations::Relocated { mut kept, failure } = work.apply(&mut m.out, m.mercury_layout)?;
     drop(frames);
     lap("relocations");
-    let kernel_info = m.info()?;
+    let kernel_info = m.info(&externs)?;
     // (failures nvlink reports after the `.nv.info` step's warnings: a stack size that
     // cannot be determined is said before a register limit a kernel's callee breaks)
     if !register_errors.is_empty() {
@@ -434,12 +435,12 @@ pub fn link_with_steps(
         return Err(e);
     }
     lap("info");
-    m.callgraph(&mut tables)?;
+    m.callgraph(&externs, &mut tables)?;
     if opts.dump_callgraph {
-        m.dump_callgraph()?;
+        m.dump_callgraph(&externs)?;
     }
     lap("callgraph");
-    let merc_symbols = m.mercury(&kernel_info, &banks, &mut tables, &mut kept)?;
+    let merc_symbols = m.mercury(&externs, &kernel_info, &banks, &mut tables, &mut kept)?;
     lap("mercury");
     let image = m.finish(kept, merc_symbols, tables, &mut order, &banks);
     ctx.dispose(m);
@@ -464,12 +465,9 @@ struct Merger<'a> {
     out: output::Output,
     /// nvlink's sm_100+ layout (`Image::mercury_layout`).
     mercury_layout: bool,
-    // The products made mid-spine and read deep in several later steps' helpers, held
+    // The two products made mid-spine and read deep in several later steps' helpers, held
     // here rather than handed; each is `None` until its step and read through an
     // accessor that panics before it (`held`).
-    /// What the live functions' `EXTERNS` records name (`externs.rs`, made by
-    /// `read_externs`).
-    extern_refs: Option<externs::ExternRefs>,
     /// Shared memory's layout (`shared.rs`, made by `shared`).
     layout: Option<shared::SharedLayout>,
     /// The output symbol table (`symbols.rs`, made by `symbols`).
@@ -504,15 +502,9 @@ impl<'a> Merger<'a> {
             code: functions::CodeGraph::new(inputs),
             out: Default::default(),
             mercury_layout: opts.target.is_some_and(|t| t.sm >= 100),
-            extern_refs: None,
             layout: None,
             symtab: None,
         }
-    }
-
-    /// What the live functions' `EXTERNS` records name: made by `read_externs`.
-    fn extern_refs(&self) -> &externs::ExternRefs {
-        held(&self.extern_refs, "extern_refs", "read_externs")
     }
 
     /// Shared memory's layout: made by `shared`.

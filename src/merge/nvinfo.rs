@@ -3,10 +3,8 @@
 //! with the records its call tree adds to a kernel (on sm_100+ reversed only as far as
 //! the Mercury copy has them).
 
+use super::externs::{ExternRefs, UNKNOWN_STACK};
 use super::*;
-
-/// MIN_STACK_SIZE / CRS_STACK_SIZE of a kernel whose call tree recurses.
-pub(super) const UNKNOWN_STACK: u32 = 0xFFFF_FFFF;
 
 /// The `.nv.info` step's product, which the Mercury step's copies of the records read:
 /// each function's `EXTERNS` list (output symbol indices) and each live kernel's
@@ -33,15 +31,15 @@ impl<'a> Merger<'a> {
     /// Adds `.nv.info` and each live function's `.nv.info.<fn>` to the output; hands
     /// on each function's `EXTERNS` list and each kernel's registers, stack and barriers,
     /// which the Mercury step's copies of the records read. Reads `code` (the trees), the
-    /// inputs' records (`parsed`), `res`, `out` (where the functions went), `extern_refs`
+    /// inputs' records (`parsed`), `res`, `out` (where the functions went), `externs`
     /// and `symtab`; writes `out` and `code` (it lets the trees go) and says its warnings
     /// and errors; after `symbols` (the records' symbol indices). The spine reports the
     /// register limits' errors and the relocations' failure after it, in nvlink's order.
-    pub(super) fn info(&mut self) -> Result<KernelInfo> {
+    pub(super) fn info(&mut self, externs: &ExternRefs) -> Result<KernelInfo> {
         let exec = !self.opts.relocatable;
         let ki = KernelInfo {
-            props: self.kernel_props(),
-            externs: self.extern_lists(),
+            props: self.kernel_props(externs),
+            externs: self.extern_lists(externs),
         };
         let mut global = self.global_records(&ki.props)?;
         if exec {
@@ -63,7 +61,7 @@ impl<'a> Merger<'a> {
             (0..self.code.funcs.len())
                 .into_par_iter()
                 .map(FuncId)
-                .map(|f| self.function_info_section(f, &ki))
+                .map(|f| self.function_info_section(externs, f, &ki))
                 .collect()
         };
         for o in per {
@@ -77,7 +75,7 @@ impl<'a> Merger<'a> {
     }
 
     /// (registers, stack, barriers) over each live kernel's call tree, computed once.
-    fn kernel_props(&self) -> HashMap<FuncId, KernelProps> {
+    fn kernel_props(&self, externs: &ExternRefs) -> HashMap<FuncId, KernelProps> {
         let kernels = self.code.kernels.clone();
         // (the deepest frame chains share one table: a function's is the same
         // whichever kernel reaches it)
@@ -90,7 +88,7 @@ impl<'a> Merger<'a> {
             .collect();
         let only = self.only_kernel();
         let mut props: Vec<KernelProps> = (kernels.par_iter().zip(stacks))
-            .map(|(&f, stack)| self.propagated(f, stack, only))
+            .map(|(&f, stack)| self.propagated(externs, f, stack, only))
             .collect();
         // (nvlink 13.5: the one kernel of a link also counts the barriers of the
         // functions it does not reach, those whose address is taken; with two
@@ -247,7 +245,12 @@ impl<'a> Merger<'a> {
     /// Function `f`'s `.nv.info.<fn>` in the output, if it has one: its records with the
     /// symbols renumbered, `EXTERNS` as `externs` says, in nvlink's order, a kernel's with what
     /// its call tree needs (`ki`).
-    fn function_info_section(&self, f: FuncId, ki: &KernelInfo) -> Result<Option<OutSection>> {
+    fn function_info_section(
+        &self,
+        externs: &ExternRefs,
+        f: FuncId,
+        ki: &KernelInfo,
+    ) -> Result<Option<OutSection>> {
         let exec = !self.opts.relocatable;
         if !self.code.live[f] {
             return Ok(None);
@@ -288,7 +291,7 @@ impl<'a> Merger<'a> {
         let kernel = (exec && self.code.funcs[f].entry)
             .then(|| ki.props(f))
             .flatten();
-        self.finish_records(f, &mut recs, ki.externs(f), kernel, |o| o);
+        self.finish_records(externs, f, &mut recs, ki.externs(f), kernel, |o| o);
         recs.extend(tail);
         // (sm_100+ only: at sm_90 nvlink leaves the kernel's own value)
         if let Some(k) = kernel.filter(|_| self.mercury_layout) {
@@ -356,7 +359,7 @@ impl<'a> Merger<'a> {
     /// A kernel's properties with everything it calls: the register and barrier maxima
     /// over its call tree, and `stack`, its deepest frame chain (`only`: the image's only
     /// kernel).
-    fn propagated(&self, f: FuncId, stack: u32, only: bool) -> KernelProps {
+    fn propagated(&self, externs: &ExternRefs, f: FuncId, stack: u32, only: bool) -> KernelProps {
         let reach = self.tree(f);
         // (registers as nvlink's call graph propagates them: not into what only the
         // compiler's lists of taken addresses reach, a virtual destructor's 36 into the
@@ -406,7 +409,7 @@ impl<'a> Merger<'a> {
             stack,
             barriers: bars,
             mbarriers,
-            externs_first: self.externs_before_barriers(f),
+            externs_first: self.externs_before_barriers(externs, f),
             handed,
         }
     }

@@ -145,10 +145,14 @@ impl SymMap {
 impl<'a> Merger<'a> {
     /// The symbols step: the output symbol table, once the sections are made and their
     /// creation order known (`order`, [`Merger::creation_order`]'s). Reads `out`, `res`,
-    /// `code`, `layout` (which shared variables keep a symbol) and `extern_refs` (the
+    /// `code`, `layout` (which shared variables keep a symbol) and `externs` (the
     /// driver's functions a live list names); writes nothing (hands on the table, held as
     /// `symtab`).
-    pub(super) fn symbols(&self, order: &super::creation::Order) -> SymbolTable {
+    pub(super) fn symbols(
+        &self,
+        externs: &super::externs::ExternRefs,
+        order: &super::creation::Order,
+    ) -> SymbolTable {
         let exec = !self.opts.relocatable;
         let mut t = SymbolTable::new(self.inputs);
         // locals: section symbols, then local functions and data (in nvlink's sm_100+
@@ -215,7 +219,7 @@ impl<'a> Merger<'a> {
             }
             // (a function no input defines stays while a live function's EXTERNS list
             // names it)
-            if exec && !s.defined() && s.ty == STT_FUNC && !self.is_driver_function(k) {
+            if exec && !s.defined() && s.ty == STT_FUNC && !self.is_driver_function(externs, k) {
                 continue;
             }
             let o = if s.defined() {
