@@ -129,7 +129,13 @@ pub fn finish(
         },
         "cache": {"whole_link": outcome.whole_link, "stages": stages},
     });
-    if let Err(why) = writable(req, asked.is_some()) {
+    // (nor over the report: both asked for one file)
+    let report = req.report_json.as_deref();
+    let writable = match report.is_some_and(|r| crate::output::same_place(r, &path)) {
+        true => Err("it is the report's file (--report-json)".to_string()),
+        false => writable(req, asked.is_some()),
+    };
+    if let Err(why) = writable {
         diag.warning_never_error(&format!(
             "the time trace '{}' was not written: {why}",
             path.display()

@@ -251,16 +251,17 @@ pub fn write_output(
                 .map_err(cannot)?;
             fill_buffered(&mut f, fill).map_err(cannot)
         }
-        Target::File { path, old } => write_beside(&path, old.as_ref(), fill).map_err(cannot),
+        Target::File { path, old } => write_beside(&path, old.as_ref(), true, fill).map_err(cannot),
     }
 }
 
 /// Writes a new file beside `path` and renames it over `path`, with the old file's mode
 /// (and owner, where root writes another user's file), or a new file's; or, where that is
-/// refused, into the old file ([`write_into`]).
+/// refused and `into_old`, into the old file ([`write_into`]).
 fn write_beside(
     path: &Path,
     old: Option<&std::fs::Metadata>,
+    into_old: bool,
     fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> std::io::Result<()> {
     let dir = match path.parent() {
@@ -269,8 +270,9 @@ fn write_beside(
     };
     let full = path.file_name().unwrap_or_default().to_string_lossy();
     let name = temp_stem(&full);
-    let refused =
-        |e: &std::io::Error| old.is_some() && e.kind() == std::io::ErrorKind::PermissionDenied;
+    let refused = |e: &std::io::Error| {
+        into_old && old.is_some() && e.kind() == std::io::ErrorKind::PermissionDenied
+    };
     // (created 0600: nobody else reads it half written)
     let mut tmp = match tempfile::Builder::new()
         .prefix(&format!(".{name}.{}.", std::process::id()))
@@ -553,7 +555,7 @@ pub fn side_file_refusal(output: &Path, guarded: &[PathBuf], path: &Path) -> Opt
 
 /// Whether two paths name one file: the same file where both exist, else the same place
 /// (`./out.cubin` and `out.cubin`, `d/../x` and `x`: the folder resolved, the name kept).
-fn same_place(a: &Path, b: &Path) -> bool {
+pub fn same_place(a: &Path, b: &Path) -> bool {
     match (std::fs::metadata(a), std::fs::metadata(b)) {
         (Ok(x), Ok(y)) => same_file(&x, &y),
         (Ok(_), Err(_)) | (Err(_), Ok(_)) => false,
@@ -572,10 +574,12 @@ fn place(p: &Path) -> PathBuf {
 }
 
 /// Writes a file beside the output (the time trace, the report) at `path`, unless
-/// [`side_file_refusal`] refuses it: checked again on the file its symlinks lead to, the
-/// one written (a link switched meanwhile changes nothing), which is written beside and
-/// renamed over, never opened (a FIFO or another user's file put there meanwhile is
-/// replaced, or the rename refused, never written into). `Err`: why not, for a warning.
+/// [`side_file_refusal`] refuses it: checked again on the file its symlinks lead to, in
+/// its folder opened once (`pinned`: a link switched meanwhile, the file's or a folder's
+/// on the way, changes nothing), where it is written beside and renamed over, never
+/// opened (a FIFO or another user's file put there meanwhile is replaced, or the rename
+/// refused, never written into); an old file's mode is kept. `Err`: why not, for a
+/// warning.
 pub fn write_side_file(
     path: &Path,
     output: &Path,
@@ -590,9 +594,33 @@ pub fn write_side_file(
         Ok(Target::Special(_)) => return Err("the file there is not a regular file".into()),
         Err(e) => return Err(e.to_string()),
     };
+    let (_folder, real) = pinned(&real).map_err(|e| e.to_string())?;
     if let Some(why) = side_file_refusal(output, guarded, &real) {
         return Err(why);
     }
-    // (as a new file: `old` would let a refused rename write into what is there)
-    write_beside(&real, None, |f| f.write_all(bytes)).map_err(|e| e.to_string())
+    let old = std::fs::symlink_metadata(&real)
+        .ok()
+        .filter(|m| m.is_file());
+    write_beside(&real, old.as_ref(), false, |f| f.write_all(bytes)).map_err(|e| e.to_string())
+}
+
+/// `path` by way of its folder opened now (`/proc/self/fd/N/name`, the folder held open
+/// by the returned file): what is checked and written there is in that folder, whatever
+/// its path names later. The path itself where `/proc` is not mounted.
+fn pinned(path: &Path) -> std::io::Result<(Option<std::fs::File>, PathBuf)> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let (dir, name) = match (path.parent(), path.file_name()) {
+        (Some(d), Some(n)) if !d.as_os_str().is_empty() => (d, n),
+        (_, Some(n)) => (Path::new("."), n),
+        _ => return Ok((None, path.to_path_buf())),
+    };
+    let folder = (std::fs::OpenOptions::new().read(true))
+        .custom_flags(libc::O_DIRECTORY)
+        .open(dir)?;
+    let at = PathBuf::from(format!("/proc/self/fd/{}", folder.as_raw_fd()));
+    match at.is_dir() {
+        true => Ok((Some(folder), at.join(name))),
+        false => Ok((None, path.to_path_buf())),
+    }
 }

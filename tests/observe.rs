@@ -534,6 +534,25 @@ fn side_files_never_overwrite_an_options_file_or_a_library() {
             "No such file or directory",
         ),
     ];
+    // an old report's mode is kept; the trace never replaces the report
+    std::fs::write(d.join("r.json"), "old").unwrap();
+    let private = std::os::unix::fs::PermissionsExt::from_mode(0o600);
+    std::fs::set_permissions(d.join("r.json"), private).unwrap();
+    let args = ["-arch=sm_90", "-dlto", "a.o", "b.o", "-o", "app.cubin"];
+    let both = [&args[..], &["--report-json=r.json", "--time-trace=r.json"]].concat();
+    let o = link(d, &both, &[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("'r.json' was not written: it is the report's file"),
+        "{err}"
+    );
+    let report: serde_json::Value = json(&d.join("r.json"));
+    assert!(report["inputs"].is_array(), "{report}");
+    let mode = std::fs::metadata(d.join("r.json")).unwrap().permissions();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
+        0o600
+    );
     for (inputs, side, why) in cases {
         let mut args = vec!["-arch=sm_90", "-dlto", "a.o", "-o", "app.cubin", side];
         args.extend(inputs);

@@ -354,3 +354,33 @@ fn time_rows_append_after_one_header() {
         "{t}"
     );
 }
+
+/// A file beside the output is written in the folder its path named when it was checked:
+/// the folder moved away and another put in its place (a symlink switched, mid-link,
+/// from a safe folder to the inputs' one: attacker review, 2026-12-02), the file still
+/// lands in the first; an old file's mode is kept.
+#[test]
+fn a_side_file_lands_in_the_folder_it_was_checked_in() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let (safe, inputs) = (dir.path().join("safe"), dir.path().join("in"));
+    std::fs::create_dir(&safe).unwrap();
+    std::fs::create_dir(&inputs).unwrap();
+    std::fs::write(inputs.join("a.o"), b"input").unwrap();
+    std::fs::write(safe.join("a.o"), b"old report").unwrap();
+    std::fs::set_permissions(safe.join("a.o"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    let link = dir.path().join("dl");
+    std::os::unix::fs::symlink(&safe, &link).unwrap();
+    let (_held, there) = pinned(&link.join("a.o")).unwrap();
+    std::fs::remove_file(&link).unwrap();
+    std::os::unix::fs::symlink(&inputs, &link).unwrap();
+    let old = std::fs::symlink_metadata(&there).ok();
+    write_beside(&there, old.as_ref(), false, |f| f.write_all(b"report")).unwrap();
+    assert_eq!(std::fs::read(inputs.join("a.o")).unwrap(), b"input");
+    assert_eq!(std::fs::read(safe.join("a.o")).unwrap(), b"report");
+    let mode = std::fs::metadata(safe.join("a.o"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+}

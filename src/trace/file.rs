@@ -77,13 +77,22 @@ fn link_output(other: &Value) -> String {
         .to_string()
 }
 
-/// The trace at `path` when it holds links of the nvcc run `nvcc`.
+/// The trace at `path` when it holds links of the nvcc run `nvcc`: read only from a
+/// regular file, opened without waiting (a FIFO put there is passed over, not waited on).
 fn earlier_of(path: &Path, nvcc: u32) -> Option<Value> {
-    let meta = std::fs::metadata(path).ok()?;
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = (std::fs::OpenOptions::new().read(true))
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    let meta = f.metadata().ok()?;
     if !meta.is_file() || meta.len() > MAX_EARLIER {
         return None;
     }
-    let doc: Value = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
+    let mut bytes = Vec::new();
+    f.take(MAX_EARLIER).read_to_end(&mut bytes).ok()?;
+    let doc: Value = serde_json::from_slice(&bytes).ok()?;
     (doc["otherData"]["nvcc_pid"].as_u64() == Some(nvcc as u64)
         && doc["traceEvents"].is_array()
         && doc["otherData"]["links"].is_array())
@@ -119,6 +128,20 @@ fn joined(mut earlier: Value, new: Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An earlier trace that is a FIFO (put where nvcc's joined trace goes, mid-link) is
+    /// passed over at once, not waited on (attacker review, 2026-12-02: a link hung).
+    #[test]
+    fn an_earlier_trace_that_is_a_fifo_is_passed_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("app.json");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        assert!(earlier_of(&fifo, 1).is_none());
+    }
 
     #[test]
     fn the_trace_goes_where_ninjatracing_looks() {
