@@ -11,7 +11,8 @@
 //! takes the place of one still queued: rapid edits queue one build, not one per edit.
 //! At most [`MAX_QUEUED`] jobs wait; past that the oldest is dropped (its link's next
 //! relink asks again).
-//! A link with an input that is not a regular file (a FIFO, a device) asks for none.
+//! A link with an input or an options file that is not a regular file (a FIFO, a
+//! device) asks for none, and a build opens only regular files.
 //! `daemon status` reports the queue (`idle` when empty). The link asking for it does so
 //! through [`request`], once it is done.
 

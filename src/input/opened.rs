@@ -189,9 +189,9 @@ pub fn file_id(meta: &std::fs::Metadata) -> FileId {
 }
 
 /// Opens a file the link reads (an options file, an input): in a background build
-/// (`linkenv::BACKGROUND_MARK`), only a regular file, opened without waiting, so that a FIFO put
-/// where the asking link read a file ends the build at once rather than holding the
-/// daemon's one worker until a writer comes.
+/// (`linkenv::BACKGROUND_MARK`), only a regular file, opened without waiting, so that a
+/// FIFO put where the asking link read a file ends the build at once rather than holding
+/// the daemon's one worker until a writer comes.
 pub fn open_to_read(path: &Path) -> std::io::Result<std::fs::File> {
     if std::env::var_os(crate::linkenv::BACKGROUND_MARK).is_none() {
         return std::fs::File::open(path);
