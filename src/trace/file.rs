@@ -130,7 +130,11 @@ mod tests {
     use super::*;
 
     /// An earlier trace that is a FIFO (put where nvcc's joined trace goes, mid-link) is
-    /// passed over at once, not waited on (attacker review, 2026-12-02: a link hung).
+    /// passed over at once, not waited on (attacker review, 2026-12-02: a link hung). The
+    /// code before passed this too (its `metadata` check saw the FIFO): what hung was a
+    /// FIFO swapped in between that check and the read, a race this test cannot make; it
+    /// guards that the read never blocks on one. (`cache::guard::read_regular` reads the
+    /// same way but does not follow a link at the last component, which this read does.)
     #[test]
     fn an_earlier_trace_that_is_a_fifo_is_passed_over() {
         let dir = tempfile::tempdir().unwrap();
