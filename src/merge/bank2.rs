@@ -66,7 +66,7 @@ pub(super) type KernelBank = (usize, FuncId, Vec<(SecKey, u64)>);
 impl<'a> Merger<'a> {
     /// Function `f`'s bank-2 input section, if it has one with bytes.
     fn bank2_of(&self, f: FuncId) -> Option<usize> {
-        let (i, text) = (self.code.funcs[f].key.input, self.code.funcs[f].text);
+        let (i, text) = (self.code.funcs()[f].key.input, self.code.funcs()[f].text);
         bank2_of_text(&self.inputs[i].cubin, text)
     }
 
@@ -97,8 +97,11 @@ impl<'a> Merger<'a> {
         (self.inputs[i].cubin.sections.get(sec)).is_some_and(|s| {
             constant_bank(s.ty) == Some(2)
                 && s.flags & SHF_INFO_LINK != 0
-                && (self.code.func_of_text.get(&SecKey::new(i, s.info as usize)))
-                    .is_some_and(|&f| !self.code.funcs[f].entry)
+                && (self
+                    .code
+                    .func_of_text()
+                    .get(&SecKey::new(i, s.info as usize)))
+                .is_some_and(|&f| !self.code.funcs()[f].entry)
         })
     }
 
@@ -106,37 +109,36 @@ impl<'a> Merger<'a> {
     /// and left the device functions' out): see the module's comment. Writes the
     /// kernels' banks into the output (making those of kernels without data of their
     /// own) and places the device functions' pieces; hands on where they went. Reads
-    /// `code` (the trees, liveness), `res` (replaced copies), `opts` (`-r` keeps each
+    /// `trees`, `code` (liveness), `res` (replaced copies), `opts` (`-r` keeps each
     /// function's bank) and `out` (where the kernels' own banks went); writes `out` (the
-    /// banks it makes get section symbols); hands on the `Bank2`; after
-    /// `call_trees` and `sections`.
-    pub(super) fn bank2(&mut self) -> Bank2 {
+    /// banks it makes get section symbols); hands on the `Bank2`; after `sections`.
+    pub(super) fn bank2(&mut self, trees: &CallTrees) -> Bank2 {
         let mut b2 = Bank2::default();
         if self.opts.relocatable {
             return b2;
         }
         // the kernels (positions in `kernels`) that reach each function
-        let mut kernels_of: Vec<Vec<usize>> = vec![Vec::new(); self.code.funcs.len()];
-        for (k, tree) in self.code.trees().iter().enumerate() {
+        let mut kernels_of: Vec<Vec<usize>> = vec![Vec::new(); self.code.funcs().len()];
+        for (k, tree) in trees.all().iter().enumerate() {
             for &f in tree {
                 kernels_of[f].push(k);
             }
         }
         // 1. each kernel's own data at 0: its bank's end
-        let mut end: Vec<u64> = (self.code.kernels.iter())
+        let mut end: Vec<u64> = (self.code.kernels().iter())
             .map(|&k| self.bank2_of(k).map_or(0, |s| self.section_size(k, s)))
             .collect();
         // each kernel's bank's alignment so far
-        let mut aligned: Vec<u64> = (self.code.kernels.iter())
+        let mut aligned: Vec<u64> = (self.code.kernels().iter())
             .map(|&k| self.bank2_of(k).map_or(1, |s| self.section_align(k, s)))
             .collect();
         // the output bank of each kernel, once it has one
-        let mut bank: Vec<Option<usize>> = (self.code.kernels.iter())
+        let mut bank: Vec<Option<usize>> = (self.code.kernels().iter())
             .map(|&k| {
                 let s = self.bank2_of(k)?;
                 Some(
                     self.out
-                        .placed(&SecKey::new(self.code.funcs[k].key.input, s))?
+                        .placed(&SecKey::new(self.code.funcs()[k].key.input, s))?
                         .0,
                 )
             })
@@ -145,13 +147,13 @@ impl<'a> Merger<'a> {
         let mut writes: Vec<(usize, SecKey, u64)> = Vec::new();
         let mut copies = self.replaced_copies_bank2();
         for f in self.section_symbol_order().into_iter().rev() {
-            if self.code.funcs[f].entry || !self.code.live[f] || kernels_of[f].is_empty() {
+            if self.code.funcs()[f].entry || !self.code.live()[f] || kernels_of[f].is_empty() {
                 continue;
             }
             let Some(si) = self.bank2_of(f) else {
                 continue;
             };
-            let i = self.code.funcs[f].key.input;
+            let i = self.code.funcs()[f].key.input;
             // (the function's data, then that of the copies of it other inputs' definitions
             // replaced, each aligned as it asks: their reads are gone, not their tables)
             let mut pieces = vec![SecKey::new(i, si)];
@@ -181,7 +183,7 @@ impl<'a> Merger<'a> {
                 let id = match bank[k] {
                     Some(id) => id,
                     None => {
-                        let id = self.new_kernel_bank(self.code.kernels[k], &mut b2.made);
+                        let id = self.new_kernel_bank(self.code.kernels()[k], &mut b2.made);
                         bank[k] = Some(id);
                         id
                     }
@@ -210,9 +212,9 @@ impl<'a> Merger<'a> {
         order.sort_by_key(|&k| bank[k].and_then(made));
         for k in order {
             let Some(id) = bank[k] else { continue };
-            let kernel = self.code.kernels[k];
+            let kernel = self.code.kernels()[k];
             let own = (self.bank2_of(kernel))
-                .map(|s| (SecKey::new(self.code.funcs[kernel].key.input, s), 0));
+                .map(|s| (SecKey::new(self.code.funcs()[kernel].key.input, s), 0));
             let pieces: Vec<(SecKey, u64)> = (own.into_iter())
                 .chain(writes.iter().filter(|w| w.0 == id).map(|w| (w.1, w.2)))
                 .collect();
@@ -261,12 +263,12 @@ impl<'a> Merger<'a> {
     /// (the order nvlink makes their `.nv.info.<fn>` in, `creation.rs`; a local clone
     /// `f$1` comes there after the globals whose code comes first).
     fn section_symbol_order(&self) -> Vec<FuncId> {
-        let mut order = Vec::with_capacity(self.code.funcs.len());
+        let mut order = Vec::with_capacity(self.code.funcs().len());
         for (i, inp) in self.inputs.iter().enumerate() {
             for s in inp.cubin.symbols.iter().filter(|s| s.ty == STT_SECTION) {
                 if let Some(&f) = self
                     .code
-                    .func_of_text
+                    .func_of_text()
                     .get(&SecKey::new(i, s.shndx as usize))
                 {
                     order.push(f);
@@ -278,23 +280,23 @@ impl<'a> Merger<'a> {
 
     /// The alignment of function `f`'s section `s` (at least 1).
     fn section_align(&self, f: FuncId, s: usize) -> u64 {
-        self.inputs[self.code.funcs[f].key.input].cubin.sections[s]
+        self.inputs[self.code.funcs()[f].key.input].cubin.sections[s]
             .align
             .max(1)
     }
 
     /// The size of function `f`'s section `s`.
     fn section_size(&self, f: FuncId, s: usize) -> u64 {
-        self.inputs[self.code.funcs[f].key.input].cubin.sections[s].size
+        self.inputs[self.code.funcs()[f].key.input].cubin.sections[s].size
     }
 
     /// A bank for kernel `k`, which has no bank-2 data of its own (its id added to
     /// `made`).
     fn new_kernel_bank(&mut self, k: FuncId, made: &mut Vec<usize>) -> usize {
-        let name = creation::concat(".nv.constant2.", &self.sym(self.code.funcs[k].key).name);
+        let name = creation::concat(".nv.constant2.", &self.sym(self.code.funcs()[k].key).name);
         let mut o = OutSection::new(name, SHT_PROGBITS, SHF_ALLOC | SHF_INFO_LINK);
         o.align = 4;
-        let text = SecKey::new(self.code.funcs[k].key.input, self.code.funcs[k].text);
+        let text = SecKey::new(self.code.funcs()[k].key.input, self.code.funcs()[k].text);
         if let Some(&(t, _)) = self.out.placed(&text) {
             o.info = Ref::Section(t);
         }
@@ -323,13 +325,13 @@ impl Merger<'_> {
             let proto = &self.inputs[i0].cubin.sections[m0];
             let name = creation::concat(
                 ".nv.merc.nv.constant.optimizer.",
-                &self.sym(self.code.funcs[*kernel].key).name,
+                &self.sym(self.code.funcs()[*kernel].key).name,
             );
             let mut o = OutSection::new(name, proto.ty, proto.flags);
             o.entsize = proto.entsize;
             let text = SecKey::new(
-                self.code.funcs[*kernel].key.input,
-                self.code.funcs[*kernel].text,
+                self.code.funcs()[*kernel].key.input,
+                self.code.funcs()[*kernel].text,
             );
             if let Some(&cap) = (self.out.placed(&text)).and_then(|t| st.view_of.get(&t.0)) {
                 o.info = Ref::Section(cap);

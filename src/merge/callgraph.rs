@@ -74,7 +74,7 @@ impl<'a> Merger<'a> {
     /// keeps its entry while a live function's `EXTERNS` list names it.
     fn prototype_kept(&self, externs: &super::externs::ExternRefs, k: SymKey) -> bool {
         match self.func_of(k) {
-            Some(f) => self.code.live[f] && !self.code.address_taken.contains(&f),
+            Some(f) => self.code.live()[f] && !self.code.address_taken().contains(&f),
             None => self.is_driver_function(externs, k),
         }
     }
@@ -102,6 +102,7 @@ impl<'a> Merger<'a> {
     /// entries' symbol indices); writes the tables' sections in `out`.
     pub(super) fn callgraph(
         &mut self,
+        symtab: &SymbolTable,
         externs: &super::externs::ExternRefs,
         t: &mut Tables,
     ) -> Result<()> {
@@ -144,7 +145,7 @@ impl<'a> Merger<'a> {
                 // (below sm_100 nvlink's .strtab keeps every prototype string of the
                 // inputs, those of removed functions included, in the order it reads
                 // them; the sm_100+ one only those the tables refer to)
-                if let (2 | 3, Some(s), false) = (group, string(b), self.mercury_layout) {
+                if let (2 | 3, Some(s), false) = (group, string(b), self.mercury_layout()) {
                     intern(s, &mut strings);
                 }
                 // (a weak function a later input's copy replaced keeps its calls
@@ -154,7 +155,7 @@ impl<'a> Merger<'a> {
                 if self.symbol_is_dead(ka) || !self.calls_kept(ka) {
                     continue;
                 }
-                let Some(oa) = self.out_index(ka) else {
+                let Some(oa) = self.out_index(symtab, ka) else {
                     continue;
                 };
                 // (libnvJitLink lists them by input, libNVVM's output after the other
@@ -175,7 +176,7 @@ impl<'a> Merger<'a> {
                         }
                         // (each input's entries once: in an image two copies of a
                         // function that both call `malloc` list it twice, not under -r)
-                        if let Some(ob) = self.out_index(kb)
+                        if let Some(ob) = self.out_index(symtab, kb)
                             && seen.insert((group, scope, oa as u32 + 1, ob as i64 + 1))
                         {
                             groups[group].push((oa as u32 + 1, ob as i64 + 1));
@@ -199,14 +200,16 @@ impl<'a> Merger<'a> {
                 for e in c.bytes(ps).chunks_exact(8) {
                     let sym = e.u32_at(0).unwrap_or(0) as usize;
                     let off = e.u32_at(4).unwrap_or(0) as i64;
-                    if let (Some(s), false) = (string(off), self.mercury_layout) {
+                    if let (Some(s), false) = (string(off), self.mercury_layout()) {
                         intern(s, &mut strings);
                     }
                     if sym >= c.symbols.len() || !self.prototype_kept(externs, SymKey::new(i, sym))
                     {
                         continue;
                     }
-                    if let (Some(o), Some(s)) = (self.out_index(SymKey::new(i, sym)), string(off)) {
+                    if let (Some(o), Some(s)) =
+                        (self.out_index(symtab, SymKey::new(i, sym)), string(off))
+                    {
                         let s = intern(s, &mut strings);
                         pending_proto.push((o as u32 + 1, s));
                     }
@@ -281,13 +284,14 @@ impl<'a> Merger<'a> {
     /// call graph and prototype tables (and their Mercury copies) refer to them.
     pub(super) fn strings_last(
         &mut self,
+        symtab: &SymbolTable,
         t: &mut Tables,
         merc_symbols: Option<&mercury::MercSymbols>,
     ) {
         let mut at: HashMap<&str, u32> = HashMap::default();
         let mut len = 1u32;
         let merc = merc_symbols.iter().flat_map(|(_, m)| m);
-        for name in (self.symtab().symbols().iter().chain(merc)).map(|s| s.name.as_str()) {
+        for name in (symtab.symbols().iter().chain(merc)).map(|s| s.name.as_str()) {
             if !name.is_empty() && !at.contains_key(name) {
                 at.insert(name, len);
                 len += name.len() as u32 + 1;
@@ -333,15 +337,15 @@ impl<'a> Merger<'a> {
         use crate::demangle::demangle;
         let cl = self.call_lists()?;
         let mut lines = vec![String::new(); cl.nodes];
-        for (f, func) in FuncId::all(self.code.funcs.len()).zip(&self.code.funcs) {
-            if !self.code.live[f] {
+        for (f, func) in FuncId::all(self.code.funcs().len()).zip(self.code.funcs()) {
+            if !self.code.live()[f] {
                 continue;
             }
             // (a kernel whose address is taken, one launched from the device, is `^&`)
             let marks = format!(
                 "{}{}",
                 if func.entry { "^" } else { "" },
-                if self.code.address_taken.contains(&f) {
+                if self.code.address_taken().contains(&f) {
                     "&"
                 } else {
                     ""
@@ -377,8 +381,8 @@ impl<'a> Merger<'a> {
         for (e, f, regs) in self.register_propagation(&cl) {
             text += &format!(
                 "regcount {regs} for {} propagated to entry {}\n",
-                demangle(&self.sym(self.code.funcs[f].key).name),
-                demangle(&self.sym(self.code.funcs[e].key).name)
+                demangle(&self.sym(self.code.funcs()[f].key).name),
+                demangle(&self.sym(self.code.funcs()[e].key).name)
             );
         }
         crate::diag::to_stderr(&text);

@@ -73,26 +73,27 @@ impl Merger<'_> {
         };
         let node: Vec<usize> = self
             .code
-            .funcs
+            .funcs()
             .iter()
             .map(|f| number(f.key).expect("a function symbol is numbered"))
             .collect();
         let mut func_of_node: HashMap<usize, FuncId> = HashMap::default();
-        for f in FuncId::all(self.code.funcs.len()).filter(|&f| self.code.live[f]) {
+        for f in FuncId::all(self.code.funcs().len()).filter(|&f| self.code.live()[f]) {
             func_of_node.insert(node[f], f);
         }
         // each input's entries once, each to the live function it defines (a weak copy's
         // entries stay with that copy, an earlier input's copy a later one replaced
         // giving its own to the kept one: `calls_kept`); indirect calls are resolved
         // after the direct ones
-        let mut calls: Vec<Vec<usize>> = vec![Vec::new(); self.code.funcs.len()];
-        let mut indirect: Vec<Vec<String>> = vec![Vec::new(); self.code.funcs.len()];
+        let mut calls: Vec<Vec<usize>> = vec![Vec::new(); self.code.funcs().len()];
+        let mut indirect: Vec<Vec<String>> = vec![Vec::new(); self.code.funcs().len()];
         for (i, inp) in self.inputs.iter().enumerate() {
             let c = &inp.cubin;
             for (a, b, group) in c.callgraph_entries()? {
                 let ka = SymKey::new(i, a as usize);
                 let Some(f) = self.func_of(ka).filter(|&f| {
-                    self.code.live[f] && (self.code.funcs[f].key.input == i || self.calls_kept(ka))
+                    self.code.live()[f]
+                        && (self.code.funcs()[f].key.input == i || self.calls_kept(ka))
                 }) else {
                     continue;
                 };
@@ -109,7 +110,7 @@ impl Merger<'_> {
             }
         }
         let mut taken_nodes: HashMap<&str, Vec<usize>> = HashMap::default();
-        for (q, g) in &self.code.taken_by_prototype {
+        for (q, g) in self.code.taken_by_prototype() {
             taken_nodes.entry(q.as_str()).or_default().push(node[*g]);
         }
         for list in taken_nodes.values_mut() {

@@ -165,14 +165,14 @@ impl<'a> Merger<'a> {
     /// Whether function `f` is made as a kernel (its `.nv.info.<k>` and `.nv.shared.<k>`
     /// with its code).
     fn made_as_entry(&self, f: FuncId, rules: Rules) -> bool {
-        self.code.funcs[f].entry
+        self.code.funcs()[f].entry
             && ((rules.twins && (rules.tables || !self.preserving_only()) && !self.lto_unlisted(f))
                 || self.kernel_kept(f))
     }
 
     /// Input `i` when function `f` is a local one: its sections are that input's copy.
     fn local_copy(&self, i: usize, f: FuncId) -> Option<usize> {
-        (self.sym(self.code.funcs[f].key).bind == STB_LOCAL).then_some(i)
+        (self.sym(self.code.funcs()[f].key).bind == STB_LOCAL).then_some(i)
     }
 
     /// Whether input `i`'s section `si` is one nvlink makes no section of its name for:
@@ -198,9 +198,9 @@ impl<'a> Merger<'a> {
         made: &mut Made,
     ) -> bool {
         let c = &self.inputs[i].cubin;
-        let fn_name = |f: FuncId| self.sym(self.code.funcs[f].key).name.as_str();
+        let fn_name = |f: FuncId| self.sym(self.code.funcs()[f].key).name.as_str();
         let mut any_code = false;
-        for (s, at) in self.code.func_at[i].iter().enumerate() {
+        for (s, at) in self.code.func_at()[i].iter().enumerate() {
             let Some(f) = *at else {
                 let over = (c.symbols.get(s))
                     .filter(|sym| sym.ty == STT_FUNC)
@@ -218,12 +218,12 @@ impl<'a> Merger<'a> {
             if self.dropped_by_host_tables(f) {
                 made.add(concat(".nv.shared.", fn_name(f)), None);
             }
-            if let Some(s) = c.sections.get(self.code.funcs[f].text)
-                && self.code.live[f]
+            if let Some(s) = c.sections.get(self.code.funcs()[f].text)
+                && self.code.live()[f]
             {
                 // (a local function's symbol, and name, before its code)
                 any_code = true;
-                let key = self.code.funcs[f].key;
+                let key = self.code.funcs()[f].key;
                 if self.sym(key).bind == STB_LOCAL {
                     made.local(self.sym(key).name.clone(), key);
                 }
@@ -260,7 +260,7 @@ impl<'a> Merger<'a> {
                     .get(si)
                     .is_some_and(|s| s.name.starts_with(".nv.shared."))
                     && (self.owner(i, si))
-                        .is_some_and(|f| !self.code.live[f] && self.lto_unlisted(f))
+                        .is_some_and(|f| !self.code.live()[f] && self.lto_unlisted(f))
             };
             // (a kernel `-kernels-used` removed names the window its own `__shared__`
             // array lies in here, though nothing of it is kept: sweep 45's `histo`)
@@ -268,7 +268,7 @@ impl<'a> Merger<'a> {
                 .filter(|s| s.name.starts_with(".nv.shared.") && twins && sym.defined());
             if let Some(s) = window
                 && (self.owner(i, sym.shndx as usize)).is_some_and(|f| {
-                    self.code.funcs[f].entry && !self.code.live[f] && !self.lto_unlisted(f)
+                    self.code.funcs()[f].entry && !self.code.live()[f] && !self.lto_unlisted(f)
                 })
             {
                 made.add(s.name.clone(), None);
@@ -293,7 +293,7 @@ impl<'a> Merger<'a> {
             };
             if self
                 .owner(i, sym.shndx as usize)
-                .is_some_and(|f| !self.code.live[f])
+                .is_some_and(|f| !self.code.live()[f])
                 && !unlisted(sym.shndx as usize)
             {
                 continue;
@@ -334,7 +334,7 @@ impl<'a> Merger<'a> {
                 || s.name.starts_with(".nv.merc.")
                 || s.name.starts_with(".nv.capmerc.")
                 || dropped(si)
-                || self.owner(i, si).is_some_and(|f| !self.code.live[f]);
+                || self.owner(i, si).is_some_and(|f| !self.code.live()[f]);
             if skip {
                 continue;
             }
@@ -348,11 +348,14 @@ impl<'a> Merger<'a> {
             .filter(|s| s.ty == STT_SECTION)
             .filter(|s| c.sections.get(s.shndx as usize).is_some());
         for si in sections.map(|s| s.shndx as usize) {
-            let live_code = (self.code.func_of_text.get(&SecKey::new(i, si)).copied())
-                .filter(|&f| self.code.live[f]);
+            let live_code = (self.code.func_of_text().get(&SecKey::new(i, si)).copied())
+                .filter(|&f| self.code.live()[f]);
             let f = live_code.or_else(|| taken_over.get(&si).copied());
             if let Some(f) = f.filter(|&f| !self.made_as_entry(f, rules)) {
-                let name = concat(".nv.info.", self.sym(self.code.funcs[f].key).name.as_str());
+                let name = concat(
+                    ".nv.info.",
+                    self.sym(self.code.funcs()[f].key).name.as_str(),
+                );
                 made.add(name, self.local_copy(i, f));
             }
         }
@@ -361,7 +364,7 @@ impl<'a> Merger<'a> {
         // make them; at sm_100+ a kernel's stays, empty, beside its Mercury twin's)
         let of_bank2 = |s: &Section| {
             twins
-                && !self.mercury_layout
+                && !self.mercury_layout()
                 && (c.sections.get(s.info as usize)).is_some_and(|t| constant_bank(t.ty) == Some(2))
         };
         for (si, s) in c.sections.iter().enumerate() {
@@ -391,7 +394,7 @@ impl<'a> Merger<'a> {
                 if !self.is_replaced(k) || !self.calls_kept(k) {
                     return None;
                 }
-                let f = self.func_of(k).filter(|&f| self.code.live[f])?;
+                let f = self.func_of(k).filter(|&f| self.code.live()[f])?;
                 let t = c.symbols[s].shndx as usize;
                 c.sections.get(t)?;
                 Some((t, f))
@@ -459,7 +462,7 @@ impl<'a> Merger<'a> {
                     .starts_with(".nv.constant0.")
                     .then(|| self.owner(i, si))
                     .flatten()
-                    .map(|f| self.code.funcs[f].key.sym)
+                    .map(|f| self.code.funcs()[f].key.sym)
             };
             let slots: Vec<usize> = (0..out.len())
                 .filter(|&k| bank_of(out[k].0, out[k].1).is_some())
@@ -477,8 +480,8 @@ impl<'a> Merger<'a> {
     /// `.nv.shared.<k>` where its code would come (not for one `-kernels-used` drops, nor
     /// for one of libNVVM's output, `lto_unlisted`).
     fn dropped_by_host_tables(&self, f: FuncId) -> bool {
-        self.code.funcs[f].entry
-            && !self.code.live[f]
+        self.code.funcs()[f].entry
+            && !self.code.live()[f]
             && self.opts.kernels.as_ref().is_some_and(|k| k.tables)
             && !self.lto_unlisted(f)
     }
@@ -493,7 +496,7 @@ impl<'a> Merger<'a> {
     /// `parent`, which launches `child` (`.nv.info._Z5childPi` after the constant banks,
     /// no `.nv.shared._Z5childPi`), and `devlaunch.cu`.
     pub(super) fn lto_unlisted(&self, f: FuncId) -> bool {
-        let input = self.code.funcs[f].key.input;
+        let input = self.code.funcs()[f].key.input;
         self.origin(input) == "lto.cubin"
             && !self.opts.debug
             && self.opts.kernels.as_ref().is_some_and(|k| k.tables)

@@ -35,9 +35,9 @@ pub(super) struct ExternRefs {
 impl Merger<'_> {
     /// Reads each live function's own list (before the symbols are numbered: the
     /// prototype table needs to know which driver functions are named). Reads `code` and
-    /// `res`; hands on the `ExternRefs`; after `reach`.
+    /// `res`; hands on the `ExternRefs`.
     pub(super) fn read_externs(&self) -> Result<ExternRefs> {
-        let own: Vec<Vec<SymKey>> = (0..self.code.funcs.len())
+        let own: Vec<Vec<SymKey>> = (0..self.code.funcs().len())
             .into_par_iter()
             .map(FuncId)
             .map(|f| self.own_externs(f))
@@ -58,7 +58,7 @@ impl Merger<'_> {
                 if group != 1 || !self.is_replaced(ka) || !(every || self.calls_kept(ka)) {
                     continue;
                 }
-                if !self.func_of(ka).is_some_and(|f| self.code.live[f]) {
+                if !self.func_of(ka).is_some_and(|f| self.code.live()[f]) {
                     continue;
                 }
                 let Some(kb) = usize::try_from(b)
@@ -78,11 +78,16 @@ impl Merger<'_> {
     }
 
     /// The list of every live function, as output symbol indices, by function.
-    pub(super) fn extern_lists(&self, externs: &ExternRefs) -> Vec<Vec<u32>> {
+    pub(super) fn extern_lists(
+        &self,
+        trees: &CallTrees,
+        symtab: &SymbolTable,
+        externs: &ExternRefs,
+    ) -> Vec<Vec<u32>> {
         let own: Vec<Vec<u32>> = (externs.own.iter())
             .map(|l| {
                 let mut out: Vec<u32> = Vec::with_capacity(l.len());
-                for o in l.iter().filter_map(|&k| self.out_index(k)) {
+                for o in l.iter().filter_map(|&k| self.out_index(symtab, k)) {
                     if !out.contains(&(o as u32 + 1)) {
                         out.push(o as u32 + 1);
                     }
@@ -101,34 +106,34 @@ impl Merger<'_> {
         // that order, which is the functions' own but where a relocatable input's
         // symbols are in another order than its code, an `-r` output holding
         // libcudadevrt)
-        let code_at: Vec<Option<usize>> = (self.code.funcs.iter())
+        let code_at: Vec<Option<usize>> = (self.code.funcs().iter())
             .map(|g| (self.out.placed(&SecKey::new(g.key.input, g.text))).map(|&(o, _)| o))
             .collect();
         let every: Vec<FuncId> = match self.only_kernel() {
             true => {
-                let mut every: Vec<FuncId> = FuncId::all(self.code.funcs.len())
-                    .filter(|&g| self.code.live[g])
+                let mut every: Vec<FuncId> = FuncId::all(self.code.funcs().len())
+                    .filter(|&g| self.code.live()[g])
                     .collect();
                 every.sort_by_key(|&g| code_at[g.0]);
                 every
             }
             false => Vec::new(),
         };
-        (0..self.code.funcs.len())
+        (0..self.code.funcs().len())
             .into_par_iter()
             .map(FuncId)
             .map(|f| {
                 let mut list = own[f].clone();
                 // (a kernel only --preserve-relocs keeps, one the kernel filter leaves
                 // out, keeps its own list: `devlaunch.cu`'s `top`)
-                if self.code.live[f] && self.code.funcs[f].entry && self.reached(f) {
+                if self.code.live()[f] && self.code.funcs()[f].entry && self.reached(f) {
                     let mut tree;
                     let funcs = if !every.is_empty() {
                         &every
                     } else {
-                        tree = match self.code.any_listed_only {
-                            true => self.called_tree(f),
-                            false => self.tree(f).to_vec(),
+                        tree = match self.code.any_listed_only() {
+                            true => self.called_tree(trees, f),
+                            false => trees.of(f).to_vec(),
                         };
                         tree.sort_by_key(|&g| code_at[g.0]);
                         &tree
@@ -154,35 +159,35 @@ impl Merger<'_> {
     /// kernel's `EXTERNS` list takes in (read off nvlink 13.5: a kernel calling a
     /// function that makes an object with virtual functions does not get the
     /// `free` its deleting destructor calls). In the tree's order.
-    pub(super) fn called_tree(&self, f: FuncId) -> Vec<FuncId> {
+    pub(super) fn called_tree(&self, trees: &CallTrees, f: FuncId) -> Vec<FuncId> {
         let mut seen: HashSet<FuncId> = HashSet::default();
         let mut stack = vec![f];
         while let Some(g) = stack.pop() {
             if seen.insert(g) {
-                let callees = self.code.funcs[g].callees.iter();
+                let callees = self.code.funcs()[g].callees.iter();
                 stack.extend(callees.filter(|&&h| {
-                    !self.code.funcs[h].entry && !self.code.funcs[g].listed_only.contains(&h)
+                    !self.code.funcs()[h].entry && !self.code.funcs()[g].listed_only.contains(&h)
                 }));
             }
         }
-        (self.tree(f).iter().copied())
+        (trees.of(f).iter().copied())
             .filter(|g| seen.contains(g))
             .collect()
     }
 
     /// Function `f`'s own record: the entries that stay, as input symbols.
     fn own_externs(&self, f: FuncId) -> Result<Vec<SymKey>> {
-        if !self.code.live[f] {
+        if !self.code.live()[f] {
             return Ok(Vec::new());
         }
-        let i = self.code.funcs[f].key.input;
+        let i = self.code.funcs()[f].key.input;
         let c = &self.inputs[i].cubin;
-        let list = (self.code.funcs[f].extern_entries.iter())
+        let list = (self.code.funcs()[f].extern_entries.iter())
             .map(|&e| SymKey::new(i, e as usize))
             .filter(|&k| {
                 k.sym < c.symbols.len()
                     && (self.target(k).is_none()
-                        || self.func_of(k).is_some_and(|g| self.code.funcs[g].entry))
+                        || self.func_of(k).is_some_and(|g| self.code.funcs()[g].entry))
             })
             .collect();
         Ok(list)
@@ -191,8 +196,10 @@ impl Merger<'_> {
     /// Function `f`'s records (in output order) finished: its `EXTERNS` list `list`
     /// (`index` maps an output index) and, for a kernel (`props`), what its call tree
     /// needs.
+    #[allow(clippy::too_many_arguments)] // (the products it reads, each by name)
     pub(super) fn finish_records(
         &self,
+        symtab: &SymbolTable,
         externs: &ExternRefs,
         f: FuncId,
         recs: &mut Vec<Record>,
@@ -202,7 +209,7 @@ impl Merger<'_> {
     ) {
         let own = !externs.own[f].is_empty();
         let Some(props) = props else {
-            if !self.opts.relocatable && !self.code.funcs[f].entry {
+            if !self.opts.relocatable && !self.code.funcs()[f].entry {
                 handed::drop_fragments(recs);
             }
             place_externs(recs, list, own, index);
@@ -214,7 +221,7 @@ impl Merger<'_> {
         // kernel's record moves to the end, after a new barrier count, when its call
         // tree added entries to it, whatever the layout)
         let only = self.only_kernel();
-        let in_place = !only || list.len() <= self.own_extern_count(externs, f);
+        let in_place = !only || list.len() <= self.own_extern_count(symtab, externs, f);
         if (props.stack == UNKNOWN_STACK || props.externs_first) && !only {
             // (an unknown stack's record first: a relinked `-r` output, whose kernels
             // have no `CRS_STACK_SIZE` of ptxas's, gets it before a new list)
@@ -231,34 +238,41 @@ impl Merger<'_> {
     /// walked in output order, names a function of the driver before it reaches a
     /// function with barriers (nvlink 13.5 adds, function by function, the barrier count
     /// first, then the list; generated program 21 at sm_100, `managed.cu`'s `k_list`).
-    pub(super) fn externs_before_barriers(&self, externs: &ExternRefs, f: FuncId) -> bool {
-        let c = &self.inputs[self.code.funcs[f].key.input].cubin;
+    pub(super) fn externs_before_barriers(
+        &self,
+        trees: &CallTrees,
+        symtab: &SymbolTable,
+        externs: &ExternRefs,
+        f: FuncId,
+    ) -> bool {
+        let c = &self.inputs[self.code.funcs()[f].key.input].cubin;
         let has_record = self.info_section_of(f).is_some_and(|s| {
             info::parse(c.bytes(s), &c.origin, &s.name, s.offset)
                 .is_ok_and(|rs| rs.iter().any(|r| r.attr == info::EXTERNS))
         });
-        if has_record || self.code.funcs[f].barriers > 0 {
+        if has_record || self.code.funcs()[f].barriers > 0 {
             return false;
         }
-        let names = |g: FuncId| externs.own[g].iter().any(|&k| self.out_index(k).is_some());
-        let first = self
-            .tree(f)
-            .iter()
-            .find(|&&g| names(g) || self.code.funcs[g].barriers > 0);
-        first.is_some_and(|&g| self.code.funcs[g].barriers == 0)
+        let names = |g: FuncId| {
+            externs.own[g]
+                .iter()
+                .any(|&k| self.out_index(symtab, k).is_some())
+        };
+        let first = (trees.of(f).iter()).find(|&&g| names(g) || self.code.funcs()[g].barriers > 0);
+        first.is_some_and(|&g| self.code.funcs()[g].barriers == 0)
     }
 
     /// Whether the image has one kernel (stops at the second).
     pub(super) fn only_kernel(&self) -> bool {
-        let mut kernels =
-            (0..self.code.funcs.len()).filter(|&g| self.code.live[g] && self.code.funcs[g].entry);
+        let mut kernels = (0..self.code.funcs().len())
+            .filter(|&g| self.code.live()[g] && self.code.funcs()[g].entry);
         kernels.nth(1).is_none()
     }
 
     /// How many distinct output symbols function `f`'s own list names.
-    fn own_extern_count(&self, externs: &ExternRefs, f: FuncId) -> usize {
+    fn own_extern_count(&self, symtab: &SymbolTable, externs: &ExternRefs, f: FuncId) -> usize {
         let mut own: Vec<usize> = (externs.own[f].iter())
-            .filter_map(|&k| self.out_index(k))
+            .filter_map(|&k| self.out_index(symtab, k))
             .collect();
         own.sort_unstable();
         own.dedup();

@@ -6,50 +6,38 @@
 use super::*;
 
 /// The code graph the functions step makes (`functions`, `reach`, `call_trees`):
-/// every function, which are live, the kernels and their call trees. The later steps read
-/// it; only `.nv.info` lets the trees go once it has used them.
+/// every function, which are live, the kernels. The later steps read it through its
+/// accessors; only this file writes it (its fields are private here, the accessors hand
+/// shared references).
 pub(super) struct CodeGraph {
     /// Every defined function of the inputs, in nvlink's function order.
-    pub(super) funcs: Vec<Func>,
+    funcs: Vec<Func>,
     /// A function's code section → the function.
-    pub(super) func_of_text: HashMap<SecKey, FuncId>,
+    func_of_text: HashMap<SecKey, FuncId>,
     /// Per input and symbol: the function it defines, if any.
-    pub(super) func_at: Vec<Vec<Option<FuncId>>>,
+    func_at: Vec<Vec<Option<FuncId>>>,
     /// Per function: kept in the image.
-    pub(super) live: Vec<bool>,
+    live: Vec<bool>,
     /// The functions a plain link would keep (the kernels the filter keeps, what device
     /// code launches or takes the address of, and their callees), in a `--preserve-relocs`
     /// link without `-g` (`preserving_only`), which keeps all; empty in the others (all
     /// reached).
-    pub(super) reached: Vec<bool>,
-    /// The live kernels, in function order, and each one's call tree (`call_trees`);
-    /// the trees are let go after `.nv.info` (`trees` panics before and after).
-    pub(super) kernels: Vec<FuncId>,
-    trees: Option<Vec<Vec<FuncId>>>,
+    reached: Vec<bool>,
+    /// The live kernels, in function order (`call_trees`).
+    kernels: Vec<FuncId>,
     /// The functions whose address is taken.
-    pub(super) address_taken: HashSet<FuncId>,
+    address_taken: HashSet<FuncId>,
     /// Some function has a callee only group 4 names (`Func::listed_only`): the call
     /// trees `EXTERNS` and register counts read then leave those out (`called_tree`).
-    pub(super) any_listed_only: bool,
+    any_listed_only: bool,
     /// (prototype, function) of every address-taken function, each once (the dump's
     /// indirect callees).
-    pub(super) taken_by_prototype: Vec<(String, FuncId)>,
+    taken_by_prototype: Vec<(String, FuncId)>,
 }
 
 impl CodeGraph {
-    /// Each live kernel's call tree, as `kernels` lists them: read between `call_trees`
-    /// and the `.nv.info` step, which lets them go (`drop_trees`).
-    pub(super) fn trees(&self) -> &[Vec<FuncId>] {
-        (self.trees.as_deref()).expect("the call trees are read between call_trees and .nv.info")
-    }
-
-    /// The call trees let go (nothing after `.nv.info` reads them).
-    pub(super) fn drop_trees(&mut self) {
-        self.trees = None;
-    }
-
-    /// No function yet, a slot per input symbol.
-    pub(super) fn new(inputs: &[Input]) -> CodeGraph {
+    /// No function yet, a slot per input symbol (`Merger::with_functions`).
+    fn new(inputs: &[Input]) -> CodeGraph {
         CodeGraph {
             funcs: Vec::new(),
             func_of_text: HashMap::default(),
@@ -59,11 +47,73 @@ impl CodeGraph {
             live: Vec::new(),
             reached: Vec::new(),
             kernels: Vec::new(),
-            trees: None,
             address_taken: HashSet::default(),
             any_listed_only: false,
             taken_by_prototype: Vec::new(),
         }
+    }
+
+    /// Every defined function of the inputs, in nvlink's function order (by `FuncId`).
+    #[allow(clippy::ptr_arg)] // (a `Vec`, which `FuncId` indexes)
+    pub(super) fn funcs(&self) -> &Vec<Func> {
+        &self.funcs
+    }
+
+    /// A function's code section → the function.
+    pub(super) fn func_of_text(&self) -> &HashMap<SecKey, FuncId> {
+        &self.func_of_text
+    }
+
+    /// Per input and symbol: the function it defines, if any.
+    pub(super) fn func_at(&self) -> &[Vec<Option<FuncId>>] {
+        &self.func_at
+    }
+
+    /// Per function: kept in the image (by `FuncId`; after `reach`).
+    pub(super) fn live(&self) -> &Vec<bool> {
+        &self.live
+    }
+
+    /// The live kernels, in function order (after `call_trees`).
+    pub(super) fn kernels(&self) -> &[FuncId] {
+        &self.kernels
+    }
+
+    /// The functions whose address is taken.
+    pub(super) fn address_taken(&self) -> &HashSet<FuncId> {
+        &self.address_taken
+    }
+
+    /// Some function has a callee only group 4 names (`Func::listed_only`).
+    pub(super) fn any_listed_only(&self) -> bool {
+        self.any_listed_only
+    }
+
+    /// (prototype, function) of every address-taken function, each once.
+    pub(super) fn taken_by_prototype(&self) -> &[(String, FuncId)] {
+        &self.taken_by_prototype
+    }
+}
+
+/// Each live kernel's call tree (`call_trees` makes it; the register limits, bank 2,
+/// shared memory and `.nv.info` read it, and the spine lets it go after `.nv.info`).
+pub(super) struct CallTrees {
+    /// The live kernels, in function order (`CodeGraph::kernels`).
+    kernels: Vec<FuncId>,
+    /// Each one's call tree, in that order.
+    trees: Vec<Vec<FuncId>>,
+}
+
+impl CallTrees {
+    /// Each live kernel's call tree, as `CodeGraph::kernels` lists them.
+    pub(super) fn all(&self) -> &[Vec<FuncId>] {
+        &self.trees
+    }
+
+    /// Live kernel `f`'s call tree.
+    pub(super) fn of(&self, f: FuncId) -> &[FuncId] {
+        let k = self.kernels.binary_search(&f).expect("a live kernel");
+        &self.trees[k]
     }
 }
 
@@ -77,11 +127,38 @@ struct Edges {
 }
 
 impl<'a> Merger<'a> {
-    /// The functions step, the first of three that make the `CodeGraph`: every chosen
-    /// definition of a function (input order) with its calls, from its relocations and
-    /// the inputs' `.nv.callgraph`. Reads the inputs and `res`; writes `code` (`funcs`,
+    /// The functions step: the merge state, made here and only here, with its code graph
+    /// made in full (`graph`, `reach`, `call_trees`, in that order): a `Merger` the
+    /// later steps get has its `CodeGraph` complete, and only this file can write it.
+    /// Reads the inputs, `parsed`, `opts` and `res`; hands on the merge state (no
+    /// section made yet) and each live kernel's call tree.
+    pub(super) fn with_functions(
+        inputs: &'a [Input],
+        parsed: &'a [Parsed],
+        opts: &'a MergeOptions,
+        diag: &'a Diagnostics,
+        res: &'a resolve::Resolution<'a>,
+    ) -> Result<(Merger<'a>, CallTrees)> {
+        let mut m = Merger {
+            inputs,
+            parsed,
+            opts,
+            diag,
+            res,
+            code: CodeGraph::new(inputs),
+            out: Default::default(),
+        };
+        m.graph()?;
+        m.reach();
+        let trees = m.call_trees();
+        Ok((m, trees))
+    }
+
+    /// The first of the three steps that make the `CodeGraph`: every chosen definition
+    /// of a function (input order) with its calls, from its relocations and the inputs'
+    /// `.nv.callgraph`. Reads the inputs and `res`; writes `code` (`funcs`,
     /// `func_of_text`, `func_at`, `address_taken`, `taken_by_prototype`).
-    pub(super) fn functions(&mut self) -> Result<()> {
+    fn graph(&mut self) -> Result<()> {
         // each input's chosen definitions, in parallel, numbered in input order
         let found: Vec<Result<Vec<Func>>> = (0..self.inputs.len())
             .into_par_iter()
@@ -290,7 +367,7 @@ impl<'a> Merger<'a> {
     /// nvlink 13.5: a function-pointer table's functions are warned of when the host
     /// code does not launch the kernel that calls through it, not when it does), in the
     /// call graph's node order. Reads `code` and `res`; writes nothing (the warnings go
-    /// to the diagnostics); after `reach`.
+    /// to the diagnostics).
     pub(super) fn address_taken_warnings(&self) -> Result<()> {
         if !self.opts.extra_warnings || self.code.address_taken.is_empty() {
             return Ok(());
@@ -324,8 +401,8 @@ impl<'a> Merger<'a> {
 
     /// Liveness: what the kept kernels and data reach (everything in `-r`, `-g` and
     /// `--preserve-relocs` links). Reads `code` (its calls), `res` and the kernel filter
-    /// (`opts.kernels`); writes `code.live` and `code.reached`; after `functions`.
-    pub(super) fn reach(&mut self) {
+    /// (`opts.kernels`); writes `code.live` and `code.reached`; after `graph`.
+    fn reach(&mut self) {
         let n = self.code.funcs.len();
         let all = self.opts.relocatable || self.keeps_all();
         self.code.live = vec![false; n];
@@ -403,9 +480,9 @@ impl<'a> Merger<'a> {
     /// of the components it calls, made once and shared by every caller, whichever
     /// kernel's tree it falls in; a kernel, which nothing calls in that graph, is a
     /// component of its own, and its reach is its tree.
-    /// Reads `code` (its calls and liveness); writes `code.kernels` and the trees; after
-    /// `reach`.
-    pub(super) fn call_trees(&mut self) {
+    /// Reads `code` (its calls and liveness); writes `code`'s kernels; hands on the trees
+    /// (`CallTrees`). After `reach`.
+    fn call_trees(&mut self) -> CallTrees {
         let n = self.code.funcs.len();
         let mut start = Vec::with_capacity(n + 1);
         let mut next = Vec::new();
@@ -420,13 +497,10 @@ impl<'a> Merger<'a> {
             .filter(|&f| self.code.live[f] && self.code.funcs[f].entry && self.reached(f))
             .collect();
         let comp = components(&start, &next, &self.code.kernels);
-        self.code.trees = Some(reaches(&start, &next, &comp, &self.code.kernels));
-    }
-
-    /// Live kernel `f`'s call tree (`call_trees`).
-    pub(super) fn tree(&self, f: FuncId) -> &[FuncId] {
-        let k = self.code.kernels.binary_search(&f).expect("a live kernel");
-        &self.code.trees()[k]
+        CallTrees {
+            trees: reaches(&start, &next, &comp, &self.code.kernels),
+            kernels: self.code.kernels.clone(),
+        }
     }
 }
 

@@ -25,9 +25,9 @@ impl Merger<'_> {
         };
         // the windows, by the input of their kernel's code
         let mut input_of_text: HashMap<usize, usize> = HashMap::default();
-        for &f in &self.code.kernels {
-            let i = self.code.funcs[f].key.input;
-            if let Some(&(t, _)) = self.out.placed(&SecKey::new(i, self.code.funcs[f].text)) {
+        for &f in self.code.kernels() {
+            let i = self.code.funcs()[f].key.input;
+            if let Some(&(t, _)) = self.out.placed(&SecKey::new(i, self.code.funcs()[f].text)) {
                 input_of_text.insert(t, i);
             }
         }

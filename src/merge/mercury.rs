@@ -199,9 +199,9 @@ impl Capsules {
     }
 
     /// The output Mercury symbol of input `i`'s Mercury symbol `k`.
-    fn merc_out(&self, m: &Merger, i: usize, k: usize) -> Option<u32> {
+    fn merc_out(&self, m: &Merger, symtab: &SymbolTable, i: usize, k: usize) -> Option<u32> {
         let n = self.views[i].normal_of.get(k).copied().flatten()?;
-        self.merc_index[m.out_index(SymKey::new(i, n))?]
+        self.merc_index[m.out_index(symtab, SymKey::new(i, n))?]
     }
 
     /// An output symbol index (+1) as the Mercury symbol index (+1).
@@ -219,8 +219,11 @@ impl Merger<'_> {
     /// its symbols), which `finish` writes. Reads `code`, `res`, `out`, `symtab`, `layout`,
     /// `banks` and `ki` (the records' `EXTERNS` lists and kernels' values); writes `out`,
     /// `kept` and `tables` (the references of its copies of the call-graph tables).
+    #[allow(clippy::too_many_arguments)] // (the products it reads, each by name)
     pub(super) fn mercury(
         &mut self,
+        layout: &SharedLayout,
+        symtab: &SymbolTable,
         externs: &super::externs::ExternRefs,
         ki: &nvinfo::KernelInfo,
         banks: &bank2::Bank2,
@@ -229,7 +232,7 @@ impl Merger<'_> {
     ) -> Result<Option<MercSymbols>> {
         // an image without inputs (none had code for the target) still has nvlink's
         // Mercury symbol table and call graph
-        let empty = self.inputs.is_empty() && self.mercury_layout;
+        let empty = self.inputs.is_empty() && self.mercury_layout();
         if !empty && !self.inputs.iter().any(|i| i.cubin.has_mercury()) {
             return Ok(None);
         }
@@ -273,28 +276,28 @@ impl Merger<'_> {
         sym.align = 8;
         sym.entsize = 24;
         st.symtab = self.new_section(sym, false);
-        self.merc_capsules(&mut st);
+        self.merc_capsules(layout, &mut st);
         self.merc_sections(&mut st);
         self.merc_banks(banks, &mut st); // (bank2.rs)
         self.merc_tables(&mut st);
-        let msyms = self.merc_symbol_table(&mut st);
-        self.merc_relocations(&st, banks, kept)?;
-        self.merc_info(externs, &st, ki, tables)?;
+        let msyms = self.merc_symbol_table(layout, symtab, &mut st);
+        self.merc_relocations(layout, symtab, &st, banks, kept)?;
+        self.merc_info(symtab, externs, &st, ki, tables)?;
         Ok(Some((st.symtab, msyms)))
     }
 
     /// The capsules (`.nv.capmerc.text.<fn>`), in the order of the live functions' SASS
     /// code sections.
-    fn merc_capsules(&mut self, st: &mut Capsules) {
+    fn merc_capsules(&mut self, layout: &SharedLayout, st: &mut Capsules) {
         // capsules, in the order of the SASS code sections
         let mut text_of: Vec<(usize, usize, usize)> = Vec::new(); // (out text, input, text)
-        for f in FuncId::all(self.code.funcs.len()) {
-            if !self.code.live[f] {
+        for f in FuncId::all(self.code.funcs().len()) {
+            if !self.code.live()[f] {
                 continue;
             }
-            let i = self.code.funcs[f].key.input;
-            if let Some(&(t, _)) = self.out.placed(&SecKey::new(i, self.code.funcs[f].text)) {
-                text_of.push((t, i, self.code.funcs[f].text));
+            let i = self.code.funcs()[f].key.input;
+            if let Some(&(t, _)) = self.out.placed(&SecKey::new(i, self.code.funcs()[f].text)) {
+                text_of.push((t, i, self.code.funcs()[f].text));
             }
         }
         text_of.sort();
@@ -310,7 +313,7 @@ impl Merger<'_> {
             o.align = s.align;
             o.link = Ref::Section(st.symtab);
             o.data = c.bytes(s).to_vec();
-            self.patch_bank_fields(i, m, &mut o.data, &st.views[i]); // (bank2.rs)
+            self.patch_bank_fields(layout, i, m, &mut o.data, &st.views[i]); // (bank2.rs)
             if o.data.len() >= 4 {
                 o.patches.push((0, Ref::Section(t)));
             }
@@ -318,8 +321,8 @@ impl Merger<'_> {
             st.placed.insert((i, m), (id, 0));
             st.view_of.insert(t, id);
             st.text_of_capsule.insert(id, t);
-            let f = self.code.func_of_text[&SecKey::new(i, text)];
-            st.capsule_fn.push((id, self.code.funcs[f].key));
+            let f = self.code.func_of_text()[&SecKey::new(i, text)];
+            st.capsule_fn.push((id, self.code.funcs()[f].key));
         }
     }
 
@@ -467,11 +470,16 @@ impl Merger<'_> {
 
     /// The Mercury symbol table (see the module comment); each capsule's `sh_info` its
     /// function's symbol.
-    fn merc_symbol_table(&mut self, st: &mut Capsules) -> Vec<OutSymbol> {
+    fn merc_symbol_table(
+        &mut self,
+        layout: &SharedLayout,
+        symtab: &SymbolTable,
+        st: &mut Capsules,
+    ) -> Vec<OutSymbol> {
         // the symbol table: the SASS one without the parameter banks' section symbols
-        let symbols = self.symtab().symbols();
+        let symbols = symtab.symbols();
         let mut key_of: Vec<Option<SymKey>> = vec![None; symbols.len()];
-        for (k, o) in self.symtab().mapped() {
+        for (k, o) in symtab.mapped() {
             key_of[o] = Some(k);
         }
         st.merc_index = vec![None; symbols.len()];
@@ -515,7 +523,7 @@ impl Merger<'_> {
                     if st.exec && ms.other & STO_SHARED != 0 && s.ty != STT_FUNC {
                         m.other |= s.other & 0x3;
                         if !is_dynamic_shared(ms) {
-                            m.value = s.value.saturating_sub(self.layout().reserve());
+                            m.value = s.value.saturating_sub(layout.reserve());
                         }
                     }
                 }
@@ -535,7 +543,7 @@ impl Merger<'_> {
             msyms.push(m);
         }
         for &(id, f) in &st.capsule_fn {
-            if let Some(o) = self.symtab().index_of(&f) {
+            if let Some(o) = symtab.index_of(&f) {
                 self.out[id].info = Ref::Raw(st.merc_index[o].unwrap_or(0));
             }
         }
@@ -547,6 +555,7 @@ impl Merger<'_> {
     /// string references copied into `tables`).
     fn merc_info(
         &mut self,
+        symtab: &SymbolTable,
         externs: &super::externs::ExternRefs,
         st: &Capsules,
         ki: &nvinfo::KernelInfo,
@@ -616,21 +625,21 @@ impl Merger<'_> {
             else {
                 continue;
             };
-            let f = self.code.func_of_text[&SecKey::new(i, text)];
+            let f = self.code.func_of_text()[&SecKey::new(i, text)];
             let mut recs = Vec::new();
             for mut r in info::parse(c.bytes(ms), &c.origin, &ms.name, ms.offset)? {
                 if r.has_symbol() {
                     let k = r.payload.u32_at(0).unwrap_or(0) as usize;
-                    let v = st.merc_out(self, i, k).unwrap_or(0);
+                    let v = st.merc_out(self, symtab, i, k).unwrap_or(0);
                     r.payload[..4].copy_from_slice(&v.to_le_bytes());
                 }
                 recs.push(r);
             }
             recs.reverse();
-            let kernel = (st.exec && self.code.funcs[f].entry)
+            let kernel = (st.exec && self.code.funcs()[f].entry)
                 .then(|| ki.props(f))
                 .flatten();
-            self.finish_records(externs, f, &mut recs, ki.externs(f), kernel, |o| {
+            self.finish_records(symtab, externs, f, &mut recs, ki.externs(f), kernel, |o| {
                 st.remap(o)
             });
             let mut o = st.section(&name, ".nv.merc.nv.info.", SHT_MERC_INFO);

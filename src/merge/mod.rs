@@ -8,10 +8,10 @@
 //!   queries every step shares (a symbol's definition, function, output index, value at
 //!   link time) and the spine.
 //! - `resolve.rs` (`resolve`): each global name's definition chosen: the `Resolution`
-//!   product, made before the merge state, which holds it.
-//! - `functions.rs` (`functions`, `reach`, `call_trees`): the function graph (the
-//!   `CodeGraph` product, which the merge state holds as it is made), what no kernel
-//!   reaches dropped, each live kernel's call tree.
+//!   product, made before the merge state, which holds a shared reference to it.
+//! - `functions.rs` (`Merger::with_functions`): the merge state made, with its function
+//!   graph complete (the `CodeGraph` product: what no kernel reaches dropped) and each
+//!   live kernel's call tree (`CallTrees`).
 //! - `reglimit.rs` (`check_register_limits`): register counts propagated as nvlink does
 //!   and kernels' `-maxrregcount` limits checked.
 //! - `functions.rs` (`address_taken_warnings`): `-extrawarn`'s warnings.
@@ -40,33 +40,37 @@
 //! - `notes.rs` (`finish`): kept relocation sections, the final section order and the
 //!   image handed to the writer (`creation.rs`: nvlink's creation order of names).
 //!
-//! The steps hand products on. Held by the merge state, each made by one step and then
-//! read by the later ones (fields private to their files but for `Resolution`'s and
-//! `CodeGraph`'s, which every merge file sees): `Resolution` (`res`: resolve.rs, made
-//! before the merge state), `CodeGraph` (`code`: functions.rs, made by `functions`,
-//! `reach` and `call_trees`; `.nv.info` lets its call trees go, and reading them outside
-//! that span panics), and two made mid-spine and read deep in later steps' helpers, each
-//! `None` until its step and read through an accessor of its field's name that panics
-//! before then (`held`; `finish`, which takes the symbols, calls `held_mut`):
-//! `SharedLayout` (`layout()`: shared.rs) and the `SymbolTable` (`symtab()`: symbols.rs).
-//! A step run before one it reads panics where it reads it, on the paths that read it. A
-//! step that needs `code` or `out` filled by an earlier step says which in its comment
-//! ("after ..."): nothing checks those, and a step taking `&mut self` may write any of
-//! the merge state. Each step's comment says which products it reads (by these names) and
-//! what it writes. Handed by the spine from step to step, so that a step's signature
-//! names them: what the live functions' `EXTERNS` records name (`ExternRefs`, as
-//! `externs`, to the call-graph tables, the symbols, `.nv.info`, the call-graph step and
-//! the Mercury step), the device functions' bank-2 places (`Bank2`, to the creation
-//! order, the Mercury step and `finish`), nvlink's creation `Order` (to the symbols and
-//! `finish`, which takes its list of names), the sections step's pruned `.debug_frame`
-//! pieces (`Frames`, to the relocations), the relocations' kept lists and failure
-//! (`Relocated`: the Mercury step adds to the lists, the spine reports the failure,
-//! `finish` makes sections of the lists), `KernelInfo` (nvinfo.rs, to the Mercury step),
-//! the call-graph `Tables` (made by `tables`, filled by `callgraph`, added to by the
-//! Mercury step, placed by `finish`) and the Mercury symbol table (`MercSymbols`, to
-//! `finish`). The image as it is built, `Output` (output.rs: its sections, which get a
-//! section symbol, where each input section went), is held by the merge state; most steps
-//! add to it, in the spine's order.
+//! How the steps share what they make, so that a step's signature says what it reads and
+//! writes (and its comment says which parts, by these names):
+//!
+//! - The merge state, `Merger`, holds what every step reads: the inputs, `parsed`,
+//!   `opts`, `res` (a shared reference: no step can write it) and `code` (made in full
+//!   by `Merger::with_functions`, the only way to make a merge state; its fields private
+//!   to functions.rs, read elsewhere through accessors that hand shared references), and
+//!   one thing the steps write: `out`, the image as it is built (output.rs: its
+//!   sections, which get a section symbol, where each input section went). A step taking
+//!   `&self` writes nothing; one taking `&mut self` adds to `out` (outside functions.rs
+//!   nothing else in the state can be written), in the spine's order, which is the order
+//!   of the sections it makes.
+//! - Every other product is handed by the spine, so that the compiler checks that it is
+//!   made before it is read: `CallTrees` (to the register limits, bank 2, shared memory
+//!   and `.nv.info`, which takes it and lets it go), `ExternRefs` (what the live
+//!   functions' `EXTERNS` records name, as `externs`: to the call-graph tables, the
+//!   symbols, `.nv.info`, the call-graph step and the Mercury step), `Frames` (the
+//!   sections step's pruned `.debug_frame` pieces, to the relocations), `Bank2` (the
+//!   device functions' bank-2 places: to the creation order, the Mercury step and
+//!   `finish`), `SharedLayout` (as `layout`: to the symbols, the relocations, the
+//!   Mercury step and `finish`), the call-graph `Tables` (made by `tables`, filled by
+//!   `callgraph`, added to by the Mercury step, placed by `finish`), nvlink's creation
+//!   `Order` (to the symbols and `finish`, which takes its list of names), the
+//!   `SymbolTable` (as `symtab`: to the relocations, `.nv.info`, the call-graph step, the
+//!   Mercury step and `finish`, which takes it), the relocations' kept lists and failure
+//!   (`Relocated`: the Mercury step adds to the lists, the spine reports the failure,
+//!   `finish` makes sections of the lists), `KernelInfo` (to the Mercury step) and the
+//!   Mercury symbol table (`MercSymbols`, to `finish`).
+//! - Which sections exist when a step runs is the spine's order: a step that reads a
+//!   section an earlier step made says "after ..." in its comment; nothing but that order
+//!   checks it.
 //!
 //! Beside the steps: `calllists.rs`, nvlink's numbered call lists (built on demand by
 //! reglimit, nvinfo and callgraph), and `cudadevrt.rs`, the symbols of libcudadevrt the
@@ -109,7 +113,10 @@ use crate::elf::info::{self, Record};
 use crate::elf::reloc;
 use crate::elf::write::{Image, OutSection, OutSymbol, Ref};
 
+use functions::CallTrees;
 use relocations::RelocList;
+use shared::SharedLayout;
+use symbols::SymbolTable;
 
 /// What the merge needs from the command line.
 #[derive(Clone, Debug, Default)]
@@ -396,12 +403,9 @@ pub fn link_with_steps(
     }
     lap("parse");
     let res = resolve::resolve(inputs, &parsed, diag)?;
-    let mut m = Merger::new(inputs, &parsed, opts, diag, res);
     lap("resolve");
-    m.functions()?;
-    m.reach();
-    m.call_trees();
-    let register_errors = m.check_register_limits()?;
+    let (mut m, trees) = Merger::with_functions(inputs, &parsed, opts, diag, &res)?;
+    let register_errors = m.check_register_limits(&trees)?;
     m.address_taken_warnings()?;
     let externs = m.read_externs()?;
     lap("functions");
@@ -410,19 +414,20 @@ pub fn link_with_steps(
     m.notes(); // (notes.rs: the notes come first in the output)
     let frames = m.sections()?;
     m.constant_data_fits()?;
-    let banks = m.bank2();
+    let banks = m.bank2(&trees);
     lap("sections");
-    m.layout = Some(m.shared());
+    let layout = m.shared(&trees);
     lap("shared");
     let mut tables = m.tables(&externs); // (callgraph.rs: its sections get section symbols)
     let mut order = m.creation_order(&banks); // (creation.rs)
-    m.symtab = Some(m.symbols(&externs, &order));
+    let symtab = m.symbols(&layout, &externs, &order);
     lap("symbols");
-    let work = m.relocations(&frames);
-    let relocations::Relocated { mut kept, failure } = work.apply(&mut m.out, m.mercury_layout)?;
+    let work = m.relocations(&layout, &symtab, &frames);
+    let mercury_layout = m.mercury_layout();
+    let relocations::Relocated { mut kept, failure } = work.apply(&mut m.out, mercury_layout)?;
     drop(frames);
     lap("relocations");
-    let kernel_info = m.info(&externs)?;
+    let kernel_info = m.info(trees, &symtab, &externs)?;
     // (failures nvlink reports after the `.nv.info` step's warnings: a stack size that
     // cannot be determined is said before a register limit a kernel's callee breaks)
     if !register_errors.is_empty() {
@@ -435,15 +440,32 @@ pub fn link_with_steps(
         return Err(e);
     }
     lap("info");
-    m.callgraph(&externs, &mut tables)?;
+    m.callgraph(&symtab, &externs, &mut tables)?;
     if opts.dump_callgraph {
         m.dump_callgraph(&externs)?;
     }
     lap("callgraph");
-    let merc_symbols = m.mercury(&externs, &kernel_info, &banks, &mut tables, &mut kept)?;
+    let merc_symbols = m.mercury(
+        &layout,
+        &symtab,
+        &externs,
+        &kernel_info,
+        &banks,
+        &mut tables,
+        &mut kept,
+    )?;
     lap("mercury");
-    let image = m.finish(kept, merc_symbols, tables, &mut order, &banks);
+    let image = m.finish(
+        &layout,
+        symtab,
+        kept,
+        merc_symbols,
+        tables,
+        &mut order,
+        &banks,
+    );
     ctx.dispose(m);
+    ctx.dispose(res);
     // (freed, not left to the exit: the writer reuses their room, 0.3 MB off the
     // 128-unit link's peak)
     drop(parsed);
@@ -457,64 +479,18 @@ struct Merger<'a> {
     opts: &'a MergeOptions,
     diag: &'a Diagnostics,
     /// Each global name's definition, each input symbol's global (`resolve.rs`).
-    res: resolve::Resolution<'a>,
+    res: &'a resolve::Resolution<'a>,
     /// The functions, which are live, and the kernels' call trees (`functions.rs`).
     code: functions::CodeGraph,
     /// The image as it is built: its sections, where each input section went
     /// (`output.rs`).
     out: output::Output,
-    /// nvlink's sm_100+ layout (`Image::mercury_layout`).
-    mercury_layout: bool,
-    // The two products made mid-spine and read deep in several later steps' helpers, held
-    // here rather than handed; each is `None` until its step and read through an
-    // accessor that panics before it (`held`).
-    /// Shared memory's layout (`shared.rs`, made by `shared`).
-    layout: Option<shared::SharedLayout>,
-    /// The output symbol table (`symbols.rs`, made by `symbols`).
-    symtab: Option<symbols::SymbolTable>,
-}
-
-/// Held product `name`, which step `step` (a method the spine calls) makes: reading it
-/// before is a bug in the spine's order, not in the input.
-fn held<'p, T>(product: &'p Option<T>, name: &str, step: &str) -> &'p T {
-    (product.as_ref()).unwrap_or_else(|| panic!("`{name}` read before `{step}` made it"))
-}
-
-/// Held product `name` to take from (`finish`), as `held`.
-fn held_mut<'p, T>(product: &'p mut Option<T>, name: &str, step: &str) -> &'p mut T {
-    (product.as_mut()).unwrap_or_else(|| panic!("`{name}` taken before `{step}` made it"))
 }
 
 impl<'a> Merger<'a> {
-    fn new(
-        inputs: &'a [Input],
-        parsed: &'a [Parsed],
-        opts: &'a MergeOptions,
-        diag: &'a Diagnostics,
-        res: resolve::Resolution<'a>,
-    ) -> Self {
-        Merger {
-            inputs,
-            parsed,
-            opts,
-            diag,
-            res,
-            code: functions::CodeGraph::new(inputs),
-            out: Default::default(),
-            mercury_layout: opts.target.is_some_and(|t| t.sm >= 100),
-            layout: None,
-            symtab: None,
-        }
-    }
-
-    /// Shared memory's layout: made by `shared`.
-    fn layout(&self) -> &shared::SharedLayout {
-        held(&self.layout, "layout", "shared")
-    }
-
-    /// The output symbol table: made by `symbols`.
-    fn symtab(&self) -> &symbols::SymbolTable {
-        held(&self.symtab, "symtab", "symbols")
+    /// nvlink's sm_100+ layout (`Image::mercury_layout`).
+    fn mercury_layout(&self) -> bool {
+        self.opts.target.is_some_and(|t| t.sm >= 100)
     }
 
     /// Debug links, and `--preserve-relocs` links (nvlink lays them out the same way):
@@ -546,8 +522,8 @@ impl<'a> Merger<'a> {
 
     /// Function `f`'s `.nv.info.<fn>` section in its input, if it has one.
     fn info_section_of(&self, f: FuncId) -> Option<&'a Section> {
-        let c = &self.inputs[self.code.funcs[f].key.input].cubin;
-        self.code.funcs[f].info.map(|si| &c.sections[si])
+        let c = &self.inputs[self.code.funcs()[f].key.input].cubin;
+        self.code.funcs()[f].info.map(|si| &c.sections[si])
     }
 
     /// The value of a function's global `.nv.info` record `attr` (0 without one).
@@ -573,7 +549,7 @@ impl<'a> Merger<'a> {
 
     /// The function a symbol defines (as the chosen definition), if any.
     fn func_defined_by(&self, SymKey { input: i, sym: s }: SymKey) -> Option<FuncId> {
-        self.code.func_at[i][s]
+        self.code.func_at()[i][s]
     }
 
     /// The function a symbol of an input stands for, if it is one.
@@ -587,17 +563,17 @@ impl<'a> Merger<'a> {
         self.res.representative(k)
     }
 
-    /// The output symbol an input symbol stands for.
-    fn out_index(&self, k: SymKey) -> Option<usize> {
+    /// The output symbol an input symbol stands for, in `symtab`.
+    fn out_index(&self, symtab: &SymbolTable, k: SymKey) -> Option<usize> {
         let s = self.sym(k);
         if s.ty == STT_SECTION {
             let &(id, _) = self.out.placed(&SecKey::new(k.input, s.shndx as usize))?;
-            return self.symtab().section_symbol(id);
+            return symtab.section_symbol(id);
         }
         if s.bind == STB_LOCAL {
-            return self.symtab().index_of(&k);
+            return symtab.index_of(&k);
         }
-        self.symtab().index_of(&self.representative(k))
+        symtab.index_of(&self.representative(k))
     }
 
     /// Whether the symbol is a global definition another input's definition replaced.
@@ -623,7 +599,7 @@ impl<'a> Merger<'a> {
         if s.ty == STT_SECTION {
             return self.is_dropped_function_section(k.input, s.shndx as usize);
         }
-        self.func_of(k).is_some_and(|f| !self.code.live[f])
+        self.func_of(k).is_some_and(|f| !self.code.live()[f])
     }
 
     /// Whether a relocation target lies in a constant bank (a module bank or a kernel's
@@ -651,8 +627,9 @@ impl<'a> Merger<'a> {
         flags & crate::elf::cubin::SHF_EXECINSTR == 0 && self.in_constant_bank(k)
     }
 
-    /// `(value, constant bank, known at link time)` of a relocation target.
-    fn link_value(&self, k: SymKey) -> (u64, u32, bool) {
+    /// `(value, constant bank, known at link time)` of a relocation target (a shared
+    /// variable's offset from `layout`).
+    fn link_value(&self, layout: &SharedLayout, k: SymKey) -> (u64, u32, bool) {
         let s = self.sym(k);
         if !s.defined() && s.bind != STB_LOCAL && is_table_symbol(&s.name) {
             return (0, 0, true);
@@ -661,7 +638,7 @@ impl<'a> Merger<'a> {
             return (v, 0, true);
         }
         if s.ty != STT_SECTION
-            && let Some(o) = self.layout().offset(self.representative(k))
+            && let Some(o) = layout.offset(self.representative(k))
         {
             return (o, 0, true);
         }

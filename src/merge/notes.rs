@@ -113,8 +113,8 @@ impl<'a> Merger<'a> {
                         .collect();
                     // (whether each input has code the image keeps)
                     let mut code = vec![false; self.inputs.len()];
-                    for (f, func) in self.code.funcs.iter().enumerate() {
-                        code[func.key.input] |= self.code.live[f];
+                    for (f, func) in self.code.funcs().iter().enumerate() {
+                        code[func.key.input] |= self.code.live()[f];
                     }
                     let recs = compat::merged(&all, &code, (c.e_flags >> 8) & 0xFF, target);
                     o.data = info::encode_all(&recs);
@@ -136,7 +136,7 @@ impl<'a> Merger<'a> {
         let memory = self.memory_order();
         let mut keys: Vec<Key> = (0..self.out.len())
             .map(|i| {
-                let r = crate::elf::write::rank(&self.out[i], self.mercury_layout);
+                let r = crate::elf::write::rank(&self.out[i], self.mercury_layout());
                 (r, self.creation_rank_of(creation, i), memory[i])
             })
             .collect();
@@ -183,8 +183,11 @@ impl<'a> Merger<'a> {
     /// prototypes' strings (`tables`) placed. Reads `layout` and `banks` (the null
     /// symbol's value) and `order` (the creation order); takes `out`, `symtab` and
     /// `order`'s list of names; the last step.
+    #[allow(clippy::too_many_arguments)] // (the spine hands each product by name)
     pub(super) fn finish(
         &mut self,
+        layout: &SharedLayout,
+        mut symtab: SymbolTable,
         kept: Vec<relocations::KeptList>,
         merc_symbols: Option<mercury::MercSymbols>,
         mut tables: callgraph::Tables,
@@ -192,8 +195,8 @@ impl<'a> Merger<'a> {
         banks: &bank2::Bank2,
     ) -> Image {
         let exec = !self.opts.relocatable;
-        if self.mercury_layout {
-            self.strings_last(&mut tables, merc_symbols.as_ref()); // (callgraph.rs)
+        if self.mercury_layout() {
+            self.strings_last(&symtab, &mut tables, merc_symbols.as_ref()); // (callgraph.rs)
         }
         for (out_id, list, data) in kept {
             let (prefix, ty, entsize) = match list {
@@ -251,41 +254,37 @@ impl<'a> Merger<'a> {
                 s
             })
             .collect();
-        let listed: HashSet<&str> = (self.symtab().symbols().iter())
-            .map(|s| s.name.as_str())
-            .collect();
-        let created_globals = match self.mercury_layout {
+        let listed: HashSet<&str> = (symtab.symbols().iter()).map(|s| s.name.as_str()).collect();
+        let created_globals = match self.mercury_layout() {
             true => Vec::new(),
             false => self.created_globals(&listed),
         };
-        let created_strtab = match self.mercury_layout {
+        let created_strtab = match self.mercury_layout() {
             true => Vec::new(),
             false => creation::created_strtab(&created, &listed),
         };
         drop(listed);
-        let symbols: Vec<OutSymbol> = (super::held_mut(&mut self.symtab, "symtab", "symbols")
-            .take_symbols())
-        .into_iter()
-        .map(|mut s| {
-            s.section = s.section.map(|i| new_index[i]);
-            s
-        })
-        .collect();
+        let symbols: Vec<OutSymbol> = (symtab.take_symbols().into_iter())
+            .map(|mut s| {
+                s.section = s.section.map(|i| new_index[i]);
+                s
+            })
+            .collect();
         // the text section's sh_info names its function symbol
         let mut sections = sections;
-        for (k, f_idx) in self.symtab().mapped() {
+        for (k, f_idx) in symtab.mapped() {
             if let Some(f) = self.func_defined_by(k) {
-                let i = self.code.funcs[f].key.input;
-                if let Some(&(t, _)) = self.out.placed(&SecKey::new(i, self.code.funcs[f].text)) {
+                let i = self.code.funcs()[f].key.input;
+                if let Some(&(t, _)) = self.out.placed(&SecKey::new(i, self.code.funcs()[f].text)) {
                     let s = &mut sections[new_index[t]];
-                    let regs_top = s_info_top(&self.inputs[i].cubin, self.code.funcs[f].text);
+                    let regs_top = s_info_top(&self.inputs[i].cubin, self.code.funcs()[f].text);
                     s.info = Ref::Raw((f_idx as u32 + 1) | regs_top);
                 }
             }
         }
         // without inputs (none had code for the target), nvlink's defaults: the CUDA
         // OS/ABI, ABI version 8, flags 0x05000004 around the SM (0x05000002 from sm_100)
-        let no_input_flags = match self.mercury_layout {
+        let no_input_flags = match self.mercury_layout() {
             true => 0x0500_0002,
             false => 0x0500_0004,
         };
@@ -312,7 +311,7 @@ impl<'a> Merger<'a> {
             sections,
             symbols,
             leading_strings: tables.take_strings(),
-            created_sections: match self.mercury_layout {
+            created_sections: match self.mercury_layout() {
                 true => Vec::new(),
                 false => created
                     .into_iter()
@@ -322,12 +321,11 @@ impl<'a> Merger<'a> {
             },
             created_strtab,
             created_globals,
-            symbol_names_only: self.mercury_layout,
+            symbol_names_only: self.mercury_layout(),
             program_headers: exec,
-            mercury_layout: self.mercury_layout,
+            mercury_layout: self.mercury_layout(),
             merc_symbols,
-            null_symbol_value: (banks.null_symbol_value())
-                .unwrap_or(self.layout().null_symbol_value()),
+            null_symbol_value: (banks.null_symbol_value()).unwrap_or(layout.null_symbol_value()),
         }
     }
 }

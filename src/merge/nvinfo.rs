@@ -30,20 +30,25 @@ impl KernelInfo {
 impl<'a> Merger<'a> {
     /// Adds `.nv.info` and each live function's `.nv.info.<fn>` to the output; hands
     /// on each function's `EXTERNS` list and each kernel's registers, stack and barriers,
-    /// which the Mercury step's copies of the records read. Reads `code` (the trees), the
-    /// inputs' records (`parsed`), `res`, `out` (where the functions went), `externs`
-    /// and `symtab`; writes `out` and `code` (it lets the trees go) and says its warnings
+    /// which the Mercury step's copies of the records read. Reads `trees` (and lets them
+    /// go), `code`, the inputs' records (`parsed`), `res`, `out` (where the functions
+    /// went), `externs` and `symtab`; writes `out` and says its warnings
     /// and errors; after `symbols` (the records' symbol indices). The spine reports the
     /// register limits' errors and the relocations' failure after it, in nvlink's order.
-    pub(super) fn info(&mut self, externs: &ExternRefs) -> Result<KernelInfo> {
+    pub(super) fn info(
+        &mut self,
+        trees: CallTrees,
+        symtab: &SymbolTable,
+        externs: &ExternRefs,
+    ) -> Result<KernelInfo> {
         let exec = !self.opts.relocatable;
         let ki = KernelInfo {
-            props: self.kernel_props(externs),
-            externs: self.extern_lists(externs),
+            props: self.kernel_props(&trees, symtab, externs),
+            externs: self.extern_lists(&trees, symtab, externs),
         };
-        let mut global = self.global_records(&ki.props)?;
+        let mut global = self.global_records(symtab, &ki.props)?;
         if exec {
-            global.extend(self.stack_records(&ki.props)?);
+            global.extend(self.stack_records(symtab, &ki.props)?);
             self.check_cta_groups(&ki.props)?;
         }
         // (an image without global records has, as nvlink's, no section: one without
@@ -58,10 +63,10 @@ impl<'a> Merger<'a> {
         }
         // per-function records (in parallel; added in function order)
         let per: Vec<Result<Option<OutSection>>> = {
-            (0..self.code.funcs.len())
+            (0..self.code.funcs().len())
                 .into_par_iter()
                 .map(FuncId)
-                .map(|f| self.function_info_section(externs, f, &ki))
+                .map(|f| self.function_info_section(symtab, externs, f, &ki))
                 .collect()
         };
         for o in per {
@@ -70,16 +75,20 @@ impl<'a> Merger<'a> {
             }
         }
         // (nothing after `.nv.info` reads the call trees)
-        self.code.drop_trees();
         Ok(ki)
     }
 
     /// (registers, stack, barriers) over each live kernel's call tree, computed once.
-    fn kernel_props(&self, externs: &ExternRefs) -> HashMap<FuncId, KernelProps> {
-        let kernels = self.code.kernels.clone();
+    fn kernel_props(
+        &self,
+        trees: &CallTrees,
+        symtab: &SymbolTable,
+        externs: &ExternRefs,
+    ) -> HashMap<FuncId, KernelProps> {
+        let kernels = self.code.kernels().to_vec();
         // (the deepest frame chains share one table: a function's is the same
         // whichever kernel reaches it)
-        let mut memo = vec![None; self.code.funcs.len()];
+        let mut memo = vec![None; self.code.funcs().len()];
         let stacks: Vec<u32> = (kernels.iter())
             .map(|&f| {
                 self.stack_depth(f, &mut Vec::new(), &mut memo)
@@ -88,15 +97,15 @@ impl<'a> Merger<'a> {
             .collect();
         let only = self.only_kernel();
         let mut props: Vec<KernelProps> = (kernels.par_iter().zip(stacks))
-            .map(|(&f, stack)| self.propagated(externs, f, stack, only))
+            .map(|(&f, stack)| self.propagated(trees, symtab, externs, f, stack, only))
             .collect();
         // (nvlink 13.5: the one kernel of a link also counts the barriers of the
         // functions it does not reach, those whose address is taken; with two
         // kernels neither does)
         if let [KernelProps { barriers: bars, .. }] = props.as_mut_slice() {
-            let live = FuncId::all(self.code.funcs.len()).filter(|&g| self.code.live[g]);
+            let live = FuncId::all(self.code.funcs().len()).filter(|&g| self.code.live()[g]);
             *bars = live
-                .map(|g| self.code.funcs[g].barriers)
+                .map(|g| self.code.funcs()[g].barriers)
                 .fold(*bars, u32::max);
         }
         kernels.into_iter().zip(props).collect()
@@ -104,7 +113,11 @@ impl<'a> Merger<'a> {
 
     /// The inputs' `.nv.info` records the image keeps, renumbered (a kernel's register
     /// count its call tree's, `props`), in nvlink's order (the last input's first).
-    fn global_records(&self, props: &HashMap<FuncId, KernelProps>) -> Result<Vec<Record>> {
+    fn global_records(
+        &self,
+        symtab: &SymbolTable,
+        props: &HashMap<FuncId, KernelProps>,
+    ) -> Result<Vec<Record>> {
         let exec = !self.opts.relocatable;
         let mut global: Vec<Record> = Vec::new();
         for i in 0..self.inputs.len() {
@@ -134,7 +147,9 @@ impl<'a> Merger<'a> {
                     if self.target(k) != Some(k) || self.symbol_is_dead(k) {
                         continue;
                     }
-                    let Some(o) = self.out_index(k) else { continue };
+                    let Some(o) = self.out_index(symtab, k) else {
+                        continue;
+                    };
                     let mut v = r.payload.u32_at(4).unwrap_or(0);
                     // (a relocatable output keeps each kernel's own count: the final
                     // link propagates)
@@ -157,7 +172,7 @@ impl<'a> Merger<'a> {
     /// program (ptxas `-ewp`, e_type 0xff00: incremental LTO's partitions) gives: ptxas
     /// writes one for a kernel whose call tree recurses (0xffffffff), which
     /// [`Merger::global_records`] keeps.
-    fn stacks_given(&self) -> std::collections::HashSet<usize> {
+    fn stacks_given(&self, symtab: &SymbolTable) -> std::collections::HashSet<usize> {
         let mut given = std::collections::HashSet::new();
         for (i, p) in self.parsed.iter().enumerate() {
             if self.inputs[i].cubin.e_type != super::shared::EWP {
@@ -166,7 +181,7 @@ impl<'a> Merger<'a> {
             for r in p.records.as_deref().unwrap_or(&[]) {
                 if r.attr == info::MIN_STACK_SIZE
                     && let Some((sym, _)) = r.sym_value()
-                    && let Some(o) = self.out_index(SymKey::new(i, sym as usize))
+                    && let Some(o) = self.out_index(symtab, SymKey::new(i, sym as usize))
                 {
                     given.insert(o);
                 }
@@ -178,21 +193,25 @@ impl<'a> Merger<'a> {
     /// An executable's stack records (`MIN_STACK_SIZE` for each kernel the image keeps,
     /// in the order of the kernels' symbols), after nvlink's warning for each call in a
     /// kernel whose callee's call tree has a cycle.
-    fn stack_records(&self, props: &HashMap<FuncId, KernelProps>) -> Result<Vec<Record>> {
+    fn stack_records(
+        &self,
+        symtab: &SymbolTable,
+        props: &HashMap<FuncId, KernelProps>,
+    ) -> Result<Vec<Record>> {
         let mut global = Vec::new();
         // nvlink warns once for each call in a kernel's call list (repeats counted)
         // whose callee's call tree has a cycle; nvlink's call lists are needed only
         // when the merged graph (which has every edge they have) has a cycle at all
-        let merged: Vec<Vec<FuncId>> = FuncId::all(self.code.funcs.len())
-            .map(|f| match self.code.live[f] {
-                true if self.code.funcs[f].self_call => vec![f],
-                true => self.code.funcs[f].callees.iter().copied().collect(),
+        let merged: Vec<Vec<FuncId>> = FuncId::all(self.code.funcs().len())
+            .map(|f| match self.code.live()[f] {
+                true if self.code.funcs()[f].self_call => vec![f],
+                true => self.code.funcs()[f].callees.iter().copied().collect(),
                 false => Vec::new(),
             })
             .collect();
         let (edges, cyclic) = if cycle_below(&merged).contains(&true) {
             let cl = self.call_lists()?;
-            let edges: Vec<Vec<FuncId>> = FuncId::all(self.code.funcs.len())
+            let edges: Vec<Vec<FuncId>> = FuncId::all(self.code.funcs().len())
                 .map(|f| cl.callees(f))
                 .collect();
             let cyclic = cycle_below(&edges);
@@ -202,14 +221,14 @@ impl<'a> Merger<'a> {
         };
         let mut warnings = Vec::new();
         for (f, calls) in FuncId::all(edges.len()).zip(&edges) {
-            if !(self.code.live[f] && self.code.funcs[f].entry) {
+            if !(self.code.live()[f] && self.code.funcs()[f].entry) {
                 continue;
             }
             for &g in calls {
                 if cyclic[g] {
                     warnings.push(format!(
                         "Stack size for entry function '{}' cannot be statically determined",
-                        self.sym(self.code.funcs[f].key).name
+                        self.sym(self.code.funcs()[f].key).name
                     ));
                 }
             }
@@ -222,19 +241,14 @@ impl<'a> Merger<'a> {
         // (a --preserve-relocs link without -g keeps the kernels the kernel filter
         // leaves out without a record: `saxpy.cu`'s `doubler` at sm_100; the ones
         // device code launches get theirs, `dp.cu`'s `child`)
-        let mut stacks: Vec<(usize, u32)> = FuncId::all(self.code.funcs.len())
-            .filter(|&f| self.code.live[f] && self.code.funcs[f].entry && self.reached(f))
-            .filter_map(|f| {
-                Some((
-                    self.symtab().index_of(&self.code.funcs[f].key)?,
-                    props[&f].stack,
-                ))
-            })
+        let mut stacks: Vec<(usize, u32)> = FuncId::all(self.code.funcs().len())
+            .filter(|&f| self.code.live()[f] && self.code.funcs()[f].entry && self.reached(f))
+            .filter_map(|f| Some((symtab.index_of(&self.code.funcs()[f].key)?, props[&f].stack)))
             .collect();
         stacks.sort_by_key(|&(o, _)| o);
         // (a kernel whose stack an extensible whole program's ptxas gave, as it does a
         // recursive one's "cannot be determined", keeps that record alone)
-        let given = self.stacks_given();
+        let given = self.stacks_given(symtab);
         stacks.retain(|(o, _)| !given.contains(o));
         for (o, stack) in stacks {
             global.push(Record::sym_pair(info::MIN_STACK_SIZE, o as u32 + 1, stack));
@@ -247,17 +261,18 @@ impl<'a> Merger<'a> {
     /// its call tree needs (`ki`).
     fn function_info_section(
         &self,
+        symtab: &SymbolTable,
         externs: &ExternRefs,
         f: FuncId,
         ki: &KernelInfo,
     ) -> Result<Option<OutSection>> {
         let exec = !self.opts.relocatable;
-        if !self.code.live[f] {
+        if !self.code.live()[f] {
             return Ok(None);
         }
-        let i = self.code.funcs[f].key.input;
+        let i = self.code.funcs()[f].key.input;
         let c = &self.inputs[i].cubin;
-        let text = self.code.funcs[f].text;
+        let text = self.code.funcs()[f].text;
         let Some(s) = self.info_section_of(f) else {
             return Ok(None);
         };
@@ -267,7 +282,7 @@ impl<'a> Merger<'a> {
             if r.attr == info::PARAM_CBANK && r.payload.len() >= 4 {
                 let sym = r.payload.u32_at(0).unwrap_or(0) as usize;
                 if sym < c.symbols.len()
-                    && let Some(o) = self.out_index(SymKey::new(i, sym))
+                    && let Some(o) = self.out_index(symtab, SymKey::new(i, sym))
                 {
                     r.payload[..4].copy_from_slice(&(o as u32 + 1).to_le_bytes());
                 }
@@ -288,18 +303,21 @@ impl<'a> Merger<'a> {
             tail = rest;
         }
         recs.reverse();
-        let kernel = (exec && self.code.funcs[f].entry)
+        let kernel = (exec && self.code.funcs()[f].entry)
             .then(|| ki.props(f))
             .flatten();
-        self.finish_records(externs, f, &mut recs, ki.externs(f), kernel, |o| o);
+        self.finish_records(symtab, externs, f, &mut recs, ki.externs(f), kernel, |o| o);
         recs.extend(tail);
         // (sm_100+ only: at sm_90 nvlink leaves the kernel's own value)
-        if let Some(k) = kernel.filter(|_| self.mercury_layout) {
+        if let Some(k) = kernel.filter(|_| self.mercury_layout()) {
             k.handed.raise_trigger(&mut recs);
         }
         // (sm_100+: attribute 0x6D, 0 in every function ptxas 13.5 writes, is added where
         // an older ptxas's code has none: NVSHMEM 3.8's device library, built by 13.0)
-        if exec && self.mercury_layout && c.has_mercury() && !recs.iter().any(|r| r.attr == ATTR_6D)
+        if exec
+            && self.mercury_layout()
+            && c.has_mercury()
+            && !recs.iter().any(|r| r.attr == ATTR_6D)
         {
             recs.push(Record {
                 format: info::FMT_BVAL,
@@ -323,14 +341,14 @@ impl<'a> Merger<'a> {
         let only = self.only_kernel();
         let mut refused = false;
         // (nvlink reports them input by input, each input's last kernel first)
-        let mut kernels = self.code.kernels.clone();
-        kernels.sort_by_key(|&f| (self.code.funcs[f].key.input, std::cmp::Reverse(f.0)));
+        let mut kernels = self.code.kernels().to_vec();
+        kernels.sort_by_key(|&f| (self.code.funcs()[f].key.input, std::cmp::Reverse(f.0)));
         for f in kernels {
             let gathered = props[&f].handed;
-            if !gathered.mixes_groups(&self.code.funcs[f].handed) {
+            if !gathered.mixes_groups(&self.code.funcs()[f].handed) {
                 continue;
             }
-            let message = handed::mixed_groups_error(&self.sym(self.code.funcs[f].key).name);
+            let message = handed::mixed_groups_error(&self.sym(self.code.funcs()[f].key).name);
             self.diag.error(&message);
             if only && gathered.mixes_groups(&handed::Handed::default()) {
                 self.diag.error(&message);
@@ -359,30 +377,38 @@ impl<'a> Merger<'a> {
     /// A kernel's properties with everything it calls: the register and barrier maxima
     /// over its call tree, and `stack`, its deepest frame chain (`only`: the image's only
     /// kernel).
-    fn propagated(&self, externs: &ExternRefs, f: FuncId, stack: u32, only: bool) -> KernelProps {
-        let reach = self.tree(f);
+    fn propagated(
+        &self,
+        trees: &CallTrees,
+        symtab: &SymbolTable,
+        externs: &ExternRefs,
+        f: FuncId,
+        stack: u32,
+        only: bool,
+    ) -> KernelProps {
+        let reach = trees.of(f);
         // (registers as nvlink's call graph propagates them: not into what only the
         // compiler's lists of taken addresses reach, a virtual destructor's 36 into the
         // kernel that makes the object, 24, in the drop-in's LTO link beside libcudadevrt)
         let called;
-        let calls = match self.code.any_listed_only {
+        let calls = match self.code.any_listed_only() {
             true => {
-                called = self.called_tree(f);
+                called = self.called_tree(trees, f);
                 &called[..]
             }
             false => reach,
         };
         let regs = calls
             .iter()
-            .map(|&g| self.code.funcs[g].regs)
+            .map(|&g| self.code.funcs()[g].regs)
             .max()
             .unwrap_or(0);
         let bars = reach
             .iter()
-            .map(|&g| self.code.funcs[g].barriers)
+            .map(|&g| self.code.funcs()[g].barriers)
             .max()
             .unwrap_or(0);
-        let mbarriers_of = |g: FuncId| (self.code.funcs[g].mbarriers).filter(|&m| m > 0 || !only);
+        let mbarriers_of = |g: FuncId| (self.code.funcs()[g].mbarriers).filter(|&m| m > 0 || !only);
         // (the memory barriers of every function of the tree added up, each function
         // once; 0xffff, not known, stays)
         let mbarriers = (reach.iter().filter_map(|&g| mbarriers_of(g))).reduce(|a, m| {
@@ -396,12 +422,12 @@ impl<'a> Merger<'a> {
         // every live function, as it takes their barriers; handed.rs)
         let handed = match only {
             true => handed::Handed::gathered(
-                (FuncId::all(self.code.funcs.len()))
-                    .filter(|&g| g != f && self.code.live[g] && !self.code.funcs[g].entry)
-                    .map(|g| self.code.funcs[g].handed),
+                (FuncId::all(self.code.funcs().len()))
+                    .filter(|&g| g != f && self.code.live()[g] && !self.code.funcs()[g].entry)
+                    .map(|g| self.code.funcs()[g].handed),
             ),
             false => handed::Handed::gathered(
-                (reach.iter().filter(|&&g| g != f)).map(|&g| self.code.funcs[g].handed),
+                (reach.iter().filter(|&&g| g != f)).map(|&g| self.code.funcs()[g].handed),
             ),
         };
         KernelProps {
@@ -409,7 +435,7 @@ impl<'a> Merger<'a> {
             stack,
             barriers: bars,
             mbarriers,
-            externs_first: self.externs_before_barriers(externs, f),
+            externs_first: self.externs_before_barriers(trees, symtab, externs, f),
             handed,
         }
     }
@@ -427,23 +453,23 @@ impl<'a> Merger<'a> {
         if let Some(d) = memo[f.0] {
             return d;
         }
-        if path.contains(&f) || self.code.funcs[f].self_call {
+        if path.contains(&f) || self.code.funcs()[f].self_call {
             return None;
         }
         path.push(f);
         let mut deepest = Some(0u32);
         // (not the functions only the compiler's list of indirect targets names, which
         // nvlink's stack sizes do not follow)
-        for &g in (self.code.funcs[f].callees.iter())
-            .filter(|&&g| !self.code.funcs[g].entry && !self.code.funcs[f].listed_only.contains(&g))
-        {
+        for &g in (self.code.funcs()[f].callees.iter()).filter(|&&g| {
+            !self.code.funcs()[g].entry && !self.code.funcs()[f].listed_only.contains(&g)
+        }) {
             deepest = match (deepest, self.stack_depth(g, path, memo)) {
                 (Some(a), Some(b)) => Some(a.max(b)),
                 _ => None,
             };
         }
         path.pop();
-        let d = deepest.map(|x| self.code.funcs[f].frame + x);
+        let d = deepest.map(|x| self.code.funcs()[f].frame + x);
         memo[f.0] = Some(d);
         d
     }

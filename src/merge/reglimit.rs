@@ -20,11 +20,11 @@ impl Merger<'_> {
     /// nvlink's register propagation: (kernel, function, registers) for each raise, in
     /// the order nvlink makes them.
     pub(super) fn register_propagation(&self, cl: &CallLists) -> Vec<(FuncId, FuncId, u32)> {
-        let edges: Vec<Vec<FuncId>> = FuncId::all(self.code.funcs.len())
+        let edges: Vec<Vec<FuncId>> = FuncId::all(self.code.funcs().len())
             .map(|f| cl.callees(f))
             .collect();
-        let mut entries: Vec<FuncId> = FuncId::all(self.code.funcs.len())
-            .filter(|&f| self.code.live[f] && self.code.funcs[f].entry)
+        let mut entries: Vec<FuncId> = FuncId::all(self.code.funcs().len())
+            .filter(|&f| self.code.live()[f] && self.code.funcs()[f].entry)
             .collect();
         entries.sort_by_key(|&e| std::cmp::Reverse(cl.node[e]));
         let reaches: Vec<HashSet<FuncId>> = entries
@@ -40,12 +40,12 @@ impl Merger<'_> {
                 seen
             })
             .collect();
-        let mut current: Vec<u32> = entries.iter().map(|&e| self.code.funcs[e].regs).collect();
+        let mut current: Vec<u32> = entries.iter().map(|&e| self.code.funcs()[e].regs).collect();
         let mut raises = Vec::new();
-        let order = FuncId::all(self.code.funcs.len())
-            .filter(|&f| self.code.live[f] && !self.code.funcs[f].entry);
+        let order = FuncId::all(self.code.funcs().len())
+            .filter(|&f| self.code.live()[f] && !self.code.funcs()[f].entry);
         for f in order {
-            let regs = self.code.funcs[f].regs;
+            let regs = self.code.funcs()[f].regs;
             for (k, &e) in entries.iter().enumerate() {
                 if reaches[k].contains(&f) && regs > current[k] {
                     current[k] = regs;
@@ -59,24 +59,24 @@ impl Merger<'_> {
     /// The limit check (see the module comment): nvlink's error lines, which the merge
     /// reports after the `.nv.info` step's warnings, as nvlink does; nvlink's call lists
     /// are built only when a kernel with a limit reaches a function above it. Reads
-    /// `code` (the trees, the functions' counts) and `res`; writes nothing; after
-    /// `call_trees`.
-    pub(super) fn check_register_limits(&self) -> Result<Vec<String>> {
+    /// `code` (the functions' counts), `trees` and `res`; writes nothing.
+    pub(super) fn check_register_limits(&self, trees: &CallTrees) -> Result<Vec<String>> {
         if self.opts.relocatable {
             return Ok(Vec::new());
         }
-        let most = self.code.funcs.iter().map(|f| f.regs).max().unwrap_or(0);
+        let most = self.code.funcs().iter().map(|f| f.regs).max().unwrap_or(0);
         // (nearly always none: ptxas' default limit is 255)
         let mut limits: HashMap<FuncId, u32> = HashMap::default();
-        for f in FuncId::all(self.code.funcs.len())
-            .filter(|&f| self.code.live[f] && self.code.funcs[f].entry && self.reached(f))
+        for f in FuncId::all(self.code.funcs().len())
+            .filter(|&f| self.code.live()[f] && self.code.funcs()[f].entry && self.reached(f))
         {
             if let Some(m) = self.register_limit(f)?.filter(|&m| m < most) {
                 limits.insert(f, m);
             }
         }
-        let broken =
-            |(&k, &m): (&FuncId, &u32)| (self.tree(k).iter()).any(|&g| self.code.funcs[g].regs > m);
+        let broken = |(&k, &m): (&FuncId, &u32)| {
+            (trees.of(k).iter()).any(|&g| self.code.funcs()[g].regs > m)
+        };
         if !limits.iter().any(broken) {
             return Ok(Vec::new());
         }
@@ -86,8 +86,8 @@ impl Merger<'_> {
             if let Some(&m) = limits.get(&e).filter(|&&m| regs > m) {
                 errors.push(format!(
                     "entry function '{}' with max regcount of {m} calls function '{}' with regcount of {regs}",
-                    self.sym(self.code.funcs[e].key).name,
-                    self.sym(self.code.funcs[f].key).name,
+                    self.sym(self.code.funcs()[e].key).name,
+                    self.sym(self.code.funcs()[f].key).name,
                 ));
             }
         }
@@ -96,6 +96,6 @@ impl Merger<'_> {
 
     /// Kernel `f`'s `MAXREG_COUNT`, if its `.nv.info` section has one.
     fn register_limit(&self, f: FuncId) -> Result<Option<u32>> {
-        Ok(self.code.funcs[f].max_regs)
+        Ok(self.code.funcs()[f].max_regs)
     }
 }

@@ -185,11 +185,16 @@ impl<'a> Merger<'a> {
     /// `linker_value`), the output symbol table (`symtab`, through `out_index`),
     /// shared-memory offsets (`layout`, directly and through `link_value`) and `frames`,
     /// the `.debug_frame` pieces the sections step pruned, whose entries moved.
-    pub(super) fn relocations(&self, frames: &sections::Frames) -> RelocWork {
+    pub(super) fn relocations(
+        &self,
+        layout: &SharedLayout,
+        symtab: &SymbolTable,
+        frames: &sections::Frames,
+    ) -> RelocWork {
         RelocWork(
             (0..self.inputs.len())
                 .into_par_iter()
-                .map(|i| self.plan_relocations(i, frames))
+                .map(|i| self.plan_relocations(layout, symtab, i, frames))
                 .collect(),
         )
     }
@@ -209,7 +214,13 @@ impl<'a> Merger<'a> {
     /// What becomes of input `i`'s relocations: patched into the image now, or kept for
     /// the driver (or the next link), in order. What a relocation needs of its symbol is
     /// worked out once per symbol.
-    fn plan_relocations(&self, i: usize, frames: &sections::Frames) -> Result<RelocPlan> {
+    fn plan_relocations(
+        &self,
+        layout: &SharedLayout,
+        symtab: &SymbolTable,
+        i: usize,
+        frames: &sections::Frames,
+    ) -> Result<RelocPlan> {
         let exec = !self.opts.relocatable;
         let c = &self.inputs[i].cubin;
         let mut facts: Vec<Option<SymFacts>> = vec![None; c.symbols.len()];
@@ -235,7 +246,7 @@ impl<'a> Merger<'a> {
                 frame: frames.get(&SecKey::new(i, rs.info as usize)),
                 // (the function whose code this is: dynamic shared arrays' offsets
                 // depend on it)
-                func: (self.code.func_of_text)
+                func: (self.code.func_of_text())
                     .get(&SecKey::new(i, rs.info as usize))
                     .copied(),
                 replaced: self.replaced_objects(i, rs.info as usize),
@@ -246,7 +257,7 @@ impl<'a> Merger<'a> {
                 ..SectionPlan::default()
             };
             for r in relocs {
-                self.plan_reloc(&sec, r, &mut facts, &mut out)?;
+                self.plan_reloc(layout, symtab, &sec, r, &mut facts, &mut out)?;
             }
             plan.failure = out.failure;
             let SectionPlan {
@@ -287,6 +298,8 @@ impl<'a> Merger<'a> {
     /// caches what it needs of each symbol.
     fn plan_reloc(
         &self,
+        layout: &SharedLayout,
+        symtab: &SymbolTable,
         sec: &SectionAt,
         r: &Reloc,
         facts: &mut [Option<SymFacts>],
@@ -303,7 +316,7 @@ impl<'a> Merger<'a> {
         }
         let k = SymKey::new(sec.input, r.sym as usize);
         let sym = self.sym(k);
-        let f = *facts[k.sym].get_or_insert_with(|| self.sym_facts(k));
+        let f = *facts[k.sym].get_or_insert_with(|| self.sym_facts(layout, symtab, k));
         let mut at = sec.piece + r.offset;
         if let Some(f) = sec.frame {
             // a pruned `.debug_frame`: entries moved or gone, CIE pointers
@@ -355,14 +368,16 @@ impl<'a> Merger<'a> {
         if loser || f.dead || sec.nonalloc && is_unplaced_label(sym) {
             return Ok(());
         }
-        self.plan_value(sec, r, k, f, at, out)
+        self.plan_value(layout, sec, r, k, f, at, out)
     }
 
     /// Relocation `r` of input symbol `k` (`f`: what it needs of it), at `at` in its
     /// output section, once it is known to stay: applied now (and listed as resolved
     /// under `--preserve-relocs`), or kept for the driver or the next link.
+    #[allow(clippy::too_many_arguments)] // (the products it reads, each by name)
     fn plan_value(
         &self,
+        layout: &SharedLayout,
         sec: &SectionAt,
         r: &Reloc,
         k: SymKey,
@@ -379,7 +394,7 @@ impl<'a> Merger<'a> {
         let mut unseen = false;
         if is_dynamic_shared(sym)
             && let Some(func) = sec.func
-            && let Some(o) = self.layout().dynamic_offset(func, self.representative(k))
+            && let Some(o) = layout.dynamic_offset(func, self.representative(k))
         {
             (value, resolvable_here) = (o, true);
             unseen = o == u64::MAX;
@@ -399,7 +414,7 @@ impl<'a> Merger<'a> {
         let internal = exec || self.internal_applied_under_r(k);
         // (sm_100+ -r keeps `.debug_info`'s references to `.debug_line`)
         let line_reference = !exec
-            && self.mercury_layout
+            && self.mercury_layout()
             && sym.ty == STT_SECTION
             && line_reference(&sec.target.name, sec.sections.get(sym.shndx as usize));
         let apply_now = resolvable_here
@@ -419,7 +434,7 @@ impl<'a> Merger<'a> {
             && unseen
             && exec
             && self.preserving_only()
-            && self.layout().debug_holds_variables()
+            && layout.debug_holds_variables()
             && f.out_index.is_none()
             && out.failure.is_none()
         {
@@ -445,7 +460,7 @@ impl<'a> Merger<'a> {
             if self.opts.preserve_relocs
                 && (exec || !is_table_symbol(&sym.name))
                 && (self.dynamic_shared_symbols() || !is_dynamic_shared(sym) || unseen)
-                && !(self.mercury_layout
+                && !(self.mercury_layout()
                     && (sec.target.flags & SHF_EXECINSTR == 0
                         || self.in_constant_bank(k)
                         || self.reserved_target(k).is_some()))
@@ -479,7 +494,7 @@ impl<'a> Merger<'a> {
     /// `__nv_reservedSMEM_tcgen05_partition`, the address the tensor-memory allocator is
     /// given (was: kept for the driver, the code reading 0). The capsule's references to
     /// it stay for the driver, as nvlink keeps them.
-    fn sass_value(&self, k: SymKey) -> (u64, u32, bool) {
+    fn sass_value(&self, layout: &SharedLayout, k: SymKey) -> (u64, u32, bool) {
         if let Some(t) = self.reserved_target(k)
             && let Some(&(_, at)) = self
                 .out
@@ -488,7 +503,7 @@ impl<'a> Merger<'a> {
             let c = &self.inputs[t.input].cubin;
             return (at + sections::reserved_offset(&c.symbols, t.sym), 0, true);
         }
-        self.link_value(k)
+        self.link_value(layout, k)
     }
 
     /// The reserved shared variable a relocation's symbol stands for, in an image.
@@ -499,15 +514,15 @@ impl<'a> Merger<'a> {
     }
 
     /// What relocations need to know of a symbol.
-    fn sym_facts(&self, k: SymKey) -> SymFacts {
+    fn sym_facts(&self, layout: &SharedLayout, symtab: &SymbolTable, k: SymKey) -> SymFacts {
         let sym = self.sym(k);
         let c = &self.inputs[k.input].cubin;
         let section = (sym.ty == STT_SECTION).then_some(sym.shndx as usize);
         SymFacts {
             dead: self.symbol_is_dead(k),
             replaced: self.is_replaced(k),
-            value: self.sass_value(k),
-            out_index: self.out_index(k),
+            value: self.sass_value(layout, k),
+            out_index: self.out_index(symtab, k),
             in_nonalloc_section: section
                 .and_then(|s| c.sections.get(s))
                 .is_some_and(|s| s.flags & SHF_ALLOC == 0),

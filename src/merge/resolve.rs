@@ -309,7 +309,7 @@ fn settled(inputs: &[Input], res: &Resolution) -> Vec<Vec<(Option<SymKey>, SymKe
 impl<'a> Merger<'a> {
     /// nvlink's errors for the references no input defines, once the live code is known
     /// (what only removed code refers to is no error). Reads `res` and `code`; writes
-    /// nothing (the errors go to the diagnostics); after `reach`.
+    /// nothing (the errors go to the diagnostics).
     pub(super) fn undefined(&self) -> Result<()> {
         if self.opts.relocatable {
             return Ok(());
@@ -383,10 +383,10 @@ impl<'a> Merger<'a> {
                 };
                 let code = self
                     .code
-                    .func_of_text
+                    .func_of_text()
                     .get(&SecKey::new(i, rs.info as usize));
                 let live = match code {
-                    Some(&f) => self.code.live[f],
+                    Some(&f) => self.code.live()[f],
                     None => target.flags & SHF_ALLOC != 0 && target.flags & SHF_EXECINSTR == 0,
                 };
                 for r in self.relocs(i, ri).unwrap_or_default() {

@@ -11,7 +11,7 @@ impl<'a> Merger<'a> {
     pub(super) fn owner(&self, i: usize, sec: usize) -> Option<FuncId> {
         let c = &self.inputs[i].cubin;
         let s = c.sections.get(sec)?;
-        if let Some(&f) = self.code.func_of_text.get(&SecKey::new(i, sec)) {
+        if let Some(&f) = self.code.func_of_text().get(&SecKey::new(i, sec)) {
             return Some(f);
         }
         if s.flags & SHF_EXECINSTR != 0 && s.name.starts_with(".text.") {
@@ -20,7 +20,7 @@ impl<'a> Merger<'a> {
         if s.flags & SHF_INFO_LINK != 0 || matches!(s.ty, SHT_RELA | SHT_REL) {
             return self
                 .code
-                .func_of_text
+                .func_of_text()
                 .get(&SecKey::new(i, s.info as usize))
                 .copied();
         }
@@ -40,18 +40,18 @@ impl<'a> Merger<'a> {
         if s.flags & SHF_EXECINSTR != 0 && s.name.starts_with(".text") {
             return self
                 .code
-                .func_of_text
+                .func_of_text()
                 .get(&SecKey::new(i, sec))
-                .is_none_or(|&f| !self.code.live[f]);
+                .is_none_or(|&f| !self.code.live()[f]);
         }
         if (s.flags & SHF_INFO_LINK != 0 || matches!(s.ty, SHT_RELA | SHT_REL))
             && code_of(s.info as usize)
         {
             return self
                 .code
-                .func_of_text
+                .func_of_text()
                 .get(&SecKey::new(i, s.info as usize))
-                .is_none_or(|&f| !self.code.live[f]);
+                .is_none_or(|&f| !self.code.live()[f]);
         }
         false
     }
@@ -59,7 +59,7 @@ impl<'a> Merger<'a> {
     /// Places every kept input section in the output; hands on the sm_100+ `.debug_frame`
     /// pieces it pruned, whose relocations move with their entries. Reads `code` (what is
     /// live, which sections are a function's) and `res`; writes `out` (its sections, where
-    /// each input section went, which get a section symbol); after `reach` and `notes`.
+    /// each input section went, which get a section symbol); after `notes`.
     pub(super) fn sections(&mut self) -> Result<Frames> {
         let exec = !self.opts.relocatable;
         let mut frames = Frames::default();
@@ -123,12 +123,13 @@ impl<'a> Merger<'a> {
                 if has_symbol.contains(&si) {
                     self.out.give_symbol(id);
                 }
+                let mercury_layout = self.mercury_layout();
                 let o = &mut self.out[id];
                 o.align = o.align.max(s.align.max(1));
                 let a = s.align.max(1);
                 // sm_100+: without the entries (line sequences) of removed functions
                 let frame = match s.name.as_str() {
-                    _ if !self.mercury_layout => None,
+                    _ if !mercury_layout => None,
                     ".debug_frame" => {
                         let base = (o.data.len() as u64).next_multiple_of(a);
                         self.pruned_frame(i, si, base)
@@ -421,8 +422,8 @@ impl Merger<'_> {
             .filter(|o| o.name == ".nv.constant3")
             .map(|o| o.size())
             .sum::<u64>();
-        let removed_kernels = FuncId::all(self.code.funcs.len())
-            .any(|f| self.code.funcs[f].entry && !self.code.live[f]);
+        let removed_kernels = FuncId::all(self.code.funcs().len())
+            .any(|f| self.code.funcs()[f].entry && !self.code.live()[f]);
         if size > CONSTANT_DATA_MAX && removed_kernels {
             size = self.constant_data_read();
         }
@@ -441,9 +442,9 @@ impl Merger<'_> {
     fn constant_data_read(&self) -> u64 {
         let mut seen: HashSet<SymKey> = HashSet::default();
         let mut size = 0;
-        for f in FuncId::all(self.code.funcs.len()).filter(|&f| self.code.live[f]) {
-            let i = self.code.funcs[f].key.input;
-            for &ri in &self.code.funcs[f].relocs {
+        for f in FuncId::all(self.code.funcs().len()).filter(|&f| self.code.live()[f]) {
+            let i = self.code.funcs()[f].key.input;
+            for &ri in &self.code.funcs()[f].relocs {
                 for r in self.relocs(i, ri).unwrap_or_default() {
                     let k = SymKey::new(i, r.sym as usize);
                     if k.sym >= self.inputs[i].cubin.symbols.len() {

@@ -120,12 +120,12 @@ impl<'a> Merger<'a> {
     }
 
     /// The shared memory step: the windows made (output sections), the layout the later
-    /// steps read returned. Reads `code` (the trees, each function's shared variables),
+    /// steps read returned. Reads `trees`, `code` (each function's shared variables),
     /// `res` and `out` (where the inputs' shared sections went); writes `out`; hands on
-    /// the `SharedLayout` (held as `layout`); after `sections` (which placed the inputs'
+    /// the `SharedLayout`; after `sections` (which placed the inputs'
     /// shared sections: run before it, the windows lose their `sh_info`, silently) and
     /// before `creation_order` (which orders the windows it made).
-    pub(super) fn shared(&mut self) -> SharedLayout {
+    pub(super) fn shared(&mut self, trees: &CallTrees) -> SharedLayout {
         let mut laid = SharedLayout::default();
         if self.opts.relocatable {
             self.relocatable_shared_alignment();
@@ -158,11 +158,11 @@ impl<'a> Merger<'a> {
         } else {
             0x400
         };
-        let mut l = self.shared_users();
+        let mut l = self.shared_users(trees);
         let unnamed = self.laid_out_shared(&mut l);
         // (nvlink's sm_90 layout adds the reservation to the null symbol's value once
         // for each window section without a variable: a relinked `-r` output's)
-        if !self.mercury_layout {
+        if !self.mercury_layout() {
             laid.null_symbol_value = unnamed * reserve;
         }
         // 0. the order steps 1 and 2 take the variables in: every shared variable of
@@ -220,31 +220,31 @@ impl<'a> Merger<'a> {
 
     /// Which kernels hold each shared variable some function refers to, and which
     /// kernels reach each function; nothing placed yet.
-    fn shared_users(&self) -> Layout {
+    fn shared_users(&self, trees: &CallTrees) -> Layout {
         // variable → the kernels (positions in `kernels`) whose call tree uses it;
         // every shared variable some function refers to is there, held or not (the
         // variables of removed functions take room; those no code refers to do not)
         let mut held: BTreeMap<SymKey, Vec<usize>> = BTreeMap::new();
-        for func in &self.code.funcs {
+        for func in self.code.funcs() {
             for &v in &func.shared {
                 held.entry(v).or_default();
             }
         }
         // function → the kernels (positions in `kernels`) that reach it, listed only for
         // the functions that refer to a dynamic array (the only ones asked)
-        let lists: Vec<bool> = (self.code.funcs.iter())
+        let lists: Vec<bool> = (self.code.funcs().iter())
             .map(|f| f.shared.iter().any(|&v| self.sym(v).size == 0))
             .collect();
-        let mut kernels_of: Vec<Vec<usize>> = vec![Vec::new(); self.code.funcs.len()];
-        let mut reached = vec![false; self.code.funcs.len()];
-        for (ki, tree) in self.code.trees().iter().enumerate() {
+        let mut kernels_of: Vec<Vec<usize>> = vec![Vec::new(); self.code.funcs().len()];
+        let mut reached = vec![false; self.code.funcs().len()];
+        for (ki, tree) in trees.all().iter().enumerate() {
             let mut vars: BTreeSet<SymKey> = BTreeSet::new();
             for &g in tree {
                 reached[g.0] = true;
                 if lists[g.0] {
                     kernels_of[g].push(ki);
                 }
-                vars.extend(self.code.funcs[g].shared.iter().copied());
+                vars.extend(self.code.funcs()[g].shared.iter().copied());
             }
             for v in vars {
                 held.entry(v).or_default().push(ki);
@@ -252,7 +252,7 @@ impl<'a> Merger<'a> {
         }
         Layout {
             // (alignment 1 to start: a window of `char` arrays is aligned 1, as nvlink writes it)
-            win: vec![(None, 1); self.code.kernels.len()],
+            win: vec![(None, 1); self.code.kernels().len()],
             held,
             kernels_of,
             reached,
@@ -269,8 +269,8 @@ impl<'a> Merger<'a> {
     /// such sections of objects other than `-ewp` ones there are.
     fn laid_out_shared(&self, l: &mut Layout) -> u64 {
         let mut unnamed = 0;
-        for (ki, &f) in self.code.kernels.iter().enumerate() {
-            let SymKey { input: i, sym: s } = self.code.funcs[f].key;
+        for (ki, &f) in self.code.kernels().iter().enumerate() {
+            let SymKey { input: i, sym: s } = self.code.funcs()[f].key;
             let c = &self.inputs[i].cubin;
             let name = format!(".nv.shared.{}", c.symbols[s].name);
             let Some(n) = c.sections.iter().position(|x| *x.name == *name) else {
@@ -361,7 +361,7 @@ impl<'a> Merger<'a> {
     /// Step 2: each kernel's own variables after what it holds from step 1.
     fn kernels_own_shared(&self, l: &mut Layout, shared: &[SymKey]) {
         // 2. each kernel's own variables: its function's locals, then the others
-        let mut own: Vec<Vec<SymKey>> = vec![Vec::new(); self.code.kernels.len()];
+        let mut own: Vec<Vec<SymKey>> = vec![Vec::new(); self.code.kernels().len()];
         let locals = l.held.keys().filter(|&&v| self.is_kernel_local(v));
         for &v in locals.chain(shared) {
             if let [k] = l.held[&v].as_slice()
@@ -423,9 +423,9 @@ impl<'a> Merger<'a> {
                 }
             }
         } else {
-            let unreached: Vec<(FuncId, SymKey)> = FuncId::all(self.code.funcs.len())
-                .filter(|&f| self.code.live[f] && !l.reached[f.0])
-                .flat_map(|f| self.code.funcs[f].shared.iter().map(move |&v| (f, v)))
+            let unreached: Vec<(FuncId, SymKey)> = FuncId::all(self.code.funcs().len())
+                .filter(|&f| self.code.live()[f] && !l.reached[f.0])
+                .flat_map(|f| self.code.funcs()[f].shared.iter().map(move |&v| (f, v)))
                 .filter(|&(_, v)| is_dynamic_shared(self.sym(v)))
                 .collect();
             for key in unreached {
@@ -447,8 +447,8 @@ impl<'a> Merger<'a> {
             .collect();
         let user_of: HashMap<SymKey, usize> =
             open.iter().enumerate().map(|(u, &v)| (v, u)).collect();
-        for f in FuncId::all(self.code.funcs.len()).filter(|&f| l.reached[f.0]) {
-            for v in &self.code.funcs[f].shared {
+        for f in FuncId::all(self.code.funcs().len()).filter(|&f| l.reached[f.0]) {
+            for v in &self.code.funcs()[f].shared {
                 if let Some(&u) = user_of.get(v) {
                     users[u].2.push(f);
                 }
@@ -500,7 +500,7 @@ impl<'a> Merger<'a> {
     /// The `.nv.shared.<kernel>` windows and `.nv_debug.shared` for what `l` placed, and
     /// the offsets the later steps read.
     fn shared_sections(&mut self, l: Layout, reserve: u64, sm: u32, laid: &mut SharedLayout) {
-        let kernels = self.code.kernels.clone();
+        let kernels = self.code.kernels().to_vec();
         let mut window_of: Vec<Option<usize>> = vec![None; kernels.len()];
         for (ki, &f) in kernels.iter().enumerate() {
             let (Some(window), max_align) = l.win[ki] else {
@@ -512,17 +512,17 @@ impl<'a> Merger<'a> {
             if window == 0 && self.lto_unlisted(f) {
                 continue;
             }
-            let SymKey { input: i, sym: s } = self.code.funcs[f].key;
+            let SymKey { input: i, sym: s } = self.code.funcs()[f].key;
             let name = format!(".nv.shared.{}", self.inputs[i].cubin.symbols[s].name);
             let mut o = OutSection::new(name, SHT_NOBITS, SHF_WRITE | SHF_ALLOC | SHF_INFO_LINK);
             o.align = max_align;
             o.mem_size = window + reserve;
-            if let Some(&(t, _)) = self.out.placed(&SecKey::new(i, self.code.funcs[f].text)) {
+            if let Some(&(t, _)) = self.out.placed(&SecKey::new(i, self.code.funcs()[f].text)) {
                 o.info = Ref::Section(t);
             }
             // (a window holding nothing has no section symbol in nvlink's sm_100+
             // layout, nor where there is no reservation: the window is empty)
-            let symbol = window > 0 || (reserve > 0 && !self.mercury_layout);
+            let symbol = window > 0 || (reserve > 0 && !self.mercury_layout());
             window_of[ki] = Some(self.new_section(o, symbol));
         }
         // dynamic shared arrays: an empty `.nv_debug.shared` as aligned as the strictest
@@ -596,7 +596,7 @@ impl<'a> Merger<'a> {
     fn plain_dynamic_window(&mut self, a: u64, reserve: u64, sm: u32) {
         let mut o = OutSection::new(".nv_debug.shared", SHT_NOBITS, SHF_WRITE | SHF_ALLOC);
         o.align = a;
-        let debug_like = self.keeps_all() && !self.mercury_layout;
+        let debug_like = self.keeps_all() && !self.mercury_layout();
         o.mem_size = if sm >= 100 || debug_like { reserve } else { 0 };
         let symbol = debug_like && o.mem_size > 0;
         self.new_section(o, symbol);

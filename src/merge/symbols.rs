@@ -146,10 +146,11 @@ impl<'a> Merger<'a> {
     /// The symbols step: the output symbol table, once the sections are made and their
     /// creation order known (`order`, [`Merger::creation_order`]'s). Reads `out`, `res`,
     /// `code`, `layout` (which shared variables keep a symbol) and `externs` (the
-    /// driver's functions a live list names); writes nothing (hands on the table, held as
-    /// `symtab`).
+    /// driver's functions a live list names); writes nothing; hands on the table (the
+    /// `SymbolTable`, which the later steps take as `symtab`).
     pub(super) fn symbols(
         &self,
+        layout: &SharedLayout,
         externs: &super::externs::ExternRefs,
         order: &super::creation::Order,
     ) -> SymbolTable {
@@ -189,7 +190,7 @@ impl<'a> Merger<'a> {
                         t.push(SymKey::new(i, s), o);
                         continue;
                     }
-                    self.debug_shared_symbol(&mut t, SymKey::new(i, s));
+                    self.debug_shared_symbol(layout, &mut t, SymKey::new(i, s));
                     continue;
                 }
                 if let Some(o) = self.out_symbol(SymKey::new(i, s)) {
@@ -205,15 +206,15 @@ impl<'a> Merger<'a> {
             let s = self.sym(k);
             if exec && s.other & STO_SHARED != 0 && s.ty != STT_FUNC {
                 // (a debug link lists it, as a local, where nvlink does: in global order)
-                self.debug_shared_symbol(&mut t, k);
-                self.preserved_dynamic_symbol(&mut t, k);
+                self.debug_shared_symbol(layout, &mut t, k);
+                self.preserved_dynamic_symbol(layout, &mut t, k);
                 continue;
             }
             if exec && is_table_symbol(name) {
                 continue;
             }
             if let Some(f) = self.func_defined_by(k)
-                && !self.code.live[f]
+                && !self.code.live()[f]
             {
                 continue;
             }
@@ -231,7 +232,7 @@ impl<'a> Merger<'a> {
                     size: s.size,
                     bind: STB_GLOBAL,
                     // (sm_100+: undefined data objects are CUDA objects, under -r all)
-                    ty: if self.mercury_layout
+                    ty: if self.mercury_layout()
                         && (resolve::is_driver_value(name) || !exec && s.ty == STT_OBJECT)
                     {
                         STT_CUDA_OBJECT
@@ -248,7 +249,7 @@ impl<'a> Merger<'a> {
         }
         // (nvlink's sm_100+ layout puts the shared variables listed as locals in global
         // order after the other locals: `heavy.cu`'s `h_sh`, `caller.cu`'s `c_sh`)
-        if exec && self.mercury_layout {
+        if exec && self.mercury_layout() {
             t.locals_first(locals_end);
         }
         self.section_symbols(&mut t, &by_creation, true);
@@ -262,13 +263,13 @@ impl<'a> Merger<'a> {
     /// reservation) keeps a dynamic shared array's symbol where `.nv_debug.shared` holds
     /// variables: global, internal, at offset -1 past the reservation (0x3ff: `smem.cu`),
     /// its relocations applied and not listed, as where it has no symbol.
-    fn preserved_dynamic_symbol(&self, t: &mut SymbolTable, k: SymKey) {
+    fn preserved_dynamic_symbol(&self, layout: &SharedLayout, t: &mut SymbolTable, k: SymKey) {
         let sym = self.sym(k);
         if !self.opts.preserve_relocs
             || self.opts.debug
-            || self.mercury_layout
-            || !self.layout().debug_holds_variables()
-            || self.layout().reserve() == 0
+            || self.mercury_layout()
+            || !layout.debug_holds_variables()
+            || layout.reserve() == 0
             || !is_dynamic_shared(sym)
             || t.of.get(&k).is_some()
         {
@@ -281,7 +282,7 @@ impl<'a> Merger<'a> {
             k,
             OutSymbol {
                 name: sym.name.clone(),
-                value: self.layout().reserve().wrapping_sub(1),
+                value: layout.reserve().wrapping_sub(1),
                 size: sym.size,
                 bind: STB_GLOBAL,
                 ty: STT_OBJECT,
@@ -293,15 +294,15 @@ impl<'a> Merger<'a> {
 
     /// Debug links keep the symbol of a shared variable at its offset in the window that
     /// holds it (`SharedLayout::home`), as a local unless it is a global in `.nv_debug.shared`.
-    fn debug_shared_symbol(&self, t: &mut SymbolTable, k: SymKey) {
-        let (Some(Some(home)), Some(o)) = (self.layout().home(k), self.layout().offset(k)) else {
+    fn debug_shared_symbol(&self, layout: &SharedLayout, t: &mut SymbolTable, k: SymKey) {
+        let (Some(Some(home)), Some(o)) = (layout.home(k), layout.offset(k)) else {
             return;
         };
         let sym = self.sym(k);
         // (a global one stays global in `.nv_debug.shared`; a dynamic array's value there
         // is its offset, after the reservation only when other variables are there too:
         // read off nvlink)
-        let before_reserve = is_dynamic_shared(sym) && !self.layout().debug_holds_variables();
+        let before_reserve = is_dynamic_shared(sym) && !layout.debug_holds_variables();
         let global = sym.bind != STB_LOCAL && self.out[home].name == ".nv_debug.shared";
         t.push(
             k,
@@ -310,7 +311,7 @@ impl<'a> Merger<'a> {
                 value: if before_reserve {
                     o
                 } else {
-                    o + self.layout().reserve()
+                    o + layout.reserve()
                 },
                 size: sym.size,
                 bind: if global { sym.bind } else { STB_LOCAL },
@@ -339,12 +340,12 @@ impl<'a> Merger<'a> {
     /// others.
     fn section_symbols(&self, t: &mut SymbolTable, by_creation: &[usize], banks: bool) {
         for &id in by_creation {
-            let bank = self.mercury_layout && self.out[id].name.starts_with(".nv.constant0");
+            let bank = self.mercury_layout() && self.out[id].name.starts_with(".nv.constant0");
             if self.out.has_symbol(id) && bank == banks {
                 // (sm_100+: a bank 2's is named after its Mercury twin, as ptxas names
                 // it, `.nv.constant.optimizer.<fn>`)
                 let name = match self.out[id].name.strip_prefix(".nv.constant2.") {
-                    Some(f) if self.mercury_layout => {
+                    Some(f) if self.mercury_layout() => {
                         creation::concat(".nv.constant.optimizer.", f)
                     }
                     _ => self.out[id].name.clone(),
@@ -411,7 +412,7 @@ impl<'a> Merger<'a> {
         let exec = !self.opts.relocatable;
         let s = self.sym(k);
         if let Some(f) = self.func_defined_by(k)
-            && !self.code.live[f]
+            && !self.code.live()[f]
         {
             return None;
         }

@@ -35,6 +35,7 @@ impl Merger<'_> {
     /// records, the capsule stays as ptxas wrote it and the link says so.
     pub(in crate::merge) fn patch_bank_fields(
         &self,
+        layout: &SharedLayout,
         i: usize,
         capsule: usize,
         data: &mut [u8],
@@ -84,7 +85,7 @@ impl Merger<'_> {
             writes.extend(at.into_iter().zip(of_bank));
         }
         for (at, &(_, n, addend, ty, _)) in writes {
-            let (value, _, _) = self.link_value(SymKey::new(i, n));
+            let (value, _, _) = self.link_value(layout, SymKey::new(i, n));
             let field = (value as i64).wrapping_add(addend) as u32;
             // (the field's own bytes: a 16-bit one leaves the record's last two as they
             // are, zeros from ptxas; nvlink keeps another value there)
@@ -116,10 +117,10 @@ impl Merger<'_> {
     /// The SASS relocations of code section `text` of input `i` (its function's, as the
     /// merge parsed them) to constant bank 2 or 3, by offset.
     fn text_bank_relocs(&self, i: usize, text: Option<usize>) -> Vec<BankReloc> {
-        let Some(&f) = text.and_then(|t| self.code.func_of_text.get(&SecKey::new(i, t))) else {
+        let Some(&f) = text.and_then(|t| self.code.func_of_text().get(&SecKey::new(i, t))) else {
             return Vec::new();
         };
-        let mut out: Vec<BankReloc> = (self.code.funcs[f].relocs.iter())
+        let mut out: Vec<BankReloc> = (self.code.funcs()[f].relocs.iter())
             .filter_map(|&ri| self.parsed[i].relocs.get(ri)?.as_ref().ok())
             .flatten()
             .filter_map(|r| {

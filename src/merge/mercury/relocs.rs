@@ -41,6 +41,8 @@ impl Merger<'_> {
     /// The `.nv.merc.rela.*` sections (see the module comment).
     pub(super) fn merc_relocations(
         &mut self,
+        layout: &SharedLayout,
+        symtab: &SymbolTable,
         st: &Capsules,
         banks: &super::bank2::Bank2,
         kept: &mut Vec<KeptList>,
@@ -63,13 +65,13 @@ impl Merger<'_> {
                 if rs.ty != SHT_MERC_RELA || deferred.contains(&m) {
                     continue;
                 }
-                self.merc_relocation_section(st, i, ri, false, &mut lists)?;
+                self.merc_relocation_section(layout, symtab, st, i, ri, false, &mut lists)?;
                 for &(j, gone) in copies.iter().filter(|c| c.0 == m).flat_map(|c| &c.1) {
                     let cj = &inputs[j].cubin;
                     if let Some(rj) = (cj.sections.iter())
                         .position(|s| s.ty == SHT_MERC_RELA && s.info as usize == gone)
                     {
-                        self.merc_relocation_section(st, j, rj, true, &mut lists)?;
+                        self.merc_relocation_section(layout, symtab, st, j, rj, true, &mut lists)?;
                     }
                 }
             }
@@ -110,8 +112,11 @@ impl Merger<'_> {
     /// What becomes of the relocations of input `i`'s Mercury relocation section `ri`
     /// (`replaced_copy`: a replaced copy's bank 2, whose relocations nvlink takes in the
     /// input's order, not by object).
+    #[allow(clippy::too_many_arguments)] // (the products it reads, each by name)
     fn merc_relocation_section(
         &mut self,
+        layout: &SharedLayout,
+        symtab: &SymbolTable,
         st: &Capsules,
         i: usize,
         ri: usize,
@@ -141,7 +146,17 @@ impl Merger<'_> {
         }
         let view = &st.views[i];
         for (place, r) in (places.into_iter()).flat_map(|p| entries.iter().map(move |r| (p, *r))) {
-            self.merc_relocation(st, view, i, rs.info as usize, place, r, lists)?;
+            self.merc_relocation(
+                layout,
+                symtab,
+                st,
+                view,
+                i,
+                rs.info as usize,
+                place,
+                r,
+                lists,
+            )?;
         }
         Ok(())
     }
@@ -152,6 +167,8 @@ impl Merger<'_> {
     #[allow(clippy::too_many_arguments)]
     fn merc_relocation(
         &mut self,
+        layout: &SharedLayout,
+        symtab: &SymbolTable,
         st: &Capsules,
         view: &View,
         i: usize,
@@ -207,7 +224,7 @@ impl Merger<'_> {
         if dead || loser || unplaced {
             return Ok(());
         }
-        let (mut value, _, mut resolvable) = self.link_value(k);
+        let (mut value, _, mut resolvable) = self.link_value(layout, k);
         // (initialised data holding a `__constant__` variable's generic address: for the
         // driver, as on the SASS side, `plan_value`)
         if r.ty == R_MERCURY_G64 && self.constant_address_for_driver(target.flags, k) {
@@ -220,11 +237,9 @@ impl Merger<'_> {
             && let Some(f) = view
                 .sass_of
                 .get(&rs_info)
-                .and_then(|&t| self.code.func_of_text.get(&SecKey::new(i, t)))
+                .and_then(|&t| self.code.func_of_text().get(&SecKey::new(i, t)))
         {
-            resolvable |= (self.layout())
-                .dynamic_offset(*f, self.representative(k))
-                .is_some();
+            resolvable |= layout.dynamic_offset(*f, self.representative(k)).is_some();
         }
         if ms.ty == STT_SECTION
             && let Some(&(_, p)) = st.placed.get(&(i, ms.shndx as usize))
@@ -261,7 +276,7 @@ impl Merger<'_> {
                 && target.ty == SHT_CAPMERC_TEXT
                 && (st.exec || !is_table_symbol(&ms.name))
                 && !self.in_constant_bank(k)
-                && let Some(sym) = st.merc_out(self, i, r.sym as usize)
+                && let Some(sym) = st.merc_out(self, symtab, i, r.sym as usize)
             {
                 let mut addend = r.addend;
                 if ms.ty == STT_SECTION
@@ -273,7 +288,7 @@ impl Merger<'_> {
             }
             return Ok(());
         }
-        let Some(sym) = st.merc_out(self, i, r.sym as usize) else {
+        let Some(sym) = st.merc_out(self, symtab, i, r.sym as usize) else {
             return Err(Error::fatal(format!(
                 "'{}': Mercury relocation {:#x} at offset {:#x} of '{}' refers to symbol '{}', which is not in the output",
                 c.origin, r.ty, r.offset, target.name, ms.name
