@@ -4,11 +4,18 @@
 use super::*;
 use std::borrow::Cow;
 
-/// The call-graph step's product: its two tables' output sections and the strings they
-/// refer to (the prototypes' leading strings), made by `tables` and `callgraph`, placed
-/// by `strings_last`; the Mercury step copies the references for its copies of the
-/// tables, the last step takes the strings for the image.
-#[derive(Default)]
+/// The call-graph tables' output sections as `tables` makes them, empty; `callgraph`
+/// takes them and fills them.
+pub(super) struct TableSections {
+    callgraph: usize,
+    prototype: Option<usize>,
+}
+
+/// The call-graph step's product: its two tables' output sections, filled, and the
+/// strings they refer to (the prototypes' leading strings), made by `callgraph` (so a
+/// step that takes them runs after the tables are filled), placed by `strings_last`; the
+/// Mercury step copies the references for its copies of the tables, the last step takes
+/// the strings for the image.
 pub(super) struct Tables {
     callgraph: usize,
     prototype: Option<usize>,
@@ -41,8 +48,11 @@ impl<'a> Merger<'a> {
     /// sections, which `callgraph` fills. Reads `code`, `res` and `externs` (whether a
     /// prototype entry stays); writes `out`; before `creation_order` and `symbols`, which
     /// give its sections their place and section symbols.
-    pub(super) fn tables(&mut self, externs: &super::externs::ExternRefs) -> Tables {
-        let mut t = Tables::default();
+    pub(super) fn tables(&mut self, externs: &super::externs::ExternRefs) -> TableSections {
+        let mut t = TableSections {
+            callgraph: 0,
+            prototype: None,
+        };
         let mut o = OutSection::new(".nv.callgraph", SHT_CUDA_CALLGRAPH, 0);
         o.align = 4;
         o.entsize = 8;
@@ -97,15 +107,22 @@ impl<'a> Merger<'a> {
         })
     }
 
-    /// Fills the call-graph tables `t` (made by `tables`), noting in it where they refer
-    /// to the prototypes' strings. Reads `code`, `res`, `externs` and `symtab` (the
-    /// entries' symbol indices); writes the tables' sections in `out`.
+    /// Fills the call-graph tables (`sections`, made by `tables`); hands them on with
+    /// where they refer to the prototypes' strings (`Tables`). Reads `code`, `res`,
+    /// `externs` and `symtab` (the entries' symbol indices); writes the tables' sections
+    /// in `out`.
     pub(super) fn callgraph(
         &mut self,
         symtab: &SymbolTable,
         externs: &super::externs::ExternRefs,
-        t: &mut Tables,
-    ) -> Result<()> {
+        sections: TableSections,
+    ) -> Result<Tables> {
+        let mut t = Tables {
+            callgraph: sections.callgraph,
+            prototype: sections.prototype,
+            patches: Vec::new(),
+            strings: Vec::new(),
+        };
         // (each group's entries in the order first seen, a string's offset filled in
         // once all are known)
         let mut groups: [Vec<(u32, i64)>; 5] = Default::default();
@@ -240,8 +257,8 @@ impl<'a> Merger<'a> {
             is_string: &is_string,
             index: &index,
         };
-        self.write_callgraph(t, &groups, &protos, &order);
-        Ok(())
+        self.write_callgraph(&mut t, &groups, &protos, &order);
+        Ok(t)
     }
 
     /// The call graph's groups and the prototypes as the image holds them: each group

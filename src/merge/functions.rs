@@ -469,11 +469,11 @@ impl<'a> Merger<'a> {
         self.code.reached.get(f.0).copied().unwrap_or(true)
     }
 
-    /// Each live kernel's call tree, once, for the steps that read it (shared memory,
-    /// `.nv.info`, `EXTERNS`, the register limits): the kernel and the functions it
-    /// calls, directly or not, in function order. Another kernel a kernel's code refers
-    /// to is launched (dynamic parallelism), not called: its call tree is not the
-    /// caller's (nvlink gives the launching kernel none of its shared variables,
+    /// Each live kernel's call tree, once, for the steps that read it (the register
+    /// limits, bank 2, shared memory, `.nv.info` and its `EXTERNS` lists): the kernel and
+    /// the functions it calls, directly or not, in function order. Another kernel a
+    /// kernel's code refers to is launched (dynamic parallelism), not called: its call
+    /// tree is not the caller's (nvlink gives the launching kernel none of its shared variables,
     /// barriers, registers or stack). The graph without the edges into kernels is cut
     /// into its strongly connected components (`components`: each function and edge
     /// visited once), and each component's reach is its own functions and the reaches

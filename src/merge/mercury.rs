@@ -216,9 +216,12 @@ impl Merger<'_> {
     /// Builds the capsule-Mercury half of the image (see the module comment), adding to
     /// `kept` (the relocations step's lists) an empty list for each SASS section whose
     /// Mercury twin keeps relocations; hands on the Mercury symbol table (its section and
-    /// its symbols), which `finish` writes. Reads `code`, `res`, `out`, `symtab`, `layout`,
-    /// `banks` and `ki` (the records' `EXTERNS` lists and kernels' values); writes `out`,
-    /// `kept` and `tables` (the references of its copies of the call-graph tables).
+    /// its symbols), which `finish` writes. Reads `code`, `res`, `out` (its SASS sections,
+    /// the filled call-graph tables among them), `symtab`, `layout`, `externs`, `banks`
+    /// and `ki` (the records' `EXTERNS` lists and kernels' values); writes `out`, `kept`
+    /// and `tables` (the references of its copies of the call-graph tables) and warns
+    /// where it leaves a capsule's bank offsets as ptxas wrote them; after
+    /// `callgraph` (whose `Tables` it takes).
     #[allow(clippy::too_many_arguments)] // (the products it reads, each by name)
     pub(super) fn mercury(
         &mut self,

@@ -44,33 +44,38 @@
 //! writes (and its comment says which parts, by these names):
 //!
 //! - The merge state, `Merger`, holds what every step reads: the inputs, `parsed`,
-//!   `opts`, `res` (a shared reference: no step can write it) and `code` (made in full
-//!   by `Merger::with_functions`, the only way to make a merge state; its fields private
-//!   to functions.rs, read elsewhere through accessors that hand shared references), and
-//!   one thing the steps write: `out`, the image as it is built (output.rs: its
-//!   sections, which get a section symbol, where each input section went). A step taking
-//!   `&self` writes nothing; one taking `&mut self` adds to `out` (outside functions.rs
-//!   nothing else in the state can be written), in the spine's order, which is the order
-//!   of the sections it makes.
+//!   `opts`, `res` (held by shared reference: no step can change it) and `code` (made in
+//!   full by `Merger::with_functions`, which the spine calls to make the merge state;
+//!   its fields private to functions.rs, read elsewhere through accessors that hand
+//!   shared references), and one thing the steps write: `out`, the image as it is built
+//!   (output.rs: its sections, which get a section symbol, where each input section
+//!   went). A step taking `&self` writes nothing but its messages (`diag`, in the
+//!   spine's order, which is nvlink's order of its messages); one taking `&mut self`
+//!   also adds to `out`, in the spine's order, which is the order of the sections it
+//!   makes. (The compiler checks that no step outside functions.rs changes `code` and
+//!   none changes `res`; that a `&mut self` step changes no other field, such as
+//!   re-pointing `inputs` at another slice, only review does.)
 //! - Every other product is handed by the spine, so that the compiler checks that it is
 //!   made before it is read: `CallTrees` (to the register limits, bank 2, shared memory
-//!   and `.nv.info`, which takes it and lets it go), `ExternRefs` (what the live
-//!   functions' `EXTERNS` records name, as `externs`: to the call-graph tables, the
-//!   symbols, `.nv.info`, the call-graph step and the Mercury step), `Frames` (the
-//!   sections step's pruned `.debug_frame` pieces, to the relocations), `Bank2` (the
+//!   and `.nv.info`, which takes it and lets it go), the register limits' errors (which
+//!   the spine reports after `.nv.info`), `ExternRefs` (what the live functions'
+//!   `EXTERNS` records name, as `externs`: to the call-graph tables, the symbols,
+//!   `.nv.info`, the call-graph step, `-dump-callgraph` and the Mercury step), `Frames`
+//!   (the sections step's pruned `.debug_frame` pieces, to the relocations), `Bank2` (the
 //!   device functions' bank-2 places: to the creation order, the Mercury step and
 //!   `finish`), `SharedLayout` (as `layout`: to the symbols, the relocations, the
-//!   Mercury step and `finish`), the call-graph `Tables` (made by `tables`, filled by
-//!   `callgraph`, added to by the Mercury step, placed by `finish`), nvlink's creation
-//!   `Order` (to the symbols and `finish`, which takes its list of names), the
+//!   Mercury step and `finish`), the call-graph tables (`TableSections`, made empty by
+//!   `tables`, taken by `callgraph`, which fills them and hands on `Tables`: added to by
+//!   the Mercury step, placed by `finish`, so both run after they are filled), nvlink's
+//!   creation `Order` (to the symbols and `finish`, which takes its list of names), the
 //!   `SymbolTable` (as `symtab`: to the relocations, `.nv.info`, the call-graph step, the
 //!   Mercury step and `finish`, which takes it), the relocations' kept lists and failure
 //!   (`Relocated`: the Mercury step adds to the lists, the spine reports the failure,
 //!   `finish` makes sections of the lists), `KernelInfo` (to the Mercury step) and the
 //!   Mercury symbol table (`MercSymbols`, to `finish`).
 //! - Which sections exist when a step runs is the spine's order: a step that reads a
-//!   section an earlier step made says "after ..." in its comment; nothing but that order
-//!   checks it.
+//!   section an earlier step made says "after ..." in its comment (where no product it
+//!   takes already orders it); nothing but that order checks it.
 //!
 //! Beside the steps: `calllists.rs`, nvlink's numbered call lists (built on demand by
 //! reglimit, nvinfo and callgraph), and `cudadevrt.rs`, the symbols of libcudadevrt the
@@ -418,7 +423,7 @@ pub fn link_with_steps(
     lap("sections");
     let layout = m.shared(&trees);
     lap("shared");
-    let mut tables = m.tables(&externs); // (callgraph.rs: its sections get section symbols)
+    let table_sections = m.tables(&externs); // (callgraph.rs: its sections get section symbols)
     let mut order = m.creation_order(&banks); // (creation.rs)
     let symtab = m.symbols(&layout, &externs, &order);
     lap("symbols");
@@ -440,7 +445,7 @@ pub fn link_with_steps(
         return Err(e);
     }
     lap("info");
-    m.callgraph(&symtab, &externs, &mut tables)?;
+    let mut tables = m.callgraph(&symtab, &externs, table_sections)?;
     if opts.dump_callgraph {
         m.dump_callgraph(&externs)?;
     }

@@ -10,7 +10,8 @@ const TOOLKIT_VERSION: u32 = 135;
 
 impl<'a> Merger<'a> {
     /// The notes (`.note.nv.tkinfo`, `.note.nv.cuinfo`) and `.nv.compat`, first in the
-    /// output. Reads the inputs' notes and `opts`; writes `out`; before `sections`
+    /// output. Reads the inputs' notes, `opts` and `code` (what is live); writes `out`;
+    /// before `sections`
     /// (what `out` holds first comes first in the image).
     pub(super) fn notes(&mut self) {
         let mut tk = match self.opts.jit_note {
@@ -181,8 +182,9 @@ impl<'a> Merger<'a> {
     /// relocations and Mercury steps') made sections, every section in nvlink's final
     /// order, the symbol table and the Mercury one (`merc_symbols`) renumbered to it; the
     /// prototypes' strings (`tables`) placed. Reads `layout` and `banks` (the null
-    /// symbol's value) and `order` (the creation order); takes `out`, `symtab` and
-    /// `order`'s list of names; the last step.
+    /// symbol's value), `order` (the creation order), `code` (each function's code
+    /// section, whose `sh_info` names its symbol) and `res` (the globals nvlink creates);
+    /// takes `out`, `symtab`, `tables` and `order`'s list of names; the last step.
     #[allow(clippy::too_many_arguments)] // (the spine hands each product by name)
     pub(super) fn finish(
         &mut self,

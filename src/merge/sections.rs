@@ -416,7 +416,7 @@ impl Merger<'_> {
     /// links such a program with them all (docs/rules/differences.md), but refuses it when
     /// the variables the kept code reads alone take more (an attacker's two 32 KiB tables
     /// and a byte, each read by a kept kernel: 0x10001 bytes, nvlink's figure too).
-    /// Reads `out` and `code`; writes nothing; after `sections`.
+    /// Reads `out` and `code`; writes nothing but its error (to `diag`); after `sections`.
     pub(super) fn constant_data_fits(&self) -> Result<()> {
         let mut size = (self.out.iter())
             .filter(|o| o.name == ".nv.constant3")

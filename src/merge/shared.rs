@@ -62,11 +62,11 @@ impl SharedLayout {
 
 /// Shared memory as `shared` lays it out, step by step.
 struct Layout {
-    /// Variable → the kernels (positions in `Merger::kernels`) whose call tree uses it;
+    /// Variable → the kernels (positions in `CodeGraph::kernels`) whose call tree uses it;
     /// every shared variable some function refers to is there, held or not (the
     /// variables of removed functions take room; those no code refers to do not).
     held: BTreeMap<SymKey, Vec<usize>>,
-    /// Function → the kernels (positions in `Merger::kernels`) that reach it; listed
+    /// Function → the kernels (positions in `CodeGraph::kernels`) that reach it; listed
     /// only for functions that refer to a dynamic (size 0) array.
     kernels_of: Vec<Vec<usize>>,
     /// Function → whether a kernel reaches it.
@@ -121,10 +121,11 @@ impl<'a> Merger<'a> {
 
     /// The shared memory step: the windows made (output sections), the layout the later
     /// steps read returned. Reads `trees`, `code` (each function's shared variables),
-    /// `res` and `out` (where the inputs' shared sections went); writes `out`; hands on
-    /// the `SharedLayout`; after `sections` (which placed the inputs'
-    /// shared sections: run before it, the windows lose their `sh_info`, silently) and
-    /// before `creation_order` (which orders the windows it made).
+    /// `res` and `out` (where the kernels' code went, each window's `sh_info`); writes
+    /// `out` (the windows; under `-r`, the alignment of the inputs' shared sections);
+    /// hands on the `SharedLayout`; after `sections` (which placed the kernels' code: run
+    /// before it, the windows lose their `sh_info`, silently) and before `creation_order`
+    /// (which orders the windows it made).
     pub(super) fn shared(&mut self, trees: &CallTrees) -> SharedLayout {
         let mut laid = SharedLayout::default();
         if self.opts.relocatable {
