@@ -529,7 +529,10 @@ impl Cache {
     /// in the directory stays.
     pub fn clear(&self) -> Result<()> {
         let own = |dir: &Path, is_own: fn(&str) -> bool| -> Result<()> {
-            let Ok(list) = fs::read_dir(dir) else {
+            // (a folder of the cache that is a symbolic link is not followed: `explain`
+            // pointing elsewhere had its records' names deleted there, attacker review)
+            let real = fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir());
+            let Some(list) = real.then(|| fs::read_dir(dir).ok()).flatten() else {
                 return Ok(());
             };
             for f in list.flatten() {

@@ -291,6 +291,25 @@ fn clear_deletes_only_the_caches_own_files() {
     assert_eq!(cache.stats(), Stats::default());
 }
 
+/// The records' folder of the cache (`explain`) that is a symbolic link to another folder
+/// is not followed by `cache clear`: the files named like records there stay (attacker
+/// review of 2026-12-02: they were deleted). (`objects` and `tools` the cache refuses to
+/// open through a link.)
+#[test]
+fn clear_follows_no_folder_of_the_cache_that_is_a_symlink() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("c");
+    let victim = dir.path().join("victim");
+    std::fs::create_dir(&victim).unwrap();
+    let record = victim.join(format!("{}.json", "ab".repeat(32)));
+    std::fs::write(&record, b"mine").unwrap();
+    Cache::open(&root, DEFAULT_CAP).unwrap();
+    let _ = std::fs::remove_dir(root.join("explain"));
+    std::os::unix::fs::symlink(&victim, root.join("explain")).unwrap();
+    Cache::open(&root, DEFAULT_CAP).unwrap().clear().unwrap();
+    assert_eq!(std::fs::read(&record).unwrap(), b"mine");
+}
+
 #[test]
 fn an_entry_of_another_key_is_no_hit_and_fails_verify() {
     let dir = tempfile::tempdir().unwrap();
