@@ -1,5 +1,6 @@
 //! Call graph: the `.nv.callgraph`, `.nv.prototype` and `.nv.rel.action` sections
-//! (made before the symbols, filled after `.nv.info`) and `-dump-callgraph`.
+//! (made before the symbols, which give them section symbols; filled once the symbols
+//! are numbered) and `-dump-callgraph`.
 
 use super::*;
 use std::borrow::Cow;
@@ -109,8 +110,8 @@ impl<'a> Merger<'a> {
 
     /// Fills the call-graph tables (`sections`, made by `tables`); hands them on with
     /// where they refer to the prototypes' strings (`Tables`). Reads `code`, `res`,
-    /// `externs` and `symtab` (the entries' symbol indices); writes the tables' sections
-    /// in `out`.
+    /// `externs`, `symtab` and `out` (where each input section went: the entries' symbol
+    /// indices); writes the tables' sections' bytes in `out`; after `sections`.
     pub(super) fn callgraph(
         &mut self,
         symtab: &SymbolTable,

@@ -29,13 +29,6 @@ impl CallLists {
 }
 
 impl Merger<'_> {
-    /// `-dump-callgraph` as nvlink prints it (both spellings print demangled names):
-    /// every function symbol of the inputs is a node, numbered by first appearance
-    /// (inputs in order, each symbol table in order; global names once, local symbols
-    /// each); a node whose function was removed or never defined prints only its number.
-    /// A function's callees are its input's `.nv.callgraph` calls (direct, then the
-    /// indirect ones the compiler resolved), last added first, repeats and self-calls
-    /// included; `^` marks kernels and `&` functions whose address is taken.
     /// nvlink's call graph as it reports it (`-dump-callgraph`, the recursion warning):
     /// every function symbol of the inputs is a node, numbered from 1 by first
     /// appearance (inputs in order, each symbol table in order; global names once, local

@@ -316,7 +316,7 @@ impl Merger<'_> {
             o.align = s.align;
             o.link = Ref::Section(st.symtab);
             o.data = c.bytes(s).to_vec();
-            self.patch_bank_fields(layout, i, m, &mut o.data, &st.views[i]); // (bank2.rs)
+            self.patch_bank_fields(layout, i, m, &mut o.data, &st.views[i]); // (records.rs)
             if o.data.len() >= 4 {
                 o.patches.push((0, Ref::Section(t)));
             }

@@ -18,8 +18,7 @@
 //! - `externs.rs` (`read_externs`): each live function's `EXTERNS` list read (written
 //!   with `.nv.info`, `finish_records`).
 //! - `resolve.rs` (`undefined`): the undefined references, once the live code is known.
-//! - `notes.rs` (`notes`): the notes and `.nv.compat` (`compat.rs`: its records), made
-//!   before the sections because they come first in the output.
+//! - `notes.rs` (`notes`): the notes and `.nv.compat` (`compat.rs`: its records).
 //! - `sections.rs` (`sections`, `constant_data_fits`): input sections placed (function
 //!   sections one to one, shared names as pieces), sm_100+ `.debug_frame` pieces pruned;
 //!   nvlink's limit on constant data checked.
@@ -50,9 +49,12 @@
 //!   shared references), and one thing the steps write: `out`, the image as it is built
 //!   (output.rs: its sections, which get a section symbol, where each input section
 //!   went). A step taking `&self` writes nothing but its messages (`diag`, in the
-//!   spine's order, which is nvlink's order of its messages); one taking `&mut self`
-//!   also adds to `out`, in the spine's order, which is the order of the sections it
-//!   makes. (The compiler checks that no step outside functions.rs changes `code` and
+//!   spine's order, which is nvlink's order of its messages; `-dump-callgraph` prints
+//!   its dump); one taking `&mut self` also adds sections to `out`, or fills them, in
+//!   the spine's order, which is the order of the sections it makes. What the steps
+//!   read of `out`, where each input section went above all, is made by `sections`
+//!   (and `bank2`); a step reading it says "after `sections`" or takes a product made
+//!   after it. (The compiler checks that no step outside functions.rs changes `code` and
 //!   none changes `res`; that a `&mut self` step changes no other field, such as
 //!   re-pointing `inputs` at another slice, only review does.)
 //! - Every other product is handed by the spine, so that the compiler checks that it is
@@ -416,7 +418,7 @@ pub fn link_with_steps(
     lap("functions");
     m.undefined()?; // (resolve.rs: it needs the live code)
     lap("undefined");
-    m.notes(); // (notes.rs: the notes come first in the output)
+    m.notes(); // (notes.rs)
     let frames = m.sections()?;
     m.constant_data_fits()?;
     let banks = m.bank2(&trees);

@@ -4,15 +4,15 @@
 
 use super::*;
 
-/// The linker's own `.note.nv.tkinfo` entry.
 /// The toolkit version nvlink writes in its notes (13.5).
 const TOOLKIT_VERSION: u32 = 135;
 
 impl<'a> Merger<'a> {
-    /// The notes (`.note.nv.tkinfo`, `.note.nv.cuinfo`) and `.nv.compat`, first in the
-    /// output. Reads the inputs' notes, `opts` and `code` (what is live); writes `out`;
-    /// before `sections`
-    /// (what `out` holds first comes first in the image).
+    /// The notes (`.note.nv.tkinfo`, `.note.nv.cuinfo`) and `.nv.compat`. Reads the
+    /// inputs' notes, `opts` and `code` (what is live); writes `out`; before
+    /// `creation_order`, which looks for `.nv.compat` (their place in the image is their
+    /// rank and creation rank, `finish`'s `final_order`: made first, the spine's order
+    /// is also theirs in `out`).
     pub(super) fn notes(&mut self) {
         let mut tk = match self.opts.jit_note {
             // (libnvJitLink's words: an image made in memory, by its API)

@@ -94,7 +94,8 @@ impl Merger<'_> {
         Ok(errors)
     }
 
-    /// Kernel `f`'s `MAXREG_COUNT`, if its `.nv.info` section has one.
+    /// Kernel `f`'s `MAXREG_COUNT`, if its `.nv.info` section has one (read with the
+    /// function, `Func::max_regs`).
     fn register_limit(&self, f: FuncId) -> Result<Option<u32>> {
         Ok(self.code.funcs()[f].max_regs)
     }

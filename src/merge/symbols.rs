@@ -144,7 +144,8 @@ impl SymMap {
 
 impl<'a> Merger<'a> {
     /// The symbols step: the output symbol table, once the sections are made and their
-    /// creation order known (`order`, [`Merger::creation_order`]'s). Reads `out`, `res`,
+    /// creation order known (`order`, [`Merger::creation_order`]'s: after `sections`,
+    /// `bank2`, `shared` and `tables`, whose sections get section symbols). Reads `out`, `res`,
     /// `code`, `layout` (which shared variables keep a symbol) and `externs` (the
     /// driver's functions a live list names); writes nothing; hands on the table (the
     /// `SymbolTable`, which the later steps take as `symtab`).
