@@ -531,8 +531,10 @@ impl Cache {
         let own = |dir: &Path, is_own: fn(&str) -> bool| -> Result<()> {
             // (a folder of the cache that is a symbolic link is not followed: `explain`
             // pointing elsewhere had its records' names deleted there, attacker review)
-            let real = fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir());
-            let Some(list) = real.then(|| fs::read_dir(dir).ok()).flatten() else {
+            if !fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()) {
+                return Ok(());
+            }
+            let Ok(list) = fs::read_dir(dir) else {
                 return Ok(());
             };
             for f in list.flatten() {
