@@ -18,14 +18,12 @@
 //! strictest piece. A function no live kernel
 //! reaches keeps no bank-2 data. Relocations against a function's bank (its `.const_opt`
 //! objects) resolve to the function's offset plus theirs (`Merger::link_value` through
-//! `placed`). `-r` links keep each function's section as it is.
+//! the `Placement`). `-r` links keep each function's section as it is.
 
-use super::mercury::Capsules;
 use super::*;
 
 /// The step's product: where each function's bank-2 data went (fields written by this
-/// step alone; the later steps, handed it, read them through the accessors below, this
-/// file's Mercury half through the field).
+/// step alone; the later steps, handed it, read them through the accessors below).
 #[derive(Default)]
 pub(super) struct Bank2 {
     /// The kernels' banks this step made (kernels without data of their own), in
@@ -57,6 +55,11 @@ impl Bank2 {
     pub(super) fn replaced_copies(&self) -> &[(SecKey, Vec<SecKey>)] {
         &self.replaced_copies
     }
+
+    /// Every kernel bank, in nvlink's order of them (the Mercury step's twins follow it).
+    pub(super) fn banks(&self) -> &[KernelBank] {
+        &self.banks
+    }
 }
 
 /// A kernel's bank 2: (output section, kernel, its pieces: input section and offset, the
@@ -65,7 +68,7 @@ pub(super) type KernelBank = (usize, FuncId, Vec<(SecKey, u64)>);
 
 impl<'a> Merger<'a> {
     /// Function `f`'s bank-2 input section, if it has one with bytes.
-    fn bank2_of(&self, f: FuncId) -> Option<usize> {
+    pub(super) fn bank2_of(&self, f: FuncId) -> Option<usize> {
         let (i, text) = (self.code.funcs()[f].key.input, self.code.funcs()[f].text);
         bank2_of_text(&self.inputs[i].cubin, text)
     }
@@ -105,17 +108,22 @@ impl<'a> Merger<'a> {
         })
     }
 
-    /// Lays out bank 2 (after `sections`, which placed each kernel's own bank one to one
-    /// and left the device functions' out): see the module's comment. Writes the
+    /// Lays out bank 2 (`placement`, from `sections`, has each kernel's own bank placed
+    /// one to one and the device functions' left out): see the module's comment. Writes the
     /// kernels' banks into the output (making those of kernels without data of their
     /// own) and places the device functions' pieces; hands on where they went. Reads
     /// `trees`, `code` (liveness), `res` (replaced copies), `opts` (`-r` keeps each
-    /// function's bank) and `out` (where the kernels' own banks went); writes `out` (the
-    /// banks it makes get section symbols); hands on the `Bank2`; after `sections`.
-    pub(super) fn bank2(&mut self, trees: &CallTrees) -> Bank2 {
+    /// function's bank) and `placement` (where the kernels' own banks went); writes `out`
+    /// (the banks it makes get section symbols); hands on the `Bank2` and the
+    /// `placement` with the device functions' pieces added (read-only from then on).
+    pub(super) fn bank2(
+        &mut self,
+        trees: &CallTrees,
+        mut placement: Placement,
+    ) -> (Bank2, Placement) {
         let mut b2 = Bank2::default();
         if self.opts.relocatable {
-            return b2;
+            return (b2, placement);
         }
         // the kernels (positions in `kernels`) that reach each function
         let mut kernels_of: Vec<Vec<usize>> = vec![Vec::new(); self.code.funcs().len()];
@@ -137,8 +145,8 @@ impl<'a> Merger<'a> {
             .map(|&k| {
                 let s = self.bank2_of(k)?;
                 Some(
-                    self.out
-                        .placed(&SecKey::new(self.code.funcs()[k].key.input, s))?
+                    placement
+                        .of(&SecKey::new(self.code.funcs()[k].key.input, s))?
                         .0,
                 )
             })
@@ -183,7 +191,8 @@ impl<'a> Merger<'a> {
                 let id = match bank[k] {
                     Some(id) => id,
                     None => {
-                        let id = self.new_kernel_bank(self.code.kernels()[k], &mut b2.made);
+                        let id =
+                            self.new_kernel_bank(&placement, self.code.kernels()[k], &mut b2.made);
                         bank[k] = Some(id);
                         id
                     }
@@ -201,7 +210,7 @@ impl<'a> Merger<'a> {
                 b2.replaced_copies.push((at[0].0, replaced));
             }
             for (p, o) in at {
-                self.out.place(p, first, o);
+                placement.place(p, first, o);
             }
         }
         // the banks' bytes: each kernel's own data, zeros, the pieces; the banks in the
@@ -234,7 +243,7 @@ impl<'a> Merger<'a> {
             let d = c.bytes(&c.sections[si]);
             self.out[id].data[base as usize..base as usize + d.len()].copy_from_slice(d);
         }
-        b2
+        (b2, placement)
     }
 
     /// The bank-2 sections of the copies of each function that another input's definition
@@ -286,100 +295,28 @@ impl<'a> Merger<'a> {
     }
 
     /// The size of function `f`'s section `s`.
-    fn section_size(&self, f: FuncId, s: usize) -> u64 {
+    pub(super) fn section_size(&self, f: FuncId, s: usize) -> u64 {
         self.inputs[self.code.funcs()[f].key.input].cubin.sections[s].size
     }
 
     /// A bank for kernel `k`, which has no bank-2 data of its own (its id added to
     /// `made`).
-    fn new_kernel_bank(&mut self, k: FuncId, made: &mut Vec<usize>) -> usize {
+    fn new_kernel_bank(
+        &mut self,
+        placement: &Placement,
+        k: FuncId,
+        made: &mut Vec<usize>,
+    ) -> usize {
         let name = creation::concat(".nv.constant2.", &self.sym(self.code.funcs()[k].key).name);
         let mut o = OutSection::new(name, SHT_PROGBITS, SHF_ALLOC | SHF_INFO_LINK);
         o.align = 4;
         let text = SecKey::new(self.code.funcs()[k].key.input, self.code.funcs()[k].text);
-        if let Some(&(t, _)) = self.out.placed(&text) {
+        if let Some(&(t, _)) = placement.of(&text) {
             o.info = Ref::Section(t);
         }
         let id = self.new_section(o, true);
         made.push(id);
         id
-    }
-}
-
-impl Merger<'_> {
-    /// sm_100+: each kernel bank's capsule-Mercury twin, `.nv.merc.nv.constant.optimizer.<k>`,
-    /// with the Mercury bytes of the same pieces at the same offsets, its `sh_info` the
-    /// kernel's capsule. A device function's piece is in every bank of a kernel that
-    /// reaches it, so its Mercury relocations (the jump table's code offsets) are copied
-    /// into each (`Capsules::copies`, read by `merc_relocations`).
-    pub(super) fn merc_banks(&mut self, banks: &Bank2, st: &mut Capsules) {
-        for (place, (sass, kernel, pieces)) in banks.banks.iter().enumerate() {
-            let twins: Vec<(usize, usize, u64)> = (pieces.iter())
-                .filter_map(|&(SecKey { input: i, sec }, base)| {
-                    Some((i, *st.views[i].merc_of.get(&sec)?, base))
-                })
-                .collect();
-            let Some(&(i0, m0, _)) = twins.first() else {
-                continue;
-            };
-            let proto = &self.inputs[i0].cubin.sections[m0];
-            let name = creation::concat(
-                ".nv.merc.nv.constant.optimizer.",
-                &self.sym(self.code.funcs()[*kernel].key).name,
-            );
-            let mut o = OutSection::new(name, proto.ty, proto.flags);
-            o.entsize = proto.entsize;
-            let text = SecKey::new(
-                self.code.funcs()[*kernel].key.input,
-                self.code.funcs()[*kernel].text,
-            );
-            if let Some(&cap) = (self.out.placed(&text)).and_then(|t| st.view_of.get(&t.0)) {
-                o.info = Ref::Section(cap);
-            }
-            o.data = vec![0; self.out[*sass].data.len()];
-            for &(i, m, base) in &twins {
-                let c = &self.inputs[i].cubin;
-                let s = &c.sections[m];
-                o.align = o.align.max(s.align);
-                let d = c.bytes(s);
-                let end = base as usize + d.len();
-                if o.data.len() < end {
-                    o.data.resize(end, 0);
-                }
-                o.data[base as usize..end].copy_from_slice(d);
-            }
-            o.mem_size = o.data.len() as u64;
-            let id = self.out.push(o, false);
-            st.view_of.insert(*sass, id);
-            let own = match self.bank2_of(*kernel) {
-                Some(s) => self.section_size(*kernel, s),
-                None => 0,
-            };
-            st.sass_bank.insert(id, (*sass, own, place));
-            for (n, &(i, m, base)) in twins.iter().enumerate() {
-                st.placed.entry((i, m)).or_insert((id, base));
-                // (the kernel's own data, first, is in this bank only)
-                let own = n == 0 && pieces[0].1 == 0 && self.bank2_of(*kernel).is_some();
-                if !own {
-                    st.copies.entry((i, m)).or_default().push((id, base));
-                }
-            }
-        }
-    }
-
-    /// The order nvlink copies a device function's Mercury bank-2 relocations in: by
-    /// the `.const_opt` object each falls in, lowest first, in their order within one.
-    pub(super) fn bank2_relocation_order(&self, i: usize, merc: usize, entries: &mut [Reloc]) {
-        let c = &self.inputs[i].cubin;
-        let objects: Vec<(u64, u64)> = (c.merc_symbols.iter())
-            .filter(|s| s.shndx as usize == merc && s.ty != STT_SECTION && s.size > 0)
-            .map(|s| (s.value, s.value + s.size))
-            .collect();
-        entries.sort_by_key(|r| {
-            (objects.iter())
-                .find(|&&(a, b)| (a..b).contains(&r.offset))
-                .map_or(r.offset, |o| o.0)
-        });
     }
 }
 

@@ -110,8 +110,8 @@ impl<'a> Merger<'a> {
 
     /// Fills the call-graph tables (`sections`, made by `tables`); hands them on with
     /// where they refer to the prototypes' strings (`Tables`). Reads `code`, `res`,
-    /// `externs`, `symtab` and `out` (where each input section went: the entries' symbol
-    /// indices); writes the tables' sections' bytes in `out`; after `sections`.
+    /// `externs` and `symtab` (the entries' symbol indices); writes the tables' sections'
+    /// bytes in `out`.
     pub(super) fn callgraph(
         &mut self,
         symtab: &SymbolTable,

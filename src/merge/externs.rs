@@ -81,6 +81,7 @@ impl Merger<'_> {
     pub(super) fn extern_lists(
         &self,
         trees: &CallTrees,
+        placement: &Placement,
         symtab: &SymbolTable,
         externs: &ExternRefs,
     ) -> Vec<Vec<u32>> {
@@ -107,7 +108,7 @@ impl Merger<'_> {
         // symbols are in another order than its code, an `-r` output holding
         // libcudadevrt)
         let code_at: Vec<Option<usize>> = (self.code.funcs().iter())
-            .map(|g| (self.out.placed(&SecKey::new(g.key.input, g.text))).map(|&(o, _)| o))
+            .map(|g| (placement.of(&SecKey::new(g.key.input, g.text))).map(|&(o, _)| o))
             .collect();
         let every: Vec<FuncId> = match self.only_kernel() {
             true => {

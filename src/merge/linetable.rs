@@ -68,17 +68,21 @@ impl Merger<'_> {
     }
 
     /// Where input `i`'s `.debug_str` piece went, when it has one past the start.
-    pub(super) fn debug_str_piece(&self, i: usize) -> Option<u32> {
+    pub(super) fn debug_str_piece(&self, placement: &Placement, i: usize) -> Option<u32> {
         let c = &self.inputs[i].cubin;
         let si = c.sections.iter().position(|s| s.name == ".debug_str")?;
-        let &(_, at) = self.out.placed(&SecKey::new(i, si))?;
+        let &(_, at) = placement.of(&SecKey::new(i, si))?;
         u32::try_from(at).ok().filter(|&a| a != 0)
     }
 
     /// sm_100+: the string bases of input `i`'s line-table piece (`len` bytes at `at` of
     /// output section `id`) move with its `.debug_str` piece.
-    pub(super) fn rebase_piece(&mut self, i: usize, id: usize, at: u64, len: u64) {
-        let Some(by) = self.debug_str_piece(i) else {
+    pub(super) fn rebase_piece(
+        &mut self,
+        placement: &Placement,
+        (i, id, at, len): (usize, usize, u64, u64),
+    ) {
+        let Some(by) = self.debug_str_piece(placement, i) else {
             return;
         };
         let range = usize::try_from(at).ok().zip(usize::try_from(at + len).ok());
@@ -89,7 +93,11 @@ impl Merger<'_> {
 
     /// sm_100+ (`-r` too): every input's `.debug_line` piece rebased (`rebase_piece`;
     /// `frames`: the pieces the sections step pruned, whose length changed).
-    pub(super) fn rebase_line_tables(&mut self, frames: &super::sections::Frames) {
+    pub(super) fn rebase_line_tables(
+        &mut self,
+        frames: &super::sections::Frames,
+        placement: &Placement,
+    ) {
         for i in 0..self.inputs.len() {
             let c = &self.inputs[i].cubin;
             let Some(si) = c.sections.iter().position(|s| s.name == ".debug_line") else {
@@ -99,8 +107,8 @@ impl Merger<'_> {
             let len = frames
                 .get(&key)
                 .map_or(c.sections[si].size, |f| f.data.len() as u64);
-            if let Some(&(id, at)) = self.out.placed(&key) {
-                self.rebase_piece(i, id, at, len);
+            if let Some(&(id, at)) = placement.of(&key) {
+                self.rebase_piece(placement, (i, id, at, len));
             }
         }
     }

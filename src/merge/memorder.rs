@@ -15,7 +15,7 @@ pub(super) type MemoryKey = (usize, u8, usize);
 impl Merger<'_> {
     /// Each output section's place among the memory-only ones (`None`: not one, or a
     /// relocatable link, whose sections follow the inputs as they are merged).
-    pub(super) fn memory_order(&self) -> Vec<Option<MemoryKey>> {
+    pub(super) fn memory_order(&self, placement: &Placement) -> Vec<Option<MemoryKey>> {
         let mut key: Vec<Option<MemoryKey>> = vec![None; self.out.len()];
         if self.opts.relocatable {
             return key;
@@ -27,7 +27,7 @@ impl Merger<'_> {
         let mut input_of_text: HashMap<usize, usize> = HashMap::default();
         for &f in self.code.kernels() {
             let i = self.code.funcs()[f].key.input;
-            if let Some(&(t, _)) = self.out.placed(&SecKey::new(i, self.code.funcs()[f].text)) {
+            if let Some(&(t, _)) = placement.of(&SecKey::new(i, self.code.funcs()[f].text)) {
                 input_of_text.insert(t, i);
             }
         }
@@ -41,7 +41,7 @@ impl Merger<'_> {
         }
         // the inputs' own (`.nv.global`), and `.nv_debug.shared` where an input has one
         // or a dynamic array
-        for (&SecKey { input, sec }, &(id, _)) in self.out.placements() {
+        for (&SecKey { input, sec }, &(id, _)) in placement.iter() {
             first(id, (input, 1, sec));
         }
         if let Some(debug) = self.out.iter().position(|o| o.name == ".nv_debug.shared") {

@@ -37,6 +37,7 @@ use super::*;
 /// The Mercury step's symbol table: its output section and its symbols.
 pub(super) type MercSymbols = (usize, Vec<OutSymbol>);
 
+mod banks;
 mod records;
 mod relocs;
 
@@ -76,12 +77,12 @@ fn sass_twin_nth(c: &Cubin, merc: &str, nth: usize) -> Option<usize> {
 }
 
 /// How one input's Mercury view maps onto its SASS one.
-pub(super) struct View {
+struct View {
     /// Mercury section → SASS section of the same input.
     sass_of: HashMap<usize, usize>,
-    pub(super) merc_of: HashMap<usize, usize>,
+    merc_of: HashMap<usize, usize>,
     /// Mercury symbol → SASS symbol of the same input.
-    pub(super) normal_of: Vec<Option<usize>>,
+    normal_of: Vec<Option<usize>>,
     /// SASS symbol → Mercury symbol.
     merc_sym_of: HashMap<usize, usize>,
 }
@@ -154,36 +155,36 @@ impl View {
 }
 
 /// What `mercury`'s sub-steps share while they build the Mercury half.
-pub(super) struct Capsules {
+struct Capsules {
     exec: bool,
     /// An image without inputs (it still has the Mercury symbol table and call graph).
     empty: bool,
-    pub(super) views: Vec<View>,
+    views: Vec<View>,
     /// Flags, alignment and type of each Mercury section kind, from the first input
     /// that has it.
-    pub(super) proto: HashMap<String, Section>,
+    proto: HashMap<String, Section>,
     /// `.nv.merc.symtab`.
-    pub(super) symtab: usize,
+    symtab: usize,
     /// Mercury sections placed from the inputs: (input, section) → (output, offset).
-    pub(super) placed: HashMap<(usize, usize), (usize, u64)>,
+    placed: HashMap<(usize, usize), (usize, u64)>,
     /// SASS output section → its Mercury view.
-    pub(super) view_of: HashMap<usize, usize>,
+    view_of: HashMap<usize, usize>,
     /// SASS code section → (input, input section).
     code_of: HashMap<usize, (usize, usize)>,
     /// (capsule, its function's symbol).
     capsule_fn: Vec<(usize, SymKey)>,
     /// Capsule → its SASS code section.
-    pub(super) text_of_capsule: HashMap<usize, usize>,
+    text_of_capsule: HashMap<usize, usize>,
     /// (SASS table, Mercury table).
     tables: Vec<(usize, usize)>,
     /// Output symbol → its Mercury symbol's index (+1).
     merc_index: Vec<Option<u32>>,
     /// A device function's Mercury bank 2 → its places, one per kernel bank holding it
     /// (`bank2.rs`; `placed` has the first).
-    pub(super) copies: HashMap<(usize, usize), Vec<(usize, u64)>>,
+    copies: HashMap<(usize, usize), Vec<(usize, u64)>>,
     /// A kernel's Mercury bank → its SASS bank, the size of the kernel's own data at its
     /// start (0 without), and its place in nvlink's order of the banks.
-    pub(super) sass_bank: HashMap<usize, (usize, u64, usize)>,
+    sass_bank: HashMap<usize, (usize, u64, usize)>,
 }
 
 impl Capsules {
@@ -225,6 +226,7 @@ impl Merger<'_> {
     #[allow(clippy::too_many_arguments)] // (the products it reads, each by name)
     pub(super) fn mercury(
         &mut self,
+        placement: &Placement,
         layout: &SharedLayout,
         symtab: &SymbolTable,
         externs: &super::externs::ExternRefs,
@@ -279,19 +281,19 @@ impl Merger<'_> {
         sym.align = 8;
         sym.entsize = 24;
         st.symtab = self.new_section(sym, false);
-        self.merc_capsules(layout, &mut st);
-        self.merc_sections(&mut st);
-        self.merc_banks(banks, &mut st); // (bank2.rs)
+        self.merc_capsules(placement, layout, &mut st);
+        self.merc_sections(placement, &mut st);
+        self.merc_banks(placement, banks, &mut st); // (banks.rs)
         self.merc_tables(&mut st);
         let msyms = self.merc_symbol_table(layout, symtab, &mut st);
-        self.merc_relocations(layout, symtab, &st, banks, kept)?;
+        self.merc_relocations(placement, layout, symtab, &st, banks, kept)?;
         self.merc_info(symtab, externs, &st, ki, tables)?;
         Ok(Some((st.symtab, msyms)))
     }
 
     /// The capsules (`.nv.capmerc.text.<fn>`), in the order of the live functions' SASS
     /// code sections.
-    fn merc_capsules(&mut self, layout: &SharedLayout, st: &mut Capsules) {
+    fn merc_capsules(&mut self, placement: &Placement, layout: &SharedLayout, st: &mut Capsules) {
         // capsules, in the order of the SASS code sections
         let mut text_of: Vec<(usize, usize, usize)> = Vec::new(); // (out text, input, text)
         for f in FuncId::all(self.code.funcs().len()) {
@@ -299,7 +301,7 @@ impl Merger<'_> {
                 continue;
             }
             let i = self.code.funcs()[f].key.input;
-            if let Some(&(t, _)) = self.out.placed(&SecKey::new(i, self.code.funcs()[f].text)) {
+            if let Some(&(t, _)) = placement.of(&SecKey::new(i, self.code.funcs()[f].text)) {
                 text_of.push((t, i, self.code.funcs()[f].text));
             }
         }
@@ -316,7 +318,7 @@ impl Merger<'_> {
             o.align = s.align;
             o.link = Ref::Section(st.symtab);
             o.data = c.bytes(s).to_vec();
-            self.patch_bank_fields(layout, i, m, &mut o.data, &st.views[i]); // (records.rs)
+            self.patch_bank_fields(placement, layout, i, m, &mut o.data, &st.views[i]); // (records.rs)
             if o.data.len() >= 4 {
                 o.patches.push((0, Ref::Section(t)));
             }
@@ -331,7 +333,7 @@ impl Merger<'_> {
 
     /// The other Mercury sections with bytes of their own (`.nv.merc.debug_frame`), and
     /// the views of SASS data.
-    fn merc_sections(&mut self, st: &mut Capsules) {
+    fn merc_sections(&mut self, placement: &Placement, st: &mut Capsules) {
         // the other sections with bytes of their own (`.nv.merc.debug_frame`), merged by
         // name in input order; the views of SASS sections share their bytes
         let mut by_name: HashMap<String, usize> = HashMap::default();
@@ -384,7 +386,7 @@ impl Merger<'_> {
                 });
                 if let Some(n) = shared {
                     // a view: same bytes as the SASS section, wherever that went
-                    let Some(&(out, at)) = self.out.placed(&SecKey::new(i, n)) else {
+                    let Some(&(out, at)) = placement.of(&SecKey::new(i, n)) else {
                         continue;
                     };
                     let id = *by_name.entry(s.name.to_string()).or_insert_with(|| {
@@ -423,13 +425,13 @@ impl Merger<'_> {
                 };
                 st.placed.insert((i, si), (id, at));
                 if let Some(n) = sass
-                    && let Some(&(out, _)) = self.out.placed(&SecKey::new(i, n))
+                    && let Some(&(out, _)) = placement.of(&SecKey::new(i, n))
                 {
                     st.view_of.insert(out, id);
                 }
                 // (the line tables' string bases, as on the SASS side)
                 if s.name == ".nv.merc.debug_line" {
-                    self.rebase_piece(i, id, at, s.size);
+                    self.rebase_piece(placement, (i, id, at, s.size));
                 }
             }
         }

@@ -19,11 +19,12 @@
 //!   with `.nv.info`, `finish_records`).
 //! - `resolve.rs` (`undefined`): the undefined references, once the live code is known.
 //! - `notes.rs` (`notes`): the notes and `.nv.compat` (`compat.rs`: its records).
-//! - `sections.rs` (`sections`, `constant_data_fits`): input sections placed (function
-//!   sections one to one, shared names as pieces), sm_100+ `.debug_frame` pieces pruned;
-//!   nvlink's limit on constant data checked.
+//! - `sections.rs` (`sections`): input sections placed (function sections one to one,
+//!   shared names as pieces: the `Placement` product, placement.rs), sm_100+
+//!   `.debug_frame` pieces pruned; nvlink's limit on constant data checked.
 //! - `bank2.rs` (`bank2`): the device functions' constant bank 2 merged into their
-//!   kernels' banks (its Mercury twins, `merc_banks`, made in the Mercury step).
+//!   kernels' banks, their pieces added to the `Placement` (the banks' Mercury twins are
+//!   the Mercury step's, `mercury/banks.rs`).
 //! - `shared.rs`: shared memory laid out per kernel: the `SharedLayout` product.
 //! - `callgraph.rs` (`tables`): `.nv.callgraph`, `.nv.prototype`, `.nv.rel.action` made
 //!   before the symbols, whose section symbols they get (filled in later).
@@ -35,7 +36,8 @@
 //!   (`handed.rs`: what a kernel takes from the functions it calls).
 //! - `callgraph.rs` (`callgraph`, `dump_callgraph`): the call-graph sections filled,
 //!   `-dump-callgraph`.
-//! - `mercury.rs`: the sm_100+ capsule-Mercury half of the image.
+//! - `mercury.rs` (`mercury`, with `mercury/`: the banks' twins, the relocations, the
+//!   records): the sm_100+ capsule-Mercury half of the image.
 //! - `notes.rs` (`finish`): kept relocation sections, the final section order and the
 //!   image handed to the writer (`creation.rs`: nvlink's creation order of names).
 //!
@@ -46,24 +48,26 @@
 //!   `opts`, `res` (held by shared reference: no step can change it) and `code` (made in
 //!   full by `Merger::with_functions`, which the spine calls to make the merge state;
 //!   its fields private to functions.rs, read elsewhere through accessors that hand
-//!   shared references), and one thing the steps write: `out`, the image as it is built
-//!   (output.rs: its sections, which get a section symbol, where each input section
-//!   went). A step taking `&self` writes nothing but its messages (`diag`, in the
-//!   spine's order, which is nvlink's order of its messages; `-dump-callgraph` prints
-//!   its dump); one taking `&mut self` also adds sections to `out`, or fills them, in
-//!   the spine's order, which is the order of the sections it makes. What the steps
-//!   read of `out`, where each input section went above all, is made by `sections`
-//!   (and `bank2`); a step reading it says "after `sections`" or takes a product made
-//!   after it. (The compiler checks that no step outside functions.rs changes `code` and
-//!   none changes `res`; that a `&mut self` step changes no other field, such as
-//!   re-pointing `inputs` at another slice, only review does.)
+//!   shared references), and one thing the steps write: `out`, the image's sections as
+//!   they are built (output.rs: which get a section symbol, which are a function's own).
+//!   A step taking `&self` writes nothing but its messages (`diag`, in the spine's
+//!   order, which is nvlink's order of its messages; `-dump-callgraph` prints its dump);
+//!   one taking `&mut self` also adds sections to `out`, or fills them, in the spine's
+//!   order, which is the order of the sections it makes. (The compiler checks that no
+//!   step outside functions.rs changes `code` and none changes `res`; that a `&mut self`
+//!   step changes no other field, such as re-pointing `inputs` at another slice, only
+//!   review does.)
 //! - Every other product is handed by the spine, so that the compiler checks that it is
 //!   made before it is read: `CallTrees` (to the register limits, bank 2, shared memory
 //!   and `.nv.info`, which takes it and lets it go), the register limits' errors (which
 //!   the spine reports after `.nv.info`), `ExternRefs` (what the live functions'
 //!   `EXTERNS` records name, as `externs`: to the call-graph tables, the symbols,
 //!   `.nv.info`, the call-graph step, `-dump-callgraph` and the Mercury step), `Frames`
-//!   (the sections step's pruned `.debug_frame` pieces, to the relocations), `Bank2` (the
+//!   (the sections step's pruned `.debug_frame` pieces, to the relocations), the
+//!   `Placement` (where each input section went: made by `sections`, taken and handed
+//!   back by `bank2` with the device functions' bank pieces added, then read-only: to
+//!   shared memory, the symbols, which copy what `out_index` needs of it, the
+//!   relocations, `.nv.info`, the Mercury step and `finish`), `Bank2` (the
 //!   device functions' bank-2 places: to the creation order, the Mercury step and
 //!   `finish`), `SharedLayout` (as `layout`: to the symbols, the relocations, the
 //!   Mercury step and `finish`), the call-graph tables (`TableSections`, made empty by
@@ -98,6 +102,7 @@ mod mercury;
 mod notes;
 mod nvinfo;
 mod output;
+mod placement;
 mod reglimit;
 mod regsass;
 mod relocations;
@@ -121,6 +126,7 @@ use crate::elf::reloc;
 use crate::elf::write::{Image, OutSection, OutSymbol, Ref};
 
 use functions::CallTrees;
+use placement::Placement;
 use relocations::RelocList;
 use shared::SharedLayout;
 use symbols::SymbolTable;
@@ -419,22 +425,21 @@ pub fn link_with_steps(
     m.undefined()?; // (resolve.rs: it needs the live code)
     lap("undefined");
     m.notes(); // (notes.rs)
-    let frames = m.sections()?;
-    m.constant_data_fits()?;
-    let banks = m.bank2(&trees);
+    let (frames, placement) = m.sections()?;
+    let (banks, placement) = m.bank2(&trees, placement);
     lap("sections");
-    let layout = m.shared(&trees);
+    let layout = m.shared(&trees, &placement);
     lap("shared");
     let table_sections = m.tables(&externs); // (callgraph.rs: its sections get section symbols)
     let mut order = m.creation_order(&banks); // (creation.rs)
-    let symtab = m.symbols(&layout, &externs, &order);
+    let symtab = m.symbols(&placement, &layout, &externs, &order);
     lap("symbols");
-    let work = m.relocations(&layout, &symtab, &frames);
+    let work = m.relocations(&placement, &layout, &symtab, &frames);
     let mercury_layout = m.mercury_layout();
     let relocations::Relocated { mut kept, failure } = work.apply(&mut m.out, mercury_layout)?;
     drop(frames);
     lap("relocations");
-    let kernel_info = m.info(trees, &symtab, &externs)?;
+    let kernel_info = m.info(trees, &placement, &symtab, &externs)?;
     // (failures nvlink reports after the `.nv.info` step's warnings: a stack size that
     // cannot be determined is said before a register limit a kernel's callee breaks)
     if !register_errors.is_empty() {
@@ -453,6 +458,7 @@ pub fn link_with_steps(
     }
     lap("callgraph");
     let merc_symbols = m.mercury(
+        &placement,
         &layout,
         &symtab,
         &externs,
@@ -463,6 +469,7 @@ pub fn link_with_steps(
     )?;
     lap("mercury");
     let image = m.finish(
+        &placement,
         &layout,
         symtab,
         kept,
@@ -489,8 +496,7 @@ struct Merger<'a> {
     res: &'a resolve::Resolution<'a>,
     /// The functions, which are live, and the kernels' call trees (`functions.rs`).
     code: functions::CodeGraph,
-    /// The image as it is built: its sections, where each input section went
-    /// (`output.rs`).
+    /// The image as it is built: its sections (`output.rs`).
     out: output::Output,
 }
 
@@ -574,8 +580,7 @@ impl<'a> Merger<'a> {
     fn out_index(&self, symtab: &SymbolTable, k: SymKey) -> Option<usize> {
         let s = self.sym(k);
         if s.ty == STT_SECTION {
-            let &(id, _) = self.out.placed(&SecKey::new(k.input, s.shndx as usize))?;
-            return symtab.section_symbol(id);
+            return symtab.section_symbol_of_input(&SecKey::new(k.input, s.shndx as usize));
         }
         if s.bind == STB_LOCAL {
             return symtab.index_of(&k);
@@ -635,8 +640,13 @@ impl<'a> Merger<'a> {
     }
 
     /// `(value, constant bank, known at link time)` of a relocation target (a shared
-    /// variable's offset from `layout`).
-    fn link_value(&self, layout: &SharedLayout, k: SymKey) -> (u64, u32, bool) {
+    /// variable's offset from `layout`, a piece's from `placement`).
+    fn link_value(
+        &self,
+        placement: &Placement,
+        layout: &SharedLayout,
+        k: SymKey,
+    ) -> (u64, u32, bool) {
         let s = self.sym(k);
         if !s.defined() && s.bind != STB_LOCAL && is_table_symbol(&s.name) {
             return (0, 0, true);
@@ -661,8 +671,8 @@ impl<'a> Merger<'a> {
         let Some(sec) = c.sections.get(ts.shndx as usize) else {
             return (0, 0, false);
         };
-        let piece = (self.out)
-            .placed(&SecKey::new(t.input, ts.shndx as usize))
+        let piece = placement
+            .of(&SecKey::new(t.input, ts.shndx as usize))
             .map_or(0, |p| p.1);
         let value = if ts.ty == STT_SECTION {
             piece

@@ -133,8 +133,8 @@ impl<'a> Merger<'a> {
     /// within a rank (each rank worked out once; within a rank the memory-only sections
     /// in the order nvlink makes them, `memorder.rs`, the others in its creation order,
     /// `creation.rs`).
-    fn final_order(&self, creation: &creation::Order) -> Vec<usize> {
-        let memory = self.memory_order();
+    fn final_order(&self, placement: &Placement, creation: &creation::Order) -> Vec<usize> {
+        let memory = self.memory_order(placement);
         let mut keys: Vec<Key> = (0..self.out.len())
             .map(|i| {
                 let r = crate::elf::write::rank(&self.out[i], self.mercury_layout());
@@ -181,13 +181,15 @@ impl<'a> Merger<'a> {
     /// The image handed to the writer: the kept relocation lists (`kept`, the
     /// relocations and Mercury steps') made sections, every section in nvlink's final
     /// order, the symbol table and the Mercury one (`merc_symbols`) renumbered to it; the
-    /// prototypes' strings (`tables`) placed. Reads `layout` and `banks` (the null
+    /// prototypes' strings (`tables`) placed. Reads `placement` (where each function's
+    /// code and the memory-only sections' pieces went), `layout` and `banks` (the null
     /// symbol's value), `order` (the creation order), `code` (each function's code
     /// section, whose `sh_info` names its symbol) and `res` (the globals nvlink creates);
     /// takes `out`, `symtab`, `tables` and `order`'s list of names; the last step.
     #[allow(clippy::too_many_arguments)] // (the spine hands each product by name)
     pub(super) fn finish(
         &mut self,
+        placement: &Placement,
         layout: &SharedLayout,
         mut symtab: SymbolTable,
         kept: Vec<relocations::KeptList>,
@@ -221,7 +223,7 @@ impl<'a> Merger<'a> {
         // (by rank, then in nvlink's creation order within a rank)
         let mut created = order.take_created();
         created.retain(|c| !creation::is_copy_name(&c.0));
-        let placed = self.final_order(order);
+        let placed = self.final_order(placement, order);
         let mut new_index = vec![0usize; self.out.len()];
         for (n, &i) in placed.iter().enumerate() {
             new_index[i] = n;
@@ -277,7 +279,7 @@ impl<'a> Merger<'a> {
         for (k, f_idx) in symtab.mapped() {
             if let Some(f) = self.func_defined_by(k) {
                 let i = self.code.funcs()[f].key.input;
-                if let Some(&(t, _)) = self.out.placed(&SecKey::new(i, self.code.funcs()[f].text)) {
+                if let Some(&(t, _)) = placement.of(&SecKey::new(i, self.code.funcs()[f].text)) {
                     let s = &mut sections[new_index[t]];
                     let regs_top = s_info_top(&self.inputs[i].cubin, self.code.funcs()[f].text);
                     s.info = Ref::Raw((f_idx as u32 + 1) | regs_top);

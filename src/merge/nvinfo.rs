@@ -31,20 +31,21 @@ impl<'a> Merger<'a> {
     /// Adds `.nv.info` and each live function's `.nv.info.<fn>` to the output; hands
     /// on each function's `EXTERNS` list and each kernel's registers, stack and barriers,
     /// which the Mercury step's copies of the records read. Reads `trees` (and lets them
-    /// go), `code`, the inputs' records (`parsed`), `res`, `out` (where the functions
-    /// went), `externs` and `symtab`; writes `out` and says its warnings
-    /// and errors; after `symbols` (the records' symbol indices). The spine reports the
+    /// go), `code`, the inputs' records (`parsed`), `res`, `placement` (where the
+    /// functions went), `externs` and `symtab` (the records' symbol indices); writes
+    /// `out` and says its warnings and errors. The spine reports the
     /// register limits' errors and the relocations' failure after it, in nvlink's order.
     pub(super) fn info(
         &mut self,
         trees: CallTrees,
+        placement: &Placement,
         symtab: &SymbolTable,
         externs: &ExternRefs,
     ) -> Result<KernelInfo> {
         let exec = !self.opts.relocatable;
         let ki = KernelInfo {
             props: self.kernel_props(&trees, symtab, externs),
-            externs: self.extern_lists(&trees, symtab, externs),
+            externs: self.extern_lists(&trees, placement, symtab, externs),
         };
         let mut global = self.global_records(symtab, &ki.props)?;
         if exec {
@@ -66,7 +67,7 @@ impl<'a> Merger<'a> {
             (0..self.code.funcs().len())
                 .into_par_iter()
                 .map(FuncId)
-                .map(|f| self.function_info_section(symtab, externs, f, &ki))
+                .map(|f| self.function_info_section(placement, symtab, externs, f, &ki))
                 .collect()
         };
         for o in per {
@@ -261,6 +262,7 @@ impl<'a> Merger<'a> {
     /// its call tree needs (`ki`).
     fn function_info_section(
         &self,
+        placement: &Placement,
         symtab: &SymbolTable,
         externs: &ExternRefs,
         f: FuncId,
@@ -329,7 +331,7 @@ impl<'a> Merger<'a> {
         let mut o = OutSection::new(&s.name, SHT_CUDA_INFO, SHF_INFO_LINK);
         o.align = 4;
         o.link = Ref::Symtab;
-        if let Some(&(t, _)) = self.out.placed(&SecKey::new(i, text)) {
+        if let Some(&(t, _)) = placement.of(&SecKey::new(i, text)) {
             o.info = Ref::Section(t);
         }
         o.data = info::encode_all(&recs);

@@ -1,14 +1,15 @@
 //! The image as the steps build it (`Output`): its sections in the order they are made,
-//! which of them get a section symbol, where each input section went, and the input of
-//! each section that is a function's own. The sections step makes most of it; bank 2,
-//! shared memory, the call-graph tables, `.nv.info`, the Mercury step and `finish` add
-//! sections (bank 2 also fills the kernels' banks, whose bytes were the input's until
-//! then); the relocations patch them, or edit those still written from an input. A section is only ever added by `push`, so every section has its symbol
-//! flag; the steps read and change the sections themselves as a slice.
+//! which of them get a section symbol, and the input of each section that is a
+//! function's own (where each input section went is the `Placement` product,
+//! placement.rs). The sections step makes most of it; bank 2, shared memory, the
+//! call-graph tables, `.nv.info`, the Mercury step and `finish` add sections (bank 2 also
+//! fills the kernels' banks, whose bytes were the input's until then); the relocations
+//! patch them, or edit those still written from an input. A section is only ever added
+//! by `push`, so every section has its symbol flag; the steps read and change the
+//! sections themselves as a slice.
 
 use std::ops::{Deref, DerefMut};
 
-use super::SecKey;
 use crate::elf::write::OutSection;
 use rustc_hash::FxHashMap as HashMap;
 
@@ -17,8 +18,6 @@ pub(super) struct Output {
     sections: Vec<OutSection>,
     /// Output section → whether it gets a section symbol.
     symbol: Vec<bool>,
-    /// Input section → (output section, offset of its piece).
-    placed: HashMap<SecKey, (usize, u64)>,
     /// The input of each output section that is a function's own (its code, bank, its
     /// capsule), by output section (`Merger::creation_rank_of`).
     function_input: HashMap<usize, usize>,
@@ -47,21 +46,6 @@ impl Output {
     /// Section `id` gets a section symbol (an input section placed in it has one).
     pub(super) fn give_symbol(&mut self, id: usize) {
         self.symbol[id] = true;
-    }
-
-    /// Input section `k` goes at offset `at` of section `id`.
-    pub(super) fn place(&mut self, k: SecKey, id: usize, at: u64) {
-        self.placed.insert(k, (id, at));
-    }
-
-    /// Where input section `k` went: (output section, offset of its piece).
-    pub(super) fn placed(&self, k: &SecKey) -> Option<&(usize, u64)> {
-        self.placed.get(k)
-    }
-
-    /// Every input section placed, with where it went (in the map's order).
-    pub(super) fn placements(&self) -> impl Iterator<Item = (&SecKey, &(usize, u64))> {
-        self.placed.iter()
     }
 
     /// The input whose function section `id` is, if it is one.

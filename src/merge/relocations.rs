@@ -180,13 +180,15 @@ impl<'a> Merger<'a> {
     /// What becomes of every relocation of the live code and data, decided per input in
     /// parallel, reading only (`RelocWork::apply` makes it in the output). Reads the
     /// inputs' relocation entries (`parsed`), the symbols' definitions (`res`), the live
-    /// code (`code`), where each input section went, the sections written from an
-    /// input's mapping and the size of `.nv.constant3` (`out`, the last through
-    /// `linker_value`), the output symbol table (`symtab`, through `out_index`),
+    /// code (`code`), where each input section went (`placement`, directly and through
+    /// `link_value`), the sections written from an input's mapping and the size of
+    /// `.nv.constant3` (`out`, the last through `linker_value`), the output symbol table
+    /// (`symtab`, through `out_index`),
     /// shared-memory offsets (`layout`, directly and through `link_value`) and `frames`,
     /// the `.debug_frame` pieces the sections step pruned, whose entries moved.
     pub(super) fn relocations(
         &self,
+        placement: &Placement,
         layout: &SharedLayout,
         symtab: &SymbolTable,
         frames: &sections::Frames,
@@ -194,7 +196,7 @@ impl<'a> Merger<'a> {
         RelocWork(
             (0..self.inputs.len())
                 .into_par_iter()
-                .map(|i| self.plan_relocations(layout, symtab, i, frames))
+                .map(|i| self.plan_relocations(placement, layout, symtab, i, frames))
                 .collect(),
         )
     }
@@ -216,6 +218,7 @@ impl<'a> Merger<'a> {
     /// worked out once per symbol.
     fn plan_relocations(
         &self,
+        placement: &Placement,
         layout: &SharedLayout,
         symtab: &SymbolTable,
         i: usize,
@@ -231,7 +234,7 @@ impl<'a> Merger<'a> {
             if !matches!(rs.ty, SHT_RELA | SHT_REL) {
                 continue;
             }
-            let Some(&(out_id, piece)) = self.out.placed(&SecKey::new(i, rs.info as usize)) else {
+            let Some(&(out_id, piece)) = placement.of(&SecKey::new(i, rs.info as usize)) else {
                 continue;
             };
             let relocs = self.relocs(i, ri)?;
@@ -257,7 +260,7 @@ impl<'a> Merger<'a> {
                 ..SectionPlan::default()
             };
             for r in relocs {
-                self.plan_reloc(layout, symtab, &sec, r, &mut facts, &mut out)?;
+                self.plan_reloc(placement, layout, symtab, &sec, r, &mut facts, &mut out)?;
             }
             plan.failure = out.failure;
             let SectionPlan {
@@ -296,8 +299,10 @@ impl<'a> Merger<'a> {
     /// What becomes of relocation `r` of the section `sec` describes: a patch now, kept
     /// for the driver (or the next link), listed as resolved, or dropped; `facts`
     /// caches what it needs of each symbol.
+    #[allow(clippy::too_many_arguments)] // (the products it reads, each by name)
     fn plan_reloc(
         &self,
+        placement: &Placement,
         layout: &SharedLayout,
         symtab: &SymbolTable,
         sec: &SectionAt,
@@ -316,7 +321,7 @@ impl<'a> Merger<'a> {
         }
         let k = SymKey::new(sec.input, r.sym as usize);
         let sym = self.sym(k);
-        let f = *facts[k.sym].get_or_insert_with(|| self.sym_facts(layout, symtab, k));
+        let f = *facts[k.sym].get_or_insert_with(|| self.sym_facts(placement, layout, symtab, k));
         let mut at = sec.piece + r.offset;
         if let Some(f) = sec.frame {
             // a pruned `.debug_frame`: entries moved or gone, CIE pointers
@@ -494,16 +499,19 @@ impl<'a> Merger<'a> {
     /// `__nv_reservedSMEM_tcgen05_partition`, the address the tensor-memory allocator is
     /// given (was: kept for the driver, the code reading 0). The capsule's references to
     /// it stay for the driver, as nvlink keeps them.
-    fn sass_value(&self, layout: &SharedLayout, k: SymKey) -> (u64, u32, bool) {
+    fn sass_value(
+        &self,
+        placement: &Placement,
+        layout: &SharedLayout,
+        k: SymKey,
+    ) -> (u64, u32, bool) {
         if let Some(t) = self.reserved_target(k)
-            && let Some(&(_, at)) = self
-                .out
-                .placed(&SecKey::new(t.input, self.sym(t).shndx as usize))
+            && let Some(&(_, at)) = placement.of(&SecKey::new(t.input, self.sym(t).shndx as usize))
         {
             let c = &self.inputs[t.input].cubin;
             return (at + sections::reserved_offset(&c.symbols, t.sym), 0, true);
         }
-        self.link_value(layout, k)
+        self.link_value(placement, layout, k)
     }
 
     /// The reserved shared variable a relocation's symbol stands for, in an image.
@@ -514,20 +522,26 @@ impl<'a> Merger<'a> {
     }
 
     /// What relocations need to know of a symbol.
-    fn sym_facts(&self, layout: &SharedLayout, symtab: &SymbolTable, k: SymKey) -> SymFacts {
+    fn sym_facts(
+        &self,
+        placement: &Placement,
+        layout: &SharedLayout,
+        symtab: &SymbolTable,
+        k: SymKey,
+    ) -> SymFacts {
         let sym = self.sym(k);
         let c = &self.inputs[k.input].cubin;
         let section = (sym.ty == STT_SECTION).then_some(sym.shndx as usize);
         SymFacts {
             dead: self.symbol_is_dead(k),
             replaced: self.is_replaced(k),
-            value: self.sass_value(layout, k),
+            value: self.sass_value(placement, layout, k),
             out_index: self.out_index(symtab, k),
             in_nonalloc_section: section
                 .and_then(|s| c.sections.get(s))
                 .is_some_and(|s| s.flags & SHF_ALLOC == 0),
             section_piece: section
-                .and_then(|s| self.out.placed(&SecKey::new(k.input, s)).map(|p| p.1)),
+                .and_then(|s| placement.of(&SecKey::new(k.input, s)).map(|p| p.1)),
         }
     }
 }

@@ -57,12 +57,14 @@ impl<'a> Merger<'a> {
     }
 
     /// Places every kept input section in the output; hands on the sm_100+ `.debug_frame`
-    /// pieces it pruned, whose relocations move with their entries. Reads `code` (what is
-    /// live, which sections are a function's) and `res`; writes `out` (its sections, where
-    /// each input section went, which get a section symbol); after `notes`.
-    pub(super) fn sections(&mut self) -> Result<Frames> {
+    /// pieces it pruned, whose relocations move with their entries, and the `Placement`
+    /// (where each input section went). Reads `code` (what is live, which sections are a
+    /// function's) and `res`; writes `out` (its sections, which get a section symbol);
+    /// after `notes`; ends with nvlink's limit on constant data (`constant_data_fits`).
+    pub(super) fn sections(&mut self) -> Result<(Frames, Placement)> {
         let exec = !self.opts.relocatable;
         let mut frames = Frames::default();
+        let mut placement = Placement::default();
         // (the output section of each name and type that input sections share)
         let mut by_name: HashMap<(&str, u32), usize> = HashMap::default();
         for i in 0..self.inputs.len() {
@@ -106,7 +108,7 @@ impl<'a> Merger<'a> {
                     }
                     o.mem_size = s.size;
                     let id = self.out.push_function(o, has_symbol.contains(&si), i);
-                    self.out.place(SecKey::new(i, si), id, 0);
+                    placement.place(SecKey::new(i, si), id, 0);
                     continue;
                 }
                 let key = (s.name.as_str(), s.ty);
@@ -160,28 +162,29 @@ impl<'a> Merger<'a> {
                     o.mem_size = at + s.size;
                     at
                 };
-                self.out.place(SecKey::new(i, si), id, at);
+                placement.place(SecKey::new(i, si), id, at);
             }
         }
         if self.opts.target.is_some_and(|t| t.sm >= 100) {
-            self.rebase_line_tables(&frames);
+            self.rebase_line_tables(&frames, &placement);
         }
         // text and per-function sections point at their function's code
         for i in 0..self.inputs.len() {
             let c = &self.inputs[i].cubin;
             for (si, s) in c.sections.iter().enumerate() {
-                let Some(&(id, _)) = self.out.placed(&SecKey::new(i, si)) else {
+                let Some(&(id, _)) = placement.of(&SecKey::new(i, si)) else {
                     continue;
                 };
                 if s.info != 0
                     && s.flags & SHF_INFO_LINK != 0
-                    && let Some(&(t, _)) = self.out.placed(&SecKey::new(i, s.info as usize))
+                    && let Some(&(t, _)) = placement.of(&SecKey::new(i, s.info as usize))
                 {
                     self.out[id].info = Ref::Section(t);
                 }
             }
         }
-        Ok(frames)
+        self.constant_data_fits()?;
+        Ok((frames, placement))
     }
 
     /// nvlink's sm_100+ `.debug_frame`: each FDE whose function was removed or replaced
@@ -416,8 +419,9 @@ impl Merger<'_> {
     /// links such a program with them all (docs/rules/differences.md), but refuses it when
     /// the variables the kept code reads alone take more (an attacker's two 32 KiB tables
     /// and a byte, each read by a kept kernel: 0x10001 bytes, nvlink's figure too).
-    /// Reads `out` and `code`; writes nothing but its error (to `diag`); after `sections`.
-    pub(super) fn constant_data_fits(&self) -> Result<()> {
+    /// Reads `out` and `code`; writes nothing but its error (to `diag`); the last thing
+    /// `sections` does.
+    fn constant_data_fits(&self) -> Result<()> {
         let mut size = (self.out.iter())
             .filter(|o| o.name == ".nv.constant3")
             .map(|o| o.size())

@@ -121,12 +121,11 @@ impl<'a> Merger<'a> {
 
     /// The shared memory step: the windows made (output sections), the layout the later
     /// steps read returned. Reads `trees`, `code` (each function's shared variables),
-    /// `res` and `out` (where the kernels' code went, each window's `sh_info`); writes
-    /// `out` (the windows; under `-r`, the alignment of the inputs' shared sections);
-    /// hands on the `SharedLayout`; after `sections` (which placed the kernels' code: run
-    /// before it, the windows lose their `sh_info`, silently) and before `creation_order`
-    /// (which orders the windows it made).
-    pub(super) fn shared(&mut self, trees: &CallTrees) -> SharedLayout {
+    /// `res` and `placement` (where the kernels' code went, each window's `sh_info`);
+    /// writes `out` (the windows; under `-r`, the alignment of the inputs' shared
+    /// sections); hands on the `SharedLayout`; before `creation_order` (which orders the
+    /// windows it made).
+    pub(super) fn shared(&mut self, trees: &CallTrees, placement: &Placement) -> SharedLayout {
         let mut laid = SharedLayout::default();
         if self.opts.relocatable {
             self.relocatable_shared_alignment();
@@ -193,7 +192,7 @@ impl<'a> Merger<'a> {
                 w.1 = w.1.max(strictest.unwrap_or(1));
             }
         }
-        self.shared_sections(l, reserve, sm, &mut laid);
+        self.shared_sections(placement, l, reserve, sm, &mut laid);
         laid
     }
 
@@ -500,7 +499,14 @@ impl<'a> Merger<'a> {
 
     /// The `.nv.shared.<kernel>` windows and `.nv_debug.shared` for what `l` placed, and
     /// the offsets the later steps read.
-    fn shared_sections(&mut self, l: Layout, reserve: u64, sm: u32, laid: &mut SharedLayout) {
+    fn shared_sections(
+        &mut self,
+        placement: &Placement,
+        l: Layout,
+        reserve: u64,
+        sm: u32,
+        laid: &mut SharedLayout,
+    ) {
         let kernels = self.code.kernels().to_vec();
         let mut window_of: Vec<Option<usize>> = vec![None; kernels.len()];
         for (ki, &f) in kernels.iter().enumerate() {
@@ -518,7 +524,7 @@ impl<'a> Merger<'a> {
             let mut o = OutSection::new(name, SHT_NOBITS, SHF_WRITE | SHF_ALLOC | SHF_INFO_LINK);
             o.align = max_align;
             o.mem_size = window + reserve;
-            if let Some(&(t, _)) = self.out.placed(&SecKey::new(i, self.code.funcs()[f].text)) {
+            if let Some(&(t, _)) = placement.of(&SecKey::new(i, self.code.funcs()[f].text)) {
                 o.info = Ref::Section(t);
             }
             // (a window holding nothing has no section symbol in nvlink's sm_100+

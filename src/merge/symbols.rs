@@ -17,6 +17,9 @@ pub(super) struct SymbolTable {
     of: SymMap,
     /// Output section → its section symbol's index.
     section_index: HashMap<usize, usize>,
+    /// Input section an input section symbol names → the output section it went to (a
+    /// copy of that part of the `Placement`, which is complete before the symbols).
+    section_of_input: HashMap<SecKey, usize>,
 }
 
 impl SymbolTable {
@@ -26,6 +29,7 @@ impl SymbolTable {
             symbols: Vec::new(),
             of: SymMap::new(inputs.iter().map(|i| i.cubin.symbols.len())),
             section_index: HashMap::default(),
+            section_of_input: HashMap::default(),
         }
     }
 
@@ -42,6 +46,12 @@ impl SymbolTable {
     /// The index of output section `id`'s section symbol.
     pub(super) fn section_symbol(&self, id: usize) -> Option<usize> {
         self.section_index.get(&id).copied()
+    }
+
+    /// The index of the section symbol standing for input section `k` (the symbol of
+    /// the output section it went to).
+    pub(super) fn section_symbol_of_input(&self, k: &SecKey) -> Option<usize> {
+        self.section_symbol(*self.section_of_input.get(k)?)
     }
 
     /// Every (input symbol, output index), in input and symbol order.
@@ -145,12 +155,14 @@ impl SymMap {
 impl<'a> Merger<'a> {
     /// The symbols step: the output symbol table, once the sections are made and their
     /// creation order known (`order`, [`Merger::creation_order`]'s: after `sections`,
-    /// `bank2`, `shared` and `tables`, whose sections get section symbols). Reads `out`, `res`,
-    /// `code`, `layout` (which shared variables keep a symbol) and `externs` (the
-    /// driver's functions a live list names); writes nothing; hands on the table (the
-    /// `SymbolTable`, which the later steps take as `symtab`).
+    /// `bank2`, `shared` and `tables`, whose sections get section symbols). Reads `out`
+    /// (its sections, which get a section symbol), `res`, `code`, `placement` (where each
+    /// symbol's section went), `layout` (which shared variables keep a symbol) and
+    /// `externs` (the driver's functions a live list names); writes nothing; hands on the
+    /// table (the `SymbolTable`, which the later steps take as `symtab`).
     pub(super) fn symbols(
         &self,
+        placement: &Placement,
         layout: &SharedLayout,
         externs: &super::externs::ExternRefs,
         order: &super::creation::Order,
@@ -185,7 +197,7 @@ impl<'a> Merger<'a> {
                     if bank_mark
                         && self.opts.preserve_relocs
                         && !self.is_function_bank2(i, sym.shndx as usize)
-                        && let Some(mut o) = self.out_symbol(SymKey::new(i, s))
+                        && let Some(mut o) = self.out_symbol(placement, SymKey::new(i, s))
                     {
                         (o.ty, o.other) = (STT_OBJECT, STV_INTERNAL);
                         t.push(SymKey::new(i, s), o);
@@ -194,7 +206,7 @@ impl<'a> Merger<'a> {
                     self.debug_shared_symbol(layout, &mut t, SymKey::new(i, s));
                     continue;
                 }
-                if let Some(o) = self.out_symbol(SymKey::new(i, s)) {
+                if let Some(o) = self.out_symbol(placement, SymKey::new(i, s)) {
                     t.push(SymKey::new(i, s), o);
                 }
             }
@@ -225,7 +237,7 @@ impl<'a> Merger<'a> {
                 continue;
             }
             let o = if s.defined() {
-                self.out_symbol(k)
+                self.out_symbol(placement, k)
             } else {
                 Some(OutSymbol {
                     name: s.name.clone(),
@@ -257,7 +269,21 @@ impl<'a> Merger<'a> {
         if !exec {
             self.order_shared_for_relink(&mut t);
         }
+        self.sections_of_inputs(placement, &mut t);
         t
+    }
+
+    /// Where the input sections that an input section symbol names went (what
+    /// `out_index` reads of the placement).
+    fn sections_of_inputs(&self, placement: &Placement, t: &mut SymbolTable) {
+        for (i, input) in self.inputs.iter().enumerate() {
+            for s in input.cubin.symbols.iter().filter(|s| s.ty == STT_SECTION) {
+                let k = SecKey::new(i, s.shndx as usize);
+                if let Some(&(id, _)) = placement.of(&k) {
+                    t.section_of_input.insert(k, id);
+                }
+            }
+        }
     }
 
     /// nvlink's sm_90 `--preserve-relocs` image (not `-g`; not sm_75/sm_80, without a
@@ -409,7 +435,7 @@ impl<'a> Merger<'a> {
         }
     }
 
-    fn out_symbol(&self, k: SymKey) -> Option<OutSymbol> {
+    fn out_symbol(&self, placement: &Placement, k: SymKey) -> Option<OutSymbol> {
         let exec = !self.opts.relocatable;
         let s = self.sym(k);
         if let Some(f) = self.func_defined_by(k)
@@ -420,7 +446,7 @@ impl<'a> Merger<'a> {
         // (a shared variable's value in a relocatable file is its alignment, as for a
         // common symbol: it stays as it is)
         let common = !exec && s.other & STO_SHARED != 0 && s.ty != STT_FUNC;
-        let (section, value) = match self.out.placed(&SecKey::new(k.input, s.shndx as usize)) {
+        let (section, value) = match placement.of(&SecKey::new(k.input, s.shndx as usize)) {
             Some(&(id, _)) if common => (Some(id), s.value),
             // (a reserved shared variable's value is its alignment too)
             Some(&(id, at)) if sections::reserved(&self.inputs[k.input].cubin, s) => {

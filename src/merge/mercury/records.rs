@@ -33,8 +33,10 @@ impl Merger<'_> {
     /// Writes into capsule `data` (input `i`'s Mercury section `capsule`) the bank offsets
     /// nvlink writes (the module's comment). Where the relocations do not pair with the
     /// records, the capsule stays as ptxas wrote it and the link says so.
-    pub(in crate::merge) fn patch_bank_fields(
+    #[allow(clippy::too_many_arguments)] // (the products it reads, each by name)
+    pub(super) fn patch_bank_fields(
         &self,
+        placement: &Placement,
         layout: &SharedLayout,
         i: usize,
         capsule: usize,
@@ -85,7 +87,7 @@ impl Merger<'_> {
             writes.extend(at.into_iter().zip(of_bank));
         }
         for (at, &(_, n, addend, ty, _)) in writes {
-            let (value, _, _) = self.link_value(layout, SymKey::new(i, n));
+            let (value, _, _) = self.link_value(placement, layout, SymKey::new(i, n));
             let field = (value as i64).wrapping_add(addend) as u32;
             // (the field's own bytes: a 16-bit one leaves the record's last two as they
             // are, zeros from ptxas; nvlink keeps another value there)

@@ -41,6 +41,7 @@ impl Merger<'_> {
     /// The `.nv.merc.rela.*` sections (see the module comment).
     pub(super) fn merc_relocations(
         &mut self,
+        placement: &Placement,
         layout: &SharedLayout,
         symtab: &SymbolTable,
         st: &Capsules,
@@ -65,13 +66,17 @@ impl Merger<'_> {
                 if rs.ty != SHT_MERC_RELA || deferred.contains(&m) {
                     continue;
                 }
-                self.merc_relocation_section(layout, symtab, st, i, ri, false, &mut lists)?;
+                self.merc_relocation_section(
+                    placement, layout, symtab, st, i, ri, false, &mut lists,
+                )?;
                 for &(j, gone) in copies.iter().filter(|c| c.0 == m).flat_map(|c| &c.1) {
                     let cj = &inputs[j].cubin;
                     if let Some(rj) = (cj.sections.iter())
                         .position(|s| s.ty == SHT_MERC_RELA && s.info as usize == gone)
                     {
-                        self.merc_relocation_section(layout, symtab, st, j, rj, true, &mut lists)?;
+                        self.merc_relocation_section(
+                            placement, layout, symtab, st, j, rj, true, &mut lists,
+                        )?;
                     }
                 }
             }
@@ -115,6 +120,7 @@ impl Merger<'_> {
     #[allow(clippy::too_many_arguments)] // (the products it reads, each by name)
     fn merc_relocation_section(
         &mut self,
+        placement: &Placement,
         layout: &SharedLayout,
         symtab: &SymbolTable,
         st: &Capsules,
@@ -147,6 +153,7 @@ impl Merger<'_> {
         let view = &st.views[i];
         for (place, r) in (places.into_iter()).flat_map(|p| entries.iter().map(move |r| (p, *r))) {
             self.merc_relocation(
+                placement,
                 layout,
                 symtab,
                 st,
@@ -167,6 +174,7 @@ impl Merger<'_> {
     #[allow(clippy::too_many_arguments)]
     fn merc_relocation(
         &mut self,
+        placement: &Placement,
         layout: &SharedLayout,
         symtab: &SymbolTable,
         st: &Capsules,
@@ -224,7 +232,7 @@ impl Merger<'_> {
         if dead || loser || unplaced {
             return Ok(());
         }
-        let (mut value, _, mut resolvable) = self.link_value(layout, k);
+        let (mut value, _, mut resolvable) = self.link_value(placement, layout, k);
         // (initialised data holding a `__constant__` variable's generic address: for the
         // driver, as on the SASS side, `plan_value`)
         if r.ty == R_MERCURY_G64 && self.constant_address_for_driver(target.flags, k) {
