@@ -62,6 +62,17 @@ impl Bank2 {
     }
 }
 
+/// The `Placement` as the sections step leaves it, without the device functions' bank-2
+/// pieces: only `bank2` opens it (the field is private to this file), so no step can be
+/// handed a placement that lacks them.
+pub(super) struct Unbanked(Placement);
+
+impl Unbanked {
+    pub(super) fn new(placement: Placement) -> Unbanked {
+        Unbanked(placement)
+    }
+}
+
 /// A kernel's bank 2: (output section, kernel, its pieces: input section and offset, the
 /// kernel's own first).
 pub(super) type KernelBank = (usize, FuncId, Vec<(SecKey, u64)>);
@@ -70,13 +81,13 @@ impl<'a> Merger<'a> {
     /// Function `f`'s bank-2 input section, if it has one with bytes.
     pub(super) fn bank2_of(&self, f: FuncId) -> Option<usize> {
         let (i, text) = (self.code.funcs()[f].key.input, self.code.funcs()[f].text);
-        bank2_of_text(&self.inputs[i].cubin, text)
+        bank2_of_text(&self.inputs()[i].cubin, text)
     }
 
     /// Whether input section `sec` of input `i` is a device function's bank 2 that an
     /// executable link merges into kernel banks (`bank2`), or a relocation section of one.
     pub(super) fn is_function_bank2(&self, i: usize, sec: usize) -> bool {
-        let c = &self.inputs[i].cubin;
+        let c = &self.inputs()[i].cubin;
         let Some(s) = c.sections.get(sec) else {
             return false;
         };
@@ -84,7 +95,7 @@ impl<'a> Merger<'a> {
             SHT_RELA | SHT_REL => s.info as usize,
             _ => sec,
         };
-        !self.opts.relocatable && self.function_bank2_section(i, bank)
+        !self.opts().relocatable && self.function_bank2_section(i, bank)
     }
 
     /// Whether symbol `k` lies in a device function's bank 2, whose place in the kernels'
@@ -97,7 +108,7 @@ impl<'a> Merger<'a> {
     /// Whether input section `sec` of input `i` is `.nv.constant2.<f>` of a function `f`
     /// that is not a kernel.
     fn function_bank2_section(&self, i: usize, sec: usize) -> bool {
-        (self.inputs[i].cubin.sections.get(sec)).is_some_and(|s| {
+        (self.inputs()[i].cubin.sections.get(sec)).is_some_and(|s| {
             constant_bank(s.ty) == Some(2)
                 && s.flags & SHF_INFO_LINK != 0
                 && (self
@@ -108,21 +119,19 @@ impl<'a> Merger<'a> {
         })
     }
 
-    /// Lays out bank 2 (`placement`, from `sections`, has each kernel's own bank placed
-    /// one to one and the device functions' left out): see the module's comment. Writes the
-    /// kernels' banks into the output (making those of kernels without data of their
-    /// own) and places the device functions' pieces; hands on where they went. Reads
+    /// Lays out bank 2 (`placement`, `Unbanked` from `sections`, has each kernel's own
+    /// bank placed one to one and the device functions' left out): see the module's
+    /// comment. Writes the kernels' banks into the output (making those of kernels
+    /// without data of their own) and places the device functions' pieces. Reads
     /// `trees`, `code` (liveness), `res` (replaced copies), `opts` (`-r` keeps each
-    /// function's bank) and `placement` (where the kernels' own banks went); writes `out`
-    /// (the banks it makes get section symbols); hands on the `Bank2` and the
-    /// `placement` with the device functions' pieces added (read-only from then on).
-    pub(super) fn bank2(
-        &mut self,
-        trees: &CallTrees,
-        mut placement: Placement,
-    ) -> (Bank2, Placement) {
+    /// function's bank) and `placement` (where the kernels' own banks and code went: a
+    /// bank made here names its kernel's code); writes `out` (the banks it makes get
+    /// section symbols); hands on the `Bank2` and the `Placement` with the device
+    /// functions' pieces added (read-only from then on).
+    pub(super) fn bank2(&mut self, trees: &CallTrees, placement: Unbanked) -> (Bank2, Placement) {
+        let mut placement = placement.0;
         let mut b2 = Bank2::default();
-        if self.opts.relocatable {
+        if self.opts().relocatable {
             return (b2, placement);
         }
         // the kernels (positions in `kernels`) that reach each function
@@ -166,7 +175,7 @@ impl<'a> Merger<'a> {
             // replaced, each aligned as it asks: their reads are gone, not their tables)
             let mut pieces = vec![SecKey::new(i, si)];
             pieces.extend(copies.remove(&f).unwrap_or_default());
-            let section = |p: &SecKey| &self.inputs[p.input].cubin.sections[p.sec];
+            let section = |p: &SecKey| &self.inputs()[p.input].cubin.sections[p.sec];
             // (aligned as the piece and every bank it goes into ask, and those banks
             // aligned so from then on: an sm_80 kernel's own 8-aligned constants put a
             // 4-aligned piece after them at 8, and the other kernels that hold the
@@ -239,7 +248,7 @@ impl<'a> Merger<'a> {
             o.mem_size = size;
         }
         for (id, SecKey { input: i, sec: si }, base) in writes {
-            let c = &self.inputs[i].cubin;
+            let c = &self.inputs()[i].cubin;
             let d = c.bytes(&c.sections[si]);
             self.out[id].data[base as usize..base as usize + d.len()].copy_from_slice(d);
         }
@@ -252,7 +261,7 @@ impl<'a> Merger<'a> {
     /// (attacker review of 2026-11-30: 0x9c bytes where nvlinkrs wrote 0x5c).
     fn replaced_copies_bank2(&self) -> HashMap<FuncId, Vec<SecKey>> {
         let mut out: HashMap<FuncId, Vec<SecKey>> = HashMap::default();
-        for (i, inp) in self.inputs.iter().enumerate() {
+        for (i, inp) in self.inputs().iter().enumerate() {
             let c = &inp.cubin;
             for (s, sym) in c.symbols.iter().enumerate().skip(1) {
                 let k = SymKey::new(i, s);
@@ -273,7 +282,7 @@ impl<'a> Merger<'a> {
     /// `f$1` comes there after the globals whose code comes first).
     fn section_symbol_order(&self) -> Vec<FuncId> {
         let mut order = Vec::with_capacity(self.code.funcs().len());
-        for (i, inp) in self.inputs.iter().enumerate() {
+        for (i, inp) in self.inputs().iter().enumerate() {
             for s in inp.cubin.symbols.iter().filter(|s| s.ty == STT_SECTION) {
                 if let Some(&f) = self
                     .code
@@ -289,14 +298,14 @@ impl<'a> Merger<'a> {
 
     /// The alignment of function `f`'s section `s` (at least 1).
     fn section_align(&self, f: FuncId, s: usize) -> u64 {
-        self.inputs[self.code.funcs()[f].key.input].cubin.sections[s]
+        self.inputs()[self.code.funcs()[f].key.input].cubin.sections[s]
             .align
             .max(1)
     }
 
     /// The size of function `f`'s section `s`.
     pub(super) fn section_size(&self, f: FuncId, s: usize) -> u64 {
-        self.inputs[self.code.funcs()[f].key.input].cubin.sections[s].size
+        self.inputs()[self.code.funcs()[f].key.input].cubin.sections[s].size
     }
 
     /// A bank for kernel `k`, which has no bank-2 data of its own (its id added to

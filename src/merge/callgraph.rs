@@ -47,8 +47,9 @@ impl<'a> Merger<'a> {
     /// The sections nvlink creates that carry a section symbol: `.nv.callgraph`,
     /// `.nv.prototype` (filled in later) and `.nv.rel.action`; hands on the tables'
     /// sections, which `callgraph` fills. Reads `code`, `res` and `externs` (whether a
-    /// prototype entry stays); writes `out`; before `creation_order` and `symbols`, which
-    /// give its sections their place and section symbols.
+    /// prototype entry stays); writes `out`; hands on the `TableSections`, which
+    /// `creation_order` takes (so it runs after, giving them their place; the symbols,
+    /// which take its `Order`, give them section symbols).
     pub(super) fn tables(&mut self, externs: &super::externs::ExternRefs) -> TableSections {
         let mut t = TableSections {
             callgraph: 0,
@@ -66,8 +67,8 @@ impl<'a> Merger<'a> {
             o.link = Ref::Symtab;
             t.prototype = Some(self.new_section(o, true));
         }
-        let sm = self.opts.target.map_or(0, |a| a.sm);
-        if !self.opts.relocatable && sm < 100 {
+        let sm = self.opts().target.map_or(0, |a| a.sm);
+        if !self.opts().relocatable && sm < 100 {
             let mut o = OutSection::new(".nv.rel.action", SHT_CUDA_RELOCINFO, 0);
             o.align = 8;
             o.entsize = 8;
@@ -94,8 +95,8 @@ impl<'a> Merger<'a> {
     /// link's output has entries only for functions it defines, and nvlink keeps them;
     /// an entry for a function another input defines stays as that function would).
     fn prototypes_needed(&self, externs: &super::externs::ExternRefs) -> bool {
-        (0..self.inputs.len()).any(|i| {
-            let c = &self.inputs[i].cubin;
+        (0..self.inputs().len()).any(|i| {
+            let c = &self.inputs()[i].cubin;
             c.sections
                 .iter()
                 .filter(|s| s.ty == SHT_CUDA_PROTOTYPE)
@@ -152,12 +153,12 @@ impl<'a> Merger<'a> {
         // lists them by input)
         let mut first_input: HashMap<u32, usize> = HashMap::default();
         let mut pending_proto: Vec<(u32, usize)> = Vec::new();
-        let inputs: &'a [Input] = self.inputs;
+        let inputs: &'a [Input] = self.inputs();
         for (i, inp) in inputs.iter().enumerate() {
             let c = &inp.cubin;
             let strtab = c.strtab();
             let string = |off: i64| crate::elf::cubin::string_at(strtab, off);
-            let scope = if self.opts.relocatable { 0 } else { i };
+            let scope = if self.opts().relocatable { 0 } else { i };
             for (a, b, group) in c.callgraph_entries()? {
                 let ka = SymKey::new(i, a as usize);
                 // (below sm_100 nvlink's .strtab keeps every prototype string of the
@@ -178,11 +179,11 @@ impl<'a> Merger<'a> {
                 };
                 // (libnvJitLink lists them by input, libNVVM's output after the other
                 // inputs: libcudadevrt's kernels before an LTO program's)
-                if group == 2 && self.inputs[i].cudadevrt && !self.opts.jit_note {
+                if group == 2 && self.inputs()[i].cudadevrt && !self.opts().jit_note {
                     system_callers.insert(oa as u32 + 1);
                 }
                 first_input.entry(oa as u32 + 1).or_insert_with(|| {
-                    (self.global_id(ka)).map_or(i, |g| self.res.globals[g].first.input)
+                    (self.global_id(ka)).map_or(i, |g| self.res().globals()[g].first.input)
                 });
                 match group {
                     1 | 4 => {
@@ -349,8 +350,8 @@ impl<'a> Merger<'a> {
     /// nodes of [`Self::call_lists`], a removed or undefined function's as its number
     /// alone (a function no input defines that a live `EXTERNS` list names as `N: name ->`),
     /// a function's calls last added first; `^` marks kernels and `&` functions whose
-    /// address is taken. Then the register propagation lines. Reads `code` and `res`;
-    /// writes nothing (it prints).
+    /// address is taken. Then the register propagation lines. Reads `code`, `res` and
+    /// `externs` (the driver's functions a live list names); writes nothing (it prints).
     pub(super) fn dump_callgraph(&self, externs: &super::externs::ExternRefs) -> Result<()> {
         use crate::demangle::demangle;
         let cl = self.call_lists()?;
@@ -378,7 +379,7 @@ impl<'a> Merger<'a> {
         }
         // (a function no input defines shows its name while a live function's EXTERNS
         // list names it: the driver's)
-        for (g, global) in self.res.globals.iter().enumerate() {
+        for (g, global) in self.res().globals().iter().enumerate() {
             if global.def.is_none()
                 && cl.of_global[g] > 0
                 && self.is_driver_function(externs, global.first)
@@ -387,7 +388,7 @@ impl<'a> Merger<'a> {
             }
         }
         // (nvlink names the architecture without its `a`/`f` variant: `sm_100` for sm_100a)
-        let target = (self.opts.target)
+        let target = (self.opts().target)
             .map(|a| crate::arch::Arch::plain(a.sm).to_string())
             .unwrap_or_default();
         let mut text = format!(

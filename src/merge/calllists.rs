@@ -38,10 +38,10 @@ impl Merger<'_> {
     pub(super) fn call_lists(&self) -> Result<CallLists> {
         // a node is a global name (by its id), or one input's local symbol; numbered
         // from 1 in the order of first appearance
-        let mut of_global = vec![0usize; self.res.globals.len()];
+        let mut of_global = vec![0usize; self.res().globals().len()];
         let mut of_local: HashMap<SymKey, usize> = HashMap::default();
         let mut count = 0;
-        for (i, inp) in self.inputs.iter().enumerate() {
+        for (i, inp) in self.inputs().iter().enumerate() {
             for s in 1..inp.cubin.symbols.len() {
                 if inp.cubin.symbols[s].ty != STT_FUNC {
                     continue;
@@ -80,7 +80,7 @@ impl Merger<'_> {
         // after the direct ones
         let mut calls: Vec<Vec<usize>> = vec![Vec::new(); self.code.funcs().len()];
         let mut indirect: Vec<Vec<String>> = vec![Vec::new(); self.code.funcs().len()];
-        for (i, inp) in self.inputs.iter().enumerate() {
+        for (i, inp) in self.inputs().iter().enumerate() {
             let c = &inp.cubin;
             for (a, b, group) in c.callgraph_entries()? {
                 let ka = SymKey::new(i, a as usize);

@@ -117,24 +117,25 @@ impl<'a> Merger<'a> {
     /// Also returns where each section name comes in the list.
     pub(super) fn created_sections(
         &self,
+        notes: &super::notes::Notes,
         banks: &super::bank2::Bank2,
     ) -> (Vec<Created>, HashMap<Name, usize>) {
         let mut made = Made::default();
         for n in FIRST {
             // (`.nv.compat` where the image has one: none below sm_80)
-            if n != ".nv.compat" || self.out.iter().any(|s| s.name == n) {
+            if n != ".nv.compat" || notes.has_compat() {
                 made.add(Name::from(n), None);
             }
         }
         let rules = Rules {
             // (a parameter bank's `.rel` twin, and `.nv.rel.action`, are not made under -r)
-            twins: !self.opts.relocatable,
+            twins: !self.opts().relocatable,
             // (under -r a kernel the filter drops stays, made as a plain function is;
             // so does one `-kernels-used` drops under --preserve-relocs without -g, not
             // one the host objects' tables leave out)
-            tables: self.opts.kernels.as_ref().is_none_or(|k| k.tables),
+            tables: self.opts().kernels.as_ref().is_none_or(|k| k.tables),
         };
-        for i in 0..self.inputs.len() {
+        for i in 0..self.inputs().len() {
             // (a copy a later input's replaced: nvlink made its sections here, and the
             // kept copy's bytes went into them; by its code section)
             let taken_over = self.taken_over(i);
@@ -142,7 +143,7 @@ impl<'a> Merger<'a> {
             self.created_data(i, &taken_over, rules, &mut made);
             // (an input without device code has an empty `.debug_frame` and no section
             // symbol for it: nvlink makes it here all the same; one with code has one)
-            if !any_code && let Some(s) = unnamed_debug_frame(&self.inputs[i].cubin) {
+            if !any_code && let Some(s) = unnamed_debug_frame(&self.inputs()[i].cubin) {
                 made.add(Name::from(s), None);
             }
             self.created_rest(i, &taken_over, rules, &mut made);
@@ -180,7 +181,7 @@ impl<'a> Merger<'a> {
     /// bank, relocations), or a device function's bank 2 and its relocations
     /// (`bank2.rs`).
     fn made_none(&self, i: usize, si: usize, taken_over: &HashMap<usize, FuncId>) -> bool {
-        let c = &self.inputs[i].cubin;
+        let c = &self.inputs()[i].cubin;
         let over = c.sections.get(si).is_some_and(|s| {
             (s.flags & SHF_INFO_LINK != 0 || matches!(s.ty, SHT_RELA | SHT_REL))
                 && taken_over.contains_key(&(s.info as usize))
@@ -197,7 +198,7 @@ impl<'a> Merger<'a> {
         rules: Rules,
         made: &mut Made,
     ) -> bool {
-        let c = &self.inputs[i].cubin;
+        let c = &self.inputs()[i].cubin;
         let fn_name = |f: FuncId| self.sym(self.code.funcs()[f].key).name.as_str();
         let mut any_code = false;
         for (s, at) in self.code.func_at()[i].iter().enumerate() {
@@ -246,7 +247,7 @@ impl<'a> Merger<'a> {
         rules: Rules,
         made: &mut Made,
     ) {
-        let c = &self.inputs[i].cubin;
+        let c = &self.inputs()[i].cubin;
         let twins = rules.twins;
         for (si, sym) in c.symbols.iter().enumerate() {
             if kind(sym) != Kind::Data {
@@ -321,7 +322,7 @@ impl<'a> Merger<'a> {
         rules: Rules,
         made: &mut Made,
     ) {
-        let c = &self.inputs[i].cubin;
+        let c = &self.inputs()[i].cubin;
         let twins = rules.twins;
         let dropped = |si: usize| self.made_none(i, si, taken_over);
         // the other sections named by section symbols
@@ -386,7 +387,7 @@ impl<'a> Merger<'a> {
     /// later input's copy replaced, by their code section: the kept function (see
     /// `calls_kept`).
     fn taken_over(&self, i: usize) -> HashMap<usize, FuncId> {
-        let c = &self.inputs[i].cubin;
+        let c = &self.inputs()[i].cubin;
         (1..c.symbols.len())
             .filter(|&s| c.symbols[s].ty == STT_FUNC && c.symbols[s].defined())
             .filter_map(|s| {
@@ -404,14 +405,21 @@ impl<'a> Merger<'a> {
 
     /// The creation-order step: nvlink's creation order of the sections made so far,
     /// once the sections and the call-graph tables are made, for the symbols step and
-    /// the last one. Reads `out`, `code`, `res`, `opts`, `mercury_layout` and `banks`
-    /// (the banks `bank2` made); hands on the `Order`; after `notes`,
-    /// `sections`, `bank2`, `shared` and `tables`, whose sections it orders (the sections
-    /// made after it, `.nv.info`'s, the Mercury ones and the kept relocation sections,
-    /// are ranked by their names as they come: `creation_rank_of`); nothing checks
-    /// that.
-    pub(super) fn creation_order(&self, banks: &super::bank2::Bank2) -> Order {
-        let (created, at) = self.created_sections(banks);
+    /// the last one. Reads `out` (every section made so far), `code`, `res`, `opts`,
+    /// `notes` (whether `.nv.compat` was made) and `banks` (the banks `bank2` made);
+    /// hands on the `Order`. It takes the products of the steps whose sections it orders,
+    /// `layout` (shared memory's windows) and `tables` (the call-graph tables' sections)
+    /// among them, so that it runs after them (the sections made after it, `.nv.info`'s,
+    /// the Mercury ones and the kept relocation sections, are ranked by their names as
+    /// they come: `creation_rank_of`).
+    pub(super) fn creation_order(
+        &self,
+        notes: &super::notes::Notes,
+        banks: &super::bank2::Bank2,
+        _layout: &SharedLayout,
+        _tables: &super::callgraph::TableSections,
+    ) -> Order {
+        let (created, at) = self.created_sections(notes, banks);
         let ranks = (0..self.out.len())
             .map(|id| self.section_rank_in(&at, id))
             .collect();
@@ -449,14 +457,14 @@ impl<'a> Merger<'a> {
     /// functions' order; nvlink's sm_100 and sm_120 images follow the functions, its sm_90
     /// images the section symbols).
     fn by_section_symbols(&self, i: usize) -> Vec<(usize, &'a Section)> {
-        let c = &self.inputs[i].cubin;
+        let c = &self.inputs()[i].cubin;
         let mut out: Vec<(usize, &'a Section)> = c
             .symbols
             .iter()
             .filter(|s| s.ty == STT_SECTION)
             .filter_map(|s| Some((s.shndx as usize, c.sections.get(s.shndx as usize)?)))
             .collect();
-        if self.opts.target.is_some_and(|t| t.sm >= 100) {
+        if self.opts().target.is_some_and(|t| t.sm >= 100) {
             let bank_of = |si: usize, s: &Section| {
                 s.name
                     .starts_with(".nv.constant0.")
@@ -482,7 +490,7 @@ impl<'a> Merger<'a> {
     fn dropped_by_host_tables(&self, f: FuncId) -> bool {
         self.code.funcs()[f].entry
             && !self.code.live()[f]
-            && self.opts.kernels.as_ref().is_some_and(|k| k.tables)
+            && self.opts().kernels.as_ref().is_some_and(|k| k.tables)
             && !self.lto_unlisted(f)
     }
 
@@ -498,15 +506,15 @@ impl<'a> Merger<'a> {
     pub(super) fn lto_unlisted(&self, f: FuncId) -> bool {
         let input = self.code.funcs()[f].key.input;
         self.origin(input) == "lto.cubin"
-            && !self.opts.debug
-            && self.opts.kernels.as_ref().is_some_and(|k| k.tables)
+            && !self.opts().debug
+            && self.opts().kernels.as_ref().is_some_and(|k| k.tables)
             && !self.kernel_kept(f)
     }
 
     /// Under `--preserve-relocs`, the `.nv.resolvedrela` section nvlink makes right after
     /// the first relocation section of a section (`.rel`, or `.rela`), kept or not.
     fn resolved_twin(&self, relocations: &str) -> Option<String> {
-        if !self.opts.preserve_relocs {
+        if !self.opts().preserve_relocs {
             return None;
         }
         let of =
@@ -538,8 +546,8 @@ impl<'a> Merger<'a> {
     /// Global names in the order nvlink's symbol table was built from them: the ones
     /// the image lists, and the unified-table symbols it drops, in global order.
     pub(super) fn created_globals(&self, listed: &HashSet<&str>) -> Vec<Name> {
-        self.res
-            .globals
+        self.res()
+            .globals()
             .iter()
             .filter(|g| listed.contains(g.name) || is_table_symbol(g.name))
             .map(|g| self.sym(g.def.unwrap_or(g.first)).name.clone())

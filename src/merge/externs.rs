@@ -50,9 +50,9 @@ impl Merger<'_> {
         // of a copy a later one replaced, `calls_kept`, and their symbols and
         // prototypes, though no list names them; in a link that keeps every function,
         // -g or -r, those of a copy that lost when read too, though not its calls)
-        let every = self.opts.relocatable || self.keeps_all();
-        for i in 0..self.inputs.len() {
-            let c = &self.inputs[i].cubin;
+        let every = self.opts().relocatable || self.keeps_all();
+        for i in 0..self.inputs().len() {
+            let c = &self.inputs()[i].cubin;
             for (a, b, group) in c.callgraph_entries()? {
                 let ka = SymKey::new(i, a as usize);
                 if group != 1 || !self.is_replaced(ka) || !(every || self.calls_kept(ka)) {
@@ -96,7 +96,7 @@ impl Merger<'_> {
                 out
             })
             .collect();
-        if self.opts.relocatable || own.iter().all(|l| l.is_empty()) {
+        if self.opts().relocatable || own.iter().all(|l| l.is_empty()) {
             return own;
         }
         // (the image's only kernel takes the lists of every kept function, those it does
@@ -182,7 +182,7 @@ impl Merger<'_> {
             return Ok(Vec::new());
         }
         let i = self.code.funcs()[f].key.input;
-        let c = &self.inputs[i].cubin;
+        let c = &self.inputs()[i].cubin;
         let list = (self.code.funcs()[f].extern_entries.iter())
             .map(|&e| SymKey::new(i, e as usize))
             .filter(|&k| {
@@ -210,7 +210,7 @@ impl Merger<'_> {
     ) {
         let own = !externs.own[f].is_empty();
         let Some(props) = props else {
-            if !self.opts.relocatable && !self.code.funcs()[f].entry {
+            if !self.opts().relocatable && !self.code.funcs()[f].entry {
                 handed::drop_fragments(recs);
             }
             place_externs(recs, list, own, index);
@@ -246,7 +246,7 @@ impl Merger<'_> {
         externs: &ExternRefs,
         f: FuncId,
     ) -> bool {
-        let c = &self.inputs[self.code.funcs()[f].key.input].cubin;
+        let c = &self.inputs()[self.code.funcs()[f].key.input].cubin;
         let has_record = self.info_section_of(f).is_some_and(|s| {
             info::parse(c.bytes(s), &c.origin, &s.name, s.offset)
                 .is_ok_and(|rs| rs.iter().any(|r| r.attr == info::EXTERNS))

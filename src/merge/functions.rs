@@ -139,15 +139,7 @@ impl<'a> Merger<'a> {
         diag: &'a Diagnostics,
         res: &'a resolve::Resolution<'a>,
     ) -> Result<(Merger<'a>, CallTrees)> {
-        let mut m = Merger {
-            inputs,
-            parsed,
-            opts,
-            diag,
-            res,
-            code: CodeGraph::new(inputs),
-            out: Default::default(),
-        };
+        let mut m = Merger::new((inputs, parsed, opts, diag), res, CodeGraph::new(inputs));
         m.graph()?;
         m.reach();
         let trees = m.call_trees();
@@ -160,7 +152,7 @@ impl<'a> Merger<'a> {
     /// `func_of_text`, `func_at`, `address_taken`, `taken_by_prototype`).
     fn graph(&mut self) -> Result<()> {
         // each input's chosen definitions, in parallel, numbered in input order
-        let found: Vec<Result<Vec<Func>>> = (0..self.inputs.len())
+        let found: Vec<Result<Vec<Func>>> = (0..self.inputs().len())
             .into_par_iter()
             .map(|i| self.input_functions(i))
             .collect();
@@ -204,8 +196,8 @@ impl<'a> Merger<'a> {
         // (the calls the code's relocations and the groups 1 and 3 make, and the group 4
         // names: what only group 4 names is `listed_only`)
         let mut listed: Vec<(FuncId, FuncId)> = Vec::new();
-        for i in 0..self.inputs.len() {
-            let c = &self.inputs[i].cubin;
+        for i in 0..self.inputs().len() {
+            let c = &self.inputs()[i].cubin;
             for (a, b, group) in c.callgraph_entries()? {
                 // (a later replaced definition's entries go with it: its calls are not
                 // the kept copy's, and a local function only it calls is dead in nvlink
@@ -276,7 +268,7 @@ impl<'a> Merger<'a> {
     /// The functions input `i` defines for the program (its chosen definitions), without
     /// their edges.
     fn input_functions(&self, i: usize) -> Result<Vec<Func>> {
-        let c = &self.inputs[i].cubin;
+        let c = &self.inputs()[i].cubin;
         let (info_of, relocs_of) = sections_by_code(c);
         let mut out = Vec::new();
         for s in 1..c.symbols.len() {
@@ -369,7 +361,7 @@ impl<'a> Merger<'a> {
     /// call graph's node order. Reads `code` and `res`; writes nothing (the warnings go
     /// to the diagnostics).
     pub(super) fn address_taken_warnings(&self) -> Result<()> {
-        if !self.opts.extra_warnings || self.code.address_taken.is_empty() {
+        if !self.opts().extra_warnings || self.code.address_taken.is_empty() {
             return Ok(());
         }
         let cl = self.call_lists()?;
@@ -382,7 +374,7 @@ impl<'a> Merger<'a> {
             .collect();
         warned.sort_by_key(|&f| (cl.node[f], f));
         for f in warned {
-            self.diag.warning(&format!(
+            self.diag().warning(&format!(
                 "Function '{}' has address taken but no calls to it found",
                 self.sym(self.code.funcs[f].key).name
             ));
@@ -394,9 +386,9 @@ impl<'a> Merger<'a> {
     /// function `f` if it is a kernel (a system library's always).
     pub(super) fn kernel_kept(&self, f: FuncId) -> bool {
         let SymKey { input: i, sym: s } = self.code.funcs[f].key;
-        self.inputs[i].cudadevrt
-            || (self.opts.kernels.as_ref())
-                .is_none_or(|k| k.keeps_kernel(&self.inputs[i].cubin.symbols[s].name))
+        self.inputs()[i].cudadevrt
+            || (self.opts().kernels.as_ref())
+                .is_none_or(|k| k.keeps_kernel(&self.inputs()[i].cubin.symbols[s].name))
     }
 
     /// Liveness: what the kept kernels and data reach (everything in `-r`, `-g` and
@@ -404,7 +396,7 @@ impl<'a> Merger<'a> {
     /// (`opts.kernels`); writes `code.live` and `code.reached`; after `graph`.
     fn reach(&mut self) {
         let n = self.code.funcs.len();
-        let all = self.opts.relocatable || self.keeps_all();
+        let all = self.opts().relocatable || self.keeps_all();
         self.code.live = vec![false; n];
         let mut stack: Vec<FuncId> = FuncId::all(n)
             .filter(|&f| self.code.funcs[f].entry && self.kernel_kept(f))
@@ -421,9 +413,9 @@ impl<'a> Merger<'a> {
         // `a.cu`'s `kern_fp`, which stores `bar` and `local_helper` in a table, dropped
         // beside `launch1.cu`: both functions stay).
         // (A launching kernel's references to its own code, for the return, do not count.)
-        let narrowed = self.opts.kernels.is_some();
-        for i in 0..self.inputs.len() {
-            let c = &self.inputs[i].cubin;
+        let narrowed = self.opts().kernels.is_some();
+        for i in 0..self.inputs().len() {
+            let c = &self.inputs()[i].cubin;
             for (ri, rs) in c.sections.iter().enumerate() {
                 if !matches!(rs.ty, SHT_RELA | SHT_REL) {
                     continue;
@@ -458,7 +450,7 @@ impl<'a> Merger<'a> {
         // plain one would keep: its roots)
         if all {
             let reached = std::mem::replace(&mut self.code.live, vec![true; n]);
-            if !self.opts.relocatable && self.preserving_only() {
+            if !self.opts().relocatable && self.preserving_only() {
                 self.code.reached = reached;
             }
         }
@@ -669,6 +661,38 @@ fn union(a: &[FuncId], b: &[FuncId]) -> Vec<FuncId> {
     out.extend_from_slice(&a[i..]);
     out.extend_from_slice(&b[j..]);
     out
+}
+
+/// A function of the program (an entry of the `CodeGraph`).
+pub(super) struct Func {
+    pub(super) key: SymKey,
+    pub(super) text: usize,
+    /// Its `.nv.info.<fn>` section in its input (the first naming its code).
+    pub(super) info: Option<usize>,
+    /// What the register limits and `EXTERNS` read of that section, taken when it is
+    /// first parsed (the records themselves are not kept: a 128-unit link's would
+    /// add megabytes to its peak): its `MAXREG_COUNT`, and its `EXTERNS` entries
+    /// (input symbol indices, every record's in order).
+    pub(super) max_regs: Option<u32>,
+    pub(super) extern_entries: Vec<u32>,
+    /// The relocation sections of its code in its input, in order.
+    pub(super) relocs: Vec<usize>,
+    pub(super) entry: bool,
+    pub(super) regs: u32,
+    pub(super) frame: u32,
+    pub(super) barriers: u32,
+    /// Its `NUM_MBARRIERS` value (`None`: no record).
+    pub(super) mbarriers: Option<u16>,
+    /// Its own records a calling kernel takes (`handed.rs`).
+    pub(super) handed: handed::Handed,
+    pub(super) callees: BTreeSet<FuncId>,
+    /// Of `callees`, those only the compiler's list of indirect targets (`.nv.callgraph`
+    /// group 4) names: nvlink's call list, and its stack sizes, do not follow them (a
+    /// `-G` deleting destructor's and its complete destructor's lists name each other).
+    pub(super) listed_only: BTreeSet<FuncId>,
+    /// Calls itself (a callgraph edge to itself).
+    pub(super) self_call: bool,
+    pub(super) shared: BTreeSet<SymKey>,
 }
 
 #[cfg(test)]

@@ -22,7 +22,7 @@ impl Merger<'_> {
     /// Input `i`'s line-table section `sec` without the removed functions' sequences
     /// (`None`: nothing to remove, or not a line program).
     pub(super) fn pruned_lines(&self, i: usize, sec: usize) -> Option<PrunedFrame> {
-        let c = &self.inputs[i].cubin;
+        let c = &self.inputs()[i].cubin;
         let d = c.bytes(&c.sections[sec]);
         let ri = c
             .sections
@@ -69,7 +69,7 @@ impl Merger<'_> {
 
     /// Where input `i`'s `.debug_str` piece went, when it has one past the start.
     pub(super) fn debug_str_piece(&self, placement: &Placement, i: usize) -> Option<u32> {
-        let c = &self.inputs[i].cubin;
+        let c = &self.inputs()[i].cubin;
         let si = c.sections.iter().position(|s| s.name == ".debug_str")?;
         let &(_, at) = placement.of(&SecKey::new(i, si))?;
         u32::try_from(at).ok().filter(|&a| a != 0)
@@ -98,8 +98,8 @@ impl Merger<'_> {
         frames: &super::sections::Frames,
         placement: &Placement,
     ) {
-        for i in 0..self.inputs.len() {
-            let c = &self.inputs[i].cubin;
+        for i in 0..self.inputs().len() {
+            let c = &self.inputs()[i].cubin;
             let Some(si) = c.sections.iter().position(|s| s.name == ".debug_line") else {
                 continue;
             };

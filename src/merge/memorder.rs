@@ -17,7 +17,7 @@ impl Merger<'_> {
     /// relocatable link, whose sections follow the inputs as they are merged).
     pub(super) fn memory_order(&self, placement: &Placement) -> Vec<Option<MemoryKey>> {
         let mut key: Vec<Option<MemoryKey>> = vec![None; self.out.len()];
-        if self.opts.relocatable {
+        if self.opts().relocatable {
             return key;
         }
         let mut first = |id: usize, k: MemoryKey| {
@@ -45,7 +45,7 @@ impl Merger<'_> {
             first(id, (input, 1, sec));
         }
         if let Some(debug) = self.out.iter().position(|o| o.name == ".nv_debug.shared") {
-            for (i, u) in self.inputs.iter().enumerate() {
+            for (i, u) in self.inputs().iter().enumerate() {
                 if let Some(si) = u.cubin.section_index(".nv_debug.shared") {
                     first(debug, (i, 1, si));
                 }

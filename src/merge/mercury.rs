@@ -180,7 +180,7 @@ struct Capsules {
     /// Output symbol → its Mercury symbol's index (+1).
     merc_index: Vec<Option<u32>>,
     /// A device function's Mercury bank 2 → its places, one per kernel bank holding it
-    /// (`bank2.rs`; `placed` has the first).
+    /// (`banks.rs`; `placed` has the first).
     copies: HashMap<(usize, usize), Vec<(usize, u64)>>,
     /// A kernel's Mercury bank → its SASS bank, the size of the kernel's own data at its
     /// start (0 without), and its place in nvlink's order of the banks.
@@ -218,8 +218,9 @@ impl Merger<'_> {
     /// `kept` (the relocations step's lists) an empty list for each SASS section whose
     /// Mercury twin keeps relocations; hands on the Mercury symbol table (its section and
     /// its symbols), which `finish` writes. Reads `code`, `res`, `out` (its SASS sections,
-    /// the filled call-graph tables among them), `symtab`, `layout`, `externs`, `banks`
-    /// and `ki` (the records' `EXTERNS` lists and kernels' values); writes `out`, `kept`
+    /// the filled call-graph tables among them), `placement` (where the SASS twins of
+    /// the Mercury sections went), `symtab`, `layout`, `externs`, `banks` and `ki` (the
+    /// records' `EXTERNS` lists and kernels' values); writes `out`, `kept`
     /// and `tables` (the references of its copies of the call-graph tables) and warns
     /// where it leaves a capsule's bank offsets as ptxas wrote them; after
     /// `callgraph` (whose `Tables` it takes).
@@ -237,16 +238,16 @@ impl Merger<'_> {
     ) -> Result<Option<MercSymbols>> {
         // an image without inputs (none had code for the target) still has nvlink's
         // Mercury symbol table and call graph
-        let empty = self.inputs.is_empty() && self.mercury_layout();
-        if !empty && !self.inputs.iter().any(|i| i.cubin.has_mercury()) {
+        let empty = self.inputs().is_empty() && self.mercury_layout();
+        if !empty && !self.inputs().iter().any(|i| i.cubin.has_mercury()) {
             return Ok(None);
         }
-        let exec = !self.opts.relocatable;
-        let views: Vec<View> = self.inputs.iter().map(|i| View::of(&i.cubin)).collect();
+        let exec = !self.opts().relocatable;
+        let views: Vec<View> = self.inputs().iter().map(|i| View::of(&i.cubin)).collect();
         // flags, alignment and type of each Mercury section kind, from the first input
         // that has it
         let mut proto: HashMap<String, Section> = HashMap::default();
-        for inp in self.inputs {
+        for inp in self.inputs() {
             for s in inp.cubin.sections.iter().filter(|s| s.is_mercury()) {
                 let key = if s.ty == SHT_CAPMERC_TEXT {
                     ".nv.capmerc.text".to_string()
@@ -309,7 +310,7 @@ impl Merger<'_> {
         // SASS code section → (input, input section)
         st.code_of = text_of.iter().map(|&(t, i, text)| (t, (i, text))).collect();
         for &(t, i, text) in &text_of {
-            let c = &self.inputs[i].cubin;
+            let c = &self.inputs()[i].cubin;
             let Some(&m) = st.views[i].merc_of.get(&text) else {
                 continue;
             };
@@ -345,7 +346,7 @@ impl Merger<'_> {
         // output (ptxas made `.nv_debug_info_reg_type` a view in one unit, not another)
         let mut own: HashSet<&str> = HashSet::default();
         for (i, view) in st.views.iter().enumerate() {
-            let c = &self.inputs[i].cubin;
+            let c = &self.inputs()[i].cubin;
             for (si, s) in c.sections.iter().enumerate() {
                 if let Some(&n) = view.sass_of.get(&si)
                     && s.flags & SHF_ALLOC == 0
@@ -356,7 +357,7 @@ impl Merger<'_> {
             }
         }
         for (i, view) in st.views.iter().enumerate() {
-            let c = &self.inputs[i].cubin;
+            let c = &self.inputs()[i].cubin;
             for (si, s) in c.sections.iter().enumerate() {
                 if !s.is_mercury()
                     || matches!(
@@ -507,7 +508,7 @@ impl Merger<'_> {
                 // the input's own Mercury symbol: CUDA type, st_other, Mercury size
                 let ms = key_of[o].and_then(|SymKey { input: i, sym: k }| {
                     let mk = *st.views[i].merc_sym_of.get(&k)?;
-                    Some((i, mk, &self.inputs[i].cubin.merc_symbols[mk]))
+                    Some((i, mk, &self.inputs()[i].cubin.merc_symbols[mk]))
                 });
                 if let Some((i, mk, ms)) = ms {
                     m.ty = ms.ty;
@@ -515,9 +516,9 @@ impl Merger<'_> {
                     m.size = ms.size;
                     m.value = match st.placed.get(&(i, ms.shndx as usize)) {
                         Some(&(_, at))
-                            if st.exec && sections::reserved(&self.inputs[i].cubin, ms) =>
+                            if st.exec && sections::reserved(&self.inputs()[i].cubin, ms) =>
                         {
-                            at + sections::reserved_offset(&self.inputs[i].cubin.merc_symbols, mk)
+                            at + sections::reserved_offset(&self.inputs()[i].cubin.merc_symbols, mk)
                         }
                         Some(&(_, at)) if ms.defined() => ms.value + at,
                         _ if ms.defined() => s.value,
@@ -619,7 +620,7 @@ impl Merger<'_> {
             let Some(&cap) = st.view_of.get(&t) else {
                 continue;
             };
-            let c = &self.inputs[i].cubin;
+            let c = &self.inputs()[i].cubin;
             let name = format!(".nv.merc{sname}");
             // (the one of this function's capsule: an `-r` output has one per unit's
             // local function of a name)

@@ -4,9 +4,9 @@
 //! `impl Merger` block in a file of its own, listed here in the order the spine runs them
 //! (a file named twice holds two steps that run apart):
 //!
-//! - `mod.rs`: the merge state (`Merger`), its ids (`SymKey`, `SecKey`, `FuncId`), the
-//!   queries every step shares (a symbol's definition, function, output index, value at
-//!   link time) and the spine.
+//! - `mod.rs`: the merge's ids (`SymKey`, `SecKey`, `FuncId`), the queries every step
+//!   makes of the merge state (`Merger`, state.rs: a symbol's definition, function,
+//!   output index, value at link time) and the spine.
 //! - `resolve.rs` (`resolve`): each global name's definition chosen: the `Resolution`
 //!   product, made before the merge state, which holds a shared reference to it.
 //! - `functions.rs` (`Merger::with_functions`): the merge state made, with its function
@@ -42,46 +42,50 @@
 //!   image handed to the writer (`creation.rs`: nvlink's creation order of names).
 //!
 //! How the steps share what they make, so that a step's signature says what it reads and
-//! writes (and its comment says which parts, by these names):
+//! writes (and its comment says which parts, by these names; every step may read the
+//! inputs, `parsed` and `opts`, which a comment names where one option decides):
 //!
-//! - The merge state, `Merger`, holds what every step reads: the inputs, `parsed`,
-//!   `opts`, `res` (held by shared reference: no step can change it) and `code` (made in
-//!   full by `Merger::with_functions`, which the spine calls to make the merge state;
-//!   its fields private to functions.rs, read elsewhere through accessors that hand
-//!   shared references), and one thing the steps write: `out`, the image's sections as
-//!   they are built (output.rs: which get a section symbol, which are a function's own).
-//!   A step taking `&self` writes nothing but its messages (`diag`, in the spine's
-//!   order, which is nvlink's order of its messages; `-dump-callgraph` prints its dump);
-//!   one taking `&mut self` also adds sections to `out`, or fills them, in the spine's
-//!   order, which is the order of the sections it makes. (The compiler checks that no
-//!   step outside functions.rs changes `code` and none changes `res`; that a `&mut self`
-//!   step changes no other field, such as re-pointing `inputs` at another slice, only
-//!   review does.)
+//! - The merge state, `Merger` (state.rs), holds what every step reads: the inputs,
+//!   `parsed`, `opts`, `diag` and `res` (shared references, private to state.rs and read
+//!   through accessors: no step can change or re-point them) and `code` (made in full by
+//!   `Merger::with_functions`, which the spine calls to make the merge state; its fields
+//!   private to functions.rs, read elsewhere through accessors that hand shared
+//!   references), and one thing the steps write: `out`, the image's sections as they are
+//!   built (output.rs: which get a section symbol, which are a function's own). A step
+//!   taking `&self` writes nothing but its messages (`diag`, in the spine's order, which
+//!   is nvlink's order of its messages; `-dump-callgraph` prints its dump); one taking
+//!   `&mut self` also adds sections to `out`, or fills them, in the spine's order, which
+//!   is the order of the sections it makes (the compiler checks both).
 //! - Every other product is handed by the spine, so that the compiler checks that it is
 //!   made before it is read: `CallTrees` (to the register limits, bank 2, shared memory
 //!   and `.nv.info`, which takes it and lets it go), the register limits' errors (which
 //!   the spine reports after `.nv.info`), `ExternRefs` (what the live functions'
 //!   `EXTERNS` records name, as `externs`: to the call-graph tables, the symbols,
-//!   `.nv.info`, the call-graph step, `-dump-callgraph` and the Mercury step), `Frames`
-//!   (the sections step's pruned `.debug_frame` pieces, to the relocations), the
-//!   `Placement` (where each input section went: made by `sections`, taken and handed
-//!   back by `bank2` with the device functions' bank pieces added, then read-only: to
-//!   shared memory, the symbols, which copy what `out_index` needs of it, the
-//!   relocations, `.nv.info`, the Mercury step and `finish`), `Bank2` (the
-//!   device functions' bank-2 places: to the creation order, the Mercury step and
-//!   `finish`), `SharedLayout` (as `layout`: to the symbols, the relocations, the
-//!   Mercury step and `finish`), the call-graph tables (`TableSections`, made empty by
-//!   `tables`, taken by `callgraph`, which fills them and hands on `Tables`: added to by
-//!   the Mercury step, placed by `finish`, so both run after they are filled), nvlink's
-//!   creation `Order` (to the symbols and `finish`, which takes its list of names), the
-//!   `SymbolTable` (as `symtab`: to the relocations, `.nv.info`, the call-graph step, the
-//!   Mercury step and `finish`, which takes it), the relocations' kept lists and failure
-//!   (`Relocated`: the Mercury step adds to the lists, the spine reports the failure,
-//!   `finish` makes sections of the lists), `KernelInfo` (to the Mercury step) and the
-//!   Mercury symbol table (`MercSymbols`, to `finish`).
-//! - Which sections exist when a step runs is the spine's order: a step that reads a
-//!   section an earlier step made says "after ..." in its comment (where no product it
-//!   takes already orders it); nothing but that order checks it.
+//!   `.nv.info`, the call-graph step, `-dump-callgraph` and the Mercury step), `Notes`
+//!   (whether `.nv.compat` was made: to the sections, whose sections follow the notes',
+//!   and the creation order), `Frames` (the sections step's pruned `.debug_frame`
+//!   pieces, to the relocations), the `Placement` (where each input section went: made
+//!   by `sections`, `Unbanked` until `bank2`, the only step that can open it, adds the
+//!   device functions' bank pieces and hands it on, read-only from then: to shared
+//!   memory, the symbols, which copy what `out_index` needs of it, the relocations,
+//!   `.nv.info`, the Mercury step and `finish`), `Bank2` (the device functions' bank-2
+//!   places: to the creation order, the Mercury step and `finish`), `SharedLayout` (as
+//!   `layout`: to the creation order, which orders its windows, the symbols, the
+//!   relocations, the Mercury step and `finish`), the call-graph tables (`TableSections`,
+//!   made empty by `tables`, taken by the creation order, which orders them, and by
+//!   `callgraph`, which fills them and hands on `Tables`: added to by the Mercury step,
+//!   placed by `finish`, so both run after they are filled), nvlink's creation `Order`
+//!   (to the symbols and `finish`, which takes its list of names), the `SymbolTable` (as
+//!   `symtab`: to the relocations, `.nv.info`, the call-graph step, the Mercury step and
+//!   `finish`, which takes it), the relocations' kept lists and failure (`Relocated`: the
+//!   Mercury step adds to the lists, the spine reports the failure, `finish` makes
+//!   sections of the lists), `KernelInfo` (to the Mercury step) and the Mercury symbol
+//!   table (`MercSymbols`, to `finish`).
+//! - So which sections exist when a step runs follows from the products it takes: each
+//!   step that makes sections a later one reads hands on a product that step takes
+//!   (the creation order takes `Notes`, `Bank2`, `SharedLayout` and `TableSections`, the
+//!   last two for that order alone). Only the order of the messages (nvlink's) is the
+//!   spine's alone.
 //!
 //! Beside the steps: `calllists.rs`, nvlink's numbered call lists (built on demand by
 //! reglimit, nvinfo and callgraph), and `cudadevrt.rs`, the symbols of libcudadevrt the
@@ -102,6 +106,7 @@ mod mercury;
 mod notes;
 mod nvinfo;
 mod output;
+mod parsed;
 mod placement;
 mod reglimit;
 mod regsass;
@@ -109,6 +114,7 @@ mod relocations;
 mod resolve;
 mod sections;
 mod shared;
+mod state;
 mod symbols;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -126,9 +132,13 @@ use crate::elf::reloc;
 use crate::elf::write::{Image, OutSection, OutSymbol, Ref};
 
 use functions::CallTrees;
+use nvinfo::KernelProps;
+use parsed::Parsed;
 use placement::Placement;
 use relocations::RelocList;
+use resolve::{Kind, kind};
 use shared::SharedLayout;
+use state::Merger;
 use symbols::SymbolTable;
 
 /// What the merge needs from the command line.
@@ -252,134 +262,6 @@ impl<T> std::ops::IndexMut<FuncId> for Vec<T> {
     }
 }
 
-/// What `.nv.info` records for a live kernel over its call tree.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct KernelProps {
-    registers: u32,
-    /// The stack (nvlink's value for one it cannot bound when the tree recurses).
-    stack: u32,
-    barriers: u32,
-    /// `NUM_MBARRIERS` over the call tree, each function's added up (`None`: none has one;
-    /// a record of 0 counts where the image has more than one kernel, as nvlink 13.5 adds
-    /// it there).
-    mbarriers: Option<u16>,
-    /// A new `EXTERNS` record comes before a new barrier count (`externs.rs`).
-    externs_first: bool,
-    /// The records its callees hand it, its new barrier counts among them (nvlink adds
-    /// them as it meets the callees that carry them; `handed.rs`).
-    handed: handed::Handed,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
-    Function,
-    Data,
-    Other,
-}
-
-fn kind(s: &Symbol) -> Kind {
-    match s.ty {
-        STT_FUNC => Kind::Function,
-        STT_OBJECT | STT_CUDA_OBJECT => Kind::Data,
-        _ => Kind::Other,
-    }
-}
-
-struct Global<'a> {
-    name: &'a str,
-    def: Option<SymKey>,
-    first: SymKey,
-}
-
-/// No global: a local symbol's entry in `Merger::global_of`.
-const NO_GLOBAL: u32 = u32::MAX;
-
-struct Func {
-    key: SymKey,
-    text: usize,
-    /// Its `.nv.info.<fn>` section in its input (the first naming its code).
-    info: Option<usize>,
-    /// What the register limits and `EXTERNS` read of that section, taken when it is
-    /// first parsed (the records themselves are not kept: a 128-unit link's would
-    /// add megabytes to its peak): its `MAXREG_COUNT`, and its `EXTERNS` entries
-    /// (input symbol indices, every record's in order).
-    max_regs: Option<u32>,
-    extern_entries: Vec<u32>,
-    /// The relocation sections of its code in its input, in order.
-    relocs: Vec<usize>,
-    entry: bool,
-    regs: u32,
-    frame: u32,
-    barriers: u32,
-    /// Its `NUM_MBARRIERS` value (`None`: no record).
-    mbarriers: Option<u16>,
-    /// Its own records a calling kernel takes (`handed.rs`).
-    handed: handed::Handed,
-    callees: BTreeSet<FuncId>,
-    /// Of `callees`, those only the compiler's list of indirect targets (`.nv.callgraph`
-    /// group 4) names: nvlink's call list, and its stack sizes, do not follow them (a
-    /// `-G` deleting destructor's and its complete destructor's lists name each other).
-    listed_only: BTreeSet<FuncId>,
-    /// Calls itself (a callgraph edge to itself).
-    self_call: bool,
-    shared: BTreeSet<SymKey>,
-}
-
-/// What the steps read from each input more than once, parsed once (in parallel).
-struct Parsed {
-    /// Global `.nv.info` records (`info` reports an unreadable section; the steps before
-    /// it read it as empty).
-    records: Result<Vec<Record>>,
-    /// Entries of every relocation section, by section index (empty for the others).
-    relocs: Vec<Result<Vec<Reloc>>>,
-    /// The (attribute, symbol, value) records (`REGCOUNT`, `FRAME_SIZE`, ...), by
-    /// attribute and symbol, the first of each.
-    sym_values: Vec<(u8, u32, u32)>,
-}
-
-impl Parsed {
-    /// The value of symbol `s`'s global `.nv.info` record `attr` (0 without one).
-    fn sym_value(&self, s: usize, attr: u8) -> u32 {
-        let v = &self.sym_values;
-        v.binary_search_by_key(&(attr, s), |&(a, x, _)| (a, x as usize))
-            .map_or(0, |at| v[at].2)
-    }
-
-    fn of(c: &Cubin) -> Parsed {
-        let records = match c
-            .sections
-            .iter()
-            .find(|s| s.name == ".nv.info" && s.ty == SHT_CUDA_INFO)
-        {
-            Some(s) => info::parse(c.bytes(s), &c.origin, &s.name, s.offset),
-            None => Ok(Vec::new()),
-        };
-        let relocs = c
-            .sections
-            .iter()
-            .enumerate()
-            .map(|(i, s)| match s.ty {
-                SHT_RELA | SHT_REL => c.relocations(i),
-                _ => Ok(Vec::new()),
-            })
-            .collect();
-        let mut sym_values: Vec<(u8, u32, u32)> = records
-            .as_deref()
-            .unwrap_or(&[])
-            .iter()
-            .filter_map(|r| r.sym_value().map(|(s, v)| (r.attr, s, v)))
-            .collect();
-        // (stable: the first record of a symbol stays first)
-        sym_values.sort_by_key(|&(a, s, _)| (a, s));
-        sym_values.dedup_by_key(|&mut (a, s, _)| (a, s));
-        Parsed {
-            records,
-            relocs,
-            sym_values,
-        }
-    }
-}
-
 pub fn link(inputs: &[Input], opts: &MergeOptions, diag: &Diagnostics) -> Result<Image> {
     let ctx = crate::context::LinkContext::new(diag, &Default::default(), Vec::new());
     link_with_steps(inputs, opts, &ctx).map(|(image, _)| image)
@@ -424,14 +306,14 @@ pub fn link_with_steps(
     lap("functions");
     m.undefined()?; // (resolve.rs: it needs the live code)
     lap("undefined");
-    m.notes(); // (notes.rs)
-    let (frames, placement) = m.sections()?;
+    let notes = m.notes();
+    let (frames, placement) = m.sections(&notes)?;
     let (banks, placement) = m.bank2(&trees, placement);
     lap("sections");
     let layout = m.shared(&trees, &placement);
     lap("shared");
     let table_sections = m.tables(&externs); // (callgraph.rs: its sections get section symbols)
-    let mut order = m.creation_order(&banks); // (creation.rs)
+    let mut order = m.creation_order(&notes, &banks, &layout, &table_sections);
     let symtab = m.symbols(&placement, &layout, &externs, &order);
     lap("symbols");
     let work = m.relocations(&placement, &layout, &symtab, &frames);
@@ -487,77 +369,64 @@ pub fn link_with_steps(
     Ok((image, steps))
 }
 
-struct Merger<'a> {
-    inputs: &'a [Input],
-    parsed: &'a [Parsed],
-    opts: &'a MergeOptions,
-    diag: &'a Diagnostics,
-    /// Each global name's definition, each input symbol's global (`resolve.rs`).
-    res: &'a resolve::Resolution<'a>,
-    /// The functions, which are live, and the kernels' call trees (`functions.rs`).
-    code: functions::CodeGraph,
-    /// The image as it is built: its sections (`output.rs`).
-    out: output::Output,
-}
-
 impl<'a> Merger<'a> {
     /// nvlink's sm_100+ layout (`Image::mercury_layout`).
     fn mercury_layout(&self) -> bool {
-        self.opts.target.is_some_and(|t| t.sm >= 100)
+        self.opts().target.is_some_and(|t| t.sm >= 100)
     }
 
     /// Debug links, and `--preserve-relocs` links (nvlink lays them out the same way):
     /// every function kept, shared variables' symbols kept.
     fn keeps_all(&self) -> bool {
-        self.opts.debug || self.opts.preserve_relocs
+        self.opts().debug || self.opts().preserve_relocs
     }
 
     /// A `--preserve-relocs` link without `-g`: it keeps all, but its roots are a plain
     /// link's (`reached`); a debug link's are every kernel.
     fn preserving_only(&self) -> bool {
-        self.opts.preserve_relocs && !self.opts.debug
+        self.opts().preserve_relocs && !self.opts().debug
     }
 
     /// Whether dynamic (`extern`) shared arrays keep a symbol, with one offset for every
     /// function: a debug link's; a `--preserve-relocs` link without `-g` lays them out
     /// as a plain link does (an offset per function, no symbol, no listed relocation).
     fn dynamic_shared_symbols(&self) -> bool {
-        self.opts.debug
+        self.opts().debug
     }
 
     fn sym(&self, k: SymKey) -> &'a Symbol {
-        &self.inputs[k.input].cubin.symbols[k.sym]
+        &self.inputs()[k.input].cubin.symbols[k.sym]
     }
 
     fn origin(&self, i: usize) -> &'a str {
-        &self.inputs[i].cubin.origin
+        &self.inputs()[i].cubin.origin
     }
 
     /// Function `f`'s `.nv.info.<fn>` section in its input, if it has one.
     fn info_section_of(&self, f: FuncId) -> Option<&'a Section> {
-        let c = &self.inputs[self.code.funcs()[f].key.input].cubin;
+        let c = &self.inputs()[self.code.funcs()[f].key.input].cubin;
         self.code.funcs()[f].info.map(|si| &c.sections[si])
     }
 
     /// The value of a function's global `.nv.info` record `attr` (0 without one).
     fn sym_value(&self, SymKey { input: i, sym: s }: SymKey, attr: u8) -> u32 {
-        self.parsed[i].sym_value(s, attr)
+        self.parsed()[i].sym_value(s, attr)
     }
 
     /// The entries of relocation section `ri` of input `i`.
     fn relocs(&self, i: usize, ri: usize) -> Result<&'a [Reloc]> {
-        self.parsed[i].relocs[ri].as_deref().map_err(Clone::clone)
+        self.parsed()[i].relocs[ri].as_deref().map_err(Clone::clone)
     }
 
     /// The definition a symbol of an input stands for: itself when local or chosen,
     /// the chosen definition of its name when global.
     fn target(&self, k: SymKey) -> Option<SymKey> {
-        self.res.target(k)
+        self.res().target(k)
     }
 
     /// The global name a symbol of an input stands for (`None` for a local).
     fn global_id(&self, k: SymKey) -> Option<usize> {
-        self.res.global_id(k)
+        self.res().global_id(k)
     }
 
     /// The function a symbol defines (as the chosen definition), if any.
@@ -573,7 +442,7 @@ impl<'a> Merger<'a> {
     /// The symbol a global name stands for in the output: its chosen definition, else
     /// its first reference.
     fn representative(&self, k: SymKey) -> SymKey {
-        self.res.representative(k)
+        self.res().representative(k)
     }
 
     /// The output symbol an input symbol stands for, in `symtab`.
@@ -602,7 +471,7 @@ impl<'a> Merger<'a> {
     /// constructor calling `malloc` beside a `-G` unit's copy, which has fewer
     /// registers: fixtures `wkfde1.cu`, `wkfde2.cu`, `wklive.cu`).
     fn calls_kept(&self, k: SymKey) -> bool {
-        !self.is_replaced(k) || self.res.once_chosen(k)
+        !self.is_replaced(k) || self.res().once_chosen(k)
     }
 
     /// Whether the symbol stands for a function (or a section of one) that was removed.
@@ -626,7 +495,7 @@ impl<'a> Merger<'a> {
         };
         t.is_some_and(|t| {
             let ts = self.sym(t);
-            (self.inputs[t.input].cubin.sections.get(ts.shndx as usize))
+            (self.inputs()[t.input].cubin.sections.get(ts.shndx as usize))
                 .is_some_and(|sec| constant_bank(sec.ty).is_some())
         })
     }
@@ -667,7 +536,7 @@ impl<'a> Merger<'a> {
             return (0, 0, false);
         };
         let ts = self.sym(t);
-        let c = &self.inputs[t.input].cubin;
+        let c = &self.inputs()[t.input].cubin;
         let Some(sec) = c.sections.get(ts.shndx as usize) else {
             return (0, 0, false);
         };

@@ -7,14 +7,28 @@ use super::*;
 /// The toolkit version nvlink writes in its notes (13.5).
 const TOOLKIT_VERSION: u32 = 135;
 
+/// The notes step's product: whether it made `.nv.compat` (the creation order lists it
+/// only then). Taken by `sections`, whose sections come after the notes in `out`, and
+/// by `creation_order`.
+pub(super) struct Notes {
+    compat: bool,
+}
+
+impl Notes {
+    /// Whether the image has `.nv.compat`.
+    pub(super) fn has_compat(&self) -> bool {
+        self.compat
+    }
+}
+
 impl<'a> Merger<'a> {
     /// The notes (`.note.nv.tkinfo`, `.note.nv.cuinfo`) and `.nv.compat`. Reads the
-    /// inputs' notes, `opts` and `code` (what is live); writes `out`; before
-    /// `creation_order`, which looks for `.nv.compat` (their place in the image is their
-    /// rank and creation rank, `finish`'s `final_order`: made first, the spine's order
-    /// is also theirs in `out`).
-    pub(super) fn notes(&mut self) {
-        let mut tk = match self.opts.jit_note {
+    /// inputs' notes, `opts` and `code` (what is live); writes `out` (the first sections
+    /// made: their place in the image is their rank and creation rank, `finish`'s
+    /// `final_order`); hands on `Notes` (whether `.nv.compat` was made).
+    pub(super) fn notes(&mut self) -> Notes {
+        let mut made = Notes { compat: false };
+        let mut tk = match self.opts().jit_note {
             // (libnvJitLink's words: an image made in memory, by its API)
             true => tool_note(
                 "in-memory-ELF-image",
@@ -23,18 +37,18 @@ impl<'a> Merger<'a> {
                 "JIT API Command Line Options",
             ),
             false => tool_note(
-                self.opts.note_output.as_deref().unwrap_or(""),
-                self.opts.tool_name.as_deref().unwrap_or("nvlink"),
+                self.opts().note_output.as_deref().unwrap_or(""),
+                self.opts().tool_name.as_deref().unwrap_or("nvlink"),
                 "Build cuda_13.5.r13.5/compiler.39125733_0",
-                &self.opts.note_command_line,
+                &self.opts().note_command_line,
             ),
         };
         let mut cuinfo: Option<(Vec<u8>, u64, u32)> = None;
-        for inp in self.inputs {
+        for inp in self.inputs() {
             let c = &inp.cubin;
             for s in &c.sections {
                 // (a relocatable output's note holds the linker's entry alone)
-                if s.name == ".note.nv.tkinfo" && !self.opts.relocatable {
+                if s.name == ".note.nv.tkinfo" && !self.opts().relocatable {
                     tk.extend_from_slice(c.bytes(s));
                 } else if s.name == ".note.nv.cuinfo" {
                     // the note with the lowest virtual architecture (a PTX input for
@@ -54,7 +68,8 @@ impl<'a> Merger<'a> {
         t.align = 4;
         t.data = tk;
         let tid = self.new_section(t, true);
-        if let (None, true, Some(target)) = (&cuinfo, self.inputs.is_empty(), self.opts.target) {
+        if let (None, true, Some(target)) = (&cuinfo, self.inputs().is_empty(), self.opts().target)
+        {
             // no input (none had code for the target): nvlink's own note, version 2,
             // the target SM and the toolkit version (13.5)
             let mut d = Vec::new();
@@ -75,7 +90,7 @@ impl<'a> Merger<'a> {
             c.data = d;
             self.new_section(c, true)
         });
-        if let (None, Some(target)) = (self.inputs.first(), self.opts.target)
+        if let (None, Some(target)) = (self.inputs().first(), self.opts().target)
             && let Some(data) = compat::empty(target)
         {
             // no input: nvlink's own `.nv.compat` for the target, named by the note
@@ -83,23 +98,24 @@ impl<'a> Merger<'a> {
             o.align = 4;
             o.data = data;
             let compat = self.new_section(o, false);
+            made.compat = true;
             if let Some(n) = cuinfo_id {
                 self.out[n].flags = 0x100_0040;
                 self.out[n].info = Ref::Section(compat);
             }
         }
-        if let Some(inp) = self.inputs.first() {
+        if let Some(inp) = self.inputs().first() {
             let c = &inp.cubin;
             if let Some(s) = c.sections.iter().find(|s| s.ty == SHT_CUDA_COMPAT) {
                 let mut o = OutSection::new(".nv.compat", SHT_CUDA_COMPAT, 0);
                 o.align = 4;
                 o.data = c.bytes(s).to_vec();
-                if let Some(target) = self.opts.target
+                if let Some(target) = self.opts().target
                     && info::parse(&o.data, &c.origin, &s.name, s.offset).is_ok()
                 {
                     // every merged input's records
                     let all: Vec<Vec<Record>> = self
-                        .inputs
+                        .inputs()
                         .iter()
                         .map(|inp| {
                             let c = &inp.cubin;
@@ -113,7 +129,7 @@ impl<'a> Merger<'a> {
                         })
                         .collect();
                     // (whether each input has code the image keeps)
-                    let mut code = vec![false; self.inputs.len()];
+                    let mut code = vec![false; self.inputs().len()];
                     for (f, func) in self.code.funcs().iter().enumerate() {
                         code[func.key.input] |= self.code.live()[f];
                     }
@@ -121,12 +137,14 @@ impl<'a> Merger<'a> {
                     o.data = info::encode_all(&recs);
                 }
                 let compat = self.new_section(o, false);
+                made.compat = true;
                 // the note's sh_info names `.nv.compat`
                 if let Some(n) = cuinfo_id {
                     self.out[n].info = Ref::Section(compat);
                 }
             }
         }
+        made
     }
 
     /// The output sections in the image's order: by rank, then in nvlink's creation order
@@ -198,7 +216,7 @@ impl<'a> Merger<'a> {
         order: &mut creation::Order,
         banks: &bank2::Bank2,
     ) -> Image {
-        let exec = !self.opts.relocatable;
+        let exec = !self.opts().relocatable;
         if self.mercury_layout() {
             self.strings_last(&symtab, &mut tables, merc_symbols.as_ref()); // (callgraph.rs)
         }
@@ -281,7 +299,7 @@ impl<'a> Merger<'a> {
                 let i = self.code.funcs()[f].key.input;
                 if let Some(&(t, _)) = placement.of(&SecKey::new(i, self.code.funcs()[f].text)) {
                     let s = &mut sections[new_index[t]];
-                    let regs_top = s_info_top(&self.inputs[i].cubin, self.code.funcs()[f].text);
+                    let regs_top = s_info_top(&self.inputs()[i].cubin, self.code.funcs()[f].text);
                     s.info = Ref::Raw((f_idx as u32 + 1) | regs_top);
                 }
             }
@@ -292,15 +310,17 @@ impl<'a> Merger<'a> {
             true => 0x0500_0002,
             false => 0x0500_0004,
         };
-        let (first_flags, osabi, abi_version) =
-            self.inputs.first().map_or((no_input_flags, 0x41, 8), |i| {
+        let (first_flags, osabi, abi_version) = self
+            .inputs()
+            .first()
+            .map_or((no_input_flags, 0x41, 8), |i| {
                 (i.cubin.e_flags, i.cubin.osabi, i.cubin.abi_version)
             });
         // the debug byte: the highest among the inputs, plus one for each input with
         // debug information (above 0x06: -lineinfo 0x09, -G 0x0E, ...) past the first
         // (one more where -G code, 0x0E, meets -lineinfo code that names inlined
         // functions, 0x0A: 16 sm_90 links of 0x09, 0x0A and 0x0E units, nvlink 13.5)
-        let levels = self.inputs.iter().map(|i| i.cubin.e_flags >> 24);
+        let levels = self.inputs().iter().map(|i| i.cubin.e_flags >> 24);
         let with_debug = levels.clone().filter(|&l| l > 6).count() as u32;
         let highest = levels.clone().max().unwrap_or(first_flags >> 24);
         let inlined_beside_g = highest >= 0x0E && levels.clone().any(|l| l == 0x0A);
@@ -309,7 +329,11 @@ impl<'a> Merger<'a> {
             e_type: if exec { 2 } else { 1 },
             e_flags: (first_flags & 0x00FF_00FF)
                 | (debug << 24)
-                | (self.opts.target.map_or((first_flags >> 8) & 0xFF, |t| t.sm) << 8),
+                | (self
+                    .opts()
+                    .target
+                    .map_or((first_flags >> 8) & 0xFF, |t| t.sm)
+                    << 8),
             osabi,
             abi_version,
             sections,

@@ -42,7 +42,7 @@ impl<'a> Merger<'a> {
         symtab: &SymbolTable,
         externs: &ExternRefs,
     ) -> Result<KernelInfo> {
-        let exec = !self.opts.relocatable;
+        let exec = !self.opts().relocatable;
         let ki = KernelInfo {
             props: self.kernel_props(&trees, symtab, externs),
             externs: self.extern_lists(&trees, placement, symtab, externs),
@@ -119,10 +119,10 @@ impl<'a> Merger<'a> {
         symtab: &SymbolTable,
         props: &HashMap<FuncId, KernelProps>,
     ) -> Result<Vec<Record>> {
-        let exec = !self.opts.relocatable;
+        let exec = !self.opts().relocatable;
         let mut global: Vec<Record> = Vec::new();
-        for i in 0..self.inputs.len() {
-            let c = &self.inputs[i].cubin;
+        for i in 0..self.inputs().len() {
+            let c = &self.inputs()[i].cubin;
             let Some(si) = c
                 .sections
                 .iter()
@@ -131,7 +131,7 @@ impl<'a> Merger<'a> {
                 continue;
             };
             let s = &c.sections[si];
-            for mut r in self.parsed[i].records.clone()? {
+            for mut r in self.parsed()[i].records.clone()? {
                 if exec && r.attr == info::MAX_STACK_SIZE {
                     continue;
                 }
@@ -175,8 +175,8 @@ impl<'a> Merger<'a> {
     /// [`Merger::global_records`] keeps.
     fn stacks_given(&self, symtab: &SymbolTable) -> std::collections::HashSet<usize> {
         let mut given = std::collections::HashSet::new();
-        for (i, p) in self.parsed.iter().enumerate() {
-            if self.inputs[i].cubin.e_type != super::shared::EWP {
+        for (i, p) in self.parsed().iter().enumerate() {
+            if self.inputs()[i].cubin.e_type != super::shared::EWP {
                 continue;
             }
             for r in p.records.as_deref().unwrap_or(&[]) {
@@ -234,8 +234,8 @@ impl<'a> Merger<'a> {
                 }
             }
         }
-        if !self.opts.suppress_stack_size_warning {
-            self.diag.warnings(&warnings);
+        if !self.opts().suppress_stack_size_warning {
+            self.diag().warnings(&warnings);
         }
         // (in the order of the kernels' symbols: local ones, such as libcudadevrt's
         // static kernels, before the global ones)
@@ -268,12 +268,12 @@ impl<'a> Merger<'a> {
         f: FuncId,
         ki: &KernelInfo,
     ) -> Result<Option<OutSection>> {
-        let exec = !self.opts.relocatable;
+        let exec = !self.opts().relocatable;
         if !self.code.live()[f] {
             return Ok(None);
         }
         let i = self.code.funcs()[f].key.input;
-        let c = &self.inputs[i].cubin;
+        let c = &self.inputs()[i].cubin;
         let text = self.code.funcs()[f].text;
         let Some(s) = self.info_section_of(f) else {
             return Ok(None);
@@ -351,9 +351,9 @@ impl<'a> Merger<'a> {
                 continue;
             }
             let message = handed::mixed_groups_error(&self.sym(self.code.funcs()[f].key).name);
-            self.diag.error(&message);
+            self.diag().error(&message);
             if only && gathered.mixes_groups(&handed::Handed::default()) {
-                self.diag.error(&message);
+                self.diag().error(&message);
             }
             refused = true;
         }
@@ -366,7 +366,7 @@ impl<'a> Merger<'a> {
 
     /// The attributes of the Mercury copy of a function's `.nv.info` (`None` without one).
     fn merc_info_attrs(&self, i: usize, info_name: &str) -> Option<HashSet<u8>> {
-        let c = &self.inputs[i].cubin;
+        let c = &self.inputs()[i].cubin;
         let name = format!(".nv.merc{info_name}");
         let s = c
             .sections
@@ -505,3 +505,21 @@ fn cycle_below(edges: &[Vec<FuncId>]) -> Vec<bool> {
 
 /// A per-function `.nv.info` attribute of sm_100+ code (unnamed; 0 wherever seen).
 const ATTR_6D: u8 = 0x6D;
+
+/// What `.nv.info` records for a live kernel over its call tree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct KernelProps {
+    pub(super) registers: u32,
+    /// The stack (nvlink's value for one it cannot bound when the tree recurses).
+    pub(super) stack: u32,
+    pub(super) barriers: u32,
+    /// `NUM_MBARRIERS` over the call tree, each function's added up (`None`: none has one;
+    /// a record of 0 counts where the image has more than one kernel, as nvlink 13.5 adds
+    /// it there).
+    pub(super) mbarriers: Option<u16>,
+    /// A new `EXTERNS` record comes before a new barrier count (`externs.rs`).
+    pub(super) externs_first: bool,
+    /// The records its callees hand it, its new barrier counts among them (nvlink adds
+    /// them as it meets the callees that carry them; `handed.rs`).
+    pub(super) handed: handed::Handed,
+}

@@ -61,7 +61,7 @@ impl Merger<'_> {
     /// are built only when a kernel with a limit reaches a function above it. Reads
     /// `code` (the functions' counts), `trees` and `res`; writes nothing.
     pub(super) fn check_register_limits(&self, trees: &CallTrees) -> Result<Vec<String>> {
-        if self.opts.relocatable {
+        if self.opts().relocatable {
             return Ok(Vec::new());
         }
         let most = self.code.funcs().iter().map(|f| f.regs).max().unwrap_or(0);

@@ -17,12 +17,12 @@ impl Merger<'_> {
     /// Input `i`'s `.nv_debug_info_reg_sass` (section `sec`) with the ranges of removed
     /// or replaced functions cleared (`None`: nothing to clear, or not that layout).
     pub(super) fn cleared_reg_sass(&self, i: usize, sec: usize) -> Option<PrunedFrame> {
-        let c = &self.inputs[i].cubin;
+        let c = &self.inputs()[i].cubin;
         let mut data = c.bytes(&c.sections[sec]).to_vec();
         let ranges = reg_sass_ranges(&data)?;
         // (nvlink finds the function by name: a local one whose name an earlier input
         // defines too, `-G`'s per-unit `__assert_fail`, counts as replaced)
-        let earlier: HashSet<&str> = (self.inputs[..i].iter())
+        let earlier: HashSet<&str> = (self.inputs()[..i].iter())
             .flat_map(|u| &u.cubin.symbols)
             .filter(|s| s.ty == STT_FUNC && s.defined())
             .map(|s| s.name.as_str())

@@ -194,7 +194,7 @@ impl<'a> Merger<'a> {
         frames: &sections::Frames,
     ) -> RelocWork {
         RelocWork(
-            (0..self.inputs.len())
+            (0..self.inputs().len())
                 .into_par_iter()
                 .map(|i| self.plan_relocations(placement, layout, symtab, i, frames))
                 .collect(),
@@ -204,7 +204,7 @@ impl<'a> Merger<'a> {
     /// The byte ranges of input `i`'s section `si` that hold data objects another
     /// input's definition replaced.
     pub(super) fn replaced_objects(&self, i: usize, si: usize) -> Vec<(u64, u64)> {
-        let c = &self.inputs[i].cubin;
+        let c = &self.inputs()[i].cubin;
         (c.symbols.iter().enumerate())
             .filter(|(_, s)| matches!(s.ty, STT_OBJECT | crate::elf::STT_CUDA_OBJECT))
             .filter(|(_, s)| s.shndx as usize == si && s.size > 0)
@@ -224,8 +224,8 @@ impl<'a> Merger<'a> {
         i: usize,
         frames: &sections::Frames,
     ) -> Result<RelocPlan> {
-        let exec = !self.opts.relocatable;
-        let c = &self.inputs[i].cubin;
+        let exec = !self.opts().relocatable;
+        let c = &self.inputs()[i].cubin;
         let mut facts: Vec<Option<SymFacts>> = vec![None; c.symbols.len()];
         let mut plan = RelocPlan::default();
         // patches of the sections written from the mapping, by output section
@@ -390,7 +390,7 @@ impl<'a> Merger<'a> {
         at: u64,
         out: &mut SectionPlan,
     ) -> Result<()> {
-        let exec = !self.opts.relocatable;
+        let exec = !self.opts().relocatable;
         let sym = self.sym(k);
         // link-time value: section offset of the target (a dynamic shared
         // array's as the function holding the relocation sees it)
@@ -403,7 +403,7 @@ impl<'a> Merger<'a> {
         {
             (value, resolvable_here) = (o, true);
             unseen = o == u64::MAX;
-        } else if is_dynamic_shared(sym) && sec.nonalloc && exec && !self.opts.debug {
+        } else if is_dynamic_shared(sym) && sec.nonalloc && exec && !self.opts().debug {
             // (debug information's address of a dynamic shared array outside a
             // -g link: nvlink gives the array the value -1, its addend added,
             // as the SASS side of a function that does not see it)
@@ -462,7 +462,7 @@ impl<'a> Merger<'a> {
             // sees it, at -1, and the array has a symbol (sm_90); nvlink's
             // sm_100+ image only the code's, and none against a constant bank or a
             // reserved shared variable, tcgen05's partition)
-            if self.opts.preserve_relocs
+            if self.opts().preserve_relocs
                 && (exec || !is_table_symbol(&sym.name))
                 && (self.dynamic_shared_symbols() || !is_dynamic_shared(sym) || unseen)
                 && !(self.mercury_layout()
@@ -508,7 +508,7 @@ impl<'a> Merger<'a> {
         if let Some(t) = self.reserved_target(k)
             && let Some(&(_, at)) = placement.of(&SecKey::new(t.input, self.sym(t).shndx as usize))
         {
-            let c = &self.inputs[t.input].cubin;
+            let c = &self.inputs()[t.input].cubin;
             return (at + sections::reserved_offset(&c.symbols, t.sym), 0, true);
         }
         self.link_value(placement, layout, k)
@@ -517,8 +517,8 @@ impl<'a> Merger<'a> {
     /// The reserved shared variable a relocation's symbol stands for, in an image.
     fn reserved_target(&self, k: SymKey) -> Option<SymKey> {
         (self.target(k))
-            .filter(|_| !self.opts.relocatable && self.sym(k).ty != STT_SECTION)
-            .filter(|&t| sections::reserved(&self.inputs[t.input].cubin, self.sym(t)))
+            .filter(|_| !self.opts().relocatable && self.sym(k).ty != STT_SECTION)
+            .filter(|&t| sections::reserved(&self.inputs()[t.input].cubin, self.sym(t)))
     }
 
     /// What relocations need to know of a symbol.
@@ -530,7 +530,7 @@ impl<'a> Merger<'a> {
         k: SymKey,
     ) -> SymFacts {
         let sym = self.sym(k);
-        let c = &self.inputs[k.input].cubin;
+        let c = &self.inputs()[k.input].cubin;
         let section = (sym.ty == STT_SECTION).then_some(sym.shndx as usize);
         SymFacts {
             dead: self.symbol_is_dead(k),

@@ -75,7 +75,7 @@ const MEMORY_SPACE: u8 = 0xE0;
 /// its representative. Read only after [`resolve`] made it.
 pub(super) struct Resolution<'a> {
     /// Global names in nvlink's symbol order (per input: functions, then the rest).
-    pub(super) globals: Vec<Global<'a>>,
+    globals: Vec<Global<'a>>,
     /// Per input and symbol: its global (`NO_GLOBAL` for locals).
     global_of: Vec<Vec<u32>>,
     /// Per input and symbol: `(target, representative)` (`Resolution::target`,
@@ -86,7 +86,12 @@ pub(super) struct Resolution<'a> {
     once_chosen: HashSet<SymKey>,
 }
 
-impl Resolution<'_> {
+impl<'a> Resolution<'a> {
+    /// The global names, in nvlink's symbol order.
+    pub(super) fn globals(&self) -> &[Global<'a>] {
+        &self.globals
+    }
+
     /// The definition a symbol of an input stands for: itself when local or chosen,
     /// the chosen definition of its name when global.
     pub(super) fn target(&self, k: SymKey) -> Option<SymKey> {
@@ -311,11 +316,11 @@ impl<'a> Merger<'a> {
     /// (what only removed code refers to is no error). Reads `res` and `code`; writes
     /// nothing (the errors go to the diagnostics).
     pub(super) fn undefined(&self) -> Result<()> {
-        if self.opts.relocatable {
+        if self.opts().relocatable {
             return Ok(());
         }
         let unresolved: Vec<(&str, usize)> = self
-            .res
+            .res()
             .globals
             .iter()
             .filter(|g| {
@@ -323,7 +328,7 @@ impl<'a> Merger<'a> {
                     || is_table_symbol(g.name)
                     || is_syscall(g.name)
                     || is_dynamic_shared(self.sym(g.first))
-                    || kind(self.sym(g.first)) == Kind::Data && self.opts.allow_undefined_globals)
+                    || kind(self.sym(g.first)) == Kind::Data && self.opts().allow_undefined_globals)
             })
             .map(|g| (g.name, g.first.input))
             .collect();
@@ -343,10 +348,10 @@ impl<'a> Merger<'a> {
             if let Some(i) = reported {
                 let origin = self.origin(i);
                 // nvlink's text, then which inputs `lto.cubin` was compiled from
-                let from = match (origin == "lto.cubin", self.opts.lto_from.is_empty()) {
+                let from = match (origin == "lto.cubin", self.opts().lto_from.is_empty()) {
                     (true, false) => format!(
                         "\n  lto.cubin: what libNVVM compiled from the IR of '{}'",
-                        self.opts.lto_from.join("', '")
+                        self.opts().lto_from.join("', '")
                     ),
                     _ => String::new(),
                 };
@@ -356,7 +361,7 @@ impl<'a> Merger<'a> {
             }
         }
         for m in &missing {
-            self.diag.error(m);
+            self.diag().error(m);
         }
         if !missing.is_empty() {
             // the messages are printed; nvlink adds nothing and exits 255
@@ -371,9 +376,9 @@ impl<'a> Merger<'a> {
     fn undefined_uses(&self) -> (HashMap<&'a str, usize>, HashSet<&'a str>) {
         let mut first = HashMap::default();
         let mut used = HashSet::default();
-        let narrowed = self.opts.kernels.is_some();
-        for i in 0..self.inputs.len() {
-            let c = &self.inputs[i].cubin;
+        let narrowed = self.opts().kernels.is_some();
+        for i in 0..self.inputs().len() {
+            let c = &self.inputs()[i].cubin;
             for (ri, rs) in c.sections.iter().enumerate() {
                 if !matches!(rs.ty, SHT_RELA | SHT_REL) {
                     continue;
@@ -430,3 +435,29 @@ pub(super) fn is_driver_value(name: &str) -> bool {
             Some("offset0" | "offset1" | "begin" | "end" | "cap")
         )
 }
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Kind {
+    Function,
+    Data,
+    Other,
+}
+
+/// What a symbol is, as resolution ranks it.
+pub(super) fn kind(s: &Symbol) -> Kind {
+    match s.ty {
+        STT_FUNC => Kind::Function,
+        STT_OBJECT | STT_CUDA_OBJECT => Kind::Data,
+        _ => Kind::Other,
+    }
+}
+
+/// A global name: its definition (chosen), its first symbol.
+pub(super) struct Global<'a> {
+    pub(super) name: &'a str,
+    pub(super) def: Option<SymKey>,
+    pub(super) first: SymKey,
+}
+
+/// No global: a local symbol's entry in `Merger::global_of`.
+pub(super) const NO_GLOBAL: u32 = u32::MAX;

@@ -3,13 +3,14 @@
 //! pieces in input order, aligned as each asks; on sm_100+ a `.debug_frame` piece
 //! without the entries of removed or replaced functions (`pruned_frame`).
 
+use super::bank2::Unbanked;
 use super::*;
 
 impl<'a> Merger<'a> {
     /// The function an input section belongs to (its code, info, parameter bank,
     /// relocations), if any.
     pub(super) fn owner(&self, i: usize, sec: usize) -> Option<FuncId> {
-        let c = &self.inputs[i].cubin;
+        let c = &self.inputs()[i].cubin;
         let s = c.sections.get(sec)?;
         if let Some(&f) = self.code.func_of_text().get(&SecKey::new(i, sec)) {
             return Some(f);
@@ -28,7 +29,7 @@ impl<'a> Merger<'a> {
     }
 
     pub(super) fn is_dropped_function_section(&self, i: usize, sec: usize) -> bool {
-        let c = &self.inputs[i].cubin;
+        let c = &self.inputs()[i].cubin;
         let Some(s) = c.sections.get(sec) else {
             return false;
         };
@@ -58,17 +59,18 @@ impl<'a> Merger<'a> {
 
     /// Places every kept input section in the output; hands on the sm_100+ `.debug_frame`
     /// pieces it pruned, whose relocations move with their entries, and the `Placement`
-    /// (where each input section went). Reads `code` (what is live, which sections are a
-    /// function's) and `res`; writes `out` (its sections, which get a section symbol);
-    /// after `notes`; ends with nvlink's limit on constant data (`constant_data_fits`).
-    pub(super) fn sections(&mut self) -> Result<(Frames, Placement)> {
-        let exec = !self.opts.relocatable;
+    /// (where each input section went), `Unbanked` until bank 2 adds its pieces. Reads `code` (what is live, which sections are a
+    /// function's) and `res`; writes `out` (its sections, which get a section symbol,
+    /// after the notes' sections: it takes `Notes` for that order alone); ends with
+    /// nvlink's limit on constant data (`constant_data_fits`).
+    pub(super) fn sections(&mut self, _notes: &super::notes::Notes) -> Result<(Frames, Unbanked)> {
+        let exec = !self.opts().relocatable;
         let mut frames = Frames::default();
         let mut placement = Placement::default();
         // (the output section of each name and type that input sections share)
         let mut by_name: HashMap<(&str, u32), usize> = HashMap::default();
-        for i in 0..self.inputs.len() {
-            let c = &self.inputs[i].cubin;
+        for i in 0..self.inputs().len() {
+            let c = &self.inputs()[i].cubin;
             let has_symbol: HashSet<usize> = c
                 .symbols
                 .iter()
@@ -165,12 +167,12 @@ impl<'a> Merger<'a> {
                 placement.place(SecKey::new(i, si), id, at);
             }
         }
-        if self.opts.target.is_some_and(|t| t.sm >= 100) {
+        if self.opts().target.is_some_and(|t| t.sm >= 100) {
             self.rebase_line_tables(&frames, &placement);
         }
         // text and per-function sections point at their function's code
-        for i in 0..self.inputs.len() {
-            let c = &self.inputs[i].cubin;
+        for i in 0..self.inputs().len() {
+            let c = &self.inputs()[i].cubin;
             for (si, s) in c.sections.iter().enumerate() {
                 let Some(&(id, _)) = placement.of(&SecKey::new(i, si)) else {
                     continue;
@@ -184,7 +186,7 @@ impl<'a> Merger<'a> {
             }
         }
         self.constant_data_fits()?;
-        Ok((frames, placement))
+        Ok((frames, Unbanked::new(placement)))
     }
 
     /// nvlink's sm_100+ `.debug_frame`: each FDE whose function was removed or replaced
@@ -192,7 +194,7 @@ impl<'a> Merger<'a> {
     /// that CIE; the CIE pointers of the kept FDEs are
     /// the CIEs' new offsets in the output section (`base` is the piece's offset).
     fn pruned_frame(&self, i: usize, sec: usize, base: u64) -> Option<PrunedFrame> {
-        let c = &self.inputs[i].cubin;
+        let c = &self.inputs()[i].cubin;
         let d = c.bytes(&c.sections[sec]);
         let entries = frame_entries(d)?;
         let ri = c
@@ -434,7 +436,7 @@ impl Merger<'_> {
         if size <= CONSTANT_DATA_MAX {
             return Ok(());
         }
-        self.diag.error(&format!(
+        self.diag().error(&format!(
             "File uses too much global constant data ({size:#x} bytes, {CONSTANT_DATA_MAX:#x} max)"
         ));
         Err(Error::error(""))
@@ -451,12 +453,12 @@ impl Merger<'_> {
             for &ri in &self.code.funcs()[f].relocs {
                 for r in self.relocs(i, ri).unwrap_or_default() {
                     let k = SymKey::new(i, r.sym as usize);
-                    if k.sym >= self.inputs[i].cubin.symbols.len() {
+                    if k.sym >= self.inputs()[i].cubin.symbols.len() {
                         continue;
                     }
                     let def = self.target(k).unwrap_or(k);
                     let s = self.sym(def);
-                    let sections = &self.inputs[def.input].cubin.sections;
+                    let sections = &self.inputs()[def.input].cubin.sections;
                     let bank3 = (sections.get(s.shndx as usize))
                         .is_some_and(|x| constant_bank(x.ty) == Some(3));
                     if bank3 && s.ty != STT_SECTION && seen.insert(def) {

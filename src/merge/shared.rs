@@ -114,7 +114,7 @@ impl<'a> Merger<'a> {
         if s.name != EXTERN_SHARED_INSTANCE {
             return align_of(s);
         }
-        let c = &self.inputs[v.input].cubin;
+        let c = &self.inputs()[v.input].cubin;
         let debug = c.sections.iter().find(|x| *x.name == *".nv_debug.shared");
         debug.map_or(align_of(s), |x| x.align.max(1))
     }
@@ -123,11 +123,11 @@ impl<'a> Merger<'a> {
     /// steps read returned. Reads `trees`, `code` (each function's shared variables),
     /// `res` and `placement` (where the kernels' code went, each window's `sh_info`);
     /// writes `out` (the windows; under `-r`, the alignment of the inputs' shared
-    /// sections); hands on the `SharedLayout`; before `creation_order` (which orders the
-    /// windows it made).
+    /// sections); hands on the `SharedLayout`, which `creation_order` takes (so it runs
+    /// after, ordering the windows made here).
     pub(super) fn shared(&mut self, trees: &CallTrees, placement: &Placement) -> SharedLayout {
         let mut laid = SharedLayout::default();
-        if self.opts.relocatable {
+        if self.opts().relocatable {
             self.relocatable_shared_alignment();
             return laid;
         }
@@ -152,8 +152,8 @@ impl<'a> Merger<'a> {
         // 4. Once step 1 placed anything, every window is as aligned as the strictest
         //    variable of 0.
         // sm_90 and newer reserve 1 KiB at the end of every kernel's window.
-        let sm = self.opts.target.map_or(0, |t| t.sm);
-        let reserve = if self.opts.disable_smem_reservation || sm < 90 {
+        let sm = self.opts().target.map_or(0, |t| t.sm);
+        let reserve = if self.opts().disable_smem_reservation || sm < 90 {
             0
         } else {
             0x400
@@ -203,7 +203,7 @@ impl<'a> Merger<'a> {
     /// a 16- or 32-aligned array used by a kernel, a device function or none).
     fn relocatable_shared_alignment(&mut self) {
         let dynamic = self
-            .inputs
+            .inputs()
             .iter()
             .flat_map(|u| &u.cubin.symbols)
             .filter(|s| is_dynamic_shared(s))
@@ -271,7 +271,7 @@ impl<'a> Merger<'a> {
         let mut unnamed = 0;
         for (ki, &f) in self.code.kernels().iter().enumerate() {
             let SymKey { input: i, sym: s } = self.code.funcs()[f].key;
-            let c = &self.inputs[i].cubin;
+            let c = &self.inputs()[i].cubin;
             let name = format!(".nv.shared.{}", c.symbols[s].name);
             let Some(n) = c.sections.iter().position(|x| *x.name == *name) else {
                 continue;
@@ -520,7 +520,7 @@ impl<'a> Merger<'a> {
                 continue;
             }
             let SymKey { input: i, sym: s } = self.code.funcs()[f].key;
-            let name = format!(".nv.shared.{}", self.inputs[i].cubin.symbols[s].name);
+            let name = format!(".nv.shared.{}", self.inputs()[i].cubin.symbols[s].name);
             let mut o = OutSection::new(name, SHT_NOBITS, SHF_WRITE | SHF_ALLOC | SHF_INFO_LINK);
             o.align = max_align;
             o.mem_size = window + reserve;
@@ -612,7 +612,7 @@ impl<'a> Merger<'a> {
     /// A kernel's own local: ptxas puts it in that kernel's `.nv.shared.` section (the
     /// kernel's function is all that refers to it).
     fn is_kernel_local(&self, SymKey { input: i, sym: s }: SymKey) -> bool {
-        let c = &self.inputs[i].cubin;
+        let c = &self.inputs()[i].cubin;
         let sym = &c.symbols[s];
         sym.defined()
             && c.sections
@@ -623,8 +623,8 @@ impl<'a> Merger<'a> {
     /// The shared variables nvlink sorts first when it lays out shared memory (`shared`,
     /// step 0), in input order: all but kernels' own locals, a global once.
     pub(super) fn sorted_shared_candidates(&self) -> Vec<SymKey> {
-        (0..self.inputs.len())
-            .flat_map(|i| (1..self.inputs[i].cubin.symbols.len()).map(move |s| SymKey::new(i, s)))
+        (0..self.inputs().len())
+            .flat_map(|i| (1..self.inputs()[i].cubin.symbols.len()).map(move |s| SymKey::new(i, s)))
             .filter(|&k| {
                 let sym = self.sym(k);
                 sym.other & STO_SHARED != 0

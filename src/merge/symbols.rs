@@ -167,15 +167,15 @@ impl<'a> Merger<'a> {
         externs: &super::externs::ExternRefs,
         order: &super::creation::Order,
     ) -> SymbolTable {
-        let exec = !self.opts.relocatable;
-        let mut t = SymbolTable::new(self.inputs);
+        let exec = !self.opts().relocatable;
+        let mut t = SymbolTable::new(self.inputs());
         // locals: section symbols, then local functions and data (in nvlink's sm_100+
         // layout the parameter banks' section symbols come last, after the globals, so
         // that the capsule-Mercury symbol table, which has none, numbers alike)
         let by_creation = self.sections_by_creation(order);
         self.section_symbols(&mut t, &by_creation, false);
-        for i in 0..self.inputs.len() {
-            let c = &self.inputs[i].cubin;
+        for i in 0..self.inputs().len() {
+            let c = &self.inputs()[i].cubin;
             for (s, sym) in c.symbols.iter().enumerate().skip(1) {
                 if sym.bind != STB_LOCAL || sym.ty == STT_SECTION || !sym.defined() {
                     if !exec && let Some(o) = self.relocatable_symbol(sym) {
@@ -195,7 +195,7 @@ impl<'a> Merger<'a> {
                     // but not those of a device function's bank 2, which went into its
                     // kernels' banks)
                     if bank_mark
-                        && self.opts.preserve_relocs
+                        && self.opts().preserve_relocs
                         && !self.is_function_bank2(i, sym.shndx as usize)
                         && let Some(mut o) = self.out_symbol(placement, SymKey::new(i, s))
                     {
@@ -213,8 +213,8 @@ impl<'a> Merger<'a> {
         }
         self.interleave_locals(order, &mut t); // (creation.rs)
         let locals_end = t.symbols.len();
-        for gi in 0..self.res.globals.len() {
-            let g = &self.res.globals[gi];
+        for gi in 0..self.res().globals().len() {
+            let g = &self.res().globals()[gi];
             let (name, k) = (g.name, g.def.unwrap_or(g.first));
             let s = self.sym(k);
             if exec && s.other & STO_SHARED != 0 && s.ty != STT_FUNC {
@@ -276,7 +276,7 @@ impl<'a> Merger<'a> {
     /// Where the input sections that an input section symbol names went (what
     /// `out_index` reads of the placement).
     fn sections_of_inputs(&self, placement: &Placement, t: &mut SymbolTable) {
-        for (i, input) in self.inputs.iter().enumerate() {
+        for (i, input) in self.inputs().iter().enumerate() {
             for s in input.cubin.symbols.iter().filter(|s| s.ty == STT_SECTION) {
                 let k = SecKey::new(i, s.shndx as usize);
                 if let Some(&(id, _)) = placement.of(&k) {
@@ -292,8 +292,8 @@ impl<'a> Merger<'a> {
     /// its relocations applied and not listed, as where it has no symbol.
     fn preserved_dynamic_symbol(&self, layout: &SharedLayout, t: &mut SymbolTable, k: SymKey) {
         let sym = self.sym(k);
-        if !self.opts.preserve_relocs
-            || self.opts.debug
+        if !self.opts().preserve_relocs
+            || self.opts().debug
             || self.mercury_layout()
             || !layout.debug_holds_variables()
             || layout.reserve() == 0
@@ -344,7 +344,7 @@ impl<'a> Merger<'a> {
                 bind: if global { sym.bind } else { STB_LOCAL },
                 ty: STT_OBJECT,
                 // (STV_INTERNAL in a --preserve-relocs link that is not a debug link)
-                other: if self.opts.preserve_relocs && !self.opts.debug {
+                other: if self.opts().preserve_relocs && !self.opts().debug {
                     STV_INTERNAL
                 } else {
                     0
@@ -436,7 +436,7 @@ impl<'a> Merger<'a> {
     }
 
     fn out_symbol(&self, placement: &Placement, k: SymKey) -> Option<OutSymbol> {
-        let exec = !self.opts.relocatable;
+        let exec = !self.opts().relocatable;
         let s = self.sym(k);
         if let Some(f) = self.func_defined_by(k)
             && !self.code.live()[f]
@@ -449,8 +449,8 @@ impl<'a> Merger<'a> {
         let (section, value) = match placement.of(&SecKey::new(k.input, s.shndx as usize)) {
             Some(&(id, _)) if common => (Some(id), s.value),
             // (a reserved shared variable's value is its alignment too)
-            Some(&(id, at)) if sections::reserved(&self.inputs[k.input].cubin, s) => {
-                let c = &self.inputs[k.input].cubin;
+            Some(&(id, at)) if sections::reserved(&self.inputs()[k.input].cubin, s) => {
+                let c = &self.inputs()[k.input].cubin;
                 let placed = at + sections::reserved_offset(&c.symbols, k.sym);
                 (Some(id), if exec { placed } else { s.value })
             }
@@ -480,7 +480,10 @@ impl Merger<'_> {
     /// input's copy replaced: nvlink keeps it, in the kept copy's bank.
     fn kept_copy_of(&self, k: SymKey) -> Option<Option<usize>> {
         let s = self.sym(k);
-        let sec = self.inputs[k.input].cubin.sections.get(s.shndx as usize)?;
+        let sec = self.inputs()[k.input]
+            .cubin
+            .sections
+            .get(s.shndx as usize)?;
         if s.bind != STB_LOCAL
             || !sec.name.starts_with(".nv.constant0.")
             || !self.is_dropped_function_section(k.input, s.shndx as usize)

@@ -23,7 +23,7 @@ impl Merger<'_> {
             let Some(&(i0, m0, _)) = twins.first() else {
                 continue;
             };
-            let proto = &self.inputs[i0].cubin.sections[m0];
+            let proto = &self.inputs()[i0].cubin.sections[m0];
             let name = creation::concat(
                 ".nv.merc.nv.constant.optimizer.",
                 &self.sym(self.code.funcs()[*kernel].key).name,
@@ -39,7 +39,7 @@ impl Merger<'_> {
             }
             o.data = vec![0; self.out[*sass].data.len()];
             for &(i, m, base) in &twins {
-                let c = &self.inputs[i].cubin;
+                let c = &self.inputs()[i].cubin;
                 let s = &c.sections[m];
                 o.align = o.align.max(s.align);
                 let d = c.bytes(s);
@@ -71,7 +71,7 @@ impl Merger<'_> {
     /// The order nvlink copies a device function's Mercury bank-2 relocations in: by
     /// the `.const_opt` object each falls in, lowest first, in their order within one.
     pub(super) fn bank2_relocation_order(&self, i: usize, merc: usize, entries: &mut [Reloc]) {
-        let c = &self.inputs[i].cubin;
+        let c = &self.inputs()[i].cubin;
         let objects: Vec<(u64, u64)> = (c.merc_symbols.iter())
             .filter(|s| s.shndx as usize == merc && s.ty != STT_SECTION && s.size > 0)
             .map(|s| (s.value, s.value + s.size))

@@ -43,7 +43,7 @@ impl Merger<'_> {
         data: &mut [u8],
         view: &View,
     ) {
-        let c = &self.inputs[i].cubin;
+        let c = &self.inputs()[i].cubin;
         let Some(merc) = self.capsule_bank_relocs(i, capsule, view) else {
             return;
         };
@@ -100,7 +100,7 @@ impl Merger<'_> {
     /// by offset, their symbols the SASS ones; `None` where it has no relocation section
     /// or it cannot be read.
     fn capsule_bank_relocs(&self, i: usize, capsule: usize, view: &View) -> Option<Vec<BankReloc>> {
-        let c = &self.inputs[i].cubin;
+        let c = &self.inputs()[i].cubin;
         let ri = (c.sections.iter())
             .position(|s| s.ty == SHT_MERC_RELA && s.info as usize == capsule)?;
         let relocs = c.relocations(ri).ok()?;
@@ -123,7 +123,7 @@ impl Merger<'_> {
             return Vec::new();
         };
         let mut out: Vec<BankReloc> = (self.code.funcs()[f].relocs.iter())
-            .filter_map(|&ri| self.parsed[i].relocs.get(ri)?.as_ref().ok())
+            .filter_map(|&ri| self.parsed()[i].relocs.get(ri)?.as_ref().ok())
             .flatten()
             .filter_map(|r| {
                 let bank = self.bank_of(i, r.sym as usize)?;
@@ -141,7 +141,7 @@ impl Merger<'_> {
         let k = SymKey::new(i, n);
         let def = self.target(k).unwrap_or(k);
         let sec = self.sym(def).shndx as usize;
-        let sections = &self.inputs[def.input].cubin.sections;
+        let sections = &self.inputs()[def.input].cubin.sections;
         (sections.get(sec))
             .and_then(|s| constant_bank(s.ty))
             .filter(|b| matches!(b, 2 | 3))
@@ -151,7 +151,7 @@ impl Merger<'_> {
     /// them, and `why`.
     fn mismatch_warning(&self, c: &Cubin, capsule: usize, why: &str) {
         let name = &c.sections[capsule].name;
-        self.diag.warning_never_error(&format!(
+        self.diag().warning_never_error(&format!(
             "'{}': the constant bank offsets of capsule '{name}' are left as ptxas wrote them ({why}): a driver that finalizes it for another GPU may read the wrong constants",
             c.origin,
         ));

@@ -50,7 +50,7 @@ impl Merger<'_> {
     ) -> Result<()> {
         let mut lists = MercLists::default();
         // (the inputs outlive this borrow of the merger, which each relocation takes)
-        let inputs = self.inputs;
+        let inputs = self.inputs();
         // (a replaced copy's bank-2 relocations come right after its kept copy's, as
         // the input has them: Mercury sections (input, section))
         let merc = |k: &SecKey| Some((k.input, *st.views[k.input].merc_of.get(&k.sec)?));
@@ -129,7 +129,7 @@ impl Merger<'_> {
         replaced_copy: bool,
         lists: &mut MercLists,
     ) -> Result<()> {
-        let inputs = self.inputs;
+        let inputs = self.inputs();
         let c = &inputs[i].cubin;
         let rs = &c.sections[ri];
         let places = match st.copies.get(&(i, rs.info as usize)) {
@@ -185,7 +185,7 @@ impl Merger<'_> {
         r: Reloc,
         lists: &mut MercLists,
     ) -> Result<()> {
-        let c = &self.inputs[i].cubin;
+        let c = &self.inputs()[i].cubin;
         let rs_info = target;
         let target = &c.sections[target];
         let ms = &c.merc_symbols[r.sym as usize];
@@ -280,7 +280,7 @@ impl Merger<'_> {
             }
             // (--preserve-relocs lists a capsule's, but for those against a
             // constant bank, as the SASS side does at sm_100+)
-            if self.opts.preserve_relocs
+            if self.opts().preserve_relocs
                 && target.ty == SHT_CAPMERC_TEXT
                 && (st.exec || !is_table_symbol(&ms.name))
                 && !self.in_constant_bank(k)
