@@ -196,6 +196,29 @@ impl<'a> Merger<'a> {
         }
     }
 
+    /// The kept relocation lists (the relocations and Mercury steps') made sections,
+    /// named as nvlink names them (`order`: the names the inputs' relocation sections
+    /// had).
+    fn kept_sections(&mut self, kept: Vec<relocations::KeptList>, order: &creation::Order) {
+        for (out_id, list, data) in kept {
+            let (prefix, ty, entsize) = match list {
+                RelocList::Rel => (".rel", SHT_REL, 16),
+                RelocList::Rela => (".rela", SHT_RELA, 24),
+                RelocList::Resolved => (".nv.resolvedrela", SHT_CUDA_RESOLVED_RELA, 24),
+            };
+            // (the name an input's relocation section has, shared, when one has it)
+            let name = creation::joined(prefix, &self.out[out_id].name, |n| order.name(n))
+                .unwrap_or_else(|| creation::concat(prefix, &self.out[out_id].name));
+            let mut o = OutSection::new(name, ty, SHF_INFO_LINK);
+            o.align = 8;
+            o.entsize = entsize;
+            o.link = Ref::Symtab;
+            o.info = Ref::Section(out_id);
+            o.data = data;
+            self.new_section(o, false);
+        }
+    }
+
     /// The image handed to the writer: the kept relocation lists (`kept`, the
     /// relocations and Mercury steps') made sections, every section in nvlink's final
     /// order, the symbol table and the Mercury one (`merc_symbols`) renumbered to it; the
@@ -220,23 +243,7 @@ impl<'a> Merger<'a> {
         if self.mercury_layout() {
             self.strings_last(&symtab, &mut tables, merc_symbols.as_ref()); // (callgraph.rs)
         }
-        for (out_id, list, data) in kept {
-            let (prefix, ty, entsize) = match list {
-                RelocList::Rel => (".rel", SHT_REL, 16),
-                RelocList::Rela => (".rela", SHT_RELA, 24),
-                RelocList::Resolved => (".nv.resolvedrela", SHT_CUDA_RESOLVED_RELA, 24),
-            };
-            // (the name an input's relocation section has, shared, when one has it)
-            let name = creation::joined(prefix, &self.out[out_id].name, |n| order.name(n))
-                .unwrap_or_else(|| creation::concat(prefix, &self.out[out_id].name));
-            let mut o = OutSection::new(name, ty, SHF_INFO_LINK);
-            o.align = 8;
-            o.entsize = entsize;
-            o.link = Ref::Symtab;
-            o.info = Ref::Section(out_id);
-            o.data = data;
-            self.new_section(o, false);
-        }
+        self.kept_sections(kept, order);
         // final order
         // (by rank, then in nvlink's creation order within a rank)
         let mut created = order.take_created();
