@@ -45,11 +45,11 @@ impl Tables {
 
 impl<'a> Merger<'a> {
     /// The sections nvlink creates that carry a section symbol: `.nv.callgraph`,
-    /// `.nv.prototype` (filled in later) and `.nv.rel.action`; hands on the tables'
-    /// sections, which `callgraph` fills. Reads `code`, `res` and `externs` (whether a
-    /// prototype entry stays); writes `out`; hands on the `TableSections`, which
-    /// `creation_order` takes (so it runs after, giving them their place; the symbols,
-    /// which take its `Order`, give them section symbols).
+    /// `.nv.prototype` (filled in later) and `.nv.rel.action`. Reads `code`, `res` and
+    /// `externs` (whether a prototype entry stays); writes `out`; hands on the
+    /// `TableSections`, which `callgraph` fills and `creation_order` takes (so it runs
+    /// after, giving them their place; the symbols, which take its `Order`, give them
+    /// section symbols).
     pub(super) fn tables(&mut self, externs: &super::externs::ExternRefs) -> TableSections {
         let mut t = TableSections {
             callgraph: 0,
@@ -264,7 +264,7 @@ impl<'a> Merger<'a> {
     }
 
     /// The call graph's groups and the prototypes as the image holds them: each group
-    /// behind its marker in nvlink's entry order, strings' offsets noted for `finish`.
+    /// behind its marker in nvlink's entry order, strings' offsets noted for `strings_last`.
     fn write_callgraph(
         &mut self,
         t: &mut Tables,

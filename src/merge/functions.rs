@@ -5,7 +5,7 @@
 
 use super::*;
 
-/// The code graph the functions step makes (`functions`, `reach`, `call_trees`):
+/// The code graph the functions step makes (`graph`, `reach`, `call_trees`):
 /// every function, which are live, the kernels. The later steps read it through its
 /// accessors; only this file writes it (its fields are private here, the accessors hand
 /// shared references).

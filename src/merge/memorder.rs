@@ -25,7 +25,10 @@ impl Merger<'_> {
         };
         // the windows, by the input of their kernel's code
         let mut input_of_text: HashMap<usize, usize> = HashMap::default();
-        for &f in self.code.kernels() {
+        // (every live kernel's: one only `--preserve-relocs` keeps may have a window)
+        let live_kernels = FuncId::all(self.code.funcs().len())
+            .filter(|&f| self.code.live()[f] && self.code.funcs()[f].entry);
+        for f in live_kernels {
             let i = self.code.funcs()[f].key.input;
             if let Some(&(t, _)) = placement.of(&SecKey::new(i, self.code.funcs()[f].text)) {
                 input_of_text.insert(t, i);

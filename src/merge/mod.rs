@@ -21,17 +21,19 @@
 //! - `notes.rs` (`notes`): the notes and `.nv.compat` (`compat.rs`: its records).
 //! - `sections.rs` (`sections`): input sections placed (function sections one to one,
 //!   shared names as pieces: the `Placement` product, placement.rs), sm_100+
-//!   `.debug_frame` pieces pruned; nvlink's limit on constant data checked.
+//!   debug pieces pruned (`Frames`); nvlink's limit on constant data checked.
 //! - `bank2.rs` (`bank2`): the device functions' constant bank 2 merged into their
 //!   kernels' banks, their pieces added to the `Placement` (the banks' Mercury twins are
 //!   the Mercury step's, `mercury/banks.rs`).
-//! - `shared.rs`: shared memory laid out per kernel: the `SharedLayout` product.
+//! - `shared.rs` (`shared`): shared memory laid out per kernel: the `SharedLayout`
+//!   product.
 //! - `callgraph.rs` (`tables`): `.nv.callgraph`, `.nv.prototype`, `.nv.rel.action` made
 //!   before the symbols, whose section symbols they get (filled in later).
 //! - `creation.rs` (`creation_order`): nvlink's creation order of the names made so far
 //!   (the `Order` product), which the symbol table and the last step follow.
-//! - `symbols.rs`: the output symbol table (the `SymbolTable` product).
-//! - `relocations.rs`: relocations applied or kept.
+//! - `symbols.rs` (`symbols`): the output symbol table (the `SymbolTable` product).
+//! - `relocations.rs` (`relocations`, then `RelocWork::apply`): relocations applied or
+//!   kept.
 //! - `nvinfo.rs` (`info`): `.nv.info` and each function's `.nv.info.<fn>`
 //!   (`handed.rs`: what a kernel takes from the functions it calls).
 //! - `callgraph.rs` (`callgraph`, `dump_callgraph`): the call-graph sections filled,
@@ -63,8 +65,8 @@
 //!   `EXTERNS` records name, as `externs`: to the call-graph tables, the symbols,
 //!   `.nv.info`, the call-graph step, `-dump-callgraph` and the Mercury step), `Notes`
 //!   (whether `.nv.compat` was made: to the sections, whose sections follow the notes',
-//!   and the creation order), `Frames` (the sections step's pruned `.debug_frame`
-//!   pieces, to the relocations), the `Placement` (where each input section went: made
+//!   and the creation order), `Frames` (the sections step's pruned sm_100+ debug pieces:
+//!   `.debug_frame`, the line tables, `.nv_debug_info_reg_sass`; to the relocations), the `Placement` (where each input section went: made
 //!   by `sections`, `Unbanked` until `bank2`, the only step that can open it, adds the
 //!   device functions' bank pieces and hands it on, read-only from then: to shared
 //!   memory, the symbols, which copy what `out_index` needs of it, the relocations,
@@ -236,7 +238,8 @@ impl SecKey {
     }
 }
 
-/// A function of the program: its position in `Merger::funcs` (input order).
+/// A function of the program: its position in `CodeGraph::funcs()` (nvlink's function
+/// order).
 /// (Ordered and hashed as that position; vectors with an entry per function are indexed
 /// by it directly.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

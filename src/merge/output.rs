@@ -2,9 +2,9 @@
 //! which of them get a section symbol, and the input of each section that is a
 //! function's own (where each input section went is the `Placement` product,
 //! placement.rs). The sections step makes most of it; the notes (first), bank 2, shared
-//! memory, the call-graph tables, `.nv.info`, the Mercury step and `finish` add sections (bank 2 also
-//! fills the kernels' banks, whose bytes were the input's until then); the relocations
-//! patch them, or edit those still written from an input. A section is only ever added
+//! memory, the call-graph tables, `.nv.info`, the Mercury step and `finish` add sections
+//! (bank 2 also fills the kernels' banks, whose bytes were the input's until then); the
+//! relocations patch them, or edit those still written from an input. A section is only ever added
 //! by `push`, so every section has its symbol flag; the steps read and change the
 //! sections themselves as a slice.
 

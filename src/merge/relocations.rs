@@ -84,7 +84,7 @@ struct SectionAt<'c> {
     nonalloc: bool,
     /// Where its piece starts in its output section.
     piece: u64,
-    /// Its entries moved or gone (a pruned `.debug_frame`).
+    /// Its entries moved or gone (a pruned debug piece: `Frames`).
     frame: Option<&'c sections::PrunedFrame>,
     /// The function whose code it is.
     func: Option<FuncId>,
@@ -185,7 +185,7 @@ impl<'a> Merger<'a> {
     /// `.nv.constant3` (`out`, the last through `linker_value`), the output symbol table
     /// (`symtab`, through `out_index`),
     /// shared-memory offsets (`layout`, directly and through `link_value`) and `frames`,
-    /// the `.debug_frame` pieces the sections step pruned, whose entries moved.
+    /// the debug pieces the sections step pruned, whose entries moved.
     pub(super) fn relocations(
         &self,
         placement: &Placement,

@@ -57,9 +57,11 @@ impl<'a> Merger<'a> {
         false
     }
 
-    /// Places every kept input section in the output; hands on the sm_100+ `.debug_frame`
-    /// pieces it pruned, whose relocations move with their entries, and the `Placement`
-    /// (where each input section went), `Unbanked` until bank 2 adds its pieces. Reads `code` (what is live, which sections are a
+    /// Places every kept input section in the output; hands on the sm_100+ debug pieces it
+    /// pruned (`Frames`: `.debug_frame` and the line tables without the removed
+    /// functions' entries, `.nv_debug_info_reg_sass` cleared), whose relocations move with
+    /// their entries, and the `Placement` (where each input section went), `Unbanked`
+    /// until bank 2 adds its pieces. Reads `code` (what is live, which sections are a
     /// function's) and `res`; writes `out` (its sections, which get a section symbol,
     /// after the notes' sections: it takes `Notes` for that order alone); ends with
     /// nvlink's limit on constant data (`constant_data_fits`).
@@ -360,10 +362,11 @@ fn out_type(s: &Section, exec: bool) -> (u32, u64) {
     (ty, s.flags)
 }
 
-/// The sections step's pruned `.debug_frame` pieces, by (input, section).
+/// The sections step's pruned sm_100+ debug pieces (`.debug_frame`, the line tables,
+/// `.nv_debug_info_reg_sass`), by (input, section).
 pub(super) type Frames = HashMap<SecKey, PrunedFrame>;
 
-/// A `.debug_frame` piece with the entries of removed functions left out.
+/// A debug piece with the entries of removed functions left out (or cleared).
 pub(super) struct PrunedFrame {
     pub data: Vec<u8>,
     /// Kept ranges of the input piece: `(old start, old end, new start)`.

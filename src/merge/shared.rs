@@ -75,6 +75,9 @@ struct Layout {
     at: BTreeMap<SymKey, u64>,
     /// Per kernel: the end of what it holds so far, and the largest alignment.
     win: Vec<(Option<u64>, u64)>,
+    /// The kernel of each window: `CodeGraph::kernels` (the positions above), then the
+    /// kernels only `--preserve-relocs` keeps that hold locals (`unreached_windows`).
+    windows: Vec<FuncId>,
 }
 
 impl Layout {
@@ -250,14 +253,51 @@ impl<'a> Merger<'a> {
                 held.entry(v).or_default().push(ki);
             }
         }
+        let windows = self.unreached_windows(&mut held, &mut kernels_of, &mut reached);
         Layout {
             // (alignment 1 to start: a window of `char` arrays is aligned 1, as nvlink writes it)
-            win: vec![(None, 1); self.code.kernels().len()],
+            win: vec![(None, 1); windows.len()],
             held,
             kernels_of,
             reached,
             at: BTreeMap::new(),
+            windows,
         }
+    }
+
+    /// The kernels whose windows are laid out: the live kernels, then, in a
+    /// `--preserve-relocs` link without `-g`, each kernel only that option keeps (the
+    /// host objects' tables leave it out), as a kernel whose call tree is itself: it
+    /// holds the variables its own code uses (its locals, a global it uses directly, a
+    /// dynamic array), while what only its callees use goes to `.nv_debug.shared`, as a
+    /// variable no kernel holds. Read off nvlink 13.5 at sm_90 and sm_100 (a CUB
+    /// `BlockReduce`'s temporary storage in a kernel no host code launches, whose symbol
+    /// nvlinkrs lost, refusing the link; `tests/merge/preserve.rs`).
+    fn unreached_windows(
+        &self,
+        held: &mut BTreeMap<SymKey, Vec<usize>>,
+        kernels_of: &mut [Vec<usize>],
+        reached: &mut [bool],
+    ) -> Vec<FuncId> {
+        let mut windows = self.code.kernels().to_vec();
+        if !self.preserving_only() {
+            return windows;
+        }
+        let unreached = FuncId::all(self.code.funcs().len())
+            .filter(|&f| self.code.live()[f] && self.code.funcs()[f].entry && !self.reached(f));
+        for f in unreached {
+            let ki = windows.len();
+            windows.push(f);
+            reached[f.0] = true;
+            let vars = &self.code.funcs()[f].shared;
+            if vars.iter().any(|&v| self.sym(v).size == 0) {
+                kernels_of[f.0].push(ki);
+            }
+            for &v in vars {
+                held.entry(v).or_default().push(ki);
+            }
+        }
+        windows
     }
 
     /// A kernel's `.nv.shared.<kernel>` section that holds no variable takes its size
@@ -361,7 +401,7 @@ impl<'a> Merger<'a> {
     /// Step 2: each kernel's own variables after what it holds from step 1.
     fn kernels_own_shared(&self, l: &mut Layout, shared: &[SymKey]) {
         // 2. each kernel's own variables: its function's locals, then the others
-        let mut own: Vec<Vec<SymKey>> = vec![Vec::new(); self.code.kernels().len()];
+        let mut own: Vec<Vec<SymKey>> = vec![Vec::new(); l.win.len()];
         let locals = l.held.keys().filter(|&&v| self.is_kernel_local(v));
         for &v in locals.chain(shared) {
             if let [k] = l.held[&v].as_slice()
@@ -507,7 +547,7 @@ impl<'a> Merger<'a> {
         sm: u32,
         laid: &mut SharedLayout,
     ) {
-        let kernels = self.code.kernels().to_vec();
+        let kernels = l.windows.clone();
         let mut window_of: Vec<Option<usize>> = vec![None; kernels.len()];
         for (ki, &f) in kernels.iter().enumerate() {
             let (Some(window), max_align) = l.win[ki] else {

@@ -15,7 +15,9 @@ pub(super) struct Merger<'a> {
     diag: &'a Diagnostics,
     /// Each global name's definition, each input symbol's global (`resolve.rs`).
     res: &'a resolve::Resolution<'a>,
-    /// The functions, which are live, and the kernels' call trees (`functions.rs`).
+    /// The functions, which are live, the kernels (`functions.rs`; the kernels' call
+    /// trees are the `CallTrees` product). Only functions.rs can make a `CodeGraph` (it
+    /// has no public constructor and no `Default`), so no step can replace it.
     pub(super) code: functions::CodeGraph,
     /// The image as it is built: its sections (`output.rs`).
     pub(super) out: output::Output,

@@ -307,6 +307,40 @@ fn links() -> Vec<(&'static str, Vec<String>, bool)> {
             p(&["-arch=sm_90", "launch1_dc.o", "launch2_dc.o"]),
             true,
         ),
+        (
+            "unlaunched kernels with shared memory of their own (CUB) sm_80",
+            p(&["-arch=sm_80", "prunl_80.o", "prhost_80.o"]),
+            true,
+        ),
+        (
+            "unlaunched kernels with shared memory of their own (CUB) sm_90",
+            p(&["-arch=sm_90", "prunl_90.o", "prhost_90.o"]),
+            true,
+        ),
+        (
+            "unlaunched kernels with shared memory of their own (CUB) sm_100",
+            p(&["-arch=sm_100", "prunl_100.o", "prhost_100.o"]),
+            true,
+        ),
+        (
+            "unlaunched kernels with shared memory of their own (CUB) sm_120",
+            p(&["-arch=sm_120", "prunl_120.o", "prhost_120.o"]),
+            true,
+        ),
+        (
+            "kernels -kernels-used leaves out, with shared memory of their own sm_90",
+            p(&["-arch=sm_90", "-kernels-used=pr_launched", "prunl_90.cubin"]),
+            true,
+        ),
+        (
+            "kernels -kernels-used leaves out, with shared memory of their own sm_100",
+            p(&[
+                "-arch=sm_100",
+                "-kernels-used=pr_launched",
+                "prunl_100.cubin",
+            ]),
+            true,
+        ),
     ]
 }
 
