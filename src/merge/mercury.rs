@@ -5,10 +5,12 @@
 //! and a `.debug_frame`; its constant bank and initialised data are views of the SASS
 //! ones (the same file bytes). nvlink 13.5 keeps and merges all of it. This module builds
 //! that half of the image from the decisions the merge already took (live functions,
-//! placed sections, output symbols). The two rules nvlink's sm_100+ links change on the
-//! SASS side live with the steps they change: `.debug_frame` loses the entries of
-//! removed functions (sections.rs), and a function's `.nv.info` records are reversed
-//! only as far as the Mercury copy has them (nvinfo.rs).
+//! placed sections, output symbols). The rules nvlink's sm_100+ links change on the SASS
+//! side live with the steps they change: `.debug_frame` and the line tables lose the
+//! entries of removed functions and `.nv_debug_info_reg_sass` is cleared of them
+//! (sections.rs, linetable.rs, regsass.rs), the line tables' string bases move with
+//! `.debug_str` (linetable.rs), and a function's `.nv.info` records are reversed only as
+//! far as the Mercury copy has them (nvinfo.rs).
 //!
 //! Rules read off nvlink 13.5 (fixtures `merge/*_100.cubin`, `*_120.cubin`):
 //! * the Mercury symbol table is the SASS one without the parameter banks' section

@@ -56,8 +56,9 @@
 //!   built (output.rs: which get a section symbol, which are a function's own). A step
 //!   taking `&self` writes nothing but its messages (`diag`, in the spine's order, which
 //!   is nvlink's order of its messages; `-dump-callgraph` prints its dump); one taking
-//!   `&mut self` also adds sections to `out`, or fills them, in the spine's order, which
-//!   is the order of the sections it makes (the compiler checks both).
+//!   `&mut self` also adds sections to `out`, or fills them (the compiler checks which
+//!   steps may write), in the spine's order, which is the order of the sections in
+//!   `out`; where a later step reads them, a product orders the two (below).
 //! - Every other product is handed by the spine, so that the compiler checks that it is
 //!   made before it is read: `CallTrees` (to the register limits, bank 2, shared memory
 //!   and `.nv.info`, which takes it and lets it go), the register limits' errors (which
@@ -66,11 +67,12 @@
 //!   `.nv.info`, the call-graph step, `-dump-callgraph` and the Mercury step), `Notes`
 //!   (whether `.nv.compat` was made: to the sections, whose sections follow the notes',
 //!   and the creation order), `Frames` (the sections step's pruned sm_100+ debug pieces:
-//!   `.debug_frame`, the line tables, `.nv_debug_info_reg_sass`; to the relocations), the `Placement` (where each input section went: made
-//!   by `sections`, `Unbanked` until `bank2`, the only step that can open it, adds the
-//!   device functions' bank pieces and hands it on, read-only from then: to shared
-//!   memory, the symbols, which copy what `out_index` needs of it, the relocations,
-//!   `.nv.info`, the Mercury step and `finish`), `Bank2` (the device functions' bank-2
+//!   `.debug_frame`, the line tables, `.nv_debug_info_reg_sass`; to the relocations),
+//!   the `Placement` (where each input section went: made by `sections`, `Unbanked`
+//!   until `bank2`, the only step that can open it, adds the device functions' bank
+//!   pieces and hands it on, read-only from then: to shared memory, the symbols, which
+//!   copy what `out_index` needs of it, the relocations, `.nv.info`, the Mercury step
+//!   and `finish`), `Bank2` (the device functions' bank-2
 //!   places: to the creation order, the Mercury step and `finish`), `SharedLayout` (as
 //!   `layout`: to the creation order, which orders its windows, the symbols, the
 //!   relocations, the Mercury step and `finish`), the call-graph tables (`TableSections`,

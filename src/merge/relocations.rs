@@ -324,8 +324,10 @@ impl<'a> Merger<'a> {
         let f = *facts[k.sym].get_or_insert_with(|| self.sym_facts(placement, layout, symtab, k));
         let mut at = sec.piece + r.offset;
         if let Some(f) = sec.frame {
-            // a pruned `.debug_frame`: entries moved or gone, CIE pointers
-            // already written
+            // a pruned debug piece (`Frames`): entries moved or gone; a relocation
+            // against a section symbol is not applied here (a `.debug_frame`'s CIE
+            // pointers, which the pruning wrote; the line tables' string bases, which
+            // `rebase_line_tables` moves)
             match f.moved(r.offset) {
                 Some(o) if sym.ty != STT_SECTION => at = sec.piece + o,
                 _ => return Ok(()),

@@ -1,7 +1,9 @@
 //! Sections: the inputs' sections placed in the output, a function's own sections one to
 //! one (those of removed functions dropped), sections sharing a name concatenated as
-//! pieces in input order, aligned as each asks; on sm_100+ a `.debug_frame` piece
-//! without the entries of removed or replaced functions (`pruned_frame`).
+//! pieces in input order, aligned as each asks; on sm_100+ the debug pieces without the
+//! entries of removed or replaced functions (`Frames`: `.debug_frame`, `pruned_frame`;
+//! the line tables, `pruned_lines` in linetable.rs; `.nv_debug_info_reg_sass`,
+//! `cleared_reg_sass` in regsass.rs).
 
 use super::bank2::Unbanked;
 use super::*;
