@@ -33,8 +33,8 @@ impl Merger<'_> {
     /// every function symbol of the inputs is a node, numbered from 1 by first
     /// appearance (inputs in order, each symbol table in order; global names once, local
     /// symbols each). A live function's call list is its input's `.nv.callgraph` direct
-    /// calls in order, then for each indirect call every address-taken function of its
-    /// prototype in node order; repeats and self-calls stay.
+    /// calls in order, then for each indirect call, last to first, every address-taken
+    /// function of its prototype in node order; repeats and self-calls stay.
     pub(super) fn call_lists(&self) -> Result<CallLists> {
         // a node is a global name (by its id), or one input's local symbol; numbered
         // from 1 in the order of first appearance
@@ -111,7 +111,8 @@ impl Merger<'_> {
             list.dedup();
         }
         for (f, protos) in FuncId::all(indirect.len()).zip(&indirect) {
-            for p in protos {
+            // (the indirect calls last to first, as nvlink 13.5 adds them: `cgsites.cu`)
+            for p in protos.iter().rev() {
                 if let Some(reached) = taken_nodes.get(p.as_str()) {
                     calls[f].extend(reached.iter().copied());
                 }

@@ -187,6 +187,38 @@ fn virtual_functions_link_as_nvlink() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// A kernel with five indirect calls of three prototypes (`cgsites.cu`): `-dump-callgraph`
+/// lists each call's targets last call first, as nvlink adds them (nvlinkrs listed them
+/// first call first: a helper's differential run on virtual functions and function-pointer
+/// tables, sm_80 to sm_120), and the image is nvlink's.
+#[test]
+fn indirect_calls_are_listed_last_first_as_nvlink() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = fixture_source("cgsites.cu");
+    let mut links = Vec::new();
+    for sm in ["sm_90", "sm_120"] {
+        links.push((
+            "indirect calls".to_string(),
+            sm,
+            vec![compiled(dir.path(), "cgsites", &src, sm, &[])],
+        ));
+    }
+    let mut failures = identical_links(&links);
+    for (_, sm, objs) in &links {
+        let a: Vec<String> = [format!("-arch={sm}"), objs[0].display().to_string()]
+            .into_iter()
+            .chain(std::iter::once("-dump-callgraph".to_string()))
+            .collect();
+        let want = run(&cuda().join("bin/nvlink"), &a, dir.path()).messages;
+        let got = run(&nvlinkrs(), &a, dir.path()).messages;
+        assert!(want.iter().any(|l| l.contains("^k_sites")), "{want:?}");
+        if want != got {
+            failures.push(format!("-dump-callgraph {sm}: {want:?}\n  vs {got:?}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 /// The difference kept on purpose (docs/rules/differences.md, beside the PTX-file one): a
 /// function only a `__device__` table of function pointers names, whose code calls
 /// ptxas's local `__cuda_sm20_rcp_rn_f32_slowpath`, beside a kernel the host code does not
