@@ -154,14 +154,6 @@ impl<'a> Merger<'a> {
                 for &id in banks.made() {
                     made.add(self.out[id].name.clone(), None);
                 }
-                // (the windows of the kernels only `--preserve-relocs` keeps that are not
-                // made as kernels, `-kernels-used` having left them out, which nvlink
-                // makes as it lays out shared memory: one of only a dynamic array,
-                // `prunl.cu`'s `pr_dynonly`; one holding a local has its name earlier,
-                // with the local's section)
-                for id in (0..self.out.len()).filter(|&id| self.late_window(id, rules)) {
-                    made.add(self.out[id].name.clone(), None);
-                }
                 if !rules.twins {
                     continue;
                 }
@@ -169,23 +161,6 @@ impl<'a> Merger<'a> {
             made.add(Name::from(n), None);
         }
         (made.names, made.seen)
-    }
-
-    /// Whether output section `id` is the shared window of a kernel only
-    /// `--preserve-relocs` keeps that is not made as a kernel (`created_sections`).
-    fn late_window(&self, id: usize, rules: Rules) -> bool {
-        let o = &self.out[id];
-        self.preserving_only()
-            && o.name.starts_with(".nv.shared.")
-            && matches!(o.info, Ref::Section(t) if self.out.function_input(t).is_some())
-            && FuncId::all(self.code.funcs().len()).any(|f| {
-                self.code.live()[f]
-                    && self.code.funcs()[f].entry
-                    && !self.reached(f)
-                    && !self.made_as_entry(f, rules)
-                    && o.name.strip_prefix(".nv.shared.")
-                        == Some(self.sym(self.code.funcs()[f].key).name.as_str())
-            })
     }
 
     /// Whether function `f` is made as a kernel (its `.nv.info.<k>` and `.nv.shared.<k>`

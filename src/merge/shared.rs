@@ -266,8 +266,8 @@ impl<'a> Merger<'a> {
     }
 
     /// The kernels whose windows are laid out: the live kernels, then, in a
-    /// `--preserve-relocs` link without `-g`, each kernel only that option keeps (the
-    /// host objects' tables leave it out), as a kernel whose call tree is itself: it
+    /// `--preserve-relocs` link without `-g`, each kernel only that option keeps because
+    /// the host objects' tables leave it out, as a kernel whose call tree is itself: it
     /// holds the variables its own code uses (its locals, a global it uses directly, a
     /// dynamic array), while what only its callees use goes to `.nv_debug.shared`, as a
     /// variable no kernel holds. Read off nvlink 13.5 at sm_90 and sm_100 (a CUB
@@ -285,11 +285,17 @@ impl<'a> Merger<'a> {
         }
         let unreached = FuncId::all(self.code.funcs().len())
             .filter(|&f| self.code.live()[f] && self.code.funcs()[f].entry && !self.reached(f));
+        // (only for the host tables: one `-kernels-used` leaves out is laid out otherwise
+        // by nvlink, which nvlinkrs does not follow yet: it gets no window, and a link
+        // whose left-out kernel uses a local is refused)
+        if !self.opts().kernels.as_ref().is_some_and(|k| k.tables) {
+            return windows;
+        }
         for f in unreached {
+            let vars = &self.code.funcs()[f].shared;
             let ki = windows.len();
             windows.push(f);
             reached[f.0] = true;
-            let vars = &self.code.funcs()[f].shared;
             if vars.iter().any(|&v| self.sym(v).size == 0) {
                 kernels_of[f.0].push(ki);
             }

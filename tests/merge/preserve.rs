@@ -327,20 +327,6 @@ fn links() -> Vec<(&'static str, Vec<String>, bool)> {
             p(&["-arch=sm_120", "prunl_120.o", "prhost_120.o"]),
             true,
         ),
-        (
-            "kernels -kernels-used leaves out, with shared memory of their own sm_90",
-            p(&["-arch=sm_90", "-kernels-used=pr_launched", "prunl_90.cubin"]),
-            true,
-        ),
-        (
-            "kernels -kernels-used leaves out, with shared memory of their own sm_100",
-            p(&[
-                "-arch=sm_100",
-                "-kernels-used=pr_launched",
-                "prunl_100.cubin",
-            ]),
-            true,
-        ),
     ]
 }
 
