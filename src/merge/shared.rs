@@ -76,7 +76,8 @@ struct Layout {
     /// Per kernel: the end of what it holds so far, and the largest alignment.
     win: Vec<(Option<u64>, u64)>,
     /// The kernel of each window: `CodeGraph::kernels` (the positions above), then the
-    /// kernels only `--preserve-relocs` keeps that hold locals (`unreached_windows`).
+    /// kernels only `--preserve-relocs` keeps, the host tables leaving them out
+    /// (`unreached_windows`).
     windows: Vec<FuncId>,
 }
 
@@ -280,17 +281,15 @@ impl<'a> Merger<'a> {
         reached: &mut [bool],
     ) -> Vec<FuncId> {
         let mut windows = self.code.kernels().to_vec();
-        if !self.preserving_only() {
+        // (only for the host tables: one `-kernels-used` leaves out is laid out otherwise
+        // by nvlink, which nvlinkrs does not follow yet: it gets no window, and a link
+        // whose left-out kernel uses a local is refused)
+        let tables = self.opts().kernels.as_ref().is_some_and(|k| k.tables);
+        if !self.preserving_only() || !tables {
             return windows;
         }
         let unreached = FuncId::all(self.code.funcs().len())
             .filter(|&f| self.code.live()[f] && self.code.funcs()[f].entry && !self.reached(f));
-        // (only for the host tables: one `-kernels-used` leaves out is laid out otherwise
-        // by nvlink, which nvlinkrs does not follow yet: it gets no window, and a link
-        // whose left-out kernel uses a local is refused)
-        if !self.opts().kernels.as_ref().is_some_and(|k| k.tables) {
-            return windows;
-        }
         for f in unreached {
             let vars = &self.code.funcs()[f].shared;
             let ki = windows.len();
